@@ -1,0 +1,1 @@
+//! calibration crate (in progress).

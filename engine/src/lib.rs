@@ -1,0 +1,1 @@
+//! engine crate (in progress).

@@ -1,0 +1,1 @@
+//! kernels crate (in progress).

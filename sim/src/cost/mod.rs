@@ -1,0 +1,225 @@
+//! The cost-model contract: what one engine step of a DEP group costs, and where the
+//! time goes. The simulator asks only this trait; the analytic datasheet model and
+//! models fitted from measurements (calibration profiles) both implement it.
+
+pub mod analytic;
+pub mod params;
+
+pub use analytic::AnalyticCostModel;
+pub use params::{CostParams, OpRate};
+
+use serde::Serialize;
+
+/// Prefill computes KV for new prompt tokens; decode emits output tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    Prefill,
+    Decode,
+}
+
+/// `count` identical requests on one rank: each brings `new_tokens` tokens to this step
+/// (prefill: uncached prompt tokens of this chunk; decode: 1 + draft tokens is implied,
+/// leave 1) on top of `context_tokens` already in KV (cached prefix, earlier chunks, or
+/// decode context).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ReqSlice {
+    pub new_tokens: u32,
+    pub context_tokens: u64,
+    pub count: u32,
+}
+
+impl ReqSlice {
+    pub fn one(new_tokens: u32, context_tokens: u64) -> Self {
+        ReqSlice { new_tokens, context_tokens, count: 1 }
+    }
+}
+
+/// One step of a DEP group: the requests on each rank.
+#[derive(Debug, Clone, Copy)]
+pub struct StepShape<'a> {
+    pub phase: Phase,
+    /// One entry per rank of the group (its length must equal the layout's DEP size).
+    pub ranks: &'a [Vec<ReqSlice>],
+    /// MTP draft tokens per request (decode only; 0 = no speculation).
+    pub draft_tokens: u32,
+}
+
+/// Operations the breakdown reports, in display order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Op {
+    /// Routed experts: weight reads and grouped GEMMs on the most loaded rank.
+    Moe,
+    SharedExpert,
+    /// Core attention over the KV cache (dense, sparse top-k, compressed, window).
+    Attention,
+    /// Sparse-attention indexer: scores over the whole (compressed) context.
+    Indexer,
+    /// Recompute of cached context for sliding-window branches.
+    WindowReplay,
+    /// Engram hash-table gathers.
+    Engram,
+    /// Hyper-connection (mHC) stream mixing.
+    Mhc,
+    /// Dispatch/combine communication not hidden behind compute.
+    Communication,
+    /// Attention projections, dense FFN layers, embedding and LM head.
+    Dense,
+    /// MTP draft passes (decode with speculation).
+    MtpDraft,
+    /// Launches, synchronisation, scheduling: fixed costs per layer and per step.
+    Overhead,
+}
+
+impl Op {
+    pub const ALL: [Op; 11] = [
+        Op::Moe,
+        Op::SharedExpert,
+        Op::Attention,
+        Op::Indexer,
+        Op::WindowReplay,
+        Op::Engram,
+        Op::Mhc,
+        Op::Communication,
+        Op::Dense,
+        Op::MtpDraft,
+        Op::Overhead,
+    ];
+
+    pub fn key(self) -> &'static str {
+        match self {
+            Op::Moe => "moe",
+            Op::SharedExpert => "shared_expert",
+            Op::Attention => "attention",
+            Op::Indexer => "indexer",
+            Op::WindowReplay => "window_replay",
+            Op::Engram => "engram",
+            Op::Mhc => "mhc",
+            Op::Communication => "communication",
+            Op::Dense => "dense",
+            Op::MtpDraft => "mtp_draft",
+            Op::Overhead => "overhead",
+        }
+    }
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// What limits an operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Bound {
+    #[default]
+    None,
+    Memory,
+    Compute,
+    Link,
+    Latency,
+}
+
+impl Bound {
+    pub fn name(self) -> &'static str {
+        match self {
+            Bound::None => "-",
+            Bound::Memory => "memory",
+            Bound::Compute => "compute",
+            Bound::Link => "link",
+            Bound::Latency => "latency",
+        }
+    }
+}
+
+/// The cost of one step.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct StepCost {
+    /// Wall time of the step (the slowest rank at every synchronisation).
+    pub step_s: f64,
+    /// Seconds per operation, indexed by `Op::index`; sums to `step_s`.
+    pub op_s: [f64; 11],
+    /// Binding resource per operation.
+    pub op_bound: [Bound; 11],
+    /// The same step with every rank at the mean attention and expert load.
+    pub balanced_step_s: f64,
+    /// Routed-expert weight bytes read per rank per step (all layers).
+    pub moe_weight_bytes_per_rank: f64,
+    /// Expected distinct routed experts touched per rank per MoE layer.
+    pub experts_touched_per_rank: f64,
+    /// Tokens through the target model in this step (all ranks).
+    pub tokens_processed: u64,
+}
+
+impl StepCost {
+    pub fn op(&self, op: Op) -> f64 {
+        self.op_s[op.index()]
+    }
+    /// Time lost to rank imbalance (DP and expert load) in this step.
+    pub fn imbalance_s(&self) -> f64 {
+        (self.step_s - self.balanced_step_s).max(0.0)
+    }
+}
+
+/// Anything that prices an engine step.
+pub trait CostModel {
+    fn step(&self, shape: &StepShape<'_>) -> StepCost;
+    /// A one-line description for provenance ("analytic defaults", "profile X").
+    fn describe(&self) -> String;
+}
+
+/// Sum over the positions `ctx+1 ..= ctx+new` of `min(position, cap)`: how many
+/// entries `new` causal queries see when each sees at most `cap`.
+pub fn clamped_positions(new: u64, ctx: u64, cap: u64) -> f64 {
+    if new == 0 {
+        return 0.0;
+    }
+    let lo = ctx + 1;
+    let hi = ctx + new;
+    if hi <= cap {
+        // arithmetic series lo..=hi
+        (lo + hi) as f64 * new as f64 / 2.0
+    } else if lo >= cap {
+        cap as f64 * new as f64
+    } else {
+        let below = cap - lo + 1; // positions lo..=cap
+        (lo + cap) as f64 * below as f64 / 2.0 + cap as f64 * (new - below) as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clamped_positions_matches_a_loop() {
+        for &(new, ctx, cap) in &[(1, 0, 5), (10, 0, 4), (10, 3, 100), (7, 20, 10), (5, 8, 10)] {
+            let naive: u64 = (ctx + 1..=ctx + new).map(|p| p.min(cap)).sum();
+            assert_eq!(clamped_positions(new, ctx, cap), naive as f64, "{new} {ctx} {cap}");
+        }
+    }
+}
+
+/// How a model is spread over a DEP group.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct Layout {
+    /// Ranks in the data + expert parallel group (each holds an attention replica and
+    /// 1/dep of the routed experts).
+    pub dep: u32,
+    /// Extra copies of popular experts spread over the group (EPLB).
+    #[serde(default)]
+    pub redundant_experts: u32,
+    /// Two micro-batches overlap communication with compute (DeepSeek/SGLang/vLLM).
+    #[serde(default = "yes")]
+    pub overlap_microbatches: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Layout {
+    pub fn new(dep: u32) -> Self {
+        Layout { dep, redundant_experts: 0, overlap_microbatches: true }
+    }
+}

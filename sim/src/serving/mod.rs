@@ -1,0 +1,1 @@
+//! Discrete-event simulator of a disaggregated serving system (issue 3; in progress).
