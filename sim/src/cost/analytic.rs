@@ -23,3 +23,9 @@ impl CostModel for AnalyticCostModel {
         self.params.source.clone()
     }
 }
+
+impl super::KvCapacity for AnalyticCostModel {
+    fn kv_capacity_tokens_per_rank(&self) -> u64 {
+        1_000_000
+    }
+}

@@ -223,3 +223,9 @@ impl Layout {
         Layout { dep, redundant_experts: 0, overlap_microbatches: true }
     }
 }
+
+/// Memory a deployment leaves for KV cache.
+pub trait KvCapacity {
+    /// Tokens of KV cache one rank can hold after weights and reserves.
+    fn kv_capacity_tokens_per_rank(&self) -> u64;
+}
