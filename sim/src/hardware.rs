@@ -23,6 +23,10 @@ pub struct Hardware {
     /// All-in power per GPU (GPU, its share of CPU, network, cooling), watts.
     pub power_w: f64,
     pub price: Price,
+    /// Engine cost parameters as seen on this hardware, overriding the analytic defaults
+    /// (keys as in `CostParams::set`, e.g. `layer_fixed_decode_s`, `moe.mem_eff`).
+    #[serde(default)]
+    pub cost: BTreeMap<String, f64>,
     /// Where each number comes from: field path -> "published: ...", "derived: ...",
     /// "fitted: ...", or "assumed: ...".
     #[serde(default)]

@@ -85,3 +85,88 @@ impl Default for CostParams {
         }
     }
 }
+
+impl CostParams {
+    /// Every key `set` accepts.
+    pub const KEYS: [&'static str; 25] = [
+        "moe.mem_eff", "moe.compute_eff", "moe.fixed_s",
+        "gemm.mem_eff", "gemm.compute_eff", "gemm.fixed_s",
+        "attention.mem_eff", "attention.compute_eff", "attention.fixed_s",
+        "indexer.mem_eff", "indexer.compute_eff", "indexer.fixed_s",
+        "gather.mem_eff", "gather.compute_eff", "gather.fixed_s",
+        "comm.mem_eff", "comm.compute_eff", "comm.fixed_s",
+        "elementwise.mem_eff", "elementwise.compute_eff", "elementwise.fixed_s",
+        "layer_fixed_decode_s", "layer_fixed_prefill_s",
+        "step_fixed_decode_s", "step_fixed_prefill_s",
+    ];
+
+    fn slot(&mut self, key: &str) -> Option<&mut f64> {
+        let (group, field) = match key.split_once('.') {
+            Some((g, f)) => (g, Some(f)),
+            None => (key, None),
+        };
+        let rate = match (group, field) {
+            ("layer_fixed_decode_s", None) => return Some(&mut self.layer_fixed_decode_s),
+            ("layer_fixed_prefill_s", None) => return Some(&mut self.layer_fixed_prefill_s),
+            ("step_fixed_decode_s", None) => return Some(&mut self.step_fixed_decode_s),
+            ("step_fixed_prefill_s", None) => return Some(&mut self.step_fixed_prefill_s),
+            ("moe", Some(_)) => &mut self.moe,
+            ("gemm", Some(_)) => &mut self.gemm,
+            ("attention", Some(_)) => &mut self.attention,
+            ("indexer", Some(_)) => &mut self.indexer,
+            ("gather", Some(_)) => &mut self.gather,
+            ("comm", Some(_)) => &mut self.comm,
+            ("elementwise", Some(_)) => &mut self.elementwise,
+            _ => return None,
+        };
+        match field {
+            Some("mem_eff") => Some(&mut rate.mem_eff),
+            Some("compute_eff") => Some(&mut rate.compute_eff),
+            Some("fixed_s") => Some(&mut rate.fixed_s),
+            _ => None,
+        }
+    }
+
+    /// Reads one parameter by key.
+    pub fn get(&self, key: &str) -> Option<f64> {
+        self.clone().slot(key).map(|v| *v)
+    }
+
+    /// Sets one parameter by key; efficiencies must lie in (0, 1], fixed costs in
+    /// [0, 1 s).
+    pub fn set(&mut self, key: &str, value: f64) -> Result<(), String> {
+        let is_eff = key.ends_with("_eff");
+        let slot = self
+            .slot(key)
+            .ok_or_else(|| format!("unknown cost parameter `{key}` (known: {})", Self::KEYS.join(", ")))?;
+        if !value.is_finite() {
+            return Err(format!("cost parameter `{key}` must be a finite number"));
+        }
+        if is_eff && !(value > 0.0 && value <= 1.0) {
+            return Err(format!("efficiency `{key}` = {value} must lie in (0, 1]"));
+        }
+        if !is_eff && !(0.0..1.0).contains(&value) {
+            return Err(format!("fixed cost `{key}` = {value} s must lie in [0, 1) seconds"));
+        }
+        *slot = value;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_key_round_trips() {
+        let mut p = CostParams::default();
+        for (i, k) in CostParams::KEYS.iter().enumerate() {
+            let v = if k.ends_with("_eff") { 0.5 + i as f64 / 100.0 } else { i as f64 * 1e-6 };
+            p.set(k, v).unwrap();
+            assert_eq!(p.get(k), Some(v), "{k}");
+        }
+        assert!(p.set("moe.speed", 1.0).is_err());
+        assert!(p.set("moe.mem_eff", 1.5).is_err());
+        assert!(p.set("layer_fixed_decode_s", -1.0).is_err());
+    }
+}

@@ -1,0 +1,208 @@
+//! Streaming statistics with flat memory: a log-bucketed histogram for percentiles.
+//!
+//! `LogHistogram` keeps counts in geometric buckets of ratio `gamma = (1+a)/(1-a)` with
+//! `a = RELATIVE_ERROR` (DDSketch's construction): any reported quantile lies within
+//! a relative error `a` (1%) of a value that is at that rank in the data, for values
+//! in `[MIN_VALUE, MAX_VALUE]`. Smaller values fall into one "zero" bucket reported as
+//! 0, larger ones are clamped to the top bucket. Count, sum, min and max are exact.
+//! Memory: `BUCKETS` u64 counters whatever the number of samples.
+
+use serde::Serialize;
+
+pub const RELATIVE_ERROR: f64 = 0.01;
+pub const MIN_VALUE: f64 = 1e-6;
+pub const MAX_VALUE: f64 = 1e12;
+
+fn gamma() -> f64 {
+    (1.0 + RELATIVE_ERROR) / (1.0 - RELATIVE_ERROR)
+}
+
+fn bucket_count() -> usize {
+    ((MAX_VALUE / MIN_VALUE).ln() / gamma().ln()).ceil() as usize + 1
+}
+
+#[derive(Debug, Clone)]
+pub struct LogHistogram {
+    counts: Vec<u64>,
+    zero: u64,
+    count: u64,
+    sum: f64,
+    min: f64,
+    max: f64,
+    ln_gamma: f64,
+}
+
+impl Default for LogHistogram {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LogHistogram {
+    pub fn new() -> Self {
+        LogHistogram {
+            counts: vec![0; bucket_count()],
+            zero: 0,
+            count: 0,
+            sum: 0.0,
+            min: f64::INFINITY,
+            max: f64::NEG_INFINITY,
+            ln_gamma: gamma().ln(),
+        }
+    }
+
+    /// Adds one sample; non-finite and negative values are ignored (and not counted).
+    pub fn record(&mut self, v: f64) {
+        if !v.is_finite() || v < 0.0 {
+            return;
+        }
+        self.count += 1;
+        self.sum += v;
+        self.min = self.min.min(v);
+        self.max = self.max.max(v);
+        if v < MIN_VALUE {
+            self.zero += 1;
+            return;
+        }
+        let i = ((v / MIN_VALUE).ln() / self.ln_gamma).ceil() as usize;
+        let i = i.min(self.counts.len() - 1);
+        self.counts[i] += 1;
+    }
+
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    pub fn mean(&self) -> f64 {
+        if self.count == 0 {
+            0.0
+        } else {
+            self.sum / self.count as f64
+        }
+    }
+
+    pub fn max(&self) -> f64 {
+        if self.count == 0 {
+            0.0
+        } else {
+            self.max
+        }
+    }
+
+    /// The value at quantile `q` in [0, 1] (nearest rank); 0 when empty.
+    pub fn quantile(&self, q: f64) -> f64 {
+        if self.count == 0 {
+            return 0.0;
+        }
+        let q = q.clamp(0.0, 1.0);
+        let rank = ((q * self.count as f64).ceil() as u64).clamp(1, self.count);
+        let mut seen = self.zero;
+        if seen >= rank {
+            return 0.0_f64.max(self.min.min(MIN_VALUE));
+        }
+        let g = gamma();
+        for (i, &c) in self.counts.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                // Bucket i holds (MIN*g^(i-1), MIN*g^i]; its representative value.
+                let upper = MIN_VALUE * g.powi(i as i32);
+                let v = 2.0 * upper / (g + 1.0);
+                return v.clamp(self.min, self.max);
+            }
+        }
+        self.max
+    }
+
+    pub fn summary(&self) -> Summary {
+        Summary {
+            count: self.count,
+            mean: self.mean(),
+            p50: self.quantile(0.50),
+            p90: self.quantile(0.90),
+            p99: self.quantile(0.99),
+            max: self.max(),
+        }
+    }
+}
+
+/// Mean and percentiles of one quantity (its unit is in the field name that holds it).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Default)]
+pub struct Summary {
+    pub count: u64,
+    pub mean: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+/// Time-weighted or sample mean and maximum of a gauge.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Gauge {
+    sum: f64,
+    n: u64,
+    max: f64,
+}
+
+impl Gauge {
+    pub fn record(&mut self, v: f64) {
+        self.sum += v;
+        self.n += 1;
+        self.max = self.max.max(v);
+    }
+    pub fn mean(&self) -> f64 {
+        if self.n == 0 {
+            0.0
+        } else {
+            self.sum / self.n as f64
+        }
+    }
+    pub fn max(&self) -> f64 {
+        self.max
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    #[test]
+    fn quantiles_are_within_the_documented_relative_error() {
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let mut h = LogHistogram::new();
+        let mut xs: Vec<f64> = (0..50_000)
+            .map(|_| (rng.random::<f64>() * 12.0 - 3.0).exp())
+            .collect();
+        for &x in &xs {
+            h.record(x);
+        }
+        xs.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        for &q in &[0.01, 0.1, 0.5, 0.9, 0.99, 0.999, 1.0] {
+            let rank = ((q * xs.len() as f64).ceil() as usize).clamp(1, xs.len());
+            let exact = xs[rank - 1];
+            let got = h.quantile(q);
+            assert!(
+                (got - exact).abs() <= RELATIVE_ERROR * exact * 1.0001,
+                "q={q}: got {got}, exact {exact}"
+            );
+        }
+        assert_eq!(h.count(), 50_000);
+        let mean = xs.iter().sum::<f64>() / xs.len() as f64;
+        assert!((h.mean() - mean).abs() < 1e-9 * mean);
+    }
+
+    #[test]
+    fn empty_and_constant() {
+        let h = LogHistogram::new();
+        assert_eq!(h.quantile(0.5), 0.0);
+        let mut h = LogHistogram::new();
+        for _ in 0..10 {
+            h.record(5.0);
+        }
+        assert_eq!(h.quantile(0.99), 5.0); // clamped to the exact min/max
+        h.record(f64::NAN);
+        assert_eq!(h.count(), 10);
+    }
+}
