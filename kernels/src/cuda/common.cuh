@@ -1,0 +1,35 @@
+// Shared device helpers. Included textually (prepended) by the Rust side, so NVRTC
+// needs no include paths and no CUDA headers.
+
+// bf16 -> f32: the bf16 bits are the high half of an f32.
+__device__ __forceinline__ float bf16_to_f32(unsigned short b) {
+    return __uint_as_float(((unsigned int)b) << 16);
+}
+
+// OCP FP8 E4M3 (e4m3fn): 1 sign, 4 exponent (bias 7), 3 mantissa; no infinities;
+// S.1111.111 is NaN. Decoded in registers with integer arithmetic only.
+__device__ __forceinline__ float fp8_e4m3_to_f32(unsigned char b) {
+    unsigned int s = (b >> 7) & 1u;
+    unsigned int e = (b >> 3) & 0xFu;
+    unsigned int m = b & 7u;
+    float v;
+    if (e == 0u) {
+        v = (float)m * 0.001953125f;  // m/8 * 2^-6 = m * 2^-9
+    } else if (e == 15u && m == 7u) {
+        v = __uint_as_float(0x7fc00000u);
+    } else {
+        v = __uint_as_float(((e + 120u) << 23) | (m << 20));  // (1+m/8) * 2^(e-7)
+    }
+    return s ? -v : v;
+}
+
+// Packed signed 4-bit: two weights per byte, low nibble first, value = nibble - 8.
+__device__ __forceinline__ float int4_lo(unsigned char b) { return (float)((int)(b & 0xF) - 8); }
+__device__ __forceinline__ float int4_hi(unsigned char b) { return (float)((int)(b >> 4) - 8); }
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+#define TWIN_NEG_INF __int_as_float(0xff800000)
