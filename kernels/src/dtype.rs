@@ -137,3 +137,21 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod moderate_tests {
+    use super::*;
+    use crate::problem::{moderate_bf16, moderate_fp8};
+
+    #[test]
+    fn moderate_values_are_finite_and_bounded() {
+        for b in 0u8..=255 {
+            let v = fp8_e4m3_to_f32(moderate_fp8(b)).abs();
+            assert!((0.25..4.0).contains(&v), "{b:#x} -> {v}");
+        }
+        for r in (0u16..=u16::MAX).step_by(7) {
+            let v = bf16_to_f32(moderate_bf16(r)).abs();
+            assert!((0.125..2.0).contains(&v), "{r:#x} -> {v}");
+        }
+    }
+}

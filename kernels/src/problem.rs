@@ -1,7 +1,7 @@
 //! Host-side inputs of every kernel, in the kernels' memory layouts, with validation
 //! and seeded random generators.
 
-use crate::dtype::{f32_to_bf16, f32_to_fp8_e4m3, pack_int4, INT4_GROUP};
+use crate::dtype::INT4_GROUP;
 use crate::{shape_err, Result};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -153,24 +153,16 @@ impl MoeProblem {
         seed: u64,
     ) -> Self {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let n_w = n_experts * n_out * k_in;
-        let weights = match dtype {
-            WeightDtype::Bf16 => {
-                let mut w = Vec::with_capacity(2 * n_w);
-                for _ in 0..n_w {
-                    let b = f32_to_bf16(rng.random_range(-1.0f32..1.0));
-                    w.extend_from_slice(&b.to_le_bytes());
-                }
-                w
-            }
-            WeightDtype::Fp8 => (0..n_w)
-                .map(|_| f32_to_fp8_e4m3(rng.random_range(-2.0f32..2.0)))
-                .collect(),
-            WeightDtype::Int4 => {
-                let v: Vec<i8> = (0..n_w).map(|_| rng.random_range(-8i8..=7)).collect();
-                pack_int4(&v)
-            }
-        };
+        let mut weights = vec![0u8; dtype.weight_bytes(n_experts * n_out, k_in)];
+        rng.fill(&mut weights[..]);
+        match dtype {
+            WeightDtype::Bf16 => weights.chunks_exact_mut(2).for_each(|b| {
+                let v = moderate_bf16(u16::from_le_bytes([b[0], b[1]]));
+                b.copy_from_slice(&v.to_le_bytes());
+            }),
+            WeightDtype::Fp8 => weights.iter_mut().for_each(|b| *b = moderate_fp8(*b)),
+            WeightDtype::Int4 => {} // every nibble is a valid weight
+        }
         let scales = (0..dtype.scale_count(n_experts * n_out, k_in))
             .map(|_| rng.random_range(0.01f32..0.1))
             .collect();
@@ -363,9 +355,7 @@ impl AttnProblem {
             let j = rng.random_range(0..=i);
             pages.swap(i, j);
         }
-        let kv = (0..n_pages * page_size * dim)
-            .map(|_| f32_to_fp8_e4m3(rng.random_range(-2.0f32..2.0)))
-            .collect();
+        let kv = random_fp8(&mut rng, n_pages * page_size * dim);
         let kv_scale = (0..n_pages * page_size)
             .map(|_| rng.random_range(0.5f32..1.5))
             .collect();
@@ -506,9 +496,7 @@ impl IndexerProblem {
             w: (0..batch * heads)
                 .map(|_| rng.random_range(0.0f32..1.0))
                 .collect(),
-            keys: (0..batch * n_pos * dim)
-                .map(|_| f32_to_fp8_e4m3(rng.random_range(-2.0f32..2.0)))
-                .collect(),
+            keys: random_fp8(&mut rng, batch * n_pos * dim),
             key_scale: (0..batch * n_pos)
                 .map(|_| rng.random_range(0.5f32..1.5))
                 .collect(),
@@ -573,4 +561,25 @@ pub fn random_indices(rng: &mut ChaCha8Rng, rows: usize, n: usize) -> Vec<u64> {
     (0..n)
         .map(|_| rng.random_range(0..rows.max(1) as u64))
         .collect()
+}
+
+/// Maps random fp8 bits to a finite value with magnitude in [1/4, 4): keeps sign and
+/// mantissa, forces the exponent field into 5..=8. Fast generation of realistic data.
+#[inline]
+pub fn moderate_fp8(b: u8) -> u8 {
+    (b & 0x87) | ((5 + ((b >> 3) & 3)) << 3)
+}
+
+/// Maps random bf16 bits to a finite value with magnitude in [1/8, 2).
+#[inline]
+pub fn moderate_bf16(r: u16) -> u16 {
+    (r & 0x807f) | ((124 + ((r >> 7) & 3)) << 7)
+}
+
+/// `n` random fp8 values of moderate magnitude.
+pub fn random_fp8(rng: &mut ChaCha8Rng, n: usize) -> Vec<u8> {
+    let mut v = vec![0u8; n];
+    rng.fill(&mut v[..]);
+    v.iter_mut().for_each(|b| *b = moderate_fp8(*b));
+    v
 }
