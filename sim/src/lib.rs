@@ -5,10 +5,12 @@
 //! values, returns values, and every random stream comes from an explicit seed.
 
 pub mod cost;
+pub mod forward;
 pub mod hardware;
 pub mod model;
 pub mod serving;
 pub mod units;
+pub mod validate;
 
 pub use cost::{Layout, CostModel, Op, Phase, ReqSlice, StepCost, StepShape};
 pub use hardware::Hardware;

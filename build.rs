@@ -1,0 +1,34 @@
+//! Embeds every scenario file under `scenarios/` into the binary, so `twin` runs the
+//! default scenario and resolves names like `gb300` from any working directory.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let mut entries: Vec<_> = entries.filter_map(|e| e.ok()).map(|e| e.path()).collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            collect(&p, out);
+        } else if p.extension().is_some_and(|e| e == "toml" || e == "csv") {
+            out.push(p);
+        }
+    }
+}
+
+fn main() {
+    let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("scenarios");
+    println!("cargo:rerun-if-changed=scenarios");
+    let mut files = Vec::new();
+    collect(&root, &mut files);
+    let mut code = String::from("pub static FILES: &[(&str, &str)] = &[\n");
+    for f in &files {
+        println!("cargo:rerun-if-changed={}", f.display());
+        let rel = f.strip_prefix(&root).unwrap().to_string_lossy().replace('\\', "/");
+        writeln!(code, "    ({rel:?}, include_str!({:?})),", f.display().to_string()).unwrap();
+    }
+    code.push_str("];\n");
+    let out = PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("embedded_scenarios.rs");
+    std::fs::write(out, code).unwrap();
+}

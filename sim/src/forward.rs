@@ -1,0 +1,111 @@
+//! `forward`: the simulator's equivalent of timing one exact batch on a real engine
+//! (vLLM's `bench forward`). Identical requests on every rank of one DEP group; a
+//! prefill may be split into chunks, each one engine step on top of the chunks before.
+
+use crate::cost::{CostModel, Op, Phase, ReqSlice, StepCost, StepShape};
+use serde::Serialize;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ForwardSpec {
+    pub phase: Phase,
+    pub dep: u32,
+    pub batch_per_rank: u32,
+    /// Tokens already in KV per request (decode context, or cached prefix for prefill).
+    pub context_tokens: u64,
+    /// Prefill: new prompt tokens per request.
+    pub new_tokens: u32,
+    /// Prefill: chunk budget per request and step (None = one step).
+    pub chunk_tokens: Option<u32>,
+    /// Decode: MTP draft tokens per step.
+    pub draft_tokens: u32,
+    /// Decode: expected tokens emitted per request per step (1 without MTP).
+    pub tokens_per_step: f64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ForwardResult {
+    /// Steps priced (1 unless a prefill is chunked).
+    pub steps: u32,
+    /// Sum over steps.
+    pub total: StepCost,
+    /// Tokens per second per GPU: prefill tokens computed, or decode tokens emitted.
+    pub tokens_per_s_per_gpu: f64,
+}
+
+impl ForwardResult {
+    pub fn step_s(&self) -> f64 {
+        self.total.step_s
+    }
+    /// The target model alone (without MTP draft passes).
+    pub fn target_step_s(&self) -> f64 {
+        self.total.step_s - self.total.op(Op::MtpDraft)
+    }
+    pub fn share(&self, op: Op) -> f64 {
+        if self.total.step_s > 0.0 {
+            self.total.op(op) / self.total.step_s
+        } else {
+            0.0
+        }
+    }
+    /// Share of the target-model step (the report quotes shares this way).
+    pub fn target_share(&self, op: Op) -> f64 {
+        let t = self.target_step_s();
+        if t > 0.0 {
+            self.total.op(op) / t
+        } else {
+            0.0
+        }
+    }
+}
+
+pub fn forward(cost: &dyn CostModel, spec: &ForwardSpec) -> ForwardResult {
+    let dep = spec.dep.max(1) as usize;
+    let mut total = StepCost::default();
+    let mut steps = 0u32;
+    let add = |c: StepCost, total: &mut StepCost| {
+        total.step_s += c.step_s;
+        total.balanced_step_s += c.balanced_step_s;
+        for i in 0..total.op_s.len() {
+            total.op_s[i] += c.op_s[i];
+            if c.op_s[i] > 0.0 {
+                total.op_bound[i] = c.op_bound[i];
+            }
+        }
+        total.moe_weight_bytes_per_rank += c.moe_weight_bytes_per_rank;
+        total.experts_touched_per_rank = c.experts_touched_per_rank;
+        total.tokens_processed += c.tokens_processed;
+    };
+    match spec.phase {
+        Phase::Decode => {
+            let ranks = vec![vec![ReqSlice { new_tokens: 1, context_tokens: spec.context_tokens, count: spec.batch_per_rank }]; dep];
+            let shape = StepShape { phase: Phase::Decode, ranks: &ranks, draft_tokens: spec.draft_tokens };
+            add(cost.step(&shape), &mut total);
+            steps = 1;
+        }
+        Phase::Prefill => {
+            let chunk = spec.chunk_tokens.unwrap_or(spec.new_tokens).max(1);
+            let mut done = 0u32;
+            while done < spec.new_tokens {
+                let n = chunk.min(spec.new_tokens - done);
+                let ranks = vec![
+                    vec![ReqSlice {
+                        new_tokens: n,
+                        context_tokens: spec.context_tokens + done as u64,
+                        count: spec.batch_per_rank
+                    }];
+                    dep
+                ];
+                let shape = StepShape { phase: Phase::Prefill, ranks: &ranks, draft_tokens: 0 };
+                add(cost.step(&shape), &mut total);
+                done += n;
+                steps += 1;
+            }
+        }
+    }
+    let tokens = match spec.phase {
+        Phase::Decode => spec.batch_per_rank as f64 * spec.tokens_per_step,
+        Phase::Prefill => spec.batch_per_rank as f64 * spec.new_tokens as f64,
+    };
+    let tokens_per_s_per_gpu = if total.step_s > 0.0 { tokens / total.step_s } else { 0.0 };
+    ForwardResult { steps, total, tokens_per_s_per_gpu }
+}

@@ -1,0 +1,337 @@
+//! Scenario files: finding them (embedded registry or disk), applying `--set`
+//! overrides, deserializing with every unknown field collected, and reporting every
+//! problem at once with its file, line and field path.
+
+use anyhow::{anyhow, bail, Result};
+use serde::de::DeserializeOwned;
+use sim::validate::Problem;
+use sim::{Hardware, Model};
+use std::fmt::Write as _;
+
+mod embedded {
+    include!(concat!(env!("OUT_DIR"), "/embedded_scenarios.rs"));
+}
+
+/// The kinds of scenario file, by folder under `scenarios/`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Hardware,
+    Model,
+    Workload,
+    Scenario,
+}
+
+impl Kind {
+    fn folder(self) -> &'static str {
+        match self {
+            Kind::Hardware => "hardware/",
+            Kind::Model => "models/",
+            Kind::Workload => "workloads/",
+            Kind::Scenario => "",
+        }
+    }
+    fn noun(self) -> &'static str {
+        match self {
+            Kind::Hardware => "hardware",
+            Kind::Model => "model",
+            Kind::Workload => "workload",
+            Kind::Scenario => "scenario",
+        }
+    }
+}
+
+/// Names of the embedded files of one kind (`gb300`, `deepseek-v4.1-flash`, ...).
+pub fn embedded_names(kind: Kind) -> Vec<String> {
+    let folder = kind.folder();
+    embedded::FILES
+        .iter()
+        .filter_map(|(path, _)| {
+            let rest = path.strip_prefix(folder)?;
+            let name = rest.strip_suffix(".toml")?;
+            (!name.contains('/')).then(|| name.to_string())
+        })
+        .collect()
+}
+
+/// An embedded file by its path under `scenarios/` (e.g. `published/x.csv`).
+pub fn embedded_file(rel: &str) -> Option<&'static str> {
+    embedded::FILES.iter().find(|(p, _)| *p == rel).map(|(_, t)| *t)
+}
+
+/// Finds a file by embedded name or disk path. Returns (origin for messages, text).
+pub fn resolve(kind: Kind, name_or_path: &str) -> Result<(String, String)> {
+    let looks_like_path =
+        name_or_path.ends_with(".toml") || name_or_path.contains('/') || name_or_path.contains('\\');
+    if looks_like_path {
+        let text = std::fs::read_to_string(name_or_path)
+            .map_err(|e| anyhow!("cannot read {} file `{name_or_path}`: {e}", kind.noun()))?;
+        return Ok((name_or_path.to_string(), text));
+    }
+    let rel = format!("{}{}.toml", kind.folder(), name_or_path);
+    if let Some(text) = embedded_file(&rel) {
+        return Ok((format!("scenarios/{rel} (embedded)"), text.to_string()));
+    }
+    bail!(
+        "unknown {} `{name_or_path}`; known: {} (or give a path to a .toml file)",
+        kind.noun(),
+        embedded_names(kind).join(", ")
+    )
+}
+
+/// A full scenario's text by embedded name or path.
+pub fn load_scenario_text(name_or_path: &str) -> Result<(String, String)> {
+    resolve(Kind::Scenario, name_or_path)
+}
+
+/// One `--set path=value` override.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Set {
+    pub path: Vec<String>,
+    pub value: toml::Value,
+    /// The override as typed, for messages.
+    pub text: String,
+}
+
+impl Set {
+    /// Parses `a.b.c=value`; the value is read as TOML (`2`, `1.5`, `true`, `[1, 2]`,
+    /// `"x"`) and otherwise taken as a string (`2MiB`, `gb300`).
+    pub fn parse(s: &str) -> Result<Set> {
+        let (path, value) = s
+            .split_once('=')
+            .ok_or_else(|| anyhow!("--set `{s}`: expected PATH=VALUE, e.g. model.engram.page_size=2MiB"))?;
+        let path: Vec<String> = path.trim().split('.').map(|p| p.trim().to_string()).collect();
+        if path.iter().any(|p| p.is_empty()) {
+            bail!("--set `{s}`: empty segment in the field path");
+        }
+        let raw = value.trim();
+        let value = match toml::from_str::<toml::Table>(&format!("v = {raw}")) {
+            Ok(mut t) => t.remove("v").expect("parsed key"),
+            Err(_) => toml::Value::String(raw.to_string()),
+        };
+        Ok(Set { path, value, text: s.to_string() })
+    }
+
+    pub fn parse_all(list: &[String]) -> Result<Vec<Set>> {
+        list.iter().map(|s| Set::parse(s)).collect()
+    }
+
+    /// Splits off the overrides that start with `prefix.` (prefix removed).
+    pub fn split_prefix(sets: &[Set], prefix: &str) -> (Vec<Set>, Vec<Set>) {
+        let mut with = Vec::new();
+        let mut rest = Vec::new();
+        for s in sets {
+            if s.path.len() > 1 && s.path[0] == prefix {
+                let mut t = s.clone();
+                t.path.remove(0);
+                with.push(t);
+            } else {
+                rest.push(s.clone());
+            }
+        }
+        (with, rest)
+    }
+
+    fn apply(&self, root: &mut toml::Value) -> Result<(), String> {
+        let mut cur = root;
+        let (last, parents) = self.path.split_last().expect("non-empty path");
+        for seg in parents {
+            cur = match cur {
+                toml::Value::Table(t) => t
+                    .entry(seg.clone())
+                    .or_insert_with(|| toml::Value::Table(Default::default())),
+                toml::Value::Array(a) => {
+                    let i: usize = seg.parse().map_err(|_| format!("`{seg}` is not an index into a list"))?;
+                    let n = a.len();
+                    a.get_mut(i).ok_or_else(|| format!("index {i} is past the end of a list of {n}"))?
+                }
+                _ => return Err(format!("`{seg}` is inside a value that is not a table")),
+            };
+        }
+        match cur {
+            toml::Value::Table(t) => {
+                t.insert(last.clone(), self.value.clone());
+            }
+            toml::Value::Array(a) => {
+                let i: usize = last.parse().map_err(|_| format!("`{last}` is not an index into a list"))?;
+                let n = a.len();
+                *a.get_mut(i).ok_or_else(|| format!("index {i} is past the end of a list of {n}"))? =
+                    self.value.clone();
+            }
+            _ => return Err(format!("`{last}` is inside a value that is not a table")),
+        }
+        Ok(())
+    }
+}
+
+/// A parsed file kept with its text, to put line numbers on later problems.
+pub struct Parsed<T> {
+    pub value: T,
+    pub origin: String,
+    text: String,
+    sets: Vec<Set>,
+}
+
+impl<T> Parsed<T> {
+    /// Turns semantic problems into one error naming file, line and field for each.
+    pub fn check(self, problems: Vec<Problem>) -> Result<T> {
+        if problems.is_empty() {
+            return Ok(self.value);
+        }
+        Err(report(&self.origin, &self.text, &self.sets, problems))
+    }
+}
+
+/// Splits `layers[1].count` or `layers.1.count` into segments.
+fn segments(path: &str) -> Vec<String> {
+    path.replace('[', ".")
+        .replace(']', "")
+        .split('.')
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// 1-based line of a field path in a TOML text, or of its closest existing parent.
+pub fn locate(text: &str, path: &str) -> Option<usize> {
+    let doc = toml_edit::ImDocument::parse(text.to_string()).ok()?;
+    let segs = segments(path);
+    let root = doc.as_table();
+    table_span(root, &segs).map(|r| line_of(text, r.start))
+}
+
+type Span = std::ops::Range<usize>;
+
+fn item_span(item: &toml_edit::Item, segs: &[String]) -> Option<Span> {
+    use toml_edit::Item;
+    match item {
+        Item::Table(t) => table_span(t, segs),
+        Item::ArrayOfTables(a) => {
+            let own = a.span();
+            match segs.split_first() {
+                None => own,
+                Some((f, rest)) => f
+                    .parse::<usize>()
+                    .ok()
+                    .and_then(|i| a.get(i))
+                    .and_then(|t| table_span(t, rest))
+                    .or(own),
+            }
+        }
+        Item::Value(v) => value_span(v, segs),
+        Item::None => None,
+    }
+}
+
+fn table_span(t: &toml_edit::Table, segs: &[String]) -> Option<Span> {
+    let own = t.span();
+    match segs.split_first() {
+        None => own,
+        Some((f, rest)) => t.get(f).and_then(|c| item_span(c, rest)).or(own),
+    }
+}
+
+fn value_span(v: &toml_edit::Value, segs: &[String]) -> Option<Span> {
+    let own = v.span();
+    match segs.split_first() {
+        None => own,
+        Some((f, rest)) => match v {
+            toml_edit::Value::InlineTable(t) => t.get(f).and_then(|c| value_span(c, rest)),
+            toml_edit::Value::Array(a) => {
+                f.parse::<usize>().ok().and_then(|i| a.get(i)).and_then(|c| value_span(c, rest))
+            }
+            _ => None,
+        }
+        .or(own),
+    }
+}
+
+fn line_of(text: &str, byte: usize) -> usize {
+    text[..byte.min(text.len())].bytes().filter(|b| *b == b'\n').count() + 1
+}
+
+fn report(origin: &str, text: &str, sets: &[Set], problems: Vec<Problem>) -> anyhow::Error {
+    let mut msg = format!(
+        "{origin}: {} problem{}",
+        problems.len(),
+        if problems.len() == 1 { "" } else { "s" }
+    );
+    for p in &problems {
+        let by_set = sets.iter().find(|s| segments(&p.path).starts_with(&s.path) || s.path == segments(&p.path));
+        let place = if p.path.starts_with("--") {
+            "command line".to_string()
+        } else if let Some(s) = by_set {
+            format!("--set {}", s.text)
+        } else {
+            match locate(text, &p.path) {
+                Some(l) => format!("line {l}"),
+                None => "file".to_string(),
+            }
+        };
+        write!(msg, "\n  {place}: {}: {}", p.path, p.message).unwrap();
+    }
+    anyhow!(msg)
+}
+
+/// Parses `text` as a `T`, after applying `sets`; every unknown field and the first
+/// type error are reported together, with lines.
+pub fn parse_located<T: DeserializeOwned>(origin: &str, text: &str, sets: &[Set]) -> Result<Parsed<T>> {
+    let mut value: toml::Value = match toml::from_str::<toml::Table>(text) {
+        Ok(t) => toml::Value::Table(t),
+        Err(e) => {
+            let line = e.span().map(|r| line_of(text, r.start));
+            let place = line.map(|l| format!("line {l}")).unwrap_or_else(|| "file".into());
+            bail!("{origin}: not valid TOML\n  {place}: {}", e.message());
+        }
+    };
+    let mut problems = Vec::new();
+    for s in sets {
+        if let Err(e) = s.apply(&mut value) {
+            problems.push(Problem::new(s.path.join("."), format!("--set {}: {e}", s.text)));
+        }
+    }
+    if !problems.is_empty() {
+        return Err(report(origin, text, sets, problems));
+    }
+    let mut unknown = Vec::new();
+    let result: Result<T, serde_path_to_error::Error<toml::de::Error>> = {
+        let mut on_unknown = |path: serde_ignored::Path<'_>| unknown.push(path.to_string());
+        let de = serde_ignored::Deserializer::new(value, &mut on_unknown);
+        serde_path_to_error::deserialize(de)
+    };
+    for u in &unknown {
+        problems.push(Problem::new(u.clone(), "unknown field".to_string()));
+    }
+    match result {
+        Ok(v) if problems.is_empty() => {
+            Ok(Parsed { value: v, origin: origin.to_string(), text: text.to_string(), sets: sets.to_vec() })
+        }
+        Ok(_) => Err(report(origin, text, sets, problems)),
+        Err(e) => {
+            let path = e.path().to_string();
+            problems.push(Problem::new(if path == "." { String::new() } else { path }, e.inner().message().to_string()));
+            Err(report(origin, text, sets, problems))
+        }
+    }
+}
+
+/// Parses `text` as a `T` after `sets` (no semantic checks).
+pub fn parse_with_sets<T: DeserializeOwned>(origin: &str, text: &str, sets: &[Set]) -> Result<T> {
+    parse_located(origin, text, sets).map(|p| p.value)
+}
+
+/// Provenance kinds a parameter may carry.
+pub const PROVENANCE_KINDS: [&str; 6] = ["published", "secondary", "unconfirmed", "derived", "fitted", "assumed"];
+
+pub fn load_hardware(name_or_path: &str, sets: &[Set]) -> Result<Hardware> {
+    let (origin, text) = resolve(Kind::Hardware, name_or_path)?;
+    let parsed = parse_located::<Hardware>(&origin, &text, sets)?;
+    let problems = sim::validate::hardware(&parsed.value);
+    parsed.check(problems)
+}
+
+pub fn load_model(name_or_path: &str, sets: &[Set]) -> Result<Model> {
+    let (origin, text) = resolve(Kind::Model, name_or_path)?;
+    let parsed = parse_located::<Model>(&origin, &text, sets)?;
+    let problems = sim::validate::model(&parsed.value);
+    parsed.check(problems)
+}
