@@ -120,7 +120,11 @@ fn d_max_queued() -> u32 {
 
 impl PoolConfig {
     pub fn default_prefill() -> Self {
-        PoolConfig { instances: 1, dep: 2, ..Self::default_decode() }
+        PoolConfig {
+            instances: 1,
+            dep: 2,
+            ..Self::default_decode()
+        }
     }
     pub fn default_decode() -> Self {
         PoolConfig {
@@ -171,7 +175,11 @@ fn d_link_eff() -> f64 {
 
 impl Default for KvTransferConfig {
     fn default() -> Self {
-        KvTransferConfig { domain_gpus: None, link_efficiency: d_link_eff(), setup_s: 0.0 }
+        KvTransferConfig {
+            domain_gpus: None,
+            link_efficiency: d_link_eff(),
+            setup_s: 0.0,
+        }
     }
 }
 
@@ -233,7 +241,10 @@ fn d_tpot() -> f64 {
 
 impl Default for SloConfig {
     fn default() -> Self {
-        SloConfig { ttft_ms: d_ttft(), tpot_ms: d_tpot() }
+        SloConfig {
+            ttft_ms: d_ttft(),
+            tpot_ms: d_tpot(),
+        }
     }
 }
 
@@ -293,7 +304,12 @@ impl ServingScenario {
     /// Every problem with the scenario, each with its field path; empty when valid.
     pub fn problems(&self) -> Vec<String> {
         let mut p = Vec::new();
-        check(&mut p, self.duration_s.is_finite() && self.duration_s > 0.0, "duration_s", "must be > 0");
+        check(
+            &mut p,
+            self.duration_s.is_finite() && self.duration_s > 0.0,
+            "duration_s",
+            "must be > 0",
+        );
         check(
             &mut p,
             finite_nonneg(self.warmup_s) && self.warmup_s < self.duration_s,
@@ -301,23 +317,56 @@ impl ServingScenario {
             "must be >= 0 and below duration_s",
         );
         let pools: &[(&str, &PoolConfig)] = match self.serving.mode {
-            Mode::Disaggregated => &[("serving.prefill", &self.serving.prefill), ("serving.decode", &self.serving.decode)],
+            Mode::Disaggregated => &[
+                ("serving.prefill", &self.serving.prefill),
+                ("serving.decode", &self.serving.decode),
+            ],
             Mode::Aggregated => &[("serving.decode", &self.serving.decode)],
         };
         for (name, pool) in pools {
-            check(&mut p, pool.instances >= 1, &format!("{name}.instances"), "must be >= 1");
-            check(&mut p, pool.dep >= 1 && pool.dep <= 4096, &format!("{name}.dep"), "must be in 1..=4096");
-            check(&mut p, pool.max_batch_per_rank >= 1, &format!("{name}.max_batch_per_rank"), "must be >= 1");
-            check(&mut p, pool.chunk_tokens_per_rank >= 1, &format!("{name}.chunk_tokens_per_rank"), "must be >= 1");
+            check(
+                &mut p,
+                pool.instances >= 1,
+                &format!("{name}.instances"),
+                "must be >= 1",
+            );
+            check(
+                &mut p,
+                pool.dep >= 1 && pool.dep <= 4096,
+                &format!("{name}.dep"),
+                "must be in 1..=4096",
+            );
+            check(
+                &mut p,
+                pool.max_batch_per_rank >= 1,
+                &format!("{name}.max_batch_per_rank"),
+                "must be >= 1",
+            );
+            check(
+                &mut p,
+                pool.chunk_tokens_per_rank >= 1,
+                &format!("{name}.chunk_tokens_per_rank"),
+                "must be >= 1",
+            );
             check(
                 &mut p,
                 pool.max_prefill_requests_per_rank >= 1,
                 &format!("{name}.max_prefill_requests_per_rank"),
                 "must be >= 1",
             );
-            check(&mut p, pool.max_queued_requests >= 1, &format!("{name}.max_queued_requests"), "must be >= 1");
+            check(
+                &mut p,
+                pool.max_queued_requests >= 1,
+                &format!("{name}.max_queued_requests"),
+                "must be >= 1",
+            );
             if let Some(c) = pool.kv_capacity_tokens_per_rank {
-                check(&mut p, c >= 1, &format!("{name}.kv_capacity_tokens_per_rank"), "must be >= 1");
+                check(
+                    &mut p,
+                    c >= 1,
+                    &format!("{name}.kv_capacity_tokens_per_rank"),
+                    "must be >= 1",
+                );
             }
         }
         let kt = &self.serving.kv_transfer;
@@ -327,9 +376,19 @@ impl ServingScenario {
             "serving.kv_transfer.link_efficiency",
             "must be in (0, 1]",
         );
-        check(&mut p, finite_nonneg(kt.setup_s), "serving.kv_transfer.setup_s", "must be >= 0");
+        check(
+            &mut p,
+            finite_nonneg(kt.setup_s),
+            "serving.kv_transfer.setup_s",
+            "must be >= 0",
+        );
         if let Some(d) = kt.domain_gpus {
-            check(&mut p, d >= 1, "serving.kv_transfer.domain_gpus", "must be >= 1");
+            check(
+                &mut p,
+                d >= 1,
+                "serving.kv_transfer.domain_gpus",
+                "must be >= 1",
+            );
         }
         if let Some(n) = self.serving.mtp.draft_tokens {
             check(&mut p, n <= 16, "serving.mtp.draft_tokens", "must be <= 16");
@@ -342,10 +401,30 @@ impl ServingScenario {
                 "every entry must be in [0, 1]",
             );
         }
-        check(&mut p, self.slo.ttft_ms.is_finite() && self.slo.ttft_ms > 0.0, "slo.ttft_ms", "must be > 0");
-        check(&mut p, self.slo.tpot_ms.is_finite() && self.slo.tpot_ms > 0.0, "slo.tpot_ms", "must be > 0");
-        check(&mut p, self.limits.max_events >= 1, "limits.max_events", "must be >= 1");
-        check(&mut p, self.limits.max_live_requests >= 1, "limits.max_live_requests", "must be >= 1");
+        check(
+            &mut p,
+            self.slo.ttft_ms.is_finite() && self.slo.ttft_ms > 0.0,
+            "slo.ttft_ms",
+            "must be > 0",
+        );
+        check(
+            &mut p,
+            self.slo.tpot_ms.is_finite() && self.slo.tpot_ms > 0.0,
+            "slo.tpot_ms",
+            "must be > 0",
+        );
+        check(
+            &mut p,
+            self.limits.max_events >= 1,
+            "limits.max_events",
+            "must be >= 1",
+        );
+        check(
+            &mut p,
+            self.limits.max_live_requests >= 1,
+            "limits.max_live_requests",
+            "must be >= 1",
+        );
         check(
             &mut p,
             self.limits.min_step_s.is_finite() && self.limits.min_step_s >= 1e-9,

@@ -72,7 +72,10 @@ pub struct EventQueue<E> {
 
 impl<E> Default for EventQueue<E> {
     fn default() -> Self {
-        EventQueue { heap: BinaryHeap::new(), next_seq: 0 }
+        EventQueue {
+            heap: BinaryHeap::new(),
+            next_seq: 0,
+        }
     }
 }
 
@@ -83,7 +86,11 @@ impl<E> EventQueue<E> {
 
     /// Schedules `event`; returns its key.
     pub fn push(&mut self, time_ns: Nanos, class: u8, event: E) -> EventKey {
-        let key = EventKey { time_ns, class, seq: self.next_seq };
+        let key = EventKey {
+            time_ns,
+            class,
+            seq: self.next_seq,
+        };
         self.next_seq += 1;
         self.heap.push(Entry { key, event });
         key

@@ -43,7 +43,11 @@ impl PriceSheet {
 
     /// The sheet's prices; `None` for `Custom`.
     pub fn prices(self) -> Option<TokenPrices> {
-        let p = |c, u, o| TokenPrices { cached_input_usd_per_m: c, uncached_input_usd_per_m: u, output_usd_per_m: o };
+        let p = |c, u, o| TokenPrices {
+            cached_input_usd_per_m: c,
+            uncached_input_usd_per_m: u,
+            output_usd_per_m: o,
+        };
         match self {
             PriceSheet::DeepseekV3 => Some(p(0.07, 0.27, 1.10)),
             PriceSheet::DeepseekR1 => Some(p(0.14, 0.55, 2.19)),
@@ -107,7 +111,12 @@ impl PriceConfig {
 }
 
 /// USD earned per GPU-hour by a throughput of tokens per second per GPU.
-pub fn revenue_usd_per_gpu_hour(prices: &TokenPrices, cached_tok_s: f64, uncached_tok_s: f64, output_tok_s: f64) -> f64 {
+pub fn revenue_usd_per_gpu_hour(
+    prices: &TokenPrices,
+    cached_tok_s: f64,
+    uncached_tok_s: f64,
+    output_tok_s: f64,
+) -> f64 {
     3600.0 / 1e6
         * (cached_tok_s * prices.cached_input_usd_per_m
             + uncached_tok_s * prices.uncached_input_usd_per_m
@@ -132,9 +141,16 @@ mod tests {
 
     #[test]
     fn custom_sheet_needs_prices() {
-        let mut c = PriceConfig { sheet: PriceSheet::Custom, ..Default::default() };
+        let mut c = PriceConfig {
+            sheet: PriceSheet::Custom,
+            ..Default::default()
+        };
         assert_eq!(c.problems().len(), 1);
-        c.custom = Some(TokenPrices { cached_input_usd_per_m: 0.1, uncached_input_usd_per_m: 1.0, output_usd_per_m: 2.0 });
+        c.custom = Some(TokenPrices {
+            cached_input_usd_per_m: 0.1,
+            uncached_input_usd_per_m: 1.0,
+            output_usd_per_m: 2.0,
+        });
         assert!(c.problems().is_empty());
         assert_eq!(PriceConfig::default().problems(), Vec::<String>::new());
     }

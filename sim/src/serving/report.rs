@@ -1,0 +1,337 @@
+//! The result of a run: figures over the measured window (warm-up excluded), money, and
+//! an accounting section that the invariant tests check.
+
+use super::config::Mode;
+use super::stats::Summary;
+use crate::hardware::PriceBasis;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// Tokens per second per GPU by kind; `total` is their sum (the reference report's
+/// measure: cached input + uncached input + output).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Default)]
+pub struct Throughput {
+    pub total: f64,
+    pub cached_input: f64,
+    pub uncached_input: f64,
+    pub output: f64,
+}
+
+/// Fractions of all tokens by kind.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Default)]
+pub struct TokenMix {
+    pub cached_input: f64,
+    pub uncached_input: f64,
+    pub output: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct Goodput {
+    pub slo_ttft_ms: f64,
+    pub slo_tpot_ms: f64,
+    /// Completed requests per second meeting both SLOs.
+    pub requests_per_s: f64,
+    /// Fraction of completed requests meeting both SLOs.
+    pub fraction: f64,
+    /// Tokens (all kinds) per second per GPU of requests meeting both SLOs.
+    pub tok_s_per_gpu: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct UsdPerMTokens {
+    /// GPU cost per million tokens of all kinds.
+    pub cost_all_tokens: f64,
+    /// GPU cost per million output tokens.
+    pub cost_output_tokens: f64,
+    /// Mean API price per million tokens of the simulated mix.
+    pub revenue_all_tokens: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct GaugeReport {
+    pub mean: f64,
+    pub max: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct PoolReport {
+    pub name: String,
+    pub instances: u32,
+    pub dep: u32,
+    pub gpus: u64,
+    pub cost_model: String,
+    pub throughput_tok_s_per_gpu: Throughput,
+    pub steps: u64,
+    pub step_ms_mean: f64,
+    /// Fraction of busy time (sum of op seconds) per operation.
+    pub time_share_by_op: BTreeMap<String, f64>,
+    /// Fraction of step time lost to rank imbalance: sum(step - balanced) / sum(step).
+    pub dp_imbalance_loss: f64,
+    /// Fraction of wall time the pool's groups spent in steps.
+    pub busy_fraction: f64,
+    pub kv_capacity_tokens_per_rank: u64,
+    /// KV tokens held per rank as a fraction of capacity (sampled).
+    pub kv_used_fraction: GaugeReport,
+    /// Requests in a step per rank (decode: running batch; sampled).
+    pub batch_per_rank: GaugeReport,
+    /// Requests waiting in the pool (prefill queue or decode admission; sampled).
+    pub queue_requests: GaugeReport,
+    /// Prefill: fraction of input tokens served from the prefix cache.
+    pub prefix_cache_hit_fraction: f64,
+    /// Prefill: cached tokens that came from the host tier.
+    pub host_cache_hit_tokens: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct TransferReport {
+    pub transfers: u64,
+    pub gib: f64,
+    /// From admission at the decode rank to KV arrival, link queueing included.
+    pub time_ms: Summary,
+}
+
+/// Whole-run counts (warm-up included) for invariant checks.
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct Accounting {
+    pub arrived: u64,
+    pub completed: u64,
+    pub dropped: u64,
+    pub in_flight_end: u64,
+    pub input_tokens_arrived: u64,
+    pub uncached_tokens_prefilled: u64,
+    pub cached_tokens_credited: u64,
+    pub output_tokens_emitted: u64,
+    pub input_tokens_completed: u64,
+    pub output_tokens_completed: u64,
+    /// Input of requests dropped after their prefill ran (no decode rank could hold them).
+    pub input_tokens_dropped_after_prefill: u64,
+    /// Prefill progress of requests in flight at the end (uncached done, plus cached
+    /// once their prefill finished).
+    pub input_tokens_in_flight_progress: u64,
+    pub output_tokens_in_flight: u64,
+    /// Highest KV use of any decode rank as a fraction of its capacity.
+    pub kv_peak_used_fraction: f64,
+    pub kv_peak_reserved_fraction: f64,
+    pub events: u64,
+    pub last_event_s: f64,
+}
+
+impl Accounting {
+    /// Every broken conservation law, described; empty when all hold.
+    pub fn violations(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        if self.arrived != self.completed + self.dropped + self.in_flight_end {
+            v.push(format!(
+                "requests: arrived {} != completed {} + dropped {} + in flight {}",
+                self.arrived, self.completed, self.dropped, self.in_flight_end
+            ));
+        }
+        let prefilled = self.uncached_tokens_prefilled + self.cached_tokens_credited;
+        let accounted = self.input_tokens_completed
+            + self.input_tokens_dropped_after_prefill
+            + self.input_tokens_in_flight_progress;
+        if prefilled != accounted {
+            v.push(format!(
+                "input tokens: prefilled {prefilled} != accounted {accounted}"
+            ));
+        }
+        if self.output_tokens_emitted != self.output_tokens_completed + self.output_tokens_in_flight
+        {
+            v.push(format!(
+                "output tokens: emitted {} != completed {} + in flight {}",
+                self.output_tokens_emitted,
+                self.output_tokens_completed,
+                self.output_tokens_in_flight
+            ));
+        }
+        if self.kv_peak_used_fraction > 1.0 + 1e-12 || self.kv_peak_reserved_fraction > 1.0 + 1e-12
+        {
+            v.push(format!(
+                "KV over capacity: used {:.4}, reserved {:.4}",
+                self.kv_peak_used_fraction, self.kv_peak_reserved_fraction
+            ));
+        }
+        v
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    pub scenario: String,
+    pub mode: Mode,
+    pub seed: u64,
+    pub gpus: u64,
+    pub duration_s: f64,
+    pub warmup_s: f64,
+    pub measured_s: f64,
+    pub workload: String,
+    pub requests_completed: u64,
+    pub requests_per_s: f64,
+    pub requests_dropped: u64,
+    pub throughput_tok_s_per_gpu: Throughput,
+    pub token_mix: TokenMix,
+    pub ttft_ms: Summary,
+    pub tpot_ms: Summary,
+    pub itl_ms: Summary,
+    pub e2e_ms: Summary,
+    pub per_user_tok_s: Summary,
+    pub goodput: Goodput,
+    pub price_sheet: String,
+    pub price_basis: PriceBasis,
+    pub revenue_usd_per_gpu_hour: f64,
+    pub cost_usd_per_gpu_hour: f64,
+    pub margin_usd_per_gpu_hour: f64,
+    pub usd_per_m_tokens: UsdPerMTokens,
+    pub mtp_draft_tokens: u32,
+    pub mtp_tokens_per_step: f64,
+    pub pools: Vec<PoolReport>,
+    pub kv_transfer: TransferReport,
+    pub accounting: Accounting,
+}
+
+fn k(x: f64) -> String {
+    if x.abs() >= 1e6 {
+        format!("{:.2}M", x / 1e6)
+    } else if x.abs() >= 1e4 {
+        format!("{:.1}K", x / 1e3)
+    } else {
+        format!("{x:.1}")
+    }
+}
+
+impl Report {
+    /// A readable summary table.
+    pub fn render_text(&self) -> String {
+        let mut s = String::new();
+        let t = &self.throughput_tok_s_per_gpu;
+        let _ = writeln!(
+            s,
+            "scenario  {}  (workload {}, seed {}, {:?})",
+            self.scenario, self.workload, self.seed, self.mode
+        );
+        let _ = writeln!(
+            s,
+            "window    {:.0} s measured after {:.0} s warm-up; {} GPUs",
+            self.measured_s, self.warmup_s, self.gpus
+        );
+        let _ = writeln!(s);
+        let _ = writeln!(s, "throughput per GPU (tok/s)   total {:>9}   cached {:>9}   uncached {:>8}   output {:>8}", k(t.total), k(t.cached_input), k(t.uncached_input), k(t.output));
+        let m = &self.token_mix;
+        let _ = writeln!(
+            s,
+            "token mix                    cached {:.1}%   uncached {:.2}%   output {:.2}%",
+            100.0 * m.cached_input,
+            100.0 * m.uncached_input,
+            100.0 * m.output
+        );
+        let _ = writeln!(
+            s,
+            "requests                     {} completed ({:.2}/s), {} dropped",
+            self.requests_completed, self.requests_per_s, self.requests_dropped
+        );
+        let _ = writeln!(s);
+        let _ = writeln!(
+            s,
+            "{:<22}{:>10}{:>10}{:>10}{:>10}",
+            "latency", "mean", "p50", "p90", "p99"
+        );
+        for (name, x) in [
+            ("TTFT (ms)", &self.ttft_ms),
+            ("TPOT (ms)", &self.tpot_ms),
+            ("ITL (ms)", &self.itl_ms),
+            ("end-to-end (ms)", &self.e2e_ms),
+            ("per-user (tok/s)", &self.per_user_tok_s),
+        ] {
+            let _ = writeln!(
+                s,
+                "{name:<22}{:>10.1}{:>10.1}{:>10.1}{:>10.1}",
+                x.mean, x.p50, x.p90, x.p99
+            );
+        }
+        let g = &self.goodput;
+        let _ = writeln!(
+            s,
+            "goodput (TTFT<={:.0} ms, TPOT<={:.1} ms): {:.1}% of requests, {:.2} req/s, {} tok/s per GPU",
+            g.slo_ttft_ms,
+            g.slo_tpot_ms,
+            100.0 * g.fraction,
+            g.requests_per_s,
+            k(g.tok_s_per_gpu)
+        );
+        let _ = writeln!(
+            s,
+            "MTP: {} drafts, {:.2} tokens per request-step",
+            self.mtp_draft_tokens, self.mtp_tokens_per_step
+        );
+        let _ = writeln!(s);
+        let _ = writeln!(
+            s,
+            "money ({}, {:?} GPU cost): revenue ${:.2}/GPU-h, cost ${:.2}/GPU-h, margin ${:.2}/GPU-h",
+            self.price_sheet, self.price_basis, self.revenue_usd_per_gpu_hour, self.cost_usd_per_gpu_hour, self.margin_usd_per_gpu_hour
+        );
+        let u = &self.usd_per_m_tokens;
+        let _ = writeln!(
+            s,
+            "per M tokens: cost ${:.4} (all), ${:.3} (output); mean price ${:.4}",
+            u.cost_all_tokens, u.cost_output_tokens, u.revenue_all_tokens
+        );
+        for p in &self.pools {
+            let _ = writeln!(s);
+            let pt = &p.throughput_tok_s_per_gpu;
+            let _ = writeln!(
+                s,
+                "pool {}: {} x DEP{} = {} GPUs  [{}]",
+                p.name, p.instances, p.dep, p.gpus, p.cost_model
+            );
+            let _ = writeln!(
+                s,
+                "  tok/s per GPU {} (cached {}, uncached {}, output {}); {} steps, mean {:.2} ms, busy {:.0}%",
+                k(pt.total),
+                k(pt.cached_input),
+                k(pt.uncached_input),
+                k(pt.output),
+                p.steps,
+                p.step_ms_mean,
+                100.0 * p.busy_fraction
+            );
+            let _ = writeln!(
+                s,
+                "  DP imbalance loss {:.1}%; batch/rank mean {:.1} max {:.0}; queue mean {:.1} max {:.0}; KV used mean {:.1}% max {:.1}%",
+                100.0 * p.dp_imbalance_loss,
+                p.batch_per_rank.mean,
+                p.batch_per_rank.max,
+                p.queue_requests.mean,
+                p.queue_requests.max,
+                100.0 * p.kv_used_fraction.mean,
+                100.0 * p.kv_used_fraction.max
+            );
+            if p.prefix_cache_hit_fraction > 0.0 {
+                let _ = writeln!(
+                    s,
+                    "  prefix cache hit {:.1}% of input tokens",
+                    100.0 * p.prefix_cache_hit_fraction
+                );
+            }
+            let shares: Vec<String> = p
+                .time_share_by_op
+                .iter()
+                .filter(|(_, v)| **v >= 0.005)
+                .map(|(op, v)| format!("{op} {:.0}%", 100.0 * v))
+                .collect();
+            if !shares.is_empty() {
+                let _ = writeln!(s, "  time by op: {}", shares.join(", "));
+            }
+        }
+        if self.kv_transfer.transfers > 0 {
+            let _ = writeln!(s);
+            let x = &self.kv_transfer;
+            let _ = writeln!(
+                s,
+                "KV transfer: {} transfers, {:.1} GiB, time p50 {:.2} ms p99 {:.2} ms",
+                x.transfers, x.gib, x.time_ms.p50, x.time_ms.p99
+            );
+        }
+        s
+    }
+}
