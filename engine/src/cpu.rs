@@ -1,0 +1,363 @@
+//! CPU backend: the kernels' CPU twins on a rayon pool, timed on the host clock.
+
+use crate::hugepage::HostRegion;
+use crate::stats::time_host;
+use crate::EngineError;
+use crate::{
+    gen, rotation_copies, Backend, DeviceInfo, GatherPlacement, Measurement, OpSpec, Result,
+    TimingConfig,
+};
+use kernels::{cpu, AttnProblem, GatherProblem, IndexerOutput, IndexerProblem, MoeProblem};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::hint::black_box;
+
+/// Host memory the rotation copies of one op may use.
+const MEM_CAP: u64 = 512 << 20;
+/// Distinct index sets a gather rotates over.
+const GATHER_INDEX_SETS: usize = 4;
+
+pub struct CpuBackend {
+    info: DeviceInfo,
+}
+
+impl Default for CpuBackend {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl CpuBackend {
+    pub fn new() -> CpuBackend {
+        let model = std::fs::read_to_string("/proc/cpuinfo")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("model name"))
+                    .and_then(|l| l.split_once(':'))
+                    .map(|(_, v)| v.trim().to_string())
+            })
+            .unwrap_or_else(|| std::env::consts::ARCH.to_string());
+        let os = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .map(|s| format!("linux {}", s.trim()))
+            .unwrap_or_else(|_| std::env::consts::OS.to_string());
+        CpuBackend {
+            info: DeviceInfo {
+                device: format!("cpu: {model} ({} threads)", rayon::current_num_threads()),
+                driver: os,
+                cache_bytes: last_level_cache_bytes(),
+            },
+        }
+    }
+}
+
+/// Largest cache of cpu0 from sysfs (32 MiB when unknown).
+pub fn last_level_cache_bytes() -> u64 {
+    let mut best = 0u64;
+    for i in 0..8 {
+        let path = format!("/sys/devices/system/cpu/cpu0/cache/index{i}/size");
+        if let Ok(s) = std::fs::read_to_string(path) {
+            let s = s.trim();
+            let (num, mult) = match s.chars().last() {
+                Some('K') => (&s[..s.len() - 1], 1024),
+                Some('M') => (&s[..s.len() - 1], 1 << 20),
+                Some('G') => (&s[..s.len() - 1], 1 << 30),
+                _ => (s, 1),
+            };
+            if let Ok(n) = num.parse::<u64>() {
+                best = best.max(n * mult);
+            }
+        }
+    }
+    if best == 0 {
+        32 << 20
+    } else {
+        best
+    }
+}
+
+impl Backend for CpuBackend {
+    fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    fn moe(&mut self, p: &MoeProblem) -> Result<Vec<f32>> {
+        Ok(cpu::moe(p)?)
+    }
+
+    fn attention(&mut self, p: &AttnProblem) -> Result<Vec<f32>> {
+        Ok(cpu::attention(p)?)
+    }
+
+    fn indexer(&mut self, p: &IndexerProblem) -> Result<IndexerOutput> {
+        Ok(cpu::indexer(p)?)
+    }
+
+    fn gather(&mut self, p: &GatherProblem) -> Result<Vec<u8>> {
+        Ok(cpu::gather(p)?)
+    }
+
+    fn copy(&mut self, src: &[u8]) -> Result<Vec<u8>> {
+        let mut dst = vec![0u8; src.len()];
+        cpu::copy(src, &mut dst)?;
+        Ok(dst)
+    }
+
+    fn measure(&mut self, op: &OpSpec, cfg: &TimingConfig) -> Result<Measurement> {
+        op.validate()?;
+        let copies = rotation_copies(op.footprint_bytes(), self.info.cache_bytes, MEM_CAP);
+        let point = op.point();
+        let (stats, bytes, flops, note) = match *op {
+            OpSpec::MoeDecode {
+                dtype,
+                tokens,
+                experts,
+                n_out,
+                k_in,
+            }
+            | OpSpec::GroupedGemm {
+                dtype,
+                tokens,
+                experts,
+                n_out,
+                k_in,
+            } => {
+                let probs: Vec<MoeProblem> = (0..copies)
+                    .map(|c| gen::moe(dtype, tokens, experts, n_out, k_in, c as u64))
+                    .collect();
+                let st = time_host(cfg, |i| {
+                    black_box(cpu::moe(&probs[i % copies])?);
+                    Ok(())
+                })?;
+                (st, probs[0].bytes(), probs[0].flops(), String::new())
+            }
+            OpSpec::Attention {
+                mode,
+                batch,
+                heads,
+                dim,
+                context,
+                page,
+            } => {
+                let probs: Vec<AttnProblem> = (0..copies)
+                    .map(|c| AttnProblem::random(batch, heads, dim, context, page, mode, c as u64))
+                    .collect();
+                let st = time_host(cfg, |i| {
+                    black_box(cpu::attention(&probs[i % copies])?);
+                    Ok(())
+                })?;
+                (st, probs[0].bytes(), probs[0].flops(), String::new())
+            }
+            OpSpec::Indexer {
+                batch,
+                heads,
+                dim,
+                positions,
+                topk,
+            } => {
+                let probs: Vec<IndexerProblem> = (0..copies)
+                    .map(|c| IndexerProblem::random(batch, heads, dim, positions, topk, c as u64))
+                    .collect();
+                let st = time_host(cfg, |i| {
+                    black_box(cpu::indexer(&probs[i % copies])?);
+                    Ok(())
+                })?;
+                (st, probs[0].bytes(), probs[0].flops(), String::new())
+            }
+            OpSpec::Gather {
+                placement,
+                table_bytes,
+                row_bytes,
+                rows,
+            } => {
+                let huge = match placement {
+                    GatherPlacement::Host4k => false,
+                    GatherPlacement::Host2m => true,
+                    other => {
+                        return Err(EngineError::Unsupported(format!(
+                        "gather placement {} needs a GPU; the CPU backend has host4k and host2m",
+                        other.name()
+                    )))
+                    }
+                };
+                let n_rows = gen::table_rows(table_bytes, row_bytes);
+                let mut table = HostRegion::new(n_rows * row_bytes, huge)?;
+                fill_pattern(table.as_mut_slice());
+                let mut rng = ChaCha8Rng::seed_from_u64(42);
+                let sets: Vec<Vec<u64>> = (0..GATHER_INDEX_SETS)
+                    .map(|_| kernels::random_indices(&mut rng, n_rows, rows))
+                    .collect();
+                let mut out = vec![0u8; rows * row_bytes];
+                let st = time_host(cfg, |i| {
+                    cpu::gather_into(
+                        table.as_slice(),
+                        row_bytes,
+                        &sets[i % GATHER_INDEX_SETS],
+                        &mut out,
+                    )?;
+                    black_box(&out);
+                    Ok(())
+                })?;
+                (
+                    (st),
+                    (2 * rows * row_bytes + 8 * rows) as u64,
+                    0,
+                    table.note(),
+                )
+            }
+            OpSpec::AllToAll { bytes, .. } => {
+                let n = bytes as usize;
+                let srcs: Vec<Vec<u8>> = (0..copies).map(|c| random_bytes(n, c as u64)).collect();
+                let mut dsts: Vec<Vec<u8>> = (0..copies).map(|_| vec![0u8; n]).collect();
+                let st = time_host(cfg, |i| {
+                    cpu::copy(&srcs[i % copies], &mut dsts[i % copies])?;
+                    black_box(&dsts[i % copies]);
+                    Ok(())
+                })?;
+                (st, 2 * bytes, 0, String::new())
+            }
+            OpSpec::StreamRead { bytes } => {
+                let bufs: Vec<Vec<u8>> = (0..copies)
+                    .map(|c| random_bytes(bytes as usize, c as u64))
+                    .collect();
+                let st = time_host(cfg, |i| {
+                    black_box(cpu::stream_read(&bufs[i % copies]));
+                    Ok(())
+                })?;
+                (st, bytes, 0, String::new())
+            }
+            OpSpec::Gemm { m, n, k } => {
+                let mut rng = ChaCha8Rng::seed_from_u64(7);
+                let a: Vec<f32> = (0..m * k).map(|_| rng.random_range(-1.0..1.0)).collect();
+                let b: Vec<f32> = (0..k * n).map(|_| rng.random_range(-1.0..1.0)).collect();
+                let st = time_host(cfg, |_| {
+                    black_box(cpu::gemm(&a, &b, m, n, k)?);
+                    Ok(())
+                })?;
+                (
+                    st,
+                    4 * (m * k + k * n + m * n) as u64,
+                    2 * (m * n * k) as u64,
+                    String::new(),
+                )
+            }
+        };
+        Ok(Measurement::new(point, stats, bytes, flops, note))
+    }
+}
+
+/// Fills with a cheap position-dependent pattern (every page written).
+fn fill_pattern(buf: &mut [u8]) {
+    use rayon::prelude::*;
+    buf.par_chunks_mut(1 << 16)
+        .enumerate()
+        .for_each(|(c, chunk)| {
+            for (i, b) in chunk.iter_mut().enumerate() {
+                *b = (c.wrapping_mul(31) ^ i.wrapping_mul(7)) as u8;
+            }
+        });
+}
+
+fn random_bytes(n: usize, seed: u64) -> Vec<u8> {
+    let mut v = vec![0u8; n];
+    ChaCha8Rng::seed_from_u64(seed).fill(&mut v[..]);
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kernels::{AttnModeKind, WeightDtype};
+
+    #[test]
+    fn measures_every_op_kind() {
+        let mut b = CpuBackend::new();
+        let cfg = TimingConfig {
+            warmup: 0,
+            reps: 2,
+            max_seconds: 0.1,
+            min_reps: 1,
+        };
+        let ops = [
+            OpSpec::MoeDecode {
+                dtype: WeightDtype::Int4,
+                tokens: 1,
+                experts: 2,
+                n_out: 32,
+                k_in: 256,
+            },
+            OpSpec::GroupedGemm {
+                dtype: WeightDtype::Bf16,
+                tokens: 16,
+                experts: 1,
+                n_out: 16,
+                k_in: 256,
+            },
+            OpSpec::Attention {
+                mode: AttnModeKind::Window(16),
+                batch: 1,
+                heads: 2,
+                dim: 64,
+                context: 64,
+                page: 16,
+            },
+            OpSpec::Indexer {
+                batch: 1,
+                heads: 2,
+                dim: 64,
+                positions: 100,
+                topk: 8,
+            },
+            OpSpec::Gather {
+                placement: GatherPlacement::Host2m,
+                table_bytes: 4 << 20,
+                row_bytes: 256,
+                rows: 64,
+            },
+            OpSpec::AllToAll {
+                bytes: 4096,
+                peers: 1,
+            },
+            OpSpec::StreamRead { bytes: 1 << 16 },
+            OpSpec::Gemm { m: 8, n: 8, k: 8 },
+        ];
+        for op in &ops {
+            let m = b.measure(op, &cfg).unwrap();
+            assert!(m.stats.median_s > 0.0 && m.bytes > 0, "{op:?}");
+            assert!(m.achieved_bytes_per_s > 0.0);
+            assert_eq!(m.point, op.point());
+        }
+        let g = b.measure(&ops[4], &cfg).unwrap();
+        assert!(g.note.contains("thp="), "{}", g.note);
+        let e = b
+            .measure(
+                &OpSpec::Gather {
+                    placement: GatherPlacement::Device,
+                    table_bytes: 4096,
+                    row_bytes: 256,
+                    rows: 4,
+                },
+                &cfg,
+            )
+            .unwrap_err();
+        assert!(e.to_string().contains("needs a GPU"));
+        assert!(b
+            .measure(
+                &OpSpec::AllToAll {
+                    bytes: 4096,
+                    peers: 2
+                },
+                &cfg
+            )
+            .is_err());
+    }
+
+    #[test]
+    fn runs_match_twins() {
+        let mut b = CpuBackend::new();
+        let src: Vec<u8> = (0..1000u32).map(|i| i as u8).collect();
+        assert_eq!(b.copy(&src).unwrap(), src);
+        assert!(b.info().cache_bytes > 0);
+        assert!(b.info().device.starts_with("cpu: "));
+    }
+}

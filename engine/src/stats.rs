@@ -1,0 +1,132 @@
+//! Timing statistics: median, 10th and 90th percentile of repeated runs after warm-up.
+
+use crate::Result;
+use std::time::Instant;
+
+/// How many times to run an op, and for how long at most.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TimingConfig {
+    /// Untimed runs first (caches, clocks, lazy initialisation).
+    pub warmup: usize,
+    /// Timed runs (at most).
+    pub reps: usize,
+    /// Stop timing after this many seconds once `min_reps` runs are done.
+    pub max_seconds: f64,
+    pub min_reps: usize,
+}
+
+impl TimingConfig {
+    pub const QUICK: TimingConfig = TimingConfig {
+        warmup: 1,
+        reps: 7,
+        max_seconds: 0.5,
+        min_reps: 3,
+    };
+    pub const FULL: TimingConfig = TimingConfig {
+        warmup: 3,
+        reps: 25,
+        max_seconds: 3.0,
+        min_reps: 5,
+    };
+}
+
+/// Summary of the timed runs, seconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Stats {
+    pub median_s: f64,
+    pub p10_s: f64,
+    pub p90_s: f64,
+    pub samples: usize,
+}
+
+impl Stats {
+    /// Percentiles by linear interpolation between order statistics. `samples` must be
+    /// non-empty and finite.
+    pub fn from_samples(samples: &[f64]) -> Stats {
+        let mut s: Vec<f64> = samples.to_vec();
+        s.sort_by(f64::total_cmp);
+        let q = |f: f64| {
+            if s.is_empty() {
+                return f64::NAN;
+            }
+            let x = f * (s.len() - 1) as f64;
+            let (i, frac) = (x.floor() as usize, x - x.floor());
+            if i + 1 < s.len() {
+                s[i] * (1.0 - frac) + s[i + 1] * frac
+            } else {
+                s[i]
+            }
+        };
+        Stats {
+            median_s: q(0.5),
+            p10_s: q(0.1),
+            p90_s: q(0.9),
+            samples: s.len(),
+        }
+    }
+}
+
+/// Times `run(i)` on the host clock: `cfg.warmup` untimed calls, then up to `cfg.reps`
+/// timed calls (stopping after `cfg.max_seconds` once `cfg.min_reps` are done). `i`
+/// counts all calls so callers can rotate over input copies.
+pub fn time_host(cfg: &TimingConfig, mut run: impl FnMut(usize) -> Result<()>) -> Result<Stats> {
+    let mut i = 0;
+    for _ in 0..cfg.warmup {
+        run(i)?;
+        i += 1;
+    }
+    let start = Instant::now();
+    let mut samples = Vec::with_capacity(cfg.reps);
+    for _ in 0..cfg.reps.max(1) {
+        let t = Instant::now();
+        run(i)?;
+        samples.push(t.elapsed().as_secs_f64());
+        i += 1;
+        if samples.len() >= cfg.min_reps && start.elapsed().as_secs_f64() > cfg.max_seconds {
+            break;
+        }
+    }
+    Ok(Stats::from_samples(&samples))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles() {
+        let s = Stats::from_samples(&[5.0, 1.0, 3.0, 2.0, 4.0]);
+        assert_eq!(s.median_s, 3.0);
+        assert!((s.p10_s - 1.4).abs() < 1e-12);
+        assert!((s.p90_s - 4.6).abs() < 1e-12);
+        assert_eq!(s.samples, 5);
+        let one = Stats::from_samples(&[2.0]);
+        assert_eq!((one.median_s, one.p10_s, one.p90_s), (2.0, 2.0, 2.0));
+    }
+
+    #[test]
+    fn time_host_counts_calls_and_stops() {
+        let mut calls = Vec::new();
+        let cfg = TimingConfig {
+            warmup: 2,
+            reps: 4,
+            max_seconds: 10.0,
+            min_reps: 1,
+        };
+        let s = time_host(&cfg, |i| {
+            calls.push(i);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(calls, vec![0, 1, 2, 3, 4, 5]);
+        assert_eq!(s.samples, 4);
+        let cfg = TimingConfig {
+            warmup: 0,
+            reps: 1000,
+            max_seconds: 0.0,
+            min_reps: 2,
+        };
+        let s = time_host(&cfg, |_| Ok(())).unwrap();
+        assert_eq!(s.samples, 2);
+    }
+}
