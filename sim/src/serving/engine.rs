@@ -491,12 +491,19 @@ impl<'a> Sim<'a> {
             self.end_in_driver(req.origin, false, 0);
             return;
         }
+        let nr_prewarm = nr.prewarm_tokens;
         let slot = self.alloc(req);
         let g = self.route_prefill(entry, slot);
         let r = self.pick_rank_in_group(g, role);
         // Prefix cache decides cached vs uncached tokens.
         let (hit_blocks, host_blocks) = {
             let blocks = std::mem::take(&mut self.req_mut(slot).blocks);
+            if nr_prewarm > 0 {
+                let n = ((nr_prewarm / BLOCK_TOKENS) as usize).min(blocks.len());
+                if let Some(c) = self.groups[g as usize].cache.as_mut() {
+                    c.insert(&blocks[..n]);
+                }
+            }
             let hit = self.groups[g as usize]
                 .cache
                 .as_mut()
@@ -797,8 +804,11 @@ impl<'a> Sim<'a> {
             rank.prefill_q.retain(|&s| s != slot);
             self.pools[pool_i].waiting -= 1;
             let blocks = std::mem::take(&mut self.req_mut(slot).blocks);
+            // Only full blocks are reusable: a partial last block's identity would
+            // also name the full block a longer prompt has there.
+            let full = ((self.req(slot).input as u64 / BLOCK_TOKENS) as usize).min(blocks.len());
             if let Some(c) = self.groups[g as usize].cache.as_mut() {
-                c.insert(&blocks);
+                c.insert(&blocks[..full]);
             }
             self.req_mut(slot).prefill_done = true;
             self.req_mut(slot).blocks = blocks;

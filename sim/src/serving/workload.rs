@@ -217,6 +217,12 @@ pub struct AgentX {
     /// Sub-agents in flight at once, at most.
     #[serde(default)]
     pub max_subagents: u32,
+    /// The initial sessions start at a uniformly random point of their life: context
+    /// drawn between the system prompt and their maximum, as if they had run before
+    /// t = 0; that history counts as cached on the instance that gets their first turn.
+    /// Shortens the warm-up a long-session workload needs to reach its steady mix.
+    #[serde(default)]
+    pub warm_start: bool,
 }
 
 fn one() -> u32 {
@@ -420,6 +426,9 @@ pub struct NewRequest {
     /// Prefix-block identities of the prompt, in order.
     pub blocks: Vec<u64>,
     pub origin: Origin,
+    /// Leading tokens assumed computed before the run started (warm start): the
+    /// instance that receives the request holds them in its prefix cache.
+    pub prewarm_tokens: u64,
 }
 
 /// Workload events the simulator schedules for the driver.
@@ -438,6 +447,7 @@ struct Session {
     turns_max: u32,
     max_context_tokens: u64,
     subagent: bool,
+    prewarm_tokens: u64,
 }
 
 pub(crate) struct Driver<'a> {
@@ -511,7 +521,14 @@ impl<'a> Driver<'a> {
         }
         if let Some(a) = self.cfg.agentx.clone() {
             for s in 0..a.sessions {
-                let sess = self.new_session(&a, false);
+                let mut sess = self.new_session(&a, false);
+                if a.warm_start {
+                    let lo = sess.context_tokens as f64;
+                    let hi = (sess.max_context_tokens as f64).max(lo);
+                    sess.context_tokens = (lo + (hi - lo) * self.rng.random::<f64>()) as u64;
+                    sess.turns_done = 1;
+                    sess.prewarm_tokens = sess.context_tokens;
+                }
                 self.sessions.push(Some(sess));
                 let t = secs_to_ns(a.start_spread_s * self.rng.random::<f64>());
                 out.push((t, WlEvent::Slot(s)));
@@ -555,6 +572,7 @@ impl<'a> Driver<'a> {
             turns_max,
             max_context_tokens,
             subagent,
+            prewarm_tokens: 0,
         }
     }
 
@@ -577,10 +595,13 @@ impl<'a> Driver<'a> {
                         output_tokens: output,
                         blocks,
                         origin: Origin::Slot(slot),
+                        prewarm_tokens: 0,
                     });
                 }
                 let a = self.cfg.agentx.as_ref()?;
-                let sess = self.sessions.get(slot as usize)?.as_ref()?;
+                let sess = self.sessions.get_mut(slot as usize)?.as_mut()?;
+                let prewarm_tokens = std::mem::take(&mut sess.prewarm_tokens);
+                let sess = &*sess;
                 let new = if sess.turns_done == 0 {
                     if sess.subagent {
                         a.subagent_task_tokens.sample_tokens(&mut self.rng, 1)
@@ -607,6 +628,7 @@ impl<'a> Driver<'a> {
                     output_tokens: output,
                     blocks,
                     origin: Origin::Slot(slot),
+                    prewarm_tokens,
                 })
             }
             WlEvent::OpenNext => {
@@ -622,6 +644,7 @@ impl<'a> Driver<'a> {
                     output_tokens: output,
                     blocks,
                     origin: Origin::Open,
+                    prewarm_tokens: 0,
                 })
             }
             WlEvent::TraceNext(k) => {
@@ -638,6 +661,7 @@ impl<'a> Driver<'a> {
                     output_tokens: r.output_length.max(1),
                     blocks: r.hash_ids.clone(),
                     origin: Origin::Trace,
+                    prewarm_tokens: 0,
                 })
             }
         }

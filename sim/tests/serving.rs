@@ -1,0 +1,366 @@
+//! Scenario tests of the serving simulator with hand-derived expectations.
+
+mod common;
+
+use common::*;
+use sim::serving::*;
+
+fn run(
+    sc: &ServingScenario,
+    wl: &WorkloadConfig,
+    model: &sim::Model,
+    prefill: &dyn PoolCost,
+    decode: &dyn PoolCost,
+    trace: &[TraceRecord],
+) -> Report {
+    let hw = hardware(72);
+    let input = SimInput {
+        scenario: sc,
+        workload: wl,
+        hardware: &hw,
+        model,
+        prefill_cost: prefill,
+        decode_cost: decode,
+        trace,
+    };
+    let r = simulate(&input, sc.seed).expect("simulation runs");
+    assert_eq!(r.accounting.violations(), Vec::<String>::new());
+    r
+}
+
+fn close(a: f64, b: f64, rel: f64) -> bool {
+    (a - b).abs() <= rel * b.abs().max(1e-12)
+}
+
+/// One closed-loop user, DEP1 prefill + DEP1 decode, constant step costs: prefill step
+/// 10 ms, decode step 5 ms, no MTP, zero KV bytes and zero link latency (instant
+/// transfer), 1000 input tokens (all uncached: no shared prefix), 11 output tokens.
+///
+/// One cycle: prefill 0-10 ms; KV arrives at 10 ms; 11 decode steps 10-65 ms emitting
+/// one token each (first at 15 ms); the user's next request arrives at 65 ms.
+/// So TTFT = 15 ms, TPOT = (65 - 15) / 10 = 5 ms, end-to-end 65 ms, per-user speed
+/// 10 tokens / 50 ms = 200 tok/s. Warm-up 650 ms = 10 cycles, then 100 cycles in the
+/// 6.5 s window (the last one ends exactly at 7150 ms = duration):
+/// requests/s = 100 / 6.5 = 15.385; per GPU (2 GPUs): uncached 100,000 / 13 s =
+/// 7692.3 tok/s, output 1,100 / 13 = 84.62 tok/s, cached 0.
+/// Revenue at V4.1-Flash off-peak: 3600e-6 * (7692.31 * 0.15 + 84.615 * 0.60) = $4.3366
+/// per GPU-hour. Prefill busy 10 of every 65 ms.
+#[test]
+fn constant_costs_match_hand_derivation() {
+    let cost = ConstCost {
+        prefill_s: 0.010,
+        decode_s: 0.005,
+        kv_tokens_per_rank: 1 << 30,
+    };
+    let sc = scenario(Mode::Disaggregated, pool(1, 1), pool(1, 1), 7.15, 0.65);
+    let wl = closed_loop(1, 1000.0, 11.0);
+    let r = run(&sc, &wl, &model(0.0, None), &cost, &cost, &[]);
+    assert_eq!(r.gpus, 2);
+    assert_eq!(r.requests_completed, 100);
+    assert!(
+        close(r.requests_per_s, 100.0 / 6.5, 1e-9),
+        "{}",
+        r.requests_per_s
+    );
+    let t = r.throughput_tok_s_per_gpu;
+    assert!(close(t.uncached_input, 100_000.0 / 13.0, 1e-9), "{t:?}");
+    assert!(close(t.output, 1_100.0 / 13.0, 1e-9), "{t:?}");
+    assert_eq!(t.cached_input, 0.0);
+    assert!(close(t.total, 101_100.0 / 13.0, 1e-9));
+    assert_eq!((r.ttft_ms.p50, r.ttft_ms.p99), (15.0, 15.0));
+    assert_eq!((r.tpot_ms.p50, r.tpot_ms.p90), (5.0, 5.0));
+    assert_eq!(r.itl_ms.p50, 5.0);
+    assert_eq!(r.e2e_ms.p50, 65.0);
+    assert!(close(r.per_user_tok_s.p50, 200.0, 1e-9));
+    assert!(
+        close(r.revenue_usd_per_gpu_hour, 4.33662, 1e-5),
+        "{}",
+        r.revenue_usd_per_gpu_hour
+    );
+    assert_eq!(r.cost_usd_per_gpu_hour, 2.65);
+    let prefill = &r.pools[0];
+    assert!(
+        close(prefill.busy_fraction, 10.0 / 65.0, 1e-9),
+        "{}",
+        prefill.busy_fraction
+    );
+    assert!(close(prefill.time_share_by_op["moe"], 0.75, 1e-9));
+    assert_eq!(prefill.dp_imbalance_loss, 0.0);
+    assert_eq!(r.goodput.fraction, 1.0);
+    assert_eq!(r.requests_dropped, 0);
+    assert!(r.render_text().contains("TTFT"));
+}
+
+/// As above with one MTP draft accepted with probability 1: each decode step emits 2
+/// tokens, so 11 tokens take 6 steps (2+2+2+2+2+1) = 30 ms; first token at 15 ms,
+/// last at 40 ms: TPOT = 25 / 10 = 2.5 ms; mean tokens per request-step 11/6.
+#[test]
+fn mtp_with_certain_acceptance() {
+    let cost = ConstCost {
+        prefill_s: 0.010,
+        decode_s: 0.005,
+        kv_tokens_per_rank: 1 << 30,
+    };
+    let sc = scenario(Mode::Disaggregated, pool(1, 1), pool(1, 1), 4.4, 0.4);
+    let wl = closed_loop(1, 1000.0, 11.0);
+    let r = run(
+        &sc,
+        &wl,
+        &model(0.0, Some((1, vec![1.0]))),
+        &cost,
+        &cost,
+        &[],
+    );
+    assert_eq!(r.ttft_ms.p50, 15.0);
+    assert_eq!(r.tpot_ms.p50, 2.5);
+    assert_eq!(r.e2e_ms.p50, 40.0);
+    assert!(close(r.mtp_tokens_per_step, 11.0 / 6.0, 1e-9));
+    assert_eq!(r.requests_completed, 100); // 4.0 s / 40 ms
+}
+
+/// Aggregated mode, one DEP1 instance: a lone request's prefill step (10 ms) and its
+/// 11 decode steps (5 ms) run on the same GPU: same 65 ms cycle, but 1 GPU.
+#[test]
+fn aggregated_single_user() {
+    let cost = ConstCost {
+        prefill_s: 0.010,
+        decode_s: 0.005,
+        kv_tokens_per_rank: 1 << 30,
+    };
+    let sc = scenario(Mode::Aggregated, pool(1, 1), pool(1, 1), 7.15, 0.65);
+    let wl = closed_loop(1, 1000.0, 11.0);
+    let r = run(&sc, &wl, &model(0.0, None), &cost, &cost, &[]);
+    assert_eq!(r.gpus, 1);
+    assert_eq!(r.requests_completed, 100);
+    assert_eq!(r.ttft_ms.p50, 15.0);
+    assert!(close(
+        r.throughput_tok_s_per_gpu.uncached_input,
+        100_000.0 / 6.5,
+        1e-9
+    ));
+    assert_eq!(r.pools.len(), 1);
+}
+
+/// Prefill DEP2 with a linear cost (1 us per token, no fixed part) and one user: one
+/// rank holds the lone request, the other idles, so each prefill step takes 1 ms
+/// against a balanced 0.5 ms: the DP-imbalance loss is exactly 50%. Decode (DEP1)
+/// has none.
+#[test]
+fn dp_imbalance_from_per_rank_loads() {
+    let cost = LinearCost {
+        fixed_s: 0.0,
+        per_token_s: 1e-6,
+        per_ctx_s: 0.0,
+        kv_tokens_per_rank: 1 << 30,
+    };
+    let sc = scenario(Mode::Disaggregated, pool(1, 2), pool(1, 1), 2.0, 0.2);
+    let wl = closed_loop(1, 1000.0, 5.0);
+    let r = run(&sc, &wl, &model(0.0, None), &cost, &cost, &[]);
+    assert!(
+        close(r.pools[0].dp_imbalance_loss, 0.5, 1e-9),
+        "{}",
+        r.pools[0].dp_imbalance_loss
+    );
+    assert_eq!(r.pools[1].dp_imbalance_loss, 0.0);
+    assert!(r.pools[0].step_ms_mean > 0.99 && r.pools[0].step_ms_mean < 1.01);
+}
+
+/// KV admission control: each request reserves 1000 + 11 tokens; a 2500-token rank
+/// admits two at a time, so the batch never exceeds 2 and KV never exceeds capacity;
+/// a request larger than a rank's capacity is dropped, not run.
+#[test]
+fn kv_capacity_limits_the_batch_and_drops_oversized() {
+    let cost = ConstCost {
+        prefill_s: 0.001,
+        decode_s: 0.005,
+        kv_tokens_per_rank: 2500,
+    };
+    let sc = scenario(Mode::Disaggregated, pool(1, 1), pool(1, 1), 5.0, 0.5);
+    let r = run(
+        &sc,
+        &closed_loop(8, 1000.0, 11.0),
+        &model(0.0, None),
+        &cost,
+        &cost,
+        &[],
+    );
+    let d = &r.pools[1];
+    assert!(
+        d.batch_per_rank.max <= 2.0 && d.batch_per_rank.max >= 1.0,
+        "{:?}",
+        d.batch_per_rank
+    );
+    assert!(
+        r.accounting.kv_peak_reserved_fraction > 0.8
+            && r.accounting.kv_peak_reserved_fraction <= 1.0
+    );
+    assert_eq!(r.requests_dropped, 0);
+    assert!(d.queue_requests.max >= 1.0);
+
+    let r = run(
+        &sc,
+        &closed_loop(2, 3000.0, 11.0),
+        &model(0.0, None),
+        &cost,
+        &cost,
+        &[],
+    );
+    assert_eq!(r.requests_completed, 0);
+    assert!(r.requests_dropped > 0);
+}
+
+/// Mooncake replay: the second and third records share the first block (512 tokens)
+/// of the first record, so with prefix affinity on one instance they hit the cache.
+#[test]
+fn mooncake_replay_uses_hash_ids() {
+    let text = r#"{"timestamp": 0, "input_length": 1024, "output_length": 4, "hash_ids": [1, 2]}
+{"timestamp": 100, "input_length": 900, "output_length": 4, "hash_ids": [1, 3]}
+{"timestamp": 200, "input_length": 1500, "output_length": 4, "hash_ids": [1, 2, 7]}
+"#;
+    let trace = parse_mooncake_str(text).unwrap();
+    let cost = ConstCost {
+        prefill_s: 0.010,
+        decode_s: 0.005,
+        kv_tokens_per_rank: 1 << 30,
+    };
+    let sc = scenario(Mode::Disaggregated, pool(1, 1), pool(1, 1), 1.0, 0.0);
+    let mut wl = closed_loop(1, 1.0, 1.0);
+    wl.closed_loop = None;
+    wl.trace = Some(TraceReplay {
+        time_scale: 1.0,
+        max_requests: None,
+    });
+    let r = run(&sc, &wl, &model(0.0, None), &cost, &cost, &trace);
+    assert_eq!(r.requests_completed, 3);
+    // cached: 0 + 512 + 1024 of 3424 input tokens.
+    assert!(
+        close(r.pools[0].prefix_cache_hit_fraction, 1536.0 / 3424.0, 1e-9),
+        "{}",
+        r.pools[0].prefix_cache_hit_fraction
+    );
+    assert!(matches!(
+        simulate(
+            &SimInput {
+                scenario: &sc,
+                workload: &wl,
+                hardware: &hardware(72),
+                model: &model(0.0, None),
+                prefill_cost: &cost,
+                decode_cost: &cost,
+                trace: &[],
+            },
+            1
+        ),
+        Err(SimError::MissingTrace)
+    ));
+}
+
+/// KV transfer: 1000 tokens x 1000 B over NVLink at 900 GB/s x 0.8 = 1e6 / 7.2e11 s
+/// = 1.389 us inside one domain; with a 1-GPU domain the transfer crosses scale-out
+/// at 100 GB/s x 0.8 plus 5 us latency = 12.5 + 5 = 17.5 us.
+#[test]
+fn kv_transfer_time_by_link() {
+    let cost = ConstCost {
+        prefill_s: 0.010,
+        decode_s: 0.005,
+        kv_tokens_per_rank: 1 << 30,
+    };
+    let sc = scenario(Mode::Disaggregated, pool(1, 1), pool(1, 1), 1.0, 0.1);
+    let wl = closed_loop(1, 1000.0, 3.0);
+    let m = model(1000.0, None);
+    let r = run(&sc, &wl, &m, &cost, &cost, &[]);
+    assert!(
+        close(r.kv_transfer.time_ms.p50, 1e6 / 7.2e11 * 1e3, 0.011),
+        "{:?}",
+        r.kv_transfer.time_ms
+    );
+    let mut sc2 = sc.clone();
+    sc2.serving.kv_transfer.domain_gpus = Some(1);
+    let r = run(&sc2, &wl, &m, &cost, &cost, &[]);
+    assert!(
+        close(r.kv_transfer.time_ms.p50, 0.0175, 0.011),
+        "{:?}",
+        r.kv_transfer.time_ms
+    );
+}
+
+fn small_agentx() -> WorkloadConfig {
+    let mut wl: WorkloadConfig =
+        toml::from_str(include_str!("../../scenarios/workloads/agentx.toml")).unwrap();
+    let a = wl.agentx.as_mut().unwrap();
+    a.sessions = 24;
+    a.max_subagents = 4;
+    a.subagent_probability = 0.2;
+    wl
+}
+
+/// Same seed, same report, byte for byte; another seed differs.
+#[test]
+fn same_seed_same_report() {
+    let cost = LinearCost {
+        fixed_s: 0.002,
+        per_token_s: 2e-7,
+        per_ctx_s: 1e-9,
+        kv_tokens_per_rank: 4_000_000,
+    };
+    let mut sc = scenario(Mode::Disaggregated, pool(2, 2), pool(1, 4), 30.0, 5.0);
+    sc.serving.mtp = MtpConfig {
+        draft_tokens: Some(2),
+        acceptance: Some(vec![0.8, 0.6]),
+    };
+    let wl = small_agentx();
+    let m = model(890.0, None);
+    let a = serde_json::to_string(&run(&sc, &wl, &m, &cost, &cost, &[])).unwrap();
+    let b = serde_json::to_string(&run(&sc, &wl, &m, &cost, &cost, &[])).unwrap();
+    assert_eq!(a, b);
+    sc.seed = 2;
+    let c = serde_json::to_string(&run(&sc, &wl, &m, &cost, &cost, &[])).unwrap();
+    assert_ne!(a, c);
+}
+
+/// The repository's scenario and workload files parse and validate.
+#[test]
+fn scenario_files_parse_and_validate() {
+    let sc: ServingScenario = toml::from_str(include_str!(
+        "../../scenarios/gb300-nvl72-v4.1-flash-agentx.toml"
+    ))
+    .unwrap();
+    assert_eq!(sc.problems(), Vec::<String>::new());
+    assert_eq!(sc.gpus(), 72);
+    assert_eq!(sc.hardware, "gb300");
+    assert_eq!(sc.model, "deepseek-v4.1-flash");
+    for text in [
+        include_str!("../../scenarios/workloads/agentx.toml"),
+        include_str!("../../scenarios/workloads/chat-closed-loop.toml"),
+        include_str!("../../scenarios/workloads/poisson.toml"),
+        include_str!("../../scenarios/workloads/mooncake-conversation.toml"),
+    ] {
+        let wl: WorkloadConfig = toml::from_str(text).unwrap();
+        assert_eq!(wl.problems(), Vec::<String>::new(), "{}", wl.name);
+    }
+}
+
+/// The AgentX defaults land near the reference's derived token mix (cached ~97%,
+/// uncached ~1.6%, output ~1%) once sessions are warm, whatever the step costs.
+#[test]
+fn agentx_defaults_land_near_reference_mix() {
+    let cost = ConstCost {
+        prefill_s: 0.02,
+        decode_s: 0.005,
+        kv_tokens_per_rank: 1 << 40,
+    };
+    let mut wl: WorkloadConfig =
+        toml::from_str(include_str!("../../scenarios/workloads/agentx.toml")).unwrap();
+    wl.agentx.as_mut().unwrap().sessions = 64;
+    let mut sc = scenario(Mode::Disaggregated, pool(2, 1), pool(1, 1), 300.0, 30.0);
+    sc.serving.decode.max_batch_per_rank = 1024;
+    let r = run(&sc, &wl, &model(890.0, None), &cost, &cost, &[]);
+    eprintln!("{}", r.render_text());
+    let m = r.token_mix;
+    assert!(m.cached_input > 0.965 && m.cached_input < 0.982, "{m:?}");
+    assert!(
+        m.uncached_input > 0.012 && m.uncached_input < 0.020,
+        "{m:?}"
+    );
+    assert!(m.output > 0.008 && m.output < 0.012, "{m:?}");
+}
