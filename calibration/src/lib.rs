@@ -1,1 +1,21 @@
-//! calibration crate (in progress).
+//! Calibration: measuring the engine's ops, fitting cost models to the measurements and
+//! turning the fits into the cost model's parameters.
+//!
+//! * [`log`]: `measurements.csv`, appended and fsynced row by row, resumable.
+//! * [`fit`]: nonnegative relative-error least squares, R², MAPE, leave-one-out MAPE.
+//! * [`families`]: one documented model per op.
+//! * [`profile`]: `profile.toml` (fits, reference peaks, provenance) and
+//!   [`Profile::cost_params`].
+//! * [`plan`]: which points `twin calibrate` measures.
+
+mod error;
+pub mod families;
+pub mod fit;
+pub mod log;
+pub mod plan;
+pub mod profile;
+
+pub use error::{CalibrationError, Result};
+pub use families::OpFit;
+pub use log::{MeasurementLog, Row};
+pub use profile::{Profile, Provenance, Reference};

@@ -1,0 +1,44 @@
+use std::path::PathBuf;
+
+/// Everything calibration can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum CalibrationError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: malformed measurements CSV: {msg}")]
+    Csv { path: PathBuf, msg: String },
+    #[error("{path}: holds measurements from device {found:?}, not {expected:?}; use another output directory")]
+    DeviceMismatch {
+        path: PathBuf,
+        found: String,
+        expected: String,
+    },
+    #[error("fit {op}: too few points ({got}; need at least {need})")]
+    TooFewPoints { op: String, need: usize, got: usize },
+    #[error("fit {op}: non-finite or non-positive {what}")]
+    NonFinite { op: String, what: String },
+    #[error("fit {op}: constant data: {what} takes a single value, so the model's terms cannot be separated")]
+    ConstantData { op: String, what: String },
+    #[error("fit {op}: {what}")]
+    Degenerate { op: String, what: String },
+    #[error("fit {op}: shape {shape:?} lacks {key:?}")]
+    MissingShape {
+        op: String,
+        shape: String,
+        key: String,
+    },
+    #[error("no op could be fitted: {0}")]
+    NothingFitted(String),
+    #[error("{path}: invalid profile: {msg}")]
+    Profile { path: PathBuf, msg: String },
+}
+
+pub type Result<T> = std::result::Result<T, CalibrationError>;
+
+pub(crate) fn io_err(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> CalibrationError {
+    let path = path.into();
+    move |source| CalibrationError::Io { path, source }
+}

@@ -1,0 +1,333 @@
+//! `profile.toml`: fitted parameters per op, reference peaks and provenance, and the
+//! conversion into the cost model's [`sim::cost::CostParams`].
+
+use crate::error::{io_err, CalibrationError, Result};
+use crate::families::{fit_op, OpFit, FITTED_OPS};
+use crate::log::{read_rows, Row};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use sim::cost::{CostParams, OpRate};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// Where a profile's numbers come from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Provenance {
+    pub device: String,
+    pub driver: String,
+    /// When the profile was fitted (UTC, RFC 3339).
+    pub date: String,
+    /// Earliest and latest measurement timestamps.
+    pub measured_from: String,
+    pub measured_to: String,
+    pub twin_version: String,
+    /// SHA-256 of the measurements CSV the fits were made from.
+    pub measurements_sha256: String,
+    pub measurement_rows: usize,
+}
+
+/// The device's own measured peaks; efficiencies are fractions of these.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Reference {
+    /// Best achieved streaming-read bandwidth (`ref_stream_read`), bytes/s.
+    pub stream_read_bytes_per_s: Option<f64>,
+    /// Best achieved dense GEMM rate (`ref_gemm`), flop/s.
+    pub gemm_flops_per_s: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Profile {
+    pub provenance: Provenance,
+    pub reference: Reference,
+    /// Fits per op name (see [`crate::families`]).
+    pub ops: BTreeMap<String, OpFit>,
+    /// Ops with measurements that could not be fitted, and why.
+    #[serde(default)]
+    pub skipped: BTreeMap<String, String>,
+}
+
+/// SHA-256 of a file, lowercase hex.
+pub fn sha256_file(path: &Path) -> Result<String> {
+    let bytes = std::fs::read(path).map_err(io_err(path))?;
+    let digest = Sha256::digest(&bytes);
+    Ok(digest.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Current UTC time as RFC 3339 (seconds).
+pub fn utc_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    format_utc(secs)
+}
+
+/// Seconds since the Unix epoch to `YYYY-MM-DDThh:mm:ssZ` (proleptic Gregorian).
+pub fn format_utc(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Civil-from-days (H. Hinnant).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + if m <= 2 { 1 } else { 0 };
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+impl Profile {
+    /// Fits every op in `rows`. Ops that cannot be fitted are listed in `skipped`; it is
+    /// an error only when nothing at all can be fitted. All rows must share one device.
+    pub fn fit_rows(rows: &[Row], sha256: &str) -> Result<Profile> {
+        let first = rows
+            .first()
+            .ok_or_else(|| CalibrationError::NothingFitted("no measurements".into()))?;
+        if let Some(r) = rows.iter().find(|r| r.device != first.device) {
+            return Err(CalibrationError::DeviceMismatch {
+                path: "measurements".into(),
+                found: r.device.clone(),
+                expected: first.device.clone(),
+            });
+        }
+        let mut by_op: BTreeMap<&str, Vec<&Row>> = BTreeMap::new();
+        for r in rows {
+            by_op.entry(r.op.as_str()).or_default().push(r);
+        }
+        let best = |op: &str, f: fn(&Row) -> f64| {
+            by_op.get(op).and_then(|rs| {
+                rs.iter()
+                    .map(|r| f(r))
+                    .filter(|v| v.is_finite() && *v > 0.0)
+                    .reduce(f64::max)
+            })
+        };
+        let reference = Reference {
+            stream_read_bytes_per_s: best("ref_stream_read", |r| r.achieved_bytes_per_s),
+            gemm_flops_per_s: best("ref_gemm", |r| r.achieved_flops_per_s),
+        };
+        let mut ops = BTreeMap::new();
+        let mut skipped = BTreeMap::new();
+        for (op, rs) in &by_op {
+            if op.starts_with("ref_") {
+                continue;
+            }
+            if !FITTED_OPS.contains(op) {
+                skipped.insert(op.to_string(), "no fit family for this op".to_string());
+                continue;
+            }
+            match fit_op(op, rs) {
+                Ok(f) => {
+                    ops.insert(op.to_string(), f);
+                }
+                Err(e) => {
+                    skipped.insert(op.to_string(), e.to_string());
+                }
+            }
+        }
+        if ops.is_empty() {
+            let why: Vec<String> = skipped.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+            return Err(CalibrationError::NothingFitted(if why.is_empty() {
+                "only reference measurements".into()
+            } else {
+                why.join("; ")
+            }));
+        }
+        let mut stamps: Vec<&str> = rows.iter().map(|r| r.timestamp.as_str()).collect();
+        stamps.sort_unstable();
+        Ok(Profile {
+            provenance: Provenance {
+                device: first.device.clone(),
+                driver: first.driver.clone(),
+                date: utc_now(),
+                measured_from: stamps.first().unwrap_or(&"").to_string(),
+                measured_to: stamps.last().unwrap_or(&"").to_string(),
+                twin_version: env!("CARGO_PKG_VERSION").to_string(),
+                measurements_sha256: sha256.to_string(),
+                measurement_rows: rows.len(),
+            },
+            reference,
+            ops,
+            skipped,
+        })
+    }
+
+    /// Reads and fits a measurements CSV.
+    pub fn fit_csv(csv: &Path) -> Result<Profile> {
+        let rows = read_rows(csv)?;
+        Profile::fit_rows(&rows, &sha256_file(csv)?)
+    }
+
+    pub fn to_toml(&self) -> Result<String> {
+        toml::to_string_pretty(self).map_err(|e| CalibrationError::Profile {
+            path: "<profile>".into(),
+            msg: e.to_string(),
+        })
+    }
+
+    /// Writes atomically (temporary file in the same directory, then rename).
+    pub fn write(&self, path: &Path) -> Result<()> {
+        let text = self.to_toml()?;
+        let dir = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let tmp = dir.join(format!(
+            ".{}.tmp",
+            path.file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or("profile.toml")
+        ));
+        {
+            use std::io::Write;
+            let mut f = std::fs::File::create(&tmp).map_err(io_err(&tmp))?;
+            f.write_all(text.as_bytes())
+                .and_then(|_| f.sync_all())
+                .map_err(io_err(&tmp))?;
+        }
+        std::fs::rename(&tmp, path).map_err(io_err(path))
+    }
+
+    pub fn load(path: &Path) -> Result<Profile> {
+        let text = std::fs::read_to_string(path).map_err(io_err(path))?;
+        let p: Profile = toml::from_str(&text).map_err(|e| CalibrationError::Profile {
+            path: path.into(),
+            msg: e.to_string(),
+        })?;
+        for (op, f) in &p.ops {
+            if f.params.values().any(|v| v.is_nan()) {
+                return Err(CalibrationError::Profile {
+                    path: path.into(),
+                    msg: format!("op {op} has a NaN parameter"),
+                });
+            }
+        }
+        Ok(p)
+    }
+
+    /// Path-independent description for `CostParams::source`.
+    pub fn source(&self) -> String {
+        let h = &self.provenance.measurements_sha256;
+        format!(
+            "calibration profile: {}, {}, measurements sha256 {}",
+            self.provenance.device,
+            self.provenance.date,
+            &h[..h.len().min(16)]
+        )
+    }
+
+    /// `base` with the efficiencies and fixed costs of every op this profile has fits
+    /// for replaced by measured ones:
+    /// - `mem_eff` = fitted bandwidth / reference stream-read bandwidth,
+    /// - `compute_eff` = fitted flop rate / reference GEMM rate,
+    /// - `fixed_s` = fitted fixed cost.
+    ///
+    /// Mapping: `moe` <- `moe_decode` (bandwidth, fixed) and `grouped_gemm` (flop rate;
+    /// `moe_decode`'s own flop rate when no grouped GEMM was fitted); `gemm` <-
+    /// `grouped_gemm` (flop rate, fixed); `attention` <- `attn_dense`, else
+    /// `attn_sparse`, else `attn_window`; `indexer` <- `indexer` (derived bandwidth,
+    /// fixed); `gather` <- `gather` (mem_eff from `bytes_per_row / t_access_s`, the
+    /// TLB-hit access rate; fixed kept); `comm` <- `copy` (the one-device stand-in:
+    /// local copy bandwidth over read bandwidth, fixed). Rates fitted as infinite (the
+    /// term explained nothing) and efficiencies without a reference leave `base`'s
+    /// value. Efficiencies are capped at 1: a fit above the reference peak means the
+    /// reference under-measured.
+    pub fn cost_params(&self, base: &CostParams) -> CostParams {
+        let mut p = base.clone();
+        let bw_ref = self.reference.stream_read_bytes_per_s;
+        let fl_ref = self.reference.gemm_flops_per_s;
+        let eff = |rate: Option<f64>, reference: Option<f64>| match (rate, reference) {
+            (Some(r), Some(re)) if r.is_finite() && r > 0.0 && re > 0.0 => Some((r / re).min(1.0)),
+            _ => None,
+        };
+        let fit = |op: &str| self.ops.get(op);
+        let set = |rate: &mut OpRate, mem: Option<f64>, comp: Option<f64>, fixed: Option<f64>| {
+            if let Some(m) = mem {
+                rate.mem_eff = m;
+            }
+            if let Some(c) = comp {
+                rate.compute_eff = c;
+            }
+            if let Some(f) = fixed.filter(|f| f.is_finite()) {
+                rate.fixed_s = f;
+            }
+        };
+        let gg = fit("grouped_gemm");
+        if let Some(m) = fit("moe_decode") {
+            let comp = eff(gg.and_then(|g| g.param("flops_per_s")), fl_ref)
+                .or_else(|| eff(m.param("flops_per_s"), fl_ref));
+            set(
+                &mut p.moe,
+                eff(m.param("bandwidth_bytes_per_s"), bw_ref),
+                comp,
+                m.param("fixed_s"),
+            );
+        } else if let Some(g) = gg {
+            set(&mut p.moe, None, eff(g.param("flops_per_s"), fl_ref), None);
+        }
+        if let Some(g) = gg {
+            set(
+                &mut p.gemm,
+                None,
+                eff(g.param("flops_per_s"), fl_ref),
+                g.param("fixed_s"),
+            );
+        }
+        if let Some(a) = fit("attn_dense")
+            .or_else(|| fit("attn_sparse"))
+            .or_else(|| fit("attn_window"))
+        {
+            set(
+                &mut p.attention,
+                eff(a.param("bandwidth_bytes_per_s"), bw_ref),
+                None,
+                a.param("fixed_s"),
+            );
+        }
+        if let Some(i) = fit("indexer") {
+            set(
+                &mut p.indexer,
+                eff(i.param("bandwidth_bytes_per_s"), bw_ref),
+                None,
+                i.param("fixed_s"),
+            );
+        }
+        if let Some(g) = fit("gather") {
+            let bw = match (g.param("bytes_per_row"), g.param("t_access_s")) {
+                (Some(b), Some(t)) if t > 0.0 => Some(b / t),
+                _ => None,
+            };
+            set(&mut p.gather, eff(bw, bw_ref), None, None);
+        }
+        if let Some(c) = fit("copy") {
+            set(
+                &mut p.comm,
+                eff(c.param("bandwidth_bytes_per_s"), bw_ref),
+                None,
+                c.param("fixed_s"),
+            );
+        }
+        p.source = self.source();
+        p
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_formatting() {
+        assert_eq!(format_utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(format_utc(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(format_utc(1_764_403_199), "2025-11-29T07:59:59Z");
+    }
+}
