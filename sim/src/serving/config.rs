@@ -207,7 +207,8 @@ pub enum DecodeRouter {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum PrefillRouter {
-    /// The instance with the longest cached prefix; ties go to the least loaded.
+    /// Cache-aware least work: the instance minimising queued prefill tokens plus this
+    /// request's uncached tokens there (its longest cached prefix counts).
     #[default]
     PrefixAffinity,
     /// Fewest queued prefill tokens.

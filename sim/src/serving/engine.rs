@@ -570,18 +570,21 @@ impl<'a> Sim<'a> {
                 .min_by_key(|&g| (self.group_prefill_load(g), g))
                 .unwrap_or(0),
             PrefillRouter::PrefixAffinity => {
-                let blocks = &self.req(slot).blocks;
+                // Least expected work: the tokens queued ahead plus this request's own
+                // uncached tokens there. A long cached context keeps a session on its
+                // instance; a shared system prompt alone does not pile every session
+                // onto the first instance that cached it.
+                let req = self.req(slot);
+                let input = req.input as u64;
+                let blocks = &req.blocks;
                 range
                     .map(|g| {
-                        let hit = self.groups[g as usize]
-                            .cache
-                            .as_ref()
-                            .map(|c| c.peek(blocks))
-                            .unwrap_or(0);
-                        (std::cmp::Reverse(hit), self.group_prefill_load(g), g)
+                        let hit = self.groups[g as usize].cache.as_ref().map(|c| c.peek(blocks)).unwrap_or(0);
+                        let uncached = input - (hit * BLOCK_TOKENS).min(input - 1);
+                        (self.group_prefill_load(g) + uncached, g)
                     })
                     .min()
-                    .map(|t| t.2)
+                    .map(|t| t.1)
                     .unwrap_or(0)
             }
         }

@@ -1,0 +1,179 @@
+//! `twin simulate`: run the discrete-event serving simulator on a full scenario
+//! (hardware + model + workload + deployment) and print its report.
+
+use crate::scenario::{load_hardware, load_model, load_scenario_text, parse_with_sets, resolve, Kind, Set};
+use anyhow::{anyhow, bail, Context, Result};
+use clap::Args;
+use serde_json::json;
+use sim::cost::{AnalyticCostModel, CostParams};
+use sim::serving::{parse_mooncake, simulate, Mode, ServingScenario, SimInput, TraceRecord, WorkloadConfig};
+
+/// The scenario `twin simulate` runs when none is named.
+pub const DEFAULT_SCENARIO: &str = "gb300-nvl72-v4.1-flash-agentx";
+
+#[derive(Debug, Clone, Args)]
+pub struct SimulateArgs {
+    /// Scenario name (`twin list`) or path to a scenario TOML
+    /// [default: gb300-nvl72-v4.1-flash-agentx].
+    pub scenario: Option<String>,
+    /// Seed of every random stream (default: the scenario's `seed`).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Simulated seconds, warm-up included (default: the scenario's `duration_s`).
+    #[arg(long, value_name = "SECONDS")]
+    pub duration: Option<f64>,
+    /// Override any field: `serving.decode.dep=32`, `workload.agentx.sessions=2048`,
+    /// `model.mtp.draft_tokens=1`, `hardware.nvlink.bytes_per_s=1.8e12`,
+    /// `cost.moe.mem_eff=0.9`, `workload=poisson` (repeatable).
+    #[arg(long = "set", value_name = "PATH=VALUE")]
+    pub set: Vec<String>,
+    /// Print one JSON object (report, resolved scenario, seed, twin version).
+    #[arg(long)]
+    pub json: bool,
+    /// Mooncake JSONL trace for trace-replay workloads.
+    #[arg(long, value_name = "PATH")]
+    pub trace: Option<String>,
+}
+
+/// Everything a run resolved, before simulating.
+pub struct Resolved {
+    pub scenario_origin: String,
+    pub scenario: ServingScenario,
+    pub workload: WorkloadConfig,
+    pub hardware: sim::Hardware,
+    pub model: sim::Model,
+    pub params: CostParams,
+    pub seed: u64,
+}
+
+/// Parses and validates the arguments and every file they name.
+pub fn resolve_args(args: &SimulateArgs) -> Result<Resolved> {
+    let sets = Set::parse_all(&args.set)?;
+    let (hw_sets, rest) = Set::split_prefix(&sets, "hardware");
+    let (model_sets, rest) = Set::split_prefix(&rest, "model");
+    let (workload_sets, rest) = Set::split_prefix(&rest, "workload");
+    let (cost_sets, scenario_sets) = Set::split_prefix(&rest, "cost");
+
+    let name = args.scenario.as_deref().unwrap_or(DEFAULT_SCENARIO);
+    let (origin, text) = load_scenario_text(name)?;
+    let mut sc: ServingScenario = parse_with_sets(&origin, &text, &scenario_sets)?;
+    if let Some(d) = args.duration {
+        if !(d.is_finite() && d > 0.0) {
+            bail!("--duration {d}: must be a positive number of seconds");
+        }
+        sc.duration_s = d;
+        if sc.warmup_s >= d {
+            let w = d / 5.0;
+            eprintln!("note: warm-up {} s does not fit in --duration {d}; using {w} s", sc.warmup_s);
+            sc.warmup_s = w;
+        }
+    }
+    let seed = args.seed.unwrap_or(sc.seed);
+    sc.seed = seed;
+
+    let hardware = load_hardware(&sc.hardware, &hw_sets).with_context(|| format!("hardware of {origin}"))?;
+    let model = load_model(&sc.model, &model_sets).with_context(|| format!("model of {origin}"))?;
+    let (wl_origin, wl_text) = resolve(Kind::Workload, &sc.workload).with_context(|| format!("workload of {origin}"))?;
+    let workload: WorkloadConfig = parse_with_sets(&wl_origin, &wl_text, &workload_sets)?;
+
+    let mut problems: Vec<String> = sc.problems().into_iter().map(|p| format!("{origin}: {p}")).collect();
+    problems.extend(workload.problems().into_iter().map(|p| format!("{wl_origin}: {p}")));
+    let pools: Vec<(&str, &sim::serving::PoolConfig)> = match sc.serving.mode {
+        Mode::Disaggregated => vec![("serving.prefill", &sc.serving.prefill), ("serving.decode", &sc.serving.decode)],
+        Mode::Aggregated => vec![("serving.decode", &sc.serving.decode)],
+    };
+    for (path, pool) in pools {
+        for p in sim::validate::deployment(&hardware, &model, &pool.layout(), pool.max_batch_per_rank as u64, 0) {
+            problems.push(format!("{origin}: {path}: {}", p.message.replace("--dep", &format!("{path}.dep"))));
+        }
+    }
+    if !problems.is_empty() {
+        bail!("invalid scenario:\n  {}", problems.join("\n  "));
+    }
+
+    let mut params = CostParams::default();
+    for (k, v) in &hardware.cost {
+        params.set(k, *v).map_err(anyhow::Error::msg)?;
+    }
+    for s in &cost_sets {
+        let key = s.path.join(".");
+        let v = match &s.value {
+            toml::Value::Float(f) => *f,
+            toml::Value::Integer(i) => *i as f64,
+            _ => bail!("--set {}: a cost parameter takes a number", s.text),
+        };
+        params.set(&key, v).map_err(|e| anyhow!("--set {}: {e}", s.text))?;
+    }
+    if !hardware.cost.is_empty() {
+        params.source =
+            format!("analytic defaults + {} fitted cost parameters of {}", hardware.cost.len(), hardware.name);
+    }
+    Ok(Resolved { scenario_origin: origin, scenario: sc, workload, hardware, model, params, seed })
+}
+
+fn read_trace(args: &SimulateArgs, workload: &WorkloadConfig) -> Result<Vec<TraceRecord>> {
+    match (&workload.trace, &args.trace) {
+        (Some(_), Some(path)) => {
+            let file = std::fs::File::open(path).with_context(|| format!("cannot open trace `{path}`"))?;
+            parse_mooncake(std::io::BufReader::new(file)).with_context(|| format!("trace `{path}`"))
+        }
+        (Some(_), None) => bail!(
+            "workload `{}` replays a trace: pass it with --trace PATH (e.g. ../shared/traces/mooncake/conversation_trace.jsonl)",
+            workload.name
+        ),
+        (None, Some(path)) => bail!(
+            "--trace {path}: workload `{}` does not replay a trace; choose one with --set workload=mooncake-conversation",
+            workload.name
+        ),
+        (None, None) => Ok(Vec::new()),
+    }
+}
+
+pub fn run(args: &SimulateArgs) -> Result<()> {
+    let r = resolve_args(args)?;
+    let trace = read_trace(args, &r.workload)?;
+    let sc = &r.scenario;
+    let prefill_cost =
+        AnalyticCostModel::new(r.hardware.clone(), r.model.clone(), sc.serving.prefill.layout(), r.params.clone());
+    let decode_cost =
+        AnalyticCostModel::new(r.hardware.clone(), r.model.clone(), sc.serving.decode.layout(), r.params.clone());
+    let input = SimInput {
+        scenario: sc,
+        workload: &r.workload,
+        hardware: &r.hardware,
+        model: &r.model,
+        prefill_cost: &prefill_cost,
+        decode_cost: &decode_cost,
+        trace: &trace,
+    };
+    let report = simulate(&input, r.seed).map_err(|e| anyhow!("{}: {e}", r.scenario_origin))?;
+    if args.json {
+        let out = json!({
+            "twin_version": env!("CARGO_PKG_VERSION"),
+            "seed": r.seed,
+            "scenario_file": r.scenario_origin,
+            "scenario": sc,
+            "workload": r.workload,
+            "hardware": r.hardware,
+            "model": r.model,
+            "cost_params": r.params,
+            "trace_records": trace.len(),
+            "report": report,
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        println!("twin {} simulate: {}", env!("CARGO_PKG_VERSION"), r.scenario_origin);
+        println!(
+            "hardware {}, model {}, cost model: {}",
+            r.hardware.name,
+            r.model.name,
+            prefill_cost_describe(&r.params)
+        );
+        print!("{}", report.render_text());
+    }
+    Ok(())
+}
+
+fn prefill_cost_describe(p: &CostParams) -> String {
+    p.source.clone()
+}
