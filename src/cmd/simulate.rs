@@ -1,12 +1,16 @@
 //! `twin simulate`: run the discrete-event serving simulator on a full scenario
 //! (hardware + model + workload + deployment) and print its report.
 
-use crate::scenario::{load_hardware, load_model, load_scenario_text, parse_with_sets, resolve, Kind, Set};
+use crate::scenario::{
+    load_hardware, load_model, load_scenario_text, parse_with_sets, resolve, Kind, Set,
+};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use serde_json::json;
 use sim::cost::{AnalyticCostModel, CostParams};
-use sim::serving::{parse_mooncake, simulate, Mode, ServingScenario, SimInput, TraceRecord, WorkloadConfig};
+use sim::serving::{
+    parse_mooncake, simulate, Mode, ServingScenario, SimInput, TraceRecord, WorkloadConfig,
+};
 
 /// The scenario `twin simulate` runs when none is named.
 pub const DEFAULT_SCENARIO: &str = "gb300-nvl72-v4.1-flash-agentx";
@@ -64,27 +68,53 @@ pub fn resolve_args(args: &SimulateArgs) -> Result<Resolved> {
         sc.duration_s = d;
         if sc.warmup_s >= d {
             let w = d / 5.0;
-            eprintln!("note: warm-up {} s does not fit in --duration {d}; using {w} s", sc.warmup_s);
+            eprintln!(
+                "note: warm-up {} s does not fit in --duration {d}; using {w} s",
+                sc.warmup_s
+            );
             sc.warmup_s = w;
         }
     }
     let seed = args.seed.unwrap_or(sc.seed);
     sc.seed = seed;
 
-    let hardware = load_hardware(&sc.hardware, &hw_sets).with_context(|| format!("hardware of {origin}"))?;
+    let hardware =
+        load_hardware(&sc.hardware, &hw_sets).with_context(|| format!("hardware of {origin}"))?;
     let model = load_model(&sc.model, &model_sets).with_context(|| format!("model of {origin}"))?;
-    let (wl_origin, wl_text) = resolve(Kind::Workload, &sc.workload).with_context(|| format!("workload of {origin}"))?;
+    let (wl_origin, wl_text) =
+        resolve(Kind::Workload, &sc.workload).with_context(|| format!("workload of {origin}"))?;
     let workload: WorkloadConfig = parse_with_sets(&wl_origin, &wl_text, &workload_sets)?;
 
-    let mut problems: Vec<String> = sc.problems().into_iter().map(|p| format!("{origin}: {p}")).collect();
-    problems.extend(workload.problems().into_iter().map(|p| format!("{wl_origin}: {p}")));
+    let mut problems: Vec<String> = sc
+        .problems()
+        .into_iter()
+        .map(|p| format!("{origin}: {p}"))
+        .collect();
+    problems.extend(
+        workload
+            .problems()
+            .into_iter()
+            .map(|p| format!("{wl_origin}: {p}")),
+    );
     let pools: Vec<(&str, &sim::serving::PoolConfig)> = match sc.serving.mode {
-        Mode::Disaggregated => vec![("serving.prefill", &sc.serving.prefill), ("serving.decode", &sc.serving.decode)],
+        Mode::Disaggregated => vec![
+            ("serving.prefill", &sc.serving.prefill),
+            ("serving.decode", &sc.serving.decode),
+        ],
         Mode::Aggregated => vec![("serving.decode", &sc.serving.decode)],
     };
     for (path, pool) in pools {
-        for p in sim::validate::deployment(&hardware, &model, &pool.layout(), pool.max_batch_per_rank as u64, 0) {
-            problems.push(format!("{origin}: {path}: {}", p.message.replace("--dep", &format!("{path}.dep"))));
+        for p in sim::validate::deployment(
+            &hardware,
+            &model,
+            &pool.layout(),
+            pool.max_batch_per_rank as u64,
+            0,
+        ) {
+            problems.push(format!(
+                "{origin}: {path}: {}",
+                p.message.replace("--dep", &format!("{path}.dep"))
+            ));
         }
     }
     if !problems.is_empty() {
@@ -102,13 +132,26 @@ pub fn resolve_args(args: &SimulateArgs) -> Result<Resolved> {
             toml::Value::Integer(i) => *i as f64,
             _ => bail!("--set {}: a cost parameter takes a number", s.text),
         };
-        params.set(&key, v).map_err(|e| anyhow!("--set {}: {e}", s.text))?;
+        params
+            .set(&key, v)
+            .map_err(|e| anyhow!("--set {}: {e}", s.text))?;
     }
     if !hardware.cost.is_empty() {
-        params.source =
-            format!("analytic defaults + {} fitted cost parameters of {}", hardware.cost.len(), hardware.name);
+        params.source = format!(
+            "analytic defaults + {} fitted cost parameters of {}",
+            hardware.cost.len(),
+            hardware.name
+        );
     }
-    Ok(Resolved { scenario_origin: origin, scenario: sc, workload, hardware, model, params, seed })
+    Ok(Resolved {
+        scenario_origin: origin,
+        scenario: sc,
+        workload,
+        hardware,
+        model,
+        params,
+        seed,
+    })
 }
 
 fn read_trace(args: &SimulateArgs, workload: &WorkloadConfig) -> Result<Vec<TraceRecord>> {
@@ -133,10 +176,18 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
     let r = resolve_args(args)?;
     let trace = read_trace(args, &r.workload)?;
     let sc = &r.scenario;
-    let prefill_cost =
-        AnalyticCostModel::new(r.hardware.clone(), r.model.clone(), sc.serving.prefill.layout(), r.params.clone());
-    let decode_cost =
-        AnalyticCostModel::new(r.hardware.clone(), r.model.clone(), sc.serving.decode.layout(), r.params.clone());
+    let prefill_cost = AnalyticCostModel::new(
+        r.hardware.clone(),
+        r.model.clone(),
+        sc.serving.prefill.layout(),
+        r.params.clone(),
+    );
+    let decode_cost = AnalyticCostModel::new(
+        r.hardware.clone(),
+        r.model.clone(),
+        sc.serving.decode.layout(),
+        r.params.clone(),
+    );
     let input = SimInput {
         scenario: sc,
         workload: &r.workload,
@@ -162,7 +213,11 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
-        println!("twin {} simulate: {}", env!("CARGO_PKG_VERSION"), r.scenario_origin);
+        println!(
+            "twin {} simulate: {}",
+            env!("CARGO_PKG_VERSION"),
+            r.scenario_origin
+        );
         println!(
             "hardware {}, model {}, cost model: {}",
             r.hardware.name,

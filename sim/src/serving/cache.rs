@@ -5,7 +5,30 @@
 //! A lookup matches the longest run of leading blocks present in either tier: a block
 //! is only usable if every block before it is (causal KV).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// Block identities are already hashes (or small trace ids): one multiply-xorshift
+/// mix is enough, much cheaper than SipHash, and deterministic.
+#[derive(Default, Clone, Copy)]
+struct BlockHasher(u64);
+
+impl Hasher for BlockHasher {
+    fn finish(&self) -> u64 {
+        let x = self.0.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        x ^ (x >> 29)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8 | b as u64).wrapping_mul(0x100_0000_01B3);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+type BlockMap = HashMap<u64, u32, BuildHasherDefault<BlockHasher>>;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Tier {
@@ -13,10 +36,34 @@ enum Tier {
     Host,
 }
 
-#[derive(Debug, Clone, Default)]
-struct Lru {
-    by_stamp: BTreeMap<u64, u64>,
+const NIL: u32 = u32::MAX;
+
+#[derive(Debug, Clone)]
+struct Node {
+    hash: u64,
+    tier: Tier,
+    prev: u32,
+    next: u32,
+}
+
+/// A doubly linked recency list over the node slab: head = least recently used.
+#[derive(Debug, Clone)]
+struct List {
+    head: u32,
+    tail: u32,
+    len: u64,
     capacity_blocks: u64,
+}
+
+impl List {
+    fn new(capacity_blocks: u64) -> Self {
+        List {
+            head: NIL,
+            tail: NIL,
+            len: 0,
+            capacity_blocks,
+        }
+    }
 }
 
 /// What a lookup found.
@@ -28,36 +75,34 @@ pub struct Hit {
     pub host_blocks: u64,
 }
 
+/// O(1) per block touched: a hash map from block to a slab node, and one intrusive
+/// LRU list per tier.
 #[derive(Debug, Clone)]
 pub struct PrefixCache {
-    map: HashMap<u64, (Tier, u64)>,
-    hbm: Lru,
-    host: Lru,
-    clock: u64,
+    map: BlockMap,
+    nodes: Vec<Node>,
+    free: Vec<u32>,
+    hbm: List,
+    host: List,
 }
 
 impl PrefixCache {
     pub fn new(hbm_blocks: u64, host_blocks: u64) -> Self {
         PrefixCache {
-            map: HashMap::new(),
-            hbm: Lru {
-                by_stamp: BTreeMap::new(),
-                capacity_blocks: hbm_blocks,
-            },
-            host: Lru {
-                by_stamp: BTreeMap::new(),
-                capacity_blocks: host_blocks,
-            },
-            clock: 0,
+            map: BlockMap::default(),
+            nodes: Vec::new(),
+            free: Vec::new(),
+            hbm: List::new(hbm_blocks),
+            host: List::new(host_blocks),
         }
     }
 
     pub fn hbm_blocks(&self) -> u64 {
-        self.hbm.by_stamp.len() as u64
+        self.hbm.len
     }
 
     pub fn host_blocks(&self) -> u64 {
-        self.host.by_stamp.len() as u64
+        self.host.len
     }
 
     /// Leading blocks present, without touching recency (for routing).
@@ -70,16 +115,32 @@ impl PrefixCache {
 
     /// Leading blocks present; touches them (host hits move to HBM).
     pub fn lookup(&mut self, blocks: &[u64]) -> Hit {
-        let n = self.peek(blocks) as usize;
-        let host = blocks[..n]
-            .iter()
-            .filter(|b| matches!(self.map.get(b), Some((Tier::Host, _))))
-            .count() as u64;
-        for &b in &blocks[..n] {
-            self.touch_into_hbm(b);
+        let mut n = 0;
+        let mut host = 0;
+        let mut found = Vec::with_capacity(blocks.len());
+        for b in blocks {
+            match self.map.get(b) {
+                Some(&i) => {
+                    if self.nodes[i as usize].tier == Tier::Host {
+                        host += 1;
+                    }
+                    found.push(i);
+                    n += 1;
+                }
+                None => break,
+            }
+        }
+        for (k, &i) in found.iter().enumerate() {
+            // An earlier promotion in this loop may have evicted a later block when HBM
+            // holds fewer blocks than the prefix; re-resolve by hash then.
+            if self.nodes[i as usize].hash == blocks[k] && self.map.get(&blocks[k]) == Some(&i) {
+                self.touch_node(i);
+            } else {
+                self.touch_into_hbm(blocks[k]);
+            }
         }
         Hit {
-            blocks: n as u64,
+            blocks: n,
             host_blocks: host,
         }
     }
@@ -91,37 +152,119 @@ impl PrefixCache {
         }
     }
 
+    fn list(&mut self, tier: Tier) -> &mut List {
+        match tier {
+            Tier::Hbm => &mut self.hbm,
+            Tier::Host => &mut self.host,
+        }
+    }
+
+    fn unlink(&mut self, i: u32) {
+        let (prev, next, tier) = {
+            let n = &self.nodes[i as usize];
+            (n.prev, n.next, n.tier)
+        };
+        if prev != NIL {
+            self.nodes[prev as usize].next = next;
+        } else {
+            self.list(tier).head = next;
+        }
+        if next != NIL {
+            self.nodes[next as usize].prev = prev;
+        } else {
+            self.list(tier).tail = prev;
+        }
+        self.list(tier).len -= 1;
+    }
+
+    fn push_back(&mut self, i: u32, tier: Tier) {
+        let tail = self.list(tier).tail;
+        {
+            let n = &mut self.nodes[i as usize];
+            n.tier = tier;
+            n.prev = tail;
+            n.next = NIL;
+        }
+        if tail != NIL {
+            self.nodes[tail as usize].next = i;
+        } else {
+            self.list(tier).head = i;
+        }
+        let l = self.list(tier);
+        l.tail = i;
+        l.len += 1;
+    }
+
+    fn pop_front(&mut self, tier: Tier) -> Option<u32> {
+        let head = self.list(tier).head;
+        if head == NIL {
+            return None;
+        }
+        self.unlink(head);
+        Some(head)
+    }
+
+    fn touch_node(&mut self, i: u32) {
+        if self.hbm.capacity_blocks == 0 {
+            return;
+        }
+        self.unlink(i);
+        self.push_back(i, Tier::Hbm);
+        self.evict();
+    }
+
     fn touch_into_hbm(&mut self, b: u64) {
         if self.hbm.capacity_blocks == 0 {
             return;
         }
-        self.clock += 1;
-        let stamp = self.clock;
-        if let Some((tier, old)) = self.map.remove(&b) {
-            match tier {
-                Tier::Hbm => self.hbm.by_stamp.remove(&old),
-                Tier::Host => self.host.by_stamp.remove(&old),
-            };
+        if let Some(&i) = self.map.get(&b) {
+            self.touch_node(i);
+            return;
         }
-        self.map.insert(b, (Tier::Hbm, stamp));
-        self.hbm.by_stamp.insert(stamp, b);
-        while self.hbm.by_stamp.len() as u64 > self.hbm.capacity_blocks {
-            let Some((_, victim)) = self.hbm.by_stamp.pop_first() else {
+        let node = Node {
+            hash: b,
+            tier: Tier::Hbm,
+            prev: NIL,
+            next: NIL,
+        };
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.nodes[i as usize] = node;
+                i
+            }
+            None => {
+                self.nodes.push(node);
+                (self.nodes.len() - 1) as u32
+            }
+        };
+        self.map.insert(b, i);
+        self.push_back(i, Tier::Hbm);
+        self.evict();
+    }
+
+    fn evict(&mut self) {
+        while self.hbm.len > self.hbm.capacity_blocks {
+            let Some(v) = self.pop_front(Tier::Hbm) else {
                 break;
             };
-            self.map.remove(&victim);
             if self.host.capacity_blocks > 0 {
-                self.clock += 1;
-                self.map.insert(victim, (Tier::Host, self.clock));
-                self.host.by_stamp.insert(self.clock, victim);
-                while self.host.by_stamp.len() as u64 > self.host.capacity_blocks {
-                    let Some((_, gone)) = self.host.by_stamp.pop_first() else {
+                self.push_back(v, Tier::Host);
+                while self.host.len > self.host.capacity_blocks {
+                    let Some(g) = self.pop_front(Tier::Host) else {
                         break;
                     };
-                    self.map.remove(&gone);
+                    self.drop_node(g);
                 }
+            } else {
+                self.drop_node(v);
             }
         }
+    }
+
+    fn drop_node(&mut self, i: u32) {
+        let h = self.nodes[i as usize].hash;
+        self.map.remove(&h);
+        self.free.push(i);
     }
 }
 

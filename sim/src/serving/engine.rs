@@ -579,7 +579,11 @@ impl<'a> Sim<'a> {
                 let blocks = &req.blocks;
                 range
                     .map(|g| {
-                        let hit = self.groups[g as usize].cache.as_ref().map(|c| c.peek(blocks)).unwrap_or(0);
+                        let hit = self.groups[g as usize]
+                            .cache
+                            .as_ref()
+                            .map(|c| c.peek(blocks))
+                            .unwrap_or(0);
                         let uncached = input - (hit * BLOCK_TOKENS).min(input - 1);
                         (self.group_prefill_load(g) + uncached, g)
                     })
@@ -809,9 +813,12 @@ impl<'a> Sim<'a> {
             let blocks = std::mem::take(&mut self.req_mut(slot).blocks);
             // Only full blocks are reusable: a partial last block's identity would
             // also name the full block a longer prompt has there.
+            // The cached prefix was touched at lookup; only the blocks this prefill
+            // computed are new.
             let full = ((self.req(slot).input as u64 / BLOCK_TOKENS) as usize).min(blocks.len());
+            let known = ((self.req(slot).cached as u64 / BLOCK_TOKENS) as usize).min(full);
             if let Some(c) = self.groups[g as usize].cache.as_mut() {
-                c.insert(&blocks[..full]);
+                c.insert(&blocks[known..full]);
             }
             self.req_mut(slot).prefill_done = true;
             self.req_mut(slot).blocks = blocks;

@@ -448,6 +448,7 @@ struct Session {
     max_context_tokens: u64,
     subagent: bool,
     prewarm_tokens: u64,
+    blocks: Vec<u64>,
 }
 
 pub(crate) struct Driver<'a> {
@@ -573,6 +574,7 @@ impl<'a> Driver<'a> {
             max_context_tokens,
             subagent,
             prewarm_tokens: 0,
+            blocks: Vec::new(),
         }
     }
 
@@ -601,7 +603,6 @@ impl<'a> Driver<'a> {
                 let a = self.cfg.agentx.as_ref()?;
                 let sess = self.sessions.get_mut(slot as usize)?.as_mut()?;
                 let prewarm_tokens = std::mem::take(&mut sess.prewarm_tokens);
-                let sess = &*sess;
                 let new = if sess.turns_done == 0 {
                     if sess.subagent {
                         a.subagent_task_tokens.sample_tokens(&mut self.rng, 1)
@@ -614,15 +615,18 @@ impl<'a> Driver<'a> {
                 let output = a.output_tokens.sample_tokens(&mut self.rng, 1);
                 let input = (sess.context_tokens + new as u64).min(MAX_TOKENS as u64);
                 let sys = a.system_prompt_tokens as u64;
-                let blocks = (0..input.div_ceil(BLOCK_TOKENS))
-                    .map(|i| {
-                        if (i + 1) * BLOCK_TOKENS <= sys {
-                            hash_words(&[1, sess.sys_id, i])
-                        } else {
-                            hash_words(&[2, sess.uid, i])
-                        }
-                    })
-                    .collect();
+                // A session's context only grows, so its block identities are kept
+                // and extended rather than rehashed every turn.
+                let n = input.div_ceil(BLOCK_TOKENS) as usize;
+                while sess.blocks.len() < n {
+                    let i = sess.blocks.len() as u64;
+                    sess.blocks.push(if (i + 1) * BLOCK_TOKENS <= sys {
+                        hash_words(&[1, sess.sys_id, i])
+                    } else {
+                        hash_words(&[2, sess.uid, i])
+                    });
+                }
+                let blocks = sess.blocks[..n].to_vec();
                 Some(NewRequest {
                     input_tokens: input as u32,
                     output_tokens: output,
