@@ -559,7 +559,11 @@ impl Backend for CudaBackend {
 
     fn measure(&mut self, op: &OpSpec, cfg: &TimingConfig) -> Result<Measurement> {
         op.validate()?;
-        let copies = rotation_copies(op.footprint_bytes(), self.info.cache_bytes, MEM_CAP);
+        let copies = if cfg.rotate {
+            rotation_copies(op.footprint_bytes(), self.info.cache_bytes, MEM_CAP)
+        } else {
+            1
+        };
         let point = op.point();
         let (stats, bytes, flops, note) = match *op {
             OpSpec::MoeDecode {

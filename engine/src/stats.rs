@@ -13,6 +13,9 @@ pub struct TimingConfig {
     /// Stop timing after this many seconds once `min_reps` runs are done.
     pub max_seconds: f64,
     pub min_reps: usize,
+    /// Rotate inputs over copies larger than the cache (off only for smoke tests of the
+    /// pipeline, whose numbers are not meant to be meaningful).
+    pub rotate: bool,
 }
 
 impl TimingConfig {
@@ -21,12 +24,22 @@ impl TimingConfig {
         reps: 7,
         max_seconds: 0.5,
         min_reps: 3,
+        rotate: true,
     };
     pub const FULL: TimingConfig = TimingConfig {
         warmup: 3,
         reps: 25,
         max_seconds: 3.0,
         min_reps: 5,
+        rotate: true,
+    };
+    /// Pipeline smoke tests: two runs, no rotation (numbers not meaningful).
+    pub const SMOKE: TimingConfig = TimingConfig {
+        warmup: 0,
+        reps: 2,
+        max_seconds: 0.05,
+        min_reps: 1,
+        rotate: false,
     };
 }
 
@@ -112,6 +125,7 @@ mod tests {
             reps: 4,
             max_seconds: 10.0,
             min_reps: 1,
+            rotate: true,
         };
         let s = time_host(&cfg, |i| {
             calls.push(i);
@@ -125,6 +139,7 @@ mod tests {
             reps: 1000,
             max_seconds: 0.0,
             min_reps: 2,
+            rotate: true,
         };
         let s = time_host(&cfg, |_| Ok(())).unwrap();
         assert_eq!(s.samples, 2);

@@ -113,6 +113,7 @@ fn every_op_measures_on_gpu() {
         reps: 3,
         max_seconds: 1.0,
         min_reps: 1,
+        rotate: true,
     };
     let ops = [
         OpSpec::MoeDecode {

@@ -1,0 +1,239 @@
+//! `twin calibrate`: measure the engine's ops on a device, fit the cost-model families
+//! and write a profile.
+//!
+//! ```text
+//! twin calibrate --device cpu|cuda:N [--ops LIST] [--quick] --out DIR
+//! twin calibrate fit MEASUREMENTS.csv --out PROFILE
+//! ```
+//!
+//! The first form appends to `DIR/measurements.csv` point by point (each row fsynced),
+//! skipping points already there (rerun with the same `--out` to resume), then fits and
+//! writes `DIR/profile.toml`. The second refits an existing CSV without measuring.
+
+use anyhow::{anyhow, Context, Result};
+use calibration::plan::{expand_ops, plan, PlanSize};
+use calibration::profile::utc_now;
+use calibration::{MeasurementLog, Profile, Row};
+use engine::{Device, TimingConfig};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+#[derive(clap::Args, Debug, Clone)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct CalibrateArgs {
+    #[command(subcommand)]
+    pub command: Option<CalibrateCommand>,
+    /// Device to measure: `cpu` or `cuda:N`.
+    #[arg(long, required = true)]
+    pub device: Option<String>,
+    /// Comma-separated ops or groups to measure (moe, attention, moe_decode,
+    /// grouped_gemm, attn_dense, attn_sparse, attn_window, indexer, gather, copy).
+    /// Reference peaks (stream read, GEMM) are always measured.
+    #[arg(long, value_delimiter = ',')]
+    pub ops: Vec<String>,
+    /// Small plan: about a minute on a 2-core CPU.
+    #[arg(long)]
+    pub quick: bool,
+    /// Tiny shapes for tests of the pipeline itself (numbers are not meaningful).
+    #[arg(long, hide = true)]
+    pub smoke: bool,
+    /// Output directory for measurements.csv and profile.toml.
+    #[arg(long, required = true)]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(clap::Subcommand, Debug, Clone)]
+pub enum CalibrateCommand {
+    /// Refit a measurements CSV into a profile without measuring.
+    Fit {
+        /// measurements.csv written by `twin calibrate`.
+        measurements: PathBuf,
+        /// Profile to write (TOML).
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
+pub fn run(args: &CalibrateArgs) -> Result<()> {
+    match &args.command {
+        Some(CalibrateCommand::Fit { measurements, out }) => fit(measurements, out),
+        None => measure(args),
+    }
+}
+
+fn fit(csv: &Path, out: &Path) -> Result<()> {
+    let profile = Profile::fit_csv(csv)?;
+    profile.write(out)?;
+    print_summary(&profile, out);
+    Ok(())
+}
+
+fn measure(args: &CalibrateArgs) -> Result<()> {
+    let device = Device::parse(args.device.as_deref().context("--device is required")?)?;
+    let out = args.out.as_deref().context("--out DIR is required")?;
+    let ops = if args.ops.is_empty() {
+        None
+    } else {
+        Some(expand_ops(&args.ops).map_err(|e| anyhow!(e))?)
+    };
+    let size = if args.smoke {
+        PlanSize::Smoke
+    } else if args.quick {
+        PlanSize::Quick
+    } else {
+        PlanSize::Full
+    };
+    let timing = match size {
+        PlanSize::Full => TimingConfig::FULL,
+        PlanSize::Quick => TimingConfig::QUICK,
+        PlanSize::Smoke => TimingConfig::SMOKE,
+    };
+
+    let mut backend = device.open()?;
+    let info = backend.info().clone();
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let csv = out.join("measurements.csv");
+    let mut log = MeasurementLog::open(&csv, &info.device)?;
+    let points = plan(device, size, ops.as_deref());
+    let todo: Vec<_> = points
+        .iter()
+        .filter(|o| !log.contains(&o.point()))
+        .collect();
+    eprintln!(
+        "calibrate: {} ({}), {} points planned, {} already in {}",
+        info.device,
+        info.driver,
+        points.len(),
+        points.len() - todo.len(),
+        csv.display()
+    );
+
+    let start = Instant::now();
+    let pb = ProgressBar::with_draw_target(Some(todo.len() as u64), ProgressDrawTarget::stderr());
+    pb.set_style(
+        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} ETA {eta} {msg}")?
+            .progress_chars("=> "),
+    );
+    let mut failed = 0usize;
+    for op in todo {
+        let point = op.point();
+        pb.set_message(format!("{} {} {}", point.op, point.dtype, point.shape));
+        match backend.measure(op, &timing) {
+            Ok(m) => log.append(&Row::from_measurement(
+                &m,
+                &info.device,
+                &info.driver,
+                &utc_now(),
+            ))?,
+            Err(e) => {
+                failed += 1;
+                pb.println(format!(
+                    "warning: {} {} {}: {e}",
+                    point.op, point.dtype, point.shape
+                ));
+            }
+        }
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    eprintln!(
+        "calibrate: measured in {:.1} s{}",
+        start.elapsed().as_secs_f64(),
+        if failed > 0 {
+            format!(", {failed} points failed (see warnings)")
+        } else {
+            String::new()
+        }
+    );
+    drop(log);
+
+    let profile_path = out.join("profile.toml");
+    fit(&csv, &profile_path)
+}
+
+fn print_summary(p: &Profile, path: &Path) {
+    println!("profile: {}", path.display());
+    println!("device: {} ({})", p.provenance.device, p.provenance.driver);
+    if let Some(b) = p.reference.stream_read_bytes_per_s {
+        println!("reference stream read: {:.2} GB/s", b / 1e9);
+    }
+    if let Some(f) = p.reference.gemm_flops_per_s {
+        println!("reference GEMM: {:.2} GFLOP/s", f / 1e9);
+    }
+    println!(
+        "{:<14} {:>6} {:>8} {:>8} {:>8}  parameters",
+        "op", "points", "R2", "MAPE", "LOO"
+    );
+    for (op, f) in &p.ops {
+        let params: Vec<String> = f
+            .params
+            .iter()
+            .map(|(k, v)| format!("{k}={v:.4e}"))
+            .collect();
+        println!(
+            "{:<14} {:>6} {:>8.4} {:>7.1}% {:>7.1}%  {}",
+            op,
+            f.points,
+            f.r2,
+            100.0 * f.mape,
+            100.0 * f.loo_mape,
+            params.join(" ")
+        );
+    }
+    for (op, why) in &p.skipped {
+        println!("skipped {op}: {why}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Wrap {
+        #[command(subcommand)]
+        c: Top,
+    }
+
+    #[derive(clap::Subcommand)]
+    enum Top {
+        Calibrate(CalibrateArgs),
+    }
+
+    fn parse(args: &[&str]) -> Result<CalibrateArgs, clap::Error> {
+        let mut v = vec!["twin", "calibrate"];
+        v.extend_from_slice(args);
+        Wrap::try_parse_from(v).map(|w| match w.c {
+            Top::Calibrate(a) => a,
+        })
+    }
+
+    #[test]
+    fn both_forms_parse() {
+        let a = parse(&[
+            "--device",
+            "cpu",
+            "--quick",
+            "--ops",
+            "moe,gather",
+            "--out",
+            "d",
+        ])
+        .unwrap();
+        assert_eq!(a.device.as_deref(), Some("cpu"));
+        assert!(a.quick && a.command.is_none());
+        assert_eq!(a.ops, vec!["moe", "gather"]);
+        let f = parse(&["fit", "m.csv", "--out", "p.toml"]).unwrap();
+        match f.command {
+            Some(CalibrateCommand::Fit { measurements, out }) => {
+                assert_eq!(measurements, PathBuf::from("m.csv"));
+                assert_eq!(out, PathBuf::from("p.toml"));
+            }
+            None => panic!("expected fit"),
+        }
+        assert!(parse(&["--device", "cpu"]).is_err(), "--out is required");
+        assert!(parse(&["--out", "d"]).is_err(), "--device is required");
+    }
+}
