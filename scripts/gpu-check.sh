@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# GPU check for a lent GPU machine (no Rust toolchain there).
+#
+# Build beforehand, on a machine with Rust:
+#   cargo build --release --bin twin
+#   cargo test --release --no-run -p engine --test cuda_vs_cpu
+#   cargo test --release --no-run -p kernels --test nvrtc_compile
+# and carry target/release/twin, target/release/deps/{cuda_vs_cpu,nvrtc_compile}-*
+# and .nvrtc/ (python3 -m pip install --target .nvrtc nvidia-cuda-nvrtc-cu12) along.
+#
+# Then, from the repository root on the GPU machine:
+#   OUT=/some/dir scripts/gpu-check.sh
+#
+# Steps: (1) NVRTC compiles every kernel for sm_90 and sm_100; (2) every CUDA kernel
+# against its CPU twin (TWIN_REQUIRE_GPU=1: a missing GPU fails); (3) a quick
+# calibration on cuda:0 into $OUT/profile-h200; (4) achieved figures against the
+# roofline. Exit status is non-zero when any step fails (goals missed are reported,
+# not failed: they are performance targets, not correctness).
+set -u
+OUT=${OUT:-$PWD/out}
+mkdir -p "$OUT"
+if [ -d "$PWD/.nvrtc/nvidia/cuda_nvrtc/lib" ]; then
+    export LD_LIBRARY_PATH="$PWD/.nvrtc/nvidia/cuda_nvrtc/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+export TWIN_REQUIRE_NVRTC=1 TWIN_REQUIRE_GPU=1
+status=0
+
+# Newest executable test binary named $1-<hash> under target/{release,debug}/deps.
+find_test() {
+    ls -t target/release/deps/"$1"-* target/debug/deps/"$1"-* 2>/dev/null |
+        grep -v '\.d$' | while read -r f; do [ -x "$f" ] && echo "$f" && break; done
+}
+
+step() { echo; echo "=== $*"; }
+
+step "nvidia-smi"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv || status=1
+
+for t in nvrtc_compile cuda_vs_cpu; do
+    step "test $t"
+    bin=$(find_test "$t")
+    if [ -z "$bin" ]; then
+        echo "FAIL: no test binary $t-* under target/*/deps"; status=1; continue
+    fi
+    "$bin" --test-threads=1 --nocapture || status=1
+done
+
+step "twin calibrate --device cuda:0 --quick"
+TWIN=${TWIN:-target/release/twin}
+if [ ! -x "$TWIN" ]; then
+    echo "FAIL: $TWIN not found"; status=1
+else
+    time "$TWIN" calibrate --device cuda:0 --quick --out "$OUT/profile-h200" || status=1
+fi
+
+CSV="$OUT/profile-h200/measurements.csv"
+step "roofline (from $CSV)"
+if [ -f "$CSV" ]; then
+    # Columns: 1 op, 2 shape, 3 dtype, 4 median_s, 9 achieved_bytes_per_s, 10 achieved_flops_per_s.
+    # H200 datasheet: HBM3e 4.8 TB/s, dense FP8 1979 TFLOP/s (context only; goals are
+    # judged against the device's own measured peaks, as the cost model uses them).
+    awk -F, 'NR > 1 {
+        bw = $9 + 0; fl = $10 + 0
+        if ($1 == "ref_stream_read" && bw > ref_bw) ref_bw = bw
+        if ($1 == "ref_gemm" && fl > ref_fl) ref_fl = fl
+        if ($1 == "moe_decode" && bw > moe_bw) { moe_bw = bw; moe_at = $3 " " $2 }
+        if ($1 == "grouped_gemm" && $3 == "fp8" && fl > gg_fl) { gg_fl = fl; gg_at = $2 }
+        if (($1 == "attn_dense" || $1 == "attn_sparse" || $1 == "attn_window") && bw > at_bw) { at_bw = bw; at_at = $1 " " $2 }
+    }
+    function share(x, ref, goal, what, at) {
+        if (ref <= 0 || x <= 0) { printf "%-34s no data\n", what; return }
+        s = x / ref
+        printf "%-34s %6.1f%% (goal >= %d%%) %s  [%s]\n", what, 100 * s, 100 * goal, (s >= goal ? "MET" : "MISSED"), at
+    }
+    END {
+        printf "measured stream read:   %8.1f GB/s (datasheet 4800 GB/s: %.0f%%)\n", ref_bw / 1e9, 100 * ref_bw / 4.8e12
+        printf "measured reference GEMM: %7.1f TFLOP/s (cuBLAS f32)\n", ref_fl / 1e12
+        share(moe_bw, ref_bw, 0.85, "MoE weight streaming / HBM read", moe_at)
+        share(gg_fl, ref_fl, 0.70, "fp8 grouped GEMM / reference GEMM", gg_at)
+        printf "%-34s %6.2f%% of datasheet dense FP8 (1979 TFLOP/s)\n", "fp8 grouped GEMM", 100 * gg_fl / 1979e12
+        share(at_bw, ref_bw, 0.80, "attention decode / HBM read", at_at)
+    }' "$CSV"
+    [ -f "$OUT/profile-h200/profile.toml" ] && { step "profile.toml"; cat "$OUT/profile-h200/profile.toml"; }
+else
+    echo "FAIL: no measurements"; status=1
+fi
+
+echo
+[ $status -eq 0 ] && echo "gpu-check: all steps ran" || echo "gpu-check: some steps FAILED"
+exit $status
