@@ -8,6 +8,9 @@
 //!   [`Profile::cost_params`].
 //! * [`plan`]: which points `twin calibrate` measures.
 
+// MSRV 1.85: `usize::is_multiple_of` needs 1.87.
+#![allow(clippy::manual_is_multiple_of)]
+
 mod error;
 pub mod families;
 pub mod fit;

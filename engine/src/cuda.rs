@@ -178,10 +178,11 @@ impl CudaBackend {
             .map_err(|e| kerr(entry, format!("loading function: {e}")))
     }
 
-    fn up<T: cudarc::driver::DeviceRepr>(&self, kernel: &str, v: &[T]) -> Result<CudaSlice<T>>
-    where
-        T: Copy + Default,
-    {
+    fn up<T: cudarc::driver::DeviceRepr + Copy + Default>(
+        &self,
+        kernel: &str,
+        v: &[T],
+    ) -> Result<CudaSlice<T>> {
         // Zero-length allocations are avoided: a one-element placeholder stands in.
         if v.is_empty() {
             return self

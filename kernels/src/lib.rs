@@ -9,6 +9,9 @@
 //! Problem types (`problem`) hold host inputs in the kernels' memory layouts, so the
 //! CPU twin, the reference and the CUDA kernels consume the same bytes.
 
+// MSRV 1.85: `usize::is_multiple_of` needs 1.87.
+#![allow(clippy::manual_is_multiple_of)]
+
 pub mod cpu;
 pub mod dtype;
 pub mod problem;
@@ -132,7 +135,8 @@ pub mod check {
             return Err(format!("length {} != {}", got.len(), want.len()));
         }
         for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
-            if !((g - w).abs() <= atol + rtol * w.abs()) {
+            let ok = (g - w).abs() <= atol + rtol * w.abs(); // false for NaN
+            if !ok {
                 return Err(format!(
                     "element {i}: got {g}, want {w} (atol {atol}, rtol {rtol})"
                 ));

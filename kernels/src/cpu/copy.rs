@@ -21,19 +21,18 @@ pub fn copy(src: &[u8], dst: &mut [u8]) -> crate::Result<()> {
 pub fn stream_read(data: &[u8]) -> u64 {
     data.par_chunks(CHUNK)
         .map(|c| {
-            let words = c.chunks_exact(8);
-            let tail = words.remainder();
+            let blocks = c.chunks_exact(32);
+            let rest = blocks.remainder();
             let mut acc = [0u64; 4];
-            let mut it = words.map(|w| u64::from_le_bytes(w.try_into().unwrap()));
-            loop {
-                let Some(a) = it.next() else { break };
-                acc[0] ^= a;
-                let Some(b) = it.next() else { break };
-                acc[1] ^= b;
-                let Some(c) = it.next() else { break };
-                acc[2] ^= c;
-                let Some(d) = it.next() else { break };
-                acc[3] ^= d;
+            for b in blocks {
+                for (i, a) in acc.iter_mut().enumerate() {
+                    *a ^= u64::from_le_bytes(b[8 * i..8 * i + 8].try_into().unwrap());
+                }
+            }
+            let words = rest.chunks_exact(8);
+            let tail = words.remainder();
+            for w in words {
+                acc[0] ^= u64::from_le_bytes(w.try_into().unwrap());
             }
             let mut t = [0u8; 8];
             t[..tail.len()].copy_from_slice(tail);
