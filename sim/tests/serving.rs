@@ -329,6 +329,10 @@ fn scenario_files_parse_and_validate() {
     assert_eq!(sc.gpus(), 72);
     assert_eq!(sc.hardware, "gb300");
     assert_eq!(sc.model, "deepseek-v4.1-flash");
+    let agg: ServingScenario =
+        toml::from_str(include_str!("../../scenarios/gb300-nvl72-v4.1-flash-agentx-aggregated.toml")).unwrap();
+    assert_eq!(agg.problems(), Vec::<String>::new());
+    assert_eq!((agg.serving.mode, agg.gpus()), (Mode::Aggregated, 72));
     for text in [
         include_str!("../../scenarios/workloads/agentx.toml"),
         include_str!("../../scenarios/workloads/chat-closed-loop.toml"),
