@@ -30,6 +30,10 @@ use std::time::Instant;
 /// Device memory the rotation copies of one op may use.
 const MEM_CAP: u64 = 8 << 30;
 const GATHER_INDEX_SETS: usize = 4;
+/// Heads per attention block (`HPB` in mla_decode.cu).
+const ATTN_HEADS_PER_BLOCK: usize = 16;
+/// Fewest positions per split of the split-KV attention decode.
+const MIN_SPLIT_POSITIONS: usize = 128;
 
 /// PTX text per (kernel id, arch), compiled once per process.
 fn ptx_cache() -> &'static Mutex<HashMap<(&'static str, &'static str), String>> {
@@ -142,6 +146,10 @@ impl CudaBackend {
             }
             _ => "CUDA driver (version unknown)".into(),
         };
+        // One stream only: cudarc's per-buffer event tracking (for multi-stream safety)
+        // would add event records to every timed launch.
+        // SAFETY: every launch and copy of this backend goes to the default stream.
+        unsafe { ctx.disable_event_tracking() };
         let stream = ctx.default_stream();
         let b = CudaBackend {
             arch: arch_for(major, minor),
@@ -272,7 +280,11 @@ struct DevAttn {
     block_table: CudaSlice<i32>,
     seq_lens: CudaSlice<i32>,
     indices: CudaSlice<i32>,
+    ws_m: CudaSlice<f32>,
+    ws_l: CudaSlice<f32>,
+    ws_acc: CudaSlice<f32>,
     out: CudaSlice<f32>,
+    splits: i32,
     batch: u32,
     heads: i32,
     dim: i32,
@@ -344,6 +356,23 @@ impl CudaBackend {
             AttnMode::Sparse { topk, indices } => (*topk, 0, indices),
             AttnMode::Window { window } => (0, *window, &[]),
         };
+        // Split-KV: at least MIN_SPLIT_POSITIONS positions per split, and about four
+        // blocks per SM over the whole grid.
+        let longest = (0..p.batch)
+            .map(|b| p.positions(b).len())
+            .max()
+            .unwrap_or(0)
+            .max(1);
+        let n_index = match &p.mode {
+            AttnMode::Sparse { topk, .. } => *topk,
+            _ => longest,
+        };
+        let blocks_per_split = p.batch * p.heads.div_ceil(ATTN_HEADS_PER_BLOCK);
+        let max_splits = (4 * self.sm_count as usize)
+            .div_ceil(blocks_per_split)
+            .max(1);
+        let splits = n_index.div_ceil(MIN_SPLIT_POSITIONS).clamp(1, max_splits);
+        let ws = p.batch * splits * p.heads;
         Ok(DevAttn {
             q: self.up(k, &p.q)?,
             kv: self.up(k, &p.kv)?,
@@ -351,7 +380,11 @@ impl CudaBackend {
             block_table: self.up(k, &p.block_table)?,
             seq_lens: self.up(k, &p.seq_lens)?,
             indices: self.up(k, indices)?,
+            ws_m: self.zeros(k, ws)?,
+            ws_l: self.zeros(k, ws)?,
+            ws_acc: self.zeros(k, ws * p.dim)?,
             out: self.zeros(k, p.output_len())?,
+            splits: splits as i32,
             batch: p.batch as u32,
             heads: p.heads as i32,
             dim: p.dim as i32,
@@ -364,10 +397,14 @@ impl CudaBackend {
         })
     }
 
-    fn launch_attn(&self, f: &CudaFunction, d: &mut DevAttn) -> Result<()> {
+    fn launch_attn(&self, f: &CudaFunction, combine: &CudaFunction, d: &mut DevAttn) -> Result<()> {
         let cfg = LaunchConfig {
-            grid_dim: (d.heads as u32, d.batch, 1),
-            block_dim: (128, 1, 1),
+            grid_dim: (
+                d.splits as u32,
+                d.batch,
+                (d.heads as u32).div_ceil(ATTN_HEADS_PER_BLOCK as u32),
+            ),
+            block_dim: (32 * ATTN_HEADS_PER_BLOCK as u32, 1, 1),
             shared_mem_bytes: 0,
         };
         let mut b = self.stream.launch_builder(f);
@@ -377,16 +414,35 @@ impl CudaBackend {
             .arg(&d.block_table)
             .arg(&d.seq_lens)
             .arg(&d.indices)
-            .arg(&mut d.out)
+            .arg(&mut d.ws_m)
+            .arg(&mut d.ws_l)
+            .arg(&mut d.ws_acc)
             .arg(&d.heads)
             .arg(&d.dim)
             .arg(&d.page_size)
             .arg(&d.max_pages)
             .arg(&d.topk)
             .arg(&d.window)
-            .arg(&d.scale);
-        // SAFETY: argument list matches MLA_ARGS in mla_decode.cu; sizes validated.
+            .arg(&d.scale)
+            .arg(&d.splits);
+        // SAFETY: argument list matches MLA_ARGS in mla_decode.cu; sizes validated; the
+        // workspace holds batch * splits * heads entries.
         unsafe { b.launch(cfg) }.map_err(|e| kerr("mla_decode", e))?;
+        let cfg = LaunchConfig {
+            grid_dim: (d.heads as u32, d.batch, 1),
+            block_dim: (32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut b = self.stream.launch_builder(combine);
+        b.arg(&d.ws_m)
+            .arg(&d.ws_l)
+            .arg(&d.ws_acc)
+            .arg(&mut d.out)
+            .arg(&d.heads)
+            .arg(&d.dim)
+            .arg(&d.splits);
+        // SAFETY: matches mla_decode_combine.
+        unsafe { b.launch(cfg) }.map_err(|e| kerr("mla_decode_combine", e))?;
         Ok(())
     }
 
@@ -509,8 +565,9 @@ impl Backend for CudaBackend {
 
     fn attention(&mut self, p: &AttnProblem) -> Result<Vec<f32>> {
         let f = self.func(&kernels::MLA_DECODE, p.mode.entry())?;
+        let c = self.func(&kernels::MLA_DECODE, "mla_decode_combine")?;
         let mut d = self.upload_attn(p)?;
-        self.launch_attn(&f, &mut d)?;
+        self.launch_attn(&f, &c, &mut d)?;
         self.down("mla_decode", &d.out, d.out_len)
     }
 
@@ -606,6 +663,7 @@ impl Backend for CudaBackend {
             } => {
                 let p0 = AttnProblem::random(batch, heads, dim, context, page, mode, 0);
                 let f = self.func(&kernels::MLA_DECODE, p0.mode.entry())?;
+                let comb = self.func(&kernels::MLA_DECODE, "mla_decode_combine")?;
                 let (b, fl) = (p0.bytes(), p0.flops());
                 let mut devs = vec![self.upload_attn(&p0)?];
                 drop(p0);
@@ -615,7 +673,7 @@ impl Backend for CudaBackend {
                     ))?);
                 }
                 let st = self.time_gpu(cfg, "mla_decode", |i| {
-                    self.launch_attn(&f, &mut devs[i % copies])
+                    self.launch_attn(&f, &comb, &mut devs[i % copies])
                 })?;
                 (st, b, fl, String::new())
             }

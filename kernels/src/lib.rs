@@ -51,7 +51,12 @@ pub const MOE_EXPERT: KernelSource = KernelSource {
 pub const MLA_DECODE: KernelSource = KernelSource {
     id: "mla_decode",
     source: cuda_source!("mla_decode.cu"),
-    entry_points: &["mla_decode_dense", "mla_decode_sparse", "mla_decode_window"],
+    entry_points: &[
+        "mla_decode_dense",
+        "mla_decode_sparse",
+        "mla_decode_window",
+        "mla_decode_combine",
+    ],
 };
 
 pub const INDEXER: KernelSource = KernelSource {

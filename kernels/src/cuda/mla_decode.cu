@@ -10,33 +10,32 @@
 // slot p % page_size; kv[page][slot][dim], kv_scale[page][slot].
 // Requirements (checked on the host): dim % 32 == 0, dim <= 512.
 //
-// Grid: (heads, batch); block: 32 * AWARPS threads. Each warp walks a strided subset of
-// positions with an online softmax; lane l owns dims [l*per, (l+1)*per), per = dim/32.
-// Warps are merged through shared memory at the end.
+// Two kernels (split-KV "flash decoding"):
+// 1. mla_decode_{dense,sparse,window}: grid (splits, batch, ceil(heads / HPB)), block
+//    32 * HPB threads. Warp w of the block is head blockIdx.z * HPB + w; the heads of a
+//    block read the same cache entries (so a row is fetched from memory once and served
+//    to the other heads by L1). Split s covers the s-th of `splits` equal chunks of the
+//    row's positions. Each warp runs an online softmax over its chunk and writes the
+//    partial (max m, sum l, unnormalised acc[dim]) to the workspace at
+//    [(b * splits + s) * heads + h]. Lane l owns dims [l*per, (l+1)*per), per = dim/32.
+// 2. mla_decode_combine: grid (heads, batch), block 32: merges the splits into out.
 
-#define AWARPS 4
+#define HPB 16
 #define MAX_PER 16
 
 template <int MODE>
-__device__ void mla_decode(const float* __restrict__ q, const unsigned char* __restrict__ kv,
-                           const float* __restrict__ kv_scale, const int* __restrict__ block_table,
-                           const int* __restrict__ seq_lens, const int* __restrict__ indices,
-                           float* __restrict__ out, int heads, int dim, int page_size,
-                           int max_pages, int topk, int window, float softmax_scale) {
-    __shared__ float sm_m[AWARPS];
-    __shared__ float sm_l[AWARPS];
-    __shared__ float sm_acc[AWARPS][512];
-    const int h = blockIdx.x, b = blockIdx.y;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+__device__ void mla_partial(const float* __restrict__ q, const unsigned char* __restrict__ kv,
+                            const float* __restrict__ kv_scale, const int* __restrict__ block_table,
+                            const int* __restrict__ seq_lens, const int* __restrict__ indices,
+                            float* __restrict__ ws_m, float* __restrict__ ws_l,
+                            float* __restrict__ ws_acc, int heads, int dim, int page_size,
+                            int max_pages, int topk, int window, float softmax_scale, int splits) {
+    const int split = blockIdx.x, b = blockIdx.y;
+    const int h = blockIdx.z * HPB + (threadIdx.x >> 5);
+    const int lane = threadIdx.x & 31;
+    if (h >= heads) return;  // whole warp; no block-level synchronisation below
     const int per = dim / 32;
     const int seq_len = seq_lens[b];
-    const float* qv = q + ((size_t)b * heads + h) * dim + lane * per;
-    float qr[MAX_PER], acc[MAX_PER];
-#pragma unroll
-    for (int j = 0; j < MAX_PER; j++) {
-        qr[j] = j < per ? qv[j] : 0.f;
-        acc[j] = 0.f;
-    }
     int n, start = 0;
     if (MODE == 0) {
         n = seq_len;
@@ -46,8 +45,20 @@ __device__ void mla_decode(const float* __restrict__ q, const unsigned char* __r
         start = max(0, seq_len - window);
         n = seq_len - start;
     }
+    const int chunk = (n + splits - 1) / splits;
+    const int i0 = split * chunk;
+    const int i1 = min(n, i0 + chunk);
+
+    const float* qv = q + ((size_t)b * heads + h) * dim + lane * per;
+    float qr[MAX_PER], acc[MAX_PER];
+#pragma unroll
+    for (int j = 0; j < MAX_PER; j++) {
+        qr[j] = j < per ? qv[j] : 0.f;
+        acc[j] = 0.f;
+    }
     float m = TWIN_NEG_INF, l = 0.f;
-    for (int i = warp; i < n; i += AWARPS) {
+#pragma unroll 2
+    for (int i = i0; i < i1; i++) {
         int p;
         if (MODE == 1) {
             p = indices[(size_t)b * topk + i];
@@ -75,46 +86,58 @@ __device__ void mla_decode(const float* __restrict__ q, const unsigned char* __r
         for (int j = 0; j < MAX_PER; j++) acc[j] = acc[j] * corr + pexp * v[j];
         m = m_new;
     }
+    const size_t w = ((size_t)b * splits + split) * heads + h;
     if (lane == 0) {
-        sm_m[warp] = m;
-        sm_l[warp] = l;
+        ws_m[w] = m;
+        ws_l[w] = l;
     }
+    float* wa = ws_acc + w * dim + lane * per;
 #pragma unroll
     for (int j = 0; j < MAX_PER; j++)
-        if (j < per) sm_acc[warp][lane * per + j] = acc[j];
-    __syncthreads();
-    if (warp == 0) {
-        float mg = TWIN_NEG_INF;
-        for (int w = 0; w < AWARPS; w++) mg = fmaxf(mg, sm_m[w]);
-        float lg = 0.f;
-        float o[MAX_PER];
-#pragma unroll
-        for (int j = 0; j < MAX_PER; j++) o[j] = 0.f;
-        if (mg != TWIN_NEG_INF) {
-            for (int w = 0; w < AWARPS; w++) {
-                if (sm_m[w] == TWIN_NEG_INF) continue;
-                const float c = expf(sm_m[w] - mg);
-                lg += sm_l[w] * c;
-#pragma unroll
-                for (int j = 0; j < MAX_PER; j++)
-                    if (j < per) o[j] += sm_acc[w][lane * per + j] * c;
-            }
-        }
-        const float inv = lg > 0.f ? 1.f / lg : 0.f;
-        float* ov = out + ((size_t)b * heads + h) * dim + lane * per;
-#pragma unroll
-        for (int j = 0; j < MAX_PER; j++)
-            if (j < per) ov[j] = o[j] * inv;
-    }
+        if (j < per) wa[j] = acc[j];
 }
 
-#define MLA_ARGS                                                                          \
+#define MLA_ARGS                                                                           \
     const float *q, const unsigned char *kv, const float *kv_scale, const int *block_table, \
-        const int *seq_lens, const int *indices, float *out, int heads, int dim,           \
-        int page_size, int max_pages, int topk, int window, float softmax_scale
-#define MLA_PASS q, kv, kv_scale, block_table, seq_lens, indices, out, heads, dim, page_size, \
-                 max_pages, topk, window, softmax_scale
+        const int *seq_lens, const int *indices, float *ws_m, float *ws_l, float *ws_acc,   \
+        int heads, int dim, int page_size, int max_pages, int topk, int window,             \
+        float softmax_scale, int splits
+#define MLA_PASS q, kv, kv_scale, block_table, seq_lens, indices, ws_m, ws_l, ws_acc, heads, dim, \
+                 page_size, max_pages, topk, window, softmax_scale, splits
 
-extern "C" __global__ void mla_decode_dense(MLA_ARGS) { mla_decode<0>(MLA_PASS); }
-extern "C" __global__ void mla_decode_sparse(MLA_ARGS) { mla_decode<1>(MLA_PASS); }
-extern "C" __global__ void mla_decode_window(MLA_ARGS) { mla_decode<2>(MLA_PASS); }
+extern "C" __global__ void mla_decode_dense(MLA_ARGS) { mla_partial<0>(MLA_PASS); }
+extern "C" __global__ void mla_decode_sparse(MLA_ARGS) { mla_partial<1>(MLA_PASS); }
+extern "C" __global__ void mla_decode_window(MLA_ARGS) { mla_partial<2>(MLA_PASS); }
+
+// Merges the splits of one (b, h): o = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s.
+// Rows without any position give zeros.
+extern "C" __global__ void mla_decode_combine(const float* __restrict__ ws_m, const float* __restrict__ ws_l,
+                                              const float* __restrict__ ws_acc, float* __restrict__ out,
+                                              int heads, int dim, int splits) {
+    const int h = blockIdx.x, b = blockIdx.y, lane = threadIdx.x & 31;
+    const int per = dim / 32;
+    float mg = TWIN_NEG_INF;
+    for (int s = 0; s < splits; s++) mg = fmaxf(mg, ws_m[((size_t)b * splits + s) * heads + h]);
+    float lg = 0.f;
+    float o[MAX_PER];
+#pragma unroll
+    for (int j = 0; j < MAX_PER; j++) o[j] = 0.f;
+    if (mg != TWIN_NEG_INF) {
+        for (int s = 0; s < splits; s++) {
+            const size_t w = ((size_t)b * splits + s) * heads + h;
+            const float ms = ws_m[w];
+            if (ms == TWIN_NEG_INF) continue;
+            const float c = expf(ms - mg);
+            lg += ws_l[w] * c;
+            const float* wa = ws_acc + w * dim + lane * per;
+#pragma unroll
+            for (int j = 0; j < MAX_PER; j++)
+                if (j < per) o[j] += wa[j] * c;
+        }
+    }
+    const float inv = lg > 0.f ? 1.f / lg : 0.f;
+    float* ov = out + ((size_t)b * heads + h) * dim + lane * per;
+#pragma unroll
+    for (int j = 0; j < MAX_PER; j++)
+        if (j < per) ov[j] = o[j] * inv;
+}

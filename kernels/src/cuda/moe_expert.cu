@@ -72,6 +72,7 @@ __device__ void moe_gemv(const unsigned char* __restrict__ weights, const float*
         float acc[TOK_TILE];
 #pragma unroll
         for (int t = 0; t < TOK_TILE; t++) acc[t] = 0.f;
+#pragma unroll 4
         for (int k = lane * 8; k < k_in; k += 256) {
             float w[8];
             load8<DT>(w_row, s_row, k, w);
