@@ -132,6 +132,28 @@ impl Profile {
                     skipped.insert(op.to_string(), e.to_string());
                 }
             }
+            // Expert weight formats decode at different costs: also fit each dtype on
+            // its own (`moe_decode.fp8`, ...) when several were measured. The all-dtype
+            // fit stays the one `cost_params` uses.
+            if *op == "moe_decode" || *op == "grouped_gemm" {
+                let mut by_dtype: BTreeMap<&str, Vec<&Row>> = BTreeMap::new();
+                for r in rs {
+                    by_dtype.entry(r.dtype.as_str()).or_default().push(r);
+                }
+                if by_dtype.len() > 1 {
+                    for (dtype, drs) in by_dtype {
+                        let key = format!("{op}.{dtype}");
+                        match fit_op(op, &drs) {
+                            Ok(f) => {
+                                ops.insert(key, f);
+                            }
+                            Err(e) => {
+                                skipped.insert(key, e.to_string());
+                            }
+                        }
+                    }
+                }
+            }
         }
         if ops.is_empty() {
             let why: Vec<String> = skipped.iter().map(|(k, v)| format!("{k}: {v}")).collect();

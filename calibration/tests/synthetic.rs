@@ -264,6 +264,8 @@ fn profile_roundtrip_and_cost_params() {
     }
     let p = Profile::fit_csv(&csv).unwrap();
     assert!(p.ops.contains_key("moe_decode") && p.ops.contains_key("copy"));
+    // Only one dtype was measured: no per-dtype fits.
+    assert!(!p.ops.keys().any(|k| k.starts_with("moe_decode.")));
     assert!(
         p.skipped["indexer"].contains("too few points"),
         "{:?}",
@@ -335,4 +337,35 @@ fn log_resume_partial_line_and_device_mismatch() {
         calibration::log::read_rows(&csv),
         Err(CalibrationError::Csv { .. })
     ));
+}
+
+#[test]
+fn moe_fits_each_dtype_when_several_were_measured() {
+    let mut rng = ChaCha8Rng::seed_from_u64(6);
+    let mut rows = refs();
+    for (dtype, bw) in [("fp8", 40e9), ("int4", 20e9)] {
+        for mut r in moe_rows(&mut rng) {
+            r.dtype = dtype.into();
+            r.median_s = FIXED + r.bytes as f64 / bw + r.flops as f64 / F;
+            rows.push(r);
+        }
+    }
+    let p = Profile::fit_rows(&rows, "ab").unwrap();
+    close(
+        p.ops["moe_decode.fp8"]
+            .param("bandwidth_bytes_per_s")
+            .unwrap(),
+        40e9,
+        RATE_TOL,
+        "fp8",
+    );
+    close(
+        p.ops["moe_decode.int4"]
+            .param("bandwidth_bytes_per_s")
+            .unwrap(),
+        20e9,
+        RATE_TOL,
+        "int4",
+    );
+    assert!(p.ops.contains_key("moe_decode"));
 }

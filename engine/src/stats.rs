@@ -21,7 +21,7 @@ pub struct TimingConfig {
 impl TimingConfig {
     pub const QUICK: TimingConfig = TimingConfig {
         warmup: 1,
-        reps: 7,
+        reps: 11,
         max_seconds: 0.5,
         min_reps: 3,
         rotate: true,
