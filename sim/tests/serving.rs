@@ -329,8 +329,10 @@ fn scenario_files_parse_and_validate() {
     assert_eq!(sc.gpus(), 72);
     assert_eq!(sc.hardware, "gb300");
     assert_eq!(sc.model, "deepseek-v4.1-flash");
-    let agg: ServingScenario =
-        toml::from_str(include_str!("../../scenarios/gb300-nvl72-v4.1-flash-agentx-aggregated.toml")).unwrap();
+    let agg: ServingScenario = toml::from_str(include_str!(
+        "../../scenarios/gb300-nvl72-v4.1-flash-agentx-aggregated.toml"
+    ))
+    .unwrap();
     assert_eq!(agg.problems(), Vec::<String>::new());
     assert_eq!((agg.serving.mode, agg.gpus()), (Mode::Aggregated, 72));
     for text in [
@@ -367,4 +369,31 @@ fn agentx_defaults_land_near_reference_mix() {
         "{m:?}"
     );
     assert!(m.output > 0.008 && m.output < 0.012, "{m:?}");
+}
+
+/// Regression: prefix affinity once sent every request sharing a system prompt to the
+/// first instance that cached it (the other instances idled, capping the pool at 1/4
+/// busy here). Cache-aware least work spreads them: 64 users, 4096 of 5000 prompt
+/// tokens shared, four DEP1 prefill instances with 10 ms steps, all kept busy.
+#[test]
+fn regression_shared_system_prompt_does_not_pile_on_one_prefill_instance() {
+    let cost = ConstCost {
+        prefill_s: 0.010,
+        decode_s: 0.001,
+        kv_tokens_per_rank: 1 << 30,
+    };
+    let sc = scenario(Mode::Disaggregated, pool(4, 1), pool(1, 1), 5.0, 1.0);
+    let mut wl = closed_loop(64, 5000.0, 2.0);
+    wl.closed_loop.as_mut().unwrap().shared_prefix_tokens = 4096;
+    let r = run(&sc, &wl, &model(0.0, None), &cost, &cost, &[]);
+    assert!(
+        r.pools[0].busy_fraction > 0.5,
+        "prefill busy {}",
+        r.pools[0].busy_fraction
+    );
+    assert!(
+        r.pools[0].prefix_cache_hit_fraction > 0.75,
+        "{}",
+        r.pools[0].prefix_cache_hit_fraction
+    );
 }
