@@ -10,6 +10,9 @@ pub struct ForwardSpec {
     pub phase: Phase,
     pub dep: u32,
     pub batch_per_rank: u32,
+    /// Requests over the whole group, placed round-robin (None = `batch_per_rank` on
+    /// every rank). `Some(1)` on DEP2 leaves one rank without attention work.
+    pub total_requests: Option<u32>,
     /// Tokens already in KV per request (decode context, or cached prefix for prefill).
     pub context_tokens: u64,
     /// Prefill: new prompt tokens per request.
@@ -58,8 +61,26 @@ impl ForwardResult {
     }
 }
 
+impl ForwardSpec {
+    /// Requests on each rank.
+    pub fn per_rank(&self) -> Vec<u32> {
+        let dep = self.dep.max(1);
+        match self.total_requests {
+            None => vec![self.batch_per_rank; dep as usize],
+            Some(n) => (0..dep).map(|i| n / dep + u32::from(i < n % dep)).collect(),
+        }
+    }
+}
+
 pub fn forward(cost: &dyn CostModel, spec: &ForwardSpec) -> ForwardResult {
-    let dep = spec.dep.max(1) as usize;
+    let per_rank = spec.per_rank();
+    let rank_of = |count: u32, new_tokens: u32, context_tokens: u64| -> Vec<ReqSlice> {
+        if count == 0 {
+            Vec::new()
+        } else {
+            vec![ReqSlice { new_tokens, context_tokens, count }]
+        }
+    };
     let mut total = StepCost::default();
     let mut steps = 0u32;
     let add = |c: StepCost, total: &mut StepCost| {
@@ -77,7 +98,8 @@ pub fn forward(cost: &dyn CostModel, spec: &ForwardSpec) -> ForwardResult {
     };
     match spec.phase {
         Phase::Decode => {
-            let ranks = vec![vec![ReqSlice { new_tokens: 1, context_tokens: spec.context_tokens, count: spec.batch_per_rank }]; dep];
+            let ranks: Vec<Vec<ReqSlice>> =
+                per_rank.iter().map(|&c| rank_of(c, 1, spec.context_tokens)).collect();
             let shape = StepShape { phase: Phase::Decode, ranks: &ranks, draft_tokens: spec.draft_tokens };
             add(cost.step(&shape), &mut total);
             steps = 1;
@@ -87,14 +109,10 @@ pub fn forward(cost: &dyn CostModel, spec: &ForwardSpec) -> ForwardResult {
             let mut done = 0u32;
             while done < spec.new_tokens {
                 let n = chunk.min(spec.new_tokens - done);
-                let ranks = vec![
-                    vec![ReqSlice {
-                        new_tokens: n,
-                        context_tokens: spec.context_tokens + done as u64,
-                        count: spec.batch_per_rank
-                    }];
-                    dep
-                ];
+                let ranks: Vec<Vec<ReqSlice>> = per_rank
+                    .iter()
+                    .map(|&c| rank_of(c, n, spec.context_tokens + done as u64))
+                    .collect();
                 let shape = StepShape { phase: Phase::Prefill, ranks: &ranks, draft_tokens: 0 };
                 add(cost.step(&shape), &mut total);
                 done += n;
@@ -102,9 +120,10 @@ pub fn forward(cost: &dyn CostModel, spec: &ForwardSpec) -> ForwardResult {
             }
         }
     }
+    let requests: f64 = per_rank.iter().map(|&c| c as f64).sum::<f64>() / spec.dep.max(1) as f64;
     let tokens = match spec.phase {
-        Phase::Decode => spec.batch_per_rank as f64 * spec.tokens_per_step,
-        Phase::Prefill => spec.batch_per_rank as f64 * spec.new_tokens as f64,
+        Phase::Decode => requests * spec.tokens_per_step,
+        Phase::Prefill => requests * spec.new_tokens as f64,
     };
     let tokens_per_s_per_gpu = if total.step_s > 0.0 { tokens / total.step_s } else { 0.0 };
     ForwardResult { steps, total, tokens_per_s_per_gpu }

@@ -99,6 +99,8 @@ pub struct Attention {
     #[serde(default)]
     pub o_lora: Option<u32>,
     pub weight_dtype: Dtype,
+    /// Arithmetic of the attention kernels (FP8 on FlashMLA-class kernels).
+    pub compute_dtype: Dtype,
     /// Bytes read for one stored KV entry of one layer (with scales).
     pub kv_entry_bytes: f64,
     /// Sliding window, tokens; 0 = none.

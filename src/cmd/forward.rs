@@ -32,6 +32,10 @@ pub struct ForwardArgs {
     /// Requests per rank.
     #[arg(long, default_value_t = 64)]
     pub batch_per_rank: u32,
+    /// Requests over the whole group, placed round-robin over the ranks (instead of
+    /// --batch-per-rank); `--requests 1` on DEP2 times one request, one rank idle.
+    #[arg(long)]
+    pub requests: Option<u32>,
     /// Tokens already in KV per request (decode context or cached prefix).
     #[arg(long, default_value_t = 0)]
     pub context: u64,
@@ -123,6 +127,13 @@ pub fn evaluate(args: &ForwardArgs) -> Result<Forward> {
     if args.batch_per_rank == 0 {
         bail!("--batch-per-rank must be at least 1");
     }
+    if args.requests == Some(0) {
+        bail!("--requests must be at least 1");
+    }
+    let batch_check = match args.requests {
+        Some(n) => n.div_ceil(args.dep.max(1)),
+        None => args.batch_per_rank,
+    };
     if phase == Phase::Prefill && args.new_tokens == 0 {
         bail!("--new-tokens must be at least 1 for a prefill step");
     }
@@ -130,7 +141,7 @@ pub fn evaluate(args: &ForwardArgs) -> Result<Forward> {
         bail!("--chunk must be at least 1");
     }
     let kv_tokens = args.context + if phase == Phase::Prefill { args.new_tokens as u64 } else { 1 + draft_tokens as u64 };
-    let problems = sim::validate::deployment(&hardware, &model, &layout, args.batch_per_rank as u64, kv_tokens);
+    let problems = sim::validate::deployment(&hardware, &model, &layout, batch_check as u64, kv_tokens);
     if !problems.is_empty() {
         let lines: Vec<String> = problems.iter().map(|p| format!("  {}: {}", p.path, p.message)).collect();
         bail!("impossible configuration:\n{}", lines.join("\n"));
@@ -140,6 +151,7 @@ pub fn evaluate(args: &ForwardArgs) -> Result<Forward> {
         phase,
         dep: args.dep,
         batch_per_rank: args.batch_per_rank,
+        total_requests: args.requests,
         context_tokens: args.context,
         new_tokens: args.new_tokens,
         chunk_tokens: args.chunk,
@@ -202,7 +214,11 @@ pub fn render(f: &Forward) -> String {
             }
         ),
     };
-    writeln!(out, "{} on {}, DEP{}, {} requests per rank: {phase}", f.model, f.hardware, s.dep, s.batch_per_rank).unwrap();
+    let placement = match s.total_requests {
+        Some(n) => format!("{n} request{} over the group", if n == 1 { "" } else { "s" }),
+        None => format!("{} requests per rank", s.batch_per_rank),
+    };
+    writeln!(out, "{} on {}, DEP{}, {placement}: {phase}", f.model, f.hardware, s.dep).unwrap();
     let total = r.step_s();
     let draft = r.total.op(Op::MtpDraft);
     if draft > 0.0 {

@@ -1,10 +1,474 @@
-//! `twin validate published`: predicted vs published figures.
-use anyhow::Result;
-use clap::Args;
+//! `twin validate published [FILE]`: every published figure next to twin's prediction,
+//! with its error; `--fit` re-derives the fitted parameters from the `fit` rows.
+//!
+//! The table (`scenarios/published/*.csv`) holds, per figure, the `twin forward` command
+//! that computes it, the metric read from the result, the published value, and its role:
+//! `fit` rows may be used to fit parameters; `check` rows never are.
+//!
+//! Fitting: each fitted parameter belongs to one `fit` row (a square system). The
+//! parameters are solved in turn, each by a one-dimensional least-squares solve of its
+//! row's relative error (bisection on a monotone response, or a scan over integers),
+//! and the rounds repeat until no parameter moves by more than 0.1%: a Gauss-Seidel
+//! least-squares fit. Stored values live in the scenario files and
+//! `scenarios/published/fitted.toml`; a test checks they equal what this fit computes.
+
+use super::forward::{evaluate, ForwardArgs};
+use crate::scenario::embedded_file;
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Args, Parser, Subcommand};
+use serde::Deserialize;
+use sim::cost::Op;
+use std::collections::BTreeMap;
+
+pub const DEFAULT_TABLE: &str = "published/vllm-gb300-deepseek-v4.1-flash.csv";
+const FITTED: &str = "published/fitted.toml";
 
 #[derive(Debug, Clone, Args)]
-pub struct ValidateArgs {}
+pub struct ValidateArgs {
+    #[command(subcommand)]
+    pub what: ValidateWhat,
+}
 
-pub fn run(_args: &ValidateArgs) -> Result<()> {
-    anyhow::bail!("not yet")
+#[derive(Debug, Clone, Subcommand)]
+pub enum ValidateWhat {
+    /// Predicted vs published figures, with the error of every row.
+    Published {
+        /// A published-figures CSV (default: the embedded vLLM GB300 table).
+        file: Option<String>,
+        /// Re-fit the fitted parameters to the `fit` rows and print them.
+        #[arg(long)]
+        fit: bool,
+        /// With --fit: write the fitted values into the scenario files under this
+        /// folder (comments kept), e.g. `--write scenarios`.
+        #[arg(long, requires = "fit", value_name = "SCENARIOS_DIR")]
+        write: Option<String>,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// One row of a published-figures table.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Row {
+    pub id: String,
+    pub figure: String,
+    pub metric: String,
+    pub published: f64,
+    pub unit: String,
+    pub role: String,
+    pub command: String,
+    #[serde(default)]
+    pub baseline: String,
+    pub source: String,
+}
+
+/// Values substituted for `{name}` in commands.
+#[derive(Debug, Clone, Deserialize, Default)]
+pub struct Fitted {
+    #[serde(default)]
+    pub experiment: BTreeMap<String, f64>,
+}
+
+pub fn read_table(file: Option<&str>) -> Result<(String, Vec<Row>)> {
+    let (origin, text) = match file {
+        Some(p) => (p.to_string(), std::fs::read_to_string(p).with_context(|| format!("cannot read {p}"))?),
+        None => (
+            format!("scenarios/{DEFAULT_TABLE} (embedded)"),
+            embedded_file(DEFAULT_TABLE).ok_or_else(|| anyhow!("embedded table missing"))?.to_string(),
+        ),
+    };
+    let mut rdr = csv::ReaderBuilder::new().comment(Some(b'#')).from_reader(text.as_bytes());
+    let mut rows = Vec::new();
+    for (i, r) in rdr.deserialize::<Row>().enumerate() {
+        let row = r.map_err(|e| {
+            let line = e.position().map(|p| p.line()).unwrap_or(i as u64 + 2);
+            anyhow!("{origin}: line {line}: {e}")
+        })?;
+        if row.role != "fit" && row.role != "check" {
+            bail!("{origin}: row {}: role must be `fit` or `check`, got `{}`", row.id, row.role);
+        }
+        rows.push(row);
+    }
+    if rows.is_empty() {
+        bail!("{origin}: no rows");
+    }
+    Ok((origin, rows))
+}
+
+pub fn read_fitted() -> Result<Fitted> {
+    let text = embedded_file(FITTED).ok_or_else(|| anyhow!("embedded {FITTED} missing"))?;
+    crate::scenario::parse_with_sets::<Fitted>(&format!("scenarios/{FITTED}"), text, &[])
+}
+
+#[derive(Parser)]
+#[command(name = "twin forward")]
+struct ForwardCli {
+    #[command(flatten)]
+    args: ForwardArgs,
+}
+
+/// Parses a `twin forward ...` command of the table, with `{name}` placeholders
+/// filled and `extra` overrides appended.
+fn parse_command(cmd: &str, fitted: &Fitted, extra: &[String]) -> Result<ForwardArgs> {
+    let mut text = cmd.trim().to_string();
+    for (k, v) in &fitted.experiment {
+        text = text.replace(&format!("{{{k}}}"), &format_value(*v));
+    }
+    if text.contains('{') {
+        bail!("command `{cmd}` has a placeholder with no value in {FITTED}");
+    }
+    let rest = text
+        .strip_prefix("twin forward")
+        .ok_or_else(|| anyhow!("command `{cmd}` must start with `twin forward`"))?;
+    let mut argv: Vec<String> = vec!["twin forward".into()];
+    argv.extend(rest.split_whitespace().map(str::to_string));
+    for e in extra {
+        argv.push("--set".into());
+        argv.push(e.clone());
+    }
+    ForwardCli::try_parse_from(argv).map(|c| c.args).map_err(|e| anyhow!("command `{cmd}`: {e}"))
+}
+
+fn format_value(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{}", v as i64)
+    } else {
+        format!("{v:e}")
+    }
+}
+
+/// Evaluates one row's metric; `extra` are `--set` overrides (used while fitting).
+pub fn predict(row: &Row, fitted: &Fitted, extra: &[String]) -> Result<f64> {
+    let args = parse_command(&row.command, fitted, extra)?;
+    let f = evaluate(&args).with_context(|| format!("row {}", row.id))?;
+    let r = &f.result;
+    let metric = row.metric.as_str();
+    Ok(match metric {
+        "step_ms" => r.step_s() * 1e3,
+        "target_step_ms" => r.target_step_s() * 1e3,
+        "gain_pct" => {
+            if row.baseline.is_empty() {
+                bail!("row {}: metric gain_pct needs a baseline command", row.id);
+            }
+            let b = evaluate(&parse_command(&row.baseline, fitted, extra)?)?;
+            (b.result.step_s() / r.step_s() - 1.0) * 100.0
+        }
+        m if m.starts_with("target_share_pct:") => {
+            let mut share = 0.0;
+            for key in m["target_share_pct:".len()..].split('+') {
+                let op = Op::ALL
+                    .into_iter()
+                    .find(|o| o.key() == key)
+                    .ok_or_else(|| anyhow!("row {}: unknown operation `{key}`", row.id))?;
+                share += r.target_share(op);
+            }
+            share * 100.0
+        }
+        other => bail!(
+            "row {}: unknown metric `{other}` (step_ms, target_step_ms, gain_pct, target_share_pct:OP[+OP])",
+            row.id
+        ),
+    })
+}
+
+pub fn rel_error(predicted: f64, published: f64) -> f64 {
+    (predicted - published) / published
+}
+
+/// Where a fitted value is stored.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Home {
+    /// `scenarios/hardware/gb300.toml`, `[cost]` table, this key.
+    HardwareCost(&'static str),
+    /// `scenarios/hardware/gb300.toml`, this dotted path.
+    Hardware(&'static str),
+    /// `scenarios/models/deepseek-v4.1-flash.toml`, this dotted path.
+    Model(&'static str),
+    /// `scenarios/published/fitted.toml`, `[experiment]`, this placeholder name.
+    Experiment(&'static str),
+}
+
+/// A fitted parameter: where it lives, the row it is fitted to, its bounds, and its
+/// grid step (0 = continuous).
+struct FitParam {
+    home: Home,
+    row: &'static str,
+    lo: f64,
+    hi: f64,
+    step: f64,
+}
+
+const FIT_HARDWARE: &str = "gb300";
+const FIT_MODEL: &str = "deepseek-v4.1-flash";
+
+const FIT_PARAMS: [FitParam; 6] = [
+    FitParam { home: Home::HardwareCost("comm_per_peer_s"), row: "decode-dep32-128k", lo: 0.0, hi: 20e-6, step: 0.0 },
+    FitParam { home: Home::Model("attention.indexer.top_k"), row: "decode-dep4-attn-share", lo: 128.0, hi: 4096.0, step: 128.0 },
+    FitParam { home: Home::HardwareCost("gemm.compute_eff"), row: "prefill-8k", lo: 0.05, hi: 1.0, step: 0.0 },
+    FitParam { home: Home::Experiment("prefill_chunk"), row: "swa-replay-4k", lo: 512.0, hi: 4096.0, step: 256.0 },
+    FitParam { home: Home::Experiment("replay_bound_before"), row: "swa-replay-32k", lo: 0.0, hi: 20.0, step: 1.0 },
+    FitParam { home: Home::Hardware("tlb.miss_s"), row: "engram-2mb-32k", lo: 0.0, hi: 1e-6, step: 0.0 },
+];
+
+impl FitParam {
+    fn name(&self) -> String {
+        match self.home {
+            Home::HardwareCost(k) => format!("hardware.cost.{k}"),
+            Home::Hardware(k) => format!("hardware.{k}"),
+            Home::Model(k) => format!("model.{k}"),
+            Home::Experiment(k) => format!("experiment.{k}"),
+        }
+    }
+}
+
+/// The fitted values as `--set` overrides and placeholder values. The MoE compute
+/// efficiency follows the GEMM efficiency: one tensor-core efficiency is fitted.
+fn overrides(values: &[f64]) -> (Vec<String>, Fitted) {
+    let mut sets = Vec::new();
+    let mut fitted = Fitted::default();
+    for (p, v) in FIT_PARAMS.iter().zip(values) {
+        let v = format_value(*v);
+        match p.home {
+            Home::Experiment(name) => {
+                fitted.experiment.insert(name.to_string(), v.parse().expect("number"));
+            }
+            Home::HardwareCost(k) => {
+                sets.push(format!("cost.{k}={v}"));
+                if k == "gemm.compute_eff" {
+                    sets.push(format!("cost.moe.compute_eff={v}"));
+                }
+            }
+            Home::Hardware(k) => sets.push(format!("hardware.{k}={v}")),
+            Home::Model(k) => sets.push(format!("model.{k}={v}")),
+        }
+    }
+    (sets, fitted)
+}
+
+/// Fits the parameters to their `fit` rows. Returns (name, value) pairs.
+pub fn fit(rows: &[Row]) -> Result<Vec<(String, f64)>> {
+    let find = |id: &str| -> Result<&Row> {
+        let r = rows.iter().find(|r| r.id == id).ok_or_else(|| anyhow!("the table has no row `{id}` to fit"))?;
+        if r.role != "fit" {
+            bail!("row `{id}` has role `{}`; only `fit` rows may be fitted", r.role);
+        }
+        Ok(r)
+    };
+    // Start from the stored values where there are any, else mid-range.
+    let mut values: Vec<f64> = match stored_fit_values() {
+        Ok(v) => v.into_iter().map(|(_, v)| v).collect(),
+        Err(_) => FIT_PARAMS.iter().map(|p| (p.lo + p.hi) / 2.0).collect(),
+    };
+    for _round in 0..10 {
+        let before = values.clone();
+        for i in 0..FIT_PARAMS.len() {
+            let p = &FIT_PARAMS[i];
+            let row = find(p.row)?;
+            let eval = |v: f64| -> Result<f64> {
+                let mut vals = values.clone();
+                vals[i] = v;
+                let (sets, fitted) = overrides(&vals);
+                Ok(rel_error(predict(row, &fitted, &sets)?, row.published))
+            };
+            values[i] = if p.step > 0.0 {
+                // Integer-like grid: the point of least squared error.
+                let mut best = (f64::INFINITY, p.lo);
+                let mut v = p.lo;
+                while v <= p.hi + 1e-9 {
+                    let e = eval(v)?;
+                    if e * e < best.0 {
+                        best = (e * e, v);
+                    }
+                    v += p.step;
+                }
+                best.1
+            } else {
+                // The error is monotone in each parameter over its bounds: bisection on
+                // its sign is the least-squares solution (zero residual when bracketed).
+                let (mut lo, mut hi) = (p.lo, p.hi);
+                let (elo, ehi) = (eval(lo)?, eval(hi)?);
+                if elo.signum() == ehi.signum() {
+                    if elo.abs() < ehi.abs() {
+                        lo
+                    } else {
+                        hi
+                    }
+                } else {
+                    for _ in 0..50 {
+                        let mid = 0.5 * (lo + hi);
+                        if eval(mid)?.signum() == elo.signum() {
+                            lo = mid;
+                        } else {
+                            hi = mid;
+                        }
+                    }
+                    round5(0.5 * (lo + hi))
+                }
+            };
+        }
+        let moved = values.iter().zip(&before).any(|(a, b)| (a - b).abs() > 1e-3 * b.abs().max(1e-12));
+        if !moved {
+            break;
+        }
+    }
+    Ok(FIT_PARAMS.iter().zip(values).map(|(p, v)| (p.name(), v)).collect())
+}
+
+/// The values the scenario files hold now for the fitted parameters.
+pub fn stored_fit_values() -> Result<Vec<(String, f64)>> {
+    let hw = crate::scenario::load_hardware(FIT_HARDWARE, &[])?;
+    let (_, model_text) = crate::scenario::resolve(crate::scenario::Kind::Model, FIT_MODEL)?;
+    let model: toml::Value = toml::from_str(&model_text)?;
+    let fitted = read_fitted()?;
+    let mut out = Vec::new();
+    for p in &FIT_PARAMS {
+        let v = match p.home {
+            Home::Experiment(name) => {
+                *fitted.experiment.get(name).ok_or_else(|| anyhow!("{FITTED} has no `{name}`"))?
+            }
+            Home::HardwareCost(key) => *hw
+                .cost
+                .get(key)
+                .ok_or_else(|| anyhow!("scenarios/hardware/{FIT_HARDWARE}.toml [cost] has no fitted `{key}`"))?,
+            Home::Hardware("tlb.miss_s") => hw.tlb.miss_s,
+            Home::Hardware(other) => bail!("fit parameter hardware.{other} has no reader"),
+            Home::Model(path) => {
+                let mut cur = &model;
+                for seg in path.split('.') {
+                    cur = cur.get(seg).ok_or_else(|| anyhow!("model {FIT_MODEL} has no `{path}`"))?;
+                }
+                cur.as_float()
+                    .or_else(|| cur.as_integer().map(|i| i as f64))
+                    .ok_or_else(|| anyhow!("model {FIT_MODEL}: `{path}` is not a number"))?
+            }
+        };
+        out.push((p.name(), v));
+    }
+    Ok(out)
+}
+
+pub struct Outcome {
+    pub row: Row,
+    pub predicted: f64,
+    pub error: f64,
+}
+
+pub fn evaluate_table(rows: &[Row]) -> Result<Vec<Outcome>> {
+    let fitted = read_fitted()?;
+    rows.iter()
+        .map(|r| {
+            let predicted = predict(r, &fitted, &[])?;
+            Ok(Outcome { row: r.clone(), predicted, error: rel_error(predicted, r.published) })
+        })
+        .collect()
+}
+
+pub fn run(args: &ValidateArgs) -> Result<()> {
+    let ValidateWhat::Published { file, fit: do_fit, write, json } = &args.what;
+    let (origin, rows) = read_table(file.as_deref())?;
+    if *do_fit {
+        let values = fit(&rows)?;
+        let stored = stored_fit_values().ok();
+        println!("fitted to the `fit` rows of {origin}:");
+        for (i, (path, v)) in values.iter().enumerate() {
+            let was = stored.as_ref().map(|s| format!("(stored: {})", format_value(s[i].1))).unwrap_or_default();
+            println!("  {:<40} = {:<14} row {:<22} {was}", path, format_value(*v), FIT_PARAMS[i].row);
+        }
+        match write {
+            Some(dir) => {
+                write_fit(dir, &values)?;
+                println!("written to {dir}/hardware/{FIT_HARDWARE}.toml, {dir}/models/{FIT_MODEL}.toml and {dir}/{FITTED}; rebuild to embed them");
+            }
+            None => println!("store them with --write scenarios"),
+        }
+        return Ok(());
+    }
+    let out = evaluate_table(&rows)?;
+    if *json {
+        let items: Vec<serde_json::Value> = out
+            .iter()
+            .map(|o| {
+                serde_json::json!({
+                    "id": o.row.id, "figure": o.row.figure, "metric": o.row.metric,
+                    "published": o.row.published, "predicted": o.predicted,
+                    "error": o.error, "role": o.row.role, "unit": o.row.unit,
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&items)?);
+        return Ok(());
+    }
+    println!("{origin}");
+    println!("{:<22} {:<52} {:>11} {:>11} {:>8}  role", "id", "figure", "published", "predicted", "error");
+    for o in &out {
+        println!(
+            "{:<22} {:<52} {:>11} {:>11} {:>+7.1}%  {}",
+            o.row.id,
+            o.row.figure,
+            format!("{} {}", o.row.published, o.row.unit),
+            format!("{:.2} {}", o.predicted, o.row.unit),
+            o.error * 100.0,
+            o.row.role
+        );
+    }
+    let checks: Vec<&Outcome> = out.iter().filter(|o| o.row.role == "check").collect();
+    let worst = checks.iter().map(|o| o.error.abs()).fold(0.0, f64::max);
+    println!(
+        "\n{} check rows, worst error {:.1}% (goal: every check within 10%); fit rows are matched by `twin validate published --fit`",
+        checks.len(),
+        worst * 100.0
+    );
+    Ok(())
+}
+
+/// Rounds to 5 significant digits, so stored values read cleanly.
+fn round5(v: f64) -> f64 {
+    if v == 0.0 {
+        return 0.0;
+    }
+    let mag = 10f64.powf(4.0 - v.abs().log10().floor());
+    (v * mag).round() / mag
+}
+
+fn write_fit(dir: &str, values: &[(String, f64)]) -> Result<()> {
+    let paths = [
+        format!("{dir}/hardware/{FIT_HARDWARE}.toml"),
+        format!("{dir}/models/{FIT_MODEL}.toml"),
+        format!("{dir}/{FITTED}"),
+    ];
+    let mut docs = Vec::new();
+    for p in &paths {
+        let doc: toml_edit::DocumentMut = std::fs::read_to_string(p)
+            .with_context(|| format!("cannot read {p}"))?
+            .parse()
+            .with_context(|| format!("{p} is not valid TOML"))?;
+        docs.push(doc);
+    }
+    for (i, (_, v)) in values.iter().enumerate() {
+        let p = &FIT_PARAMS[i];
+        let item = if p.step > 0.0 { toml_edit::value(v.round() as i64) } else { toml_edit::value(round5(*v)) };
+        let (doc, path): (&mut toml_edit::DocumentMut, Vec<&str>) = match p.home {
+            Home::HardwareCost(k) => (&mut docs[0], vec!["cost", k]),
+            Home::Hardware(k) => (&mut docs[0], k.split('.').collect()),
+            Home::Model(k) => (&mut docs[1], k.split('.').collect()),
+            Home::Experiment(k) => (&mut docs[2], vec!["experiment", k]),
+        };
+        let (last, parents) = path.split_last().expect("non-empty path");
+        let mut t: &mut toml_edit::Item = doc.as_item_mut();
+        for seg in parents {
+            t = &mut t[*seg];
+        }
+        t[*last] = item.clone();
+        if p.home == Home::HardwareCost("gemm.compute_eff") {
+            docs[0]["cost"]["moe.compute_eff"] = item;
+        }
+    }
+    // Write each file whole to a temporary beside it, then rename: never half a file.
+    for (path, doc) in paths.iter().zip(&docs) {
+        let tmp = format!("{path}.tmp");
+        std::fs::write(&tmp, doc.to_string()).with_context(|| format!("cannot write {tmp}"))?;
+        std::fs::rename(&tmp, path).with_context(|| format!("cannot replace {path}"))?;
+    }
+    Ok(())
 }

@@ -43,6 +43,10 @@ struct ReplayLayer {
     /// Cap on replayed tokens for this layer (bounded: `bounded_tokens`; unbounded:
     /// the window's receptive field from this layer to the top, `window * depth`).
     cap_tokens: u64,
+    /// The layer's own attention, which the replayed tokens run through in full.
+    kind: AttentionKind,
+    ratio: f64,
+    has_indexer: bool,
 }
 
 /// Per-rank work of one step, before costing.
@@ -57,7 +61,10 @@ struct RankWork {
     attn_bound: Bound,
     indexer_s: f64,
     indexer_bound: Bound,
+    /// Replay: token-layers through the dense parts, and attention/indexer flops.
     replay_tokens_layers: f64,
+    replay_attn_flops: f64,
+    replay_indexer_flops: f64,
 }
 
 #[derive(Debug, Clone)]
@@ -132,7 +139,12 @@ impl AnalyticCostModel {
                     // this layer for every layer above it (receptive field).
                     window * (n - l.index as u64)
                 };
-                replay.push(ReplayLayer { cap_tokens: cap });
+                replay.push(ReplayLayer {
+                    cap_tokens: cap,
+                    kind: l.attention,
+                    ratio: l.compress_ratio as f64,
+                    has_indexer: l.has_indexer,
+                });
             }
         }
         let h = model.hidden as f64;
@@ -218,7 +230,7 @@ impl AnalyticCostModel {
     /// Attention, indexer and replay work of one rank.
     fn rank_work(&self, shape: &StepShape<'_>, rank: &[super::ReqSlice], q_per_req: u64) -> RankWork {
         let a = &self.model.attention;
-        let attn_rate = self.tensor_rate(Dtype::Bf16);
+        let attn_rate = self.tensor_rate(a.compute_dtype);
         let idx = a.indexer.as_ref();
         let idx_rate = idx.map(|i| self.tensor_rate(i.dtype)).unwrap_or(1.0);
         let window = a.window as u64;
@@ -281,8 +293,21 @@ impl AnalyticCostModel {
                 }
             }
             if shape.phase == Phase::Prefill && ctx > 0 {
+                let top_k = idx.map(|i| i.top_k as f64).unwrap_or(f64::INFINITY);
                 for r in &self.replay {
-                    w.replay_tokens_layers += n * ctx.min(r.cap_tokens) as f64;
+                    let t = n * ctx.min(r.cap_tokens) as f64;
+                    w.replay_tokens_layers += t;
+                    // Each replayed token attends over the cached context like a new one.
+                    let entries = match r.kind {
+                        AttentionKind::Dense => ctx as f64,
+                        AttentionKind::Compressed => ctx as f64 / r.ratio,
+                        AttentionKind::Sparse => (ctx as f64 / r.ratio).min(top_k),
+                        AttentionKind::Window => 0.0,
+                    } + window as f64;
+                    w.replay_attn_flops += t * entries * self.attn_flops_per_pair;
+                    if r.has_indexer {
+                        w.replay_indexer_flops += t * ctx as f64 / r.ratio * self.indexer_flops_per_pair;
+                    }
                 }
             }
         }
@@ -377,10 +402,19 @@ impl AnalyticCostModel {
             let per_token_layer_flops = 2.0
                 * (self.attn_proj_params
                     + self.shared_params
-                    + self.expert_params * self.model.moe.as_ref().map(|m| m.top_k).unwrap_or(0) as f64)
-                + self.attn_flops_per_pair * self.model.attention.window as f64;
-            let rate = self.tensor_rate(a_dtype) * p.gemm.compute_eff;
-            w.replay_tokens_layers * per_token_layer_flops / rate
+                    + self.expert_params * self.model.moe.as_ref().map(|m| m.top_k).unwrap_or(0) as f64);
+            let gemm_rate = self.tensor_rate(a_dtype) * p.gemm.compute_eff;
+            let attn_rate = self.tensor_rate(self.model.attention.compute_dtype) * p.attention.compute_eff;
+            let idx_rate = self
+                .model
+                .attention
+                .indexer
+                .as_ref()
+                .map(|i| self.tensor_rate(i.dtype) * p.indexer.compute_eff)
+                .unwrap_or(1.0);
+            w.replay_tokens_layers * per_token_layer_flops / gemm_rate
+                + w.replay_attn_flops / attn_rate
+                + w.replay_indexer_flops / idx_rate
         } else {
             0.0
         };
@@ -433,6 +467,16 @@ impl AnalyticCostModel {
             tokens * dest * h * (self.model.dispatch_dtype.bytes() + self.model.combine_dtype.bytes());
         bytes / (self.link_bw * self.params.comm.mem_eff)
             + 2.0 * (self.link_latency_s + self.params.comm.fixed_s)
+    }
+
+    /// Per-peer signalling of dispatch + combine per MoE layer: every rank waits for
+    /// every peer's arrival flag, so this part is serial even when transfers overlap.
+    fn comm_sync_time(&self) -> f64 {
+        let d = self.layout.dep as f64;
+        if self.model.moe.is_none() || d <= 1.0 {
+            return 0.0;
+        }
+        2.0 * (d - 1.0) * self.params.comm_per_peer_s
     }
 
     /// Prices `q_per_req` query tokens per decode request (or the prefill chunks) on the
@@ -524,7 +568,8 @@ impl AnalyticCostModel {
         };
         let compute_crit = local_totals[max_i] + moe_s;
         let compute_bal = mean_local + moe_bal;
-        out.op_s[Op::Communication.index()] = exposed(comm_layer, compute_crit);
+        let sync = self.comm_sync_time() * self.moe_layers;
+        out.op_s[Op::Communication.index()] = exposed(comm_layer, compute_crit) + sync;
         if out.op_s[Op::Communication.index()] > 0.0 {
             out.op_bound[Op::Communication.index()] = Bound::Link;
         }
@@ -536,7 +581,7 @@ impl AnalyticCostModel {
         out.op_s[Op::Overhead.index()] += fixed;
         out.op_bound[Op::Overhead.index()] = Bound::Latency;
         out.step_s = out.op_s.iter().sum();
-        out.balanced_step_s = compute_bal + exposed(comm_bal, compute_bal) + fixed
+        out.balanced_step_s = compute_bal + exposed(comm_bal, compute_bal) + sync + fixed
             + p.attention.fixed_s * self.layers
             + p.indexer.fixed_s * idx_layers;
         let _ = crit;

@@ -41,6 +41,9 @@ pub struct CostParams {
     /// Dispatch/combine all-to-all (mem_eff applies to link bandwidth; fixed_s per
     /// collective call on top of the link latency).
     pub comm: OpRate,
+    /// All-to-all cost per remote peer per dispatch or combine (message setup and
+    /// signalling that grow with the group), seconds.
+    pub comm_per_peer_s: f64,
     /// Element-wise and normalisation traffic (mHC, norms): mem_eff of HBM bandwidth.
     pub elementwise: OpRate,
     /// Fixed cost per layer for synchronisation and small kernels, per phase, seconds.
@@ -58,13 +61,17 @@ impl Default for CostParams {
     /// - moe.compute_eff / gemm.compute_eff 0.55: large FP8/FP4 GEMMs reach 55-75% of
     ///   dense peak; H200 bf16 measured 790 of 989 TFLOP/s on one card (reference
     ///   notes); assumed lower for grouped and skinny shapes.
-    /// - attention.mem_eff 0.80 and compute_eff 0.45: FlashMLA-class decode kernels
-    ///   reach about 80% of bandwidth; prefill attention well below GEMM peak; assumed.
-    /// - indexer 0.80 / 0.45: same class of kernels as attention; assumed.
+    /// - attention.mem_eff 0.85 and compute_eff 0.65: FlashMLA reports about 3000 GB/s
+    ///   memory-bound (of 3350) and 660 TFLOP/s compute-bound (of 989 BF16) on H800;
+    ///   derived from those public kernel figures.
+    /// - indexer 0.85 / 0.60: DeepGEMM's FP8 MQA-logits kernels, the same class;
+    ///   assumed slightly below attention.
     /// - gather.mem_eff 0.40: random 256-byte rows reach well under half of a link's
     ///   streaming bandwidth; assumed.
     /// - comm.mem_eff 0.75, fixed 8 us: DeepEP-style all-to-all over NVLink reaches
     ///   70-80% of link bandwidth with a few microseconds per call; assumed.
+    /// - comm_per_peer_s 0.5 us: per-destination signalling of a low-latency
+    ///   all-to-all, serial (not hidden by overlap); assumed until fitted.
     /// - elementwise.mem_eff 0.85: bandwidth-bound element-wise kernels; assumed.
     /// - per-layer and per-step fixed costs: see the published-figure fit
     ///   (`twin validate published --fit`); these defaults are assumed until fitted.
@@ -73,11 +80,12 @@ impl Default for CostParams {
             source: "analytic defaults".to_string(),
             moe: OpRate::new(0.85, 0.55, 4e-6),
             gemm: OpRate::new(0.85, 0.55, 3e-6),
-            attention: OpRate::new(0.80, 0.45, 3e-6),
-            indexer: OpRate::new(0.80, 0.45, 3e-6),
+            attention: OpRate::new(0.85, 0.65, 3e-6),
+            indexer: OpRate::new(0.85, 0.60, 3e-6),
             gather: OpRate::new(0.40, 0.0, 2e-6),
             comm: OpRate::new(0.75, 0.0, 8e-6),
             elementwise: OpRate::new(0.85, 0.0, 1e-6),
+            comm_per_peer_s: 0.5e-6,
             layer_fixed_decode_s: 20e-6,
             layer_fixed_prefill_s: 40e-6,
             step_fixed_decode_s: 300e-6,
@@ -88,7 +96,7 @@ impl Default for CostParams {
 
 impl CostParams {
     /// Every key `set` accepts.
-    pub const KEYS: [&'static str; 25] = [
+    pub const KEYS: [&'static str; 26] = [
         "moe.mem_eff", "moe.compute_eff", "moe.fixed_s",
         "gemm.mem_eff", "gemm.compute_eff", "gemm.fixed_s",
         "attention.mem_eff", "attention.compute_eff", "attention.fixed_s",
@@ -96,7 +104,7 @@ impl CostParams {
         "gather.mem_eff", "gather.compute_eff", "gather.fixed_s",
         "comm.mem_eff", "comm.compute_eff", "comm.fixed_s",
         "elementwise.mem_eff", "elementwise.compute_eff", "elementwise.fixed_s",
-        "layer_fixed_decode_s", "layer_fixed_prefill_s",
+        "comm_per_peer_s", "layer_fixed_decode_s", "layer_fixed_prefill_s",
         "step_fixed_decode_s", "step_fixed_prefill_s",
     ];
 
@@ -106,6 +114,7 @@ impl CostParams {
             None => (key, None),
         };
         let rate = match (group, field) {
+            ("comm_per_peer_s", None) => return Some(&mut self.comm_per_peer_s),
             ("layer_fixed_decode_s", None) => return Some(&mut self.layer_fixed_decode_s),
             ("layer_fixed_prefill_s", None) => return Some(&mut self.layer_fixed_prefill_s),
             ("step_fixed_decode_s", None) => return Some(&mut self.step_fixed_decode_s),
