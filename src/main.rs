@@ -18,10 +18,15 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Simulate a serving system (default: DeepSeek-V4.1-Flash on a GB300 NVL72 rack,
+    /// AgentX-like workload) and report throughput, latency and money.
+    Simulate(cmd::simulate::SimulateArgs),
     /// Price one exact prefill or decode step of a DEP group, with a breakdown by operation.
     Forward(cmd::forward::ForwardArgs),
     /// Compare predictions with published figures (and refit the fitted parameters).
     Validate(cmd::validate::ValidateArgs),
+    /// Measure per-layer operations on a device and fit a cost profile.
+    Calibrate(cmd::calibrate::CalibrateArgs),
     /// List the embedded hardware, models, workloads and scenarios.
     List,
 }
@@ -29,7 +34,9 @@ enum Command {
 fn main() {
     let cli = Cli::parse();
     let result: Result<()> = match &cli.command {
+        Command::Simulate(a) => cmd::simulate::run(a),
         Command::Forward(a) => cmd::forward::run(a),
+        Command::Calibrate(a) => cmd::calibrate::run(a),
         Command::Validate(a) => cmd::validate::run(a),
         Command::List => cmd::list(),
     };

@@ -1,6 +1,8 @@
 //! One module per subcommand.
 
+pub mod calibrate;
 pub mod forward;
+pub mod simulate;
 pub mod validate;
 
 use crate::scenario::{embedded_names, Kind};
