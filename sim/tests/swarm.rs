@@ -236,7 +236,7 @@ fn check_seed(seed: u64) -> Result<Accounting, String> {
             ));
         }
     }
-    if seed % 4 == 0 {
+    if seed.rem_euclid(4) == 0 {
         let again = simulate(&input, seed).map_err(|e| format!("second run failed: {e}"))?;
         let (a, b) = (
             serde_json::to_string(&r).unwrap(),

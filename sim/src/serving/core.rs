@@ -18,7 +18,7 @@ pub const NS_PER_S: f64 = 1e9;
 
 /// Seconds (finite, non-negative) to nanoseconds, rounded; saturates at `u64::MAX`.
 pub fn secs_to_ns(s: f64) -> Nanos {
-    if !(s > 0.0) {
+    if s.is_nan() || s <= 0.0 {
         return 0;
     }
     let ns = (s * NS_PER_S).round();
@@ -124,7 +124,7 @@ pub fn splitmix64(mut z: u64) -> u64 {
 /// A stable hash of a seed and a byte string (independent of platform and Rust
 /// version, unlike `std`'s `DefaultHasher`).
 pub fn stable_hash(seed: u64, bytes: &[u8]) -> u64 {
-    let mut h = splitmix64(seed ^ 0x5EED_0F_7A1E);
+    let mut h = splitmix64(seed ^ 0x5E_ED0F_7A1E);
     for chunk in bytes.chunks(8) {
         let mut word = [0u8; 8];
         word[..chunk.len()].copy_from_slice(chunk);

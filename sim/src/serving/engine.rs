@@ -1033,8 +1033,10 @@ impl<'a> Sim<'a> {
             rank.kv_used += input as u64;
             rank.transferring += 1;
             let start = rank.link_free_ns.max(self.now);
-            rank.link_free_ns = start + serial;
-            let done = start + serial + secs_to_ns(link.latency_s + kt.setup_s);
+            rank.link_free_ns = start.saturating_add(serial);
+            let done = rank
+                .link_free_ns
+                .saturating_add(secs_to_ns(link.latency_s + kt.setup_s));
             self.pools[pool_i].waiting -= 1;
             let now = self.now;
             let req = self.req_mut(slot);
@@ -1086,7 +1088,9 @@ impl<'a> Sim<'a> {
             st.batch.record(batch.mean());
             st.batch_max = st.batch_max.max(batch.max());
         }
-        let next = self.now + secs_to_ns(self.sc.limits.sample_interval_s).max(1);
+        let next = self
+            .now
+            .saturating_add(secs_to_ns(self.sc.limits.sample_interval_s).max(1));
         if next <= self.end_ns {
             self.q.push(next, C_SAMPLE, Ev::Sample);
         }

@@ -661,7 +661,7 @@ impl<'a> Driver<'a> {
                 }
                 let r = &self.trace[idx as usize];
                 Some(NewRequest {
-                    input_tokens: r.input_length,
+                    input_tokens: r.input_length.max(1),
                     output_tokens: r.output_length.max(1),
                     blocks: r.hash_ids.clone(),
                     origin: Origin::Trace,
@@ -706,10 +706,10 @@ impl<'a> Driver<'a> {
             } else {
                 let s = self.new_session(&a, false);
                 self.sessions[slot as usize] = Some(s);
-                out.push((now + gap, WlEvent::Slot(slot)));
+                out.push((now.saturating_add(gap), WlEvent::Slot(slot)));
             }
         } else {
-            out.push((now + gap, WlEvent::Slot(slot)));
+            out.push((now.saturating_add(gap), WlEvent::Slot(slot)));
         }
         if !is_sub
             && completed
@@ -731,7 +731,7 @@ impl<'a> Driver<'a> {
             };
             self.subagents_live += 1;
             let gap = secs_to_ns(a.idle_gap_s.sample(&mut self.rng).min(a.idle_gap_cap_s)).max(1);
-            out.push((now + gap, WlEvent::Slot(slot as u32)));
+            out.push((now.saturating_add(gap), WlEvent::Slot(slot as u32)));
         }
     }
 }
