@@ -1,0 +1,165 @@
+//! Properties of the analytic cost model over the shipped hardware and models, on
+//! shapes drawn from a fixed seed (a failure prints the case to reproduce it).
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use sim::cost::{AnalyticCostModel, CostModel, CostParams, Layout, Op, Phase, ReqSlice, StepShape};
+use sim::units::ByteSize;
+use sim::{Hardware, Model};
+
+fn hardware() -> Vec<Hardware> {
+    [
+        include_str!("../../scenarios/hardware/h100.toml"),
+        include_str!("../../scenarios/hardware/h800.toml"),
+        include_str!("../../scenarios/hardware/h200.toml"),
+        include_str!("../../scenarios/hardware/b200.toml"),
+        include_str!("../../scenarios/hardware/gb200.toml"),
+        include_str!("../../scenarios/hardware/gb300.toml"),
+    ]
+    .iter()
+    .map(|t| toml::from_str(t).unwrap())
+    .collect()
+}
+
+fn models() -> Vec<Model> {
+    [
+        include_str!("../../scenarios/models/deepseek-v3.toml"),
+        include_str!("../../scenarios/models/deepseek-v3.2.toml"),
+        include_str!("../../scenarios/models/deepseek-v4-flash.toml"),
+        include_str!("../../scenarios/models/deepseek-v4.1-flash.toml"),
+        include_str!("../../scenarios/models/tiny-moe.toml"),
+    ]
+    .iter()
+    .map(|t| toml::from_str(t).unwrap())
+    .collect()
+}
+
+fn params(hw: &Hardware) -> CostParams {
+    let mut p = CostParams::default();
+    for (k, v) in &hw.cost {
+        p.set(k, *v).unwrap();
+    }
+    p
+}
+
+fn step(c: &AnalyticCostModel, phase: Phase, per_rank: &[(u32, u32, u64)], draft: u32) -> sim::StepCost {
+    let ranks: Vec<Vec<ReqSlice>> = per_rank
+        .iter()
+        .map(|&(count, new, ctx)| if count == 0 { vec![] } else { vec![ReqSlice { new_tokens: new, context_tokens: ctx, count }] })
+        .collect();
+    c.step(&StepShape { phase, ranks: &ranks, draft_tokens: draft })
+}
+
+const DEPS: [u32; 6] = [1, 2, 4, 8, 16, 32];
+
+#[test]
+fn step_time_never_decreases_with_more_tokens_or_context() {
+    let mut rng = ChaCha8Rng::seed_from_u64(2);
+    let hws = hardware();
+    let ms = models();
+    for case in 0..400 {
+        let hw = &hws[rng.random_range(0..hws.len())];
+        let m = &ms[rng.random_range(0..ms.len())];
+        let dep = DEPS[rng.random_range(0..DEPS.len())];
+        let overlap = rng.random_bool(0.5);
+        let c = AnalyticCostModel::new(hw.clone(), m.clone(), Layout { dep, redundant_experts: 0, overlap_microbatches: overlap }, params(hw));
+        let phase = if rng.random_bool(0.5) { Phase::Decode } else { Phase::Prefill };
+        let draft = if phase == Phase::Decode { rng.random_range(0..3) } else { 0 };
+        let base: Vec<(u32, u32, u64)> = (0..dep)
+            .map(|_| (rng.random_range(0..64), rng.random_range(1..4096), rng.random_range(0..200_000)))
+            .collect();
+        let t0 = step(&c, phase, &base, draft).step_s;
+        // More requests on one rank, more new tokens, more context: each never cheaper.
+        let r = rng.random_range(0..dep as usize);
+        let mut more = base.clone();
+        more[r].0 += rng.random_range(1..16);
+        let mut longer = base.clone();
+        longer[r].2 += rng.random_range(1..500_000);
+        let mut wider = base.clone();
+        wider[r].1 += rng.random_range(1..4096);
+        for (what, shape) in [("requests", &more), ("context", &longer), ("new tokens", &wider)] {
+            if phase == Phase::Decode && what == "new tokens" {
+                continue;
+            }
+            let t1 = step(&c, phase, shape, draft).step_s;
+            assert!(
+                t1 >= t0 * (1.0 - 1e-12),
+                "case {case} (seed 2): more {what} made the step cheaper: {t0:e} -> {t1:e} ({} on {}, DEP{dep}, {phase:?}, overlap {overlap}, base {base:?})",
+                m.name,
+                hw.name
+            );
+        }
+    }
+}
+
+#[test]
+fn wider_dep_never_increases_moe_weight_bytes_per_rank() {
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    let hws = hardware();
+    for m in models().iter().filter(|m| m.moe.is_some()) {
+        let experts = m.moe.as_ref().unwrap().routed_experts;
+        let deps: Vec<u32> = DEPS.iter().copied().filter(|d| experts % d == 0).collect();
+        for _ in 0..50 {
+            let hw = &hws[rng.random_range(0..hws.len())];
+            let batch = rng.random_range(1..256);
+            let ctx = rng.random_range(0..100_000);
+            let mut last = f64::INFINITY;
+            for &dep in &deps {
+                let c = AnalyticCostModel::new(hw.clone(), m.clone(), Layout::new(dep), params(hw));
+                let s = step(&c, Phase::Decode, &vec![(batch, 1, ctx); dep as usize], 0);
+                assert!(
+                    s.moe_weight_bytes_per_rank <= last * (1.0 + 1e-12),
+                    "{}: DEP{dep} with {batch} per rank reads {} B per rank, more than the narrower DEP's {last}",
+                    m.name,
+                    s.moe_weight_bytes_per_rank
+                );
+                last = s.moe_weight_bytes_per_rank;
+            }
+        }
+    }
+}
+
+#[test]
+fn two_mib_pages_never_cost_more_than_4kib() {
+    let mut rng = ChaCha8Rng::seed_from_u64(4);
+    let hws = hardware();
+    let m: Model = models().into_iter().find(|m| m.engram.is_some()).expect("a model with Engram tables");
+    for _ in 0..200 {
+        let hw = &hws[rng.random_range(0..hws.len())];
+        let dep = [1, 2, 4, 8][rng.random_range(0..4)];
+        let tokens = rng.random_range(1..16_384);
+        let ctx = rng.random_range(0..300_000);
+        let mut small = m.clone();
+        small.engram.as_mut().unwrap().page_size = ByteSize(4096);
+        let mut huge = m.clone();
+        huge.engram.as_mut().unwrap().page_size = ByteSize(2 << 20);
+        let shape = vec![(1, tokens, ctx); dep as usize];
+        let cost = |model: Model| {
+            let c = AnalyticCostModel::new(hw.clone(), model, Layout::new(dep), params(hw));
+            step(&c, Phase::Prefill, &shape, 0)
+        };
+        let (a, b) = (cost(small), cost(huge));
+        assert!(b.op(Op::Engram) <= a.op(Op::Engram), "{}: 2 MiB pages {} > 4 KiB {}", hw.name, b.op(Op::Engram), a.op(Op::Engram));
+        assert!(b.step_s <= a.step_s * (1.0 + 1e-12));
+    }
+}
+
+#[test]
+fn breakdown_sums_to_the_step() {
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    let hws = hardware();
+    let ms = models();
+    for _ in 0..200 {
+        let hw = &hws[rng.random_range(0..hws.len())];
+        let m = &ms[rng.random_range(0..ms.len())];
+        let dep = DEPS[rng.random_range(0..DEPS.len())];
+        let c = AnalyticCostModel::new(hw.clone(), m.clone(), Layout::new(dep), params(hw));
+        let phase = if rng.random_bool(0.5) { Phase::Decode } else { Phase::Prefill };
+        let shape: Vec<(u32, u32, u64)> = (0..dep).map(|_| (rng.random_range(0..32), rng.random_range(1..2048), rng.random_range(0..100_000))).collect();
+        let s = step(&c, phase, &shape, if phase == Phase::Decode { 1 } else { 0 });
+        let sum: f64 = Op::ALL.iter().map(|o| s.op(*o)).sum();
+        assert!((sum - s.step_s).abs() <= 1e-12 * s.step_s.max(1e-9));
+        assert!(s.balanced_step_s <= s.step_s * (1.0 + 1e-12), "balanced {} > actual {}", s.balanced_step_s, s.step_s);
+        assert!(s.op_s.iter().all(|t| t.is_finite() && *t >= 0.0));
+    }
+}
