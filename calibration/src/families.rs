@@ -7,7 +7,7 @@
 //! | `grouped_gemm` | `t = fixed + flops/F` | `fixed_s`, `flops_per_s` |
 //! | `attn_dense`, `attn_sparse`, `attn_window` | `t = fixed + bytes/BW` | `fixed_s`, `bandwidth_bytes_per_s` |
 //! | `indexer` | `t = fixed + c·positions` (positions summed over the batch) | `fixed_s`, `per_position_s`, derived `bandwidth_bytes_per_s` |
-//! | `gather` | `t = n·(t_access + p_miss·t_walk)`, `p_miss = max(0, 1 - reach/table_bytes)`, `reach = tlb_entries·page` | `t_access_s`, `t_walk_s`, `tlb_entries`, `bytes_per_row` |
+//! | `gather` | `t = n·(t_access + p_miss·t_walk)`, `p_miss = max(0, 1 - reach/table_bytes)`, `reach = tlb_entries·page` | `t_access_s`, `t_walk_s`, `tlb_entries`, `bytes_per_row`, `max_table_bytes`, `max_table_page_bytes` |
 //! | `copy` | `t = fixed + bytes/BW` | `fixed_s`, `bandwidth_bytes_per_s` |
 //!
 //! A rate whose coefficient fits to zero (the term explains nothing) is reported as
@@ -286,10 +286,25 @@ fn fit_gather(rows: &[&Row]) -> Result<OpFit> {
             .map(|r| r.bytes as f64 / r.shape_u64("rows").unwrap_or(1).max(1) as f64)
             .collect(),
     );
+    // The largest table measured and, for it, the largest page it ran with: the regime
+    // an Engram-sized table is priced in (see `Profile::cost_params`).
+    let max_table = facts.iter().map(|f| f.1).fold(0.0, f64::max);
+    let max_page = facts
+        .iter()
+        .filter(|f| f.1 == max_table)
+        .map(|f| f.2)
+        .fold(0.0, f64::max);
     Ok(op_fit(
         "t = rows * (t_access_s + p_miss * t_walk_s); p_miss = max(0, 1 - tlb_entries * page / table_bytes)",
         rows.len(),
         &f,
-        &[("t_access_s", f.beta[0]), ("t_walk_s", f.beta[1]), ("tlb_entries", entries), ("bytes_per_row", bytes_per_row)],
+        &[
+            ("t_access_s", f.beta[0]),
+            ("t_walk_s", f.beta[1]),
+            ("tlb_entries", entries),
+            ("bytes_per_row", bytes_per_row),
+            ("max_table_bytes", max_table),
+            ("max_table_page_bytes", max_page),
+        ],
     ))
 }

@@ -252,12 +252,15 @@ impl Profile {
     /// - `compute_eff` = fitted flop rate / reference GEMM rate,
     /// - `fixed_s` = fitted fixed cost.
     ///
-    /// Mapping: `moe` <- `moe_decode` (bandwidth, fixed) and `grouped_gemm` (flop rate;
-    /// `moe_decode`'s own flop rate when no grouped GEMM was fitted); `gemm` <-
+    /// Mapping: `moe` <- `moe_decode.fp8` when fp8 was fitted on its own (the expert
+    /// format of the reference models), else `moe_decode` (bandwidth, fixed), and
+    /// `grouped_gemm` (flop rate; the MoE fit's own flop rate when no grouped GEMM was
+    /// fitted); `gemm` <-
     /// `grouped_gemm` (flop rate, fixed); `attention` <- `attn_dense`, else
     /// `attn_sparse`, else `attn_window`; `indexer` <- `indexer` (derived bandwidth,
-    /// fixed); `gather` <- `gather` (mem_eff from `bytes_per_row / t_access_s`, the
-    /// TLB-hit access rate; fixed kept); `comm` <- `copy` (the one-device stand-in:
+    /// fixed); `gather` <- `gather` (mem_eff from `bytes_per_row` over the fitted time
+    /// per row at the largest measured table with its page size, i.e. at that table's
+    /// TLB miss rate; fixed kept); `comm` <- `copy` (the one-device stand-in:
     /// local copy bandwidth over read bandwidth, fixed). Rates fitted as infinite (the
     /// term explained nothing) and efficiencies without a reference leave `base`'s
     /// value. Efficiencies are capped at 1: a fit above the reference peak means the
@@ -283,7 +286,7 @@ impl Profile {
             }
         };
         let gg = fit("grouped_gemm");
-        if let Some(m) = fit("moe_decode") {
+        if let Some(m) = fit("moe_decode.fp8").or_else(|| fit("moe_decode")) {
             let comp = eff(gg.and_then(|g| g.param("flops_per_s")), fl_ref)
                 .or_else(|| eff(m.param("flops_per_s"), fl_ref));
             set(
@@ -323,7 +326,13 @@ impl Profile {
             );
         }
         if let Some(g) = fit("gather") {
-            let bw = match (g.param("bytes_per_row"), g.param("t_access_s")) {
+            let per_row = |table: f64, page: f64| {
+                let p_miss = (1.0 - g.param("tlb_entries")? * page / table).max(0.0);
+                Some(g.param("t_access_s")? + p_miss * g.param("t_walk_s")?)
+            };
+            let table = g.param("max_table_bytes").unwrap_or(f64::INFINITY);
+            let page = g.param("max_table_page_bytes").unwrap_or(4096.0);
+            let bw = match (g.param("bytes_per_row"), per_row(table, page)) {
                 (Some(b), Some(t)) if t > 0.0 => Some(b / t),
                 _ => None,
             };

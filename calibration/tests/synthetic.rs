@@ -194,6 +194,8 @@ fn gather_fits_back() {
     close(f.param("t_walk_s").unwrap(), t_walk, RATE_TOL, "t_walk");
     assert_eq!(f.param("tlb_entries").unwrap(), entries);
     assert_eq!(f.param("bytes_per_row").unwrap(), 520.0);
+    assert_eq!(f.param("max_table_bytes").unwrap(), (1u64 << 32) as f64);
+    assert_eq!(f.param("max_table_page_bytes").unwrap(), (2 << 20) as f64);
 }
 
 #[test]
@@ -368,4 +370,7 @@ fn moe_fits_each_dtype_when_several_were_measured() {
         "int4",
     );
     assert!(p.ops.contains_key("moe_decode"));
+    // The cost model takes the fp8 fit.
+    let c = p.cost_params(&CostParams::default());
+    close(c.moe.mem_eff, 40e9 / 50e9, RATE_TOL, "moe mem_eff from fp8");
 }

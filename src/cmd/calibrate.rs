@@ -184,6 +184,24 @@ fn print_summary(p: &Profile, path: &Path) {
     for (op, why) in &p.skipped {
         println!("skipped {op}: {why}");
     }
+    // What the cost model would use: fractions of this device's measured peaks.
+    let base = sim::cost::CostParams::default();
+    let c = p.cost_params(&base);
+    println!("cost-model rates from this profile (fractions of the measured peaks; unchanged = analytic default):");
+    for (name, new, old) in [
+        ("moe", c.moe, base.moe),
+        ("gemm", c.gemm, base.gemm),
+        ("attention", c.attention, base.attention),
+        ("indexer", c.indexer, base.indexer),
+        ("gather", c.gather, base.gather),
+        ("comm", c.comm, base.comm),
+    ] {
+        let mark = if new == old { "  (unchanged)" } else { "" };
+        println!(
+            "  {name:<10} mem_eff={:.3} compute_eff={:.3} fixed_s={:.2e}{mark}",
+            new.mem_eff, new.compute_eff, new.fixed_s
+        );
+    }
 }
 
 #[cfg(test)]
