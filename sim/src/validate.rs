@@ -212,14 +212,14 @@ pub fn deployment(
         let slots = moe.routed_experts + layout.redundant_experts;
         if slots % d != 0 {
             let r = (d - slots % d) % d;
-            let divisors: Vec<String> = (1..=moe.routed_experts.min(256))
-                .filter(|x| moe.routed_experts % x == 0 && *x >= d / 2 && *x <= d * 2)
-                .map(|x| x.to_string())
-                .collect();
-            let hint = if divisors.is_empty() {
-                String::new()
-            } else {
-                format!(" (e.g. --dep {})", divisors.join(" or "))
+            let e = moe.routed_experts;
+            let below = (1..d).rev().find(|x| e % x == 0);
+            let above = (d + 1..=e).find(|x| e % x == 0);
+            let hint = match (below, above) {
+                (Some(b), Some(a)) => format!(" (e.g. --dep {b} or {a})"),
+                (Some(b), None) => format!(" (e.g. --dep {b})"),
+                (None, Some(a)) => format!(" (e.g. --dep {a})"),
+                (None, None) => String::new(),
             };
             p.push(Problem::new(
                 if layout.redundant_experts > 0 { "--redundant-experts" } else { "--dep" },

@@ -370,6 +370,23 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
     if *do_fit {
         let values = fit(&rows)?;
         let stored = stored_fit_values().ok();
+        if *json {
+            let items: Vec<serde_json::Value> = values
+                .iter()
+                .enumerate()
+                .map(|(i, (name, v))| {
+                    serde_json::json!({
+                        "name": name, "fitted": v, "row": FIT_PARAMS[i].row,
+                        "stored": stored.as_ref().map(|s| s[i].1),
+                    })
+                })
+                .collect();
+            println!("{}", serde_json::to_string_pretty(&items)?);
+            if let Some(dir) = write {
+                write_fit(dir, &values)?;
+            }
+            return Ok(());
+        }
         println!("fitted to the `fit` rows of {origin}:");
         for (i, (path, v)) in values.iter().enumerate() {
             let was = stored.as_ref().map(|s| format!("(stored: {})", format_value(s[i].1))).unwrap_or_default();

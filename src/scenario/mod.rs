@@ -294,7 +294,11 @@ pub fn parse_located<T: DeserializeOwned>(origin: &str, text: &str, sets: &[Set]
     }
     let mut unknown = Vec::new();
     let result: Result<T, serde_path_to_error::Error<toml::de::Error>> = {
-        let mut on_unknown = |path: serde_ignored::Path<'_>| unknown.push(path.to_string());
+        // serde_ignored marks Option levels with `?`; field paths do not have them.
+        let mut on_unknown = |path: serde_ignored::Path<'_>| {
+            let p: Vec<String> = path.to_string().split('.').filter(|s| *s != "?").map(str::to_string).collect();
+            unknown.push(p.join("."))
+        };
         let de = serde_ignored::Deserializer::new(value, &mut on_unknown);
         serde_path_to_error::deserialize(de)
     };
