@@ -121,3 +121,25 @@ fn gather_copy_stream_read_and_gemm_match_reference() {
     )
     .unwrap();
 }
+
+#[test]
+fn gemm_tiles_and_edges_match_reference() {
+    let mut rng = ChaCha8Rng::seed_from_u64(10);
+    for (m, n, k) in [
+        (8, 32, 17),
+        (4, 16, 1),
+        (5, 47, 64),
+        (3, 7, 9),
+        (12, 48, 100),
+    ] {
+        let a: Vec<f32> = (0..m * k).map(|_| rng.random_range(-1.0..1.0)).collect();
+        let b: Vec<f32> = (0..k * n).map(|_| rng.random_range(-1.0..1.0)).collect();
+        close(
+            &cpu::gemm(&a, &b, m, n, k).unwrap(),
+            &reference::gemm(&a, &b, m, n, k),
+            1e-4,
+            1e-4,
+        )
+        .unwrap_or_else(|e| panic!("{m}x{n}x{k}: {e}"));
+    }
+}
