@@ -10,7 +10,11 @@ mod cmd;
 mod scenario;
 
 #[derive(Parser)]
-#[command(name = "twin", version, about = "Digital twin for LLM-serving capacity planning")]
+#[command(
+    name = "twin",
+    version,
+    about = "Digital twin for LLM-serving capacity planning"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

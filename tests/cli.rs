@@ -6,7 +6,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn twin(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_twin")).args(args).output().expect("run twin")
+    Command::new(env!("CARGO_BIN_EXE_twin"))
+        .args(args)
+        .output()
+        .expect("run twin")
 }
 
 fn stdout(o: &Output) -> String {
@@ -28,7 +31,11 @@ fn repo() -> PathBuf {
 
 fn fails_with(args: &[&str], needles: &[&str]) -> String {
     let o = twin(args);
-    assert!(!o.status.success(), "expected failure for {args:?}, got:\n{}", stdout(&o));
+    assert!(
+        !o.status.success(),
+        "expected failure for {args:?}, got:\n{}",
+        stdout(&o)
+    );
     let err = stderr(&o);
     for n in needles {
         assert!(err.contains(n), "stderr of {args:?} lacks `{n}`:\n{err}");
@@ -38,42 +45,87 @@ fn fails_with(args: &[&str], needles: &[&str]) -> String {
 
 #[test]
 fn forward_json_has_the_contract_fields() {
-    let v = json(&twin(&["forward", "--dep", "32", "--batch-per-rank", "64", "--context", "131072", "--json"]));
+    let v = json(&twin(&[
+        "forward",
+        "--dep",
+        "32",
+        "--batch-per-rank",
+        "64",
+        "--context",
+        "131072",
+        "--json",
+    ]));
     let step = v["step_ms"].as_f64().unwrap();
     assert!(step > 0.0);
     for key in ["moe", "attention", "indexer"] {
-        assert!(v["breakdown_ms"][key].as_f64().unwrap() > 0.0, "breakdown_ms.{key}");
+        assert!(
+            v["breakdown_ms"][key].as_f64().unwrap() > 0.0,
+            "breakdown_ms.{key}"
+        );
     }
-    let sum: f64 = v["breakdown_ms"].as_object().unwrap().values().map(|x| x.as_f64().unwrap()).sum();
-    assert!((sum - step).abs() < 1e-9 * step.max(1.0), "breakdown {sum} != step {step}");
+    let sum: f64 = v["breakdown_ms"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|x| x.as_f64().unwrap())
+        .sum();
+    assert!(
+        (sum - step).abs() < 1e-9 * step.max(1.0),
+        "breakdown {sum} != step {step}"
+    );
     assert!(v["tokens_per_s_per_gpu"].as_f64().unwrap() > 0.0);
-    assert_eq!(v["bound"]["moe"], "memory", "decode MoE at 64 per rank reads weights");
+    assert_eq!(
+        v["bound"]["moe"], "memory",
+        "decode MoE at 64 per rank reads weights"
+    );
 }
 
 #[test]
 fn forward_is_deterministic_and_set_overrides_any_field() {
-    let args = ["forward", "--phase", "prefill", "--dep", "2", "--requests", "1", "--new-tokens", "32768", "--chunk", "4096", "--json"];
+    let args = [
+        "forward",
+        "--phase",
+        "prefill",
+        "--dep",
+        "2",
+        "--requests",
+        "1",
+        "--new-tokens",
+        "32768",
+        "--chunk",
+        "4096",
+        "--json",
+    ];
     let a = stdout(&twin(&args));
     assert_eq!(a, stdout(&twin(&args)), "same input, same bytes");
     let small = json(&twin(&args));
     let mut big_args = args.to_vec();
     big_args.extend(["--set", "model.engram.page_size=2MiB"]);
     let big = json(&twin(&big_args));
-    assert!(big["breakdown_ms"]["engram"].as_f64().unwrap() < small["breakdown_ms"]["engram"].as_f64().unwrap());
+    assert!(
+        big["breakdown_ms"]["engram"].as_f64().unwrap()
+            < small["breakdown_ms"]["engram"].as_f64().unwrap()
+    );
     let mut hw_args = args.to_vec();
     hw_args.extend(["--set", "hardware.hbm.bytes_per_s=4e12"]);
-    assert!(json(&twin(&hw_args))["step_ms"].as_f64().unwrap() > small["step_ms"].as_f64().unwrap());
+    assert!(
+        json(&twin(&hw_args))["step_ms"].as_f64().unwrap() > small["step_ms"].as_f64().unwrap()
+    );
 }
 
 fn write_model(dir: &Path, edit: impl Fn(String) -> String) -> String {
-    let text = std::fs::read_to_string(repo().join("scenarios/models/deepseek-v4.1-flash.toml")).unwrap();
+    let text =
+        std::fs::read_to_string(repo().join("scenarios/models/deepseek-v4.1-flash.toml")).unwrap();
     let path = dir.join("bad-model.toml");
     std::fs::write(&path, edit(text)).unwrap();
     path.to_string_lossy().into_owned()
 }
 
 fn line_of(text: &str, needle: &str) -> usize {
-    text.lines().position(|l| l.contains(needle)).expect("needle in file") + 1
+    text.lines()
+        .position(|l| l.contains(needle))
+        .expect("needle in file")
+        + 1
 }
 
 #[test]
@@ -81,48 +133,125 @@ fn unknown_fields_are_all_reported_with_file_and_line() {
     let dir = tempfile::tempdir().unwrap();
     let edited = |t: String| {
         t.replacen("top_k = 6\n", "top_k = 6\ntop_kk = 7\n", 1)
-            .replacen("[mhc]\nstreams = 4\n", "[mhc]\nstreams = 4\nstream_width = 2\n", 1)
+            .replacen(
+                "[mhc]\nstreams = 4\n",
+                "[mhc]\nstreams = 4\nstream_width = 2\n",
+                1,
+            )
     };
     let path = write_model(dir.path(), edited);
     let text = std::fs::read_to_string(&path).unwrap();
-    let err = fails_with(&["forward", "--model", &path], &[&path, "2 problems", "moe.top_kk", "mhc.stream_width", "unknown field"]);
-    assert!(err.contains(&format!("line {}", line_of(&text, "top_kk"))), "{err}");
-    assert!(err.contains(&format!("line {}", line_of(&text, "stream_width"))), "{err}");
+    let err = fails_with(
+        &["forward", "--model", &path],
+        &[
+            &path,
+            "2 problems",
+            "moe.top_kk",
+            "mhc.stream_width",
+            "unknown field",
+        ],
+    );
+    assert!(
+        err.contains(&format!("line {}", line_of(&text, "top_kk"))),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("line {}", line_of(&text, "stream_width"))),
+        "{err}"
+    );
 }
 
 #[test]
 fn bad_values_and_bad_toml_say_where() {
     let dir = tempfile::tempdir().unwrap();
     // A semantic problem and a type problem in one file: both named, with lines.
-    let path = write_model(dir.path(), |t| t.replacen("routed_experts = 384", "routed_experts = 4", 1));
+    let path = write_model(dir.path(), |t| {
+        t.replacen("routed_experts = 384", "routed_experts = 4", 1)
+    });
     let text = std::fs::read_to_string(&path).unwrap();
-    let err = fails_with(&["forward", "--model", &path], &["moe.top_k", "must lie in 1..=4"]);
-    assert!(err.contains(&format!("line {}", line_of(&text, "top_k = 6"))), "{err}");
-    let path = write_model(dir.path(), |t| t.replacen("hidden = 4096", "hidden = \"wide\"", 1));
+    let err = fails_with(
+        &["forward", "--model", &path],
+        &["moe.top_k", "must lie in 1..=4"],
+    );
+    assert!(
+        err.contains(&format!("line {}", line_of(&text, "top_k = 6"))),
+        "{err}"
+    );
+    let path = write_model(dir.path(), |t| {
+        t.replacen("hidden = 4096", "hidden = \"wide\"", 1)
+    });
     fails_with(&["forward", "--model", &path], &["hidden", "line 5"]);
     let path = write_model(dir.path(), |t| t.replacen("[mhc]", "[mhc", 1));
     fails_with(&["forward", "--model", &path], &["not valid TOML", "line"]);
-    fails_with(&["forward", "--model", "no-such-model"], &["unknown model `no-such-model`", "deepseek-v4.1-flash"]);
-    fails_with(&["forward", "--set", "model.moe.top_kk=3"], &["moe.top_kk", "--set model.moe.top_kk=3", "unknown field"]);
-    fails_with(&["forward", "--set", "model.engram.page_size=3 parsecs"], &["engram.page_size", "byte unit"]);
+    fails_with(
+        &["forward", "--model", "no-such-model"],
+        &["unknown model `no-such-model`", "deepseek-v4.1-flash"],
+    );
+    fails_with(
+        &["forward", "--set", "model.moe.top_kk=3"],
+        &["moe.top_kk", "--set model.moe.top_kk=3", "unknown field"],
+    );
+    fails_with(
+        &["forward", "--set", "model.engram.page_size=3 parsecs"],
+        &["engram.page_size", "byte unit"],
+    );
     fails_with(&["forward", "--set", "nonsense"], &["PATH=VALUE"]);
 }
 
 #[test]
 fn impossible_configurations_say_what_to_change() {
-    fails_with(&["forward", "--dep", "36"], &["384 routed + 0 redundant experts do not divide over 36 ranks", "--dep 32", "add 12 more redundant experts"]);
-    assert!(twin(&["forward", "--dep", "36", "--redundant-experts", "12"]).status.success());
-    fails_with(&["forward", "--dep", "96"], &["larger than the 72-GPU gb300 rack", "--dep 72 or less"]);
     fails_with(
-        &["forward", "--dep", "8", "--batch-per-rank", "4096", "--context", "1000000"],
+        &["forward", "--dep", "36"],
+        &[
+            "384 routed + 0 redundant experts do not divide over 36 ranks",
+            "--dep 32",
+            "add 12 more redundant experts",
+        ],
+    );
+    assert!(
+        twin(&["forward", "--dep", "36", "--redundant-experts", "12"])
+            .status
+            .success()
+    );
+    fails_with(
+        &["forward", "--dep", "96"],
+        &["larger than the 72-GPU gb300 rack", "--dep 72 or less"],
+    );
+    fails_with(
+        &[
+            "forward",
+            "--dep",
+            "8",
+            "--batch-per-rank",
+            "4096",
+            "--context",
+            "1000000",
+        ],
         &["GB of KV per rank", "--batch-per-rank", "or less"],
     );
-    fails_with(&["forward", "--hardware", "h100", "--model", "deepseek-v3", "--dep", "1"], &["weights need", "use a larger DEP"]);
-    fails_with(&["forward", "--mtp", "5"], &["acceptance rates for 3 draft tokens", "--mtp 3 or less"]);
+    fails_with(
+        &[
+            "forward",
+            "--hardware",
+            "h100",
+            "--model",
+            "deepseek-v3",
+            "--dep",
+            "1",
+        ],
+        &["weights need", "use a larger DEP"],
+    );
+    fails_with(
+        &["forward", "--mtp", "5"],
+        &["acceptance rates for 3 draft tokens", "--mtp 3 or less"],
+    );
 }
 
 fn published() -> Vec<Value> {
-    json(&twin(&["validate", "published", "--json"])).as_array().unwrap().clone()
+    json(&twin(&["validate", "published", "--json"]))
+        .as_array()
+        .unwrap()
+        .clone()
 }
 
 /// Check rows the model does not yet reproduce within 10%, each with why and the
@@ -145,13 +274,27 @@ fn published_check_rows_are_within_10_percent() {
             continue;
         }
         checked += 1;
-        let bound = KNOWN_GAPS.iter().find(|g| g.0 == id).map(|g| g.1).unwrap_or(0.10);
-        assert!(err.abs() <= bound, "check row {id}: predicted {} vs published {} ({:+.1}%, bound {:.0}%)", r["predicted"], r["published"], err * 100.0, bound * 100.0);
+        let bound = KNOWN_GAPS
+            .iter()
+            .find(|g| g.0 == id)
+            .map(|g| g.1)
+            .unwrap_or(0.10);
+        assert!(
+            err.abs() <= bound,
+            "check row {id}: predicted {} vs published {} ({:+.1}%, bound {:.0}%)",
+            r["predicted"],
+            r["published"],
+            err * 100.0,
+            bound * 100.0
+        );
     }
     assert!(checked >= 4, "only {checked} check rows");
     for (id, _, why) in KNOWN_GAPS {
         assert!(!why.is_empty());
-        assert!(rows.iter().any(|r| r["id"] == id && r["role"] == "check"), "known gap {id} is not a check row");
+        assert!(
+            rows.iter().any(|r| r["id"] == id && r["role"] == "check"),
+            "known gap {id} is not a check row"
+        );
     }
 }
 
@@ -159,13 +302,21 @@ fn published_check_rows_are_within_10_percent() {
 fn fitted_values_are_what_the_fit_computes() {
     let v = json(&twin(&["validate", "published", "--fit", "--json"]));
     for p in v.as_array().unwrap() {
-        let (fitted, stored) = (p["fitted"].as_f64().unwrap(), p["stored"].as_f64().expect("a stored value"));
+        let (fitted, stored) = (
+            p["fitted"].as_f64().unwrap(),
+            p["stored"].as_f64().expect("a stored value"),
+        );
         let tol = 1e-3 * fitted.abs().max(1e-12);
         assert!((fitted - stored).abs() <= tol, "{}: stored {stored} but the fit gives {fitted}; run `twin validate published --fit --write scenarios`", p["name"]);
     }
     // The fitted rows are matched closely (integer parameters within their step).
     for r in published().iter().filter(|r| r["role"] == "fit") {
-        assert!(r["error"].as_f64().unwrap().abs() < 0.06, "fit row {} off by {}", r["id"], r["error"]);
+        assert!(
+            r["error"].as_f64().unwrap().abs() < 0.06,
+            "fit row {} off by {}",
+            r["id"],
+            r["error"]
+        );
     }
 }
 
@@ -173,7 +324,11 @@ fn leaves(prefix: &str, v: &toml::Value, out: &mut Vec<String>) {
     match v {
         toml::Value::Table(t) => {
             for (k, x) in t {
-                let p = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                let p = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
                 if p == "provenance" || p == "name" || p == "description" {
                     continue;
                 }
@@ -187,20 +342,42 @@ fn leaves(prefix: &str, v: &toml::Value, out: &mut Vec<String>) {
 
 #[test]
 fn every_parameter_says_where_it_comes_from() {
-    let kinds = ["published", "secondary", "unconfirmed", "derived", "fitted", "assumed"];
+    let kinds = [
+        "published",
+        "secondary",
+        "unconfirmed",
+        "derived",
+        "fitted",
+        "assumed",
+    ];
     for dir in ["scenarios/hardware", "scenarios/models"] {
         for e in std::fs::read_dir(repo().join(dir)).unwrap() {
             let path = e.unwrap().path();
-            let doc: toml::Value = toml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-            let prov = doc.get("provenance").and_then(|p| p.as_table()).unwrap_or_else(|| panic!("{} has no [provenance]", path.display()));
+            let doc: toml::Value =
+                toml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            let prov = doc
+                .get("provenance")
+                .and_then(|p| p.as_table())
+                .unwrap_or_else(|| panic!("{} has no [provenance]", path.display()));
             let mut fields = Vec::new();
             leaves("", &doc, &mut fields);
             for f in &fields {
-                let entry = prov.get(f).and_then(|x| x.as_str()).unwrap_or_else(|| panic!("{}: `{f}` has no provenance", path.display()));
-                assert!(kinds.iter().any(|k| entry.starts_with(k)), "{}: provenance of `{f}` must start with one of {kinds:?}: {entry}", path.display());
+                let entry = prov
+                    .get(f)
+                    .and_then(|x| x.as_str())
+                    .unwrap_or_else(|| panic!("{}: `{f}` has no provenance", path.display()));
+                assert!(
+                    kinds.iter().any(|k| entry.starts_with(k)),
+                    "{}: provenance of `{f}` must start with one of {kinds:?}: {entry}",
+                    path.display()
+                );
             }
             for k in prov.keys() {
-                assert!(fields.contains(k), "{}: provenance for `{k}`, which is not a field", path.display());
+                assert!(
+                    fields.contains(k),
+                    "{}: provenance for `{k}`, which is not a field",
+                    path.display()
+                );
             }
         }
     }
@@ -208,23 +385,63 @@ fn every_parameter_says_where_it_comes_from() {
 
 #[test]
 fn crate_dependencies_keep_the_architecture() {
-    let o = Command::new(env!("CARGO")).args(["metadata", "--format-version", "1", "--no-deps", "--offline"]).current_dir(repo()).output().unwrap();
+    let o = Command::new(env!("CARGO"))
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(repo())
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     let meta: Value = serde_json::from_slice(&o.stdout).unwrap();
     let deps = |name: &str| -> Vec<String> {
-        let p = meta["packages"].as_array().unwrap().iter().find(|p| p["name"] == name).unwrap();
-        p["dependencies"].as_array().unwrap().iter().filter(|d| d["kind"].is_null()).map(|d| d["name"].as_str().unwrap().to_string()).collect()
+        let p = meta["packages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap();
+        p["dependencies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|d| d["kind"].is_null())
+            .map(|d| d["name"].as_str().unwrap().to_string())
+            .collect()
     };
     let sim = deps("sim");
-    for banned in ["cudarc", "engine", "kernels", "calibration", "toml", "csv", "clap", "rayon"] {
-        assert!(!sim.contains(&banned.to_string()), "sim must not depend on {banned}: {sim:?}");
+    for banned in [
+        "cudarc",
+        "engine",
+        "kernels",
+        "calibration",
+        "toml",
+        "csv",
+        "clap",
+        "rayon",
+    ] {
+        assert!(
+            !sim.contains(&banned.to_string()),
+            "sim must not depend on {banned}: {sim:?}"
+        );
     }
-    assert!(!deps("engine").contains(&"sim".to_string()), "engine measures; it must not know the simulator");
+    assert!(
+        !deps("engine").contains(&"sim".to_string()),
+        "engine measures; it must not know the simulator"
+    );
     // sim does no file IO.
     for e in walk(&repo().join("sim/src")) {
         let text = std::fs::read_to_string(&e).unwrap();
         for banned in ["std::fs", "File::open", "read_to_string("] {
-            assert!(!text.contains(banned), "{} uses {banned}: sim does no file IO", e.display());
+            assert!(
+                !text.contains(banned),
+                "{} uses {banned}: sim does no file IO",
+                e.display()
+            );
         }
     }
 }

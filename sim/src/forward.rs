@@ -78,7 +78,11 @@ pub fn forward(cost: &dyn CostModel, spec: &ForwardSpec) -> ForwardResult {
         if count == 0 {
             Vec::new()
         } else {
-            vec![ReqSlice { new_tokens, context_tokens, count }]
+            vec![ReqSlice {
+                new_tokens,
+                context_tokens,
+                count,
+            }]
         }
     };
     let mut total = StepCost::default();
@@ -98,9 +102,15 @@ pub fn forward(cost: &dyn CostModel, spec: &ForwardSpec) -> ForwardResult {
     };
     match spec.phase {
         Phase::Decode => {
-            let ranks: Vec<Vec<ReqSlice>> =
-                per_rank.iter().map(|&c| rank_of(c, 1, spec.context_tokens)).collect();
-            let shape = StepShape { phase: Phase::Decode, ranks: &ranks, draft_tokens: spec.draft_tokens };
+            let ranks: Vec<Vec<ReqSlice>> = per_rank
+                .iter()
+                .map(|&c| rank_of(c, 1, spec.context_tokens))
+                .collect();
+            let shape = StepShape {
+                phase: Phase::Decode,
+                ranks: &ranks,
+                draft_tokens: spec.draft_tokens,
+            };
             add(cost.step(&shape), &mut total);
             steps = 1;
         }
@@ -113,7 +123,11 @@ pub fn forward(cost: &dyn CostModel, spec: &ForwardSpec) -> ForwardResult {
                     .iter()
                     .map(|&c| rank_of(c, n, spec.context_tokens + done as u64))
                     .collect();
-                let shape = StepShape { phase: Phase::Prefill, ranks: &ranks, draft_tokens: 0 };
+                let shape = StepShape {
+                    phase: Phase::Prefill,
+                    ranks: &ranks,
+                    draft_tokens: 0,
+                };
                 add(cost.step(&shape), &mut total);
                 done += n;
                 steps += 1;
@@ -125,6 +139,14 @@ pub fn forward(cost: &dyn CostModel, spec: &ForwardSpec) -> ForwardResult {
         Phase::Decode => requests * spec.tokens_per_step,
         Phase::Prefill => requests * spec.new_tokens as f64,
     };
-    let tokens_per_s_per_gpu = if total.step_s > 0.0 { tokens / total.step_s } else { 0.0 };
-    ForwardResult { steps, total, tokens_per_s_per_gpu }
+    let tokens_per_s_per_gpu = if total.step_s > 0.0 {
+        tokens / total.step_s
+    } else {
+        0.0
+    };
+    ForwardResult {
+        steps,
+        total,
+        tokens_per_s_per_gpu,
+    }
 }

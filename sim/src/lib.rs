@@ -12,6 +12,6 @@ pub mod serving;
 pub mod units;
 pub mod validate;
 
-pub use cost::{Layout, CostModel, Op, Phase, ReqSlice, StepCost, StepShape};
+pub use cost::{CostModel, Layout, Op, Phase, ReqSlice, StepCost, StepShape};
 pub use hardware::Hardware;
 pub use model::Model;

@@ -246,7 +246,11 @@ impl Model {
     /// The schedule expanded layer by layer.
     pub fn expand_layers(&self) -> Vec<Layer> {
         let mut out = Vec::with_capacity(self.layer_count() as usize);
-        let engram_layers: &[u32] = self.engram.as_ref().map(|e| &e.at_layers[..]).unwrap_or(&[]);
+        let engram_layers: &[u32] = self
+            .engram
+            .as_ref()
+            .map(|e| &e.at_layers[..])
+            .unwrap_or(&[]);
         for g in &self.layers {
             for _ in 0..g.count {
                 let index = out.len() as u32;
@@ -294,7 +298,11 @@ impl Model {
         match &self.moe {
             Some(m) => {
                 let p = self.expert_params();
-                let scales = if m.scale_block > 0 { p / m.scale_block as f64 } else { 0.0 };
+                let scales = if m.scale_block > 0 {
+                    p / m.scale_block as f64
+                } else {
+                    0.0
+                };
                 p * m.weight_dtype.bytes() + scales
             }
             None => 0.0,

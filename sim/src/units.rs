@@ -131,7 +131,9 @@ impl<'de> Deserialize<'de> for ByteSize {
                 if v.is_finite() && v >= 0.0 {
                     Ok(ByteSize(v.round() as u64))
                 } else {
-                    Err(E::custom("a byte size must be a finite, non-negative number"))
+                    Err(E::custom(
+                        "a byte size must be a finite, non-negative number",
+                    ))
                 }
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<ByteSize, E> {

@@ -15,13 +15,19 @@ pub struct Problem {
 
 impl Problem {
     pub fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
-        Problem { path: path.into(), message: message.into() }
+        Problem {
+            path: path.into(),
+            message: message.into(),
+        }
     }
 }
 
 fn positive(out: &mut Vec<Problem>, path: &str, v: f64) {
     if !(v.is_finite() && v > 0.0) {
-        out.push(Problem::new(path, format!("must be a positive number, got {v}")));
+        out.push(Problem::new(
+            path,
+            format!("must be a positive number, got {v}"),
+        ));
     }
 }
 
@@ -42,7 +48,11 @@ pub fn hardware(hw: &Hardware) -> Vec<Problem> {
         ));
     }
     positive(&mut p, "hbm.bytes_per_s", hw.hbm.bytes_per_s);
-    positive(&mut p, "tensor.bf16_flops_per_s", hw.tensor.bf16_flops_per_s);
+    positive(
+        &mut p,
+        "tensor.bf16_flops_per_s",
+        hw.tensor.bf16_flops_per_s,
+    );
     positive(&mut p, "tensor.fp8_flops_per_s", hw.tensor.fp8_flops_per_s);
     if let Some(f) = hw.tensor.fp4_flops_per_s {
         positive(&mut p, "tensor.fp4_flops_per_s", f);
@@ -63,7 +73,10 @@ pub fn hardware(hw: &Hardware) -> Vec<Problem> {
         ("tlb.miss_s", hw.tlb.miss_s),
     ] {
         if !(v.is_finite() && v >= 0.0) {
-            p.push(Problem::new(path, format!("must be a non-negative number of seconds, got {v}")));
+            p.push(Problem::new(
+                path,
+                format!("must be a non-negative number of seconds, got {v}"),
+            ));
         }
     }
     let mut params = crate::cost::CostParams::default();
@@ -87,10 +100,16 @@ pub fn model(m: &Model) -> Vec<Problem> {
     let has_dense_layers = m.layers.iter().any(|g| g.ffn == FfnKind::Dense);
     for (i, g) in m.layers.iter().enumerate() {
         if g.count == 0 {
-            p.push(Problem::new(format!("layers[{i}].count"), "must be at least 1"));
+            p.push(Problem::new(
+                format!("layers[{i}].count"),
+                "must be at least 1",
+            ));
         }
         if g.compress_ratio == 0 {
-            p.push(Problem::new(format!("layers[{i}].compress_ratio"), "must be at least 1"));
+            p.push(Problem::new(
+                format!("layers[{i}].compress_ratio"),
+                "must be at least 1",
+            ));
         }
         if g.attention == AttentionKind::Sparse && m.attention.indexer.is_none() {
             p.push(Problem::new(
@@ -115,7 +134,10 @@ pub fn model(m: &Model) -> Vec<Problem> {
         p.push(Problem::new("moe", "MoE layers need a [moe] table"));
     }
     if has_dense_layers && m.dense_ffn.is_none() {
-        p.push(Problem::new("dense_ffn", "dense FFN layers need a [dense_ffn] table"));
+        p.push(Problem::new(
+            "dense_ffn",
+            "dense FFN layers need a [dense_ffn] table",
+        ));
     }
     if let Some(moe) = &m.moe {
         if moe.routed_experts == 0 {
@@ -124,7 +146,10 @@ pub fn model(m: &Model) -> Vec<Problem> {
         if moe.top_k == 0 || moe.top_k > moe.routed_experts {
             p.push(Problem::new(
                 "moe.top_k",
-                format!("must lie in 1..={} (the routed experts), got {}", moe.routed_experts, moe.top_k),
+                format!(
+                    "must lie in 1..={} (the routed experts), got {}",
+                    moe.routed_experts, moe.top_k
+                ),
             ));
         }
         if moe.expert_ffn == 0 {
@@ -132,13 +157,20 @@ pub fn model(m: &Model) -> Vec<Problem> {
         }
         positive(&mut p, "moe.load_dispersion", moe.load_dispersion);
     }
-    positive(&mut p, "attention.kv_entry_bytes", m.attention.kv_entry_bytes);
+    positive(
+        &mut p,
+        "attention.kv_entry_bytes",
+        m.attention.kv_entry_bytes,
+    );
     if m.attention.heads == 0 {
         p.push(Problem::new("attention.heads", "must be at least 1"));
     }
     if let Some(i) = &m.attention.indexer {
         if i.top_k == 0 {
-            p.push(Problem::new("attention.indexer.top_k", "must be at least 1"));
+            p.push(Problem::new(
+                "attention.indexer.top_k",
+                "must be at least 1",
+            ));
         }
         positive(&mut p, "attention.indexer.key_bytes", i.key_bytes);
     }
@@ -149,7 +181,10 @@ pub fn model(m: &Model) -> Vec<Problem> {
             if *l >= layers {
                 p.push(Problem::new(
                     format!("engram.at_layers[{i}]"),
-                    format!("layer {l} does not exist (the model has {layers} layers, 0..{})", layers - 1),
+                    format!(
+                        "layer {l} does not exist (the model has {layers} layers, 0..{})",
+                        layers - 1
+                    ),
                 ));
             }
         }
@@ -162,7 +197,10 @@ pub fn model(m: &Model) -> Vec<Problem> {
         if !e.page_size.0.is_power_of_two() || e.page_size.0 < 4096 {
             p.push(Problem::new(
                 "engram.page_size",
-                format!("{} is not a page size (4KiB, 64KiB, 2MiB, 1GiB)", e.page_size),
+                format!(
+                    "{} is not a page size (4KiB, 64KiB, 2MiB, 1GiB)",
+                    e.page_size
+                ),
             ));
         }
     }
@@ -232,7 +270,10 @@ pub fn deployment(
         if layout.redundant_experts > 0 && layout.redundant_experts > moe.routed_experts {
             p.push(Problem::new(
                 "--redundant-experts",
-                format!("{} redundant experts exceed the {} routed experts", layout.redundant_experts, moe.routed_experts),
+                format!(
+                    "{} redundant experts exceed the {} routed experts",
+                    layout.redundant_experts, moe.routed_experts
+                ),
             ));
         }
     }

@@ -42,12 +42,31 @@ fn params(hw: &Hardware) -> CostParams {
     p
 }
 
-fn step(c: &AnalyticCostModel, phase: Phase, per_rank: &[(u32, u32, u64)], draft: u32) -> sim::StepCost {
+fn step(
+    c: &AnalyticCostModel,
+    phase: Phase,
+    per_rank: &[(u32, u32, u64)],
+    draft: u32,
+) -> sim::StepCost {
     let ranks: Vec<Vec<ReqSlice>> = per_rank
         .iter()
-        .map(|&(count, new, ctx)| if count == 0 { vec![] } else { vec![ReqSlice { new_tokens: new, context_tokens: ctx, count }] })
+        .map(|&(count, new, ctx)| {
+            if count == 0 {
+                vec![]
+            } else {
+                vec![ReqSlice {
+                    new_tokens: new,
+                    context_tokens: ctx,
+                    count,
+                }]
+            }
+        })
         .collect();
-    c.step(&StepShape { phase, ranks: &ranks, draft_tokens: draft })
+    c.step(&StepShape {
+        phase,
+        ranks: &ranks,
+        draft_tokens: draft,
+    })
 }
 
 const DEPS: [u32; 6] = [1, 2, 4, 8, 16, 32];
@@ -62,11 +81,34 @@ fn step_time_never_decreases_with_more_tokens_or_context() {
         let m = &ms[rng.random_range(0..ms.len())];
         let dep = DEPS[rng.random_range(0..DEPS.len())];
         let overlap = rng.random_bool(0.5);
-        let c = AnalyticCostModel::new(hw.clone(), m.clone(), Layout { dep, redundant_experts: 0, overlap_microbatches: overlap }, params(hw));
-        let phase = if rng.random_bool(0.5) { Phase::Decode } else { Phase::Prefill };
-        let draft = if phase == Phase::Decode { rng.random_range(0..3) } else { 0 };
+        let c = AnalyticCostModel::new(
+            hw.clone(),
+            m.clone(),
+            Layout {
+                dep,
+                redundant_experts: 0,
+                overlap_microbatches: overlap,
+            },
+            params(hw),
+        );
+        let phase = if rng.random_bool(0.5) {
+            Phase::Decode
+        } else {
+            Phase::Prefill
+        };
+        let draft = if phase == Phase::Decode {
+            rng.random_range(0..3)
+        } else {
+            0
+        };
         let base: Vec<(u32, u32, u64)> = (0..dep)
-            .map(|_| (rng.random_range(0..64), rng.random_range(1..4096), rng.random_range(0..200_000)))
+            .map(|_| {
+                (
+                    rng.random_range(0..64),
+                    rng.random_range(1..4096),
+                    rng.random_range(0..200_000),
+                )
+            })
             .collect();
         let t0 = step(&c, phase, &base, draft).step_s;
         // More requests on one rank, more new tokens, more context: each never cheaper.
@@ -77,7 +119,11 @@ fn step_time_never_decreases_with_more_tokens_or_context() {
         longer[r].2 += rng.random_range(1..500_000);
         let mut wider = base.clone();
         wider[r].1 += rng.random_range(1..4096);
-        for (what, shape) in [("requests", &more), ("context", &longer), ("new tokens", &wider)] {
+        for (what, shape) in [
+            ("requests", &more),
+            ("context", &longer),
+            ("new tokens", &wider),
+        ] {
             if phase == Phase::Decode && what == "new tokens" {
                 continue;
             }
@@ -123,7 +169,10 @@ fn wider_dep_never_increases_moe_weight_bytes_per_rank() {
 fn two_mib_pages_never_cost_more_than_4kib() {
     let mut rng = ChaCha8Rng::seed_from_u64(4);
     let hws = hardware();
-    let m: Model = models().into_iter().find(|m| m.engram.is_some()).expect("a model with Engram tables");
+    let m: Model = models()
+        .into_iter()
+        .find(|m| m.engram.is_some())
+        .expect("a model with Engram tables");
     for _ in 0..200 {
         let hw = &hws[rng.random_range(0..hws.len())];
         let dep = [1, 2, 4, 8][rng.random_range(0..4)];
@@ -139,7 +188,13 @@ fn two_mib_pages_never_cost_more_than_4kib() {
             step(&c, Phase::Prefill, &shape, 0)
         };
         let (a, b) = (cost(small), cost(huge));
-        assert!(b.op(Op::Engram) <= a.op(Op::Engram), "{}: 2 MiB pages {} > 4 KiB {}", hw.name, b.op(Op::Engram), a.op(Op::Engram));
+        assert!(
+            b.op(Op::Engram) <= a.op(Op::Engram),
+            "{}: 2 MiB pages {} > 4 KiB {}",
+            hw.name,
+            b.op(Op::Engram),
+            a.op(Op::Engram)
+        );
         assert!(b.step_s <= a.step_s * (1.0 + 1e-12));
     }
 }
@@ -154,12 +209,34 @@ fn breakdown_sums_to_the_step() {
         let m = &ms[rng.random_range(0..ms.len())];
         let dep = DEPS[rng.random_range(0..DEPS.len())];
         let c = AnalyticCostModel::new(hw.clone(), m.clone(), Layout::new(dep), params(hw));
-        let phase = if rng.random_bool(0.5) { Phase::Decode } else { Phase::Prefill };
-        let shape: Vec<(u32, u32, u64)> = (0..dep).map(|_| (rng.random_range(0..32), rng.random_range(1..2048), rng.random_range(0..100_000))).collect();
-        let s = step(&c, phase, &shape, if phase == Phase::Decode { 1 } else { 0 });
+        let phase = if rng.random_bool(0.5) {
+            Phase::Decode
+        } else {
+            Phase::Prefill
+        };
+        let shape: Vec<(u32, u32, u64)> = (0..dep)
+            .map(|_| {
+                (
+                    rng.random_range(0..32),
+                    rng.random_range(1..2048),
+                    rng.random_range(0..100_000),
+                )
+            })
+            .collect();
+        let s = step(
+            &c,
+            phase,
+            &shape,
+            if phase == Phase::Decode { 1 } else { 0 },
+        );
         let sum: f64 = Op::ALL.iter().map(|o| s.op(*o)).sum();
         assert!((sum - s.step_s).abs() <= 1e-12 * s.step_s.max(1e-9));
-        assert!(s.balanced_step_s <= s.step_s * (1.0 + 1e-12), "balanced {} > actual {}", s.balanced_step_s, s.step_s);
+        assert!(
+            s.balanced_step_s <= s.step_s * (1.0 + 1e-12),
+            "balanced {} > actual {}",
+            s.balanced_step_s,
+            s.step_s
+        );
         assert!(s.op_s.iter().all(|t| t.is_finite() && *t >= 0.0));
     }
 }

@@ -5,7 +5,10 @@
 //! parameters are ideal (every efficiency 1, every fixed cost 0) unless a test sets
 //! one, so each expected value below follows from the formula in its comment.
 
-use sim::cost::{AnalyticCostModel, CostModel, CostParams, KvCapacity, Layout, Op, OpRate, Phase, ReqSlice, StepShape};
+use sim::cost::{
+    AnalyticCostModel, CostModel, CostParams, KvCapacity, Layout, Op, OpRate, Phase, ReqSlice,
+    StepShape,
+};
 use sim::{Hardware, Model};
 
 const HW: &str = r#"
@@ -102,13 +105,28 @@ fn ideal() -> CostParams {
 }
 
 fn cm(model: Model, dep: u32, overlap: bool, params: CostParams) -> AnalyticCostModel {
-    let layout = Layout { dep, redundant_experts: 0, overlap_microbatches: overlap };
+    let layout = Layout {
+        dep,
+        redundant_experts: 0,
+        overlap_microbatches: overlap,
+    };
     AnalyticCostModel::new(hw(), model, layout, params)
 }
 
 fn decode(c: &AnalyticCostModel, per_rank: u32, ctx: u64, draft: u32) -> sim::StepCost {
-    let ranks = vec![vec![ReqSlice { new_tokens: 1, context_tokens: ctx, count: per_rank }]; c.layout.dep as usize];
-    c.step(&StepShape { phase: Phase::Decode, ranks: &ranks, draft_tokens: draft })
+    let ranks = vec![
+        vec![ReqSlice {
+            new_tokens: 1,
+            context_tokens: ctx,
+            count: per_rank
+        }];
+        c.layout.dep as usize
+    ];
+    c.step(&StepShape {
+        phase: Phase::Decode,
+        ranks: &ranks,
+        draft_tokens: draft,
+    })
 }
 
 fn close(a: f64, b: f64) {
@@ -178,7 +196,13 @@ fn sparse_model() -> Model {
     let mut m = model();
     m.layers[0].attention = sim::model::AttentionKind::Sparse;
     m.layers[0].compress_ratio = 4;
-    m.attention.indexer = Some(sim::model::Indexer { heads: 4, head_dim: 32, dtype: sim::units::Dtype::Fp8, top_k: 64, key_bytes: 16.0 });
+    m.attention.indexer = Some(sim::model::Indexer {
+        heads: 4,
+        head_dim: 32,
+        dtype: sim::units::Dtype::Fp8,
+        top_k: 64,
+        key_bytes: 16.0,
+    });
     m
 }
 
@@ -223,7 +247,11 @@ fn prefill_attention_is_causal_over_the_prefix() {
     // bytes = 1000 entries * 100 B = 1e5 -> 0.1 us: compute bound.
     let c = cm(model(), 1, false, ideal());
     let ranks = vec![vec![ReqSlice::one(100, 900)]];
-    let s = c.step(&StepShape { phase: Phase::Prefill, ranks: &ranks, draft_tokens: 0 });
+    let s = c.step(&StepShape {
+        phase: Phase::Prefill,
+        ranks: &ranks,
+        draft_tokens: 0,
+    });
     close(s.op(Op::Attention), 95_050.0 * 3200.0 / 1e15);
 }
 
@@ -300,10 +328,22 @@ fn mhc_moves_stream_activations() {
     // 4 streams fused: (2*4 + 2) * 1000 elements * 2 B = 20 kB per token per layer;
     // 10 tokens -> 2e5 B -> 0.2 us. Unfused: (4*4 + 4) -> 0.4 us.
     let mut m = model();
-    m.mhc = Some(sim::model::Mhc { streams: 4, fused: true });
-    close(decode(&cm(m.clone(), 1, false, ideal()), 10, 0, 0).op(Op::Mhc), 0.2e-6);
-    m.mhc = Some(sim::model::Mhc { streams: 4, fused: false });
-    close(decode(&cm(m, 1, false, ideal()), 10, 0, 0).op(Op::Mhc), 0.4e-6);
+    m.mhc = Some(sim::model::Mhc {
+        streams: 4,
+        fused: true,
+    });
+    close(
+        decode(&cm(m.clone(), 1, false, ideal()), 10, 0, 0).op(Op::Mhc),
+        0.2e-6,
+    );
+    m.mhc = Some(sim::model::Mhc {
+        streams: 4,
+        fused: false,
+    });
+    close(
+        decode(&cm(m, 1, false, ideal()), 10, 0, 0).op(Op::Mhc),
+        0.4e-6,
+    );
 }
 
 #[test]
@@ -312,14 +352,20 @@ fn fixed_costs_per_layer_and_step() {
     let mut p = ideal();
     p.layer_fixed_decode_s = 20e-6;
     p.step_fixed_decode_s = 300e-6;
-    close(decode(&cm(model(), 1, false, p), 1, 0, 0).op(Op::Overhead), 320e-6);
+    close(
+        decode(&cm(model(), 1, false, p), 1, 0, 0).op(Op::Overhead),
+        320e-6,
+    );
 }
 
 #[test]
 fn mtp_verifies_drafts_and_runs_draft_passes() {
     // Expected tokens per step with acceptance [0.8, 0.5] and 2 drafts:
     // 1 + 0.8 + 0.8 * 0.5 = 2.2.
-    let mtp = sim::model::Mtp { draft_tokens: 2, acceptance: vec![0.8, 0.5] };
+    let mtp = sim::model::Mtp {
+        draft_tokens: 2,
+        acceptance: vec![0.8, 0.5],
+    };
     close(mtp.expected_tokens_per_step(2), 2.2);
     close(mtp.expected_tokens_per_step(0), 1.0);
     // With 2 drafts the target sees 3 tokens per request, and 2 draft passes follow.
@@ -345,15 +391,26 @@ fn window_replay_recomputes_cached_context() {
     m.layers[0].attention = sim::model::AttentionKind::Window;
     m.attention.window = 128;
     m.attention.window_entry_bytes = 100.0;
-    m.attention.replay = Some(sim::model::Replay { bounded_tokens: 100, bounded_layers: 1 });
+    m.attention.replay = Some(sim::model::Replay {
+        bounded_tokens: 100,
+        bounded_layers: 1,
+    });
     let c = cm(m, 1, false, ideal());
     let ranks = vec![vec![ReqSlice::one(1, 10_000)]];
-    let s = c.step(&StepShape { phase: Phase::Prefill, ranks: &ranks, draft_tokens: 0 });
+    let s = c.step(&StepShape {
+        phase: Phase::Prefill,
+        ranks: &ranks,
+        draft_tokens: 0,
+    });
     let per_token_layer = 2.0 * (1.7e6 + 2.0 * 3e6) / 2e15 + 128.0 * 3200.0 / 1e15;
     close(s.op(Op::WindowReplay), 228.0 * per_token_layer);
     // No cached context, no replay.
     let ranks = vec![vec![ReqSlice::one(1, 0)]];
-    let s = c.step(&StepShape { phase: Phase::Prefill, ranks: &ranks, draft_tokens: 0 });
+    let s = c.step(&StepShape {
+        phase: Phase::Prefill,
+        ranks: &ranks,
+        draft_tokens: 0,
+    });
     assert_eq!(s.op(Op::WindowReplay), 0.0);
 }
 
@@ -362,5 +419,8 @@ fn kv_capacity_is_what_weights_leave() {
     // Weights: 8 experts * 3e6 + projections 1.7e6 + 2 * 1e6 embedding/LM head =
     // 2.77e7 B; 0.92 * 1e11 usable - 2.77e7 = 9.19723e10 B / 100 B per token.
     let c = cm(model(), 1, false, ideal());
-    assert_eq!(c.kv_capacity_tokens_per_rank(), (9.19723e10f64 / 100.0) as u64);
+    assert_eq!(
+        c.kv_capacity_tokens_per_rank(),
+        (9.19723e10f64 / 100.0) as u64
+    );
 }

@@ -94,10 +94,16 @@ pub fn evaluate(args: &ForwardArgs) -> Result<Forward> {
             toml::Value::Integer(i) => *i as f64,
             _ => bail!("--set {}: a cost parameter takes a number", s.text),
         };
-        params.set(&key, v).map_err(|e| anyhow::anyhow!("--set {}: {e}", s.text))?;
+        params
+            .set(&key, v)
+            .map_err(|e| anyhow::anyhow!("--set {}: {e}", s.text))?;
     }
     if !hardware.cost.is_empty() {
-        params.source = format!("analytic defaults + {} fitted cost parameters of {}", hardware.cost.len(), hardware.name);
+        params.source = format!(
+            "analytic defaults + {} fitted cost parameters of {}",
+            hardware.cost.len(),
+            hardware.name
+        );
     }
     let layout = Layout {
         dep: args.dep,
@@ -109,7 +115,9 @@ pub fn evaluate(args: &ForwardArgs) -> Result<Forward> {
         PhaseArg::Decode => Phase::Decode,
     };
     let draft_tokens = match phase {
-        Phase::Decode => args.mtp.unwrap_or_else(|| model.mtp.as_ref().map(|m| m.draft_tokens).unwrap_or(0)),
+        Phase::Decode => args
+            .mtp
+            .unwrap_or_else(|| model.mtp.as_ref().map(|m| m.draft_tokens).unwrap_or(0)),
         Phase::Prefill => 0,
     };
     if draft_tokens > 0 {
@@ -140,13 +148,26 @@ pub fn evaluate(args: &ForwardArgs) -> Result<Forward> {
     if args.chunk == Some(0) {
         bail!("--chunk must be at least 1");
     }
-    let kv_tokens = args.context + if phase == Phase::Prefill { args.new_tokens as u64 } else { 1 + draft_tokens as u64 };
-    let problems = sim::validate::deployment(&hardware, &model, &layout, batch_check as u64, kv_tokens);
+    let kv_tokens = args.context
+        + if phase == Phase::Prefill {
+            args.new_tokens as u64
+        } else {
+            1 + draft_tokens as u64
+        };
+    let problems =
+        sim::validate::deployment(&hardware, &model, &layout, batch_check as u64, kv_tokens);
     if !problems.is_empty() {
-        let lines: Vec<String> = problems.iter().map(|p| format!("  {}: {}", p.path, p.message)).collect();
+        let lines: Vec<String> = problems
+            .iter()
+            .map(|p| format!("  {}: {}", p.path, p.message))
+            .collect();
         bail!("impossible configuration:\n{}", lines.join("\n"));
     }
-    let tokens_per_step = model.mtp.as_ref().map(|m| m.expected_tokens_per_step(draft_tokens)).unwrap_or(1.0);
+    let tokens_per_step = model
+        .mtp
+        .as_ref()
+        .map(|m| m.expected_tokens_per_step(draft_tokens))
+        .unwrap_or(1.0);
     let spec = ForwardSpec {
         phase,
         dep: args.dep,
@@ -160,7 +181,13 @@ pub fn evaluate(args: &ForwardArgs) -> Result<Forward> {
     };
     let cm = AnalyticCostModel::new(hardware.clone(), model.clone(), layout, params);
     let result = forward(&cm, &spec);
-    Ok(Forward { spec, result, cost_model: cm.describe(), model: model.name, hardware: hardware.name })
+    Ok(Forward {
+        spec,
+        result,
+        cost_model: cm.describe(),
+        model: model.name,
+        hardware: hardware.name,
+    })
 }
 
 pub fn to_json(f: &Forward) -> serde_json::Value {
@@ -215,34 +242,70 @@ pub fn render(f: &Forward) -> String {
         ),
     };
     let placement = match s.total_requests {
-        Some(n) => format!("{n} request{} over the group", if n == 1 { "" } else { "s" }),
+        Some(n) => format!(
+            "{n} request{} over the group",
+            if n == 1 { "" } else { "s" }
+        ),
         None => format!("{} requests per rank", s.batch_per_rank),
     };
-    writeln!(out, "{} on {}, DEP{}, {placement}: {phase}", f.model, f.hardware, s.dep).unwrap();
+    writeln!(
+        out,
+        "{} on {}, DEP{}, {placement}: {phase}",
+        f.model, f.hardware, s.dep
+    )
+    .unwrap();
     let total = r.step_s();
     let draft = r.total.op(Op::MtpDraft);
     if draft > 0.0 {
-        writeln!(out, "step {:.3} ms (target model {:.3} ms + MTP drafts {:.3} ms)", total * 1e3, r.target_step_s() * 1e3, draft * 1e3).unwrap();
+        writeln!(
+            out,
+            "step {:.3} ms (target model {:.3} ms + MTP drafts {:.3} ms)",
+            total * 1e3,
+            r.target_step_s() * 1e3,
+            draft * 1e3
+        )
+        .unwrap();
     } else {
         writeln!(out, "step {:.3} ms", total * 1e3).unwrap();
     }
-    let what = if s.phase == Phase::Decode { "output" } else { "prefill" };
+    let what = if s.phase == Phase::Decode {
+        "output"
+    } else {
+        "prefill"
+    };
     writeln!(out, "{:.0} {what} tokens/s per GPU", r.tokens_per_s_per_gpu).unwrap();
     writeln!(
         out,
         "imbalance {:.3} ms ({:.1}% of the step, against every rank at the mean load)",
         r.total.imbalance_s() * 1e3,
-        if total > 0.0 { r.total.imbalance_s() / total * 100.0 } else { 0.0 }
+        if total > 0.0 {
+            r.total.imbalance_s() / total * 100.0
+        } else {
+            0.0
+        }
     )
     .unwrap();
-    writeln!(out, "\n{:<15} {:>10} {:>7}  bound", "operation", "ms", "share").unwrap();
+    writeln!(
+        out,
+        "\n{:<15} {:>10} {:>7}  bound",
+        "operation", "ms", "share"
+    )
+    .unwrap();
     for op in Op::ALL {
         let t = r.total.op(op);
         if t <= 0.0 {
             continue;
         }
         let b = r.total.op_bound[op.index()];
-        writeln!(out, "{:<15} {:>10.3} {:>6.1}%  {}", op.key(), t * 1e3, r.share(op) * 100.0, if b == Bound::None { "-" } else { b.name() }).unwrap();
+        writeln!(
+            out,
+            "{:<15} {:>10.3} {:>6.1}%  {}",
+            op.key(),
+            t * 1e3,
+            r.share(op) * 100.0,
+            if b == Bound::None { "-" } else { b.name() }
+        )
+        .unwrap();
     }
     writeln!(out, "{:<15} {:>10.3} {:>6.1}%", "total", total * 1e3, 100.0).unwrap();
     if r.total.moe_weight_bytes_per_rank > 0.0 {

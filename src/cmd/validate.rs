@@ -72,13 +72,20 @@ pub struct Fitted {
 
 pub fn read_table(file: Option<&str>) -> Result<(String, Vec<Row>)> {
     let (origin, text) = match file {
-        Some(p) => (p.to_string(), std::fs::read_to_string(p).with_context(|| format!("cannot read {p}"))?),
+        Some(p) => (
+            p.to_string(),
+            std::fs::read_to_string(p).with_context(|| format!("cannot read {p}"))?,
+        ),
         None => (
             format!("scenarios/{DEFAULT_TABLE} (embedded)"),
-            embedded_file(DEFAULT_TABLE).ok_or_else(|| anyhow!("embedded table missing"))?.to_string(),
+            embedded_file(DEFAULT_TABLE)
+                .ok_or_else(|| anyhow!("embedded table missing"))?
+                .to_string(),
         ),
     };
-    let mut rdr = csv::ReaderBuilder::new().comment(Some(b'#')).from_reader(text.as_bytes());
+    let mut rdr = csv::ReaderBuilder::new()
+        .comment(Some(b'#'))
+        .from_reader(text.as_bytes());
     let mut rows = Vec::new();
     for (i, r) in rdr.deserialize::<Row>().enumerate() {
         let row = r.map_err(|e| {
@@ -86,7 +93,11 @@ pub fn read_table(file: Option<&str>) -> Result<(String, Vec<Row>)> {
             anyhow!("{origin}: line {line}: {e}")
         })?;
         if row.role != "fit" && row.role != "check" {
-            bail!("{origin}: row {}: role must be `fit` or `check`, got `{}`", row.id, row.role);
+            bail!(
+                "{origin}: row {}: role must be `fit` or `check`, got `{}`",
+                row.id,
+                row.role
+            );
         }
         rows.push(row);
     }
@@ -127,7 +138,9 @@ fn parse_command(cmd: &str, fitted: &Fitted, extra: &[String]) -> Result<Forward
         argv.push("--set".into());
         argv.push(e.clone());
     }
-    ForwardCli::try_parse_from(argv).map(|c| c.args).map_err(|e| anyhow!("command `{cmd}`: {e}"))
+    ForwardCli::try_parse_from(argv)
+        .map(|c| c.args)
+        .map_err(|e| anyhow!("command `{cmd}`: {e}"))
 }
 
 fn format_value(v: f64) -> String {
@@ -203,12 +216,48 @@ const FIT_HARDWARE: &str = "gb300";
 const FIT_MODEL: &str = "deepseek-v4.1-flash";
 
 const FIT_PARAMS: [FitParam; 6] = [
-    FitParam { home: Home::HardwareCost("comm_per_peer_s"), row: "decode-dep32-128k", lo: 0.0, hi: 20e-6, step: 0.0 },
-    FitParam { home: Home::Model("attention.indexer.top_k"), row: "decode-dep4-attn-share", lo: 128.0, hi: 4096.0, step: 128.0 },
-    FitParam { home: Home::HardwareCost("gemm.compute_eff"), row: "prefill-8k", lo: 0.05, hi: 1.0, step: 0.0 },
-    FitParam { home: Home::Experiment("prefill_chunk"), row: "swa-replay-4k", lo: 512.0, hi: 4096.0, step: 256.0 },
-    FitParam { home: Home::Experiment("replay_bound_before"), row: "swa-replay-32k", lo: 0.0, hi: 20.0, step: 1.0 },
-    FitParam { home: Home::Hardware("tlb.miss_s"), row: "engram-2mb-32k", lo: 0.0, hi: 1e-6, step: 0.0 },
+    FitParam {
+        home: Home::HardwareCost("comm_per_peer_s"),
+        row: "decode-dep32-128k",
+        lo: 0.0,
+        hi: 20e-6,
+        step: 0.0,
+    },
+    FitParam {
+        home: Home::Model("attention.indexer.top_k"),
+        row: "decode-dep4-attn-share",
+        lo: 128.0,
+        hi: 4096.0,
+        step: 128.0,
+    },
+    FitParam {
+        home: Home::HardwareCost("gemm.compute_eff"),
+        row: "prefill-8k",
+        lo: 0.05,
+        hi: 1.0,
+        step: 0.0,
+    },
+    FitParam {
+        home: Home::Experiment("prefill_chunk"),
+        row: "swa-replay-4k",
+        lo: 512.0,
+        hi: 4096.0,
+        step: 256.0,
+    },
+    FitParam {
+        home: Home::Experiment("replay_bound_before"),
+        row: "swa-replay-32k",
+        lo: 0.0,
+        hi: 20.0,
+        step: 1.0,
+    },
+    FitParam {
+        home: Home::Hardware("tlb.miss_s"),
+        row: "engram-2mb-32k",
+        lo: 0.0,
+        hi: 1e-6,
+        step: 0.0,
+    },
 ];
 
 impl FitParam {
@@ -231,7 +280,9 @@ fn overrides(values: &[f64]) -> (Vec<String>, Fitted) {
         let v = format_value(*v);
         match p.home {
             Home::Experiment(name) => {
-                fitted.experiment.insert(name.to_string(), v.parse().expect("number"));
+                fitted
+                    .experiment
+                    .insert(name.to_string(), v.parse().expect("number"));
             }
             Home::HardwareCost(k) => {
                 sets.push(format!("cost.{k}={v}"));
@@ -249,9 +300,15 @@ fn overrides(values: &[f64]) -> (Vec<String>, Fitted) {
 /// Fits the parameters to their `fit` rows. Returns (name, value) pairs.
 pub fn fit(rows: &[Row]) -> Result<Vec<(String, f64)>> {
     let find = |id: &str| -> Result<&Row> {
-        let r = rows.iter().find(|r| r.id == id).ok_or_else(|| anyhow!("the table has no row `{id}` to fit"))?;
+        let r = rows
+            .iter()
+            .find(|r| r.id == id)
+            .ok_or_else(|| anyhow!("the table has no row `{id}` to fit"))?;
         if r.role != "fit" {
-            bail!("row `{id}` has role `{}`; only `fit` rows may be fitted", r.role);
+            bail!(
+                "row `{id}` has role `{}`; only `fit` rows may be fitted",
+                r.role
+            );
         }
         Ok(r)
     };
@@ -307,12 +364,19 @@ pub fn fit(rows: &[Row]) -> Result<Vec<(String, f64)>> {
                 }
             };
         }
-        let moved = values.iter().zip(&before).any(|(a, b)| (a - b).abs() > 1e-3 * b.abs().max(1e-12));
+        let moved = values
+            .iter()
+            .zip(&before)
+            .any(|(a, b)| (a - b).abs() > 1e-3 * b.abs().max(1e-12));
         if !moved {
             break;
         }
     }
-    Ok(FIT_PARAMS.iter().zip(values).map(|(p, v)| (p.name(), v)).collect())
+    Ok(FIT_PARAMS
+        .iter()
+        .zip(values)
+        .map(|(p, v)| (p.name(), v))
+        .collect())
 }
 
 /// The values the scenario files hold now for the fitted parameters.
@@ -324,19 +388,21 @@ pub fn stored_fit_values() -> Result<Vec<(String, f64)>> {
     let mut out = Vec::new();
     for p in &FIT_PARAMS {
         let v = match p.home {
-            Home::Experiment(name) => {
-                *fitted.experiment.get(name).ok_or_else(|| anyhow!("{FITTED} has no `{name}`"))?
-            }
-            Home::HardwareCost(key) => *hw
-                .cost
-                .get(key)
-                .ok_or_else(|| anyhow!("scenarios/hardware/{FIT_HARDWARE}.toml [cost] has no fitted `{key}`"))?,
+            Home::Experiment(name) => *fitted
+                .experiment
+                .get(name)
+                .ok_or_else(|| anyhow!("{FITTED} has no `{name}`"))?,
+            Home::HardwareCost(key) => *hw.cost.get(key).ok_or_else(|| {
+                anyhow!("scenarios/hardware/{FIT_HARDWARE}.toml [cost] has no fitted `{key}`")
+            })?,
             Home::Hardware("tlb.miss_s") => hw.tlb.miss_s,
             Home::Hardware(other) => bail!("fit parameter hardware.{other} has no reader"),
             Home::Model(path) => {
                 let mut cur = &model;
                 for seg in path.split('.') {
-                    cur = cur.get(seg).ok_or_else(|| anyhow!("model {FIT_MODEL} has no `{path}`"))?;
+                    cur = cur
+                        .get(seg)
+                        .ok_or_else(|| anyhow!("model {FIT_MODEL} has no `{path}`"))?;
                 }
                 cur.as_float()
                     .or_else(|| cur.as_integer().map(|i| i as f64))
@@ -359,13 +425,22 @@ pub fn evaluate_table(rows: &[Row]) -> Result<Vec<Outcome>> {
     rows.iter()
         .map(|r| {
             let predicted = predict(r, &fitted, &[])?;
-            Ok(Outcome { row: r.clone(), predicted, error: rel_error(predicted, r.published) })
+            Ok(Outcome {
+                row: r.clone(),
+                predicted,
+                error: rel_error(predicted, r.published),
+            })
         })
         .collect()
 }
 
 pub fn run(args: &ValidateArgs) -> Result<()> {
-    let ValidateWhat::Published { file, fit: do_fit, write, json } = &args.what;
+    let ValidateWhat::Published {
+        file,
+        fit: do_fit,
+        write,
+        json,
+    } = &args.what;
     let (origin, rows) = read_table(file.as_deref())?;
     if *do_fit {
         let values = fit(&rows)?;
@@ -389,8 +464,16 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
         }
         println!("fitted to the `fit` rows of {origin}:");
         for (i, (path, v)) in values.iter().enumerate() {
-            let was = stored.as_ref().map(|s| format!("(stored: {})", format_value(s[i].1))).unwrap_or_default();
-            println!("  {:<40} = {:<14} row {:<22} {was}", path, format_value(*v), FIT_PARAMS[i].row);
+            let was = stored
+                .as_ref()
+                .map(|s| format!("(stored: {})", format_value(s[i].1)))
+                .unwrap_or_default();
+            println!(
+                "  {:<40} = {:<14} row {:<22} {was}",
+                path,
+                format_value(*v),
+                FIT_PARAMS[i].row
+            );
         }
         match write {
             Some(dir) => {
@@ -417,7 +500,10 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
         return Ok(());
     }
     println!("{origin}");
-    println!("{:<22} {:<52} {:>11} {:>11} {:>8}  role", "id", "figure", "published", "predicted", "error");
+    println!(
+        "{:<22} {:<52} {:>11} {:>11} {:>8}  role",
+        "id", "figure", "published", "predicted", "error"
+    );
     for o in &out {
         println!(
             "{:<22} {:<52} {:>11} {:>11} {:>+7.1}%  {}",
@@ -464,7 +550,11 @@ fn write_fit(dir: &str, values: &[(String, f64)]) -> Result<()> {
     }
     for (i, (_, v)) in values.iter().enumerate() {
         let p = &FIT_PARAMS[i];
-        let item = if p.step > 0.0 { toml_edit::value(v.round() as i64) } else { toml_edit::value(round5(*v)) };
+        let item = if p.step > 0.0 {
+            toml_edit::value(v.round() as i64)
+        } else {
+            toml_edit::value(round5(*v))
+        };
         let (doc, path): (&mut toml_edit::DocumentMut, Vec<&str>) = match p.home {
             Home::HardwareCost(k) => (&mut docs[0], vec!["cost", k]),
             Home::Hardware(k) => (&mut docs[0], k.split('.').collect()),

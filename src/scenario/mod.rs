@@ -55,13 +55,17 @@ pub fn embedded_names(kind: Kind) -> Vec<String> {
 
 /// An embedded file by its path under `scenarios/` (e.g. `published/x.csv`).
 pub fn embedded_file(rel: &str) -> Option<&'static str> {
-    embedded::FILES.iter().find(|(p, _)| *p == rel).map(|(_, t)| *t)
+    embedded::FILES
+        .iter()
+        .find(|(p, _)| *p == rel)
+        .map(|(_, t)| *t)
 }
 
 /// Finds a file by embedded name or disk path. Returns (origin for messages, text).
 pub fn resolve(kind: Kind, name_or_path: &str) -> Result<(String, String)> {
-    let looks_like_path =
-        name_or_path.ends_with(".toml") || name_or_path.contains('/') || name_or_path.contains('\\');
+    let looks_like_path = name_or_path.ends_with(".toml")
+        || name_or_path.contains('/')
+        || name_or_path.contains('\\');
     if looks_like_path {
         let text = std::fs::read_to_string(name_or_path)
             .map_err(|e| anyhow!("cannot read {} file `{name_or_path}`: {e}", kind.noun()))?;
@@ -96,10 +100,14 @@ impl Set {
     /// Parses `a.b.c=value`; the value is read as TOML (`2`, `1.5`, `true`, `[1, 2]`,
     /// `"x"`) and otherwise taken as a string (`2MiB`, `gb300`).
     pub fn parse(s: &str) -> Result<Set> {
-        let (path, value) = s
-            .split_once('=')
-            .ok_or_else(|| anyhow!("--set `{s}`: expected PATH=VALUE, e.g. model.engram.page_size=2MiB"))?;
-        let path: Vec<String> = path.trim().split('.').map(|p| p.trim().to_string()).collect();
+        let (path, value) = s.split_once('=').ok_or_else(|| {
+            anyhow!("--set `{s}`: expected PATH=VALUE, e.g. model.engram.page_size=2MiB")
+        })?;
+        let path: Vec<String> = path
+            .trim()
+            .split('.')
+            .map(|p| p.trim().to_string())
+            .collect();
         if path.iter().any(|p| p.is_empty()) {
             bail!("--set `{s}`: empty segment in the field path");
         }
@@ -108,7 +116,11 @@ impl Set {
             Ok(mut t) => t.remove("v").expect("parsed key"),
             Err(_) => toml::Value::String(raw.to_string()),
         };
-        Ok(Set { path, value, text: s.to_string() })
+        Ok(Set {
+            path,
+            value,
+            text: s.to_string(),
+        })
     }
 
     pub fn parse_all(list: &[String]) -> Result<Vec<Set>> {
@@ -140,9 +152,12 @@ impl Set {
                     .entry(seg.clone())
                     .or_insert_with(|| toml::Value::Table(Default::default())),
                 toml::Value::Array(a) => {
-                    let i: usize = seg.parse().map_err(|_| format!("`{seg}` is not an index into a list"))?;
+                    let i: usize = seg
+                        .parse()
+                        .map_err(|_| format!("`{seg}` is not an index into a list"))?;
                     let n = a.len();
-                    a.get_mut(i).ok_or_else(|| format!("index {i} is past the end of a list of {n}"))?
+                    a.get_mut(i)
+                        .ok_or_else(|| format!("index {i} is past the end of a list of {n}"))?
                 }
                 _ => return Err(format!("`{seg}` is inside a value that is not a table")),
             };
@@ -152,9 +167,12 @@ impl Set {
                 t.insert(last.clone(), self.value.clone());
             }
             toml::Value::Array(a) => {
-                let i: usize = last.parse().map_err(|_| format!("`{last}` is not an index into a list"))?;
+                let i: usize = last
+                    .parse()
+                    .map_err(|_| format!("`{last}` is not an index into a list"))?;
                 let n = a.len();
-                *a.get_mut(i).ok_or_else(|| format!("index {i} is past the end of a list of {n}"))? =
+                *a.get_mut(i)
+                    .ok_or_else(|| format!("index {i} is past the end of a list of {n}"))? =
                     self.value.clone();
             }
             _ => return Err(format!("`{last}` is inside a value that is not a table")),
@@ -236,9 +254,11 @@ fn value_span(v: &toml_edit::Value, segs: &[String]) -> Option<Span> {
         None => own,
         Some((f, rest)) => match v {
             toml_edit::Value::InlineTable(t) => t.get(f).and_then(|c| value_span(c, rest)),
-            toml_edit::Value::Array(a) => {
-                f.parse::<usize>().ok().and_then(|i| a.get(i)).and_then(|c| value_span(c, rest))
-            }
+            toml_edit::Value::Array(a) => f
+                .parse::<usize>()
+                .ok()
+                .and_then(|i| a.get(i))
+                .and_then(|c| value_span(c, rest)),
             _ => None,
         }
         .or(own),
@@ -246,7 +266,11 @@ fn value_span(v: &toml_edit::Value, segs: &[String]) -> Option<Span> {
 }
 
 fn line_of(text: &str, byte: usize) -> usize {
-    text[..byte.min(text.len())].bytes().filter(|b| *b == b'\n').count() + 1
+    text[..byte.min(text.len())]
+        .bytes()
+        .filter(|b| *b == b'\n')
+        .count()
+        + 1
 }
 
 fn report(origin: &str, text: &str, sets: &[Set], problems: Vec<Problem>) -> anyhow::Error {
@@ -256,7 +280,9 @@ fn report(origin: &str, text: &str, sets: &[Set], problems: Vec<Problem>) -> any
         if problems.len() == 1 { "" } else { "s" }
     );
     for p in &problems {
-        let by_set = sets.iter().find(|s| segments(&p.path).starts_with(&s.path) || s.path == segments(&p.path));
+        let by_set = sets
+            .iter()
+            .find(|s| segments(&p.path).starts_with(&s.path) || s.path == segments(&p.path));
         let place = if p.path.starts_with("--") {
             "command line".to_string()
         } else if let Some(s) = by_set {
@@ -274,19 +300,28 @@ fn report(origin: &str, text: &str, sets: &[Set], problems: Vec<Problem>) -> any
 
 /// Parses `text` as a `T`, after applying `sets`; every unknown field and the first
 /// type error are reported together, with lines.
-pub fn parse_located<T: DeserializeOwned>(origin: &str, text: &str, sets: &[Set]) -> Result<Parsed<T>> {
+pub fn parse_located<T: DeserializeOwned>(
+    origin: &str,
+    text: &str,
+    sets: &[Set],
+) -> Result<Parsed<T>> {
     let mut value: toml::Value = match toml::from_str::<toml::Table>(text) {
         Ok(t) => toml::Value::Table(t),
         Err(e) => {
             let line = e.span().map(|r| line_of(text, r.start));
-            let place = line.map(|l| format!("line {l}")).unwrap_or_else(|| "file".into());
+            let place = line
+                .map(|l| format!("line {l}"))
+                .unwrap_or_else(|| "file".into());
             bail!("{origin}: not valid TOML\n  {place}: {}", e.message());
         }
     };
     let mut problems = Vec::new();
     for s in sets {
         if let Err(e) = s.apply(&mut value) {
-            problems.push(Problem::new(s.path.join("."), format!("--set {}: {e}", s.text)));
+            problems.push(Problem::new(
+                s.path.join("."),
+                format!("--set {}: {e}", s.text),
+            ));
         }
     }
     if !problems.is_empty() {
@@ -296,7 +331,12 @@ pub fn parse_located<T: DeserializeOwned>(origin: &str, text: &str, sets: &[Set]
     let result: Result<T, serde_path_to_error::Error<toml::de::Error>> = {
         // serde_ignored marks Option levels with `?`; field paths do not have them.
         let mut on_unknown = |path: serde_ignored::Path<'_>| {
-            let p: Vec<String> = path.to_string().split('.').filter(|s| *s != "?").map(str::to_string).collect();
+            let p: Vec<String> = path
+                .to_string()
+                .split('.')
+                .filter(|s| *s != "?")
+                .map(str::to_string)
+                .collect();
             unknown.push(p.join("."))
         };
         let de = serde_ignored::Deserializer::new(value, &mut on_unknown);
@@ -306,13 +346,19 @@ pub fn parse_located<T: DeserializeOwned>(origin: &str, text: &str, sets: &[Set]
         problems.push(Problem::new(u.clone(), "unknown field".to_string()));
     }
     match result {
-        Ok(v) if problems.is_empty() => {
-            Ok(Parsed { value: v, origin: origin.to_string(), text: text.to_string(), sets: sets.to_vec() })
-        }
+        Ok(v) if problems.is_empty() => Ok(Parsed {
+            value: v,
+            origin: origin.to_string(),
+            text: text.to_string(),
+            sets: sets.to_vec(),
+        }),
         Ok(_) => Err(report(origin, text, sets, problems)),
         Err(e) => {
             let path = e.path().to_string();
-            problems.push(Problem::new(if path == "." { String::new() } else { path }, e.inner().message().to_string()));
+            problems.push(Problem::new(
+                if path == "." { String::new() } else { path },
+                e.inner().message().to_string(),
+            ));
             Err(report(origin, text, sets, problems))
         }
     }
@@ -324,7 +370,14 @@ pub fn parse_with_sets<T: DeserializeOwned>(origin: &str, text: &str, sets: &[Se
 }
 
 /// Provenance kinds a parameter may carry.
-pub const PROVENANCE_KINDS: [&str; 6] = ["published", "secondary", "unconfirmed", "derived", "fitted", "assumed"];
+pub const PROVENANCE_KINDS: [&str; 6] = [
+    "published",
+    "secondary",
+    "unconfirmed",
+    "derived",
+    "fitted",
+    "assumed",
+];
 
 pub fn load_hardware(name_or_path: &str, sets: &[Set]) -> Result<Hardware> {
     let (origin, text) = resolve(Kind::Hardware, name_or_path)?;

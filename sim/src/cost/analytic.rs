@@ -49,6 +49,15 @@ struct ReplayLayer {
     has_indexer: bool,
 }
 
+/// Attention and indexer traffic and arithmetic, summed over requests and layers.
+#[derive(Debug, Clone, Copy, Default)]
+struct AttnSums {
+    attn_bytes: f64,
+    attn_flops: f64,
+    idx_bytes: f64,
+    idx_flops: f64,
+}
+
 /// Per-rank work of one step, before costing.
 #[derive(Debug, Clone, Copy, Default)]
 struct RankWork {
@@ -214,10 +223,25 @@ impl AnalyticCostModel {
 
     /// Seconds for `bytes` at `bw * eff` and `flops` at `rate * eff`, whichever binds.
     fn roofline(bytes: f64, bw: f64, flops: f64, rate: f64, r: &OpRate) -> (f64, Bound) {
-        let mem = if bytes > 0.0 { bytes / (bw * r.mem_eff) } else { 0.0 };
-        let cmp = if flops > 0.0 { flops / (rate * r.compute_eff) } else { 0.0 };
+        let mem = if bytes > 0.0 {
+            bytes / (bw * r.mem_eff)
+        } else {
+            0.0
+        };
+        let cmp = if flops > 0.0 {
+            flops / (rate * r.compute_eff)
+        } else {
+            0.0
+        };
         if mem >= cmp {
-            (mem, if bytes > 0.0 { Bound::Memory } else { Bound::None })
+            (
+                mem,
+                if bytes > 0.0 {
+                    Bound::Memory
+                } else {
+                    Bound::None
+                },
+            )
         } else {
             (cmp, Bound::Compute)
         }
@@ -227,16 +251,90 @@ impl AnalyticCostModel {
         self.hardware.tensor.flops_per_s(dtype)
     }
 
-    /// Attention, indexer and replay work of one rank.
-    fn rank_work(&self, shape: &StepShape<'_>, rank: &[super::ReqSlice], q_per_req: u64) -> RankWork {
+    /// Adds the attention and indexer bytes and flops of `n` requests with `q` queries
+    /// each on `ctx` cached tokens, over all layers.
+    #[inline]
+    fn attn_sums(&self, q: u64, ctx: u64, n: f64, s: &mut AttnSums) {
         let a = &self.model.attention;
-        let attn_rate = self.tensor_rate(a.compute_dtype);
         let idx = a.indexer.as_ref();
-        let idx_rate = idx.map(|i| self.tensor_rate(i.dtype)).unwrap_or(1.0);
         let window = a.window as u64;
-        let (mut attn_bytes, mut attn_flops) = (0.0, 0.0);
-        let (mut idx_bytes, mut idx_flops) = (0.0, 0.0);
+        // Causal query-key pairs over all positions, and the positions stored.
+        let all_pairs = clamped_positions(q, ctx, u64::MAX);
+        let stored = (ctx + q) as f64;
+        let window_read = (ctx + q).min(window + q) as f64;
+        let window_pairs = clamped_positions(q, ctx, window);
+        for c in &self.classes {
+            let (entries_read, pairs) = match c.kind {
+                AttentionKind::Dense => (stored, all_pairs),
+                AttentionKind::Compressed => (stored / c.ratio, all_pairs / c.ratio),
+                AttentionKind::Sparse => {
+                    let top_k = idx.map(|i| i.top_k as u64).unwrap_or(u64::MAX);
+                    let cap = top_k.saturating_mul(c.ratio as u64);
+                    let pairs = clamped_positions(q, ctx, cap) / c.ratio;
+                    // Decode reads the union of the queries' selections.
+                    let read = (stored / c.ratio).min(q as f64 * top_k as f64);
+                    (read, pairs)
+                }
+                AttentionKind::Window => (window_read, window_pairs),
+            };
+            let entry_bytes = if c.kind == AttentionKind::Window {
+                a.window_entry_bytes
+            } else {
+                a.kv_entry_bytes
+            };
+            let k = n * c.count;
+            s.attn_bytes += k * entries_read * entry_bytes;
+            s.attn_flops += k * pairs * self.attn_flops_per_pair;
+            if c.window_branch {
+                s.attn_bytes += k * window_read * a.window_entry_bytes;
+                s.attn_flops += k * window_pairs * self.attn_flops_per_pair;
+            }
+            if c.has_indexer {
+                if let Some(i) = idx {
+                    s.idx_bytes += k * stored / c.ratio * i.key_bytes;
+                    s.idx_flops += k * all_pairs / c.ratio * self.indexer_flops_per_pair;
+                }
+            }
+        }
+    }
+
+    fn finish_attention(&self, s: &AttnSums, w: &mut RankWork) {
+        let a = &self.model.attention;
+        let p = &self.params;
+        let attn_rate = self.tensor_rate(a.compute_dtype);
+        let idx_rate = a
+            .indexer
+            .as_ref()
+            .map(|i| self.tensor_rate(i.dtype))
+            .unwrap_or(1.0);
+        (w.attn_s, w.attn_bound) = Self::roofline(
+            s.attn_bytes,
+            self.hbm_bw,
+            s.attn_flops,
+            attn_rate,
+            &p.attention,
+        );
+        (w.indexer_s, w.indexer_bound) =
+            Self::roofline(s.idx_bytes, self.hbm_bw, s.idx_flops, idx_rate, &p.indexer);
+    }
+
+    /// Attention, indexer and replay work of one rank with `q_per_req` decode queries
+    /// per request; with `draft`, also the same rank's work at one query per request
+    /// (an MTP draft pass), from the same walk over the requests.
+    fn rank_work(
+        &self,
+        shape: &StepShape<'_>,
+        rank: &[super::ReqSlice],
+        q_per_req: u64,
+        draft: bool,
+    ) -> (RankWork, RankWork) {
+        let a = &self.model.attention;
+        let idx = a.indexer.as_ref();
+        let window = a.window as u64;
+        let mut sums = AttnSums::default();
+        let mut draft_sums = AttnSums::default();
         let mut w = RankWork::default();
+        let mut d = RankWork::default();
         for s in rank {
             let n = s.count as f64;
             let ctx = s.context_tokens;
@@ -244,7 +342,7 @@ impl AnalyticCostModel {
                 Phase::Decode => q_per_req,
                 Phase::Prefill => s.new_tokens as u64,
             };
-            if q == 0 {
+            if q == 0 || n == 0.0 {
                 continue;
             }
             w.requests += n;
@@ -253,44 +351,12 @@ impl AnalyticCostModel {
                 Phase::Decode => n * q as f64,
                 Phase::Prefill => n,
             };
-            // Causal query-key pairs over all positions, and the positions stored.
-            let all_pairs = clamped_positions(q, ctx, u64::MAX);
-            let stored = (ctx + q) as f64;
-            for c in &self.classes {
-                let (entries_read, pairs) = match c.kind {
-                    AttentionKind::Dense => (stored, all_pairs),
-                    AttentionKind::Compressed => (stored / c.ratio, all_pairs / c.ratio),
-                    AttentionKind::Sparse => {
-                        let top_k = idx.map(|i| i.top_k as u64).unwrap_or(u64::MAX);
-                        let cap = top_k.saturating_mul(c.ratio as u64);
-                        let pairs = clamped_positions(q, ctx, cap) / c.ratio;
-                        // Decode reads the union of the queries' selections.
-                        let read = (stored / c.ratio).min(q as f64 * top_k as f64);
-                        (read, pairs)
-                    }
-                    AttentionKind::Window => {
-                        ((ctx + q).min(window + q) as f64, clamped_positions(q, ctx, window))
-                    }
-                };
-                let entry_bytes = if c.kind == AttentionKind::Window {
-                    a.window_entry_bytes
-                } else {
-                    a.kv_entry_bytes
-                };
-                attn_bytes += n * c.count * entries_read * entry_bytes;
-                attn_flops += n * c.count * pairs * self.attn_flops_per_pair;
-                if c.window_branch {
-                    let wr = (ctx + q).min(window + q) as f64;
-                    attn_bytes += n * c.count * wr * a.window_entry_bytes;
-                    attn_flops +=
-                        n * c.count * clamped_positions(q, ctx, window) * self.attn_flops_per_pair;
-                }
-                if c.has_indexer {
-                    if let Some(i) = idx {
-                        idx_bytes += n * c.count * stored / c.ratio * i.key_bytes;
-                        idx_flops += n * c.count * all_pairs / c.ratio * self.indexer_flops_per_pair;
-                    }
-                }
+            self.attn_sums(q, ctx, n, &mut sums);
+            if draft {
+                d.requests += n;
+                d.tokens += n;
+                d.lm_tokens += n;
+                self.attn_sums(1, ctx, n, &mut draft_sums);
             }
             if shape.phase == Phase::Prefill && ctx > 0 {
                 let top_k = idx.map(|i| i.top_k as f64).unwrap_or(f64::INFINITY);
@@ -306,19 +372,17 @@ impl AnalyticCostModel {
                     } + window as f64;
                     w.replay_attn_flops += t * entries * self.attn_flops_per_pair;
                     if r.has_indexer {
-                        w.replay_indexer_flops += t * ctx as f64 / r.ratio * self.indexer_flops_per_pair;
+                        w.replay_indexer_flops +=
+                            t * ctx as f64 / r.ratio * self.indexer_flops_per_pair;
                     }
                 }
             }
         }
-        let p = &self.params;
-        let (t, b) = Self::roofline(attn_bytes, self.hbm_bw, attn_flops, attn_rate, &p.attention);
-        w.attn_s = t;
-        w.attn_bound = b;
-        let (t, b) = Self::roofline(idx_bytes, self.hbm_bw, idx_flops, idx_rate, &p.indexer);
-        w.indexer_s = t;
-        w.indexer_bound = b;
-        w
+        self.finish_attention(&sums, &mut w);
+        if draft {
+            self.finish_attention(&draft_sums, &mut d);
+        }
+        (w, d)
     }
 
     /// Rank-local time other than attention/indexer: projections, shared expert, dense
@@ -335,7 +399,12 @@ impl AnalyticCostModel {
             self.tensor_rate(a_dtype),
             &p.gemm,
         );
-        let dense_dtype = self.model.dense_ffn.as_ref().map(|d| d.weight_dtype).unwrap_or(a_dtype);
+        let dense_dtype = self
+            .model
+            .dense_ffn
+            .as_ref()
+            .map(|d| d.weight_dtype)
+            .unwrap_or(a_dtype);
         let (dffn, _) = Self::roofline(
             self.dense_ffn_bytes * self.dense_ffn_layers,
             self.hbm_bw,
@@ -363,7 +432,11 @@ impl AnalyticCostModel {
             ),
             _ => (0.0, Bound::None),
         };
-        let shared = if shared > 0.0 { shared + p.gemm.fixed_s * self.moe_layers } else { 0.0 };
+        let shared = if shared > 0.0 {
+            shared + p.gemm.fixed_s * self.moe_layers
+        } else {
+            0.0
+        };
         // Engram gathers.
         let (engram, engram_b) = match &self.model.engram {
             Some(e) if t > 0.0 => {
@@ -373,13 +446,28 @@ impl AnalyticCostModel {
                 let (bw, miss) = if e.host_resident {
                     let reach = self.hardware.tlb.entries as f64 * e.page_size.as_f64();
                     let table = e.table_bytes();
-                    let p_miss = if table > reach { 1.0 - reach / table } else { 0.0 };
-                    (self.hardware.host.link_bytes_per_s, p_miss * self.hardware.tlb.miss_s)
+                    let p_miss = if table > reach {
+                        1.0 - reach / table
+                    } else {
+                        0.0
+                    };
+                    (
+                        self.hardware.host.link_bytes_per_s,
+                        p_miss * self.hardware.tlb.miss_s,
+                    )
                 } else {
                     (self.hbm_bw, 0.0)
                 };
-                let time = bytes / (bw * p.gather.mem_eff) + gathers * miss + p.gather.fixed_s * modules;
-                (time, if e.host_resident { Bound::Link } else { Bound::Memory })
+                let time =
+                    bytes / (bw * p.gather.mem_eff) + gathers * miss + p.gather.fixed_s * modules;
+                (
+                    time,
+                    if e.host_resident {
+                        Bound::Link
+                    } else {
+                        Bound::Memory
+                    },
+                )
             }
             _ => (0.0, Bound::None),
         };
@@ -387,10 +475,15 @@ impl AnalyticCostModel {
         let (mhc, mhc_b) = match &self.model.mhc {
             Some(m) if t > 0.0 => {
                 let n = m.streams as f64;
-                let elems = if m.fused { 2.0 * n + 2.0 } else { 4.0 * n + 4.0 };
+                let elems = if m.fused {
+                    2.0 * n + 2.0
+                } else {
+                    4.0 * n + 4.0
+                };
                 let bytes = t * self.layers * elems * self.model.hidden as f64 * 2.0;
                 (
-                    bytes / (self.hbm_bw * p.elementwise.mem_eff) + p.elementwise.fixed_s * self.layers,
+                    bytes / (self.hbm_bw * p.elementwise.mem_eff)
+                        + p.elementwise.fixed_s * self.layers,
                     Bound::Memory,
                 )
             }
@@ -402,9 +495,11 @@ impl AnalyticCostModel {
             let per_token_layer_flops = 2.0
                 * (self.attn_proj_params
                     + self.shared_params
-                    + self.expert_params * self.model.moe.as_ref().map(|m| m.top_k).unwrap_or(0) as f64);
+                    + self.expert_params
+                        * self.model.moe.as_ref().map(|m| m.top_k).unwrap_or(0) as f64);
             let gemm_rate = self.tensor_rate(a_dtype) * p.gemm.compute_eff;
-            let attn_rate = self.tensor_rate(self.model.attention.compute_dtype) * p.attention.compute_eff;
+            let attn_rate =
+                self.tensor_rate(self.model.attention.compute_dtype) * p.attention.compute_eff;
             let idx_rate = self
                 .model
                 .attention
@@ -431,7 +526,9 @@ impl AnalyticCostModel {
     /// Routed-expert time for `pairs_on_rank` token-expert pairs on one rank when the
     /// whole group routes `group_tokens` tokens.
     fn moe_time(&self, group_tokens: f64, pairs_on_rank: f64) -> (f64, Bound, f64, f64) {
-        let Some(m) = &self.model.moe else { return (0.0, Bound::None, 0.0, 0.0) };
+        let Some(m) = &self.model.moe else {
+            return (0.0, Bound::None, 0.0, 0.0);
+        };
         if group_tokens <= 0.0 {
             return (0.0, Bound::None, 0.0, 0.0);
         }
@@ -463,8 +560,10 @@ impl AnalyticCostModel {
         // Each token goes once to each distinct remote rank among its experts' ranks.
         let dest = d * (1.0 - (1.0 - 1.0 / d).powf(m.top_k as f64)) * (d - 1.0) / d;
         let h = self.model.hidden as f64;
-        let bytes =
-            tokens * dest * h * (self.model.dispatch_dtype.bytes() + self.model.combine_dtype.bytes());
+        let bytes = tokens
+            * dest
+            * h
+            * (self.model.dispatch_dtype.bytes() + self.model.combine_dtype.bytes());
         bytes / (self.link_bw * self.params.comm.mem_eff)
             + 2.0 * (self.link_latency_s + self.params.comm.fixed_s)
     }
@@ -479,36 +578,34 @@ impl AnalyticCostModel {
         2.0 * (d - 1.0) * self.params.comm_per_peer_s
     }
 
-    /// Prices `q_per_req` query tokens per decode request (or the prefill chunks) on the
-    /// full target model; returns the cost without MTP draft passes.
-    fn target_step(&self, shape: &StepShape<'_>, q_per_req: u64) -> StepCost {
-        let d = shape.ranks.len().max(1) as f64;
-        let mut works: Vec<RankWork> = Vec::with_capacity(shape.ranks.len());
-        for rank in shape.ranks {
-            works.push(self.rank_work(shape, rank, q_per_req));
-        }
+    /// Prices the step from each rank's work (the target model, or one draft pass).
+    fn step_from_works(&self, phase: Phase, works: &[RankWork]) -> StepCost {
+        let d = works.len().max(1) as f64;
         let total_tokens: f64 = works.iter().map(|w| w.tokens).sum();
-        let mut out = StepCost { tokens_processed: total_tokens.round() as u64, ..Default::default() };
+        let mut out = StepCost {
+            tokens_processed: total_tokens.round() as u64,
+            ..Default::default()
+        };
         if total_tokens <= 0.0 {
             return out;
         }
         // Rank-local time per rank; the critical rank is the slowest.
-        let mut local_totals = Vec::with_capacity(works.len());
         let mut max_i = 0;
+        let mut max_local = f64::MIN;
+        let mut max_parts = [(Op::Overhead, 0.0, Bound::None); 6];
         let mut mean_local = 0.0;
-        let mut locals = Vec::with_capacity(works.len());
         for (i, w) in works.iter().enumerate() {
             let parts = self.rank_local(w);
             let sum: f64 = w.attn_s + w.indexer_s + parts.iter().map(|p| p.1).sum::<f64>();
-            if sum > local_totals.get(max_i).copied().unwrap_or(f64::MIN) {
+            if sum > max_local {
                 max_i = i;
+                max_local = sum;
+                max_parts = parts;
             }
-            local_totals.push(sum);
             mean_local += sum / d;
-            locals.push(parts);
         }
         let crit = &works[max_i];
-        for (op, t, b) in locals[max_i] {
+        for (op, t, b) in max_parts {
             out.op_s[op.index()] += t;
             if t > 0.0 {
                 out.op_bound[op.index()] = b;
@@ -521,7 +618,12 @@ impl AnalyticCostModel {
         // Attention launches are fixed per layer.
         let p = &self.params;
         out.op_s[Op::Attention.index()] += p.attention.fixed_s * self.layers;
-        let idx_layers: f64 = self.classes.iter().filter(|c| c.has_indexer).map(|c| c.count).sum();
+        let idx_layers: f64 = self
+            .classes
+            .iter()
+            .filter(|c| c.has_indexer)
+            .map(|c| c.count)
+            .sum();
         out.op_s[Op::Indexer.index()] += p.indexer.fixed_s * idx_layers;
 
         // Routed experts: the most loaded rank; expert load ~ multinomial with
@@ -566,14 +668,14 @@ impl AnalyticCostModel {
                 comm * self.moe_layers
             }
         };
-        let compute_crit = local_totals[max_i] + moe_s;
+        let compute_crit = max_local + moe_s;
         let compute_bal = mean_local + moe_bal;
         let sync = self.comm_sync_time() * self.moe_layers;
         out.op_s[Op::Communication.index()] = exposed(comm_layer, compute_crit) + sync;
         if out.op_s[Op::Communication.index()] > 0.0 {
             out.op_bound[Op::Communication.index()] = Bound::Link;
         }
-        let (layer_fixed, step_fixed) = match shape.phase {
+        let (layer_fixed, step_fixed) = match phase {
             Phase::Decode => (p.layer_fixed_decode_s, p.step_fixed_decode_s),
             Phase::Prefill => (p.layer_fixed_prefill_s, p.step_fixed_prefill_s),
         };
@@ -581,20 +683,21 @@ impl AnalyticCostModel {
         out.op_s[Op::Overhead.index()] += fixed;
         out.op_bound[Op::Overhead.index()] = Bound::Latency;
         out.step_s = out.op_s.iter().sum();
-        out.balanced_step_s = compute_bal + exposed(comm_bal, compute_bal) + sync + fixed
+        out.balanced_step_s = compute_bal
+            + exposed(comm_bal, compute_bal)
+            + sync
+            + fixed
             + p.attention.fixed_s * self.layers
             + p.indexer.fixed_s * idx_layers;
-        let _ = crit;
         out
     }
 
-    /// One MTP draft pass: one layer like the model's first, over one token per request,
-    /// plus the LM head; priced as the target step scaled to one layer.
-    fn draft_pass_s(&self, shape: &StepShape<'_>) -> f64 {
-        let one = self.target_step(shape, 1);
+    /// One MTP draft pass: one average layer of the model over one token per request,
+    /// plus the LM head and a layer's fixed cost.
+    fn draft_pass_s(&self, shape: &StepShape<'_>, draft_works: &[RankWork]) -> f64 {
+        let one = self.step_from_works(Phase::Decode, draft_works);
         let per_layer = (one.step_s - one.op(Op::Overhead)) / self.layers.max(1.0);
-        let lm = self.lm_head_only(shape);
-        per_layer + lm + self.params.layer_fixed_decode_s
+        per_layer + self.lm_head_only(shape) + self.params.layer_fixed_decode_s
     }
 
     fn lm_head_only(&self, shape: &StepShape<'_>) -> f64 {
@@ -616,7 +719,11 @@ impl AnalyticCostModel {
     /// Bytes of weights resident on one rank.
     pub fn weight_bytes_per_rank(&self) -> f64 {
         let routed = match &self.model.moe {
-            Some(_) => (self.experts_per_rank + self.redundant_per_rank) * self.expert_bytes * self.moe_layers,
+            Some(_) => {
+                (self.experts_per_rank + self.redundant_per_rank)
+                    * self.expert_bytes
+                    * self.moe_layers
+            }
             None => 0.0,
         };
         let mtp = if self.model.mtp.is_some() {
@@ -648,10 +755,24 @@ impl CostModel for AnalyticCostModel {
             shape.ranks.len(),
             self.layout.dep
         );
-        let q = 1 + if shape.phase == Phase::Decode { shape.draft_tokens as u64 } else { 0 };
-        let mut cost = self.target_step(shape, q);
-        if shape.phase == Phase::Decode && shape.draft_tokens > 0 && cost.tokens_processed > 0 {
-            let draft = shape.draft_tokens as f64 * self.draft_pass_s(shape);
+        let drafting = shape.phase == Phase::Decode && shape.draft_tokens > 0;
+        let q = 1 + if drafting {
+            shape.draft_tokens as u64
+        } else {
+            0
+        };
+        let mut works = Vec::with_capacity(shape.ranks.len());
+        let mut draft_works = Vec::with_capacity(if drafting { shape.ranks.len() } else { 0 });
+        for rank in shape.ranks {
+            let (w, d) = self.rank_work(shape, rank, q, drafting);
+            works.push(w);
+            if drafting {
+                draft_works.push(d);
+            }
+        }
+        let mut cost = self.step_from_works(shape.phase, &works);
+        if drafting && cost.tokens_processed > 0 {
+            let draft = shape.draft_tokens as f64 * self.draft_pass_s(shape, &draft_works);
             cost.op_s[Op::MtpDraft.index()] = draft;
             cost.op_bound[Op::MtpDraft.index()] = Bound::Latency;
             cost.step_s += draft;

@@ -31,7 +31,11 @@ pub struct ReqSlice {
 
 impl ReqSlice {
     pub fn one(new_tokens: u32, context_tokens: u64) -> Self {
-        ReqSlice { new_tokens, context_tokens, count: 1 }
+        ReqSlice {
+            new_tokens,
+            context_tokens,
+            count: 1,
+        }
     }
 }
 
@@ -195,7 +199,11 @@ mod tests {
     fn clamped_positions_matches_a_loop() {
         for &(new, ctx, cap) in &[(1, 0, 5), (10, 0, 4), (10, 3, 100), (7, 20, 10), (5, 8, 10)] {
             let naive: u64 = (ctx + 1..=ctx + new).map(|p| p.min(cap)).sum();
-            assert_eq!(clamped_positions(new, ctx, cap), naive as f64, "{new} {ctx} {cap}");
+            assert_eq!(
+                clamped_positions(new, ctx, cap),
+                naive as f64,
+                "{new} {ctx} {cap}"
+            );
         }
     }
 }
@@ -220,7 +228,11 @@ fn yes() -> bool {
 
 impl Layout {
     pub fn new(dep: u32) -> Self {
-        Layout { dep, redundant_experts: 0, overlap_microbatches: true }
+        Layout {
+            dep,
+            redundant_experts: 0,
+            overlap_microbatches: true,
+        }
     }
 }
 

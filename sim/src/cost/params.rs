@@ -19,7 +19,11 @@ pub struct OpRate {
 
 impl OpRate {
     pub const fn new(mem_eff: f64, compute_eff: f64, fixed_s: f64) -> Self {
-        OpRate { mem_eff, compute_eff, fixed_s }
+        OpRate {
+            mem_eff,
+            compute_eff,
+            fixed_s,
+        }
     }
 }
 
@@ -97,15 +101,32 @@ impl Default for CostParams {
 impl CostParams {
     /// Every key `set` accepts.
     pub const KEYS: [&'static str; 26] = [
-        "moe.mem_eff", "moe.compute_eff", "moe.fixed_s",
-        "gemm.mem_eff", "gemm.compute_eff", "gemm.fixed_s",
-        "attention.mem_eff", "attention.compute_eff", "attention.fixed_s",
-        "indexer.mem_eff", "indexer.compute_eff", "indexer.fixed_s",
-        "gather.mem_eff", "gather.compute_eff", "gather.fixed_s",
-        "comm.mem_eff", "comm.compute_eff", "comm.fixed_s",
-        "elementwise.mem_eff", "elementwise.compute_eff", "elementwise.fixed_s",
-        "comm_per_peer_s", "layer_fixed_decode_s", "layer_fixed_prefill_s",
-        "step_fixed_decode_s", "step_fixed_prefill_s",
+        "moe.mem_eff",
+        "moe.compute_eff",
+        "moe.fixed_s",
+        "gemm.mem_eff",
+        "gemm.compute_eff",
+        "gemm.fixed_s",
+        "attention.mem_eff",
+        "attention.compute_eff",
+        "attention.fixed_s",
+        "indexer.mem_eff",
+        "indexer.compute_eff",
+        "indexer.fixed_s",
+        "gather.mem_eff",
+        "gather.compute_eff",
+        "gather.fixed_s",
+        "comm.mem_eff",
+        "comm.compute_eff",
+        "comm.fixed_s",
+        "elementwise.mem_eff",
+        "elementwise.compute_eff",
+        "elementwise.fixed_s",
+        "comm_per_peer_s",
+        "layer_fixed_decode_s",
+        "layer_fixed_prefill_s",
+        "step_fixed_decode_s",
+        "step_fixed_prefill_s",
     ];
 
     fn slot(&mut self, key: &str) -> Option<&mut f64> {
@@ -145,9 +166,12 @@ impl CostParams {
     /// [0, 1 s).
     pub fn set(&mut self, key: &str, value: f64) -> Result<(), String> {
         let is_eff = key.ends_with("_eff");
-        let slot = self
-            .slot(key)
-            .ok_or_else(|| format!("unknown cost parameter `{key}` (known: {})", Self::KEYS.join(", ")))?;
+        let slot = self.slot(key).ok_or_else(|| {
+            format!(
+                "unknown cost parameter `{key}` (known: {})",
+                Self::KEYS.join(", ")
+            )
+        })?;
         if !value.is_finite() {
             return Err(format!("cost parameter `{key}` must be a finite number"));
         }
@@ -155,7 +179,9 @@ impl CostParams {
             return Err(format!("efficiency `{key}` = {value} must lie in (0, 1]"));
         }
         if !is_eff && !(0.0..1.0).contains(&value) {
-            return Err(format!("fixed cost `{key}` = {value} s must lie in [0, 1) seconds"));
+            return Err(format!(
+                "fixed cost `{key}` = {value} s must lie in [0, 1) seconds"
+            ));
         }
         *slot = value;
         Ok(())
@@ -170,7 +196,11 @@ mod tests {
     fn every_key_round_trips() {
         let mut p = CostParams::default();
         for (i, k) in CostParams::KEYS.iter().enumerate() {
-            let v = if k.ends_with("_eff") { 0.5 + i as f64 / 100.0 } else { i as f64 * 1e-6 };
+            let v = if k.ends_with("_eff") {
+                0.5 + i as f64 / 100.0
+            } else {
+                i as f64 * 1e-6
+            };
             p.set(k, v).unwrap();
             assert_eq!(p.get(k), Some(v), "{k}");
         }
