@@ -1,5 +1,6 @@
-//! CUDA backend: the kernels compiled with NVRTC (once per kernel and architecture,
-//! cached for the process), launched through cudarc, timed with CUDA events.
+//! CUDA backend: the kernels compiled with NVRTC to a CUBIN for the GPU at hand (once
+//! per kernel and architecture per process, and in `TWIN_KERNEL_CACHE` when set; see
+//! `kernels::nvrtc`), launched through cudarc, timed with CUDA events.
 //!
 //! Opening checks, in order: the driver library loads (`libcuda.so`), a context can be
 //! created on the ordinal, NVRTC loads. Every driver error names the kernel (or the
@@ -17,14 +18,14 @@ use crate::{
 use cudarc::driver::{
     sys, CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
 };
-use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions, Ptx};
+use cudarc::nvrtc::Ptx;
 use kernels::{
     AttnMode, AttnProblem, GatherProblem, IndexerOutput, IndexerProblem, KernelSource, MoeProblem,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Device memory the rotation copies of one op may use.
@@ -35,69 +36,9 @@ const ATTN_HEADS_PER_BLOCK: usize = 16;
 /// Fewest positions per split of the split-KV attention decode.
 const MIN_SPLIT_POSITIONS: usize = 128;
 
-/// PTX text per (kernel id, arch), compiled once per process.
-fn ptx_cache() -> &'static Mutex<HashMap<(&'static str, &'static str), String>> {
-    static CACHE: OnceLock<Mutex<HashMap<(&'static str, &'static str), String>>> = OnceLock::new();
-    CACHE.get_or_init(Default::default)
-}
-
-/// Compiles `k` for `arch` (for example `compute_90`) with NVRTC, or returns the cached
-/// PTX. Errors carry the NVRTC log.
-pub fn compile(k: &'static KernelSource, arch: &'static str) -> Result<String> {
-    if let Some(p) = ptx_cache()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .get(&(k.id, arch))
-    {
-        return Ok(p.clone());
-    }
-    // SAFETY: only dlopen attempts.
-    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-        return Err(EngineError::NoNvrtc(
-            "no libnvrtc.so.12 / libnvrtc.so on the loader path; install nvidia-cuda-nvrtc-cu12 and put \
-             its lib directory on LD_LIBRARY_PATH"
-                .into(),
-        ));
-    }
-    let opts = CompileOptions {
-        arch: Some(arch),
-        name: Some(format!("{}.cu", k.id)),
-        options: vec!["--std=c++17".into()],
-        ..Default::default()
-    };
-    let ptx = compile_ptx_with_opts(k.source, opts).map_err(|e| {
-        let log = match &e {
-            cudarc::nvrtc::CompileError::CompileError { log, .. } => {
-                log.to_string_lossy().into_owned()
-            }
-            other => format!("{other:?}"),
-        };
-        EngineError::Compile {
-            kernel: k.id.into(),
-            arch: arch.into(),
-            log,
-        }
-    })?;
-    let text = ptx.to_src();
-    ptx_cache()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert((k.id, arch), text.clone());
-    Ok(text)
-}
-
-/// NVRTC architecture option for a compute capability.
-pub fn arch_for(major: i32, minor: i32) -> &'static str {
-    match (major, minor) {
-        (8, 0) => "compute_80",
-        (8, 6) => "compute_86",
-        (8, 9) => "compute_89",
-        (9, 0) => "compute_90",
-        (10, 0) => "compute_100",
-        (10, 3) => "compute_103",
-        (12, 0) => "compute_120",
-        (ma, mi) => Box::leak(format!("compute_{ma}{mi}").into_boxed_str()),
-    }
+/// NVRTC target for a compute capability: a CUBIN for exactly this GPU (`sm_XY`).
+pub fn arch_for(major: i32, minor: i32) -> String {
+    format!("sm_{major}{minor}")
 }
 
 fn kerr(kernel: &str, e: impl std::fmt::Display) -> EngineError {
@@ -110,7 +51,8 @@ fn kerr(kernel: &str, e: impl std::fmt::Display) -> EngineError {
 pub struct CudaBackend {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
-    arch: &'static str,
+    /// NVRTC target, `sm_XY` of this GPU.
+    arch: String,
     sm_count: u32,
     info: DeviceInfo,
     modules: HashMap<&'static str, Arc<CudaModule>>,
@@ -163,8 +105,8 @@ impl CudaBackend {
             stream,
             modules: HashMap::new(),
         };
-        // Fail at open, not at the first kernel, when NVRTC is missing.
-        compile(&kernels::COPY, b.arch)?;
+        // Fail at open, not at the first kernel, when NVRTC (and a kernel cache) is missing.
+        kernels::nvrtc::compile_cached(&kernels::COPY, &b.arch)?;
         Ok(b)
     }
 
@@ -172,10 +114,10 @@ impl CudaBackend {
         let module = match self.modules.get(k.id) {
             Some(m) => m.clone(),
             None => {
-                let ptx = compile(k, self.arch)?;
+                let cubin = kernels::nvrtc::compile_cached(k, &self.arch)?;
                 let m = self
                     .ctx
-                    .load_module(Ptx::from_src(ptx))
+                    .load_module(Ptx::from_binary(cubin))
                     .map_err(|e| kerr(k.id, format!("loading module: {e}")))?;
                 self.modules.insert(k.id, m.clone());
                 m

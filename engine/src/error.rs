@@ -9,14 +9,6 @@ pub enum EngineError {
     NoDriver(String),
     #[error("CUDA device {ordinal}: {msg}; use --device cpu")]
     Device { ordinal: usize, msg: String },
-    #[error("NVRTC (libnvrtc.so) could not be loaded: {0}")]
-    NoNvrtc(String),
-    #[error("NVRTC compile of kernel {kernel} for {arch} failed:\n{log}")]
-    Compile {
-        kernel: String,
-        arch: String,
-        log: String,
-    },
     #[error("kernel {kernel}: CUDA error: {msg}")]
     Kernel { kernel: String, msg: String },
     #[error("invalid op {op}: {reason}")]
@@ -25,8 +17,9 @@ pub enum EngineError {
     Unsupported(String),
     #[error("memory mapping for {what} failed: {msg}")]
     Mmap { what: String, msg: String },
+    /// Invalid shapes, NVRTC missing or failing, kernel cache errors.
     #[error(transparent)]
-    Shape(#[from] KernelError),
+    Kernels(#[from] KernelError),
 }
 
 pub type Result<T> = std::result::Result<T, EngineError>;

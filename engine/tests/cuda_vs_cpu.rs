@@ -33,7 +33,8 @@ fn open_without_gpu_is_a_clear_error_not_a_panic() {
         Err(e) => {
             let msg = e.to_string();
             assert!(
-                msg.contains("use --device cpu") || matches!(e, EngineError::NoNvrtc(_)),
+                msg.contains("use --device cpu")
+                    || matches!(e, EngineError::Kernels(kernels::KernelError::NoNvrtc(_))),
                 "{msg}"
             );
             if matches!(e, EngineError::NoDriver(_)) {

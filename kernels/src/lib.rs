@@ -14,6 +14,7 @@
 
 pub mod cpu;
 pub mod dtype;
+pub mod nvrtc;
 pub mod problem;
 pub mod reference;
 
@@ -89,7 +90,8 @@ pub fn by_id(id: &str) -> Option<&'static KernelSource> {
     ALL.iter().find(|k| k.id == id)
 }
 
-/// Invalid problem shapes or inputs (caught before any kernel runs).
+/// Invalid problem shapes or inputs (caught before any kernel runs), and NVRTC
+/// compilation failures.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum KernelError {
     #[error("{kernel}: invalid shape: {reason}")]
@@ -97,6 +99,12 @@ pub enum KernelError {
         kernel: &'static str,
         reason: String,
     },
+    #[error("NVRTC (libnvrtc.so) could not be loaded: {0}")]
+    NoNvrtc(String),
+    #[error("NVRTC compile of kernel {kernel} for {arch} failed:\n{log}")]
+    Compile { kernel: String, arch: String, log: String },
+    #[error("kernel cache {path}: {msg}")]
+    Cache { path: String, msg: String },
 }
 
 pub type Result<T> = std::result::Result<T, KernelError>;
