@@ -216,12 +216,33 @@ pub enum PrefillRouter {
     RoundRobin,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RouterConfig {
     #[serde(default)]
     pub decode: DecodeRouter,
     #[serde(default)]
     pub prefill: PrefillRouter,
+    /// Prefix affinity: weight of the request's own uncached tokens against the tokens
+    /// queued ahead of it. Above 1, recomputing a context elsewhere must save more than
+    /// it costs the pool, which keeps sessions on their cached instance and stops
+    /// migration cascades (a migrant's recompute load pushing that instance's own
+    /// sessions away in turn).
+    #[serde(default = "d_recompute_weight")]
+    pub prefill_recompute_weight: f64,
+}
+
+fn d_recompute_weight() -> f64 {
+    2.0
+}
+
+impl Default for RouterConfig {
+    fn default() -> Self {
+        RouterConfig {
+            decode: DecodeRouter::default(),
+            prefill: PrefillRouter::default(),
+            prefill_recompute_weight: d_recompute_weight(),
+        }
+    }
 }
 
 /// Service-level objectives for goodput: a request counts when it meets both.
@@ -437,6 +458,13 @@ impl ServingScenario {
             self.limits.sample_interval_s.is_finite() && self.limits.sample_interval_s >= 1e-3,
             "limits.sample_interval_s",
             "must be >= 0.001",
+        );
+        check(
+            &mut p,
+            self.router.prefill_recompute_weight.is_finite()
+                && self.router.prefill_recompute_weight >= 0.0,
+            "router.prefill_recompute_weight",
+            "must be >= 0",
         );
         p.extend(self.price.problems());
         p

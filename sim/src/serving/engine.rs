@@ -571,25 +571,28 @@ impl<'a> Sim<'a> {
                 .unwrap_or(0),
             PrefillRouter::PrefixAffinity => {
                 // Least expected work: the tokens queued ahead plus this request's own
-                // uncached tokens there. A long cached context keeps a session on its
-                // instance; a shared system prompt alone does not pile every session
-                // onto the first instance that cached it.
+                // uncached tokens there (weighted, see `prefill_recompute_weight`). A
+                // long cached context keeps a session on its instance; a shared system
+                // prompt alone does not pile every session onto the first instance
+                // that cached it.
                 let req = self.req(slot);
                 let input = req.input as u64;
                 let blocks = &req.blocks;
-                range
-                    .map(|g| {
-                        let hit = self.groups[g as usize]
-                            .cache
-                            .as_ref()
-                            .map(|c| c.peek(blocks))
-                            .unwrap_or(0);
-                        let uncached = input - (hit * BLOCK_TOKENS).min(input - 1);
-                        (self.group_prefill_load(g) + uncached, g)
-                    })
-                    .min()
-                    .map(|t| t.1)
-                    .unwrap_or(0)
+                let w = self.sc.router.prefill_recompute_weight;
+                let mut best = (f64::INFINITY, range.start);
+                for g in range {
+                    let hit = self.groups[g as usize]
+                        .cache
+                        .as_ref()
+                        .map(|c| c.peek(blocks))
+                        .unwrap_or(0);
+                    let uncached = input - (hit * BLOCK_TOKENS).min(input - 1);
+                    let work = self.group_prefill_load(g) as f64 + w * uncached as f64;
+                    if work < best.0 {
+                        best = (work, g);
+                    }
+                }
+                best.1
             }
         }
     }
