@@ -8,6 +8,8 @@
 #     LD_LIBRARY_PATH=$PWD/.nvrtc/nvidia/cuda_nvrtc/lib \
 #     cargo test --release -p kernels --test nvrtc_compile
 # and carry target/release/twin, target/release/deps/cuda_vs_cpu-* and kernel-cache/
+# (strip the two binaries first: with debug info they exceed 64 MB together; stripped
+# about 4 + 1.5 MB; or pass their paths in TWIN and CUDA_TEST)
 # (CUBINs for sm_90 and sm_100). libnvrtc itself (about 100 MB) need not travel: the
 # engine loads the cached CUBINs when NVRTC is absent; when NVRTC is present (on the
 # loader path or in .nvrtc/) it compiles, and the NVRTC test runs there as well.
@@ -47,7 +49,7 @@ bin=$(find_test nvrtc_compile)
 if [ -n "$bin" ]; then step "test nvrtc_compile"; "$bin" --nocapture || status=1; fi
 
 step "test cuda_vs_cpu"
-bin=$(find_test cuda_vs_cpu)
+bin=${CUDA_TEST:-$(find_test cuda_vs_cpu)}
 if [ -z "$bin" ]; then
     echo "FAIL: no test binary cuda_vs_cpu-* under target/*/deps"; status=1
 else
