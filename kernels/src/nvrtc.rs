@@ -169,4 +169,21 @@ mod tests {
         );
         assert_ne!(fnv1a(b"a"), fnv1a(b"b"));
     }
+
+    #[test]
+    fn disk_cache_hit_needs_no_nvrtc() {
+        // The only test in this binary touching the environment.
+        let dir = tempfile::tempdir().unwrap();
+        let name = cache_name(&crate::GATHER, "sm_1");
+        std::fs::write(dir.path().join(&name), b"cubin bytes").unwrap();
+        std::env::set_var(CACHE_ENV, dir.path());
+        let got = compile_cached(&crate::GATHER, "sm_1");
+        std::env::remove_var(CACHE_ENV);
+        assert_eq!(got.unwrap(), b"cubin bytes");
+        // A miss without NVRTC is a clear error; with NVRTC an unknown arch fails to compile.
+        let miss = compile_cached(&crate::COPY, "sm_1")
+            .unwrap_err()
+            .to_string();
+        assert!(miss.contains("NVRTC"), "{miss}");
+    }
 }
