@@ -102,7 +102,11 @@ pub enum KernelError {
     #[error("NVRTC (libnvrtc.so) could not be loaded: {0}")]
     NoNvrtc(String),
     #[error("NVRTC compile of kernel {kernel} for {arch} failed:\n{log}")]
-    Compile { kernel: String, arch: String, log: String },
+    Compile {
+        kernel: String,
+        arch: String,
+        log: String,
+    },
     #[error("kernel cache {path}: {msg}")]
     Cache { path: String, msg: String },
 }
