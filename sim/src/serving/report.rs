@@ -171,10 +171,16 @@ pub struct Report {
     pub requests_dropped: u64,
     pub throughput_tok_s_per_gpu: Throughput,
     pub token_mix: TokenMix,
+    /// Arrival to the first output token (prefill queue, prefill, KV transfer and the
+    /// first decode step), requests that arrived after warm-up and finished in time.
     pub ttft_ms: Summary,
+    /// (last token - first token) / (output tokens - 1), per request.
     pub tpot_ms: Summary,
+    /// Time between successive emissions of one request (one per decode step; with
+    /// MTP a step emits 1 + accepted drafts tokens at once).
     pub itl_ms: Summary,
     pub e2e_ms: Summary,
+    /// Output speed seen by one user: (output tokens - 1) / (last - first token).
     pub per_user_tok_s: Summary,
     pub goodput: Goodput,
     pub price_sheet: String,
