@@ -33,3 +33,22 @@ __device__ __forceinline__ float warp_sum(float v) {
 }
 
 #define TWIN_NEG_INF __int_as_float(0xff800000)
+
+// Decodes `per` (<= 16) consecutive fp8 values at `p` into v[0..per) times `scale`
+// (zeros beyond). Uses 4-byte loads when `per` is a multiple of 4 (then `p` is 4-byte
+// aligned: callers index rows of dim % 128 == 0 bytes), byte loads otherwise.
+__device__ __forceinline__ void load_fp8_row(const unsigned char* __restrict__ p, int per, float scale,
+                                             float* v) {
+    if ((per & 3) == 0) {
+#pragma unroll
+        for (int w = 0; w < 4; w++) {
+            unsigned int u = 4 * w < per ? reinterpret_cast<const unsigned int*>(p)[w] : 0u;
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                v[4 * w + i] = 4 * w < per ? fp8_e4m3_to_f32((unsigned char)(u >> (8 * i))) * scale : 0.f;
+        }
+    } else {
+#pragma unroll
+        for (int j = 0; j < 16; j++) v[j] = j < per ? fp8_e4m3_to_f32(p[j]) * scale : 0.f;
+    }
+}

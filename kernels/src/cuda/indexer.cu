@@ -33,8 +33,7 @@ extern "C" __global__ void dsa_indexer_scores(const float* __restrict__ q, const
     const size_t slot = (size_t)b * n_pos + p;
     const unsigned char* row = key + slot * dim + lane * per;
     float kr[MAX_PER];
-#pragma unroll
-    for (int j = 0; j < MAX_PER; j++) kr[j] = j < per ? fp8_e4m3_to_f32(row[j]) : 0.f;
+    load_fp8_row(row, per, 1.f, kr);
     const float ks = key_scale[slot];
     float total = 0.f;
     for (int h = 0; h < heads; h++) {

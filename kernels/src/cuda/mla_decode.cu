@@ -71,12 +71,10 @@ __device__ void mla_partial(const float* __restrict__ q, const unsigned char* __
         const unsigned char* row = kv + slot * dim + lane * per;
         const float ks = kv_scale[slot];
         float v[MAX_PER];
+        load_fp8_row(row, per, ks, v);
         float dot = 0.f;
 #pragma unroll
-        for (int j = 0; j < MAX_PER; j++) {
-            v[j] = j < per ? fp8_e4m3_to_f32(row[j]) * ks : 0.f;
-            dot += qr[j] * v[j];
-        }
+        for (int j = 0; j < MAX_PER; j++) dot += qr[j] * v[j];
         const float s = warp_sum(dot) * softmax_scale;
         const float m_new = fmaxf(m, s);
         const float corr = expf(m - m_new);  // exp(-inf) = 0 on the first position
