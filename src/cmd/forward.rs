@@ -4,7 +4,7 @@ use crate::scenario::{load_hardware, load_model, Set};
 use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
 use serde_json::json;
-use sim::cost::{AnalyticCostModel, Bound, CostModel, CostParams, Layout, Op, Phase};
+use sim::cost::{AnalyticCostModel, Bound, CostModel, Layout, Op, Phase};
 use sim::forward::{forward, ForwardResult, ForwardSpec};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -55,6 +55,10 @@ pub struct ForwardArgs {
     /// `cost.moe.mem_eff=0.9` (repeatable).
     #[arg(long = "set", value_name = "PATH=VALUE")]
     pub set: Vec<String>,
+    /// A calibration profile (`twin calibrate --out DIR` writes DIR/profile.toml): price
+    /// with its measured efficiencies instead of the analytic defaults.
+    #[arg(long, value_name = "PROFILE")]
+    pub profile: Option<String>,
     /// Print one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -83,28 +87,7 @@ pub fn evaluate(args: &ForwardArgs) -> Result<Forward> {
     }
     let hardware = load_hardware(&args.hardware, &hw_sets)?;
     let model = load_model(&args.model, &model_sets)?;
-    let mut params = CostParams::default();
-    for (k, v) in &hardware.cost {
-        params.set(k, *v).map_err(anyhow::Error::msg)?;
-    }
-    for s in &cost_sets {
-        let key = s.path.join(".");
-        let v = match &s.value {
-            toml::Value::Float(f) => *f,
-            toml::Value::Integer(i) => *i as f64,
-            _ => bail!("--set {}: a cost parameter takes a number", s.text),
-        };
-        params
-            .set(&key, v)
-            .map_err(|e| anyhow::anyhow!("--set {}: {e}", s.text))?;
-    }
-    if !hardware.cost.is_empty() {
-        params.source = format!(
-            "analytic defaults + {} fitted cost parameters of {}",
-            hardware.cost.len(),
-            hardware.name
-        );
-    }
+    let params = super::cost_params(&hardware, args.profile.as_deref(), &cost_sets)?;
     let layout = Layout {
         dep: args.dep,
         redundant_experts: args.redundant_experts,

@@ -493,6 +493,7 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
                     "id": o.row.id, "figure": o.row.figure, "metric": o.row.metric,
                     "published": o.row.published, "predicted": o.predicted,
                     "error": o.error, "role": o.row.role, "unit": o.row.unit,
+                    "command": o.row.command, "source": o.row.source,
                 })
             })
             .collect();

@@ -369,15 +369,6 @@ pub fn parse_with_sets<T: DeserializeOwned>(origin: &str, text: &str, sets: &[Se
     parse_located(origin, text, sets).map(|p| p.value)
 }
 
-/// Provenance kinds a parameter may carry.
-pub const PROVENANCE_KINDS: [&str; 6] = [
-    "published",
-    "secondary",
-    "unconfirmed",
-    "derived",
-    "fitted",
-    "assumed",
-];
 
 pub fn load_hardware(name_or_path: &str, sets: &[Set]) -> Result<Hardware> {
     let (origin, text) = resolve(Kind::Hardware, name_or_path)?;
