@@ -192,6 +192,11 @@ fn check_seed(seed: u64) -> Result<Accounting, String> {
         PrefillRouter::RoundRobin,
     ][rng.random_range(0..3)];
     sc.router.prefill_recompute_weight = rng.random_range(0.0..4.0);
+    sc.router.prefill_rank = [
+        PrefillRank::LeastTokens,
+        PrefillRank::LeastRequests,
+        PrefillRank::LeastCost,
+    ][rng.random_range(0..3)];
     let drafts = rng.random_range(0..=3u32);
     sc.serving.mtp = MtpConfig {
         draft_tokens: Some(drafts),

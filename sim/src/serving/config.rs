@@ -216,12 +216,29 @@ pub enum PrefillRouter {
     RoundRobin,
 }
 
+/// How a prefill instance places a request on one of its ranks (data-parallel
+/// attention replicas); the request stays there for all its chunks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum PrefillRank {
+    /// Fewest queued uncached tokens.
+    #[default]
+    LeastTokens,
+    /// Fewest queued requests (vLLM's DP balancing counts requests).
+    LeastRequests,
+    /// Least estimated queued time: each request priced alone on a rank by the cost
+    /// model (cached context included) when it is placed.
+    LeastCost,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RouterConfig {
     #[serde(default)]
     pub decode: DecodeRouter,
     #[serde(default)]
     pub prefill: PrefillRouter,
+    #[serde(default)]
+    pub prefill_rank: PrefillRank,
     /// Prefix affinity: weight of the request's own uncached tokens against the tokens
     /// queued ahead of it. Above 1, recomputing a context elsewhere must save more than
     /// it costs the pool, which keeps sessions on their cached instance and stops
@@ -240,6 +257,7 @@ impl Default for RouterConfig {
         RouterConfig {
             decode: DecodeRouter::default(),
             prefill: PrefillRouter::default(),
+            prefill_rank: PrefillRank::default(),
             prefill_recompute_weight: d_recompute_weight(),
         }
     }

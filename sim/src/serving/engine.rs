@@ -21,7 +21,7 @@
 //! destination rank's ingress link.
 
 use super::cache::PrefixCache;
-use super::config::{DecodeRouter, Mode, PoolConfig, PrefillRouter, ServingScenario};
+use super::config::{DecodeRouter, Mode, PoolConfig, PrefillRank, PrefillRouter, ServingScenario};
 use super::core::{ns_to_secs, secs_to_ns, stream, EventQueue, Nanos};
 use super::report::*;
 use super::stats::{Gauge, LogHistogram};
@@ -74,6 +74,7 @@ struct Req {
     first_token_ns: Option<Nanos>,
     last_token_ns: Nanos,
     admitted_ns: Nanos,
+    est_prefill_s: f64,
 }
 
 impl Req {
@@ -96,6 +97,8 @@ struct Rank {
     kv_reserved: u64,
     kv_used: u64,
     link_free_ns: Nanos,
+    /// Estimated seconds of queued prefill work (`PrefillRank::LeastCost`).
+    est_load_s: f64,
 }
 
 impl Rank {
@@ -481,6 +484,7 @@ impl<'a> Sim<'a> {
             first_token_ns: None,
             last_token_ns: 0,
             admitted_ns: 0,
+            est_prefill_s: 0.0,
         };
         let role = self.pools[entry].role;
         if role == Role::Mixed && req.kv_need() > self.pools[entry].kv_cap {
@@ -494,7 +498,6 @@ impl<'a> Sim<'a> {
         let nr_prewarm = nr.prewarm_tokens;
         let slot = self.alloc(req);
         let g = self.route_prefill(entry, slot);
-        let r = self.pick_rank_in_group(g, role);
         // Prefix cache decides cached vs uncached tokens.
         let (hit_blocks, host_blocks) = {
             let blocks = std::mem::take(&mut self.req_mut(slot).blocks);
@@ -522,7 +525,16 @@ impl<'a> Sim<'a> {
                 st.host_hit_tokens += (host_blocks * BLOCK_TOKENS).min(cached as u64);
             }
         }
+        let est = if role == Role::Prefill && self.sc.router.prefill_rank == PrefillRank::LeastCost
+        {
+            self.estimate_prefill_s(entry, input - cached as u64, cached as u64)
+        } else {
+            0.0
+        };
+        let r = self.pick_rank_in_group(g, role);
+        self.groups[g as usize].ranks[r as usize].est_load_s += est;
         let req = self.req_mut(slot);
+        req.est_prefill_s = est;
         req.cached = cached;
         req.prefill_group = g;
         req.prefill_rank = r;
@@ -599,15 +611,42 @@ impl<'a> Sim<'a> {
 
     fn pick_rank_in_group(&self, g: u32, role: Role) -> u32 {
         let grp = &self.groups[g as usize];
-        (0..grp.ranks.len() as u32)
-            .min_by_key(|&r| {
-                let rk = &grp.ranks[r as usize];
-                match role {
-                    Role::Mixed => (rk.requests() as u64, r),
-                    _ => (rk.prefill_tokens, r),
-                }
-            })
-            .unwrap_or(0)
+        let policy = self.sc.router.prefill_rank;
+        let mut best = (f64::INFINITY, 0u32);
+        for (r, rk) in grp.ranks.iter().enumerate() {
+            let load = match (role, policy) {
+                (Role::Mixed, _) | (_, PrefillRank::LeastRequests) => rk.requests() as f64,
+                (_, PrefillRank::LeastTokens) => rk.prefill_tokens as f64,
+                (_, PrefillRank::LeastCost) => rk.est_load_s,
+            };
+            if load < best.0 {
+                best = (load, r as u32);
+            }
+        }
+        best.1
+    }
+
+    /// The cost model's time for this prefill alone on one rank of the pool's group.
+    fn estimate_prefill_s(&mut self, pool: usize, uncached: u64, cached: u64) -> f64 {
+        let dep = self.pools[pool].cfg.dep as usize;
+        for s in &mut self.slices[..dep] {
+            s.clear();
+        }
+        self.slices[0].push(ReqSlice {
+            new_tokens: uncached.min(u32::MAX as u64) as u32,
+            context_tokens: cached,
+            count: 1,
+        });
+        let c = self.pools[pool].cost.step(&StepShape {
+            phase: Phase::Prefill,
+            ranks: &self.slices[..dep],
+            draft_tokens: 0,
+        });
+        if c.step_s.is_finite() && c.step_s > 0.0 {
+            c.step_s
+        } else {
+            0.0
+        }
     }
 
     /// Mixed pool: reserve KV for waiting requests in order and queue their prefill.
@@ -810,8 +849,10 @@ impl<'a> Sim<'a> {
         }
         self.groups[g as usize].step_prefill = work;
         for &(r, slot) in &finished {
+            let est = self.req(slot).est_prefill_s;
             let rank = &mut self.groups[g as usize].ranks[r as usize];
             rank.prefill_q.retain(|&s| s != slot);
+            rank.est_load_s = (rank.est_load_s - est).max(0.0);
             self.pools[pool_i].waiting -= 1;
             let blocks = std::mem::take(&mut self.req_mut(slot).blocks);
             // Only full blocks are reusable: a partial last block's identity would

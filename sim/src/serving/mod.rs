@@ -24,8 +24,8 @@ pub mod stats;
 pub mod workload;
 
 pub use config::{
-    DecodeRouter, KvTransferConfig, Limits, Mode, MtpConfig, PoolConfig, PrefillRouter,
-    RouterConfig, ServingConfig, ServingScenario, SloConfig,
+    DecodeRouter, KvTransferConfig, Limits, Mode, MtpConfig, PoolConfig, PrefillRank,
+    PrefillRouter, RouterConfig, ServingConfig, ServingScenario, SloConfig,
 };
 pub use engine::SimInput;
 pub use price::{PriceConfig, PriceSheet, TokenPrices};
