@@ -36,6 +36,13 @@ enum Command {
 }
 
 fn main() {
+    // Behave like other Unix tools when the reader goes away (`twin ... | head`):
+    // end quietly instead of panicking on a broken pipe.
+    #[cfg(unix)]
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     let result: Result<()> = match &cli.command {
         Command::Simulate(a) => cmd::simulate::run(a),
