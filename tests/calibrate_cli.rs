@@ -76,6 +76,38 @@ fn calibrate_cpu_writes_measurements_and_profile_and_resumes() {
         params.source
     );
 
+    // The profile prices `twin forward --profile`: its source is named, and the step
+    // differs from the analytic defaults (a CPU's measured efficiencies are not a GPU's).
+    let forward = |extra: &[&str]| {
+        let mut args = vec![
+            "forward",
+            "--dep",
+            "8",
+            "--batch-per-rank",
+            "16",
+            "--context",
+            "32768",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let o = twin(&args);
+        assert!(o.status.success(), "{}", text(&o));
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()
+    };
+    let plain = forward(&[]);
+    let profiled = forward(&["--profile", out.join("profile.toml").to_str().unwrap()]);
+    assert!(
+        profiled["cost_model"]
+            .as_str()
+            .unwrap()
+            .contains("calibration profile: cpu"),
+        "{profiled}"
+    );
+    assert_ne!(
+        plain["step_ms"], profiled["step_ms"],
+        "the profile changed nothing"
+    );
+
     // Rerun with the same --out: every point is already there, nothing is re-measured.
     let o = twin(&[
         "calibrate",
