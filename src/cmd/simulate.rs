@@ -37,6 +37,10 @@ pub struct SimulateArgs {
     /// Mooncake JSONL trace for trace-replay workloads.
     #[arg(long, value_name = "PATH")]
     pub trace: Option<String>,
+    /// Calibration profile whose measured efficiencies and fixed costs price the steps
+    /// (layered over the hardware file's fitted `[cost]`).
+    #[arg(long, value_name = "PATH")]
+    pub profile: Option<String>,
 }
 
 /// Everything a run resolved, before simulating.
@@ -121,28 +125,7 @@ pub fn resolve_args(args: &SimulateArgs) -> Result<Resolved> {
         bail!("invalid scenario:\n  {}", problems.join("\n  "));
     }
 
-    let mut params = CostParams::default();
-    for (k, v) in &hardware.cost {
-        params.set(k, *v).map_err(anyhow::Error::msg)?;
-    }
-    for s in &cost_sets {
-        let key = s.path.join(".");
-        let v = match &s.value {
-            toml::Value::Float(f) => *f,
-            toml::Value::Integer(i) => *i as f64,
-            _ => bail!("--set {}: a cost parameter takes a number", s.text),
-        };
-        params
-            .set(&key, v)
-            .map_err(|e| anyhow!("--set {}: {e}", s.text))?;
-    }
-    if !hardware.cost.is_empty() {
-        params.source = format!(
-            "analytic defaults + {} fitted cost parameters of {}",
-            hardware.cost.len(),
-            hardware.name
-        );
-    }
+    let params = super::cost_params(&hardware, args.profile.as_deref(), &cost_sets)?;
     Ok(Resolved {
         scenario_origin: origin,
         scenario: sc,
@@ -220,15 +203,9 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
         );
         println!(
             "hardware {}, model {}, cost model: {}",
-            r.hardware.name,
-            r.model.name,
-            prefill_cost_describe(&r.params)
+            r.hardware.name, r.model.name, r.params.source
         );
         print!("{}", report.render_text());
     }
     Ok(())
-}
-
-fn prefill_cost_describe(p: &CostParams) -> String {
-    p.source.clone()
 }
