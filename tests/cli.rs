@@ -196,6 +196,11 @@ fn bad_values_and_bad_toml_say_where() {
         &["engram.page_size", "byte unit"],
     );
     fails_with(&["forward", "--set", "nonsense"], &["PATH=VALUE"]);
+    // An override that creates an unknown table is blamed on the override, not a line.
+    fails_with(
+        &["forward", "--set", "model.mtpp.draft_tokens=2"],
+        &["--set model.mtpp.draft_tokens=2: mtpp: unknown field"],
+    );
 }
 
 #[test]

@@ -280,9 +280,11 @@ fn report(origin: &str, text: &str, sets: &[Set], problems: Vec<Problem>) -> any
         if problems.len() == 1 { "" } else { "s" }
     );
     for p in &problems {
-        let by_set = sets
-            .iter()
-            .find(|s| segments(&p.path).starts_with(&s.path) || s.path == segments(&p.path));
+        let by_set = sets.iter().find(|s| {
+            // The override set this field, or created the unknown table above it.
+            let segs = segments(&p.path);
+            !segs.is_empty() && (segs.starts_with(&s.path) || s.path.starts_with(&segs))
+        });
         let place = if p.path.starts_with("--") {
             "command line".to_string()
         } else if let Some(s) = by_set {
@@ -368,7 +370,6 @@ pub fn parse_located<T: DeserializeOwned>(
 pub fn parse_with_sets<T: DeserializeOwned>(origin: &str, text: &str, sets: &[Set]) -> Result<T> {
     parse_located(origin, text, sets).map(|p| p.value)
 }
-
 
 pub fn load_hardware(name_or_path: &str, sets: &[Set]) -> Result<Hardware> {
     let (origin, text) = resolve(Kind::Hardware, name_or_path)?;
