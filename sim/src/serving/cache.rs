@@ -84,6 +84,10 @@ pub struct PrefixCache {
     free: Vec<u32>,
     hbm: List,
     host: List,
+    /// Scratch for `lookup` (node of each leading block found).
+    found: Vec<u32>,
+    /// Blocks dropped from the map so far (a node index may then be reused).
+    drops: u64,
 }
 
 impl PrefixCache {
@@ -94,6 +98,8 @@ impl PrefixCache {
             free: Vec::new(),
             hbm: List::new(hbm_blocks),
             host: List::new(host_blocks),
+            found: Vec::new(),
+            drops: 0,
         }
     }
 
@@ -117,7 +123,8 @@ impl PrefixCache {
     pub fn lookup(&mut self, blocks: &[u64]) -> Hit {
         let mut n = 0;
         let mut host = 0;
-        let mut found = Vec::with_capacity(blocks.len());
+        let mut found = std::mem::take(&mut self.found);
+        found.clear();
         for b in blocks {
             match self.map.get(b) {
                 Some(&i) => {
@@ -130,15 +137,21 @@ impl PrefixCache {
                 None => break,
             }
         }
+        let drops = self.drops;
         for (k, &i) in found.iter().enumerate() {
             // An earlier promotion in this loop may have evicted a later block when HBM
-            // holds fewer blocks than the prefix; re-resolve by hash then.
-            if self.nodes[i as usize].hash == blocks[k] && self.map.get(&blocks[k]) == Some(&i) {
+            // holds fewer blocks than the prefix; re-resolve by hash then. Until a block
+            // leaves the map, every node found is still that block's.
+            if self.drops == drops
+                || (self.nodes[i as usize].hash == blocks[k]
+                    && self.map.get(&blocks[k]) == Some(&i))
+            {
                 self.touch_node(i);
             } else {
                 self.touch_into_hbm(blocks[k]);
             }
         }
+        self.found = found;
         Hit {
             blocks: n,
             host_blocks: host,
@@ -265,6 +278,7 @@ impl PrefixCache {
         let h = self.nodes[i as usize].hash;
         self.map.remove(&h);
         self.free.push(i);
+        self.drops += 1;
     }
 }
 

@@ -86,6 +86,20 @@ impl Req {
     }
 }
 
+/// A request in a rank's running batch, with its decode state kept inline (the step
+/// loop walks these in order instead of the scattered `Req`s); written back to the
+/// `Req` when it finishes or the run ends.
+#[derive(Clone, Copy)]
+struct Run {
+    slot: u32,
+    input: u32,
+    output: u32,
+    generated: u32,
+    measured: bool,
+    first_token_ns: Option<Nanos>,
+    last_token_ns: Nanos,
+}
+
 #[derive(Default)]
 struct Rank {
     prefill_q: VecDeque<u32>,
@@ -93,7 +107,7 @@ struct Rank {
     pending: VecDeque<u32>,
     transferring: u32,
     joining: VecDeque<u32>,
-    running: Vec<u32>,
+    running: Vec<Run>,
     kv_reserved: u64,
     kv_used: u64,
     link_free_ns: Nanos,
@@ -209,6 +223,8 @@ struct Sim<'a> {
     acc: Accounting,
     m: Metrics,
     slices: Vec<Vec<ReqSlice>>,
+    /// Scratch: prefill requests that finished in the current step.
+    finished: Vec<(u32, u32)>,
 }
 
 /// Runs one simulation; see the module docs for the model.
@@ -363,6 +379,7 @@ impl<'a> Sim<'a> {
                 mtp_tokens: 0,
             },
             slices: vec![Vec::new(); max_dep],
+            finished: Vec::new(),
         })
     }
 
@@ -695,16 +712,28 @@ impl<'a> Sim<'a> {
         }
         let pool_i = self.groups[g as usize].pool;
         let role = self.pools[pool_i].role;
-        let cfg = self.pools[pool_i].cfg.clone();
+        let cfg = &self.pools[pool_i].cfg;
         let dep = cfg.dep as usize;
+        let max_batch = cfg.max_batch_per_rank as usize;
+        let chunk_tokens = cfg.chunk_tokens_per_rank;
+        let max_prefill = cfg.max_prefill_requests_per_rank;
         // Requests whose KV arrived join the batch at the step boundary.
         if role != Role::Prefill {
             for rank in &mut self.groups[g as usize].ranks {
-                while rank.running.len() < cfg.max_batch_per_rank as usize {
+                while rank.running.len() < max_batch {
                     let Some(s) = rank.joining.pop_front() else {
                         break;
                     };
-                    rank.running.push(s);
+                    let req = self.reqs[s as usize].as_ref().expect("live request");
+                    rank.running.push(Run {
+                        slot: s,
+                        input: req.input,
+                        output: req.output,
+                        generated: req.generated,
+                        measured: req.measured,
+                        first_token_ns: req.first_token_ns,
+                        last_token_ns: req.last_token_ns,
+                    });
                 }
             }
         }
@@ -716,15 +745,10 @@ impl<'a> Sim<'a> {
             work.clear();
             for r in 0..dep {
                 self.slices[r].clear();
-                let mut budget = cfg.chunk_tokens_per_rank;
+                let mut budget = chunk_tokens;
                 let mut n = 0;
-                let q: Vec<u32> = self.groups[g as usize].ranks[r]
-                    .prefill_q
-                    .iter()
-                    .copied()
-                    .collect();
-                for slot in q {
-                    if budget == 0 || n >= cfg.max_prefill_requests_per_rank {
+                for &slot in &self.groups[g as usize].ranks[r].prefill_q {
+                    if budget == 0 || n >= max_prefill {
                         break;
                     }
                     let req = self.reqs[slot as usize].as_ref().expect("live request");
@@ -759,11 +783,10 @@ impl<'a> Sim<'a> {
         if role != Role::Prefill {
             for r in 0..dep {
                 self.slices[r].clear();
-                for &slot in &self.groups[g as usize].ranks[r].running {
-                    let req = self.reqs[slot as usize].as_ref().expect("live request");
+                for run in &self.groups[g as usize].ranks[r].running {
                     self.slices[r].push(ReqSlice {
                         new_tokens: 1,
-                        context_tokens: req.input as u64 + req.generated as u64,
+                        context_tokens: run.input as u64 + run.generated as u64,
                         count: 1,
                     });
                 }
@@ -825,7 +848,8 @@ impl<'a> Sim<'a> {
         let in_window = self.in_window();
         // Prefill progress.
         let work = std::mem::take(&mut self.groups[g as usize].step_prefill);
-        let mut finished = Vec::new();
+        let mut finished = std::mem::take(&mut self.finished);
+        finished.clear();
         for &(r, slot, chunk) in &work {
             let req = self.req_mut(slot);
             req.prefilled += chunk;
@@ -877,6 +901,7 @@ impl<'a> Sim<'a> {
                 self.route_decode(slot);
             }
         }
+        self.finished = finished;
         if role == Role::Mixed {
             for r in 0..self.groups[g as usize].ranks.len() as u32 {
                 self.note_kv(g, r);
@@ -886,22 +911,23 @@ impl<'a> Sim<'a> {
         if self.groups[g as usize].decode_in_step {
             let dep = self.groups[g as usize].ranks.len();
             for r in 0..dep {
-                let running = std::mem::take(&mut self.groups[g as usize].ranks[r].running);
-                let mut keep = Vec::with_capacity(running.len());
-                for slot in running {
+                let mut running = std::mem::take(&mut self.groups[g as usize].ranks[r].running);
+                let mut kept = 0;
+                for i in 0..running.len() {
                     let k = self.sample_emitted();
                     let now = self.now;
-                    let req = self.req_mut(slot);
-                    let k = k.min(req.output - req.generated);
-                    req.generated += k;
-                    let first = req.first_token_ns.is_none();
-                    let prev = req.last_token_ns;
+                    let run = &mut running[i];
+                    let k = k.min(run.output - run.generated);
+                    run.generated += k;
+                    let first = run.first_token_ns.is_none();
+                    let prev = run.last_token_ns;
                     if first {
-                        req.first_token_ns = Some(now);
+                        run.first_token_ns = Some(now);
                     }
-                    req.last_token_ns = now;
-                    let measured = req.measured;
-                    let done = req.generated == req.output;
+                    run.last_token_ns = now;
+                    let measured = run.measured;
+                    let done = run.generated == run.output;
+                    let run = *run;
                     self.m.mtp_steps += 1;
                     self.m.mtp_tokens += k as u64;
                     self.acc.output_tokens_emitted += k as u64;
@@ -913,12 +939,15 @@ impl<'a> Sim<'a> {
                         self.m.itl_ms.record((now - prev) as f64 / 1e6);
                     }
                     if done {
-                        self.finish(slot, g, r as u32)?;
+                        self.write_back(&run);
+                        self.finish(run.slot, g, r as u32)?;
                     } else {
-                        keep.push(slot);
+                        running[kept] = run;
+                        kept += 1;
                     }
                 }
-                self.groups[g as usize].ranks[r].running = keep;
+                running.truncate(kept);
+                self.groups[g as usize].ranks[r].running = running;
                 self.note_kv(g, r as u32);
                 if role == Role::Mixed {
                     self.admit_mixed(g, r as u32);
@@ -929,6 +958,14 @@ impl<'a> Sim<'a> {
         }
         self.kick(g);
         Ok(())
+    }
+
+    /// Copies a running request's inline decode state back to its `Req`.
+    fn write_back(&mut self, run: &Run) {
+        let req = self.req_mut(run.slot);
+        req.generated = run.generated;
+        req.first_token_ns = run.first_token_ns;
+        req.last_token_ns = run.last_token_ns;
     }
 
     fn finish(&mut self, slot: u32, g: u32, r: u32) -> Result<(), SimError> {
@@ -1141,6 +1178,14 @@ impl<'a> Sim<'a> {
     }
 
     fn report(mut self, input: &SimInput<'_>, seed: u64) -> Report {
+        let runs: Vec<Run> = self
+            .groups
+            .iter()
+            .flat_map(|g| g.ranks.iter().flat_map(|r| r.running.iter().copied()))
+            .collect();
+        for run in &runs {
+            self.write_back(run);
+        }
         // In-flight accounting.
         for req in self.reqs.iter().flatten() {
             self.acc.in_flight_end += 1;
