@@ -27,6 +27,9 @@ enum Command {
     Simulate(cmd::simulate::SimulateArgs),
     /// Price one exact prefill or decode step of a DEP group, with a breakdown by operation.
     Forward(cmd::forward::ForwardArgs),
+    /// `forward` over a grid of DEP and batch sizes: throughput per GPU against speed
+    /// per user (Pareto frontier), and the cost of a million tokens.
+    Sweep(cmd::sweep::SweepArgs),
     /// Compare predictions with published figures (and refit the fitted parameters).
     Validate(cmd::validate::ValidateArgs),
     /// Measure per-layer operations on a device and fit a cost profile.
@@ -47,6 +50,7 @@ fn main() {
     let result: Result<()> = match &cli.command {
         Command::Simulate(a) => cmd::simulate::run(a),
         Command::Forward(a) => cmd::forward::run(a),
+        Command::Sweep(a) => cmd::sweep::run(a),
         Command::Calibrate(a) => cmd::calibrate::run(a),
         Command::Validate(a) => cmd::validate::run(a),
         Command::List => cmd::list(),

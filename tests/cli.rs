@@ -463,3 +463,39 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+#[test]
+fn sweep_marks_the_frontier_and_lists_what_it_skipped() {
+    let v = json(&twin(&[
+        "sweep",
+        "--deps",
+        "8,32,36",
+        "--batches",
+        "16,128",
+        "--context",
+        "131072",
+        "--json",
+    ]));
+    let points = v["points"].as_array().unwrap();
+    assert_eq!(points.len(), 4, "DEP36 cannot hold 384 experts: {v}");
+    assert!(points.iter().any(|p| p["pareto"] == true));
+    // Within a DEP size, a bigger batch buys throughput per GPU with speed per user.
+    for dep in [8, 32] {
+        let at = |b: u64| {
+            points
+                .iter()
+                .find(|p| p["dep"] == dep && p["batch_per_rank"] == b)
+                .unwrap()
+                .clone()
+        };
+        let (small, big) = (at(16), at(128));
+        assert!(big["tokens_per_s_per_gpu"].as_f64() > small["tokens_per_s_per_gpu"].as_f64());
+        assert!(big["tokens_per_s_per_user"].as_f64() < small["tokens_per_s_per_user"].as_f64());
+    }
+    let skipped = v["skipped"].as_array().unwrap();
+    assert_eq!(skipped.len(), 2);
+    assert!(skipped[0]["why"]
+        .as_str()
+        .unwrap()
+        .contains("do not divide over 36 ranks"));
+}

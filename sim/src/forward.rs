@@ -150,3 +150,47 @@ pub fn forward(cost: &dyn CostModel, spec: &ForwardSpec) -> ForwardResult {
         tokens_per_s_per_gpu,
     }
 }
+
+/// Which points are Pareto-optimal when both coordinates are to be maximised (for
+/// example tokens/s per GPU and tokens/s per user): no other point is at least as good
+/// in both and better in one. Ties are all kept.
+pub fn pareto_max(points: &[(f64, f64)]) -> Vec<bool> {
+    points
+        .iter()
+        .map(|&(x, y)| {
+            !points
+                .iter()
+                .any(|&(a, b)| a >= x && b >= y && (a > x || b > y))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pareto_keeps_the_frontier() {
+        // (1,5) and (3,3) and (5,1) trade off; (2,2) is dominated by (3,3); (3,3) twice
+        // are both kept.
+        let pts = [(1.0, 5.0), (2.0, 2.0), (3.0, 3.0), (5.0, 1.0), (3.0, 3.0)];
+        assert_eq!(pareto_max(&pts), vec![true, false, true, true, true]);
+        assert!(pareto_max(&[]).is_empty());
+    }
+
+    #[test]
+    fn requests_are_placed_round_robin() {
+        let spec = ForwardSpec {
+            phase: Phase::Prefill,
+            dep: 4,
+            batch_per_rank: 1,
+            total_requests: Some(6),
+            context_tokens: 0,
+            new_tokens: 1,
+            chunk_tokens: None,
+            draft_tokens: 0,
+            tokens_per_step: 1.0,
+        };
+        assert_eq!(spec.per_rank(), vec![2, 2, 1, 1]);
+    }
+}

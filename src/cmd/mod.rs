@@ -3,6 +3,7 @@
 pub mod calibrate;
 pub mod forward;
 pub mod simulate;
+pub mod sweep;
 pub mod validate;
 
 use crate::scenario::{embedded_names, Kind, Set};

@@ -1,0 +1,145 @@
+//! `twin sweep`: `forward` over a grid of DEP sizes and batch sizes, with the trade-off
+//! planners choose from: throughput per GPU against speed per user, and what a million
+//! output tokens cost.
+
+use super::forward::{evaluate, ForwardArgs, PhaseArg};
+use anyhow::{bail, Result};
+use clap::Args;
+use serde_json::json;
+use sim::cost::Op;
+use sim::forward::pareto_max;
+
+#[derive(Debug, Clone, Args)]
+pub struct SweepArgs {
+    /// DEP sizes to try, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "4,8,16,32,64")]
+    pub deps: Vec<u32>,
+    /// Requests per rank to try, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "8,16,32,64,128,256")]
+    pub batches: Vec<u32>,
+    /// Everything else as for `twin forward` (hardware, model, phase, context, MTP,
+    /// --set, --profile); its --dep and --batch-per-rank are replaced by the grid.
+    #[command(flatten)]
+    pub base: ForwardArgs,
+}
+
+struct Point {
+    dep: u32,
+    batch: u32,
+    step_ms: f64,
+    tok_s_gpu: f64,
+    tok_s_user: f64,
+    usd_per_m: f64,
+    top_op: &'static str,
+    top_share: f64,
+}
+
+pub fn run(args: &SweepArgs) -> Result<()> {
+    if args.deps.is_empty() || args.batches.is_empty() {
+        bail!("--deps and --batches need at least one value each");
+    }
+    if args.base.requests.is_some() {
+        bail!("--requests does not combine with a sweep over --batches");
+    }
+    let hardware = crate::scenario::load_hardware(&args.base.hardware, &[])?;
+    let usd_per_gpu_hour = hardware.price.hyperscaler_usd_per_gpu_hour;
+    let mut points = Vec::new();
+    let mut skipped = Vec::new();
+    for &dep in &args.deps {
+        for &batch in &args.batches {
+            let mut a = args.base.clone();
+            a.dep = dep;
+            a.batch_per_rank = batch;
+            match evaluate(&a) {
+                Ok(f) => {
+                    let r = &f.result;
+                    let step = r.step_s();
+                    // Per-user speed: decode emits tokens_per_step per step; a prefill
+                    // "user" gets its prompt done in one step.
+                    let tok_s_user = match args.base.phase {
+                        PhaseArg::Decode => f.spec.tokens_per_step / step,
+                        PhaseArg::Prefill => f.spec.new_tokens as f64 / step,
+                    };
+                    let (top, share) = Op::ALL
+                        .iter()
+                        .map(|o| (o.key(), r.share(*o)))
+                        .fold(("-", 0.0), |b, x| if x.1 > b.1 { x } else { b });
+                    points.push(Point {
+                        dep,
+                        batch,
+                        step_ms: step * 1e3,
+                        tok_s_gpu: r.tokens_per_s_per_gpu,
+                        tok_s_user,
+                        usd_per_m: usd_per_gpu_hour / (r.tokens_per_s_per_gpu * 3600.0) * 1e6,
+                        top_op: top,
+                        top_share: share,
+                    });
+                }
+                Err(e) => skipped.push((dep, batch, format!("{e:#}").replace('\n', " "))),
+            }
+        }
+    }
+    let frontier = pareto_max(
+        &points
+            .iter()
+            .map(|p| (p.tok_s_gpu, p.tok_s_user))
+            .collect::<Vec<_>>(),
+    );
+    if args.base.json {
+        let rows: Vec<serde_json::Value> = points
+            .iter()
+            .zip(&frontier)
+            .map(|(p, &f)| {
+                json!({
+                    "dep": p.dep, "batch_per_rank": p.batch, "step_ms": p.step_ms,
+                    "tokens_per_s_per_gpu": p.tok_s_gpu, "tokens_per_s_per_user": p.tok_s_user,
+                    "usd_per_m_tokens": p.usd_per_m, "largest_op": p.top_op,
+                    "largest_op_share": p.top_share, "pareto": f,
+                })
+            })
+            .collect();
+        let skipped: Vec<serde_json::Value> = skipped
+            .iter()
+            .map(|(d, b, why)| json!({"dep": d, "batch_per_rank": b, "why": why}))
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({
+                "hardware": hardware.name, "model": args.base.model,
+                "usd_per_gpu_hour": usd_per_gpu_hour, "points": rows, "skipped": skipped,
+                "version": env!("CARGO_PKG_VERSION"),
+            }))?
+        );
+        return Ok(());
+    }
+    let what = match args.base.phase {
+        PhaseArg::Decode => "output",
+        PhaseArg::Prefill => "prefill",
+    };
+    println!(
+        "{} on {}, context {}, ${usd_per_gpu_hour:.2}/GPU-hour (hyperscaler); * = Pareto-optimal ({what} tok/s per GPU vs per user)",
+        args.base.model, hardware.name, args.base.context
+    );
+    println!(
+        "{:>5} {:>6} {:>10} {:>12} {:>12} {:>10}  largest op",
+        "DEP", "batch", "step ms", "tok/s/GPU", "tok/s/user", "$/M tok"
+    );
+    for (p, f) in points.iter().zip(&frontier) {
+        println!(
+            "{:>5} {:>6} {:>10.3} {:>12.0} {:>12.1} {:>10.4}  {} {:.0}%{}",
+            p.dep,
+            p.batch,
+            p.step_ms,
+            p.tok_s_gpu,
+            p.tok_s_user,
+            p.usd_per_m,
+            p.top_op,
+            p.top_share * 100.0,
+            if *f { "  *" } else { "" }
+        );
+    }
+    for (d, b, why) in &skipped {
+        println!("skipped DEP{d} batch {b}: {why}");
+    }
+    Ok(())
+}
