@@ -499,3 +499,50 @@ fn sweep_marks_the_frontier_and_lists_what_it_skipped() {
         .unwrap()
         .contains("do not divide over 36 ranks"));
 }
+
+#[test]
+fn simulate_json_is_deterministic_and_has_the_contract_fields() {
+    let args = [
+        "simulate",
+        "--duration",
+        "8",
+        "--set",
+        "warmup_s=2",
+        "--json",
+    ];
+    let a = twin(&args);
+    assert_eq!(stdout(&a), stdout(&twin(&args)), "same seed, same bytes");
+    let v = json(&a);
+    assert_eq!(v["gpus"], 72);
+    assert!(v["requests_completed"].as_u64().unwrap() > 0);
+    for k in ["total", "cached_input", "uncached_input", "output"] {
+        assert!(
+            v["throughput_tok_s_per_gpu"][k].as_f64().unwrap() > 0.0,
+            "throughput_tok_s_per_gpu.{k}"
+        );
+    }
+    for k in ["p50", "p90"] {
+        assert!(v["per_user_tok_s"][k].as_f64().unwrap() > 0.0);
+    }
+    for m in ["ttft_ms", "tpot_ms"] {
+        for k in ["p50", "p90", "p99"] {
+            assert!(v[m][k].as_f64().unwrap() > 0.0, "{m}.{k}");
+        }
+    }
+    assert!(v["revenue_usd_per_gpu_hour"].as_f64().unwrap() > 0.0);
+    assert!(v["cost_usd_per_gpu_hour"].as_f64().unwrap() > 0.0);
+    assert!(
+        v["version"].is_string() && v["seed"].is_u64() && v["resolved"]["scenario"].is_object()
+    );
+    let other = stdout(&twin(&[
+        "simulate",
+        "--duration",
+        "8",
+        "--set",
+        "warmup_s=2",
+        "--json",
+        "--seed",
+        "7",
+    ]));
+    assert_ne!(stdout(&a), other, "another seed, another run");
+}

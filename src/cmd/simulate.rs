@@ -182,18 +182,26 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
     };
     let report = simulate(&input, r.seed).map_err(|e| anyhow!("{}: {e}", r.scenario_origin))?;
     if args.json {
-        let out = json!({
-            "twin_version": env!("CARGO_PKG_VERSION"),
-            "seed": r.seed,
-            "scenario_file": r.scenario_origin,
-            "scenario": sc,
-            "workload": r.workload,
-            "hardware": r.hardware,
-            "model": r.model,
-            "cost_params": r.params,
-            "trace_records": trace.len(),
-            "report": report,
-        });
+        // The report's figures at the top level (`gpus`, `throughput_tok_s_per_gpu`, ...),
+        // then what produced them: version, scenario file and every resolved input.
+        let mut out = match serde_json::to_value(&report)? {
+            serde_json::Value::Object(m) => m,
+            _ => bail!("the report did not serialise to an object"),
+        };
+        out.insert("version".into(), json!(env!("CARGO_PKG_VERSION")));
+        out.insert("seed".into(), json!(r.seed));
+        out.insert("scenario_file".into(), json!(r.scenario_origin));
+        out.insert("trace_records".into(), json!(trace.len()));
+        out.insert(
+            "resolved".into(),
+            json!({
+                "scenario": sc,
+                "workload": r.workload,
+                "hardware": r.hardware,
+                "model": r.model,
+                "cost_params": r.params,
+            }),
+        );
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         println!(
