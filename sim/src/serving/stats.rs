@@ -30,6 +30,10 @@ pub struct LogHistogram {
     min: f64,
     max: f64,
     ln_gamma: f64,
+    /// The last value bucketed and its bucket (samples often repeat, e.g. the
+    /// inter-token gap of a whole batch); `NAN` when none.
+    last_v: f64,
+    last_i: usize,
 }
 
 impl Default for LogHistogram {
@@ -48,6 +52,8 @@ impl LogHistogram {
             min: f64::INFINITY,
             max: f64::NEG_INFINITY,
             ln_gamma: gamma().ln(),
+            last_v: f64::NAN,
+            last_i: 0,
         }
     }
 
@@ -64,8 +70,15 @@ impl LogHistogram {
             self.zero += 1;
             return;
         }
-        let i = ((v / MIN_VALUE).ln() / self.ln_gamma).ceil() as usize;
-        let i = i.min(self.counts.len() - 1);
+        let i = if v == self.last_v {
+            self.last_i
+        } else {
+            let i = ((v / MIN_VALUE).ln() / self.ln_gamma).ceil() as usize;
+            let i = i.min(self.counts.len() - 1);
+            self.last_v = v;
+            self.last_i = i;
+            i
+        };
         self.counts[i] += 1;
     }
 
