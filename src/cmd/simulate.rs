@@ -155,7 +155,8 @@ fn read_trace(args: &SimulateArgs, workload: &WorkloadConfig) -> Result<Vec<Trac
     }
 }
 
-pub fn run(args: &SimulateArgs) -> Result<()> {
+/// Resolves and runs the scenario; returns the report with its resolved inputs.
+pub fn execute(args: &SimulateArgs) -> Result<(Resolved, sim::serving::Report, usize)> {
     let r = resolve_args(args)?;
     let trace = read_trace(args, &r.workload)?;
     let sc = &r.scenario;
@@ -181,27 +182,42 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
         trace: &trace,
     };
     let report = simulate(&input, r.seed).map_err(|e| anyhow!("{}: {e}", r.scenario_origin))?;
+    let records = trace.len();
+    Ok((r, report, records))
+}
+
+/// The `--json` object: the report's figures at the top level, then what produced them.
+pub fn to_json(
+    r: &Resolved,
+    report: &sim::serving::Report,
+    trace_records: usize,
+) -> Result<serde_json::Value> {
+    let sc = &r.scenario;
+    let mut out = match serde_json::to_value(report)? {
+        serde_json::Value::Object(m) => m,
+        _ => bail!("the report did not serialise to an object"),
+    };
+    out.insert("version".into(), json!(env!("CARGO_PKG_VERSION")));
+    out.insert("seed".into(), json!(r.seed));
+    out.insert("scenario_file".into(), json!(r.scenario_origin));
+    out.insert("trace_records".into(), json!(trace_records));
+    out.insert(
+        "resolved".into(),
+        json!({
+            "scenario": sc,
+            "workload": r.workload,
+            "hardware": r.hardware,
+            "model": r.model,
+            "cost_params": r.params,
+        }),
+    );
+    Ok(serde_json::Value::Object(out))
+}
+
+pub fn run(args: &SimulateArgs) -> Result<()> {
+    let (r, report, trace_records) = execute(args)?;
     if args.json {
-        // The report's figures at the top level (`gpus`, `throughput_tok_s_per_gpu`, ...),
-        // then what produced them: version, scenario file and every resolved input.
-        let mut out = match serde_json::to_value(&report)? {
-            serde_json::Value::Object(m) => m,
-            _ => bail!("the report did not serialise to an object"),
-        };
-        out.insert("version".into(), json!(env!("CARGO_PKG_VERSION")));
-        out.insert("seed".into(), json!(r.seed));
-        out.insert("scenario_file".into(), json!(r.scenario_origin));
-        out.insert("trace_records".into(), json!(trace.len()));
-        out.insert(
-            "resolved".into(),
-            json!({
-                "scenario": sc,
-                "workload": r.workload,
-                "hardware": r.hardware,
-                "model": r.model,
-                "cost_params": r.params,
-            }),
-        );
+        let out = to_json(&r, &report, trace_records)?;
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         println!(

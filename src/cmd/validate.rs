@@ -42,6 +42,10 @@ pub enum ValidateWhat {
         /// folder (comments kept), e.g. `--write scenarios`.
         #[arg(long, requires = "fit", value_name = "SCENARIOS_DIR")]
         write: Option<String>,
+        /// Also run the rows computed by `twin simulate` (minutes each; without it they
+        /// are listed as not run).
+        #[arg(long)]
+        simulate: bool,
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
@@ -151,8 +155,81 @@ fn format_value(v: f64) -> String {
     }
 }
 
+#[derive(Parser)]
+#[command(name = "twin simulate")]
+struct SimulateCli {
+    #[command(flatten)]
+    args: super::simulate::SimulateArgs,
+}
+
+/// Whether a row is computed by a (slow) simulation rather than one `forward` step.
+pub fn is_simulation(row: &Row) -> bool {
+    row.command.trim_start().starts_with("twin simulate")
+}
+
+/// Runs a `twin simulate ...` row and reads its metric `json:PATH` (dotted path into
+/// the `--json` object, numeric segments index lists).
+fn predict_simulation(row: &Row) -> Result<f64> {
+    let rest = row
+        .command
+        .trim()
+        .strip_prefix("twin simulate")
+        .expect("checked by is_simulation");
+    let mut argv: Vec<String> = vec!["twin simulate".into()];
+    argv.extend(rest.split_whitespace().map(str::to_string));
+    let args = SimulateCli::try_parse_from(argv)
+        .map(|c| c.args)
+        .map_err(|e| anyhow!("row {}: {e}", row.id))?;
+    // Rows that share a command share one run.
+    static RUNS: std::sync::Mutex<BTreeMap<String, serde_json::Value>> =
+        std::sync::Mutex::new(BTreeMap::new());
+    let cached = RUNS
+        .lock()
+        .expect("no panics while held")
+        .get(&row.command)
+        .cloned();
+    let v = match cached {
+        Some(v) => v,
+        None => {
+            let (r, report, records) =
+                super::simulate::execute(&args).with_context(|| format!("row {}", row.id))?;
+            let v = super::simulate::to_json(&r, &report, records)?;
+            RUNS.lock()
+                .expect("no panics while held")
+                .insert(row.command.clone(), v.clone());
+            v
+        }
+    };
+    let path = row.metric.strip_prefix("json:").ok_or_else(|| {
+        anyhow!(
+            "row {}: a simulation row's metric is json:PATH, got `{}`",
+            row.id,
+            row.metric
+        )
+    })?;
+    let mut cur = &v;
+    for seg in path.split('.') {
+        cur = match seg.parse::<usize>() {
+            Ok(i) if cur.is_array() => &cur[i],
+            _ => &cur[seg],
+        };
+    }
+    cur.as_f64().ok_or_else(|| {
+        anyhow!(
+            "row {}: `{path}` is not a number in the simulation's JSON",
+            row.id
+        )
+    })
+}
+
 /// Evaluates one row's metric; `extra` are `--set` overrides (used while fitting).
 pub fn predict(row: &Row, fitted: &Fitted, extra: &[String]) -> Result<f64> {
+    if is_simulation(row) {
+        if !extra.is_empty() {
+            bail!("row {}: simulation rows cannot be fitted", row.id);
+        }
+        return predict_simulation(row);
+    }
     let args = parse_command(&row.command, fitted, extra)?;
     let f = evaluate(&args).with_context(|| format!("row {}", row.id))?;
     let r = &f.result;
@@ -416,19 +493,27 @@ pub fn stored_fit_values() -> Result<Vec<(String, f64)>> {
 
 pub struct Outcome {
     pub row: Row,
-    pub predicted: f64,
-    pub error: f64,
+    /// None: a simulation row left out (run with --simulate).
+    pub predicted: Option<f64>,
+    pub error: Option<f64>,
 }
 
-pub fn evaluate_table(rows: &[Row]) -> Result<Vec<Outcome>> {
+pub fn evaluate_table(rows: &[Row], simulate: bool) -> Result<Vec<Outcome>> {
     let fitted = read_fitted()?;
     rows.iter()
         .map(|r| {
+            if is_simulation(r) && !simulate {
+                return Ok(Outcome {
+                    row: r.clone(),
+                    predicted: None,
+                    error: None,
+                });
+            }
             let predicted = predict(r, &fitted, &[])?;
             Ok(Outcome {
                 row: r.clone(),
-                predicted,
-                error: rel_error(predicted, r.published),
+                predicted: Some(predicted),
+                error: Some(rel_error(predicted, r.published)),
             })
         })
         .collect()
@@ -439,6 +524,7 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
         file,
         fit: do_fit,
         write,
+        simulate,
         json,
     } = &args.what;
     let (origin, rows) = read_table(file.as_deref())?;
@@ -484,7 +570,7 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
         }
         return Ok(());
     }
-    let out = evaluate_table(&rows)?;
+    let out = evaluate_table(&rows, *simulate)?;
     if *json {
         let items: Vec<serde_json::Value> = out
             .iter()
@@ -505,23 +591,43 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
         "{:<22} {:<52} {:>11} {:>11} {:>8}  role",
         "id", "figure", "published", "predicted", "error"
     );
+    let fmt_num = |v: f64, unit: &str| {
+        if v.abs() >= 1e4 {
+            format!("{:.4}M {unit}", v / 1e6).replace(".0000M", "M")
+        } else {
+            format!("{v:.2} {unit}")
+        }
+    };
     for o in &out {
+        let (predicted, error) = match (o.predicted, o.error) {
+            (Some(p), Some(e)) => (fmt_num(p, &o.row.unit), format!("{:>+7.1}%", e * 100.0)),
+            _ => ("not run".to_string(), "--simulate".to_string()),
+        };
         println!(
-            "{:<22} {:<52} {:>11} {:>11} {:>+7.1}%  {}",
+            "{:<22} {:<52} {:>11} {:>11} {:>8}  {}",
             o.row.id,
             o.row.figure,
-            format!("{} {}", o.row.published, o.row.unit),
-            format!("{:.2} {}", o.predicted, o.row.unit),
-            o.error * 100.0,
+            fmt_num(o.row.published, &o.row.unit),
+            predicted,
+            error,
             o.row.role
         );
     }
-    let checks: Vec<&Outcome> = out.iter().filter(|o| o.row.role == "check").collect();
-    let worst = checks.iter().map(|o| o.error.abs()).fold(0.0, f64::max);
+    let checks: Vec<&Outcome> = out
+        .iter()
+        .filter(|o| o.row.role == "check" && o.error.is_some())
+        .collect();
+    let worst = checks
+        .iter()
+        .filter_map(|o| o.error)
+        .map(f64::abs)
+        .fold(0.0, f64::max);
+    let not_run = out.iter().filter(|o| o.error.is_none()).count();
     println!(
-        "\n{} check rows, worst error {:.1}% (goal: every check within 10%); fit rows are matched by `twin validate published --fit`",
+        "\n{} check rows evaluated, worst error {:.1}% (goal: every check within 10%){}; fit rows are matched by `twin validate published --fit`",
         checks.len(),
-        worst * 100.0
+        worst * 100.0,
+        if not_run > 0 { format!("; {not_run} simulation rows not run (add --simulate)") } else { String::new() }
     );
     Ok(())
 }
