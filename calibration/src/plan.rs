@@ -12,7 +12,7 @@
 //! * Copy (dispatch/combine stand-in): message size 64 KiB..1 GiB.
 //! * References: streaming read and dense GEMM, for the device's own peaks.
 
-use engine::{Device, GatherPlacement, OpSpec};
+use engine::{Device, GatherPlacement, MoeShape, OpSpec};
 use kernels::{AttnModeKind, WeightDtype};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,13 +120,13 @@ pub fn plan(device: Device, size: PlanSize, ops: Option<&[&str]>) -> Vec<OpSpec>
                 if gpu { &[1, 8, 32] } else { &[1, 4, 8] },
                 if gpu { &[1, 8, 32, 64] } else { &[1, 4, 8, 16] },
             ) {
-                v.push(OpSpec::MoeDecode {
+                v.push(OpSpec::MoeDecode(MoeShape {
                     dtype,
                     tokens,
                     experts,
                     n_out: n,
                     k_in: k,
-                });
+                }));
             }
         }
     }
@@ -150,13 +150,13 @@ pub fn plan(device: Device, size: PlanSize, ops: Option<&[&str]>) -> Vec<OpSpec>
         },
     ) {
         for experts in pick(&[1], &[1, 2], &[1, 2, 4]) {
-            v.push(OpSpec::GroupedGemm {
+            v.push(OpSpec::GroupedGemm(MoeShape {
                 dtype: WeightDtype::Fp8,
                 tokens,
                 experts,
                 n_out: gn,
                 k_in: gk,
-            });
+            }));
         }
     }
 

@@ -3,6 +3,7 @@
 use crate::hugepage::HostRegion;
 use crate::stats::time_host;
 use crate::EngineError;
+use crate::MoeShape;
 use crate::{
     gen, rotation_copies, Backend, DeviceInfo, GatherPlacement, Measurement, OpSpec, Result,
     TimingConfig,
@@ -112,20 +113,14 @@ impl Backend for CpuBackend {
         };
         let point = op.point();
         let (stats, bytes, flops, note) = match *op {
-            OpSpec::MoeDecode {
-                dtype,
-                tokens,
-                experts,
-                n_out,
-                k_in,
-            }
-            | OpSpec::GroupedGemm {
-                dtype,
-                tokens,
-                experts,
-                n_out,
-                k_in,
-            } => {
+            OpSpec::MoeDecode(s) | OpSpec::GroupedGemm(s) => {
+                let MoeShape {
+                    dtype,
+                    tokens,
+                    experts,
+                    n_out,
+                    k_in,
+                } = s;
                 let probs: Vec<MoeProblem> = (0..copies)
                     .map(|c| gen::moe(dtype, tokens, experts, n_out, k_in, c as u64))
                     .collect();
@@ -285,20 +280,20 @@ mod tests {
             rotate: true,
         };
         let ops = [
-            OpSpec::MoeDecode {
+            OpSpec::MoeDecode(MoeShape {
                 dtype: WeightDtype::Int4,
                 tokens: 1,
                 experts: 2,
                 n_out: 32,
                 k_in: 256,
-            },
-            OpSpec::GroupedGemm {
+            }),
+            OpSpec::GroupedGemm(MoeShape {
                 dtype: WeightDtype::Bf16,
                 tokens: 16,
                 experts: 1,
                 n_out: 16,
                 k_in: 256,
-            },
+            }),
             OpSpec::Attention {
                 mode: AttnModeKind::Window(16),
                 batch: 1,

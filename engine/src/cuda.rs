@@ -11,6 +11,7 @@
 //! `cudarc::nccl::Comm::from_devices`, then per peer `send`/`recv` of `bytes` inside a
 //! group (`group_start`/`group_end`), timed with events on each device's stream.
 
+use crate::MoeShape;
 use crate::{
     rotation_copies, Backend, DeviceInfo, EngineError, GatherPlacement, Measurement, OpSpec,
     Result, Stats, TimingConfig,
@@ -566,20 +567,14 @@ impl Backend for CudaBackend {
         };
         let point = op.point();
         let (stats, bytes, flops, note) = match *op {
-            OpSpec::MoeDecode {
-                dtype,
-                tokens,
-                experts,
-                n_out,
-                k_in,
-            }
-            | OpSpec::GroupedGemm {
-                dtype,
-                tokens,
-                experts,
-                n_out,
-                k_in,
-            } => {
+            OpSpec::MoeDecode(s) | OpSpec::GroupedGemm(s) => {
+                let MoeShape {
+                    dtype,
+                    tokens,
+                    experts,
+                    n_out,
+                    k_in,
+                } = s;
                 let f = self.func(&kernels::MOE_EXPERT, dtype.moe_entry())?;
                 let p0 = crate::gen::moe(dtype, tokens, experts, n_out, k_in, 0);
                 let (b, fl) = (p0.bytes(), p0.flops());

@@ -23,7 +23,7 @@ pub mod op;
 pub mod stats;
 
 pub use error::{EngineError, Result};
-pub use op::{GatherPlacement, Measurement, OpSpec, Point};
+pub use op::{GatherPlacement, Measurement, MoeShape, OpSpec, Point};
 pub use stats::{Stats, TimingConfig};
 
 use kernels::{AttnProblem, GatherProblem, IndexerOutput, IndexerProblem, MoeProblem};

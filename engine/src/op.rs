@@ -36,25 +36,24 @@ impl GatherPlacement {
     }
 }
 
+/// Shape of the MoE expert kernel: `experts` experts of `n_out` x `k_in` weights in
+/// `dtype`, each applied to `tokens` tokens.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MoeShape {
+    pub dtype: WeightDtype,
+    pub tokens: usize,
+    pub experts: usize,
+    pub n_out: usize,
+    pub k_in: usize,
+}
+
 /// One measurable operation with its shape.
 #[derive(Debug, Clone, PartialEq)]
 pub enum OpSpec {
     /// MoE expert FFN in the decode regime (few tokens per expert): weight streaming.
-    MoeDecode {
-        dtype: WeightDtype,
-        tokens: usize,
-        experts: usize,
-        n_out: usize,
-        k_in: usize,
-    },
+    MoeDecode(MoeShape),
     /// The same kernel with many tokens per expert: a grouped GEMM.
-    GroupedGemm {
-        dtype: WeightDtype,
-        tokens: usize,
-        experts: usize,
-        n_out: usize,
-        k_in: usize,
-    },
+    GroupedGemm(MoeShape),
     /// Latent-cache attention decode.
     Attention {
         mode: AttnModeKind,
@@ -140,8 +139,8 @@ impl OpSpec {
     /// Op name as written to the CSV.
     pub fn name(&self) -> &'static str {
         match self {
-            OpSpec::MoeDecode { .. } => "moe_decode",
-            OpSpec::GroupedGemm { .. } => "grouped_gemm",
+            OpSpec::MoeDecode(_) => "moe_decode",
+            OpSpec::GroupedGemm(_) => "grouped_gemm",
             OpSpec::Attention {
                 mode: AttnModeKind::Dense,
                 ..
@@ -164,27 +163,14 @@ impl OpSpec {
 
     pub fn point(&self) -> Point {
         let (shape, dtype) = match self {
-            OpSpec::MoeDecode {
-                dtype,
-                tokens,
-                experts,
-                n_out,
-                k_in,
-            }
-            | OpSpec::GroupedGemm {
-                dtype,
-                tokens,
-                experts,
-                n_out,
-                k_in,
-            } => (
+            OpSpec::MoeDecode(s) | OpSpec::GroupedGemm(s) => (
                 shape(&[
-                    ("tokens", *tokens as u64),
-                    ("experts", *experts as u64),
-                    ("n", *n_out as u64),
-                    ("k", *k_in as u64),
+                    ("tokens", s.tokens as u64),
+                    ("experts", s.experts as u64),
+                    ("n", s.n_out as u64),
+                    ("k", s.k_in as u64),
                 ]),
-                dtype.name(),
+                s.dtype.name(),
             ),
             OpSpec::Attention {
                 mode,
@@ -261,20 +247,14 @@ impl OpSpec {
     /// Approximate bytes one run touches (for sizing rotation buffers).
     pub fn footprint_bytes(&self) -> u64 {
         match self {
-            OpSpec::MoeDecode {
-                dtype,
-                tokens,
-                experts,
-                n_out,
-                k_in,
-            }
-            | OpSpec::GroupedGemm {
-                dtype,
-                tokens,
-                experts,
-                n_out,
-                k_in,
-            } => {
+            OpSpec::MoeDecode(s) | OpSpec::GroupedGemm(s) => {
+                let MoeShape {
+                    dtype,
+                    tokens,
+                    experts,
+                    n_out,
+                    k_in,
+                } = s;
                 (experts * (dtype.weight_bytes(*n_out, *k_in) + 4 * tokens * (n_out + k_in))) as u64
             }
             OpSpec::Attention {
@@ -307,20 +287,14 @@ impl OpSpec {
             })
         };
         match self {
-            OpSpec::MoeDecode {
-                tokens,
-                experts,
-                n_out,
-                k_in,
-                ..
-            }
-            | OpSpec::GroupedGemm {
-                tokens,
-                experts,
-                n_out,
-                k_in,
-                ..
-            } => {
+            OpSpec::MoeDecode(s) | OpSpec::GroupedGemm(s) => {
+                let MoeShape {
+                    tokens,
+                    experts,
+                    n_out,
+                    k_in,
+                    ..
+                } = s;
                 if *tokens == 0 || *experts == 0 || *n_out == 0 || *k_in == 0 || k_in % 256 != 0 {
                     return bad(
                         "tokens, experts, n must be positive and k a positive multiple of 256",
@@ -418,13 +392,13 @@ mod tests {
 
     #[test]
     fn points_are_stable_and_distinct() {
-        let a = OpSpec::MoeDecode {
+        let a = OpSpec::MoeDecode(MoeShape {
             dtype: WeightDtype::Fp8,
             tokens: 1,
             experts: 8,
             n_out: 2048,
             k_in: 7168,
-        };
+        });
         assert_eq!(a.point().op, "moe_decode");
         assert_eq!(a.point().shape, "tokens=1;experts=8;n=2048;k=7168");
         assert_eq!(a.point().dtype, "fp8");
@@ -453,13 +427,13 @@ mod tests {
     #[test]
     fn validation() {
         assert!(OpSpec::Gemm { m: 0, n: 1, k: 1 }.validate().is_err());
-        assert!(OpSpec::MoeDecode {
+        assert!(OpSpec::MoeDecode(MoeShape {
             dtype: WeightDtype::Bf16,
             tokens: 1,
             experts: 1,
             n_out: 8,
             k_in: 100
-        }
+        })
         .validate()
         .is_err());
         let e = OpSpec::AllToAll {

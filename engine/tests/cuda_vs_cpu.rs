@@ -1,7 +1,7 @@
 //! Each CUDA kernel against its CPU twin. Runs only where a GPU is usable; otherwise it
 //! prints why it skipped. With `TWIN_REQUIRE_GPU=1` a missing GPU fails instead.
 
-use engine::{Backend, Device, EngineError, GatherPlacement, OpSpec, TimingConfig};
+use engine::{Backend, Device, EngineError, GatherPlacement, MoeShape, OpSpec, TimingConfig};
 use kernels::check::{close, topk_valid};
 use kernels::{
     cpu, AttnModeKind, AttnProblem, GatherProblem, IndexerProblem, MoeProblem, WeightDtype,
@@ -117,20 +117,20 @@ fn every_op_measures_on_gpu() {
         rotate: true,
     };
     let ops = [
-        OpSpec::MoeDecode {
+        OpSpec::MoeDecode(MoeShape {
             dtype: WeightDtype::Fp8,
             tokens: 1,
             experts: 8,
             n_out: 2048,
             k_in: 7168,
-        },
-        OpSpec::GroupedGemm {
+        }),
+        OpSpec::GroupedGemm(MoeShape {
             dtype: WeightDtype::Bf16,
             tokens: 256,
             experts: 2,
             n_out: 1024,
             k_in: 1024,
-        },
+        }),
         OpSpec::Attention {
             mode: AttnModeKind::Sparse(2048),
             batch: 4,
