@@ -5,30 +5,140 @@
 //! A lookup matches the longest run of leading blocks present in either tier: a block
 //! is only usable if every block before it is (causal KV).
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
-
 /// Block identities are already hashes (or small trace ids): one multiply-xorshift
 /// mix is enough, much cheaper than SipHash, and deterministic.
-#[derive(Default, Clone, Copy)]
-struct BlockHasher(u64);
+#[inline(always)]
+fn mix(b: u64) -> u64 {
+    let x = b.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    x ^ (x >> 29)
+}
 
-impl Hasher for BlockHasher {
-    fn finish(&self) -> u64 {
-        let x = self.0.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        x ^ (x >> 29)
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 << 8 | b as u64).wrapping_mul(0x100_0000_01B3);
+/// Marks an empty slot (node indices stay below it).
+const EMPTY: u32 = u32::MAX;
+
+/// Block -> node map: open addressing with linear probing over (block, node) pairs, so
+/// a probe reads one slot (one cache line) instead of a control byte and then a
+/// bucket. Deletion shifts the following run back (no tombstones).
+#[derive(Debug, Clone)]
+struct BlockMap {
+    slots: Vec<(u64, u32)>,
+    len: usize,
+}
+
+impl Default for BlockMap {
+    fn default() -> Self {
+        BlockMap {
+            slots: vec![(0, EMPTY); 16],
+            len: 0,
         }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
     }
 }
 
-type BlockMap = HashMap<u64, u32, BuildHasherDefault<BlockHasher>>;
+impl BlockMap {
+    #[inline(always)]
+    fn mask(&self) -> usize {
+        self.slots.len() - 1
+    }
+
+    #[inline(always)]
+    fn find(&self, b: u64) -> Result<usize, usize> {
+        let mask = self.mask();
+        let mut i = mix(b) as usize & mask;
+        loop {
+            let (k, v) = self.slots[i];
+            if v == EMPTY {
+                return Err(i);
+            }
+            if k == b {
+                return Ok(i);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    #[inline]
+    fn get(&self, b: &u64) -> Option<&u32> {
+        match self.find(*b) {
+            Ok(i) => Some(&self.slots[i].1),
+            Err(_) => None,
+        }
+    }
+
+    /// Hints the CPU to load `b`'s home slot (a later probe then overlaps the miss).
+    #[inline(always)]
+    fn prefetch(&self, b: u64) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let i = mix(b) as usize & self.mask();
+            // SAFETY: `i` is in bounds; a prefetch has no architectural effect.
+            unsafe {
+                use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+                _mm_prefetch::<_MM_HINT_T0>(self.slots.as_ptr().add(i) as *const i8);
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = b;
+    }
+
+    #[inline]
+    fn contains_key(&self, b: &u64) -> bool {
+        self.find(*b).is_ok()
+    }
+
+    fn insert(&mut self, b: u64, v: u32) {
+        debug_assert!(v != EMPTY);
+        if (self.len + 1) * 4 > self.slots.len() * 3 {
+            self.grow();
+        }
+        match self.find(b) {
+            Ok(i) => self.slots[i].1 = v,
+            Err(i) => {
+                self.slots[i] = (b, v);
+                self.len += 1;
+            }
+        }
+    }
+
+    fn grow(&mut self) {
+        let n = self.slots.len() * 2;
+        let old = std::mem::replace(&mut self.slots, vec![(0, EMPTY); n]);
+        for (k, v) in old {
+            if v != EMPTY {
+                if let Err(i) = self.find(k) {
+                    self.slots[i] = (k, v);
+                }
+            }
+        }
+    }
+
+    fn remove(&mut self, b: &u64) {
+        let Ok(mut i) = self.find(*b) else {
+            return;
+        };
+        let mask = self.mask();
+        let mut j = i;
+        loop {
+            j = (j + 1) & mask;
+            let (k, v) = self.slots[j];
+            if v == EMPTY {
+                break;
+            }
+            let home = mix(k) as usize & mask;
+            // Move slot j back to i unless its home lies cyclically in (i, j].
+            let stays = if i <= j {
+                i < home && home <= j
+            } else {
+                i < home || home <= j
+            };
+            if !stays {
+                self.slots[i] = self.slots[j];
+                i = j;
+            }
+        }
+        self.slots[i] = (0, EMPTY);
+        self.len -= 1;
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Tier {
@@ -113,10 +223,19 @@ impl PrefixCache {
 
     /// Leading blocks present, without touching recency (for routing).
     pub fn peek(&self, blocks: &[u64]) -> u64 {
-        blocks
-            .iter()
-            .take_while(|b| self.map.contains_key(b))
-            .count() as u64
+        const AHEAD: usize = 8;
+        for &b in blocks.iter().take(AHEAD) {
+            self.map.prefetch(b);
+        }
+        for (k, b) in blocks.iter().enumerate() {
+            if let Some(&next) = blocks.get(k + AHEAD) {
+                self.map.prefetch(next);
+            }
+            if !self.map.contains_key(b) {
+                return k as u64;
+            }
+        }
+        blocks.len() as u64
     }
 
     /// Leading blocks present; touches them (host hits move to HBM).
