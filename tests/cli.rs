@@ -544,15 +544,7 @@ fn simulate_json_is_deterministic_and_has_the_contract_fields() {
     assert!(
         v["version"].is_string() && v["seed"].is_u64() && v["resolved"]["scenario"].is_object()
     );
-    let other = stdout(&twin(&[
-        "simulate",
-        "--duration",
-        "8",
-        "--set",
-        "warmup_s=2",
-        "--json",
-        "--seed",
-        "7",
-    ]));
+    let seeded = [&args[..], &["--seed", "7"]].concat();
+    let other = stdout(&twin(&seeded));
     assert_ne!(stdout(&a), other, "another seed, another run");
 }

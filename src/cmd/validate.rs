@@ -133,11 +133,7 @@ fn parse_command(cmd: &str, fitted: &Fitted, extra: &[String]) -> Result<Forward
     if text.contains('{') {
         bail!("command `{cmd}` has a placeholder with no value in {FITTED}");
     }
-    let rest = text
-        .strip_prefix("twin forward")
-        .ok_or_else(|| anyhow!("command `{cmd}` must start with `twin forward`"))?;
-    let mut argv: Vec<String> = vec!["twin forward".into()];
-    argv.extend(rest.split_whitespace().map(str::to_string));
+    let mut argv = argv_of(&text, "twin forward")?;
     for e in extra {
         argv.push("--set".into());
         argv.push(e.clone());
@@ -145,6 +141,17 @@ fn parse_command(cmd: &str, fitted: &Fitted, extra: &[String]) -> Result<Forward
     ForwardCli::try_parse_from(argv)
         .map(|c| c.args)
         .map_err(|e| anyhow!("command `{cmd}`: {e}"))
+}
+
+/// A table command as an argument vector for clap, the program name being `program`.
+fn argv_of(cmd: &str, program: &str) -> Result<Vec<String>> {
+    let rest = cmd
+        .trim()
+        .strip_prefix(program)
+        .ok_or_else(|| anyhow!("command `{cmd}` must start with `{program}`"))?;
+    let mut argv = vec![program.to_string()];
+    argv.extend(rest.split_whitespace().map(str::to_string));
+    Ok(argv)
 }
 
 fn format_value(v: f64) -> String {
@@ -170,13 +177,7 @@ pub fn is_simulation(row: &Row) -> bool {
 /// Runs a `twin simulate ...` row and reads its metric `json:PATH` (dotted path into
 /// the `--json` object, numeric segments index lists).
 fn predict_simulation(row: &Row) -> Result<f64> {
-    let rest = row
-        .command
-        .trim()
-        .strip_prefix("twin simulate")
-        .expect("checked by is_simulation");
-    let mut argv: Vec<String> = vec!["twin simulate".into()];
-    argv.extend(rest.split_whitespace().map(str::to_string));
+    let argv = argv_of(&row.command, "twin simulate")?;
     let args = SimulateCli::try_parse_from(argv)
         .map(|c| c.args)
         .map_err(|e| anyhow!("row {}: {e}", row.id))?;
@@ -354,13 +355,13 @@ fn overrides(values: &[f64]) -> (Vec<String>, Fitted) {
     let mut sets = Vec::new();
     let mut fitted = Fitted::default();
     for (p, v) in FIT_PARAMS.iter().zip(values) {
+        if let Home::Experiment(name) = p.home {
+            fitted.experiment.insert(name.to_string(), *v);
+            continue;
+        }
         let v = format_value(*v);
         match p.home {
-            Home::Experiment(name) => {
-                fitted
-                    .experiment
-                    .insert(name.to_string(), v.parse().expect("number"));
-            }
+            Home::Experiment(_) => unreachable!("handled above"),
             Home::HardwareCost(k) => {
                 sets.push(format!("cost.{k}={v}"));
                 if k == "gemm.compute_eff" {

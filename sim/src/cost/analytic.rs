@@ -694,18 +694,15 @@ impl AnalyticCostModel {
 
     /// One MTP draft pass: one average layer of the model over one token per request,
     /// plus the LM head and a layer's fixed cost.
-    fn draft_pass_s(&self, shape: &StepShape<'_>, draft_works: &[RankWork]) -> f64 {
+    fn draft_pass_s(&self, draft_works: &[RankWork]) -> f64 {
         let one = self.step_from_works(Phase::Decode, draft_works);
         let per_layer = (one.step_s - one.op(Op::Overhead)) / self.layers.max(1.0);
-        per_layer + self.lm_head_only(shape) + self.params.layer_fixed_decode_s
+        per_layer + self.lm_head_only(draft_works) + self.params.layer_fixed_decode_s
     }
 
-    fn lm_head_only(&self, shape: &StepShape<'_>) -> f64 {
-        let max_req = shape
-            .ranks
-            .iter()
-            .map(|r| r.iter().map(|s| s.count as f64).sum::<f64>())
-            .fold(0.0, f64::max);
+    /// The LM head over one token per request on the rank with the most requests.
+    fn lm_head_only(&self, draft_works: &[RankWork]) -> f64 {
+        let max_req = draft_works.iter().map(|w| w.requests).fold(0.0, f64::max);
         Self::roofline(
             self.lm_head_bytes,
             self.hbm_bw,
@@ -772,7 +769,7 @@ impl CostModel for AnalyticCostModel {
         }
         let mut cost = self.step_from_works(shape.phase, &works);
         if drafting && cost.tokens_processed > 0 {
-            let draft = shape.draft_tokens as f64 * self.draft_pass_s(shape, &draft_works);
+            let draft = shape.draft_tokens as f64 * self.draft_pass_s(&draft_works);
             cost.op_s[Op::MtpDraft.index()] = draft;
             cost.op_bound[Op::MtpDraft.index()] = Bound::Latency;
             cost.step_s += draft;
