@@ -240,3 +240,72 @@ fn breakdown_sums_to_the_step() {
         assert!(s.op_s.iter().all(|t| t.is_finite() && *t >= 0.0));
     }
 }
+
+/// `decode_context_breakpoints` is a promise the simulator relies on: between two
+/// breakpoints a decode request's cost is affine in its context, so a batch priced one
+/// slice per request equals the batch priced at each piece's mean context (split into
+/// two slices so the contexts still sum exactly).
+#[test]
+fn decode_cost_is_affine_between_breakpoints() {
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    let hws = hardware();
+    let ms = models();
+    for case in 0..300 {
+        let hw = &hws[rng.random_range(0..hws.len())];
+        let m = &ms[rng.random_range(0..ms.len())];
+        let dep = DEPS[rng.random_range(0..DEPS.len())];
+        let c = AnalyticCostModel::new(hw.clone(), m.clone(), Layout::new(dep), params(hw));
+        let draft = rng.random_range(0..4);
+        let bp = c.decode_context_breakpoints(draft);
+        assert!(bp.windows(2).all(|w| w[0] < w[1]), "not ascending: {bp:?}");
+        // Piece edges: [0, b0), [b0, b1), ..., [b_last, 2M).
+        let mut edges = vec![0u64];
+        edges.extend(&bp);
+        edges.push(2_000_000);
+        let mut each: Vec<Vec<ReqSlice>> = Vec::new();
+        let mut mean: Vec<Vec<ReqSlice>> = Vec::new();
+        for _ in 0..dep {
+            let mut one = Vec::new();
+            let mut agg = Vec::new();
+            for _ in 0..rng.random_range(0..4) {
+                let p = rng.random_range(0..edges.len() - 1);
+                let (lo, hi) = (edges[p], edges[p + 1]);
+                let n = rng.random_range(1..40u64);
+                let ctxs: Vec<u64> = (0..n).map(|_| rng.random_range(lo..hi)).collect();
+                one.extend(ctxs.iter().map(|&x| ReqSlice::one(1, x)));
+                let total: u64 = ctxs.iter().sum();
+                let (q, extra) = (total / n, total % n);
+                if extra > 0 {
+                    agg.push(ReqSlice {
+                        new_tokens: 1,
+                        context_tokens: q + 1,
+                        count: extra as u32,
+                    });
+                }
+                agg.push(ReqSlice {
+                    new_tokens: 1,
+                    context_tokens: q,
+                    count: (n - extra) as u32,
+                });
+            }
+            each.push(one);
+            mean.push(agg);
+        }
+        let price = |ranks: &[Vec<ReqSlice>]| {
+            c.step(&StepShape {
+                phase: Phase::Decode,
+                ranks,
+                draft_tokens: draft,
+            })
+        };
+        let (a, b) = (price(&each), price(&mean));
+        for (op, (x, y)) in Op::ALL.iter().zip(a.op_s.iter().zip(b.op_s.iter())) {
+            assert!(
+                (x - y).abs() <= 1e-9 * x.abs().max(1e-12),
+                "case {case} (seed 5): {op:?} per request {x:e} vs by piece {y:e} ({} on {}, DEP{dep}, {draft} drafts, breakpoints {bp:?})",
+                m.name,
+                hw.name
+            );
+        }
+    }
+}

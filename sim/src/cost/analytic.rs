@@ -781,6 +781,36 @@ impl CostModel for AnalyticCostModel {
     fn describe(&self) -> String {
         self.params.source.clone()
     }
+
+    /// Where `attn_sums` changes form for a decode request with `q` queries: the
+    /// window (reads and causal pairs clamp at `window`), each sparse class's cap
+    /// (`top_k * ratio` positions) and the point where the union of the queries'
+    /// selections saturates (`q * top_k * ratio - q`). Where a step's `q` queries
+    /// straddle a causal clamp (contexts `cap - q ..= cap`) the pair count is
+    /// quadratic in the context, so each of those contexts is a piece of its own.
+    fn decode_context_breakpoints(&self, draft_tokens: u32) -> Vec<u64> {
+        let a = &self.model.attention;
+        let top_k = a.indexer.as_ref().map(|i| i.top_k as u64);
+        let mut bp = Vec::new();
+        for q in [1u64, 1 + draft_tokens as u64] {
+            let straddle = |bp: &mut Vec<u64>, cap: u64| bp.extend(cap.saturating_sub(q)..=cap);
+            straddle(&mut bp, a.window as u64);
+            for c in &self.classes {
+                if c.kind == AttentionKind::Sparse {
+                    if let Some(k) = top_k {
+                        let cap = k.saturating_mul(c.ratio as u64);
+                        straddle(&mut bp, cap);
+                        let union = q.saturating_mul(cap);
+                        bp.push(union.saturating_sub(q));
+                    }
+                }
+            }
+        }
+        bp.retain(|&b| b > 0 && b < u64::MAX / 2);
+        bp.sort_unstable();
+        bp.dedup();
+        bp
+    }
 }
 
 impl KvCapacity for AnalyticCostModel {

@@ -170,6 +170,16 @@ pub trait CostModel {
     fn step(&self, shape: &StepShape<'_>) -> StepCost;
     /// A one-line description for provenance ("analytic defaults", "profile X").
     fn describe(&self) -> String;
+    /// Context lengths at which a decode request's cost stops being affine in its
+    /// context (with `draft_tokens` MTP drafts), ascending. Between two consecutive
+    /// breakpoints the cost of a decode step is affine in each request's context, so
+    /// `n` requests of one piece cost the same as `n` requests at their mean context:
+    /// the simulator prices a rank's batch as a few such aggregates instead of one
+    /// slice per request. The default (none) declares the cost affine everywhere.
+    fn decode_context_breakpoints(&self, draft_tokens: u32) -> Vec<u64> {
+        let _ = draft_tokens;
+        Vec::new()
+    }
 }
 
 /// Sum over the positions `ctx+1 ..= ctx+new` of `min(position, cap)`: how many

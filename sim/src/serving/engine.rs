@@ -11,6 +11,12 @@
 //! front, so decode never runs out of KV) -> KV transfer over the destination's link
 //! (queued per destination rank) -> joins the running batch at the next step boundary
 //! -> MTP decode steps emit 1 + accepted drafts tokens per step -> completion.
+//! Decode is event-driven per request, not per token: when a request joins a batch its
+//! number of decode steps is drawn from the MTP yield distribution (`mtp::MtpYield`),
+//! and it finishes at the end of that step. A rank's running batch is kept as sums
+//! per context piece (`CostModel::decode_context_breakpoints`), priced at the piece's
+//! mean context, so a decode step costs O(ranks), not O(requests). A running
+//! request's context is its input plus the expected yield of its steps so far.
 //! Aggregated flow: the instance's rank reserves KV at arrival, runs prefill chunks and
 //! decode in the same steps (priced as a prefill step plus a decode step).
 //!
@@ -23,15 +29,16 @@
 use super::cache::PrefixCache;
 use super::config::{DecodeRouter, Mode, PoolConfig, PrefillRank, PrefillRouter, ServingScenario};
 use super::core::{ns_to_secs, secs_to_ns, stream, EventQueue, Nanos};
+use super::mtp::MtpYield;
 use super::report::*;
 use super::stats::{Gauge, LogHistogram};
 use super::workload::{Driver, Origin, WlEvent, WorkloadConfig, BLOCK_TOKENS};
 use super::{PoolCost, SimError, TraceRecord};
 use crate::cost::{Op, Phase, ReqSlice, StepCost, StepShape};
 use crate::{Hardware, Model};
-use rand::Rng;
 use rand_chacha::ChaCha8Rng;
-use std::collections::{BTreeMap, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 
 const C_STEP_DONE: u8 = 0;
 const C_TRANSFER_DONE: u8 = 1;
@@ -75,6 +82,11 @@ struct Req {
     last_token_ns: Nanos,
     admitted_ns: Nanos,
     est_prefill_s: f64,
+    /// In a decode batch: since the group's decode step `join_step`, in context piece
+    /// `piece`.
+    running: bool,
+    join_step: u64,
+    piece: u32,
 }
 
 impl Req {
@@ -86,18 +98,36 @@ impl Req {
     }
 }
 
-/// A request in a rank's running batch, with its decode state kept inline (the step
-/// loop walks these in order instead of the scattered `Req`s); written back to the
-/// `Req` when it finishes or the run ends.
-#[derive(Clone, Copy)]
-struct Run {
-    slot: u32,
-    input: u32,
-    output: u32,
-    generated: u32,
-    measured: bool,
-    first_token_ns: Option<Nanos>,
-    last_token_ns: Nanos,
+/// Running requests of one context piece on a rank, as sums.
+#[derive(Debug, Default, Clone, Copy)]
+struct Piece {
+    n: u64,
+    input: u64,
+    join_steps: u64,
+}
+
+impl Piece {
+    /// Context tokens of the piece's requests at decode step `step`: inputs plus the
+    /// expected yield (`mu` tokens per step) of the steps each has run.
+    fn context(&self, step: u64, mu: f64) -> u64 {
+        self.input + (mu * (self.n * step - self.join_steps) as f64).round() as u64
+    }
+}
+
+/// A rank's running decode batch.
+#[derive(Debug, Default, Clone)]
+struct DecodeSet {
+    n: u32,
+    measured: u32,
+    /// Input + output of the running requests (their KV reservation).
+    reserved: u64,
+    pieces: Vec<Piece>,
+}
+
+impl DecodeSet {
+    fn context(&self, step: u64, mu: f64) -> u64 {
+        self.pieces.iter().map(|p| p.context(step, mu)).sum()
+    }
 }
 
 #[derive(Default)]
@@ -107,9 +137,11 @@ struct Rank {
     pending: VecDeque<u32>,
     transferring: u32,
     joining: VecDeque<u32>,
-    running: Vec<Run>,
+    dec: DecodeSet,
     kv_reserved: u64,
-    kv_used: u64,
+    /// KV tokens held by requests not in the running batch (transferred or being
+    /// prefilled in place); the batch's own use is estimated from `dec`.
+    kv_held: u64,
     link_free_ns: Nanos,
     /// Estimated seconds of queued prefill work (`PrefillRank::LeastCost`).
     est_load_s: f64,
@@ -121,7 +153,13 @@ impl Rank {
             + self.pending.len()
             + self.transferring as usize
             + self.joining.len()
-            + self.running.len()
+            + self.dec.n as usize
+    }
+
+    /// KV tokens in use: held, plus the running batch's context (at most what it
+    /// reserved).
+    fn kv_used(&self, step: u64, mu: f64) -> u64 {
+        self.kv_held + self.dec.context(step, mu).min(self.dec.reserved)
     }
 }
 
@@ -134,6 +172,15 @@ struct Group {
     cache: Option<PrefixCache>,
     step_prefill: Vec<(u32, u32, u32)>,
     decode_in_step: bool,
+    /// Index of the current (or next) decode step.
+    dstep: u64,
+    /// (last decode step, slot) of the running requests, soonest first.
+    finishing: BinaryHeap<Reverse<(u64, u32)>>,
+    /// Requests that joined the current decode step (their first token comes at its end).
+    joined: Vec<u32>,
+    last_decode_end_ns: Nanos,
+    /// The first decode step that ended inside the measured window.
+    window_first_step: Option<u64>,
 }
 
 #[derive(Default)]
@@ -163,6 +210,8 @@ struct Pool<'a> {
     cost: &'a dyn PoolCost,
     groups: std::ops::Range<u32>,
     kv_cap: u64,
+    /// The cost model's decode context breakpoints (pieces = breakpoints + 1).
+    breakpoints: Vec<u64>,
     waiting: u64,
     rr: u64,
     stats: PoolStats,
@@ -217,7 +266,9 @@ struct Sim<'a> {
     wl_out: Vec<(Nanos, WlEvent)>,
     mtp_rng: ChaCha8Rng,
     draft_tokens: u32,
-    acceptance: Vec<f64>,
+    mtp: MtpYield,
+    /// Expected tokens per request per decode step.
+    mu: f64,
     kv_bytes_per_token: f64,
     domain_gpus: u64,
     acc: Accounting,
@@ -246,6 +297,29 @@ impl<'a> Sim<'a> {
         let mut pools = Vec::new();
         let mut groups = Vec::new();
         let mut gpu = 0u64;
+        let (draft_tokens, acceptance) = {
+            let m = input.model.mtp.as_ref();
+            let n = sc
+                .serving
+                .mtp
+                .draft_tokens
+                .or(m.map(|m| m.draft_tokens))
+                .unwrap_or(0);
+            let a = sc
+                .serving
+                .mtp
+                .acceptance
+                .clone()
+                .or(m.map(|m| m.acceptance.clone()))
+                .unwrap_or_default();
+            (n, a)
+        };
+        if draft_tokens as usize > acceptance.len() {
+            return Err(SimError::InvalidScenario(vec![format!(
+                "serving.mtp: {draft_tokens} draft tokens but {} acceptance rates (set serving.mtp.acceptance or model.mtp.acceptance)",
+                acceptance.len()
+            )]));
+        }
         let specs: Vec<(&'static str, Role, &PoolConfig, &'a dyn PoolCost)> = match sc.serving.mode
         {
             Mode::Disaggregated => vec![
@@ -270,6 +344,7 @@ impl<'a> Sim<'a> {
                 .unwrap_or_else(|| cost.kv_capacity_tokens_per_rank())
                 .max(1);
             let start = groups.len() as u32;
+            let breakpoints = cost.decode_context_breakpoints(draft_tokens);
             for _ in 0..cfg.instances {
                 let cache = (role != Role::Decode).then(|| {
                     let hbm_tokens = cfg
@@ -283,12 +358,25 @@ impl<'a> Sim<'a> {
                 groups.push(Group {
                     pool: pools.len(),
                     gpu_base: gpu,
-                    ranks: (0..cfg.dep).map(|_| Rank::default()).collect(),
+                    ranks: (0..cfg.dep)
+                        .map(|_| Rank {
+                            dec: DecodeSet {
+                                pieces: vec![Piece::default(); breakpoints.len() + 1],
+                                ..DecodeSet::default()
+                            },
+                            ..Rank::default()
+                        })
+                        .collect(),
                     busy: false,
                     try_pending: false,
                     cache,
                     step_prefill: Vec::new(),
                     decode_in_step: false,
+                    dstep: 0,
+                    finishing: BinaryHeap::new(),
+                    joined: Vec::new(),
+                    last_decode_end_ns: 0,
+                    window_first_step: None,
                 });
                 gpu += cfg.dep as u64;
             }
@@ -299,34 +387,13 @@ impl<'a> Sim<'a> {
                 cost,
                 groups: start..groups.len() as u32,
                 kv_cap,
+                breakpoints,
                 waiting: 0,
                 rr: 0,
                 stats: PoolStats::default(),
             });
         }
-        let (draft_tokens, acceptance) = {
-            let m = input.model.mtp.as_ref();
-            let n = sc
-                .serving
-                .mtp
-                .draft_tokens
-                .or(m.map(|m| m.draft_tokens))
-                .unwrap_or(0);
-            let a = sc
-                .serving
-                .mtp
-                .acceptance
-                .clone()
-                .or(m.map(|m| m.acceptance.clone()))
-                .unwrap_or_default();
-            (n, a)
-        };
-        if draft_tokens as usize > acceptance.len() {
-            return Err(SimError::InvalidScenario(vec![format!(
-                "serving.mtp: {draft_tokens} draft tokens but {} acceptance rates (set serving.mtp.acceptance or model.mtp.acceptance)",
-                acceptance.len()
-            )]));
-        }
+        let mtp = MtpYield::new(&acceptance[..draft_tokens as usize]);
         let kvb = input.model.kv.bytes_per_token;
         if !(kvb.is_finite() && kvb >= 0.0) {
             return Err(SimError::InvalidScenario(vec![
@@ -353,7 +420,8 @@ impl<'a> Sim<'a> {
             wl_out: Vec::new(),
             mtp_rng: stream(seed, "mtp"),
             draft_tokens,
-            acceptance,
+            mu: mtp.mean_tokens_per_step(),
+            mtp,
             kv_bytes_per_token: kvb,
             domain_gpus: sc
                 .serving
@@ -502,6 +570,9 @@ impl<'a> Sim<'a> {
             last_token_ns: 0,
             admitted_ns: 0,
             est_prefill_s: 0.0,
+            running: false,
+            join_step: 0,
+            piece: 0,
         };
         let role = self.pools[entry].role;
         if role == Role::Mixed && req.kv_need() > self.pools[entry].kv_cap {
@@ -581,7 +652,7 @@ impl<'a> Sim<'a> {
         self.groups[g as usize]
             .ranks
             .iter()
-            .map(|r| r.prefill_tokens + r.running.len() as u64)
+            .map(|r| r.prefill_tokens + r.dec.n as u64)
             .sum()
     }
 
@@ -684,7 +755,7 @@ impl<'a> Sim<'a> {
             let rank = &mut self.groups[g as usize].ranks[r as usize];
             rank.pending.pop_front();
             rank.kv_reserved += need;
-            rank.kv_used += cached;
+            rank.kv_held += cached;
             rank.prefill_q.push_back(slot);
             rank.prefill_tokens += uncached;
             self.req_mut(slot).kv_reserved = need;
@@ -693,13 +764,11 @@ impl<'a> Sim<'a> {
     }
 
     fn note_kv(&mut self, g: u32, r: u32) {
-        let pool = self.groups[g as usize].pool;
-        let cap = self.pools[pool].kv_cap as f64;
-        let rank = &self.groups[g as usize].ranks[r as usize];
-        self.acc.kv_peak_used_fraction = self
-            .acc
-            .kv_peak_used_fraction
-            .max(rank.kv_used as f64 / cap);
+        let grp = &self.groups[g as usize];
+        let cap = self.pools[grp.pool].kv_cap as f64;
+        let rank = &grp.ranks[r as usize];
+        let used = rank.kv_used(grp.dstep, self.mu);
+        self.acc.kv_peak_used_fraction = self.acc.kv_peak_used_fraction.max(used as f64 / cap);
         self.acc.kv_peak_reserved_fraction = self
             .acc
             .kv_peak_reserved_fraction
@@ -719,21 +788,12 @@ impl<'a> Sim<'a> {
         let max_prefill = cfg.max_prefill_requests_per_rank;
         // Requests whose KV arrived join the batch at the step boundary.
         if role != Role::Prefill {
-            for rank in &mut self.groups[g as usize].ranks {
-                while rank.running.len() < max_batch {
-                    let Some(s) = rank.joining.pop_front() else {
+            for r in 0..dep {
+                while (self.groups[g as usize].ranks[r].dec.n as usize) < max_batch {
+                    let Some(s) = self.groups[g as usize].ranks[r].joining.pop_front() else {
                         break;
                     };
-                    let req = self.reqs[s as usize].as_ref().expect("live request");
-                    rank.running.push(Run {
-                        slot: s,
-                        input: req.input,
-                        output: req.output,
-                        generated: req.generated,
-                        measured: req.measured,
-                        first_token_ns: req.first_token_ns,
-                        last_token_ns: req.last_token_ns,
-                    });
+                    self.join_decode(g, r, s);
                 }
             }
         }
@@ -778,16 +838,30 @@ impl<'a> Sim<'a> {
             }
             self.groups[g as usize].step_prefill = work;
         }
-        // Decode part.
+        // Decode part: each piece of a rank's batch as (at most) two slices whose
+        // contexts sum exactly to the piece's.
         let mut decode = false;
         if role != Role::Prefill {
+            let step = self.groups[g as usize].dstep;
             for r in 0..dep {
                 self.slices[r].clear();
-                for run in &self.groups[g as usize].ranks[r].running {
+                for p in &self.groups[g as usize].ranks[r].dec.pieces {
+                    if p.n == 0 {
+                        continue;
+                    }
+                    let total = p.context(step, self.mu);
+                    let (mean, extra) = (total / p.n, total % p.n);
+                    if extra > 0 {
+                        self.slices[r].push(ReqSlice {
+                            new_tokens: 1,
+                            context_tokens: mean + 1,
+                            count: extra as u32,
+                        });
+                    }
                     self.slices[r].push(ReqSlice {
                         new_tokens: 1,
-                        context_tokens: run.input as u64 + run.generated as u64,
-                        count: 1,
+                        context_tokens: mean,
+                        count: (p.n - extra) as u32,
                     });
                 }
                 decode |= !self.slices[r].is_empty();
@@ -829,16 +903,36 @@ impl<'a> Sim<'a> {
         Ok(())
     }
 
-    fn sample_emitted(&mut self) -> u32 {
-        let mut k = 1;
-        for i in 0..self.draft_tokens as usize {
-            if self.mtp_rng.random::<f64>() < self.acceptance[i] {
-                k += 1;
-            } else {
-                break;
-            }
-        }
-        k
+    /// A request joins rank `r`'s running batch at the group's current decode step:
+    /// its steps are drawn now, and it finishes at the end of the last of them.
+    fn join_decode(&mut self, g: u32, r: usize, slot: u32) {
+        let pool = self.groups[g as usize].pool;
+        let step = self.groups[g as usize].dstep;
+        let (input, output, measured) = {
+            let req = self.req(slot);
+            (req.input as u64, req.output, req.measured)
+        };
+        let steps = self.mtp.steps_for(output, &mut self.mtp_rng) as u64;
+        let piece = self.pools[pool]
+            .breakpoints
+            .partition_point(|&b| b <= input) as u32;
+        let req = self.req_mut(slot);
+        req.running = true;
+        req.join_step = step;
+        req.piece = piece;
+        let grp = &mut self.groups[g as usize];
+        let rank = &mut grp.ranks[r];
+        rank.kv_held -= input;
+        let d = &mut rank.dec;
+        d.n += 1;
+        d.measured += measured as u32;
+        d.reserved += input + output as u64;
+        let p = &mut d.pieces[piece as usize];
+        p.n += 1;
+        p.input += input;
+        p.join_steps += step;
+        grp.finishing.push(Reverse((step + steps - 1, slot)));
+        grp.joined.push(slot);
     }
 
     fn on_step_done(&mut self, g: u32) -> Result<(), SimError> {
@@ -861,7 +955,7 @@ impl<'a> Sim<'a> {
                 self.pools[pool_i].stats.uncached_tokens += chunk as u64;
             }
             if role == Role::Mixed {
-                self.groups[g as usize].ranks[r as usize].kv_used += chunk as u64;
+                self.groups[g as usize].ranks[r as usize].kv_held += chunk as u64;
             }
             if done {
                 self.acc.cached_tokens_credited += cached;
@@ -907,52 +1001,48 @@ impl<'a> Sim<'a> {
                 self.note_kv(g, r);
             }
         }
-        // Decode progress.
+        // Decode progress: first tokens of the requests that joined this step, the
+        // inter-token gap of every other measured request, and the requests whose
+        // last step this was.
         if self.groups[g as usize].decode_in_step {
-            let dep = self.groups[g as usize].ranks.len();
-            for r in 0..dep {
-                let mut running = std::mem::take(&mut self.groups[g as usize].ranks[r].running);
-                let mut kept = 0;
-                for i in 0..running.len() {
-                    let k = self.sample_emitted();
-                    let now = self.now;
-                    let run = &mut running[i];
-                    let k = k.min(run.output - run.generated);
-                    run.generated += k;
-                    let first = run.first_token_ns.is_none();
-                    let prev = run.last_token_ns;
-                    if first {
-                        run.first_token_ns = Some(now);
-                    }
-                    run.last_token_ns = now;
-                    let measured = run.measured;
-                    let done = run.generated == run.output;
-                    let run = *run;
-                    self.m.mtp_steps += 1;
-                    self.m.mtp_tokens += k as u64;
-                    self.acc.output_tokens_emitted += k as u64;
-                    self.groups[g as usize].ranks[r].kv_used += k as u64;
-                    if in_window {
-                        self.pools[pool_i].stats.output_tokens += k as u64;
-                    }
-                    if !first && measured && in_window {
-                        self.m.itl_ms.record((now - prev) as f64 / 1e6);
-                    }
-                    if done {
-                        self.write_back(&run);
-                        self.finish(run.slot, g, r as u32)?;
-                    } else {
-                        running[kept] = run;
-                        kept += 1;
-                    }
+            let now = self.now;
+            let grp = &mut self.groups[g as usize];
+            let step = grp.dstep;
+            if in_window && grp.window_first_step.is_none() {
+                grp.window_first_step = Some(step);
+            }
+            let joined = std::mem::take(&mut grp.joined);
+            let prev_end = grp.last_decode_end_ns;
+            grp.last_decode_end_ns = now;
+            let measured: u64 = grp.ranks.iter().map(|r| r.dec.measured as u64).sum();
+            let mut joined_measured = 0u64;
+            for &slot in &joined {
+                let req = self.req_mut(slot);
+                req.first_token_ns = Some(now);
+                joined_measured += req.measured as u64;
+            }
+            self.groups[g as usize].joined = joined;
+            self.groups[g as usize].joined.clear();
+            if in_window {
+                self.m
+                    .itl_ms
+                    .record_n((now - prev_end) as f64 / 1e6, measured - joined_measured);
+            }
+            while let Some(&Reverse((last, slot))) = self.groups[g as usize].finishing.peek() {
+                if last > step {
+                    break;
                 }
-                running.truncate(kept);
-                self.groups[g as usize].ranks[r].running = running;
-                self.note_kv(g, r as u32);
+                self.groups[g as usize].finishing.pop();
+                self.finish(slot, g)?;
+            }
+            self.groups[g as usize].dstep += 1;
+            let dep = self.groups[g as usize].ranks.len();
+            for r in 0..dep as u32 {
+                self.note_kv(g, r);
                 if role == Role::Mixed {
-                    self.admit_mixed(g, r as u32);
+                    self.admit_mixed(g, r);
                 } else {
-                    self.admit_decode(g, r as u32);
+                    self.admit_decode(g, r);
                 }
             }
         }
@@ -960,27 +1050,73 @@ impl<'a> Sim<'a> {
         Ok(())
     }
 
-    /// Copies a running request's inline decode state back to its `Req`.
-    fn write_back(&mut self, run: &Run) {
-        let req = self.req_mut(run.slot);
-        req.generated = run.generated;
-        req.first_token_ns = run.first_token_ns;
-        req.last_token_ns = run.last_token_ns;
+    /// Decode steps a running request has completed, and how many of them ended in the
+    /// measured window, with the group's step counter at `done_steps`.
+    fn decode_steps(&self, req: &Req, done_steps: u64) -> (u64, u64) {
+        let grp = &self.groups[req.decode_group as usize];
+        let steps = done_steps - req.join_step;
+        let in_window = grp
+            .window_first_step
+            .map_or(0, |w| done_steps.saturating_sub(w.max(req.join_step)));
+        (steps, in_window)
     }
 
-    fn finish(&mut self, slot: u32, g: u32, r: u32) -> Result<(), SimError> {
+    /// Takes a running request out of its rank's batch; its `generated` tokens (of
+    /// `steps` decode steps, `in_window` of them in the measured window) count as
+    /// emitted, the window's share of them in the pool's throughput.
+    fn leave_batch(&mut self, slot: u32, steps: u64, in_window: u64) {
+        let (g, r, piece, input, output, generated, join, measured) = {
+            let q = self.req(slot);
+            (
+                q.decode_group as usize,
+                q.decode_rank as usize,
+                q.piece as usize,
+                q.input as u64,
+                q.output as u64,
+                q.generated as u64,
+                q.join_step,
+                q.measured,
+            )
+        };
+        let pool = self.groups[g].pool;
+        let d = &mut self.groups[g].ranks[r].dec;
+        d.n -= 1;
+        d.measured -= measured as u32;
+        d.reserved -= input + output;
+        let p = &mut d.pieces[piece];
+        p.n -= 1;
+        p.input -= input;
+        p.join_steps -= join;
+        self.req_mut(slot).running = false;
+        self.acc.output_tokens_emitted += generated;
+        self.m.mtp_steps += steps;
+        self.m.mtp_tokens += generated;
+        if steps > 0 {
+            self.pools[pool].stats.output_tokens += generated * in_window / steps;
+        }
+    }
+
+    /// A request's last decode step ended now.
+    fn finish(&mut self, slot: u32, g: u32) -> Result<(), SimError> {
+        let done_steps = self.groups[g as usize].dstep + 1;
+        let (steps, in_window) = self.decode_steps(self.req(slot), done_steps);
+        let now = self.now;
+        let req = self.req_mut(slot);
+        req.generated = req.output;
+        req.last_token_ns = now;
+        let r = req.decode_rank;
+        self.leave_batch(slot, steps, in_window);
         let req = self.reqs[slot as usize].take().expect("live request");
         self.free.push(slot);
         self.live -= 1;
-        if req.generated != req.output || !req.prefill_done {
+        if req.generated != req.output || !req.prefill_done || req.decode_group != g {
             return Err(SimError::Invariant(format!(
-                "request finished with {} of {} output tokens (prefill done: {})",
-                req.generated, req.output, req.prefill_done
+                "request finished with {} of {} output tokens (prefill done: {}, group {} of {})",
+                req.generated, req.output, req.prefill_done, g, req.decode_group
             )));
         }
         let rank = &mut self.groups[g as usize].ranks[r as usize];
         rank.kv_reserved -= req.kv_reserved;
-        rank.kv_used -= req.input as u64 + req.generated as u64;
         self.acc.completed += 1;
         self.acc.input_tokens_completed += req.input as u64;
         self.acc.output_tokens_completed += req.output as u64;
@@ -1087,7 +1223,7 @@ impl<'a> Sim<'a> {
             let Some(&slot) = rank.pending.front() else {
                 break;
             };
-            let in_batch = rank.running.len() + rank.joining.len() + rank.transferring as usize;
+            let in_batch = rank.dec.n as usize + rank.joining.len() + rank.transferring as usize;
             let need = self.req(slot).kv_need();
             if in_batch >= max_batch || rank.kv_reserved + need > cap {
                 break;
@@ -1111,7 +1247,7 @@ impl<'a> Sim<'a> {
             let rank = &mut self.groups[g as usize].ranks[r as usize];
             rank.pending.pop_front();
             rank.kv_reserved += need;
-            rank.kv_used += input as u64;
+            rank.kv_held += input as u64;
             rank.transferring += 1;
             let start = rank.link_free_ns.max(self.now);
             rank.link_free_ns = start.saturating_add(serial);
@@ -1152,12 +1288,13 @@ impl<'a> Sim<'a> {
             let mut used = Gauge::default();
             let mut batch = Gauge::default();
             for g in self.pools[pi].groups.clone() {
+                let step = self.groups[g as usize].dstep;
                 for rk in &self.groups[g as usize].ranks {
                     queue += (rk.prefill_q.len() + rk.pending.len()) as u64;
-                    used.record(rk.kv_used as f64 / cap);
+                    used.record(rk.kv_used(step, self.mu) as f64 / cap);
                     batch.record(match role {
                         Role::Prefill => rk.prefill_q.len() as f64,
-                        _ => rk.running.len() as f64,
+                        _ => rk.dec.n as f64,
                     });
                 }
             }
@@ -1178,13 +1315,18 @@ impl<'a> Sim<'a> {
     }
 
     fn report(mut self, input: &SimInput<'_>, seed: u64) -> Report {
-        let runs: Vec<Run> = self
-            .groups
-            .iter()
-            .flat_map(|g| g.ranks.iter().flat_map(|r| r.running.iter().copied()))
+        // Requests still decoding: the expected yield of the steps they ran.
+        let running: Vec<u32> = (0..self.reqs.len() as u32)
+            .filter(|&s| self.reqs[s as usize].as_ref().is_some_and(|q| q.running))
             .collect();
-        for run in &runs {
-            self.write_back(run);
+        for slot in running {
+            let q = self.req(slot);
+            let done_steps = self.groups[q.decode_group as usize].dstep;
+            let (steps, in_window) = self.decode_steps(q, done_steps);
+            let generated =
+                ((self.mu * steps as f64).round() as u64).min((q.output as u64).saturating_sub(1));
+            self.req_mut(slot).generated = generated as u32;
+            self.leave_batch(slot, steps, in_window);
         }
         // In-flight accounting.
         for req in self.reqs.iter().flatten() {

@@ -18,6 +18,7 @@ pub mod cache;
 pub mod config;
 pub mod core;
 pub mod engine;
+pub mod mtp;
 pub mod price;
 pub mod report;
 pub mod stats;

@@ -82,6 +82,26 @@ impl LogHistogram {
         self.counts[i] += 1;
     }
 
+    /// Adds `n` samples of the same value `v` (e.g. the inter-token gap every request
+    /// of a decode batch saw in one step).
+    pub fn record_n(&mut self, v: f64, n: u64) {
+        if n == 0 || !v.is_finite() || v < 0.0 {
+            return;
+        }
+        self.record(v);
+        if n == 1 {
+            return;
+        }
+        let extra = n - 1;
+        self.count += extra;
+        self.sum += v * extra as f64;
+        if v < MIN_VALUE {
+            self.zero += extra;
+        } else {
+            self.counts[self.last_i] += extra;
+        }
+    }
+
     pub fn count(&self) -> u64 {
         self.count
     }

@@ -1,0 +1,168 @@
+//! MTP speculative decoding yield: how many tokens a request emits per decode step,
+//! and how many steps a request needs for its output.
+//!
+//! With `n` draft tokens and per-position acceptance `a_1..a_n` (`a_i`: draft `i` is
+//! accepted given every draft before it was), a step emits `K` tokens with
+//! `P(K >= 1) = 1` and `P(K >= k) = a_1 * .. * a_{k-1}` for `k = 2..=n+1`. Steps are
+//! independent, so the steps a request needs for `T` tokens is the first `s` with
+//! `K_1 + .. + K_s >= T`. `steps_for` draws it exactly: while more than a block's
+//! maximum remains it draws the sum of `BLOCK` steps at once from its convolved
+//! distribution (the request cannot finish inside such a block), then single steps.
+//! A 1,000-token output then costs ~40 draws instead of ~330.
+
+use rand::Rng;
+
+/// Steps drawn at once while the request cannot finish within them.
+const BLOCK: u32 = 16;
+
+#[derive(Debug, Clone)]
+pub struct MtpYield {
+    /// Tokens per step: `step_cdf[j] = P(K <= 1 + j)`.
+    step_cdf: Vec<f64>,
+    /// Tokens per block of `BLOCK` steps: `block_cdf[j] = P(sum <= BLOCK + j)`.
+    block_cdf: Vec<f64>,
+    max_per_step: u32,
+    mean: f64,
+}
+
+fn cdf(pmf: &[f64]) -> Vec<f64> {
+    let mut acc = 0.0;
+    pmf.iter()
+        .map(|p| {
+            acc += p;
+            acc
+        })
+        .collect()
+}
+
+/// Index of the first CDF entry above `u` (the last one if rounding left it below 1).
+#[inline]
+fn draw(cdf: &[f64], u: f64) -> u32 {
+    cdf.iter().position(|&c| u < c).unwrap_or(cdf.len() - 1) as u32
+}
+
+impl MtpYield {
+    /// `acceptance[i]` for draft position `i + 1`; an empty slice means no MTP (one
+    /// token per step). Rates are clamped to [0, 1].
+    pub fn new(acceptance: &[f64]) -> Self {
+        let n = acceptance.len();
+        // P(K >= k) for k = 1..=n+1, then the pmf of K (index k-1).
+        let mut at_least = vec![1.0; n + 2];
+        for k in 2..=n + 1 {
+            at_least[k] = at_least[k - 1] * acceptance[k - 2].clamp(0.0, 1.0);
+        }
+        let pmf: Vec<f64> = (1..=n + 1)
+            .map(|k| at_least[k] - if k <= n { at_least[k + 1] } else { 0.0 })
+            .collect();
+        let mean = at_least[1..=n + 1].iter().sum();
+        // Convolve BLOCK copies: the pmf of the block sum minus BLOCK.
+        let mut block = vec![1.0];
+        for _ in 0..BLOCK {
+            let mut next = vec![0.0; block.len() + n];
+            for (i, &b) in block.iter().enumerate() {
+                for (j, &p) in pmf.iter().enumerate() {
+                    next[i + j] += b * p;
+                }
+            }
+            block = next;
+        }
+        MtpYield {
+            step_cdf: cdf(&pmf),
+            block_cdf: cdf(&block),
+            max_per_step: n as u32 + 1,
+            mean,
+        }
+    }
+
+    /// Expected tokens per request per step: 1 + sum of the products of acceptances.
+    pub fn mean_tokens_per_step(&self) -> f64 {
+        self.mean
+    }
+
+    /// Tokens one step emits for one request (before clamping to what remains).
+    pub fn tokens_in_step<R: Rng>(&self, rng: &mut R) -> u32 {
+        if self.max_per_step == 1 {
+            return 1;
+        }
+        1 + draw(&self.step_cdf, rng.random::<f64>())
+    }
+
+    /// Decode steps until a request has emitted `tokens` (at least one step).
+    pub fn steps_for<R: Rng>(&self, tokens: u32, rng: &mut R) -> u32 {
+        if self.max_per_step == 1 || tokens <= 1 {
+            return tokens.max(1);
+        }
+        let mut left = tokens as i64;
+        let mut steps = 0u32;
+        let block_max = (BLOCK * self.max_per_step) as i64;
+        while left > block_max {
+            left -= (BLOCK + draw(&self.block_cdf, rng.random::<f64>())) as i64;
+            steps += BLOCK;
+        }
+        while left > 0 {
+            left -= self.tokens_in_step(rng) as i64;
+            steps += 1;
+        }
+        steps
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha8Rng;
+
+    #[test]
+    fn certain_and_no_acceptance_are_exact() {
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let all = MtpYield::new(&[1.0, 1.0, 1.0]);
+        assert_eq!(all.mean_tokens_per_step(), 4.0);
+        assert_eq!(all.steps_for(1000, &mut rng), 250);
+        assert_eq!(all.steps_for(1001, &mut rng), 251);
+        let none = MtpYield::new(&[0.0, 0.0]);
+        assert_eq!(none.mean_tokens_per_step(), 1.0);
+        assert_eq!(none.steps_for(77, &mut rng), 77);
+        let off = MtpYield::new(&[]);
+        assert_eq!(off.steps_for(5, &mut rng), 5);
+        assert_eq!(off.steps_for(0, &mut rng), 1);
+    }
+
+    /// The block draws give the same distribution of steps as stepping one at a time
+    /// (compared on mean and variance over 20,000 requests each, seeded).
+    #[test]
+    fn block_draws_match_single_steps() {
+        let y = MtpYield::new(&[0.8, 0.7, 0.6]);
+        assert!((y.mean_tokens_per_step() - (1.0 + 0.8 + 0.56 + 0.336)).abs() < 1e-12);
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        let n = 20_000;
+        let stats = |xs: &[f64]| {
+            let m = xs.iter().sum::<f64>() / xs.len() as f64;
+            let v = xs.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / xs.len() as f64;
+            (m, v)
+        };
+        for tokens in [3u32, 70, 1000] {
+            let fast: Vec<f64> = (0..n)
+                .map(|_| y.steps_for(tokens, &mut rng) as f64)
+                .collect();
+            let slow: Vec<f64> = (0..n)
+                .map(|_| {
+                    let (mut left, mut s) = (tokens as i64, 0);
+                    while left > 0 {
+                        left -= y.tokens_in_step(&mut rng) as i64;
+                        s += 1;
+                    }
+                    s as f64
+                })
+                .collect();
+            let (mf, vf) = stats(&fast);
+            let (ms, vs) = stats(&slow);
+            let se = (vs / n as f64).sqrt().max(1e-9);
+            assert!((mf - ms).abs() < 5.0 * se, "{tokens}: mean {mf} vs {ms}");
+            assert!(
+                (vf - vs).abs() <= 0.1 * vs.max(0.05),
+                "{tokens}: var {vf} vs {vs}"
+            );
+        }
+    }
+}
