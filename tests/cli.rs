@@ -259,35 +259,64 @@ fn published() -> Vec<Value> {
         .clone()
 }
 
-/// Check rows the model does not yet reproduce within 10%, each with why and the
-/// bound it must stay inside so it cannot silently get worse. See the notes of the
-/// foundation issue.
-const KNOWN_GAPS: [(&str, f64, &str); 1] = [(
-    "swa-replay-64k",
-    0.20,
-    "the receptive-field replay model saturates by ~5K tokens of context; the report's gain keeps growing to 64K",
-)];
+/// Check rows the model does not yet reproduce within 10%, each with the bound it must
+/// stay inside (so it cannot silently get worse) and why. See the issue notes.
+const KNOWN_GAPS: [(&str, f64, &str); 8] = [
+    (
+        "swa-replay-64k",
+        0.20,
+        "the receptive-field replay model saturates by ~5K tokens of context; the report's gain keeps growing to 64K",
+    ),
+    (
+        "single-user",
+        0.15,
+        "the report's specialised low-latency decode path is not modelled; the closest layout (DEP4, 8K context) runs the ordinary kernels",
+    ),
+    (
+        "rack-throughput",
+        0.15,
+        "the simulated rack moves 13% more tokens than reported: the prefill pool is the bottleneck and its per-token cost is an analytic estimate",
+    ),
+    (
+        "rack-revenue",
+        0.15,
+        "follows rack-throughput (the token mix matches the report's)",
+    ),
+    (
+        "prefill-only-dep2",
+        0.45,
+        "prefill of long cached contexts (replay, attention) prices ~1.7x the report's throughput; prompts and GPU count of the run are unpublished",
+    ),
+    (
+        "prefill-only-dep4",
+        0.35,
+        "as prefill-only-dep2; the model's DEP4 loses only its extra DP imbalance, the report's also ~9% more",
+    ),
+    (
+        "prefill-only-dep2-imbalance",
+        0.30,
+        "DP imbalance from per-request context spread only; scheduler effects (chunk packing, arrival bursts) are not modelled",
+    ),
+    (
+        "prefill-only-dep4-imbalance",
+        0.50,
+        "as prefill-only-dep2-imbalance; the direction (DEP4 loses more) is reproduced, the size is half",
+    ),
+];
 
-#[test]
-fn published_check_rows_are_within_10_percent() {
-    let rows = published();
-    assert!(rows.len() >= 10);
+/// Asserts every check row of a `validate published --json` answer is within 10% or
+/// its known-gap bound; returns how many were checked.
+fn assert_check_rows(rows: &[Value], simulation: bool) -> usize {
     let mut checked = 0;
-    for r in &rows {
+    for r in rows {
         let id = r["id"].as_str().unwrap();
-        if r["role"] != "check" {
+        let is_sim = r["command"].as_str().unwrap().starts_with("twin simulate");
+        if r["role"] != "check" || is_sim != simulation {
             continue;
         }
-        if r["command"].as_str().unwrap().starts_with("twin simulate") {
-            // Whole-rack simulations take minutes; `validate published --simulate` runs
-            // them (issue 3 tracks bringing them within 10%).
-            assert!(
-                r["predicted"].is_null(),
-                "simulation row {id} ran without --simulate"
-            );
-            continue;
-        }
-        let err = r["error"].as_f64().unwrap();
+        let err = r["error"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("check row {id} has no prediction"));
         checked += 1;
         let bound = KNOWN_GAPS
             .iter()
@@ -303,7 +332,25 @@ fn published_check_rows_are_within_10_percent() {
             bound * 100.0
         );
     }
-    assert!(checked >= 4, "only {checked} check rows");
+    checked
+}
+
+#[test]
+fn published_check_rows_are_within_10_percent() {
+    let rows = published();
+    assert!(rows.len() >= 10);
+    for r in &rows {
+        if r["command"].as_str().unwrap().starts_with("twin simulate") {
+            // Simulation rows run only with --simulate (see the test below).
+            assert!(
+                r["predicted"].is_null(),
+                "simulation row {} ran without --simulate",
+                r["id"]
+            );
+        }
+    }
+    let checked = assert_check_rows(&rows, false);
+    assert!(checked >= 5, "only {checked} check rows");
     for (id, _, why) in KNOWN_GAPS {
         assert!(!why.is_empty());
         assert!(
@@ -311,6 +358,15 @@ fn published_check_rows_are_within_10_percent() {
             "known gap {id} is not a check row"
         );
     }
+}
+
+/// The whole-rack and prefill-only simulations against the report (about a minute
+/// of optimised simulation).
+#[test]
+fn published_simulation_rows_are_within_bounds() {
+    let rows = json(&twin(&["validate", "published", "--simulate", "--json"]));
+    let checked = assert_check_rows(rows.as_array().unwrap(), true);
+    assert!(checked >= 7, "only {checked} simulation check rows");
 }
 
 #[test]

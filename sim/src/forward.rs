@@ -33,6 +33,9 @@ pub struct ForwardResult {
     pub total: StepCost,
     /// Tokens per second per GPU: prefill tokens computed, or decode tokens emitted.
     pub tokens_per_s_per_gpu: f64,
+    /// Tokens per second one request sees: decode tokens emitted (with MTP's expected
+    /// yield) or prefill tokens computed, over the step time.
+    pub tokens_per_s_per_user: f64,
 }
 
 impl ForwardResult {
@@ -144,10 +147,20 @@ pub fn forward(cost: &dyn CostModel, spec: &ForwardSpec) -> ForwardResult {
     } else {
         0.0
     };
+    let per_user = match spec.phase {
+        Phase::Decode => spec.tokens_per_step,
+        Phase::Prefill => spec.new_tokens as f64,
+    };
+    let tokens_per_s_per_user = if total.step_s > 0.0 {
+        per_user / total.step_s
+    } else {
+        0.0
+    };
     ForwardResult {
         steps,
         total,
         tokens_per_s_per_gpu,
+        tokens_per_s_per_user,
     }
 }
 

@@ -191,6 +191,7 @@ pub fn to_json(f: &Forward) -> serde_json::Value {
         "share": share,
         "bound": bound,
         "tokens_per_s_per_gpu": r.tokens_per_s_per_gpu,
+        "tokens_per_s_per_user": r.tokens_per_s_per_user,
         "imbalance_ms": r.total.imbalance_s() * 1e3,
         "moe_weight_bytes_per_rank": r.total.moe_weight_bytes_per_rank,
         "experts_touched_per_rank_per_layer": r.total.experts_touched_per_rank,

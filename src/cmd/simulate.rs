@@ -9,7 +9,7 @@ use clap::Args;
 use serde_json::json;
 use sim::cost::{AnalyticCostModel, CostParams};
 use sim::serving::{
-    parse_mooncake, simulate, Mode, ServingScenario, SimInput, TraceRecord, WorkloadConfig,
+    parse_mooncake, simulate, ServingScenario, SimInput, TraceRecord, WorkloadConfig,
 };
 
 /// The scenario `twin simulate` runs when none is named.
@@ -87,7 +87,13 @@ pub fn resolve_args(args: &SimulateArgs) -> Result<Resolved> {
     let model = load_model(&sc.model, &model_sets).with_context(|| format!("model of {origin}"))?;
     let (wl_origin, wl_text) =
         resolve(Kind::Workload, &sc.workload).with_context(|| format!("workload of {origin}"))?;
-    let workload: WorkloadConfig = parse_with_sets(&wl_origin, &wl_text, &workload_sets)?;
+    let mut wl_sets = Vec::new();
+    for s in &sc.workload_set {
+        let set = Set::parse(s).with_context(|| format!("{origin}: workload_set"))?;
+        wl_sets.push(set);
+    }
+    wl_sets.extend(workload_sets);
+    let workload: WorkloadConfig = parse_with_sets(&wl_origin, &wl_text, &wl_sets)?;
 
     let mut problems: Vec<String> = sc
         .problems()
@@ -100,14 +106,7 @@ pub fn resolve_args(args: &SimulateArgs) -> Result<Resolved> {
             .into_iter()
             .map(|p| format!("{wl_origin}: {p}")),
     );
-    let pools: Vec<(&str, &sim::serving::PoolConfig)> = match sc.serving.mode {
-        Mode::Disaggregated => vec![
-            ("serving.prefill", &sc.serving.prefill),
-            ("serving.decode", &sc.serving.decode),
-        ],
-        Mode::Aggregated => vec![("serving.decode", &sc.serving.decode)],
-    };
-    for (path, pool) in pools {
+    for (path, pool) in sc.pools() {
         for p in sim::validate::deployment(
             &hardware,
             &model,

@@ -215,12 +215,14 @@ fn predict_simulation(row: &Row) -> Result<f64> {
             _ => &cur[seg],
         };
     }
-    cur.as_f64().ok_or_else(|| {
+    let x = cur.as_f64().ok_or_else(|| {
         anyhow!(
             "row {}: `{path}` is not a number in the simulation's JSON",
             row.id
         )
-    })
+    })?;
+    // The JSON keeps fractions; a row published in % compares percentages.
+    Ok(if row.unit == "%" { 100.0 * x } else { x })
 }
 
 /// Evaluates one row's metric; `extra` are `--set` overrides (used while fitting).
@@ -238,6 +240,7 @@ pub fn predict(row: &Row, fitted: &Fitted, extra: &[String]) -> Result<f64> {
     Ok(match metric {
         "step_ms" => r.step_s() * 1e3,
         "target_step_ms" => r.target_step_s() * 1e3,
+        "user_tok_s" => r.tokens_per_s_per_user,
         "gain_pct" => {
             if row.baseline.is_empty() {
                 bail!("row {}: metric gain_pct needs a baseline command", row.id);
@@ -257,7 +260,7 @@ pub fn predict(row: &Row, fitted: &Fitted, extra: &[String]) -> Result<f64> {
             share * 100.0
         }
         other => bail!(
-            "row {}: unknown metric `{other}` (step_ms, target_step_ms, gain_pct, target_share_pct:OP[+OP])",
+            "row {}: unknown metric `{other}` (step_ms, target_step_ms, user_tok_s, gain_pct, target_share_pct:OP[+OP])",
             row.id
         ),
     })

@@ -22,6 +22,10 @@ pub struct ServingScenario {
     pub model: String,
     /// Name of a `scenarios/workloads/*.toml` file (or a path).
     pub workload: String,
+    /// Overrides of the workload's fields, `PATH = VALUE` as with `--set workload.PATH`
+    /// (for example `agentx.sessions = 256`); a command line `--set` wins.
+    #[serde(default)]
+    pub workload_set: Vec<String>,
     #[serde(default)]
     pub seed: u64,
     /// Simulated seconds in all, warm-up included.
@@ -50,6 +54,10 @@ pub enum Mode {
     Disaggregated,
     /// One pool (`serving.decode`) runs prefill chunks and decode in the same steps.
     Aggregated,
+    /// Only the prefill pool; the decode side is faked (as the reference report's
+    /// prefill benchmarks do): a request completes when its prefill does, with its
+    /// first token, and its session continues as if it had produced its output.
+    PrefillOnly,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -356,14 +364,7 @@ impl ServingScenario {
             "warmup_s",
             "must be >= 0 and below duration_s",
         );
-        let pools: &[(&str, &PoolConfig)] = match self.serving.mode {
-            Mode::Disaggregated => &[
-                ("serving.prefill", &self.serving.prefill),
-                ("serving.decode", &self.serving.decode),
-            ],
-            Mode::Aggregated => &[("serving.decode", &self.serving.decode)],
-        };
-        for (name, pool) in pools {
+        for (name, pool) in self.pools() {
             check(
                 &mut p,
                 pool.instances >= 1,
@@ -488,12 +489,21 @@ impl ServingScenario {
         p
     }
 
+    /// The pools the mode runs, with their scenario paths.
+    pub fn pools(&self) -> Vec<(&'static str, &PoolConfig)> {
+        match self.serving.mode {
+            Mode::Disaggregated => vec![
+                ("serving.prefill", &self.serving.prefill),
+                ("serving.decode", &self.serving.decode),
+            ],
+            Mode::Aggregated => vec![("serving.decode", &self.serving.decode)],
+            Mode::PrefillOnly => vec![("serving.prefill", &self.serving.prefill)],
+        }
+    }
+
     /// GPUs the deployment occupies.
     pub fn gpus(&self) -> u64 {
-        match self.serving.mode {
-            Mode::Disaggregated => self.serving.prefill.gpus() + self.serving.decode.gpus(),
-            Mode::Aggregated => self.serving.decode.gpus(),
-        }
+        self.pools().iter().map(|(_, p)| p.gpus()).sum()
     }
 
     pub fn price_basis(&self) -> PriceBasis {

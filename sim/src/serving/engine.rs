@@ -337,6 +337,12 @@ impl<'a> Sim<'a> {
                 ),
             ],
             Mode::Aggregated => vec![("mixed", Role::Mixed, &sc.serving.decode, input.decode_cost)],
+            Mode::PrefillOnly => vec![(
+                "prefill",
+                Role::Prefill,
+                &sc.serving.prefill,
+                input.prefill_cost,
+            )],
         };
         for (name, role, cfg, cost) in specs {
             let kv_cap = cfg
@@ -991,6 +997,8 @@ impl<'a> Sim<'a> {
                 self.groups[g as usize].ranks[r as usize]
                     .joining
                     .push_back(slot);
+            } else if self.sc.serving.mode == Mode::PrefillOnly {
+                self.complete_prefill_only(slot)?;
             } else {
                 self.route_decode(slot);
             }
@@ -1094,6 +1102,29 @@ impl<'a> Sim<'a> {
         if steps > 0 {
             self.pools[pool].stats.output_tokens += generated * in_window / steps;
         }
+    }
+
+    /// Prefill-only mode: the request's prefill produced its first token; the faked
+    /// decode side ends it there (its output tokens are not produced or counted, but
+    /// its session continues as if they were).
+    fn complete_prefill_only(&mut self, slot: u32) -> Result<(), SimError> {
+        let req = self.reqs[slot as usize].take().expect("live request");
+        self.free.push(slot);
+        self.live -= 1;
+        self.acc.completed += 1;
+        self.acc.input_tokens_completed += req.input as u64;
+        if req.measured && self.now <= self.end_ns {
+            let ms = (self.now - req.arrival_ns) as f64 / 1e6;
+            self.m.ttft_ms.record(ms);
+            self.m.e2e_ms.record(ms);
+            self.m.completed += 1;
+            if ms <= self.sc.slo.ttft_ms {
+                self.m.good += 1;
+                self.m.good_tokens += req.input as u64;
+            }
+        }
+        self.end_in_driver(req.origin, true, req.input as u64 + req.output as u64);
+        Ok(())
     }
 
     /// A request's last decode step ended now.
