@@ -981,12 +981,11 @@ impl<'a> Sim<'a> {
             let blocks = std::mem::take(&mut self.req_mut(slot).blocks);
             // Only full blocks are reusable: a partial last block's identity would
             // also name the full block a longer prompt has there.
-            // The cached prefix was touched at lookup; only the blocks this prefill
-            // computed are new.
+            // The whole prompt is written (the cached prefix was just used too, so it
+            // is stamped again; a radix walk, not a per-block cost).
             let full = ((self.req(slot).input as u64 / BLOCK_TOKENS) as usize).min(blocks.len());
-            let known = ((self.req(slot).cached as u64 / BLOCK_TOKENS) as usize).min(full);
             if let Some(c) = self.groups[g as usize].cache.as_mut() {
-                c.insert(&blocks[known..full]);
+                c.insert(&blocks[..full]);
             }
             self.req_mut(slot).prefill_done = true;
             self.req_mut(slot).blocks = blocks;
