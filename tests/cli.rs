@@ -261,7 +261,7 @@ fn published() -> Vec<Value> {
 
 /// Check rows the model does not yet reproduce within 10%, each with the bound it must
 /// stay inside (so it cannot silently get worse) and why. See the issue notes.
-const KNOWN_GAPS: [(&str, f64, &str); 8] = [
+const KNOWN_GAPS: [(&str, f64, &str); 6] = [
     (
         "swa-replay-64k",
         0.20,
@@ -271,16 +271,6 @@ const KNOWN_GAPS: [(&str, f64, &str); 8] = [
         "single-user",
         0.15,
         "the report's specialised low-latency decode path is not modelled; the closest layout (DEP4, 8K context) runs the ordinary kernels",
-    ),
-    (
-        "rack-throughput",
-        0.15,
-        "the simulated rack moves 13% more tokens than reported: the prefill pool is the bottleneck and its per-token cost is an analytic estimate",
-    ),
-    (
-        "rack-revenue",
-        0.15,
-        "follows rack-throughput (the token mix matches the report's)",
     ),
     (
         "prefill-only-dep2",
@@ -361,27 +351,50 @@ fn published_check_rows_are_within_10_percent() {
 }
 
 /// The whole-rack and prefill-only simulations against the report (about a minute
-/// of optimised simulation).
+/// of optimised simulation). The rack's fit rows must also be met by the stored fit
+/// (the fit itself, `validate published --fit --simulate`, takes too long for a test):
+/// within 1%, the bisection's tolerance.
 #[test]
 fn published_simulation_rows_are_within_bounds() {
     let rows = json(&twin(&["validate", "published", "--simulate", "--json"]));
-    let checked = assert_check_rows(rows.as_array().unwrap(), true);
-    assert!(checked >= 7, "only {checked} simulation check rows");
+    let rows = rows.as_array().unwrap();
+    let checked = assert_check_rows(rows, true);
+    assert!(checked >= 5, "only {checked} simulation check rows");
+    for r in rows {
+        let sim = r["command"].as_str().unwrap().starts_with("twin simulate");
+        if sim && r["role"] == "fit" {
+            let err = r["error"].as_f64().unwrap();
+            assert!(
+                err.abs() <= 0.01,
+                "fit row {} is {:+.2}% off: re-run `twin validate published --fit --simulate --write scenarios`",
+                r["id"],
+                err * 100.0
+            );
+        }
+    }
 }
 
 #[test]
 fn fitted_values_are_what_the_fit_computes() {
     let v = json(&twin(&["validate", "published", "--fit", "--json"]));
+    let mut fitted_n = 0;
     for p in v.as_array().unwrap() {
-        let (fitted, stored) = (
-            p["fitted"].as_f64().unwrap(),
-            p["stored"].as_f64().expect("a stored value"),
-        );
+        let stored = p["stored"].as_f64().expect("a stored value");
+        // Parameters of simulation rows are fitted only with --simulate (see
+        // published_simulation_rows_are_within_bounds).
+        let Some(fitted) = p["fitted"].as_f64() else {
+            continue;
+        };
+        fitted_n += 1;
         let tol = 1e-3 * fitted.abs().max(1e-12);
         assert!((fitted - stored).abs() <= tol, "{}: stored {stored} but the fit gives {fitted}; run `twin validate published --fit --write scenarios`", p["name"]);
     }
+    assert!(fitted_n >= 6, "only {fitted_n} parameters fitted");
     // The fitted rows are matched closely (integer parameters within their step).
-    for r in published().iter().filter(|r| r["role"] == "fit") {
+    for r in published()
+        .iter()
+        .filter(|r| r["role"] == "fit" && !r["predicted"].is_null())
+    {
         assert!(
             r["error"].as_f64().unwrap().abs() < 0.06,
             "fit row {} off by {}",

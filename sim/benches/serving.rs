@@ -1,5 +1,8 @@
-//! A rack-sized serving simulation with a constant-cost model: measures the simulator,
-//! not the cost model. 72 GPUs (12 x DEP2 prefill, DEP48 decode), AgentX-like sessions.
+//! The simulator's speed. `default_scenario_1800s`: `twin simulate`'s embedded default
+//! (DeepSeek-V4.1-Flash on a GB300 NVL72 rack, AgentX-like sessions, the analytic cost
+//! model with gb300's fitted parameters), 1800 simulated seconds, as the binary runs
+//! it (the goal: under 1 s of wall time on one core). `gb300_rack_agentx_20s_const_cost`:
+//! a short run with a constant-cost model, measuring the simulator alone.
 
 use criterion::{criterion_group, criterion_main, Criterion};
 
@@ -7,7 +10,51 @@ use criterion::{criterion_group, criterion_main, Criterion};
 mod common;
 
 use common::*;
+use sim::cost::{AnalyticCostModel, CostParams};
 use sim::serving::*;
+use sim::{Hardware, Model};
+
+fn default_scenario(c: &mut Criterion) {
+    let sc: ServingScenario = toml::from_str(include_str!(
+        "../../scenarios/gb300-nvl72-v4.1-flash-agentx.toml"
+    ))
+    .unwrap();
+    assert!(
+        sc.workload_set.is_empty(),
+        "the bench does not apply workload_set"
+    );
+    let hw: Hardware = toml::from_str(include_str!("../../scenarios/hardware/gb300.toml")).unwrap();
+    let m: Model = toml::from_str(include_str!(
+        "../../scenarios/models/deepseek-v4.1-flash.toml"
+    ))
+    .unwrap();
+    let wl: WorkloadConfig =
+        toml::from_str(include_str!("../../scenarios/workloads/agentx.toml")).unwrap();
+    let mut params = CostParams::default();
+    for (k, v) in &hw.cost {
+        params.set(k, *v).unwrap();
+    }
+    let cost = |layout| AnalyticCostModel::new(hw.clone(), m.clone(), layout, params.clone());
+    let (prefill, decode) = (
+        cost(sc.serving.prefill.layout()),
+        cost(sc.serving.decode.layout()),
+    );
+    let input = SimInput {
+        scenario: &sc,
+        workload: &wl,
+        hardware: &hw,
+        model: &m,
+        prefill_cost: &prefill,
+        decode_cost: &decode,
+        trace: &[],
+    };
+    let mut g = c.benchmark_group("serving");
+    g.sample_size(10);
+    g.bench_function("default_scenario_1800s", |b| {
+        b.iter(|| simulate(&input, sc.seed).unwrap().requests_completed)
+    });
+    g.finish();
+}
 
 fn rack(c: &mut Criterion) {
     let cost = ConstCost {
@@ -41,5 +88,5 @@ fn rack(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, rack);
+criterion_group!(benches, default_scenario, rack);
 criterion_main!(benches);

@@ -11,6 +11,9 @@
 //! and the rounds repeat until no parameter moves by more than 0.1%: a Gauss-Seidel
 //! least-squares fit. Stored values live in the scenario files and
 //! `scenarios/published/fitted.toml`; a test checks they equal what this fit computes.
+//! Parameters fitted to simulation rows (the rack's unstated load and P/D split) are
+//! fitted only with `--simulate`, after the others, by the same solves over whole
+//! simulations (several minutes).
 
 use super::forward::{evaluate, ForwardArgs};
 use crate::scenario::embedded_file;
@@ -174,20 +177,22 @@ pub fn is_simulation(row: &Row) -> bool {
     row.command.trim_start().starts_with("twin simulate")
 }
 
-/// Runs a `twin simulate ...` row and reads its metric `json:PATH` (dotted path into
-/// the `--json` object, numeric segments index lists).
-fn predict_simulation(row: &Row) -> Result<f64> {
+/// Runs a `twin simulate ...` row (with `extra` overrides) and reads its metric
+/// `json:PATH` (dotted path into the `--json` object, numeric segments index lists).
+fn predict_simulation(row: &Row, extra: &[String]) -> Result<f64> {
     let argv = argv_of(&row.command, "twin simulate")?;
-    let args = SimulateCli::try_parse_from(argv)
+    let mut args = SimulateCli::try_parse_from(argv)
         .map(|c| c.args)
         .map_err(|e| anyhow!("row {}: {e}", row.id))?;
+    args.set.extend(extra.iter().cloned());
+    let key = format!("{} {}", row.command, extra.join(" "));
     // Rows that share a command share one run.
     static RUNS: std::sync::Mutex<BTreeMap<String, serde_json::Value>> =
         std::sync::Mutex::new(BTreeMap::new());
     let cached = RUNS
         .lock()
         .expect("no panics while held")
-        .get(&row.command)
+        .get(&key)
         .cloned();
     let v = match cached {
         Some(v) => v,
@@ -197,7 +202,7 @@ fn predict_simulation(row: &Row) -> Result<f64> {
             let v = super::simulate::to_json(&r, &report, records)?;
             RUNS.lock()
                 .expect("no panics while held")
-                .insert(row.command.clone(), v.clone());
+                .insert(key, v.clone());
             v
         }
     };
@@ -228,10 +233,7 @@ fn predict_simulation(row: &Row) -> Result<f64> {
 /// Evaluates one row's metric; `extra` are `--set` overrides (used while fitting).
 pub fn predict(row: &Row, fitted: &Fitted, extra: &[String]) -> Result<f64> {
     if is_simulation(row) {
-        if !extra.is_empty() {
-            bail!("row {}: simulation rows cannot be fitted", row.id);
-        }
-        return predict_simulation(row);
+        return predict_simulation(row, extra);
     }
     let args = parse_command(&row.command, fitted, extra)?;
     let f = evaluate(&args).with_context(|| format!("row {}", row.id))?;
@@ -281,6 +283,12 @@ enum Home {
     Model(&'static str),
     /// `scenarios/published/fitted.toml`, `[experiment]`, this placeholder name.
     Experiment(&'static str),
+    /// `scenarios/workloads/agentx.toml`, this dotted path.
+    Workload(&'static str),
+    /// The rack scenario's P/D split: the decode group's DEP
+    /// (`serving.decode.dep`), the prefill instances of DEP2 taking the rest of the
+    /// rack (`serving.prefill.instances`).
+    RackSplit,
 }
 
 /// A fitted parameter: where it lives, the row it is fitted to, its bounds, and its
@@ -295,8 +303,12 @@ struct FitParam {
 
 const FIT_HARDWARE: &str = "gb300";
 const FIT_MODEL: &str = "deepseek-v4.1-flash";
+const FIT_WORKLOAD: &str = "agentx";
+const FIT_RACK: &str = "gb300-nvl72-v4.1-flash-agentx";
+const RACK_GPUS: f64 = 72.0;
+const RACK_PREFILL_DEP: f64 = 2.0;
 
-const FIT_PARAMS: [FitParam; 6] = [
+const FIT_PARAMS: [FitParam; 8] = [
     FitParam {
         home: Home::HardwareCost("comm_per_peer_s"),
         row: "decode-dep32-128k",
@@ -339,6 +351,24 @@ const FIT_PARAMS: [FitParam; 6] = [
         hi: 1e-6,
         step: 0.0,
     },
+    // Simulation rows (only with --simulate): the load and the P/D split of the
+    // report's rack run are not published. Sessions are solved by bisection to a
+    // tolerance of `step`; the split by a scan over decode DEPs (those that do not
+    // divide the experts are skipped).
+    FitParam {
+        home: Home::Workload("agentx.sessions"),
+        row: "rack-throughput",
+        lo: 1024.0,
+        hi: 8192.0,
+        step: 16.0,
+    },
+    FitParam {
+        home: Home::RackSplit,
+        row: "rack-p90-user",
+        lo: 16.0,
+        hi: 48.0,
+        step: 8.0,
+    },
 ];
 
 impl FitParam {
@@ -348,16 +378,26 @@ impl FitParam {
             Home::Hardware(k) => format!("hardware.{k}"),
             Home::Model(k) => format!("model.{k}"),
             Home::Experiment(k) => format!("experiment.{k}"),
+            Home::Workload(k) => format!("workload.{k}"),
+            Home::RackSplit => format!("{FIT_RACK}.serving.decode.dep"),
         }
     }
 }
 
+/// Prefill instances of the rack scenario for a decode group of `decode_dep` GPUs.
+fn rack_prefill_instances(decode_dep: f64) -> f64 {
+    ((RACK_GPUS - decode_dep) / RACK_PREFILL_DEP).floor()
+}
+
 /// The fitted values as `--set` overrides and placeholder values. The MoE compute
 /// efficiency follows the GEMM efficiency: one tensor-core efficiency is fitted.
-fn overrides(values: &[f64]) -> (Vec<String>, Fitted) {
+fn overrides(values: &[f64], simulation: bool) -> (Vec<String>, Fitted) {
     let mut sets = Vec::new();
     let mut fitted = Fitted::default();
     for (p, v) in FIT_PARAMS.iter().zip(values) {
+        if is_simulation_param(p) && !simulation {
+            continue;
+        }
         if let Home::Experiment(name) = p.home {
             fitted.experiment.insert(name.to_string(), *v);
             continue;
@@ -373,13 +413,26 @@ fn overrides(values: &[f64]) -> (Vec<String>, Fitted) {
             }
             Home::Hardware(k) => sets.push(format!("hardware.{k}={v}")),
             Home::Model(k) => sets.push(format!("model.{k}={v}")),
+            Home::Workload(k) => sets.push(format!("workload.{k}={v}")),
+            Home::RackSplit => {
+                sets.push(format!("serving.decode.dep={v}"));
+                let n = rack_prefill_instances(v.parse::<f64>().unwrap_or(0.0));
+                sets.push(format!("serving.prefill.instances={n}"));
+            }
         }
     }
     (sets, fitted)
 }
 
-/// Fits the parameters to their `fit` rows. Returns (name, value) pairs.
-pub fn fit(rows: &[Row]) -> Result<Vec<(String, f64)>> {
+/// Whether a fitted parameter belongs to a simulation row.
+fn is_simulation_param(p: &FitParam) -> bool {
+    matches!(p.home, Home::Workload(_) | Home::RackSplit)
+}
+
+/// Fits the parameters to their `fit` rows: first those of `forward` rows, then, with
+/// `simulate`, those of simulation rows (which see the others' fitted values). Returns
+/// (name, value, fitted) triples; a parameter not fitted keeps its stored value.
+pub fn fit(rows: &[Row], simulate: bool) -> Result<Vec<(String, f64, bool)>> {
     let find = |id: &str| -> Result<&Row> {
         let r = rows
             .iter()
@@ -398,66 +451,87 @@ pub fn fit(rows: &[Row]) -> Result<Vec<(String, f64)>> {
         Ok(v) => v.into_iter().map(|(_, v)| v).collect(),
         Err(_) => FIT_PARAMS.iter().map(|p| (p.lo + p.hi) / 2.0).collect(),
     };
-    for _round in 0..10 {
-        let before = values.clone();
-        for i in 0..FIT_PARAMS.len() {
-            let p = &FIT_PARAMS[i];
-            let row = find(p.row)?;
-            let eval = |v: f64| -> Result<f64> {
-                let mut vals = values.clone();
-                vals[i] = v;
-                let (sets, fitted) = overrides(&vals);
-                Ok(rel_error(predict(row, &fitted, &sets)?, row.published))
-            };
-            values[i] = if p.step > 0.0 {
-                // Integer-like grid: the point of least squared error.
-                let mut best = (f64::INFINITY, p.lo);
-                let mut v = p.lo;
-                while v <= p.hi + 1e-9 {
-                    let e = eval(v)?;
-                    if e * e < best.0 {
-                        best = (e * e, v);
-                    }
-                    v += p.step;
+    let phases: &[bool] = if simulate { &[false, true] } else { &[false] };
+    for &sim_phase in phases {
+        for _round in 0..10 {
+            let before = values.clone();
+            for i in 0..FIT_PARAMS.len() {
+                let p = &FIT_PARAMS[i];
+                if is_simulation_param(p) != sim_phase {
+                    continue;
                 }
-                best.1
-            } else {
-                // The error is monotone in each parameter over its bounds: bisection on
-                // its sign is the least-squares solution (zero residual when bracketed).
-                let (mut lo, mut hi) = (p.lo, p.hi);
-                let (elo, ehi) = (eval(lo)?, eval(hi)?);
-                if elo.signum() == ehi.signum() {
-                    if elo.abs() < ehi.abs() {
-                        lo
-                    } else {
-                        hi
-                    }
-                } else {
-                    for _ in 0..50 {
-                        let mid = 0.5 * (lo + hi);
-                        if eval(mid)?.signum() == elo.signum() {
-                            lo = mid;
-                        } else {
-                            hi = mid;
-                        }
-                    }
-                    round5(0.5 * (lo + hi))
-                }
-            };
-        }
-        let moved = values
-            .iter()
-            .zip(&before)
-            .any(|(a, b)| (a - b).abs() > 1e-3 * b.abs().max(1e-12));
-        if !moved {
-            break;
+                let row = find(p.row)?;
+                let eval = |v: f64| -> Result<f64> {
+                    let mut vals = values.clone();
+                    vals[i] = v;
+                    let (sets, fitted) = overrides(&vals, sim_phase);
+                    Ok(rel_error(predict(row, &fitted, &sets)?, row.published))
+                };
+                values[i] = solve(p, sim_phase, eval)?;
+            }
+            let moved = values
+                .iter()
+                .zip(&before)
+                .any(|(a, b)| (a - b).abs() > 1e-3 * b.abs().max(1e-12));
+            if !moved {
+                break;
+            }
         }
     }
     Ok(FIT_PARAMS
         .iter()
         .zip(values)
-        .map(|(p, v)| (p.name(), v))
+        .map(|(p, v)| (p.name(), v, simulate || !is_simulation_param(p)))
         .collect())
+}
+
+/// One parameter's least-squares solve of its row's relative error `eval`.
+fn solve(p: &FitParam, sim: bool, eval: impl Fn(f64) -> Result<f64>) -> Result<f64> {
+    if p.step > 0.0 && !(sim && matches!(p.home, Home::Workload(_))) {
+        // A grid: the point of least squared error (points that make an invalid
+        // scenario are skipped).
+        let mut best = (f64::INFINITY, p.lo);
+        let mut v = p.lo;
+        while v <= p.hi + 1e-9 {
+            match eval(v) {
+                Ok(e) if e * e < best.0 => best = (e * e, v),
+                Ok(_) => {}
+                Err(e) if sim => eprintln!("fit {}: {v} skipped: {e:#}", p.name()),
+                Err(e) => return Err(e),
+            }
+            v += p.step;
+        }
+        if !best.0.is_finite() {
+            bail!("fit {}: no valid value in {}..={}", p.name(), p.lo, p.hi);
+        }
+        return Ok(best.1);
+    }
+    // The error is monotone in each parameter over its bounds: bisection on its sign is
+    // the least-squares solution (zero residual when bracketed). A step > 0 is the
+    // tolerance, and the result a multiple of it.
+    let (mut lo, mut hi) = (p.lo, p.hi);
+    let (elo, ehi) = (eval(lo)?, eval(hi)?);
+    if elo.signum() == ehi.signum() {
+        return Ok(if elo.abs() < ehi.abs() { lo } else { hi });
+    }
+    let tol = if p.step > 0.0 { p.step } else { 0.0 };
+    for _ in 0..50 {
+        if hi - lo <= tol {
+            break;
+        }
+        let mid = 0.5 * (lo + hi);
+        if eval(mid)?.signum() == elo.signum() {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    let mid = 0.5 * (lo + hi);
+    Ok(if p.step > 0.0 {
+        (mid / p.step).round() * p.step
+    } else {
+        round5(mid)
+    })
 }
 
 /// The values the scenario files hold now for the fitted parameters.
@@ -465,6 +539,21 @@ pub fn stored_fit_values() -> Result<Vec<(String, f64)>> {
     let hw = crate::scenario::load_hardware(FIT_HARDWARE, &[])?;
     let (_, model_text) = crate::scenario::resolve(crate::scenario::Kind::Model, FIT_MODEL)?;
     let model: toml::Value = toml::from_str(&model_text)?;
+    let (_, wl_text) = crate::scenario::resolve(crate::scenario::Kind::Workload, FIT_WORKLOAD)?;
+    let workload: toml::Value = toml::from_str(&wl_text)?;
+    let (_, rack_text) = crate::scenario::load_scenario_text(FIT_RACK)?;
+    let rack: toml::Value = toml::from_str(&rack_text)?;
+    let number = |doc: &toml::Value, path: &str, what: &str| -> Result<f64> {
+        let mut cur = doc;
+        for seg in path.split('.') {
+            cur = cur
+                .get(seg)
+                .ok_or_else(|| anyhow!("{what} has no `{path}`"))?;
+        }
+        cur.as_float()
+            .or_else(|| cur.as_integer().map(|i| i as f64))
+            .ok_or_else(|| anyhow!("{what}: `{path}` is not a number"))
+    };
     let fitted = read_fitted()?;
     let mut out = Vec::new();
     for p in &FIT_PARAMS {
@@ -478,16 +567,16 @@ pub fn stored_fit_values() -> Result<Vec<(String, f64)>> {
             })?,
             Home::Hardware("tlb.miss_s") => hw.tlb.miss_s,
             Home::Hardware(other) => bail!("fit parameter hardware.{other} has no reader"),
-            Home::Model(path) => {
-                let mut cur = &model;
-                for seg in path.split('.') {
-                    cur = cur
-                        .get(seg)
-                        .ok_or_else(|| anyhow!("model {FIT_MODEL} has no `{path}`"))?;
+            Home::Model(path) => number(&model, path, &format!("model {FIT_MODEL}"))?,
+            Home::Workload(path) => number(&workload, path, &format!("workload {FIT_WORKLOAD}"))?,
+            Home::RackSplit => {
+                let what = format!("scenario {FIT_RACK}");
+                let dep = number(&rack, "serving.decode.dep", &what)?;
+                let inst = number(&rack, "serving.prefill.instances", &what)?;
+                if inst != rack_prefill_instances(dep) {
+                    bail!("{what}: serving.prefill.instances = {inst}, but a decode DEP of {dep} leaves {} DEP2 prefill instances", rack_prefill_instances(dep));
                 }
-                cur.as_float()
-                    .or_else(|| cur.as_integer().map(|i| i as f64))
-                    .ok_or_else(|| anyhow!("model {FIT_MODEL}: `{path}` is not a number"))?
+                dep
             }
         };
         out.push((p.name(), v));
@@ -533,15 +622,17 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
     } = &args.what;
     let (origin, rows) = read_table(file.as_deref())?;
     if *do_fit {
-        let values = fit(&rows)?;
+        let fitted = fit(&rows, *simulate)?;
+        let values: Vec<(String, f64)> = fitted.iter().map(|(n, v, _)| (n.clone(), *v)).collect();
         let stored = stored_fit_values().ok();
         if *json {
-            let items: Vec<serde_json::Value> = values
+            let items: Vec<serde_json::Value> = fitted
                 .iter()
                 .enumerate()
-                .map(|(i, (name, v))| {
+                .map(|(i, (name, v, done))| {
                     serde_json::json!({
-                        "name": name, "fitted": v, "row": FIT_PARAMS[i].row,
+                        "name": name, "fitted": if *done { Some(*v) } else { None },
+                        "row": FIT_PARAMS[i].row,
                         "stored": stored.as_ref().map(|s| s[i].1),
                     })
                 })
@@ -553,22 +644,28 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
             return Ok(());
         }
         println!("fitted to the `fit` rows of {origin}:");
-        for (i, (path, v)) in values.iter().enumerate() {
+        for (i, (path, v, done)) in fitted.iter().enumerate() {
             let was = stored
                 .as_ref()
                 .map(|s| format!("(stored: {})", format_value(s[i].1)))
                 .unwrap_or_default();
+            let v = if *done {
+                format_value(*v)
+            } else {
+                "not fitted".to_string()
+            };
             println!(
                 "  {:<40} = {:<14} row {:<22} {was}",
-                path,
-                format_value(*v),
-                FIT_PARAMS[i].row
+                path, v, FIT_PARAMS[i].row
             );
+        }
+        if !*simulate {
+            println!("(parameters of simulation rows are fitted with --simulate, several minutes)");
         }
         match write {
             Some(dir) => {
                 write_fit(dir, &values)?;
-                println!("written to {dir}/hardware/{FIT_HARDWARE}.toml, {dir}/models/{FIT_MODEL}.toml and {dir}/{FITTED}; rebuild to embed them");
+                println!("written to {dir}/hardware/{FIT_HARDWARE}.toml, {dir}/models/{FIT_MODEL}.toml, {dir}/workloads/{FIT_WORKLOAD}.toml, {dir}/{FIT_RACK}.toml and {dir}/{FITTED}; rebuild to embed them");
             }
             None => println!("store them with --write scenarios"),
         }
@@ -591,31 +688,56 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
         return Ok(());
     }
     println!("{origin}");
-    println!(
-        "{:<22} {:<52} {:>11} {:>11} {:>8}  role",
-        "id", "figure", "published", "predicted", "error"
-    );
     let fmt_num = |v: f64, unit: &str| {
         if v.abs() >= 1e4 {
-            format!("{:.4}M {unit}", v / 1e6).replace(".0000M", "M")
+            format!("{:.1}K {unit}", v / 1e3)
         } else {
             format!("{v:.2} {unit}")
         }
     };
-    for o in &out {
-        let (predicted, error) = match (o.predicted, o.error) {
-            (Some(p), Some(e)) => (fmt_num(p, &o.row.unit), format!("{:>+7.1}%", e * 100.0)),
-            _ => ("not run".to_string(), "--simulate".to_string()),
-        };
+    let cells: Vec<[String; 6]> = out
+        .iter()
+        .map(|o| {
+            let (predicted, error) = match (o.predicted, o.error) {
+                (Some(p), Some(e)) => (fmt_num(p, &o.row.unit), format!("{:+.1}%", e * 100.0)),
+                _ => ("not run".to_string(), "--simulate".to_string()),
+            };
+            [
+                o.row.id.clone(),
+                o.row.figure.clone(),
+                fmt_num(o.row.published, &o.row.unit),
+                predicted,
+                error,
+                o.row.role.clone(),
+            ]
+        })
+        .collect();
+    let head = ["id", "figure", "published", "predicted", "error", "role"];
+    let mut w = head.map(str::len);
+    for c in &cells {
+        for (wi, x) in w.iter_mut().zip(c) {
+            *wi = (*wi).max(x.chars().count());
+        }
+    }
+    let line = |c: [&str; 6]| {
         println!(
-            "{:<22} {:<52} {:>11} {:>11} {:>8}  {}",
-            o.row.id,
-            o.row.figure,
-            fmt_num(o.row.published, &o.row.unit),
-            predicted,
-            error,
-            o.row.role
-        );
+            "{:<w0$}  {:<w1$}  {:>w2$}  {:>w3$}  {:>w4$}  {}",
+            c[0],
+            c[1],
+            c[2],
+            c[3],
+            c[4],
+            c[5],
+            w0 = w[0],
+            w1 = w[1],
+            w2 = w[2],
+            w3 = w[3],
+            w4 = w[4]
+        )
+    };
+    line(head);
+    for c in &cells {
+        line([&c[0], &c[1], &c[2], &c[3], &c[4], &c[5]]);
     }
     let checks: Vec<&Outcome> = out
         .iter()
@@ -650,6 +772,8 @@ fn write_fit(dir: &str, values: &[(String, f64)]) -> Result<()> {
         format!("{dir}/hardware/{FIT_HARDWARE}.toml"),
         format!("{dir}/models/{FIT_MODEL}.toml"),
         format!("{dir}/{FITTED}"),
+        format!("{dir}/workloads/{FIT_WORKLOAD}.toml"),
+        format!("{dir}/{FIT_RACK}.toml"),
     ];
     let mut docs = Vec::new();
     for p in &paths {
@@ -671,6 +795,12 @@ fn write_fit(dir: &str, values: &[(String, f64)]) -> Result<()> {
             Home::Hardware(k) => (&mut docs[0], k.split('.').collect()),
             Home::Model(k) => (&mut docs[1], k.split('.').collect()),
             Home::Experiment(k) => (&mut docs[2], vec!["experiment", k]),
+            Home::Workload(k) => (&mut docs[3], k.split('.').collect()),
+            Home::RackSplit => {
+                let n = rack_prefill_instances(*v) as i64;
+                docs[4]["serving"]["prefill"]["instances"] = toml_edit::value(n);
+                (&mut docs[4], vec!["serving", "decode", "dep"])
+            }
         };
         let (last, parents) = path.split_last().expect("non-empty path");
         let mut t: &mut toml_edit::Item = doc.as_item_mut();

@@ -38,7 +38,7 @@ fn cdf(pmf: &[f64]) -> Vec<f64> {
 /// Index of the first CDF entry above `u` (the last one if rounding left it below 1).
 #[inline]
 fn draw(cdf: &[f64], u: f64) -> u32 {
-    cdf.iter().position(|&c| u < c).unwrap_or(cdf.len() - 1) as u32
+    cdf.partition_point(|&c| c <= u).min(cdf.len() - 1) as u32
 }
 
 impl MtpYield {
