@@ -48,10 +48,15 @@ fn default_scenario(c: &mut Criterion) {
         decode_cost: &decode,
         trace: &[],
     };
+    bench_run(c, "default_scenario_1800s", &input, sc.seed);
+}
+
+/// Times whole runs of `input` (10 samples: a run takes seconds).
+fn bench_run(c: &mut Criterion, name: &str, input: &SimInput<'_>, seed: u64) {
     let mut g = c.benchmark_group("serving");
     g.sample_size(10);
-    g.bench_function("default_scenario_1800s", |b| {
-        b.iter(|| simulate(&input, sc.seed).unwrap().requests_completed)
+    g.bench_function(name, |b| {
+        b.iter(|| simulate(input, seed).unwrap().requests_completed)
     });
     g.finish();
 }
@@ -80,12 +85,7 @@ fn rack(c: &mut Criterion) {
         decode_cost: &cost,
         trace: &[],
     };
-    let mut g = c.benchmark_group("serving");
-    g.sample_size(10);
-    g.bench_function("gb300_rack_agentx_20s_const_cost", |b| {
-        b.iter(|| simulate(&input, 1).unwrap().requests_completed)
-    });
-    g.finish();
+    bench_run(c, "gb300_rack_agentx_20s_const_cost", &input, 1);
 }
 
 criterion_group!(benches, default_scenario, rack);

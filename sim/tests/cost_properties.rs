@@ -34,6 +34,20 @@ fn models() -> Vec<Model> {
     .collect()
 }
 
+/// A random shipped hardware and model at a random DEP, priced with the hardware's
+/// fitted parameters.
+fn random_model(
+    rng: &mut ChaCha8Rng,
+    hws: &[Hardware],
+    ms: &[Model],
+) -> (String, String, u32, AnalyticCostModel) {
+    let hw = &hws[rng.random_range(0..hws.len())];
+    let m = &ms[rng.random_range(0..ms.len())];
+    let dep = DEPS[rng.random_range(0..DEPS.len())];
+    let c = AnalyticCostModel::new(hw.clone(), m.clone(), Layout::new(dep), params(hw));
+    (hw.name.clone(), m.name.clone(), dep, c)
+}
+
 fn params(hw: &Hardware) -> CostParams {
     let mut p = CostParams::default();
     for (k, v) in &hw.cost {
@@ -205,10 +219,7 @@ fn breakdown_sums_to_the_step() {
     let hws = hardware();
     let ms = models();
     for _ in 0..200 {
-        let hw = &hws[rng.random_range(0..hws.len())];
-        let m = &ms[rng.random_range(0..ms.len())];
-        let dep = DEPS[rng.random_range(0..DEPS.len())];
-        let c = AnalyticCostModel::new(hw.clone(), m.clone(), Layout::new(dep), params(hw));
+        let (_, _, dep, c) = random_model(&mut rng, &hws, &ms);
         let phase = if rng.random_bool(0.5) {
             Phase::Decode
         } else {
@@ -251,10 +262,7 @@ fn decode_cost_is_affine_between_breakpoints() {
     let hws = hardware();
     let ms = models();
     for case in 0..300 {
-        let hw = &hws[rng.random_range(0..hws.len())];
-        let m = &ms[rng.random_range(0..ms.len())];
-        let dep = DEPS[rng.random_range(0..DEPS.len())];
-        let c = AnalyticCostModel::new(hw.clone(), m.clone(), Layout::new(dep), params(hw));
+        let (hw, m, dep, c) = random_model(&mut rng, &hws, &ms);
         let draft = rng.random_range(0..4);
         let bp = c.decode_context_breakpoints(draft);
         assert!(bp.windows(2).all(|w| w[0] < w[1]), "not ascending: {bp:?}");
@@ -302,9 +310,7 @@ fn decode_cost_is_affine_between_breakpoints() {
         for (op, (x, y)) in Op::ALL.iter().zip(a.op_s.iter().zip(b.op_s.iter())) {
             assert!(
                 (x - y).abs() <= 1e-9 * x.abs().max(1e-12),
-                "case {case} (seed 5): {op:?} per request {x:e} vs by piece {y:e} ({} on {}, DEP{dep}, {draft} drafts, breakpoints {bp:?})",
-                m.name,
-                hw.name
+                "case {case} (seed 5): {op:?} per request {x:e} vs by piece {y:e} ({m} on {hw}, DEP{dep}, {draft} drafts, breakpoints {bp:?})"
             );
         }
     }

@@ -236,6 +236,20 @@ impl PrefixCache {
         self.evict();
     }
 
+    /// Places a node in the slab (reusing a freed slot).
+    fn alloc(&mut self, node: Node) -> u32 {
+        match self.free.pop() {
+            Some(i) => {
+                self.nodes[i as usize] = node;
+                i
+            }
+            None => {
+                self.nodes.push(node);
+                (self.nodes.len() - 1) as u32
+            }
+        }
+    }
+
     fn new_node(&mut self, parent: u32, run: Vec<u64>) -> u32 {
         let len = run.len();
         let first = run[0];
@@ -249,16 +263,7 @@ impl PrefixCache {
             stamp: 0,
             alive: true,
         };
-        let i = match self.free.pop() {
-            Some(i) => {
-                self.nodes[i as usize] = node;
-                i
-            }
-            None => {
-                self.nodes.push(node);
-                (self.nodes.len() - 1) as u32
-            }
-        };
+        let i = self.alloc(node);
         self.children.insert((parent, first), i);
         let p = &mut self.nodes[parent as usize];
         p.children += 1;
@@ -286,16 +291,7 @@ impl PrefixCache {
             stamp,
             alive: true,
         };
-        let h = match self.free.pop() {
-            Some(i) => {
-                self.nodes[i as usize] = head;
-                i
-            }
-            None => {
-                self.nodes.push(head);
-                (self.nodes.len() - 1) as u32
-            }
-        };
+        let h = self.alloc(head);
         // The tail keeps its node index, so its children's keys stay valid.
         let tail = &mut self.nodes[node as usize];
         tail.run.drain(..m);
@@ -371,15 +367,30 @@ impl PrefixCache {
         }
     }
 
+    /// The least recently used eviction candidate of a tier (host or HBM), skipping
+    /// entries made stale by a later stamp or a change of shape.
+    fn pop_candidate(&mut self, host: bool) -> Option<u32> {
+        loop {
+            let heap = if host {
+                &mut self.host_heap
+            } else {
+                &mut self.hbm_heap
+            };
+            let Reverse((s, i)) = heap.pop()?;
+            let nd = &self.nodes[i as usize];
+            let leaf = if host { nd.host_leaf() } else { nd.hbm_leaf() };
+            if nd.alive && nd.stamp == s && leaf {
+                return Some(i);
+            }
+        }
+    }
+
     fn evict(&mut self) {
         while self.hbm_len > self.hbm_cap {
-            let Some(Reverse((s, i))) = self.hbm_heap.pop() else {
+            let Some(i) = self.pop_candidate(false) else {
                 break;
             };
             let nd = &self.nodes[i as usize];
-            if !nd.alive || nd.stamp != s || !nd.hbm_leaf() {
-                continue;
-            }
             let take = ((self.hbm_len - self.hbm_cap) as usize).min(nd.hbm);
             if self.host_cap > 0 {
                 let nd = &mut self.nodes[i as usize];
@@ -403,13 +414,10 @@ impl PrefixCache {
 
     fn evict_host(&mut self) {
         while self.host_len > self.host_cap {
-            let Some(Reverse((s, i))) = self.host_heap.pop() else {
+            let Some(i) = self.pop_candidate(true) else {
                 break;
             };
             let nd = &self.nodes[i as usize];
-            if !nd.alive || nd.stamp != s || !nd.host_leaf() {
-                continue;
-            }
             let take = ((self.host_len - self.host_cap) as usize).min(nd.run.len() - nd.hbm);
             self.trim(i, take);
             self.host_len -= take as u64;
