@@ -617,3 +617,46 @@ fn simulate_json_is_deterministic_and_has_the_contract_fields() {
     let other = stdout(&twin(&seeded));
     assert_ne!(stdout(&a), other, "another seed, another run");
 }
+
+/// `--decode-deps` runs one simulation per P/D split, in the order given; a split that
+/// cannot run says why and does not stop the others; the prefill pool fills the rest.
+#[test]
+fn simulate_compares_pd_splits() {
+    let v = json(&twin(&[
+        "simulate",
+        "--duration",
+        "20",
+        "--set",
+        "warmup_s=5",
+        "--decode-deps",
+        "24,40,48",
+        "--json",
+    ]));
+    let runs = v.as_array().unwrap();
+    let deps: Vec<u64> = runs
+        .iter()
+        .map(|r| r["decode_dep"].as_u64().unwrap())
+        .collect();
+    assert_eq!(deps, [24, 40, 48]);
+    assert!(runs[1]["error"]
+        .as_str()
+        .unwrap()
+        .contains("do not divide over 40"));
+    for (r, prefill) in [(&runs[0], 24), (&runs[2], 12)] {
+        assert_eq!(r["prefill_instances"], prefill);
+        let rep = &r["report"];
+        assert_eq!(rep["gpus"], 72);
+        assert_eq!(rep["pools"][0]["instances"], prefill);
+        assert_eq!(rep["pools"][1]["dep"], r["decode_dep"]);
+        assert!(rep["throughput_tok_s_per_gpu"]["total"].as_f64().unwrap() > 0.0);
+        assert!(r["pareto"].is_boolean());
+    }
+    let aggregated = twin(&[
+        "simulate",
+        "gb300-nvl72-v4.1-flash-agentx-aggregated",
+        "--decode-deps",
+        "8",
+    ]);
+    assert!(!aggregated.status.success());
+    assert!(stderr(&aggregated).contains("needs mode = \"disaggregated\""));
+}

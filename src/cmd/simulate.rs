@@ -6,10 +6,11 @@ use crate::scenario::{
 };
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
+use rayon::prelude::*;
 use serde_json::json;
 use sim::cost::{AnalyticCostModel, CostParams};
 use sim::serving::{
-    parse_mooncake, simulate, ServingScenario, SimInput, TraceRecord, WorkloadConfig,
+    parse_mooncake, simulate, Mode, Report, ServingScenario, SimInput, TraceRecord, WorkloadConfig,
 };
 
 /// The scenario `twin simulate` runs when none is named.
@@ -41,6 +42,10 @@ pub struct SimulateArgs {
     /// (layered over the hardware file's fitted `[cost]`).
     #[arg(long, value_name = "PATH")]
     pub profile: Option<String>,
+    /// Compare P/D splits: one run per decode-group DEP (e.g. `16,24,32,48`), the
+    /// prefill pool's instances filling the rest of the scenario's GPUs.
+    #[arg(long, value_name = "DEPS", value_delimiter = ',')]
+    pub decode_deps: Vec<u32>,
 }
 
 /// Everything a run resolved, before simulating.
@@ -213,7 +218,143 @@ pub fn to_json(
     Ok(serde_json::Value::Object(out))
 }
 
+/// One point of a `--decode-deps` sweep.
+struct SplitRun {
+    decode_dep: u32,
+    prefill_instances: u64,
+    outcome: Result<Report>,
+}
+
+/// `--decode-deps`: the scenario once per decode DEP, prefill instances filling the rest
+/// of its GPUs; runs in parallel, reported in the order given.
+fn split_sweep(args: &SimulateArgs) -> Result<()> {
+    let base = resolve_args(args)?;
+    let sc = &base.scenario;
+    if sc.serving.mode != Mode::Disaggregated {
+        bail!(
+            "--decode-deps: {} runs mode {:?}; a P/D split needs mode = \"disaggregated\"",
+            base.scenario_origin,
+            sc.serving.mode
+        );
+    }
+    let gpus = sc.gpus();
+    let prefill_dep = sc.serving.prefill.dep as u64;
+    let decode_instances = sc.serving.decode.instances as u64;
+    let runs: Vec<SplitRun> = args
+        .decode_deps
+        .par_iter()
+        .map(|&d| {
+            let decode_gpus = d as u64 * decode_instances;
+            let instances = gpus.saturating_sub(decode_gpus) / prefill_dep.max(1);
+            let outcome = if instances == 0 {
+                Err(anyhow!(
+                    "{decode_gpus} decode GPUs leave no DEP{prefill_dep} prefill instance in {gpus} GPUs"
+                ))
+            } else {
+                let mut a = args.clone();
+                a.decode_deps.clear();
+                a.set.push(format!("serving.decode.dep={d}"));
+                a.set.push(format!("serving.prefill.instances={instances}"));
+                execute(&a).map(|(_, report, _)| report)
+            };
+            SplitRun {
+                decode_dep: d,
+                prefill_instances: instances,
+                outcome,
+            }
+        })
+        .collect();
+    let ok: Vec<&Report> = runs
+        .iter()
+        .filter_map(|r| r.outcome.as_ref().ok())
+        .collect();
+    let frontier = sim::forward::pareto_max(
+        &ok.iter()
+            .map(|r| (r.throughput_tok_s_per_gpu.total, r.per_user_tok_s.p90))
+            .collect::<Vec<_>>(),
+    );
+    if args.json {
+        let mut k = 0;
+        let items: Vec<serde_json::Value> = runs
+            .iter()
+            .map(|r| match &r.outcome {
+                Ok(rep) => {
+                    k += 1;
+                    json!({
+                        "decode_dep": r.decode_dep, "prefill_instances": r.prefill_instances,
+                        "pareto": frontier[k - 1], "report": rep,
+                    })
+                }
+                Err(e) => json!({
+                    "decode_dep": r.decode_dep, "prefill_instances": r.prefill_instances,
+                    "error": format!("{e:#}"),
+                }),
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&items)?);
+        return Ok(());
+    }
+    println!(
+        "twin {} simulate: {} — P/D splits of {gpus} GPUs (DEP{prefill_dep} prefill instances take what decode leaves), seed {}; * = Pareto-optimal (tok/s per GPU vs P90 tok/s per user)",
+        env!("CARGO_PKG_VERSION"),
+        base.scenario_origin,
+        base.seed
+    );
+    println!(
+        "{:>7} {:>10} {:>5} {:>10} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8}",
+        "decode",
+        "prefill",
+        "GPUs",
+        "tok/s/GPU",
+        "user p50",
+        "user p90",
+        "TTFT p90",
+        "TPOT p90",
+        "$/GPU-h",
+        "prefill",
+        "decode"
+    );
+    println!(
+        "{:>7} {:>10} {:>5} {:>10} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8}",
+        "", "", "", "", "tok/s", "tok/s", "ms", "ms", "revenue", "busy", "batch"
+    );
+    let mut k = 0;
+    for r in &runs {
+        let decode = format!("DEP{}", r.decode_dep);
+        let prefill = format!("{} x DEP{prefill_dep}", r.prefill_instances);
+        match &r.outcome {
+            Ok(rep) => {
+                let mark = if frontier[k] { "*" } else { "" };
+                k += 1;
+                println!(
+                    "{:>7} {:>10} {:>5} {:>10.0} {:>9.1} {:>9.1} {:>9.0} {:>9.2} {:>8.2} {:>7.0}% {:>8.1}  {mark}",
+                    decode,
+                    prefill,
+                    rep.gpus,
+                    rep.throughput_tok_s_per_gpu.total,
+                    rep.per_user_tok_s.p50,
+                    rep.per_user_tok_s.p90,
+                    rep.ttft_ms.p90,
+                    rep.tpot_ms.p90,
+                    rep.revenue_usd_per_gpu_hour,
+                    100.0 * rep.pools[0].busy_fraction,
+                    rep.pools[1].batch_per_rank.mean
+                );
+            }
+            Err(e) => {
+                let why = format!("{e:#}");
+                let why = why.lines().last().unwrap_or("").trim();
+                println!("{decode:>7} {prefill:>10}   cannot run: {why}");
+            }
+        }
+    }
+    Ok(())
+}
+
 pub fn run(args: &SimulateArgs) -> Result<()> {
+    if !args.decode_deps.is_empty() {
+        return split_sweep(args);
+    }
     let (r, report, trace_records) = execute(args)?;
     if args.json {
         let out = to_json(&r, &report, trace_records)?;
