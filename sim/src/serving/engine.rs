@@ -68,7 +68,8 @@ struct Req {
     measured: bool,
     input: u32,
     output: u32,
-    blocks: Vec<u64>,
+    /// The prompt's block identities, until its prefill is done.
+    blocks: std::sync::Arc<Vec<u64>>,
     cached: u32,
     prefilled: u32,
     prefill_done: bool,
@@ -987,8 +988,10 @@ impl<'a> Sim<'a> {
             if let Some(c) = self.groups[g as usize].cache.as_mut() {
                 c.insert(&blocks[..full]);
             }
+            // The blocks are no longer needed: dropping this share lets the session
+            // extend its list in place for the next turn.
+            drop(blocks);
             self.req_mut(slot).prefill_done = true;
-            self.req_mut(slot).blocks = blocks;
             if role == Role::Mixed {
                 let req = self.req_mut(slot);
                 req.decode_group = g;

@@ -11,6 +11,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::BufRead;
+use std::sync::Arc;
 
 /// Tokens per prefix-cache block (the Mooncake traces' `hash_ids` granularity).
 pub const BLOCK_TOKENS: u64 = 512;
@@ -423,8 +424,9 @@ pub enum Origin {
 pub struct NewRequest {
     pub input_tokens: u32,
     pub output_tokens: u32,
-    /// Prefix-block identities of the prompt, in order.
-    pub blocks: Vec<u64>,
+    /// Prefix-block identities of the prompt, in order (shared with the session that
+    /// keeps extending them: a turn does not copy its context's blocks).
+    pub blocks: Arc<Vec<u64>>,
     pub origin: Origin,
     /// Leading tokens assumed computed before the run started (warm start): the
     /// instance that receives the request holds them in its prefix cache.
@@ -448,7 +450,7 @@ struct Session {
     max_context_tokens: u64,
     subagent: bool,
     prewarm_tokens: u64,
-    blocks: Vec<u64>,
+    blocks: Arc<Vec<u64>>,
 }
 
 pub(crate) struct Driver<'a> {
@@ -461,9 +463,9 @@ pub(crate) struct Driver<'a> {
     next_uid: u64,
 }
 
-fn unique_blocks(tag: u64, uid: u64, shared_tokens: u64, input: u64) -> Vec<u64> {
+fn unique_blocks(tag: u64, uid: u64, shared_tokens: u64, input: u64) -> Arc<Vec<u64>> {
     let n = input.div_ceil(BLOCK_TOKENS);
-    (0..n)
+    let v = (0..n)
         .map(|i| {
             if (i + 1) * BLOCK_TOKENS <= shared_tokens {
                 hash_words(&[3, i])
@@ -471,7 +473,8 @@ fn unique_blocks(tag: u64, uid: u64, shared_tokens: u64, input: u64) -> Vec<u64>
                 hash_words(&[tag, uid, i])
             }
         })
-        .collect()
+        .collect();
+    Arc::new(v)
 }
 
 impl<'a> Driver<'a> {
@@ -574,7 +577,7 @@ impl<'a> Driver<'a> {
             max_context_tokens,
             subagent,
             prewarm_tokens: 0,
-            blocks: Vec::new(),
+            blocks: Arc::default(),
         }
     }
 
@@ -618,15 +621,24 @@ impl<'a> Driver<'a> {
                 // A session's context only grows, so its block identities are kept
                 // and extended rather than rehashed every turn.
                 let n = input.div_ceil(BLOCK_TOKENS) as usize;
-                while sess.blocks.len() < n {
-                    let i = sess.blocks.len() as u64;
-                    sess.blocks.push(if (i + 1) * BLOCK_TOKENS <= sys {
-                        hash_words(&[1, sess.sys_id, i])
-                    } else {
-                        hash_words(&[2, sess.uid, i])
-                    });
+                if sess.blocks.len() < n {
+                    // The previous turn's request has ended and dropped its share, so
+                    // this extends in place.
+                    let v = Arc::make_mut(&mut sess.blocks);
+                    while v.len() < n {
+                        let i = v.len() as u64;
+                        v.push(if (i + 1) * BLOCK_TOKENS <= sys {
+                            hash_words(&[1, sess.sys_id, i])
+                        } else {
+                            hash_words(&[2, sess.uid, i])
+                        });
+                    }
                 }
-                let blocks = sess.blocks[..n].to_vec();
+                let blocks = if sess.blocks.len() == n {
+                    Arc::clone(&sess.blocks)
+                } else {
+                    Arc::new(sess.blocks[..n].to_vec())
+                };
                 Some(NewRequest {
                     input_tokens: input as u32,
                     output_tokens: output,
@@ -663,7 +675,7 @@ impl<'a> Driver<'a> {
                 Some(NewRequest {
                     input_tokens: r.input_length.max(1),
                     output_tokens: r.output_length.max(1),
-                    blocks: r.hash_ids.clone(),
+                    blocks: Arc::new(r.hash_ids.clone()),
                     origin: Origin::Trace,
                     prewarm_tokens: 0,
                 })
