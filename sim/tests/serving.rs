@@ -397,3 +397,49 @@ fn regression_shared_system_prompt_does_not_pile_on_one_prefill_instance() {
         r.pools[0].prefix_cache_hit_fraction
     );
 }
+
+/// Decode is simulated per request (steps drawn from the MTP yield at join), not per
+/// token: the run's tokens per request-step, its TPOT and its output throughput must
+/// still be what per-token sampling gives. 32 users, 1000 output tokens each, 5 ms
+/// decode steps, acceptance [0.8, 0.6]: 1 + 0.8 + 0.8 * 0.6 = 2.28 tokens per step, so
+/// a request runs ~439 steps (TPOT ~ 5 ms * 439 / 999 = 2.19 ms) and each of the
+/// 32 users completes a request every 10 ms (prefill) + ~2.19 s.
+#[test]
+fn per_request_decode_keeps_the_mtp_yield() {
+    let cost = ConstCost {
+        prefill_s: 0.010,
+        decode_s: 0.005,
+        kv_tokens_per_rank: 1 << 30,
+    };
+    let mut sc = scenario(Mode::Disaggregated, pool(4, 1), pool(1, 1), 240.0, 20.0);
+    sc.serving.mtp = MtpConfig {
+        draft_tokens: Some(2),
+        acceptance: Some(vec![0.8, 0.6]),
+    };
+    let wl = closed_loop(32, 1000.0, 1000.0);
+    let r = run(&sc, &wl, &model(0.0, None), &cost, &cost, &[]);
+    assert_eq!(r.accounting.violations(), Vec::<String>::new());
+    // The last step of a request emits only what is left: slightly under 2.28.
+    assert!(
+        close(r.mtp_tokens_per_step, 2.28, 0.01),
+        "{}",
+        r.mtp_tokens_per_step
+    );
+    let steps = 1000.0 / 2.28;
+    assert!(
+        close(r.tpot_ms.p50, 5.0 * steps / 999.0, 0.03),
+        "{}",
+        r.tpot_ms.p50
+    );
+    // Output tokens credited in the window against completed requests.
+    let cycle_s = 0.010 + 0.005 * steps;
+    let expect_req_s = 32.0 / cycle_s;
+    assert!(
+        close(r.requests_per_s, expect_req_s, 0.03),
+        "{} vs {expect_req_s}",
+        r.requests_per_s
+    );
+    let out_tok_s = r.throughput_tok_s_per_gpu.output * r.gpus as f64;
+    assert!(close(out_tok_s, 1000.0 * expect_req_s, 0.03), "{out_tok_s}");
+    assert_eq!(r.itl_ms.p50, 5.0);
+}
