@@ -170,10 +170,10 @@ fn draw_workload(rng: &mut ChaCha8Rng) -> (WorkloadConfig, Vec<TraceRecord>) {
 
 fn check_seed(seed: u64) -> Result<Accounting, String> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mode = if rng.random_bool(0.7) {
-        Mode::Disaggregated
-    } else {
-        Mode::Aggregated
+    let mode = match rng.random_range(0..20) {
+        0..=11 => Mode::Disaggregated,
+        12..=16 => Mode::Aggregated,
+        _ => Mode::PrefillOnly,
     };
     let duration_s = rng.random_range(1.0..8.0);
     let warmup_s = rng.random_range(0.0..duration_s / 2.0);
