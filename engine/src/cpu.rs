@@ -3,11 +3,7 @@
 use crate::hugepage::HostRegion;
 use crate::stats::time_host;
 use crate::EngineError;
-use crate::MoeShape;
-use crate::{
-    gen, rotation_copies, Backend, DeviceInfo, GatherPlacement, Measurement, OpSpec, Result,
-    TimingConfig,
-};
+use crate::{gen, Backend, DeviceInfo, GatherPlacement, Measurement, OpSpec, Result, TimingConfig};
 use kernels::{cpu, AttnProblem, GatherProblem, IndexerOutput, IndexerProblem, MoeProblem};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -105,25 +101,11 @@ impl Backend for CpuBackend {
     }
 
     fn measure(&mut self, op: &OpSpec, cfg: &TimingConfig) -> Result<Measurement> {
-        op.validate()?;
-        let copies = if cfg.rotate {
-            rotation_copies(op.footprint_bytes(), self.info.cache_bytes, MEM_CAP)
-        } else {
-            1
-        };
+        let copies = op.prepare(cfg, self.info.cache_bytes, MEM_CAP)?;
         let point = op.point();
         let (stats, bytes, flops, note) = match *op {
             OpSpec::MoeDecode(s) | OpSpec::GroupedGemm(s) => {
-                let MoeShape {
-                    dtype,
-                    tokens,
-                    experts,
-                    n_out,
-                    k_in,
-                } = s;
-                let probs: Vec<MoeProblem> = (0..copies)
-                    .map(|c| gen::moe(dtype, tokens, experts, n_out, k_in, c as u64))
-                    .collect();
+                let probs: Vec<MoeProblem> = (0..copies).map(|c| s.problem(c as u64)).collect();
                 let st = time_host(cfg, |i| {
                     black_box(cpu::moe(&probs[i % copies])?);
                     Ok(())
@@ -267,6 +249,7 @@ fn random_bytes(n: usize, seed: u64) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::MoeShape;
     use kernels::{AttnModeKind, WeightDtype};
 
     #[test]

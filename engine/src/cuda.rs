@@ -11,10 +11,9 @@
 //! `cudarc::nccl::Comm::from_devices`, then per peer `send`/`recv` of `bytes` inside a
 //! group (`group_start`/`group_end`), timed with events on each device's stream.
 
-use crate::MoeShape;
 use crate::{
-    rotation_copies, Backend, DeviceInfo, EngineError, GatherPlacement, Measurement, OpSpec,
-    Result, Stats, TimingConfig,
+    Backend, DeviceInfo, EngineError, GatherPlacement, Measurement, OpSpec, Result, Stats,
+    TimingConfig,
 };
 use cudarc::driver::{
     sys, CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
@@ -559,31 +558,17 @@ impl Backend for CudaBackend {
     }
 
     fn measure(&mut self, op: &OpSpec, cfg: &TimingConfig) -> Result<Measurement> {
-        op.validate()?;
-        let copies = if cfg.rotate {
-            rotation_copies(op.footprint_bytes(), self.info.cache_bytes, MEM_CAP)
-        } else {
-            1
-        };
+        let copies = op.prepare(cfg, self.info.cache_bytes, MEM_CAP)?;
         let point = op.point();
         let (stats, bytes, flops, note) = match *op {
             OpSpec::MoeDecode(s) | OpSpec::GroupedGemm(s) => {
-                let MoeShape {
-                    dtype,
-                    tokens,
-                    experts,
-                    n_out,
-                    k_in,
-                } = s;
-                let f = self.func(&kernels::MOE_EXPERT, dtype.moe_entry())?;
-                let p0 = crate::gen::moe(dtype, tokens, experts, n_out, k_in, 0);
+                let f = self.func(&kernels::MOE_EXPERT, s.dtype.moe_entry())?;
+                let p0 = s.problem(0);
                 let (b, fl) = (p0.bytes(), p0.flops());
                 let mut devs = vec![self.upload_moe(&p0)?];
                 drop(p0);
                 for c in 1..copies {
-                    devs.push(self.upload_moe(&crate::gen::moe(
-                        dtype, tokens, experts, n_out, k_in, c as u64,
-                    ))?);
+                    devs.push(self.upload_moe(&s.problem(c as u64))?);
                 }
                 let st = self.time_gpu(cfg, "moe_expert", |i| {
                     self.launch_moe(&f, &mut devs[i % copies])

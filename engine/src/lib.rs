@@ -117,22 +117,8 @@ pub fn rotation_copies(footprint: u64, cache_bytes: u64, mem_cap: u64) -> usize 
     want.min(cap) as usize
 }
 
-/// Seeded problem generators for measured ops (shared by the backends).
+/// Problem sizing shared by the backends.
 pub mod gen {
-    use super::*;
-    use kernels::WeightDtype;
-
-    pub fn moe(
-        dtype: WeightDtype,
-        tokens: usize,
-        experts: usize,
-        n_out: usize,
-        k_in: usize,
-        seed: u64,
-    ) -> MoeProblem {
-        MoeProblem::random(dtype, experts, experts, tokens, n_out, k_in, seed)
-    }
-
     /// Table rows for a gather op (at least one).
     pub fn table_rows(table_bytes: u64, row_bytes: usize) -> usize {
         ((table_bytes / row_bytes as u64) as usize).max(1)

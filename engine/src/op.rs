@@ -47,6 +47,21 @@ pub struct MoeShape {
     pub k_in: usize,
 }
 
+impl MoeShape {
+    /// A seeded random problem of this shape (every expert hit by every token).
+    pub fn problem(&self, seed: u64) -> kernels::MoeProblem {
+        kernels::MoeProblem::random(
+            self.dtype,
+            self.experts,
+            self.experts,
+            self.tokens,
+            self.n_out,
+            self.k_in,
+            seed,
+        )
+    }
+}
+
 /// One measurable operation with its shape.
 #[derive(Debug, Clone, PartialEq)]
 pub enum OpSpec {
@@ -276,6 +291,23 @@ impl OpSpec {
             OpSpec::StreamRead { bytes } => *bytes,
             OpSpec::Gemm { m, n, k } => 4 * (m * k + k * n + m * n) as u64,
         }
+    }
+
+    /// Validates the op and returns how many copies of its inputs a measurement
+    /// rotates over (enough to defeat a cache of `cache_bytes` when `cfg.rotate`,
+    /// within `mem_cap` bytes): the common prologue of every backend's `measure`.
+    pub fn prepare(
+        &self,
+        cfg: &crate::stats::TimingConfig,
+        cache_bytes: u64,
+        mem_cap: u64,
+    ) -> Result<usize> {
+        self.validate()?;
+        Ok(if cfg.rotate {
+            crate::rotation_copies(self.footprint_bytes(), cache_bytes, mem_cap)
+        } else {
+            1
+        })
     }
 
     /// Rejects shapes the kernels cannot run (before any allocation).

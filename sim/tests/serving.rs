@@ -28,6 +28,16 @@ fn run(
     r
 }
 
+/// The constant costs of the hand-derived tests: 10 ms prefill steps, 5 ms decode
+/// steps, KV never short.
+fn hand_cost() -> ConstCost {
+    ConstCost {
+        prefill_s: 0.010,
+        decode_s: 0.005,
+        kv_tokens_per_rank: 1 << 30,
+    }
+}
+
 fn close(a: f64, b: f64, rel: f64) -> bool {
     (a - b).abs() <= rel * b.abs().max(1e-12)
 }
@@ -47,11 +57,7 @@ fn close(a: f64, b: f64, rel: f64) -> bool {
 /// per GPU-hour. Prefill busy 10 of every 65 ms.
 #[test]
 fn constant_costs_match_hand_derivation() {
-    let cost = ConstCost {
-        prefill_s: 0.010,
-        decode_s: 0.005,
-        kv_tokens_per_rank: 1 << 30,
-    };
+    let cost = hand_cost();
     let sc = scenario(Mode::Disaggregated, pool(1, 1), pool(1, 1), 7.15, 0.65);
     let wl = closed_loop(1, 1000.0, 11.0);
     let r = run(&sc, &wl, &model(0.0, None), &cost, &cost, &[]);
@@ -96,11 +102,7 @@ fn constant_costs_match_hand_derivation() {
 /// last at 40 ms: TPOT = 25 / 10 = 2.5 ms; mean tokens per request-step 11/6.
 #[test]
 fn mtp_with_certain_acceptance() {
-    let cost = ConstCost {
-        prefill_s: 0.010,
-        decode_s: 0.005,
-        kv_tokens_per_rank: 1 << 30,
-    };
+    let cost = hand_cost();
     let sc = scenario(Mode::Disaggregated, pool(1, 1), pool(1, 1), 4.4, 0.4);
     let wl = closed_loop(1, 1000.0, 11.0);
     let r = run(
@@ -122,11 +124,7 @@ fn mtp_with_certain_acceptance() {
 /// 11 decode steps (5 ms) run on the same GPU: same 65 ms cycle, but 1 GPU.
 #[test]
 fn aggregated_single_user() {
-    let cost = ConstCost {
-        prefill_s: 0.010,
-        decode_s: 0.005,
-        kv_tokens_per_rank: 1 << 30,
-    };
+    let cost = hand_cost();
     let sc = scenario(Mode::Aggregated, pool(1, 1), pool(1, 1), 7.15, 0.65);
     let wl = closed_loop(1, 1000.0, 11.0);
     let r = run(&sc, &wl, &model(0.0, None), &cost, &cost, &[]);
@@ -218,11 +216,7 @@ fn mooncake_replay_uses_hash_ids() {
 {"timestamp": 200, "input_length": 1500, "output_length": 4, "hash_ids": [1, 2, 7]}
 "#;
     let trace = parse_mooncake_str(text).unwrap();
-    let cost = ConstCost {
-        prefill_s: 0.010,
-        decode_s: 0.005,
-        kv_tokens_per_rank: 1 << 30,
-    };
+    let cost = hand_cost();
     let sc = scenario(Mode::Disaggregated, pool(1, 1), pool(1, 1), 1.0, 0.0);
     let mut wl = closed_loop(1, 1.0, 1.0);
     wl.closed_loop = None;
@@ -260,11 +254,7 @@ fn mooncake_replay_uses_hash_ids() {
 /// at 100 GB/s x 0.8 plus 5 us latency = 12.5 + 5 = 17.5 us.
 #[test]
 fn kv_transfer_time_by_link() {
-    let cost = ConstCost {
-        prefill_s: 0.010,
-        decode_s: 0.005,
-        kv_tokens_per_rank: 1 << 30,
-    };
+    let cost = hand_cost();
     let sc = scenario(Mode::Disaggregated, pool(1, 1), pool(1, 1), 1.0, 0.1);
     let wl = closed_loop(1, 1000.0, 3.0);
     let m = model(1000.0, None);
@@ -406,11 +396,7 @@ fn regression_shared_system_prompt_does_not_pile_on_one_prefill_instance() {
 /// 32 users completes a request every 10 ms (prefill) + ~2.19 s.
 #[test]
 fn per_request_decode_keeps_the_mtp_yield() {
-    let cost = ConstCost {
-        prefill_s: 0.010,
-        decode_s: 0.005,
-        kv_tokens_per_rank: 1 << 30,
-    };
+    let cost = hand_cost();
     let mut sc = scenario(Mode::Disaggregated, pool(4, 1), pool(1, 1), 240.0, 20.0);
     sc.serving.mtp = MtpConfig {
         draft_tokens: Some(2),

@@ -264,27 +264,25 @@ fn split_sweep(args: &SimulateArgs) -> Result<()> {
             }
         })
         .collect();
-    let ok: Vec<&Report> = runs
-        .iter()
-        .filter_map(|r| r.outcome.as_ref().ok())
-        .collect();
+    // Failed splits take part as a point no run can be worse than.
     let frontier = sim::forward::pareto_max(
-        &ok.iter()
-            .map(|r| (r.throughput_tok_s_per_gpu.total, r.per_user_tok_s.p90))
+        &runs
+            .iter()
+            .map(|r| match &r.outcome {
+                Ok(rep) => (rep.throughput_tok_s_per_gpu.total, rep.per_user_tok_s.p90),
+                Err(_) => (f64::NEG_INFINITY, f64::NEG_INFINITY),
+            })
             .collect::<Vec<_>>(),
     );
     if args.json {
-        let mut k = 0;
         let items: Vec<serde_json::Value> = runs
             .iter()
-            .map(|r| match &r.outcome {
-                Ok(rep) => {
-                    k += 1;
-                    json!({
-                        "decode_dep": r.decode_dep, "prefill_instances": r.prefill_instances,
-                        "pareto": frontier[k - 1], "report": rep,
-                    })
-                }
+            .zip(&frontier)
+            .map(|(r, &pareto)| match &r.outcome {
+                Ok(rep) => json!({
+                    "decode_dep": r.decode_dep, "prefill_instances": r.prefill_instances,
+                    "pareto": pareto, "report": rep,
+                }),
                 Err(e) => json!({
                     "decode_dep": r.decode_dep, "prefill_instances": r.prefill_instances,
                     "error": format!("{e:#}"),
@@ -318,14 +316,12 @@ fn split_sweep(args: &SimulateArgs) -> Result<()> {
         "{:>7} {:>10} {:>5} {:>10} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8}",
         "", "", "", "", "tok/s", "tok/s", "ms", "ms", "revenue", "busy", "batch"
     );
-    let mut k = 0;
-    for r in &runs {
+    for (r, &pareto) in runs.iter().zip(&frontier) {
         let decode = format!("DEP{}", r.decode_dep);
         let prefill = format!("{} x DEP{prefill_dep}", r.prefill_instances);
         match &r.outcome {
             Ok(rep) => {
-                let mark = if frontier[k] { "*" } else { "" };
-                k += 1;
+                let mark = if pareto { "*" } else { "" };
                 println!(
                     "{:>7} {:>10} {:>5} {:>10.0} {:>9.1} {:>9.1} {:>9.0} {:>9.2} {:>8.2} {:>7.0}% {:>8.1}  {mark}",
                     decode,

@@ -291,14 +291,32 @@ enum Home {
     RackSplit,
 }
 
-/// A fitted parameter: where it lives, the row it is fitted to, its bounds, and its
-/// grid step (0 = continuous).
+/// How a parameter's one-dimensional least-squares problem is solved.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Solve {
+    /// Bisection on the sign of a monotone error, stored to 5 significant digits.
+    Continuous,
+    /// Integers on a grid of this step: the point of least squared error.
+    Grid(f64),
+    /// Integers: bisection until the bracket is this narrow (each evaluation is a
+    /// whole simulation), rounded to a multiple of it.
+    Bisect(f64),
+}
+
+impl Solve {
+    fn integer(self) -> bool {
+        self != Solve::Continuous
+    }
+}
+
+/// A fitted parameter: where it lives, the row it is fitted to, its bounds, and how it
+/// is solved.
 struct FitParam {
     home: Home,
     row: &'static str,
     lo: f64,
     hi: f64,
-    step: f64,
+    solve: Solve,
 }
 
 const FIT_HARDWARE: &str = "gb300";
@@ -314,60 +332,60 @@ const FIT_PARAMS: [FitParam; 8] = [
         row: "decode-dep32-128k",
         lo: 0.0,
         hi: 20e-6,
-        step: 0.0,
+        solve: Solve::Continuous,
     },
     FitParam {
         home: Home::Model("attention.indexer.top_k"),
         row: "decode-dep4-attn-share",
         lo: 128.0,
         hi: 4096.0,
-        step: 128.0,
+        solve: Solve::Grid(128.0),
     },
     FitParam {
         home: Home::HardwareCost("gemm.compute_eff"),
         row: "prefill-8k",
         lo: 0.05,
         hi: 1.0,
-        step: 0.0,
+        solve: Solve::Continuous,
     },
     FitParam {
         home: Home::Experiment("prefill_chunk"),
         row: "swa-replay-4k",
         lo: 512.0,
         hi: 4096.0,
-        step: 256.0,
+        solve: Solve::Grid(256.0),
     },
     FitParam {
         home: Home::Experiment("replay_bound_before"),
         row: "swa-replay-32k",
         lo: 0.0,
         hi: 20.0,
-        step: 1.0,
+        solve: Solve::Grid(1.0),
     },
     FitParam {
         home: Home::Hardware("tlb.miss_s"),
         row: "engram-2mb-32k",
         lo: 0.0,
         hi: 1e-6,
-        step: 0.0,
+        solve: Solve::Continuous,
     },
     // Simulation rows (only with --simulate): the load and the P/D split of the
-    // report's rack run are not published. Sessions are solved by bisection to a
-    // tolerance of `step`; the split by a scan over decode DEPs (those that do not
-    // divide the experts are skipped).
+    // report's rack run are not published. Sessions are solved by bisection to 16
+    // sessions; the split by a scan over decode DEPs (those that do not divide the
+    // experts are skipped).
     FitParam {
         home: Home::Workload("agentx.sessions"),
         row: "rack-throughput",
         lo: 1024.0,
         hi: 8192.0,
-        step: 16.0,
+        solve: Solve::Bisect(16.0),
     },
     FitParam {
         home: Home::RackSplit,
         row: "rack-p90-user",
         lo: 16.0,
         hi: 48.0,
-        step: 8.0,
+        solve: Solve::Grid(8.0),
     },
 ];
 
@@ -402,7 +420,7 @@ fn overrides(values: &[f64], simulation: bool) -> (Vec<String>, Fitted) {
             fitted.experiment.insert(name.to_string(), *v);
             continue;
         }
-        let v = format_value(*v);
+        let (x, v) = (*v, format_value(*v));
         match p.home {
             Home::Experiment(_) => unreachable!("handled above"),
             Home::HardwareCost(k) => {
@@ -416,7 +434,7 @@ fn overrides(values: &[f64], simulation: bool) -> (Vec<String>, Fitted) {
             Home::Workload(k) => sets.push(format!("workload.{k}={v}")),
             Home::RackSplit => {
                 sets.push(format!("serving.decode.dep={v}"));
-                let n = rack_prefill_instances(v.parse::<f64>().unwrap_or(0.0));
+                let n = rack_prefill_instances(x);
                 sets.push(format!("serving.prefill.instances={n}"));
             }
         }
@@ -487,9 +505,9 @@ pub fn fit(rows: &[Row], simulate: bool) -> Result<Vec<(String, f64, bool)>> {
 
 /// One parameter's least-squares solve of its row's relative error `eval`.
 fn solve(p: &FitParam, sim: bool, eval: impl Fn(f64) -> Result<f64>) -> Result<f64> {
-    if p.step > 0.0 && !(sim && matches!(p.home, Home::Workload(_))) {
-        // A grid: the point of least squared error (points that make an invalid
-        // scenario are skipped).
+    if let Solve::Grid(step) = p.solve {
+        // The point of least squared error (in simulations, points that make an
+        // invalid scenario are skipped).
         let mut best = (f64::INFINITY, p.lo);
         let mut v = p.lo;
         while v <= p.hi + 1e-9 {
@@ -499,7 +517,7 @@ fn solve(p: &FitParam, sim: bool, eval: impl Fn(f64) -> Result<f64>) -> Result<f
                 Err(e) if sim => eprintln!("fit {}: {v} skipped: {e:#}", p.name()),
                 Err(e) => return Err(e),
             }
-            v += p.step;
+            v += step;
         }
         if !best.0.is_finite() {
             bail!("fit {}: no valid value in {}..={}", p.name(), p.lo, p.hi);
@@ -507,14 +525,16 @@ fn solve(p: &FitParam, sim: bool, eval: impl Fn(f64) -> Result<f64>) -> Result<f
         return Ok(best.1);
     }
     // The error is monotone in each parameter over its bounds: bisection on its sign is
-    // the least-squares solution (zero residual when bracketed). A step > 0 is the
-    // tolerance, and the result a multiple of it.
+    // the least-squares solution (zero residual when bracketed).
     let (mut lo, mut hi) = (p.lo, p.hi);
     let (elo, ehi) = (eval(lo)?, eval(hi)?);
     if elo.signum() == ehi.signum() {
         return Ok(if elo.abs() < ehi.abs() { lo } else { hi });
     }
-    let tol = if p.step > 0.0 { p.step } else { 0.0 };
+    let tol = match p.solve {
+        Solve::Bisect(tol) => tol,
+        _ => 0.0,
+    };
     for _ in 0..50 {
         if hi - lo <= tol {
             break;
@@ -527,8 +547,8 @@ fn solve(p: &FitParam, sim: bool, eval: impl Fn(f64) -> Result<f64>) -> Result<f
         }
     }
     let mid = 0.5 * (lo + hi);
-    Ok(if p.step > 0.0 {
-        (mid / p.step).round() * p.step
+    Ok(if tol > 0.0 {
+        (mid / tol).round() * tol
     } else {
         round5(mid)
     })
@@ -785,7 +805,7 @@ fn write_fit(dir: &str, values: &[(String, f64)]) -> Result<()> {
     }
     for (i, (_, v)) in values.iter().enumerate() {
         let p = &FIT_PARAMS[i];
-        let item = if p.step > 0.0 {
+        let item = if p.solve.integer() {
             toml_edit::value(v.round() as i64)
         } else {
             toml_edit::value(round5(*v))

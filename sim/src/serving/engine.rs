@@ -529,6 +529,14 @@ impl<'a> Sim<'a> {
         }
     }
 
+    /// Takes a request out of its slot (the counterpart of `alloc`).
+    fn release(&mut self, slot: u32) -> Req {
+        let req = self.reqs[slot as usize].take().expect("live request");
+        self.free.push(slot);
+        self.live -= 1;
+        req
+    }
+
     fn req(&self, slot: u32) -> &Req {
         self.reqs[slot as usize].as_ref().expect("live request")
     }
@@ -1110,23 +1118,47 @@ impl<'a> Sim<'a> {
     /// decode side ends it there (its output tokens are not produced or counted, but
     /// its session continues as if they were).
     fn complete_prefill_only(&mut self, slot: u32) -> Result<(), SimError> {
-        let req = self.reqs[slot as usize].take().expect("live request");
-        self.free.push(slot);
-        self.live -= 1;
+        let req = self.release(slot);
+        self.complete(&req, false);
+        Ok(())
+    }
+
+    /// Counts a request that completed now (`decoded`: its output was produced; else
+    /// the decode side was faked and its first token came with its prefill), records
+    /// its latencies if it is measured, and tells its workload.
+    fn complete(&mut self, req: &Req, decoded: bool) {
         self.acc.completed += 1;
         self.acc.input_tokens_completed += req.input as u64;
+        let output = if decoded { req.output } else { 0 };
+        self.acc.output_tokens_completed += output as u64;
         if req.measured && self.now <= self.end_ns {
-            let ms = (self.now - req.arrival_ns) as f64 / 1e6;
-            self.m.ttft_ms.record(ms);
-            self.m.e2e_ms.record(ms);
+            let first = if decoded {
+                req.first_token_ns.unwrap_or(self.now)
+            } else {
+                self.now
+            };
+            let ttft_ms = (first - req.arrival_ns) as f64 / 1e6;
+            let e2e_ms = (self.now - req.arrival_ns) as f64 / 1e6;
+            self.m.ttft_ms.record(ttft_ms);
+            self.m.e2e_ms.record(e2e_ms);
+            let mut tpot_ms = 0.0;
+            if output > 1 {
+                let span_ms = (req.last_token_ns - first) as f64 / 1e6;
+                tpot_ms = span_ms / (output - 1) as f64;
+                self.m.tpot_ms.record(tpot_ms);
+                if span_ms > 0.0 {
+                    self.m
+                        .user_tok_s
+                        .record((output - 1) as f64 / (span_ms / 1e3));
+                }
+            }
             self.m.completed += 1;
-            if ms <= self.sc.slo.ttft_ms {
+            if ttft_ms <= self.sc.slo.ttft_ms && tpot_ms <= self.sc.slo.tpot_ms {
                 self.m.good += 1;
-                self.m.good_tokens += req.input as u64;
+                self.m.good_tokens += req.input as u64 + output as u64;
             }
         }
         self.end_in_driver(req.origin, true, req.input as u64 + req.output as u64);
-        Ok(())
     }
 
     /// A request's last decode step ended now.
@@ -1139,9 +1171,7 @@ impl<'a> Sim<'a> {
         req.last_token_ns = now;
         let r = req.decode_rank;
         self.leave_batch(slot, steps, in_window);
-        let req = self.reqs[slot as usize].take().expect("live request");
-        self.free.push(slot);
-        self.live -= 1;
+        let req = self.release(slot);
         if req.generated != req.output || !req.prefill_done || req.decode_group != g {
             return Err(SimError::Invariant(format!(
                 "request finished with {} of {} output tokens (prefill done: {}, group {} of {})",
@@ -1150,33 +1180,7 @@ impl<'a> Sim<'a> {
         }
         let rank = &mut self.groups[g as usize].ranks[r as usize];
         rank.kv_reserved -= req.kv_reserved;
-        self.acc.completed += 1;
-        self.acc.input_tokens_completed += req.input as u64;
-        self.acc.output_tokens_completed += req.output as u64;
-        if req.measured && self.now <= self.end_ns {
-            let first = req.first_token_ns.unwrap_or(self.now);
-            let ttft_ms = (first - req.arrival_ns) as f64 / 1e6;
-            let e2e_ms = (self.now - req.arrival_ns) as f64 / 1e6;
-            self.m.ttft_ms.record(ttft_ms);
-            self.m.e2e_ms.record(e2e_ms);
-            let mut tpot_ms = 0.0;
-            if req.output > 1 {
-                let span_ms = (req.last_token_ns - first) as f64 / 1e6;
-                tpot_ms = span_ms / (req.output - 1) as f64;
-                self.m.tpot_ms.record(tpot_ms);
-                if span_ms > 0.0 {
-                    self.m
-                        .user_tok_s
-                        .record((req.output - 1) as f64 / (span_ms / 1e3));
-                }
-            }
-            self.m.completed += 1;
-            if ttft_ms <= self.sc.slo.ttft_ms && tpot_ms <= self.sc.slo.tpot_ms {
-                self.m.good += 1;
-                self.m.good_tokens += req.input as u64 + req.output as u64;
-            }
-        }
-        self.end_in_driver(req.origin, true, req.input as u64 + req.output as u64);
+        self.complete(&req, true);
         Ok(())
     }
 
@@ -1186,9 +1190,7 @@ impl<'a> Sim<'a> {
         if need > self.pools[pool_i].kv_cap
             || self.pools[pool_i].waiting >= self.pools[pool_i].cfg.max_queued_requests as u64
         {
-            let req = self.reqs[slot as usize].take().expect("live request");
-            self.free.push(slot);
-            self.live -= 1;
+            let req = self.release(slot);
             self.acc.dropped += 1;
             self.acc.input_tokens_dropped_after_prefill += req.input as u64;
             if req.measured {
