@@ -27,6 +27,9 @@ enum Command {
     Simulate(cmd::simulate::SimulateArgs),
     /// Price one exact prefill or decode step of a DEP group, with a breakdown by operation.
     Forward(cmd::forward::ForwardArgs),
+    /// Price one kernel (GEMM, dispatch/combine, attention) as its public benchmark
+    /// reports it.
+    Kernel(cmd::kernel::KernelArgs),
     /// `forward` over a grid of DEP and batch sizes: throughput per GPU against speed
     /// per user (Pareto frontier), and the cost of a million tokens.
     Sweep(cmd::sweep::SweepArgs),
@@ -50,6 +53,7 @@ fn main() {
     let result: Result<()> = match &cli.command {
         Command::Simulate(a) => cmd::simulate::run(a),
         Command::Forward(a) => cmd::forward::run(a),
+        Command::Kernel(a) => cmd::kernel::run(a),
         Command::Sweep(a) => cmd::sweep::run(a),
         Command::Calibrate(a) => cmd::calibrate::run(a),
         Command::Validate(a) => cmd::validate::run(a),

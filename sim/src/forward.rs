@@ -93,6 +93,21 @@ pub fn forward(cost: &dyn CostModel, spec: &ForwardSpec) -> ForwardResult {
     let add = |c: StepCost, total: &mut StepCost| {
         total.step_s += c.step_s;
         total.balanced_step_s += c.balanced_step_s;
+        total.unskewed_step_s += c.unskewed_step_s;
+        total.kernels += c.kernels;
+        let (a, b) = (&mut total.comm, &c.comm);
+        a.total_s += b.total_s;
+        a.hidden_s += b.hidden_s;
+        a.exposed_s += b.exposed_s;
+        a.nvlink_s += b.nvlink_s;
+        a.rdma_s += b.rdma_s;
+        a.nvlink_bytes += b.nvlink_bytes;
+        a.rdma_bytes += b.rdma_bytes;
+        a.two_batch |= b.two_batch;
+        a.low_latency = b.low_latency;
+        if c.timeline.is_some() {
+            total.timeline = c.timeline;
+        }
         for i in 0..total.op_s.len() {
             total.op_s[i] += c.op_s[i];
             if c.op_s[i] > 0.0 {

@@ -13,6 +13,9 @@ pub struct Hardware {
     pub description: String,
     pub hbm: Hbm,
     pub tensor: TensorRates,
+    /// Streaming multiprocessors: GEMM tiles run on them in waves, and communication
+    /// kernels take some of them.
+    pub sms: u32,
     pub nvlink: Link,
     /// GPUs that share one NVLink domain (8 for HGX nodes, 72 for NVL72 racks).
     pub nvlink_domain_gpus: u32,
@@ -24,7 +27,7 @@ pub struct Hardware {
     pub power_w: f64,
     pub price: Price,
     /// Engine cost parameters as seen on this hardware, overriding the analytic defaults
-    /// (keys as in `CostParams::set`, e.g. `layer_fixed_decode_s`, `moe.mem_eff`).
+    /// (keys as in `CostParams::set`, e.g. `step_fixed_decode_s`, `moe.mem_eff`).
     #[serde(default)]
     pub cost: BTreeMap<String, f64>,
     /// Where each number comes from: field path -> "published: ...", "derived: ...",

@@ -147,9 +147,28 @@ pub struct Moe {
     #[serde(default)]
     pub scale_block: u32,
     pub shared_weight_dtype: Dtype,
-    /// Spread of per-expert load against uniform multinomial routing (1.0 = uniform
-    /// routing; real routers are skewed, > 1).
-    pub load_dispersion: f64,
+    /// Arithmetic of the expert GEMMs' activations (FP8 in DeepGEMM-class kernels, also
+    /// with FP4 weights): the tensor rate is that of the wider of the two operands.
+    #[serde(default = "fp8")]
+    pub activation_dtype: Dtype,
+    /// Expert groups for group-limited routing (DeepSeek-V3: 8), 1 = no limit.
+    #[serde(default = "one")]
+    pub groups: u32,
+    /// Groups a token's experts may come from (DeepSeek-V3: 4).
+    #[serde(default = "one")]
+    pub topk_groups: u32,
+    /// Coefficient of variation of expert popularity (persistent hot experts): the
+    /// source of expert-load skew beyond a batch's sampling noise; 0 = uniform.
+    pub expert_load_cv: f64,
+    /// One fused kernel per MoE layer (DeepGEMM's Mega MoE): dispatch, expert GEMMs,
+    /// activation and combine in one launch, communication overlapped with the GEMMs
+    /// inside it.
+    #[serde(default)]
+    pub fused: bool,
+}
+
+fn fp8() -> Dtype {
+    Dtype::Fp8
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

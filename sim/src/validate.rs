@@ -60,6 +60,9 @@ pub fn hardware(hw: &Hardware) -> Vec<Problem> {
     positive(&mut p, "nvlink.bytes_per_s", hw.nvlink.bytes_per_s);
     positive(&mut p, "scaleout.bytes_per_s", hw.scaleout.bytes_per_s);
     positive(&mut p, "host.link_bytes_per_s", hw.host.link_bytes_per_s);
+    if hw.sms == 0 {
+        p.push(Problem::new("sms", "must be at least 1"));
+    }
     if hw.nvlink_domain_gpus == 0 {
         p.push(Problem::new("nvlink_domain_gpus", "must be at least 1"));
     }
@@ -95,6 +98,36 @@ pub fn model(m: &Model) -> Vec<Problem> {
     }
     if m.layers.is_empty() || m.layer_count() == 0 {
         p.push(Problem::new("layers", "the model needs at least one layer"));
+    }
+    // The cost model prices layers by kind: a bounded number of distinct kinds.
+    let (mut classes, mut kinds) = (Vec::new(), Vec::new());
+    for l in m.expand_layers() {
+        let class = (
+            l.attention,
+            l.compress_ratio,
+            l.has_indexer,
+            l.window_branch,
+        );
+        if !classes.contains(&class) {
+            classes.push(class);
+        }
+        if !kinds.contains(&(class, l.ffn)) {
+            kinds.push((class, l.ffn));
+        }
+    }
+    let (max_c, max_k) = (
+        crate::cost::analytic::MAX_CLASSES,
+        crate::cost::analytic::MAX_TYPES,
+    );
+    if classes.len() > max_c || kinds.len() > max_k {
+        p.push(Problem::new(
+            "layers",
+            format!(
+                "{} attention kinds and {} layer kinds; the cost model prices at most {max_c} and {max_k}",
+                classes.len(),
+                kinds.len()
+            ),
+        ));
     }
     let has_moe_layers = m.layers.iter().any(|g| g.ffn == FfnKind::Moe);
     let has_dense_layers = m.layers.iter().any(|g| g.ffn == FfnKind::Dense);
@@ -155,7 +188,20 @@ pub fn model(m: &Model) -> Vec<Problem> {
         if moe.expert_ffn == 0 {
             p.push(Problem::new("moe.expert_ffn", "must be at least 1"));
         }
-        positive(&mut p, "moe.load_dispersion", moe.load_dispersion);
+        if !(moe.expert_load_cv.is_finite() && moe.expert_load_cv >= 0.0) {
+            p.push(Problem::new(
+                "moe.expert_load_cv",
+                "must be a finite number >= 0",
+            ));
+        }
+        if moe.groups == 0 || moe.topk_groups == 0 || moe.topk_groups > moe.groups {
+            p.push(Problem::new(
+                "moe.topk_groups",
+                "groups and topk_groups must be at least 1, topk_groups at most groups",
+            ));
+        } else if moe.routed_experts % moe.groups != 0 {
+            p.push(Problem::new("moe.groups", "must divide moe.routed_experts"));
+        }
     }
     positive(
         &mut p,

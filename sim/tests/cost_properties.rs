@@ -99,9 +99,8 @@ fn step_time_never_decreases_with_more_tokens_or_context() {
             hw.clone(),
             m.clone(),
             Layout {
-                dep,
-                redundant_experts: 0,
                 overlap_microbatches: overlap,
+                ..Layout::new(dep)
             },
             params(hw),
         );
@@ -241,7 +240,12 @@ fn breakdown_sums_to_the_step() {
             if phase == Phase::Decode { 1 } else { 0 },
         );
         let sum: f64 = Op::ALL.iter().map(|o| s.op(*o)).sum();
-        assert!((sum - s.step_s).abs() <= 1e-12 * s.step_s.max(1e-9));
+        assert!(
+            (sum - s.step_s).abs() <= 1e-12 * s.step_s.max(1e-9),
+            "sum {sum:e} step {:e} {:?}",
+            s.step_s,
+            s.op_s
+        );
         assert!(
             s.balanced_step_s <= s.step_s * (1.0 + 1e-12),
             "balanced {} > actual {}",
@@ -313,5 +317,120 @@ fn decode_cost_is_affine_between_breakpoints() {
                 "case {case} (seed 5): {op:?} per request {x:e} vs by piece {y:e} ({m} on {hw}, DEP{dep}, {draft} drafts, breakpoints {bp:?})"
             );
         }
+    }
+}
+
+/// A group over more nodes (the same tokens per rank, DEP doubling past one NVLink
+/// domain) never communicates faster: more distinct ranks and nodes per token, and
+/// the slower link carries more.
+#[test]
+fn more_nodes_are_never_cheaper() {
+    let mut rng = ChaCha8Rng::seed_from_u64(6);
+    let hws: Vec<Hardware> = hardware()
+        .into_iter()
+        .filter(|h| h.nvlink_domain_gpus == 8)
+        .collect();
+    let ms: Vec<Model> = models().into_iter().filter(|m| m.moe.is_some()).collect();
+    for case in 0..200 {
+        let hw = &hws[rng.random_range(0..hws.len())];
+        let m = &ms[rng.random_range(0..ms.len())];
+        let experts = m.moe.as_ref().unwrap().routed_experts;
+        let phase = if rng.random_bool(0.5) {
+            Phase::Decode
+        } else {
+            Phase::Prefill
+        };
+        let per_rank = (
+            rng.random_range(1..64),
+            rng.random_range(1..4096),
+            rng.random_range(0..100_000),
+        );
+        let mut last = 0.0;
+        for dep in [8u32, 16, 32, 64].into_iter().filter(|d| experts % d == 0) {
+            let c = AnalyticCostModel::new(
+                hw.clone(),
+                m.clone(),
+                Layout {
+                    overlap_microbatches: false,
+                    ..Layout::new(dep)
+                },
+                params(hw),
+            );
+            let comm = step(&c, phase, &vec![per_rank; dep as usize], 0)
+                .comm
+                .total_s;
+            assert!(
+                comm >= last * (1.0 - 1e-12),
+                "case {case} (seed 6): {} on {} {phase:?} {per_rank:?}: DEP{dep} communicates in {comm:e} < {last:e}",
+                m.name,
+                hw.name
+            );
+            last = comm;
+        }
+    }
+}
+
+/// Two overlapped micro-batches are never slower than the serial step, and never
+/// faster than either stream's busy time.
+#[test]
+fn overlap_is_never_slower_than_serial_nor_faster_than_its_slowest_stage() {
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    let hws = hardware();
+    let ms = models();
+    for case in 0..300 {
+        let (hw, m, dep, c) = random_model(&mut rng, &hws, &ms);
+        let serial = AnalyticCostModel::new(
+            c.hardware.clone(),
+            c.model.clone(),
+            Layout {
+                overlap_microbatches: false,
+                ..c.layout.clone()
+            },
+            c.params.clone(),
+        );
+        let phase = if rng.random_bool(0.5) {
+            Phase::Decode
+        } else {
+            Phase::Prefill
+        };
+        let shape: Vec<(u32, u32, u64)> = (0..dep)
+            .map(|_| {
+                (
+                    rng.random_range(1..64),
+                    rng.random_range(1..4096),
+                    rng.random_range(0..100_000),
+                )
+            })
+            .collect();
+        let a = step(&c, phase, &shape, 0);
+        let b = step(&serial, phase, &shape, 0);
+        assert!(
+            a.step_s <= b.step_s * (1.0 + 1e-12),
+            "case {case} (seed 7): {m} on {hw} DEP{dep}: overlapped {:e} > serial {:e}",
+            a.step_s,
+            b.step_s
+        );
+        let compute: f64 = [
+            Op::Moe,
+            Op::SharedExpert,
+            Op::Attention,
+            Op::Indexer,
+            Op::WindowReplay,
+            Op::Engram,
+            Op::Mhc,
+            Op::Dense,
+            Op::Elementwise,
+        ]
+        .iter()
+        .map(|o| a.op(*o))
+        .sum();
+        assert!(
+            a.step_s >= compute * (1.0 - 1e-12) && a.step_s >= a.comm.total_s * (1.0 - 1e-12),
+            "case {case} (seed 7): faster than a stream"
+        );
+        assert!(
+            (a.comm.hidden_s + a.comm.exposed_s - a.comm.total_s).abs()
+                <= 1e-12 * a.comm.total_s.max(1e-12)
+        );
     }
 }

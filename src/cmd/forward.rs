@@ -51,6 +51,12 @@ pub struct ForwardArgs {
     /// Do not overlap dispatch/combine with compute (no two-micro-batch overlap).
     #[arg(long)]
     pub no_overlap: bool,
+    /// Launch decode kernels eagerly from the host instead of replaying CUDA graphs.
+    #[arg(long)]
+    pub eager_decode: bool,
+    /// Replay prefill steps as CUDA graphs instead of launching kernels eagerly.
+    #[arg(long)]
+    pub prefill_graphs: bool,
     /// Override any field: `model.engram.page_size=2MiB`, `hardware.hbm.bytes_per_s=7e12`,
     /// `cost.moe.mem_eff=0.9` (repeatable).
     #[arg(long = "set", value_name = "PATH=VALUE")]
@@ -92,6 +98,8 @@ pub fn evaluate(args: &ForwardArgs) -> Result<Forward> {
         dep: args.dep,
         redundant_experts: args.redundant_experts,
         overlap_microbatches: !args.no_overlap,
+        decode_graphs: !args.eager_decode,
+        prefill_graphs: args.prefill_graphs,
     };
     let phase = match args.phase {
         PhaseArg::Prefill => Phase::Prefill,
@@ -193,6 +201,28 @@ pub fn to_json(f: &Forward) -> serde_json::Value {
         "tokens_per_s_per_gpu": r.tokens_per_s_per_gpu,
         "tokens_per_s_per_user": r.tokens_per_s_per_user,
         "imbalance_ms": r.total.imbalance_s() * 1e3,
+        "skew_loss_ms": r.total.skew_loss_s() * 1e3,
+        "balanced_step_ms": r.total.balanced_step_s * 1e3,
+        "unskewed_step_ms": r.total.unskewed_step_s * 1e3,
+        "kernels": r.total.kernels,
+        "comm": {
+            "total_ms": r.total.comm.total_s * 1e3,
+            "hidden_ms": r.total.comm.hidden_s * 1e3,
+            "exposed_ms": r.total.comm.exposed_s * 1e3,
+            "nvlink_ms": r.total.comm.nvlink_s * 1e3,
+            "rdma_ms": r.total.comm.rdma_s * 1e3,
+            "nvlink_bytes_per_rank": r.total.comm.nvlink_bytes,
+            "rdma_bytes_per_rank": r.total.comm.rdma_bytes,
+            "two_batch_overlap": r.total.comm.two_batch,
+            "kernels": if r.total.comm.low_latency { "low-latency" } else { "normal" },
+        },
+        "timeline_us": r.total.timeline.map(|t| {
+            sim::cost::LayerTimeline::NAMES
+                .iter()
+                .zip(t.spans.iter())
+                .map(|(n, (a, b))| json!({"stage": n, "start": a * 1e6, "end": b * 1e6}))
+                .collect::<Vec<_>>()
+        }),
         "moe_weight_bytes_per_rank": r.total.moe_weight_bytes_per_rank,
         "experts_touched_per_rank_per_layer": r.total.experts_touched_per_rank,
         "inputs": {
@@ -292,6 +322,7 @@ pub fn render(f: &Forward) -> String {
         .unwrap();
     }
     writeln!(out, "{:<15} {:>10.3} {:>6.1}%", "total", total * 1e3, 100.0).unwrap();
+    render_terms(&mut out, r);
     if r.total.moe_weight_bytes_per_rank > 0.0 {
         writeln!(
             out,
@@ -303,6 +334,57 @@ pub fn render(f: &Forward) -> String {
     }
     writeln!(out, "cost model: {}", f.cost_model).unwrap();
     out
+}
+
+/// The communication legs, the overlap timeline, launches and skew loss.
+fn render_terms(out: &mut String, r: &ForwardResult) {
+    use std::fmt::Write as _;
+    let t = &r.total;
+    let c = &t.comm;
+    if c.total_s > 0.0 {
+        writeln!(
+            out,
+            "\ncommunication ({} kernels, {}): {:.3} ms in all, {:.3} ms hidden under compute, {:.3} ms exposed",
+            if c.low_latency { "low-latency" } else { "normal" },
+            if c.two_batch { "two overlapped micro-batches" } else { "serial" },
+            c.total_s * 1e3,
+            c.hidden_s * 1e3,
+            c.exposed_s * 1e3
+        )
+        .unwrap();
+        writeln!(
+            out,
+            "  legs: NVLink {:.3} ms ({:.1} MB per rank), RDMA {:.3} ms ({:.1} MB per rank)",
+            c.nvlink_s * 1e3,
+            c.nvlink_bytes / 1e6,
+            c.rdma_s * 1e3,
+            c.rdma_bytes / 1e6
+        )
+        .unwrap();
+    } else if t.timeline.is_none() {
+        writeln!(out).unwrap();
+    }
+    if let Some(tl) = &t.timeline {
+        let spans: Vec<String> = sim::cost::LayerTimeline::NAMES
+            .iter()
+            .zip(tl.spans.iter())
+            .map(|(n, (a, b))| format!("{n} {:.0}-{:.0}", a * 1e6, b * 1e6))
+            .collect();
+        writeln!(out, "  middle layer (us): {}", spans.join(", ")).unwrap();
+    }
+    writeln!(
+        out,
+        "launches: {:.0} kernels, {:.3} ms; expert-load skew costs {:.3} ms ({:.1}% of the step)",
+        t.kernels,
+        t.op(Op::Launch) * 1e3,
+        t.skew_loss_s() * 1e3,
+        if t.step_s > 0.0 {
+            t.skew_loss_s() / t.step_s * 100.0
+        } else {
+            0.0
+        }
+    )
+    .unwrap();
 }
 
 pub fn run(args: &ForwardArgs) -> Result<()> {

@@ -3,9 +3,11 @@
 //! models fitted from measurements (calibration profiles) both implement it.
 
 pub mod analytic;
+pub mod kernels;
 pub mod params;
 
 pub use analytic::AnalyticCostModel;
+pub use kernels::overlap::LayerTimeline;
 pub use params::{CostParams, OpRate};
 
 use serde::Serialize;
@@ -68,16 +70,24 @@ pub enum Op {
     Mhc,
     /// Dispatch/combine communication not hidden behind compute.
     Communication,
-    /// Attention projections, dense FFN layers, embedding and LM head.
+    /// Attention projections, router, dense FFN layers, embedding and LM head.
     Dense,
+    /// Per-token element-wise kernels: norms, RoPE, activations, quantisation, gating
+    /// and top-k, KV writes.
+    Elementwise,
     /// MTP draft passes (decode with speculation).
     MtpDraft,
-    /// Launches, synchronisation, scheduling: fixed costs per layer and per step.
+    /// Kernel launches: CUDA-graph gaps, or eager launch time the GPU waits for.
+    Launch,
+    /// Scheduling, sampling and synchronisation: fixed costs per step.
     Overhead,
 }
 
+/// Number of operations in a breakdown.
+pub const OPS: usize = 13;
+
 impl Op {
-    pub const ALL: [Op; 11] = [
+    pub const ALL: [Op; OPS] = [
         Op::Moe,
         Op::SharedExpert,
         Op::Attention,
@@ -87,7 +97,9 @@ impl Op {
         Op::Mhc,
         Op::Communication,
         Op::Dense,
+        Op::Elementwise,
         Op::MtpDraft,
+        Op::Launch,
         Op::Overhead,
     ];
 
@@ -102,7 +114,9 @@ impl Op {
             Op::Mhc => "mhc",
             Op::Communication => "communication",
             Op::Dense => "dense",
+            Op::Elementwise => "elementwise",
             Op::MtpDraft => "mtp_draft",
+            Op::Launch => "launch",
             Op::Overhead => "overhead",
         }
     }
@@ -136,17 +150,48 @@ impl Bound {
     }
 }
 
+/// Dispatch and combine of one step, by leg, and how much of it compute hid.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct CommCost {
+    /// Busy time of the communication stream over the step (all MoE layers).
+    pub total_s: f64,
+    /// Part of `total_s` that ran under compute.
+    pub hidden_s: f64,
+    /// Part the compute stream waited for (the `communication` operation).
+    pub exposed_s: f64,
+    /// Transfer time per leg over the step (dispatch + combine), the slower of which
+    /// binds each kernel.
+    pub nvlink_s: f64,
+    pub rdma_s: f64,
+    /// Bytes one rank sends per leg over the step.
+    pub nvlink_bytes: f64,
+    pub rdma_bytes: f64,
+    /// Whether the step ran as two overlapped micro-batches.
+    pub two_batch: bool,
+    /// Low-latency (decode) kernels, or normal (prefill) ones.
+    pub low_latency: bool,
+}
+
 /// The cost of one step.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct StepCost {
     /// Wall time of the step (the slowest rank at every synchronisation).
     pub step_s: f64,
     /// Seconds per operation, indexed by `Op::index`; sums to `step_s`.
-    pub op_s: [f64; 11],
+    pub op_s: [f64; OPS],
     /// Binding resource per operation.
-    pub op_bound: [Bound; 11],
+    pub op_bound: [Bound; OPS],
     /// The same step with every rank at the mean attention and expert load.
     pub balanced_step_s: f64,
+    /// The same step with expert load at the mean but attention work as it is: the
+    /// difference to `step_s` is the loss to expert-load skew.
+    pub unskewed_step_s: f64,
+    /// Dispatch and combine.
+    pub comm: CommCost,
+    /// Stage timeline of a middle layer when micro-batches overlap.
+    pub timeline: Option<LayerTimeline>,
+    /// Kernel launches in the step.
+    pub kernels: f64,
     /// Routed-expert weight bytes read per rank per step (all layers).
     pub moe_weight_bytes_per_rank: f64,
     /// Expected distinct routed experts touched per rank per MoE layer.
@@ -162,6 +207,10 @@ impl StepCost {
     /// Time lost to rank imbalance (DP and expert load) in this step.
     pub fn imbalance_s(&self) -> f64 {
         (self.step_s - self.balanced_step_s).max(0.0)
+    }
+    /// Time lost to expert-load skew (hot experts and the batch's routing noise).
+    pub fn skew_loss_s(&self) -> f64 {
+        (self.step_s - self.unskewed_step_s).max(0.0)
     }
 }
 
@@ -227,9 +276,17 @@ pub struct Layout {
     /// Extra copies of popular experts spread over the group (EPLB).
     #[serde(default)]
     pub redundant_experts: u32,
-    /// Two micro-batches overlap communication with compute (DeepSeek/SGLang/vLLM).
+    /// Two micro-batches overlap communication with compute (DeepSeek/SGLang/vLLM),
+    /// where it pays.
     #[serde(default = "yes")]
     pub overlap_microbatches: bool,
+    /// Decode steps replay CUDA graphs (small gap per kernel) instead of launching
+    /// every kernel from the host.
+    #[serde(default = "yes")]
+    pub decode_graphs: bool,
+    /// Prefill steps replay CUDA graphs (engines launch prefill eagerly by default).
+    #[serde(default)]
+    pub prefill_graphs: bool,
 }
 
 fn yes() -> bool {
@@ -242,6 +299,8 @@ impl Layout {
             dep,
             redundant_experts: 0,
             overlap_microbatches: true,
+            decode_graphs: true,
+            prefill_graphs: false,
         }
     }
 }

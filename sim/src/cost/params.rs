@@ -1,7 +1,9 @@
 //! The numbers the analytic cost model multiplies datasheets by. Defaults are documented
-//! one by one; a calibration profile replaces them with values measured on a real device
-//! (as fractions of that device's own measured peaks, so they carry to other hardware
-//! through datasheet ratios).
+//! one by one; hardware files replace them with values fitted to public kernel
+//! benchmarks (`scenarios/published/kernels-public.csv`) or to a deployment's published
+//! figures, and a calibration profile replaces them with values measured on a real
+//! device (as fractions of that device's own measured peaks, so they carry to other
+//! hardware through datasheet ratios).
 
 use serde::{Deserialize, Serialize};
 
@@ -9,11 +11,11 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct OpRate {
     /// Achieved fraction of the datasheet memory bandwidth (HBM, or the host link for
-    /// host-resident data, or the network for communication).
+    /// host-resident data, or the link for communication).
     pub mem_eff: f64,
     /// Achieved fraction of the datasheet tensor throughput for the operation's dtype.
     pub compute_eff: f64,
-    /// Fixed cost per launch of the operation (per layer), seconds.
+    /// Fixed cost per launch of the operation, seconds.
     pub fixed_s: f64,
 }
 
@@ -27,89 +29,207 @@ impl OpRate {
     }
 }
 
+/// The tile model of a GEMM kernel (see `kernels::gemm`): how one output tile's time
+/// depends on its shape, shared by dense and grouped GEMMs.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct TileParams {
+    /// Bytes one SM loads into shared memory per flop of its dense FP8 tensor rate:
+    /// the operand-load bandwidth per SM as a fraction of its arithmetic, which binds
+    /// thin tiles (assumed to carry across architectures: the memory system keeps the
+    /// tensor cores fed at the same balance).
+    pub load_bytes_per_flop: f64,
+    /// The epilogue (writing the tile) costs as much as this many extra K elements of
+    /// the tile's main loop.
+    pub epilogue_k: f64,
+    /// Tensor throughput of a 64-row tile (one math warpgroup) against a full one.
+    pub small_tile_eff: f64,
+    /// Sharpness of the soft roofline `(t_compute^p + t_memory^p)^(1/p)`: compute and
+    /// memory overlap imperfectly (p = 1: they add; p -> infinity: the larger binds).
+    pub overlap_p: f64,
+}
+
+/// Low-latency (decode) all-to-all kernels: one copy per routed expert, RDMA to other
+/// NVLink domains, NVLink inside one (DeepEP low-latency, TensorRT-LLM one-sided).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LowLatency {
+    /// Fraction of the NVLink bandwidth the NVLink leg reaches.
+    pub nvlink_eff: f64,
+    /// Fraction of the NIC bandwidth the RDMA leg reaches.
+    pub rdma_eff: f64,
+    /// Fixed latency of one dispatch / one combine, seconds.
+    pub dispatch_s: f64,
+    pub combine_s: f64,
+    /// Extra latency per peer rank (signalling that grows with the group), seconds.
+    pub per_peer_s: f64,
+    /// Sharpness of the soft maximum of latency and transfer time (1: they add).
+    pub overlap_p: f64,
+}
+
+/// Kernel launches: CUDA graphs replay a step's kernels with a small gap each; eager
+/// launches cost host time per kernel, which binds when kernels are short.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Launch {
+    /// Host time per eager kernel launch, seconds.
+    pub eager_s: f64,
+    /// GPU-side gap per kernel inside a CUDA graph, seconds.
+    pub graph_node_s: f64,
+    /// Fixed cost of launching one graph, seconds.
+    pub graph_s: f64,
+}
+
 /// Efficiency factors and fixed costs of every operation the cost model prices.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CostParams {
     /// Where these numbers come from ("analytic defaults", a profile path and hash).
     pub source: String,
-    /// Routed-expert FFN: streaming expert weights and grouped GEMMs.
+    /// Routed-expert grouped GEMMs: mem_eff of HBM, compute_eff the tile model's peak
+    /// fraction, fixed_s per launch.
     pub moe: OpRate,
-    /// Dense GEMMs: attention projections, shared experts, dense FFN, LM head.
+    /// Dense GEMMs (projections, shared experts, dense FFN, LM head), the same way.
     pub gemm: OpRate,
-    /// Attention over the KV cache.
+    /// The tile model shared by dense and grouped GEMMs.
+    pub tile: TileParams,
+    /// Dense attention at decode (FlashMLA-class, absorbed MLA over the KV cache).
     pub attention: OpRate,
+    /// Sparse (top-k) attention at decode, over the selected entries.
+    pub attention_sparse: OpRate,
+    /// Dense causal attention at prefill.
+    pub attention_prefill: OpRate,
+    /// Sparse attention at prefill.
+    pub attention_sparse_prefill: OpRate,
+    /// Causal prefill kernels waste work on diagonal tiles: the efficiency at a
+    /// sequence of `s` tokens is `compute_eff * s / (s + prefill_diag_tokens)`.
+    pub prefill_diag_tokens: f64,
     /// Sparse-attention indexer.
     pub indexer: OpRate,
     /// Engram gathers (mem_eff applies to the host link or HBM bandwidth).
     pub gather: OpRate,
-    /// Dispatch/combine all-to-all (mem_eff applies to link bandwidth; fixed_s per
-    /// collective call on top of the link latency).
+    /// Normal (high-throughput, prefill) all-to-all: mem_eff of the NVLink leg,
+    /// fixed_s per dispatch or combine.
     pub comm: OpRate,
-    /// All-to-all cost per remote peer per dispatch or combine (message setup and
-    /// signalling that grow with the group), seconds.
-    pub comm_per_peer_s: f64,
-    /// Element-wise and normalisation traffic (mHC, norms): mem_eff of HBM bandwidth.
+    /// Fraction of the NIC bandwidth the normal kernels' RDMA leg reaches.
+    pub comm_rdma_eff: f64,
+    /// SMs the normal all-to-all kernels occupy while they run (taken from compute when
+    /// they overlap it).
+    pub comm_sms: f64,
+    /// Low-latency (decode) all-to-all.
+    pub ll: LowLatency,
+    /// Element-wise and normalisation traffic (norms, RoPE, activations, quantisation,
+    /// gating, mHC): mem_eff of HBM bandwidth; fixed_s unused (launches are counted).
     pub elementwise: OpRate,
-    /// Fixed cost per layer for synchronisation and small kernels, per phase, seconds.
-    pub layer_fixed_decode_s: f64,
-    pub layer_fixed_prefill_s: f64,
-    /// Fixed cost per step (scheduling, sampling, graph launch), per phase, seconds.
+    pub launch: Launch,
+    /// Fixed cost per step (scheduling, sampling, host synchronisation), per phase.
     pub step_fixed_decode_s: f64,
     pub step_fixed_prefill_s: f64,
 }
 
 impl Default for CostParams {
-    /// Analytic defaults. Each is a first-order figure from public practice, marked so:
-    /// - moe.mem_eff 0.85: grouped-GEMM kernels that stream expert weights reach 80-90%
-    ///   of HBM bandwidth (DeepGEMM and CUTLASS reports); assumed.
-    /// - moe.compute_eff / gemm.compute_eff 0.55: large FP8/FP4 GEMMs reach 55-75% of
-    ///   dense peak; H200 bf16 measured 790 of 989 TFLOP/s on one card (reference
-    ///   notes); assumed lower for grouped and skinny shapes.
-    /// - attention.mem_eff 0.85 and compute_eff 0.65: FlashMLA reports about 3000 GB/s
-    ///   memory-bound (of 3350) and 660 TFLOP/s compute-bound (of 989 BF16) on H800;
-    ///   derived from those public kernel figures.
-    /// - indexer 0.85 / 0.60: DeepGEMM's FP8 MQA-logits kernels, the same class;
+    /// Analytic defaults. Each is a first-order figure from public kernel benchmarks
+    /// (`shared/reference/kernel-benchmarks-public.md`); hardware files replace most of
+    /// them with values fitted to the kernel table:
+    /// - GEMM tile model (gemm, moe, tile): DeepGEMM's H800 FP8 tables reach 0.78 of
+    ///   dense peak at the best shape and 0.80 of HBM bandwidth at M=64; the tile
+    ///   constants are of that order (fitted per architecture in the hardware files).
+    /// - attention 0.90 / 0.67: FlashMLA dense decode, 3000 GB/s of 3350 and 660 of
+    ///   989 TFLOP/s on H800. attention_sparse 0.90 / 0.41: FlashMLA sparse FP8 decode,
+    ///   410 TFLOP/s. attention_prefill 0.62: cuDNN DSV3 prefill attention on H200,
+    ///   612-640 TFLOP/s of 989. attention_sparse_prefill 0.65: FlashMLA sparse
+    ///   prefill, 640 TFLOP/s on H800.
+    /// - indexer 0.85 / 0.60: DeepGEMM's FP8 MQA-logits kernels, no published figure;
     ///   assumed slightly below attention.
     /// - gather.mem_eff 0.40: random 256-byte rows reach well under half of a link's
     ///   streaming bandwidth; assumed.
-    /// - comm.mem_eff 0.75, fixed 8 us: DeepEP-style all-to-all over NVLink reaches
-    ///   70-80% of link bandwidth with a few microseconds per call; assumed.
-    /// - comm_per_peer_s 0.5 us: per-destination signalling of a low-latency
-    ///   all-to-all, serial (not hidden by overlap); assumed until fitted.
-    /// - elementwise.mem_eff 0.85: bandwidth-bound element-wise kernels; assumed.
-    /// - per-layer and per-step fixed costs: see the published-figure fit
-    ///   (`twin validate published --fit`); these defaults are assumed until fitted.
+    /// - comm 0.65 of NVLink, comm_rdma_eff 0.87 of the NIC, comm_sms 20: DeepEP normal
+    ///   kernels on H800 (153-158 GB/s logical intranode, 43-58 GB/s internode; 20 SMs,
+    ///   the library default and the V3 report's figure).
+    /// - ll: DeepEP low-latency kernels on H800: 0.85 of the NIC, 24 us per dispatch
+    ///   and 18 us per combine.
+    /// - elementwise.mem_eff 0.85: bandwidth-bound kernels reach 0.80-0.90 of HBM
+    ///   (DeepGEMM M=64 rows, FlashMLA memory-bound decode).
+    /// - launch: 4.7 us host time per eager kernel (Triton launch on GB200), 0.58 us per
+    ///   graph node and 15 us per graph (CUDA-graph replay probe).
+    /// - step_fixed_*: scheduling, sampling and synchronisation per engine step; no
+    ///   public figure, assumed (0.3 ms decode, 1 ms prefill).
     fn default() -> Self {
         CostParams {
             source: "analytic defaults".to_string(),
-            moe: OpRate::new(0.85, 0.55, 4e-6),
-            gemm: OpRate::new(0.85, 0.55, 3e-6),
-            attention: OpRate::new(0.85, 0.65, 3e-6),
+            moe: OpRate::new(1.0, 0.75, 1.5e-6),
+            gemm: OpRate::new(1.0, 0.75, 1.5e-6),
+            tile: TileParams {
+                load_bytes_per_flop: 0.0075,
+                epilogue_k: 260.0,
+                small_tile_eff: 0.66,
+                overlap_p: 1.5,
+            },
+            attention: OpRate::new(0.90, 0.67, 3e-6),
+            attention_sparse: OpRate::new(0.90, 0.41, 3e-6),
+            attention_prefill: OpRate::new(0.90, 0.62, 3e-6),
+            attention_sparse_prefill: OpRate::new(0.90, 0.65, 3e-6),
+            prefill_diag_tokens: 0.0,
             indexer: OpRate::new(0.85, 0.60, 3e-6),
             gather: OpRate::new(0.40, 0.0, 2e-6),
-            comm: OpRate::new(0.75, 0.0, 8e-6),
-            elementwise: OpRate::new(0.85, 0.0, 1e-6),
-            comm_per_peer_s: 0.5e-6,
-            layer_fixed_decode_s: 20e-6,
-            layer_fixed_prefill_s: 40e-6,
+            comm: OpRate::new(0.65, 0.0, 0.0),
+            comm_rdma_eff: 0.87,
+            comm_sms: 20.0,
+            ll: LowLatency {
+                nvlink_eff: 0.65,
+                rdma_eff: 0.85,
+                dispatch_s: 24e-6,
+                combine_s: 18e-6,
+                per_peer_s: 0.0,
+                overlap_p: 1.0,
+            },
+            elementwise: OpRate::new(0.85, 0.0, 0.0),
+            launch: Launch {
+                eager_s: 4.7e-6,
+                graph_node_s: 0.58e-6,
+                graph_s: 15e-6,
+            },
             step_fixed_decode_s: 300e-6,
             step_fixed_prefill_s: 1e-3,
         }
     }
 }
 
+/// What kind of value a key holds, for range checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// A fraction in (0, 1].
+    Fraction,
+    /// Seconds in [0, 1).
+    Seconds,
+    /// A positive number (rates, exponents, counts).
+    Positive,
+    /// A number >= 0.
+    NonNegative,
+}
+
 impl CostParams {
     /// Every key `set` accepts.
-    pub const KEYS: [&'static str; 26] = [
+    pub const KEYS: [&'static str; 48] = [
         "moe.mem_eff",
         "moe.compute_eff",
         "moe.fixed_s",
         "gemm.mem_eff",
         "gemm.compute_eff",
         "gemm.fixed_s",
+        "tile.load_bytes_per_flop",
+        "tile.epilogue_k",
+        "tile.small_tile_eff",
+        "tile.overlap_p",
         "attention.mem_eff",
         "attention.compute_eff",
         "attention.fixed_s",
+        "attention_sparse.mem_eff",
+        "attention_sparse.compute_eff",
+        "attention_sparse.fixed_s",
+        "attention_prefill.mem_eff",
+        "attention_prefill.compute_eff",
+        "attention_prefill.fixed_s",
+        "attention_sparse_prefill.mem_eff",
+        "attention_sparse_prefill.compute_eff",
+        "attention_sparse_prefill.fixed_s",
+        "prefill_diag_tokens",
         "indexer.mem_eff",
         "indexer.compute_eff",
         "indexer.fixed_s",
@@ -119,30 +239,77 @@ impl CostParams {
         "comm.mem_eff",
         "comm.compute_eff",
         "comm.fixed_s",
+        "comm_rdma_eff",
+        "comm_sms",
+        "ll.nvlink_eff",
+        "ll.rdma_eff",
+        "ll.dispatch_s",
+        "ll.combine_s",
+        "ll.per_peer_s",
+        "ll.overlap_p",
         "elementwise.mem_eff",
         "elementwise.compute_eff",
         "elementwise.fixed_s",
-        "comm_per_peer_s",
-        "layer_fixed_decode_s",
-        "layer_fixed_prefill_s",
+        "launch.eager_s",
+        "launch.graph_node_s",
+        "launch.graph_s",
         "step_fixed_decode_s",
         "step_fixed_prefill_s",
     ];
 
-    fn slot(&mut self, key: &str) -> Option<&mut f64> {
+    fn slot(&mut self, key: &str) -> Option<(&mut f64, Kind)> {
+        use Kind::*;
         let (group, field) = match key.split_once('.') {
             Some((g, f)) => (g, Some(f)),
             None => (key, None),
         };
         let rate = match (group, field) {
-            ("comm_per_peer_s", None) => return Some(&mut self.comm_per_peer_s),
-            ("layer_fixed_decode_s", None) => return Some(&mut self.layer_fixed_decode_s),
-            ("layer_fixed_prefill_s", None) => return Some(&mut self.layer_fixed_prefill_s),
-            ("step_fixed_decode_s", None) => return Some(&mut self.step_fixed_decode_s),
-            ("step_fixed_prefill_s", None) => return Some(&mut self.step_fixed_prefill_s),
+            ("prefill_diag_tokens", None) => {
+                return Some((&mut self.prefill_diag_tokens, NonNegative))
+            }
+            ("comm_rdma_eff", None) => return Some((&mut self.comm_rdma_eff, Fraction)),
+            ("comm_sms", None) => return Some((&mut self.comm_sms, NonNegative)),
+            ("step_fixed_decode_s", None) => return Some((&mut self.step_fixed_decode_s, Seconds)),
+            ("step_fixed_prefill_s", None) => {
+                return Some((&mut self.step_fixed_prefill_s, Seconds))
+            }
+            ("tile", Some(f)) => {
+                let t = &mut self.tile;
+                return match f {
+                    "load_bytes_per_flop" => Some((&mut t.load_bytes_per_flop, Positive)),
+                    "epilogue_k" => Some((&mut t.epilogue_k, NonNegative)),
+                    "small_tile_eff" => Some((&mut t.small_tile_eff, Fraction)),
+                    "overlap_p" => Some((&mut t.overlap_p, Positive)),
+                    _ => None,
+                };
+            }
+            ("ll", Some(f)) => {
+                let l = &mut self.ll;
+                return match f {
+                    "nvlink_eff" => Some((&mut l.nvlink_eff, Fraction)),
+                    "rdma_eff" => Some((&mut l.rdma_eff, Fraction)),
+                    "dispatch_s" => Some((&mut l.dispatch_s, Seconds)),
+                    "combine_s" => Some((&mut l.combine_s, Seconds)),
+                    "per_peer_s" => Some((&mut l.per_peer_s, Seconds)),
+                    "overlap_p" => Some((&mut l.overlap_p, Positive)),
+                    _ => None,
+                };
+            }
+            ("launch", Some(f)) => {
+                let l = &mut self.launch;
+                return match f {
+                    "eager_s" => Some((&mut l.eager_s, Seconds)),
+                    "graph_node_s" => Some((&mut l.graph_node_s, Seconds)),
+                    "graph_s" => Some((&mut l.graph_s, Seconds)),
+                    _ => None,
+                };
+            }
             ("moe", Some(_)) => &mut self.moe,
             ("gemm", Some(_)) => &mut self.gemm,
             ("attention", Some(_)) => &mut self.attention,
+            ("attention_sparse", Some(_)) => &mut self.attention_sparse,
+            ("attention_prefill", Some(_)) => &mut self.attention_prefill,
+            ("attention_sparse_prefill", Some(_)) => &mut self.attention_sparse_prefill,
             ("indexer", Some(_)) => &mut self.indexer,
             ("gather", Some(_)) => &mut self.gather,
             ("comm", Some(_)) => &mut self.comm,
@@ -150,23 +317,22 @@ impl CostParams {
             _ => return None,
         };
         match field {
-            Some("mem_eff") => Some(&mut rate.mem_eff),
-            Some("compute_eff") => Some(&mut rate.compute_eff),
-            Some("fixed_s") => Some(&mut rate.fixed_s),
+            Some("mem_eff") => Some((&mut rate.mem_eff, Fraction)),
+            Some("compute_eff") => Some((&mut rate.compute_eff, Fraction)),
+            Some("fixed_s") => Some((&mut rate.fixed_s, Seconds)),
             _ => None,
         }
     }
 
     /// Reads one parameter by key.
     pub fn get(&self, key: &str) -> Option<f64> {
-        self.clone().slot(key).map(|v| *v)
+        self.clone().slot(key).map(|(v, _)| *v)
     }
 
     /// Sets one parameter by key; efficiencies must lie in (0, 1], fixed costs in
-    /// [0, 1 s).
+    /// [0, 1 s), rates and exponents must be positive.
     pub fn set(&mut self, key: &str, value: f64) -> Result<(), String> {
-        let is_eff = key.ends_with("_eff");
-        let slot = self.slot(key).ok_or_else(|| {
+        let (slot, kind) = self.slot(key).ok_or_else(|| {
             format!(
                 "unknown cost parameter `{key}` (known: {})",
                 Self::KEYS.join(", ")
@@ -175,13 +341,24 @@ impl CostParams {
         if !value.is_finite() {
             return Err(format!("cost parameter `{key}` must be a finite number"));
         }
-        if is_eff && !(value > 0.0 && value <= 1.0) {
-            return Err(format!("efficiency `{key}` = {value} must lie in (0, 1]"));
-        }
-        if !is_eff && !(0.0..1.0).contains(&value) {
-            return Err(format!(
-                "fixed cost `{key}` = {value} s must lie in [0, 1) seconds"
-            ));
+        match kind {
+            Kind::Fraction if !(value > 0.0 && value <= 1.0) => {
+                return Err(format!("efficiency `{key}` = {value} must lie in (0, 1]"))
+            }
+            Kind::Seconds if !(0.0..1.0).contains(&value) => {
+                return Err(format!(
+                    "fixed cost `{key}` = {value} s must lie in [0, 1) seconds"
+                ))
+            }
+            Kind::Positive if value <= 0.0 => {
+                return Err(format!("cost parameter `{key}` = {value} must be positive"))
+            }
+            Kind::NonNegative if value < 0.0 => {
+                return Err(format!(
+                    "cost parameter `{key}` = {value} must not be negative"
+                ))
+            }
+            _ => {}
         }
         *slot = value;
         Ok(())
@@ -199,13 +376,15 @@ mod tests {
             let v = if k.ends_with("_eff") {
                 0.5 + i as f64 / 100.0
             } else {
-                i as f64 * 1e-6
+                i as f64 * 1e-6 + 1e-9
             };
             p.set(k, v).unwrap();
             assert_eq!(p.get(k), Some(v), "{k}");
         }
         assert!(p.set("moe.speed", 1.0).is_err());
         assert!(p.set("moe.mem_eff", 1.5).is_err());
-        assert!(p.set("layer_fixed_decode_s", -1.0).is_err());
+        assert!(p.set("step_fixed_decode_s", -1.0).is_err());
+        assert!(p.set("tile.overlap_p", 0.0).is_err());
+        assert!(p.set("comm_sms", -2.0).is_err());
     }
 }

@@ -155,6 +155,7 @@ impl PoolConfig {
             dep: self.dep,
             redundant_experts: self.redundant_experts,
             overlap_microbatches: self.overlap_microbatches,
+            ..Layout::new(self.dep)
         }
     }
     pub fn gpus(&self) -> u64 {

@@ -189,7 +189,7 @@ struct PoolStats {
     steps: u64,
     step_s: f64,
     balanced_s: f64,
-    op_s: [f64; 11],
+    op_s: [f64; crate::cost::OPS],
     busy_ns: u64,
     cached_tokens: u64,
     uncached_tokens: u64,

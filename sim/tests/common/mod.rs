@@ -21,7 +21,7 @@ impl CostModel for ConstCost {
             Phase::Prefill => self.prefill_s,
             Phase::Decode => self.decode_s,
         };
-        let mut op_s = [0.0; 11];
+        let mut op_s = [0.0; sim::cost::OPS];
         op_s[Op::Moe.index()] = 0.75 * s;
         op_s[Op::Attention.index()] = 0.25 * s;
         StepCost {
@@ -75,7 +75,7 @@ impl CostModel for LinearCost {
         let max = times.iter().cloned().fold(0.0, f64::max);
         let mean = times.iter().sum::<f64>() / times.len().max(1) as f64;
         let step_s = self.fixed_s + max;
-        let mut op_s = [0.0; 11];
+        let mut op_s = [0.0; sim::cost::OPS];
         op_s[Op::Overhead.index()] = self.fixed_s;
         op_s[Op::Moe.index()] = max;
         StepCost {

@@ -1,0 +1,503 @@
+//! The model compiled once for pricing: attention classes, the layer sequence by type,
+//! every GEMM's shape, the per-token element-wise traffic and the kernel counts.
+
+use crate::cost::kernels::a2a::{self, Fanout, Routing};
+use crate::cost::kernels::gemm::{Gemm, GemmKind, SoftMax};
+use crate::cost::kernels::skew;
+use crate::cost::CostParams;
+use crate::cost::Layout;
+use crate::model::{AttentionKind, FfnKind};
+use crate::units::Dtype;
+use crate::{Hardware, Model};
+
+/// Layers that cost the same per token.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct AttnClass {
+    pub kind: AttentionKind,
+    pub count: f64,
+    pub ratio: f64,
+    pub has_indexer: bool,
+    pub window_branch: bool,
+}
+
+/// A distinct (attention class, FFN kind) pair; the step is priced per type.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct LayerType {
+    pub class: usize,
+    pub moe: bool,
+    pub count: f64,
+}
+
+/// Replay of cached context in window layers: how many layers replay how many tokens.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct ReplayLayer {
+    pub cap_tokens: u64,
+    pub kind: AttentionKind,
+    pub ratio: f64,
+    pub has_indexer: bool,
+}
+
+/// A GEMM's fixed part: everything but the rows.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct GemmSpec {
+    pub kind: GemmKind,
+    pub groups: f64,
+    pub n: f64,
+    pub k: f64,
+    pub a_bytes: f64,
+    pub b_bytes: f64,
+    pub rate: f64,
+    /// Row counts scatter between groups (routed experts).
+    pub rows_vary: bool,
+}
+
+impl GemmSpec {
+    pub fn at(&self, m: f64) -> Gemm {
+        Gemm {
+            kind: self.kind,
+            groups: self.groups,
+            m,
+            n: self.n,
+            k: self.k,
+            a_bytes: self.a_bytes,
+            b_bytes: self.b_bytes,
+            out_bytes: 2.0,
+            rate: self.rate,
+            rows_vary: self.rows_vary,
+        }
+    }
+}
+
+/// Everything about the model and layout that does not change from step to step.
+#[derive(Debug, Clone)]
+pub(super) struct Compiled {
+    pub layers: f64,
+    pub moe_layers: f64,
+    pub dense_ffn_layers: f64,
+    pub classes: Vec<AttnClass>,
+    pub types: Vec<LayerType>,
+    /// Type index of every layer, in order.
+    pub sequence: Vec<u8>,
+    pub replay: Vec<ReplayLayer>,
+    /// Attention projections before the router (q, kv, o), every layer.
+    pub proj: Vec<GemmSpec>,
+    /// Absorbed MLA at decode: per-head query and output absorption (batched GEMMs).
+    pub absorb: Vec<GemmSpec>,
+    /// Un-absorbed MLA at prefill: the latent KV's up-projection per context token.
+    pub kv_up: Option<GemmSpec>,
+    pub router: Option<GemmSpec>,
+    pub shared: Vec<GemmSpec>,
+    pub dense_ffn: Vec<GemmSpec>,
+    /// Routed experts: gate+up, then down (groups set per step).
+    pub experts: Vec<GemmSpec>,
+    pub lm_head: GemmSpec,
+    /// Per-token element-wise bytes per layer: before the router, and after it (MoE
+    /// and dense FFN layers).
+    pub elem_attn_bytes: f64,
+    pub elem_moe_bytes: f64,
+    pub elem_dense_bytes: f64,
+    /// Element-wise bytes per routed token-expert pair (activation and quantisation).
+    pub elem_pair_bytes: f64,
+    /// Kernels per layer: before the router, MoE FFN, dense FFN; and per step.
+    pub kernels_attn: f64,
+    pub kernels_moe: f64,
+    pub kernels_dense: f64,
+    pub kernels_step: f64,
+    /// Attention flops per causal query-key pair: absorbed (decode, sparse) and
+    /// un-absorbed (dense prefill of MLA) head widths.
+    pub pair_flops_absorbed: f64,
+    pub pair_flops_unabsorbed: f64,
+    pub indexer_flops_per_pair: f64,
+    pub expert_params: f64,
+    pub expert_bytes: f64,
+    pub experts_per_rank: f64,
+    pub redundant_per_rank: f64,
+    /// Dispatch/combine: fanout per token, bytes per copy (normal and low-latency
+    /// dispatch, combine).
+    pub fanout: Fanout,
+    pub copy_normal: f64,
+    pub copy_ll: f64,
+    pub copy_combine: f64,
+    /// Expected hottest-rank load over the mean from expert popularity, and the
+    /// expected maximum of DEP standard normals (sampling noise).
+    pub popularity_skew: f64,
+    pub z_dep: f64,
+    pub attn_proj_params: f64,
+    pub attn_proj_bytes: f64,
+    pub shared_params: f64,
+    pub shared_bytes: f64,
+    pub dense_ffn_bytes: f64,
+    pub lm_head_bytes: f64,
+    /// Soft maxima of the GEMM tile model and the low-latency all-to-all.
+    pub roof_tile: SoftMax,
+    pub roof_ll: SoftMax,
+}
+
+/// The rate of a GEMM whose operands are `a` and `b`: the wider one sets it.
+fn pair_rate(hw: &Hardware, a: Dtype, b: Dtype) -> f64 {
+    let wide = if a.bytes() >= b.bytes() { a } else { b };
+    hw.tensor.flops_per_s(wide)
+}
+
+/// Bytes per weight with block scales.
+fn weight_bytes(dtype: Dtype, scale_block: u32) -> f64 {
+    dtype.bytes()
+        + if scale_block > 0 {
+            1.0 / scale_block as f64
+        } else {
+            0.0
+        }
+}
+
+/// Activations enter a GEMM in FP8 when its weights are 8-bit or narrower.
+fn act_dtype(w: Dtype) -> Dtype {
+    if w.bytes() <= 1.0 {
+        Dtype::Fp8
+    } else {
+        w
+    }
+}
+
+fn dense(hw: &Hardware, n: f64, k: f64, w: Dtype, scale_block: u32) -> GemmSpec {
+    let a = act_dtype(w);
+    GemmSpec {
+        kind: GemmKind::Dense,
+        groups: 1.0,
+        n,
+        k,
+        a_bytes: a.bytes(),
+        b_bytes: weight_bytes(w, scale_block),
+        rate: pair_rate(hw, a, w),
+        rows_vary: false,
+    }
+}
+
+impl Compiled {
+    pub fn new(hw: &Hardware, model: &Model, layout: &Layout, params: &CostParams) -> Compiled {
+        let expanded = model.expand_layers();
+        let layers = expanded.len() as f64;
+        let moe_layers = expanded.iter().filter(|l| l.ffn == FfnKind::Moe).count() as f64;
+        let mut classes: Vec<AttnClass> = Vec::new();
+        let mut types: Vec<LayerType> = Vec::new();
+        let mut sequence = Vec::with_capacity(expanded.len());
+        for l in &expanded {
+            let c = AttnClass {
+                kind: l.attention,
+                count: 1.0,
+                ratio: l.compress_ratio as f64,
+                has_indexer: l.has_indexer,
+                window_branch: l.window_branch && l.attention != AttentionKind::Window,
+            };
+            let ci = match classes.iter().position(|x| {
+                x.kind == c.kind
+                    && x.ratio == c.ratio
+                    && x.has_indexer == c.has_indexer
+                    && x.window_branch == c.window_branch
+            }) {
+                Some(i) => {
+                    classes[i].count += 1.0;
+                    i
+                }
+                None => {
+                    classes.push(c);
+                    classes.len() - 1
+                }
+            };
+            let moe = l.ffn == FfnKind::Moe;
+            let ti = match types.iter().position(|t| t.class == ci && t.moe == moe) {
+                Some(i) => {
+                    types[i].count += 1.0;
+                    i
+                }
+                None => {
+                    types.push(LayerType {
+                        class: ci,
+                        moe,
+                        count: 1.0,
+                    });
+                    types.len() - 1
+                }
+            };
+            sequence.push(ti as u8);
+        }
+        let a = &model.attention;
+        let mut replay = Vec::new();
+        if let Some(r) = &a.replay {
+            let window = a.window as u64;
+            let n = expanded.len() as u64;
+            for l in expanded.iter().filter(|l| l.window_branch) {
+                let cap = if l.index < r.bounded_layers {
+                    r.bounded_tokens as u64
+                } else {
+                    // Exact recompute: the top layer's window needs `window` tokens at
+                    // this layer for every layer above it (receptive field).
+                    window * (n - l.index as u64)
+                };
+                replay.push(ReplayLayer {
+                    cap_tokens: cap,
+                    kind: l.attention,
+                    ratio: l.compress_ratio as f64,
+                    has_indexer: l.has_indexer,
+                });
+            }
+        }
+        let h = model.hidden as f64;
+        let heads = a.heads as f64;
+        let aw = a.weight_dtype;
+        // Attention projections.
+        let mut proj = Vec::new();
+        if a.q_lora > 0 {
+            proj.push(dense(hw, a.q_lora as f64 + a.kv_dim as f64, h, aw, 128));
+            proj.push(dense(
+                hw,
+                heads * a.qk_head_dim as f64,
+                a.q_lora as f64,
+                aw,
+                128,
+            ));
+        } else {
+            proj.push(dense(
+                hw,
+                heads * a.qk_head_dim as f64 + a.kv_dim as f64,
+                h,
+                aw,
+                128,
+            ));
+        }
+        match a.o_lora {
+            Some(r) => {
+                proj.push(dense(hw, r as f64, heads * a.v_head_dim as f64, aw, 128));
+                proj.push(dense(hw, h, r as f64, aw, 128));
+            }
+            None => proj.push(dense(hw, h, heads * a.v_head_dim as f64, aw, 128)),
+        }
+        // MLA: the latent KV's up-projection, absorbed into the query and output at
+        // decode, applied to every context token at un-absorbed prefill.
+        let mla = a.kv_up_params > 0;
+        let kv_lora = a.value_dim as f64;
+        let rope = if a.kv_dim > a.value_dim {
+            (a.kv_dim - a.value_dim) as f64
+        } else {
+            64f64.min(a.qk_head_dim as f64)
+        };
+        let (absorb, kv_up) = if mla {
+            let nope = (a.qk_head_dim as f64 - rope).max(1.0);
+            let bf16 = Dtype::Bf16;
+            let batched = |n: f64, k: f64| GemmSpec {
+                kind: GemmKind::Masked,
+                groups: heads,
+                n,
+                k,
+                a_bytes: 2.0,
+                b_bytes: 2.0,
+                rate: hw.tensor.flops_per_s(bf16),
+                rows_vary: false,
+            };
+            (
+                vec![
+                    batched(kv_lora, nope),
+                    batched(a.v_head_dim as f64, kv_lora),
+                ],
+                Some(dense(hw, a.kv_up_params as f64 / kv_lora, kv_lora, aw, 128)),
+            )
+        } else {
+            (Vec::new(), None)
+        };
+        let (router, shared, experts, expert_bytes, expert_params, top_k) = match &model.moe {
+            Some(m) => {
+                let ffn = m.expert_ffn as f64;
+                let act = m.activation_dtype;
+                let wb = weight_bytes(m.weight_dtype, m.scale_block);
+                let grouped = |n: f64, k: f64| GemmSpec {
+                    kind: GemmKind::Masked,
+                    groups: 1.0,
+                    n,
+                    k,
+                    a_bytes: act.bytes(),
+                    b_bytes: wb,
+                    rate: pair_rate(hw, act, m.weight_dtype),
+                    rows_vary: true,
+                };
+                let sw = m.shared_weight_dtype;
+                let sffn = ffn * m.shared_experts as f64;
+                let shared = if m.shared_experts > 0 {
+                    vec![
+                        dense(hw, 2.0 * sffn, h, sw, 128),
+                        dense(hw, h, sffn, sw, 128),
+                    ]
+                } else {
+                    Vec::new()
+                };
+                (
+                    Some(dense(hw, m.routed_experts as f64, h, Dtype::Bf16, 0)),
+                    shared,
+                    vec![grouped(2.0 * ffn, h), grouped(h, ffn)],
+                    model.expert_bytes(),
+                    model.expert_params(),
+                    m.top_k as f64,
+                )
+            }
+            None => (None, Vec::new(), Vec::new(), 0.0, 0.0, 0.0),
+        };
+        let dense_ffn = match &model.dense_ffn {
+            Some(d) => vec![
+                dense(hw, 2.0 * d.ffn as f64, h, d.weight_dtype, 128),
+                dense(hw, h, d.ffn as f64, d.weight_dtype, 128),
+            ],
+            None => Vec::new(),
+        };
+        let ed = model.embedding_dtype;
+        let lm_head = GemmSpec {
+            kind: GemmKind::Dense,
+            groups: 1.0,
+            n: model.vocab as f64,
+            k: h,
+            a_bytes: ed.bytes().max(1.0),
+            b_bytes: ed.bytes(),
+            rate: hw.tensor.flops_per_s(ed),
+            rows_vary: false,
+        };
+        // Element-wise traffic per token and layer (see `cost/analytic/mod.rs`).
+        let quant = |width: f64, w: Dtype| if w.bytes() <= 1.0 { 3.0 * width } else { 0.0 };
+        let mut elem_attn = 8.0 * h // fused residual add + RMSNorm before attention
+            + quant(h, aw)
+            + 4.0 * rope * (heads + 1.0) // RoPE on queries and the key
+            + 2.0 * a.kv_dim as f64 + a.kv_entry_bytes // KV cache write
+            + quant(heads * a.v_head_dim as f64, aw)
+            + 8.0 * h; // fused residual add + RMSNorm after attention
+        let mut kernels_attn = 6.0 + proj.len() as f64;
+        if a.q_lora > 0 {
+            elem_attn += 4.0 * (a.q_lora as f64 + a.kv_dim as f64) + quant(a.q_lora as f64, aw);
+            kernels_attn += 2.0;
+        }
+        if aw.bytes() <= 1.0 {
+            kernels_attn += 2.0;
+        }
+        let (elem_moe, elem_pair, kernels_moe) = match &model.moe {
+            Some(m) => {
+                let ffn = m.expert_ffn as f64;
+                let shared = 5.0 * ffn * m.shared_experts as f64;
+                (
+                    4.0 * m.routed_experts as f64 + 8.0 * top_k + 3.0 * h + shared,
+                    5.0 * ffn,
+                    // router GEMM, top-k, quantisation, dispatch, two expert GEMMs,
+                    // activation, combine (one kernel when fused), and the shared
+                    // expert's three kernels.
+                    if m.fused { 3.0 } else { 8.0 } + if m.shared_experts > 0 { 3.0 } else { 0.0 },
+                )
+            }
+            None => (0.0, 0.0, 0.0),
+        };
+        let (elem_dense, kernels_dense) = match &model.dense_ffn {
+            Some(d) => (3.0 * h + 5.0 * d.ffn as f64, 4.0),
+            None => (0.0, 0.0),
+        };
+        let (experts_per_rank, redundant_per_rank, fanout, pop) = match &model.moe {
+            Some(m) => {
+                let routing = Routing {
+                    experts: m.routed_experts as f64,
+                    top_k: m.top_k as f64,
+                    groups: m.groups.max(1) as f64,
+                    topk_groups: m.topk_groups.max(1) as f64,
+                };
+                let d = layout.dep.max(1);
+                (
+                    m.routed_experts as f64 / d as f64,
+                    layout.redundant_experts as f64 / d as f64,
+                    a2a::fanout(&routing, d as f64, hw.nvlink_domain_gpus.max(1) as f64),
+                    skew::popularity_skew(
+                        m.routed_experts,
+                        d,
+                        layout.redundant_experts,
+                        m.expert_load_cv,
+                    ),
+                )
+            }
+            None => (0.0, 0.0, Fanout::default(), 1.0),
+        };
+        let attn_proj_params = model.attention_params_per_layer();
+        let (shared_params, shared_bytes) = match &model.moe {
+            Some(m) => {
+                let p = 3.0 * h * m.expert_ffn as f64 * m.shared_experts as f64;
+                (p, p * m.shared_weight_dtype.bytes())
+            }
+            None => (0.0, 0.0),
+        };
+        let dense_ffn_bytes = model
+            .dense_ffn
+            .as_ref()
+            .map(|d| 3.0 * h * d.ffn as f64 * d.weight_dtype.bytes())
+            .unwrap_or(0.0);
+        let lm_head_params = model.vocab as f64 * h;
+        let indexer_flops_per_pair = a
+            .indexer
+            .as_ref()
+            .map(|i| 2.0 * i.heads as f64 * i.head_dim as f64)
+            .unwrap_or(0.0);
+        let dispatch = model.dispatch_dtype.bytes();
+        Compiled {
+            layers,
+            moe_layers,
+            dense_ffn_layers: layers - moe_layers,
+            classes,
+            types,
+            sequence,
+            replay,
+            proj,
+            absorb,
+            kv_up,
+            router,
+            shared,
+            dense_ffn,
+            experts,
+            lm_head,
+            elem_attn_bytes: elem_attn,
+            elem_moe_bytes: elem_moe,
+            elem_dense_bytes: elem_dense,
+            elem_pair_bytes: elem_pair,
+            kernels_attn,
+            kernels_moe,
+            kernels_dense,
+            kernels_step: 5.0,
+            pair_flops_absorbed: 2.0 * heads * (a.score_dim + a.value_dim) as f64,
+            pair_flops_unabsorbed: if mla {
+                2.0 * heads * (a.qk_head_dim + a.v_head_dim) as f64
+            } else {
+                2.0 * heads * (a.score_dim + a.value_dim) as f64
+            },
+            indexer_flops_per_pair,
+            expert_params,
+            expert_bytes,
+            experts_per_rank,
+            redundant_per_rank,
+            fanout,
+            copy_normal: a2a::copy_bytes(h, dispatch, 0.0),
+            copy_ll: a2a::copy_bytes(h, dispatch, 16.0),
+            copy_combine: a2a::copy_bytes(h, model.combine_dtype.bytes(), 0.0),
+            popularity_skew: pop,
+            z_dep: skew::expected_max_normal(layout.dep.max(1) as f64),
+            attn_proj_params,
+            attn_proj_bytes: attn_proj_params * aw.bytes(),
+            shared_params,
+            shared_bytes,
+            dense_ffn_bytes,
+            lm_head_bytes: lm_head_params * ed.bytes(),
+            roof_tile: SoftMax::new(params.tile.overlap_p),
+            roof_ll: SoftMax::new(params.ll.overlap_p),
+        }
+    }
+
+    /// Kernels of one layer of type `t`.
+    pub fn kernels_of(&self, t: &LayerType) -> f64 {
+        let c = &self.classes[t.class];
+        let attn =
+            1.0 + if c.window_branch { 1.0 } else { 0.0 } + if c.has_indexer { 2.0 } else { 0.0 };
+        self.kernels_attn
+            + attn
+            + if t.moe {
+                self.kernels_moe
+            } else {
+                self.kernels_dense
+            }
+    }
+}

@@ -1,0 +1,467 @@
+//! Analytic cost model: every kernel of a step priced from datasheets and the kernel
+//! models of [`crate::cost::kernels`], composed layer by layer the way an engine runs
+//! them. See README "How a step is priced" for the terms and their sources.
+//!
+//! A step of a DEP group:
+//! - **Work per rank.** Each rank's requests give its tokens and, per attention class,
+//!   the KV bytes read and the score/value flops (decode and sparse layers at absorbed
+//!   MLA widths, dense MLA prefill at un-absorbed widths plus the latent KV's
+//!   up-projection, whichever is cheaper), the indexer's traffic, and window replay.
+//! - **Stages per layer.** A: attention, indexer, projections (tile-model GEMMs at the
+//!   rank's token count), element-wise kernels (norms, RoPE, quantisation, KV writes),
+//!   mHC, Engram. E: the shared expert, router, dense FFN, and the routed experts of the
+//!   most loaded rank (grouped GEMMs over the experts its tokens touch; the hottest
+//!   rank carries popularity skew and sampling noise). D and C: dispatch and combine
+//!   by node and link (normal kernels in prefill, low-latency ones in decode).
+//! - **Schedule.** Serially, or as two overlapped micro-batches (stage times of half
+//!   the work, weights read once per micro-batch, normal kernels taking `comm_sms`
+//!   SMs from compute) where that is faster.
+//! - **Step.** The schedule, the LM head, kernel launches (CUDA-graph gaps in decode,
+//!   eager host launches in prefill when they outrun the GPU) and a fixed cost per
+//!   step. The slowest rank sets every stage; the same step with every rank at the
+//!   mean load (`balanced_step_s`) and with expert load at the mean
+//!   (`unskewed_step_s`) give the imbalance and skew losses.
+
+mod layers;
+mod price;
+mod work;
+
+use self::layers::Compiled;
+use self::price::{Local, MoePart, TypeLocal};
+use self::work::RankWork;
+use super::kernels::a2a;
+use super::kernels::overlap::{self, Schedule, Stages};
+use super::{
+    Bound, CommCost, CostModel, CostParams, KvCapacity, Layout, Op, Phase, StepCost, StepShape,
+};
+use crate::model::AttentionKind;
+use crate::{Hardware, Model};
+
+pub use self::price::MAX_TYPES;
+pub use self::work::MAX_CLASSES;
+
+#[derive(Debug, Clone)]
+pub struct AnalyticCostModel {
+    pub hardware: Hardware,
+    pub model: Model,
+    pub layout: Layout,
+    pub params: CostParams,
+    compiled: Compiled,
+}
+
+/// One way of running the step: the schedule and the pieces it was built from.
+#[derive(Clone, Copy)]
+struct Variant {
+    sched: Schedule,
+    local: Local,
+    moe: MoePart,
+    /// Stage times are of half the work (two micro-batches).
+    two_batch: bool,
+    /// Compute slow-down from SMs taken by communication kernels.
+    sm_factor: f64,
+}
+
+impl AnalyticCostModel {
+    pub fn new(hardware: Hardware, model: Model, layout: Layout, params: CostParams) -> Self {
+        let compiled = Compiled::new(&hardware, &model, &layout, &params);
+        AnalyticCostModel {
+            hardware,
+            model,
+            layout,
+            params,
+            compiled,
+        }
+    }
+
+    /// Stage times of layer type `ti` from a rank-local pricing and the MoE part.
+    fn stages(&self, ti: usize, local: &Local, moe: &MoePart, sm_factor: f64) -> Stages {
+        let t = &local.types[ti];
+        let is_moe = self.compiled.types[ti].moe;
+        let busy = |l: &a2a::Leg| {
+            if moe.hooked {
+                l.nvlink_s.max(l.rdma_s).min(l.s)
+            } else {
+                l.s
+            }
+        };
+        let on = |x: f64| if is_moe { x } else { 0.0 };
+        Stages {
+            attn: t.stage_a() * sm_factor,
+            dispatch: on(moe.dispatch.s),
+            experts: (t.stage_e() + on(moe.experts_s + moe.elem_s)) * sm_factor,
+            combine: on(moe.combine.s),
+            dispatch_busy: on(busy(&moe.dispatch)),
+            combine_busy: on(busy(&moe.combine)),
+        }
+    }
+
+    fn serial(&self, local: Local, moe: MoePart) -> Variant {
+        let mut sched = Schedule::default();
+        for (ti, ty) in self.compiled.types.iter().enumerate() {
+            let s = self.stages(ti, &local, &moe, 1.0);
+            sched.compute_s += ty.count * s.compute();
+            sched.comm_s += ty.count * s.comm();
+        }
+        sched.total_s = sched.compute_s + sched.comm_s;
+        Variant {
+            sched,
+            local,
+            moe,
+            two_batch: false,
+            sm_factor: 1.0,
+        }
+    }
+
+    fn two_batch(&self, phase: Phase, local: Local, moe: MoePart) -> Variant {
+        let sms = self.hardware.sms.max(1) as f64;
+        let sm_factor = match phase {
+            Phase::Prefill if self.params.comm_sms < sms => sms / (sms - self.params.comm_sms),
+            _ => 1.0,
+        };
+        let seq = &self.compiled.sequence;
+        let mut stages = [Stages::default(); price::MAX_TYPES];
+        for (ti, s) in stages
+            .iter_mut()
+            .enumerate()
+            .take(self.compiled.types.len())
+        {
+            *s = self.stages(ti, &local, &moe, sm_factor);
+        }
+        let sched = overlap::two_batch_with(seq.len(), |i| stages[seq[i] as usize]);
+        Variant {
+            sched,
+            local,
+            moe,
+            two_batch: true,
+            sm_factor,
+        }
+    }
+
+    /// Kernel launches of the target model in one step.
+    fn kernels(&self, two_batch: bool) -> f64 {
+        let per_layer: f64 = self
+            .compiled
+            .types
+            .iter()
+            .map(|t| t.count * self.layer_kernels(t))
+            .sum();
+        self.compiled.kernels_step + per_layer * if two_batch { 2.0 } else { 1.0 }
+    }
+
+    /// Launch seconds added to a step whose GPU time is `gpu_s` with `kernels` kernels.
+    fn launch_s(&self, phase: Phase, gpu_s: f64, kernels: f64) -> f64 {
+        let l = &self.params.launch;
+        let graphs = match phase {
+            Phase::Decode => self.layout.decode_graphs,
+            Phase::Prefill => self.layout.prefill_graphs,
+        };
+        if graphs {
+            l.graph_s + kernels * l.graph_node_s
+        } else {
+            (kernels * l.eager_s - gpu_s).max(0.0)
+        }
+    }
+
+    fn step_fixed(&self, phase: Phase) -> f64 {
+        match phase {
+            Phase::Decode => self.params.step_fixed_decode_s,
+            Phase::Prefill => self.params.step_fixed_prefill_s,
+        }
+    }
+
+    /// The faster of running `local`/`moe` serially and as two micro-batches, their
+    /// launches included (`lm_s`: the LM head, the same for both).
+    fn best(
+        &self,
+        phase: Phase,
+        full: (Local, MoePart),
+        half: Option<(Local, MoePart)>,
+        lm_s: f64,
+    ) -> Variant {
+        let s = self.serial(full.0, full.1);
+        match half {
+            Some((l, m)) => {
+                let t = self.two_batch(phase, l, m);
+                if self.total(phase, &t, lm_s) < self.total(phase, &s, lm_s) {
+                    t
+                } else {
+                    s
+                }
+            }
+            None => s,
+        }
+    }
+
+    /// Wall time of a variant with its LM head, launches and fixed cost.
+    fn total(&self, phase: Phase, v: &Variant, lm_s: f64) -> f64 {
+        let gpu = v.sched.total_s + lm_s;
+        gpu + self.launch_s(phase, gpu, self.kernels(v.two_batch)) + self.step_fixed(phase)
+    }
+
+    /// Prices the target model's step from each rank's work.
+    fn price_step(&self, phase: Phase, works: &[RankWork]) -> StepCost {
+        let d = works.len().max(1) as f64;
+        let group_tokens: f64 = works.iter().map(|w| w.tokens).sum();
+        let mut out = StepCost {
+            tokens_processed: group_tokens.round() as u64,
+            ..Default::default()
+        };
+        if group_tokens <= 0.0 {
+            return out;
+        }
+        let max_tokens = works.iter().map(|w| w.tokens).fold(0.0, f64::max);
+        let local = self.local(phase, works, 1.0);
+        let uniform = works.iter().all(|w| *w == works[0]);
+        // Two micro-batches can only pay by hiding dispatch and combine, which a fused
+        // MoE kernel already overlaps inside itself.
+        let overlap = self.layout.overlap_microbatches
+            && d > 1.0
+            && self.model.moe.as_ref().is_some_and(|m| !m.fused);
+        let half = overlap.then(|| self.local(phase, works, 0.5));
+        let moe = |tokens: f64, max: f64, skewed: bool, two: bool| {
+            if two {
+                self.moe_part(phase, tokens / 2.0, max / 2.0, skewed)
+            } else {
+                self.moe_part(phase, tokens, max, skewed)
+            }
+        };
+        let actual = self.best(
+            phase,
+            (local, moe(group_tokens, max_tokens, true, false)),
+            half.map(|l| (l, moe(group_tokens, max_tokens, true, true))),
+            local.lm_s,
+        );
+        // The counterfactuals run the same way as the step (serial or overlapped):
+        // expert load at the mean; and every rank at the mean load.
+        let two = actual.two_batch;
+        let same_way = |l: Local, lh: Option<Local>, m: MoePart| match (two, lh) {
+            (true, Some(lh)) => self.two_batch(phase, lh, m),
+            _ => self.serial(l, m),
+        };
+        let unskewed = same_way(local, half, moe(group_tokens, max_tokens, false, two));
+        let (balanced, local_mean) = if uniform {
+            // Every rank at the mean already; the mean sender is the busiest one.
+            (unskewed, local)
+        } else {
+            let mean = RankWork::mean(works);
+            let lm = self.local(phase, std::slice::from_ref(&mean), 1.0);
+            let lmh = two.then(|| self.local(phase, std::slice::from_ref(&mean), 0.5));
+            (
+                same_way(lm, lmh, moe(group_tokens, group_tokens / d, false, two)),
+                lm,
+            )
+        };
+        out.step_s = self.total(phase, &actual, local.lm_s);
+        out.unskewed_step_s = self.total(phase, &unskewed, local.lm_s);
+        out.balanced_step_s = self.total(phase, &balanced, local_mean.lm_s);
+        self.breakdown(phase, &actual, local.lm_s, &mut out);
+        out
+    }
+
+    /// Splits a variant's time into operations (summing to `out.step_s`).
+    /// `lm_s`: the LM head, once per step at the whole batch.
+    fn breakdown(&self, phase: Phase, v: &Variant, lm_s: f64, out: &mut StepCost) {
+        let c = &self.compiled;
+        let reps = if v.two_batch { 2.0 } else { 1.0 };
+        let f = reps * v.sm_factor;
+        let mut sum = TypeLocal::default();
+        for (ti, ty) in c.types.iter().enumerate() {
+            let t = v.local.types[ti].scaled(ty.count * f);
+            sum.attention += t.attention;
+            sum.indexer += t.indexer;
+            sum.dense_a += t.dense_a;
+            sum.elem_a += t.elem_a;
+            sum.mhc += t.mhc;
+            sum.engram += t.engram;
+            sum.replay += t.replay;
+            sum.shared += t.shared;
+            sum.dense_e += t.dense_e;
+            sum.elem_e += t.elem_e;
+        }
+        let l = &v.local;
+        let moe_layers = c.moe_layers;
+        let mut set = |op: Op, s: f64, b: Bound| {
+            out.op_s[op.index()] += s;
+            if s > 0.0 {
+                out.op_bound[op.index()] = b;
+            }
+        };
+        set(Op::Attention, sum.attention, l.attn_bound);
+        set(Op::Indexer, sum.indexer, l.indexer_bound);
+        set(Op::Dense, sum.dense_a + sum.dense_e + lm_s, l.dense_bound);
+        set(
+            Op::Elementwise,
+            sum.elem_a + sum.elem_e + moe_layers * f * v.moe.elem_s,
+            Bound::Memory,
+        );
+        set(Op::Mhc, sum.mhc, Bound::Memory);
+        set(Op::Engram, sum.engram, l.engram_bound);
+        set(Op::WindowReplay, sum.replay, Bound::Compute);
+        set(Op::SharedExpert, sum.shared, l.shared_bound);
+        set(Op::Moe, moe_layers * f * v.moe.experts_s, v.moe.bound);
+        let exposed = v.sched.exposed_comm_s();
+        set(Op::Communication, exposed, Bound::Link);
+        let gpu = v.sched.total_s + lm_s;
+        let kernels = self.kernels(v.two_batch);
+        set(
+            Op::Launch,
+            self.launch_s(phase, gpu, kernels),
+            Bound::Latency,
+        );
+        set(Op::Overhead, self.step_fixed(phase), Bound::Latency);
+        // Rounding: the schedule's compute equals the sum of the compute operations.
+        out.comm = CommCost {
+            total_s: v.sched.comm_s,
+            hidden_s: (v.sched.comm_s - exposed).max(0.0),
+            exposed_s: exposed,
+            nvlink_s: moe_layers * reps * (v.moe.dispatch.nvlink_s + v.moe.combine.nvlink_s),
+            rdma_s: moe_layers * reps * (v.moe.dispatch.rdma_s + v.moe.combine.rdma_s),
+            nvlink_bytes: moe_layers
+                * reps
+                * (v.moe.dispatch.nvlink_bytes + v.moe.combine.nvlink_bytes),
+            rdma_bytes: moe_layers * reps * (v.moe.dispatch.rdma_bytes + v.moe.combine.rdma_bytes),
+            two_batch: v.two_batch,
+            low_latency: phase == Phase::Decode,
+        };
+        out.timeline = v.two_batch.then_some(v.sched.timeline);
+        out.kernels = kernels;
+        out.moe_weight_bytes_per_rank = moe_layers * reps * v.moe.weight_bytes;
+        out.experts_touched_per_rank = v.moe.touched;
+    }
+
+    /// One MTP draft pass: one average layer over one token per request, serially, plus
+    /// the LM head and the layer's launches.
+    fn draft_pass_s(&self, draft_works: &[RankWork]) -> f64 {
+        let c = &self.compiled;
+        let group: f64 = draft_works.iter().map(|w| w.tokens).sum();
+        if group <= 0.0 {
+            return 0.0;
+        }
+        let max = draft_works.iter().map(|w| w.tokens).fold(0.0, f64::max);
+        let local = self.local(Phase::Decode, draft_works, 1.0);
+        let moe = self.moe_part(Phase::Decode, group, max, true);
+        let v = self.serial(local, moe);
+        let per_layer = v.sched.total_s / c.layers.max(1.0);
+        let kernels: f64 = c
+            .types
+            .iter()
+            .map(|t| t.count * self.layer_kernels(t))
+            .sum::<f64>()
+            / c.layers.max(1.0)
+            + c.kernels_step;
+        let gpu = per_layer + local.lm_s;
+        gpu + self.launch_s(Phase::Decode, gpu, kernels)
+    }
+
+    /// Bytes of weights resident on one rank.
+    pub fn weight_bytes_per_rank(&self) -> f64 {
+        let c = &self.compiled;
+        let routed = match &self.model.moe {
+            Some(_) => (c.experts_per_rank + c.redundant_per_rank) * c.expert_bytes * c.moe_layers,
+            None => 0.0,
+        };
+        let mtp = if self.model.mtp.is_some() {
+            c.attn_proj_bytes + c.shared_bytes + c.experts_per_rank * c.expert_bytes
+        } else {
+            0.0
+        };
+        routed
+            + c.attn_proj_bytes * c.layers
+            + c.shared_bytes * c.moe_layers
+            + c.dense_ffn_bytes * c.dense_ffn_layers
+            + 2.0 * c.lm_head_bytes
+            + mtp
+    }
+
+    /// HBM left for KV on one rank after weights and an activation/graph reserve
+    /// (assumed 8% of usable HBM).
+    pub fn kv_bytes_per_rank(&self) -> f64 {
+        let usable = self.hardware.hbm.usable.as_f64();
+        usable * 0.92 - self.weight_bytes_per_rank()
+    }
+}
+
+impl CostModel for AnalyticCostModel {
+    fn step(&self, shape: &StepShape<'_>) -> StepCost {
+        debug_assert!(
+            shape.ranks.len() == self.layout.dep as usize,
+            "step has {} ranks, layout has DEP {}",
+            shape.ranks.len(),
+            self.layout.dep
+        );
+        let drafting = shape.phase == Phase::Decode && shape.draft_tokens > 0;
+        let q = 1 + if drafting {
+            shape.draft_tokens as u64
+        } else {
+            0
+        };
+        let mut works = Vec::with_capacity(shape.ranks.len());
+        let mut draft_works = Vec::with_capacity(if drafting { shape.ranks.len() } else { 0 });
+        for rank in shape.ranks {
+            let (w, d) = self.rank_work(shape.phase, rank, q, drafting);
+            works.push(w);
+            if drafting {
+                draft_works.push(d);
+            }
+        }
+        let mut cost = self.price_step(shape.phase, &works);
+        if drafting && cost.tokens_processed > 0 {
+            let draft = shape.draft_tokens as f64 * self.draft_pass_s(&draft_works);
+            cost.op_s[Op::MtpDraft.index()] = draft;
+            cost.op_bound[Op::MtpDraft.index()] = Bound::Latency;
+            cost.step_s += draft;
+            cost.balanced_step_s += draft;
+            cost.unskewed_step_s += draft;
+        }
+        cost
+    }
+
+    fn describe(&self) -> String {
+        self.params.source.clone()
+    }
+
+    /// Where `attn_sums` changes form for a decode request with `q` queries: the
+    /// window (reads and causal pairs clamp at `window`), each sparse class's cap
+    /// (`top_k * ratio` positions) and the point where the union of the queries'
+    /// selections saturates (`q * top_k * ratio - q`). Where a step's `q` queries
+    /// straddle a causal clamp (contexts `cap - q ..= cap`) the pair count is
+    /// quadratic in the context, so each of those contexts is a piece of its own.
+    /// Attention kernels are rooflines per class, which are affine only where one
+    /// resource binds: the model declares no breakpoint for a roofline's crossover,
+    /// so decode steps priced as aggregates are exact up to that crossover's rounding
+    /// (`cost_properties::decode_cost_is_affine_between_breakpoints` bounds it).
+    fn decode_context_breakpoints(&self, draft_tokens: u32) -> Vec<u64> {
+        let a = &self.model.attention;
+        let top_k = a.indexer.as_ref().map(|i| i.top_k as u64);
+        let mut bp = Vec::new();
+        for q in [1u64, 1 + draft_tokens as u64] {
+            let straddle = |bp: &mut Vec<u64>, cap: u64| bp.extend(cap.saturating_sub(q)..=cap);
+            straddle(&mut bp, a.window as u64);
+            for c in &self.compiled.classes {
+                if c.kind == AttentionKind::Sparse {
+                    if let Some(k) = top_k {
+                        let cap = k.saturating_mul(c.ratio as u64);
+                        straddle(&mut bp, cap);
+                        let union = q.saturating_mul(cap);
+                        bp.push(union.saturating_sub(q));
+                    }
+                }
+            }
+        }
+        bp.retain(|&b| b > 0 && b < u64::MAX / 2);
+        bp.sort_unstable();
+        bp.dedup();
+        bp
+    }
+}
+
+impl KvCapacity for AnalyticCostModel {
+    fn kv_capacity_tokens_per_rank(&self) -> u64 {
+        let bytes = self.kv_bytes_per_rank();
+        if bytes <= 0.0 || self.model.kv.bytes_per_token <= 0.0 {
+            0
+        } else {
+            (bytes / self.model.kv.bytes_per_token) as u64
+        }
+    }
+}

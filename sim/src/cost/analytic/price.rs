@@ -1,0 +1,563 @@
+//! Pricing one rank's work: the rank-local stages of every layer type (attention and
+//! what precedes the router; shared expert, router and dense FFN), the routed experts
+//! of the most loaded rank, and the dispatch and combine of one MoE layer.
+
+use super::layers::LayerType;
+use super::work::RankWork;
+use super::AnalyticCostModel;
+use crate::cost::kernels::a2a::{self, Leg, Links};
+use crate::cost::kernels::attention::{self, AttnKernel};
+use crate::cost::kernels::gemm::{self, Device, GemmKind, KernelTime};
+use crate::cost::kernels::skew;
+use crate::cost::{Bound, Phase};
+use crate::model::AttentionKind;
+
+/// Layer types a model may have.
+pub const MAX_TYPES: usize = 8;
+
+/// One layer's rank-local seconds by operation.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(super) struct TypeLocal {
+    pub attention: f64,
+    pub indexer: f64,
+    /// Projections (and MLA absorption or up-projection) before the router.
+    pub dense_a: f64,
+    pub elem_a: f64,
+    pub mhc: f64,
+    pub engram: f64,
+    pub replay: f64,
+    pub shared: f64,
+    /// Router GEMM (MoE layers) or the dense FFN.
+    pub dense_e: f64,
+    pub elem_e: f64,
+}
+
+impl TypeLocal {
+    /// Stage A: everything before the router.
+    pub fn stage_a(&self) -> f64 {
+        self.attention
+            + self.indexer
+            + self.dense_a
+            + self.elem_a
+            + self.mhc
+            + self.engram
+            + self.replay
+    }
+    /// The rank-local part of stage E.
+    pub fn stage_e(&self) -> f64 {
+        self.shared + self.dense_e + self.elem_e
+    }
+    pub fn scaled(&self, f: f64) -> TypeLocal {
+        TypeLocal {
+            attention: self.attention * f,
+            indexer: self.indexer * f,
+            dense_a: self.dense_a * f,
+            elem_a: self.elem_a * f,
+            mhc: self.mhc * f,
+            engram: self.engram * f,
+            replay: self.replay * f,
+            shared: self.shared * f,
+            dense_e: self.dense_e * f,
+            elem_e: self.elem_e * f,
+        }
+    }
+}
+
+/// Rank-local pricing of one rank's work.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Local {
+    pub types: [TypeLocal; MAX_TYPES],
+    pub attn_bound: Bound,
+    pub indexer_bound: Bound,
+    pub dense_bound: Bound,
+    pub shared_bound: Bound,
+    pub engram_bound: Bound,
+    /// LM head once per step.
+    pub lm_s: f64,
+    pub tokens: f64,
+}
+
+/// The routed experts of the most loaded rank and the all-to-all of one MoE layer.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(super) struct MoePart {
+    pub experts_s: f64,
+    pub elem_s: f64,
+    pub bound: Bound,
+    /// Expert weight bytes the rank reads per layer, and experts touched.
+    pub weight_bytes: f64,
+    pub touched: f64,
+    pub dispatch: Leg,
+    pub combine: Leg,
+    /// Low-latency kernels completed by a receive hook: only the transfer occupies the
+    /// link, the latency is a delay.
+    pub hooked: bool,
+}
+
+impl AnalyticCostModel {
+    pub(super) fn device(&self) -> Device {
+        Device {
+            sms: self.hardware.sms.max(1) as f64,
+            hbm_bytes_per_s: self.hardware.hbm.bytes_per_s,
+            fp8_flops_per_s: self.hardware.tensor.fp8_flops_per_s,
+        }
+    }
+
+    fn gemm(&self, spec: &super::layers::GemmSpec, m: f64, grouped: bool) -> KernelTime {
+        let p = &self.params;
+        let rate = if grouped { &p.moe } else { &p.gemm };
+        gemm::time(
+            &spec.at(m),
+            &self.device(),
+            rate,
+            &p.tile,
+            &self.compiled.roof_tile,
+        )
+    }
+
+    /// Attention and indexer seconds of one layer of class `ci` for `w`, with `unabsorbed`
+    /// widths for dense MLA prefill.
+    fn class_attention(
+        &self,
+        phase: Phase,
+        w: &RankWork,
+        ci: usize,
+        unabsorbed: bool,
+    ) -> (KernelTime, KernelTime) {
+        let c = &self.compiled;
+        let cl = &c.classes[ci];
+        let s = &w.classes[ci];
+        let per = 1.0 / cl.count;
+        let p = &self.params;
+        let a = &self.model.attention;
+        let hbm = self.hardware.hbm.bytes_per_s;
+        let peak = self.hardware.tensor.flops_per_s(a.compute_dtype);
+        let kernel = if cl.kind == AttentionKind::Sparse {
+            AttnKernel::Sparse
+        } else {
+            AttnKernel::Dense
+        };
+        let main_flops = if unabsorbed && kernel == AttnKernel::Dense {
+            s.main_flops_unabsorbed
+        } else {
+            s.main_flops
+        };
+        let seq = w.seq_tokens();
+        let mut t = attention::time(
+            p,
+            kernel,
+            phase,
+            s.main_bytes * per,
+            main_flops * per,
+            seq,
+            hbm,
+            peak,
+        );
+        t.s += attention::rate(p, kernel, phase).fixed_s;
+        if cl.window_branch {
+            let win = attention::time(
+                p,
+                AttnKernel::Dense,
+                phase,
+                s.win_bytes * per,
+                s.win_flops * per,
+                seq,
+                hbm,
+                peak,
+            );
+            t.s += win.s + attention::rate(p, AttnKernel::Dense, phase).fixed_s;
+        }
+        let mut idx = KernelTime::default();
+        if cl.has_indexer {
+            if let Some(i) = &a.indexer {
+                let rate = self.hardware.tensor.flops_per_s(i.dtype);
+                idx = attention::roofline(
+                    s.idx_bytes * per,
+                    hbm,
+                    s.idx_flops * per,
+                    rate,
+                    &p.indexer,
+                    1.0,
+                );
+                idx.s += p.indexer.fixed_s;
+            }
+        }
+        (t, idx)
+    }
+
+    /// Rank-local stages of every layer type for the ranks' works, each scaled by
+    /// `scale` (a micro-batch's share): every field is the slowest rank's, since all
+    /// ranks meet at every MoE layer. Token-driven parts (GEMMs, element-wise, Engram,
+    /// mHC) are the busiest rank's; attention, indexer and replay are taken over every
+    /// rank (they depend on each rank's contexts).
+    pub(super) fn local(&self, phase: Phase, works: &[RankWork], scale: f64) -> Local {
+        let c = &self.compiled;
+        let p = &self.params;
+        let a = works
+            .iter()
+            .enumerate()
+            .fold((0, f64::MIN), |b, (i, w)| {
+                if w.tokens > b.1 {
+                    (i, w.tokens)
+                } else {
+                    b
+                }
+            })
+            .0;
+        let wa = works[a].scaled(scale);
+        let t = wa.tokens;
+        let mut out = Local {
+            types: [TypeLocal::default(); MAX_TYPES],
+            attn_bound: Bound::None,
+            indexer_bound: Bound::None,
+            dense_bound: Bound::None,
+            shared_bound: Bound::None,
+            engram_bound: Bound::None,
+            lm_s: 0.0,
+            tokens: t,
+        };
+        if t <= 0.0 {
+            return out;
+        }
+        let elem_bw = self.hardware.hbm.bytes_per_s * p.elementwise.mem_eff;
+        // Projections at M = tokens.
+        let mut proj = 0.0;
+        let mut dense_bound = Bound::Memory;
+        for g in &c.proj {
+            let k = self.gemm(g, t, false);
+            proj += k.s;
+            if k.bound == Bound::Compute {
+                dense_bound = Bound::Compute;
+            }
+        }
+        let absorb_at =
+            |tokens: f64| -> f64 { c.absorb.iter().map(|g| self.gemm(g, tokens, false).s).sum() };
+        let (engram, engram_b) = self.engram_s(t);
+        let mhc = self.mhc_s(t);
+        let router = c
+            .router
+            .as_ref()
+            .map(|g| self.gemm(g, t, false).s)
+            .unwrap_or(0.0);
+        let mut shared = 0.0;
+        let mut shared_bound = Bound::Memory;
+        for g in &c.shared {
+            let k = self.gemm(g, t, false);
+            shared += k.s;
+            if k.bound == Bound::Compute {
+                shared_bound = Bound::Compute;
+            }
+        }
+        let dense_ffn: f64 = c.dense_ffn.iter().map(|g| self.gemm(g, t, false).s).sum();
+        let elem_a = t * c.elem_attn_bytes / elem_bw;
+        for (ti, ty) in c.types.iter().enumerate() {
+            out.types[ti] = TypeLocal {
+                engram,
+                mhc,
+                elem_a,
+                shared: if ty.moe { shared } else { 0.0 },
+                dense_e: if ty.moe { router } else { dense_ffn },
+                elem_e: t * if ty.moe {
+                    c.elem_moe_bytes
+                } else {
+                    c.elem_dense_bytes
+                } / elem_bw,
+                ..TypeLocal::default()
+            };
+        }
+        // Per rank: MLA's path (absorbed, or at prefill the up-projection of the
+        // context when that is cheaper), attention, indexer, replay.
+        let uniform = works.iter().all(|w| *w == works[0]);
+        let achieved_proj = proj;
+        let mut mla_max: f64 = 0.0;
+        let mut replay_max: f64 = 0.0;
+        for (r, w0) in works.iter().enumerate() {
+            if uniform && r > 0 {
+                break;
+            }
+            let w = w0.scaled(scale);
+            if w.tokens <= 0.0 {
+                continue;
+            }
+            let absorb = absorb_at(w.tokens);
+            let (unabsorbed, mla_s) = match (&c.kv_up, phase) {
+                (Some(up), Phase::Prefill) => {
+                    let up_s = self.gemm(up, w.kv_up_tokens, false).s;
+                    let (mut un, mut ab) = (up_s, absorb);
+                    for ci in 0..c.classes.len() {
+                        un += self.class_attention(phase, &w, ci, true).0.s;
+                        ab += self.class_attention(phase, &w, ci, false).0.s;
+                    }
+                    if un < ab {
+                        (true, up_s)
+                    } else {
+                        (false, absorb)
+                    }
+                }
+                _ => (false, absorb),
+            };
+            mla_max = mla_max.max(mla_s);
+            replay_max = replay_max.max(self.replay_s(&w, achieved_proj, t));
+            for (ti, ty) in c.types.iter().enumerate() {
+                let (at, ix) = self.class_attention(phase, &w, ty.class, unabsorbed);
+                let x = &mut out.types[ti];
+                if at.s > x.attention {
+                    x.attention = at.s;
+                    out.attn_bound = at.bound;
+                }
+                if ix.s > x.indexer {
+                    x.indexer = ix.s;
+                    out.indexer_bound = ix.bound;
+                }
+            }
+        }
+        for x in out.types.iter_mut().take(c.types.len()) {
+            x.dense_a = proj + mla_max;
+            x.replay = replay_max;
+        }
+        out.dense_bound = dense_bound;
+        out.shared_bound = if c.shared.is_empty() {
+            Bound::None
+        } else {
+            shared_bound
+        };
+        out.engram_bound = engram_b;
+        let lm_tokens = works
+            .iter()
+            .map(|w| w.lm_tokens * scale)
+            .fold(0.0, f64::max);
+        out.lm_s = self.gemm(&c.lm_head, lm_tokens, false).s;
+        out
+    }
+
+    /// Engram gathers per layer (spread over the layers).
+    fn engram_s(&self, t: f64) -> (f64, Bound) {
+        let p = &self.params;
+        match &self.model.engram {
+            Some(e) if t > 0.0 => {
+                let modules = e.at_layers.len() as f64;
+                let gathers = t * modules * e.gathers_per_token_per_module() as f64;
+                let bytes = gathers * e.row_bytes();
+                let (bw, miss, bound) = if e.host_resident {
+                    let reach = self.hardware.tlb.entries as f64 * e.page_size.as_f64();
+                    let table = e.table_bytes();
+                    let p_miss = if table > reach {
+                        1.0 - reach / table
+                    } else {
+                        0.0
+                    };
+                    (
+                        self.hardware.host.link_bytes_per_s,
+                        p_miss * self.hardware.tlb.miss_s,
+                        Bound::Link,
+                    )
+                } else {
+                    (self.hardware.hbm.bytes_per_s, 0.0, Bound::Memory)
+                };
+                let s =
+                    bytes / (bw * p.gather.mem_eff) + gathers * miss + p.gather.fixed_s * modules;
+                (s / self.compiled.layers, bound)
+            }
+            _ => (0.0, Bound::None),
+        }
+    }
+
+    /// mHC stream mixing per layer: element traffic per token, BF16.
+    fn mhc_s(&self, t: f64) -> f64 {
+        match &self.model.mhc {
+            Some(m) if t > 0.0 => {
+                let n = m.streams as f64;
+                let elems = if m.fused {
+                    2.0 * n + 2.0
+                } else {
+                    4.0 * n + 4.0
+                };
+                let bytes = t * elems * self.model.hidden as f64 * 2.0;
+                bytes / (self.hardware.hbm.bytes_per_s * self.params.elementwise.mem_eff)
+            }
+            _ => 0.0,
+        }
+    }
+
+    /// Window replay per layer: replayed tokens run through their layer like new ones
+    /// (projections, shared and routed experts, element-wise kernels, window
+    /// attention), at the efficiency this step's projections achieve; spread over the
+    /// layers.
+    /// `proj_s`: the projections' time at `proj_tokens` tokens (their achieved
+    /// efficiency prices the replayed tokens' GEMMs).
+    fn replay_s(&self, w: &RankWork, proj_s: f64, proj_tokens: f64) -> f64 {
+        if w.replay_tokens_layers <= 0.0 || proj_tokens <= 0.0 || proj_s <= 0.0 {
+            return 0.0;
+        }
+        let c = &self.compiled;
+        let p = &self.params;
+        let top_k = self.model.moe.as_ref().map(|m| m.top_k).unwrap_or(0) as f64;
+        let rate = self
+            .hardware
+            .tensor
+            .flops_per_s(self.model.attention.weight_dtype);
+        // The projections' achieved fraction of the tensor rate at this step's size.
+        let achieved = (2.0 * c.attn_proj_params * proj_tokens / (proj_s * rate)).min(1.0);
+        let flops = 2.0 * (c.attn_proj_params + c.shared_params + c.expert_params * top_k);
+        let elem = c.elem_attn_bytes + c.elem_moe_bytes + top_k * c.elem_pair_bytes;
+        let elem_bw = self.hardware.hbm.bytes_per_s * p.elementwise.mem_eff;
+        let attn_rate = self
+            .hardware
+            .tensor
+            .flops_per_s(self.model.attention.compute_dtype)
+            * p.attention_prefill.compute_eff;
+        let idx_rate = self
+            .model
+            .attention
+            .indexer
+            .as_ref()
+            .map(|i| self.hardware.tensor.flops_per_s(i.dtype) * p.indexer.compute_eff)
+            .unwrap_or(1.0);
+        (w.replay_tokens_layers * (flops / (rate * achieved) + elem / elem_bw)
+            + w.replay_attn_flops / attn_rate
+            + w.replay_indexer_flops / idx_rate)
+            / c.layers
+    }
+
+    /// The routed experts and the dispatch/combine of one MoE layer when the group
+    /// routes `group_tokens` tokens and the busiest sender sends `max_tokens`; `skewed`
+    /// puts the hottest rank's load on the experts and the receivers.
+    pub(super) fn moe_part(
+        &self,
+        phase: Phase,
+        group_tokens: f64,
+        max_tokens: f64,
+        skewed: bool,
+    ) -> MoePart {
+        let Some(m) = &self.model.moe else {
+            return MoePart::default();
+        };
+        if group_tokens <= 0.0 {
+            return MoePart::default();
+        }
+        let c = &self.compiled;
+        let p = &self.params;
+        let d = self.layout.dep.max(1) as f64;
+        let e = m.routed_experts as f64;
+        let k = m.top_k as f64;
+        let pairs = group_tokens * k;
+        let mean_pairs = pairs / d;
+        let hot = if skewed {
+            skew::hottest_pairs(pairs, d, c.popularity_skew, c.z_dep)
+        } else {
+            mean_pairs
+        };
+        let slots = c.experts_per_rank + c.redundant_per_rank;
+        let touched = slots * (1.0 - (1.0 - k / e).powf(group_tokens));
+        let per_expert = hot / touched.max(1e-9);
+        let kind = match phase {
+            Phase::Decode => GemmKind::Masked,
+            Phase::Prefill => GemmKind::Contiguous,
+        };
+        let mut experts_s = 0.0;
+        let mut compute = 0.0;
+        let mut memory = 0.0;
+        for spec in &c.experts {
+            let mut g = *spec;
+            g.kind = kind;
+            g.groups = touched;
+            let kt = gemm::time(
+                &g.at(per_expert),
+                &self.device(),
+                &p.moe,
+                &p.tile,
+                &c.roof_tile,
+            );
+            experts_s += kt.s;
+            compute += kt.compute_s;
+            memory += kt.memory_s;
+        }
+        let elem_s =
+            hot * c.elem_pair_bytes / (self.hardware.hbm.bytes_per_s * p.elementwise.mem_eff);
+        // The busiest sender sends `max_tokens`; the hottest receiver takes its
+        // share of the group's tokens scaled by its load: the slower side sets each
+        // transfer, which every rank waits for.
+        let recv_tokens = if mean_pairs > 0.0 {
+            group_tokens / d * hot / mean_pairs
+        } else {
+            0.0
+        };
+        let tokens = max_tokens.max(recv_tokens);
+        let links = Links {
+            nvlink_bytes_per_s: self.hardware.nvlink.bytes_per_s,
+            nic_bytes_per_s: self.hardware.scaleout.bytes_per_s,
+        };
+        let domain = self.hardware.nvlink_domain_gpus.max(1) as f64;
+        let (dispatch, combine) = match phase {
+            Phase::Prefill => (
+                a2a::normal(tokens, c.copy_normal, &c.fanout, d, &links, p, 1.0),
+                a2a::normal(tokens, c.copy_combine, &c.fanout, d, &links, p, 1.0),
+            ),
+            Phase::Decode => (
+                a2a::low_latency(
+                    tokens,
+                    k,
+                    c.copy_ll,
+                    d,
+                    domain,
+                    &links,
+                    p,
+                    p.ll.dispatch_s,
+                    1.0,
+                    &c.roof_ll,
+                ),
+                a2a::low_latency(
+                    tokens,
+                    k,
+                    c.copy_combine,
+                    d,
+                    domain,
+                    &links,
+                    p,
+                    p.ll.combine_s,
+                    1.0,
+                    &c.roof_ll,
+                ),
+            ),
+        };
+        if m.fused {
+            // One kernel: the transfers run under the GEMMs; activation and
+            // quantisation stay in registers.
+            let comm = dispatch.s + combine.s;
+            return MoePart {
+                experts_s: experts_s.max(comm + p.moe.fixed_s),
+                elem_s: 0.0,
+                bound: if comm > experts_s {
+                    Bound::Link
+                } else if compute > memory {
+                    Bound::Compute
+                } else {
+                    Bound::Memory
+                },
+                weight_bytes: touched * c.expert_bytes,
+                touched,
+                dispatch: a2a::Leg { s: 0.0, ..dispatch },
+                combine: a2a::Leg { s: 0.0, ..combine },
+                hooked: false,
+            };
+        }
+        MoePart {
+            experts_s,
+            elem_s,
+            bound: if compute > memory {
+                Bound::Compute
+            } else {
+                Bound::Memory
+            },
+            weight_bytes: touched * c.expert_bytes,
+            touched,
+            dispatch,
+            combine,
+            hooked: phase == Phase::Decode,
+        }
+    }
+
+    /// Kernels of one layer of type `t`.
+    pub(super) fn layer_kernels(&self, t: &LayerType) -> f64 {
+        self.compiled.kernels_of(t)
+    }
+}

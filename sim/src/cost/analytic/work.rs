@@ -1,0 +1,222 @@
+//! What one rank does in a step, before pricing: tokens, and the attention, indexer and
+//! replay traffic and arithmetic summed over its requests, per attention class.
+
+use super::layers::Compiled;
+use super::AnalyticCostModel;
+use crate::cost::{clamped_positions, Phase, ReqSlice};
+use crate::model::AttentionKind;
+
+/// Attention classes a model may have (distinct kind, ratio, indexer, window branch).
+pub const MAX_CLASSES: usize = 6;
+
+/// One attention class's traffic and arithmetic on one rank, summed over requests and
+/// the class's layers.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(super) struct ClassSums {
+    pub main_bytes: f64,
+    /// Main attention flops at absorbed and at un-absorbed (MLA prefill) widths.
+    pub main_flops: f64,
+    pub main_flops_unabsorbed: f64,
+    /// Sliding-window branch (dense kernel).
+    pub win_bytes: f64,
+    pub win_flops: f64,
+    pub idx_bytes: f64,
+    pub idx_flops: f64,
+}
+
+impl ClassSums {
+    fn scale(&mut self, f: f64) {
+        self.main_bytes *= f;
+        self.main_flops *= f;
+        self.main_flops_unabsorbed *= f;
+        self.win_bytes *= f;
+        self.win_flops *= f;
+        self.idx_bytes *= f;
+        self.idx_flops *= f;
+    }
+}
+
+/// Per-rank work of one step.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(super) struct RankWork {
+    pub requests: f64,
+    /// Query tokens through the target model.
+    pub tokens: f64,
+    /// Tokens that reach the LM head.
+    pub lm_tokens: f64,
+    /// Context tokens an un-absorbed MLA prefill up-projects (cached prefix and the
+    /// chunk itself), per layer.
+    pub kv_up_tokens: f64,
+    pub classes: [ClassSums; MAX_CLASSES],
+    /// Replay: token-layers through the dense parts, and attention/indexer flops.
+    pub replay_tokens_layers: f64,
+    pub replay_attn_flops: f64,
+    pub replay_indexer_flops: f64,
+}
+
+impl RankWork {
+    /// The same work split `f` ways evenly (a micro-batch's share).
+    pub fn scaled(&self, f: f64) -> RankWork {
+        let mut w = *self;
+        w.requests *= f;
+        w.tokens *= f;
+        w.lm_tokens *= f;
+        w.kv_up_tokens *= f;
+        for c in w.classes.iter_mut() {
+            c.scale(f);
+        }
+        w.replay_tokens_layers *= f;
+        w.replay_attn_flops *= f;
+        w.replay_indexer_flops *= f;
+        w
+    }
+
+    /// Mean query tokens per request (a prefill sequence's length).
+    pub fn seq_tokens(&self) -> f64 {
+        if self.requests > 0.0 {
+            self.tokens / self.requests
+        } else {
+            0.0
+        }
+    }
+
+    /// The mean of several ranks' work.
+    pub fn mean(works: &[RankWork]) -> RankWork {
+        let n = works.len().max(1) as f64;
+        let mut m = RankWork::default();
+        for w in works {
+            m.requests += w.requests / n;
+            m.tokens += w.tokens / n;
+            m.lm_tokens += w.lm_tokens / n;
+            m.kv_up_tokens += w.kv_up_tokens / n;
+            for (a, b) in m.classes.iter_mut().zip(w.classes.iter()) {
+                a.main_bytes += b.main_bytes / n;
+                a.main_flops += b.main_flops / n;
+                a.main_flops_unabsorbed += b.main_flops_unabsorbed / n;
+                a.win_bytes += b.win_bytes / n;
+                a.win_flops += b.win_flops / n;
+                a.idx_bytes += b.idx_bytes / n;
+                a.idx_flops += b.idx_flops / n;
+            }
+            m.replay_tokens_layers += w.replay_tokens_layers / n;
+            m.replay_attn_flops += w.replay_attn_flops / n;
+            m.replay_indexer_flops += w.replay_indexer_flops / n;
+        }
+        m
+    }
+}
+
+impl AnalyticCostModel {
+    /// Adds the attention and indexer bytes and flops of `n` requests with `q` queries
+    /// each on `ctx` cached tokens, over every class's layers.
+    #[inline]
+    fn attn_sums(&self, c: &Compiled, q: u64, ctx: u64, n: f64, w: &mut RankWork) {
+        let a = &self.model.attention;
+        let idx = a.indexer.as_ref();
+        let window = a.window as u64;
+        // Causal query-key pairs over all positions, and the positions stored.
+        let all_pairs = clamped_positions(q, ctx, u64::MAX);
+        let stored = (ctx + q) as f64;
+        let window_read = (ctx + q).min(window + q) as f64;
+        let window_pairs = clamped_positions(q, ctx, window);
+        for (ci, cl) in c.classes.iter().enumerate() {
+            let (entries_read, pairs) = match cl.kind {
+                AttentionKind::Dense => (stored, all_pairs),
+                AttentionKind::Compressed => (stored / cl.ratio, all_pairs / cl.ratio),
+                AttentionKind::Sparse => {
+                    let top_k = idx.map(|i| i.top_k as u64).unwrap_or(u64::MAX);
+                    let cap = top_k.saturating_mul(cl.ratio as u64);
+                    let pairs = clamped_positions(q, ctx, cap) / cl.ratio;
+                    // Decode reads the union of the queries' selections.
+                    let read = (stored / cl.ratio).min(q as f64 * top_k as f64);
+                    (read, pairs)
+                }
+                AttentionKind::Window => (window_read, window_pairs),
+            };
+            let entry_bytes = if cl.kind == AttentionKind::Window {
+                a.window_entry_bytes
+            } else {
+                a.kv_entry_bytes
+            };
+            let k = n * cl.count;
+            let s = &mut w.classes[ci];
+            s.main_bytes += k * entries_read * entry_bytes;
+            s.main_flops += k * pairs * c.pair_flops_absorbed;
+            s.main_flops_unabsorbed += k * pairs * c.pair_flops_unabsorbed;
+            if cl.window_branch {
+                s.win_bytes += k * window_read * a.window_entry_bytes;
+                s.win_flops += k * window_pairs * c.pair_flops_absorbed;
+            }
+            if cl.has_indexer {
+                if let Some(i) = idx {
+                    s.idx_bytes += k * stored / cl.ratio * i.key_bytes;
+                    s.idx_flops += k * all_pairs / cl.ratio * c.indexer_flops_per_pair;
+                }
+            }
+        }
+    }
+
+    /// The work of one rank with `q_per_req` decode queries per request; with `draft`,
+    /// also the same rank's work at one query per request (an MTP draft pass), from
+    /// the same walk over the requests.
+    pub(super) fn rank_work(
+        &self,
+        phase: Phase,
+        rank: &[ReqSlice],
+        q_per_req: u64,
+        draft: bool,
+    ) -> (RankWork, RankWork) {
+        let c = &self.compiled;
+        let a = &self.model.attention;
+        let idx = a.indexer.as_ref();
+        let window = a.window as u64;
+        let mut w = RankWork::default();
+        let mut d = RankWork::default();
+        for s in rank {
+            let n = s.count as f64;
+            let ctx = s.context_tokens;
+            let q = match phase {
+                Phase::Decode => q_per_req,
+                Phase::Prefill => s.new_tokens as u64,
+            };
+            if q == 0 || n == 0.0 {
+                continue;
+            }
+            w.requests += n;
+            w.tokens += n * q as f64;
+            w.lm_tokens += match phase {
+                Phase::Decode => n * q as f64,
+                Phase::Prefill => n,
+            };
+            w.kv_up_tokens += n * (ctx + q) as f64;
+            self.attn_sums(c, q, ctx, n, &mut w);
+            if draft {
+                d.requests += n;
+                d.tokens += n;
+                d.lm_tokens += n;
+                d.kv_up_tokens += n * (ctx + 1) as f64;
+                self.attn_sums(c, 1, ctx, n, &mut d);
+            }
+            if phase == Phase::Prefill && ctx > 0 {
+                let top_k = idx.map(|i| i.top_k as f64).unwrap_or(f64::INFINITY);
+                for r in &c.replay {
+                    let t = n * ctx.min(r.cap_tokens) as f64;
+                    w.replay_tokens_layers += t;
+                    // Each replayed token attends over the cached context like a new one.
+                    let entries = match r.kind {
+                        AttentionKind::Dense => ctx as f64,
+                        AttentionKind::Compressed => ctx as f64 / r.ratio,
+                        AttentionKind::Sparse => (ctx as f64 / r.ratio).min(top_k),
+                        AttentionKind::Window => 0.0,
+                    } + window as f64;
+                    w.replay_attn_flops += t * entries * c.pair_flops_absorbed;
+                    if r.has_indexer {
+                        w.replay_indexer_flops +=
+                            t * ctx as f64 / r.ratio * c.indexer_flops_per_pair;
+                    }
+                }
+            }
+        }
+        (w, d)
+    }
+}

@@ -1,0 +1,458 @@
+//! GEMM time from a tile model, grounded in DeepGEMM's published H800 tables.
+//!
+//! A GEMM kernel splits its `M x N` output (per group) into `BM x BN` tiles, runs them
+//! on the SMs in waves, and streams its operands from HBM:
+//! - tile choice: the fewest waves over the SMs, then the smallest tile that keeps that
+//!   wave count (the best last-wave fill), as wave-minimising libraries (DeepGEMM,
+//!   CUTLASS heuristics) choose; 64-row tiles when M <= 64, 128 or 256 above;
+//! - a tile's main loop takes, per 128-wide K block, the longer of its MMA time at the
+//!   SM's share of the tensor rate and loading its A and B blocks at the SM's load
+//!   bandwidth; its epilogue costs `epilogue_k` extra K elements of MMA;
+//! - fewer tiles than SMs: the K loop is split over the idle SMs (split-K/stream-K,
+//!   as CUTLASS and cuBLAS do for skinny GEMMs; no DeepGEMM table shape needs it);
+//! - compute time = waves x tile time; memory time = the operands and output
+//!   (`M K + N K + 2 M N` per group, as DeepGEMM counts) at HBM bandwidth; the two
+//!   overlap imperfectly: `t = (t_c^p + t_m^p)^(1/p) + fixed`.
+//!
+//! Every GEMM of the step model goes through [`time`], and so does `twin kernel gemm`.
+
+use crate::cost::params::{OpRate, TileParams};
+use crate::cost::Bound;
+
+/// How a GEMM's groups are laid out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GemmKind {
+    /// One matrix product.
+    Dense,
+    /// Grouped, rows of all groups concatenated, each group aligned to 128 rows (MoE
+    /// prefill).
+    Contiguous,
+    /// Grouped, each group padded to the same row count (MoE decode with CUDA graphs).
+    Masked,
+}
+
+impl GemmKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            GemmKind::Dense => "dense",
+            GemmKind::Contiguous => "grouped-contiguous",
+            GemmKind::Masked => "grouped-masked",
+        }
+    }
+}
+
+/// One GEMM (or grouped GEMM) to price.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Gemm {
+    pub kind: GemmKind,
+    /// Groups (1 for dense).
+    pub groups: f64,
+    /// Rows per group (tokens).
+    pub m: f64,
+    /// Output columns.
+    pub n: f64,
+    /// Reduction length.
+    pub k: f64,
+    /// Bytes per element of the activations (A).
+    pub a_bytes: f64,
+    /// Bytes per element of the weights (B), block scales included.
+    pub b_bytes: f64,
+    /// Bytes per output element.
+    pub out_bytes: f64,
+    /// Tensor throughput of the operand pair, flop/s (datasheet).
+    pub rate: f64,
+    /// Grouped GEMMs whose groups' row counts scatter around `m` (experts of unequal
+    /// load): a group pads its last row tile, `m / BM + 1/2` tiles in expectation,
+    /// instead of `ceil(m / BM)` for exact counts.
+    pub rows_vary: bool,
+}
+
+/// The device a kernel runs on, as the kernel models need it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Device {
+    pub sms: f64,
+    pub hbm_bytes_per_s: f64,
+    /// Dense FP8 tensor rate of the whole device (sets the per-SM load bandwidth).
+    pub fp8_flops_per_s: f64,
+}
+
+/// What one kernel costs.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct KernelTime {
+    pub s: f64,
+    pub compute_s: f64,
+    pub memory_s: f64,
+    pub flops: f64,
+    pub bytes: f64,
+    pub bound: Bound,
+}
+
+/// `(a^p + b^p)^(1/p)`: 1 adds, large p tends to the maximum.
+#[inline]
+pub fn soft_max(a: f64, b: f64, p: f64) -> f64 {
+    if a <= 0.0 {
+        return b.max(0.0);
+    }
+    if b <= 0.0 {
+        return a;
+    }
+    if p == 1.0 {
+        return a + b;
+    }
+    let (hi, lo) = if a >= b { (a, b) } else { (b, a) };
+    hi * (1.0 + (lo / hi).powf(p)).powf(1.0 / p)
+}
+
+/// `(a^p + b^p)^(1/p)` for one `p`, from a table of `(1 + r^p)^(1/p)` over the square
+/// root of the ratio `r` of the smaller to the larger (smooth there for p >= 1; 257
+/// points, linear interpolation, relative error below 1e-5), so the step model prices
+/// a GEMM without calling `powf`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SoftMax {
+    p: f64,
+    table: Vec<f64>,
+}
+
+impl SoftMax {
+    const N: usize = 256;
+
+    pub fn new(p: f64) -> SoftMax {
+        let table = if p == 1.0 {
+            Vec::new()
+        } else {
+            (0..=Self::N)
+                .map(|i| {
+                    let x = i as f64 / Self::N as f64;
+                    soft_max(1.0, x * x, p)
+                })
+                .collect()
+        };
+        SoftMax { p, table }
+    }
+
+    pub fn of(&self, a: f64, b: f64) -> f64 {
+        if a <= 0.0 {
+            return b.max(0.0);
+        }
+        if b <= 0.0 {
+            return a;
+        }
+        if self.p == 1.0 {
+            return a + b;
+        }
+        let (hi, lo) = if a >= b { (a, b) } else { (b, a) };
+        let x = (lo / hi).sqrt() * Self::N as f64;
+        let i = (x as usize).min(Self::N - 1);
+        let f = x - i as f64;
+        hi * (self.table[i] + f * (self.table[i + 1] - self.table[i]))
+    }
+}
+
+/// Tile rows and columns and the number of waves.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Tiling {
+    pub bm: f64,
+    pub bn: f64,
+    pub waves: f64,
+    /// Output tiles in all.
+    pub tiles: f64,
+}
+
+const BN_MIN: f64 = 16.0;
+const BN_MAX: f64 = 160.0;
+const BN_STEP: f64 = 8.0;
+
+/// Row tiles of one group of `m` rows in tiles of `bm`.
+fn row_tiles(m: f64, bm: f64, rows_vary: bool) -> f64 {
+    if rows_vary {
+        (m / bm + 0.5).max(1.0)
+    } else {
+        (m / bm).ceil().max(1.0)
+    }
+}
+
+/// The tile choice: fewest waves, then the least padded work at that wave count.
+pub fn tiling(kind: GemmKind, groups: f64, m: f64, n: f64, sms: f64, rows_vary: bool) -> Tiling {
+    let rows: &[f64] = match kind {
+        GemmKind::Contiguous => &[128.0],
+        _ if m <= 64.0 => &[64.0],
+        GemmKind::Masked => &[128.0],
+        GemmKind::Dense => &[128.0, 256.0],
+    };
+    let mut best: Option<(f64, f64, Tiling)> = None;
+    for &bm in rows {
+        let bn_max = if bm <= 128.0 { BN_MAX } else { 128.0 };
+        let m_tiles = row_tiles(m, bm, rows_vary) * groups;
+        let waves = (m_tiles * (n / bn_max).ceil() / sms).ceil().max(1.0);
+        // Columns of tiles that still fit that many waves, and the narrowest tile
+        // covering N with them.
+        let cols = (waves * sms / m_tiles).floor().max(1.0);
+        let bn = ((n / cols / BN_STEP).ceil() * BN_STEP).clamp(BN_MIN, bn_max);
+        let waves = (m_tiles * (n / bn).ceil() / sms).ceil().max(1.0);
+        let work = waves * bm * bn;
+        let t = Tiling {
+            bm,
+            bn,
+            waves,
+            tiles: m_tiles * (n / bn).ceil(),
+        };
+        if best.is_none_or(|(w, x, _)| (waves, work) < (w, x)) {
+            best = Some((waves, work, t));
+        }
+    }
+    best.map(|b| b.2).expect("at least one tile height")
+}
+
+/// Prices one GEMM on `dev` with efficiency `rate` (mem_eff of HBM, compute_eff of the
+/// tensor rate at the best tile, fixed_s per launch), tile constants `tile`, and
+/// `roof` the soft maximum at `tile.overlap_p`.
+pub fn time(
+    g: &Gemm,
+    dev: &Device,
+    rate: &OpRate,
+    tile: &TileParams,
+    roof: &SoftMax,
+) -> KernelTime {
+    if g.m <= 0.0 || g.n <= 0.0 || g.k <= 0.0 || g.groups <= 0.0 {
+        return KernelTime::default();
+    }
+    let t = tiling(g.kind, g.groups, g.m, g.n, dev.sms, g.rows_vary);
+    let small = if t.bm <= 64.0 {
+        tile.small_tile_eff
+    } else {
+        1.0
+    };
+    let flops_per_sm = g.rate * rate.compute_eff * small / dev.sms;
+    let k_blocks = g.k / 128.0;
+    let mma = 2.0 * t.bm * t.bn * 128.0 / flops_per_sm;
+    let sm_load = tile.load_bytes_per_flop * dev.fp8_flops_per_s / dev.sms;
+    let load = (t.bm * g.a_bytes + t.bn * g.b_bytes) * 128.0 / sm_load;
+    let split = (dev.sms / t.tiles)
+        .floor()
+        .clamp(1.0, k_blocks.ceil().max(1.0));
+    let tile_s =
+        k_blocks / split * mma.max(load) + tile.epilogue_k * 2.0 * t.bm * t.bn / flops_per_sm;
+    let compute_s = t.waves * tile_s;
+    let bytes =
+        g.groups * (g.m * g.k * g.a_bytes + g.k * g.n * g.b_bytes + g.m * g.n * g.out_bytes);
+    let memory_s = bytes / (dev.hbm_bytes_per_s * rate.mem_eff);
+    debug_assert_eq!(
+        roof.p, tile.overlap_p,
+        "the soft maximum of another exponent"
+    );
+    let s = roof.of(compute_s, memory_s) + rate.fixed_s;
+    KernelTime {
+        s,
+        compute_s,
+        memory_s,
+        flops: 2.0 * g.groups * g.m * g.n * g.k,
+        bytes,
+        bound: if compute_s > memory_s {
+            Bound::Compute
+        } else {
+            Bound::Memory
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Per SM: 1e13 flop/s, and 1e13 * load_bytes_per_flop B/s of operand loads.
+    const DEV: Device = Device {
+        sms: 100.0,
+        hbm_bytes_per_s: 1e12,
+        fp8_flops_per_s: 1e15,
+    };
+
+    fn ideal() -> (OpRate, TileParams) {
+        (
+            OpRate::new(1.0, 1.0, 0.0),
+            TileParams {
+                load_bytes_per_flop: 0.1,
+                epilogue_k: 0.0,
+                small_tile_eff: 1.0,
+                overlap_p: 1e9,
+            },
+        )
+    }
+
+    fn fp8(kind: GemmKind, groups: f64, m: f64, n: f64, k: f64) -> Gemm {
+        Gemm {
+            kind,
+            groups,
+            m,
+            n,
+            k,
+            a_bytes: 1.0,
+            b_bytes: 1.0,
+            out_bytes: 2.0,
+            rate: 1e15,
+            rows_vary: false,
+        }
+    }
+
+    #[test]
+    fn tiles_minimise_waves_then_padding() {
+        // M = 64, N = 2000 on 100 SMs: one row of 64-row tiles; N / 160 -> 13 columns
+        // fit one wave; the narrowest tile keeping one wave covers 2000 with 100
+        // columns: 20 -> 24 (multiple of 8).
+        let t = tiling(GemmKind::Dense, 1.0, 64.0, 2000.0, 100.0, false);
+        assert_eq!((t.bm, t.bn, t.waves), (64.0, 24.0, 1.0));
+        // M = 4096: 256-row tiles (16 rows) x 128 columns (16 for N = 2048) = 256 tiles,
+        // 3 waves; 128-row tiles need 32 x 13 = 416 tiles at BN 160: 5 waves.
+        let t = tiling(GemmKind::Dense, 1.0, 4096.0, 2048.0, 100.0, false);
+        assert_eq!((t.bm, t.waves), (256.0, 3.0));
+        // With 3 waves of 100 SMs, 300 / 16 = 18 columns: 2048 / 18 -> 120.
+        assert_eq!(t.bn, 120.0);
+    }
+
+    #[test]
+    fn compute_bound_gemm_by_hand() {
+        // M = 4096, N = 2048, K = 1280 on the tiling above (256 x 120, 3 waves), ideal
+        // rates: per SM 1e13 flop/s; a tile's K block of 128 takes
+        // 2 * 256 * 120 * 128 / 1e13 = 0.786432 us; 10 blocks: 7.86432 us; 3 waves:
+        // 23.59296 us. Memory: 4096*1280 + 1280*2048 + 2*4096*2048 = 24,641,536 B at
+        // 1e12 B/s = 24.64 us > compute: memory-bound by a hair; with p -> inf the
+        // larger binds.
+        let (r, t) = ideal();
+        let k = time(
+            &fp8(GemmKind::Dense, 1.0, 4096.0, 2048.0, 1280.0),
+            &DEV,
+            &r,
+            &t,
+            &SoftMax::new(t.overlap_p),
+        );
+        assert!((k.compute_s - 23.59296e-6).abs() < 1e-12, "{}", k.compute_s);
+        assert!((k.memory_s - 24.641536e-6).abs() < 1e-12, "{}", k.memory_s);
+        assert!((k.s - 24.641536e-6).abs() < 1e-12);
+        assert_eq!(k.bound, Bound::Memory);
+        assert_eq!(k.flops, 2.0 * 4096.0 * 2048.0 * 1280.0);
+    }
+
+    #[test]
+    fn soft_roofline_adds_at_p_one() {
+        let (r, mut t) = ideal();
+        t.overlap_p = 1.0;
+        let k = time(
+            &fp8(GemmKind::Dense, 1.0, 4096.0, 2048.0, 1280.0),
+            &DEV,
+            &r,
+            &t,
+            &SoftMax::new(t.overlap_p),
+        );
+        assert!((k.s - (23.59296e-6 + 24.641536e-6)).abs() < 1e-12);
+        assert!((soft_max(3.0, 4.0, 2.0) - 5.0).abs() < 1e-12);
+        assert_eq!(soft_max(0.0, 4.0, 2.0), 4.0);
+        // The table agrees with the formula.
+        for p in [1.0, 1.5, 3.0, 1e9] {
+            let t = SoftMax::new(p);
+            for (a, b) in [
+                (3.0, 4.0),
+                (1.0, 1e-3),
+                (5.0, 5.0),
+                (2.0, 0.0),
+                (1e-9, 7e-9),
+            ] {
+                let (x, y) = (t.of(a, b), soft_max(a, b, p));
+                assert!((x - y).abs() <= 1e-5 * y, "p {p}: {a} {b}: {x} vs {y}");
+            }
+        }
+    }
+
+    #[test]
+    fn thin_tiles_are_load_bound_and_small_tiles_slower() {
+        // One 64 x 24 tile column per SM (M = 64, N = 2000, K = 1280): MMA per block
+        // 2*64*24*128/1e13 = 0.0393 us; loading (64 + 24) * 128 B at 1e13 * 1e-4 =
+        // 1e9 B/s = 11.26 us: load-bound, 10 blocks = 112.64 us.
+        let (r, mut t) = ideal();
+        t.load_bytes_per_flop = 1e-4;
+        let k = time(
+            &fp8(GemmKind::Dense, 1.0, 64.0, 2000.0, 1280.0),
+            &DEV,
+            &r,
+            &t,
+            &SoftMax::new(t.overlap_p),
+        );
+        assert!((k.compute_s - 112.64e-6).abs() < 1e-12, "{}", k.compute_s);
+        assert_eq!(k.bound, Bound::Compute);
+        // Half-rate 64-row tiles double the MMA part only.
+        let (r, mut t) = ideal();
+        t.small_tile_eff = 0.5;
+        let a = time(
+            &fp8(GemmKind::Dense, 1.0, 64.0, 2000.0, 1280.0),
+            &DEV,
+            &r,
+            &t,
+            &SoftMax::new(t.overlap_p),
+        );
+        t.small_tile_eff = 1.0;
+        let b = time(
+            &fp8(GemmKind::Dense, 1.0, 64.0, 2000.0, 1280.0),
+            &DEV,
+            &r,
+            &t,
+            &SoftMax::new(t.overlap_p),
+        );
+        assert!((a.compute_s - 2.0 * b.compute_s).abs() < 1e-15);
+    }
+
+    #[test]
+    fn skinny_gemms_split_k_over_idle_sms() {
+        // M = 64, N = 320, K = 12800 on 100 SMs: the narrowest tile (16 columns) gives
+        // 20 tiles; 5 SMs share each tile's 100 K blocks: 20 blocks each. Load-bound
+        // blocks ((64 + 16) * 128 B at 1e9 B/s = 10.24 us): 204.8 us, not 1024 us.
+        let (r, mut t) = ideal();
+        t.load_bytes_per_flop = 1e-4;
+        let k = time(
+            &fp8(GemmKind::Dense, 1.0, 64.0, 320.0, 12800.0),
+            &DEV,
+            &r,
+            &t,
+            &SoftMax::new(t.overlap_p),
+        );
+        assert!((k.compute_s - 204.8e-6).abs() < 1e-12, "{}", k.compute_s);
+    }
+
+    #[test]
+    fn groups_multiply_weights_and_tiles() {
+        // Masked: 4 groups of 256 rows read 4 weight matrices; one group of 1024 rows
+        // reads one: the grouped GEMM moves more bytes for the same flops.
+        let (r, t) = ideal();
+        let g4 = time(
+            &fp8(GemmKind::Masked, 4.0, 256.0, 4096.0, 7168.0),
+            &DEV,
+            &r,
+            &t,
+            &SoftMax::new(t.overlap_p),
+        );
+        let g1 = time(
+            &fp8(GemmKind::Masked, 1.0, 1024.0, 4096.0, 7168.0),
+            &DEV,
+            &r,
+            &t,
+            &SoftMax::new(t.overlap_p),
+        );
+        assert_eq!(g4.flops, g1.flops);
+        assert!(g4.bytes > 3.0 * g1.bytes * 0.7);
+        assert!(g4.s >= g1.s);
+        assert_eq!(
+            time(
+                &fp8(GemmKind::Dense, 1.0, 0.0, 1.0, 1.0),
+                &DEV,
+                &r,
+                &t,
+                &SoftMax::new(t.overlap_p)
+            )
+            .s,
+            0.0
+        );
+        // Scattered group sizes: 4 groups of 256 mean rows pad 2.5 tiles of 128 each.
+        let t4 = tiling(GemmKind::Masked, 4.0, 256.0, 4096.0, 100.0, true);
+        let t4x = tiling(GemmKind::Masked, 4.0, 256.0, 4096.0, 100.0, false);
+        assert!(t4.waves * t4.bn >= t4x.waves * t4x.bn);
+        assert_eq!(row_tiles(256.0, 128.0, true), 2.5);
+        assert_eq!(row_tiles(10.0, 128.0, true), 1.0);
+    }
+}

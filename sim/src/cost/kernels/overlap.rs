@@ -1,0 +1,195 @@
+//! Two-micro-batch overlap of communication with compute, stage by stage.
+//!
+//! Each MoE layer runs four stages per micro-batch: attention (and everything before
+//! the router), dispatch, experts, combine. With two micro-batches the compute stream
+//! runs `A0 A1 E0 E1` and the communication stream `D0 D1 C0 C1` per layer, each stage
+//! waiting for the one before it in its micro-batch (`D_m` after `A_m`, `E_m` after
+//! `D_m`, `C_m` after `E_m`, the next layer's `A_m` after `C_m`): DeepSeek's and
+//! SGLang's two-batch overlap. Unequal stages leave communication exposed; the step is
+//! never shorter than either stream's busy time. Splitting has a price the caller
+//! puts into the stage times: weights are read once per micro-batch, and smaller
+//! GEMMs run less efficiently.
+//!
+//! A communication stage occupies its stream for `*_busy` and completes after its full
+//! time: normal kernels run on SMs for their whole time (busy = time); low-latency
+//! kernels post their sends and let a receive hook complete them in the background
+//! (DeepEP), so only the transfer occupies the link and their latency is a delay the
+//! other micro-batch's compute can fill.
+
+/// One micro-batch's stage times at one layer (for the serial schedule: the whole
+/// batch's).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Stages {
+    pub attn: f64,
+    pub dispatch: f64,
+    pub experts: f64,
+    pub combine: f64,
+    /// Time the dispatch and combine occupy the communication stream (at most their
+    /// full time).
+    pub dispatch_busy: f64,
+    pub combine_busy: f64,
+}
+
+impl Stages {
+    pub fn compute(&self) -> f64 {
+        self.attn + self.experts
+    }
+    /// Full communication time (what a serial schedule waits for).
+    pub fn comm(&self) -> f64 {
+        self.dispatch + self.combine
+    }
+}
+
+/// Start and end of each stage of one layer, both micro-batches.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct LayerTimeline {
+    /// `[A0, A1, D0, D1, E0, E1, C0, C1]` as (start, end), seconds from the layer's
+    /// first start.
+    pub spans: [(f64, f64); 8],
+}
+
+impl LayerTimeline {
+    pub const NAMES: [&'static str; 8] = ["A0", "A1", "D0", "D1", "E0", "E1", "C0", "C1"];
+}
+
+/// A schedule's outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Schedule {
+    pub total_s: f64,
+    /// Time the compute stream is busy.
+    pub compute_s: f64,
+    /// Time the communication stream is busy.
+    pub comm_s: f64,
+    /// The middle layer's stages (two-batch schedules only).
+    pub timeline: LayerTimeline,
+}
+
+impl Schedule {
+    /// Communication the compute stream waits for.
+    pub fn exposed_comm_s(&self) -> f64 {
+        (self.total_s - self.compute_s).max(0.0)
+    }
+}
+
+/// Every stage one after another.
+pub fn serial(layers: &[Stages]) -> Schedule {
+    let compute_s: f64 = layers.iter().map(Stages::compute).sum();
+    let comm_s: f64 = layers.iter().map(Stages::comm).sum();
+    Schedule {
+        total_s: compute_s + comm_s,
+        compute_s,
+        comm_s,
+        timeline: LayerTimeline::default(),
+    }
+}
+
+/// Two micro-batches, each with the stage times `layers[i]` at layer `i`.
+pub fn two_batch(layers: &[Stages]) -> Schedule {
+    two_batch_with(layers.len(), |i| layers[i])
+}
+
+/// Two micro-batches over `n` layers, `stage(i)` giving each micro-batch's stage times
+/// at layer `i`.
+pub fn two_batch_with(n: usize, stage: impl Fn(usize) -> Stages) -> Schedule {
+    let (mut comp, mut comm) = (0.0f64, 0.0f64);
+    let mut ready = [0.0f64; 2];
+    let mut timeline = LayerTimeline::default();
+    let mid = n / 2;
+    let (mut compute_s, mut comm_s) = (0.0, 0.0);
+    for i in 0..n {
+        let s = &stage(i);
+        let mut spans = [(0.0, 0.0); 8];
+        let run = |free: &mut f64, after: f64, d: f64, busy: f64| -> (f64, f64) {
+            let start = free.max(after);
+            *free = start + busy;
+            (start, start + d)
+        };
+        spans[0] = run(&mut comp, ready[0], s.attn, s.attn);
+        spans[1] = run(&mut comp, ready[1], s.attn, s.attn);
+        spans[2] = run(&mut comm, spans[0].1, s.dispatch, s.dispatch_busy);
+        spans[3] = run(&mut comm, spans[1].1, s.dispatch, s.dispatch_busy);
+        spans[4] = run(&mut comp, spans[2].1, s.experts, s.experts);
+        spans[5] = run(&mut comp, spans[3].1, s.experts, s.experts);
+        spans[6] = run(&mut comm, spans[4].1, s.combine, s.combine_busy);
+        spans[7] = run(&mut comm, spans[5].1, s.combine, s.combine_busy);
+        ready = [spans[6].1, spans[7].1];
+        compute_s += 2.0 * s.compute();
+        comm_s += 2.0 * (s.dispatch_busy + s.combine_busy);
+        if i == mid {
+            let t0 = spans[0].0;
+            timeline.spans = spans.map(|(a, b)| (a - t0, b - t0));
+        }
+    }
+    Schedule {
+        total_s: comp.max(ready[0]).max(ready[1]),
+        compute_s,
+        comm_s,
+        timeline,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn st(attn: f64, dispatch: f64, experts: f64, combine: f64) -> Stages {
+        Stages {
+            attn,
+            dispatch,
+            experts,
+            combine,
+            dispatch_busy: dispatch,
+            combine_busy: combine,
+        }
+    }
+
+    #[test]
+    fn balanced_stages_hide_communication() {
+        // One layer, every stage 1: compute A0 [0,1] A1 [1,2]; D0 [1,2] D1 [2,3];
+        // E0 [2,3] E1 [3,4]; C0 [3,4] C1 [4,5]. Total 5 against a serial 8 (whole
+        // batch stages of 2 each).
+        let s = two_batch(&[st(1.0, 1.0, 1.0, 1.0)]);
+        assert_eq!(s.total_s, 5.0);
+        assert_eq!(s.compute_s, 4.0);
+        assert_eq!(s.comm_s, 4.0);
+        assert_eq!(s.exposed_comm_s(), 1.0);
+        assert_eq!(serial(&[st(2.0, 2.0, 2.0, 2.0)]).total_s, 8.0);
+        // Many layers: the steady state hides all but the edges; per layer 4.
+        let s = two_batch(&vec![st(1.0, 1.0, 1.0, 1.0); 10]);
+        assert_eq!(s.total_s, 41.0);
+        assert_eq!(s.timeline.spans[2], (1.0, 2.0));
+    }
+
+    #[test]
+    fn long_communication_stays_exposed() {
+        // Dispatch 3 per micro-batch against compute of 1 per stage: the comm stream
+        // is busy 2 * (3 + 1) = 8 per layer and binds.
+        let s = two_batch(&vec![st(1.0, 3.0, 1.0, 1.0); 4]);
+        assert!(s.total_s >= 4.0 * 8.0);
+        assert!(s.total_s >= s.compute_s && s.total_s >= s.comm_s);
+        assert!(s.exposed_comm_s() > 0.0);
+    }
+
+    #[test]
+    fn latency_of_hooked_kernels_overlaps_itself() {
+        // Dispatch and combine of 3 with only 0.5 of it on the link: both micro-
+        // batches' latencies run concurrently. One layer: A0 [0,1], A1 [1,2]; D0 [1,4]
+        // (link busy to 1.5), D1 [2,5]; E0 [4,5], E1 [5,6]; C0 [5,8], C1 [6,9].
+        let mut s = st(1.0, 3.0, 1.0, 3.0);
+        s.dispatch_busy = 0.5;
+        s.combine_busy = 0.5;
+        let r = two_batch(&[s]);
+        assert_eq!(r.total_s, 9.0);
+        assert_eq!(r.comm_s, 2.0);
+        // Occupying the stream for the whole time serialises them: D0 [1,4], D1 [4,7],
+        // E0 [4,5], E1 [7,8], C0 [7,10], C1 [10,13].
+        assert_eq!(two_batch(&[st(1.0, 3.0, 1.0, 3.0)]).total_s, 13.0);
+    }
+
+    #[test]
+    fn no_communication_is_the_compute_stream() {
+        let s = two_batch(&vec![st(2.0, 0.0, 3.0, 0.0); 3]);
+        assert_eq!(s.total_s, 30.0);
+        assert_eq!(s.exposed_comm_s(), 0.0);
+    }
+}

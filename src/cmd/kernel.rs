@@ -1,0 +1,373 @@
+//! `twin kernel OP`: one kernel priced exactly as the step model prices it, reported
+//! with its public benchmark's accounting (the rows of
+//! `scenarios/published/kernels-public.csv` are such commands).
+
+use crate::scenario::{load_hardware, Set};
+use anyhow::{bail, Result};
+use clap::{Args, Subcommand, ValueEnum};
+use serde_json::json;
+use sim::cost::kernels::a2a::Routing;
+use sim::cost::kernels::attention::AttnKernel;
+use sim::cost::kernels::bench::{self, BenchResult, CommKernel};
+use sim::cost::kernels::GemmKind;
+use sim::cost::Phase;
+use sim::units::Dtype;
+
+#[derive(Debug, Clone, Args)]
+pub struct KernelArgs {
+    #[command(subcommand)]
+    pub op: KernelOp,
+    /// Hardware name (`twin list`) or path to a hardware TOML.
+    #[arg(long, default_value = "h800", global = true)]
+    pub hardware: String,
+    /// Override a hardware field or cost parameter: `cost.tile.overlap_p=2`,
+    /// `hardware.nvlink.bytes_per_s=4e11` (repeatable).
+    #[arg(long = "set", value_name = "PATH=VALUE", global = true)]
+    pub set: Vec<String>,
+    /// A calibration profile to price with.
+    #[arg(long, value_name = "PROFILE", global = true)]
+    pub profile: Option<String>,
+    /// Print one JSON object.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Layout {
+    Dense,
+    Contiguous,
+    Masked,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DtypeArg {
+    Fp4,
+    Fp8,
+    Bf16,
+}
+
+impl From<DtypeArg> for Dtype {
+    fn from(d: DtypeArg) -> Dtype {
+        match d {
+            DtypeArg::Fp4 => Dtype::Fp4,
+            DtypeArg::Fp8 => Dtype::Fp8,
+            DtypeArg::Bf16 => Dtype::Bf16,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CommArg {
+    /// High-throughput kernels (DeepEP normal, prefill).
+    Normal,
+    /// Low-latency kernels (DeepEP low-latency, TensorRT-LLM one-sided, decode).
+    LowLatency,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AttnArg {
+    DenseDecode,
+    SparseDecode,
+    DensePrefill,
+    SparsePrefill,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct A2aArgs {
+    #[arg(long, value_enum, default_value = "normal")]
+    pub kernels: CommArg,
+    /// Ranks in the expert-parallel group.
+    #[arg(long)]
+    pub ep: u32,
+    /// Tokens per rank.
+    #[arg(long)]
+    pub tokens: u32,
+    #[arg(long, default_value_t = 7168)]
+    pub hidden: u32,
+    #[arg(long, default_value_t = 256)]
+    pub experts: u32,
+    #[arg(long, default_value_t = 8)]
+    pub top_k: u32,
+    /// Expert groups (group-limited routing); 1 = none.
+    #[arg(long, default_value_t = 1)]
+    pub groups: u32,
+    #[arg(long, default_value_t = 1)]
+    pub topk_groups: u32,
+    /// Payload type (default: FP8 for dispatch, BF16 for combine).
+    #[arg(long, value_enum)]
+    pub dtype: Option<DtypeArg>,
+    /// Metadata bytes per copy (default: 16 for low-latency dispatch, else 0).
+    #[arg(long)]
+    pub meta: Option<u32>,
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum KernelOp {
+    /// A GEMM or grouped GEMM (DeepGEMM accounting).
+    Gemm {
+        #[arg(long)]
+        m: u64,
+        #[arg(long)]
+        n: u64,
+        #[arg(long)]
+        k: u64,
+        #[arg(long, default_value_t = 1)]
+        groups: u32,
+        #[arg(long, value_enum, default_value = "dense")]
+        layout: Layout,
+        #[arg(long, value_enum, default_value = "fp8")]
+        dtype: DtypeArg,
+    },
+    /// Expert-parallel dispatch (DeepEP / TensorRT-LLM accounting).
+    Dispatch(A2aArgs),
+    /// Expert-parallel combine.
+    Combine(A2aArgs),
+    /// An attention kernel (FlashMLA / cuDNN accounting).
+    Attention {
+        #[arg(long, value_enum)]
+        kind: AttnArg,
+        #[arg(long, default_value_t = 1)]
+        batch: u32,
+        #[arg(long)]
+        heads: u32,
+        /// Query tokens per sequence (decode: 1 + MTP; prefill: the sequence length).
+        #[arg(long)]
+        q_tokens: u64,
+        /// Keys per sequence (decode: the context; prefill: KV length).
+        #[arg(long, default_value_t = 0)]
+        context: u64,
+        /// Sparse kernels: entries each query attends to.
+        #[arg(long, default_value_t = 0)]
+        top_k: u64,
+        #[arg(long)]
+        dqk: u32,
+        #[arg(long)]
+        dv: u32,
+        /// Bytes of one cached entry (decode) or of one head's key and value (prefill).
+        #[arg(long)]
+        kv_bytes: f64,
+        #[arg(long, value_enum, default_value = "bf16")]
+        dtype: DtypeArg,
+    },
+}
+
+/// A priced kernel and what it was.
+pub struct KernelOut {
+    pub what: String,
+    pub result: BenchResult,
+    pub hardware: String,
+    pub cost_model: String,
+}
+
+pub fn evaluate(args: &KernelArgs) -> Result<KernelOut> {
+    let sets = Set::parse_all(&args.set)?;
+    let (hw_sets, rest) = Set::split_prefix(&sets, "hardware");
+    let (cost_sets, rest) = Set::split_prefix(&rest, "cost");
+    if let Some(s) = rest.first() {
+        bail!(
+            "--set {}: the path must start with `hardware.` or `cost.`",
+            s.text
+        );
+    }
+    let hw = load_hardware(&args.hardware, &hw_sets)?;
+    let p = super::cost_params(&hw, args.profile.as_deref(), &cost_sets)?;
+    let (what, result) = match &args.op {
+        KernelOp::Gemm {
+            m,
+            n,
+            k,
+            groups,
+            layout,
+            dtype,
+        } => {
+            if *m == 0 || *n == 0 || *k == 0 || *groups == 0 {
+                bail!("--m, --n, --k and --groups must be at least 1");
+            }
+            let kind = match layout {
+                Layout::Dense => GemmKind::Dense,
+                Layout::Contiguous => GemmKind::Contiguous,
+                Layout::Masked => GemmKind::Masked,
+            };
+            (
+                format!(
+                    "{} GEMM {groups} x {m} x {n} x {k} ({})",
+                    kind.name(),
+                    Dtype::from(*dtype)
+                ),
+                bench::gemm(
+                    &hw,
+                    &p,
+                    kind,
+                    *groups as f64,
+                    *m as f64,
+                    *n as f64,
+                    *k as f64,
+                    (*dtype).into(),
+                ),
+            )
+        }
+        KernelOp::Dispatch(a) | KernelOp::Combine(a) => {
+            let combine = matches!(args.op, KernelOp::Combine(_));
+            if a.ep == 0 || a.tokens == 0 || a.hidden == 0 || a.experts == 0 || a.top_k == 0 {
+                bail!("--ep, --tokens, --hidden, --experts and --top-k must be at least 1");
+            }
+            if a.groups == 0
+                || a.topk_groups == 0
+                || a.topk_groups > a.groups
+                || a.experts % a.groups != 0
+            {
+                bail!("--groups must divide --experts and --topk-groups lie in 1..=--groups");
+            }
+            if a.top_k > a.experts / a.groups * a.topk_groups {
+                bail!(
+                    "--top-k {} exceeds the experts of {} groups",
+                    a.top_k,
+                    a.topk_groups
+                );
+            }
+            let kernel = match a.kernels {
+                CommArg::Normal => CommKernel::Normal,
+                CommArg::LowLatency => CommKernel::LowLatency,
+            };
+            let dtype =
+                a.dtype
+                    .map(Dtype::from)
+                    .unwrap_or(if combine { Dtype::Bf16 } else { Dtype::Fp8 });
+            let meta = a.meta.map(|m| m as f64).unwrap_or(
+                if kernel == CommKernel::LowLatency && !combine {
+                    16.0
+                } else {
+                    0.0
+                },
+            );
+            let b = bench::A2a {
+                kernel,
+                combine,
+                ep: a.ep as f64,
+                tokens: a.tokens as f64,
+                hidden: a.hidden as f64,
+                routing: Routing {
+                    experts: a.experts as f64,
+                    top_k: a.top_k as f64,
+                    groups: a.groups as f64,
+                    topk_groups: a.topk_groups as f64,
+                },
+                dtype,
+                meta,
+            };
+            (
+                format!(
+                    "{} {} EP{} of {} tokens per rank ({dtype})",
+                    if kernel == CommKernel::Normal {
+                        "normal"
+                    } else {
+                        "low-latency"
+                    },
+                    if combine { "combine" } else { "dispatch" },
+                    a.ep,
+                    a.tokens
+                ),
+                bench::a2a(&hw, &p, &b),
+            )
+        }
+        KernelOp::Attention {
+            kind,
+            batch,
+            heads,
+            q_tokens,
+            context,
+            top_k,
+            dqk,
+            dv,
+            kv_bytes,
+            dtype,
+        } => {
+            let (phase, kernel) = match kind {
+                AttnArg::DenseDecode => (Phase::Decode, AttnKernel::Dense),
+                AttnArg::SparseDecode => (Phase::Decode, AttnKernel::Sparse),
+                AttnArg::DensePrefill => (Phase::Prefill, AttnKernel::Dense),
+                AttnArg::SparsePrefill => (Phase::Prefill, AttnKernel::Sparse),
+            };
+            if *batch == 0
+                || *heads == 0
+                || *q_tokens == 0
+                || !(kv_bytes.is_finite() && *kv_bytes > 0.0)
+            {
+                bail!("--batch, --heads, --q-tokens and --kv-bytes must be positive");
+            }
+            if kernel == AttnKernel::Sparse && *top_k == 0 {
+                bail!("sparse attention needs --top-k");
+            }
+            let a = bench::Attn {
+                phase,
+                kernel,
+                batch: *batch as f64,
+                heads: *heads as f64,
+                q_tokens: *q_tokens as f64,
+                context: *context as f64,
+                top_k: *top_k as f64,
+                d_qk: *dqk as f64,
+                d_v: *dv as f64,
+                kv_bytes: *kv_bytes,
+                dtype: (*dtype).into(),
+            };
+            (
+                format!("{kind:?} attention, batch {batch}, {heads} heads, {q_tokens} queries on {context} keys"),
+                bench::attention(&hw, &p, &a),
+            )
+        }
+    };
+    if !result.time_s.is_finite() {
+        bail!("the kernel's time is not finite: check the hardware figures and cost parameters");
+    }
+    Ok(KernelOut {
+        what,
+        result,
+        hardware: hw.name,
+        cost_model: p.source,
+    })
+}
+
+pub fn to_json(k: &KernelOut) -> serde_json::Value {
+    let r = &k.result;
+    json!({
+        "kernel": k.what,
+        "hardware": k.hardware,
+        "time_us": r.time_s * 1e6,
+        "tflops": r.tflops(),
+        "gb_s": r.gb_s(),
+        "compute_us": r.kernel.compute_s * 1e6,
+        "memory_us": r.kernel.memory_s * 1e6,
+        "bound": r.kernel.bound.name(),
+        "cost_model": k.cost_model,
+        "version": env!("CARGO_PKG_VERSION"),
+    })
+}
+
+pub fn run(args: &KernelArgs) -> Result<()> {
+    let k = evaluate(args)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&to_json(&k))?);
+        return Ok(());
+    }
+    let r = &k.result;
+    println!("{} on {}", k.what, k.hardware);
+    println!(
+        "time {:.2} us ({} bound; compute {:.2} us, memory/link {:.2} us)",
+        r.time_s * 1e6,
+        r.kernel.bound.name(),
+        r.kernel.compute_s * 1e6,
+        r.kernel.memory_s * 1e6
+    );
+    if r.flops > 0.0 {
+        println!(
+            "{:.0} TFLOP/s, {:.0} GB/s (the benchmark's accounting)",
+            r.tflops(),
+            r.gb_s()
+        );
+    } else {
+        println!("{:.1} GB/s (the benchmark's accounting)", r.gb_s());
+    }
+    println!("cost model: {}", k.cost_model);
+    Ok(())
+}

@@ -1,0 +1,396 @@
+//! The fit of the public kernel table: each group of cost parameters is fitted by
+//! least squares (log-ratio residuals) to its group's `fit` rows, run on the hardware
+//! its rows name, and stored in that hardware's `[cost]` table; other hardware of the
+//! same kind may borrow the values, marked `assumed`. Leave-one-out errors are
+//! reported for groups with more fit rows than parameters.
+
+use super::rows::Evaluator;
+use anyhow::{anyhow, bail, Context, Result};
+use fitting::{least_squares, rel_error, round5, Bounds, Row};
+
+/// A fitted cost parameter and the keys that take the same value.
+pub struct Param {
+    pub key: &'static str,
+    pub lo: f64,
+    pub hi: f64,
+    pub also: &'static [&'static str],
+}
+
+/// Parameters fitted together to the fit rows whose ids start with `prefix`.
+pub struct Group {
+    pub name: &'static str,
+    pub prefixes: &'static [&'static str],
+    pub params: &'static [Param],
+    /// Hardware whose rows are fitted (the values are theirs).
+    pub fitted_in: &'static [&'static str],
+    /// Hardware that borrows the values, and why.
+    pub assumed_in: &'static [&'static str],
+    pub why_assumed: &'static str,
+}
+
+const fn p(key: &'static str, lo: f64, hi: f64) -> Param {
+    Param {
+        key,
+        lo,
+        hi,
+        also: &[],
+    }
+}
+
+pub const GROUPS: &[Group] = &[
+    Group {
+        name: "DeepGEMM tile model (SM90)",
+        prefixes: &["deepgemm-"],
+        params: &[
+            Param {
+                key: "gemm.compute_eff",
+                lo: 0.3,
+                hi: 1.0,
+                also: &["moe.compute_eff"],
+            },
+            Param {
+                key: "gemm.mem_eff",
+                lo: 0.3,
+                hi: 1.0,
+                also: &["moe.mem_eff"],
+            },
+            Param {
+                key: "gemm.fixed_s",
+                lo: 0.0,
+                hi: 2e-5,
+                also: &["moe.fixed_s"],
+            },
+            p("tile.load_bytes_per_flop", 1e-4, 0.1),
+            p("tile.epilogue_k", 0.0, 4096.0),
+            p("tile.small_tile_eff", 0.2, 1.0),
+            p("tile.overlap_p", 1.0, 20.0),
+        ],
+        fitted_in: &["h800"],
+        assumed_in: &["h100", "h200", "b200", "gb200", "gb300"],
+        why_assumed: "the H800's DeepGEMM fit (no GEMM table is published for this GPU)",
+    },
+    Group {
+        name: "DeepEP normal kernels (H800, CX7)",
+        prefixes: &["deepep-normal-"],
+        params: &[p("comm.mem_eff", 0.1, 1.0), p("comm_rdma_eff", 0.1, 1.0)],
+        fitted_in: &["h800"],
+        assumed_in: &["h100", "h200"],
+        why_assumed: "the H800's DeepEP normal-kernel fit (same SM90 kernels, CX7 NICs)",
+    },
+    Group {
+        name: "DeepEP low-latency kernels (H800, CX7)",
+        prefixes: &["deepep-ll-"],
+        params: &[
+            p("ll.dispatch_s", 0.0, 2e-4),
+            p("ll.combine_s", 0.0, 2e-4),
+            p("ll.nvlink_eff", 0.1, 1.0),
+            p("ll.rdma_eff", 0.1, 1.0),
+        ],
+        fitted_in: &["h800"],
+        assumed_in: &["h100", "h200"],
+        why_assumed: "the H800's DeepEP low-latency fit (same SM90 kernels, CX7 NICs)",
+    },
+    Group {
+        name: "TensorRT-LLM one-sided all-to-all (GB200 NVL72)",
+        prefixes: &["trtllm-onesided-"],
+        params: &[
+            p("ll.dispatch_s", 0.0, 2e-4),
+            p("ll.combine_s", 0.0, 2e-4),
+            p("ll.nvlink_eff", 0.1, 1.0),
+            p("ll.per_peer_s", 0.0, 5e-6),
+            p("ll.overlap_p", 1.0, 20.0),
+        ],
+        fitted_in: &["gb200"],
+        assumed_in: &["gb300", "b200"],
+        why_assumed: "the GB200's one-sided all-to-all fit (NVLink 5 at 900 GB/s per direction)",
+    },
+    Group {
+        name: "DeepEP V2 NVLink kernels (SM100)",
+        prefixes: &["deepep-v2-sm100-"],
+        params: &[p("comm.mem_eff", 0.1, 1.0)],
+        fitted_in: &["b200"],
+        assumed_in: &["gb200", "gb300"],
+        why_assumed: "DeepEP V2's SM100 NVLink figure (NVLink 5 at 900 GB/s per direction)",
+    },
+    Group {
+        name: "FlashMLA dense decode (H800)",
+        prefixes: &["flashmla-dense-decode-"],
+        params: &[
+            p("attention.mem_eff", 0.3, 1.0),
+            p("attention.compute_eff", 0.1, 1.0),
+        ],
+        fitted_in: &["h800"],
+        assumed_in: &["h100", "h200", "b200", "gb200", "gb300"],
+        why_assumed: "FlashMLA's H800 dense-decode figures (none published for this GPU)",
+    },
+    Group {
+        name: "FlashMLA sparse (H800)",
+        prefixes: &[
+            "flashmla-sparse-decode-h800",
+            "flashmla-sparse-prefill-h800",
+        ],
+        params: &[
+            p("attention_sparse.compute_eff", 0.05, 1.0),
+            p("attention_sparse_prefill.compute_eff", 0.1, 1.0),
+        ],
+        fitted_in: &["h800"],
+        assumed_in: &["h100", "h200"],
+        why_assumed: "FlashMLA's H800 sparse figures (the same SM90 kernels)",
+    },
+    Group {
+        name: "FlashMLA sparse (B200)",
+        prefixes: &[
+            "flashmla-sparse-decode-b200",
+            "flashmla-sparse-prefill-b200",
+        ],
+        params: &[
+            p("attention_sparse.compute_eff", 0.05, 1.0),
+            p("attention_sparse_prefill.compute_eff", 0.1, 1.0),
+        ],
+        fitted_in: &["b200"],
+        assumed_in: &["gb200", "gb300"],
+        why_assumed: "FlashMLA's B200 sparse figures (the same SM100 kernels)",
+    },
+    Group {
+        name: "FlashMLA MHA prefill (B200)",
+        prefixes: &["flashmla-mha-prefill-b200"],
+        params: &[p("attention_prefill.compute_eff", 0.1, 1.0)],
+        fitted_in: &["b200"],
+        assumed_in: &[],
+        why_assumed: "",
+    },
+    Group {
+        name: "cuDNN causal prefill attention (H200)",
+        prefixes: &["cudnn-dsv3-prefill-h200-"],
+        params: &[
+            p("attention_prefill.compute_eff", 0.1, 1.0),
+            p("prefill_diag_tokens", 0.0, 20000.0),
+        ],
+        fitted_in: &["h200"],
+        assumed_in: &["h100", "h800"],
+        why_assumed: "cuDNN's H200 prefill-attention fit (the same SM90 die)",
+    },
+    Group {
+        name: "cuDNN causal prefill attention (GB200)",
+        prefixes: &["cudnn-dsv3-prefill-gb200-"],
+        params: &[
+            p("attention_prefill.compute_eff", 0.1, 1.0),
+            p("prefill_diag_tokens", 0.0, 20000.0),
+        ],
+        fitted_in: &["gb200"],
+        assumed_in: &[],
+        why_assumed: "",
+    },
+    Group {
+        name: "cuDNN causal prefill attention (GB300)",
+        prefixes: &["cudnn-dsv3-prefill-gb300-"],
+        params: &[
+            p("attention_prefill.compute_eff", 0.1, 1.0),
+            p("prefill_diag_tokens", 0.0, 20000.0),
+        ],
+        fitted_in: &["gb300"],
+        assumed_in: &[],
+        why_assumed: "",
+    },
+];
+
+impl Group {
+    fn has(&self, row: &Row) -> bool {
+        self.prefixes.iter().any(|p| row.id.starts_with(p))
+    }
+
+    /// Every key the group writes.
+    #[cfg(test)]
+    pub fn keys(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.params
+            .iter()
+            .flat_map(|p| std::iter::once(p.key).chain(p.also.iter().copied()))
+    }
+
+    /// `--set cost.KEY=V` overrides for `values`.
+    pub fn sets(&self, values: &[f64]) -> Vec<String> {
+        let mut out = Vec::new();
+        for (p, v) in self.params.iter().zip(values) {
+            for k in std::iter::once(p.key).chain(p.also.iter().copied()) {
+                out.push(format!("cost.{k}={v:e}"));
+            }
+        }
+        out
+    }
+
+    /// Hardware that takes the group's values, and whether as fitted.
+    pub fn targets(&self) -> impl Iterator<Item = (&'static str, bool)> + '_ {
+        self.fitted_in
+            .iter()
+            .map(|h| (*h, true))
+            .chain(self.assumed_in.iter().map(|h| (*h, false)))
+    }
+}
+
+/// A group's fit.
+pub struct GroupFit {
+    pub group: &'static Group,
+    pub values: Vec<f64>,
+    pub stored: Vec<f64>,
+    /// Sum of squared log-ratio errors over the fit rows at the fitted and stored values.
+    pub cost_fitted: f64,
+    pub cost_stored: f64,
+    /// Leave-one-out relative error per fit row (None where the group has no more
+    /// rows than parameters).
+    pub loo: Vec<(String, Option<f64>)>,
+}
+
+/// The values the hardware file of the group's first fitted hardware holds now.
+fn stored(group: &Group) -> Result<Vec<f64>> {
+    let hw = crate::scenario::load_hardware(group.fitted_in[0], &[])?;
+    let base = sim::cost::CostParams::default();
+    Ok(group
+        .params
+        .iter()
+        .map(|p| {
+            hw.cost
+                .get(p.key)
+                .copied()
+                .or_else(|| base.get(p.key))
+                .unwrap_or((p.lo + p.hi) / 2.0)
+        })
+        .collect())
+}
+
+fn residuals(ev: &mut Evaluator, group: &Group, rows: &[&Row], values: &[f64]) -> Result<Vec<f64>> {
+    let sets = group.sets(values);
+    rows.iter()
+        .map(|r| Ok((ev.predict(r, &sets)? / r.published).ln()))
+        .collect()
+}
+
+fn fit_rows(ev: &mut Evaluator, group: &Group, rows: &[&Row], start: &[f64]) -> Result<Vec<f64>> {
+    let bounds: Vec<Bounds> = group
+        .params
+        .iter()
+        .map(|p| Bounds { lo: p.lo, hi: p.hi })
+        .collect();
+    least_squares(&bounds, start, |v| residuals(ev, group, rows, v))
+        .map_err(|e| anyhow!("fit {}: {e}", group.name))
+}
+
+/// Fits every group to its fit rows of `rows`.
+pub fn fit(rows: &[Row], loo: bool) -> Result<Vec<GroupFit>> {
+    let mut ev = Evaluator::default();
+    let mut out = Vec::new();
+    for group in GROUPS {
+        let fit_rows_: Vec<&Row> = rows
+            .iter()
+            .filter(|r| r.role == "fit" && group.has(r))
+            .collect();
+        if fit_rows_.is_empty() {
+            bail!("fit {}: the table has no fit rows for it", group.name);
+        }
+        let stored = stored(group)?;
+        let values = fit_rows(&mut ev, group, &fit_rows_, &stored)?;
+        let ss = |r: Vec<f64>| r.iter().map(|x| x * x).sum::<f64>();
+        let cost_fitted = ss(residuals(&mut ev, group, &fit_rows_, &values)?);
+        let cost_stored = ss(residuals(&mut ev, group, &fit_rows_, &stored)?);
+        let mut loo_errs = Vec::new();
+        for (i, r) in fit_rows_.iter().enumerate() {
+            let e = if loo && fit_rows_.len() > group.params.len() {
+                let rest: Vec<&Row> = fit_rows_
+                    .iter()
+                    .enumerate()
+                    .filter(|(j, _)| *j != i)
+                    .map(|(_, r)| *r)
+                    .collect();
+                let v = fit_rows(&mut ev, group, &rest, &values)?;
+                Some(rel_error(ev.predict(r, &group.sets(&v))?, r.published))
+            } else {
+                None
+            };
+            loo_errs.push((r.id.clone(), e));
+        }
+        out.push(GroupFit {
+            group,
+            values,
+            stored,
+            cost_fitted,
+            cost_stored,
+            loo: loo_errs,
+        });
+    }
+    Ok(out)
+}
+
+/// Writes each group's values into the `[cost]` tables of its hardware files under
+/// `dir`, with provenance; returns the files written.
+pub fn write(dir: &str, fits: &[GroupFit], table: &str) -> Result<Vec<String>> {
+    let mut docs: Vec<(String, toml_edit::DocumentMut)> = Vec::new();
+    for f in fits {
+        let rows: Vec<&str> = f.loo.iter().map(|(id, _)| id.as_str()).collect();
+        for (hw, fitted) in f.group.targets() {
+            let path = format!("{dir}/hardware/{hw}.toml");
+            if !docs.iter().any(|(p, _)| *p == path) {
+                let doc: toml_edit::DocumentMut = std::fs::read_to_string(&path)
+                    .with_context(|| format!("cannot read {path}"))?
+                    .parse()
+                    .with_context(|| format!("{path} is not valid TOML"))?;
+                docs.push((path.clone(), doc));
+            }
+            let doc = &mut docs.iter_mut().find(|(p, _)| *p == path).expect("loaded").1;
+            for t in ["cost", "provenance"] {
+                if !doc.contains_table(t) {
+                    doc[t] = toml_edit::table();
+                }
+            }
+            for (param, v) in f.group.params.iter().zip(&f.values) {
+                for key in std::iter::once(param.key).chain(param.also.iter().copied()) {
+                    if hw == super::report_fit::FIT_HARDWARE
+                        && super::report_fit::OWNED_COST_KEYS.contains(&key)
+                    {
+                        continue;
+                    }
+                    doc["cost"][key] = toml_edit::value(round5(*v));
+                    let prov = if fitted {
+                        format!(
+                            "fitted: {} to {table} rows {} (`twin validate published kernels-public --fit`)",
+                            f.group.name,
+                            rows.join(", ")
+                        )
+                    } else {
+                        format!("assumed: {}", f.group.why_assumed)
+                    };
+                    doc["provenance"][&format!("cost.{key}")] = toml_edit::value(prov);
+                }
+            }
+        }
+    }
+    let mut written = Vec::new();
+    for (path, doc) in &docs {
+        let tmp = format!("{path}.tmp");
+        std::fs::write(&tmp, doc.to_string()).with_context(|| format!("cannot write {tmp}"))?;
+        std::fs::rename(&tmp, path).with_context(|| format!("cannot replace {path}"))?;
+        written.push(path.clone());
+    }
+    Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_key_is_written_twice_into_one_file() {
+        let mut seen: Vec<(&str, &str, &str)> = Vec::new();
+        for g in GROUPS {
+            for (hw, _) in g.targets() {
+                for k in g.keys() {
+                    if let Some(prev) = seen.iter().find(|(h, key, _)| *h == hw && *key == k) {
+                        panic!(
+                            "{hw} cost.{k} is written by both `{}` and `{}`",
+                            prev.2, g.name
+                        );
+                    }
+                    seen.push((hw, k, g.name));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,377 @@
+//! `twin validate published [TABLE]`: every published figure next to twin's
+//! prediction, with its error; `--fit` re-derives the fitted parameters from the `fit`
+//! rows.
+//!
+//! Two tables ship (`scenarios/published/`): public kernel benchmarks
+//! (`kernels-public`, computed by `twin kernel` commands) and the vLLM GB300 report
+//! (computed by `twin forward` and `twin simulate`). Rows are evaluated by the
+//! CLI's own argument parsers ([`rows`]); the fits live in [`kernel_fit`] and
+//! [`report_fit`], their solvers in the `fitting` crate.
+
+pub mod kernel_fit;
+pub mod report_fit;
+pub mod rows;
+
+use crate::scenario::embedded_file;
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Args, Subcommand};
+use fitting::{read_table, rel_error, Row};
+use rows::{is_simulation, Evaluator};
+use std::collections::BTreeMap;
+
+/// The embedded tables: name and path under `scenarios/`.
+pub const TABLES: [(&str, &str); 2] = [
+    ("kernels-public", "published/kernels-public.csv"),
+    (
+        "vllm-gb300-deepseek-v4.1-flash",
+        "published/vllm-gb300-deepseek-v4.1-flash.csv",
+    ),
+];
+const KERNELS: &str = "kernels-public";
+
+#[derive(Debug, Clone, Args)]
+pub struct ValidateArgs {
+    #[command(subcommand)]
+    pub what: ValidateWhat,
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum ValidateWhat {
+    /// Predicted vs published figures, with the error of every row.
+    Published {
+        /// A table: `kernels-public`, `vllm-gb300-deepseek-v4.1-flash`, or a CSV path
+        /// (default: both embedded tables).
+        table: Option<String>,
+        /// Re-fit the fitted parameters to the `fit` rows and print them.
+        #[arg(long)]
+        fit: bool,
+        /// With --fit: write the fitted values into the scenario files under this
+        /// folder (comments kept), e.g. `--write scenarios`.
+        #[arg(long, requires = "fit", value_name = "SCENARIOS_DIR")]
+        write: Option<String>,
+        /// Also run the rows computed by `twin simulate` (minutes each; without it they
+        /// are listed as not run).
+        #[arg(long)]
+        simulate: bool,
+        /// Skip the leave-one-out refits of the kernel table.
+        #[arg(long)]
+        no_loo: bool,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// A table read: its name (embedded name, or the file's stem), where it came from,
+/// its rows.
+struct Table {
+    name: String,
+    origin: String,
+    rows: Vec<Row>,
+}
+
+fn load_tables(which: Option<&str>) -> Result<Vec<Table>> {
+    let mut out = Vec::new();
+    for (name, rel) in TABLES {
+        if which.is_some_and(|w| w != name) {
+            continue;
+        }
+        let text = embedded_file(rel).ok_or_else(|| anyhow!("embedded table {rel} missing"))?;
+        let origin = format!("scenarios/{rel} (embedded)");
+        out.push(Table {
+            name: name.to_string(),
+            rows: read_table(&origin, text)?,
+            origin,
+        });
+    }
+    if let (Some(path), true) = (which, out.is_empty()) {
+        let text = std::fs::read_to_string(path).with_context(|| {
+            format!(
+                "cannot read {path} (tables: {})",
+                TABLES.map(|t| t.0).join(", ")
+            )
+        })?;
+        let name = std::path::Path::new(path)
+            .file_stem()
+            .map(|s| s.to_string_lossy().to_string())
+            .unwrap_or_default();
+        out.push(Table {
+            name,
+            rows: read_table(path, &text)?,
+            origin: path.to_string(),
+        });
+    }
+    Ok(out)
+}
+
+/// One evaluated row.
+pub struct Outcome {
+    pub row: Row,
+    /// None: a simulation row left out (run with --simulate).
+    pub predicted: Option<f64>,
+    pub error: Option<f64>,
+    /// Leave-one-out error of a fit row.
+    pub loo: Option<f64>,
+}
+
+fn evaluate(table: &Table, simulate: bool, loo: bool) -> Result<Vec<Outcome>> {
+    let mut ev = Evaluator::new(report_fit::read_fitted()?);
+    let mut loo_of: BTreeMap<String, f64> = BTreeMap::new();
+    if loo && table.name == KERNELS {
+        for g in kernel_fit::fit(&table.rows, true)? {
+            for (id, e) in g.loo {
+                if let Some(e) = e {
+                    loo_of.insert(id, e);
+                }
+            }
+        }
+    }
+    table
+        .rows
+        .iter()
+        .map(|r| {
+            if is_simulation(r) && !simulate {
+                return Ok(Outcome {
+                    row: r.clone(),
+                    predicted: None,
+                    error: None,
+                    loo: None,
+                });
+            }
+            let predicted = ev.predict(r, &[])?;
+            Ok(Outcome {
+                row: r.clone(),
+                predicted: Some(predicted),
+                error: Some(rel_error(predicted, r.published)),
+                loo: loo_of.get(&r.id).copied(),
+            })
+        })
+        .collect()
+}
+
+pub fn run(args: &ValidateArgs) -> Result<()> {
+    let ValidateWhat::Published {
+        table,
+        fit,
+        write,
+        simulate,
+        no_loo,
+        json,
+    } = &args.what;
+    let tables = load_tables(table.as_deref())?;
+    if *fit {
+        return run_fit(&tables, *simulate, write.as_deref(), *json, !*no_loo);
+    }
+    let mut all_json = Vec::new();
+    for t in &tables {
+        let out = evaluate(t, *simulate, !*no_loo)?;
+        if *json {
+            all_json.extend(out.iter().map(|o| {
+                serde_json::json!({
+                    "table": t.name, "id": o.row.id, "figure": o.row.figure,
+                    "metric": o.row.metric, "published": o.row.published,
+                    "predicted": o.predicted, "error": o.error, "loo_error": o.loo,
+                    "role": o.row.role, "unit": o.row.unit, "command": o.row.command,
+                    "source": o.row.source,
+                })
+            }));
+        } else {
+            print_table(t, &out);
+        }
+    }
+    if *json {
+        println!("{}", serde_json::to_string_pretty(&all_json)?);
+    }
+    Ok(())
+}
+
+fn fmt_num(v: f64, unit: &str) -> String {
+    if v.abs() >= 1e4 {
+        format!("{:.1}K {unit}", v / 1e3)
+    } else {
+        format!("{v:.2} {unit}")
+    }
+}
+
+fn print_table(t: &Table, out: &[Outcome]) {
+    println!("{}", t.origin);
+    let cells: Vec<[String; 7]> = out
+        .iter()
+        .map(|o| {
+            let (predicted, error) = match (o.predicted, o.error) {
+                (Some(p), Some(e)) => (fmt_num(p, &o.row.unit), format!("{:+.1}%", e * 100.0)),
+                _ => ("not run".to_string(), "--simulate".to_string()),
+            };
+            [
+                o.row.id.clone(),
+                o.row.figure.clone(),
+                fmt_num(o.row.published, &o.row.unit),
+                predicted,
+                error,
+                o.row.role.clone(),
+                o.loo
+                    .map(|e| format!("{:+.1}%", e * 100.0))
+                    .unwrap_or_default(),
+            ]
+        })
+        .collect();
+    let head = [
+        "id",
+        "figure",
+        "published",
+        "predicted",
+        "error",
+        "role",
+        "leave-one-out",
+    ];
+    let mut w = head.map(str::len);
+    for c in &cells {
+        for (wi, x) in w.iter_mut().zip(c) {
+            *wi = (*wi).max(x.chars().count());
+        }
+    }
+    let line = |c: [&str; 7]| {
+        println!(
+            "{:<w0$}  {:<w1$}  {:>w2$}  {:>w3$}  {:>w4$}  {:<w5$}  {}",
+            c[0],
+            c[1],
+            c[2],
+            c[3],
+            c[4],
+            c[5],
+            c[6],
+            w0 = w[0],
+            w1 = w[1],
+            w2 = w[2],
+            w3 = w[3],
+            w4 = w[4],
+            w5 = w[5],
+        )
+    };
+    line(head);
+    for c in &cells {
+        line([&c[0], &c[1], &c[2], &c[3], &c[4], &c[5], &c[6]]);
+    }
+    let checks: Vec<f64> = out
+        .iter()
+        .filter(|o| o.row.role == "check")
+        .filter_map(|o| o.error.map(f64::abs))
+        .collect();
+    let worst = checks.iter().copied().fold(0.0, f64::max);
+    let within = |b: f64| checks.iter().filter(|e| **e <= b).count();
+    let loos: Vec<f64> = out.iter().filter_map(|o| o.loo.map(f64::abs)).collect();
+    let not_run = out.iter().filter(|o| o.error.is_none()).count();
+    println!(
+        "\n{} check rows evaluated: {} within 10%, {} within 15%, worst {:.1}%{}{}\n",
+        checks.len(),
+        within(0.10),
+        within(0.15),
+        worst * 100.0,
+        if loos.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; fit rows left out one at a time: mean {:.1}%, worst {:.1}%",
+                loos.iter().sum::<f64>() / loos.len() as f64 * 100.0,
+                loos.iter().copied().fold(0.0, f64::max) * 100.0
+            )
+        },
+        if not_run > 0 {
+            format!("; {not_run} simulation rows not run (add --simulate)")
+        } else {
+            String::new()
+        }
+    );
+}
+
+fn run_fit(
+    tables: &[Table],
+    simulate: bool,
+    write: Option<&str>,
+    json: bool,
+    loo: bool,
+) -> Result<()> {
+    let mut items = Vec::new();
+    for t in tables {
+        match t.name.as_str() {
+            KERNELS => {
+                let fits = kernel_fit::fit(&t.rows, loo)?;
+                for f in &fits {
+                    for ((p, v), s) in f.group.params.iter().zip(&f.values).zip(&f.stored) {
+                        items.push(serde_json::json!({
+                            "table": t.name, "group": f.group.name, "name": format!("cost.{}", p.key),
+                            "fitted": v, "stored": s, "hardware": f.group.fitted_in,
+                            "cost_fitted": f.cost_fitted, "cost_stored": f.cost_stored,
+                        }));
+                    }
+                }
+                if !json {
+                    println!(
+                        "fitted to the `fit` rows of {} (least squares of log errors):",
+                        t.origin
+                    );
+                    for f in &fits {
+                        println!(
+                            "  {} [{}; sum of squares {:.3e}, stored {:.3e}]",
+                            f.group.name,
+                            f.group.fitted_in.join(", "),
+                            f.cost_fitted,
+                            f.cost_stored
+                        );
+                        for ((p, v), s) in f.group.params.iter().zip(&f.values).zip(&f.stored) {
+                            println!("    cost.{:<38} = {:<12.5e} (stored {:.5e})", p.key, v, s);
+                        }
+                    }
+                }
+                if let Some(dir) = write {
+                    let files = kernel_fit::write(dir, &fits, &t.name)?;
+                    if !json {
+                        println!("written to {}; rebuild to embed them", files.join(", "));
+                    }
+                }
+            }
+            "vllm-gb300-deepseek-v4.1-flash" => {
+                let fitted = report_fit::fit(&t.rows, simulate)?;
+                for f in &fitted {
+                    items.push(serde_json::json!({
+                        "table": t.name, "name": f.name, "fitted": f.value, "row": f.row,
+                        "stored": f.stored,
+                    }));
+                }
+                if !json {
+                    println!("fitted to the `fit` rows of {}:", t.origin);
+                    for f in &fitted {
+                        let v = f
+                            .value
+                            .map(rows::format_value)
+                            .unwrap_or_else(|| "not fitted".into());
+                        let was = f
+                            .stored
+                            .map(|s| format!("(stored: {})", rows::format_value(s)))
+                            .unwrap_or_default();
+                        println!("  {:<40} = {:<14} row {:<22} {was}", f.name, v, f.row);
+                    }
+                    if !simulate {
+                        println!("(parameters of simulation rows are fitted with --simulate, several minutes)");
+                    }
+                }
+                if let Some(dir) = write {
+                    let files = report_fit::write(dir, &fitted)?;
+                    if !json {
+                        println!("written to {}; rebuild to embed them", files.join(", "));
+                    }
+                }
+            }
+            other => bail!(
+                "table {other} has no fitted parameters (tables with fits: {})",
+                TABLES.map(|t| t.0).join(", ")
+            ),
+        }
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&items)?);
+    } else if write.is_none() {
+        println!("store them with --write scenarios");
+    }
+    Ok(())
+}
