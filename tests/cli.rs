@@ -263,7 +263,17 @@ fn published() -> Vec<Value> {
 
 /// Check rows the model does not yet reproduce within their table's bound, each with
 /// the bound it must stay inside (so it cannot silently get worse) and why.
-const KNOWN_GAPS: [(&str, f64, &str); 15] = [
+const KNOWN_GAPS: [(&str, f64, &str); 17] = [
+    (
+        "megamoe-v4pro-t1",
+        0.55,
+        "one token per rank: the fused kernel's published latency (108 us) doubles from V4-Flash's shapes to V4-Pro's; the model's latency is the all-to-all's, the same for both",
+    ),
+    (
+        "megamoe-v4pro-t512",
+        0.30,
+        "64 tokens per expert run as 64-row tiles at the small-tile efficiency fitted on H800; the fused SM100 kernel handles them better",
+    ),
     (
         "swa-replay-64k",
         0.20,
@@ -286,23 +296,23 @@ const KNOWN_GAPS: [(&str, f64, &str); 15] = [
     ),
     (
         "prefill-only-dep2",
-        0.45,
-        "prefill of long cached contexts (replay, attention) prices below the report's throughput; prompts and GPU count of the run are unpublished",
+        0.35,
+        "prefill of long cached contexts (replay, attention, indexer) prices below the report's throughput; prompts and GPU count of the run are unpublished",
     ),
     (
         "prefill-only-dep4",
-        0.35,
-        "as prefill-only-dep2; the model's DEP4 loses only its extra DP imbalance, the report's also ~9% more",
+        0.25,
+        "as prefill-only-dep2; the model's DEP4 loses only its extra DP imbalance (and the report's DEP4 17% more)",
     ),
     (
         "prefill-only-dep2-imbalance",
-        0.30,
+        0.20,
         "DP imbalance from per-request context spread only; scheduler effects (chunk packing, arrival bursts) are not modelled",
     ),
     (
         "prefill-only-dep4-imbalance",
-        0.50,
-        "as prefill-only-dep2-imbalance; the direction (DEP4 loses more) is reproduced, the size is half",
+        0.40,
+        "as prefill-only-dep2-imbalance; the direction (DEP4 loses more) is reproduced, the size is two thirds",
     ),
     (
         "deepgemm-dense-m4096-n2112-k7168",
@@ -422,7 +432,8 @@ fn published_check_rows_are_within_their_bounds() {
 /// The whole-rack and prefill-only simulations against the report (about a minute
 /// of optimised simulation). The rack's fit rows must also be met by the stored fit
 /// (the fit itself, `validate published --fit --simulate`, takes too long for a test):
-/// within 1%, the bisection's tolerance.
+/// within 5%, as every fit row (the session count bisects to 16 sessions, the P/D
+/// split is a grid of DEPs in steps of 8).
 #[test]
 fn published_simulation_rows_are_within_bounds() {
     let rows = json(&twin(&[
@@ -440,7 +451,7 @@ fn published_simulation_rows_are_within_bounds() {
         if sim && r["role"] == "fit" {
             let err = r["error"].as_f64().unwrap();
             assert!(
-                err.abs() <= 0.01,
+                err.abs() <= 0.05,
                 "fit row {} is {:+.2}% off: re-run `twin validate published --fit --simulate --write scenarios`",
                 r["id"],
                 err * 100.0
@@ -614,16 +625,24 @@ fn crate_dependencies_keep_the_architecture() {
         !deps("engine").contains(&"sim".to_string()),
         "engine measures; it must not know the simulator"
     );
-    // sim does no file IO.
-    for e in walk(&repo().join("sim/src")) {
-        let text = std::fs::read_to_string(&e).unwrap();
-        for banned in ["std::fs", "File::open", "read_to_string("] {
-            assert!(
-                !text.contains(banned),
-                "{} uses {banned}: sim does no file IO",
-                e.display()
-            );
+    // sim and fitting do no file IO.
+    for dir in ["sim/src", "fitting/src"] {
+        for e in walk(&repo().join(dir)) {
+            let text = std::fs::read_to_string(&e).unwrap();
+            for banned in ["std::fs", "File::open", "read_to_string("] {
+                assert!(
+                    !text.contains(banned),
+                    "{} uses {banned}: {dir} does no file IO",
+                    e.display()
+                );
+            }
         }
+    }
+    for banned in ["sim", "engine", "kernels", "calibration", "clap"] {
+        assert!(
+            !deps("fitting").contains(&banned.to_string()),
+            "fitting solves; it must not depend on {banned}"
+        );
     }
 }
 

@@ -122,6 +122,36 @@ pub enum KernelOp {
     Dispatch(A2aArgs),
     /// Expert-parallel combine.
     Combine(A2aArgs),
+    /// One MoE layer: routed experts of the hottest rank with dispatch and combine
+    /// (or one fused kernel, DeepGEMM's Mega MoE), as the step model prices it.
+    Moe {
+        /// Ranks in the expert-parallel group.
+        #[arg(long)]
+        ep: u32,
+        /// Tokens per rank.
+        #[arg(long)]
+        tokens: u32,
+        #[arg(long, default_value_t = 7168)]
+        hidden: u32,
+        #[arg(long, default_value_t = 256)]
+        experts: u32,
+        #[arg(long, default_value_t = 8)]
+        top_k: u32,
+        /// Expert FFN width.
+        #[arg(long, default_value_t = 2048)]
+        ffn: u32,
+        #[arg(long, value_enum, default_value = "fp8")]
+        weights: DtypeArg,
+        #[arg(long, value_enum, default_value = "fp8")]
+        acts: DtypeArg,
+        /// Dispatch, GEMMs, activation and combine in one kernel.
+        #[arg(long)]
+        fused: bool,
+        /// Decode (low-latency all-to-all, masked GEMMs) or prefill (normal kernels,
+        /// contiguous GEMMs).
+        #[arg(long, value_enum, default_value = "decode")]
+        phase: super::forward::PhaseArg,
+    },
     /// An attention kernel (FlashMLA / cuDNN accounting).
     Attention {
         #[arg(long, value_enum)]
@@ -270,6 +300,61 @@ pub fn evaluate(args: &KernelArgs) -> Result<KernelOut> {
                 bench::a2a(&hw, &p, &b),
             )
         }
+        KernelOp::Moe {
+            ep,
+            tokens,
+            hidden,
+            experts,
+            top_k,
+            ffn,
+            weights,
+            acts,
+            fused,
+            phase,
+        } => {
+            if *ep == 0
+                || *tokens == 0
+                || *hidden == 0
+                || *ffn == 0
+                || *top_k == 0
+                || *top_k > *experts
+            {
+                bail!("--ep, --tokens, --hidden, --ffn and --top-k must be at least 1, --top-k at most --experts");
+            }
+            if experts % ep != 0 {
+                bail!("--experts {experts} do not divide over --ep {ep}");
+            }
+            let (w, a) = (Dtype::from(*weights), Dtype::from(*acts));
+            let model = moe_model(*hidden, *experts, *top_k, *ffn, w, a, *fused)?;
+            let phase = match phase {
+                super::forward::PhaseArg::Decode => Phase::Decode,
+                super::forward::PhaseArg::Prefill => Phase::Prefill,
+            };
+            let cm = sim::cost::AnalyticCostModel::new(
+                hw.clone(),
+                model,
+                sim::Layout::new(*ep),
+                p.clone(),
+            );
+            let (time_s, bound) = cm.moe_layer(phase, *tokens as f64);
+            let flops = 2.0 * 3.0 * *hidden as f64 * *ffn as f64 * *tokens as f64 * *top_k as f64;
+            (
+                format!(
+                    "{}MoE layer EP{ep}, {tokens} tokens per rank, {experts} experts top-{top_k}, {w} x {a}",
+                    if *fused { "fused " } else { "" }
+                ),
+                BenchResult {
+                    time_s,
+                    flops,
+                    bytes: 0.0,
+                    kernel: sim::cost::kernels::KernelTime {
+                        s: time_s,
+                        bound,
+                        ..Default::default()
+                    },
+                },
+            )
+        }
         KernelOp::Attention {
             kind,
             batch,
@@ -326,6 +411,65 @@ pub fn evaluate(args: &KernelArgs) -> Result<KernelOut> {
         hardware: hw.name,
         cost_model: p.source,
     })
+}
+
+/// A one-layer MoE model with the given shapes (uniform routing: benchmarks route at
+/// random).
+fn moe_model(
+    hidden: u32,
+    experts: u32,
+    top_k: u32,
+    ffn: u32,
+    w: Dtype,
+    a: Dtype,
+    fused: bool,
+) -> Result<sim::Model> {
+    let text = format!(
+        r#"
+name = "kernel-moe"
+hidden = {hidden}
+vocab = 1
+embedding_dtype = "bf16"
+dispatch_dtype = "{a}"
+combine_dtype = "bf16"
+[[layers]]
+count = 1
+ffn = "moe"
+attention = "dense"
+[attention]
+heads = 1
+score_dim = 64
+value_dim = 64
+qk_head_dim = 64
+v_head_dim = 64
+q_lora = 0
+kv_dim = 64
+weight_dtype = "bf16"
+compute_dtype = "bf16"
+kv_entry_bytes = 128.0
+[moe]
+routed_experts = {experts}
+shared_experts = 0
+top_k = {top_k}
+expert_ffn = {ffn}
+weight_dtype = "{w}"
+scale_block = {scale}
+shared_weight_dtype = "{w}"
+activation_dtype = "{a}"
+expert_load_cv = 0.0
+fused = {fused}
+[kv]
+bytes_per_token = 128.0
+"#,
+        scale = if w == Dtype::Fp4 {
+            32
+        } else if w == Dtype::Fp8 {
+            128
+        } else {
+            0
+        },
+    );
+    Ok(toml::from_str(&text)?)
 }
 
 pub fn to_json(k: &KernelOut) -> serde_json::Value {

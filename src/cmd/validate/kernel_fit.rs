@@ -25,6 +25,8 @@ pub struct Group {
     pub fitted_in: &'static [&'static str],
     /// Hardware that borrows the values, and why.
     pub assumed_in: &'static [&'static str],
+    /// Keys the borrowing hardware does not take (their own fits set them).
+    pub not_borrowed: &'static [&'static str],
     pub why_assumed: &'static str,
 }
 
@@ -67,7 +69,24 @@ pub const GROUPS: &[Group] = &[
         ],
         fitted_in: &["h800"],
         assumed_in: &["h100", "h200", "b200", "gb200", "gb300"],
-        why_assumed: "the H800's DeepGEMM fit (no GEMM table is published for this GPU)",
+        why_assumed: "the H800's DeepGEMM tile fit (no GEMM table is published for this GPU)",
+        // SM100's tensor efficiency comes from the Mega MoE rows (B200, GB200) and the
+        // GB300 report's prefill row.
+        not_borrowed: &["gemm.compute_eff", "moe.compute_eff"],
+    },
+    Group {
+        name: "DeepGEMM Mega MoE (SM100)",
+        prefixes: &["megamoe-"],
+        params: &[Param {
+            key: "gemm.compute_eff",
+            lo: 0.1,
+            hi: 1.0,
+            also: &["moe.compute_eff"],
+        }],
+        fitted_in: &["b200"],
+        assumed_in: &["gb200"],
+        why_assumed: "the B200's Mega MoE fit (the same SM100 GPU)",
+        not_borrowed: &[],
     },
     Group {
         name: "DeepEP normal kernels (H800, CX7)",
@@ -76,6 +95,7 @@ pub const GROUPS: &[Group] = &[
         fitted_in: &["h800"],
         assumed_in: &["h100", "h200"],
         why_assumed: "the H800's DeepEP normal-kernel fit (same SM90 kernels, CX7 NICs)",
+        not_borrowed: &[],
     },
     Group {
         name: "DeepEP low-latency kernels (H800, CX7)",
@@ -89,6 +109,7 @@ pub const GROUPS: &[Group] = &[
         fitted_in: &["h800"],
         assumed_in: &["h100", "h200"],
         why_assumed: "the H800's DeepEP low-latency fit (same SM90 kernels, CX7 NICs)",
+        not_borrowed: &[],
     },
     Group {
         name: "TensorRT-LLM one-sided all-to-all (GB200 NVL72)",
@@ -103,6 +124,7 @@ pub const GROUPS: &[Group] = &[
         fitted_in: &["gb200"],
         assumed_in: &["gb300", "b200"],
         why_assumed: "the GB200's one-sided all-to-all fit (NVLink 5 at 900 GB/s per direction)",
+        not_borrowed: &[],
     },
     Group {
         name: "DeepEP V2 NVLink kernels (SM100)",
@@ -111,6 +133,7 @@ pub const GROUPS: &[Group] = &[
         fitted_in: &["b200"],
         assumed_in: &["gb200", "gb300"],
         why_assumed: "DeepEP V2's SM100 NVLink figure (NVLink 5 at 900 GB/s per direction)",
+        not_borrowed: &[],
     },
     Group {
         name: "FlashMLA dense decode (H800)",
@@ -122,6 +145,7 @@ pub const GROUPS: &[Group] = &[
         fitted_in: &["h800"],
         assumed_in: &["h100", "h200", "b200", "gb200", "gb300"],
         why_assumed: "FlashMLA's H800 dense-decode figures (none published for this GPU)",
+        not_borrowed: &[],
     },
     Group {
         name: "FlashMLA sparse (H800)",
@@ -136,6 +160,7 @@ pub const GROUPS: &[Group] = &[
         fitted_in: &["h800"],
         assumed_in: &["h100", "h200"],
         why_assumed: "FlashMLA's H800 sparse figures (the same SM90 kernels)",
+        not_borrowed: &[],
     },
     Group {
         name: "FlashMLA sparse (B200)",
@@ -150,6 +175,7 @@ pub const GROUPS: &[Group] = &[
         fitted_in: &["b200"],
         assumed_in: &["gb200", "gb300"],
         why_assumed: "FlashMLA's B200 sparse figures (the same SM100 kernels)",
+        not_borrowed: &[],
     },
     Group {
         name: "FlashMLA MHA prefill (B200)",
@@ -158,6 +184,7 @@ pub const GROUPS: &[Group] = &[
         fitted_in: &["b200"],
         assumed_in: &[],
         why_assumed: "",
+        not_borrowed: &[],
     },
     Group {
         name: "cuDNN causal prefill attention (H200)",
@@ -169,6 +196,7 @@ pub const GROUPS: &[Group] = &[
         fitted_in: &["h200"],
         assumed_in: &["h100", "h800"],
         why_assumed: "cuDNN's H200 prefill-attention fit (the same SM90 die)",
+        not_borrowed: &[],
     },
     Group {
         name: "cuDNN causal prefill attention (GB200)",
@@ -180,6 +208,7 @@ pub const GROUPS: &[Group] = &[
         fitted_in: &["gb200"],
         assumed_in: &[],
         why_assumed: "",
+        not_borrowed: &[],
     },
     Group {
         name: "cuDNN causal prefill attention (GB300)",
@@ -191,6 +220,7 @@ pub const GROUPS: &[Group] = &[
         fitted_in: &["gb300"],
         assumed_in: &[],
         why_assumed: "",
+        not_borrowed: &[],
     },
 ];
 
@@ -347,6 +377,9 @@ pub fn write(dir: &str, fits: &[GroupFit], table: &str) -> Result<Vec<String>> {
                     {
                         continue;
                     }
+                    if !fitted && f.group.not_borrowed.contains(&key) {
+                        continue;
+                    }
                     doc["cost"][key] = toml_edit::value(round5(*v));
                     let prov = if fitted {
                         format!(
@@ -380,8 +413,8 @@ mod tests {
     fn no_key_is_written_twice_into_one_file() {
         let mut seen: Vec<(&str, &str, &str)> = Vec::new();
         for g in GROUPS {
-            for (hw, _) in g.targets() {
-                for k in g.keys() {
+            for (hw, fitted) in g.targets() {
+                for k in g.keys().filter(|k| fitted || !g.not_borrowed.contains(k)) {
                     if let Some(prev) = seen.iter().find(|(h, key, _)| *h == hw && *key == k) {
                         panic!(
                             "{hw} cost.{k} is written by both `{}` and `{}`",

@@ -353,6 +353,21 @@ impl AnalyticCostModel {
         gpu + self.launch_s(Phase::Decode, gpu, kernels)
     }
 
+    /// One MoE layer of a group whose every rank routes `tokens_per_rank` tokens: the
+    /// routed experts of the hottest rank with its dispatch and combine, run serially
+    /// (or inside one fused kernel); what `twin kernel moe` prices.
+    pub fn moe_layer(&self, phase: Phase, tokens_per_rank: f64) -> (f64, Bound) {
+        let d = self.layout.dep.max(1) as f64;
+        let m = self.moe_part(phase, tokens_per_rank * d, tokens_per_rank, true);
+        let t = m.experts_s + m.elem_s + m.dispatch.s + m.combine.s;
+        let bound = if m.dispatch.s + m.combine.s > m.experts_s {
+            Bound::Link
+        } else {
+            m.bound
+        };
+        (t, bound)
+    }
+
     /// Bytes of weights resident on one rank.
     pub fn weight_bytes_per_rank(&self) -> f64 {
         let c = &self.compiled;
