@@ -260,7 +260,11 @@ pub fn render(f: &Forward) -> String {
             "{n} request{} over the group",
             if n == 1 { "" } else { "s" }
         ),
-        None => format!("{} requests per rank", s.batch_per_rank),
+        None => format!(
+            "{} request{} per rank",
+            s.batch_per_rank,
+            if s.batch_per_rank == 1 { "" } else { "s" }
+        ),
     };
     writeln!(
         out,

@@ -496,21 +496,20 @@ pub fn run(args: &KernelArgs) -> Result<()> {
     }
     let r = &k.result;
     println!("{} on {}", k.what, k.hardware);
-    println!(
-        "time {:.2} us ({} bound; compute {:.2} us, memory/link {:.2} us)",
-        r.time_s * 1e6,
-        r.kernel.bound.name(),
-        r.kernel.compute_s * 1e6,
-        r.kernel.memory_s * 1e6
-    );
-    if r.flops > 0.0 {
-        println!(
-            "{:.0} TFLOP/s, {:.0} GB/s (the benchmark's accounting)",
-            r.tflops(),
-            r.gb_s()
-        );
+    let parts = if r.kernel.compute_s > 0.0 || r.kernel.memory_s > 0.0 {
+        format!(
+            "; compute {:.2} us, memory/link {:.2} us",
+            r.kernel.compute_s * 1e6,
+            r.kernel.memory_s * 1e6
+        )
     } else {
-        println!("{:.1} GB/s (the benchmark's accounting)", r.gb_s());
+        String::new()
+    };
+    println!("time {:.2} us ({} bound{parts})", r.time_s * 1e6, r.kernel.bound.name());
+    match (r.flops > 0.0, r.bytes > 0.0) {
+        (true, true) => println!("{:.0} TFLOP/s, {:.0} GB/s (the benchmark's accounting)", r.tflops(), r.gb_s()),
+        (true, false) => println!("{:.0} TFLOP/s", r.tflops()),
+        (false, _) => println!("{:.1} GB/s (the benchmark's accounting)", r.gb_s()),
     }
     println!("cost model: {}", k.cost_model);
     Ok(())
