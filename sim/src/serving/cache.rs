@@ -1,23 +1,35 @@
-//! Prefix cache of one instance: prompt blocks (`BLOCK_TOKENS` tokens each) identified
-//! by hash, in HBM with an optional second tier in host memory (blocks evicted from HBM
-//! move there; a host hit is promoted back).
+//! The prefix caches of one pool's instances: prompt blocks (`BLOCK_TOKENS` tokens
+//! each) identified by hash, in HBM with an optional second tier in host memory
+//! (blocks evicted from HBM move there; a host hit is promoted back).
 //!
 //! A lookup matches the longest run of leading blocks present in either tier: a block
 //! is only usable if every block before it is (causal KV).
 //!
-//! Layout: a radix tree (as SGLang's RadixAttention) whose nodes hold runs of blocks;
-//! a node's children are keyed by their first block. An agent session that grows turn
-//! by turn extends one node, so a lookup is a few node hops and a contiguous compare,
-//! not one hash probe per block.
+//! Layout: one radix tree per pool (as SGLang's RadixAttention, shared): nodes hold runs
+//! of blocks, a node's children are keyed by their first block, and each node records
+//! which instances hold how many of its leading blocks (`Hold`). An agent session that
+//! grows turn by turn extends one node, so a walk is a few node hops and a contiguous
+//! compare, not one hash probe per block; and routing asks every instance at once in
+//! one walk (`peek_all`), not one walk per instance.
 //!
-//! Eviction is least-recently-used and leaf-first, per block: every block a lookup
-//! matches or an insert writes is stamped with the operation's tick; HBM evicts the
-//! block with the oldest stamp among those with no child in HBM (to host, or dropped
-//! without one), and host evicts the oldest among those with no child at all. So the
-//! blocks in HBM, and all blocks present, stay prefix-closed: no block outlives its
-//! prefix. All blocks of a node share one stamp (a partial match splits the node), so
-//! evicting trims the tail of the least recently used leaf node.
+//! Each instance behaves as its own cache. Eviction is least-recently-used and
+//! leaf-first, per block and per instance: every block a lookup matches or an insert
+//! writes is stamped with the instance's tick; an instance's HBM evicts its block with
+//! the oldest stamp among those with no child in its HBM (to host, or dropped without
+//! one), and its host evicts the oldest among those with no child at all. So each
+//! instance's blocks in HBM, and all its blocks, stay prefix-closed: no block outlives
+//! its prefix. All blocks an instance holds of a node share one stamp (a partial match
+//! splits the node), so evicting trims the tail of its least recently used leaf.
+//! The tests check every instance against the block-by-block definition.
+//!
+//! Chained identities: when a block's identity names its whole prefix (the workloads'
+//! generated identities, vLLM's block hashes, Mooncake's `hash_ids`; see
+//! `Driver::chained_blocks`), equal identities at one position mean equal prefixes, so
+//! a run matches up to its last common position if that position matches, and the
+//! first mismatch is found by bisection: a walk reads a few blocks per node, not every
+//! block. Without chaining every block is compared.
 
+use super::prompt::Prompt;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -53,32 +65,188 @@ impl Hasher for MixHasher {
 
 type Children = HashMap<(u32, u64), u32, BuildHasherDefault<MixHasher>>;
 
+/// An eviction candidate: (stamp, node), oldest first.
+type Candidates = BinaryHeap<Reverse<(u64, u32)>>;
+
 const ROOT: u32 = 0;
 
-#[derive(Debug, Clone, Default)]
-struct Node {
-    /// The blocks, in prompt order; `run[..hbm]` are in HBM, the rest on the host.
-    run: Vec<u64>,
-    /// Its key under its parent (its first block).
-    key: u64,
-    hbm: usize,
-    parent: u32,
+/// What one instance holds of a node.
+#[derive(Debug, Clone, Copy)]
+struct Hold {
+    /// The instance; `NOBODY` marks an empty inline slot.
+    inst: u32,
+    /// Leading blocks of the node's run it holds, either tier (> 0).
+    held: u32,
+    /// Of those, the leading blocks in HBM (the rest are on the host).
+    hbm: u32,
+    /// Children of the node it holds blocks of, and of those, with blocks in HBM.
     children: u32,
-    /// Children with at least one block in HBM.
     hbm_children: u32,
     stamp: u64,
-    alive: bool,
 }
 
-impl Node {
+const NOBODY: u32 = u32::MAX;
+
+impl Hold {
+    fn new(inst: u32) -> Self {
+        Hold {
+            inst,
+            held: 0,
+            hbm: 0,
+            children: 0,
+            hbm_children: 0,
+            stamp: 0,
+        }
+    }
     /// Its last HBM block has no HBM child: the next HBM eviction may take it.
     fn hbm_leaf(&self) -> bool {
         self.hbm > 0 && self.hbm_children == 0
     }
     /// Its last block is on the host and has no child: host eviction may take it.
     fn host_leaf(&self) -> bool {
-        self.children == 0 && self.hbm < self.run.len()
+        self.children == 0 && self.hbm < self.held
     }
+}
+
+/// The holds of a node, in no order: most nodes (a session's context) have one
+/// holder, kept inline; shared prefixes spill the rest.
+#[derive(Debug, Clone)]
+struct Holds {
+    first: Hold,
+    more: Vec<Hold>,
+}
+
+impl Default for Holds {
+    fn default() -> Self {
+        Holds {
+            first: Hold::new(NOBODY),
+            more: Vec::new(),
+        }
+    }
+}
+
+impl Holds {
+    fn iter(&self) -> impl Iterator<Item = &Hold> {
+        std::iter::once(&self.first)
+            .filter(|h| h.inst != NOBODY)
+            .chain(&self.more)
+    }
+    fn iter_mut(&mut self) -> impl Iterator<Item = &mut Hold> {
+        std::iter::once(&mut self.first)
+            .filter(|h| h.inst != NOBODY)
+            .chain(&mut self.more)
+    }
+    fn get(&self, inst: u32) -> Option<&Hold> {
+        if self.first.inst == inst {
+            return Some(&self.first);
+        }
+        self.more.iter().find(|h| h.inst == inst)
+    }
+    fn get_mut(&mut self, inst: u32) -> Option<&mut Hold> {
+        if self.first.inst == inst {
+            return Some(&mut self.first);
+        }
+        self.more.iter_mut().find(|h| h.inst == inst)
+    }
+    /// The hold of `inst`, added empty if it has none.
+    fn entry(&mut self, inst: u32) -> &mut Hold {
+        if self.first.inst == inst {
+            return &mut self.first;
+        }
+        if self.first.inst == NOBODY {
+            self.first = Hold::new(inst);
+            return &mut self.first;
+        }
+        match self.more.iter().position(|h| h.inst == inst) {
+            Some(k) => &mut self.more[k],
+            None => {
+                self.more.push(Hold::new(inst));
+                self.more.last_mut().unwrap()
+            }
+        }
+    }
+    fn retain(&mut self, mut keep: impl FnMut(&Hold) -> bool) {
+        self.more.retain(&mut keep);
+        if self.first.inst != NOBODY && !keep(&self.first) {
+            self.first = self.more.pop().unwrap_or(Hold::new(NOBODY));
+        }
+    }
+    fn is_empty(&self) -> bool {
+        self.first.inst == NOBODY
+    }
+}
+
+/// A run of blocks and who holds it. The run is blocks `start..start + len` of `src`:
+/// `start` is the node's depth in blocks, and every prompt that passes through the
+/// node has the same blocks there, so any of them can serve as its source. Laid out so
+/// a walk's reads (the inline hold, the last block, the length) share a cache line.
+#[derive(Debug, Clone)]
+#[repr(C, align(64))]
+struct Node<'a> {
+    holds: Holds,
+    /// The run's last block (a chained walk compares only this, usually).
+    last: u64,
+    start: u32,
+    /// As long as the longest hold.
+    len: u32,
+    src: Prompt<'a>,
+    /// Its key under its parent (its first block).
+    key: u64,
+    parent: u32,
+    /// Children in the tree (of any instance).
+    children: u32,
+    alive: bool,
+}
+
+impl<'a> Node<'a> {
+    fn new(src: Prompt<'a>, start: usize, len: usize, parent: u32) -> Self {
+        let mut nd = Node {
+            holds: Holds::default(),
+            last: 0,
+            start: start as u32,
+            len: len as u32,
+            src,
+            key: 0,
+            parent,
+            children: 0,
+            alive: true,
+        };
+        nd.key = nd.block(0);
+        nd.set_last();
+        nd
+    }
+    fn len(&self) -> usize {
+        self.len as usize
+    }
+    /// The run's block `j`.
+    fn block(&self, j: usize) -> u64 {
+        self.src.get(self.start as usize + j)
+    }
+    fn hold(&self, inst: u32) -> Option<&Hold> {
+        self.holds.get(inst)
+    }
+    fn hold_mut(&mut self, inst: u32) -> Option<&mut Hold> {
+        self.holds.get_mut(inst)
+    }
+    /// Keeps `last` in step after the run changed.
+    fn set_last(&mut self) {
+        self.last = if self.len > 0 {
+            self.block(self.len() - 1)
+        } else {
+            0
+        };
+    }
+}
+
+/// One instance's tiers and eviction order.
+#[derive(Debug, Clone, Default)]
+struct Instance {
+    hbm_len: u64,
+    host_len: u64,
+    tick: u64,
+    /// Eviction candidates (stamp, node), checked when popped (stale entries skipped).
+    hbm_heap: Candidates,
+    host_heap: Candidates,
 }
 
 /// What a lookup found.
@@ -90,154 +258,270 @@ pub struct Hit {
     pub host_blocks: u64,
 }
 
+/// The prefix caches of a pool's instances (`0..instances`), each of `hbm_blocks` in
+/// HBM and `host_blocks` on the host.
 #[derive(Debug, Clone)]
-pub struct PrefixCache {
-    nodes: Vec<Node>,
+pub struct PrefixCache<'a> {
+    nodes: Vec<Node<'a>>,
     free: Vec<u32>,
     children: Children,
     hbm_cap: u64,
     host_cap: u64,
-    hbm_len: u64,
-    host_len: u64,
-    tick: u64,
-    /// Eviction candidates (stamp, node), checked when popped (stale entries skipped).
-    hbm_heap: BinaryHeap<Reverse<(u64, u32)>>,
-    host_heap: BinaryHeap<Reverse<(u64, u32)>>,
-    /// Scratch: the nodes of the path just walked.
-    path: Vec<u32>,
+    inst: Vec<Instance>,
+    /// Scratch: the nodes of the path just walked, and how many of each's blocks.
+    path: Vec<(u32, usize)>,
+    /// Scratch of `peek_all`: the depth down to which each instance held every block.
+    full_depth: Vec<u32>,
+    /// Block identities name their whole prefix (see the module docs).
+    chained: bool,
 }
 
-impl PrefixCache {
-    pub fn new(hbm_blocks: u64, host_blocks: u64) -> Self {
+impl<'a> PrefixCache<'a> {
+    /// `chained`: the block identities it will see name their whole prefix (then walks
+    /// compare a few blocks per node instead of all).
+    pub fn new(instances: usize, hbm_blocks: u64, host_blocks: u64, chained: bool) -> Self {
         PrefixCache {
-            nodes: vec![Node {
-                alive: true,
-                ..Node::default()
-            }],
+            nodes: vec![Node::new(Prompt::Listed(&[0]), 0, 1, ROOT)],
             free: Vec::new(),
             children: Children::default(),
             hbm_cap: hbm_blocks,
             host_cap: host_blocks,
-            hbm_len: 0,
-            host_len: 0,
-            tick: 0,
-            hbm_heap: BinaryHeap::new(),
-            host_heap: BinaryHeap::new(),
+            inst: vec![Instance::default(); instances],
             path: Vec::new(),
+            full_depth: vec![0; instances],
+            chained,
         }
     }
 
-    pub fn hbm_blocks(&self) -> u64 {
-        self.hbm_len
+    pub fn hbm_blocks(&self, inst: usize) -> u64 {
+        self.inst[inst].hbm_len
     }
 
-    pub fn host_blocks(&self) -> u64 {
-        self.host_len
+    pub fn host_blocks(&self, inst: usize) -> u64 {
+        self.inst[inst].host_len
     }
 
-    /// Walks `blocks` down the tree: the nodes fully matched (in `path`, when given),
-    /// then the node matched partway and how far (`None` if the walk ended on a node
-    /// boundary), and the blocks matched in all.
-    #[inline]
-    fn walk(
-        &self,
-        blocks: &[u64],
-        mut path: Option<&mut Vec<u32>>,
-    ) -> (Option<(u32, usize)>, usize) {
+    /// Leading blocks of `prompt` each instance holds, into `hits` (one per instance),
+    /// in one walk and without touching recency (for routing).
+    pub fn peek_all(&mut self, prompt: &Prompt<'_>, hits: &mut [u64]) {
+        hits.fill(0);
+        self.full_depth.fill(0);
         let mut node = ROOT;
         let mut pos = 0;
-        while pos < blocks.len() {
-            let Some(&child) = self.children.get(&(node, blocks[pos])) else {
+        let mut depth = 0u32;
+        while pos < prompt.len() {
+            let Some(child) = self.child(node, prompt, pos) else {
                 break;
             };
-            let run = &self.nodes[child as usize].run;
-            let rest = &blocks[pos..];
-            // A full match is the common case: compare with memcmp first.
-            let k = run.len().min(rest.len());
-            let m = if run[..k] == rest[..k] {
-                k
-            } else {
-                run.iter().zip(rest).take_while(|(a, b)| a == b).count()
-            };
-            pos += m;
-            if m < run.len() {
-                return (Some((child, m)), pos);
+            let nd = &self.nodes[child as usize];
+            let len = nd.len();
+            let m = self.common_prefix(nd, len, prompt);
+            depth += 1;
+            for h in nd.holds.iter() {
+                let i = h.inst as usize;
+                if self.full_depth[i] == depth - 1 {
+                    let got = (h.held as usize).min(m);
+                    hits[i] += got as u64;
+                    if got == len {
+                        self.full_depth[i] = depth;
+                    }
+                }
             }
-            if let Some(p) = path.as_deref_mut() {
-                p.push(child);
+            pos += m;
+            if m < len {
+                break;
             }
             node = child;
         }
-        (None, pos)
     }
 
-    /// Leading blocks present, without touching recency (for routing).
-    pub fn peek(&self, blocks: &[u64]) -> u64 {
-        self.walk(blocks, None).1 as u64
+    /// Leading blocks of `prompt` instance `inst` holds, without touching recency.
+    pub fn peek(&self, inst: usize, prompt: &Prompt<'_>) -> u64 {
+        let mut node = ROOT;
+        let mut pos = 0;
+        while pos < prompt.len() {
+            let Some(child) = self.child(node, prompt, pos) else {
+                break;
+            };
+            let nd = &self.nodes[child as usize];
+            let Some(h) = nd.hold(inst as u32) else {
+                break;
+            };
+            let m = self.common_prefix(nd, h.held as usize, prompt);
+            pos += m;
+            if m < nd.len() {
+                break;
+            }
+            node = child;
+        }
+        pos as u64
     }
 
-    /// Leading blocks present; stamps them and brings host blocks back to HBM.
-    pub fn lookup(&mut self, blocks: &[u64]) -> Hit {
+    /// Leading blocks of `prompt` instance `inst` holds; stamps them and brings host
+    /// blocks back to its HBM.
+    pub fn lookup(&mut self, inst: usize, prompt: &Prompt<'_>) -> Hit {
+        let i = inst as u32;
         if self.hbm_cap == 0 {
             return Hit {
-                blocks: self.peek(blocks),
+                blocks: self.peek(inst, prompt),
                 host_blocks: 0,
             };
         }
         let mut path = std::mem::take(&mut self.path);
         path.clear();
-        let (partial, n) = self.walk(blocks, Some(&mut path));
-        if let Some((node, m)) = partial {
-            path.push(self.split(node, m));
+        let mut node = ROOT;
+        let mut pos = 0;
+        let mut host = 0;
+        while pos < prompt.len() {
+            let Some(child) = self.child(node, prompt, pos) else {
+                break;
+            };
+            let nd = &self.nodes[child as usize];
+            let Some(h) = nd.hold(i) else {
+                break;
+            };
+            let (held, hbm) = (h.held as usize, h.hbm as usize);
+            let m = self.common_prefix(nd, held, prompt);
+            pos += m;
+            if m < held {
+                // Matched partway into what it holds: the matched head gets the new
+                // stamp, the rest keeps its own.
+                host += m - hbm.min(m);
+                path.push((self.split(child, m), m));
+                break;
+            }
+            host += held - hbm;
+            path.push((child, held));
+            if held < nd.len() {
+                break; // it holds nothing below
+            }
+            node = child;
         }
-        let host: usize = path
-            .iter()
-            .map(|&i| {
-                let nd = &self.nodes[i as usize];
-                nd.run.len() - nd.hbm
-            })
-            .sum();
-        self.touch_path(&path);
+        self.touch_path(i, &path);
         self.path = path;
-        self.evict();
+        self.evict(i);
         Hit {
-            blocks: n as u64,
+            blocks: pos as u64,
             host_blocks: host as u64,
         }
     }
 
-    /// Records a computed prompt's blocks (the whole prompt, most recently used).
-    pub fn insert(&mut self, blocks: &[u64]) {
-        if self.hbm_cap == 0 || blocks.is_empty() {
+    /// Records that instance `inst` computed `prompt`'s blocks (the whole prompt, most
+    /// recently used).
+    pub fn insert(&mut self, inst: usize, prompt: &Prompt<'a>) {
+        let i = inst as u32;
+        if self.hbm_cap == 0 || prompt.is_empty() {
             return;
         }
         let mut path = std::mem::take(&mut self.path);
         path.clear();
-        let (partial, n) = self.walk(blocks, Some(&mut path));
-        if let Some((node, m)) = partial {
-            path.push(self.split(node, m));
+        let mut node = ROOT;
+        let mut pos = 0;
+        while pos < prompt.len() {
+            let Some(child) = self.child(node, prompt, pos) else {
+                break;
+            };
+            let nd = &self.nodes[child as usize];
+            let len = nd.len();
+            let m = self.common_prefix(nd, len, prompt);
+            pos += m;
+            if m < len {
+                let held = nd.hold(i).map_or(0, |h| h.held as usize);
+                // A branch (the prompt goes on elsewhere) or a hold that goes on past
+                // the prompt (it keeps its older stamp) needs a node boundary here.
+                if pos < prompt.len() || held > m {
+                    node = self.split(child, m);
+                    path.push((node, m));
+                } else {
+                    path.push((child, m));
+                }
+                break;
+            }
+            path.push((child, len));
+            node = child;
         }
-        let rest = &blocks[n..];
-        if !rest.is_empty() {
-            let last = path.last().copied().unwrap_or(ROOT);
-            let ln = &self.nodes[last as usize];
-            if last != ROOT && ln.children == 0 && ln.hbm == ln.run.len() {
-                // Extend the leaf in place (a session's next turn).
-                self.nodes[last as usize].run.extend_from_slice(rest);
-                self.nodes[last as usize].hbm += rest.len();
-                self.hbm_len += rest.len() as u64;
+        let rest = prompt.len() - pos;
+        if rest > 0 {
+            if node != ROOT && self.nodes[node as usize].children == 0 {
+                // Extend the leaf in place (a session's next turn): this prompt has
+                // the run's blocks too, and goes on.
+                let nd = &mut self.nodes[node as usize];
+                nd.src = *prompt;
+                nd.len += rest as u32;
+                nd.set_last();
+                path.last_mut().expect("node is on the path").1 += rest;
             } else {
-                let i = self.new_node(last, rest.to_vec());
-                path.push(i);
+                let n = self.new_node(node, *prompt, pos, rest);
+                path.push((n, rest));
             }
         }
-        self.touch_path(&path);
+        self.touch_path(i, &path);
         self.path = path;
-        self.evict();
+        self.evict(i);
+    }
+
+    /// Length of the common prefix of `nd`'s first `k` blocks and `prompt`'s blocks at
+    /// the same positions. With chained identities a match at one position implies a
+    /// match at every position before it, so the last common position decides and a
+    /// mismatch is found by bisection.
+    #[inline]
+    fn common_prefix(&self, nd: &Node<'_>, k: usize, prompt: &Prompt<'_>) -> usize {
+        let at = nd.start as usize;
+        let k = k.min(prompt.len() - at);
+        let node_block = |j: usize| {
+            if j + 1 == nd.len() {
+                nd.last
+            } else {
+                nd.block(j)
+            }
+        };
+        let m = if self.chained {
+            if k == 0 || node_block(k - 1) == prompt.get(at + k - 1) {
+                k
+            } else {
+                // Blocks before lo match, block hi does not: shrink to adjacent.
+                let (mut lo, mut hi) = (0, k - 1);
+                while lo < hi {
+                    let mid = (lo + hi) / 2;
+                    if nd.block(mid) == prompt.get(at + mid) {
+                        lo = mid + 1;
+                    } else {
+                        hi = mid;
+                    }
+                }
+                lo
+            }
+        } else if let (Some(a), Some(b)) = (nd.src.as_listed(), prompt.as_listed()) {
+            let (a, b) = (&a[at..at + k], &b[at..at + k]);
+            // A full match is the common case: compare with memcmp first.
+            if a == b {
+                k
+            } else {
+                a.iter().zip(b).take_while(|(x, y)| x == y).count()
+            }
+        } else {
+            (0..k)
+                .take_while(|&j| nd.block(j) == prompt.get(at + j))
+                .count()
+        };
+        debug_assert!(
+            !self.chained
+                || m == (0..k)
+                    .take_while(|&j| nd.block(j) == prompt.get(at + j))
+                    .count(),
+            "block identities are not chained"
+        );
+        m
+    }
+
+    /// The child of `node` where `prompt` goes on at `pos`.
+    #[inline]
+    fn child(&self, node: u32, prompt: &Prompt<'_>, pos: usize) -> Option<u32> {
+        self.children.get(&(node, prompt.get(pos))).copied()
     }
 
     /// Places a node in the slab (reusing a freed slot).
-    fn alloc(&mut self, node: Node) -> u32 {
+    fn alloc(&mut self, node: Node<'a>) -> u32 {
         match self.free.pop() {
             Some(i) => {
                 self.nodes[i as usize] = node;
@@ -250,215 +534,265 @@ impl PrefixCache {
         }
     }
 
-    fn new_node(&mut self, parent: u32, run: Vec<u64>) -> u32 {
-        let len = run.len();
-        let first = run[0];
-        let node = Node {
-            run,
-            key: first,
-            hbm: len,
-            parent,
-            children: 0,
-            hbm_children: 0,
-            stamp: 0,
-            alive: true,
-        };
-        let i = self.alloc(node);
-        self.children.insert((parent, first), i);
-        let p = &mut self.nodes[parent as usize];
-        p.children += 1;
-        p.hbm_children += 1;
-        self.hbm_len += len as u64;
-        i
+    /// A new child of `parent`: `len` blocks of `src` from `start` (no holds yet).
+    fn new_node(&mut self, parent: u32, src: Prompt<'a>, start: usize, len: usize) -> u32 {
+        let node = Node::new(src, start, len, parent);
+        let key = node.key;
+        let n = self.alloc(node);
+        self.children.insert((parent, key), n);
+        self.nodes[parent as usize].children += 1;
+        n
     }
 
     /// Splits `node` after its first `m` blocks (0 < m < len); returns the head, which
-    /// keeps the node's place under its parent; the tail becomes its only child.
+    /// keeps the node's place under its parent; the tail becomes its only child. Each
+    /// hold is cut the same way, keeping its stamp.
     fn split(&mut self, node: u32, m: usize) -> u32 {
-        let (parent, first, stamp) = {
-            let nd = &self.nodes[node as usize];
-            (nd.parent, nd.run[0], nd.stamp)
-        };
-        let head_run = self.nodes[node as usize].run[..m].to_vec();
-        let hbm = self.nodes[node as usize].hbm;
-        let head = Node {
-            run: head_run,
-            key: first,
-            hbm: hbm.min(m),
-            parent,
-            children: 1,
-            hbm_children: (hbm > m) as u32,
-            stamp,
-            alive: true,
-        };
-        let h = self.alloc(head);
+        let m32 = m as u32;
+        let nd = &mut self.nodes[node as usize];
+        let mut head = Node::new(nd.src, nd.start as usize, m, nd.parent);
+        head.children = 1;
+        for h in nd.holds.iter() {
+            *head.holds.entry(h.inst) = Hold {
+                held: h.held.min(m32),
+                hbm: h.hbm.min(m32),
+                children: (h.held > m32) as u32,
+                hbm_children: (h.hbm > m32) as u32,
+                ..*h
+            };
+        }
         // The tail keeps its node index, so its children's keys stay valid.
-        let tail = &mut self.nodes[node as usize];
-        tail.run.drain(..m);
-        tail.hbm = hbm.saturating_sub(m);
-        tail.parent = h;
-        let tail_first = tail.run[0];
-        tail.key = tail_first;
+        nd.start += m32;
+        nd.len -= m32;
+        nd.key = nd.block(0);
+        nd.holds.retain(|h| h.held > m32);
+        for h in nd.holds.iter_mut() {
+            h.held -= m32;
+            h.hbm = h.hbm.saturating_sub(m32);
+        }
+        let (parent, first, tail_first) = (head.parent, head.key, nd.key);
+        let h = self.alloc(head);
+        self.nodes[node as usize].parent = h;
         self.children.insert((parent, first), h);
         self.children.insert((h, tail_first), node);
+        // A hold that ends in the head has a new leaf node there.
+        let insts: Vec<u32> = self.nodes[h as usize]
+            .holds
+            .iter()
+            .map(|h| h.inst)
+            .collect();
+        for inst in insts {
+            self.push_candidates(inst, h);
+        }
         h
     }
 
-    /// Stamps every node of a matched path with a new tick and brings it into HBM.
-    fn touch_path(&mut self, path: &[u32]) {
-        self.tick += 1;
-        let t = self.tick;
-        for &i in path {
-            let (was, len, parent) = {
-                let nd = &mut self.nodes[i as usize];
-                nd.stamp = t;
-                let was = nd.hbm;
-                nd.hbm = nd.run.len();
-                (was, nd.run.len(), nd.parent)
-            };
-            if was < len {
-                self.hbm_len += (len - was) as u64;
-                self.host_len -= (len - was) as u64;
-                if was == 0 {
-                    self.nodes[parent as usize].hbm_children += 1;
-                }
+    /// Instance `i` now holds the first `held` blocks of each path node, all in HBM,
+    /// stamped with a new tick.
+    fn touch_path(&mut self, i: u32, path: &[(u32, usize)]) {
+        let t = {
+            let inst = &mut self.inst[i as usize];
+            inst.tick += 1;
+            inst.tick
+        };
+        for &(n, held) in path {
+            let nd = &mut self.nodes[n as usize];
+            let parent = nd.parent;
+            let h = nd.holds.entry(i);
+            let (was_held, was_hbm) = (h.held as usize, h.hbm as usize);
+            debug_assert!(held >= was_held);
+            h.held = held as u32;
+            h.hbm = held as u32;
+            h.stamp = t;
+            let inst = &mut self.inst[i as usize];
+            inst.hbm_len += (held - was_hbm) as u64;
+            inst.host_len -= (was_held - was_hbm) as u64;
+            if parent != ROOT && (was_held == 0 || was_hbm == 0) {
+                let p = self.nodes[parent as usize]
+                    .hold_mut(i)
+                    .expect("a held node's parent is held");
+                p.children += (was_held == 0) as u32;
+                p.hbm_children += (was_hbm == 0) as u32;
             }
         }
         // Candidates: the path's last node is the only one that can be a leaf.
-        if let Some(&last) = path.last() {
-            self.push_candidates(last);
+        if let Some(&(last, _)) = path.last() {
+            self.push_candidates(i, last);
         }
-        self.compact_heaps();
+        self.compact_heaps(i);
     }
 
-    fn push_candidates(&mut self, i: u32) {
-        if i == ROOT {
+    fn push_candidates(&mut self, i: u32, n: u32) {
+        if n == ROOT {
             return;
         }
-        let nd = &self.nodes[i as usize];
-        if nd.hbm_leaf() {
-            self.hbm_heap.push(Reverse((nd.stamp, i)));
+        let Some(h) = self.nodes[n as usize].hold(i) else {
+            return;
+        };
+        let inst = &mut self.inst[i as usize];
+        if h.hbm_leaf() {
+            inst.hbm_heap.push(Reverse((h.stamp, n)));
         }
-        if nd.host_leaf() {
-            self.host_heap.push(Reverse((nd.stamp, i)));
+        if h.host_leaf() {
+            inst.host_heap.push(Reverse((h.stamp, n)));
         }
     }
 
-    /// Drops stale heap entries once they outnumber the nodes (bounds memory).
-    fn compact_heaps(&mut self) {
+    /// Whether `(s, n)` is still an eviction candidate of instance `i`'s tier.
+    fn valid(&self, i: u32, host: bool, s: u64, n: u32) -> bool {
+        let nd = &self.nodes[n as usize];
+        nd.alive
+            && nd
+                .hold(i)
+                .is_some_and(|h| h.stamp == s && if host { h.host_leaf() } else { h.hbm_leaf() })
+    }
+
+    /// Drops instance `i`'s stale heap entries once they outnumber the nodes (bounds
+    /// memory).
+    fn compact_heaps(&mut self, i: u32) {
         let limit = 2 * self.nodes.len() + 1024;
         for host in [false, true] {
+            let inst = &mut self.inst[i as usize];
             let heap = if host {
-                &mut self.host_heap
+                &mut inst.host_heap
             } else {
-                &mut self.hbm_heap
+                &mut inst.hbm_heap
             };
             if heap.len() > limit {
-                let nodes = &self.nodes;
                 let mut v = std::mem::take(heap).into_vec();
-                v.retain(|Reverse((s, i))| {
-                    let nd = &nodes[*i as usize];
-                    nd.alive && nd.stamp == *s && if host { nd.host_leaf() } else { nd.hbm_leaf() }
-                });
+                v.retain(|Reverse((s, n))| self.valid(i, host, *s, *n));
                 v.sort_unstable();
                 v.dedup();
-                *heap = BinaryHeap::from(v);
+                let inst = &mut self.inst[i as usize];
+                *(if host {
+                    &mut inst.host_heap
+                } else {
+                    &mut inst.hbm_heap
+                }) = BinaryHeap::from(v);
             }
         }
     }
 
-    /// The least recently used eviction candidate of a tier (host or HBM), skipping
-    /// entries made stale by a later stamp or a change of shape.
-    fn pop_candidate(&mut self, host: bool) -> Option<u32> {
+    /// Instance `i`'s least recently used eviction candidate of a tier (host or HBM),
+    /// skipping entries made stale by a later stamp or a change of shape.
+    fn pop_candidate(&mut self, i: u32, host: bool) -> Option<u32> {
         loop {
+            let inst = &mut self.inst[i as usize];
             let heap = if host {
-                &mut self.host_heap
+                &mut inst.host_heap
             } else {
-                &mut self.hbm_heap
+                &mut inst.hbm_heap
             };
-            let Reverse((s, i)) = heap.pop()?;
-            let nd = &self.nodes[i as usize];
-            let leaf = if host { nd.host_leaf() } else { nd.hbm_leaf() };
-            if nd.alive && nd.stamp == s && leaf {
-                return Some(i);
+            let Reverse((s, n)) = heap.pop()?;
+            if self.valid(i, host, s, n) {
+                return Some(n);
             }
         }
     }
 
-    fn evict(&mut self) {
-        while self.hbm_len > self.hbm_cap {
-            let Some(i) = self.pop_candidate(false) else {
+    fn evict(&mut self, i: u32) {
+        while self.inst[i as usize].hbm_len > self.hbm_cap {
+            let Some(n) = self.pop_candidate(i, false) else {
                 break;
             };
-            let nd = &self.nodes[i as usize];
-            let take = ((self.hbm_len - self.hbm_cap) as usize).min(nd.hbm);
+            let over = self.inst[i as usize].hbm_len - self.hbm_cap;
+            let nd = &mut self.nodes[n as usize];
+            let parent = nd.parent;
+            let h = nd.hold_mut(i).expect("a candidate is held");
+            let take = over.min(h.hbm as u64) as u32;
             if self.host_cap > 0 {
-                let nd = &mut self.nodes[i as usize];
-                nd.hbm -= take;
-                self.hbm_len -= take as u64;
-                self.host_len += take as u64;
-                if nd.hbm == 0 {
-                    let p = nd.parent;
-                    self.nodes[p as usize].hbm_children -= 1;
-                    self.push_candidates(p);
+                h.hbm -= take;
+                let emptied = h.hbm == 0;
+                let inst = &mut self.inst[i as usize];
+                inst.hbm_len -= take as u64;
+                inst.host_len += take as u64;
+                if emptied {
+                    if parent != ROOT {
+                        self.nodes[parent as usize]
+                            .hold_mut(i)
+                            .expect("parent held")
+                            .hbm_children -= 1;
+                    }
+                    self.push_candidates(i, parent);
                 }
-                self.push_candidates(i);
-                self.evict_host();
+                self.push_candidates(i, n);
+                self.evict_host(i);
             } else {
                 // No host tier: an HBM leaf's blocks are its tail; drop them.
-                self.trim(i, take);
-                self.hbm_len -= take as u64;
+                self.trim(i, n, take);
+                self.inst[i as usize].hbm_len -= take as u64;
             }
         }
     }
 
-    fn evict_host(&mut self) {
-        while self.host_len > self.host_cap {
-            let Some(i) = self.pop_candidate(true) else {
+    fn evict_host(&mut self, i: u32) {
+        while self.inst[i as usize].host_len > self.host_cap {
+            let Some(n) = self.pop_candidate(i, true) else {
                 break;
             };
-            let nd = &self.nodes[i as usize];
-            let take = ((self.host_len - self.host_cap) as usize).min(nd.run.len() - nd.hbm);
-            self.trim(i, take);
-            self.host_len -= take as u64;
+            let over = self.inst[i as usize].host_len - self.host_cap;
+            let h = self.nodes[n as usize].hold(i).expect("a candidate is held");
+            let take = over.min((h.held - h.hbm) as u64) as u32;
+            self.trim(i, n, take);
+            self.inst[i as usize].host_len -= take as u64;
         }
     }
 
-    /// Removes the last `take` blocks of leaf `i` (removing the node when empty).
-    fn trim(&mut self, i: u32, take: usize) {
-        let nd = &mut self.nodes[i as usize];
-        let had_hbm = nd.hbm > 0;
-        let keep = nd.run.len() - take;
-        nd.run.truncate(keep);
-        nd.hbm = nd.hbm.min(keep);
-        let (parent, key, lost_hbm) = (nd.parent, nd.key, had_hbm && nd.hbm == 0);
+    /// Removes the last `take` blocks instance `i` holds of leaf `n` (its hold, and the
+    /// node once nobody holds it, go when empty).
+    fn trim(&mut self, i: u32, n: u32, take: u32) {
+        let nd = &mut self.nodes[n as usize];
+        let parent = nd.parent;
+        let h = nd.hold_mut(i).expect("a trimmed node is held");
+        let had_hbm = h.hbm > 0;
+        let keep = h.held - take;
+        h.held = keep;
+        h.hbm = h.hbm.min(keep);
+        let lost_hbm = had_hbm && h.hbm == 0;
         if keep == 0 {
+            nd.holds.retain(|h| h.inst != i);
+        }
+        // The run is as long as the longest hold (nodes below are held in full).
+        let longest = nd.holds.iter().map(|h| h.held).max().unwrap_or(0);
+        if longest < nd.len {
+            debug_assert_eq!(nd.children, 0);
+            nd.len = longest;
+            nd.set_last();
+        }
+        if nd.holds.is_empty() {
             nd.alive = false;
-            self.free.push(i);
+            let key = nd.key;
+            self.free.push(n);
             self.children.remove(&(parent, key));
             self.nodes[parent as usize].children -= 1;
-        } else {
-            self.push_candidates(i);
         }
-        if lost_hbm {
-            self.nodes[parent as usize].hbm_children -= 1;
+        if parent != ROOT {
+            let p = self.nodes[parent as usize]
+                .hold_mut(i)
+                .expect("parent held");
+            p.children -= (keep == 0) as u32;
+            p.hbm_children -= lost_hbm as u32;
+        }
+        if keep > 0 {
+            self.push_candidates(i, n);
         }
         if keep == 0 || lost_hbm {
-            self.push_candidates(parent);
+            self.push_candidates(i, parent);
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::prompt::Generated;
     use super::*;
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
     use std::collections::BTreeMap;
 
-    /// The definition, block by block: each present block has a tier and the tick of
-    /// the last operation that matched or wrote it; eviction takes the oldest block
-    /// with no child in HBM (from HBM) or no child at all (from host).
+    /// The definition, block by block, for one instance: each present block has a tier
+    /// and the tick of the last operation that matched or wrote it; eviction takes the
+    /// oldest block with no child in HBM (from HBM) or no child at all (from host).
     #[derive(Default)]
     struct Naive {
         /// block -> (in HBM, stamp)
@@ -484,12 +818,15 @@ mod tests {
                 .iter()
                 .any(|(c, v)| (v.0 || !hbm_only) && self.parent[c] == Some(b))
         }
-        fn lookup(&mut self, blocks: &[u64]) -> Hit {
-            self.learn(blocks);
-            let n = blocks
+        fn prefix(&self, blocks: &[u64]) -> usize {
+            blocks
                 .iter()
                 .take_while(|b| self.present.contains_key(b))
-                .count();
+                .count()
+        }
+        fn lookup(&mut self, blocks: &[u64]) -> Hit {
+            self.learn(blocks);
+            let n = self.prefix(blocks);
             let host = blocks[..n].iter().filter(|b| !self.present[b].0).count() as u64;
             if self.hbm_cap > 0 {
                 self.tick += 1;
@@ -556,8 +893,11 @@ mod tests {
             .collect()
     }
 
+    /// Every instance of a shared tree behaves as its own block-by-block cache: peeks
+    /// (one instance, or all in one walk), lookups and tier sizes, under random lookups
+    /// and inserts spread over the instances.
     #[test]
-    fn matches_the_block_by_block_definition() {
+    fn every_instance_matches_the_block_by_block_definition() {
         for (hbm_cap, host_cap) in [
             (8usize, 0usize),
             (8, 16),
@@ -567,44 +907,57 @@ mod tests {
             (20, 7),
             (1000, 0),
         ] {
-            let mut rng = ChaCha8Rng::seed_from_u64(hbm_cap as u64 * 100 + host_cap as u64);
-            let mut cache = PrefixCache::new(hbm_cap as u64, host_cap as u64);
-            let mut naive = Naive {
-                hbm_cap,
-                host_cap,
-                ..Default::default()
-            };
-            for op in 0..1500 {
-                let blocks = prompt(&mut rng);
-                naive.learn(&blocks);
-                let present = blocks
-                    .iter()
-                    .take_while(|b| naive.present.contains_key(b))
-                    .count() as u64;
-                assert_eq!(
-                    cache.peek(&blocks),
-                    present,
-                    "caps {hbm_cap}/{host_cap} op {op}"
-                );
-                if rng.random_bool(0.5) {
-                    assert_eq!(
-                        cache.lookup(&blocks),
-                        naive.lookup(&blocks),
-                        "caps {hbm_cap}/{host_cap} op {op}"
-                    );
-                } else {
-                    cache.insert(&blocks);
-                    naive.insert(&blocks);
+            for instances in [1usize, 3] {
+                let seed = (hbm_cap * 100 + host_cap) as u64 * 10 + instances as u64;
+                let mut rng = ChaCha8Rng::seed_from_u64(seed);
+                // The cache keeps windows on the prompts it saw: they outlive it.
+                let ops: Vec<(Vec<u64>, usize, bool)> = (0..1500)
+                    .map(|_| {
+                        let blocks = prompt(&mut rng);
+                        (blocks, rng.random_range(0..instances), rng.random_bool(0.5))
+                    })
+                    .collect();
+                let chained = instances == 3;
+                let mut cache =
+                    PrefixCache::new(instances, hbm_cap as u64, host_cap as u64, chained);
+                let mut naive: Vec<Naive> = (0..instances)
+                    .map(|_| Naive {
+                        hbm_cap,
+                        host_cap,
+                        ..Default::default()
+                    })
+                    .collect();
+                let mut hits = vec![0; instances];
+                for (op, (blocks, i, lookup)) in ops.iter().enumerate() {
+                    let (i, p) = (*i, Prompt::Listed(blocks));
+                    let at = format!("caps {hbm_cap}/{host_cap}, {instances} instances, op {op}");
+                    for n in &mut naive {
+                        n.learn(blocks);
+                    }
+                    cache.peek_all(&p, &mut hits);
+                    for (k, n) in naive.iter().enumerate() {
+                        let present = n.prefix(blocks) as u64;
+                        assert_eq!(hits[k], present, "{at}: peek_all, instance {k}");
+                        assert_eq!(cache.peek(k, &p), present, "{at}: peek {k}");
+                    }
+                    if *lookup {
+                        assert_eq!(cache.lookup(i, &p), naive[i].lookup(blocks), "{at}");
+                    } else {
+                        cache.insert(i, &p);
+                        naive[i].insert(blocks);
+                    }
+                    for (k, n) in naive.iter().enumerate() {
+                        assert_eq!(
+                            (cache.hbm_blocks(k) as usize, cache.host_blocks(k) as usize),
+                            (n.count(true), n.count(false)),
+                            "{at}: instance {k}"
+                        );
+                        assert!(
+                            cache.hbm_blocks(k) as usize <= hbm_cap
+                                && cache.host_blocks(k) as usize <= host_cap
+                        );
+                    }
                 }
-                assert_eq!(
-                    (cache.hbm_blocks() as usize, cache.host_blocks() as usize),
-                    (naive.count(true), naive.count(false)),
-                    "caps {hbm_cap}/{host_cap} op {op}"
-                );
-                assert!(
-                    cache.hbm_blocks() as usize <= hbm_cap
-                        && cache.host_blocks() as usize <= host_cap
-                );
             }
         }
     }
@@ -613,18 +966,36 @@ mod tests {
     /// with the number of turns.
     #[test]
     fn a_growing_session_extends_one_node() {
-        let mut cache = PrefixCache::new(1 << 20, 0);
-        let mut blocks: Vec<u64> = (0..32).collect(); // shared system prompt
-        cache.insert(&blocks);
-        for turn in 0..100u64 {
-            let n = blocks.len();
-            blocks.extend((0..3).map(|i| 1_000_000 + turn * 10 + i));
-            let hit = cache.lookup(&blocks);
-            assert_eq!(hit.blocks, n as u64);
-            cache.insert(&blocks);
+        // Turn t's prompt: a shared system prompt (32 blocks), then 3 blocks per turn.
+        let sys = [1u64, 7];
+        let turn = |t: u32| Prompt::Generated(Generated::new(&sys, 32, &[2, 5], 32 + 3 * t));
+        let mut cache = PrefixCache::new(1, 1 << 20, 0, true);
+        cache.insert(0, &turn(0));
+        for t in 1..=100 {
+            let hit = cache.lookup(0, &turn(t));
+            assert_eq!(hit.blocks, 32 + 3 * (t as u64 - 1));
+            cache.insert(0, &turn(t));
         }
         // The root and one node: the prompt's leaf was extended every turn.
         assert_eq!(cache.nodes.iter().filter(|n| n.alive).count(), 2);
-        assert_eq!(cache.hbm_blocks(), 32 + 300);
+        assert_eq!(cache.hbm_blocks(0), 32 + 300);
+    }
+
+    /// Instances that share a system prompt share its node; each holds its own
+    /// sessions, and one walk tells every instance's hit.
+    #[test]
+    fn instances_share_common_prefixes() {
+        let mut cache = PrefixCache::new(3, 1 << 20, 0, true);
+        let session = |uid: u64| Prompt::Generated(Generated::new(&[1, 0], 32, &[2, uid], 42));
+        cache.insert(0, &session(1));
+        cache.insert(1, &session(2));
+        cache.insert(1, &session(3));
+        // Root, the system prompt, three sessions.
+        assert_eq!(cache.nodes.iter().filter(|n| n.alive).count(), 5);
+        let mut hits = vec![0; 3];
+        cache.peek_all(&session(2), &mut hits);
+        assert_eq!(hits, [32, 42, 0]);
+        cache.peek_all(&session(1).prefix(20), &mut hits);
+        assert_eq!(hits, [20, 20, 0]);
     }
 }

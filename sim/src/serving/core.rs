@@ -140,9 +140,12 @@ pub fn stable_hash(seed: u64, bytes: &[u8]) -> u64 {
     splitmix64(h ^ bytes.len() as u64)
 }
 
+/// The state `hash_words` starts from.
+pub(crate) const HASH_WORDS_SEED: u64 = 0x243F_6A88_85A3_08D3;
+
 /// Hash of a short tuple of integers (prefix-block identities).
 pub fn hash_words(words: &[u64]) -> u64 {
-    let mut h = 0x243F_6A88_85A3_08D3u64;
+    let mut h = HASH_WORDS_SEED;
     for &w in words {
         h = splitmix64(h ^ w);
     }

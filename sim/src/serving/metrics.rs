@@ -85,7 +85,7 @@ impl Metrics {
     /// token came with its prefill).
     pub fn complete(
         &mut self,
-        req: &Request,
+        req: &Request<'_>,
         decoded: bool,
         now: Nanos,
         window: &Window,

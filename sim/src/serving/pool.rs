@@ -112,7 +112,6 @@ pub(crate) struct Group {
     pub ranks: Vec<Rank>,
     pub busy: bool,
     pub try_pending: bool,
-    pub cache: Option<PrefixCache>,
     /// The current step's prefill work: (rank, request, chunk tokens).
     pub step_prefill: Vec<(u32, ReqId, u32)>,
     pub decode_in_step: bool,
@@ -128,14 +127,13 @@ pub(crate) struct Group {
 }
 
 impl Group {
-    pub fn new(role: Role, gpu_base: u64, ranks: Vec<Rank>, cache: Option<PrefixCache>) -> Self {
+    pub fn new(role: Role, gpu_base: u64, ranks: Vec<Rank>) -> Self {
         Group {
             role,
             gpu_base,
             ranks,
             busy: false,
             try_pending: false,
-            cache,
             step_prefill: Vec::new(),
             decode_in_step: false,
             dstep: 0,
@@ -164,6 +162,8 @@ pub(crate) struct Pool<'a> {
     pub kv_cap: u64,
     /// The cost model's decode context breakpoints (pieces = breakpoints + 1).
     pub breakpoints: Vec<u64>,
+    /// The prefix caches of the pool's instances (none in a decode pool).
+    pub prefix: Option<PrefixCache<'a>>,
     /// Requests waiting in the pool (queued for prefill or decode admission).
     pub waiting: u64,
     /// Requests placed so far (round-robin routing).
@@ -186,12 +186,14 @@ pub(crate) struct Pools<'a> {
 
 impl<'a> Pools<'a> {
     /// The pools `sc`'s mode runs, priced by `prefill_cost` and `decode_cost` (the
-    /// mixed pool by `decode_cost`), GPUs numbered prefill pool first.
+    /// mixed pool by `decode_cost`), GPUs numbered prefill pool first; `chained`: the
+    /// workload's block identities name their whole prefix.
     pub fn build(
         sc: &ServingScenario,
         prefill_cost: &'a dyn PoolCost,
         decode_cost: &'a dyn PoolCost,
         draft_tokens: u32,
+        chained: bool,
     ) -> Self {
         let s = &sc.serving;
         let specs: Vec<(&'static str, Role, &PoolConfig, &'a dyn PoolCost)> = match s.mode {
@@ -215,15 +217,6 @@ impl<'a> Pools<'a> {
             let start = pools.groups.len() as u32;
             let breakpoints = cost.decode_context_breakpoints(draft_tokens);
             for _ in 0..cfg.instances {
-                let cache = (role != Role::Decode).then(|| {
-                    let hbm_tokens = cfg
-                        .prefix_cache_tokens
-                        .unwrap_or(kv_cap.saturating_mul(cfg.dep as u64));
-                    PrefixCache::new(
-                        hbm_tokens / BLOCK_TOKENS,
-                        cfg.host_cache_tokens / BLOCK_TOKENS,
-                    )
-                });
                 let ranks = (0..cfg.dep)
                     .map(|_| Rank {
                         dec: DecodeSet {
@@ -233,9 +226,20 @@ impl<'a> Pools<'a> {
                         ..Rank::default()
                     })
                     .collect();
-                pools.groups.push(Group::new(role, gpu, ranks, cache));
+                pools.groups.push(Group::new(role, gpu, ranks));
                 gpu += cfg.dep as u64;
             }
+            let prefix = (role != Role::Decode).then(|| {
+                let hbm_tokens = cfg
+                    .prefix_cache_tokens
+                    .unwrap_or(kv_cap.saturating_mul(cfg.dep as u64));
+                PrefixCache::new(
+                    cfg.instances as usize,
+                    hbm_tokens / BLOCK_TOKENS,
+                    cfg.host_cache_tokens / BLOCK_TOKENS,
+                    chained,
+                )
+            });
             pools.list.push(Pool {
                 name,
                 role,
@@ -244,6 +248,7 @@ impl<'a> Pools<'a> {
                 groups: start..pools.groups.len() as u32,
                 kv_cap,
                 breakpoints,
+                prefix,
                 waiting: 0,
                 placed: 0,
                 stats: PoolStats::default(),
@@ -297,6 +302,11 @@ impl<'a> Pools<'a> {
     pub fn pool_of_mut(&mut self, g: GroupId) -> &mut Pool<'a> {
         let role = self.group(g).role;
         self.pool_mut(role)
+    }
+
+    /// Group `g`'s position in its pool (its instance index).
+    pub fn instance(&self, g: GroupId) -> usize {
+        (g.0 - self.pool_of(g).groups.start) as usize
     }
 
     pub fn rank_mut(&mut self, g: GroupId, r: u32) -> &mut Rank {

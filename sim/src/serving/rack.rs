@@ -100,7 +100,7 @@ pub(crate) struct Rack<'a> {
     pub window: Window,
     pub min_step_ns: Nanos,
     pub pools: Pools<'a>,
-    pub reqs: Slots,
+    pub reqs: Slots<'a>,
     pub driver: Driver<'a>,
     /// Scratch: workload events the driver just scheduled.
     pub wl_out: Vec<(Nanos, WlEvent)>,
@@ -159,8 +159,6 @@ impl<'a> Rack<'a> {
     fn new(input: &SimInput<'a>, seed: u64) -> Result<Self, SimError> {
         let sc = input.scenario;
         let (draft_tokens, acceptance) = resolve_mtp(sc, input.model)?;
-        let pools = Pools::build(sc, input.prefill_cost, input.decode_cost, draft_tokens);
-        let yield_ = MtpYield::new(&acceptance[..draft_tokens as usize]);
         let kvb = input.model.kv.bytes_per_token;
         if !(kvb.is_finite() && kvb >= 0.0) {
             return Err(SimError::InvalidScenario(vec![
@@ -168,6 +166,14 @@ impl<'a> Rack<'a> {
             ]));
         }
         let driver = Driver::new(input.workload, input.trace, stream(seed, "workload"))?;
+        let pools = Pools::build(
+            sc,
+            input.prefill_cost,
+            input.decode_cost,
+            draft_tokens,
+            driver.chained_blocks(),
+        );
+        let yield_ = MtpYield::new(&acceptance[..draft_tokens as usize]);
         let max_dep = pools.max_dep();
         let domain_gpus = sc
             .serving
@@ -269,7 +275,7 @@ impl<'a> Rack<'a> {
 
     /// A new request: admitted to the entry pool (or dropped), placed on an instance
     /// and rank, its cached prefix looked up there.
-    fn arrive(&mut self, nr: NewRequest) {
+    fn arrive(&mut self, nr: NewRequest<'a>) {
         self.acc.arrived += 1;
         self.acc.input_tokens_arrived += nr.input_tokens as u64;
         let measured = self.window.starts_in(self.now);
@@ -327,14 +333,13 @@ impl<'a> Rack<'a> {
         let req = self.reqs.get(id);
         self.loads.clear();
         self.loads.extend(groups.iter().map(|g| g.prefill_load()));
+        let pool = self.pools.pool_mut(role);
         self.hits.clear();
         if self.sc.router.prefill == PrefillRouter::PrefixAffinity {
-            let blocks = &req.prefill.blocks;
-            self.hits.extend(
-                groups
-                    .iter()
-                    .map(|g| g.cache.as_ref().map(|c| c.peek(blocks)).unwrap_or(0)),
-            );
+            self.hits.resize(self.loads.len(), 0);
+            if let Some(c) = pool.prefix.as_mut() {
+                c.peek_all(&req.prefill.prompt, &mut self.hits);
+            }
         }
         let i = router::prefill_instance(
             &self.sc.router,
@@ -343,7 +348,6 @@ impl<'a> Rack<'a> {
             &self.loads,
             &self.hits,
         );
-        let pool = self.pools.pool_mut(role);
         pool.placed += 1;
         GroupId(pool.groups.start + i as u32)
     }
@@ -354,21 +358,22 @@ impl<'a> Rack<'a> {
     fn look_up_prefix(&mut self, g: GroupId, id: ReqId, prewarm: u64) -> u32 {
         let req = self.reqs.get(id);
         let (input, measured) = (req.input as u64, req.measured);
-        let blocks = &req.prefill.blocks;
-        let grp = &mut self.pools.groups[g.0 as usize];
-        let hit = match grp.cache.as_mut() {
+        let prompt = req.prefill.prompt;
+        let inst = self.pools.instance(g);
+        let pool = self.pools.pool_of_mut(g);
+        let hit = match pool.prefix.as_mut() {
             Some(c) => {
                 if prewarm > 0 {
-                    let n = ((prewarm / BLOCK_TOKENS) as usize).min(blocks.len());
-                    c.insert(&blocks[..n]);
+                    let n = ((prewarm / BLOCK_TOKENS) as usize).min(prompt.len());
+                    c.insert(inst, &prompt.prefix(n));
                 }
-                c.lookup(blocks)
+                c.lookup(inst, &prompt)
             }
             None => Default::default(),
         };
         let cached = (hit.blocks * BLOCK_TOKENS).min(input - 1) as u32;
         if measured {
-            let st = &mut self.pools.pool_of_mut(g).stats;
+            let st = &mut pool.stats;
             st.input_tokens_looked_up += input;
             st.cache_hit_tokens += cached as u64;
             st.host_hit_tokens += (hit.host_blocks * BLOCK_TOKENS).min(cached as u64);
@@ -419,7 +424,7 @@ impl<'a> Rack<'a> {
     /// Counts a request that completed now (`decoded`: its output was produced; else
     /// the decode side was faked and its first token came with its prefill), records
     /// it in the metrics and tells its workload.
-    pub(super) fn complete(&mut self, req: &Request, decoded: bool) {
+    pub(super) fn complete(&mut self, req: &Request<'_>, decoded: bool) {
         self.acc.completed += 1;
         self.acc.input_tokens_completed += req.input as u64;
         if decoded {

@@ -4,14 +4,14 @@
 //! it when requests end; the driver schedules its own next events.
 
 use super::config::{check, finite_nonneg};
-use super::core::{hash_words, secs_to_ns, Nanos};
+use super::core::{secs_to_ns, Nanos};
+use super::prompt::{Generated, Prompt};
 use super::SimError;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::BufRead;
-use std::sync::Arc;
 
 /// Tokens per prefix-cache block (the Mooncake traces' `hash_ids` granularity).
 pub const BLOCK_TOKENS: u64 = 512;
@@ -421,12 +421,12 @@ pub enum Origin {
 
 /// A request as the workload creates it.
 #[derive(Debug, Clone)]
-pub struct NewRequest {
+pub struct NewRequest<'a> {
     pub input_tokens: u32,
     pub output_tokens: u32,
-    /// Prefix-block identities of the prompt, in order (shared with the session that
-    /// keeps extending them: a turn does not copy its context's blocks).
-    pub blocks: Arc<Vec<u64>>,
+    /// Prefix-block identities of the prompt, in order (derived on demand: a session's
+    /// turn lists nothing and copies nothing).
+    pub prompt: Prompt<'a>,
     pub origin: Origin,
     /// Leading tokens assumed computed before the run started (warm start): the
     /// instance that receives the request holds them in its prefix cache.
@@ -450,7 +450,6 @@ struct Session {
     max_context_tokens: u64,
     subagent: bool,
     prewarm_tokens: u64,
-    blocks: Arc<Vec<u64>>,
 }
 
 /// Turns a workload into requests, in simulated or wall-clock time.
@@ -494,20 +493,35 @@ pub struct Driver<'a> {
     sessions: Vec<Option<Session>>,
     subagents_live: u32,
     next_uid: u64,
+    chained: bool,
 }
 
-fn unique_blocks(tag: u64, uid: u64, shared_tokens: u64, input: u64) -> Arc<Vec<u64>> {
-    let n = input.div_ceil(BLOCK_TOKENS);
-    let v = (0..n)
-        .map(|i| {
-            if (i + 1) * BLOCK_TOKENS <= shared_tokens {
-                hash_words(&[3, i])
-            } else {
-                hash_words(&[tag, uid, i])
+/// Whether every block identity in `prompts` always follows the same identity (or
+/// always starts a prompt): then an identity names its whole prefix.
+fn chained<'t>(prompts: impl Iterator<Item = &'t [u64]>) -> bool {
+    let mut parent: HashMap<u64, Option<u64>> = HashMap::new();
+    for blocks in prompts {
+        let mut before = None;
+        for &b in blocks {
+            if *parent.entry(b).or_insert(before) != before {
+                return false;
             }
-        })
-        .collect();
-    Arc::new(v)
+            before = Some(b);
+        }
+    }
+    true
+}
+
+/// The blocks of a prompt of `input` tokens whose first `shared_tokens` are one prefix
+/// every such prompt has (its full blocks owned by `[3]`) and the rest its own
+/// (owned by `[tag, uid]`).
+fn unique_blocks(tag: u64, uid: u64, shared_tokens: u64, input: u64) -> Prompt<'static> {
+    Prompt::Generated(Generated::new(
+        &[3],
+        (shared_tokens / BLOCK_TOKENS) as u32,
+        &[tag, uid],
+        input.div_ceil(BLOCK_TOKENS) as u32,
+    ))
 }
 
 impl<'a> Driver<'a> {
@@ -531,6 +545,11 @@ impl<'a> Driver<'a> {
             trace_order.sort_by_key(|&i| trace[i as usize].timestamp); // stable
             trace_order.truncate(n);
         }
+        let chained = chained(
+            trace_order
+                .iter()
+                .map(|&i| trace[i as usize].hash_ids.as_slice()),
+        );
         Ok(Driver {
             cfg,
             trace,
@@ -539,7 +558,18 @@ impl<'a> Driver<'a> {
             sessions: Vec::new(),
             subagents_live: 0,
             next_uid: 0,
+            chained,
         })
+    }
+
+    /// Whether the block identities of its requests are chained: each names its whole
+    /// prefix, so equal identities at one position mean equal prefixes (vLLM's block
+    /// hashes work this way). Generated workloads' are, by construction (a system
+    /// prompt's, shared prefix's or session's identity is its owner and position); a
+    /// trace's are when every identity always follows the same one, as Mooncake's
+    /// `hash_ids` do.
+    pub fn chained_blocks(&self) -> bool {
+        self.chained
     }
 
     fn uid(&mut self) -> u64 {
@@ -612,7 +642,6 @@ impl<'a> Driver<'a> {
             max_context_tokens,
             subagent,
             prewarm_tokens: 0,
-            blocks: Arc::default(),
         }
     }
 
@@ -623,18 +652,18 @@ impl<'a> Driver<'a> {
         now: Nanos,
         ev: WlEvent,
         out: &mut Vec<(Nanos, WlEvent)>,
-    ) -> Option<NewRequest> {
+    ) -> Option<NewRequest<'a>> {
         match ev {
             WlEvent::Slot(slot) => {
                 if let Some(c) = &self.cfg.closed_loop {
                     let input = c.input_tokens.sample_tokens(&mut self.rng, 1);
                     let output = c.output_tokens.sample_tokens(&mut self.rng, 1);
                     let uid = self.uid();
-                    let blocks = unique_blocks(4, uid, c.shared_prefix_tokens as u64, input as u64);
+                    let prompt = unique_blocks(4, uid, c.shared_prefix_tokens as u64, input as u64);
                     return Some(NewRequest {
                         input_tokens: input,
                         output_tokens: output,
-                        blocks,
+                        prompt,
                         origin: Origin::Slot(slot),
                         prewarm_tokens: 0,
                     });
@@ -653,32 +682,18 @@ impl<'a> Driver<'a> {
                 };
                 let output = a.output_tokens.sample_tokens(&mut self.rng, 1);
                 let input = (sess.context_tokens + new as u64).min(MAX_TOKENS as u64);
-                let sys = a.system_prompt_tokens as u64;
-                // A session's context only grows, so its block identities are kept
-                // and extended rather than rehashed every turn.
-                let n = input.div_ceil(BLOCK_TOKENS) as usize;
-                if sess.blocks.len() < n {
-                    // The previous turn's request has ended and dropped its share, so
-                    // this extends in place.
-                    let v = Arc::make_mut(&mut sess.blocks);
-                    while v.len() < n {
-                        let i = v.len() as u64;
-                        v.push(if (i + 1) * BLOCK_TOKENS <= sys {
-                            hash_words(&[1, sess.sys_id, i])
-                        } else {
-                            hash_words(&[2, sess.uid, i])
-                        });
-                    }
-                }
-                let blocks = if sess.blocks.len() == n {
-                    Arc::clone(&sess.blocks)
-                } else {
-                    Arc::new(sess.blocks[..n].to_vec())
-                };
+                // The system prompt's full blocks are owned by it, the rest of the
+                // context by the session: a turn's prompt extends the last one's.
+                let prompt = Prompt::Generated(Generated::new(
+                    &[1, sess.sys_id],
+                    (a.system_prompt_tokens as u64 / BLOCK_TOKENS) as u32,
+                    &[2, sess.uid],
+                    input.div_ceil(BLOCK_TOKENS) as u32,
+                ));
                 Some(NewRequest {
                     input_tokens: input as u32,
                     output_tokens: output,
-                    blocks,
+                    prompt,
                     origin: Origin::Slot(slot),
                     prewarm_tokens,
                 })
@@ -688,13 +703,13 @@ impl<'a> Driver<'a> {
                 let input = o.input_tokens.sample_tokens(&mut self.rng, 1);
                 let output = o.output_tokens.sample_tokens(&mut self.rng, 1);
                 let uid = self.uid();
-                let blocks = unique_blocks(5, uid, o.shared_prefix_tokens as u64, input as u64);
+                let prompt = unique_blocks(5, uid, o.shared_prefix_tokens as u64, input as u64);
                 let gap = self.open_gap();
                 out.push((now.saturating_add(gap), WlEvent::OpenNext));
                 Some(NewRequest {
                     input_tokens: input,
                     output_tokens: output,
-                    blocks,
+                    prompt,
                     origin: Origin::Open,
                     prewarm_tokens: 0,
                 })
@@ -711,7 +726,7 @@ impl<'a> Driver<'a> {
                 Some(NewRequest {
                     input_tokens: r.input_length.max(1),
                     output_tokens: r.output_length.max(1),
-                    blocks: Arc::new(r.hash_ids.clone()),
+                    prompt: Prompt::Listed(&r.hash_ids),
                     origin: Origin::Trace,
                     prewarm_tokens: 0,
                 })
@@ -822,6 +837,29 @@ mod tests {
             parse_mooncake_str("not json"),
             Err(SimError::Trace { line: 1, .. })
         ));
+    }
+
+    #[test]
+    fn trace_block_chaining_is_detected() {
+        let recs = parse_mooncake_str(SNIPPET).unwrap();
+        let wl = WorkloadConfig {
+            name: "t".into(),
+            description: String::new(),
+            closed_loop: None,
+            open_loop: None,
+            agentx: None,
+            trace: Some(TraceReplay {
+                time_scale: 1.0,
+                max_requests: None,
+            }),
+            provenance: BTreeMap::new(),
+        };
+        let rng = || ChaCha8Rng::seed_from_u64(1);
+        assert!(Driver::new(&wl, &recs, rng()).unwrap().chained_blocks());
+        // Block 2 after 1, then 2 first: not chained.
+        let mut bad = recs.clone();
+        bad[2].hash_ids = vec![2];
+        assert!(!Driver::new(&wl, &bad, rng()).unwrap().chained_blocks());
     }
 
     #[test]
