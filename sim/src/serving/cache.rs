@@ -20,6 +20,8 @@
 //! instance's blocks in HBM, and all its blocks, stay prefix-closed: no block outlives
 //! its prefix. All blocks an instance holds of a node share one stamp (a partial match
 //! splits the node), so evicting trims the tail of its least recently used leaf.
+//! Candidates are kept from an instance's first eviction on: a cache that never fills
+//! keeps no eviction order.
 //! The tests check every instance against the block-by-block definition.
 //!
 //! Chained identities: when a block's identity names its whole prefix (the workloads'
@@ -244,6 +246,9 @@ struct Instance {
     hbm_len: u64,
     host_len: u64,
     tick: u64,
+    /// Whether the heaps hold its eviction candidates: from its first eviction on
+    /// (until then nothing needs an order, so nothing is pushed).
+    tracking: bool,
     /// Eviction candidates (stamp, node), checked when popped (stale entries skipped).
     hbm_heap: Candidates,
     host_heap: Candidates,
@@ -623,7 +628,7 @@ impl<'a> PrefixCache<'a> {
     }
 
     fn push_candidates(&mut self, i: u32, n: u32) {
-        if n == ROOT {
+        if n == ROOT || !self.inst[i as usize].tracking {
             return;
         }
         let Some(h) = self.nodes[n as usize].hold(i) else {
@@ -690,7 +695,21 @@ impl<'a> PrefixCache<'a> {
         }
     }
 
+    /// Instance `i`'s first eviction: its candidates are every node it holds that is a
+    /// leaf of a tier (the heaps then stay current).
+    fn start_tracking(&mut self, i: u32) {
+        self.inst[i as usize].tracking = true;
+        for n in 1..self.nodes.len() as u32 {
+            if self.nodes[n as usize].alive {
+                self.push_candidates(i, n);
+            }
+        }
+    }
+
     fn evict(&mut self, i: u32) {
+        if self.inst[i as usize].hbm_len > self.hbm_cap && !self.inst[i as usize].tracking {
+            self.start_tracking(i);
+        }
         while self.inst[i as usize].hbm_len > self.hbm_cap {
             let Some(n) = self.pop_candidate(i, false) else {
                 break;
