@@ -40,7 +40,20 @@ impl Piece {
     /// Context tokens of the piece's requests at decode step `step`: inputs plus the
     /// expected yield (`mu` tokens per step) of the steps each has run.
     pub fn context(&self, step: u64, mu: f64) -> u64 {
-        self.input + (mu * (self.n * step - self.join_steps) as f64).round() as u64
+        self.input + round_nonneg(mu * (self.n * step - self.join_steps) as f64)
+    }
+}
+
+/// `x.round() as u64` for a finite `0 <= x < 2^63`, without a libm call: half away
+/// from zero, as `f64::round`.
+#[inline]
+pub(crate) fn round_nonneg(x: f64) -> u64 {
+    let t = x as u64;
+    // `x - t` is exact: t <= x < t + 1 (and x is whole from 2^52 on).
+    if x - t as f64 >= 0.5 {
+        t + 1
+    } else {
+        t
     }
 }
 
@@ -320,5 +333,32 @@ impl<'a> Pools<'a> {
             .map(|p| p.cfg.dep as usize)
             .max()
             .unwrap_or(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_nonneg_is_f64_round() {
+        let mut x = 0.0f64;
+        for v in [
+            0.0,
+            0.5,
+            1.5,
+            2.5,
+            0.49999999999999994,
+            1e15 + 0.5,
+            4503599627370495.5,
+            123.456,
+        ]
+        .into_iter()
+        .chain((0..10_000).map(|_| {
+            x = (x * 1.37 + 0.731) % 1e9;
+            x
+        })) {
+            assert_eq!(round_nonneg(v), v.round() as u64, "{v}");
+        }
     }
 }
