@@ -39,6 +39,7 @@ use super::{PoolCost, SimError, TraceRecord};
 use crate::cost::ReqSlice;
 use crate::{Hardware, Model};
 use rand_chacha::ChaCha8Rng;
+use std::collections::VecDeque;
 
 /// Inputs of one run.
 pub struct SimInput<'a> {
@@ -83,6 +84,38 @@ impl Classed for Event {
     }
 }
 
+/// What is scheduled: the event queue, and the groups asked to form a step at the
+/// current instant. A `TryStep` is always for the current instant and of the last
+/// class, so it waits in a first-in first-out list instead of the heap and pops once
+/// nothing else is left at this instant: the queue's (time, class, sequence) order,
+/// without two heap operations per step.
+#[derive(Default)]
+pub(crate) struct Agenda {
+    q: EventQueue<Event>,
+    tries: VecDeque<GroupId>,
+}
+
+impl Agenda {
+    /// Schedules `ev` (not a `TryStep`) at `time_ns`.
+    pub fn push(&mut self, time_ns: Nanos, ev: Event) {
+        debug_assert!(!matches!(ev, Event::TryStep(_)));
+        self.q.push(time_ns, ev);
+    }
+
+    /// Asks group `g` to form a step at the current instant.
+    pub fn try_step_now(&mut self, g: GroupId) {
+        self.tries.push_back(g);
+    }
+
+    /// The next event, with its time, when the current instant is `now`.
+    pub fn pop(&mut self, now: Nanos) -> Option<(Nanos, Event)> {
+        if !self.tries.is_empty() && self.q.peek_key().is_none_or(|k| k.time_ns > now) {
+            return self.tries.pop_front().map(|g| (now, Event::TryStep(g)));
+        }
+        self.q.pop().map(|(k, ev)| (k.time_ns, ev))
+    }
+}
+
 /// MTP speculative decoding as the run uses it.
 pub(crate) struct Mtp {
     pub draft_tokens: u32,
@@ -95,7 +128,7 @@ pub(crate) struct Mtp {
 pub(crate) struct Rack<'a> {
     pub sc: &'a ServingScenario,
     pub hw: &'a Hardware,
-    pub q: EventQueue<Event>,
+    pub q: Agenda,
     pub now: Nanos,
     pub window: Window,
     pub min_step_ns: Nanos,
@@ -184,7 +217,7 @@ impl<'a> Rack<'a> {
         Ok(Rack {
             sc,
             hw: input.hardware,
-            q: EventQueue::new(),
+            q: Agenda::default(),
             now: 0,
             window: Window {
                 start_ns: secs_to_ns(sc.warmup_s),
@@ -216,17 +249,17 @@ impl<'a> Rack<'a> {
         self.driver.start(&mut self.wl_out);
         self.flush_workload();
         self.q.push(self.window.start_ns.max(1), Event::Sample);
-        while let Some((key, ev)) = self.q.pop() {
-            if key.time_ns > self.window.end_ns {
+        while let Some((time_ns, ev)) = self.q.pop(self.now) {
+            if time_ns > self.window.end_ns {
                 break;
             }
-            if key.time_ns < self.now {
+            if time_ns < self.now {
                 return Err(SimError::Invariant(format!(
-                    "time ran backwards: event at {} ns after {} ns",
-                    key.time_ns, self.now
+                    "time ran backwards: event at {time_ns} ns after {} ns",
+                    self.now
                 )));
             }
-            self.now = key.time_ns;
+            self.now = time_ns;
             self.acc.events += 1;
             if self.acc.events > self.sc.limits.max_events {
                 return Err(SimError::EventLimit {
@@ -261,7 +294,7 @@ impl<'a> Rack<'a> {
         let grp = self.pools.group_mut(g);
         if !grp.busy && !grp.try_pending {
             grp.try_pending = true;
-            self.q.push(self.now, Event::TryStep(g));
+            self.q.try_step_now(g);
         }
     }
 
@@ -441,35 +474,55 @@ mod tests {
     use super::*;
 
     /// At one instant: finished steps free capacity first, then KV arrivals, then the
-    /// workload's arrivals, the gauges, and last the groups form their next steps.
+    /// workload's arrivals, the gauges, and last the groups form their next steps, in
+    /// the order they were asked (also when asked before a same-instant event was
+    /// scheduled); then the next instant.
     #[test]
     fn events_at_one_instant_pop_in_class_order() {
         let mut q = EventQueue::new();
-        let all = [
+        for ev in [
             Event::TryStep(GroupId(0)),
             Event::Sample,
             Event::Workload(WlEvent::OpenNext),
             Event::TransferDone(ReqId(3)),
             Event::StepDone(GroupId(1)),
-            Event::TryStep(GroupId(2)),
             Event::StepDone(GroupId(0)),
-        ];
-        for ev in all {
+        ] {
             q.push(7, ev);
         }
-        q.push(6, Event::TryStep(GroupId(9)));
         let order: Vec<Event> = std::iter::from_fn(|| q.pop().map(|(_, e)| e)).collect();
         assert_eq!(
             order,
             [
-                Event::TryStep(GroupId(9)),
                 Event::StepDone(GroupId(1)),
                 Event::StepDone(GroupId(0)),
                 Event::TransferDone(ReqId(3)),
                 Event::Workload(WlEvent::OpenNext),
                 Event::Sample,
                 Event::TryStep(GroupId(0)),
-                Event::TryStep(GroupId(2)),
+            ]
+        );
+        // The agenda keeps that order with its steps asked for outside the heap.
+        let mut a = Agenda::default();
+        a.push(8, Event::Sample);
+        a.try_step_now(GroupId(2));
+        a.push(7, Event::Workload(WlEvent::OpenNext));
+        a.try_step_now(GroupId(0));
+        a.push(7, Event::StepDone(GroupId(1)));
+        let mut got = vec![a.pop(7).unwrap(), a.pop(7).unwrap()];
+        a.push(7, Event::TransferDone(ReqId(3)));
+        a.try_step_now(GroupId(1));
+        got.extend(std::iter::from_fn(|| a.pop(7)));
+        assert_eq!(
+            got,
+            [
+                (7, Event::StepDone(GroupId(1))),
+                (7, Event::Workload(WlEvent::OpenNext)),
+                (7, Event::TransferDone(ReqId(3))),
+                (7, Event::TryStep(GroupId(2))),
+                (7, Event::TryStep(GroupId(0))),
+                (7, Event::TryStep(GroupId(1))),
+                (8, Event::Sample),
             ]
         );
     }
