@@ -263,7 +263,12 @@ fn published() -> Vec<Value> {
 
 /// Check rows the model does not yet reproduce within their table's bound, each with
 /// the bound it must stay inside (so it cannot silently get worse) and why.
-const KNOWN_GAPS: [(&str, f64, &str); 17] = [
+const KNOWN_GAPS: [(&str, f64, &str); 18] = [
+    (
+        "trtllm-onesided-ep32-b16-dispatch",
+        0.25,
+        "the published EP32 dispatch latency stays flat (18.9-19.8 us) up to 16 tokens; the model's soft maximum of latency and transfer adds the transfer earlier",
+    ),
     (
         "megamoe-v4pro-t1",
         0.55,

@@ -505,9 +505,17 @@ pub fn run(args: &KernelArgs) -> Result<()> {
     } else {
         String::new()
     };
-    println!("time {:.2} us ({} bound{parts})", r.time_s * 1e6, r.kernel.bound.name());
+    println!(
+        "time {:.2} us ({} bound{parts})",
+        r.time_s * 1e6,
+        r.kernel.bound.name()
+    );
     match (r.flops > 0.0, r.bytes > 0.0) {
-        (true, true) => println!("{:.0} TFLOP/s, {:.0} GB/s (the benchmark's accounting)", r.tflops(), r.gb_s()),
+        (true, true) => println!(
+            "{:.0} TFLOP/s, {:.0} GB/s (the benchmark's accounting)",
+            r.tflops(),
+            r.gb_s()
+        ),
         (true, false) => println!("{:.0} TFLOP/s", r.tflops()),
         (false, _) => println!("{:.1} GB/s (the benchmark's accounting)", r.gb_s()),
     }

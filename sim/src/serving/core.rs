@@ -33,6 +33,13 @@ pub fn ns_to_secs(ns: Nanos) -> f64 {
     ns as f64 / NS_PER_S
 }
 
+/// An event that knows its same-time class: at equal times, lower classes pop first.
+/// The simulator's events derive it from their variant (`rack::Event::class`), so the
+/// priority cannot drift from the event it belongs to.
+pub trait Classed {
+    fn class(&self) -> u8;
+}
+
 /// The ordering key of an event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct EventKey {
@@ -41,8 +48,24 @@ pub struct EventKey {
     pub seq: u64,
 }
 
+impl EventKey {
+    /// The key as one integer with the same order: time, class, sequence (below 2^56).
+    fn packed(&self) -> u128 {
+        debug_assert!(self.seq < 1 << 56);
+        (self.time_ns as u128) << 64 | (self.class as u128) << 56 | self.seq as u128
+    }
+
+    fn unpacked(k: u128) -> Self {
+        EventKey {
+            time_ns: (k >> 64) as u64,
+            class: (k >> 56) as u8,
+            seq: k as u64 & ((1 << 56) - 1),
+        }
+    }
+}
+
 struct Entry<E> {
-    key: EventKey,
+    key: u128,
     event: E,
 }
 
@@ -79,29 +102,34 @@ impl<E> Default for EventQueue<E> {
     }
 }
 
-impl<E> EventQueue<E> {
+impl<E: Classed> EventQueue<E> {
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// Schedules `event`; returns its key.
-    pub fn push(&mut self, time_ns: Nanos, class: u8, event: E) -> EventKey {
+    /// Schedules `event` at `time_ns` (its class from `event.class()`); returns its key.
+    pub fn push(&mut self, time_ns: Nanos, event: E) -> EventKey {
         let key = EventKey {
             time_ns,
-            class,
+            class: event.class(),
             seq: self.next_seq,
         };
         self.next_seq += 1;
-        self.heap.push(Entry { key, event });
+        self.heap.push(Entry {
+            key: key.packed(),
+            event,
+        });
         key
     }
 
     pub fn pop(&mut self) -> Option<(EventKey, E)> {
-        self.heap.pop().map(|e| (e.key, e.event))
+        self.heap
+            .pop()
+            .map(|e| (EventKey::unpacked(e.key), e.event))
     }
 
     pub fn peek_key(&self) -> Option<EventKey> {
-        self.heap.peek().map(|e| e.key)
+        self.heap.peek().map(|e| EventKey::unpacked(e.key))
     }
 
     pub fn len(&self) -> usize {
@@ -133,9 +161,12 @@ pub fn stable_hash(seed: u64, bytes: &[u8]) -> u64 {
     splitmix64(h ^ bytes.len() as u64)
 }
 
+/// The state `hash_words` starts from.
+pub(crate) const HASH_WORDS_SEED: u64 = 0x243F_6A88_85A3_08D3;
+
 /// Hash of a short tuple of integers (prefix-block identities).
 pub fn hash_words(words: &[u64]) -> u64 {
-    let mut h = 0x243F_6A88_85A3_08D3u64;
+    let mut h = HASH_WORDS_SEED;
     for &w in words {
         h = splitmix64(h ^ w);
     }
@@ -154,20 +185,30 @@ mod tests {
     use rand::{Rng, SeedableRng};
     use std::collections::BTreeMap;
 
+    /// A test event: its class and a label.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    struct Ev<T>(u8, T);
+
+    impl<T> Classed for Ev<T> {
+        fn class(&self) -> u8 {
+            self.0
+        }
+    }
+
     /// Model-based check: the heap pops exactly what a BTreeMap keyed the same way
     /// yields, under a random mix of pushes and pops with many ties.
     #[test]
     fn event_queue_matches_btreemap_model() {
         let mut rng = ChaCha8Rng::seed_from_u64(7);
         let mut q = EventQueue::new();
-        let mut model: BTreeMap<EventKey, u32> = BTreeMap::new();
+        let mut model: BTreeMap<EventKey, Ev<u32>> = BTreeMap::new();
         let mut now = 0u64;
         for i in 0..20_000u32 {
             if rng.random_bool(0.55) {
                 let t = now + rng.random_range(0..5u64);
                 let class = rng.random_range(0..3u8);
-                let key = q.push(t, class, i);
-                model.insert(key, i);
+                let key = q.push(t, Ev(class, i));
+                model.insert(key, Ev(class, i));
             } else {
                 let got = q.pop();
                 let want = model.pop_first();
@@ -188,11 +229,11 @@ mod tests {
     #[test]
     fn same_time_orders_by_class_then_insertion() {
         let mut q = EventQueue::new();
-        q.push(10, 2, "arrival-a");
-        q.push(10, 0, "step-done");
-        q.push(5, 9, "early");
-        q.push(10, 2, "arrival-b");
-        let order: Vec<_> = std::iter::from_fn(|| q.pop().map(|(_, e)| e)).collect();
+        q.push(10, Ev(2, "arrival-a"));
+        q.push(10, Ev(0, "step-done"));
+        q.push(5, Ev(9, "early"));
+        q.push(10, Ev(2, "arrival-b"));
+        let order: Vec<_> = std::iter::from_fn(|| q.pop().map(|(_, e)| e.1)).collect();
         assert_eq!(order, ["early", "step-done", "arrival-a", "arrival-b"]);
     }
 
