@@ -263,7 +263,27 @@ fn published() -> Vec<Value> {
 
 /// Check rows the model does not yet reproduce within their table's bound, each with
 /// the bound it must stay inside (so it cannot silently get worse) and why.
-const KNOWN_GAPS: [(&str, f64, &str); 18] = [
+const KNOWN_GAPS: [(&str, f64, &str); 22] = [
+    (
+        "trtllm-onesided-ep64-b1-combine",
+        0.25,
+        "EP64 combine latency barely grows with the group (31 to 33 us from EP8); the per-peer latency fitted across all rows (0.14 us, driven by EP64's large-batch slowdown) overstates it",
+    ),
+    (
+        "trtllm-onesided-ep64-b2-combine",
+        0.25,
+        "EP64 combine latency barely grows with the group (31 to 33 us from EP8); the per-peer latency fitted across all rows (0.14 us, driven by EP64's large-batch slowdown) overstates it",
+    ),
+    (
+        "trtllm-onesided-ep64-b4-combine",
+        0.25,
+        "EP64 combine latency barely grows with the group (31 to 33 us from EP8); the per-peer latency fitted across all rows (0.14 us, driven by EP64's large-batch slowdown) overstates it",
+    ),
+    (
+        "trtllm-onesided-ep64-b8-combine",
+        0.25,
+        "EP64 combine latency barely grows with the group (31 to 33 us from EP8); the per-peer latency fitted across all rows (0.14 us, driven by EP64's large-batch slowdown) overstates it",
+    ),
     (
         "trtllm-onesided-ep32-b16-dispatch",
         0.25,

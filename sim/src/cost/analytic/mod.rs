@@ -51,9 +51,9 @@ pub struct AnalyticCostModel {
 
 /// One way of running the step: the schedule and the pieces it was built from.
 #[derive(Clone, Copy)]
-struct Variant {
+struct Variant<'a> {
     sched: Schedule,
-    local: Local,
+    local: &'a Local,
     moe: MoePart,
     /// Stage times are of half the work (two micro-batches).
     two_batch: bool,
@@ -95,7 +95,7 @@ impl AnalyticCostModel {
         }
     }
 
-    fn serial(&self, local: Local, moe: MoePart) -> Variant {
+    fn serial<'a>(&self, local: &'a Local, moe: MoePart) -> Variant<'a> {
         let mut sched = Schedule::default();
         for (ti, ty) in self.compiled.types.iter().enumerate() {
             let s = self.stages(ti, &local, &moe, 1.0);
@@ -112,7 +112,7 @@ impl AnalyticCostModel {
         }
     }
 
-    fn two_batch(&self, phase: Phase, local: Local, moe: MoePart) -> Variant {
+    fn two_batch<'a>(&self, phase: Phase, local: &'a Local, moe: MoePart) -> Variant<'a> {
         let sms = self.hardware.sms.max(1) as f64;
         let sm_factor = match phase {
             Phase::Prefill if self.params.comm_sms < sms => sms / (sms - self.params.comm_sms),
@@ -171,13 +171,13 @@ impl AnalyticCostModel {
 
     /// The faster of running `local`/`moe` serially and as two micro-batches, their
     /// launches included (`lm_s`: the LM head, the same for both).
-    fn best(
+    fn best<'a>(
         &self,
         phase: Phase,
-        full: (Local, MoePart),
-        half: Option<(Local, MoePart)>,
+        full: (&'a Local, MoePart),
+        half: Option<(&'a Local, MoePart)>,
         lm_s: f64,
-    ) -> Variant {
+    ) -> Variant<'a> {
         let s = self.serial(full.0, full.1);
         match half {
             Some((l, m)) => {
@@ -227,33 +227,43 @@ impl AnalyticCostModel {
         };
         let actual = self.best(
             phase,
-            (local, moe(group_tokens, max_tokens, true, false)),
-            half.map(|l| (l, moe(group_tokens, max_tokens, true, true))),
+            (&local, moe(group_tokens, max_tokens, true, false)),
+            half.as_ref()
+                .map(|l| (l, moe(group_tokens, max_tokens, true, true))),
             local.lm_s,
         );
         // The counterfactuals run the same way as the step (serial or overlapped):
         // expert load at the mean; and every rank at the mean load.
         let two = actual.two_batch;
-        let same_way = |l: Local, lh: Option<Local>, m: MoePart| match (two, lh) {
-            (true, Some(lh)) => self.two_batch(phase, lh, m),
-            _ => self.serial(l, m),
+        let same_way = |l: &Local, lh: Option<&Local>, m: MoePart| match (two, lh) {
+            (true, Some(lh)) => self.two_batch(phase, lh, m).sched,
+            _ => self.serial(l, m).sched,
         };
-        let unskewed = same_way(local, half, moe(group_tokens, max_tokens, false, two));
-        let (balanced, local_mean) = if uniform {
+        let total = |sched: Schedule, lm_s: f64| {
+            let gpu = sched.total_s + lm_s;
+            gpu + self.launch_s(phase, gpu, self.kernels(two)) + self.step_fixed(phase)
+        };
+        let unskewed = same_way(
+            &local,
+            half.as_ref(),
+            moe(group_tokens, max_tokens, false, two),
+        );
+        out.unskewed_step_s = total(unskewed, local.lm_s);
+        out.balanced_step_s = if uniform {
             // Every rank at the mean already; the mean sender is the busiest one.
-            (unskewed, local)
+            out.unskewed_step_s
         } else {
             let mean = RankWork::mean(works);
             let lm = self.local(phase, std::slice::from_ref(&mean), 1.0);
             let lmh = two.then(|| self.local(phase, std::slice::from_ref(&mean), 0.5));
-            (
-                same_way(lm, lmh, moe(group_tokens, group_tokens / d, false, two)),
-                lm,
-            )
+            let b = same_way(
+                &lm,
+                lmh.as_ref(),
+                moe(group_tokens, group_tokens / d, false, two),
+            );
+            total(b, lm.lm_s)
         };
         out.step_s = self.total(phase, &actual, local.lm_s);
-        out.unskewed_step_s = self.total(phase, &unskewed, local.lm_s);
-        out.balanced_step_s = self.total(phase, &balanced, local_mean.lm_s);
         self.breakdown(phase, &actual, local.lm_s, &mut out);
         out
     }
@@ -340,7 +350,7 @@ impl AnalyticCostModel {
         let max = draft_works.iter().map(|w| w.tokens).fold(0.0, f64::max);
         let local = self.local(Phase::Decode, draft_works, 1.0);
         let moe = self.moe_part(Phase::Decode, group, max, true);
-        let v = self.serial(local, moe);
+        let v = self.serial(&local, moe);
         let per_layer = v.sched.total_s / c.layers.max(1.0);
         let kernels: f64 = c
             .types
@@ -410,14 +420,16 @@ impl CostModel for AnalyticCostModel {
         } else {
             0
         };
-        let mut works = Vec::with_capacity(shape.ranks.len());
-        let mut draft_works = Vec::with_capacity(if drafting { shape.ranks.len() } else { 0 });
-        for rank in shape.ranks {
-            let (w, d) = self.rank_work(shape.phase, rank, q, drafting);
-            works.push(w);
-            if drafting {
-                draft_works.push(d);
-            }
+        let n = shape.ranks.len();
+        let mut works = vec![RankWork::default(); n];
+        let mut draft_works = vec![RankWork::default(); if drafting { n } else { 0 }];
+        for (i, rank) in shape.ranks.iter().enumerate() {
+            let d = if drafting {
+                Some(&mut draft_works[i])
+            } else {
+                None
+            };
+            self.rank_work(shape.phase, rank, q, &mut works[i], d);
         }
         let mut cost = self.price_step(shape.phase, &works);
         if drafting && cost.tokens_processed > 0 {

@@ -7,7 +7,7 @@ use crate::cost::{clamped_positions, Phase, ReqSlice};
 use crate::model::AttentionKind;
 
 /// Attention classes a model may have (distinct kind, ratio, indexer, window branch).
-pub const MAX_CLASSES: usize = 6;
+pub const MAX_CLASSES: usize = 4;
 
 /// One attention class's traffic and arithmetic on one rank, summed over requests and
 /// the class's layers.
@@ -156,22 +156,21 @@ impl AnalyticCostModel {
         }
     }
 
-    /// The work of one rank with `q_per_req` decode queries per request; with `draft`,
-    /// also the same rank's work at one query per request (an MTP draft pass), from
-    /// the same walk over the requests.
+    /// Adds the work of one rank with `q_per_req` decode queries per request to `w`;
+    /// with `draft`, also the same rank's work at one query per request (an MTP draft
+    /// pass), from the same walk over the requests.
     pub(super) fn rank_work(
         &self,
         phase: Phase,
         rank: &[ReqSlice],
         q_per_req: u64,
-        draft: bool,
-    ) -> (RankWork, RankWork) {
+        w: &mut RankWork,
+        mut draft: Option<&mut RankWork>,
+    ) {
         let c = &self.compiled;
         let a = &self.model.attention;
         let idx = a.indexer.as_ref();
         let window = a.window as u64;
-        let mut w = RankWork::default();
-        let mut d = RankWork::default();
         for s in rank {
             let n = s.count as f64;
             let ctx = s.context_tokens;
@@ -189,13 +188,13 @@ impl AnalyticCostModel {
                 Phase::Prefill => n,
             };
             w.kv_up_tokens += n * (ctx + q) as f64;
-            self.attn_sums(c, q, ctx, n, &mut w);
-            if draft {
+            self.attn_sums(c, q, ctx, n, w);
+            if let Some(d) = draft.as_deref_mut() {
                 d.requests += n;
                 d.tokens += n;
                 d.lm_tokens += n;
                 d.kv_up_tokens += n * (ctx + 1) as f64;
-                self.attn_sums(c, 1, ctx, n, &mut d);
+                self.attn_sums(c, 1, ctx, n, d);
             }
             if phase == Phase::Prefill && ctx > 0 {
                 let top_k = idx.map(|i| i.top_k as f64).unwrap_or(f64::INFINITY);
@@ -217,6 +216,5 @@ impl AnalyticCostModel {
                 }
             }
         }
-        (w, d)
     }
 }

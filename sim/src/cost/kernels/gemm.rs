@@ -158,6 +158,24 @@ pub struct Tiling {
     pub tiles: f64,
 }
 
+/// `x.ceil()` for `0 <= x < 2^52`, inline (the portable x86-64 target has no rounding
+/// instruction, and `f64::ceil` becomes a library call on the hot path).
+#[inline]
+fn ceil(x: f64) -> f64 {
+    let t = x as i64 as f64;
+    if t < x {
+        t + 1.0
+    } else {
+        t
+    }
+}
+
+/// `x.floor()` for `0 <= x < 2^52`, inline.
+#[inline]
+fn floor(x: f64) -> f64 {
+    x as i64 as f64
+}
+
 const BN_MIN: f64 = 16.0;
 const BN_MAX: f64 = 160.0;
 const BN_STEP: f64 = 8.0;
@@ -167,34 +185,36 @@ fn row_tiles(m: f64, bm: f64, rows_vary: bool) -> f64 {
     if rows_vary {
         (m / bm + 0.5).max(1.0)
     } else {
-        (m / bm).ceil().max(1.0)
+        ceil(m / bm).max(1.0)
     }
 }
 
 /// The tile choice: fewest waves, then the least padded work at that wave count.
 pub fn tiling(kind: GemmKind, groups: f64, m: f64, n: f64, sms: f64, rows_vary: bool) -> Tiling {
+    // 256-row tiles only pay where 128-row ones need more than one row of tiles.
     let rows: &[f64] = match kind {
         GemmKind::Contiguous => &[128.0],
         _ if m <= 64.0 => &[64.0],
         GemmKind::Masked => &[128.0],
+        GemmKind::Dense if m * groups <= 128.0 => &[128.0],
         GemmKind::Dense => &[128.0, 256.0],
     };
     let mut best: Option<(f64, f64, Tiling)> = None;
     for &bm in rows {
         let bn_max = if bm <= 128.0 { BN_MAX } else { 128.0 };
         let m_tiles = row_tiles(m, bm, rows_vary) * groups;
-        let waves = (m_tiles * (n / bn_max).ceil() / sms).ceil().max(1.0);
+        let waves = ceil(m_tiles * ceil(n / bn_max) / sms).max(1.0);
         // Columns of tiles that still fit that many waves, and the narrowest tile
         // covering N with them.
-        let cols = (waves * sms / m_tiles).floor().max(1.0);
-        let bn = ((n / cols / BN_STEP).ceil() * BN_STEP).clamp(BN_MIN, bn_max);
-        let waves = (m_tiles * (n / bn).ceil() / sms).ceil().max(1.0);
+        let cols = floor(waves * sms / m_tiles).max(1.0);
+        let bn = (ceil(n / cols / BN_STEP) * BN_STEP).clamp(BN_MIN, bn_max);
+        let waves = ceil(m_tiles * ceil(n / bn) / sms).max(1.0);
         let work = waves * bm * bn;
         let t = Tiling {
             bm,
             bn,
             waves,
-            tiles: m_tiles * (n / bn).ceil(),
+            tiles: m_tiles * ceil(n / bn),
         };
         if best.is_none_or(|(w, x, _)| (waves, work) < (w, x)) {
             best = Some((waves, work, t));
@@ -227,9 +247,7 @@ pub fn time(
     let mma = 2.0 * t.bm * t.bn * 128.0 / flops_per_sm;
     let sm_load = tile.load_bytes_per_flop * dev.fp8_flops_per_s / dev.sms;
     let load = (t.bm * g.a_bytes + t.bn * g.b_bytes) * 128.0 / sm_load;
-    let split = (dev.sms / t.tiles)
-        .floor()
-        .clamp(1.0, k_blocks.ceil().max(1.0));
+    let split = floor(dev.sms / t.tiles).clamp(1.0, ceil(k_blocks).max(1.0));
     let tile_s =
         k_blocks / split * mma.max(load) + tile.epilogue_k * 2.0 * t.bm * t.bn / flops_per_sm;
     let compute_s = t.waves * tile_s;
@@ -290,6 +308,14 @@ mod tests {
             out_bytes: 2.0,
             rate: 1e15,
             rows_vary: false,
+        }
+    }
+
+    #[test]
+    fn inline_rounding_matches_the_library() {
+        for x in [0.0, 0.3, 1.0, 1.5, 2.0, 127.9999, 128.0, 1e12 + 0.5] {
+            assert_eq!(ceil(x), x.ceil(), "{x}");
+            assert_eq!(floor(x), x.floor(), "{x}");
         }
     }
 
