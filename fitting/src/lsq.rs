@@ -18,7 +18,7 @@ impl Bounds {
     fn geometric(&self) -> bool {
         self.lo > 0.0 && self.hi / self.lo > 10.0
     }
-    fn to_unit(&self, v: f64) -> f64 {
+    fn unit_of(&self, v: f64) -> f64 {
         let v = v.clamp(self.lo, self.hi);
         if self.geometric() {
             (v / self.lo).ln() / (self.hi / self.lo).ln()
@@ -28,7 +28,7 @@ impl Bounds {
             0.0
         }
     }
-    fn from_unit(&self, u: f64) -> f64 {
+    fn value_at(&self, u: f64) -> f64 {
         let u = u.clamp(0.0, 1.0);
         if self.geometric() {
             self.lo * (self.hi / self.lo).powf(u)
@@ -65,8 +65,9 @@ fn solve_linear(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Option<Vec<f64>> {
         b.swap(c, p);
         for r in c + 1..n {
             let f = a[r][c] / a[c][c];
-            for k in c..n {
-                a[r][k] -= f * a[c][k];
+            let (top, bottom) = a.split_at_mut(r);
+            for (x, y) in bottom[0][c..n].iter_mut().zip(&top[c][c..n]) {
+                *x -= f * y;
             }
             b[r] -= f * b[c];
         }
@@ -92,11 +93,11 @@ pub fn least_squares<E>(
         return Err(LsqError::Empty);
     }
     let to_x =
-        |u: &[f64]| -> Vec<f64> { u.iter().zip(bounds).map(|(u, b)| b.from_unit(*u)).collect() };
+        |u: &[f64]| -> Vec<f64> { u.iter().zip(bounds).map(|(u, b)| b.value_at(*u)).collect() };
     let mut u: Vec<f64> = start
         .iter()
         .zip(bounds)
-        .map(|(v, b)| b.to_unit(*v))
+        .map(|(v, b)| b.unit_of(*v))
         .collect();
     let mut r = residuals(&to_x(&u)).map_err(LsqError::Eval)?;
     if r.is_empty() {
@@ -171,6 +172,23 @@ pub fn least_squares<E>(
     Ok(to_x(&u))
 }
 
+/// Leave-one-out: for each of `n_rows` rows, the values a fit on the other rows gives
+/// (from `start`). `residuals(x, rows)` returns the residuals of the listed rows at
+/// `x`. Only meaningful with more rows than parameters.
+pub fn leave_one_out<E>(
+    bounds: &[Bounds],
+    start: &[f64],
+    n_rows: usize,
+    mut residuals: impl FnMut(&[f64], &[usize]) -> Result<Vec<f64>, E>,
+) -> Result<Vec<Vec<f64>>, LsqError<E>> {
+    (0..n_rows)
+        .map(|left| {
+            let rest: Vec<usize> = (0..n_rows).filter(|&r| r != left).collect();
+            least_squares(bounds, start, |x| residuals(x, &rest))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -196,6 +214,24 @@ mod tests {
     }
 
     #[test]
+    fn leave_one_out_refits_without_each_row() {
+        // A constant fitted to [1, 2, 3, 10] (log residuals): leaving the outlier out
+        // gives the geometric mean of 1, 2, 3.
+        let ys = [1.0, 2.0, 3.0, 10.0f64];
+        let b = [Bounds { lo: 0.1, hi: 100.0 }];
+        let fits = leave_one_out::<()>(&b, &[1.0], 4, |x, rows| {
+            Ok(rows.iter().map(|&r| (x[0] / ys[r]).ln()).collect())
+        })
+        .unwrap();
+        assert!(
+            (fits[3][0] - 6f64.powf(1.0 / 3.0)).abs() < 1e-6,
+            "{:?}",
+            fits[3]
+        );
+        assert_eq!(fits.len(), 4);
+    }
+
+    #[test]
     fn respects_bounds_and_reports_errors() {
         // The optimum (a = 5) lies above the bound 4: the fit stops at the bound.
         let p = least_squares::<()>(&[Bounds { lo: 0.0, hi: 4.0 }], &[1.0], |p| {
@@ -214,6 +250,6 @@ mod tests {
         ));
         // Geometric mapping round-trips.
         let b = Bounds { lo: 1e9, hi: 1e12 };
-        assert!((b.from_unit(b.to_unit(3e10)) - 3e10).abs() < 1.0);
+        assert!((b.value_at(b.unit_of(3e10)) - 3e10).abs() < 1.0);
     }
 }

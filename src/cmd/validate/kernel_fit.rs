@@ -6,7 +6,7 @@
 
 use super::rows::Evaluator;
 use anyhow::{anyhow, bail, Context, Result};
-use fitting::{least_squares, rel_error, round5, Bounds, Row};
+use fitting::{least_squares, leave_one_out, rel_error, round5, Bounds, Row};
 
 /// A fitted cost parameter and the keys that take the same value.
 pub struct Param {
@@ -321,22 +321,30 @@ pub fn fit(rows: &[Row], loo: bool) -> Result<Vec<GroupFit>> {
         let ss = |r: Vec<f64>| r.iter().map(|x| x * x).sum::<f64>();
         let cost_fitted = ss(residuals(&mut ev, group, &fit_rows_, &values)?);
         let cost_stored = ss(residuals(&mut ev, group, &fit_rows_, &stored)?);
-        let mut loo_errs = Vec::new();
-        for (i, r) in fit_rows_.iter().enumerate() {
-            let e = if loo && fit_rows_.len() > group.params.len() {
-                let rest: Vec<&Row> = fit_rows_
-                    .iter()
-                    .enumerate()
-                    .filter(|(j, _)| *j != i)
-                    .map(|(_, r)| *r)
-                    .collect();
-                let v = fit_rows(&mut ev, group, &rest, &values)?;
-                Some(rel_error(ev.predict(r, &group.sets(&v))?, r.published))
-            } else {
-                None
-            };
-            loo_errs.push((r.id.clone(), e));
-        }
+        let loo_errs: Vec<(String, Option<f64>)> = if loo && fit_rows_.len() > group.params.len() {
+            let bounds: Vec<Bounds> = group
+                .params
+                .iter()
+                .map(|p| Bounds { lo: p.lo, hi: p.hi })
+                .collect();
+            let refits = leave_one_out(&bounds, &values, fit_rows_.len(), |x, subset| {
+                let sub: Vec<&Row> = subset.iter().map(|&i| fit_rows_[i]).collect();
+                residuals(&mut ev, group, &sub, x)
+            })
+            .map_err(|e| anyhow!("leave-one-out of {}: {e}", group.name))?;
+            fit_rows_
+                .iter()
+                .zip(&refits)
+                .map(|(r, v)| {
+                    Ok((
+                        r.id.clone(),
+                        Some(rel_error(ev.predict(r, &group.sets(v))?, r.published)),
+                    ))
+                })
+                .collect::<Result<_>>()?
+        } else {
+            fit_rows_.iter().map(|r| (r.id.clone(), None)).collect()
+        };
         out.push(GroupFit {
             group,
             values,

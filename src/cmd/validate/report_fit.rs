@@ -1,6 +1,6 @@
 //! The fit of the vLLM GB300 report's table: settings the report leaves out and the
-//! GB300's engine parameters, one parameter per `fit` row, solved in turn (a
-//! Gauss-Seidel least-squares fit) until no parameter moves by more than 0.1%.
+//! GB300's engine parameters, one parameter per `fit` row, solved in turn until no
+//! parameter moves by more than 0.1% (`fitting::gauss_seidel`).
 //! Parameters of simulation rows (the rack's unstated load and P/D split) are fitted
 //! only with `--simulate`, after the others.
 
@@ -195,19 +195,23 @@ pub struct Fitted1 {
 /// Fits the parameters to their `fit` rows: first those of `forward` rows, then, with
 /// `simulate`, those of simulation rows (which see the others' fitted values).
 pub fn fit(rows: &[Row], simulate: bool) -> Result<Vec<Fitted1>> {
-    let find = |id: &str| -> Result<&Row> {
-        let r = rows
-            .iter()
-            .find(|r| r.id == id)
-            .ok_or_else(|| anyhow!("the table has no row `{id}` to fit"))?;
-        if r.role != "fit" {
-            bail!(
-                "row `{id}` has role `{}`; only `fit` rows may be fitted",
-                r.role
-            );
-        }
-        Ok(r)
-    };
+    let targets: Vec<&Row> = FIT_PARAMS
+        .iter()
+        .map(|p| {
+            let r = rows
+                .iter()
+                .find(|r| r.id == p.row)
+                .ok_or_else(|| anyhow!("the table has no row `{}` to fit", p.row))?;
+            if r.role != "fit" {
+                bail!(
+                    "row `{}` has role `{}`; only `fit` rows may be fitted",
+                    r.id,
+                    r.role
+                );
+            }
+            Ok(r)
+        })
+        .collect::<Result<_>>()?;
     let stored = stored_values().ok();
     // Start from the stored values where there are any, else mid-range.
     let mut values: Vec<f64> = match &stored {
@@ -217,51 +221,40 @@ pub fn fit(rows: &[Row], simulate: bool) -> Result<Vec<Fitted1>> {
     let mut ev = Evaluator::default();
     let phases: &[bool] = if simulate { &[false, true] } else { &[false] };
     for &sim_phase in phases {
-        for _round in 0..10 {
-            let before = values.clone();
-            let mut joint_done: Vec<u8> = Vec::new();
-            for i in 0..FIT_PARAMS.len() {
-                let p = &FIT_PARAMS[i];
-                if p.simulation() != sim_phase {
-                    continue;
+        let params: Vec<fitting::Param> = FIT_PARAMS
+            .iter()
+            .map(|p| fitting::Param {
+                lo: p.lo,
+                hi: p.hi,
+                solve: p.solve,
+                group: p.group,
+                active: p.simulation() == sim_phase,
+            })
+            .collect();
+        fitting::gauss_seidel(&params, &mut values, 10, |i, vals| -> Result<Option<f64>> {
+            let (sets, fitted) = overrides(vals, sim_phase);
+            ev.fitted = fitted;
+            let row = targets[i];
+            match ev.predict(row, &sets) {
+                Ok(x) => Ok(Some(rel_error(x, row.published))),
+                // In simulations, values that make an invalid scenario are skipped (a
+                // DEP that does not divide the experts).
+                Err(e) if sim_phase && matches!(FIT_PARAMS[i].solve, Solve::Grid(_)) => {
+                    eprintln!("fit {}: skipped: {e:#}", FIT_PARAMS[i].name());
+                    Ok(None)
                 }
-                if p.group != 0 {
-                    if !joint_done.contains(&p.group) {
-                        joint_done.push(p.group);
-                        solve_joint(p.group, rows, &mut values, &mut ev, sim_phase)?;
-                    }
-                    continue;
-                }
-                let row = find(p.row)?;
-                let snapshot = values.clone();
-                let solved = fitting::solve(p.solve, p.lo, p.hi, |v| -> Result<Option<f64>> {
-                    let mut vals = snapshot.clone();
-                    vals[i] = v;
-                    let (sets, fitted) = overrides(&vals, sim_phase);
-                    ev.fitted = fitted;
-                    match ev.predict(row, &sets) {
-                        Ok(x) => Ok(Some(rel_error(x, row.published))),
-                        // In simulations, values that make an invalid scenario are
-                        // skipped (a DEP that does not divide the experts).
-                        Err(e) if sim_phase && matches!(p.solve, Solve::Grid(_)) => {
-                            eprintln!("fit {}: {v} skipped: {e:#}", p.name());
-                            Ok(None)
-                        }
-                        Err(e) => Err(e),
-                    }
-                })?;
-                values[i] = solved.ok_or_else(|| {
-                    anyhow!("fit {}: no valid value in {}..={}", p.name(), p.lo, p.hi)
-                })?;
+                Err(e) => Err(e),
             }
-            let moved = values
-                .iter()
-                .zip(&before)
-                .any(|(a, b)| (a - b).abs() > 1e-3 * b.abs().max(1e-12));
-            if !moved {
-                break;
+        })
+        .map_err(|e| match e {
+            fitting::RoundsError::Eval(e) => e,
+            fitting::RoundsError::NoValue { index, lo, hi } => {
+                anyhow!(
+                    "fit {}: no valid value in {lo}..={hi}",
+                    FIT_PARAMS[index].name()
+                )
             }
-        }
+        })?;
     }
     Ok(FIT_PARAMS
         .iter()
@@ -273,80 +266,6 @@ pub fn fit(rows: &[Row], simulate: bool) -> Result<Vec<Fitted1>> {
             stored: stored.as_ref().map(|s| s[i].1),
         })
         .collect())
-}
-
-/// Solves the integer-grid parameters of `group` together: every point of the product
-/// of their grids, the one of least summed squared relative error over their rows.
-fn solve_joint(
-    group: u8,
-    rows: &[Row],
-    values: &mut [f64],
-    ev: &mut Evaluator,
-    sim_phase: bool,
-) -> Result<()> {
-    let idx: Vec<usize> = (0..FIT_PARAMS.len())
-        .filter(|&i| FIT_PARAMS[i].group == group)
-        .collect();
-    let grids: Vec<Vec<f64>> = idx
-        .iter()
-        .map(|&i| {
-            let p = &FIT_PARAMS[i];
-            let step = match p.solve {
-                Solve::Grid(s) | Solve::Bisect(s) => s,
-                Solve::Continuous => (p.hi - p.lo) / 64.0,
-            };
-            let mut g = Vec::new();
-            let mut v = p.lo;
-            while v <= p.hi + 1e-9 {
-                g.push(v);
-                v += step;
-            }
-            g
-        })
-        .collect();
-    let targets: Vec<&Row> = idx
-        .iter()
-        .map(|&i| {
-            rows.iter()
-                .find(|r| r.id == FIT_PARAMS[i].row && r.role == "fit")
-                .ok_or_else(|| anyhow!("the table has no fit row `{}`", FIT_PARAMS[i].row))
-        })
-        .collect::<Result<_>>()?;
-    let mut best: Option<(f64, Vec<f64>)> = None;
-    let mut at = vec![0usize; idx.len()];
-    loop {
-        let mut vals = values.to_vec();
-        for (k, &i) in idx.iter().enumerate() {
-            vals[i] = grids[k][at[k]];
-        }
-        let (sets, fitted) = overrides(&vals, sim_phase);
-        ev.fitted = fitted;
-        let mut ss = 0.0;
-        for r in &targets {
-            let e = rel_error(ev.predict(r, &sets)?, r.published);
-            ss += e * e;
-        }
-        if best.as_ref().is_none_or(|b| ss < b.0) {
-            best = Some((ss, idx.iter().map(|&i| vals[i]).collect()));
-        }
-        // Next point of the product.
-        let mut k = 0;
-        loop {
-            if k == at.len() {
-                let b = best.expect("at least one point").1;
-                for (k, &i) in idx.iter().enumerate() {
-                    values[i] = b[k];
-                }
-                return Ok(());
-            }
-            at[k] += 1;
-            if at[k] < grids[k].len() {
-                break;
-            }
-            at[k] = 0;
-            k += 1;
-        }
-    }
 }
 
 pub fn read_fitted() -> Result<Fitted> {

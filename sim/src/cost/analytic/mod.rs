@@ -98,7 +98,7 @@ impl AnalyticCostModel {
     fn serial<'a>(&self, local: &'a Local, moe: MoePart) -> Variant<'a> {
         let mut sched = Schedule::default();
         for (ti, ty) in self.compiled.types.iter().enumerate() {
-            let s = self.stages(ti, &local, &moe, 1.0);
+            let s = self.stages(ti, local, &moe, 1.0);
             sched.compute_s += ty.count * s.compute();
             sched.comm_s += ty.count * s.comm();
         }
@@ -125,7 +125,7 @@ impl AnalyticCostModel {
             .enumerate()
             .take(self.compiled.types.len())
         {
-            *s = self.stages(ti, &local, &moe, sm_factor);
+            *s = self.stages(ti, local, &moe, sm_factor);
         }
         let sched = overlap::two_batch_with(seq.len(), |i| stages[seq[i] as usize]);
         Variant {

@@ -247,6 +247,7 @@ pub fn copy_bytes(hidden: f64, elem_bytes: f64, meta: f64) -> f64 {
 }
 
 #[cfg(test)]
+#[allow(clippy::field_reassign_with_default)]
 mod tests {
     use super::*;
 

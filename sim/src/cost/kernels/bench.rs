@@ -48,6 +48,7 @@ fn device(hw: &Hardware) -> Device {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 /// A DeepGEMM-style GEMM: `groups` x (`m` x `k`) by (`k` x `n`), operands in `dtype`
 /// (FP8 with 1x128 / 128x128 FP32 scales), BF16 output.
 pub fn gemm(

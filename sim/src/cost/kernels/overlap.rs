@@ -155,7 +155,7 @@ mod tests {
         assert_eq!(s.exposed_comm_s(), 1.0);
         assert_eq!(serial(&[st(2.0, 2.0, 2.0, 2.0)]).total_s, 8.0);
         // Many layers: the steady state hides all but the edges; per layer 4.
-        let s = two_batch(&vec![st(1.0, 1.0, 1.0, 1.0); 10]);
+        let s = two_batch(&[st(1.0, 1.0, 1.0, 1.0); 10]);
         assert_eq!(s.total_s, 41.0);
         assert_eq!(s.timeline.spans[2], (1.0, 2.0));
     }
@@ -164,7 +164,7 @@ mod tests {
     fn long_communication_stays_exposed() {
         // Dispatch 3 per micro-batch against compute of 1 per stage: the comm stream
         // is busy 2 * (3 + 1) = 8 per layer and binds.
-        let s = two_batch(&vec![st(1.0, 3.0, 1.0, 1.0); 4]);
+        let s = two_batch(&[st(1.0, 3.0, 1.0, 1.0); 4]);
         assert!(s.total_s >= 4.0 * 8.0);
         assert!(s.total_s >= s.compute_s && s.total_s >= s.comm_s);
         assert!(s.exposed_comm_s() > 0.0);
@@ -188,7 +188,7 @@ mod tests {
 
     #[test]
     fn no_communication_is_the_compute_stream() {
-        let s = two_batch(&vec![st(2.0, 0.0, 3.0, 0.0); 3]);
+        let s = two_batch(&[st(2.0, 0.0, 3.0, 0.0); 3]);
         assert_eq!(s.total_s, 30.0);
         assert_eq!(s.exposed_comm_s(), 0.0);
     }
