@@ -218,7 +218,7 @@ fn breakdown_sums_to_the_step() {
     let hws = hardware();
     let ms = models();
     for _ in 0..200 {
-        let (_, _, dep, c) = random_model(&mut rng, &hws, &ms);
+        let (hw, m, dep, c) = random_model(&mut rng, &hws, &ms);
         let phase = if rng.random_bool(0.5) {
             Phase::Decode
         } else {
@@ -242,7 +242,8 @@ fn breakdown_sums_to_the_step() {
         let sum: f64 = Op::ALL.iter().map(|o| s.op(*o)).sum();
         assert!(
             (sum - s.step_s).abs() <= 1e-12 * s.step_s.max(1e-9),
-            "sum {sum:e} step {:e} {:?}",
+            "{m} on {hw} DEP{dep} {phase:?} {:?}: sum {sum:e} step {:e} {:?}",
+            shape,
             s.step_s,
             s.op_s
         );

@@ -57,8 +57,9 @@ struct Variant<'a> {
     moe: MoePart,
     /// Stage times are of half the work (two micro-batches).
     two_batch: bool,
-    /// Compute slow-down from SMs taken by communication kernels.
-    sm_factor: f64,
+    /// Compute time lost over the step to SMs that overlapped communication kernels
+    /// occupy (included in the schedule's compute stream).
+    sm_penalty_s: f64,
 }
 
 impl AnalyticCostModel {
@@ -73,8 +74,11 @@ impl AnalyticCostModel {
         }
     }
 
-    /// Stage times of layer type `ti` from a rank-local pricing and the MoE part.
-    fn stages(&self, ti: usize, local: &Local, moe: &MoePart, sm_factor: f64) -> Stages {
+    /// Stage times of layer type `ti` from a rank-local pricing and the MoE part;
+    /// `sm_share` of the SMs is taken by overlapped communication kernels: a compute
+    /// stage running beside a dispatch or combine of the other micro-batch loses that
+    /// share of the SMs for as long as the kernel runs.
+    fn stages(&self, ti: usize, local: &Local, moe: &MoePart, sm_share: f64) -> Stages {
         let t = &local.types[ti];
         let is_moe = self.compiled.types[ti].moe;
         let busy = |l: &a2a::Leg| {
@@ -85,20 +89,21 @@ impl AnalyticCostModel {
             }
         };
         let on = |x: f64| if is_moe { x } else { 0.0 };
+        let (d, c) = (on(busy(&moe.dispatch)), on(busy(&moe.combine)));
         Stages {
-            attn: t.stage_a() * sm_factor,
+            attn: t.stage_a() + sm_share * d,
             dispatch: on(moe.dispatch.s),
-            experts: (t.stage_e() + on(moe.experts_s + moe.elem_s)) * sm_factor,
+            experts: t.stage_e() + on(moe.experts_s + moe.elem_s) + sm_share * c,
             combine: on(moe.combine.s),
-            dispatch_busy: on(busy(&moe.dispatch)),
-            combine_busy: on(busy(&moe.combine)),
+            dispatch_busy: d,
+            combine_busy: c,
         }
     }
 
     fn serial<'a>(&self, local: &'a Local, moe: MoePart) -> Variant<'a> {
         let mut sched = Schedule::default();
         for (ti, ty) in self.compiled.types.iter().enumerate() {
-            let s = self.stages(ti, local, &moe, 1.0);
+            let s = self.stages(ti, local, &moe, 0.0);
             sched.compute_s += ty.count * s.compute();
             sched.comm_s += ty.count * s.comm();
         }
@@ -108,24 +113,28 @@ impl AnalyticCostModel {
             local,
             moe,
             two_batch: false,
-            sm_factor: 1.0,
+            sm_penalty_s: 0.0,
         }
     }
 
     fn two_batch<'a>(&self, phase: Phase, local: &'a Local, moe: MoePart) -> Variant<'a> {
+        // Normal (prefill) kernels run on SMs; low-latency ones complete by a hook.
         let sms = self.hardware.sms.max(1) as f64;
-        let sm_factor = match phase {
-            Phase::Prefill if self.params.comm_sms < sms => sms / (sms - self.params.comm_sms),
-            _ => 1.0,
+        let sm_share = match phase {
+            Phase::Prefill => (self.params.comm_sms / sms).min(1.0),
+            Phase::Decode => 0.0,
         };
         let seq = &self.compiled.sequence;
         let mut stages = [Stages::default(); price::MAX_TYPES];
+        let mut penalty = 0.0;
         for (ti, s) in stages
             .iter_mut()
             .enumerate()
             .take(self.compiled.types.len())
         {
-            *s = self.stages(ti, local, &moe, sm_factor);
+            *s = self.stages(ti, local, &moe, sm_share);
+            penalty +=
+                2.0 * self.compiled.types[ti].count * sm_share * (s.dispatch_busy + s.combine_busy);
         }
         let sched = overlap::two_batch_with(seq.len(), |i| stages[seq[i] as usize]);
         Variant {
@@ -133,7 +142,7 @@ impl AnalyticCostModel {
             local,
             moe,
             two_batch: true,
-            sm_factor,
+            sm_penalty_s: penalty,
         }
     }
 
@@ -273,7 +282,7 @@ impl AnalyticCostModel {
     fn breakdown(&self, phase: Phase, v: &Variant, lm_s: f64, out: &mut StepCost) {
         let c = &self.compiled;
         let reps = if v.two_batch { 2.0 } else { 1.0 };
-        let f = reps * v.sm_factor;
+        let f = reps;
         let mut sum = TypeLocal::default();
         for (ti, ty) in c.types.iter().enumerate() {
             let t = v.local.types[ti].scaled(ty.count * f);
@@ -310,7 +319,9 @@ impl AnalyticCostModel {
         set(Op::SharedExpert, sum.shared, l.shared_bound);
         set(Op::Moe, moe_layers * f * v.moe.experts_s, v.moe.bound);
         let exposed = v.sched.exposed_comm_s();
-        set(Op::Communication, exposed, Bound::Link);
+        // Communication costs what the compute stream waits for, and the compute the
+        // kernels' SMs took from it.
+        set(Op::Communication, exposed + v.sm_penalty_s, Bound::Link);
         let gpu = v.sched.total_s + lm_s;
         let kernels = self.kernels(v.two_batch);
         set(
