@@ -234,7 +234,39 @@ fn impossible_configurations_say_what_to_change() {
             "--context",
             "1000000",
         ],
-        &["GB of KV per rank", "--batch-per-rank", "or less"],
+        &["GB of KV per GPU", "--batch-per-rank", "or less"],
+    );
+    // Tensor parallelism: heads must divide, one replica per instance, no EPLB.
+    fails_with(
+        &["forward", "--tp", "3"],
+        &["64 attention heads do not divide over 3 GPUs", "2, 4, 8"],
+    );
+    fails_with(
+        &["forward", "--tp", "4", "--dep", "2"],
+        &[
+            "TP4 with 2 data-parallel replicas is not modelled",
+            "--dep 1",
+        ],
+    );
+    fails_with(
+        &["forward", "--tp", "4", "--redundant-experts", "8"],
+        &["--redundant-experts 0"],
+    );
+    fails_with(
+        &["forward", "--expert-parallel"],
+        &["--expert-parallel applies to a TP replica"],
+    );
+    fails_with(
+        &[
+            "forward",
+            "--hardware",
+            "h100",
+            "--model",
+            "deepseek-v3",
+            "--tp",
+            "2",
+        ],
+        &["weights need", "use a larger TP"],
     );
     fails_with(
         &[
@@ -263,7 +295,7 @@ fn published() -> Vec<Value> {
 
 /// Check rows the model does not yet reproduce within their table's bound, each with
 /// the bound it must stay inside (so it cannot silently get worse) and why.
-const KNOWN_GAPS: [(&str, f64, &str); 22] = [
+const KNOWN_GAPS: [(&str, f64, &str); 21] = [
     (
         "trtllm-onesided-ep64-b1-combine",
         0.25,
@@ -313,11 +345,6 @@ const KNOWN_GAPS: [(&str, f64, &str); 22] = [
         "prefill-8k-512k",
         0.15,
         "long cached prefill prices 11% faster: the indexer top-k fitted to the decode attention share (512) shrinks the sparse layers' prefill work",
-    ),
-    (
-        "single-user",
-        0.40,
-        "the report's specialised low-latency decode path is not modelled; the closest layout (DEP4, 8K context) pays the ordinary all-to-all latency in every layer",
     ),
     (
         "prefill-only-dep2",
@@ -800,4 +827,51 @@ fn simulate_compares_pd_splits() {
     ]);
     assert!(!aggregated.status.success());
     assert!(stderr(&aggregated).contains("needs mode = \"disaggregated\""));
+}
+
+/// Tensor-parallel layouts: `forward --tp` names the layout and its all-reduces, and
+/// `sweep --tps` puts TP replicas beside DEP groups; for one user a TP replica is
+/// faster than a DEP group of as many GPUs (no all-to-all latency per layer), and for
+/// a large batch the DEP group gives more tokens per GPU.
+#[test]
+fn tensor_parallel_layouts_price_and_sweep() {
+    let o = twin(&[
+        "forward",
+        "--tp",
+        "8",
+        "--requests",
+        "1",
+        "--context",
+        "8192",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains(", TP8, 1 request over the group"), "{text}");
+    assert!(
+        text.contains("communication (all-reduce kernels, serial)"),
+        "{text}"
+    );
+    let j = json(&twin(&[
+        "sweep",
+        "--deps",
+        "8",
+        "--tps",
+        "8",
+        "--batches",
+        "1,128",
+        "--json",
+    ]));
+    let point = |tp: u64, batch: u64| {
+        j["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["tp"] == tp && p["batch_per_rank"] == batch)
+            .unwrap_or_else(|| panic!("no point tp {tp} batch {batch}: {j}"))
+            .clone()
+    };
+    let user = |p: &Value| p["tokens_per_s_per_user"].as_f64().unwrap();
+    let gpu = |p: &Value| p["tokens_per_s_per_gpu"].as_f64().unwrap();
+    assert!(user(&point(8, 1)) > user(&point(1, 1)));
+    assert!(gpu(&point(1, 128)) > gpu(&point(8, 128)));
 }

@@ -8,7 +8,10 @@ use serde::Serialize;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ForwardSpec {
     pub phase: Phase,
+    /// Attention replicas (DEP ranks), each on `tp` GPUs.
     pub dep: u32,
+    #[serde(skip_serializing_if = "is_one")]
+    pub tp: u32,
     pub batch_per_rank: u32,
     /// Requests over the whole group, placed round-robin (None = `batch_per_rank` on
     /// every rank). `Some(1)` on DEP2 leaves one rank without attention work.
@@ -23,6 +26,10 @@ pub struct ForwardSpec {
     pub draft_tokens: u32,
     /// Decode: expected tokens emitted per request per step (1 without MTP).
     pub tokens_per_step: f64,
+}
+
+fn is_one(x: &u32) -> bool {
+    *x == 1
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -105,6 +112,7 @@ pub fn forward(cost: &dyn CostModel, spec: &ForwardSpec) -> ForwardResult {
         a.rdma_bytes += b.rdma_bytes;
         a.two_batch |= b.two_batch;
         a.low_latency = b.low_latency;
+        a.allreduce = b.allreduce;
         if c.timeline.is_some() {
             total.timeline = c.timeline;
         }
@@ -152,7 +160,8 @@ pub fn forward(cost: &dyn CostModel, spec: &ForwardSpec) -> ForwardResult {
             }
         }
     }
-    let requests: f64 = per_rank.iter().map(|&c| c as f64).sum::<f64>() / spec.dep.max(1) as f64;
+    let gpus = spec.dep.max(1) as f64 * spec.tp.max(1) as f64;
+    let requests: f64 = per_rank.iter().map(|&c| c as f64).sum::<f64>() / gpus;
     let tokens = match spec.phase {
         Phase::Decode => requests * spec.tokens_per_step,
         Phase::Prefill => requests * spec.new_tokens as f64,
@@ -211,6 +220,7 @@ mod tests {
         let spec = ForwardSpec {
             phase: Phase::Prefill,
             dep: 4,
+            tp: 1,
             batch_per_rank: 1,
             total_requests: Some(6),
             context_tokens: 0,

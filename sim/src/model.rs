@@ -92,6 +92,11 @@ pub struct Attention {
     pub q_lora: u32,
     /// Width of the per-token KV vector written by a layer (latent + rope).
     pub kv_dim: u32,
+    /// KV heads the cache holds per token: 1 for MLA's latent or MQA, shared by every
+    /// query head (tensor parallelism then keeps a whole copy on every GPU); more for
+    /// grouped-query attention (split over up to that many GPUs).
+    #[serde(default = "one")]
+    pub kv_heads: u32,
     /// Up-projection parameters of the latent KV (MLA's W_UKV); 0 when absent.
     #[serde(default)]
     pub kv_up_params: u64,

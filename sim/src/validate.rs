@@ -16,6 +16,8 @@ pub enum Field {
     Path(String),
     /// A deployment's DEP size (ranks per instance).
     Dep,
+    /// A deployment's tensor-parallel size (GPUs per attention replica).
+    Tp,
     /// A deployment's redundant experts per instance.
     RedundantExperts,
     /// A deployment's requests per rank.
@@ -28,6 +30,7 @@ impl fmt::Display for Field {
         match self {
             Field::Path(p) => f.write_str(p),
             Field::Dep => f.write_str("dep"),
+            Field::Tp => f.write_str("tp"),
             Field::RedundantExperts => f.write_str("redundant_experts"),
             Field::BatchPerRank => f.write_str("batch_per_rank"),
         }
@@ -374,6 +377,9 @@ pub fn deployment(
         p.push(Problem::at(Field::Dep, "DEP size must be at least 1"));
         return p;
     }
+    if layout.tp != 1 {
+        return tensor_parallel(hw, m, layout, batch_per_rank, tokens_per_request);
+    }
     if hw.nvlink_domain_gpus > 8 && d > hw.nvlink_domain_gpus {
         p.push(Problem::at(
             Field::Dep,
@@ -427,15 +433,106 @@ pub fn deployment(
     if !p.is_empty() {
         return p;
     }
+    memory(
+        hw,
+        m,
+        layout,
+        batch_per_rank,
+        tokens_per_request,
+        Field::Dep,
+    )
+}
+
+/// A tensor-parallel replica: one of them (`dep` 1), heads and (expert-parallel)
+/// experts dividing over its GPUs, no redundant experts.
+fn tensor_parallel(
+    hw: &Hardware,
+    m: &Model,
+    layout: &Layout,
+    batch_per_rank: u64,
+    tokens_per_request: u64,
+) -> Vec<Problem> {
+    let mut p = Vec::new();
+    let t = layout.tp;
+    if t == 0 {
+        p.push(Problem::at(Field::Tp, "TP size must be at least 1"));
+        return p;
+    }
+    if layout.dep > 1 {
+        p.push(Problem::at(
+            Field::Tp,
+            Message::default()
+                .text(format!(
+                    "TP{t} with {} data-parallel replicas is not modelled: use one TP replica (",
+                    layout.dep
+                ))
+                .field(Field::Dep)
+                .text(" 1) per instance and more instances, or DEP (")
+                .field(Field::Tp)
+                .text(" 1)"),
+        ));
+    }
+    let heads = m.attention.heads;
+    if !heads.is_multiple_of(t) {
+        let fits: Vec<String> = (1..=heads.min(64))
+            .filter(|x| heads % x == 0 && *x > 1)
+            .map(|x| x.to_string())
+            .collect();
+        p.push(Problem::at(
+            Field::Tp,
+            format!(
+                "{heads} attention heads do not divide over {t} GPUs; use a TP size that divides {heads} ({})",
+                fits.join(", ")
+            ),
+        ));
+    }
+    if let Some(moe) = &m.moe {
+        if layout.expert_parallel && !moe.routed_experts.is_multiple_of(t) {
+            p.push(Problem::at(
+                Field::Tp,
+                format!(
+                    "{} routed experts do not divide over {t} GPUs with expert parallelism",
+                    moe.routed_experts
+                ),
+            ));
+        }
+    }
+    if layout.redundant_experts > 0 {
+        p.push(Problem::at(
+            Field::RedundantExperts,
+            Message::default()
+                .text("redundant experts balance a DEP group's expert load; with TP use ")
+                .field(Field::RedundantExperts)
+                .text(" 0"),
+        ));
+    }
+    if !p.is_empty() {
+        return p;
+    }
+    memory(hw, m, layout, batch_per_rank, tokens_per_request, Field::Tp)
+}
+
+/// Weights and KV of one replica in HBM; `grow` is the setting that spreads the
+/// weights over more GPUs.
+fn memory(
+    hw: &Hardware,
+    m: &Model,
+    layout: &Layout,
+    batch_per_rank: u64,
+    tokens_per_request: u64,
+    grow: Field,
+) -> Vec<Problem> {
+    let mut p = Vec::new();
     let cm = AnalyticCostModel::new(hw.clone(), m.clone(), layout.clone(), Default::default());
     let weights = cm.weight_bytes_per_rank();
     let usable = hw.hbm.usable.as_f64();
     let kv_bytes = cm.kv_bytes_per_rank();
+    let larger = if grow == Field::Tp { "TP" } else { "DEP" };
     if kv_bytes <= 0.0 {
         p.push(Problem::at(
-            Field::Dep,
+            grow,
             format!(
-                "weights need {:.1} GB per rank but {} has {:.1} GB usable (8% kept for activations); use a larger DEP",
+                "weights need {:.1} GB per GPU but {} has {:.1} GB usable (8% kept for activations); use a larger {larger}",
                 weights / 1e9,
                 hw.name,
                 usable / 1e9
@@ -443,22 +540,24 @@ pub fn deployment(
         ));
         return p;
     }
-    let need = batch_per_rank as f64 * tokens_per_request as f64 * m.kv.bytes_per_token;
-    if need > kv_bytes {
-        let cap = cm.kv_capacity_tokens_per_rank();
+    // KV bytes each GPU of the replica keeps for its requests.
+    let cap = cm.kv_capacity_tokens_per_rank();
+    let per_gpu = kv_bytes / cap.max(1) as f64;
+    let need = batch_per_rank as f64 * tokens_per_request as f64 * per_gpu;
+    if batch_per_rank.saturating_mul(tokens_per_request) > cap {
         let max_batch = cap / tokens_per_request.max(1);
         p.push(Problem::at(
             Field::BatchPerRank,
             Message::default()
                 .text(format!(
-                    "{batch_per_rank} requests x {tokens_per_request} tokens x {} B = {:.1} GB of KV per rank, but only {:.1} GB is left after {:.1} GB of weights; use ",
-                    m.kv.bytes_per_token,
+                    "{batch_per_rank} requests x {tokens_per_request} tokens x {:.0} B = {:.1} GB of KV per GPU, but only {:.1} GB is left after {:.1} GB of weights; use ",
+                    per_gpu,
                     need / 1e9,
                     kv_bytes / 1e9,
                     weights / 1e9
                 ))
                 .field(Field::BatchPerRank)
-                .text(format!(" {max_batch} or less, a shorter context, or a larger DEP")),
+                .text(format!(" {max_batch} or less, a shorter context, or a larger {larger}")),
         ));
     }
     p

@@ -102,6 +102,7 @@ fn ideal() -> CostParams {
         indexer: r,
         gather: r,
         comm: r,
+        allreduce: r,
         elementwise: r,
         comm_rdma_eff: 1.0,
         comm_sms: 0.0,
@@ -672,4 +673,85 @@ fn kv_capacity_is_what_weights_leave() {
         c.kv_capacity_tokens_per_rank(),
         (9.19723e10f64 / 100.0) as u64
     );
+}
+
+fn tp(model: Model, tp: u32, expert_parallel: bool, params: CostParams) -> AnalyticCostModel {
+    let layout = Layout {
+        expert_parallel,
+        ..Layout::tensor_parallel(tp)
+    };
+    AnalyticCostModel::new(hw(), model, layout, params)
+}
+
+#[test]
+fn tensor_parallelism_splits_the_layers_and_sums_by_all_reduce() {
+    // TP2, one decode token. Per GPU, memory-bound GEMMs (FP8 weights with 1/128 B of
+    // scales): q+kv 1000 -> 8/2 * 100 + 100 (the KV projection stays whole): 1000 +
+    // 500,000 * (1 + 1/128) + 1000 = 505,906.25 B; o 400 -> 1000: 400 + 400,000 *
+    // (1 + 1/128) + 2000 = 405,525 B; LM head 1000 -> 500: 1000 + 500,000 + 1000 =
+    // 502,000 B; the router stays whole (25.6 ns, as on one GPU).
+    let mut p = ideal();
+    p.allreduce.fixed_s = 1e-6;
+    let c = tp(model(), 2, false, p);
+    let s = decode(&c, 1, 999, 0);
+    close(s.op(Op::Dense), 1_413_431.25e-12 + 25.6e-9);
+    // Both experts the token picks, each sliced in two: gate+up 1000 -> 1000 and down
+    // 500 -> 1000: 2 * (1000 + 1e6 + 2000) + 2 * (500 + 500,000 + 2000) B.
+    close(s.experts_touched_per_rank, 2.0);
+    close(s.moe_weight_bytes_per_rank, 2.0 * 1.5e6);
+    close(s.op(Op::Moe), 3_011_000e-12);
+    // Attention: 4 heads per GPU, but the one KV head's 1000 entries * 100 B are read
+    // whole on both GPUs.
+    close(s.op(Op::Attention), 1e-7);
+    // Two all-reduces (after attention, after the FFN) of 1 token * 1000 * 2 B: the
+    // ring moves 2 * (2 - 1) / 2 of it over NVLink (1e11 B/s), after 1 us: 1.02 us each.
+    close(s.op(Op::Communication), 2.0 * (1e-6 + 2000.0 / 1e11));
+    assert!(s.comm.allreduce && !s.comm.two_batch && !s.comm.low_latency);
+    // The overlapped micro-batches of DEP do not apply: the step is the sum.
+    let ops: f64 = Op::ALL.iter().map(|&o| s.op(o)).sum();
+    close(s.step_s, ops);
+}
+
+#[test]
+fn tensor_parallel_all_reduce_crosses_domains_on_the_nics() {
+    // TP4 over two 2-GPU domains, one token (2000 B): NVLink 2 * (2 - 1) / 2 * 2000 B
+    // at 1e11 = 20 ns; then the NICs carry 2 * (2 - 1) / 2 of each GPU's half, 1000 B
+    // at 1e10 = 100 ns, plus the NIC's 5 us latency. Two all-reduces.
+    let c = tp(model(), 4, false, ideal());
+    close(
+        decode(&c, 1, 0, 0).op(Op::Communication),
+        2.0 * (20e-9 + 100e-9 + 5e-6),
+    );
+}
+
+#[test]
+fn tensor_parallel_expert_parallelism_keeps_experts_whole() {
+    // TP2 with expert parallelism: 4 whole experts per GPU; one token's 2 picks land
+    // 1 per GPU on average: 4 * (1 - (1 - 2/8)^1) = 1 expert touched, 3e6 B.
+    let c = tp(model(), 2, true, ideal());
+    let s = decode(&c, 1, 0, 0);
+    close(s.experts_touched_per_rank, 1.0);
+    close(s.moe_weight_bytes_per_rank, 3e6);
+}
+
+#[test]
+fn tensor_parallel_weights_and_kv_per_gpu() {
+    // TP2: projections 100,000 (KV, whole) + 1.6e6 / 2 = 900,000 B; experts 8 * 3e6 /
+    // 2 = 1.2e7 B; embedding and LM head 2 * 1e6 / 2 = 1e6 B: 1.39e7 B per GPU.
+    let c = tp(model(), 2, false, ideal());
+    close(c.weight_bytes_per_rank(), 1.39e7);
+    // One KV head: each GPU keeps every token whole, 100 B each.
+    let whole = c.kv_capacity_tokens_per_rank();
+    assert_eq!(whole, ((0.92 * 1e11 - 1.39e7) / 100.0) as u64);
+    // Eight KV heads (grouped-query): each GPU keeps half of a token's bytes, so the
+    // replica holds twice the tokens.
+    let mut m = model();
+    m.attention.kv_heads = 8;
+    let c = tp(m, 2, false, ideal());
+    assert_eq!(
+        c.kv_capacity_tokens_per_rank(),
+        ((0.92 * 1e11 - 1.39e7) / 50.0) as u64
+    );
+    // And half the bytes read per token of context.
+    close(decode(&c, 1, 999, 0).op(Op::Attention), 0.5e-7);
 }

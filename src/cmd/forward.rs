@@ -23,9 +23,17 @@ pub struct ForwardArgs {
     pub model: String,
     #[arg(long, value_enum, default_value = "decode")]
     pub phase: PhaseArg,
-    /// Ranks in the data + expert parallel group.
-    #[arg(long, default_value_t = 8)]
-    pub dep: u32,
+    /// Ranks in the data + expert parallel group (default 8; 1 with --tp).
+    #[arg(long)]
+    pub dep: Option<u32>,
+    /// GPUs of one tensor-parallel replica (heads and dense layers split over them,
+    /// all-reduce after attention and after the FFN) instead of a DEP group.
+    #[arg(long, default_value_t = 1)]
+    pub tp: u32,
+    /// With --tp: routed experts whole on each GPU (expert parallelism) instead of
+    /// sliced over the TP GPUs.
+    #[arg(long)]
+    pub expert_parallel: bool,
     /// Redundant expert copies spread over the group (EPLB).
     #[arg(long, default_value_t = 0)]
     pub redundant_experts: u32,
@@ -73,6 +81,7 @@ pub struct ForwardArgs {
 /// Everything `forward` computed, for printing and for `validate`.
 pub struct Forward {
     pub spec: ForwardSpec,
+    pub layout: Layout,
     pub result: ForwardResult,
     pub cost_model: String,
     pub model: String,
@@ -94,8 +103,14 @@ pub fn evaluate(args: &ForwardArgs) -> Result<Forward> {
     let hardware = load_hardware(&args.hardware, &hw_sets)?;
     let model = load_model(&args.model, &model_sets)?;
     let params = super::cost_params(&hardware, args.profile.as_deref(), &cost_sets)?;
+    let dep = args.dep.unwrap_or(if args.tp > 1 { 1 } else { 8 });
+    if args.expert_parallel && args.tp <= 1 {
+        bail!("--expert-parallel applies to a TP replica (--tp 2 or more); a DEP group is expert-parallel already");
+    }
     let layout = Layout {
-        dep: args.dep,
+        dep,
+        tp: args.tp,
+        expert_parallel: args.expert_parallel,
         redundant_experts: args.redundant_experts,
         overlap_microbatches: !args.no_overlap,
         decode_graphs: !args.eager_decode,
@@ -130,7 +145,7 @@ pub fn evaluate(args: &ForwardArgs) -> Result<Forward> {
         bail!("--requests must be at least 1");
     }
     let batch_check = match args.requests {
-        Some(n) => n.div_ceil(args.dep.max(1)),
+        Some(n) => n.div_ceil(dep.max(1)),
         None => args.batch_per_rank,
     };
     if phase == Phase::Prefill && args.new_tokens == 0 {
@@ -161,7 +176,8 @@ pub fn evaluate(args: &ForwardArgs) -> Result<Forward> {
         .unwrap_or(1.0);
     let spec = ForwardSpec {
         phase,
-        dep: args.dep,
+        dep,
+        tp: args.tp,
         batch_per_rank: args.batch_per_rank,
         total_requests: args.requests,
         context_tokens: args.context,
@@ -174,6 +190,7 @@ pub fn evaluate(args: &ForwardArgs) -> Result<Forward> {
     let result = forward(&cm, &spec);
     Ok(Forward {
         spec,
+        layout: cm.layout.clone(),
         result,
         cost_model: cm.describe(),
         model: model.name,
@@ -214,7 +231,7 @@ pub fn to_json(f: &Forward) -> serde_json::Value {
             "nvlink_bytes_per_rank": r.total.comm.nvlink_bytes,
             "rdma_bytes_per_rank": r.total.comm.rdma_bytes,
             "two_batch_overlap": r.total.comm.two_batch,
-            "kernels": if r.total.comm.low_latency { "low-latency" } else { "normal" },
+            "kernels": comm_kernels(&r.total.comm),
         },
         "timeline_us": r.total.timeline.map(|t| {
             sim::cost::LayerTimeline::NAMES
@@ -268,8 +285,10 @@ pub fn render(f: &Forward) -> String {
     };
     writeln!(
         out,
-        "{} on {}, DEP{}, {placement}: {phase}",
-        f.model, f.hardware, s.dep
+        "{} on {}, {}, {placement}: {phase}",
+        f.model,
+        f.hardware,
+        f.layout.name()
     )
     .unwrap();
     let total = r.step_s();
@@ -341,6 +360,17 @@ pub fn render(f: &Forward) -> String {
 }
 
 /// The communication legs, the overlap timeline, launches and skew loss.
+/// Which communication kernels a step ran.
+fn comm_kernels(c: &sim::cost::CommCost) -> &'static str {
+    if c.allreduce {
+        "all-reduce"
+    } else if c.low_latency {
+        "low-latency"
+    } else {
+        "normal"
+    }
+}
+
 fn render_terms(out: &mut String, r: &ForwardResult) {
     use std::fmt::Write as _;
     let t = &r.total;
@@ -349,7 +379,7 @@ fn render_terms(out: &mut String, r: &ForwardResult) {
         writeln!(
             out,
             "\ncommunication ({} kernels, {}): {:.3} ms in all, {:.3} ms hidden under compute, {:.3} ms exposed",
-            if c.low_latency { "low-latency" } else { "normal" },
+            comm_kernels(c),
             if c.two_batch { "two overlapped micro-batches" } else { "serial" },
             c.total_s * 1e3,
             c.hidden_s * 1e3,

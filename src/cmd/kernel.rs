@@ -152,6 +152,20 @@ pub enum KernelOp {
         #[arg(long, value_enum, default_value = "decode")]
         phase: super::forward::PhaseArg,
     },
+    /// A tensor-parallel all-reduce (NCCL accounting: busbw over 2 (n - 1) / n of the
+    /// buffer).
+    Allreduce {
+        /// GPUs in the all-reduce.
+        #[arg(long)]
+        gpus: u32,
+        /// Buffer size in bytes (`1000000`, `4GiB`).
+        #[arg(long)]
+        bytes: String,
+        /// NCCL's ring algorithm (a latency per step, as its large benchmarks run)
+        /// instead of the one-shot kernel engines run in their graphs.
+        #[arg(long)]
+        ring: bool,
+    },
     /// An attention kernel (FlashMLA / cuDNN accounting).
     Attention {
         #[arg(long, value_enum)]
@@ -353,6 +367,20 @@ pub fn evaluate(args: &KernelArgs) -> Result<KernelOut> {
                         ..Default::default()
                     },
                 },
+            )
+        }
+        KernelOp::Allreduce { gpus, bytes, ring } => {
+            let b =
+                sim::units::ByteSize::parse(bytes).map_err(|e| anyhow::anyhow!("--bytes: {e}"))?;
+            if *gpus < 2 || b.as_f64() <= 0.0 {
+                bail!("--gpus must be at least 2 and --bytes positive");
+            }
+            (
+                format!(
+                    "{}all-reduce of {b} over {gpus} GPUs",
+                    if *ring { "ring " } else { "" }
+                ),
+                bench::allreduce(&hw, &p, *gpus as f64, b.as_f64(), *ring),
             )
         }
         KernelOp::Attention {

@@ -18,6 +18,7 @@ pub fn flag(f: &Field) -> String {
     match f {
         Field::Path(p) => p.clone(),
         Field::Dep => "--dep".into(),
+        Field::Tp => "--tp".into(),
         Field::RedundantExperts => "--redundant-experts".into(),
         Field::BatchPerRank => "--batch-per-rank".into(),
     }

@@ -54,6 +54,7 @@ fn pool_field(pool: &str, f: &Field) -> String {
     match f {
         Field::Path(p) => p.clone(),
         Field::Dep => format!("{pool}.dep"),
+        Field::Tp => format!("{pool}.tp"),
         Field::RedundantExperts => format!("{pool}.redundant_experts"),
         Field::BatchPerRank => format!("{pool}.max_batch_per_rank"),
     }

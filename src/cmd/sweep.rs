@@ -1,4 +1,4 @@
-//! `twin sweep`: `forward` over a grid of DEP sizes and batch sizes, with the trade-off
+//! `twin sweep`: `forward` over a grid of layouts (DEP and TP sizes) and batch sizes, with the trade-off
 //! planners choose from: throughput per GPU against speed per user, and what a million
 //! output tokens cost.
 
@@ -15,6 +15,10 @@ pub struct SweepArgs {
     /// DEP sizes to try, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "4,8,16,32,64")]
     pub deps: Vec<u32>,
+    /// Tensor-parallel sizes to try as well, comma-separated (one TP replica each;
+    /// with --expert-parallel, experts whole per GPU).
+    #[arg(long, value_delimiter = ',')]
+    pub tps: Vec<u32>,
     /// Requests per rank to try, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "8,16,32,64,128,256")]
     pub batches: Vec<u32>,
@@ -26,6 +30,7 @@ pub struct SweepArgs {
 
 struct Point {
     dep: u32,
+    tp: u32,
     batch: u32,
     step_ms: f64,
     tok_s_gpu: f64,
@@ -36,8 +41,11 @@ struct Point {
 }
 
 pub fn run(args: &SweepArgs) -> Result<()> {
-    if args.deps.is_empty() || args.batches.is_empty() {
-        bail!("--deps and --batches need at least one value each");
+    if (args.deps.is_empty() && args.tps.is_empty()) || args.batches.is_empty() {
+        bail!("--deps (or --tps) and --batches need at least one value each");
+    }
+    if args.base.tp > 1 || args.base.dep.is_some() {
+        bail!("--dep and --tp are replaced by the grid: use --deps and --tps");
     }
     if args.base.requests.is_some() {
         bail!("--requests does not combine with a sweep over --batches");
@@ -46,10 +54,21 @@ pub fn run(args: &SweepArgs) -> Result<()> {
     let usd_per_gpu_hour = hardware.price.hyperscaler_usd_per_gpu_hour;
     let mut points = Vec::new();
     let mut skipped = Vec::new();
-    for &dep in &args.deps {
+    let layouts: Vec<(u32, u32)> = args
+        .deps
+        .iter()
+        .map(|&d| (d, 1))
+        .chain(args.tps.iter().map(|&t| (1, t)))
+        .collect();
+    if args.base.expert_parallel && args.tps.is_empty() {
+        bail!("--expert-parallel applies to the TP layouts of --tps");
+    }
+    for &(dep, tp) in &layouts {
         for &batch in &args.batches {
             let mut a = args.base.clone();
-            a.dep = dep;
+            a.dep = Some(dep);
+            a.tp = tp;
+            a.expert_parallel = args.base.expert_parallel && tp > 1;
             a.batch_per_rank = batch;
             match evaluate(&a) {
                 Ok(f) => {
@@ -67,6 +86,7 @@ pub fn run(args: &SweepArgs) -> Result<()> {
                         .fold(("-", 0.0), |b, x| if x.1 > b.1 { x } else { b });
                     points.push(Point {
                         dep,
+                        tp,
                         batch,
                         step_ms: step * 1e3,
                         tok_s_gpu: r.tokens_per_s_per_gpu,
@@ -76,7 +96,7 @@ pub fn run(args: &SweepArgs) -> Result<()> {
                         top_share: share,
                     });
                 }
-                Err(e) => skipped.push((dep, batch, format!("{e:#}").replace('\n', " "))),
+                Err(e) => skipped.push((dep, tp, batch, format!("{e:#}").replace('\n', " "))),
             }
         }
     }
@@ -92,7 +112,7 @@ pub fn run(args: &SweepArgs) -> Result<()> {
             .zip(&frontier)
             .map(|(p, &f)| {
                 json!({
-                    "dep": p.dep, "batch_per_rank": p.batch, "step_ms": p.step_ms,
+                    "dep": p.dep, "tp": p.tp, "batch_per_rank": p.batch, "step_ms": p.step_ms,
                     "tokens_per_s_per_gpu": p.tok_s_gpu, "tokens_per_s_per_user": p.tok_s_user,
                     "usd_per_m_tokens": p.usd_per_m, "largest_op": p.top_op,
                     "largest_op_share": p.top_share, "pareto": f,
@@ -101,7 +121,7 @@ pub fn run(args: &SweepArgs) -> Result<()> {
             .collect();
         let skipped: Vec<serde_json::Value> = skipped
             .iter()
-            .map(|(d, b, why)| json!({"dep": d, "batch_per_rank": b, "why": why}))
+            .map(|(d, t, b, why)| json!({"dep": d, "tp": t, "batch_per_rank": b, "why": why}))
             .collect();
         println!(
             "{}",
@@ -122,13 +142,13 @@ pub fn run(args: &SweepArgs) -> Result<()> {
         args.base.model, hardware.name, args.base.context
     );
     println!(
-        "{:>5} {:>6} {:>10} {:>12} {:>12} {:>10}  largest op",
-        "DEP", "batch", "step ms", "tok/s/GPU", "tok/s/user", "$/M tok"
+        "{:>6} {:>6} {:>10} {:>12} {:>12} {:>10}  largest op",
+        "layout", "batch", "step ms", "tok/s/GPU", "tok/s/user", "$/M tok"
     );
     for (p, f) in points.iter().zip(&frontier) {
         println!(
-            "{:>5} {:>6} {:>10.3} {:>12.0} {:>12.1} {:>10.4}  {} {:.0}%{}",
-            p.dep,
+            "{:>6} {:>6} {:>10.3} {:>12.0} {:>12.1} {:>10.4}  {} {:.0}%{}",
+            name(p.dep, p.tp, args.base.expert_parallel),
             p.batch,
             p.step_ms,
             p.tok_s_gpu,
@@ -139,8 +159,20 @@ pub fn run(args: &SweepArgs) -> Result<()> {
             if *f { "  *" } else { "" }
         );
     }
-    for (d, b, why) in &skipped {
-        println!("skipped DEP{d} batch {b}: {why}");
+    for (d, t, b, why) in &skipped {
+        println!(
+            "skipped {} batch {b}: {why}",
+            name(*d, *t, args.base.expert_parallel)
+        );
     }
     Ok(())
+}
+
+fn name(dep: u32, tp: u32, expert_parallel: bool) -> String {
+    sim::cost::Layout {
+        tp,
+        expert_parallel: expert_parallel && tp > 1,
+        ..sim::cost::Layout::new(dep)
+    }
+    .name()
 }

@@ -153,7 +153,8 @@ impl Bound {
 /// Dispatch and combine of one step, by leg, and how much of it compute hid.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct CommCost {
-    /// Busy time of the communication stream over the step (all MoE layers).
+    /// Busy time of the communication stream over the step (all MoE layers, or every
+    /// layer's all-reduces under TP).
     pub total_s: f64,
     /// Part of `total_s` that ran under compute.
     pub hidden_s: f64,
@@ -170,6 +171,8 @@ pub struct CommCost {
     pub two_batch: bool,
     /// Low-latency (decode) kernels, or normal (prefill) ones.
     pub low_latency: bool,
+    /// Tensor-parallel all-reduces instead of dispatch and combine.
+    pub allreduce: bool,
 }
 
 /// The cost of one step.
@@ -267,12 +270,26 @@ mod tests {
     }
 }
 
-/// How a model is spread over a DEP group.
+/// How a model is spread over the GPUs of one instance: a DEP group (`dep` GPUs, each
+/// an attention replica with 1/dep of the routed experts, tokens exchanged by
+/// all-to-all), or one tensor-parallel replica (`tp` GPUs sharing every layer, partial
+/// results summed by all-reduce).
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct Layout {
-    /// Ranks in the data + expert parallel group (each holds an attention replica and
-    /// 1/dep of the routed experts).
+    /// Data-parallel attention replicas in the group; with `tp = 1`, the ranks of the
+    /// data + expert parallel group (each holds an attention replica and 1/dep of the
+    /// routed experts).
     pub dep: u32,
+    /// GPUs that split each attention replica by heads and each dense layer by columns
+    /// or rows (tensor parallelism); 1 = none. An instance has `dep * tp` GPUs. Only
+    /// `dep = 1` is modelled with `tp > 1` (one tensor-parallel replica).
+    #[serde(default = "one")]
+    pub tp: u32,
+    /// With `tp > 1`: routed experts are spread whole over the TP GPUs (vLLM's
+    /// `--enable-expert-parallel`) instead of each expert being sliced over them (the
+    /// engines' default).
+    #[serde(default)]
+    pub expert_parallel: bool,
     /// Extra copies of popular experts spread over the group (EPLB).
     #[serde(default)]
     pub redundant_experts: u32,
@@ -293,14 +310,46 @@ fn yes() -> bool {
     true
 }
 
+fn one() -> u32 {
+    1
+}
+
 impl Layout {
     pub fn new(dep: u32) -> Self {
         Layout {
             dep,
+            tp: 1,
+            expert_parallel: false,
             redundant_experts: 0,
             overlap_microbatches: true,
             decode_graphs: true,
             prefill_graphs: false,
+        }
+    }
+
+    /// One tensor-parallel replica over `tp` GPUs.
+    pub fn tensor_parallel(tp: u32) -> Self {
+        Layout {
+            tp,
+            ..Layout::new(1)
+        }
+    }
+
+    /// GPUs of one instance.
+    pub fn gpus(&self) -> u32 {
+        self.dep.max(1) * self.tp.max(1)
+    }
+
+    /// The layout's name as engines print it: `DEP8`, `TP8`, `TP8 EP`.
+    pub fn name(&self) -> String {
+        if self.tp > 1 {
+            format!(
+                "TP{}{}",
+                self.tp,
+                if self.expert_parallel { " EP" } else { "" }
+            )
+        } else {
+            format!("DEP{}", self.dep)
         }
     }
 }

@@ -114,6 +114,15 @@ pub struct CostParams {
     pub comm_sms: f64,
     /// Low-latency (decode) all-to-all.
     pub ll: LowLatency,
+    /// Tensor-parallel all-reduce of a layer's partial outputs: mem_eff of the NVLink
+    /// (and NIC) bandwidth over the ring's traffic, fixed_s the latency of one
+    /// all-reduce; compute_eff unused.
+    #[serde(default = "allreduce_default")]
+    pub allreduce: OpRate,
+    /// Latency of one step of NCCL's ring all-reduce (its large benchmarks); the
+    /// engines' one- and two-shot all-reduces do not pay it.
+    #[serde(default)]
+    pub allreduce_ring_step_s: f64,
     /// Element-wise and normalisation traffic (norms, RoPE, activations, quantisation,
     /// gating, mHC): mem_eff of HBM bandwidth; fixed_s unused (launches are counted).
     pub elementwise: OpRate,
@@ -144,6 +153,14 @@ impl Default for CostParams {
     ///   the library default and the V3 report's figure).
     /// - ll: DeepEP low-latency kernels on H800: 0.85 of the NIC, 24 us per dispatch
     ///   and 18 us per combine.
+    /// - allreduce 0.80 of NVLink, 5 us per all-reduce (the hardware files fit both to
+    ///   NCCL rows of the kernel table, and the ring step to its 72-rank rows): tuned
+    ///   NCCL small-message
+    ///   all-reduce takes 2.3 us on 8 H200 and 3 us on 8 B200 (NVIDIA/nccl issue
+    ///   #1940) and 5.2-8 us on 4 GB200 (nccl-tests issue #333);
+    ///   an engine's all-reduce inside a CUDA graph sits between (assumed 5 us). Large
+    ///   all-reduces reach 0.93 of NVLink on an NVL72 rack (busbw 834 of 900 GB/s at
+    ///   4 GiB); the serving sizes (0.1-10 MB) reach less (assumed 0.80).
     /// - elementwise.mem_eff 0.85: bandwidth-bound kernels reach 0.80-0.90 of HBM
     ///   (DeepGEMM M=64 rows, FlashMLA memory-bound decode).
     /// - launch: 4.7 us host time per eager kernel (Triton launch on GB200), 0.58 us per
@@ -179,6 +196,8 @@ impl Default for CostParams {
                 per_peer_s: 0.0,
                 overlap_p: 1.0,
             },
+            allreduce: allreduce_default(),
+            allreduce_ring_step_s: 4e-6,
             elementwise: OpRate::new(0.85, 0.0, 0.0),
             launch: Launch {
                 eager_s: 4.7e-6,
@@ -189,6 +208,10 @@ impl Default for CostParams {
             step_fixed_prefill_s: 1e-3,
         }
     }
+}
+
+fn allreduce_default() -> OpRate {
+    OpRate::new(0.80, 1.0, 5e-6)
 }
 
 /// What kind of value a key holds, for range checks.
@@ -206,7 +229,7 @@ enum Kind {
 
 impl CostParams {
     /// Every key `set` accepts.
-    pub const KEYS: [&'static str; 48] = [
+    pub const KEYS: [&'static str; 52] = [
         "moe.mem_eff",
         "moe.compute_eff",
         "moe.fixed_s",
@@ -247,6 +270,10 @@ impl CostParams {
         "ll.combine_s",
         "ll.per_peer_s",
         "ll.overlap_p",
+        "allreduce.mem_eff",
+        "allreduce.compute_eff",
+        "allreduce.fixed_s",
+        "allreduce_ring_step_s",
         "elementwise.mem_eff",
         "elementwise.compute_eff",
         "elementwise.fixed_s",
@@ -269,6 +296,9 @@ impl CostParams {
             }
             ("comm_rdma_eff", None) => return Some((&mut self.comm_rdma_eff, Fraction)),
             ("comm_sms", None) => return Some((&mut self.comm_sms, NonNegative)),
+            ("allreduce_ring_step_s", None) => {
+                return Some((&mut self.allreduce_ring_step_s, Seconds))
+            }
             ("step_fixed_decode_s", None) => return Some((&mut self.step_fixed_decode_s, Seconds)),
             ("step_fixed_prefill_s", None) => {
                 return Some((&mut self.step_fixed_prefill_s, Seconds))
@@ -313,6 +343,7 @@ impl CostParams {
             ("indexer", Some(_)) => &mut self.indexer,
             ("gather", Some(_)) => &mut self.gather,
             ("comm", Some(_)) => &mut self.comm,
+            ("allreduce", Some(_)) => &mut self.allreduce,
             ("elementwise", Some(_)) => &mut self.elementwise,
             _ => return None,
         };

@@ -76,12 +76,19 @@ pub struct ServingConfig {
     pub mtp: MtpConfig,
 }
 
-/// A pool of identical DEP groups ("instances").
+/// A pool of identical DEP groups or tensor-parallel replicas ("instances").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PoolConfig {
     pub instances: u32,
-    /// Ranks (GPUs) per instance: data-parallel attention, expert-parallel MoE.
+    /// Ranks per instance: data-parallel attention, expert-parallel MoE (with `tp`
+    /// 1, one GPU each).
     pub dep: u32,
+    /// GPUs per rank splitting its layers (tensor parallelism; `dep` must then be 1).
+    #[serde(default = "one")]
+    pub tp: u32,
+    /// With `tp` > 1: routed experts spread whole over the TP GPUs instead of sliced.
+    #[serde(default)]
+    pub expert_parallel: bool,
     #[serde(default)]
     pub redundant_experts: u32,
     #[serde(default = "yes")]
@@ -113,6 +120,9 @@ pub struct PoolConfig {
 fn yes() -> bool {
     true
 }
+fn one() -> u32 {
+    1
+}
 fn d_max_batch() -> u32 {
     256
 }
@@ -138,6 +148,8 @@ impl PoolConfig {
         PoolConfig {
             instances: 1,
             dep: 8,
+            tp: 1,
+            expert_parallel: false,
             redundant_experts: 0,
             overlap_microbatches: true,
             max_batch_per_rank: d_max_batch(),
@@ -153,13 +165,15 @@ impl PoolConfig {
     pub fn layout(&self) -> Layout {
         Layout {
             dep: self.dep,
+            tp: self.tp,
+            expert_parallel: self.expert_parallel,
             redundant_experts: self.redundant_experts,
             overlap_microbatches: self.overlap_microbatches,
             ..Layout::new(self.dep)
         }
     }
     pub fn gpus(&self) -> u64 {
-        self.instances as u64 * self.dep as u64
+        self.instances as u64 * self.dep as u64 * self.tp.max(1) as u64
     }
 
     /// Every problem with the pool at `name` (`serving.decode`), appended to `p`.
@@ -175,6 +189,12 @@ impl PoolConfig {
             self.dep >= 1 && self.dep <= 4096,
             &format!("{name}.dep"),
             "must be in 1..=4096",
+        );
+        check(
+            p,
+            self.tp >= 1 && self.tp <= 64,
+            &format!("{name}.tp"),
+            "must be in 1..=64",
         );
         check(
             p,

@@ -118,10 +118,12 @@ impl Rank {
     }
 }
 
-/// One DEP group: its ranks step together.
+/// One DEP group (or TP replica): its ranks step together.
 pub(crate) struct Group {
     pub role: Role,
+    /// The group's first GPU, and GPUs per rank (the TP size).
     pub gpu_base: u64,
+    pub rank_gpus: u64,
     pub ranks: Vec<Rank>,
     pub busy: bool,
     pub try_pending: bool,
@@ -140,10 +142,11 @@ pub(crate) struct Group {
 }
 
 impl Group {
-    pub fn new(role: Role, gpu_base: u64, ranks: Vec<Rank>) -> Self {
+    pub fn new(role: Role, gpu_base: u64, rank_gpus: u64, ranks: Vec<Rank>) -> Self {
         Group {
             role,
             gpu_base,
+            rank_gpus,
             ranks,
             busy: false,
             try_pending: false,
@@ -155,6 +158,12 @@ impl Group {
             last_decode_end_ns: 0,
             window_first_step: None,
         }
+    }
+
+    /// The first GPU of rank `r` (a TP rank's GPUs each receive their share of a KV
+    /// transfer over their own links, in parallel).
+    pub fn first_gpu(&self, r: u32) -> u64 {
+        self.gpu_base + r as u64 * self.rank_gpus
     }
 
     /// Queued prefill work: uncached tokens queued plus running decode requests.
@@ -239,8 +248,9 @@ impl<'a> Pools<'a> {
                         ..Rank::default()
                     })
                     .collect();
-                pools.groups.push(Group::new(role, gpu, ranks));
-                gpu += cfg.dep as u64;
+                let tp = cfg.tp.max(1) as u64;
+                pools.groups.push(Group::new(role, gpu, tp, ranks));
+                gpu += cfg.dep as u64 * tp;
             }
             let prefix = (role != Role::Decode).then(|| {
                 let hbm_tokens = cfg

@@ -8,7 +8,7 @@ use super::price::Money;
 pub use super::price::UsdPerMTokens;
 use super::rack::{Rack, SimInput};
 use super::stats::Summary;
-use crate::cost::Op;
+use crate::cost::{Layout, Op};
 use crate::hardware::PriceBasis;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -55,6 +55,12 @@ pub struct PoolReport {
     pub name: String,
     pub instances: u32,
     pub dep: u32,
+    /// Tensor-parallel GPUs per rank (absent: 1).
+    #[serde(skip_serializing_if = "is_one")]
+    pub tp: u32,
+    /// TP ranks hold routed experts whole (absent: sliced, or DEP).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub expert_parallel: bool,
     pub gpus: u64,
     pub cost_model: String,
     pub throughput_tok_s_per_gpu: Throughput,
@@ -314,6 +320,10 @@ impl Rack<'_> {
     }
 }
 
+fn is_one(x: &u32) -> bool {
+    *x == 1
+}
+
 /// A pool's figures over the `measured_s` window.
 fn pool_report(p: &Pool<'_>, measured_s: f64) -> PoolReport {
     let st = &p.stats;
@@ -322,6 +332,8 @@ fn pool_report(p: &Pool<'_>, measured_s: f64) -> PoolReport {
         name: p.name.to_string(),
         instances: p.cfg.instances,
         dep: p.cfg.dep,
+        tp: p.cfg.tp,
+        expert_parallel: p.cfg.expert_parallel,
         gpus: p.cfg.gpus(),
         cost_model: p.cost.describe(),
         throughput_tok_s_per_gpu: Throughput::of(
@@ -366,8 +378,17 @@ impl PoolReport {
         let pt = &self.throughput_tok_s_per_gpu;
         let _ = writeln!(
             s,
-            "pool {}: {} x DEP{} = {} GPUs  [{}]",
-            self.name, self.instances, self.dep, self.gpus, self.cost_model
+            "pool {}: {} x {} = {} GPUs  [{}]",
+            self.name,
+            self.instances,
+            Layout {
+                tp: self.tp,
+                expert_parallel: self.expert_parallel,
+                ..Layout::new(self.dep)
+            }
+            .name(),
+            self.gpus,
+            self.cost_model
         );
         let _ = writeln!(
             s,

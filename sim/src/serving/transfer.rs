@@ -57,7 +57,7 @@ impl Rack<'_> {
         let max_batch = pool.cfg.max_batch_per_rank as usize;
         let sc = self.sc;
         let kt = &sc.serving.kv_transfer;
-        let dst_gpu = self.pools.group(g).gpu_base + r as u64;
+        let dst_gpu = self.pools.group(g).first_gpu(r);
         loop {
             let rank = &self.pools.group(g).ranks[r as usize];
             let Some(&id) = rank.pending.front() else {
@@ -69,7 +69,10 @@ impl Rack<'_> {
                 break;
             }
             let input = req.input;
-            let src_gpu = self.pools.group(req.prefill.group).gpu_base + req.prefill.rank as u64;
+            let src_gpu = self
+                .pools
+                .group(req.prefill.group)
+                .first_gpu(req.prefill.rank);
             let link = self.link(src_gpu, dst_gpu);
             let bytes = self.kv_bytes_per_token * input as f64;
             let bw = (link.bytes_per_s * kt.link_efficiency).max(1.0);

@@ -112,6 +112,21 @@ pub(super) struct Compiled {
     pub expert_bytes: f64,
     pub experts_per_rank: f64,
     pub redundant_per_rank: f64,
+    /// GPUs the routed experts are spread over whole (DEP: the group; TP with expert
+    /// parallelism: the TP GPUs; TP with sliced experts: 1, every GPU holds a slice of
+    /// each).
+    pub expert_ranks: f64,
+    /// Tokens move between ranks by all-to-all (DEP of two or more); tensor-parallel
+    /// GPUs hold every token and sum partial outputs by all-reduce instead, and one
+    /// GPU alone moves nothing.
+    pub a2a: bool,
+    /// Tensor-parallel GPUs (1 = none) and the share of a token's KV bytes each reads.
+    pub tp: f64,
+    pub kv_share: f64,
+    /// All-reduces per layer (two with TP: after attention and after the FFN) and the
+    /// bytes each sums per token.
+    pub allreduces_per_layer: f64,
+    pub allreduce_bytes_per_token: f64,
     /// Dispatch/combine: fanout per token, bytes per copy (normal and low-latency
     /// dispatch, combine).
     pub fanout: Fanout,
@@ -242,9 +257,13 @@ impl Compiled {
             }
         }
         let h = model.hidden as f64;
-        let heads = a.heads as f64;
+        // Tensor parallelism splits the heads, and every dense layer by columns then
+        // rows (Megatron style); the latent/KV down-projections and the router stay
+        // whole on every GPU.
+        let tp = layout.tp.max(1) as f64;
+        let heads = a.heads as f64 / tp;
         let aw = a.weight_dtype;
-        // Attention projections.
+        // Attention projections (per GPU).
         let mut proj = Vec::new();
         if a.q_lora > 0 {
             proj.push(dense(hw, a.q_lora as f64 + a.kv_dim as f64, h, aw, 128));
@@ -267,7 +286,7 @@ impl Compiled {
         match a.o_lora {
             Some(r) => {
                 proj.push(dense(hw, r as f64, heads * a.v_head_dim as f64, aw, 128));
-                proj.push(dense(hw, h, r as f64, aw, 128));
+                proj.push(dense(hw, h, r as f64 / tp, aw, 128));
             }
             None => proj.push(dense(hw, h, heads * a.v_head_dim as f64, aw, 128)),
         }
@@ -298,10 +317,23 @@ impl Compiled {
                     batched(kv_lora, nope),
                     batched(a.v_head_dim as f64, kv_lora),
                 ],
-                Some(dense(hw, a.kv_up_params as f64 / kv_lora, kv_lora, aw, 128)),
+                Some(dense(
+                    hw,
+                    a.kv_up_params as f64 / kv_lora / tp,
+                    kv_lora,
+                    aw,
+                    128,
+                )),
             )
         } else {
             (Vec::new(), None)
+        };
+        // Routed experts sliced over the TP GPUs (each holds 1/tp of every expert), or
+        // whole on one GPU each (DEP, or TP with expert parallelism).
+        let slice = if tp > 1.0 && !layout.expert_parallel {
+            tp
+        } else {
+            1.0
         };
         let (router, shared, experts, expert_bytes, expert_params, top_k) = match &model.moe {
             Some(m) => {
@@ -319,7 +351,7 @@ impl Compiled {
                     rows_vary: true,
                 };
                 let sw = m.shared_weight_dtype;
-                let sffn = ffn * m.shared_experts as f64;
+                let sffn = ffn * m.shared_experts as f64 / tp;
                 let shared = if m.shared_experts > 0 {
                     vec![
                         dense(hw, 2.0 * sffn, h, sw, 128),
@@ -331,9 +363,9 @@ impl Compiled {
                 (
                     Some(dense(hw, m.routed_experts as f64, h, Dtype::Bf16, 0)),
                     shared,
-                    vec![grouped(2.0 * ffn, h), grouped(h, ffn)],
-                    model.expert_bytes(),
-                    model.expert_params(),
+                    vec![grouped(2.0 * ffn / slice, h), grouped(h, ffn / slice)],
+                    model.expert_bytes() / slice,
+                    model.expert_params() / slice,
                     m.top_k as f64,
                 )
             }
@@ -341,8 +373,8 @@ impl Compiled {
         };
         let dense_ffn = match &model.dense_ffn {
             Some(d) => vec![
-                dense(hw, 2.0 * d.ffn as f64, h, d.weight_dtype, 128),
-                dense(hw, h, d.ffn as f64, d.weight_dtype, 128),
+                dense(hw, 2.0 * d.ffn as f64 / tp, h, d.weight_dtype, 128),
+                dense(hw, h, d.ffn as f64 / tp, d.weight_dtype, 128),
             ],
             None => Vec::new(),
         };
@@ -350,7 +382,7 @@ impl Compiled {
         let lm_head = GemmSpec {
             kind: GemmKind::Dense,
             groups: 1.0,
-            n: model.vocab as f64,
+            n: model.vocab as f64 / tp,
             k: h,
             a_bytes: ed.bytes().max(1.0),
             b_bytes: ed.bytes(),
@@ -365,7 +397,9 @@ impl Compiled {
             + 2.0 * a.kv_dim as f64 + a.kv_entry_bytes // KV cache write
             + quant(heads * a.v_head_dim as f64, aw)
             + 8.0 * h; // fused residual add + RMSNorm after attention
-        let mut kernels_attn = 6.0 + proj.len() as f64;
+                       // With TP, one all-reduce kernel after attention and one after the FFN.
+        let ar_kernel = if tp > 1.0 { 1.0 } else { 0.0 };
+        let mut kernels_attn = 6.0 + proj.len() as f64 + ar_kernel;
         if a.q_lora > 0 {
             elem_attn += 4.0 * (a.q_lora as f64 + a.kv_dim as f64) + quant(a.q_lora as f64, aw);
             kernels_attn += 2.0;
@@ -376,21 +410,35 @@ impl Compiled {
         let (elem_moe, elem_pair, kernels_moe) = match &model.moe {
             Some(m) => {
                 let ffn = m.expert_ffn as f64;
-                let shared = 5.0 * ffn * m.shared_experts as f64;
+                let shared = 5.0 * ffn * m.shared_experts as f64 / tp;
                 (
                     4.0 * m.routed_experts as f64 + 8.0 * top_k + 3.0 * h + shared,
-                    5.0 * ffn,
+                    5.0 * ffn / slice,
                     // router GEMM, top-k, quantisation, dispatch, two expert GEMMs,
-                    // activation, combine (one kernel when fused), and the shared
+                    // activation, combine (one kernel when fused; no dispatch or
+                    // combine under TP, whose all-reduce follows), and the shared
                     // expert's three kernels.
-                    if m.fused { 3.0 } else { 8.0 } + if m.shared_experts > 0 { 3.0 } else { 0.0 },
+                    match (m.fused, tp > 1.0) {
+                        (true, _) => 3.0,
+                        (false, false) => 8.0,
+                        (false, true) => 6.0 + ar_kernel,
+                    } + if m.shared_experts > 0 { 3.0 } else { 0.0 },
                 )
             }
             None => (0.0, 0.0, 0.0),
         };
         let (elem_dense, kernels_dense) = match &model.dense_ffn {
-            Some(d) => (3.0 * h + 5.0 * d.ffn as f64, 4.0),
+            Some(d) => (3.0 * h + 5.0 * d.ffn as f64 / tp, 4.0 + ar_kernel),
             None => (0.0, 0.0),
+        };
+        let expert_ranks = if tp > 1.0 {
+            if layout.expert_parallel {
+                tp
+            } else {
+                1.0
+            }
+        } else {
+            layout.dep.max(1) as f64
         };
         let (experts_per_rank, redundant_per_rank, fanout, pop) = match &model.moe {
             Some(m) => {
@@ -402,12 +450,12 @@ impl Compiled {
                 };
                 let d = layout.dep.max(1);
                 (
-                    m.routed_experts as f64 / d as f64,
-                    layout.redundant_experts as f64 / d as f64,
+                    m.routed_experts as f64 / expert_ranks,
+                    layout.redundant_experts as f64 / expert_ranks,
                     a2a::fanout(&routing, d as f64, hw.nvlink_domain_gpus.max(1) as f64),
                     skew::popularity_skew(
                         m.routed_experts,
-                        d,
+                        expert_ranks as u32,
                         layout.redundant_experts,
                         m.expert_load_cv,
                     ),
@@ -415,10 +463,12 @@ impl Compiled {
             }
             None => (0.0, 0.0, Fanout::default(), 1.0),
         };
-        let attn_proj_params = model.attention_params_per_layer();
+        // Weights per GPU: the down-projections to the latents stay whole under TP.
+        let whole = h * (a.kv_dim as f64 + if a.q_lora > 0 { a.q_lora as f64 } else { 0.0 });
+        let attn_proj_params = whole + (model.attention_params_per_layer() - whole) / tp;
         let (shared_params, shared_bytes) = match &model.moe {
             Some(m) => {
-                let p = 3.0 * h * m.expert_ffn as f64 * m.shared_experts as f64;
+                let p = 3.0 * h * m.expert_ffn as f64 * m.shared_experts as f64 / tp;
                 (p, p * m.shared_weight_dtype.bytes())
             }
             None => (0.0, 0.0),
@@ -426,9 +476,9 @@ impl Compiled {
         let dense_ffn_bytes = model
             .dense_ffn
             .as_ref()
-            .map(|d| 3.0 * h * d.ffn as f64 * d.weight_dtype.bytes())
+            .map(|d| 3.0 * h * d.ffn as f64 * d.weight_dtype.bytes() / tp)
             .unwrap_or(0.0);
-        let lm_head_params = model.vocab as f64 * h;
+        let lm_head_params = model.vocab as f64 * h / tp;
         let indexer_flops_per_pair = a
             .indexer
             .as_ref()
@@ -470,12 +520,18 @@ impl Compiled {
             expert_bytes,
             experts_per_rank,
             redundant_per_rank,
+            expert_ranks,
+            a2a: tp <= 1.0 && layout.dep > 1,
+            tp,
+            kv_share: 1.0 / tp.min(a.kv_heads.max(1) as f64),
+            allreduces_per_layer: if tp > 1.0 { 2.0 } else { 0.0 },
+            allreduce_bytes_per_token: 2.0 * h,
             fanout,
             copy_normal: a2a::copy_bytes(h, dispatch, 0.0),
             copy_ll: a2a::copy_bytes(h, dispatch, 16.0),
             copy_combine: a2a::copy_bytes(h, model.combine_dtype.bytes(), 0.0),
             popularity_skew: pop,
-            z_dep: skew::expected_max_normal(layout.dep.max(1) as f64),
+            z_dep: skew::expected_max_normal(expert_ranks),
             attn_proj_params,
             attn_proj_bytes: attn_proj_params * aw.bytes(),
             shared_params,

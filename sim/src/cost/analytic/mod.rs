@@ -90,11 +90,14 @@ impl AnalyticCostModel {
         };
         let on = |x: f64| if is_moe { x } else { 0.0 };
         let (d, c) = (on(busy(&moe.dispatch)), on(busy(&moe.combine)));
+        // Tensor parallelism sums attention's and the FFN's partial outputs (every
+        // layer), where DEP dispatches and combines (MoE layers).
+        let ar = local.allreduce_s;
         Stages {
             attn: t.stage_a() + sm_share * d,
-            dispatch: on(moe.dispatch.s),
+            dispatch: on(moe.dispatch.s) + ar,
             experts: t.stage_e() + on(moe.experts_s + moe.elem_s) + sm_share * c,
-            combine: on(moe.combine.s),
+            combine: on(moe.combine.s) + ar,
             dispatch_busy: d,
             combine_busy: c,
         }
@@ -222,9 +225,11 @@ impl AnalyticCostModel {
         let local = self.local(phase, works, 1.0);
         let uniform = works.iter().all(|w| *w == works[0]);
         // Two micro-batches can only pay by hiding dispatch and combine, which a fused
-        // MoE kernel already overlaps inside itself.
+        // MoE kernel already overlaps inside itself; tensor-parallel all-reduces are
+        // not overlapped (the engines run them in line).
         let overlap = self.layout.overlap_microbatches
             && d > 1.0
+            && self.compiled.a2a
             && self.model.moe.as_ref().is_some_and(|m| !m.fused);
         let half = overlap.then(|| self.local(phase, works, 0.5));
         let moe = |tokens: f64, max: f64, skewed: bool, two: bool| {
@@ -331,18 +336,22 @@ impl AnalyticCostModel {
         );
         set(Op::Overhead, self.step_fixed(phase), Bound::Latency);
         // Rounding: the schedule's compute equals the sum of the compute operations.
+        let allreduces = c.layers * reps * c.allreduces_per_layer;
         out.comm = CommCost {
             total_s: v.sched.comm_s,
             hidden_s: (v.sched.comm_s - exposed).max(0.0),
             exposed_s: exposed,
-            nvlink_s: moe_layers * reps * (v.moe.dispatch.nvlink_s + v.moe.combine.nvlink_s),
+            nvlink_s: moe_layers * reps * (v.moe.dispatch.nvlink_s + v.moe.combine.nvlink_s)
+                + allreduces * v.local.allreduce_s,
             rdma_s: moe_layers * reps * (v.moe.dispatch.rdma_s + v.moe.combine.rdma_s),
             nvlink_bytes: moe_layers
                 * reps
-                * (v.moe.dispatch.nvlink_bytes + v.moe.combine.nvlink_bytes),
+                * (v.moe.dispatch.nvlink_bytes + v.moe.combine.nvlink_bytes)
+                + allreduces * v.local.tokens * c.allreduce_bytes_per_token,
             rdma_bytes: moe_layers * reps * (v.moe.dispatch.rdma_bytes + v.moe.combine.rdma_bytes),
             two_batch: v.two_batch,
-            low_latency: phase == Phase::Decode,
+            low_latency: phase == Phase::Decode && c.a2a,
+            allreduce: c.allreduces_per_layer > 0.0,
         };
         out.timeline = v.two_batch.then_some(v.sched.timeline);
         out.kernels = kernels;
@@ -389,7 +398,7 @@ impl AnalyticCostModel {
         (t, bound)
     }
 
-    /// Bytes of weights resident on one rank.
+    /// Bytes of weights resident on one GPU.
     pub fn weight_bytes_per_rank(&self) -> f64 {
         let c = &self.compiled;
         let routed = match &self.model.moe {
@@ -409,7 +418,7 @@ impl AnalyticCostModel {
             + mtp
     }
 
-    /// HBM left for KV on one rank after weights and an activation/graph reserve
+    /// HBM left for KV on one GPU after weights and an activation/graph reserve
     /// (assumed 8% of usable HBM).
     pub fn kv_bytes_per_rank(&self) -> f64 {
         let usable = self.hardware.hbm.usable.as_f64();
@@ -494,12 +503,15 @@ impl CostModel for AnalyticCostModel {
 }
 
 impl KvCapacity for AnalyticCostModel {
+    /// Tokens one attention replica holds: a DEP rank's, or a TP replica's, whose
+    /// GPUs each keep their KV heads' share (all of it with MLA).
     fn kv_capacity_tokens_per_rank(&self) -> u64 {
         let bytes = self.kv_bytes_per_rank();
-        if bytes <= 0.0 || self.model.kv.bytes_per_token <= 0.0 {
+        let per_gpu = self.model.kv.bytes_per_token * self.compiled.kv_share;
+        if bytes <= 0.0 || per_gpu <= 0.0 {
             0
         } else {
-            (bytes / self.model.kv.bytes_per_token) as u64
+            (bytes / per_gpu) as u64
         }
     }
 }

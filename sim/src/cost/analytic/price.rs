@@ -6,6 +6,7 @@ use super::layers::LayerType;
 use super::work::RankWork;
 use super::AnalyticCostModel;
 use crate::cost::kernels::a2a::{self, Leg, Links};
+use crate::cost::kernels::allreduce;
 use crate::cost::kernels::attention::{self, AttnKernel};
 use crate::cost::kernels::gemm::{self, Device, GemmKind, KernelTime};
 use crate::cost::kernels::skew;
@@ -75,6 +76,8 @@ pub(super) struct Local {
     /// LM head once per step.
     pub lm_s: f64,
     pub tokens: f64,
+    /// One tensor-parallel all-reduce of the step's tokens (0 without TP).
+    pub allreduce_s: f64,
 }
 
 /// The routed experts of the most loaded rank and the all-to-all of one MoE layer.
@@ -214,6 +217,7 @@ impl AnalyticCostModel {
             engram_bound: Bound::None,
             lm_s: 0.0,
             tokens: t,
+            allreduce_s: 0.0,
         };
         if t <= 0.0 {
             return out;
@@ -321,12 +325,27 @@ impl AnalyticCostModel {
             shared_bound
         };
         out.engram_bound = engram_b;
+        out.allreduce_s = self.allreduce_s(t);
         let lm_tokens = works
             .iter()
             .map(|w| w.lm_tokens * scale)
             .fold(0.0, f64::max);
         out.lm_s = self.gemm(&c.lm_head, lm_tokens, false).s;
         out
+    }
+
+    /// One all-reduce of `tokens` hidden vectors over the TP GPUs.
+    pub(super) fn allreduce_s(&self, tokens: f64) -> f64 {
+        let c = &self.compiled;
+        if c.allreduces_per_layer <= 0.0 {
+            return 0.0;
+        }
+        allreduce::time(
+            tokens * c.allreduce_bytes_per_token,
+            c.tp,
+            &self.hardware,
+            &self.params.allreduce,
+        )
     }
 
     /// Engram gathers per layer (spread over the layers).
@@ -390,7 +409,10 @@ impl AnalyticCostModel {
         }
         let c = &self.compiled;
         let p = &self.params;
-        let top_k = self.model.moe.as_ref().map(|m| m.top_k).unwrap_or(0) as f64;
+        // Token-expert pairs a GPU computes per replayed token (TP with expert
+        // parallelism spreads them over its GPUs; sliced experts are already per GPU).
+        let top_k = self.model.moe.as_ref().map(|m| m.top_k).unwrap_or(0) as f64
+            / if c.a2a { 1.0 } else { c.expert_ranks };
         let rate = self
             .hardware
             .tensor
@@ -436,7 +458,7 @@ impl AnalyticCostModel {
         }
         let c = &self.compiled;
         let p = &self.params;
-        let d = self.layout.dep.max(1) as f64;
+        let d = c.expert_ranks;
         let e = m.routed_experts as f64;
         let k = m.top_k as f64;
         let pairs = group_tokens * k;
@@ -488,6 +510,8 @@ impl AnalyticCostModel {
         };
         let domain = self.hardware.nvlink_domain_gpus.max(1) as f64;
         let (dispatch, combine) = match phase {
+            // Tensor-parallel GPUs already hold every token: no dispatch or combine.
+            _ if !c.a2a => (Leg::default(), Leg::default()),
             Phase::Prefill => (
                 a2a::normal(tokens, c.copy_normal, &c.fanout, d, &links, p, 1.0),
                 a2a::normal(tokens, c.copy_combine, &c.fanout, d, &links, p, 1.0),
@@ -552,7 +576,7 @@ impl AnalyticCostModel {
             touched,
             dispatch,
             combine,
-            hooked: phase == Phase::Decode,
+            hooked: phase == Phase::Decode && c.a2a,
         }
     }
 

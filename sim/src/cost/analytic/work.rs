@@ -133,18 +133,20 @@ impl AnalyticCostModel {
                 }
                 AttentionKind::Window => (window_read, window_pairs),
             };
-            let entry_bytes = if cl.kind == AttentionKind::Window {
-                a.window_entry_bytes
-            } else {
-                a.kv_entry_bytes
-            };
+            // Under TP a GPU reads its KV heads' share (the whole latent with MLA).
+            let entry_bytes = c.kv_share
+                * if cl.kind == AttentionKind::Window {
+                    a.window_entry_bytes
+                } else {
+                    a.kv_entry_bytes
+                };
             let k = n * cl.count;
             let s = &mut w.classes[ci];
             s.main_bytes += k * entries_read * entry_bytes;
             s.main_flops += k * pairs * c.pair_flops_absorbed;
             s.main_flops_unabsorbed += k * pairs * c.pair_flops_unabsorbed;
             if cl.window_branch {
-                s.win_bytes += k * window_read * a.window_entry_bytes;
+                s.win_bytes += k * window_read * a.window_entry_bytes * c.kv_share;
                 s.win_flops += k * window_pairs * c.pair_flops_absorbed;
             }
             if cl.has_indexer {

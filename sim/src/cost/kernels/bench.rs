@@ -4,7 +4,8 @@
 //! logical RDMA bytes per (token, node) pair, or NVLink bytes received per rank;
 //! low-latency: bytes per routed expert), TensorRT-LLM's one-sided all-to-all (as the
 //! low-latency kernels), FlashMLA (`s_q * sum(s_k) * h_q * (d + d_v) * 2` flops) and
-//! cuDNN's causal SDPA (unmasked pairs only). `twin kernel` prints these.
+//! cuDNN's causal SDPA (unmasked pairs only), NCCL's all-reduce (bus bytes, `2 (n - 1)
+//! / n` of the buffer). `twin kernel` prints these.
 
 use super::a2a::{self, Links, Routing};
 use super::attention::{self, AttnKernel};
@@ -166,6 +167,30 @@ pub fn a2a(hw: &Hardware, p: &CostParams, b: &A2a) -> BenchResult {
             s: leg.s,
             memory_s: leg.nvlink_s.max(leg.rdma_s),
             bound: crate::cost::Bound::Link,
+            ..Default::default()
+        },
+    }
+}
+
+/// An all-reduce of `bytes` over `gpus` GPUs, with NCCL's bus bytes (`gb_s` is its
+/// busbw).
+/// `ring`: NCCL's ring algorithm (a latency per step) instead of an engine's one- or
+/// two-shot kernel.
+pub fn allreduce(hw: &Hardware, p: &CostParams, gpus: f64, bytes: f64, ring: bool) -> BenchResult {
+    let step = if ring { p.allreduce_ring_step_s } else { 0.0 };
+    let s = super::allreduce::ring(bytes, gpus, hw, &p.allreduce, step);
+    BenchResult {
+        time_s: s,
+        flops: 0.0,
+        bytes: super::allreduce::bus_bytes(bytes, gpus),
+        kernel: KernelTime {
+            s,
+            memory_s: s - p.allreduce.fixed_s,
+            bound: if s - p.allreduce.fixed_s > p.allreduce.fixed_s {
+                crate::cost::Bound::Link
+            } else {
+                crate::cost::Bound::Latency
+            },
             ..Default::default()
         },
     }

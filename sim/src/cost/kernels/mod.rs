@@ -4,6 +4,7 @@
 //! same functions, which is how `scenarios/published/kernels-public.csv` checks them.
 
 pub mod a2a;
+pub mod allreduce;
 pub mod attention;
 pub mod bench;
 pub mod gemm;
