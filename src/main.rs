@@ -5,6 +5,11 @@
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
+use std::io::Write as _;
+
+// First: its print macros shadow `std`'s in every module below.
+#[macro_use]
+mod out;
 
 mod cmd;
 mod scenario;
@@ -49,7 +54,14 @@ fn main() {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // Help, version and usage errors; a failed print is an error too.
+        Err(e) => match e.print() {
+            Ok(()) => std::process::exit(e.exit_code()),
+            Err(_) => std::process::exit(2),
+        },
+    };
     let result: Result<()> = match &cli.command {
         Command::Simulate(a) => cmd::simulate::run(a),
         Command::Forward(a) => cmd::forward::run(a),
@@ -61,6 +73,12 @@ fn main() {
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");
+        out::finish();
+        std::process::exit(2);
+    }
+    if let Some(why) = out::finish() {
+        // Best effort: stderr may be the stream that failed.
+        let _ = writeln!(std::io::stderr(), "error: {why}");
         std::process::exit(2);
     }
 }

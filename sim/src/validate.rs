@@ -3,7 +3,7 @@
 //! name fields, not command-line flags: the caller names each `Field` in its user's
 //! words (`--dep` for `twin forward`, `serving.decode.dep` in a scenario).
 
-use crate::cost::{AnalyticCostModel, KvCapacity, Layout};
+use crate::cost::{AnalyticCostModel, Bound, KvCapacity, Layout, Op, StepCost};
 use crate::model::{AttentionKind, FfnKind};
 use crate::{Hardware, Model};
 use std::fmt;
@@ -113,18 +113,64 @@ impl fmt::Display for Problem {
     }
 }
 
+/// The largest DEP (ranks in one data + expert parallel group) any check accepts:
+/// 4096 ranks, ten times the most routed experts of a shipped model (384) and 56 GB300
+/// NVL72 racks. Beyond it no expert-parallel group is meaningful; the bound keeps every
+/// per-rank allocation and every search for a better DEP small. A scenario's pools, and
+/// `--dep`, are checked against it before anything else.
+pub const MAX_DEP: u32 = 4096;
+
+/// Plausible range of a datasheet rate (bytes/s or flop/s per GPU): from a slow host
+/// link (1 MB/s) to a hundred times the fastest tensor rate shipped (about 1e16 flop/s
+/// of FP4). A rate outside it is a typo (`1e-300`, `7e30`) and would price steps at
+/// zero or infinity.
+pub const RATE_RANGE: (f64, f64) = (1e6, 1e18);
+
+/// A number as a message shows it: plain in the everyday range, else in exponent form
+/// (`1e-300`, not three hundred zeros).
+pub fn show(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() || (1e-4..1e15).contains(&v.abs()) {
+        format!("{v}")
+    } else {
+        format!("{v:e}")
+    }
+}
+
 fn positive(out: &mut Vec<Problem>, path: &str, v: f64) {
-    if !(v.is_finite() && v > 0.0) {
+    if !v.is_finite() {
+        out.push(Problem::new(path, format!("must be finite, got {v}")));
+    } else if v <= 0.0 {
         out.push(Problem::new(
             path,
-            format!("must be a positive number, got {v}"),
+            format!("must be a positive number, got {}", show(v)),
+        ));
+    }
+}
+
+/// A datasheet rate: positive, finite and within `RATE_RANGE`.
+fn rate(out: &mut Vec<Problem>, path: &str, v: f64) {
+    let before = out.len();
+    positive(out, path, v);
+    let (lo, hi) = RATE_RANGE;
+    if out.len() == before && !(lo..=hi).contains(&v) {
+        out.push(Problem::new(
+            path,
+            format!(
+                "{} per second is outside the plausible range {lo:e}..={hi:e}",
+                show(v)
+            ),
         ));
     }
 }
 
 fn fraction(out: &mut Vec<Problem>, path: &str, v: f64) {
-    if !(v.is_finite() && v > 0.0 && v <= 1.0) {
-        out.push(Problem::new(path, format!("must lie in (0, 1], got {v}")));
+    if !v.is_finite() {
+        out.push(Problem::new(path, format!("must be finite, got {v}")));
+    } else if !(v > 0.0 && v <= 1.0) {
+        out.push(Problem::new(
+            path,
+            format!("must lie in (0, 1], got {}", show(v)),
+        ));
     }
 }
 
@@ -138,19 +184,19 @@ pub fn hardware(hw: &Hardware) -> Vec<Problem> {
             format!("{} exceeds hbm.capacity {}", hw.hbm.usable, hw.hbm.capacity),
         ));
     }
-    positive(&mut p, "hbm.bytes_per_s", hw.hbm.bytes_per_s);
-    positive(
+    rate(&mut p, "hbm.bytes_per_s", hw.hbm.bytes_per_s);
+    rate(
         &mut p,
         "tensor.bf16_flops_per_s",
         hw.tensor.bf16_flops_per_s,
     );
-    positive(&mut p, "tensor.fp8_flops_per_s", hw.tensor.fp8_flops_per_s);
+    rate(&mut p, "tensor.fp8_flops_per_s", hw.tensor.fp8_flops_per_s);
     if let Some(f) = hw.tensor.fp4_flops_per_s {
-        positive(&mut p, "tensor.fp4_flops_per_s", f);
+        rate(&mut p, "tensor.fp4_flops_per_s", f);
     }
-    positive(&mut p, "nvlink.bytes_per_s", hw.nvlink.bytes_per_s);
-    positive(&mut p, "scaleout.bytes_per_s", hw.scaleout.bytes_per_s);
-    positive(&mut p, "host.link_bytes_per_s", hw.host.link_bytes_per_s);
+    rate(&mut p, "nvlink.bytes_per_s", hw.nvlink.bytes_per_s);
+    rate(&mut p, "scaleout.bytes_per_s", hw.scaleout.bytes_per_s);
+    rate(&mut p, "host.link_bytes_per_s", hw.host.link_bytes_per_s);
     if hw.sms == 0 {
         p.push(Problem::new("sms", "must be at least 1"));
     }
@@ -166,10 +212,36 @@ pub fn hardware(hw: &Hardware) -> Vec<Problem> {
         ("host.link_latency_s", hw.host.link_latency_s),
         ("tlb.miss_s", hw.tlb.miss_s),
     ] {
-        if !(v.is_finite() && v >= 0.0) {
+        if !v.is_finite() {
+            p.push(Problem::new(path, format!("must be finite, got {v}")));
+        } else if !(0.0..=1.0).contains(&v) {
             p.push(Problem::new(
                 path,
-                format!("must be a non-negative number of seconds, got {v}"),
+                format!("must be a number of seconds in [0, 1], got {}", show(v)),
+            ));
+        }
+    }
+    for (path, v) in [
+        ("power_w", hw.power_w),
+        (
+            "price.hyperscaler_usd_per_gpu_hour",
+            hw.price.hyperscaler_usd_per_gpu_hour,
+        ),
+        (
+            "price.neocloud_usd_per_gpu_hour",
+            hw.price.neocloud_usd_per_gpu_hour,
+        ),
+        (
+            "price.rental_3yr_usd_per_gpu_hour",
+            hw.price.rental_3yr_usd_per_gpu_hour,
+        ),
+    ] {
+        if !v.is_finite() {
+            p.push(Problem::new(path, format!("must be finite, got {v}")));
+        } else if v < 0.0 {
+            p.push(Problem::new(
+                path,
+                format!("must not be negative, got {}", show(v)),
             ));
         }
     }
@@ -361,6 +433,9 @@ pub fn model(m: &Model) -> Vec<Problem> {
 
 /// A DEP group of `layout` on `hw` running `m`, with `batch_per_rank` requests of
 /// `tokens_per_request` tokens of KV each (0 = skip the KV check).
+///
+/// The DEP is range-checked first (1..=`MAX_DEP`); nothing else runs on a DEP out of
+/// range, and every suggestion of a better DEP searches at most `MAX_DEP` sizes.
 pub fn deployment(
     hw: &Hardware,
     m: &Model,
@@ -370,8 +445,13 @@ pub fn deployment(
 ) -> Vec<Problem> {
     let mut p = Vec::new();
     let d = layout.dep;
-    if d == 0 {
-        p.push(Problem::at(Field::Dep, "DEP size must be at least 1"));
+    if d == 0 || d > MAX_DEP {
+        p.push(Problem::at(
+            Field::Dep,
+            format!(
+                "DEP {d} is outside 1..={MAX_DEP} (the largest expert-parallel group twin models)"
+            ),
+        ));
         return p;
     }
     if hw.nvlink_domain_gpus > 8 && d > hw.nvlink_domain_gpus {
@@ -387,15 +467,16 @@ pub fn deployment(
         ));
     }
     if let Some(moe) = &m.moe {
-        let slots = moe.routed_experts + layout.redundant_experts;
-        if !slots.is_multiple_of(d) {
-            let r = (d - slots % d) % d;
-            let e = moe.routed_experts;
-            let below = (1..d).rev().find(|x| e % x == 0);
-            let above = (d + 1..=e).find(|x| e % x == 0);
+        // Sums in 64 bits: expert counts come from user input.
+        let e = moe.routed_experts as u64;
+        let redundant = layout.redundant_experts as u64;
+        let slots = e + redundant;
+        let dd = d as u64;
+        if e > 0 && !slots.is_multiple_of(dd) {
+            let r = (dd - slots % dd) % dd;
+            let (below, above) = nearest_divisors(e, d);
             let mut message = Message::default().text(format!(
-                "{} routed + {} redundant experts do not divide over {d} ranks; use a DEP that divides {slots}",
-                moe.routed_experts, layout.redundant_experts
+                "{e} routed + {redundant} redundant experts do not divide over {d} ranks; use a DEP that divides {slots}"
             ));
             let example = match (below, above) {
                 (Some(b), Some(a)) => Some(format!(" {b} or {a})")),
@@ -406,7 +487,7 @@ pub fn deployment(
                 message = message.text(" (e.g. ").field(Field::Dep).text(example);
             }
             p.push(Problem::at(
-                if layout.redundant_experts > 0 {
+                if redundant > 0 {
                     Field::RedundantExperts
                 } else {
                     Field::Dep
@@ -414,13 +495,10 @@ pub fn deployment(
                 message.text(format!(", or add {r} more redundant experts")),
             ));
         }
-        if layout.redundant_experts > 0 && layout.redundant_experts > moe.routed_experts {
+        if redundant > 0 && redundant > e {
             p.push(Problem::at(
                 Field::RedundantExperts,
-                format!(
-                    "{} redundant experts exceed the {} routed experts",
-                    layout.redundant_experts, moe.routed_experts
-                ),
+                format!("{redundant} redundant experts exceed the {e} routed experts"),
             ));
         }
     }
@@ -447,21 +525,109 @@ pub fn deployment(
     if need > kv_bytes {
         let cap = cm.kv_capacity_tokens_per_rank();
         let max_batch = cap / tokens_per_request.max(1);
-        p.push(Problem::at(
-            Field::BatchPerRank,
+        let head = format!(
+            "{batch_per_rank} requests x {tokens_per_request} tokens x {} B = {:.1} GB of KV per rank, but only {:.1} GB is left after {:.1} GB of weights; ",
+            m.kv.bytes_per_token,
+            need / 1e9,
+            kv_bytes / 1e9,
+            weights / 1e9
+        );
+        let message = if max_batch >= 1 {
             Message::default()
-                .text(format!(
-                    "{batch_per_rank} requests x {tokens_per_request} tokens x {} B = {:.1} GB of KV per rank, but only {:.1} GB is left after {:.1} GB of weights; use ",
-                    m.kv.bytes_per_token,
-                    need / 1e9,
-                    kv_bytes / 1e9,
-                    weights / 1e9
-                ))
+                .text(format!("{head}use "))
                 .field(Field::BatchPerRank)
-                .text(format!(" {max_batch} or less, a shorter context, or a larger DEP")),
-        ));
+                .text(format!(
+                    " {max_batch} or less, a shorter context, or a larger DEP"
+                ))
+        } else {
+            // Not even one request fits: a smaller batch cannot help.
+            let larger = larger_dep_holding(hw, m, layout, tokens_per_request);
+            let tail = match larger {
+                Some(dep) => Message::default()
+                    .text(", or ")
+                    .field(Field::Dep)
+                    .text(format!(" {dep}")),
+                None => Message::default().text(format!(
+                    "; no larger DEP (up to {}) holds one such request",
+                    dep_ceiling(hw)
+                )),
+            };
+            let mut msg = Message::default().text(format!(
+                "{head}not even one request fits: use requests of at most {cap} tokens (context + new tokens)"
+            ));
+            msg.0.extend(tail.0);
+            msg
+        };
+        p.push(Problem::at(Field::BatchPerRank, message));
     }
     p
+}
+
+/// The largest DEP a deployment on `hw` may use: its NVLink rack when that is larger
+/// than a node (DEP groups do not span racks), else `MAX_DEP`.
+fn dep_ceiling(hw: &Hardware) -> u32 {
+    if hw.nvlink_domain_gpus > 8 {
+        hw.nvlink_domain_gpus.min(MAX_DEP)
+    } else {
+        MAX_DEP
+    }
+}
+
+/// The divisors of `experts` nearest below and above `dep` (above: at most `MAX_DEP`).
+/// At most `MAX_DEP` candidates are tried.
+fn nearest_divisors(experts: u64, dep: u32) -> (Option<u64>, Option<u64>) {
+    let d = dep as u64;
+    let below = (1..d).rev().find(|x| experts % x == 0);
+    let above = (d + 1..=experts.min(MAX_DEP as u64)).find(|x| experts % x == 0);
+    (below, above)
+}
+
+/// The smallest DEP above `layout.dep` (dividing the expert slots, within
+/// `dep_ceiling`) whose ranks hold the KV of one request of `tokens` tokens.
+fn larger_dep_holding(hw: &Hardware, m: &Model, layout: &Layout, tokens: u64) -> Option<u32> {
+    // Only routed experts spread over the group; without them a larger DEP holds no
+    // more per rank.
+    let moe = m.moe.as_ref()?;
+    let slots = moe.routed_experts as u64 + layout.redundant_experts as u64;
+    (layout.dep + 1..=dep_ceiling(hw))
+        .filter(|&d| slots % d as u64 == 0)
+        .find(|&d| {
+            let l = Layout {
+                dep: d,
+                ..layout.clone()
+            };
+            let cm = AnalyticCostModel::new(hw.clone(), m.clone(), l, Default::default());
+            cm.kv_capacity_tokens_per_rank() >= tokens
+        })
+}
+
+/// Why a priced step is not a finite time, or None when it is: the first operation
+/// whose time is infinite or not a number, what bound it, and the inputs that set
+/// that bound. Inputs within their checked ranges give finite steps; this names the
+/// culprit when a combination of extreme ones does not.
+pub fn non_finite_step(c: &StepCost) -> Option<String> {
+    let bad = |v: f64| !(v.is_finite() && v >= 0.0);
+    if !bad(c.step_s) {
+        return None;
+    }
+    let Some(op) = Op::ALL.into_iter().find(|o| bad(c.op(*o))) else {
+        return Some(format!(
+            "the step time is {} s: check the hardware's rates and the model's sizes",
+            c.step_s
+        ));
+    };
+    let inputs = match c.op_bound[op.index()] {
+        Bound::Memory => "hardware.hbm.bytes_per_s and the cost.*.mem_eff efficiencies",
+        Bound::Compute => "hardware.tensor.*_flops_per_s and the cost.*.compute_eff efficiencies",
+        Bound::Link => "hardware.nvlink.bytes_per_s, hardware.scaleout.bytes_per_s and cost.comm.*",
+        Bound::Latency => "the latencies (hardware.*.latency_s) and fixed costs (cost.*_s)",
+        Bound::None => "the hardware's rates, the cost.* efficiencies and the model's sizes",
+    };
+    Some(format!(
+        "`{}` takes {} s of the step: a non-finite time; check {inputs}",
+        op.key(),
+        c.op(op)
+    ))
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@
 pub mod cache;
 pub mod config;
 pub mod core;
+pub mod limits;
 mod metrics;
 pub mod mtp;
 mod pool;
@@ -41,8 +42,9 @@ pub use rack::SimInput;
 pub use report::{Accounting, PoolReport, Report, Throughput, TokenMix};
 pub use stats::{LogHistogram, Summary};
 pub use workload::{
-    parse_mooncake, parse_mooncake_str, AgentX, Arrival, ClosedLoop, Dist, Driver, NewRequest,
-    OpenLoop, Origin, TraceRecord, TraceReplay, WlEvent, WorkloadConfig, BLOCK_TOKENS,
+    parse_mooncake, parse_mooncake_str, read_mooncake, trace_span, AgentX, Arrival, ClosedLoop,
+    Dist, Driver, NewRequest, OpenLoop, Origin, TraceRead, TraceRecord, TraceReplay, TraceSpan,
+    WlEvent, WorkloadConfig, BLOCK_TOKENS,
 };
 
 use crate::cost::{CostModel, KvCapacity};
@@ -62,8 +64,14 @@ pub enum SimError {
     MissingTrace,
     #[error("event limit of {limit} reached at t = {at_s:.3} s (raise limits.max_events or shorten duration_s)")]
     EventLimit { limit: u64, at_s: f64 },
-    #[error("the {pool} cost model returned a step time of {step_s} s")]
-    BadCost { pool: &'static str, step_s: f64 },
+    #[error("the {pool} cost model returned a step time of {step_s} s: {why}")]
+    BadCost {
+        pool: &'static str,
+        step_s: f64,
+        /// The operation at fault and the inputs that set it
+        /// (`validate::non_finite_step`).
+        why: String,
+    },
     #[error("simulator invariant broken (a bug): {0}")]
     Invariant(String),
 }

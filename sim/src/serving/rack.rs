@@ -155,6 +155,10 @@ pub(crate) struct Rack<'a> {
 pub(crate) fn run(input: &SimInput<'_>, seed: u64) -> Result<Report, SimError> {
     let mut problems = input.scenario.problems();
     problems.extend(input.workload.problems());
+    problems.extend(super::limits::workload_problems(
+        input.scenario,
+        input.workload,
+    ));
     if !problems.is_empty() {
         return Err(SimError::InvalidScenario(problems));
     }
