@@ -72,9 +72,13 @@ fn main() {
         Command::List => cmd::list(),
     };
     if let Err(e) = result {
-        eprintln!("error: {e:#}");
+        let interrupted = e.downcast_ref::<cmd::interrupt::Interrupted>().is_some();
+        eprintln!(
+            "{}: {e:#}",
+            if interrupted { "interrupted" } else { "error" }
+        );
         out::finish();
-        std::process::exit(2);
+        std::process::exit(if interrupted { 130 } else { 2 });
     }
     if let Some(why) = out::finish() {
         // Best effort: stderr may be the stream that failed.

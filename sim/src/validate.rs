@@ -577,8 +577,8 @@ fn dep_ceiling(hw: &Hardware) -> u32 {
 /// At most `MAX_DEP` candidates are tried.
 fn nearest_divisors(experts: u64, dep: u32) -> (Option<u64>, Option<u64>) {
     let d = dep as u64;
-    let below = (1..d).rev().find(|x| experts % x == 0);
-    let above = (d + 1..=experts.min(MAX_DEP as u64)).find(|x| experts % x == 0);
+    let below = (1..d).rev().find(|x| experts.is_multiple_of(*x));
+    let above = (d + 1..=experts.min(MAX_DEP as u64)).find(|x| experts.is_multiple_of(*x));
     (below, above)
 }
 
@@ -590,7 +590,7 @@ fn larger_dep_holding(hw: &Hardware, m: &Model, layout: &Layout, tokens: u64) ->
     let moe = m.moe.as_ref()?;
     let slots = moe.routed_experts as u64 + layout.redundant_experts as u64;
     (layout.dep + 1..=dep_ceiling(hw))
-        .filter(|&d| slots % d as u64 == 0)
+        .filter(|&d| slots.is_multiple_of(d as u64))
         .find(|&d| {
             let l = Layout {
                 dep: d,

@@ -8,6 +8,8 @@ use sim::validate::{Field, Problem};
 use sim::{Hardware, Model};
 use std::fmt::Write as _;
 
+mod deser;
+
 mod embedded {
     include!(concat!(env!("OUT_DIR"), "/embedded_scenarios.rs"));
 }
@@ -94,14 +96,40 @@ pub struct Set {
     pub value: toml::Value,
     /// The override as typed, for messages.
     pub text: String,
+    /// Where it was given, for messages: `--set`, or `workload_set of FILE`.
+    pub from: String,
+}
+
+/// Longest piece of user input a message repeats; the rest is cut (`clip`).
+pub const MAX_ECHO_CHARS: usize = 120;
+
+/// `s` as a message repeats it: at most `MAX_ECHO_CHARS` characters, then how many
+/// more were cut.
+pub fn clip(s: &str) -> String {
+    match s.char_indices().nth(MAX_ECHO_CHARS) {
+        None => s.to_string(),
+        Some((cut, _)) => format!(
+            "{}... ({} more characters)",
+            &s[..cut],
+            s[cut..].chars().count()
+        ),
+    }
 }
 
 impl Set {
     /// Parses `a.b.c=value`; the value is read as TOML (`2`, `1.5`, `true`, `[1, 2]`,
     /// `"x"`) and otherwise taken as a string (`2MiB`, `gb300`).
     pub fn parse(s: &str) -> Result<Set> {
+        Set::parse_from(s, "--set")
+    }
+
+    /// As `parse`, for an override given in `from` (`--set`, `workload_set of FILE`).
+    pub fn parse_from(s: &str, from: &str) -> Result<Set> {
         let (path, value) = s.split_once('=').ok_or_else(|| {
-            anyhow!("--set `{s}`: expected PATH=VALUE, e.g. model.engram.page_size=2MiB")
+            anyhow!(
+                "{from} `{}`: expected PATH=VALUE, e.g. model.engram.page_size=2MiB",
+                clip(s)
+            )
         })?;
         let path: Vec<String> = path
             .trim()
@@ -109,17 +137,18 @@ impl Set {
             .map(|p| p.trim().to_string())
             .collect();
         if path.iter().any(|p| p.is_empty()) {
-            bail!("--set `{s}`: empty segment in the field path");
+            bail!("{from} `{}`: empty segment in the field path", clip(s));
         }
         let raw = value.trim();
-        let value = match toml::from_str::<toml::Table>(&format!("v = {raw}")) {
-            Ok(mut t) => t.remove("v").expect("parsed key"),
-            Err(_) => toml::Value::String(raw.to_string()),
-        };
+        let value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
+            .ok()
+            .and_then(|mut t| t.remove("v"))
+            .unwrap_or_else(|| toml::Value::String(raw.to_string()));
         Ok(Set {
             path,
             value,
             text: s.to_string(),
+            from: from.to_string(),
         })
     }
 
@@ -288,20 +317,28 @@ fn report(origin: &str, text: &str, sets: &[Set], problems: Vec<Problem>) -> any
                     !segs.is_empty() && (segs.starts_with(&s.path) || s.path.starts_with(&segs))
                 });
                 match (by_set, locate(text, path)) {
-                    (Some(s), _) => format!("--set {}", s.text),
+                    _ if path.is_empty() => "file".to_string(),
+                    (Some(s), _) => format!("{} {}", s.from, clip(&s.text)),
                     (None, Some(l)) => format!("line {l}"),
                     (None, None) => "file".to_string(),
                 }
             }
             _ => "command line".to_string(),
         };
-        write!(msg, "\n  {place}: {p}").unwrap();
+        match &p.field {
+            // A problem with the whole file (a missing top-level field).
+            Field::Path(path) if path.is_empty() => {
+                write!(msg, "\n  {place}: {}", p.message.render(&|f| f.to_string()))
+            }
+            _ => write!(msg, "\n  {place}: {p}"),
+        }
+        .unwrap();
     }
     anyhow!(msg)
 }
 
-/// Parses `text` as a `T`, after applying `sets`; every unknown field and the first
-/// type error are reported together, with lines.
+/// Parses `text` as a `T`, after applying `sets`; every unknown field and every type
+/// error (up to `deser::MAX_TYPE_ERRORS`) are reported together, with lines.
 pub fn parse_located<T: DeserializeOwned>(
     origin: &str,
     text: &str,
@@ -322,48 +359,45 @@ pub fn parse_located<T: DeserializeOwned>(
         if let Err(e) = s.apply(&mut value) {
             problems.push(Problem::new(
                 s.path.join("."),
-                format!("--set {}: {e}", s.text),
+                format!("{} {}: {e}", s.from, clip(&s.text)),
             ));
         }
     }
     if !problems.is_empty() {
         return Err(report(origin, text, sets, problems));
     }
-    let mut unknown = Vec::new();
-    let result: Result<T, serde_path_to_error::Error<toml::de::Error>> = {
-        // serde_ignored marks Option levels with `?`; field paths do not have them.
-        let mut on_unknown = |path: serde_ignored::Path<'_>| {
-            let p: Vec<String> = path
-                .to_string()
-                .split('.')
-                .filter(|s| *s != "?")
-                .map(str::to_string)
-                .collect();
-            unknown.push(p.join("."))
-        };
-        let de = serde_ignored::Deserializer::new(value, &mut on_unknown);
-        serde_path_to_error::deserialize(de)
-    };
-    for u in &unknown {
-        problems.push(Problem::new(u.clone(), "unknown field".to_string()));
-    }
-    match result {
-        Ok(v) if problems.is_empty() => Ok(Parsed {
+    let (parsed, problems) = deser::deserialize_all::<T>(value);
+    match parsed {
+        Some(v) if problems.is_empty() => Ok(Parsed {
             value: v,
             origin: origin.to_string(),
             text: text.to_string(),
             sets: sets.to_vec(),
         }),
-        Ok(_) => Err(report(origin, text, sets, problems)),
-        Err(e) => {
-            let path = e.path().to_string();
-            problems.push(Problem::new(
-                if path == "." { String::new() } else { path },
-                e.inner().message().to_string(),
-            ));
-            Err(report(origin, text, sets, problems))
+        _ => Err(report(origin, text, sets, problems)),
+    }
+}
+
+/// Whether `text`, with `sets` applied, has a value at `path` (a table or a field):
+/// what the file declares, as opposed to what deserialising fills in by default.
+pub fn declares(text: &str, sets: &[Set], path: &[&str]) -> bool {
+    let Ok(table) = toml::from_str::<toml::Table>(text) else {
+        return false;
+    };
+    let mut value = toml::Value::Table(table);
+    for s in sets {
+        if s.apply(&mut value).is_err() {
+            return false;
         }
     }
+    let mut cur = &value;
+    for seg in path {
+        match cur.get(seg) {
+            Some(v) => cur = v,
+            None => return false,
+        }
+    }
+    true
 }
 
 /// Parses `text` as a `T` after `sets` (no semantic checks).

@@ -5,6 +5,7 @@
 
 use super::config::ServingScenario;
 use super::workload::WorkloadConfig;
+use crate::validate::show;
 
 /// "`what` = `value` exceeds limits.`name` = `limit`; ...": one problem line.
 fn over(
@@ -42,9 +43,9 @@ pub(crate) fn scenario_problems(sc: &ServingScenario) -> Vec<String> {
     } else if sc.duration_s.is_finite() && sc.duration_s > l.max_duration_s {
         p.push(over(
             "duration_s",
-            sc.duration_s,
+            show(sc.duration_s),
             "max_duration_s",
-            l.max_duration_s,
+            show(l.max_duration_s),
         ));
     }
     let gpus = sc.gpus();
@@ -102,7 +103,8 @@ pub fn workload_problems(sc: &ServingScenario, wl: &WorkloadConfig) -> Vec<Strin
             p.push(over(
                 &format!(
                     "open_loop.rate_per_s x duration_s ({} x {} s, requests expected)",
-                    o.rate_per_s, sc.duration_s
+                    show(o.rate_per_s),
+                    show(sc.duration_s)
                 ),
                 format!("{expected:.3e}"),
                 "max_requests",

@@ -48,6 +48,7 @@ pub use workload::{
 };
 
 use crate::cost::{CostModel, KvCapacity};
+use std::sync::atomic::AtomicBool;
 
 /// A cost model that also knows the KV capacity of its layout: what a pool needs.
 pub trait PoolCost: CostModel + KvCapacity {}
@@ -80,5 +81,29 @@ pub enum SimError {
 /// window. Fails on invalid configuration, a trace workload without records, a
 /// non-finite step cost or the event limit; never panics on user input.
 pub fn simulate(input: &SimInput<'_>, seed: u64) -> Result<Report, SimError> {
-    rack::run(input, seed)
+    rack::run(input, seed, &Control::default())
+}
+
+/// Events between two looks at a run's [`Control`] (a power of two).
+pub const CONTROL_EVENTS: u64 = 1 << 16;
+
+/// What the caller of [`simulate_controlled`] may do while the run goes. The run
+/// looks every `CONTROL_EVENTS` events; looking changes nothing in the run, so a run
+/// that is not stopped reports exactly what [`simulate`] does.
+#[derive(Default, Clone, Copy)]
+pub struct Control<'a> {
+    /// When set (by a signal handler or another thread), the run stops at its next
+    /// look and reports the window up to that instant ([`Report::interrupted_at_s`]).
+    pub stop: Option<&'a AtomicBool>,
+    /// Told the simulated time, seconds, at every look.
+    pub progress: Option<&'a dyn Fn(f64)>,
+}
+
+/// [`simulate`], stoppable, with progress (see [`Control`]).
+pub fn simulate_controlled(
+    input: &SimInput<'_>,
+    seed: u64,
+    control: &Control<'_>,
+) -> Result<Report, SimError> {
+    rack::run(input, seed, control)
 }
