@@ -126,7 +126,7 @@ impl Profile {
                 skipped.insert(op.to_string(), "no fit family for this op".to_string());
                 continue;
             }
-            match fit_op(op, rs) {
+            match fit_op(op, rs).and_then(|f| finite_fit(op, f)) {
                 Ok(f) => {
                     ops.insert(op.to_string(), f);
                 }
@@ -145,7 +145,7 @@ impl Profile {
                 if by_dtype.len() > 1 {
                     for (dtype, drs) in by_dtype {
                         let key = format!("{op}.{dtype}");
-                        match fit_op(op, &drs) {
+                        match fit_op(op, &drs).and_then(|f| finite_fit(&key, f)) {
                             Ok(f) => {
                                 ops.insert(key, f);
                             }
@@ -197,8 +197,44 @@ impl Profile {
         })
     }
 
-    /// Writes atomically (temporary file in the same directory, then rename).
+    /// Every value that is not a finite number, by its path (`ops.copy.r2`).
+    pub fn non_finite(&self) -> Vec<String> {
+        let mut bad = Vec::new();
+        let r = &self.reference;
+        for (k, v) in [
+            ("stream_read_bytes_per_s", r.stream_read_bytes_per_s),
+            ("gemm_flops_per_s", r.gemm_flops_per_s),
+        ] {
+            if let Some(v) = v.filter(|v| !v.is_finite()) {
+                bad.push(format!("reference.{k} = {v}"));
+            }
+        }
+        for (op, f) in &self.ops {
+            for (k, v) in [("r2", f.r2), ("mape", f.mape), ("loo_mape", f.loo_mape)]
+                .into_iter()
+                .chain(f.params.iter().map(|(k, v)| (k.as_str(), *v)))
+            {
+                if !v.is_finite() {
+                    bad.push(format!("ops.{op}.{k} = {v}"));
+                }
+            }
+        }
+        bad
+    }
+
+    /// Writes atomically (temporary file in the same directory, then rename). A
+    /// profile with a value that is not a finite number is refused.
     pub fn write(&self, path: &Path) -> Result<()> {
+        let bad = self.non_finite();
+        if !bad.is_empty() {
+            return Err(CalibrationError::Profile {
+                path: path.into(),
+                msg: format!(
+                    "not written: values that are not finite: {}",
+                    bad.join(", ")
+                ),
+            });
+        }
         let text = self.to_toml()?;
         let dir = path
             .parent()
@@ -210,14 +246,18 @@ impl Profile {
                 .and_then(|n| n.to_str())
                 .unwrap_or("profile.toml")
         ));
-        {
+        // Errors name the profile asked for; the temporary file is a detail.
+        let written = (|| {
             use std::io::Write;
-            let mut f = std::fs::File::create(&tmp).map_err(io_err(&tmp))?;
-            f.write_all(text.as_bytes())
-                .and_then(|_| f.sync_all())
-                .map_err(io_err(&tmp))?;
-        }
-        std::fs::rename(&tmp, path).map_err(io_err(path))
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(text.as_bytes())?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, path)
+        })();
+        written.map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            io_err(path)(e)
+        })
     }
 
     pub fn load(path: &Path) -> Result<Profile> {
@@ -226,13 +266,15 @@ impl Profile {
             path: path.into(),
             msg: e.to_string(),
         })?;
-        for (op, f) in &p.ops {
-            if f.params.values().any(|v| v.is_nan()) {
-                return Err(CalibrationError::Profile {
-                    path: path.into(),
-                    msg: format!("op {op} has a NaN parameter"),
-                });
-            }
+        let bad = p.non_finite();
+        if !bad.is_empty() {
+            return Err(CalibrationError::Profile {
+                path: path.into(),
+                msg: format!(
+                    "values that are not finite: {}; refit with `twin calibrate fit`",
+                    bad.join(", ")
+                ),
+            });
         }
         Ok(p)
     }
@@ -362,5 +404,28 @@ mod tests {
         assert_eq!(format_utc(0), "1970-01-01T00:00:00Z");
         assert_eq!(format_utc(951_782_400), "2000-02-29T00:00:00Z");
         assert_eq!(format_utc(1_764_403_199), "2025-11-29T07:59:59Z");
+    }
+}
+
+/// `f`, unless one of its values is not a finite number (a fitted coefficient of 0
+/// reads as an infinite rate: the measurements do not show that term, often because
+/// their shapes do not vary it), which a profile cannot hold.
+fn finite_fit(op: &str, f: OpFit) -> Result<OpFit> {
+    let bad: Vec<String> = [("r2", f.r2), ("mape", f.mape), ("loo_mape", f.loo_mape)]
+        .into_iter()
+        .chain(f.params.iter().map(|(k, v)| (k.as_str(), *v)))
+        .filter(|(_, v)| !v.is_finite())
+        .map(|(k, v)| format!("{k} = {v}"))
+        .collect();
+    if bad.is_empty() {
+        Ok(f)
+    } else {
+        Err(CalibrationError::NonFinite {
+            op: op.into(),
+            what: format!(
+                "fitted value ({}): the measurements do not determine it",
+                bad.join(", ")
+            ),
+        })
     }
 }
