@@ -395,18 +395,6 @@ impl Profile {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn utc_formatting() {
-        assert_eq!(format_utc(0), "1970-01-01T00:00:00Z");
-        assert_eq!(format_utc(951_782_400), "2000-02-29T00:00:00Z");
-        assert_eq!(format_utc(1_764_403_199), "2025-11-29T07:59:59Z");
-    }
-}
-
 /// `f`, unless one of its values is not a finite number (a fitted coefficient of 0
 /// reads as an infinite rate: the measurements do not show that term, often because
 /// their shapes do not vary it), which a profile cannot hold.
@@ -427,5 +415,17 @@ fn finite_fit(op: &str, f: OpFit) -> Result<OpFit> {
                 bad.join(", ")
             ),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_formatting() {
+        assert_eq!(format_utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(format_utc(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(format_utc(1_764_403_199), "2025-11-29T07:59:59Z");
     }
 }
