@@ -12,6 +12,8 @@ use std::io::Write as _;
 mod out;
 
 mod cmd;
+#[cfg(test)]
+mod fuzz;
 mod scenario;
 
 #[derive(Parser)]

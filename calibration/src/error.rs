@@ -12,6 +12,8 @@ pub enum CalibrationError {
     },
     #[error("{dir}: another `twin calibrate` ({}) is writing there; wait for it to end or stop it, or use another --out", match .pid { Some(p) => format!("pid {p}"), None => "pid unknown".to_string() })]
     Locked { dir: PathBuf, pid: Option<u32> },
+    #[error("{path}: larger than {max} bytes: not a file twin wrote")]
+    TooLarge { path: PathBuf, max: u64 },
     #[error("{path}: malformed measurements CSV: {msg}")]
     Csv { path: PathBuf, msg: String },
     #[error("{path}: holds measurements from device {found:?}, not {expected:?}; use another output directory")]

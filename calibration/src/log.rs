@@ -150,14 +150,33 @@ fn looks_whole(r: &Row) -> bool {
     stamp && note
 }
 
+/// Largest measurement log read (a full plan's log is well under a megabyte).
+pub const MAX_LOG_BYTES: u64 = 1 << 30;
+
+/// Largest profile read.
+pub const MAX_PROFILE_BYTES: u64 = 16 << 20;
+
+/// The bytes of `path`, refused past `max` (a device or a wrong file, such as
+/// `/dev/zero`, would otherwise be read without end).
+pub(crate) fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    File::open(path)
+        .and_then(|f| f.take(max + 1).read_to_end(&mut bytes))
+        .map_err(io_err(path))?;
+    if bytes.len() as u64 > max {
+        return Err(CalibrationError::TooLarge {
+            path: path.into(),
+            max,
+        });
+    }
+    Ok(bytes)
+}
+
 /// Reads every row of a measurement log and what is wrong with its end, changing
 /// nothing. A header that is not the log's, or a bad row before the last line, is an
 /// error naming the file.
 pub fn read_log(path: &Path) -> Result<LogRead> {
-    let mut bytes = Vec::new();
-    File::open(path)
-        .and_then(|mut f| f.read_to_end(&mut bytes))
-        .map_err(io_err(path))?;
+    let bytes = read_bounded(path, MAX_LOG_BYTES)?;
     let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
     let (head, tail) = bytes.split_at(complete);
     if head.is_empty() {
@@ -377,7 +396,7 @@ impl DirLock {
             .map_err(io_err(&path))?;
         let mut previous = String::new();
         // The pid of whoever wrote the file last (a running holder, or a killed one).
-        let _ = file.read_to_string(&mut previous);
+        let _ = (&mut file).take(64).read_to_string(&mut previous);
         let holder = previous.trim().parse::<u32>().ok();
         if !try_lock(&file).map_err(io_err(&path))? {
             return Err(CalibrationError::Locked {

@@ -50,7 +50,7 @@ pub struct Profile {
 
 /// SHA-256 of a file, lowercase hex.
 pub fn sha256_file(path: &Path) -> Result<String> {
-    let bytes = std::fs::read(path).map_err(io_err(path))?;
+    let bytes = crate::log::read_bounded(path, crate::log::MAX_LOG_BYTES)?;
     let digest = Sha256::digest(&bytes);
     Ok(digest.iter().map(|b| format!("{b:02x}")).collect())
 }
@@ -261,7 +261,11 @@ impl Profile {
     }
 
     pub fn load(path: &Path) -> Result<Profile> {
-        let text = std::fs::read_to_string(path).map_err(io_err(path))?;
+        let bytes = crate::log::read_bounded(path, crate::log::MAX_PROFILE_BYTES)?;
+        let text = String::from_utf8(bytes).map_err(|_| CalibrationError::Profile {
+            path: path.into(),
+            msg: "not UTF-8 text".into(),
+        })?;
         let p: Profile = toml::from_str(&text).map_err(|e| CalibrationError::Profile {
             path: path.into(),
             msg: e.to_string(),

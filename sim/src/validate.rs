@@ -254,10 +254,115 @@ pub fn hardware(hw: &Hardware) -> Vec<Problem> {
     p
 }
 
+/// Largest layer count a model may have: sixteen times the deepest shipped (61).
+pub const MAX_LAYERS: u32 = 1024;
+
+/// Model sizes past which twin refuses a model: each many times the largest shipped
+/// model's, small enough that products of sizes (weights, flops, bytes per token) stay
+/// exact in 64-bit integers and far from overflow in `f64`.
+fn size_limits(m: &Model) -> Vec<(String, u64, u64)> {
+    let a = &m.attention;
+    let mut v: Vec<(String, u64, u64)> = vec![
+        ("hidden".into(), m.hidden as u64, 1 << 20),
+        ("vocab".into(), m.vocab as u64, 1 << 24),
+        ("attention.heads".into(), a.heads as u64, 1 << 12),
+        ("attention.score_dim".into(), a.score_dim as u64, 1 << 16),
+        ("attention.value_dim".into(), a.value_dim as u64, 1 << 16),
+        (
+            "attention.qk_head_dim".into(),
+            a.qk_head_dim as u64,
+            1 << 16,
+        ),
+        ("attention.v_head_dim".into(), a.v_head_dim as u64, 1 << 16),
+        ("attention.q_lora".into(), a.q_lora as u64, 1 << 20),
+        ("attention.kv_dim".into(), a.kv_dim as u64, 1 << 20),
+        ("attention.kv_up_params".into(), a.kv_up_params, 1 << 40),
+        (
+            "attention.o_lora".into(),
+            a.o_lora.unwrap_or(0) as u64,
+            1 << 20,
+        ),
+        ("attention.window".into(), a.window as u64, 1 << 24),
+    ];
+    if let Some(i) = &a.indexer {
+        v.push(("attention.indexer.heads".into(), i.heads as u64, 1 << 12));
+        v.push((
+            "attention.indexer.head_dim".into(),
+            i.head_dim as u64,
+            1 << 16,
+        ));
+        v.push(("attention.indexer.top_k".into(), i.top_k as u64, 1 << 24));
+    }
+    for (i, g) in m.layers.iter().enumerate() {
+        v.push((
+            format!("layers[{i}].compress_ratio"),
+            g.compress_ratio as u64,
+            1 << 20,
+        ));
+    }
+    if let Some(moe) = &m.moe {
+        v.push((
+            "moe.routed_experts".into(),
+            moe.routed_experts as u64,
+            1 << 16,
+        ));
+        v.push((
+            "moe.shared_experts".into(),
+            moe.shared_experts as u64,
+            1 << 10,
+        ));
+        v.push(("moe.expert_ffn".into(), moe.expert_ffn as u64, 1 << 20));
+        v.push(("moe.scale_block".into(), moe.scale_block as u64, 1 << 20));
+    }
+    if let Some(d) = &m.dense_ffn {
+        v.push(("dense_ffn.ffn".into(), d.ffn as u64, 1 << 22));
+    }
+    if let Some(e) = &m.engram {
+        v.push(("engram.orders".into(), e.orders.len() as u64, 64));
+        v.push((
+            "engram.heads_per_order".into(),
+            e.heads_per_order as u64,
+            1 << 12,
+        ));
+        v.push((
+            "engram.dim_per_order".into(),
+            e.dim_per_order as u64,
+            1 << 20,
+        ));
+        v.push(("engram.rows_per_table".into(), e.rows_per_table, 1 << 40));
+    }
+    if let Some(x) = &m.mhc {
+        v.push(("mhc.streams".into(), x.streams as u64, 64));
+    }
+    if let Some(t) = &m.mtp {
+        v.push(("mtp.draft_tokens".into(), t.draft_tokens as u64, 16));
+    }
+    v
+}
+
 pub fn model(m: &Model) -> Vec<Problem> {
     let mut p = Vec::new();
     if m.hidden == 0 {
         p.push(Problem::new("hidden", "must be at least 1"));
+    }
+    for (path, v, max) in size_limits(m) {
+        if v > max {
+            p.push(Problem::new(
+                path,
+                format!("{v} is larger than the {max} twin models"),
+            ));
+        }
+    }
+    let layers: u64 = m.layers.iter().map(|g| g.count as u64).sum();
+    if layers > MAX_LAYERS as u64 {
+        p.push(Problem::new(
+            "layers",
+            format!("{layers} layers in all; twin models at most {MAX_LAYERS}"),
+        ));
+    }
+    if !p.is_empty() {
+        // Sizes out of range: the checks below would expand or multiply them.
+        return p;
     }
     if m.layers.is_empty() || m.layer_count() == 0 {
         p.push(Problem::new("layers", "the model needs at least one layer"));

@@ -244,9 +244,13 @@ fn trace_fit(r: &Resolved, trace: &[TraceRecord]) -> Result<Option<String>> {
     };
     let sc = &r.scenario;
     let span = trace_span(trace, replay, sc.duration_s, sc.warmup_s);
+    let show = sim::validate::show;
     let spans = format!(
-        "its {} records arrive from {:.1} s to {:.1} s (timestamps x trace.time_scale {})",
-        span.replayed, span.first_s, span.last_s, replay.time_scale
+        "its {} records arrive from {} s to {} s (timestamps x trace.time_scale {})",
+        span.replayed,
+        show(span.first_s),
+        show(span.last_s),
+        replay.time_scale
     );
     if span.in_window == 0 {
         bail!(

@@ -69,8 +69,13 @@ pub fn resolve(kind: Kind, name_or_path: &str) -> Result<(String, String)> {
         || name_or_path.contains('/')
         || name_or_path.contains('\\');
     if looks_like_path {
-        let text = std::fs::read_to_string(name_or_path)
-            .map_err(|e| anyhow!("cannot read {} file `{name_or_path}`: {e}", kind.noun()))?;
+        let text = read_text(name_or_path).map_err(|e| {
+            anyhow!(
+                "cannot read {} file `{}`: {e}",
+                kind.noun(),
+                clip(name_or_path)
+            )
+        })?;
         return Ok((name_or_path.to_string(), text));
     }
     let rel = format!("{}{}.toml", kind.folder(), name_or_path);
@@ -82,6 +87,36 @@ pub fn resolve(kind: Kind, name_or_path: &str) -> Result<(String, String)> {
         kind.noun(),
         embedded_names(kind).join(", ")
     )
+}
+
+/// Largest input file read (scenario, hardware, model, workload, published table):
+/// a thousand times the largest shipped one.
+pub const MAX_FILE_BYTES: u64 = 16 << 20;
+
+/// The text of a user-named file, refused past `MAX_FILE_BYTES` (`/dev/zero` would
+/// otherwise be read without end) or when it is not UTF-8.
+pub fn read_text(path: &str) -> Result<String> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path).and_then(|f| f.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes))?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        bail!("larger than {MAX_FILE_BYTES} bytes, too large for an input file");
+    }
+    String::from_utf8(bytes).map_err(|_| anyhow!("not UTF-8 text"))
+}
+
+/// A message that may quote user input, at most about `4 * MAX_ECHO_CHARS`
+/// characters: a long middle is cut, so both the start and what follows the quote
+/// (`expected u32`) stay.
+pub fn clip_middle(s: &str) -> String {
+    let n = s.chars().count();
+    let keep = 2 * MAX_ECHO_CHARS;
+    if n <= 2 * keep {
+        return s.to_string();
+    }
+    let head: String = s.chars().take(keep).collect();
+    let tail: String = s.chars().skip(n - keep).collect();
+    format!("{head}... ({} characters cut) ...{tail}", n - 2 * keep)
 }
 
 /// A full scenario's text by embedded name or path.
@@ -325,14 +360,12 @@ fn report(origin: &str, text: &str, sets: &[Set], problems: Vec<Problem>) -> any
             }
             _ => "command line".to_string(),
         };
-        match &p.field {
+        let line = match &p.field {
             // A problem with the whole file (a missing top-level field).
-            Field::Path(path) if path.is_empty() => {
-                write!(msg, "\n  {place}: {}", p.message.render(&|f| f.to_string()))
-            }
-            _ => write!(msg, "\n  {place}: {p}"),
-        }
-        .unwrap();
+            Field::Path(path) if path.is_empty() => p.message.render(&|f| f.to_string()),
+            _ => p.to_string(),
+        };
+        write!(msg, "\n  {place}: {}", clip_middle(&line)).unwrap();
     }
     anyhow!(msg)
 }
