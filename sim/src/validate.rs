@@ -793,4 +793,53 @@ mod tests {
             .render(&scenario)
             .contains("use serving.decode.batch_per_rank "));
     }
+    /// A step with a non-finite time names the operation, its bound and the inputs
+    /// that set it; finite steps pass.
+    #[test]
+    fn non_finite_step_names_the_op_and_its_inputs() {
+        let mut c = StepCost {
+            step_s: 0.01,
+            ..Default::default()
+        };
+        assert_eq!(non_finite_step(&c), None);
+        c.op_s[Op::Moe.index()] = f64::INFINITY;
+        c.op_bound[Op::Moe.index()] = Bound::Memory;
+        c.step_s = f64::INFINITY;
+        let why = non_finite_step(&c).unwrap();
+        assert!(why.starts_with("`moe` takes inf s"), "{why}");
+        assert!(why.contains("hardware.hbm.bytes_per_s"), "{why}");
+    }
+
+    /// The KV advice names a batch that fits, or says none does and what would: never
+    /// a batch of 0.
+    #[test]
+    fn kv_advice_never_names_an_empty_batch() {
+        let (hw, m) = gb300_flash();
+        let p = deployment(&hw, &m, &layout(8, 0), 1, 1_000_000_000_000);
+        let text = p[0].render(&|f| f.to_string());
+        assert!(text.contains("not even one request fits"), "{text}");
+        assert!(!text.contains("batch_per_rank 0"), "{text}");
+        // A context that fits on a larger DEP: the advice names it.
+        let cap8 = AnalyticCostModel::new(hw.clone(), m.clone(), layout(8, 0), Default::default())
+            .kv_capacity_tokens_per_rank();
+        let p = deployment(&hw, &m, &layout(8, 0), 1, cap8 + 1);
+        let text = p[0].render(&|f| f.to_string());
+        assert!(text.contains(", or dep "), "{text}");
+    }
+
+    /// Out-of-range DEPs are refused before anything else runs; the suggestion search
+    /// is bounded by `MAX_DEP` whatever the expert count.
+    #[test]
+    fn dep_is_range_checked_first() {
+        let (hw, mut m) = gb300_flash();
+        for d in [0, MAX_DEP + 1, u32::MAX] {
+            let p = deployment(&hw, &m, &layout(d, 0), 1, 0);
+            assert_eq!(p.len(), 1, "{p:?}");
+            assert!(p[0].to_string().contains("outside 1..=4096"), "{p:?}");
+        }
+        m.moe.as_mut().unwrap().routed_experts = u32::MAX;
+        assert_eq!(nearest_divisors(u32::MAX as u64, 7), (Some(5), Some(15)));
+        let p = deployment(&hw, &m, &layout(7, u32::MAX), 1, 0);
+        assert!(p[0].to_string().contains("divides 8589934590"), "{p:?}");
+    }
 }
