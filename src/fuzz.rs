@@ -577,6 +577,19 @@ fn number(rng: &mut ChaCha8Rng) -> String {
     }
 }
 
+/// The required `--ep` and `--tokens`, and each of `optional` two times in five, with
+/// numbers.
+fn some_flags(rng: &mut ChaCha8Rng, v: &mut Vec<String>, optional: &[&str]) {
+    for f in ["--ep", "--tokens"] {
+        v.push(format!("{f}={}", number(rng)));
+    }
+    for f in optional {
+        if rng.random_bool(0.4) {
+            v.push(format!("{f}={}", number(rng)));
+        }
+    }
+}
+
 /// A `twin kernel` command line with edge numbers.
 fn kernel_args(rng: &mut ChaCha8Rng) -> Vec<String> {
     let num = number;
@@ -604,37 +617,24 @@ fn kernel_args(rng: &mut ChaCha8Rng) -> Vec<String> {
                 }
                 .into(),
             );
-            for f in [
-                "--ep",
-                "--tokens",
-                "--hidden",
-                "--experts",
-                "--top-k",
-                "--groups",
-                "--topk-groups",
-            ] {
-                if f == "--ep" || f == "--tokens" || rng.random_bool(0.4) {
-                    v.push(format!("{f}={}", num(rng)));
-                }
-            }
+            some_flags(
+                rng,
+                &mut v,
+                &[
+                    "--hidden",
+                    "--experts",
+                    "--top-k",
+                    "--groups",
+                    "--topk-groups",
+                ],
+            );
             if rng.random_bool(0.5) {
                 v.extend(["--kernels".into(), "low-latency".into()]);
             }
         }
         3 => {
             v.push("moe".into());
-            for f in [
-                "--ep",
-                "--tokens",
-                "--hidden",
-                "--experts",
-                "--top-k",
-                "--ffn",
-            ] {
-                if f == "--ep" || f == "--tokens" || rng.random_bool(0.4) {
-                    v.push(format!("{f}={}", num(rng)));
-                }
-            }
+            some_flags(rng, &mut v, &["--hidden", "--experts", "--top-k", "--ffn"]);
             if rng.random_bool(0.5) {
                 v.push("--fused".into());
             }

@@ -75,9 +75,15 @@ fn main() {
     };
     if let Err(e) = result {
         let interrupted = e.downcast_ref::<cmd::interrupt::Interrupted>().is_some();
+        // No line of a message repeats a very long input in full.
+        let text: Vec<String> = format!("{e:#}")
+            .lines()
+            .map(scenario::clip_middle)
+            .collect();
         eprintln!(
-            "{}: {e:#}",
-            if interrupted { "interrupted" } else { "error" }
+            "{}: {}",
+            if interrupted { "interrupted" } else { "error" },
+            text.join("\n")
         );
         out::finish();
         std::process::exit(if interrupted { 130 } else { 2 });

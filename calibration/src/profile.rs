@@ -210,31 +210,31 @@ impl Profile {
             }
         }
         for (op, f) in &self.ops {
-            for (k, v) in [("r2", f.r2), ("mape", f.mape), ("loo_mape", f.loo_mape)]
-                .into_iter()
-                .chain(f.params.iter().map(|(k, v)| (k.as_str(), *v)))
-            {
-                if !v.is_finite() {
-                    bad.push(format!("ops.{op}.{k} = {v}"));
-                }
-            }
+            bad.extend(
+                non_finite_values(f)
+                    .into_iter()
+                    .map(|kv| format!("ops.{op}.{kv}")),
+            );
         }
         bad
+    }
+
+    /// An error at `path` unless every value is a finite number (`non_finite`).
+    fn check_finite(&self, path: &Path, what: &str) -> Result<()> {
+        let bad = self.non_finite();
+        if bad.is_empty() {
+            return Ok(());
+        }
+        Err(CalibrationError::Profile {
+            path: path.into(),
+            msg: format!("{what}: values that are not finite: {}", bad.join(", ")),
+        })
     }
 
     /// Writes atomically (temporary file in the same directory, then rename). A
     /// profile with a value that is not a finite number is refused.
     pub fn write(&self, path: &Path) -> Result<()> {
-        let bad = self.non_finite();
-        if !bad.is_empty() {
-            return Err(CalibrationError::Profile {
-                path: path.into(),
-                msg: format!(
-                    "not written: values that are not finite: {}",
-                    bad.join(", ")
-                ),
-            });
-        }
+        self.check_finite(path, "not written")?;
         let text = self.to_toml()?;
         let dir = path
             .parent()
@@ -270,16 +270,7 @@ impl Profile {
             path: path.into(),
             msg: e.to_string(),
         })?;
-        let bad = p.non_finite();
-        if !bad.is_empty() {
-            return Err(CalibrationError::Profile {
-                path: path.into(),
-                msg: format!(
-                    "values that are not finite: {}; refit with `twin calibrate fit`",
-                    bad.join(", ")
-                ),
-            });
-        }
+        p.check_finite(path, "refit it with `twin calibrate fit`")?;
         Ok(p)
     }
 
@@ -403,12 +394,7 @@ impl Profile {
 /// reads as an infinite rate: the measurements do not show that term, often because
 /// their shapes do not vary it), which a profile cannot hold.
 fn finite_fit(op: &str, f: OpFit) -> Result<OpFit> {
-    let bad: Vec<String> = [("r2", f.r2), ("mape", f.mape), ("loo_mape", f.loo_mape)]
-        .into_iter()
-        .chain(f.params.iter().map(|(k, v)| (k.as_str(), *v)))
-        .filter(|(_, v)| !v.is_finite())
-        .map(|(k, v)| format!("{k} = {v}"))
-        .collect();
+    let bad = non_finite_values(&f);
     if bad.is_empty() {
         Ok(f)
     } else {
@@ -420,6 +406,16 @@ fn finite_fit(op: &str, f: OpFit) -> Result<OpFit> {
             ),
         })
     }
+}
+
+/// `name = value` of every value of a fit that is not a finite number.
+fn non_finite_values(f: &OpFit) -> Vec<String> {
+    [("r2", f.r2), ("mape", f.mape), ("loo_mape", f.loo_mape)]
+        .into_iter()
+        .chain(f.params.iter().map(|(k, v)| (k.as_str(), *v)))
+        .filter(|(_, v)| !v.is_finite())
+        .map(|(k, v)| format!("{k} = {v}"))
+        .collect()
 }
 
 #[cfg(test)]

@@ -108,6 +108,31 @@ impl Dist {
     }
 }
 
+impl Dist {
+    /// `problems`, and a mean of at most `MAX_TOKENS`: a distribution of token counts
+    /// past it would be cut at `MAX_TOKENS` without a word.
+    fn token_problems(&self, path: &str, p: &mut Vec<String>) {
+        let before = p.len();
+        self.problems(path, p);
+        if p.len() == before && self.mean() > MAX_TOKENS {
+            p.push(format!(
+                "{path}: a mean of {} tokens is above the {MAX_TOKENS} tokens a request may have",
+                self.mean()
+            ));
+        }
+    }
+}
+
+/// A token count of a workload, at most `MAX_TOKENS`.
+fn tokens_at_most(p: &mut Vec<String>, path: &str, v: u32) {
+    check(
+        p,
+        v as f64 <= MAX_TOKENS,
+        path,
+        &format!("must be at most {MAX_TOKENS} tokens (a request's most)"),
+    );
+}
+
 /// Standard normal draw (Box-Muller).
 fn normal(rng: &mut ChaCha8Rng) -> f64 {
     let u1: f64 = 1.0 - rng.random::<f64>(); // (0, 1]
@@ -312,15 +337,17 @@ impl AgentX {
             "agentx.subagent_probability",
             "must be in [0, 1]",
         );
-        self.task_tokens.problems("agentx.task_tokens", p);
-        self.turn_new_tokens.problems("agentx.turn_new_tokens", p);
-        self.output_tokens.problems("agentx.output_tokens", p);
+        tokens_at_most(p, "agentx.system_prompt_tokens", self.system_prompt_tokens);
+        self.task_tokens.token_problems("agentx.task_tokens", p);
+        self.turn_new_tokens
+            .token_problems("agentx.turn_new_tokens", p);
+        self.output_tokens.token_problems("agentx.output_tokens", p);
         self.max_context_tokens
-            .problems("agentx.max_context_tokens", p);
+            .token_problems("agentx.max_context_tokens", p);
         self.idle_gap_s.problems("agentx.idle_gap_s", p);
         self.subagent_turns.problems("agentx.subagent_turns", p);
         self.subagent_task_tokens
-            .problems("agentx.subagent_task_tokens", p);
+            .token_problems("agentx.subagent_task_tokens", p);
     }
 }
 
@@ -346,9 +373,15 @@ impl WorkloadConfig {
                 "closed_loop.concurrency",
                 "must be >= 1 (at most limits.max_sessions)",
             );
-            c.input_tokens.problems("closed_loop.input_tokens", &mut p);
+            c.input_tokens
+                .token_problems("closed_loop.input_tokens", &mut p);
             c.output_tokens
-                .problems("closed_loop.output_tokens", &mut p);
+                .token_problems("closed_loop.output_tokens", &mut p);
+            tokens_at_most(
+                &mut p,
+                "closed_loop.shared_prefix_tokens",
+                c.shared_prefix_tokens,
+            );
             c.think_time_s.problems("closed_loop.think_time_s", &mut p);
         }
         if let Some(o) = &self.open_loop {
@@ -368,8 +401,15 @@ impl WorkloadConfig {
                     "must be in (0, 100]",
                 );
             }
-            o.input_tokens.problems("open_loop.input_tokens", &mut p);
-            o.output_tokens.problems("open_loop.output_tokens", &mut p);
+            o.input_tokens
+                .token_problems("open_loop.input_tokens", &mut p);
+            o.output_tokens
+                .token_problems("open_loop.output_tokens", &mut p);
+            tokens_at_most(
+                &mut p,
+                "open_loop.shared_prefix_tokens",
+                o.shared_prefix_tokens,
+            );
         }
         if let Some(a) = &self.agentx {
             a.problems(&mut p);
