@@ -158,6 +158,22 @@ fn regression_context_overflow_is_refused() {
         ],
         &["--context"],
     );
+    // Work scales with the chunks of a prefill: bounded too (with a KV size that lets
+    // the prompt fit).
+    refused(
+        &[
+            "forward",
+            "--phase",
+            "prefill",
+            "--new-tokens",
+            "4294967295",
+            "--chunk",
+            "1",
+            "--set",
+            "model.kv.bytes_per_token=1e-9",
+        ],
+        &["--chunk 1: 4294967295 new tokens make 4294967295 chunks; at most 100000"],
+    );
 }
 
 /// Issue #11: `--set hardware.hbm.bytes_per_s=1e-300` gave "step inf ms" and

@@ -70,6 +70,10 @@ pub struct ForwardArgs {
     pub json: bool,
 }
 
+/// Most chunks a chunked prefill may take (each is priced as one step): a 1M-token
+/// prompt in 1K-token chunks is a thousand.
+pub const MAX_CHUNK_STEPS: u32 = 100_000;
+
 /// Everything `forward` computed, for printing and for `validate`.
 pub struct Forward {
     pub spec: ForwardSpec,
@@ -138,6 +142,16 @@ pub fn evaluate(args: &ForwardArgs) -> Result<Forward> {
     }
     if args.chunk == Some(0) {
         bail!("--chunk must be at least 1");
+    }
+    if let (Phase::Prefill, Some(c)) = (phase, args.chunk) {
+        // Each chunk is one priced step.
+        let steps = args.new_tokens.div_ceil(c);
+        if steps > MAX_CHUNK_STEPS {
+            bail!(
+                "--chunk {c}: {} new tokens make {steps} chunks; at most {MAX_CHUNK_STEPS} are priced (use a larger --chunk)",
+                args.new_tokens
+            );
+        }
     }
     let step_tokens = if phase == Phase::Prefill {
         args.new_tokens as u64
