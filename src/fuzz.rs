@@ -224,6 +224,7 @@ fn random_set(rng: &mut ChaCha8Rng, fields: &[Field]) -> String {
         2 => format!("{}=", f.path),
         3 => format!("{}.x.y=1", f.path),
         4 => "serving.decode.dep=4294967295".into(),
+        5 => format!("{}.{}x=1", f.path, "a.".repeat(rng.random_range(1..5000))),
         // Strings are mostly names and kinds: keep them half the time.
         _ if f.value.starts_with('"') && rng.random_bool(0.5) => {
             format!("{}={}", f.path, f.value)

@@ -812,6 +812,12 @@ fn regression_loader_messages_name_places_and_stay_short() {
         ],
     );
     assert!(e.lines().count() <= 5, "{e}");
+    // A --set path thousands of fields deep nested tables past the stack.
+    let deep = format!("model.{}b=1", "a.".repeat(10_000));
+    refused(
+        &["forward", "--set", &deep],
+        &["segments in the field path"],
+    );
     let long = format!("model.hidden={}", "9".repeat(20_000));
     let e = refused(&["forward", "--set", &long], &["characters"]);
     assert!(e.len() < 2_000, "{} bytes of message", e.len());

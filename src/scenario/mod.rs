@@ -135,6 +135,10 @@ pub struct Set {
     pub from: String,
 }
 
+/// Most segments of a `--set` path: the deepest field is four (`model.attention.
+/// indexer.top_k`); a path of thousands would nest tables past the stack.
+pub const MAX_SET_DEPTH: usize = 16;
+
 /// Longest piece of user input a message repeats; the rest is cut (`clip`).
 pub const MAX_ECHO_CHARS: usize = 120;
 
@@ -173,6 +177,13 @@ impl Set {
             .collect();
         if path.iter().any(|p| p.is_empty()) {
             bail!("{from} `{}`: empty segment in the field path", clip(s));
+        }
+        if path.len() > MAX_SET_DEPTH {
+            bail!(
+                "{from} `{}`: {} segments in the field path; fields are at most {MAX_SET_DEPTH} deep",
+                clip(s),
+                path.len()
+            );
         }
         let raw = value.trim();
         let value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
