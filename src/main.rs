@@ -5,8 +5,15 @@
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
+use std::io::Write as _;
+
+// First: its print macros shadow `std`'s in every module below.
+#[macro_use]
+mod out;
 
 mod cmd;
+#[cfg(test)]
+mod fuzz;
 mod scenario;
 
 #[derive(Parser)]
@@ -49,7 +56,14 @@ fn main() {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // Help, version and usage errors; a failed print is an error too.
+        Err(e) => match e.print() {
+            Ok(()) => std::process::exit(e.exit_code()),
+            Err(_) => std::process::exit(2),
+        },
+    };
     let result: Result<()> = match &cli.command {
         Command::Simulate(a) => cmd::simulate::run(a),
         Command::Forward(a) => cmd::forward::run(a),
@@ -60,7 +74,23 @@ fn main() {
         Command::List => cmd::list(),
     };
     if let Err(e) = result {
-        eprintln!("error: {e:#}");
+        let interrupted = e.downcast_ref::<cmd::interrupt::Interrupted>().is_some();
+        // No line of a message repeats a very long input in full.
+        let text: Vec<String> = format!("{e:#}")
+            .lines()
+            .map(scenario::clip_middle)
+            .collect();
+        eprintln!(
+            "{}: {}",
+            if interrupted { "interrupted" } else { "error" },
+            text.join("\n")
+        );
+        out::finish();
+        std::process::exit(if interrupted { 130 } else { 2 });
+    }
+    if let Some(why) = out::finish() {
+        // Best effort: stderr may be the stream that failed.
+        let _ = writeln!(std::io::stderr(), "error: {why}");
         std::process::exit(2);
     }
 }

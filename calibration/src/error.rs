@@ -3,11 +3,17 @@ use std::path::PathBuf;
 /// Everything calibration can fail with.
 #[derive(Debug, thiserror::Error)]
 pub enum CalibrationError {
-    #[error("{path}: {source}")]
+    /// The OS error is part of the message, not a `source`: a chain printer
+    /// (`anyhow`'s `{:#}`) would show it twice.
+    #[error("{path}: {error}")]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
+    #[error("{dir}: another `twin calibrate` ({}) is writing there; wait for it to end or stop it, or use another --out", match .pid { Some(p) => format!("pid {p}"), None => "pid unknown".to_string() })]
+    Locked { dir: PathBuf, pid: Option<u32> },
+    #[error("{path}: larger than {max} bytes: not a file twin wrote")]
+    TooLarge { path: PathBuf, max: u64 },
     #[error("{path}: malformed measurements CSV: {msg}")]
     Csv { path: PathBuf, msg: String },
     #[error("{path}: holds measurements from device {found:?}, not {expected:?}; use another output directory")]
@@ -40,5 +46,5 @@ pub type Result<T> = std::result::Result<T, CalibrationError>;
 
 pub(crate) fn io_err(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> CalibrationError {
     let path = path.into();
-    move |source| CalibrationError::Io { path, source }
+    move |error| CalibrationError::Io { path, error }
 }

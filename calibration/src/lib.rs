@@ -20,5 +20,5 @@ pub mod profile;
 
 pub use error::{CalibrationError, Result};
 pub use families::OpFit;
-pub use log::{MeasurementLog, Row};
+pub use log::{DirLock, MeasurementLog, Row};
 pub use profile::{Profile, Provenance, Reference};

@@ -106,20 +106,93 @@ impl Row {
     }
 }
 
-/// Reads every row. A final line cut short by an interrupted write is ignored.
-pub fn read_rows(path: &Path) -> Result<Vec<Row>> {
-    let mut text = String::new();
+/// A last line without its newline that is not a whole row: cut short by an
+/// interrupted write (or damaged), and left out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CutRow {
+    /// Its 1-based line number.
+    pub line: usize,
+    /// Its length in bytes.
+    pub bytes: usize,
+}
+
+/// A measurement log as read, without changing the file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogRead {
+    pub rows: Vec<Row>,
+    /// The last line, when it lacks its newline and is not a whole row.
+    pub cut: Option<CutRow>,
+    /// The last line lacks its newline but is a whole row (kept in `rows`).
+    pub unterminated: bool,
+    /// Bytes up to the end of the last whole row (what a repair keeps).
+    pub whole_bytes: usize,
+}
+
+/// Whether `r`, read from a line without its newline, is a whole row: its timestamp
+/// is complete (`YYYY-MM-DDThh:mm:ssZ`) and its note is `key=value` pairs. (A cut
+/// inside the note's last value cannot be told from a whole row; the CSV's own writer
+/// puts every row and its newline in one write, so only damage from outside leaves a
+/// row without its newline.)
+fn looks_whole(r: &Row) -> bool {
+    let t = r.timestamp.as_bytes();
+    let stamp = t.len() == 20
+        && t.iter().enumerate().all(|(i, &b)| match i {
+            4 | 7 => b == b'-',
+            10 => b == b'T',
+            13 | 16 => b == b':',
+            19 => b == b'Z',
+            _ => b.is_ascii_digit(),
+        });
+    let note = r.note.split_whitespace().all(|kv| {
+        kv.split_once('=')
+            .is_some_and(|(k, v)| !k.is_empty() && !v.is_empty())
+    });
+    stamp && note
+}
+
+/// Largest measurement log read (a full plan's log is well under a megabyte).
+pub const MAX_LOG_BYTES: u64 = 1 << 30;
+
+/// Largest profile read.
+pub const MAX_PROFILE_BYTES: u64 = 16 << 20;
+
+/// The bytes of `path`, refused past `max` (a device or a wrong file, such as
+/// `/dev/zero`, would otherwise be read without end).
+pub(crate) fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>> {
+    let mut bytes = Vec::new();
     File::open(path)
-        .and_then(|mut f| f.read_to_string(&mut text))
+        .and_then(|f| f.take(max + 1).read_to_end(&mut bytes))
         .map_err(io_err(path))?;
-    if !text.ends_with('\n') {
-        if let Some(i) = text.rfind('\n') {
-            text.truncate(i + 1);
-        }
+    if bytes.len() as u64 > max {
+        return Err(CalibrationError::TooLarge {
+            path: path.into(),
+            max,
+        });
+    }
+    Ok(bytes)
+}
+
+/// Reads every row of a measurement log and what is wrong with its end, changing
+/// nothing. A header that is not the log's, or a bad row before the last line, is an
+/// error naming the file.
+pub fn read_log(path: &Path) -> Result<LogRead> {
+    let bytes = read_bounded(path, MAX_LOG_BYTES)?;
+    let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let (head, tail) = bytes.split_at(complete);
+    if head.is_empty() {
+        // Not even a whole header line.
+        return Err(CalibrationError::Csv {
+            path: path.into(),
+            msg: if bytes.is_empty() {
+                "the file is empty".into()
+            } else {
+                "no complete header line".into()
+            },
+        });
     }
     let mut rdr = csv::ReaderBuilder::new()
         .has_headers(true)
-        .from_reader(text.as_bytes());
+        .from_reader(head);
     let headers = rdr.headers().map_err(|e| csv_err(path, e))?.clone();
     if headers.iter().take(13).ne(COLUMNS.iter().take(13).copied()) {
         return Err(CalibrationError::Csv {
@@ -131,9 +204,50 @@ pub fn read_rows(path: &Path) -> Result<Vec<Row>> {
             ),
         });
     }
-    rdr.deserialize()
+    let mut rows: Vec<Row> = rdr
+        .deserialize()
         .map(|r| r.map_err(|e| csv_err(path, e)))
-        .collect()
+        .collect::<Result<_>>()?;
+    let lines = head.iter().filter(|&&b| b == b'\n').count();
+    let mut read = LogRead {
+        rows: Vec::new(),
+        cut: None,
+        unterminated: false,
+        whole_bytes: complete,
+    };
+    if !tail.iter().all(|b| b.is_ascii_whitespace()) {
+        let whole = std::str::from_utf8(tail).ok().and_then(|t| {
+            let mut r = csv::ReaderBuilder::new()
+                .has_headers(false)
+                .from_reader(t.as_bytes());
+            let rec = r.records().next()?.ok()?;
+            if rec.len() != headers.len() {
+                return None;
+            }
+            let row: Row = rec.deserialize(Some(&headers)).ok()?;
+            looks_whole(&row).then_some(row)
+        });
+        match whole {
+            Some(row) => {
+                rows.push(row);
+                read.unterminated = true;
+                read.whole_bytes = bytes.len();
+            }
+            None => {
+                read.cut = Some(CutRow {
+                    line: lines + 1,
+                    bytes: tail.len(),
+                })
+            }
+        }
+    }
+    read.rows = rows;
+    Ok(read)
+}
+
+/// Reads every row (`read_log`); a last line cut short is left out.
+pub fn read_rows(path: &Path) -> Result<Vec<Row>> {
+    read_log(path).map(|l| l.rows)
 }
 
 fn csv_err(path: &Path, e: csv::Error) -> CalibrationError {
@@ -148,29 +262,47 @@ pub struct MeasurementLog {
     path: PathBuf,
     file: File,
     done: HashSet<Point>,
+    repaired: Option<CutRow>,
 }
 
 impl MeasurementLog {
     /// Opens (or creates, with a header) `path`. Existing rows must come from `device`.
-    /// A partial last line from an interrupted run is cut off.
+    /// The file is checked first and changed only once it is known good: a last line
+    /// cut short by an interrupted run is then cut off (`repaired` says so), a whole
+    /// last row without its newline gets one. A log that fails the checks is left as
+    /// it is.
     pub fn open(path: &Path, device: &str) -> Result<MeasurementLog> {
-        if path.exists() {
-            truncate_partial_line(path)?;
-        }
         let exists = std::fs::metadata(path)
             .map(|m| m.len() > 0)
             .unwrap_or(false);
         let mut done = HashSet::new();
+        let mut repaired = None;
+        let mut mend = None;
         if exists {
-            for r in read_rows(path)? {
+            let read = read_log(path)?;
+            for r in &read.rows {
                 if r.device != device {
                     return Err(CalibrationError::DeviceMismatch {
                         path: path.into(),
-                        found: r.device,
+                        found: r.device.clone(),
                         expected: device.to_string(),
                     });
                 }
                 done.insert(r.point());
+            }
+            // Checked: now the repairs.
+            if read.cut.is_some() || read.unterminated {
+                mend = Some(read.whole_bytes);
+            }
+            repaired = read.cut;
+            if let Some(keep) = mend {
+                let f = OpenOptions::new()
+                    .write(true)
+                    .open(path)
+                    .map_err(io_err(path))?;
+                f.set_len(keep as u64)
+                    .and_then(|_| f.sync_data())
+                    .map_err(io_err(path))?;
             }
         }
         let mut file = OpenOptions::new()
@@ -183,16 +315,27 @@ impl MeasurementLog {
             file.write_all(line.as_bytes())
                 .and_then(|_| file.sync_data())
                 .map_err(io_err(path))?;
+        } else if mend.is_some() && repaired.is_none() {
+            // A whole last row without its newline: end it.
+            file.write_all(b"\n")
+                .and_then(|_| file.sync_data())
+                .map_err(io_err(path))?;
         }
         Ok(MeasurementLog {
             path: path.into(),
             file,
             done,
+            repaired,
         })
     }
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The last line cut off when the log was opened (an interrupted run's), if any.
+    pub fn repaired(&self) -> Option<&CutRow> {
+        self.repaired.as_ref()
     }
 
     /// Whether `p` is already in the log.
@@ -226,19 +369,85 @@ impl MeasurementLog {
     }
 }
 
-fn truncate_partial_line(path: &Path) -> Result<()> {
-    let mut f = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path)
-        .map_err(io_err(path))?;
-    let mut buf = Vec::new();
-    f.read_to_end(&mut buf).map_err(io_err(path))?;
-    if buf.last() != Some(&b'\n') {
-        let keep = buf.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-        f.set_len(keep as u64).map_err(io_err(path))?;
-        f.seek(SeekFrom::End(0)).map_err(io_err(path))?;
-        f.sync_data().map_err(io_err(path))?;
+/// Name of the lock file `DirLock` keeps in an output directory.
+pub const LOCK_FILE: &str = ".twin-calibrate.lock";
+
+/// An exclusive lock on a calibration output directory, held while a run writes
+/// there, so two runs never interleave rows in one log. It is an advisory lock
+/// (`flock`) on `DIR/.twin-calibrate.lock`, which holds the owner's pid: the system
+/// drops it when its process ends however it ends, and a pid left in the file by a
+/// process that was killed is taken over with a message. Released (the pid cleared)
+/// on drop.
+pub struct DirLock {
+    file: File,
+}
+
+impl DirLock {
+    /// Takes the lock of `dir`, or fails naming the process that holds it. The second
+    /// value says when a stale lock (a killed run's pid) was taken over.
+    pub fn acquire(dir: &Path) -> Result<(DirLock, Option<String>)> {
+        let path = dir.join(LOCK_FILE);
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(io_err(&path))?;
+        let mut previous = String::new();
+        // The pid of whoever wrote the file last (a running holder, or a killed one).
+        let _ = (&mut file).take(64).read_to_string(&mut previous);
+        let holder = previous.trim().parse::<u32>().ok();
+        if !try_lock(&file).map_err(io_err(&path))? {
+            return Err(CalibrationError::Locked {
+                dir: dir.into(),
+                pid: holder,
+            });
+        }
+        let note = holder
+            .filter(|&pid| pid != std::process::id())
+            .map(|pid| {
+                format!(
+                    "took over the lock of {} from pid {pid}, which no longer holds it (a run that was killed)",
+                    dir.display()
+                )
+            });
+        file.set_len(0)
+            .and_then(|_| file.seek(SeekFrom::Start(0)))
+            .and_then(|_| writeln!(file, "{}", std::process::id()))
+            .and_then(|_| file.sync_data())
+            .map_err(io_err(&path))?;
+        Ok((DirLock { file }, note))
     }
-    Ok(())
+}
+
+impl Drop for DirLock {
+    fn drop(&mut self) {
+        // A clean end leaves no pid behind; closing the file releases the lock.
+        let _ = self.file.set_len(0);
+    }
+}
+
+/// Takes an exclusive advisory lock on `f` without waiting: false when another open
+/// file (another process, or another `DirLock` here) holds it.
+#[cfg(unix)]
+fn try_lock(f: &File) -> std::io::Result<bool> {
+    use std::os::unix::io::AsRawFd;
+    // SAFETY: flock on a file descriptor this `File` owns for the call's duration.
+    let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc == 0 {
+        return Ok(true);
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        Ok(false)
+    } else {
+        Err(e)
+    }
+}
+
+/// Without `flock`, the lock is only the pid file: taken when it is empty.
+#[cfg(not(unix))]
+fn try_lock(f: &File) -> std::io::Result<bool> {
+    Ok(f.metadata()?.len() == 0)
 }

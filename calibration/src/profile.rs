@@ -50,7 +50,7 @@ pub struct Profile {
 
 /// SHA-256 of a file, lowercase hex.
 pub fn sha256_file(path: &Path) -> Result<String> {
-    let bytes = std::fs::read(path).map_err(io_err(path))?;
+    let bytes = crate::log::read_bounded(path, crate::log::MAX_LOG_BYTES)?;
     let digest = Sha256::digest(&bytes);
     Ok(digest.iter().map(|b| format!("{b:02x}")).collect())
 }
@@ -126,7 +126,7 @@ impl Profile {
                 skipped.insert(op.to_string(), "no fit family for this op".to_string());
                 continue;
             }
-            match fit_op(op, rs) {
+            match fit_op(op, rs).and_then(|f| finite_fit(op, f)) {
                 Ok(f) => {
                     ops.insert(op.to_string(), f);
                 }
@@ -145,7 +145,7 @@ impl Profile {
                 if by_dtype.len() > 1 {
                     for (dtype, drs) in by_dtype {
                         let key = format!("{op}.{dtype}");
-                        match fit_op(op, &drs) {
+                        match fit_op(op, &drs).and_then(|f| finite_fit(&key, f)) {
                             Ok(f) => {
                                 ops.insert(key, f);
                             }
@@ -197,8 +197,44 @@ impl Profile {
         })
     }
 
-    /// Writes atomically (temporary file in the same directory, then rename).
+    /// Every value that is not a finite number, by its path (`ops.copy.r2`).
+    pub fn non_finite(&self) -> Vec<String> {
+        let mut bad = Vec::new();
+        let r = &self.reference;
+        for (k, v) in [
+            ("stream_read_bytes_per_s", r.stream_read_bytes_per_s),
+            ("gemm_flops_per_s", r.gemm_flops_per_s),
+        ] {
+            if let Some(v) = v.filter(|v| !v.is_finite()) {
+                bad.push(format!("reference.{k} = {v}"));
+            }
+        }
+        for (op, f) in &self.ops {
+            bad.extend(
+                non_finite_values(f)
+                    .into_iter()
+                    .map(|kv| format!("ops.{op}.{kv}")),
+            );
+        }
+        bad
+    }
+
+    /// An error at `path` unless every value is a finite number (`non_finite`).
+    fn check_finite(&self, path: &Path, what: &str) -> Result<()> {
+        let bad = self.non_finite();
+        if bad.is_empty() {
+            return Ok(());
+        }
+        Err(CalibrationError::Profile {
+            path: path.into(),
+            msg: format!("{what}: values that are not finite: {}", bad.join(", ")),
+        })
+    }
+
+    /// Writes atomically (temporary file in the same directory, then rename). A
+    /// profile with a value that is not a finite number is refused.
     pub fn write(&self, path: &Path) -> Result<()> {
+        self.check_finite(path, "not written")?;
         let text = self.to_toml()?;
         let dir = path
             .parent()
@@ -210,30 +246,31 @@ impl Profile {
                 .and_then(|n| n.to_str())
                 .unwrap_or("profile.toml")
         ));
-        {
+        // Errors name the profile asked for; the temporary file is a detail.
+        let written = (|| {
             use std::io::Write;
-            let mut f = std::fs::File::create(&tmp).map_err(io_err(&tmp))?;
-            f.write_all(text.as_bytes())
-                .and_then(|_| f.sync_all())
-                .map_err(io_err(&tmp))?;
-        }
-        std::fs::rename(&tmp, path).map_err(io_err(path))
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(text.as_bytes())?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, path)
+        })();
+        written.map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            io_err(path)(e)
+        })
     }
 
     pub fn load(path: &Path) -> Result<Profile> {
-        let text = std::fs::read_to_string(path).map_err(io_err(path))?;
+        let bytes = crate::log::read_bounded(path, crate::log::MAX_PROFILE_BYTES)?;
+        let text = String::from_utf8(bytes).map_err(|_| CalibrationError::Profile {
+            path: path.into(),
+            msg: "not UTF-8 text".into(),
+        })?;
         let p: Profile = toml::from_str(&text).map_err(|e| CalibrationError::Profile {
             path: path.into(),
             msg: e.to_string(),
         })?;
-        for (op, f) in &p.ops {
-            if f.params.values().any(|v| v.is_nan()) {
-                return Err(CalibrationError::Profile {
-                    path: path.into(),
-                    msg: format!("op {op} has a NaN parameter"),
-                });
-            }
-        }
+        p.check_finite(path, "refit it with `twin calibrate fit`")?;
         Ok(p)
     }
 
@@ -351,6 +388,34 @@ impl Profile {
         p.source = self.source();
         p
     }
+}
+
+/// `f`, unless one of its values is not a finite number (a fitted coefficient of 0
+/// reads as an infinite rate: the measurements do not show that term, often because
+/// their shapes do not vary it), which a profile cannot hold.
+fn finite_fit(op: &str, f: OpFit) -> Result<OpFit> {
+    let bad = non_finite_values(&f);
+    if bad.is_empty() {
+        Ok(f)
+    } else {
+        Err(CalibrationError::NonFinite {
+            op: op.into(),
+            what: format!(
+                "fitted value ({}): the measurements do not determine it",
+                bad.join(", ")
+            ),
+        })
+    }
+}
+
+/// `name = value` of every value of a fit that is not a finite number.
+fn non_finite_values(f: &OpFit) -> Vec<String> {
+    [("r2", f.r2), ("mape", f.mape), ("loo_mape", f.loo_mape)]
+        .into_iter()
+        .chain(f.params.iter().map(|(k, v)| (k.as_str(), *v)))
+        .filter(|(_, v)| !v.is_finite())
+        .map(|(k, v)| format!("{k} = {v}"))
+        .collect()
 }
 
 #[cfg(test)]

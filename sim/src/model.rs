@@ -263,8 +263,11 @@ pub struct Layer {
 }
 
 impl Model {
+    /// Layers in all (saturating: counts are user input; `validate::model` bounds it).
     pub fn layer_count(&self) -> u32 {
-        self.layers.iter().map(|g| g.count).sum()
+        self.layers
+            .iter()
+            .fold(0u32, |a, g| a.saturating_add(g.count))
     }
 
     /// The schedule expanded layer by layer.

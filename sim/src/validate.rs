@@ -3,10 +3,13 @@
 //! name fields, not command-line flags: the caller names each `Field` in its user's
 //! words (`--dep` for `twin forward`, `serving.decode.dep` in a scenario).
 
-use crate::cost::{AnalyticCostModel, KvCapacity, Layout};
 use crate::model::{AttentionKind, FfnKind};
 use crate::{Hardware, Model};
 use std::fmt;
+
+mod deployment;
+
+pub use deployment::{deployment, non_finite_step, MAX_DEP, MAX_TP};
 
 /// What a problem is about.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,18 +119,57 @@ impl fmt::Display for Problem {
     }
 }
 
+/// Plausible range of a datasheet rate (bytes/s or flop/s per GPU): from a slow host
+/// link (1 MB/s) to a hundred times the fastest tensor rate shipped (about 1e16 flop/s
+/// of FP4). A rate outside it is a typo (`1e-300`, `7e30`) and would price steps at
+/// zero or infinity.
+pub const RATE_RANGE: (f64, f64) = (1e6, 1e18);
+
+/// A number as a message shows it: plain in the everyday range, else in exponent form
+/// (`1e-300`, not three hundred zeros).
+pub fn show(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() || (1e-4..1e15).contains(&v.abs()) {
+        format!("{v}")
+    } else {
+        format!("{v:e}")
+    }
+}
+
 fn positive(out: &mut Vec<Problem>, path: &str, v: f64) {
-    if !(v.is_finite() && v > 0.0) {
+    if !v.is_finite() {
+        out.push(Problem::new(path, format!("must be finite, got {v}")));
+    } else if v <= 0.0 {
         out.push(Problem::new(
             path,
-            format!("must be a positive number, got {v}"),
+            format!("must be a positive number, got {}", show(v)),
+        ));
+    }
+}
+
+/// A datasheet rate: positive, finite and within `RATE_RANGE`.
+fn rate(out: &mut Vec<Problem>, path: &str, v: f64) {
+    let before = out.len();
+    positive(out, path, v);
+    let (lo, hi) = RATE_RANGE;
+    if out.len() == before && !(lo..=hi).contains(&v) {
+        out.push(Problem::new(
+            path,
+            format!(
+                "{} per second is outside the plausible range {lo:e}..={hi:e}",
+                show(v)
+            ),
         ));
     }
 }
 
 fn fraction(out: &mut Vec<Problem>, path: &str, v: f64) {
-    if !(v.is_finite() && v > 0.0 && v <= 1.0) {
-        out.push(Problem::new(path, format!("must lie in (0, 1], got {v}")));
+    if !v.is_finite() {
+        out.push(Problem::new(path, format!("must be finite, got {v}")));
+    } else if !(v > 0.0 && v <= 1.0) {
+        out.push(Problem::new(
+            path,
+            format!("must lie in (0, 1], got {}", show(v)),
+        ));
     }
 }
 
@@ -141,19 +183,19 @@ pub fn hardware(hw: &Hardware) -> Vec<Problem> {
             format!("{} exceeds hbm.capacity {}", hw.hbm.usable, hw.hbm.capacity),
         ));
     }
-    positive(&mut p, "hbm.bytes_per_s", hw.hbm.bytes_per_s);
-    positive(
+    rate(&mut p, "hbm.bytes_per_s", hw.hbm.bytes_per_s);
+    rate(
         &mut p,
         "tensor.bf16_flops_per_s",
         hw.tensor.bf16_flops_per_s,
     );
-    positive(&mut p, "tensor.fp8_flops_per_s", hw.tensor.fp8_flops_per_s);
+    rate(&mut p, "tensor.fp8_flops_per_s", hw.tensor.fp8_flops_per_s);
     if let Some(f) = hw.tensor.fp4_flops_per_s {
-        positive(&mut p, "tensor.fp4_flops_per_s", f);
+        rate(&mut p, "tensor.fp4_flops_per_s", f);
     }
-    positive(&mut p, "nvlink.bytes_per_s", hw.nvlink.bytes_per_s);
-    positive(&mut p, "scaleout.bytes_per_s", hw.scaleout.bytes_per_s);
-    positive(&mut p, "host.link_bytes_per_s", hw.host.link_bytes_per_s);
+    rate(&mut p, "nvlink.bytes_per_s", hw.nvlink.bytes_per_s);
+    rate(&mut p, "scaleout.bytes_per_s", hw.scaleout.bytes_per_s);
+    rate(&mut p, "host.link_bytes_per_s", hw.host.link_bytes_per_s);
     if hw.sms == 0 {
         p.push(Problem::new("sms", "must be at least 1"));
     }
@@ -169,10 +211,36 @@ pub fn hardware(hw: &Hardware) -> Vec<Problem> {
         ("host.link_latency_s", hw.host.link_latency_s),
         ("tlb.miss_s", hw.tlb.miss_s),
     ] {
-        if !(v.is_finite() && v >= 0.0) {
+        if !v.is_finite() {
+            p.push(Problem::new(path, format!("must be finite, got {v}")));
+        } else if !(0.0..=1.0).contains(&v) {
             p.push(Problem::new(
                 path,
-                format!("must be a non-negative number of seconds, got {v}"),
+                format!("must be a number of seconds in [0, 1], got {}", show(v)),
+            ));
+        }
+    }
+    for (path, v) in [
+        ("power_w", hw.power_w),
+        (
+            "price.hyperscaler_usd_per_gpu_hour",
+            hw.price.hyperscaler_usd_per_gpu_hour,
+        ),
+        (
+            "price.neocloud_usd_per_gpu_hour",
+            hw.price.neocloud_usd_per_gpu_hour,
+        ),
+        (
+            "price.rental_3yr_usd_per_gpu_hour",
+            hw.price.rental_3yr_usd_per_gpu_hour,
+        ),
+    ] {
+        if !v.is_finite() {
+            p.push(Problem::new(path, format!("must be finite, got {v}")));
+        } else if v < 0.0 {
+            p.push(Problem::new(
+                path,
+                format!("must not be negative, got {}", show(v)),
             ));
         }
     }
@@ -185,10 +253,115 @@ pub fn hardware(hw: &Hardware) -> Vec<Problem> {
     p
 }
 
+/// Largest layer count a model may have: sixteen times the deepest shipped (61).
+pub const MAX_LAYERS: u32 = 1024;
+
+/// Model sizes past which twin refuses a model: each many times the largest shipped
+/// model's, small enough that products of sizes (weights, flops, bytes per token) stay
+/// exact in 64-bit integers and far from overflow in `f64`.
+fn size_limits(m: &Model) -> Vec<(String, u64, u64)> {
+    let a = &m.attention;
+    let mut v: Vec<(String, u64, u64)> = vec![
+        ("hidden".into(), m.hidden as u64, 1 << 20),
+        ("vocab".into(), m.vocab as u64, 1 << 24),
+        ("attention.heads".into(), a.heads as u64, 1 << 12),
+        ("attention.score_dim".into(), a.score_dim as u64, 1 << 16),
+        ("attention.value_dim".into(), a.value_dim as u64, 1 << 16),
+        (
+            "attention.qk_head_dim".into(),
+            a.qk_head_dim as u64,
+            1 << 16,
+        ),
+        ("attention.v_head_dim".into(), a.v_head_dim as u64, 1 << 16),
+        ("attention.q_lora".into(), a.q_lora as u64, 1 << 20),
+        ("attention.kv_dim".into(), a.kv_dim as u64, 1 << 20),
+        ("attention.kv_up_params".into(), a.kv_up_params, 1 << 40),
+        (
+            "attention.o_lora".into(),
+            a.o_lora.unwrap_or(0) as u64,
+            1 << 20,
+        ),
+        ("attention.window".into(), a.window as u64, 1 << 24),
+    ];
+    if let Some(i) = &a.indexer {
+        v.push(("attention.indexer.heads".into(), i.heads as u64, 1 << 12));
+        v.push((
+            "attention.indexer.head_dim".into(),
+            i.head_dim as u64,
+            1 << 16,
+        ));
+        v.push(("attention.indexer.top_k".into(), i.top_k as u64, 1 << 24));
+    }
+    for (i, g) in m.layers.iter().enumerate() {
+        v.push((
+            format!("layers[{i}].compress_ratio"),
+            g.compress_ratio as u64,
+            1 << 20,
+        ));
+    }
+    if let Some(moe) = &m.moe {
+        v.push((
+            "moe.routed_experts".into(),
+            moe.routed_experts as u64,
+            1 << 16,
+        ));
+        v.push((
+            "moe.shared_experts".into(),
+            moe.shared_experts as u64,
+            1 << 10,
+        ));
+        v.push(("moe.expert_ffn".into(), moe.expert_ffn as u64, 1 << 20));
+        v.push(("moe.scale_block".into(), moe.scale_block as u64, 1 << 20));
+    }
+    if let Some(d) = &m.dense_ffn {
+        v.push(("dense_ffn.ffn".into(), d.ffn as u64, 1 << 22));
+    }
+    if let Some(e) = &m.engram {
+        v.push(("engram.orders".into(), e.orders.len() as u64, 64));
+        v.push((
+            "engram.heads_per_order".into(),
+            e.heads_per_order as u64,
+            1 << 12,
+        ));
+        v.push((
+            "engram.dim_per_order".into(),
+            e.dim_per_order as u64,
+            1 << 20,
+        ));
+        v.push(("engram.rows_per_table".into(), e.rows_per_table, 1 << 40));
+    }
+    if let Some(x) = &m.mhc {
+        v.push(("mhc.streams".into(), x.streams as u64, 64));
+    }
+    if let Some(t) = &m.mtp {
+        v.push(("mtp.draft_tokens".into(), t.draft_tokens as u64, 16));
+    }
+    v
+}
+
 pub fn model(m: &Model) -> Vec<Problem> {
     let mut p = Vec::new();
     if m.hidden == 0 {
         p.push(Problem::new("hidden", "must be at least 1"));
+    }
+    for (path, v, max) in size_limits(m) {
+        if v > max {
+            p.push(Problem::new(
+                path,
+                format!("{v} is larger than the {max} twin models"),
+            ));
+        }
+    }
+    let layers: u64 = m.layers.iter().map(|g| g.count as u64).sum();
+    if layers > MAX_LAYERS as u64 {
+        p.push(Problem::new(
+            "layers",
+            format!("{layers} layers in all; twin models at most {MAX_LAYERS}"),
+        ));
+    }
+    if !p.is_empty() {
+        // Sizes out of range: the checks below would expand or multiply them.
+        return p;
     }
     if m.layers.is_empty() || m.layer_count() == 0 {
         p.push(Problem::new("layers", "the model needs at least one layer"));
@@ -360,265 +533,4 @@ pub fn model(m: &Model) -> Vec<Problem> {
         }
     }
     p
-}
-
-/// A DEP group of `layout` on `hw` running `m`, with `batch_per_rank` requests of
-/// `tokens_per_request` tokens of KV each (0 = skip the KV check).
-pub fn deployment(
-    hw: &Hardware,
-    m: &Model,
-    layout: &Layout,
-    batch_per_rank: u64,
-    tokens_per_request: u64,
-) -> Vec<Problem> {
-    let mut p = Vec::new();
-    let d = layout.dep;
-    if d == 0 {
-        p.push(Problem::at(Field::Dep, "DEP size must be at least 1"));
-        return p;
-    }
-    if layout.tp != 1 {
-        return tensor_parallel(hw, m, layout, batch_per_rank, tokens_per_request);
-    }
-    if hw.nvlink_domain_gpus > 8 && d > hw.nvlink_domain_gpus {
-        p.push(Problem::at(
-            Field::Dep,
-            Message::default()
-                .text(format!(
-                    "DEP {d} is larger than the {}-GPU {} rack; use ",
-                    hw.nvlink_domain_gpus, hw.name
-                ))
-                .field(Field::Dep)
-                .text(format!(" {} or less", hw.nvlink_domain_gpus)),
-        ));
-    }
-    if let Some(moe) = &m.moe {
-        let slots = moe.routed_experts + layout.redundant_experts;
-        if !slots.is_multiple_of(d) {
-            let r = (d - slots % d) % d;
-            let e = moe.routed_experts;
-            let below = (1..d).rev().find(|x| e % x == 0);
-            let above = (d + 1..=e).find(|x| e % x == 0);
-            let mut message = Message::default().text(format!(
-                "{} routed + {} redundant experts do not divide over {d} ranks; use a DEP that divides {slots}",
-                moe.routed_experts, layout.redundant_experts
-            ));
-            let example = match (below, above) {
-                (Some(b), Some(a)) => Some(format!(" {b} or {a})")),
-                (Some(x), None) | (None, Some(x)) => Some(format!(" {x})")),
-                (None, None) => None,
-            };
-            if let Some(example) = example {
-                message = message.text(" (e.g. ").field(Field::Dep).text(example);
-            }
-            p.push(Problem::at(
-                if layout.redundant_experts > 0 {
-                    Field::RedundantExperts
-                } else {
-                    Field::Dep
-                },
-                message.text(format!(", or add {r} more redundant experts")),
-            ));
-        }
-        if layout.redundant_experts > 0 && layout.redundant_experts > moe.routed_experts {
-            p.push(Problem::at(
-                Field::RedundantExperts,
-                format!(
-                    "{} redundant experts exceed the {} routed experts",
-                    layout.redundant_experts, moe.routed_experts
-                ),
-            ));
-        }
-    }
-    if !p.is_empty() {
-        return p;
-    }
-    memory(
-        hw,
-        m,
-        layout,
-        batch_per_rank,
-        tokens_per_request,
-        Field::Dep,
-    )
-}
-
-/// A tensor-parallel replica: one of them (`dep` 1), heads and (expert-parallel)
-/// experts dividing over its GPUs, no redundant experts.
-fn tensor_parallel(
-    hw: &Hardware,
-    m: &Model,
-    layout: &Layout,
-    batch_per_rank: u64,
-    tokens_per_request: u64,
-) -> Vec<Problem> {
-    let mut p = Vec::new();
-    let t = layout.tp;
-    if t == 0 {
-        p.push(Problem::at(Field::Tp, "TP size must be at least 1"));
-        return p;
-    }
-    if layout.dep > 1 {
-        p.push(Problem::at(
-            Field::Tp,
-            Message::default()
-                .text(format!(
-                    "TP{t} with {} data-parallel replicas is not modelled: use one TP replica (",
-                    layout.dep
-                ))
-                .field(Field::Dep)
-                .text(" 1) per instance and more instances, or DEP (")
-                .field(Field::Tp)
-                .text(" 1)"),
-        ));
-    }
-    let heads = m.attention.heads;
-    if !heads.is_multiple_of(t) {
-        let fits: Vec<String> = (1..=heads.min(64))
-            .filter(|x| heads % x == 0 && *x > 1)
-            .map(|x| x.to_string())
-            .collect();
-        p.push(Problem::at(
-            Field::Tp,
-            format!(
-                "{heads} attention heads do not divide over {t} GPUs; use a TP size that divides {heads} ({})",
-                fits.join(", ")
-            ),
-        ));
-    }
-    if let Some(moe) = &m.moe {
-        if layout.expert_parallel && !moe.routed_experts.is_multiple_of(t) {
-            p.push(Problem::at(
-                Field::Tp,
-                format!(
-                    "{} routed experts do not divide over {t} GPUs with expert parallelism",
-                    moe.routed_experts
-                ),
-            ));
-        }
-    }
-    if layout.redundant_experts > 0 {
-        p.push(Problem::at(
-            Field::RedundantExperts,
-            Message::default()
-                .text("redundant experts balance a DEP group's expert load; with TP use ")
-                .field(Field::RedundantExperts)
-                .text(" 0"),
-        ));
-    }
-    if !p.is_empty() {
-        return p;
-    }
-    memory(hw, m, layout, batch_per_rank, tokens_per_request, Field::Tp)
-}
-
-/// Weights and KV of one replica in HBM; `grow` is the setting that spreads the
-/// weights over more GPUs.
-fn memory(
-    hw: &Hardware,
-    m: &Model,
-    layout: &Layout,
-    batch_per_rank: u64,
-    tokens_per_request: u64,
-    grow: Field,
-) -> Vec<Problem> {
-    let mut p = Vec::new();
-    let cm = AnalyticCostModel::new(hw.clone(), m.clone(), layout.clone(), Default::default());
-    let weights = cm.weight_bytes_per_rank();
-    let usable = hw.hbm.usable.as_f64();
-    let kv_bytes = cm.kv_bytes_per_rank();
-    let larger = if grow == Field::Tp { "TP" } else { "DEP" };
-    if kv_bytes <= 0.0 {
-        p.push(Problem::at(
-            grow,
-            format!(
-                "weights need {:.1} GB per GPU but {} has {:.1} GB usable (8% kept for activations); use a larger {larger}",
-                weights / 1e9,
-                hw.name,
-                usable / 1e9
-            ),
-        ));
-        return p;
-    }
-    // KV bytes each GPU of the replica keeps for its requests.
-    let cap = cm.kv_capacity_tokens_per_rank();
-    let per_gpu = kv_bytes / cap.max(1) as f64;
-    let need = batch_per_rank as f64 * tokens_per_request as f64 * per_gpu;
-    if batch_per_rank.saturating_mul(tokens_per_request) > cap {
-        let max_batch = cap / tokens_per_request.max(1);
-        p.push(Problem::at(
-            Field::BatchPerRank,
-            Message::default()
-                .text(format!(
-                    "{batch_per_rank} requests x {tokens_per_request} tokens x {:.0} B = {:.1} GB of KV per GPU, but only {:.1} GB is left after {:.1} GB of weights; use ",
-                    per_gpu,
-                    need / 1e9,
-                    kv_bytes / 1e9,
-                    weights / 1e9
-                ))
-                .field(Field::BatchPerRank)
-                .text(format!(" {max_batch} or less, a shorter context, or a larger {larger}")),
-        ));
-    }
-    p
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn gb300_flash() -> (Hardware, Model) {
-        let hw = toml::from_str(include_str!("../../scenarios/hardware/gb300.toml")).unwrap();
-        let m = toml::from_str(include_str!(
-            "../../scenarios/models/deepseek-v4.1-flash.toml"
-        ))
-        .unwrap();
-        (hw, m)
-    }
-
-    fn layout(dep: u32, redundant_experts: u32) -> Layout {
-        Layout {
-            redundant_experts,
-            ..Layout::new(dep)
-        }
-    }
-
-    /// A deployment problem names its field as a field; each caller words it.
-    #[test]
-    fn deployment_problems_carry_typed_fields() {
-        let (hw, m) = gb300_flash();
-        let p = deployment(&hw, &m, &layout(36, 0), 1, 0);
-        assert_eq!(p.len(), 1, "{p:?}");
-        assert_eq!(p[0].field, Field::Dep);
-        let flag = |f: &Field| match f {
-            Field::Dep => "--dep".to_string(),
-            other => other.to_string(),
-        };
-        let scenario = |f: &Field| format!("serving.decode.{f}");
-        let cli = p[0].render(&flag);
-        assert!(
-            cli.starts_with("--dep: 384 routed + 0 redundant experts"),
-            "{cli}"
-        );
-        assert!(
-            cli.contains("(e.g. --dep 32 or 48), or add 12 more"),
-            "{cli}"
-        );
-        let file = p[0].render(&scenario);
-        assert!(
-            file.contains("(e.g. serving.decode.dep 32 or 48)"),
-            "{file}"
-        );
-        assert!(!file.contains("--"), "{file}");
-        assert_eq!(p[0].to_string(), p[0].render(&|f| f.to_string()));
-        assert!(deployment(&hw, &m, &layout(36, 12), 1, 0).is_empty());
-        let p = deployment(&hw, &m, &layout(96, 0), 1, 0);
-        assert_eq!(p[0].field, Field::Dep);
-        assert!(p[0].render(&flag).ends_with("use --dep 72 or less"));
-        let p = deployment(&hw, &m, &layout(8, 0), 4096, 1_000_000);
-        assert_eq!(p[0].field, Field::BatchPerRank);
-        assert!(p[0]
-            .render(&scenario)
-            .contains("use serving.decode.batch_per_rank "));
-    }
 }

@@ -429,3 +429,61 @@ fn per_request_decode_keeps_the_mtp_yield() {
     assert!(close(out_tok_s, 1000.0 * expect_req_s, 0.03), "{out_tok_s}");
     assert_eq!(r.itl_ms.p50, 5.0);
 }
+
+/// A controlled run that is not stopped reports exactly what `simulate` does (looking
+/// at the control changes nothing); a stopped one ends its window where it stopped
+/// and says so.
+#[test]
+fn control_changes_nothing_unless_it_stops_the_run() {
+    use std::sync::atomic::AtomicBool;
+    let cost = LinearCost {
+        fixed_s: 0.002,
+        per_token_s: 2e-7,
+        per_ctx_s: 1e-9,
+        kv_tokens_per_rank: 4_000_000,
+    };
+    let sc = scenario(Mode::Disaggregated, pool(2, 2), pool(1, 4), 240.0, 5.0);
+    let mut wl = small_agentx();
+    wl.agentx.as_mut().unwrap().sessions = 200;
+    let m = model(890.0, None);
+    let hw = hardware(72);
+    let input = SimInput {
+        scenario: &sc,
+        workload: &wl,
+        hardware: &hw,
+        model: &m,
+        prefill_cost: &cost,
+        decode_cost: &cost,
+        trace: &[],
+    };
+    let plain = simulate(&input, 1).unwrap();
+    assert!(
+        plain.accounting.events > CONTROL_EVENTS,
+        "{}",
+        plain.accounting.events
+    );
+    let looks = std::cell::Cell::new(0u32);
+    let progress = |_: f64| looks.set(looks.get() + 1);
+    let go = AtomicBool::new(false);
+    let control = Control {
+        stop: Some(&go),
+        progress: Some(&progress),
+    };
+    let watched = simulate_controlled(&input, 1, &control).unwrap();
+    assert_eq!(
+        serde_json::to_string(&plain).unwrap(),
+        serde_json::to_string(&watched).unwrap()
+    );
+    assert!(looks.get() >= 1, "the run never looked at its control");
+    let stop = AtomicBool::new(true);
+    let control = Control {
+        stop: Some(&stop),
+        progress: None,
+    };
+    let stopped = simulate_controlled(&input, 1, &control).unwrap();
+    let t = stopped.interrupted_at_s.expect("stopped");
+    assert!(t < sc.duration_s, "{t}");
+    assert!(stopped.accounting.events == CONTROL_EVENTS);
+    assert_eq!(stopped.accounting.violations(), Vec::<String>::new());
+    assert!(stopped.render_text().contains("INTERRUPTED at t = "));
+}

@@ -63,7 +63,16 @@ pub fn run(args: &CalibrateArgs) -> Result<()> {
 }
 
 fn fit(csv: &Path, out: &Path) -> Result<()> {
-    let profile = Profile::fit_csv(csv)?;
+    let log = calibration::log::read_log(csv)?;
+    if let Some(cut) = &log.cut {
+        eprintln!(
+            "calibrate fit: {}: line {} ({} bytes, no newline) is not a whole row (an interrupted write?); left out",
+            csv.display(),
+            cut.line,
+            cut.bytes
+        );
+    }
+    let profile = Profile::fit_rows(&log.rows, &calibration::profile::sha256_file(csv)?)?;
     profile.write(out)?;
     print_summary(&profile, out);
     Ok(())
@@ -93,8 +102,21 @@ fn measure(args: &CalibrateArgs) -> Result<()> {
     let mut backend = device.open()?;
     let info = backend.info().clone();
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    // Held until the profile is written: a second run on this directory refuses.
+    let (_lock, took_over) = calibration::DirLock::acquire(out)?;
+    if let Some(note) = took_over {
+        eprintln!("calibrate: {note}");
+    }
     let csv = out.join("measurements.csv");
     let mut log = MeasurementLog::open(&csv, &info.device)?;
+    if let Some(cut) = log.repaired() {
+        eprintln!(
+            "calibrate: {}: cut off line {} ({} bytes, an interrupted run's partial row)",
+            csv.display(),
+            cut.line,
+            cut.bytes
+        );
+    }
     let points = plan(device, size, ops.as_deref());
     let todo: Vec<_> = points
         .iter()

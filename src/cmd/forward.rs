@@ -1,7 +1,7 @@
 //! `twin forward`: one exact step of a DEP group, priced by the cost model.
 
 use crate::scenario::{load_hardware, load_model, Set};
-use anyhow::{bail, Result};
+use anyhow::{anyhow, bail, Result};
 use clap::{Args, ValueEnum};
 use serde_json::json;
 use sim::cost::{AnalyticCostModel, Bound, CostModel, Layout, Op, Phase};
@@ -77,6 +77,10 @@ pub struct ForwardArgs {
     #[arg(long)]
     pub json: bool,
 }
+
+/// Most chunks a chunked prefill may take (each is priced as one step): a 1M-token
+/// prompt in 1K-token chunks is a thousand.
+pub const MAX_CHUNK_STEPS: u32 = 100_000;
 
 /// Everything `forward` computed, for printing and for `validate`.
 pub struct Forward {
@@ -154,12 +158,27 @@ pub fn evaluate(args: &ForwardArgs) -> Result<Forward> {
     if args.chunk == Some(0) {
         bail!("--chunk must be at least 1");
     }
-    let kv_tokens = args.context
-        + if phase == Phase::Prefill {
-            args.new_tokens as u64
-        } else {
-            1 + draft_tokens as u64
-        };
+    if let (Phase::Prefill, Some(c)) = (phase, args.chunk) {
+        // Each chunk is one priced step.
+        let steps = args.new_tokens.div_ceil(c);
+        if steps > MAX_CHUNK_STEPS {
+            bail!(
+                "--chunk {c}: {} new tokens make {steps} chunks; at most {MAX_CHUNK_STEPS} are priced (use a larger --chunk)",
+                args.new_tokens
+            );
+        }
+    }
+    let step_tokens = if phase == Phase::Prefill {
+        args.new_tokens as u64
+    } else {
+        1 + draft_tokens as u64
+    };
+    let kv_tokens = args.context.checked_add(step_tokens).ok_or_else(|| {
+        anyhow!(
+            "--context {}: with the step's {step_tokens} new tokens that is more tokens than twin can count",
+            args.context
+        )
+    })?;
     let problems =
         sim::validate::deployment(&hardware, &model, &layout, batch_check as u64, kv_tokens);
     if !problems.is_empty() {
@@ -188,6 +207,9 @@ pub fn evaluate(args: &ForwardArgs) -> Result<Forward> {
     };
     let cm = AnalyticCostModel::new(hardware.clone(), model.clone(), layout, params);
     let result = forward(&cm, &spec);
+    if let Some(why) = sim::validate::non_finite_step(&result.total) {
+        bail!("this step cannot be priced: {why}");
+    }
     Ok(Forward {
         spec,
         layout: cm.layout.clone(),

@@ -2,6 +2,7 @@
 
 pub mod calibrate;
 pub mod forward;
+pub mod interrupt;
 pub mod kernel;
 pub mod simulate;
 pub mod sweep;

@@ -1,18 +1,23 @@
 //! `twin simulate`: run the discrete-event serving simulator on a full scenario
 //! (hardware + model + workload + deployment) and print its report.
 
+use super::interrupt::{self, Interrupted};
 use crate::scenario::{
-    load_hardware, load_model, load_scenario_text, parse_with_sets, resolve, Kind, Set,
+    clip, declares, load_hardware, load_model, load_scenario_text, parse_with_sets, resolve, Kind,
+    Set,
 };
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rayon::prelude::*;
 use serde_json::json;
 use sim::cost::{AnalyticCostModel, CostParams};
 use sim::serving::{
-    parse_mooncake, simulate, Mode, Report, ServingScenario, SimInput, TraceRecord, WorkloadConfig,
+    read_mooncake, simulate_controlled, trace_span, Control, Limits, Mode, PoolConfig, Report,
+    ServingScenario, SimInput, TraceRecord, WorkloadConfig,
 };
 use sim::validate::Field;
+use std::sync::atomic::AtomicBool;
 
 /// The scenario `twin simulate` runs when none is named.
 pub const DEFAULT_SCENARIO: &str = "gb300-nvl72-v4.1-flash-agentx";
@@ -69,6 +74,9 @@ pub struct Resolved {
     pub model: sim::Model,
     pub params: CostParams,
     pub seed: u64,
+    /// What resolving (and reading the trace) chose for the user or left out: defaults
+    /// that change the GPU count, a shortened warm-up, a trace cut by the duration.
+    pub notes: Vec<String>,
 }
 
 /// Parses and validates the arguments and every file they name.
@@ -82,17 +90,21 @@ pub fn resolve_args(args: &SimulateArgs) -> Result<Resolved> {
     let name = args.scenario.as_deref().unwrap_or(DEFAULT_SCENARIO);
     let (origin, text) = load_scenario_text(name)?;
     let mut sc: ServingScenario = parse_with_sets(&origin, &text, &scenario_sets)?;
+    let mut notes = pool_notes(&sc, &|path| declares(&text, &scenario_sets, path));
     if let Some(d) = args.duration {
-        if !(d.is_finite() && d > 0.0) {
+        if !d.is_finite() {
+            bail!("--duration {d}: must be finite");
+        }
+        if d <= 0.0 {
             bail!("--duration {d}: must be a positive number of seconds");
         }
         sc.duration_s = d;
         if sc.warmup_s >= d {
             let w = d / 5.0;
-            eprintln!(
-                "note: warm-up {} s does not fit in --duration {d}; using {w} s",
+            notes.push(format!(
+                "warm-up {} s does not fit in --duration {d}; using {w} s",
                 sc.warmup_s
-            );
+            ));
             sc.warmup_s = w;
         }
     }
@@ -106,8 +118,7 @@ pub fn resolve_args(args: &SimulateArgs) -> Result<Resolved> {
         resolve(Kind::Workload, &sc.workload).with_context(|| format!("workload of {origin}"))?;
     let mut wl_sets = Vec::new();
     for s in &sc.workload_set {
-        let set = Set::parse(s).with_context(|| format!("{origin}: workload_set"))?;
-        wl_sets.push(set);
+        wl_sets.push(Set::parse_from(s, &format!("workload_set of {origin}:"))?);
     }
     wl_sets.extend(workload_sets);
     let workload: WorkloadConfig = parse_with_sets(&wl_origin, &wl_text, &wl_sets)?;
@@ -122,6 +133,11 @@ pub fn resolve_args(args: &SimulateArgs) -> Result<Resolved> {
             .problems()
             .into_iter()
             .map(|p| format!("{wl_origin}: {p}")),
+    );
+    problems.extend(
+        sim::serving::limits::workload_problems(&sc, &workload)
+            .into_iter()
+            .map(|p| format!("{origin}: {p}")),
     );
     for (path, pool) in sc.pools() {
         for p in sim::validate::deployment(
@@ -147,31 +163,125 @@ pub fn resolve_args(args: &SimulateArgs) -> Result<Resolved> {
         model,
         params,
         seed,
+        notes,
     })
 }
 
-fn read_trace(args: &SimulateArgs, workload: &WorkloadConfig) -> Result<Vec<TraceRecord>> {
+/// The pools a scenario runs that it does not declare (a default then sets the GPU
+/// count), and the declared pools its mode leaves out. `declared` says whether the
+/// scenario (with its overrides) has a table at a path.
+fn pool_notes(sc: &ServingScenario, declared: &dyn Fn(&[&str]) -> bool) -> Vec<String> {
+    let describe = |p: &PoolConfig| {
+        format!(
+            "{} x {} = {} GPUs",
+            p.instances,
+            p.layout().name(),
+            p.gpus()
+        )
+    };
+    let mut notes = Vec::new();
+    let run = sc.pools();
+    for (name, pool) in [
+        ("prefill", &sc.serving.prefill),
+        ("decode", &sc.serving.decode),
+    ] {
+        let path = format!("serving.{name}");
+        let runs = run.iter().any(|(p, _)| *p == path);
+        let has = declared(&["serving", name]);
+        if runs && !has {
+            notes.push(format!(
+                "{path} is not set: the default {name} pool runs ({})",
+                describe(pool)
+            ));
+        } else if !runs && has {
+            notes.push(format!(
+                "mode {} does not run {path}: its {} are not used",
+                serde_json::to_value(sc.serving.mode)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default(),
+                describe(pool)
+            ));
+        }
+    }
+    notes
+}
+
+/// The trace a `[trace]` workload replays, read within `limits`, with notes on what
+/// reading repaired or left out.
+fn read_trace_within(
+    args: &SimulateArgs,
+    workload: &WorkloadConfig,
+    limits: &Limits,
+) -> Result<(Vec<TraceRecord>, Vec<String>)> {
     match (&workload.trace, &args.trace) {
         (Some(_), Some(path)) => {
-            let file = std::fs::File::open(path).with_context(|| format!("cannot open trace `{path}`"))?;
-            parse_mooncake(std::io::BufReader::new(file)).with_context(|| format!("trace `{path}`"))
+            let shown = clip(path);
+            let file = std::fs::File::open(path)
+                .with_context(|| format!("cannot open trace `{shown}`"))?;
+            let t = read_mooncake(std::io::BufReader::new(file), limits)
+                .with_context(|| format!("trace `{shown}`"))?;
+            if t.records.is_empty() {
+                bail!("trace `{shown}` is empty: it has no records");
+            }
+            let notes = t
+                .notes
+                .into_iter()
+                .map(|n| format!("trace `{shown}`: {n}"))
+                .collect();
+            Ok((t.records, notes))
         }
         (Some(_), None) => bail!(
             "workload `{}` replays a trace: pass it with --trace PATH (e.g. ../shared/traces/mooncake/conversation_trace.jsonl)",
             workload.name
         ),
         (None, Some(path)) => bail!(
-            "--trace {path}: workload `{}` does not replay a trace; choose one with --set workload=mooncake-conversation",
+            "--trace {}: workload `{}` does not replay a trace; choose one with --set workload=mooncake-conversation",
+            clip(path),
             workload.name
         ),
-        (None, None) => Ok(Vec::new()),
+        (None, None) => Ok((Vec::new(), Vec::new())),
     }
 }
 
-/// Resolves and runs the scenario; returns the report with its resolved inputs.
-pub fn execute(args: &SimulateArgs) -> Result<(Resolved, sim::serving::Report, usize)> {
-    let r = resolve_args(args)?;
-    let trace = read_trace(args, &r.workload)?;
+/// Where a replayed trace falls in the run: an error when nothing of it would be
+/// measured, a note when the duration cuts it short.
+fn trace_fit(r: &Resolved, trace: &[TraceRecord]) -> Result<Option<String>> {
+    let Some(replay) = &r.workload.trace else {
+        return Ok(None);
+    };
+    let sc = &r.scenario;
+    let span = trace_span(trace, replay, sc.duration_s, sc.warmup_s);
+    let show = sim::validate::show;
+    let spans = format!(
+        "its {} records arrive from {} s to {} s (timestamps x trace.time_scale {})",
+        span.replayed,
+        show(span.first_s),
+        show(span.last_s),
+        replay.time_scale
+    );
+    if span.in_window == 0 {
+        bail!(
+            "nothing of the trace would be measured: {spans}, and the run measures {:.1} s to {:.1} s (duration_s {} after warmup_s {}); raise the duration, or lower trace.time_scale",
+            sc.warmup_s,
+            sc.duration_s,
+            sc.duration_s,
+            sc.warmup_s
+        );
+    }
+    Ok((span.in_run < span.replayed).then(|| {
+        format!(
+            "the run ends at {} s and cuts the trace short: {} of its {} records arrive later and are not replayed ({spans})",
+            sc.duration_s,
+            span.replayed - span.in_run,
+            span.replayed
+        )
+    }))
+}
+
+/// Runs a resolved scenario on `trace`, stoppable by Ctrl-C, with a progress bar on
+/// stderr when it is a terminal (`progress`).
+fn run_resolved(r: &Resolved, trace: &[TraceRecord], progress: bool) -> Result<Report> {
     let sc = &r.scenario;
     let prefill_cost = AnalyticCostModel::new(
         r.hardware.clone(),
@@ -192,11 +302,47 @@ pub fn execute(args: &SimulateArgs) -> Result<(Resolved, sim::serving::Report, u
         model: &r.model,
         prefill_cost: &prefill_cost,
         decode_cost: &decode_cost,
-        trace: &trace,
+        trace,
     };
-    let report = simulate(&input, r.seed).map_err(|e| anyhow!("{}: {e}", r.scenario_origin))?;
-    let records = trace.len();
-    Ok((r, report, records))
+    let stop: &AtomicBool = interrupt::install();
+    let bar = if progress {
+        ProgressBar::with_draw_target(Some(sc.duration_s as u64), ProgressDrawTarget::stderr())
+    } else {
+        ProgressBar::hidden()
+    };
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:30}] {pos}/{len} simulated s (Ctrl-C stops and reports)",
+        )?
+        .progress_chars("=> "),
+    );
+    let show = |t: f64| bar.set_position(t as u64);
+    let control = Control {
+        stop: Some(stop),
+        progress: Some(&show),
+    };
+    let report = simulate_controlled(&input, r.seed, &control)
+        .map_err(|e| anyhow!("{}: {e}", r.scenario_origin));
+    bar.finish_and_clear();
+    report
+}
+
+/// Resolves and runs the scenario; returns the report with its resolved inputs.
+pub fn execute(args: &SimulateArgs) -> Result<(Resolved, sim::serving::Report, usize)> {
+    execute_with(args, false)
+}
+
+/// `execute`, with a progress bar when `progress`.
+fn execute_with(
+    args: &SimulateArgs,
+    progress: bool,
+) -> Result<(Resolved, sim::serving::Report, usize)> {
+    let mut r = resolve_args(args)?;
+    let (trace, notes) = read_trace_within(args, &r.workload, &r.scenario.limits)?;
+    r.notes.extend(notes);
+    r.notes.extend(trace_fit(&r, &trace)?);
+    let report = run_resolved(&r, &trace, progress)?;
+    Ok((r, report, trace.len()))
 }
 
 /// The `--json` object: the report's figures at the top level, then what produced them.
@@ -214,6 +360,7 @@ pub fn to_json(
     out.insert("seed".into(), json!(r.seed));
     out.insert("scenario_file".into(), json!(r.scenario_origin));
     out.insert("trace_records".into(), json!(trace_records));
+    out.insert("notes".into(), json!(r.notes));
     out.insert(
         "resolved".into(),
         json!({
@@ -238,6 +385,13 @@ struct SplitRun {
 /// of its GPUs; runs in parallel, reported in the order given.
 fn split_sweep(args: &SimulateArgs) -> Result<()> {
     let base = resolve_args(args)?;
+    for n in &base.notes {
+        eprintln!("note: {n}");
+    }
+    let (trace, notes) = read_trace_within(args, &base.workload, &base.scenario.limits)?;
+    for n in notes.iter().chain(trace_fit(&base, &trace)?.iter()) {
+        eprintln!("note: {n}");
+    }
     let sc = &base.scenario;
     if sc.serving.mode != Mode::Disaggregated {
         bail!(
@@ -246,7 +400,8 @@ fn split_sweep(args: &SimulateArgs) -> Result<()> {
             sc.serving.mode
         );
     }
-    let gpus = sc.gpus();
+    // The GPU budget when the scenario declares one, else what it occupies.
+    let gpus = sc.serving.gpus.unwrap_or(sc.gpus());
     let prefill_dep = sc.serving.prefill.dep as u64;
     let decode_instances = sc.serving.decode.instances as u64;
     let runs: Vec<SplitRun> = args
@@ -264,7 +419,7 @@ fn split_sweep(args: &SimulateArgs) -> Result<()> {
                 a.decode_deps.clear();
                 a.set.push(format!("serving.decode.dep={d}"));
                 a.set.push(format!("serving.prefill.instances={instances}"));
-                execute(&a).map(|(_, report, _)| report)
+                resolve_args(&a).and_then(|r| run_resolved(&r, &trace, false))
             };
             SplitRun {
                 decode_dep: d,
@@ -299,7 +454,7 @@ fn split_sweep(args: &SimulateArgs) -> Result<()> {
             })
             .collect();
         println!("{}", serde_json::to_string_pretty(&items)?);
-        return Ok(());
+        return interrupted_splits(&runs);
     }
     println!(
         "twin {} simulate: {} — P/D splits of {gpus} GPUs (DEP{prefill_dep} prefill instances take what decode leaves), seed {}; * = Pareto-optimal (tok/s per GPU vs P90 tok/s per user)",
@@ -353,14 +508,38 @@ fn split_sweep(args: &SimulateArgs) -> Result<()> {
             }
         }
     }
-    Ok(())
+    interrupted_splits(&runs)
+}
+
+/// An `Interrupted` error when Ctrl-C stopped any split's run.
+fn interrupted_splits(runs: &[SplitRun]) -> Result<()> {
+    let stopped: Vec<String> = runs
+        .iter()
+        .filter_map(|r| match &r.outcome {
+            Ok(rep) => rep
+                .interrupted_at_s
+                .map(|t| format!("DEP{} at {t:.1} s", r.decode_dep)),
+            Err(_) => None,
+        })
+        .collect();
+    if stopped.is_empty() {
+        return Ok(());
+    }
+    Err(Interrupted(format!(
+        "the runs stopped early ({}); the figures above cover their windows up to then",
+        stopped.join(", ")
+    ))
+    .into())
 }
 
 pub fn run(args: &SimulateArgs) -> Result<()> {
     if !args.decode_deps.is_empty() {
         return split_sweep(args);
     }
-    let (r, report, trace_records) = execute(args)?;
+    let (r, report, trace_records) = execute_with(args, !args.json)?;
+    for n in &r.notes {
+        eprintln!("note: {n}");
+    }
     if args.json {
         let out = to_json(&r, &report, trace_records)?;
         println!("{}", serde_json::to_string_pretty(&out)?);
@@ -376,5 +555,12 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
         );
         print!("{}", report.render_text());
     }
-    Ok(())
+    match report.interrupted_at_s {
+        Some(t) => Err(Interrupted(format!(
+            "stopped at t = {t:.1} s of {} s; the report above covers the window up to then",
+            report.duration_s
+        ))
+        .into()),
+        None => Ok(()),
+    }
 }

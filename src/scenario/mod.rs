@@ -8,6 +8,8 @@ use sim::validate::{Field, Problem};
 use sim::{Hardware, Model};
 use std::fmt::Write as _;
 
+mod deser;
+
 mod embedded {
     include!(concat!(env!("OUT_DIR"), "/embedded_scenarios.rs"));
 }
@@ -67,8 +69,13 @@ pub fn resolve(kind: Kind, name_or_path: &str) -> Result<(String, String)> {
         || name_or_path.contains('/')
         || name_or_path.contains('\\');
     if looks_like_path {
-        let text = std::fs::read_to_string(name_or_path)
-            .map_err(|e| anyhow!("cannot read {} file `{name_or_path}`: {e}", kind.noun()))?;
+        let text = read_text(name_or_path).map_err(|e| {
+            anyhow!(
+                "cannot read {} file `{}`: {e}",
+                kind.noun(),
+                clip(name_or_path)
+            )
+        })?;
         return Ok((name_or_path.to_string(), text));
     }
     let rel = format!("{}{}.toml", kind.folder(), name_or_path);
@@ -80,6 +87,36 @@ pub fn resolve(kind: Kind, name_or_path: &str) -> Result<(String, String)> {
         kind.noun(),
         embedded_names(kind).join(", ")
     )
+}
+
+/// Largest input file read (scenario, hardware, model, workload, published table):
+/// a thousand times the largest shipped one.
+pub const MAX_FILE_BYTES: u64 = 16 << 20;
+
+/// The text of a user-named file, refused past `MAX_FILE_BYTES` (`/dev/zero` would
+/// otherwise be read without end) or when it is not UTF-8.
+pub fn read_text(path: &str) -> Result<String> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path).and_then(|f| f.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes))?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        bail!("larger than {MAX_FILE_BYTES} bytes, too large for an input file");
+    }
+    String::from_utf8(bytes).map_err(|_| anyhow!("not UTF-8 text"))
+}
+
+/// A message that may quote user input, at most about `4 * MAX_ECHO_CHARS`
+/// characters: a long middle is cut, so both the start and what follows the quote
+/// (`expected u32`) stay.
+pub fn clip_middle(s: &str) -> String {
+    let n = s.chars().count();
+    let keep = 2 * MAX_ECHO_CHARS;
+    if n <= 2 * keep {
+        return s.to_string();
+    }
+    let head: String = s.chars().take(keep).collect();
+    let tail: String = s.chars().skip(n - keep).collect();
+    format!("{head}... ({} characters cut) ...{tail}", n - 2 * keep)
 }
 
 /// A full scenario's text by embedded name or path.
@@ -94,14 +131,44 @@ pub struct Set {
     pub value: toml::Value,
     /// The override as typed, for messages.
     pub text: String,
+    /// Where it was given, for messages: `--set`, or `workload_set of FILE`.
+    pub from: String,
+}
+
+/// Most segments of a `--set` path: the deepest field is four (`model.attention.
+/// indexer.top_k`); a path of thousands would nest tables past the stack.
+pub const MAX_SET_DEPTH: usize = 16;
+
+/// Longest piece of user input a message repeats; the rest is cut (`clip`).
+pub const MAX_ECHO_CHARS: usize = 120;
+
+/// `s` as a message repeats it: at most `MAX_ECHO_CHARS` characters, then how many
+/// more were cut.
+pub fn clip(s: &str) -> String {
+    match s.char_indices().nth(MAX_ECHO_CHARS) {
+        None => s.to_string(),
+        Some((cut, _)) => format!(
+            "{}... ({} more characters)",
+            &s[..cut],
+            s[cut..].chars().count()
+        ),
+    }
 }
 
 impl Set {
     /// Parses `a.b.c=value`; the value is read as TOML (`2`, `1.5`, `true`, `[1, 2]`,
     /// `"x"`) and otherwise taken as a string (`2MiB`, `gb300`).
     pub fn parse(s: &str) -> Result<Set> {
+        Set::parse_from(s, "--set")
+    }
+
+    /// As `parse`, for an override given in `from` (`--set`, `workload_set of FILE`).
+    pub fn parse_from(s: &str, from: &str) -> Result<Set> {
         let (path, value) = s.split_once('=').ok_or_else(|| {
-            anyhow!("--set `{s}`: expected PATH=VALUE, e.g. model.engram.page_size=2MiB")
+            anyhow!(
+                "{from} `{}`: expected PATH=VALUE, e.g. model.engram.page_size=2MiB",
+                clip(s)
+            )
         })?;
         let path: Vec<String> = path
             .trim()
@@ -109,17 +176,25 @@ impl Set {
             .map(|p| p.trim().to_string())
             .collect();
         if path.iter().any(|p| p.is_empty()) {
-            bail!("--set `{s}`: empty segment in the field path");
+            bail!("{from} `{}`: empty segment in the field path", clip(s));
+        }
+        if path.len() > MAX_SET_DEPTH {
+            bail!(
+                "{from} `{}`: {} segments in the field path; fields are at most {MAX_SET_DEPTH} deep",
+                clip(s),
+                path.len()
+            );
         }
         let raw = value.trim();
-        let value = match toml::from_str::<toml::Table>(&format!("v = {raw}")) {
-            Ok(mut t) => t.remove("v").expect("parsed key"),
-            Err(_) => toml::Value::String(raw.to_string()),
-        };
+        let value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
+            .ok()
+            .and_then(|mut t| t.remove("v"))
+            .unwrap_or_else(|| toml::Value::String(raw.to_string()));
         Ok(Set {
             path,
             value,
             text: s.to_string(),
+            from: from.to_string(),
         })
     }
 
@@ -288,20 +363,26 @@ fn report(origin: &str, text: &str, sets: &[Set], problems: Vec<Problem>) -> any
                     !segs.is_empty() && (segs.starts_with(&s.path) || s.path.starts_with(&segs))
                 });
                 match (by_set, locate(text, path)) {
-                    (Some(s), _) => format!("--set {}", s.text),
+                    _ if path.is_empty() => "file".to_string(),
+                    (Some(s), _) => format!("{} {}", s.from, clip(&s.text)),
                     (None, Some(l)) => format!("line {l}"),
                     (None, None) => "file".to_string(),
                 }
             }
             _ => "command line".to_string(),
         };
-        write!(msg, "\n  {place}: {p}").unwrap();
+        let line = match &p.field {
+            // A problem with the whole file (a missing top-level field).
+            Field::Path(path) if path.is_empty() => p.message.render(&|f| f.to_string()),
+            _ => p.to_string(),
+        };
+        write!(msg, "\n  {place}: {}", clip_middle(&line)).unwrap();
     }
     anyhow!(msg)
 }
 
-/// Parses `text` as a `T`, after applying `sets`; every unknown field and the first
-/// type error are reported together, with lines.
+/// Parses `text` as a `T`, after applying `sets`; every unknown field and every type
+/// error (up to `deser::MAX_TYPE_ERRORS`) are reported together, with lines.
 pub fn parse_located<T: DeserializeOwned>(
     origin: &str,
     text: &str,
@@ -322,48 +403,45 @@ pub fn parse_located<T: DeserializeOwned>(
         if let Err(e) = s.apply(&mut value) {
             problems.push(Problem::new(
                 s.path.join("."),
-                format!("--set {}: {e}", s.text),
+                format!("{} {}: {e}", s.from, clip(&s.text)),
             ));
         }
     }
     if !problems.is_empty() {
         return Err(report(origin, text, sets, problems));
     }
-    let mut unknown = Vec::new();
-    let result: Result<T, serde_path_to_error::Error<toml::de::Error>> = {
-        // serde_ignored marks Option levels with `?`; field paths do not have them.
-        let mut on_unknown = |path: serde_ignored::Path<'_>| {
-            let p: Vec<String> = path
-                .to_string()
-                .split('.')
-                .filter(|s| *s != "?")
-                .map(str::to_string)
-                .collect();
-            unknown.push(p.join("."))
-        };
-        let de = serde_ignored::Deserializer::new(value, &mut on_unknown);
-        serde_path_to_error::deserialize(de)
-    };
-    for u in &unknown {
-        problems.push(Problem::new(u.clone(), "unknown field".to_string()));
-    }
-    match result {
-        Ok(v) if problems.is_empty() => Ok(Parsed {
+    let (parsed, problems) = deser::deserialize_all::<T>(value);
+    match parsed {
+        Some(v) if problems.is_empty() => Ok(Parsed {
             value: v,
             origin: origin.to_string(),
             text: text.to_string(),
             sets: sets.to_vec(),
         }),
-        Ok(_) => Err(report(origin, text, sets, problems)),
-        Err(e) => {
-            let path = e.path().to_string();
-            problems.push(Problem::new(
-                if path == "." { String::new() } else { path },
-                e.inner().message().to_string(),
-            ));
-            Err(report(origin, text, sets, problems))
+        _ => Err(report(origin, text, sets, problems)),
+    }
+}
+
+/// Whether `text`, with `sets` applied, has a value at `path` (a table or a field):
+/// what the file declares, as opposed to what deserialising fills in by default.
+pub fn declares(text: &str, sets: &[Set], path: &[&str]) -> bool {
+    let Ok(table) = toml::from_str::<toml::Table>(text) else {
+        return false;
+    };
+    let mut value = toml::Value::Table(table);
+    for s in sets {
+        if s.apply(&mut value).is_err() {
+            return false;
         }
     }
+    let mut cur = &value;
+    for seg in path {
+        match cur.get(seg) {
+            Some(v) => cur = v,
+            None => return false,
+        }
+    }
+    true
 }
 
 /// Parses `text` as a `T` after `sets` (no semantic checks).

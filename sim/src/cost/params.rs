@@ -360,7 +360,7 @@ impl CostParams {
         self.clone().slot(key).map(|(v, _)| *v)
     }
 
-    /// Sets one parameter by key; efficiencies must lie in (0, 1], fixed costs in
+    /// Sets one parameter by key; efficiencies must lie in [1e-6, 1], fixed costs in
     /// [0, 1 s), rates and exponents must be positive.
     pub fn set(&mut self, key: &str, value: f64) -> Result<(), String> {
         let (slot, kind) = self.slot(key).ok_or_else(|| {
@@ -373,8 +373,12 @@ impl CostParams {
             return Err(format!("cost parameter `{key}` must be a finite number"));
         }
         match kind {
-            Kind::Fraction if !(value > 0.0 && value <= 1.0) => {
-                return Err(format!("efficiency `{key}` = {value} must lie in (0, 1]"))
+            // Below one in a million an efficiency is a typo, and prices steps at
+            // absurd times.
+            Kind::Fraction if !(1e-6..=1.0).contains(&value) => {
+                return Err(format!(
+                    "efficiency `{key}` = {value:e} must lie in [1e-6, 1]"
+                ))
             }
             Kind::Seconds if !(0.0..1.0).contains(&value) => {
                 return Err(format!(

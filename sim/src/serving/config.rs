@@ -74,6 +74,10 @@ pub struct ServingConfig {
     pub kv_transfer: KvTransferConfig,
     #[serde(default)]
     pub mtp: MtpConfig,
+    /// GPUs the deployment may occupy, e.g. 72 for one GB300 NVL72 rack: the pools the
+    /// mode runs (instances x DEP each) must fit in them. Unset: no budget is checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<u64>,
 }
 
 /// A pool of identical DEP groups or tensor-parallel replicas ("instances").
@@ -173,7 +177,8 @@ impl PoolConfig {
         }
     }
     pub fn gpus(&self) -> u64 {
-        self.instances as u64 * self.dep as u64 * self.tp.max(1) as u64
+        // u32 x u32 x (tp <= 64): no overflow.
+        self.instances as u64 * self.dep as u64 * self.tp.clamp(1, 64) as u64
     }
 
     /// Every problem with the pool at `name` (`serving.decode`), appended to `p`.
@@ -186,15 +191,15 @@ impl PoolConfig {
         );
         check(
             p,
-            self.dep >= 1 && self.dep <= 4096,
+            self.dep >= 1 && self.dep <= crate::validate::MAX_DEP,
             &format!("{name}.dep"),
-            "must be in 1..=4096",
+            &format!("must be in 1..={}", crate::validate::MAX_DEP),
         );
         check(
             p,
-            self.tp >= 1 && self.tp <= 64,
+            self.tp >= 1 && self.tp <= crate::validate::MAX_TP,
             &format!("{name}.tp"),
-            "must be in 1..=64",
+            &format!("must be in 1..={}", crate::validate::MAX_TP),
         );
         check(
             p,
@@ -365,10 +370,14 @@ impl Default for SloConfig {
     }
 }
 
-/// Bounds that keep every run finite.
+/// Bounds that keep every run finite in time and memory. Each is checked when the
+/// scenario, its workload and its trace are loaded (`limits::problems`,
+/// `read_mooncake`), and a run that reaches one says which and how to raise it. Raise
+/// one in the scenario's `[limits]` table (or `--set limits.NAME=VALUE`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Limits {
-    /// The run stops with an error after this many events.
+    /// The run stops with an error after this many events (about a microsecond each:
+    /// the default is some 20 minutes of work).
     #[serde(default = "d_max_events")]
     pub max_events: u64,
     /// Requests alive at once (queued, prefilling, decoding) beyond which arrivals drop.
@@ -381,10 +390,33 @@ pub struct Limits {
     /// Gauges (queues, KV use) are sampled at this period.
     #[serde(default = "d_sample")]
     pub sample_interval_s: f64,
+    /// Longest run, simulated seconds (`duration_s`): one day.
+    #[serde(default = "d_max_duration")]
+    pub max_duration_s: f64,
+    /// Requests a workload may send over the run, expected: an open loop's rate times
+    /// the duration, or a trace's records.
+    #[serde(default = "d_max_requests")]
+    pub max_requests: u64,
+    /// Users or sessions kept at once: closed-loop concurrency, AgentX sessions plus
+    /// sub-agents (a few hundred bytes each).
+    #[serde(default = "d_max_sessions")]
+    pub max_sessions: u64,
+    /// GPUs of all pools together (each rank holds state).
+    #[serde(default = "d_max_gpus")]
+    pub max_gpus: u64,
+    /// Records a trace may hold.
+    #[serde(default = "d_max_trace_records")]
+    pub max_trace_records: u64,
+    /// Bytes of trace read, at most.
+    #[serde(default = "d_max_trace_bytes")]
+    pub max_trace_bytes: u64,
+    /// Longest trace line, bytes.
+    #[serde(default = "d_max_trace_line")]
+    pub max_trace_line_bytes: u64,
 }
 
 fn d_max_events() -> u64 {
-    20_000_000_000
+    1_000_000_000
 }
 fn d_max_live() -> u64 {
     1_000_000
@@ -395,6 +427,27 @@ fn d_min_step() -> f64 {
 fn d_sample() -> f64 {
     1.0
 }
+fn d_max_duration() -> f64 {
+    86_400.0
+}
+fn d_max_requests() -> u64 {
+    100_000_000
+}
+fn d_max_sessions() -> u64 {
+    1_000_000
+}
+fn d_max_gpus() -> u64 {
+    65_536
+}
+fn d_max_trace_records() -> u64 {
+    10_000_000
+}
+fn d_max_trace_bytes() -> u64 {
+    2 << 30
+}
+fn d_max_trace_line() -> u64 {
+    1 << 20
+}
 
 impl Default for Limits {
     fn default() -> Self {
@@ -403,6 +456,13 @@ impl Default for Limits {
             max_live_requests: d_max_live(),
             min_step_s: d_min_step(),
             sample_interval_s: d_sample(),
+            max_duration_s: d_max_duration(),
+            max_requests: d_max_requests(),
+            max_sessions: d_max_sessions(),
+            max_gpus: d_max_gpus(),
+            max_trace_records: d_max_trace_records(),
+            max_trace_bytes: d_max_trace_bytes(),
+            max_trace_line_bytes: d_max_trace_line(),
         }
     }
 }
@@ -417,19 +477,30 @@ pub(crate) fn finite_nonneg(x: f64) -> bool {
     x.is_finite() && x >= 0.0
 }
 
+/// Like `check` for a number: a non-finite `v` says "must be finite" whatever `msg`.
+pub(crate) fn check_num(problems: &mut Vec<String>, v: f64, ok: bool, path: &str, msg: &str) {
+    if !v.is_finite() {
+        problems.push(format!("{path}: must be finite, got {v}"));
+    } else if !ok {
+        problems.push(format!("{path}: {msg}, got {}", crate::validate::show(v)));
+    }
+}
+
 impl ServingScenario {
     /// Every problem with the scenario, each with its field path; empty when valid.
     pub fn problems(&self) -> Vec<String> {
         let mut p = Vec::new();
-        check(
+        check_num(
             &mut p,
-            self.duration_s.is_finite() && self.duration_s > 0.0,
+            self.duration_s,
+            self.duration_s > 0.0,
             "duration_s",
             "must be > 0",
         );
-        check(
+        check_num(
             &mut p,
-            finite_nonneg(self.warmup_s) && self.warmup_s < self.duration_s,
+            self.warmup_s,
+            self.warmup_s >= 0.0 && self.warmup_s < self.duration_s,
             "warmup_s",
             "must be >= 0 and below duration_s",
         );
@@ -437,15 +508,17 @@ impl ServingScenario {
             pool.problems(name, &mut p);
         }
         let kt = &self.serving.kv_transfer;
-        check(
+        check_num(
             &mut p,
-            kt.link_efficiency.is_finite() && kt.link_efficiency > 0.0 && kt.link_efficiency <= 1.0,
+            kt.link_efficiency,
+            kt.link_efficiency > 0.0 && kt.link_efficiency <= 1.0,
             "serving.kv_transfer.link_efficiency",
             "must be in (0, 1]",
         );
-        check(
+        check_num(
             &mut p,
-            finite_nonneg(kt.setup_s),
+            kt.setup_s,
+            kt.setup_s >= 0.0,
             "serving.kv_transfer.setup_s",
             "must be >= 0",
         );
@@ -468,15 +541,17 @@ impl ServingScenario {
                 "every entry must be in [0, 1]",
             );
         }
-        check(
+        check_num(
             &mut p,
-            self.slo.ttft_ms.is_finite() && self.slo.ttft_ms > 0.0,
+            self.slo.ttft_ms,
+            self.slo.ttft_ms > 0.0,
             "slo.ttft_ms",
             "must be > 0",
         );
-        check(
+        check_num(
             &mut p,
-            self.slo.tpot_ms.is_finite() && self.slo.tpot_ms > 0.0,
+            self.slo.tpot_ms,
+            self.slo.tpot_ms > 0.0,
             "slo.tpot_ms",
             "must be > 0",
         );
@@ -492,25 +567,28 @@ impl ServingScenario {
             "limits.max_live_requests",
             "must be >= 1",
         );
-        check(
+        check_num(
             &mut p,
-            self.limits.min_step_s.is_finite() && self.limits.min_step_s >= 1e-9,
+            self.limits.min_step_s,
+            self.limits.min_step_s >= 1e-9,
             "limits.min_step_s",
             "must be >= 1e-9",
         );
-        check(
+        check_num(
             &mut p,
-            self.limits.sample_interval_s.is_finite() && self.limits.sample_interval_s >= 1e-3,
+            self.limits.sample_interval_s,
+            self.limits.sample_interval_s >= 1e-3,
             "limits.sample_interval_s",
             "must be >= 0.001",
         );
-        check(
+        check_num(
             &mut p,
-            self.router.prefill_recompute_weight.is_finite()
-                && self.router.prefill_recompute_weight >= 0.0,
+            self.router.prefill_recompute_weight,
+            self.router.prefill_recompute_weight >= 0.0,
             "router.prefill_recompute_weight",
             "must be >= 0",
         );
+        p.extend(super::limits::scenario_problems(self));
         p.extend(self.price.problems());
         p
     }
@@ -527,9 +605,11 @@ impl ServingScenario {
         }
     }
 
-    /// GPUs the deployment occupies.
+    /// GPUs the deployment occupies (saturating: a sum of user-given sizes).
     pub fn gpus(&self) -> u64 {
-        self.pools().iter().map(|(_, p)| p.gpus()).sum()
+        self.pools()
+            .iter()
+            .fold(0u64, |a, (_, p)| a.saturating_add(p.gpus()))
     }
 
     pub fn price_basis(&self) -> PriceBasis {

@@ -17,6 +17,7 @@
 pub mod cache;
 pub mod config;
 pub mod core;
+pub mod limits;
 mod metrics;
 pub mod mtp;
 mod pool;
@@ -41,11 +42,13 @@ pub use rack::SimInput;
 pub use report::{Accounting, PoolReport, Report, Throughput, TokenMix};
 pub use stats::{LogHistogram, Summary};
 pub use workload::{
-    parse_mooncake, parse_mooncake_str, AgentX, Arrival, ClosedLoop, Dist, Driver, NewRequest,
-    OpenLoop, Origin, TraceRecord, TraceReplay, WlEvent, WorkloadConfig, BLOCK_TOKENS,
+    parse_mooncake, parse_mooncake_str, read_mooncake, trace_span, AgentX, Arrival, ClosedLoop,
+    Dist, Driver, NewRequest, OpenLoop, Origin, TraceRead, TraceRecord, TraceReplay, TraceSpan,
+    WlEvent, WorkloadConfig, BLOCK_TOKENS,
 };
 
 use crate::cost::{CostModel, KvCapacity};
+use std::sync::atomic::AtomicBool;
 
 /// A cost model that also knows the KV capacity of its layout: what a pool needs.
 pub trait PoolCost: CostModel + KvCapacity {}
@@ -62,8 +65,14 @@ pub enum SimError {
     MissingTrace,
     #[error("event limit of {limit} reached at t = {at_s:.3} s (raise limits.max_events or shorten duration_s)")]
     EventLimit { limit: u64, at_s: f64 },
-    #[error("the {pool} cost model returned a step time of {step_s} s")]
-    BadCost { pool: &'static str, step_s: f64 },
+    #[error("the {pool} cost model returned a step time of {step_s} s: {why}")]
+    BadCost {
+        pool: &'static str,
+        step_s: f64,
+        /// The operation at fault and the inputs that set it
+        /// (`validate::non_finite_step`).
+        why: String,
+    },
     #[error("simulator invariant broken (a bug): {0}")]
     Invariant(String),
 }
@@ -72,5 +81,29 @@ pub enum SimError {
 /// window. Fails on invalid configuration, a trace workload without records, a
 /// non-finite step cost or the event limit; never panics on user input.
 pub fn simulate(input: &SimInput<'_>, seed: u64) -> Result<Report, SimError> {
-    rack::run(input, seed)
+    rack::run(input, seed, &Control::default())
+}
+
+/// Events between two looks at a run's [`Control`] (a power of two).
+pub const CONTROL_EVENTS: u64 = 1 << 16;
+
+/// What the caller of [`simulate_controlled`] may do while the run goes. The run
+/// looks every `CONTROL_EVENTS` events; looking changes nothing in the run, so a run
+/// that is not stopped reports exactly what [`simulate`] does.
+#[derive(Default, Clone, Copy)]
+pub struct Control<'a> {
+    /// When set (by a signal handler or another thread), the run stops at its next
+    /// look and reports the window up to that instant ([`Report::interrupted_at_s`]).
+    pub stop: Option<&'a AtomicBool>,
+    /// Told the simulated time, seconds, at every look.
+    pub progress: Option<&'a dyn Fn(f64)>,
+}
+
+/// [`simulate`], stoppable, with progress (see [`Control`]).
+pub fn simulate_controlled(
+    input: &SimInput<'_>,
+    seed: u64,
+    control: &Control<'_>,
+) -> Result<Report, SimError> {
+    rack::run(input, seed, control)
 }

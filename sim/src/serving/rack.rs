@@ -35,11 +35,12 @@ use super::report::{Accounting, Report};
 use super::request::{ReqId, Request, Slots};
 use super::router;
 use super::workload::{Driver, NewRequest, Origin, WlEvent, WorkloadConfig, BLOCK_TOKENS};
-use super::{PoolCost, SimError, TraceRecord};
+use super::{Control, PoolCost, SimError, TraceRecord, CONTROL_EVENTS};
 use crate::cost::ReqSlice;
 use crate::{Hardware, Model};
 use rand_chacha::ChaCha8Rng;
 use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
 
 /// Inputs of one run.
 pub struct SimInput<'a> {
@@ -152,15 +153,25 @@ pub(crate) struct Rack<'a> {
 }
 
 /// Runs one simulation; see the module docs for the model.
-pub(crate) fn run(input: &SimInput<'_>, seed: u64) -> Result<Report, SimError> {
+pub(crate) fn run(
+    input: &SimInput<'_>,
+    seed: u64,
+    control: &Control<'_>,
+) -> Result<Report, SimError> {
     let mut problems = input.scenario.problems();
     problems.extend(input.workload.problems());
+    problems.extend(super::limits::workload_problems(
+        input.scenario,
+        input.workload,
+    ));
     if !problems.is_empty() {
         return Err(SimError::InvalidScenario(problems));
     }
     let mut rack = Rack::new(input, seed)?;
-    rack.run_loop()?;
-    Ok(rack.into_report(input, seed))
+    let stopped = rack.run_loop(control)?;
+    let mut report = rack.into_report(input, seed);
+    report.interrupted_at_s = stopped.map(ns_to_secs);
+    Ok(report)
 }
 
 /// The MTP draft tokens and acceptance rates: the scenario's, else the model's.
@@ -245,7 +256,9 @@ impl<'a> Rack<'a> {
         })
     }
 
-    fn run_loop(&mut self) -> Result<(), SimError> {
+    /// Runs the events to the end of the window, or until `control` asks to stop: then
+    /// the window ends at that instant, which is returned.
+    fn run_loop(&mut self, control: &Control<'_>) -> Result<Option<Nanos>, SimError> {
         self.driver.start(&mut self.wl_out);
         self.flush_workload();
         self.q.push(self.window.start_ns.max(1), Event::Sample);
@@ -261,6 +274,16 @@ impl<'a> Rack<'a> {
             }
             self.now = time_ns;
             self.acc.events += 1;
+            if self.acc.events.is_multiple_of(CONTROL_EVENTS) {
+                if let Some(f) = control.progress {
+                    f(ns_to_secs(self.now));
+                }
+                if control.stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+                    self.window.end_ns = self.now.max(self.window.start_ns);
+                    self.acc.last_event_s = ns_to_secs(self.now);
+                    return Ok(Some(self.now));
+                }
+            }
             if self.acc.events > self.sc.limits.max_events {
                 return Err(SimError::EventLimit {
                     limit: self.sc.limits.max_events,
@@ -279,7 +302,7 @@ impl<'a> Rack<'a> {
             }
         }
         self.acc.last_event_s = ns_to_secs(self.now);
-        Ok(())
+        Ok(None)
     }
 
     /// Schedules the workload events the driver just produced.

@@ -196,6 +196,10 @@ pub struct Report {
     pub pools: Vec<PoolReport>,
     pub kv_transfer: TransferReport,
     pub accounting: Accounting,
+    /// Set when the run was stopped early (`Control::stop`): the simulated second it
+    /// stopped at, which ends the measured window.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interrupted_at_s: Option<f64>,
 }
 
 impl Throughput {
@@ -299,6 +303,7 @@ impl Rack<'_> {
                 time_ms: m.transfer_ms.summary(),
             },
             accounting: self.acc.clone(),
+            interrupted_at_s: None,
         }
     }
 }
@@ -456,6 +461,18 @@ impl Report {
             "window    {:.0} s measured after {:.0} s warm-up; {} GPUs",
             self.measured_s, self.warmup_s, self.gpus
         );
+        if let Some(t) = self.interrupted_at_s {
+            let _ = writeln!(
+                s,
+                "INTERRUPTED at t = {t:.1} s of {:.0} s: the figures cover the window up to then{}",
+                self.duration_s,
+                if t <= self.warmup_s {
+                    " (still in the warm-up: nothing was measured)"
+                } else {
+                    ""
+                }
+            );
+        }
         let _ = writeln!(s);
         let _ = writeln!(s, "throughput per GPU (tok/s)   total {:>9}   cached {:>9}   uncached {:>8}   output {:>8}", k(t.total), k(t.cached_input), k(t.uncached_input), k(t.output));
         let m = &self.token_mix;

@@ -151,6 +151,7 @@ impl Rack<'_> {
             return Err(SimError::BadCost {
                 pool: pool.name,
                 step_s: cost.step_s,
+                why: crate::validate::non_finite_step(cost).unwrap_or_default(),
             });
         }
         let dur = secs_to_ns(cost.step_s).max(self.min_step_ns);

@@ -154,6 +154,7 @@ pub fn scenario(
             decode,
             kv_transfer: KvTransferConfig::default(),
             mtp: MtpConfig::default(),
+            gpus: None,
         },
         router: RouterConfig::default(),
         slo: SloConfig::default(),

@@ -85,7 +85,7 @@ fn load_tables(which: Option<&str>) -> Result<Vec<Table>> {
         });
     }
     if let (Some(path), true) = (which, out.is_empty()) {
-        let text = std::fs::read_to_string(path).with_context(|| {
+        let text = crate::scenario::read_text(path).with_context(|| {
             format!(
                 "cannot read {path} (tables: {})",
                 TABLES.map(|t| t.0).join(", ")

@@ -3,7 +3,7 @@
 //! run's seed. The simulator asks the driver for requests at workload events and tells
 //! it when requests end; the driver schedules its own next events.
 
-use super::config::{check, finite_nonneg};
+use super::config::{check, check_num, finite_nonneg};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -13,7 +13,10 @@ mod driver;
 mod trace;
 
 pub use driver::{Driver, NewRequest, Origin, WlEvent};
-pub use trace::{parse_mooncake, parse_mooncake_str, TraceRecord};
+pub use trace::{
+    parse_mooncake, parse_mooncake_str, read_mooncake, trace_span, TraceRead, TraceRecord,
+    TraceSpan,
+};
 
 /// Tokens per prefix-cache block (the Mooncake traces' `hash_ids` granularity).
 pub const BLOCK_TOKENS: u64 = 512;
@@ -78,6 +81,16 @@ impl Dist {
     }
 
     fn problems(&self, path: &str, p: &mut Vec<String>) {
+        let values: &[f64] = match self {
+            Dist::Fixed { value } => &[*value],
+            Dist::Uniform { min, max } => &[*min, *max],
+            Dist::Exponential { mean } => &[*mean],
+            Dist::Lognormal { mean, cv } => &[*mean, *cv],
+        };
+        if let Some(v) = values.iter().find(|v| !v.is_finite()) {
+            p.push(format!("{path}: parameters must be finite, got {v}"));
+            return;
+        }
         let ok = match *self {
             Dist::Fixed { value } => finite_nonneg(value),
             Dist::Uniform { min, max } => finite_nonneg(min) && max.is_finite() && max >= min,
@@ -93,6 +106,31 @@ impl Dist {
             "parameters must be finite and non-negative (uniform: max >= min; lognormal: mean > 0)",
         );
     }
+}
+
+impl Dist {
+    /// `problems`, and a mean of at most `MAX_TOKENS`: a distribution of token counts
+    /// past it would be cut at `MAX_TOKENS` without a word.
+    fn token_problems(&self, path: &str, p: &mut Vec<String>) {
+        let before = p.len();
+        self.problems(path, p);
+        if p.len() == before && self.mean() > MAX_TOKENS {
+            p.push(format!(
+                "{path}: a mean of {} tokens is above the {MAX_TOKENS} tokens a request may have",
+                self.mean()
+            ));
+        }
+    }
+}
+
+/// A token count of a workload, at most `MAX_TOKENS`.
+fn tokens_at_most(p: &mut Vec<String>, path: &str, v: u32) {
+    check(
+        p,
+        v as f64 <= MAX_TOKENS,
+        path,
+        &format!("must be at most {MAX_TOKENS} tokens (a request's most)"),
+    );
 }
 
 /// Standard normal draw (Box-Muller).
@@ -267,9 +305,9 @@ impl AgentX {
     fn problems(&self, p: &mut Vec<String>) {
         check(
             p,
-            self.sessions >= 1 && self.sessions <= 10_000_000,
+            self.sessions >= 1,
             "agentx.sessions",
-            "must be in 1..=10000000",
+            "must be >= 1 (at most limits.max_sessions)",
         );
         check(
             p,
@@ -278,39 +316,38 @@ impl AgentX {
             "must be >= 1",
         );
         check(p, self.max_turns >= 1, "agentx.max_turns", "must be >= 1");
-        check(
+        check_num(
             p,
-            finite_nonneg(self.idle_gap_cap_s),
+            self.idle_gap_cap_s,
+            self.idle_gap_cap_s >= 0.0,
             "agentx.idle_gap_cap_s",
             "must be >= 0",
         );
-        check(
+        check_num(
             p,
-            finite_nonneg(self.start_spread_s),
+            self.start_spread_s,
+            self.start_spread_s >= 0.0,
             "agentx.start_spread_s",
             "must be >= 0",
         );
-        check(
+        check_num(
             p,
+            self.subagent_probability,
             (0.0..=1.0).contains(&self.subagent_probability),
             "agentx.subagent_probability",
             "must be in [0, 1]",
         );
-        check(
-            p,
-            self.max_subagents <= 10_000_000,
-            "agentx.max_subagents",
-            "must be <= 10000000",
-        );
-        self.task_tokens.problems("agentx.task_tokens", p);
-        self.turn_new_tokens.problems("agentx.turn_new_tokens", p);
-        self.output_tokens.problems("agentx.output_tokens", p);
+        tokens_at_most(p, "agentx.system_prompt_tokens", self.system_prompt_tokens);
+        self.task_tokens.token_problems("agentx.task_tokens", p);
+        self.turn_new_tokens
+            .token_problems("agentx.turn_new_tokens", p);
+        self.output_tokens.token_problems("agentx.output_tokens", p);
         self.max_context_tokens
-            .problems("agentx.max_context_tokens", p);
+            .token_problems("agentx.max_context_tokens", p);
         self.idle_gap_s.problems("agentx.idle_gap_s", p);
         self.subagent_turns.problems("agentx.subagent_turns", p);
         self.subagent_task_tokens
-            .problems("agentx.subagent_task_tokens", p);
+            .token_problems("agentx.subagent_task_tokens", p);
     }
 }
 
@@ -332,40 +369,56 @@ impl WorkloadConfig {
         if let Some(c) = &self.closed_loop {
             check(
                 &mut p,
-                c.concurrency >= 1 && c.concurrency <= 10_000_000,
+                c.concurrency >= 1,
                 "closed_loop.concurrency",
-                "must be in 1..=10000000",
+                "must be >= 1 (at most limits.max_sessions)",
             );
-            c.input_tokens.problems("closed_loop.input_tokens", &mut p);
+            c.input_tokens
+                .token_problems("closed_loop.input_tokens", &mut p);
             c.output_tokens
-                .problems("closed_loop.output_tokens", &mut p);
+                .token_problems("closed_loop.output_tokens", &mut p);
+            tokens_at_most(
+                &mut p,
+                "closed_loop.shared_prefix_tokens",
+                c.shared_prefix_tokens,
+            );
             c.think_time_s.problems("closed_loop.think_time_s", &mut p);
         }
         if let Some(o) = &self.open_loop {
-            check(
+            check_num(
                 &mut p,
-                o.rate_per_s.is_finite() && o.rate_per_s > 0.0,
+                o.rate_per_s,
+                o.rate_per_s > 0.0,
                 "open_loop.rate_per_s",
                 "must be > 0",
             );
             if let Arrival::Gamma { cv } = o.arrival {
-                check(
+                check_num(
                     &mut p,
-                    cv.is_finite() && cv > 0.0 && cv <= 100.0,
+                    cv,
+                    cv > 0.0 && cv <= 100.0,
                     "open_loop.arrival.cv",
                     "must be in (0, 100]",
                 );
             }
-            o.input_tokens.problems("open_loop.input_tokens", &mut p);
-            o.output_tokens.problems("open_loop.output_tokens", &mut p);
+            o.input_tokens
+                .token_problems("open_loop.input_tokens", &mut p);
+            o.output_tokens
+                .token_problems("open_loop.output_tokens", &mut p);
+            tokens_at_most(
+                &mut p,
+                "open_loop.shared_prefix_tokens",
+                o.shared_prefix_tokens,
+            );
         }
         if let Some(a) = &self.agentx {
             a.problems(&mut p);
         }
         if let Some(t) = &self.trace {
-            check(
+            check_num(
                 &mut p,
-                t.time_scale.is_finite() && t.time_scale > 0.0,
+                t.time_scale,
+                t.time_scale > 0.0,
                 "trace.time_scale",
                 "must be > 0",
             );

@@ -1,8 +1,10 @@
 //! Mooncake trace records and their JSONL parser.
 
+use super::{TraceReplay, BLOCK_TOKENS, MAX_TOKENS};
+use crate::serving::config::Limits;
 use crate::serving::SimError;
 use serde::{Deserialize, Serialize};
-use std::io::BufRead;
+use std::io::{BufRead, Read};
 
 /// One line of a Mooncake trace.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -16,21 +18,103 @@ pub struct TraceRecord {
     pub hash_ids: Vec<u64>,
 }
 
-/// Parses Mooncake JSONL (one object per line; blank lines skipped). The first bad
-/// line is reported with its 1-based number.
-pub fn parse_mooncake<R: BufRead>(reader: R) -> Result<Vec<TraceRecord>, SimError> {
-    let mut out = Vec::new();
-    for (i, line) in reader.lines().enumerate() {
-        let line_no = i + 1;
-        let line = line.map_err(|e| SimError::Trace {
+/// A trace as read: its records, and what reading changed or left out, in words.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TraceRead {
+    pub records: Vec<TraceRecord>,
+    /// One line per kind of record reading repaired or dropped (with how many and the
+    /// first line), for the caller to show.
+    pub notes: Vec<String>,
+}
+
+/// Records of one kind, counted with the first line they occur on.
+#[derive(Default)]
+struct Tally {
+    count: u64,
+    first_line: usize,
+}
+
+impl Tally {
+    fn add(&mut self, line: usize) {
+        if self.count == 0 {
+            self.first_line = line;
+        }
+        self.count += 1;
+    }
+
+    /// "`what`: N records (first at line L); `then`".
+    fn note(&self, what: &str, then: &str) -> Option<String> {
+        (self.count > 0).then(|| {
+            format!(
+                "{what}: {} record{} (first at line {}); {then}",
+                self.count,
+                if self.count == 1 { "" } else { "s" },
+                self.first_line
+            )
+        })
+    }
+}
+
+/// Reads Mooncake JSONL (one object per line; blank lines skipped) within `limits`
+/// (`max_trace_records`, `max_trace_bytes`, `max_trace_line_bytes`). A first line's
+/// byte-order mark is skipped. The first bad line is an error with its 1-based number;
+/// records that can be repaired or left out are, and `notes` says so:
+/// - `hash_ids` beyond the blocks of `input_length` (`BLOCK_TOKENS` each) are cut;
+/// - records with `input_length` or `output_length` above `MAX_TOKENS` are dropped;
+/// - records out of timestamp order are counted (they replay in timestamp order).
+pub fn read_mooncake<R: BufRead>(mut reader: R, limits: &Limits) -> Result<TraceRead, SimError> {
+    let mut out = TraceRead::default();
+    let (mut cut_ids, mut too_long, mut unsorted) =
+        (Tally::default(), Tally::default(), Tally::default());
+    let mut latest = 0u64;
+    let mut bytes = 0u64;
+    let mut buf = Vec::new();
+    let max_line = limits.max_trace_line_bytes;
+    for line_no in 1usize.. {
+        buf.clear();
+        let n = (&mut reader)
+            .take(max_line.saturating_add(1))
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| SimError::Trace {
+                line: line_no,
+                message: e.to_string(),
+            })?;
+        if n == 0 {
+            break;
+        }
+        bytes += n as u64;
+        let content = n - usize::from(buf.last() == Some(&b'\n'));
+        if content as u64 > max_line {
+            return Err(SimError::Trace {
+                line: line_no,
+                message: format!(
+                    "longer than limits.max_trace_line_bytes = {max_line} bytes (not a Mooncake JSONL trace? raise the limit if it is)"
+                ),
+            });
+        }
+        if bytes > limits.max_trace_bytes {
+            return Err(SimError::Trace {
+                line: line_no,
+                message: format!(
+                    "the trace is larger than limits.max_trace_bytes = {} bytes (raise the limit to read it)",
+                    limits.max_trace_bytes
+                ),
+            });
+        }
+        let text = std::str::from_utf8(&buf).map_err(|_| SimError::Trace {
             line: line_no,
-            message: e.to_string(),
+            message: "not UTF-8 text".into(),
         })?;
-        let t = line.trim();
+        let text = if line_no == 1 {
+            text.strip_prefix('\u{feff}').unwrap_or(text)
+        } else {
+            text
+        };
+        let t = text.trim();
         if t.is_empty() {
             continue;
         }
-        let rec: TraceRecord = serde_json::from_str(t).map_err(|e| SimError::Trace {
+        let mut rec: TraceRecord = serde_json::from_str(t).map_err(|e| SimError::Trace {
             line: line_no,
             message: e.to_string(),
         })?;
@@ -40,13 +124,94 @@ pub fn parse_mooncake<R: BufRead>(reader: R) -> Result<Vec<TraceRecord>, SimErro
                 message: "input_length must be >= 1".into(),
             });
         }
-        out.push(rec);
+        if rec.input_length as f64 > MAX_TOKENS || rec.output_length as f64 > MAX_TOKENS {
+            too_long.add(line_no);
+            continue;
+        }
+        let blocks = (rec.input_length as u64).div_ceil(BLOCK_TOKENS) as usize;
+        if rec.hash_ids.len() > blocks {
+            cut_ids.add(line_no);
+            rec.hash_ids.truncate(blocks);
+        }
+        if rec.timestamp < latest {
+            unsorted.add(line_no);
+        }
+        latest = latest.max(rec.timestamp);
+        if out.records.len() as u64 >= limits.max_trace_records {
+            return Err(SimError::Trace {
+                line: line_no,
+                message: format!(
+                    "more than limits.max_trace_records = {} records (raise the limit, or cut the trace)",
+                    limits.max_trace_records
+                ),
+            });
+        }
+        out.records.push(rec);
     }
+    out.notes.extend(too_long.note(
+        &format!("input_length or output_length above {MAX_TOKENS} tokens"),
+        "dropped",
+    ));
+    out.notes.extend(cut_ids.note(
+        &format!("more hash_ids than input_length covers ({BLOCK_TOKENS} tokens per block)"),
+        "the extra ids are ignored",
+    ));
+    out.notes.extend(unsorted.note(
+        "timestamps out of order",
+        "each record is replayed at its timestamp",
+    ));
     Ok(out)
+}
+
+/// Parses Mooncake JSONL within the default limits, without the notes
+/// (`read_mooncake`).
+pub fn parse_mooncake<R: BufRead>(reader: R) -> Result<Vec<TraceRecord>, SimError> {
+    read_mooncake(reader, &Limits::default()).map(|t| t.records)
 }
 
 pub fn parse_mooncake_str(text: &str) -> Result<Vec<TraceRecord>, SimError> {
     parse_mooncake(text.as_bytes())
+}
+
+/// When a trace's records arrive, against a run of `duration_s` after `warmup_s`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TraceSpan {
+    /// Records the replay takes (all, or the first `max_requests` in time order).
+    pub replayed: u64,
+    /// Arrivals of the first and last of them, seconds (timestamps x `time_scale`).
+    pub first_s: f64,
+    pub last_s: f64,
+    /// Of them, arriving by the end of the run, and inside the measured window.
+    pub in_run: u64,
+    pub in_window: u64,
+}
+
+/// Where `records`, replayed as `replay` says, fall in a run of `duration_s` seconds
+/// whose first `warmup_s` are not measured.
+pub fn trace_span(
+    records: &[TraceRecord],
+    replay: &TraceReplay,
+    duration_s: f64,
+    warmup_s: f64,
+) -> TraceSpan {
+    let mut times: Vec<f64> = records
+        .iter()
+        .map(|r| r.timestamp as f64 / 1e3 * replay.time_scale)
+        .collect();
+    times.sort_by(f64::total_cmp);
+    if let Some(m) = replay.max_requests {
+        times.truncate(m.min(times.len() as u64) as usize);
+    }
+    TraceSpan {
+        replayed: times.len() as u64,
+        first_s: times.first().copied().unwrap_or(0.0),
+        last_s: times.last().copied().unwrap_or(0.0),
+        in_run: times.iter().filter(|&&t| t <= duration_s).count() as u64,
+        in_window: times
+            .iter()
+            .filter(|&&t| t >= warmup_s && t <= duration_s)
+            .count() as u64,
+    }
 }
 
 #[cfg(test)]
@@ -84,5 +249,59 @@ mod tests {
             parse_mooncake_str("not json"),
             Err(SimError::Trace { line: 1, .. })
         ));
+    }
+    #[test]
+    fn reading_repairs_what_it_can_and_says_so() {
+        let text = "\u{feff}{\"timestamp\": 50, \"input_length\": 600, \"output_length\": 1, \"hash_ids\": [1, 2, 3, 4]}\n\
+                    {\"timestamp\": 10, \"input_length\": 10, \"output_length\": 4000000000}\n\
+                    {\"timestamp\": 20, \"input_length\": 10, \"output_length\": 1}";
+        let t = read_mooncake(text.as_bytes(), &Limits::default()).unwrap();
+        // The BOM is skipped; the absurd output drops; the ids past 2 blocks are cut.
+        assert_eq!(t.records.len(), 2);
+        assert_eq!(t.records[0].hash_ids, vec![1, 2]);
+        // The last line has no newline and is kept.
+        assert_eq!(t.records[1].timestamp, 20);
+        let notes = t.notes.join("\n");
+        assert!(
+            notes.contains("above 16000000 tokens: 1 record (first at line 2); dropped"),
+            "{notes}"
+        );
+        assert!(notes.contains("more hash_ids than input_length covers (512 tokens per block): 1 record (first at line 1)"), "{notes}");
+        assert!(
+            notes.contains("timestamps out of order: 1 record (first at line 3)"),
+            "{notes}"
+        );
+    }
+
+    #[test]
+    fn reading_is_bounded() {
+        let limits = Limits {
+            max_trace_line_bytes: 100,
+            max_trace_records: 2,
+            max_trace_bytes: 1000,
+            ..Limits::default()
+        };
+        // An endless stream of zeros stops at the line limit.
+        let zeros = std::io::BufReader::new(std::io::repeat(0));
+        match read_mooncake(zeros, &limits) {
+            Err(SimError::Trace { line: 1, message }) => {
+                assert!(message.contains("max_trace_line_bytes = 100"), "{message}")
+            }
+            other => panic!("{other:?}"),
+        }
+        let line = "{\"timestamp\": 1, \"input_length\": 5, \"output_length\": 1}\n";
+        match read_mooncake(line.repeat(3).as_bytes(), &limits) {
+            Err(SimError::Trace { line: 3, message }) => {
+                assert!(message.contains("max_trace_records = 2"), "{message}")
+            }
+            other => panic!("{other:?}"),
+        }
+        let blank = format!("{line}{}", "\n".repeat(2000));
+        match read_mooncake(blank.as_bytes(), &limits) {
+            Err(SimError::Trace { message, .. }) => {
+                assert!(message.contains("max_trace_bytes = 1000"), "{message}")
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -1,0 +1,155 @@
+//! The checks of `[limits]` (`config::Limits`): everything that scales a run's work
+//! or memory is bounded, and a scenario past a bound is refused when it is loaded, with
+//! the value, the limit and the limit's name to raise. Trace limits are checked while
+//! the trace is read (`workload::read_mooncake`), the event limit while the run goes.
+
+use super::config::ServingScenario;
+use super::workload::WorkloadConfig;
+use crate::validate::show;
+
+/// "`what` = `value` exceeds limits.`name` = `limit`; ...": one problem line.
+fn over(
+    what: &str,
+    value: impl std::fmt::Display,
+    name: &str,
+    limit: impl std::fmt::Display,
+) -> String {
+    format!("{what} = {value} exceeds limits.{name} = {limit} (raise limits.{name} in the scenario's [limits] table if you mean it)")
+}
+
+/// Problems with the scenario against its own limits and GPU budget.
+pub(crate) fn scenario_problems(sc: &ServingScenario) -> Vec<String> {
+    let l = &sc.limits;
+    let mut p = Vec::new();
+    for (name, v) in [
+        ("max_events", l.max_events),
+        ("max_live_requests", l.max_live_requests),
+        ("max_requests", l.max_requests),
+        ("max_sessions", l.max_sessions),
+        ("max_gpus", l.max_gpus),
+        ("max_trace_records", l.max_trace_records),
+        ("max_trace_bytes", l.max_trace_bytes),
+        ("max_trace_line_bytes", l.max_trace_line_bytes),
+    ] {
+        if v == 0 {
+            p.push(format!("limits.{name}: must be >= 1"));
+        }
+    }
+    if !(l.max_duration_s.is_finite() && l.max_duration_s > 0.0) {
+        p.push(format!(
+            "limits.max_duration_s: must be a finite number > 0, got {}",
+            l.max_duration_s
+        ));
+    } else if sc.duration_s.is_finite() && sc.duration_s > l.max_duration_s {
+        p.push(over(
+            "duration_s",
+            show(sc.duration_s),
+            "max_duration_s",
+            show(l.max_duration_s),
+        ));
+    }
+    let gpus = sc.gpus();
+    if gpus > l.max_gpus {
+        p.push(over("the pools' GPUs", gpus, "max_gpus", l.max_gpus));
+    }
+    if let Some(budget) = sc.serving.gpus {
+        if budget == 0 {
+            p.push("serving.gpus: must be >= 1".into());
+        } else if gpus > budget {
+            let pools: Vec<String> = sc
+                .pools()
+                .iter()
+                .map(|(name, c)| {
+                    format!(
+                        "{name} {} x {} = {}",
+                        c.instances,
+                        c.layout().name(),
+                        c.gpus()
+                    )
+                })
+                .collect();
+            p.push(format!(
+                "serving.gpus: the deployment needs {gpus} GPUs ({}) but serving.gpus is {budget}; use fewer instances or smaller DEPs, or raise serving.gpus",
+                pools.join(", ")
+            ));
+        }
+    }
+    p
+}
+
+/// Problems with the workload's size against the scenario's limits: sessions kept at
+/// once and requests expected over the run.
+pub fn workload_problems(sc: &ServingScenario, wl: &WorkloadConfig) -> Vec<String> {
+    let l = &sc.limits;
+    let mut p = Vec::new();
+    if let Some(c) = &wl.closed_loop {
+        if c.concurrency as u64 > l.max_sessions {
+            p.push(over(
+                "closed_loop.concurrency",
+                c.concurrency,
+                "max_sessions",
+                l.max_sessions,
+            ));
+        }
+    }
+    if let Some(a) = &wl.agentx {
+        let sessions = a.sessions as u64 + a.max_subagents as u64;
+        if sessions > l.max_sessions {
+            p.push(over(
+                "agentx.sessions + agentx.max_subagents",
+                sessions,
+                "max_sessions",
+                l.max_sessions,
+            ));
+        }
+    }
+    if let Some(o) = &wl.open_loop {
+        let expected = o.rate_per_s * sc.duration_s;
+        if o.rate_per_s.is_finite() && sc.duration_s.is_finite() && expected > l.max_requests as f64
+        {
+            p.push(over(
+                &format!(
+                    "open_loop.rate_per_s x duration_s ({} x {} s, requests expected)",
+                    show(o.rate_per_s),
+                    show(sc.duration_s)
+                ),
+                format!("{expected:.3e}"),
+                "max_requests",
+                l.max_requests,
+            ));
+        }
+    }
+    if let Some(t) = &wl.trace {
+        if let Some(m) = t.max_requests {
+            if m > l.max_requests {
+                p.push(over(
+                    "trace.max_requests",
+                    m,
+                    "max_requests",
+                    l.max_requests,
+                ));
+            }
+        }
+    }
+    p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::config::Limits;
+
+    /// Every default limit is what the README's Limits section states.
+    #[test]
+    fn defaults_are_the_documented_ones() {
+        let l = Limits::default();
+        assert_eq!(l.max_duration_s, 86_400.0);
+        assert_eq!(l.max_events, 1_000_000_000);
+        assert_eq!(l.max_requests, 100_000_000);
+        assert_eq!(l.max_sessions, 1_000_000);
+        assert_eq!(l.max_live_requests, 1_000_000);
+        assert_eq!(l.max_gpus, 65_536);
+        assert_eq!(l.max_trace_records, 10_000_000);
+        assert_eq!(l.max_trace_bytes, 2 << 30);
+        assert_eq!(l.max_trace_line_bytes, 1 << 20);
+    }
+}
