@@ -38,11 +38,12 @@ pub use config::{
 pub use price::{Money, PriceConfig, PriceSheet, TokenPrices, UsdPerMTokens};
 pub use prompt::Prompt;
 pub use rack::SimInput;
-pub use report::{Accounting, PoolReport, Report, Throughput, TokenMix};
-pub use stats::{LogHistogram, Summary};
+pub use report::{Accounting, Distributions, PoolReport, Report, Throughput, TokenMix};
+pub use stats::{LogHistogram, Series, SeriesPoint, Summary};
 pub use workload::{
-    parse_mooncake, parse_mooncake_str, AgentX, Arrival, ClosedLoop, Dist, Driver, NewRequest,
-    OpenLoop, Origin, TraceRecord, TraceReplay, WlEvent, WorkloadConfig, BLOCK_TOKENS,
+    parse_mooncake, parse_mooncake_str, AgentX, Arrival, ClosedLoop, CurvePreset, Dist, Driver,
+    NewRequest, OpenLoop, Origin, RateCurve, TraceRecord, TraceReplay, WlEvent, WorkloadConfig,
+    BLOCK_TOKENS,
 };
 
 use crate::cost::{CostModel, KvCapacity};

@@ -7,16 +7,16 @@ use super::pool::Pool;
 use super::price::Money;
 pub use super::price::UsdPerMTokens;
 use super::rack::{Rack, SimInput};
-use super::stats::Summary;
+use super::stats::{SeriesPoint, Summary};
 use crate::cost::Op;
 use crate::hardware::PriceBasis;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
 /// Tokens per second per GPU by kind; `total` is their sum (the reference report's
 /// measure: cached input + uncached input + output).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
 pub struct Throughput {
     pub total: f64,
     pub cached_input: f64,
@@ -25,14 +25,14 @@ pub struct Throughput {
 }
 
 /// Fractions of all tokens by kind.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
 pub struct TokenMix {
     pub cached_input: f64,
     pub uncached_input: f64,
     pub output: f64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct Goodput {
     pub slo_ttft_ms: f64,
     pub slo_tpot_ms: f64,
@@ -44,13 +44,13 @@ pub struct Goodput {
     pub tok_s_per_gpu: f64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct GaugeReport {
     pub mean: f64,
     pub max: f64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct PoolReport {
     pub name: String,
     pub instances: u32,
@@ -77,9 +77,21 @@ pub struct PoolReport {
     pub prefix_cache_hit_fraction: f64,
     /// Prefill: cached tokens that came from the host tier.
     pub host_cache_hit_tokens: u64,
+    /// Use and queue over the measured window, sampled every
+    /// `limits.sample_interval_s` (bounded: see `stats::Series`).
+    #[serde(default)]
+    pub series: Vec<SeriesPoint>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+/// Latency and speed distributions as (quantile, value) points (`LogHistogram::cdf`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Distributions {
+    pub ttft_ms: Vec<(f64, f64)>,
+    pub tpot_ms: Vec<(f64, f64)>,
+    pub per_user_tok_s: Vec<(f64, f64)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct TransferReport {
     pub transfers: u64,
     pub gib: f64,
@@ -88,7 +100,7 @@ pub struct TransferReport {
 }
 
 /// Whole-run counts (warm-up included) for invariant checks.
-#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct Accounting {
     pub arrived: u64,
     pub completed: u64,
@@ -152,7 +164,7 @@ impl Accounting {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
     pub scenario: String,
     pub mode: Mode,
@@ -178,6 +190,9 @@ pub struct Report {
     pub e2e_ms: Summary,
     /// Output speed seen by one user: (output tokens - 1) / (last - first token).
     pub per_user_tok_s: Summary,
+    /// The same distributions as CDF points, for plots.
+    #[serde(default)]
+    pub distributions: Distributions,
     pub goodput: Goodput,
     pub price_sheet: String,
     pub price_basis: PriceBasis,
@@ -271,6 +286,11 @@ impl Rack<'_> {
             itl_ms: m.itl_ms.summary(),
             e2e_ms: m.e2e_ms.summary(),
             per_user_tok_s: m.user_tok_s.summary(),
+            distributions: Distributions {
+                ttft_ms: m.ttft_ms.cdf(),
+                tpot_ms: m.tpot_ms.cdf(),
+                per_user_tok_s: m.user_tok_s.cdf(),
+            },
             goodput: Goodput {
                 slo_ttft_ms: sc.slo.ttft_ms,
                 slo_tpot_ms: sc.slo.tpot_ms,
@@ -356,6 +376,7 @@ fn pool_report(p: &Pool<'_>, measured_s: f64) -> PoolReport {
             st.input_tokens_looked_up as f64,
         ),
         host_cache_hit_tokens: st.host_hit_tokens,
+        series: st.series.points(),
     }
 }
 

@@ -9,9 +9,11 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+mod curve;
 mod driver;
 mod trace;
 
+pub use curve::{CurvePreset, RateCurve};
 pub use driver::{Driver, NewRequest, Origin, WlEvent};
 pub use trace::{parse_mooncake, parse_mooncake_str, TraceRecord};
 
@@ -138,6 +140,10 @@ pub struct WorkloadConfig {
     pub agentx: Option<AgentX>,
     #[serde(default)]
     pub trace: Option<TraceReplay>,
+    /// Load over the day as multipliers of the nominal load (`twin plan` plans for the
+    /// peak; `twin simulate` applies it to open-loop arrivals only). None: constant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_curve: Option<RateCurve>,
     #[serde(default)]
     pub provenance: BTreeMap<String, String>,
 }
@@ -370,7 +376,16 @@ impl WorkloadConfig {
                 "must be > 0",
             );
         }
+        if let Some(c) = &self.rate_curve {
+            c.problems("rate_curve", &mut p);
+        }
         p
+    }
+
+    /// Whether the discrete-event simulation follows the rate curve (open-loop
+    /// arrivals); for the other kinds only `twin plan` uses it.
+    pub fn curve_is_simulated(&self) -> bool {
+        self.rate_curve.is_some() && self.open_loop.is_some()
     }
 }
 
