@@ -8,7 +8,9 @@ pub mod cost;
 pub mod forward;
 pub mod hardware;
 pub mod model;
+pub mod plan;
 pub mod serving;
+pub mod tco;
 pub mod units;
 pub mod validate;
 
