@@ -7,6 +7,7 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 
 mod cmd;
+mod report;
 mod scenario;
 
 #[derive(Parser)]
@@ -33,6 +34,11 @@ enum Command {
     /// `forward` over a grid of DEP and batch sizes: throughput per GPU against speed
     /// per user (Pareto frontier), and the cost of a million tokens.
     Sweep(cmd::sweep::SweepArgs),
+    /// The best deployment under latency SLOs for a GPU budget, or the GPUs a target
+    /// rate needs: analytic screen, simulation of the best candidates, vLLM commands.
+    Plan(cmd::plan::PlanArgs),
+    /// Total cost of ownership per GPU-hour and the run's margin under TCO presets.
+    Cost(cmd::cost::CostArgs),
     /// Compare predictions with published figures (and refit the fitted parameters).
     Validate(cmd::validate::ValidateArgs),
     /// Measure per-layer operations on a device and fit a cost profile.
@@ -55,6 +61,8 @@ fn main() {
         Command::Forward(a) => cmd::forward::run(a),
         Command::Kernel(a) => cmd::kernel::run(a),
         Command::Sweep(a) => cmd::sweep::run(a),
+        Command::Plan(a) => cmd::plan::run(a),
+        Command::Cost(a) => cmd::cost::run(a),
         Command::Calibrate(a) => cmd::calibrate::run(a),
         Command::Validate(a) => cmd::validate::run(a),
         Command::List => cmd::list(),

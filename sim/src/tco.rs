@@ -29,7 +29,7 @@ pub struct Tco {
     #[serde(default)]
     pub rental_usd_per_gpu_hour: Option<f64>,
     /// Rented GPUs at the hardware file's `[price]` of this basis (`hyperscaler`,
-    /// `neocloud`, `rental-3yr`), when `rental_usd_per_gpu_hour` is not set.
+    /// `neocloud`, `rental3yr`), when `rental_usd_per_gpu_hour` is not set.
     #[serde(default)]
     pub rental_basis: Option<PriceBasis>,
     /// Owned: the system price per GPU (rack with CPUs, switches, chassis, cabling,
@@ -257,7 +257,7 @@ fn basis_key(b: PriceBasis) -> &'static str {
     match b {
         PriceBasis::Hyperscaler => "hyperscaler",
         PriceBasis::Neocloud => "neocloud",
-        PriceBasis::Rental3yr => "rental-3yr",
+        PriceBasis::Rental3yr => "rental3yr",
     }
 }
 

@@ -1,8 +1,10 @@
 //! One module per subcommand.
 
 pub mod calibrate;
+pub mod cost;
 pub mod forward;
 pub mod kernel;
+pub mod plan;
 pub mod simulate;
 pub mod sweep;
 pub mod validate;

@@ -47,6 +47,16 @@ pub struct SimulateArgs {
     /// prefill pool's instances filling the rest of the scenario's GPUs.
     #[arg(long, value_name = "DEPS", value_delimiter = ',')]
     pub decode_deps: Vec<u32>,
+    /// Price the GPUs with a TCO preset (`scenarios/tco`) or file, and print the
+    /// finance (cost by component, margin, break-even utilisation).
+    #[arg(long, value_name = "PRESET")]
+    pub tco: Option<String>,
+    /// Write an HTML report (index.html, SVG plots, CSV tables, summary.json) here.
+    #[arg(long, value_name = "DIR")]
+    pub report: Option<String>,
+    /// Let --report write into a folder that is not empty.
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// A deployment field of the scenario's pool at `pool` (`serving.decode`), by its path.
@@ -76,7 +86,9 @@ pub fn resolve_args(args: &SimulateArgs) -> Result<Resolved> {
     let (hw_sets, rest) = Set::split_prefix(&sets, "hardware");
     let (model_sets, rest) = Set::split_prefix(&rest, "model");
     let (workload_sets, rest) = Set::split_prefix(&rest, "workload");
-    let (cost_sets, scenario_sets) = Set::split_prefix(&rest, "cost");
+    let (cost_sets, rest) = Set::split_prefix(&rest, "cost");
+    // `tco.*` overrides belong to the TCO preset (`--tco`), read by `cost`.
+    let (_, scenario_sets) = Set::split_prefix(&rest, "tco");
 
     let name = args.scenario.as_deref().unwrap_or(DEFAULT_SCENARIO);
     let (origin, text) = load_scenario_text(name)?;
@@ -149,7 +161,10 @@ pub fn resolve_args(args: &SimulateArgs) -> Result<Resolved> {
     })
 }
 
-fn read_trace(args: &SimulateArgs, workload: &WorkloadConfig) -> Result<Vec<TraceRecord>> {
+pub(crate) fn read_trace(
+    args: &SimulateArgs,
+    workload: &WorkloadConfig,
+) -> Result<Vec<TraceRecord>> {
     match (&workload.trace, &args.trace) {
         (Some(_), Some(path)) => {
             let file = std::fs::File::open(path).with_context(|| format!("cannot open trace `{path}`"))?;
@@ -360,8 +375,16 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
         return split_sweep(args);
     }
     let (r, report, trace_records) = execute(args)?;
+    let finance = super::cost::simulate_finance(args, &r, &report)?;
+    if let Some(dir) = &args.report {
+        let written = crate::report::simulate(&r, &report, finance.as_ref(), dir, args.force)?;
+        eprintln!("report: {written}");
+    }
     if args.json {
-        let out = to_json(&r, &report, trace_records)?;
+        let mut out = to_json(&r, &report, trace_records)?;
+        if let Some(f) = &finance {
+            out["finance"] = serde_json::to_value(f)?;
+        }
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         println!(
@@ -374,6 +397,9 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
             r.hardware.name, r.model.name, r.params.source
         );
         print!("{}", report.render_text());
+        if let Some(f) = &finance {
+            print!("\n{}", super::cost::finance_text(f));
+        }
     }
     Ok(())
 }

@@ -27,7 +27,7 @@ pub mod shape;
 pub mod space;
 
 pub use screen::{screen, AnalyticPricer, Estimate, PoolPricing, Pricer, ScreenInputs};
-pub use select::{merge, select, Counts, Outcome, ShardFile};
+pub use select::{merge, select, to_simulate, Counts, Outcome, ShardFile};
 pub use shape::WorkShape;
 pub use space::{enumerate, SearchSpace};
 
@@ -346,6 +346,9 @@ pub struct Header {
     pub slo: Slo,
     pub objective: Objective,
     pub tco: String,
+    /// The price sheet the tokens are valued at.
+    pub price_sheet: String,
+    pub token_prices: crate::serving::TokenPrices,
     pub space: SearchSpace,
     /// Candidates in the grid.
     pub candidates: usize,

@@ -14,9 +14,11 @@
 //!   server per rank: Erlang C gives the chance to wait and the P90 wait,
 //!   `ln(C / 0.1) / (c mu - lambda)` when `C > 0.1`. TTFT P90 = P90 wait + the prefill
 //!   + one decode step.
-//! - **Aggregated.** A mixed step runs the decode batch and the prefill tokens that
-//!   arrived: `s = s_dec(B) / (1 - a)` with `a` the share of the rank's time prefill
-//!   takes; an M/M/1 queue per rank for the TTFT.
+//! - **Aggregated.** A mixed step runs the decode batch and, whenever any rank of the
+//!   group has prefill work (the group steps in lock-step), a full prefill chunk:
+//!   `s = s_dec(B) + (1 - (1 - f)^dep) t_chunk`, with `f` the share of steps a rank
+//!   has prefill work, `f = need * s / chunk tokens`; an M/M/1 queue per rank, busy
+//!   `f`, for the TTFT.
 //! - **Closed loops** (users who think between requests): the rate is the fixed point
 //!   `lambda (think + response(lambda)) = users`, by bisection below the capacity.
 //! - **Sizing for a target rate**: the fewest prefill (or aggregated) instances whose
@@ -141,8 +143,9 @@ pub struct Estimate {
 struct Prefill {
     rate_per_rank: f64,
     service_s: f64,
-    /// Seconds per prefill token on a rank with full steps.
-    s_per_token: f64,
+    /// A full step: its seconds and the prefill tokens it computes per rank.
+    step_s: f64,
+    step_tokens: f64,
 }
 
 /// Decode step time by batch per rank, sampled and interpolated.
@@ -260,6 +263,8 @@ struct Model_ {
     prefill: Prefill,
     prefill_ranks: u64,
     uncached: f64,
+    /// Ranks per instance of the pool that prefills (lock-step).
+    group_dep: u32,
 }
 
 impl Model_ {
@@ -269,8 +274,9 @@ impl Model_ {
         let dec = cap * self.decode_ranks / (self.steps_per_request * self.decode.at(cap));
         match self.mode {
             Mode::Aggregated => {
-                // Both the prefill share a < 1 and the batch within the cap.
-                let pre = self.decode_ranks / (self.uncached * self.prefill.s_per_token);
+                // The prefill must fit in the steps and the batch within the cap.
+                let per_token = self.prefill.step_s / self.prefill.step_tokens;
+                let pre = self.decode_ranks / (self.uncached * per_token);
                 bisect(0.0, pre.min(dec * 10.0), |l| {
                     if self.respond(l).is_none() {
                         1.0
@@ -288,28 +294,48 @@ impl Model_ {
         let cap = self.decode.cap();
         match self.mode {
             Mode::Aggregated => {
+                // Each rank needs `need` prefill tokens a second; a step carries a
+                // full prefill part whenever any rank of the group has prefill work
+                // (lock-step), so with f the share of steps a rank has work,
+                // s = s_dec(B) + (1 - (1 - f)^dep) t_chunk and f = need s / tokens.
                 let lr = lambda / self.decode_ranks;
-                let a = lr * self.uncached * self.prefill.s_per_token;
-                if a >= 1.0 {
-                    return None;
-                }
-                let step = |b: f64| self.decode.at(b) / (1.0 - a);
-                let h = |b: f64| b - lr * self.steps_per_request * step(b);
+                let need = lr * self.uncached;
+                let (tc, ctok) = (self.prefill.step_s, self.prefill.step_tokens);
+                let dep = self.group_dep as i32;
+                let mean_step = |b: f64| -> Option<(f64, f64)> {
+                    let sd = self.decode.at(b);
+                    let q = |f: f64| 1.0 - (1.0 - f).powi(dep);
+                    let phi = |f: f64| need * (sd + q(f) * tc) / ctok - f;
+                    if phi(1.0) > 0.0 {
+                        return None;
+                    }
+                    let f = bisect(0.0, 1.0, |f| -phi(f));
+                    Some((sd + q(f) * tc, f))
+                };
+                mean_step(cap)?;
+                let h = |b: f64| {
+                    b - lr * self.steps_per_request * mean_step(b).map_or(f64::MAX, |x| x.0)
+                };
                 if h(cap) < 0.0 {
                     return None;
                 }
                 let batch = bisect(0.0, cap, h);
-                let s = step(batch);
-                // One M/M/1 queue per rank for prefill work.
-                let svc = self.uncached * self.prefill.s_per_token;
-                let (p90, mean) = mmc_wait_s(1, 1.0 / svc, lr);
+                let (s, f) = mean_step(batch)?;
+                // Prefill work waits per rank: an M/M/1 queue busy a share f.
+                let svc = (self.uncached / ctok).ceil() * (self.decode.at(batch) + tc);
+                let wait_mean = f / (1.0 - f) * svc;
+                let wait_p90 = if f > 0.1 {
+                    svc * (f / 0.1).ln() / (1.0 - f)
+                } else {
+                    0.0
+                };
                 Some(Response {
-                    ttft_mean_s: mean + svc / (1.0 - a) + s,
-                    ttft_p90_s: p90 + svc / (1.0 - a) + s,
+                    ttft_mean_s: wait_mean + svc + s,
+                    ttft_p90_s: wait_p90 + svc + s,
                     decode_s: self.steps_per_request * s,
                     step_s: s,
                     batch,
-                    prefill_util: a,
+                    prefill_util: f,
                 })
             }
             _ => {
@@ -367,20 +393,24 @@ fn prefill_rate(cost: &dyn PoolCost, dep: u32, chunk: u32, uncached: f64, cached
         Prefill {
             rate_per_rank: k as f64 / t,
             service_s: t,
-            s_per_token: t / (k as u64 * u) as f64,
+            step_s: t,
+            step_tokens: (k as u64 * u) as f64,
         }
     } else {
         let mut t = 0.0;
         let mut done = 0;
+        let mut steps = 0;
         while done < u {
             let n = chunk.min(u - done);
             t += step(n, ctx + done, 1);
             done += n;
+            steps += 1;
         }
         Prefill {
             rate_per_rank: 1.0 / t,
             service_s: t,
-            s_per_token: t / u as f64,
+            step_s: t / steps as f64,
+            step_tokens: u as f64 / steps as f64,
         }
     }
 }
@@ -513,6 +543,7 @@ pub fn screen(cand: &Candidate, inp: &ScreenInputs<'_>) -> (Candidate, Estimate,
         prefill,
         prefill_ranks: c.prefill.as_ref().map_or(0, |p| p.gpus()),
         uncached: shape.uncached_tokens(),
+        group_dep: prefill_dep,
     };
     // The load: a fixed rate, a closed loop's fixed point, or a target to size for.
     let target = match inp.sizing {
@@ -529,7 +560,7 @@ pub fn screen(cand: &Candidate, inp: &ScreenInputs<'_>) -> (Candidate, Estimate,
             m.prefill_ranks = p.gpus();
         } else {
             // The fewest instances whose prefill share and batch stay in bounds.
-            let per_rank_prefill = 1.0 / (m.uncached * prefill.s_per_token);
+            let per_rank_prefill = prefill.step_tokens / (m.uncached * prefill.step_s);
             let mut n = (lambda / (util * prefill_dep as f64 * per_rank_prefill))
                 .ceil()
                 .max(1.0) as u64;

@@ -2,7 +2,9 @@
 //! frontier, the best on the objective, and when nothing is feasible, what binds.
 //! Shards' records merge here into exactly one run's.
 
-use super::{Header, Metrics, PlanError, Reason, Record, Sizing, Status};
+use super::{
+    Candidate, Estimate, Header, Metrics, Objective, PlanError, Reason, Record, Sizing, Status,
+};
 use crate::forward::pareto_max;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -84,6 +86,51 @@ pub fn simulated_reasons(h: &Header, m: &Metrics) -> Vec<Reason> {
         }
     }
     out
+}
+
+/// Which screened candidates to simulate: at most `k` of those the screen kept, best
+/// first on the objective's estimate, with two rules. Candidates whose estimates are
+/// identical (they differ only in a setting that does not bind at the estimated load,
+/// such as a batch cap above the batch) are simulated once, the last of them (the
+/// largest setting) standing for the others. Candidates whose prefill (or mixed)
+/// ranks would run above `target_utilisation` rank after all others: the screen's
+/// steady-state estimates are least reliable near saturation (rank imbalance and
+/// cache misses it does not model take the difference). Returned in index order.
+pub fn to_simulate(
+    screened: &[(Candidate, Estimate, Vec<Reason>)],
+    objective: Objective,
+    k: usize,
+    target_utilisation: f64,
+) -> Vec<usize> {
+    let mut rep: BTreeMap<String, usize> = BTreeMap::new();
+    for (i, (_, e, why)) in screened.iter().enumerate() {
+        if why.is_empty() {
+            rep.insert(serde_json::to_string(e).unwrap_or_default(), i);
+        }
+    }
+    let mut ok: Vec<usize> = rep.into_values().collect();
+    let as_metrics = |e: &Estimate| Metrics {
+        gpus: e.gpus,
+        tok_s_per_gpu: e.tok_s_per_gpu,
+        usd_per_m_tokens: e.usd_per_m_tokens,
+        ..Metrics::default()
+    };
+    let risky = |i: usize| screened[i].1.prefill_utilisation > target_utilisation;
+    ok.sort_by(|&a, &b| {
+        let (ma, mb) = (as_metrics(&screened[a].1), as_metrics(&screened[b].1));
+        risky(a).cmp(&risky(b)).then_with(|| {
+            if objective.better(&ma, &mb) {
+                std::cmp::Ordering::Less
+            } else if objective.better(&mb, &ma) {
+                std::cmp::Ordering::Greater
+            } else {
+                a.cmp(&b)
+            }
+        })
+    });
+    ok.truncate(k);
+    ok.sort();
+    ok
 }
 
 /// Relative miss of `v` against an SLO limit (0 when met).

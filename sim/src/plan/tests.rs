@@ -137,21 +137,31 @@ fn screen_estimates_by_hand() {
     assert!((e.kv_requests_per_rank - 1e6 / 1100.0).abs() < 1e-9);
 }
 
-/// Aggregated DEP8 at 40 req/s: 5 req/s per rank, prefill takes a = 5 * 1000 * 1e-5 =
-/// 5% of a rank, so s(B) = (0.01 + 0.0001 B) / 0.95 and B = 5 * 100 * s(B) gives
-/// 0.95 B = 5 + 0.05 B: B = 5.5556, s = 11.111 ms.
+/// Aggregated DEP1 at 5 req/s: the rank needs 5000 prefill tokens a second; a full
+/// chunk (4 prompts, 4000 tokens) takes 40 ms. With one rank a step carries prefill
+/// on a share f of steps: s = s_dec + 0.04 f and f = 5000 s / 4000, so f = 1.25 s_dec /
+/// 0.95 and s = s_dec / 0.95. B = 5 * 100 * s gives 0.95 B = 5 + 0.05 B: B = 5.5556,
+/// s = 11.111 ms, f = 1.25 * 11.111 / 1000 = 0.013889.
 #[test]
 fn aggregated_steps_carry_the_prefill_share() {
     let c = Candidate {
         mode: Mode::Aggregated,
         prefill: None,
+        decode: pool(1, 1),
         ..disagg()
     };
-    let (_, e, why) = run(&c, open(40.0), Slo::default(), Sizing::Gpus(8));
+    let (_, e, why) = run(&c, open(5.0), Slo::default(), Sizing::Gpus(1));
     assert!(why.is_empty(), "{why:?}");
     assert!((e.decode_batch_per_rank - 5.0 / 0.9).abs() < 1e-9, "{e:?}");
     assert!((e.tpot_ms - 11.111_111_1).abs() < 1e-6);
-    assert!((e.prefill_utilisation - 0.05).abs() < 1e-12);
+    assert!((e.prefill_utilisation - 0.013_888_89).abs() < 1e-8);
+    // With 8 ranks in lock-step a step carries a chunk when any rank has one: slower.
+    let c8 = Candidate {
+        decode: pool(1, 8),
+        ..c
+    };
+    let (_, e8, _) = run(&c8, open(40.0), Slo::default(), Sizing::Gpus(8));
+    assert!(e8.tpot_ms > 11.2, "{e8:?}");
 }
 
 /// 84.126 users thinking 1 s: at 40 req/s the response is 40 ms of prefill + 10.53 ms
@@ -265,6 +275,8 @@ fn header(slo: Slo) -> Header {
         slo,
         objective: Objective::TokSPerGpu,
         tco: "t".into(),
+        price_sheet: "p".into(),
+        token_prices: crate::serving::TokenPrices::ZERO,
         space: SearchSpace::default(),
         candidates: 4,
         to_simulate: vec![0, 1, 2],
@@ -378,4 +390,36 @@ fn fnv_matches_the_published_vectors() {
     // FNV-1a 64 test vectors: "" and "a".
     assert_eq!(fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
     assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
+}
+
+/// Two candidates with equal estimates are simulated once (the later one); one whose
+/// prefill would run above the target utilisation ranks after the others.
+#[test]
+fn simulation_list_skips_twins_and_defers_saturated_ones() {
+    let est = |tok: f64, util: f64| Estimate {
+        tok_s_per_gpu: tok,
+        prefill_utilisation: util,
+        gpus: 12,
+        ..Estimate::default()
+    };
+    let c = disagg();
+    let screened = vec![
+        (c.clone(), est(100.0, 0.5), vec![]),
+        (c.clone(), est(100.0, 0.5), vec![]),
+        (c.clone(), est(300.0, 0.95), vec![]),
+        (c.clone(), est(200.0, 0.5), vec![]),
+        (
+            c.clone(),
+            est(900.0, 0.1),
+            vec![Reason::new("kv", "no room")],
+        ),
+    ];
+    assert_eq!(
+        to_simulate(&screened, Objective::TokSPerGpu, 2, 0.8),
+        vec![1, 3]
+    );
+    assert_eq!(
+        to_simulate(&screened, Objective::TokSPerGpu, 3, 0.8),
+        vec![1, 2, 3]
+    );
 }
