@@ -163,6 +163,18 @@ fn from_json(path: &str) -> Result<Priced> {
 pub fn run(args: &CostArgs) -> Result<()> {
     let sets = Set::parse_all(&args.set)?;
     let (tco_sets, _) = Set::split_prefix(&sets, "tco");
+    let tcos: Vec<Tco> = match &args.tco {
+        Some(name) => vec![resolve_tco(Some(name), &tco_sets, Default::default())?],
+        None => {
+            if !tco_sets.is_empty() {
+                bail!("--set tco.*: name the preset it changes with --tco");
+            }
+            embedded_names(Kind::Tco)
+                .iter()
+                .map(|n| resolve_tco(Some(n), &[], Default::default()))
+                .collect::<Result<_>>()?
+        }
+    };
     let priced = match &args.from {
         Some(path) => {
             if args.duration.is_some() || args.seed.is_some() {
@@ -195,18 +207,6 @@ pub fn run(args: &CostArgs) -> Result<()> {
                 prices: r.scenario.price.token_prices().unwrap_or(TokenPrices::ZERO),
                 sheet: r.scenario.price.sheet.key().to_string(),
             }
-        }
-    };
-    let tcos: Vec<Tco> = match &args.tco {
-        Some(name) => vec![resolve_tco(Some(name), &tco_sets, Default::default())?],
-        None => {
-            if !tco_sets.is_empty() {
-                bail!("--set tco.*: name the preset it changes with --tco");
-            }
-            embedded_names(Kind::Tco)
-                .iter()
-                .map(|n| resolve_tco(Some(n), &[], Default::default()))
-                .collect::<Result<_>>()?
         }
     };
     let mut rows = Vec::new();

@@ -78,8 +78,48 @@ pub fn scaled_workload(wl: &WorkloadConfig, scale: f64) -> WorkloadConfig {
     w
 }
 
-/// Simulates candidate `c`: its report and finance.
-fn simulate_candidate(cx: &Context_, c: &Candidate) -> Result<(Report, Finance)> {
+/// Runs of a closed-loop workload (sessions or users) a target rate may take: the
+/// screen's session count is corrected by the simulated rate's shortfall.
+const RATE_RUNS: usize = 3;
+
+/// Simulates candidate `c`: the candidate as run, its report and finance. For a
+/// target rate with a closed-loop workload, the users the screen estimated are
+/// rescaled by target / simulated rate until the run carries the target (within the
+/// selection's 5%) or `RATE_RUNS` runs are spent.
+fn simulate_candidate(
+    cx: &Context_,
+    c: &Candidate,
+    sizing: Sizing,
+) -> Result<(Candidate, Report, Finance)> {
+    let closed = cx.base.workload.open_loop.is_none() && cx.base.workload.trace.is_none();
+    let mut c = c.clone();
+    for attempt in 1..=RATE_RUNS {
+        let (report, fin) = simulate_once(cx, &c)?;
+        let target = match sizing {
+            Sizing::Gpus(_) => None,
+            Sizing::RequestsPerS(r) => Some((r, report.requests_per_s)),
+            Sizing::TokensPerS(t) => Some((
+                t,
+                report.throughput_tok_s_per_gpu.total * report.gpus as f64,
+            )),
+        };
+        match target {
+            Some((want, got))
+                if closed
+                    && attempt < RATE_RUNS
+                    && got > 0.0
+                    && got < sim::plan::select::RATE_MET_FRACTION * want =>
+            {
+                c.load_scale *= (want / got).min(4.0);
+            }
+            _ => return Ok((c, report, fin)),
+        }
+    }
+    unreachable!("the last attempt returns")
+}
+
+/// One simulation of candidate `c`.
+fn simulate_once(cx: &Context_, c: &Candidate) -> Result<(Report, Finance)> {
     let r = &cx.base;
     let sc = c.apply(&r.scenario);
     let wl = scaled_workload(&r.workload, c.load_scale);
@@ -395,8 +435,9 @@ pub fn plan(args: &PlanArgs) -> Result<()> {
             }
             if to_sim.contains(&i) {
                 pb.set_message(cand.label());
-                match simulate_candidate(&cx, cand) {
-                    Ok((report, fin)) => {
+                match simulate_candidate(&cx, cand, h.sizing) {
+                    Ok((run, report, fin)) => {
+                        rec.candidate = run;
                         rec.status = Status::Simulated;
                         rec.metrics = Some(Metrics::of(&report, &fin));
                         rec.finance = Some(fin);

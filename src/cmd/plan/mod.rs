@@ -9,7 +9,7 @@
 //! `twin plan merge FILES...` combines the shards into exactly the unsharded answer.
 
 mod exec;
-mod print;
+pub mod print;
 pub mod vllm;
 
 use crate::scenario::{load_hardware, load_tco, parse_with_sets, Set};
