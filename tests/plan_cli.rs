@@ -2,78 +2,17 @@
 //! and their merge, the errors of bad input, the cost arithmetic by hand, and the
 //! scheduler manifests. Runs are short (30 simulated seconds, a three-candidate space).
 
+mod common;
+
+use common::*;
 use serde_json::Value;
-use std::path::PathBuf;
-use std::process::{Command, Output};
-
-fn twin(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_twin"))
-        .args(args)
-        .env_remove("SLURM_ARRAY_TASK_ID")
-        .env_remove("JOB_COMPLETION_INDEX")
-        .output()
-        .expect("run twin")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn json(o: &Output) -> Value {
-    assert!(o.status.success(), "twin failed:\n{}", stderr(o));
-    serde_json::from_str(&stdout(o)).unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", stdout(o)))
-}
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn fails_with(args: &[&str], needles: &[&str]) -> String {
-    let o = twin(args);
-    assert!(
-        !o.status.success(),
-        "expected failure for {args:?}, got:\n{}",
-        stdout(&o)
-    );
-    let err = stderr(&o);
-    for n in needles {
-        assert!(err.contains(n), "stderr of {args:?} lacks `{n}`:\n{err}");
-    }
-    err
-}
-
-/// The small plan: three P/D splits of the default rack, 30 simulated seconds each.
-fn small(extra: &[&str]) -> Vec<String> {
-    let space = repo().join("examples/plan-space-small.toml");
-    let mut v: Vec<String> = [
-        "plan",
-        "--duration",
-        "30",
-        "--set",
-        "warmup_s=10",
-        "--space",
-        space.to_str().unwrap(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    v.extend(extra.iter().map(|s| s.to_string()));
-    v
-}
-
-fn run(args: &[String]) -> Output {
-    twin(&args.iter().map(String::as_str).collect::<Vec<_>>())
-}
+use std::process::Command;
 
 #[test]
 fn plan_json_has_the_contract_and_is_deterministic() {
-    let args = small(&["--slo", "tpot_p90_ms=20", "--json"]);
-    let a = run(&args);
-    assert_eq!(stdout(&a), stdout(&run(&args)), "same seed, same bytes");
+    let args = small_plan(&["--slo", "tpot_p90_ms=20", "--json"]);
+    let a = twin(&args);
+    assert_eq!(stdout(&a), stdout(&twin(&args)), "same seed, same bytes");
     let v = json(&a);
     let best = &v["best"];
     for k in [
@@ -118,7 +57,7 @@ fn plan_json_has_the_contract_and_is_deterministic() {
         "--data-parallel-size {dep} --enable-expert-parallel"
     )));
     // Another seed, another run.
-    let other = run(&small(&[
+    let other = twin(&small_plan(&[
         "--slo",
         "tpot_p90_ms=20",
         "--json",
@@ -141,11 +80,11 @@ fn shards_merge_into_the_unsharded_answer() {
             .unwrap()
             .to_string()
     };
-    let base = small(&["--slo", "tpot_p90_ms=20"]);
+    let base = small_plan(&["--slo", "tpot_p90_ms=20"]);
     for i in 0..2 {
         let mut a = base.clone();
         a.extend(["--shard".into(), format!("{i}/2"), "--out".into(), out(i)]);
-        let o = run(&a);
+        let o = twin(&a);
         assert!(o.status.success(), "{}", stderr(&o));
     }
     let lines = |i: usize| std::fs::read_to_string(out(i)).unwrap().lines().count();
@@ -153,11 +92,11 @@ fn shards_merge_into_the_unsharded_answer() {
     assert_eq!((lines(0), lines(1)), (3, 2));
     let mut again = base.clone();
     again.extend(["--shard".into(), "0/2".into(), "--out".into(), out(0)]);
-    assert!(run(&again).status.success());
+    assert!(twin(&again).status.success());
     assert_eq!(lines(0), 3, "a rerun resumes: nothing appended");
     let mut whole = base.clone();
     whole.push("--json".into());
-    let unsharded = stdout(&run(&whole));
+    let unsharded = stdout(&twin(&whole));
     let merged = twin(&["plan", "merge", &out(0), &out(1), "--json"]);
     assert!(merged.status.success(), "{}", stderr(&merged));
     assert_eq!(stdout(&merged), unsharded, "merge = unsharded run");
@@ -176,21 +115,15 @@ fn shards_merge_into_the_unsharded_answer() {
         "--out".into(),
         o2.clone(),
     ]);
-    assert!(run(&other).status.success());
+    assert!(twin(&other).status.success());
     fails_with(&["plan", "merge", &out(0), &o2], &["is from another grid"]);
     // Resuming into a file of another grid is refused too.
     let mut wrong = base.clone();
     wrong.extend(["--shard".into(), "1/2".into(), "--out".into(), o2]);
-    fails_with(
-        &wrong.iter().map(String::as_str).collect::<Vec<_>>(),
-        &["holds records of another grid"],
-    );
+    fails_with(&wrong, &["holds records of another grid"]);
     let mut bad = base.clone();
     bad.extend(["--shard".into(), "2/2".into(), "--out".into(), out(5)]);
-    fails_with(
-        &bad.iter().map(String::as_str).collect::<Vec<_>>(),
-        &["shard index 2 is out of range for 2 shards"],
-    );
+    fails_with(&bad, &["shard index 2 is out of range for 2 shards"]);
     // The index from the scheduler's environment.
     let mut env = base.clone();
     env.extend(["--shard".into(), "2".into(), "--out".into(), out(6)]);
@@ -210,9 +143,9 @@ fn shards_merge_into_the_unsharded_answer() {
 #[test]
 fn plan_errors_say_what_and_where() {
     // The closest configuration's TPOT is above 3.5 ms in simulation: TPOT binds.
-    let tight = small(&["--slo", "tpot_p90_ms=3.5"]);
+    let tight = small_plan(&["--slo", "tpot_p90_ms=3.5"]);
     fails_with(
-        &tight.iter().map(String::as_str).collect::<Vec<_>>(),
+        &tight,
         &[
             "no configuration meets the SLOs",
             "tpot_p90_ms binds",
@@ -220,9 +153,9 @@ fn plan_errors_say_what_and_where() {
         ],
     );
     // Far below anything the screen estimates: nothing is simulated.
-    let hopeless = small(&["--slo", "tpot_p90_ms=0.5"]);
+    let hopeless = small_plan(&["--slo", "tpot_p90_ms=0.5"]);
     fails_with(
-        &hopeless.iter().map(String::as_str).collect::<Vec<_>>(),
+        &hopeless,
         &[
             "no configuration passed the screen",
             "tpot_p90_ms 3",
@@ -256,7 +189,7 @@ fn plan_errors_say_what_and_where() {
 /// Sizing for a target rate: the prefill pool is sized, the load scaled to the rate.
 #[test]
 fn plan_sizes_pools_for_a_target_rate() {
-    let v = json(&run(&small(&[
+    let v = json(&twin(&small_plan(&[
         "--target-rate",
         "300req/s",
         "--objective",

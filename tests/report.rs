@@ -3,16 +3,12 @@
 //! each table has its CSV, `summary.json` carries vLLM's bench keys, and a report
 //! never overwrites a folder it was not asked to.
 
-use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
-fn twin(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_twin"))
-        .args(args)
-        .output()
-        .expect("run twin")
-}
+use common::twin;
+use serde_json::Value;
+use std::path::Path;
+use std::process::Output;
 
 fn ok(o: Output) -> Output {
     assert!(
@@ -21,10 +17,6 @@ fn ok(o: Output) -> Output {
         String::from_utf8_lossy(&o.stderr)
     );
     o
-}
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
 /// A colour that is not a grey: some channel differs from the others.
@@ -189,20 +181,13 @@ fn simulate_and_plan_reports_have_data_in_every_plot() {
     assert_eq!(std::fs::read_to_string(&keep).unwrap(), "mine");
 
     let plan = dir.path().join("plan");
-    let space = repo().join("examples/plan-space-small.toml");
-    ok(twin(&[
-        "plan",
-        "--duration",
-        "30",
-        "--set",
-        "warmup_s=10",
-        "--space",
-        space.to_str().unwrap(),
+    let args = common::small_plan(&[
         "--slo",
         "tpot_p90_ms=20",
         "--report",
         plan.to_str().unwrap(),
-    ]));
+    ]);
+    ok(twin(&args));
     let ids = check_report(&plan, 10);
     for id in [
         "pareto",

@@ -185,6 +185,12 @@ pub(crate) fn read_trace(
 /// Resolves and runs the scenario; returns the report with its resolved inputs.
 pub fn execute(args: &SimulateArgs) -> Result<(Resolved, sim::serving::Report, usize)> {
     let r = resolve_args(args)?;
+    if r.workload.rate_curve.is_some() && !r.workload.curve_is_simulated() {
+        eprintln!(
+            "note: workload `{}` has a rate curve; the simulation applies it to open-loop arrivals only (twin plan uses it for any workload)",
+            r.workload.name
+        );
+    }
     let trace = read_trace(args, &r.workload)?;
     let sc = &r.scenario;
     let prefill_cost = AnalyticCostModel::new(

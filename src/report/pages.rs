@@ -9,10 +9,11 @@
 use super::figures::{latency, money, pools, vllm_summary};
 use super::plots::{stacked_bars, xy, Bars, Chart, Mark, Rule, Series};
 use super::{Figure, Page, Section, Table};
+use crate::cmd::plan::print::{sizing_text, slo_text};
 use crate::cmd::simulate::Resolved;
 use anyhow::Result;
 use serde_json::json;
-use sim::plan::{Outcome, Sizing, Status};
+use sim::plan::{Outcome, Status};
 use sim::serving::Report;
 use sim::tco::{finance, Finance, Tco};
 
@@ -94,29 +95,14 @@ pub fn plan(o: &Outcome, dir: &str, force: bool) -> Result<String> {
     let h = &o.header;
     let best = &o.records[o.best.expect("a best")];
     let bm = best.metrics.unwrap_or_default();
-    let sizing = match h.sizing {
-        Sizing::Gpus(n) => format!("budget of {n} GPUs"),
-        Sizing::RequestsPerS(r) => format!("target {r} req/s"),
-        Sizing::TokensPerS(t) => format!("target {t} tok/s"),
-    };
-    let slos: Vec<String> = h
-        .slo
-        .constraints()
-        .iter()
-        .map(|(n, l, larger)| format!("{n} {} {l}", if *larger { ">=" } else { "<=" }))
-        .collect();
     let mut page = Page::new(
         format!("twin plan: {}", best.candidate.label()),
         format!(
-            "{} ({}), {}; SLO {}; objective {}",
+            "{} ({}), {}; {}; objective {}",
             h.scenario,
             h.model,
-            sizing,
-            if slos.is_empty() {
-                "none".into()
-            } else {
-                slos.join(", ")
-            },
+            sizing_text(h.sizing),
+            slo_text(h),
             h.objective.key()
         ),
     );

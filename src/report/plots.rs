@@ -176,15 +176,7 @@ pub fn xy(c: &Chart) -> Result<String> {
                         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], REFERENCE));
                 }
             }
-            for s in &c.series {
-                draw_series(&mut ch, s)?;
-            }
-            ch.configure_series_labels()
-                .position(SeriesLabelPosition::UpperLeft)
-                .background_style(WHITE.mix(0.85))
-                .border_style(REFERENCE)
-                .draw()
-                .map_err(err)?;
+            series_and_legend(&mut ch, &c.series, SeriesLabelPosition::UpperLeft)?;
             root.present().map_err(err)?;
         }
         return Ok(svg);
@@ -234,18 +226,33 @@ pub fn xy(c: &Chart) -> Result<String> {
                     PathElement::new(vec![(x, y), (x + 18, y)], REFERENCE.stroke_width(2))
                 });
         }
-        for s in &c.series {
-            draw_series(&mut ch, s)?;
-        }
-        ch.configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(REFERENCE)
-            .draw()
-            .map_err(err)?;
+        series_and_legend(&mut ch, &c.series, SeriesLabelPosition::UpperRight)?;
         root.present().map_err(err)?;
     }
     Ok(svg)
+}
+
+/// Draws every series, then the legend at `pos`.
+fn series_and_legend<'a, DB, X, Y>(
+    ch: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
+    series: &[Series],
+    pos: SeriesLabelPosition,
+) -> Result<()>
+where
+    DB: DrawingBackend + 'a,
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    for s in series {
+        draw_series(ch, s)?;
+    }
+    ch.configure_series_labels()
+        .position(pos)
+        .background_style(WHITE.mix(0.85))
+        .border_style(REFERENCE)
+        .draw()
+        .map_err(err)?;
+    Ok(())
 }
 
 fn draw_series<'a, DB, X, Y>(

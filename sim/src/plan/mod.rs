@@ -77,36 +77,26 @@ impl Candidate {
         self.prefill.as_ref().map_or(0, |p| p.gpus()) + self.decode.gpus()
     }
 
-    /// A short label: `20xDEP2 gb300 c8192 + 1xDEP32 gb300 b256 mtp3`.
+    /// A short label: `20xDEP2 gb300 c8192 + 1xDEP32 gb300 b256 mtp3` (`r32`: redundant
+    /// experts), or `aggregated 9xDEP8 gb300 b256 c2048 mtp3`.
     pub fn label(&self) -> String {
-        let d = &self.decode;
-        let decode = format!(
-            "{}xDEP{} {} b{}{}",
-            d.instances,
-            d.dep,
-            d.hardware,
-            d.max_batch_per_rank,
-            if d.redundant_experts > 0 {
-                format!(" r{}", d.redundant_experts)
+        let pool = |p: &PoolChoice, setting: String| {
+            let r = if p.redundant_experts > 0 {
+                format!(" r{}", p.redundant_experts)
             } else {
                 String::new()
-            }
-        );
-        match (&self.prefill, self.mode) {
-            (Some(p), _) => format!(
-                "{}xDEP{} {} c{}{} + {decode} mtp{}",
-                p.instances,
-                p.dep,
-                p.hardware,
-                p.chunk_tokens_per_rank,
-                if p.redundant_experts > 0 {
-                    format!(" r{}", p.redundant_experts)
-                } else {
-                    String::new()
-                },
+            };
+            format!("{}xDEP{} {} {setting}{r}", p.instances, p.dep, p.hardware)
+        };
+        let d = &self.decode;
+        let decode = pool(d, format!("b{}", d.max_batch_per_rank));
+        match &self.prefill {
+            Some(p) => format!(
+                "{} + {decode} mtp{}",
+                pool(p, format!("c{}", p.chunk_tokens_per_rank)),
                 self.mtp_draft_tokens
             ),
-            (None, _) => format!(
+            None => format!(
                 "aggregated {decode} c{} mtp{}",
                 d.chunk_tokens_per_rank, self.mtp_draft_tokens
             ),

@@ -431,7 +431,8 @@ impl PoolReport {
     }
 }
 
-fn k(x: f64) -> String {
+/// A figure in a few characters: `1.14M`, `951.3K`, `9388.4`.
+pub fn k(x: f64) -> String {
     if x.abs() >= 1e6 {
         format!("{:.2}M", x / 1e6)
     } else if x.abs() >= 1e4 {

@@ -7,6 +7,7 @@ use super::OutputArgs;
 use anyhow::Result;
 use serde_json::{json, Value};
 use sim::plan::{select, Header, Outcome, Record, Sizing, Status};
+use sim::serving::report::k;
 use sim::tco::{over_curve, CurveFinance};
 
 /// The day of the rate curve for the best candidate, if the workload has a curve.
@@ -39,7 +40,8 @@ pub fn answer(header: Header, records: Vec<Record>, out: &OutputArgs) -> Result<
     Ok(())
 }
 
-fn sizing_text(s: Sizing) -> String {
+/// The sizing in words: `a budget of 72 GPUs`, `a target of 700 req/s`.
+pub fn sizing_text(s: Sizing) -> String {
     match s {
         Sizing::Gpus(n) => format!("a budget of {n} GPUs"),
         Sizing::RequestsPerS(r) => format!("a target of {r} req/s"),
@@ -47,7 +49,8 @@ fn sizing_text(s: Sizing) -> String {
     }
 }
 
-fn slo_text(h: &Header) -> String {
+/// The SLOs as `tpot_p90_ms <= 20, user_tok_s_p90 >= 150`, or `no SLO`.
+pub fn slo_text(h: &Header) -> String {
     let v: Vec<String> = h
         .slo
         .constraints()
@@ -134,16 +137,6 @@ pub fn to_json(o: &Outcome) -> Value {
         "curve": curve_of(o),
         "space": o.header.space,
     })
-}
-
-fn k(x: f64) -> String {
-    if x.abs() >= 1e6 {
-        format!("{:.2}M", x / 1e6)
-    } else if x.abs() >= 1e4 {
-        format!("{:.1}K", x / 1e3)
-    } else {
-        format!("{x:.1}")
-    }
 }
 
 /// The text answer.
