@@ -199,7 +199,7 @@ impl Tco {
         }
         let rents = self.rental_usd_per_gpu_hour.is_some() || self.rental_basis.is_some();
         need(
-            !(rents && !self.capex_usd_per_gpu.is_empty()),
+            !rents || self.capex_usd_per_gpu.is_empty(),
             "capex_usd_per_gpu",
             "a rental (rental_usd_per_gpu_hour or rental_basis) has no capex",
         );

@@ -79,6 +79,7 @@ pub fn list() -> Result<()> {
         ("models", Kind::Model),
         ("workloads", Kind::Workload),
         ("scenarios", Kind::Scenario),
+        ("tco presets", Kind::Tco),
     ] {
         println!("{title}: {}", embedded_names(kind).join(", "));
     }

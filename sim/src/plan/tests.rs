@@ -132,7 +132,7 @@ fn screen_estimates_by_hand() {
     assert!((e.user_tok_s - 95.0).abs() < 1e-9);
     assert!((e.ttft_p90_ms - 50.526_315_8).abs() < 1e-6);
     assert!((e.prefill_utilisation - 0.1).abs() < 1e-12);
-    assert!((e.tok_s_per_gpu - 3666.666_666_7).abs() < 1e-6);
+    assert!((e.tok_s_per_gpu - 3_666.666_666_7).abs() < 1e-6);
     assert!((e.usd_per_m_tokens - 0.151_515_15).abs() < 1e-7);
     assert!((e.kv_requests_per_rank - 1e6 / 1100.0).abs() < 1e-9);
 }

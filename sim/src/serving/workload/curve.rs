@@ -105,7 +105,7 @@ impl RateCurve {
     pub fn problems(&self, path: &str, p: &mut Vec<String>) {
         check(
             p,
-            self.preset.is_some() != !self.points.is_empty(),
+            self.preset.is_some() == self.points.is_empty(),
             path,
             "set exactly one of `preset` and `points`",
         );
