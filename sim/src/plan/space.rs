@@ -49,7 +49,8 @@ pub struct SearchSpace {
     /// by more than this factor (the estimates are steady-state means).
     #[serde(default = "d_slack")]
     pub screen_slack: f64,
-    /// Sizing for a target rate: most GPUs a candidate may use.
+    /// Most GPUs a candidate may use (a target rate's sizing stops here; a budget above
+    /// it is refused).
     #[serde(default = "d_max_gpus")]
     pub max_gpus: u64,
     /// Sizing for a target rate: prefill (and aggregated) pools get the fewest
@@ -184,6 +185,11 @@ impl SearchSpace {
     }
 }
 
+/// An instance count, saturating.
+fn instances(n: u64) -> u32 {
+    n.min(u32::MAX as u64) as u32
+}
+
 /// Every candidate of `space` (resolved) for `sizing`, in a fixed order. With a GPU
 /// budget the prefill pool (or the aggregated pool) takes every GPU the decode pool
 /// leaves, in whole instances; for a target rate the pools the screen sizes start at
@@ -226,7 +232,7 @@ pub fn enumerate(
                             };
                             if mode == Mode::Aggregated {
                                 for &dep in &space.aggregated_deps {
-                                    let n = budget.map_or(1, |b| (b / dep as u64) as u32);
+                                    let n = budget.map_or(1, |b| instances(b / dep as u64));
                                     out.push(cand(None, pool(dhw, n, dep)));
                                 }
                                 continue;
@@ -237,7 +243,7 @@ pub fn enumerate(
                                         for &pdep in &space.prefill_deps {
                                             let dg = ddep as u64 * groups as u64;
                                             let n = budget.map_or(1, |b| {
-                                                (b.saturating_sub(dg) / pdep as u64) as u32
+                                                instances(b.saturating_sub(dg) / pdep as u64)
                                             });
                                             out.push(cand(
                                                 Some(pool(phw, n, pdep)),

@@ -206,6 +206,14 @@ fn build(args: &PlanArgs) -> Result<(Context_, Grid)> {
     };
     let model_mtp = base.model.mtp.as_ref().map(|m| m.draft_tokens);
     let space = load_space(args.space.as_deref())?.resolved(&base.scenario, model_mtp);
+    if let Sizing::Gpus(n) = sizing {
+        if n > space.max_gpus {
+            bail!(
+                "a budget of {n} GPUs exceeds the search space's max_gpus = {} (raise it in a --space file)",
+                space.max_gpus
+            );
+        }
+    }
     let tco = resolve_tco(args.tco.as_deref(), &tco_sets, base.scenario.price.basis)?;
     // Cost parameters of every hardware the space names, each priced by the TCO.
     let sets = Set::parse_all(&sim_args.set)?;
