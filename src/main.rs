@@ -25,7 +25,7 @@ struct Cli {
 enum Command {
     /// Simulate a serving system (default: DeepSeek-V4.1-Flash on a GB300 NVL72 rack,
     /// AgentX-like workload) and report throughput, latency and money.
-    Simulate(cmd::simulate::SimulateArgs),
+    Simulate(cmd::simulate::SimulateCmd),
     /// Price one exact prefill or decode step of a DEP group, with a breakdown by operation.
     Forward(cmd::forward::ForwardArgs),
     /// Price one kernel (GEMM, dispatch/combine, attention) as its public benchmark

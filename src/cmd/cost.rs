@@ -61,16 +61,18 @@ pub fn finance_of(
     Ok(finance(&tco.name, blended(&costs), prices, t))
 }
 
-/// `twin simulate --tco`: the run's finance, or None without `--tco`.
+/// `twin simulate --tco NAME`: the run's finance (with the `tco.*` of `sets`), or None
+/// without `--tco`.
 pub fn simulate_finance(
-    args: &SimulateArgs,
+    tco: Option<&str>,
+    sets: &[String],
     r: &Resolved,
     report: &Report,
 ) -> Result<Option<Finance>> {
-    let Some(name) = &args.tco else {
+    let Some(name) = tco else {
         return Ok(None);
     };
-    let sets = Set::parse_all(&args.set)?;
+    let sets = Set::parse_all(sets)?;
     let (tco_sets, _) = Set::split_prefix(&sets, "tco");
     let tco = resolve_tco(Some(name), &tco_sets, r.scenario.price.basis)?;
     let prices = r.scenario.price.token_prices().unwrap_or(TokenPrices::ZERO);
@@ -192,9 +194,6 @@ pub fn run(args: &CostArgs) -> Result<()> {
                 trace: None,
                 profile: None,
                 decode_deps: Vec::new(),
-                tco: None,
-                report: None,
-                force: false,
             };
             let (r, report, _) = execute(&sim_args)?;
             Priced {

@@ -47,6 +47,14 @@ pub struct SimulateArgs {
     /// prefill pool's instances filling the rest of the scenario's GPUs.
     #[arg(long, value_name = "DEPS", value_delimiter = ',')]
     pub decode_deps: Vec<u32>,
+}
+
+/// `twin simulate`: a run's arguments, and what to do with its report besides
+/// printing it.
+#[derive(Debug, Clone, Args)]
+pub struct SimulateCmd {
+    #[command(flatten)]
+    pub run: SimulateArgs,
     /// Price the GPUs with a TCO preset (`scenarios/tco`) or file, and print the
     /// finance (cost by component, margin, break-even utilisation).
     #[arg(long, value_name = "PRESET")]
@@ -376,14 +384,15 @@ fn split_sweep(args: &SimulateArgs) -> Result<()> {
     Ok(())
 }
 
-pub fn run(args: &SimulateArgs) -> Result<()> {
+pub fn run(cmd: &SimulateCmd) -> Result<()> {
+    let args = &cmd.run;
     if !args.decode_deps.is_empty() {
         return split_sweep(args);
     }
     let (r, report, trace_records) = execute(args)?;
-    let finance = super::cost::simulate_finance(args, &r, &report)?;
-    if let Some(dir) = &args.report {
-        let written = crate::report::simulate(&r, &report, finance.as_ref(), dir, args.force)?;
+    let finance = super::cost::simulate_finance(cmd.tco.as_deref(), &args.set, &r, &report)?;
+    if let Some(dir) = &cmd.report {
+        let written = crate::report::simulate(&r, &report, finance.as_ref(), dir, cmd.force)?;
         eprintln!("report: {written}");
     }
     if args.json {

@@ -49,9 +49,6 @@ fn simulate_args(args: &PlanArgs) -> Result<(SimulateArgs, Vec<Set>)> {
             trace: args.trace.clone(),
             profile: args.profile.clone(),
             decode_deps: Vec::new(),
-            tco: None,
-            report: None,
-            force: false,
         },
         tco_sets,
     ))
