@@ -102,6 +102,16 @@ fn check_report(dir: &Path, min_plots: usize) -> Vec<String> {
     ids
 }
 
+/// Every id of `wanted` is among `ids`.
+fn has_all(what: &str, ids: &[String], wanted: &[&str]) {
+    for id in wanted {
+        assert!(
+            ids.iter().any(|i| i == id),
+            "{what} report lacks {id}: {ids:?}"
+        );
+    }
+}
+
 fn summary(dir: &Path) -> Vec<Value> {
     let v: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
@@ -124,19 +134,18 @@ fn simulate_and_plan_reports_have_data_in_every_plot() {
         sim.to_str().unwrap(),
     ]));
     let ids = check_report(&sim, 8);
-    for id in [
-        "ttft-cdf",
-        "tpot-cdf",
-        "time-by-op",
-        "busy",
-        "queue",
-        "usd-per-m-tokens",
-    ] {
-        assert!(
-            ids.iter().any(|i| i == id),
-            "simulate report lacks {id}: {ids:?}"
-        );
-    }
+    has_all(
+        "simulate",
+        &ids,
+        &[
+            "ttft-cdf",
+            "tpot-cdf",
+            "time-by-op",
+            "busy",
+            "queue",
+            "usd-per-m-tokens",
+        ],
+    );
     let s = summary(&sim);
     for k in [
         "completed",
@@ -189,19 +198,18 @@ fn simulate_and_plan_reports_have_data_in_every_plot() {
     ]);
     ok(twin(&args));
     let ids = check_report(&plan, 10);
-    for id in [
-        "pareto",
-        "screen-throughput",
-        "best-ttft-cdf",
-        "best-time-by-op",
-        "best-busy",
-        "usd-per-m-tokens",
-    ] {
-        assert!(
-            ids.iter().any(|i| i == id),
-            "plan report lacks {id}: {ids:?}"
-        );
-    }
+    has_all(
+        "plan",
+        &ids,
+        &[
+            "pareto",
+            "screen-throughput",
+            "best-ttft-cdf",
+            "best-time-by-op",
+            "best-busy",
+            "usd-per-m-tokens",
+        ],
+    );
     let s = summary(&plan);
     assert_eq!(s.len(), 3);
     assert_eq!(s.iter().filter(|r| r["best"] == true).count(), 1);

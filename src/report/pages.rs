@@ -9,7 +9,7 @@
 use super::figures::{latency, money, pools, vllm_summary};
 use super::plots::{stacked_bars, xy, Bars, Chart, Mark, Rule, Series};
 use super::{Figure, Page, Section, Table};
-use crate::cmd::plan::print::{sizing_text, slo_text};
+use crate::cmd::plan::print::{sizing_text, slo_text, verdict};
 use crate::cmd::simulate::Resolved;
 use anyhow::Result;
 use serde_json::json;
@@ -225,17 +225,7 @@ pub fn plan(o: &Outcome, dir: &str, force: bool) -> Result<String> {
             } else {
                 String::new()
             },
-            if Some(i) == o.best {
-                "best".into()
-            } else if o.feasible(i) {
-                "ok".into()
-            } else {
-                r.reasons
-                    .iter()
-                    .map(|x| x.message.clone())
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            },
+            verdict(o, i),
         ]);
     }
     s.tables.push(t);

@@ -155,11 +155,7 @@ pub fn xy(c: &Chart) -> Result<String> {
         {
             let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
             root.fill(&WHITE).map_err(err)?;
-            let mut ch = ChartBuilder::on(&root)
-                .caption(&c.title, ("sans-serif", 18))
-                .margin(12)
-                .x_label_area_size(44)
-                .y_label_area_size(72)
+            let mut ch = builder(&root, &c.title)
                 .build_cartesian_2d((lo..hi).log_scale(), (lo..hi).log_scale())
                 .map_err(err)?;
             ch.configure_mesh()
@@ -195,11 +191,7 @@ pub fn xy(c: &Chart) -> Result<String> {
     {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
-        let mut ch = ChartBuilder::on(&root)
-            .caption(&c.title, ("sans-serif", 18))
-            .margin(12)
-            .x_label_area_size(44)
-            .y_label_area_size(72)
+        let mut ch = builder(&root, &c.title)
             .build_cartesian_2d(x0..x1, y0..y1)
             .map_err(err)?;
         ch.configure_mesh()
@@ -230,6 +222,19 @@ pub fn xy(c: &Chart) -> Result<String> {
         root.present().map_err(err)?;
     }
     Ok(svg)
+}
+
+/// A chart's frame: its caption, margin and room for the axes' labels.
+fn builder<'a, 'b, DB: DrawingBackend>(
+    root: &'a DrawingArea<DB, plotters::coord::Shift>,
+    title: &'b str,
+) -> ChartBuilder<'a, 'b, DB> {
+    let mut b = ChartBuilder::on(root);
+    b.caption(title, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(44)
+        .y_label_area_size(72);
+    b
 }
 
 /// Draws every series, then the legend at `pos`.

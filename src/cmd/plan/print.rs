@@ -139,6 +139,22 @@ pub fn to_json(o: &Outcome) -> Value {
     })
 }
 
+/// Record `i`'s verdict: `best`, `ok`, or why it is infeasible.
+pub fn verdict(o: &Outcome, i: usize) -> String {
+    if Some(i) == o.best {
+        "best".into()
+    } else if o.feasible(i) {
+        "ok".into()
+    } else {
+        o.records[i]
+            .reasons
+            .iter()
+            .map(|x| x.message.clone())
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}
+
 /// The text answer.
 pub fn text(o: &Outcome) -> String {
     use std::fmt::Write;
@@ -219,19 +235,7 @@ pub fn text(o: &Outcome) -> String {
             continue;
         }
         let m = r.metrics.unwrap_or_default();
-        let verdict = if o.feasible(i) {
-            if Some(i) == o.best {
-                "best".to_string()
-            } else {
-                "ok".to_string()
-            }
-        } else {
-            r.reasons
-                .iter()
-                .map(|x| x.message.clone())
-                .collect::<Vec<_>>()
-                .join("; ")
-        };
+        let verdict = verdict(o, i);
         let _ = writeln!(
             s,
             "  {:<44} {:>5} {:>10} {:>9.1} {:>9.0} {:>9.2} {:>9.4}  {}{}",
