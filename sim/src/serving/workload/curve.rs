@@ -218,6 +218,42 @@ mod tests {
         assert_eq!(p.len(), 4, "{p:?}");
     }
 
+    /// Open-loop arrivals at 200/s follow a curve from 0.25 at 00:00 to 1 at 12:00 and
+    /// back (mean 0.625) over a 100 s day: about 200 x 0.625 x 100 = 12,500 arrivals
+    /// (Poisson, standard deviation ~112). The 20 s around noon are hours 9.6 to 14.4,
+    /// where the multiplier runs 0.85 -> 1 -> 0.85 (mean 0.925): 200 x 20 x 0.925 = 3,700
+    /// arrivals; the 20 s around midnight, 0.40 -> 0.25 -> 0.40 (mean 0.325): 1,300.
+    #[test]
+    fn open_loop_arrivals_follow_the_curve() {
+        use crate::serving::workload::{Driver, WorkloadConfig};
+        let wl: WorkloadConfig = serde_json::from_str(
+            r#"{"name": "curve", "open_loop": {"rate_per_s": 200,
+                "input_tokens": {"dist": "fixed", "value": 10},
+                "output_tokens": {"dist": "fixed", "value": 1}},
+                "rate_curve": {"points": [[0, 0.25], [12, 1.0]], "period_s": 100}}"#,
+        )
+        .unwrap();
+        assert!(wl.problems().is_empty() && wl.curve_is_simulated());
+        let mut d = Driver::new(&wl, &[], crate::serving::core::stream(3, "workload")).unwrap();
+        let mut q = Vec::new();
+        d.start(&mut q);
+        let (mut all, mut noon, mut midnight) = (0u32, 0u32, 0u32);
+        while let Some((t, ev)) = q.pop() {
+            if t > 100_000_000_000 {
+                break;
+            }
+            if d.on_event(t, ev, &mut q).is_some() {
+                all += 1;
+                let s = t as f64 / 1e9;
+                noon += u32::from((40.0..60.0).contains(&s));
+                midnight += u32::from(!(10.0..90.0).contains(&s));
+            }
+        }
+        assert!((all as f64 / 12_500.0 - 1.0).abs() < 0.03, "{all}");
+        assert!((noon as f64 / 3_700.0 - 1.0).abs() < 0.06, "{noon}");
+        assert!((midnight as f64 / 1_300.0 - 1.0).abs() < 0.1, "{midnight}");
+    }
+
     impl RateCurve {
         fn problems_of(&self) -> Vec<String> {
             let mut p = Vec::new();
