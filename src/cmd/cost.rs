@@ -80,6 +80,16 @@ pub fn simulate_finance(
     finance_of(&tco, &pools, &prices, &report.throughput_tok_s_per_gpu).map(Some)
 }
 
+/// The break-even utilisation in words: `6.8%`, or `never` when even serving every
+/// hour at this rate does not pay for the GPUs.
+pub fn break_even_text(u: f64) -> String {
+    if u <= 1.0 {
+        format!("{:.1}%", 100.0 * u)
+    } else {
+        "never".into()
+    }
+}
+
 /// The finance as the text report's section.
 pub fn finance_text(f: &Finance) -> String {
     let mut s = String::new();
@@ -110,11 +120,11 @@ pub fn finance_text(f: &Finance) -> String {
     );
     let _ = writeln!(
         s,
-        "per M tokens: cost ${:.5} (all), ${:.4} (output); price ${:.5}; break-even at {:.1}% utilisation",
+        "per M tokens: cost ${:.5} (all), ${:.4} (output); price ${:.5}; break-even utilisation {}",
         f.usd_per_m_tokens.cost_all_tokens,
         f.usd_per_m_tokens.cost_output_tokens,
         f.usd_per_m_tokens.price_all_tokens,
-        100.0 * f.break_even_utilisation
+        break_even_text(f.break_even_utilisation)
     );
     s
 }
@@ -283,7 +293,7 @@ fn text(p: &Priced, rows: &[Finance]) -> String {
     for f in rows {
         let _ = writeln!(
             s,
-            "{:<22} {:>9.2} {:>8.3} {:>8.2} {:>7.1}% {:>10.5} {:>10.4} {:>9.1}%",
+            "{:<22} {:>9.2} {:>8.3} {:>8.2} {:>7.1}% {:>10.5} {:>10.4} {:>10}",
             f.tco,
             f.revenue_usd_per_gpu_hour,
             f.cost_usd_per_gpu_hour.total,
@@ -291,7 +301,7 @@ fn text(p: &Priced, rows: &[Finance]) -> String {
             100.0 * f.margin_fraction,
             f.usd_per_m_tokens.cost_all_tokens,
             f.usd_per_m_tokens.cost_output_tokens,
-            100.0 * f.break_even_utilisation
+            break_even_text(f.break_even_utilisation)
         );
     }
     if let Some(f) = rows.first() {

@@ -339,7 +339,7 @@ pub fn money(items: &[(String, &Finance)], prefix: &str) -> Result<Section> {
             "margin $/GPU-h",
             "cost $/M tok",
             "price $/M tok",
-            "break-even %",
+            "break-even utilisation",
         ],
     );
     for (l, fi) in items {
@@ -351,7 +351,7 @@ pub fn money(items: &[(String, &Finance)], prefix: &str) -> Result<Section> {
             f(fi.margin_usd_per_gpu_hour, 2),
             f(fi.usd_per_m_tokens.cost_all_tokens, 5),
             f(fi.usd_per_m_tokens.price_all_tokens, 5),
-            f(100.0 * fi.break_even_utilisation, 1),
+            crate::cmd::cost::break_even_text(fi.break_even_utilisation),
         ]);
     }
     s.tables.push(t);

@@ -211,13 +211,13 @@ pub fn text(o: &Outcome) -> String {
     if let Some(f) = &b.finance {
         let _ = writeln!(
             s,
-            "  money ({}): revenue ${:.2}/GPU-h, cost ${:.2}/GPU-h, margin ${:.2}/GPU-h; ${:.4} per M tokens; break-even at {:.1}% utilisation",
+            "  money ({}): revenue ${:.2}/GPU-h, cost ${:.2}/GPU-h, margin ${:.2}/GPU-h; ${:.4} per M tokens; break-even utilisation {}",
             f.tco,
             f.revenue_usd_per_gpu_hour,
             f.cost_usd_per_gpu_hour.total,
             f.margin_usd_per_gpu_hour,
             f.usd_per_m_tokens.cost_all_tokens,
-            100.0 * f.break_even_utilisation
+            crate::cmd::cost::break_even_text(f.break_even_utilisation)
         );
     }
     let _ = writeln!(s);
