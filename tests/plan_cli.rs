@@ -94,6 +94,19 @@ fn shards_merge_into_the_unsharded_answer() {
     again.extend(["--shard".into(), "0/2".into(), "--out".into(), out(0)]);
     assert!(twin(&again).status.success());
     assert_eq!(lines(0), 3, "a rerun resumes: nothing appended");
+    // A run killed mid-line: the partial record is cut off and evaluated again.
+    let whole_1 = std::fs::read_to_string(out(1)).unwrap();
+    let (head, last) = whole_1.trim_end().rsplit_once('\n').unwrap();
+    std::fs::write(out(1), format!("{head}\n{}", &last[..last.len() / 2])).unwrap();
+    let mut resume = base.clone();
+    resume.extend(["--shard".into(), "1/2".into(), "--out".into(), out(1)]);
+    let o = twin(&resume);
+    assert!(
+        stderr(&o).contains("ended in a partial line"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(std::fs::read_to_string(out(1)).unwrap(), whole_1);
     let mut whole = base.clone();
     whole.push("--json".into());
     let unsharded = stdout(&twin(&whole));

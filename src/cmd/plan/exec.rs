@@ -328,6 +328,27 @@ enum Line {
     Record(Box<Record>),
 }
 
+/// A run killed while appending leaves a last line without its newline: that partial
+/// record is cut off (its candidate is evaluated again); complete lines are kept.
+fn drop_partial_line(path: &str) -> Result<()> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {path}"))?;
+    if bytes.is_empty() || bytes.ends_with(b"\n") {
+        return Ok(());
+    }
+    let keep = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .with_context(|| format!("cannot open {path}"))?;
+    f.set_len(keep as u64)
+        .with_context(|| format!("cannot cut the partial last line of {path}"))?;
+    eprintln!(
+        "plan: {path} ended in a partial line ({} bytes, an interrupted run): cut off, that candidate is evaluated again",
+        bytes.len() - keep
+    );
+    Ok(())
+}
+
 /// Reads a shard file: its header and records.
 fn read_jsonl(path: &str) -> Result<(Option<Header>, Vec<Record>)> {
     let file = std::fs::File::open(path).with_context(|| format!("cannot open {path}"))?;
@@ -366,6 +387,7 @@ pub fn plan(args: &PlanArgs) -> Result<()> {
     if let Some(out) = &args.out {
         let exists = std::path::Path::new(out).exists();
         if exists {
+            drop_partial_line(out)?;
             let (fh, recs) = read_jsonl(out)?;
             match fh {
                 Some(fh) if fh != *h => bail!(
