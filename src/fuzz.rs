@@ -286,12 +286,7 @@ fn mutate(rng: &mut ChaCha8Rng, text: &str) -> String {
 }
 
 fn embedded(kind: Kind, name: &str) -> &'static str {
-    let folder = match kind {
-        Kind::Hardware => "hardware/",
-        Kind::Model => "models/",
-        Kind::Workload => "workloads/",
-        Kind::Scenario => "",
-    };
+    let folder = kind.folder();
     embedded_file(&format!("{folder}{name}.toml")).expect("embedded file")
 }
 

@@ -14,6 +14,7 @@ mod out;
 mod cmd;
 #[cfg(test)]
 mod fuzz;
+mod report;
 mod scenario;
 
 #[derive(Parser)]
@@ -31,7 +32,7 @@ struct Cli {
 enum Command {
     /// Simulate a serving system (default: DeepSeek-V4.1-Flash on a GB300 NVL72 rack,
     /// AgentX-like workload) and report throughput, latency and money.
-    Simulate(cmd::simulate::SimulateArgs),
+    Simulate(cmd::simulate::SimulateCmd),
     /// Price one exact prefill or decode step of a DEP group, with a breakdown by operation.
     Forward(cmd::forward::ForwardArgs),
     /// Price one kernel (GEMM, dispatch/combine, attention) as its public benchmark
@@ -40,6 +41,11 @@ enum Command {
     /// `forward` over a grid of DEP and batch sizes: throughput per GPU against speed
     /// per user (Pareto frontier), and the cost of a million tokens.
     Sweep(cmd::sweep::SweepArgs),
+    /// The best deployment under latency SLOs for a GPU budget, or the GPUs a target
+    /// rate needs: analytic screen, simulation of the best candidates, vLLM commands.
+    Plan(cmd::plan::PlanArgs),
+    /// Total cost of ownership per GPU-hour and the run's margin under TCO presets.
+    Cost(cmd::cost::CostArgs),
     /// Compare predictions with published figures (and refit the fitted parameters).
     Validate(cmd::validate::ValidateArgs),
     /// Measure per-layer operations on a device and fit a cost profile.
@@ -69,6 +75,8 @@ fn main() {
         Command::Forward(a) => cmd::forward::run(a),
         Command::Kernel(a) => cmd::kernel::run(a),
         Command::Sweep(a) => cmd::sweep::run(a),
+        Command::Plan(a) => cmd::plan::run(a),
+        Command::Cost(a) => cmd::cost::run(a),
         Command::Calibrate(a) => cmd::calibrate::run(a),
         Command::Validate(a) => cmd::validate::run(a),
         Command::List => cmd::list(),

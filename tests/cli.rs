@@ -594,7 +594,7 @@ fn every_parameter_says_where_it_comes_from() {
         "fitted",
         "assumed",
     ];
-    for dir in ["scenarios/hardware", "scenarios/models"] {
+    for dir in ["scenarios/hardware", "scenarios/models", "scenarios/tco"] {
         for e in std::fs::read_dir(repo().join(dir)).unwrap() {
             let path = e.unwrap().path();
             let doc: toml::Value =

@@ -3,6 +3,7 @@
 //! prefill may be split into chunks, each one engine step on top of the chunks before.
 
 use crate::cost::{CostModel, Op, Phase, ReqSlice, StepCost, StepShape};
+use crate::serde_defaults::is_one;
 use serde::Serialize;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -26,10 +27,6 @@ pub struct ForwardSpec {
     pub draft_tokens: u32,
     /// Decode: expected tokens emitted per request per step (1 without MTP).
     pub tokens_per_step: f64,
-}
-
-fn is_one(x: &u32) -> bool {
-    *x == 1
 }
 
 #[derive(Debug, Clone, PartialEq)]

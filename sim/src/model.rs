@@ -1,6 +1,7 @@
 //! A model as the cost model sees it: a schedule of layer kinds with the sizes that
 //! decide weight bytes, flops and KV traffic. Loaded from a scenario's `models/*.toml`.
 
+use crate::serde_defaults::one;
 use crate::units::{ByteSize, Dtype};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -72,10 +73,6 @@ pub struct LayerGroup {
     /// pass of its own), as with cross-layer KV sharing.
     #[serde(default)]
     pub shares_selection: bool,
-}
-
-fn one() -> u32 {
-    1
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

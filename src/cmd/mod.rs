@@ -1,9 +1,11 @@
 //! One module per subcommand.
 
 pub mod calibrate;
+pub mod cost;
 pub mod forward;
 pub mod interrupt;
 pub mod kernel;
+pub mod plan;
 pub mod simulate;
 pub mod sweep;
 pub mod validate;
@@ -79,6 +81,7 @@ pub fn list() -> Result<()> {
         ("models", Kind::Model),
         ("workloads", Kind::Workload),
         ("scenarios", Kind::Scenario),
+        ("tco presets", Kind::Tco),
     ] {
         println!("{title}: {}", embedded_names(kind).join(", "));
     }

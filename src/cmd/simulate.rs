@@ -54,6 +54,24 @@ pub struct SimulateArgs {
     pub decode_deps: Vec<u32>,
 }
 
+/// `twin simulate`: a run's arguments, and what to do with its report besides
+/// printing it.
+#[derive(Debug, Clone, Args)]
+pub struct SimulateCmd {
+    #[command(flatten)]
+    pub run: SimulateArgs,
+    /// Price the GPUs with a TCO preset (`scenarios/tco`) or file, and print the
+    /// finance (cost by component, margin, break-even utilisation).
+    #[arg(long, value_name = "PRESET")]
+    pub tco: Option<String>,
+    /// Write an HTML report (index.html, SVG plots, CSV tables, summary.json) here.
+    #[arg(long, value_name = "DIR")]
+    pub report: Option<String>,
+    /// Let --report write into a folder that is not empty.
+    #[arg(long)]
+    pub force: bool,
+}
+
 /// A deployment field of the scenario's pool at `pool` (`serving.decode`), by its path.
 fn pool_field(pool: &str, f: &Field) -> String {
     match f {
@@ -85,7 +103,9 @@ pub fn resolve_args(args: &SimulateArgs) -> Result<Resolved> {
     let (hw_sets, rest) = Set::split_prefix(&sets, "hardware");
     let (model_sets, rest) = Set::split_prefix(&rest, "model");
     let (workload_sets, rest) = Set::split_prefix(&rest, "workload");
-    let (cost_sets, scenario_sets) = Set::split_prefix(&rest, "cost");
+    let (cost_sets, rest) = Set::split_prefix(&rest, "cost");
+    // `tco.*` overrides belong to the TCO preset (`--tco`), read by `cost`.
+    let (_, scenario_sets) = Set::split_prefix(&rest, "tco");
 
     let name = args.scenario.as_deref().unwrap_or(DEFAULT_SCENARIO);
     let (origin, text) = load_scenario_text(name)?;
@@ -209,7 +229,7 @@ fn pool_notes(sc: &ServingScenario, declared: &dyn Fn(&[&str]) -> bool) -> Vec<S
 
 /// The trace a `[trace]` workload replays, read within `limits`, with notes on what
 /// reading repaired or left out.
-fn read_trace_within(
+pub(crate) fn read_trace_within(
     args: &SimulateArgs,
     workload: &WorkloadConfig,
     limits: &Limits,
@@ -338,6 +358,12 @@ fn execute_with(
     progress: bool,
 ) -> Result<(Resolved, sim::serving::Report, usize)> {
     let mut r = resolve_args(args)?;
+    if r.workload.rate_curve.is_some() && !r.workload.curve_is_simulated() {
+        r.notes.push(format!(
+            "workload `{}` has a rate curve; the simulation applies it to open-loop arrivals only (twin plan uses it for any workload)",
+            r.workload.name
+        ));
+    }
     let (trace, notes) = read_trace_within(args, &r.workload, &r.scenario.limits)?;
     r.notes.extend(notes);
     r.notes.extend(trace_fit(&r, &trace)?);
@@ -532,7 +558,8 @@ fn interrupted_splits(runs: &[SplitRun]) -> Result<()> {
     .into())
 }
 
-pub fn run(args: &SimulateArgs) -> Result<()> {
+pub fn run(cmd: &SimulateCmd) -> Result<()> {
+    let args = &cmd.run;
     if !args.decode_deps.is_empty() {
         return split_sweep(args);
     }
@@ -540,8 +567,16 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
     for n in &r.notes {
         eprintln!("note: {n}");
     }
+    let finance = super::cost::simulate_finance(cmd.tco.as_deref(), &args.set, &r, &report)?;
+    if let Some(dir) = &cmd.report {
+        let written = crate::report::simulate(&r, &report, finance.as_ref(), dir, cmd.force)?;
+        eprintln!("report: {written}");
+    }
     if args.json {
-        let out = to_json(&r, &report, trace_records)?;
+        let mut out = to_json(&r, &report, trace_records)?;
+        if let Some(f) = &finance {
+            out["finance"] = serde_json::to_value(f)?;
+        }
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         println!(
@@ -554,6 +589,9 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
             r.hardware.name, r.model.name, r.params.source
         );
         print!("{}", report.render_text());
+        if let Some(f) = &finance {
+            print!("\n{}", super::cost::finance_text(f));
+        }
     }
     match report.interrupted_at_s {
         Some(t) => Err(Interrupted(format!(

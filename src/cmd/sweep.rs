@@ -26,6 +26,12 @@ pub struct SweepArgs {
     /// --set, --profile); its --dep and --batch-per-rank are replaced by the grid.
     #[command(flatten)]
     pub base: ForwardArgs,
+    /// Write an HTML report (index.html, SVG plots, CSV tables, summary.json) here.
+    #[arg(long, value_name = "DIR")]
+    pub report: Option<String>,
+    /// Let --report write into a folder that is not empty.
+    #[arg(long)]
+    pub force: bool,
 }
 
 struct Point {
@@ -106,6 +112,25 @@ pub fn run(args: &SweepArgs) -> Result<()> {
             .map(|p| (p.tok_s_gpu, p.tok_s_user))
             .collect::<Vec<_>>(),
     );
+    if let Some(dir) = &args.report {
+        let pts: Vec<crate::report::SweepPoint> = points
+            .iter()
+            .zip(&frontier)
+            .map(|(p, &pareto)| crate::report::SweepPoint {
+                label: format!("DEP{} b{}", p.dep, p.batch),
+                dep: p.dep,
+                batch: p.batch,
+                step_ms: p.step_ms,
+                tok_s_gpu: p.tok_s_gpu,
+                tok_s_user: p.tok_s_user,
+                usd_per_m: p.usd_per_m,
+                pareto,
+            })
+            .collect();
+        let title = format!("{} on {}", args.base.model, hardware.name);
+        let written = crate::report::sweep(&title, &pts, usd_per_gpu_hour, dir, args.force)?;
+        eprintln!("report: {written}");
+    }
     if args.base.json {
         let rows: Vec<serde_json::Value> = points
             .iter()

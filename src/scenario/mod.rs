@@ -21,15 +21,18 @@ pub enum Kind {
     Model,
     Workload,
     Scenario,
+    /// Total-cost-of-ownership presets (`scenarios/tco/`).
+    Tco,
 }
 
 impl Kind {
-    fn folder(self) -> &'static str {
+    pub(crate) fn folder(self) -> &'static str {
         match self {
             Kind::Hardware => "hardware/",
             Kind::Model => "models/",
             Kind::Workload => "workloads/",
             Kind::Scenario => "",
+            Kind::Tco => "tco/",
         }
     }
     fn noun(self) -> &'static str {
@@ -38,6 +41,7 @@ impl Kind {
             Kind::Model => "model",
             Kind::Workload => "workload",
             Kind::Scenario => "scenario",
+            Kind::Tco => "TCO preset",
         }
     }
 }
@@ -460,5 +464,21 @@ pub fn load_model(name_or_path: &str, sets: &[Set]) -> Result<Model> {
     let (origin, text) = resolve(Kind::Model, name_or_path)?;
     let parsed = parse_located::<Model>(&origin, &text, sets)?;
     let problems = sim::validate::model(&parsed.value);
+    parsed.check(problems)
+}
+
+/// A TCO preset by name (`scenarios/tco/`) or path, checked.
+pub fn load_tco(name_or_path: &str, sets: &[Set]) -> Result<sim::tco::Tco> {
+    let (origin, text) = resolve(Kind::Tco, name_or_path)?;
+    let parsed = parse_located::<sim::tco::Tco>(&origin, &text, sets)?;
+    let problems = parsed
+        .value
+        .problems()
+        .into_iter()
+        .map(|p| {
+            let (path, msg) = p.split_once(": ").unwrap_or(("", p.as_str()));
+            Problem::new(path.to_string(), msg.to_string())
+        })
+        .collect();
     parsed.check(problems)
 }

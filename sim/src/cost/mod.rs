@@ -10,6 +10,7 @@ pub use analytic::AnalyticCostModel;
 pub use kernels::overlap::LayerTimeline;
 pub use params::{CostParams, OpRate};
 
+use crate::serde_defaults::one;
 use serde::Serialize;
 
 /// Prefill computes KV for new prompt tokens; decode emits output tokens.
@@ -308,10 +309,6 @@ pub struct Layout {
 
 fn yes() -> bool {
     true
-}
-
-fn one() -> u32 {
-    1
 }
 
 impl Layout {

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 use super::price::PriceConfig;
+use crate::serde_defaults::one;
 
 /// One serving experiment: hardware, model and workload by name (files the caller
 /// loads), the deployment, the router, the SLOs and the price sheet.
@@ -123,9 +124,6 @@ pub struct PoolConfig {
 
 fn yes() -> bool {
     true
-}
-fn one() -> u32 {
-    1
 }
 fn d_max_batch() -> u32 {
     256

@@ -6,7 +6,7 @@ use super::core::{secs_to_ns, Nanos};
 use super::pool::{GroupId, Role};
 use super::rack::{Event, Rack};
 use super::request::Request;
-use super::stats::{Gauge, LogHistogram};
+use super::stats::{Gauge, LogHistogram, Series, SeriesPoint};
 
 /// The measured window: simulated time from the end of the warm-up to the end of the
 /// run. Work is attributed to it by when it starts and ends:
@@ -141,6 +141,10 @@ pub(crate) struct PoolStats {
     pub batch: Gauge,
     pub batch_max: f64,
     pub queue: Gauge,
+    /// Sampled use over time, and the busy time at the last sample.
+    pub series: Series,
+    pub busy_ns_at_sample: u64,
+    pub last_sample_ns: Option<Nanos>,
 }
 
 impl Rack<'_> {
@@ -164,6 +168,21 @@ impl Rack<'_> {
                 }
             }
             let st = &mut pool.stats;
+            // The series point of the interval since the last sample: busy time of the
+            // steps that started in it, the gauges as sampled at its end.
+            if let Some(last) = st.last_sample_ns.filter(|&l| self.now > l) {
+                let groups = (pool.groups.end - pool.groups.start).max(1) as f64;
+                let busy_s = (st.busy_ns - st.busy_ns_at_sample) as f64 / 1e9;
+                st.series.record(SeriesPoint {
+                    t_s: super::core::ns_to_secs(last),
+                    busy_fraction: busy_s / (super::core::ns_to_secs(self.now - last) * groups),
+                    queue_requests: queue as f64,
+                    batch_per_rank: batch.mean(),
+                    kv_used_fraction: used.mean(),
+                });
+            }
+            st.busy_ns_at_sample = st.busy_ns;
+            st.last_sample_ns = Some(self.now);
             st.queue.record(queue as f64);
             // Per-pool gauges: mean over ranks, max over ranks.
             st.kv_used.record(used.mean());

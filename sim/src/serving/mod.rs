@@ -39,12 +39,12 @@ pub use config::{
 pub use price::{Money, PriceConfig, PriceSheet, TokenPrices, UsdPerMTokens};
 pub use prompt::Prompt;
 pub use rack::SimInput;
-pub use report::{Accounting, PoolReport, Report, Throughput, TokenMix};
-pub use stats::{LogHistogram, Summary};
+pub use report::{Accounting, Distributions, PoolReport, Report, Throughput, TokenMix};
+pub use stats::{LogHistogram, Series, SeriesPoint, Summary};
 pub use workload::{
     parse_mooncake, parse_mooncake_str, read_mooncake, trace_span, AgentX, Arrival, ClosedLoop,
-    Dist, Driver, NewRequest, OpenLoop, Origin, TraceRead, TraceRecord, TraceReplay, TraceSpan,
-    WlEvent, WorkloadConfig, BLOCK_TOKENS,
+    CurvePreset, Dist, Driver, NewRequest, OpenLoop, Origin, RateCurve, TraceRead, TraceRecord,
+    TraceReplay, TraceSpan, WlEvent, WorkloadConfig, BLOCK_TOKENS,
 };
 
 use crate::cost::{CostModel, KvCapacity};

@@ -132,7 +132,7 @@ pub fn usd_per_m_tokens(usd_per_gpu_hour: f64, tok_s_per_gpu: f64) -> f64 {
 }
 
 /// Money per million tokens.
-#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct UsdPerMTokens {
     /// GPU cost per million tokens of all kinds.
     pub cost_all_tokens: f64,

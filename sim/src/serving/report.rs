@@ -7,16 +7,17 @@ use super::pool::Pool;
 use super::price::Money;
 pub use super::price::UsdPerMTokens;
 use super::rack::{Rack, SimInput};
-use super::stats::Summary;
+use super::stats::{SeriesPoint, Summary};
 use crate::cost::{Layout, Op};
 use crate::hardware::PriceBasis;
-use serde::Serialize;
+use crate::serde_defaults::{is_one, one};
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
 /// Tokens per second per GPU by kind; `total` is their sum (the reference report's
 /// measure: cached input + uncached input + output).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
 pub struct Throughput {
     pub total: f64,
     pub cached_input: f64,
@@ -25,14 +26,14 @@ pub struct Throughput {
 }
 
 /// Fractions of all tokens by kind.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
 pub struct TokenMix {
     pub cached_input: f64,
     pub uncached_input: f64,
     pub output: f64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct Goodput {
     pub slo_ttft_ms: f64,
     pub slo_tpot_ms: f64,
@@ -44,22 +45,22 @@ pub struct Goodput {
     pub tok_s_per_gpu: f64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct GaugeReport {
     pub mean: f64,
     pub max: f64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct PoolReport {
     pub name: String,
     pub instances: u32,
     pub dep: u32,
     /// Tensor-parallel GPUs per rank (absent: 1).
-    #[serde(skip_serializing_if = "is_one")]
+    #[serde(default = "one", skip_serializing_if = "is_one")]
     pub tp: u32,
     /// TP ranks hold routed experts whole (absent: sliced, or DEP).
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub expert_parallel: bool,
     pub gpus: u64,
     pub cost_model: String,
@@ -83,9 +84,21 @@ pub struct PoolReport {
     pub prefix_cache_hit_fraction: f64,
     /// Prefill: cached tokens that came from the host tier.
     pub host_cache_hit_tokens: u64,
+    /// Use and queue over the measured window, sampled every
+    /// `limits.sample_interval_s` (bounded: see `stats::Series`).
+    #[serde(default)]
+    pub series: Vec<SeriesPoint>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+/// Latency and speed distributions as (quantile, value) points (`LogHistogram::cdf`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Distributions {
+    pub ttft_ms: Vec<(f64, f64)>,
+    pub tpot_ms: Vec<(f64, f64)>,
+    pub per_user_tok_s: Vec<(f64, f64)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct TransferReport {
     pub transfers: u64,
     pub gib: f64,
@@ -94,7 +107,7 @@ pub struct TransferReport {
 }
 
 /// Whole-run counts (warm-up included) for invariant checks.
-#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct Accounting {
     pub arrived: u64,
     pub completed: u64,
@@ -158,7 +171,7 @@ impl Accounting {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
     pub scenario: String,
     pub mode: Mode,
@@ -184,6 +197,9 @@ pub struct Report {
     pub e2e_ms: Summary,
     /// Output speed seen by one user: (output tokens - 1) / (last - first token).
     pub per_user_tok_s: Summary,
+    /// The same distributions as CDF points, for plots.
+    #[serde(default)]
+    pub distributions: Distributions,
     pub goodput: Goodput,
     pub price_sheet: String,
     pub price_basis: PriceBasis,
@@ -281,6 +297,11 @@ impl Rack<'_> {
             itl_ms: m.itl_ms.summary(),
             e2e_ms: m.e2e_ms.summary(),
             per_user_tok_s: m.user_tok_s.summary(),
+            distributions: Distributions {
+                ttft_ms: m.ttft_ms.cdf(),
+                tpot_ms: m.tpot_ms.cdf(),
+                per_user_tok_s: m.user_tok_s.cdf(),
+            },
             goodput: Goodput {
                 slo_ttft_ms: sc.slo.ttft_ms,
                 slo_tpot_ms: sc.slo.tpot_ms,
@@ -323,10 +344,6 @@ impl Rack<'_> {
             acc.output_tokens_in_flight += req.decode.generated as u64;
         }
     }
-}
-
-fn is_one(x: &u32) -> bool {
-    *x == 1
 }
 
 /// A pool's figures over the `measured_s` window.
@@ -373,6 +390,7 @@ fn pool_report(p: &Pool<'_>, measured_s: f64) -> PoolReport {
             st.input_tokens_looked_up as f64,
         ),
         host_cache_hit_tokens: st.host_hit_tokens,
+        series: st.series.points(),
     }
 }
 
@@ -436,7 +454,8 @@ impl PoolReport {
     }
 }
 
-fn k(x: f64) -> String {
+/// A figure in a few characters: `1.14M`, `951.3K`, `9388.4`.
+pub fn k(x: f64) -> String {
     if x.abs() >= 1e6 {
         format!("{:.2}M", x / 1e6)
     } else if x.abs() >= 1e4 {

@@ -7,7 +7,7 @@
 //! 0, larger ones are clamped to the top bucket. Count, sum, min and max are exact.
 //! Memory: `BUCKETS` u64 counters whatever the number of samples.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub const RELATIVE_ERROR: f64 = 0.01;
 pub const MIN_VALUE: f64 = 1e-6;
@@ -146,6 +146,18 @@ impl LogHistogram {
         self.max
     }
 
+    /// The distribution as (quantile, value) points for a CDF plot: quantiles 0 to 1
+    /// in steps of 0.02, and 0.99, 0.995, 0.999; empty when there are no samples.
+    pub fn cdf(&self) -> Vec<(f64, f64)> {
+        if self.count == 0 {
+            return Vec::new();
+        }
+        let mut qs: Vec<f64> = (0..=50).map(|i| i as f64 / 50.0).collect();
+        qs.extend([0.99, 0.995, 0.999]);
+        qs.sort_by(f64::total_cmp);
+        qs.iter().map(|&q| (q, self.quantile(q))).collect()
+    }
+
     pub fn summary(&self) -> Summary {
         Summary {
             count: self.count,
@@ -159,7 +171,7 @@ impl LogHistogram {
 }
 
 /// Mean and percentiles of one quantity (its unit is in the field name that holds it).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
 pub struct Summary {
     pub count: u64,
     pub mean: f64,
@@ -195,10 +207,123 @@ impl Gauge {
     }
 }
 
+/// One point of a pool's sampled time series: the mean over the samples it stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct SeriesPoint {
+    /// Simulated time of the point's first sample, seconds.
+    pub t_s: f64,
+    /// Fraction of the interval the pool's groups spent in steps (steps count when
+    /// they start, so a point may exceed 1 by part of a step).
+    pub busy_fraction: f64,
+    /// Requests waiting in the pool.
+    pub queue_requests: f64,
+    /// Requests per rank in a step (decode: running batch; prefill: queued).
+    pub batch_per_rank: f64,
+    /// KV used per rank, fraction of capacity.
+    pub kv_used_fraction: f64,
+}
+
+/// A time series in bounded memory: at most `SERIES_POINTS` points; when full,
+/// neighbours merge pairwise (means) and each point stands for twice as many samples
+/// from then on. The same samples give the same series.
+#[derive(Debug, Clone, Default)]
+pub struct Series {
+    points: Vec<SeriesPoint>,
+    /// Samples per point.
+    stride: u64,
+    /// The point being filled and how many samples it holds.
+    acc: SeriesPoint,
+    n: u64,
+}
+
+/// Most points a `Series` keeps.
+pub const SERIES_POINTS: usize = 256;
+
+impl Series {
+    pub fn record(&mut self, p: SeriesPoint) {
+        if self.stride == 0 {
+            self.stride = 1;
+        }
+        if self.n == 0 {
+            self.acc = SeriesPoint {
+                t_s: p.t_s,
+                ..SeriesPoint::default()
+            };
+        }
+        self.acc.busy_fraction += p.busy_fraction;
+        self.acc.queue_requests += p.queue_requests;
+        self.acc.batch_per_rank += p.batch_per_rank;
+        self.acc.kv_used_fraction += p.kv_used_fraction;
+        self.n += 1;
+        if self.n == self.stride {
+            self.points.push(mean_of(self.acc, self.n));
+            self.n = 0;
+            if self.points.len() == SERIES_POINTS {
+                self.points = self
+                    .points
+                    .chunks(2)
+                    .map(|c| {
+                        let mut a = c[0];
+                        for x in &c[1..] {
+                            a.busy_fraction += x.busy_fraction;
+                            a.queue_requests += x.queue_requests;
+                            a.batch_per_rank += x.batch_per_rank;
+                            a.kv_used_fraction += x.kv_used_fraction;
+                        }
+                        mean_of(a, c.len() as u64)
+                    })
+                    .collect();
+                self.stride *= 2;
+            }
+        }
+    }
+
+    /// The points, the one being filled included.
+    pub fn points(&self) -> Vec<SeriesPoint> {
+        let mut v = self.points.clone();
+        if self.n > 0 {
+            v.push(mean_of(self.acc, self.n));
+        }
+        v
+    }
+}
+
+fn mean_of(sum: SeriesPoint, n: u64) -> SeriesPoint {
+    let k = n.max(1) as f64;
+    SeriesPoint {
+        t_s: sum.t_s,
+        busy_fraction: sum.busy_fraction / k,
+        queue_requests: sum.queue_requests / k,
+        batch_per_rank: sum.batch_per_rank / k,
+        kv_used_fraction: sum.kv_used_fraction / k,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use rand::{Rng, SeedableRng};
+
+    /// 1000 samples of queue = i: the series halves at 256, 256 (stride 2) and 256
+    /// (stride 4) points, ending with 1000 / 4 = 250 points of 4 samples, each the
+    /// mean of its samples (4k + 1.5 for the point starting at sample 4k).
+    #[test]
+    fn series_stays_bounded_and_keeps_means() {
+        let mut s = Series::default();
+        for i in 0..1000 {
+            s.record(SeriesPoint {
+                t_s: i as f64,
+                queue_requests: i as f64,
+                ..SeriesPoint::default()
+            });
+        }
+        let p = s.points();
+        assert_eq!(p.len(), 250);
+        for (k, x) in p.iter().enumerate() {
+            assert_eq!(x.t_s, 4.0 * k as f64);
+            assert!((x.queue_requests - (4.0 * k as f64 + 1.5)).abs() < 1e-9);
+        }
+    }
     use rand_chacha::ChaCha8Rng;
 
     #[test]

@@ -178,6 +178,7 @@ pub fn closed_loop(concurrency: u32, input: f64, output: f64) -> WorkloadConfig 
         open_loop: None,
         agentx: None,
         trace: None,
+        rate_curve: None,
         provenance: BTreeMap::new(),
     }
 }

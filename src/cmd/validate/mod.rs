@@ -59,6 +59,12 @@ pub enum ValidateWhat {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+        /// Write an HTML report (predicted against published, per table) here.
+        #[arg(long, value_name = "DIR", conflicts_with = "fit")]
+        report: Option<String>,
+        /// Let --report write into a folder that is not empty.
+        #[arg(long)]
+        force: bool,
     },
 }
 
@@ -157,14 +163,32 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
         simulate,
         no_loo,
         json,
+        report,
+        force,
     } = &args.what;
     let tables = load_tables(table.as_deref())?;
     if *fit {
         return run_fit(&tables, *simulate, write.as_deref(), *json, !*no_loo);
     }
     let mut all_json = Vec::new();
+    let mut for_report = Vec::new();
     for t in &tables {
         let out = evaluate(t, *simulate, !*no_loo)?;
+        if report.is_some() {
+            let rows = out
+                .iter()
+                .map(|o| crate::report::ValidationRow {
+                    id: o.row.id.clone(),
+                    figure: o.row.figure.clone(),
+                    unit: o.row.unit.clone(),
+                    role: o.row.role.clone(),
+                    published: o.row.published,
+                    predicted: o.predicted,
+                    error: o.error,
+                })
+                .collect();
+            for_report.push((t.name.clone(), t.origin.clone(), rows));
+        }
         if *json {
             all_json.extend(out.iter().map(|o| {
                 serde_json::json!({
@@ -181,6 +205,10 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
     }
     if *json {
         println!("{}", serde_json::to_string_pretty(&all_json)?);
+    }
+    if let Some(dir) = report {
+        let written = crate::report::validate(&for_report, dir, *force)?;
+        eprintln!("report: {written}");
     }
     Ok(())
 }

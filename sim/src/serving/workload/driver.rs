@@ -209,9 +209,12 @@ impl<'a> Driver<'a> {
         }
     }
 
+    /// The gap to the next open-loop arrival; with a rate curve, of the process at
+    /// the curve's peak, thinned in `on_event`.
     fn open_gap(&mut self) -> Nanos {
         let o = self.cfg.open_loop.as_ref().expect("open loop");
-        let mean = 1.0 / o.rate_per_s;
+        let peak = self.cfg.rate_curve.as_ref().map_or(1.0, |c| c.peak());
+        let mean = 1.0 / (o.rate_per_s * peak);
         let gap = match o.arrival {
             Arrival::Poisson => -mean * (1.0 - self.rng.random::<f64>()).ln(),
             Arrival::Gamma { cv } => {
@@ -256,6 +259,16 @@ impl<'a> Driver<'a> {
             WlEvent::Slot(slot) => self.session_turn(slot),
             WlEvent::OpenNext => {
                 let o = self.cfg.open_loop.as_ref()?;
+                if let Some(c) = &self.cfg.rate_curve {
+                    // Thinning: an arrival of the peak-rate process is kept with
+                    // probability multiplier(now) / peak.
+                    let keep = c.at_sim_s(now as f64 / 1e9) / c.peak();
+                    if self.rng.random::<f64>() >= keep {
+                        let gap = self.open_gap();
+                        out.push((now.saturating_add(gap), WlEvent::OpenNext));
+                        return None;
+                    }
+                }
                 let input = o.input_tokens.sample_tokens(&mut self.rng, 1);
                 let output = o.output_tokens.sample_tokens(&mut self.rng, 1);
                 let uid = self.uid();
@@ -431,6 +444,7 @@ mod tests {
                 time_scale: 1.0,
                 max_requests: None,
             }),
+            rate_curve: None,
             provenance: BTreeMap::new(),
         };
         let rng = || ChaCha8Rng::seed_from_u64(1);

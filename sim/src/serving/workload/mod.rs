@@ -4,14 +4,17 @@
 //! it when requests end; the driver schedules its own next events.
 
 use super::config::{check, check_num, finite_nonneg};
+use crate::serde_defaults::one;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+mod curve;
 mod driver;
 mod trace;
 
+pub use curve::{CurvePreset, RateCurve};
 pub use driver::{Driver, NewRequest, Origin, WlEvent};
 pub use trace::{
     parse_mooncake, parse_mooncake_str, read_mooncake, trace_span, TraceRead, TraceRecord,
@@ -176,6 +179,10 @@ pub struct WorkloadConfig {
     pub agentx: Option<AgentX>,
     #[serde(default)]
     pub trace: Option<TraceReplay>,
+    /// Load over the day as multipliers of the nominal load (`twin plan` plans for the
+    /// peak; `twin simulate` applies it to open-loop arrivals only). None: constant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_curve: Option<RateCurve>,
     #[serde(default)]
     pub provenance: BTreeMap<String, String>,
 }
@@ -266,9 +273,6 @@ pub struct AgentX {
     pub warm_start: bool,
 }
 
-fn one() -> u32 {
-    1
-}
 fn d_max_turns() -> u32 {
     1000
 }
@@ -423,7 +427,16 @@ impl WorkloadConfig {
                 "must be > 0",
             );
         }
+        if let Some(c) = &self.rate_curve {
+            c.problems("rate_curve", &mut p);
+        }
         p
+    }
+
+    /// Whether the discrete-event simulation follows the rate curve (open-loop
+    /// arrivals); for the other kinds only `twin plan` uses it.
+    pub fn curve_is_simulated(&self) -> bool {
+        self.rate_curve.is_some() && self.open_loop.is_some()
     }
 }
 

@@ -1,0 +1,696 @@
+//! The analytic screen: steady-state estimates of a candidate from the cost model, and
+//! the rules that reject it before any simulation.
+//!
+//! The model (means unless said otherwise):
+//! - **Decode.** A request needs `output / mu` decode steps (`mu`: MTP tokens per
+//!   step). At arrival rate `lambda` over `R` decode ranks, Little's law gives the
+//!   running batch per rank `B = lambda * steps * s(B) / R`, with `s(B)` the cost
+//!   model's decode step with `B` requests per rank at the mean context (input + half
+//!   the output); solved by bisection. `B` above the cap (or the KV room) means decode
+//!   cannot carry the load. TPOT = `s(B) / mu`, per-user speed `mu / s(B)`.
+//! - **Prefill.** A rank's steps are full chunks: `k = chunk / uncached` requests per
+//!   step (or one request over several chunks), priced at the cached context; the
+//!   rank serves `k / t` requests per second. The pool is an M/M/c queue with one
+//!   server per rank: Erlang C gives the chance to wait and the P90 wait,
+//!   `ln(C / 0.1) / (c mu - lambda)` when `C > 0.1`. TTFT P90 = P90 wait + the prefill
+//!   + one decode step.
+//! - **Aggregated.** A mixed step runs the decode batch and, whenever any rank of the
+//!   group has prefill work (the group steps in lock-step), a full prefill chunk:
+//!   `s = s_dec(B) + (1 - (1 - f)^dep) t_chunk`, with `f` the share of steps a rank
+//!   has prefill work, `f = need * s / chunk tokens`; an M/M/1 queue per rank, busy
+//!   `f`, for the TTFT.
+//! - **Closed loops** (users who think between requests): the rate is the fixed point
+//!   `lambda (think + response(lambda)) = users`, by bisection below the capacity.
+//! - **Sizing for a target rate**: the fewest prefill (or aggregated) instances whose
+//!   utilisation stays at or below the space's `target_utilisation`.
+
+use super::shape::{Arrivals, WorkShape};
+use super::{Candidate, PoolChoice, Reason, SearchSpace, Sizing, Slo};
+use crate::cost::{AnalyticCostModel, CostParams, Layout, Phase, ReqSlice, StepShape};
+use crate::serving::mtp::MtpYield;
+use crate::serving::{Mode, PoolCost};
+use crate::tco::GpuHourCost;
+use crate::validate::Field;
+use crate::{Hardware, Model};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// What prices a candidate's pools: a cost model per pool (or why the deployment
+/// cannot run) and the GPU-hour cost of its hardware.
+pub trait Pricer: Sync {
+    /// The cost model of one instance of `p`, or the deployment's problems, each a
+    /// sentence.
+    fn pool_cost(&self, p: &PoolChoice) -> Result<Box<dyn PoolCost + '_>, Vec<String>>;
+    /// What one GPU of hardware `name` costs per hour (None: unknown hardware).
+    fn gpu_hour(&self, name: &str) -> Option<GpuHourCost>;
+}
+
+/// A pool hardware's pricing: the hardware, its cost parameters and GPU-hour cost.
+#[derive(Debug, Clone)]
+pub struct PoolPricing {
+    pub hardware: Hardware,
+    pub params: CostParams,
+    pub gpu_hour: GpuHourCost,
+}
+
+/// The analytic cost model on each hardware, deployments checked by
+/// `validate::deployment`.
+pub struct AnalyticPricer<'a> {
+    pub model: &'a Model,
+    /// By hardware name.
+    pub pricing: BTreeMap<String, PoolPricing>,
+    /// Two-micro-batch overlap (the scenario's setting).
+    pub overlap: bool,
+}
+
+impl AnalyticPricer<'_> {
+    /// The cost-model layout of one instance of `p`.
+    pub fn layout(&self, p: &PoolChoice) -> Layout {
+        Layout {
+            redundant_experts: p.redundant_experts,
+            overlap_microbatches: self.overlap,
+            ..Layout::new(p.dep)
+        }
+    }
+}
+
+impl Pricer for AnalyticPricer<'_> {
+    fn pool_cost(&self, p: &PoolChoice) -> Result<Box<dyn PoolCost + '_>, Vec<String>> {
+        let pr = self
+            .pricing
+            .get(&p.hardware)
+            .ok_or_else(|| vec![format!("unknown hardware `{}`", p.hardware)])?;
+        let layout = self.layout(p);
+        let problems: Vec<String> =
+            crate::validate::deployment(&pr.hardware, self.model, &layout, 0, 0)
+                .iter()
+                .map(|prob| {
+                    prob.render(&|f: &Field| match f {
+                        Field::Path(x) => x.clone(),
+                        Field::Dep => "DEP".into(),
+                        Field::Tp => "TP".into(),
+                        Field::RedundantExperts => "redundant experts".into(),
+                        Field::BatchPerRank => "batch cap".into(),
+                    })
+                })
+                .collect();
+        if !problems.is_empty() {
+            return Err(problems);
+        }
+        Ok(Box::new(AnalyticCostModel::new(
+            pr.hardware.clone(),
+            self.model.clone(),
+            layout,
+            pr.params.clone(),
+        )))
+    }
+
+    fn gpu_hour(&self, name: &str) -> Option<GpuHourCost> {
+        self.pricing.get(name).map(|p| p.gpu_hour)
+    }
+}
+
+/// What the screen needs besides the candidate.
+pub struct ScreenInputs<'a> {
+    pub pricer: &'a dyn Pricer,
+    /// The workload's nominal shape (load scale 1).
+    pub shape: WorkShape,
+    pub slo: Slo,
+    pub sizing: Sizing,
+    pub space: &'a SearchSpace,
+    /// MTP acceptance rates (draft i given all before accepted).
+    pub mtp_acceptance: &'a [f64],
+}
+
+/// The screen's steady-state estimates of a candidate (0 where not reached).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct Estimate {
+    pub gpus: u64,
+    pub requests_per_s: f64,
+    pub tok_s_per_gpu: f64,
+    pub ttft_p90_ms: f64,
+    pub tpot_ms: f64,
+    pub user_tok_s: f64,
+    pub decode_batch_per_rank: f64,
+    /// Requests whose KV (input + output) fits on one decode rank.
+    pub kv_requests_per_rank: f64,
+    /// Prefill (or mixed) ranks' busy fraction.
+    pub prefill_utilisation: f64,
+    pub usd_per_m_tokens: f64,
+}
+
+/// One rank's prefill: requests per second at full chunks, and one request's time.
+#[derive(Debug, Clone, Copy)]
+struct Prefill {
+    rate_per_rank: f64,
+    service_s: f64,
+    /// A full step: its seconds and the prefill tokens it computes per rank.
+    step_s: f64,
+    step_tokens: f64,
+}
+
+/// Decode step time by batch per rank, sampled and interpolated.
+struct DecodeCurve {
+    points: Vec<(f64, f64)>,
+}
+
+impl DecodeCurve {
+    fn new(cost: &dyn PoolCost, dep: u32, cap: u32, ctx: u64, drafts: u32) -> Self {
+        let mut bs: Vec<u32> = std::iter::successors(Some(1u32), |b| b.checked_mul(2))
+            .take_while(|&b| b < cap)
+            .collect();
+        bs.push(cap);
+        let points = bs
+            .iter()
+            .map(|&b| {
+                let ranks = vec![
+                    vec![ReqSlice {
+                        new_tokens: 1,
+                        context_tokens: ctx,
+                        count: b,
+                    }];
+                    dep as usize
+                ];
+                let c = cost.step(&StepShape {
+                    phase: Phase::Decode,
+                    ranks: &ranks,
+                    draft_tokens: drafts,
+                });
+                (b as f64, c.step_s)
+            })
+            .collect();
+        DecodeCurve { points }
+    }
+
+    /// Step seconds at `b` requests per rank (linear between samples, flat below 1).
+    fn at(&self, b: f64) -> f64 {
+        let p = &self.points;
+        if b <= p[0].0 {
+            return p[0].1;
+        }
+        for w in p.windows(2) {
+            if b <= w[1].0 {
+                let f = (b - w[0].0) / (w[1].0 - w[0].0);
+                return w[0].1 + f * (w[1].1 - w[0].1);
+            }
+        }
+        p[p.len() - 1].1
+    }
+
+    fn cap(&self) -> f64 {
+        self.points[self.points.len() - 1].0
+    }
+}
+
+/// Probability that an arrival waits in an M/M/c queue with offered load `a` =
+/// lambda / mu (Erlang C, through the Erlang B recursion); 1 at or past saturation.
+pub fn erlang_c(c: u64, a: f64) -> f64 {
+    if c == 0 || a >= c as f64 {
+        return 1.0;
+    }
+    let mut b = 1.0;
+    for k in 1..=c {
+        b = a * b / (k as f64 + a * b);
+    }
+    let rho = a / c as f64;
+    b / (1.0 - rho * (1.0 - b))
+}
+
+/// The P90 and mean wait of an M/M/c queue: `c` servers of rate `mu`, arrivals
+/// `lambda` (below saturation).
+pub fn mmc_wait_s(c: u64, mu: f64, lambda: f64) -> (f64, f64) {
+    let cm = c as f64 * mu;
+    if lambda <= 0.0 {
+        return (0.0, 0.0);
+    }
+    let pw = erlang_c(c, lambda / mu);
+    let gap = cm - lambda;
+    let mean = pw / gap;
+    let p90 = if pw > 0.1 { (pw / 0.1).ln() / gap } else { 0.0 };
+    (p90, mean)
+}
+
+/// Smallest x in [lo, hi] with f(x) >= 0 for increasing f (60 halvings).
+fn bisect(mut lo: f64, mut hi: f64, f: impl Fn(f64) -> f64) -> f64 {
+    for _ in 0..60 {
+        let mid = 0.5 * (lo + hi);
+        if f(mid) >= 0.0 {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    hi
+}
+
+/// A response at arrival rate lambda.
+#[derive(Debug, Clone, Copy)]
+struct Response {
+    ttft_mean_s: f64,
+    ttft_p90_s: f64,
+    decode_s: f64,
+    step_s: f64,
+    batch: f64,
+    prefill_util: f64,
+}
+
+/// The candidate's queueing model, built once, evaluated at any rate.
+struct Model_ {
+    mode: Mode,
+    decode: DecodeCurve,
+    decode_ranks: f64,
+    steps_per_request: f64,
+    mu_tokens: f64,
+    prefill: Prefill,
+    prefill_ranks: u64,
+    uncached: f64,
+    /// Ranks per instance of the pool that prefills (lock-step).
+    group_dep: u32,
+}
+
+impl Model_ {
+    /// The largest rate the deployment carries (just below saturation).
+    fn capacity(&self) -> f64 {
+        let cap = self.decode.cap();
+        let dec = cap * self.decode_ranks / (self.steps_per_request * self.decode.at(cap));
+        match self.mode {
+            Mode::Aggregated => {
+                // The prefill must fit in the steps and the batch within the cap.
+                let per_token = self.prefill.step_s / self.prefill.step_tokens;
+                let pre = self.decode_ranks / (self.uncached * per_token);
+                bisect(0.0, pre.min(dec * 10.0), |l| {
+                    if self.respond(l).is_none() {
+                        1.0
+                    } else {
+                        -1.0
+                    }
+                })
+            }
+            _ => dec.min(self.prefill_ranks as f64 * self.prefill.rate_per_rank),
+        }
+    }
+
+    /// The response at rate `lambda`; None past saturation.
+    fn respond(&self, lambda: f64) -> Option<Response> {
+        let cap = self.decode.cap();
+        match self.mode {
+            Mode::Aggregated => {
+                // Each rank needs `need` prefill tokens a second; a step carries a
+                // full prefill part whenever any rank of the group has prefill work
+                // (lock-step), so with f the share of steps a rank has work,
+                // s = s_dec(B) + (1 - (1 - f)^dep) t_chunk and f = need s / tokens.
+                let lr = lambda / self.decode_ranks;
+                let need = lr * self.uncached;
+                let (tc, ctok) = (self.prefill.step_s, self.prefill.step_tokens);
+                let dep = self.group_dep as i32;
+                let mean_step = |b: f64| -> Option<(f64, f64)> {
+                    let sd = self.decode.at(b);
+                    let q = |f: f64| 1.0 - (1.0 - f).powi(dep);
+                    let phi = |f: f64| need * (sd + q(f) * tc) / ctok - f;
+                    if phi(1.0) > 0.0 {
+                        return None;
+                    }
+                    let f = bisect(0.0, 1.0, |f| -phi(f));
+                    Some((sd + q(f) * tc, f))
+                };
+                mean_step(cap)?;
+                let h = |b: f64| {
+                    b - lr * self.steps_per_request * mean_step(b).map_or(f64::MAX, |x| x.0)
+                };
+                if h(cap) < 0.0 {
+                    return None;
+                }
+                let batch = bisect(0.0, cap, h);
+                let (s, f) = mean_step(batch)?;
+                // Prefill work waits per rank: an M/M/1 queue busy a share f.
+                let svc = (self.uncached / ctok).ceil() * (self.decode.at(batch) + tc);
+                let wait_mean = f / (1.0 - f) * svc;
+                let wait_p90 = if f > 0.1 {
+                    svc * (f / 0.1).ln() / (1.0 - f)
+                } else {
+                    0.0
+                };
+                Some(Response {
+                    ttft_mean_s: wait_mean + svc + s,
+                    ttft_p90_s: wait_p90 + svc + s,
+                    decode_s: self.steps_per_request * s,
+                    step_s: s,
+                    batch,
+                    prefill_util: f,
+                })
+            }
+            _ => {
+                let c = self.prefill_ranks;
+                let mu = self.prefill.rate_per_rank;
+                if lambda >= c as f64 * mu {
+                    return None;
+                }
+                let h = |b: f64| {
+                    b - lambda * self.steps_per_request * self.decode.at(b) / self.decode_ranks
+                };
+                if h(cap) < 0.0 {
+                    return None;
+                }
+                let batch = bisect(0.0, cap, h);
+                let s = self.decode.at(batch);
+                let (p90, mean) = mmc_wait_s(c, mu, lambda);
+                Some(Response {
+                    ttft_mean_s: mean + self.prefill.service_s + s,
+                    ttft_p90_s: p90 + self.prefill.service_s + s,
+                    decode_s: self.steps_per_request * s,
+                    step_s: s,
+                    batch,
+                    prefill_util: lambda / (c as f64 * mu),
+                })
+            }
+        }
+    }
+}
+
+/// The prefill of the mean request on ranks with full steps.
+fn prefill_rate(cost: &dyn PoolCost, dep: u32, chunk: u32, uncached: f64, cached: f64) -> Prefill {
+    let u = uncached.round().max(1.0) as u64;
+    let ctx = cached.round().max(0.0) as u64;
+    let step = |new: u64, context: u64, count: u32| {
+        let ranks = vec![
+            vec![ReqSlice {
+                new_tokens: new.min(u32::MAX as u64) as u32,
+                context_tokens: context,
+                count,
+            }];
+            dep as usize
+        ];
+        cost.step(&StepShape {
+            phase: Phase::Prefill,
+            ranks: &ranks,
+            draft_tokens: 0,
+        })
+        .step_s
+    };
+    let chunk = chunk.max(1) as u64;
+    if u <= chunk {
+        let k = (chunk / u).max(1) as u32;
+        let t = step(u, ctx, k);
+        Prefill {
+            rate_per_rank: k as f64 / t,
+            service_s: t,
+            step_s: t,
+            step_tokens: (k as u64 * u) as f64,
+        }
+    } else {
+        let mut t = 0.0;
+        let mut done = 0;
+        let mut steps = 0;
+        while done < u {
+            let n = chunk.min(u - done);
+            t += step(n, ctx + done, 1);
+            done += n;
+            steps += 1;
+        }
+        Prefill {
+            rate_per_rank: 1.0 / t,
+            service_s: t,
+            step_s: t / steps as f64,
+            step_tokens: u as f64 / steps as f64,
+        }
+    }
+}
+
+/// Screens `cand`: the candidate as evaluated (sized for a target rate), its
+/// estimates, and the reasons it is rejected (empty: it survives).
+pub fn screen(cand: &Candidate, inp: &ScreenInputs<'_>) -> (Candidate, Estimate, Vec<Reason>) {
+    let mut c = cand.clone();
+    let mut est = Estimate {
+        gpus: c.gpus(),
+        ..Estimate::default()
+    };
+
+    let mut reasons = Vec::new();
+    let disagg = c.mode == Mode::Disaggregated;
+    // Deployment rules: each pool's cost model, or why it cannot run.
+    let mut costs: Vec<Box<dyn PoolCost + '_>> = Vec::new();
+    let pools: Vec<(&str, &PoolChoice)> = match &c.prefill {
+        Some(p) => vec![("prefill", p), ("decode", &c.decode)],
+        None => vec![("aggregated", &c.decode)],
+    };
+    for (name, p) in &pools {
+        match inp.pricer.pool_cost(p) {
+            Ok(cost) => costs.push(cost),
+            Err(problems) => {
+                for text in problems {
+                    reasons.push(Reason::new("deployment", format!("{name}: {text}")));
+                }
+            }
+        }
+        if inp.pricer.gpu_hour(&p.hardware).is_none() {
+            reasons.push(Reason::new(
+                "hardware",
+                format!("{name}: no GPU-hour cost for hardware `{}`", p.hardware),
+            ));
+        }
+    }
+    let short = c.prefill.as_ref().is_some_and(|p| p.instances == 0) || c.decode.instances == 0;
+    if let (Sizing::Gpus(n), true) = (inp.sizing, short) {
+        let what = if disagg {
+            format!(
+                "decode takes {} GPUs of the budget of {n}, leaving no DEP{} prefill instance",
+                c.decode.gpus(),
+                c.prefill.as_ref().map_or(0, |p| p.dep)
+            )
+        } else {
+            format!(
+                "an aggregated DEP{} instance does not fit in {n} GPUs",
+                c.decode.dep
+            )
+        };
+        reasons.push(Reason::new("budget", what));
+    }
+    if !reasons.is_empty() {
+        return (c, est, reasons);
+    }
+    let decode_cost: &dyn PoolCost = costs.last().expect("a decode pool").as_ref();
+    let shape = inp.shape;
+    // KV room per decode rank for whole requests (reserved input + output).
+    let per_req = shape.tokens().max(1.0);
+    let kv_reqs = decode_cost.kv_capacity_tokens_per_rank() as f64 / per_req;
+    est.kv_requests_per_rank = kv_reqs;
+    let cap = (c.decode.max_batch_per_rank as f64).min(kv_reqs.floor());
+    if cap < 1.0 {
+        reasons.push(Reason::new(
+            "kv",
+            format!(
+                "a decode rank holds {} KV tokens, one request needs {:.0}",
+                decode_cost.kv_capacity_tokens_per_rank(),
+                per_req
+            ),
+        ));
+        return (c, est, reasons);
+    }
+    let drafts = c.mtp_draft_tokens;
+    let mu_tokens = if drafts as usize <= inp.mtp_acceptance.len() {
+        MtpYield::new(&inp.mtp_acceptance[..drafts as usize]).mean_tokens_per_step()
+    } else {
+        reasons.push(Reason::new(
+            "mtp",
+            format!(
+                "{drafts} draft tokens but {} acceptance rates",
+                inp.mtp_acceptance.len()
+            ),
+        ));
+        return (c, est, reasons);
+    };
+    let ctx = (shape.input_tokens + 0.5 * shape.output_tokens).round() as u64;
+    let decode = DecodeCurve::new(decode_cost, c.decode.dep, cap as u32, ctx, drafts);
+    let (prefill, prefill_dep) = match &c.prefill {
+        Some(p) => {
+            let cost = costs[0].as_ref();
+            if (shape.input_tokens as u64) > cost.kv_capacity_tokens_per_rank() {
+                reasons.push(Reason::new(
+                    "kv",
+                    format!(
+                        "a prefill rank holds {} KV tokens, a prompt needs {:.0}",
+                        cost.kv_capacity_tokens_per_rank(),
+                        shape.input_tokens
+                    ),
+                ));
+                return (c, est, reasons);
+            }
+            let rate = prefill_rate(
+                cost,
+                p.dep,
+                p.chunk_tokens_per_rank,
+                shape.uncached_tokens(),
+                shape.cached_tokens,
+            );
+            (rate, p.dep)
+        }
+        None => (
+            prefill_rate(
+                decode_cost,
+                c.decode.dep,
+                c.decode.chunk_tokens_per_rank,
+                shape.uncached_tokens(),
+                shape.cached_tokens,
+            ),
+            c.decode.dep,
+        ),
+    };
+    let mut m = Model_ {
+        mode: c.mode,
+        decode,
+        decode_ranks: c.decode.gpus() as f64,
+        steps_per_request: (shape.output_tokens / mu_tokens).max(1.0),
+        mu_tokens,
+        prefill,
+        prefill_ranks: c.prefill.as_ref().map_or(0, |p| p.gpus()),
+        uncached: shape.uncached_tokens(),
+        group_dep: prefill_dep,
+    };
+    // The load: a fixed rate, a closed loop's fixed point, or a target to size for.
+    let target = match inp.sizing {
+        Sizing::Gpus(_) => None,
+        Sizing::RequestsPerS(r) => Some(r),
+        Sizing::TokensPerS(t) => Some(t / shape.tokens()),
+    };
+    let lambda = if let Some(lambda) = target {
+        let util = inp.space.target_utilisation;
+        if disagg {
+            let p = c.prefill.as_mut().expect("disaggregated");
+            let need = lambda / (util * p.dep as f64 * prefill.rate_per_rank);
+            p.instances = need.ceil().max(1.0).min(u32::MAX as f64) as u32;
+            m.prefill_ranks = p.gpus();
+        } else {
+            // The fewest instances whose prefill share and batch stay in bounds.
+            let per_rank_prefill = prefill.step_tokens / (m.uncached * prefill.step_s);
+            let mut n = (lambda / (util * prefill_dep as f64 * per_rank_prefill))
+                .ceil()
+                .max(1.0) as u64;
+            let most = inp.space.max_gpus / prefill_dep as u64 + 1;
+            loop {
+                m.decode_ranks = (n * prefill_dep as u64) as f64;
+                if m.respond(lambda).is_some() || n > most {
+                    break;
+                }
+                n += 1;
+            }
+            c.decode.instances = n.min(u32::MAX as u64) as u32;
+        }
+        est.gpus = c.gpus();
+        if c.gpus() > inp.space.max_gpus {
+            reasons.push(Reason::new(
+                "budget",
+                format!(
+                    "{lambda:.1} req/s needs {} GPUs here, above max_gpus {}",
+                    c.gpus(),
+                    inp.space.max_gpus
+                ),
+            ));
+            return (c, est, reasons);
+        }
+        lambda
+    } else {
+        let load = shape.scaled(c.load_scale);
+        match load.arrivals {
+            Arrivals::Open { rate_per_s } => rate_per_s,
+            Arrivals::Closed { users, think_s } => {
+                let cap_rate = m.capacity() * 0.9999;
+                bisect(0.0, cap_rate, |l| match m.respond(l) {
+                    Some(r) => l * (think_s + r.ttft_mean_s + r.decode_s) - users,
+                    None => 1.0,
+                })
+            }
+        }
+    };
+    est.requests_per_s = lambda;
+    est.tok_s_per_gpu = lambda * shape.tokens() / c.gpus().max(1) as f64;
+    let Some(r) = m.respond(lambda) else {
+        let capacity = m.capacity();
+        let (rule, what) = if disagg && lambda >= m.prefill_ranks as f64 * m.prefill.rate_per_rank {
+            ("prefill-capacity", "prefill")
+        } else {
+            ("decode-capacity", "decode")
+        };
+        reasons.push(Reason::new(
+            rule,
+            format!(
+                "{what} saturates: the deployment carries about {capacity:.1} req/s, the load is {lambda:.1} req/s"
+            ),
+        ));
+        return (c, est, reasons);
+    };
+    est.ttft_p90_ms = r.ttft_p90_s * 1e3;
+    est.tpot_ms = r.step_s / m.mu_tokens * 1e3;
+    est.user_tok_s = m.mu_tokens / r.step_s;
+    est.decode_batch_per_rank = r.batch;
+    est.prefill_utilisation = r.prefill_util;
+    // Closed-loop target sizing: users needed for the rate at this response time.
+    if target.is_some() {
+        if let Arrivals::Closed { users, think_s } = shape.arrivals {
+            let need = lambda * (think_s + r.ttft_mean_s + r.decode_s);
+            c.load_scale = need / users.max(1e-9);
+        } else if let Arrivals::Open { rate_per_s } = shape.arrivals {
+            c.load_scale = lambda / rate_per_s.max(1e-9);
+        }
+    }
+    let pools_cost: Vec<(u64, GpuHourCost)> = [c.prefill.as_ref(), Some(&c.decode)]
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            (
+                p.gpus(),
+                inp.pricer.gpu_hour(&p.hardware).unwrap_or_default(),
+            )
+        })
+        .collect();
+    let cost = crate::tco::blended(&pools_cost).total;
+    est.usd_per_m_tokens = crate::serving::price::usd_per_m_tokens(cost, est.tok_s_per_gpu);
+    let slack = inp.space.screen_slack;
+    for (name, limit, larger_better) in inp.slo.constraints() {
+        let v = match name {
+            "ttft_p90_ms" => est.ttft_p90_ms,
+            "tpot_p90_ms" => est.tpot_ms,
+            _ => est.user_tok_s,
+        };
+        let miss = if larger_better {
+            v * slack < limit
+        } else {
+            v > limit * slack
+        };
+        if miss {
+            reasons.push(Reason::new(
+                name,
+                format!(
+                    "estimated {name} {v:.1} misses the SLO {limit} by more than the screen's slack x{slack}"
+                ),
+            ));
+        }
+    }
+    (c, est, reasons)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Erlang C by hand: c = 1 is M/M/1, P(wait) = rho. c = 2, a = 1 (rho 0.5):
+    /// B(2, 1) = (1/2) / (1 + 1 + 1/2) = 0.2, C = 0.2 / (1 - 0.5 * 0.8) = 1/3.
+    #[test]
+    fn erlang_c_by_hand() {
+        assert!((erlang_c(1, 0.7) - 0.7).abs() < 1e-12);
+        assert!((erlang_c(2, 1.0) - 1.0 / 3.0).abs() < 1e-12);
+        assert_eq!(erlang_c(4, 4.0), 1.0);
+        // M/M/1 at rho 0.5, mu 10/s: P(W > t) = 0.5 e^(-5t): P90 at ln(5) / 5 s,
+        // mean 0.5 / 5 = 0.1 s.
+        let (p90, mean) = mmc_wait_s(1, 10.0, 5.0);
+        assert!((p90 - 5f64.ln() / 5.0).abs() < 1e-12);
+        assert!((mean - 0.1).abs() < 1e-12);
+        // Lightly loaded: under 10% wait, P90 wait is 0.
+        assert_eq!(mmc_wait_s(8, 10.0, 5.0).0, 0.0);
+    }
+
+    #[test]
+    fn bisection_finds_the_root() {
+        let x = bisect(0.0, 10.0, |x| x * x - 2.0);
+        assert!((x - 2f64.sqrt()).abs() < 1e-12);
+    }
+}

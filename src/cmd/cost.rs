@@ -1,0 +1,320 @@
+//! `twin cost [SCENARIO | --from RUN.json]`: what a GPU-hour costs all-in under each
+//! TCO preset (or one), and what the run's tokens earn against it: revenue at the
+//! price sheet by token kind, margin, USD per million tokens by cost component, and
+//! the break-even utilisation. `simulate --tco` and `plan` price through the same
+//! `sim::tco::finance`.
+
+use super::plan::resolve_tco;
+use super::simulate::{execute, Resolved, SimulateArgs};
+use crate::scenario::{embedded_names, load_hardware, Kind, Set};
+use anyhow::{anyhow, bail, Context, Result};
+use clap::Args;
+use serde_json::{json, Value};
+use sim::serving::{PriceConfig, Report, Throughput, TokenPrices};
+use sim::tco::{blended, finance, Finance, GpuHourCost, Tco};
+use sim::Hardware;
+use std::fmt::Write;
+
+#[derive(Debug, Clone, Args)]
+pub struct CostArgs {
+    /// Scenario to simulate and price [default: gb300-nvl72-v4.1-flash-agentx].
+    pub scenario: Option<String>,
+    /// Price a finished run instead: the JSON of `twin simulate --json` or `twin plan
+    /// --json` (its best configuration).
+    #[arg(long, value_name = "RUN.json", conflicts_with = "scenario")]
+    pub from: Option<String>,
+    /// One TCO preset or file (default: every preset in scenarios/tco).
+    #[arg(long, value_name = "PRESET")]
+    pub tco: Option<String>,
+    #[arg(long)]
+    pub seed: Option<u64>,
+    #[arg(long, value_name = "SECONDS")]
+    pub duration: Option<f64>,
+    /// Overrides as for `twin simulate`; `tco.FIELD=VALUE` changes the --tco preset.
+    #[arg(long = "set", value_name = "PATH=VALUE")]
+    pub set: Vec<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What is priced: the deployment's pools (GPUs, hardware), its throughput and prices.
+struct Priced {
+    source: String,
+    pools: Vec<(u64, Hardware)>,
+    throughput: Throughput,
+    prices: TokenPrices,
+    sheet: String,
+}
+
+/// The finance of a run under `tco`.
+pub fn finance_of(
+    tco: &Tco,
+    pools: &[(u64, Hardware)],
+    prices: &TokenPrices,
+    t: &Throughput,
+) -> Result<Finance> {
+    let costs: Vec<(u64, GpuHourCost)> = pools
+        .iter()
+        .map(|(n, hw)| tco.gpu_hour(hw).map(|c| (*n, c)))
+        .collect::<Result<_, _>>()
+        .map_err(|e| anyhow!("{e}"))?;
+    Ok(finance(&tco.name, blended(&costs), prices, t))
+}
+
+/// `twin simulate --tco NAME`: the run's finance (with the `tco.*` of `sets`), or None
+/// without `--tco`.
+pub fn simulate_finance(
+    tco: Option<&str>,
+    sets: &[String],
+    r: &Resolved,
+    report: &Report,
+) -> Result<Option<Finance>> {
+    let Some(name) = tco else {
+        return Ok(None);
+    };
+    let sets = Set::parse_all(sets)?;
+    let (tco_sets, _) = Set::split_prefix(&sets, "tco");
+    let tco = resolve_tco(Some(name), &tco_sets, r.scenario.price.basis)?;
+    let prices = r.scenario.price.token_prices().unwrap_or(TokenPrices::ZERO);
+    let pools = vec![(r.scenario.gpus(), r.hardware.clone())];
+    finance_of(&tco, &pools, &prices, &report.throughput_tok_s_per_gpu).map(Some)
+}
+
+/// The break-even utilisation in words: `6.8%`, or `never` when even serving every
+/// hour at this rate does not pay for the GPUs.
+pub fn break_even_text(u: f64) -> String {
+    if u <= 1.0 {
+        format!("{:.1}%", 100.0 * u)
+    } else {
+        "never".into()
+    }
+}
+
+/// The finance as the text report's section.
+pub fn finance_text(f: &Finance) -> String {
+    let mut s = String::new();
+    let c = &f.cost_usd_per_gpu_hour;
+    let parts: Vec<String> = c
+        .components()
+        .iter()
+        .filter(|x| x.1 > 0.0)
+        .map(|(k, v)| format!("{k} ${v:.3}"))
+        .collect();
+    let _ = writeln!(
+        s,
+        "TCO ({}): ${:.3}/GPU-h = {}",
+        f.tco,
+        c.total,
+        parts.join(" + ")
+    );
+    let r = &f.revenue_by_kind_usd_per_gpu_hour;
+    let _ = writeln!(
+        s,
+        "revenue ${:.2}/GPU-h (cached ${:.2}, uncached ${:.2}, output ${:.2}); margin ${:.2}/GPU-h ({:.1}%)",
+        f.revenue_usd_per_gpu_hour,
+        r.cached_input,
+        r.uncached_input,
+        r.output,
+        f.margin_usd_per_gpu_hour,
+        100.0 * f.margin_fraction
+    );
+    let _ = writeln!(
+        s,
+        "per M tokens: cost ${:.5} (all), ${:.4} (output); price ${:.5}; break-even utilisation {}",
+        f.usd_per_m_tokens.cost_all_tokens,
+        f.usd_per_m_tokens.cost_output_tokens,
+        f.usd_per_m_tokens.price_all_tokens,
+        break_even_text(f.break_even_utilisation)
+    );
+    s
+}
+
+fn from_json(path: &str) -> Result<Priced> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {path}"))?;
+    let v: Value = serde_json::from_str(&text).with_context(|| format!("{path}: not JSON"))?;
+    let field = |v: &Value, p: &str| -> Result<Value> {
+        v.pointer(p)
+            .cloned()
+            .ok_or_else(|| anyhow!("{path}: no `{p}` (expected the JSON of `twin simulate --json` or `twin plan --json`)"))
+    };
+    if v.get("best").is_some() {
+        // twin plan --json: the best configuration's pools by hardware name.
+        let cfg: sim::plan::Candidate = serde_json::from_value(field(&v, "/best/config")?)?;
+        let mut pools = Vec::new();
+        for p in cfg.prefill.iter().chain(std::iter::once(&cfg.decode)) {
+            pools.push((p.gpus(), load_hardware(&p.hardware, &[])?));
+        }
+        let t: Throughput = serde_json::from_value(field(&v, "/best/throughput_tok_s_per_gpu")?)?;
+        let prices: TokenPrices = serde_json::from_value(field(&v, "/token_prices")?)?;
+        return Ok(Priced {
+            source: format!("{path} (twin plan, best: {})", cfg.label()),
+            pools,
+            throughput: t,
+            prices,
+            sheet: field(&v, "/price_sheet")?
+                .as_str()
+                .unwrap_or("")
+                .to_string(),
+        });
+    }
+    let hw: Hardware = serde_json::from_value(field(&v, "/resolved/hardware")?)
+        .with_context(|| format!("{path}: resolved.hardware"))?;
+    let price: PriceConfig = serde_json::from_value(field(&v, "/resolved/scenario/price")?)?;
+    let gpus = field(&v, "/gpus")?
+        .as_u64()
+        .ok_or_else(|| anyhow!("{path}: gpus is not a number"))?;
+    Ok(Priced {
+        source: format!("{path} (twin simulate)"),
+        pools: vec![(gpus, hw)],
+        throughput: serde_json::from_value(field(&v, "/throughput_tok_s_per_gpu")?)?,
+        prices: price.token_prices().unwrap_or(TokenPrices::ZERO),
+        sheet: price.sheet.key().to_string(),
+    })
+}
+
+pub fn run(args: &CostArgs) -> Result<()> {
+    let sets = Set::parse_all(&args.set)?;
+    let (tco_sets, _) = Set::split_prefix(&sets, "tco");
+    let tcos: Vec<Tco> = match &args.tco {
+        Some(name) => vec![resolve_tco(Some(name), &tco_sets, Default::default())?],
+        None => {
+            if !tco_sets.is_empty() {
+                bail!("--set tco.*: name the preset it changes with --tco");
+            }
+            embedded_names(Kind::Tco)
+                .iter()
+                .map(|n| resolve_tco(Some(n), &[], Default::default()))
+                .collect::<Result<_>>()?
+        }
+    };
+    let priced = match &args.from {
+        Some(path) => {
+            if args.duration.is_some() || args.seed.is_some() {
+                bail!("--from prices a finished run: --duration and --seed do not apply");
+            }
+            from_json(path)?
+        }
+        None => {
+            let sim_args = SimulateArgs {
+                scenario: args.scenario.clone(),
+                seed: args.seed,
+                duration: args.duration,
+                set: args.set.clone(),
+                json: false,
+                trace: None,
+                profile: None,
+                decode_deps: Vec::new(),
+            };
+            let (r, report, _) = execute(&sim_args)?;
+            Priced {
+                source: format!(
+                    "{} (simulated, seed {}, {} s)",
+                    r.scenario_origin, r.seed, r.scenario.duration_s
+                ),
+                pools: vec![(r.scenario.gpus(), r.hardware.clone())],
+                throughput: report.throughput_tok_s_per_gpu,
+                prices: r.scenario.price.token_prices().unwrap_or(TokenPrices::ZERO),
+                sheet: r.scenario.price.sheet.key().to_string(),
+            }
+        }
+    };
+    let mut rows = Vec::new();
+    for t in &tcos {
+        rows.push(finance_of(
+            t,
+            &priced.pools,
+            &priced.prices,
+            &priced.throughput,
+        )?);
+    }
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({
+                "version": env!("CARGO_PKG_VERSION"),
+                "source": priced.source,
+                "gpus": priced.pools.iter().map(|p| p.0).sum::<u64>(),
+                "hardware": priced.pools.iter().map(|p| p.1.name.clone()).collect::<Vec<_>>(),
+                "throughput_tok_s_per_gpu": priced.throughput,
+                "price_sheet": priced.sheet,
+                "token_prices": priced.prices,
+                "tco": tcos,
+                "finance": rows,
+            }))?
+        );
+        return Ok(());
+    }
+    print!("{}", text(&priced, &rows));
+    Ok(())
+}
+
+fn text(p: &Priced, rows: &[Finance]) -> String {
+    let mut s = String::new();
+    let t = &p.throughput;
+    let hw: Vec<String> = p
+        .pools
+        .iter()
+        .map(|(n, h)| format!("{n} x {}", h.name))
+        .collect();
+    let _ = writeln!(s, "twin {} cost: {}", env!("CARGO_PKG_VERSION"), p.source);
+    let _ = writeln!(
+        s,
+        "GPUs {}; tok/s per GPU {:.0} (cached {:.0}, uncached {:.0}, output {:.0}); prices {} (${} / ${} / ${} per M cached / uncached / output)",
+        hw.join(" + "),
+        t.total,
+        t.cached_input,
+        t.uncached_input,
+        t.output,
+        p.sheet,
+        p.prices.cached_input_usd_per_m,
+        p.prices.uncached_input_usd_per_m,
+        p.prices.output_usd_per_m
+    );
+    let _ = writeln!(s);
+    let _ = writeln!(
+        s,
+        "{:<22} {:>7} {:>7} {:>7} {:>8} {:>8} {:>10} {:>7}",
+        "USD per GPU-hour", "rental", "capex", "power", "hosting", "network", "operations", "total"
+    );
+    for f in rows {
+        let c = &f.cost_usd_per_gpu_hour;
+        let _ = writeln!(
+            s,
+            "{:<22} {:>7.3} {:>7.3} {:>7.3} {:>8.3} {:>8.3} {:>10.3} {:>7.3}",
+            f.tco, c.rental, c.capex, c.power, c.hosting, c.network, c.operations, c.total
+        );
+    }
+    let _ = writeln!(s);
+    let _ = writeln!(
+        s,
+        "{:<22} {:>9} {:>8} {:>8} {:>8} {:>10} {:>10} {:>10}",
+        "per GPU-hour", "revenue", "cost", "margin", "margin%", "$/M tok", "$/M out", "break-even"
+    );
+    for f in rows {
+        let _ = writeln!(
+            s,
+            "{:<22} {:>9.2} {:>8.3} {:>8.2} {:>7.1}% {:>10.5} {:>10.4} {:>10}",
+            f.tco,
+            f.revenue_usd_per_gpu_hour,
+            f.cost_usd_per_gpu_hour.total,
+            f.margin_usd_per_gpu_hour,
+            100.0 * f.margin_fraction,
+            f.usd_per_m_tokens.cost_all_tokens,
+            f.usd_per_m_tokens.cost_output_tokens,
+            break_even_text(f.break_even_utilisation)
+        );
+    }
+    if let Some(f) = rows.first() {
+        let r = &f.revenue_by_kind_usd_per_gpu_hour;
+        let _ = writeln!(
+            s,
+            "\nrevenue by token kind: cached ${:.2}, uncached ${:.2}, output ${:.2} per GPU-hour; break-even = cost / revenue (the share of hours the GPUs must serve at this rate)",
+            r.cached_input, r.uncached_input, r.output
+        );
+    }
+    let _ = writeln!(
+        s,
+        "presets: scenarios/tco/*.toml; every number's source is in its [provenance]"
+    );
+    s
+}

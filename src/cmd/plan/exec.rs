@@ -1,0 +1,531 @@
+//! The plan's run: resolve the inputs, screen every candidate, simulate the ones the
+//! screen ranks best (in parallel), keep one record per candidate (in memory, or
+//! appended to a shard's JSONL file), then select and print.
+
+use super::{hardware_named, load_space, parse_objective, parse_rate, parse_shard, parse_slos};
+use super::{resolve_tco, OutputArgs, PlanArgs};
+use crate::cmd::simulate::{read_trace_within, resolve_args, Resolved, SimulateArgs};
+use crate::scenario::Set;
+use anyhow::{anyhow, bail, Context, Result};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use rayon::prelude::*;
+use sim::cost::AnalyticCostModel;
+use sim::plan::select::ShardFile;
+use sim::plan::{
+    enumerate, screen, AnalyticPricer, Candidate, Estimate, Header, Metrics, PoolPricing, Reason,
+    Record, ScreenInputs, Sizing, Status, WorkShape,
+};
+use sim::serving::{simulate, Mode, Report, SimInput, TraceRecord, WorkloadConfig};
+use sim::tco::{blended, finance, Finance, Tco};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, Write};
+use std::sync::Mutex;
+
+/// Everything a candidate's simulation needs, resolved once.
+struct Context_ {
+    base: Resolved,
+    trace: Vec<TraceRecord>,
+    pricing: BTreeMap<String, PoolPricing>,
+    tco: Tco,
+}
+
+/// Builds the `simulate` arguments the plan shares, and returns the `tco.*` sets.
+fn simulate_args(args: &PlanArgs) -> Result<(SimulateArgs, Vec<Set>)> {
+    let sets = Set::parse_all(&args.set)?;
+    let (tco_sets, _) = Set::split_prefix(&sets, "tco");
+    let rest: Vec<String> = args
+        .set
+        .iter()
+        .filter(|s| !s.trim_start().starts_with("tco."))
+        .cloned()
+        .collect();
+    Ok((
+        SimulateArgs {
+            scenario: args.scenario.clone(),
+            seed: args.seed,
+            duration: args.duration,
+            set: rest,
+            json: false,
+            trace: args.trace.clone(),
+            profile: args.profile.clone(),
+            decode_deps: Vec::new(),
+        },
+        tco_sets,
+    ))
+}
+
+/// `wl` at `scale` times its nominal load, at constant rate (the plan simulates the
+/// curve's peak).
+pub fn scaled_workload(wl: &WorkloadConfig, scale: f64) -> WorkloadConfig {
+    let mut w = wl.clone();
+    w.rate_curve = None;
+    let count = |n: u32| ((n as f64 * scale).round().max(1.0)).min(u32::MAX as f64) as u32;
+    if let Some(o) = &mut w.open_loop {
+        o.rate_per_s *= scale;
+    }
+    if let Some(c) = &mut w.closed_loop {
+        c.concurrency = count(c.concurrency);
+    }
+    if let Some(a) = &mut w.agentx {
+        a.sessions = count(a.sessions);
+    }
+    if let Some(t) = &mut w.trace {
+        t.time_scale /= scale.max(1e-9);
+    }
+    w
+}
+
+/// Runs of a closed-loop workload (sessions or users) a target rate may take: the
+/// screen's session count is corrected by the simulated rate's shortfall.
+const RATE_RUNS: usize = 3;
+
+/// Simulates candidate `c`: the candidate as run, its report and finance. For a
+/// target rate with a closed-loop workload, the users the screen estimated are
+/// rescaled by target / simulated rate until the run carries the target (within the
+/// selection's 5%) or `RATE_RUNS` runs are spent.
+fn simulate_candidate(
+    cx: &Context_,
+    c: &Candidate,
+    sizing: Sizing,
+) -> Result<(Candidate, Report, Finance)> {
+    let closed = cx.base.workload.open_loop.is_none() && cx.base.workload.trace.is_none();
+    let mut c = c.clone();
+    for attempt in 1..=RATE_RUNS {
+        let (report, fin) = simulate_once(cx, &c)?;
+        let target = match sizing {
+            Sizing::Gpus(_) => None,
+            Sizing::RequestsPerS(r) => Some((r, report.requests_per_s)),
+            Sizing::TokensPerS(t) => Some((
+                t,
+                report.throughput_tok_s_per_gpu.total * report.gpus as f64,
+            )),
+        };
+        match target {
+            Some((want, got))
+                if closed
+                    && attempt < RATE_RUNS
+                    && got > 0.0
+                    && got < sim::plan::select::RATE_MET_FRACTION * want =>
+            {
+                c.load_scale *= (want / got).min(4.0);
+            }
+            _ => return Ok((c, report, fin)),
+        }
+    }
+    unreachable!("the last attempt returns")
+}
+
+/// One simulation of candidate `c`.
+fn simulate_once(cx: &Context_, c: &Candidate) -> Result<(Report, Finance)> {
+    let r = &cx.base;
+    let sc = c.apply(&r.scenario);
+    let wl = scaled_workload(&r.workload, c.load_scale);
+    let model_of = |pool: &sim::serving::PoolConfig, hw: &str| -> Result<AnalyticCostModel> {
+        let p = cx
+            .pricing
+            .get(hw)
+            .ok_or_else(|| anyhow!("unknown hardware {hw}"))?;
+        Ok(AnalyticCostModel::new(
+            p.hardware.clone(),
+            r.model.clone(),
+            pool.layout(),
+            p.params.clone(),
+        ))
+    };
+    let prefill_hw = c
+        .prefill
+        .as_ref()
+        .map_or(c.decode.hardware.as_str(), |p| p.hardware.as_str());
+    let prefill_cost = model_of(&sc.serving.prefill, prefill_hw)?;
+    let decode_cost = model_of(&sc.serving.decode, &c.decode.hardware)?;
+    let input = SimInput {
+        scenario: &sc,
+        workload: &wl,
+        hardware: &cx.pricing[&c.decode.hardware].hardware,
+        model: &r.model,
+        prefill_cost: &prefill_cost,
+        decode_cost: &decode_cost,
+        trace: &cx.trace,
+    };
+    let report = simulate(&input, r.seed).map_err(|e| anyhow!("{e}"))?;
+    let fin = candidate_finance(cx, c, &report)?;
+    Ok((report, fin))
+}
+
+/// The money of a candidate's run: each pool's GPUs at their hardware's TCO.
+fn candidate_finance(cx: &Context_, c: &Candidate, report: &Report) -> Result<Finance> {
+    let pools: Vec<(u64, sim::tco::GpuHourCost)> = [c.prefill.as_ref(), Some(&c.decode)]
+        .into_iter()
+        .flatten()
+        .map(|p| (p.gpus(), cx.pricing[&p.hardware].gpu_hour))
+        .collect();
+    let prices = cx
+        .base
+        .scenario
+        .price
+        .token_prices()
+        .unwrap_or(sim::serving::TokenPrices::ZERO);
+    Ok(finance(
+        &cx.tco.name,
+        blended(&pools),
+        &prices,
+        &report.throughput_tok_s_per_gpu,
+    ))
+}
+
+/// The grid: its header and every candidate screened.
+struct Grid {
+    header: Header,
+    screened: Vec<(Candidate, Estimate, Vec<Reason>)>,
+}
+
+fn build(args: &PlanArgs) -> Result<(Context_, Grid)> {
+    let (sim_args, tco_sets) = simulate_args(args)?;
+    let base = resolve_args(&sim_args)?;
+    if !matches!(
+        base.scenario.serving.mode,
+        Mode::Disaggregated | Mode::Aggregated
+    ) {
+        bail!(
+            "{}: twin plan plans disaggregated and aggregated serving, not {:?}",
+            base.scenario_origin,
+            base.scenario.serving.mode
+        );
+    }
+    let (trace, notes) = read_trace_within(&sim_args, &base.workload, &base.scenario.limits)?;
+    for n in &notes {
+        eprintln!("note: {n}");
+    }
+    let slo = parse_slos(&args.slo)?;
+    let objective = parse_objective(&args.objective)?;
+    let sizing = match (&args.target_rate, args.gpus) {
+        (Some(r), _) => parse_rate(r)?,
+        (None, Some(0)) => bail!("--gpus must be >= 1"),
+        (None, Some(n)) => Sizing::Gpus(n),
+        (None, None) => Sizing::Gpus(base.scenario.gpus()),
+    };
+    let model_mtp = base.model.mtp.as_ref().map(|m| m.draft_tokens);
+    let space = load_space(args.space.as_deref())?.resolved(&base.scenario, model_mtp);
+    if let Sizing::Gpus(n) = sizing {
+        if n > space.max_gpus {
+            bail!(
+                "a budget of {n} GPUs exceeds the search space's max_gpus = {} (raise it in a --space file)",
+                space.max_gpus
+            );
+        }
+    }
+    let tco = resolve_tco(args.tco.as_deref(), &tco_sets, base.scenario.price.basis)?;
+    // Cost parameters of every hardware the space names, each priced by the TCO.
+    let sets = Set::parse_all(&sim_args.set)?;
+    let (_, rest) = Set::split_prefix(&sets, "hardware");
+    let (_, rest) = Set::split_prefix(&rest, "model");
+    let (_, rest) = Set::split_prefix(&rest, "workload");
+    let (cost_sets, _) = Set::split_prefix(&rest, "cost");
+    let names: BTreeSet<&String> = space
+        .prefill_hardware
+        .iter()
+        .chain(&space.decode_hardware)
+        .collect();
+    let mut pricing = BTreeMap::new();
+    for name in names {
+        let hardware = hardware_named(name, &base)?;
+        let params = if *name == base.scenario.hardware {
+            base.params.clone()
+        } else {
+            crate::cmd::cost_params(&hardware, args.profile.as_deref(), &cost_sets)?
+        };
+        let gpu_hour = tco.gpu_hour(&hardware).map_err(|e| anyhow!("{e}"))?;
+        pricing.insert(
+            name.clone(),
+            PoolPricing {
+                hardware,
+                params,
+                gpu_hour,
+            },
+        );
+    }
+    let curve = base.workload.rate_curve.clone();
+    let peak = curve.as_ref().map_or(1.0, |c| c.peak());
+    let load_scale = match sizing {
+        Sizing::Gpus(_) => peak,
+        _ => 1.0,
+    };
+    let candidates = enumerate(&space, sizing, load_scale)?;
+    let shape = WorkShape::of(&base.workload, &trace);
+    let acceptance = mtp_acceptance(&base);
+    let pricer = AnalyticPricer {
+        model: &base.model,
+        pricing: pricing.clone(),
+        overlap: base.scenario.serving.decode.overlap_microbatches,
+    };
+    // A target rate is the peak's: the candidates are sized for it.
+    let inputs = ScreenInputs {
+        pricer: &pricer,
+        shape,
+        slo,
+        sizing,
+        space: &space,
+        mtp_acceptance: &acceptance,
+    };
+    let screened: Vec<(Candidate, Estimate, Vec<Reason>)> =
+        candidates.par_iter().map(|c| screen(c, &inputs)).collect();
+    let to_simulate = sim::plan::to_simulate(
+        &screened,
+        objective,
+        space.max_simulations as usize,
+        space.target_utilisation,
+    );
+    let mut header = Header {
+        grid: String::new(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        scenario: base.scenario_origin.clone(),
+        model: base.model.name.clone(),
+        workload: base.workload.name.clone(),
+        seed: base.seed,
+        duration_s: base.scenario.duration_s,
+        warmup_s: base.scenario.warmup_s,
+        sizing,
+        slo,
+        objective,
+        tco: tco.name.clone(),
+        price_sheet: base.scenario.price.sheet.key().to_string(),
+        token_prices: base
+            .scenario
+            .price
+            .token_prices()
+            .unwrap_or(sim::serving::TokenPrices::ZERO),
+        space,
+        candidates: screened.len(),
+        to_simulate,
+        curve_hourly: curve.as_ref().map(|c| c.hourly()),
+        curve_peak: peak,
+    };
+    header.grid = header.compute_grid();
+    Ok((
+        Context_ {
+            base,
+            trace,
+            pricing,
+            tco,
+        },
+        Grid { header, screened },
+    ))
+}
+
+/// The MTP acceptance rates in force (scenario's, else the model's).
+fn mtp_acceptance(r: &Resolved) -> Vec<f64> {
+    r.scenario
+        .serving
+        .mtp
+        .acceptance
+        .clone()
+        .or(r.model.mtp.as_ref().map(|m| m.acceptance.clone()))
+        .unwrap_or_default()
+}
+
+/// A shard's JSONL file: its header line, then one record per line.
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+enum Line {
+    Header(Box<Header>),
+    Record(Box<Record>),
+}
+
+/// A run killed while appending leaves a last line without its newline: that partial
+/// record is cut off (its candidate is evaluated again); complete lines are kept.
+fn drop_partial_line(path: &str) -> Result<()> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {path}"))?;
+    if bytes.is_empty() || bytes.ends_with(b"\n") {
+        return Ok(());
+    }
+    let keep = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .with_context(|| format!("cannot open {path}"))?;
+    f.set_len(keep as u64)
+        .with_context(|| format!("cannot cut the partial last line of {path}"))?;
+    eprintln!(
+        "plan: {path} ended in a partial line ({} bytes, an interrupted run): cut off, that candidate is evaluated again",
+        bytes.len() - keep
+    );
+    Ok(())
+}
+
+/// Reads a shard file: its header and records.
+fn read_jsonl(path: &str) -> Result<(Option<Header>, Vec<Record>)> {
+    let file = std::fs::File::open(path).with_context(|| format!("cannot open {path}"))?;
+    let mut header = None;
+    let mut records = Vec::new();
+    for (n, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let line = line.with_context(|| format!("{path}: line {}", n + 1))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<Line>(&line)
+            .with_context(|| format!("{path}: line {}: not a twin plan record", n + 1))?
+        {
+            Line::Header(h) if header.is_none() => header = Some(*h),
+            Line::Header(_) => bail!("{path}: line {}: a second header", n + 1),
+            Line::Record(r) => records.push(*r),
+        }
+    }
+    Ok((header, records))
+}
+
+/// `twin plan`: one run, or one shard of it.
+pub fn plan(args: &PlanArgs) -> Result<()> {
+    let (shard, shards) = match &args.shard {
+        Some(s) => parse_shard(s)?,
+        None => (0, 1),
+    };
+    if shards > 1 && args.out.is_none() {
+        bail!("--shard needs --out FILE.jsonl: the shard's records are merged later (twin plan merge)");
+    }
+    let (cx, grid) = build(args)?;
+    let h = &grid.header;
+    // Records already in --out (a resumed run), by key.
+    let mut done: BTreeMap<String, Record> = BTreeMap::new();
+    let mut writer: Option<Mutex<std::fs::File>> = None;
+    if let Some(out) = &args.out {
+        let exists = std::path::Path::new(out).exists();
+        if exists {
+            drop_partial_line(out)?;
+            let (fh, recs) = read_jsonl(out)?;
+            match fh {
+                Some(fh) if fh != *h => bail!(
+                    "{out} holds records of another grid ({}; this run is {}): use another --out file",
+                    fh.grid,
+                    h.grid
+                ),
+                _ => {}
+            }
+            for r in recs {
+                done.insert(r.key.clone(), r);
+            }
+        }
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(out)
+            .with_context(|| format!("cannot open {out} for appending"))?;
+        if std::fs::metadata(out)?.len() == 0 {
+            writeln!(
+                f,
+                "{}",
+                serde_json::to_string(&Line::Header(Box::new(h.clone())))?
+            )?;
+        }
+        writer = Some(Mutex::new(f));
+    }
+    let mine: Vec<usize> = (0..grid.screened.len())
+        .filter(|i| i % shards == shard)
+        .collect();
+    let to_sim: BTreeSet<usize> = h.to_simulate.iter().copied().collect();
+    let n_sim = mine.iter().filter(|i| to_sim.contains(i)).count();
+    let pb = ProgressBar::with_draw_target(Some(n_sim as u64), ProgressDrawTarget::stderr());
+    pb.set_style(
+        ProgressStyle::with_template("plan: simulating {pos}/{len} [{bar:30}] {elapsed} {msg}")?
+            .progress_chars("=> "),
+    );
+    let emit = |r: &Record| -> Result<()> {
+        if let Some(w) = &writer {
+            let mut f = w.lock().map_err(|_| anyhow!("output lock poisoned"))?;
+            writeln!(
+                f,
+                "{}",
+                serde_json::to_string(&Line::Record(Box::new(r.clone())))?
+            )?;
+            f.flush()?;
+        }
+        Ok(())
+    };
+    let records: Vec<Result<Record>> = mine
+        .par_iter()
+        .map(|&i| {
+            let (cand, est, reasons) = &grid.screened[i];
+            let key = cand.key();
+            if let Some(r) = done.get(&key).filter(|r| r.index == i) {
+                return Ok(r.clone());
+            }
+            let mut rec = Record {
+                grid: h.grid.clone(),
+                index: i,
+                key,
+                candidate: cand.clone(),
+                estimate: *est,
+                status: Status::RejectedByScreen,
+                reasons: reasons.clone(),
+                metrics: None,
+                finance: None,
+                report: None,
+            };
+            if reasons.is_empty() {
+                rec.status = Status::RankedOut;
+            }
+            if to_sim.contains(&i) {
+                pb.set_message(cand.label());
+                match simulate_candidate(&cx, cand, h.sizing) {
+                    Ok((run, report, fin)) => {
+                        rec.candidate = run;
+                        rec.status = Status::Simulated;
+                        rec.metrics = Some(Metrics::of(&report, &fin));
+                        rec.finance = Some(fin);
+                        rec.report = Some(report);
+                    }
+                    Err(e) => {
+                        rec.status = Status::SimulationFailed;
+                        rec.reasons = vec![Reason::new("simulation", format!("{e:#}"))];
+                    }
+                }
+                pb.inc(1);
+            }
+            emit(&rec)?;
+            Ok(rec)
+        })
+        .collect();
+    pb.finish_and_clear();
+    let records: Vec<Record> = records.into_iter().collect::<Result<_>>()?;
+    if shards > 1 {
+        let simulated = records
+            .iter()
+            .filter(|r| r.status == Status::Simulated)
+            .count();
+        eprintln!(
+            "plan: shard {shard}/{shards} of grid {}: {} of {} candidates, {simulated} simulated, in {}; merge the shards with `twin plan merge`",
+            h.grid,
+            records.len(),
+            h.candidates,
+            args.out.as_deref().unwrap_or("")
+        );
+        return Ok(());
+    }
+    // The unsharded answer goes through the same JSON as a merge.
+    let header = grid.header.clone();
+    let lines: Vec<String> = records
+        .iter()
+        .map(serde_json::to_string)
+        .collect::<Result<_, _>>()?;
+    let records: Vec<Record> = lines
+        .iter()
+        .map(|l| serde_json::from_str(l))
+        .collect::<Result<_, _>>()?;
+    super::print::answer(header, records, &args.output)
+}
+
+/// `twin plan merge FILES...`.
+pub fn merge_files(files: &[String], output: &OutputArgs) -> Result<()> {
+    let mut shards = Vec::new();
+    for f in files {
+        let (header, records) = read_jsonl(f)?;
+        let header =
+            header.ok_or_else(|| anyhow!("{f}: no header line (not a twin plan --out file)"))?;
+        shards.push(ShardFile {
+            name: f.clone(),
+            header,
+            records,
+        });
+    }
+    let (header, records) = sim::plan::merge(shards)?;
+    super::print::answer(header, records, output)
+}

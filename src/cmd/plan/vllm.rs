@@ -1,0 +1,121 @@
+//! `vllm serve` command lines for a planned deployment: a starting point, not a tuned
+//! configuration. The flags are vLLM's long-standing ones (`--data-parallel-size`,
+//! `--enable-expert-parallel`, `--max-num-seqs`, `--max-num-batched-tokens`,
+//! `--speculative-config`, `--kv-transfer-config`, `--enable-eplb` with
+//! `--num-redundant-experts`); no vLLM source was at hand to check them against the
+//! latest release, so check them against the version you deploy.
+
+use serde::Serialize;
+use sim::plan::Candidate;
+use sim::serving::Mode;
+
+/// One pool's command line and how many instances run it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PoolCommand {
+    /// `prefill`, `decode` or `aggregated`.
+    pub role: String,
+    pub instances: u32,
+    /// GPUs one instance spans (its data-parallel size).
+    pub gpus_per_instance: u32,
+    pub command: String,
+}
+
+/// The command lines of `c` serving `model` (the model file's name; replace `$MODEL`
+/// with its Hugging Face id or a local path).
+pub fn commands(c: &Candidate) -> Vec<PoolCommand> {
+    let kv = r#"--kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'"#;
+    let spec = |k: u32| {
+        if k == 0 {
+            String::new()
+        } else {
+            format!(
+                r#" --speculative-config '{{"method":"deepseek_mtp","num_speculative_tokens":{k}}}'"#
+            )
+        }
+    };
+    let eplb = |r: u32| {
+        if r == 0 {
+            String::new()
+        } else {
+            format!(" --enable-eplb --num-redundant-experts {r}")
+        }
+    };
+    let mut out = Vec::new();
+    if let Some(p) = &c.prefill {
+        out.push(PoolCommand {
+            role: "prefill".into(),
+            instances: p.instances,
+            gpus_per_instance: p.dep,
+            command: format!(
+                "vllm serve \"$MODEL\" --data-parallel-size {} --enable-expert-parallel --max-num-batched-tokens {}{} {kv}",
+                p.dep,
+                p.chunk_tokens_per_rank,
+                eplb(p.redundant_experts)
+            ),
+        });
+    }
+    let d = &c.decode;
+    let (role, tokens, kv) = match c.mode {
+        Mode::Aggregated => ("aggregated", d.chunk_tokens_per_rank, String::new()),
+        _ => (
+            "decode",
+            d.max_batch_per_rank * (1 + c.mtp_draft_tokens),
+            format!(" {kv}"),
+        ),
+    };
+    out.push(PoolCommand {
+        role: role.into(),
+        instances: d.instances,
+        gpus_per_instance: d.dep,
+        command: format!(
+            "vllm serve \"$MODEL\" --data-parallel-size {} --enable-expert-parallel --max-num-seqs {} --max-num-batched-tokens {tokens}{}{}{kv}",
+            d.dep,
+            d.max_batch_per_rank,
+            eplb(d.redundant_experts),
+            spec(c.mtp_draft_tokens)
+        ),
+    });
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sim::plan::PoolChoice;
+
+    #[test]
+    fn disaggregated_commands_carry_the_sizes() {
+        let pool = |instances, dep, r| PoolChoice {
+            hardware: "gb300".into(),
+            instances,
+            dep,
+            redundant_experts: r,
+            max_batch_per_rank: 128,
+            chunk_tokens_per_rank: 8192,
+        };
+        let c = Candidate {
+            mode: Mode::Disaggregated,
+            prefill: Some(pool(20, 2, 0)),
+            decode: pool(1, 32, 32),
+            mtp_draft_tokens: 3,
+            load_scale: 1.0,
+        };
+        let v = commands(&c);
+        assert_eq!(
+            (v[0].role.as_str(), v[0].instances, v[0].gpus_per_instance),
+            ("prefill", 20, 2)
+        );
+        assert!(v[0].command.contains(
+            "--data-parallel-size 2 --enable-expert-parallel --max-num-batched-tokens 8192"
+        ));
+        assert!(!v[0].command.contains("speculative"));
+        let d = &v[1].command;
+        assert!(d.contains("--data-parallel-size 32") && d.contains("--max-num-seqs 128"));
+        // 128 requests x (1 + 3 drafts) tokens per step.
+        assert!(d.contains("--max-num-batched-tokens 512"));
+        assert!(
+            d.contains(r#""num_speculative_tokens":3"#) && d.contains("--num-redundant-experts 32")
+        );
+        assert!(d.contains("NixlConnector"));
+    }
+}

@@ -1,0 +1,359 @@
+//! Figures and tables of one simulation run, and its summary under vLLM's bench keys.
+
+use super::plots::{stacked_bars, xy, Bars, Chart, Mark, Rule, Series};
+use super::{Figure, Section, Table};
+use anyhow::Result;
+use serde_json::{json, Value};
+use sim::serving::{Report, Summary};
+use sim::tco::Finance;
+
+fn f(x: f64, decimals: usize) -> String {
+    format!("{x:.decimals$}")
+}
+
+/// A run under the key names of vLLM's `bench serve --save-result` JSON
+/// (`completed`, `duration`, `request_throughput`, `output_throughput`,
+/// `total_token_throughput`, `total_input_tokens`, `total_output_tokens`,
+/// `{mean,median,p90,p99}_{ttft,tpot,itl,e2el}_ms`), plus twin's per-GPU figures.
+pub fn vllm_summary(label: &str, r: &Report) -> Value {
+    let gpus = r.gpus.max(1) as f64;
+    let t = &r.throughput_tok_s_per_gpu;
+    let mut v = json!({
+        "label": label,
+        "backend": "twin-simulate",
+        "num_gpus": r.gpus,
+        "seed": r.seed,
+        "duration": r.measured_s,
+        "completed": r.requests_completed,
+        "request_throughput": r.requests_per_s,
+        "output_throughput": t.output * gpus,
+        "total_token_throughput": t.total * gpus,
+        "total_input_tokens": ((t.cached_input + t.uncached_input) * gpus * r.measured_s).round(),
+        "total_output_tokens": (t.output * gpus * r.measured_s).round(),
+        "tokens_per_s_per_gpu": t.total,
+        "output_tokens_per_s_per_gpu": t.output,
+        "median_tokens_per_s_per_user": r.per_user_tok_s.p50,
+        "p90_tokens_per_s_per_user": r.per_user_tok_s.p90,
+    });
+    for (key, s) in [
+        ("ttft", &r.ttft_ms),
+        ("tpot", &r.tpot_ms),
+        ("itl", &r.itl_ms),
+        ("e2el", &r.e2e_ms),
+    ] {
+        let put = |v: &mut Value, k: String, x: f64| v[k] = json!(x);
+        let Summary {
+            mean,
+            p50,
+            p90,
+            p99,
+            ..
+        } = *s;
+        put(&mut v, format!("mean_{key}_ms"), mean);
+        put(&mut v, format!("median_{key}_ms"), p50);
+        put(&mut v, format!("p90_{key}_ms"), p90);
+        put(&mut v, format!("p99_{key}_ms"), p99);
+    }
+    v
+}
+
+/// TTFT and TPOT CDFs (and per-user speed).
+pub fn latency(r: &Report, prefix: &str) -> Result<Section> {
+    let mut s = Section::new(
+        &format!("{prefix}latency"),
+        "Latency distributions",
+        "Cumulative distributions over the measured window (requests that arrived after the warm-up and finished in it).",
+    );
+    for (id, title, xl, d) in [
+        (
+            "ttft-cdf",
+            "Time to first token",
+            "TTFT (ms)",
+            &r.distributions.ttft_ms,
+        ),
+        (
+            "tpot-cdf",
+            "Time per output token",
+            "TPOT (ms)",
+            &r.distributions.tpot_ms,
+        ),
+        (
+            "user-cdf",
+            "Output speed per user",
+            "tokens/s per user",
+            &r.distributions.per_user_tok_s,
+        ),
+    ] {
+        let pts: Vec<(f64, f64)> = d.iter().map(|&(q, v)| (v, q)).collect();
+        let chart = Chart {
+            title: title.into(),
+            x_label: xl.into(),
+            y_label: "fraction of requests".into(),
+            series: vec![Series {
+                name: "CDF".into(),
+                points: pts.clone(),
+                mark: Mark::Line,
+                color: 0,
+            }],
+            rules: vec![Rule::Y(0.9, "P90".into())],
+            log: false,
+        };
+        s.figures.push(Figure::new(
+            &format!("{prefix}{id}"),
+            format!("{title}: cumulative fraction of requests."),
+            xy(&chart)?,
+            pts.len(),
+        ));
+    }
+    let mut t = Table::new(
+        &format!("{prefix}latency"),
+        "Latency percentiles",
+        &["metric", "mean", "p50", "p90", "p99", "max"],
+    );
+    for (name, x) in [
+        ("TTFT (ms)", &r.ttft_ms),
+        ("TPOT (ms)", &r.tpot_ms),
+        ("ITL (ms)", &r.itl_ms),
+        ("end-to-end (ms)", &r.e2e_ms),
+        ("per-user (tok/s)", &r.per_user_tok_s),
+    ] {
+        t.row(vec![
+            name.into(),
+            f(x.mean, 2),
+            f(x.p50, 2),
+            f(x.p90, 2),
+            f(x.p99, 2),
+            f(x.max, 2),
+        ]);
+    }
+    s.tables.push(t);
+    Ok(s)
+}
+
+/// Time by operation per pool, and use and queues over time.
+pub fn pools(r: &Report, prefix: &str) -> Result<Section> {
+    let mut s = Section::new(
+        &format!("{prefix}pools"),
+        "Where the time goes, and how busy each pool is",
+        "Shares of each pool's step time by operation; busy fraction (steps started in each sample interval) and waiting requests over simulated time.",
+    );
+    let ops: Vec<String> = sim::cost::Op::ALL
+        .iter()
+        .map(|o| o.key().to_string())
+        .collect();
+    let comps: Vec<(String, Vec<f64>)> = ops
+        .iter()
+        .filter(|op| {
+            r.pools
+                .iter()
+                .any(|p| p.time_share_by_op.get(*op).copied().unwrap_or(0.0) > 0.0)
+        })
+        .map(|op| {
+            (
+                op.clone(),
+                r.pools
+                    .iter()
+                    .map(|p| 100.0 * p.time_share_by_op.get(op).copied().unwrap_or(0.0))
+                    .collect(),
+            )
+        })
+        .collect();
+    let n = comps
+        .iter()
+        .map(|c| c.1.iter().filter(|v| **v > 0.0).count())
+        .sum();
+    let bars = Bars {
+        title: "Time by operation per pool".into(),
+        value_label: "share of step time (%)".into(),
+        categories: r
+            .pools
+            .iter()
+            .map(|p| format!("{} ({} x DEP{})", p.name, p.instances, p.dep))
+            .collect(),
+        components: comps.clone(),
+    };
+    s.figures.push(Figure::new(
+        &format!("{prefix}time-by-op"),
+        "Share of each pool's step time by operation.",
+        stacked_bars(&bars)?,
+        n,
+    ));
+    let series_of = |get: &dyn Fn(&sim::serving::SeriesPoint) -> f64| -> Vec<Series> {
+        r.pools
+            .iter()
+            .enumerate()
+            .map(|(i, p)| Series {
+                name: p.name.clone(),
+                points: p.series.iter().map(|x| (x.t_s, get(x))).collect(),
+                mark: Mark::Line,
+                color: i,
+            })
+            .collect()
+    };
+    for (id, title, yl, get) in [
+        (
+            "busy",
+            "Pool utilisation over time",
+            "busy fraction",
+            &(|x: &sim::serving::SeriesPoint| x.busy_fraction)
+                as &dyn Fn(&sim::serving::SeriesPoint) -> f64,
+        ),
+        (
+            "queue",
+            "Waiting requests over time",
+            "requests waiting",
+            &|x: &sim::serving::SeriesPoint| x.queue_requests,
+        ),
+        (
+            "batch",
+            "Requests per rank over time",
+            "requests per rank",
+            &|x: &sim::serving::SeriesPoint| x.batch_per_rank,
+        ),
+    ] {
+        let series = series_of(get);
+        let pts = series.iter().map(|s| s.points.len()).sum();
+        let chart = Chart {
+            title: title.into(),
+            x_label: "simulated time (s)".into(),
+            y_label: yl.into(),
+            series,
+            rules: Vec::new(),
+            log: false,
+        };
+        s.figures.push(Figure::new(
+            &format!("{prefix}{id}"),
+            format!("{title}, per pool."),
+            xy(&chart)?,
+            pts,
+        ));
+    }
+    let mut t = Table::new(
+        &format!("{prefix}pools"),
+        "Pools",
+        &[
+            "pool",
+            "instances",
+            "DEP",
+            "GPUs",
+            "tok/s per GPU",
+            "steps",
+            "step ms",
+            "busy %",
+            "DP imbalance %",
+            "batch/rank",
+            "queue mean",
+            "KV used %",
+        ],
+    );
+    for p in &r.pools {
+        t.row(vec![
+            p.name.clone(),
+            p.instances.to_string(),
+            p.dep.to_string(),
+            p.gpus.to_string(),
+            f(p.throughput_tok_s_per_gpu.total, 0),
+            p.steps.to_string(),
+            f(p.step_ms_mean, 2),
+            f(100.0 * p.busy_fraction, 1),
+            f(100.0 * p.dp_imbalance_loss, 1),
+            f(p.batch_per_rank.mean, 1),
+            f(p.queue_requests.mean, 1),
+            f(100.0 * p.kv_used_fraction.mean, 1),
+        ]);
+    }
+    s.tables.push(t);
+    let mut ops_t = Table::new(
+        &format!("{prefix}time-by-op"),
+        "Share of step time by operation (%)",
+        &["operation"],
+    );
+    ops_t.header.extend(r.pools.iter().map(|p| p.name.clone()));
+    for (op, vals) in &comps {
+        let mut row = vec![op.clone()];
+        row.extend(vals.iter().map(|v| f(*v, 1)));
+        ops_t.row(row);
+    }
+    s.tables.push(ops_t);
+    Ok(s)
+}
+
+/// USD per million tokens by cost component, for one or more labelled finances.
+pub fn money(items: &[(String, &Finance)], prefix: &str) -> Result<Section> {
+    let mut s = Section::new(
+        &format!("{prefix}money"),
+        "Cost per million tokens",
+        "GPU cost per million tokens (all kinds) by TCO component, next to the mean price of the tokens at the price sheet.",
+    );
+    let comps = [
+        "rental",
+        "capex",
+        "power",
+        "hosting",
+        "network",
+        "operations",
+    ];
+    let components: Vec<(String, Vec<f64>)> = comps
+        .iter()
+        .map(|c| {
+            (
+                c.to_string(),
+                items
+                    .iter()
+                    .map(|(_, fi)| {
+                        fi.usd_per_m_tokens
+                            .cost_by_component
+                            .get(*c)
+                            .copied()
+                            .unwrap_or(0.0)
+                    })
+                    .collect::<Vec<f64>>(),
+            )
+        })
+        .filter(|(_, v)| v.iter().any(|x| *x > 0.0))
+        .collect();
+    let n = components
+        .iter()
+        .map(|c| c.1.iter().filter(|v| **v > 0.0).count())
+        .sum();
+    let bars = Bars {
+        title: "GPU cost per million tokens by component".into(),
+        value_label: "USD per million tokens".into(),
+        categories: items.iter().map(|(l, _)| l.clone()).collect(),
+        components,
+    };
+    s.figures.push(Figure::new(
+        &format!("{prefix}usd-per-m-tokens"),
+        "USD per million tokens by TCO component.",
+        stacked_bars(&bars)?,
+        n,
+    ));
+    let mut t = Table::new(
+        &format!("{prefix}money"),
+        "Finance per GPU-hour and per million tokens",
+        &[
+            "configuration",
+            "TCO",
+            "cost $/GPU-h",
+            "revenue $/GPU-h",
+            "margin $/GPU-h",
+            "cost $/M tok",
+            "price $/M tok",
+            "break-even utilisation",
+        ],
+    );
+    for (l, fi) in items {
+        t.row(vec![
+            l.clone(),
+            fi.tco.clone(),
+            f(fi.cost_usd_per_gpu_hour.total, 3),
+            f(fi.revenue_usd_per_gpu_hour, 2),
+            f(fi.margin_usd_per_gpu_hour, 2),
+            f(fi.usd_per_m_tokens.cost_all_tokens, 5),
+            f(fi.usd_per_m_tokens.price_all_tokens, 5),
+            crate::cmd::cost::break_even_text(fi.break_even_utilisation),
+        ]);
+    }
+    s.tables.push(t);
+    Ok(s)
+}
