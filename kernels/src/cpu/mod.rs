@@ -5,9 +5,10 @@ mod attention;
 mod copy;
 mod gather;
 mod indexer;
+pub mod live;
 mod moe;
 
-pub use attention::attention;
+pub use attention::{attention, attention_into};
 pub use copy::{copy, gemm, stream_read};
 pub use gather::{gather, gather_into};
 pub use indexer::{indexer, indexer_scores, topk};
