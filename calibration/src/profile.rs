@@ -2,7 +2,7 @@
 //! conversion into the cost model's [`sim::cost::CostParams`].
 
 use crate::error::{io_err, CalibrationError, Result};
-use crate::families::{fit_op, OpFit, FITTED_OPS};
+use crate::families::{fit_op, fitted_ops, OpFit};
 use crate::log::{read_rows, Row};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -118,11 +118,12 @@ impl Profile {
         };
         let mut ops = BTreeMap::new();
         let mut skipped = BTreeMap::new();
+        let fitted = fitted_ops();
         for (op, rs) in &by_op {
             if op.starts_with("ref_") {
                 continue;
             }
-            if !FITTED_OPS.contains(op) {
+            if !fitted.contains(op) {
                 skipped.insert(op.to_string(), "no fit family for this op".to_string());
                 continue;
             }

@@ -1,7 +1,10 @@
 //! Each CUDA kernel against its CPU twin. Runs only where a GPU is usable; otherwise it
 //! prints why it skipped. With `TWIN_REQUIRE_GPU=1` a missing GPU fails instead.
 
-use engine::{Backend, Device, EngineError, GatherPlacement, MoeShape, OpSpec, TimingConfig};
+use engine::{
+    AttnShape, Backend, CopyShape, Device, EngineError, GatherPlacement, GatherShape, GemmShape,
+    IndexerShape, MoeShape, OpSpec, StreamShape, TimingConfig,
+};
 use kernels::check::{close, topk_valid};
 use kernels::{
     cpu, AttnModeKind, AttnProblem, GatherProblem, IndexerProblem, MoeProblem, WeightDtype,
@@ -131,43 +134,43 @@ fn every_op_measures_on_gpu() {
             n_out: 1024,
             k_in: 1024,
         }),
-        OpSpec::Attention {
-            mode: AttnModeKind::Sparse(2048),
-            batch: 4,
-            heads: 16,
-            dim: 512,
-            context: 32768,
-            page: 64,
-        },
-        OpSpec::Indexer {
+        OpSpec::Attention(AttnShape::decode(
+            AttnModeKind::Sparse(2048),
+            4,
+            16,
+            512,
+            32768,
+            64,
+        )),
+        OpSpec::Indexer(IndexerShape {
             batch: 2,
             heads: 64,
             dim: 128,
             positions: 32768,
             topk: 2048,
-        },
-        OpSpec::Gather {
+        }),
+        OpSpec::Gather(GatherShape {
             placement: GatherPlacement::Device,
             table_bytes: 1 << 28,
             row_bytes: 256,
             rows: 65536,
-        },
-        OpSpec::Gather {
+        }),
+        OpSpec::Gather(GatherShape {
             placement: GatherPlacement::Mapped,
             table_bytes: 1 << 26,
             row_bytes: 256,
             rows: 4096,
-        },
-        OpSpec::AllToAll {
+        }),
+        OpSpec::AllToAll(CopyShape {
             bytes: 1 << 24,
             peers: 1,
-        },
-        OpSpec::StreamRead { bytes: 1 << 28 },
-        OpSpec::Gemm {
+        }),
+        OpSpec::StreamRead(StreamShape { bytes: 1 << 28 }),
+        OpSpec::Gemm(GemmShape {
             m: 1024,
             n: 1024,
             k: 1024,
-        },
+        }),
     ];
     for op in &ops {
         let m = g

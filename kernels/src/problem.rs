@@ -367,6 +367,80 @@ impl AttnProblem {
     }
 }
 
+impl AttnProblem {
+    /// Random causal problem: `requests` requests with `context` cached positions each
+    /// bring `new_tokens` query rows; row `i` of a request sees `context + i + 1`
+    /// positions (its own included), through the request's block table (pages shuffled).
+    /// Sparse rows read `min(topk, seq_len)` random positions of their own prefix (the
+    /// rest of the row's indices are -1), as after an indexer's selection.
+    #[allow(clippy::too_many_arguments)]
+    pub fn random_causal(
+        requests: usize,
+        new_tokens: usize,
+        heads: usize,
+        dim: usize,
+        context: usize,
+        page_size: usize,
+        mode_kind: AttnModeKind,
+        seed: u64,
+    ) -> Self {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let seq = context + new_tokens;
+        let max_pages = seq.div_ceil(page_size).max(1);
+        let n_pages = requests * max_pages;
+        let mut pages: Vec<i32> = (0..n_pages as i32).collect();
+        for i in (1..n_pages).rev() {
+            let j = rng.random_range(0..=i);
+            pages.swap(i, j);
+        }
+        let batch = requests * new_tokens;
+        let mut block_table = Vec::with_capacity(batch * max_pages);
+        let mut seq_lens = Vec::with_capacity(batch);
+        for r in 0..requests {
+            for i in 0..new_tokens {
+                block_table.extend_from_slice(&pages[r * max_pages..(r + 1) * max_pages]);
+                seq_lens.push((context + i + 1) as i32);
+            }
+        }
+        let kv = random_fp8(&mut rng, n_pages * page_size * dim);
+        let kv_scale = (0..n_pages * page_size)
+            .map(|_| rng.random_range(0.5f32..1.5))
+            .collect();
+        let q = (0..batch * heads * dim)
+            .map(|_| rng.random_range(-1.0f32..1.0))
+            .collect();
+        let mode = match mode_kind {
+            AttnModeKind::Dense => AttnMode::Dense,
+            AttnModeKind::Window(window) => AttnMode::Window { window },
+            AttnModeKind::Sparse(topk) => {
+                let mut indices = vec![-1i32; batch * topk];
+                for (b, &len) in seq_lens.iter().enumerate() {
+                    let len = len as usize;
+                    for x in indices[b * topk..b * topk + topk.min(len)].iter_mut() {
+                        *x = rng.random_range(0..len) as i32;
+                    }
+                }
+                AttnMode::Sparse { topk, indices }
+            }
+        };
+        AttnProblem {
+            batch,
+            heads,
+            dim,
+            page_size,
+            n_pages,
+            kv,
+            kv_scale,
+            block_table,
+            max_pages,
+            seq_lens,
+            q,
+            softmax_scale: 1.0 / (dim as f32).sqrt(),
+            mode,
+        }
+    }
+}
+
 /// Mode and its size, for generators and measurement plans.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AttnModeKind {
