@@ -129,10 +129,12 @@ impl Backend for CpuBackend {
                 let huge = match s.placement {
                     GatherPlacement::Host4k => false,
                     GatherPlacement::Host2m => true,
-                    other => return Err(EngineError::Unsupported(format!(
+                    other => {
+                        return Err(EngineError::Unsupported(format!(
                         "gather placement {} needs a GPU; the CPU backend has host4k and host2m",
                         other.name()
-                    ))),
+                    )))
+                    }
                 };
                 let n_rows = s.table_rows();
                 let mut table = HostRegion::new(n_rows * s.row_bytes, huge)?;

@@ -324,6 +324,87 @@ impl OpShape for IndexerPagedShape {
     }
 }
 
+/// An attention call: `rows` query rows reading `positions` cached entries in all.
+pub fn attention_call(
+    mode: kernels::AttnModeKind,
+    heads: usize,
+    dim: usize,
+    page: usize,
+    rows: usize,
+    positions: usize,
+) -> Call {
+    let (op, extra) = match mode {
+        kernels::AttnModeKind::Dense => ("attn_dense", None),
+        kernels::AttnModeKind::Sparse(k) => ("attn_sparse", Some(("topk", k as u64))),
+        kernels::AttnModeKind::Window(w) => ("attn_window", Some(("window", w as u64))),
+    };
+    let mut key = vec![
+        ("heads", heads as u64),
+        ("dim", dim as u64),
+        ("page", page as u64),
+    ];
+    key.extend(extra);
+    Call {
+        op,
+        dtype: "",
+        key,
+        vars: vec![("rows", rows as u64), ("positions", positions as u64)],
+    }
+}
+
+/// A host-side exchange of `bytes` between ranks (dispatch or combine), priced as the
+/// `copy` op.
+pub fn copy_call(bytes: usize) -> Call {
+    Call {
+        op: "copy",
+        dtype: "",
+        key: Vec::new(),
+        vars: vec![("bytes", bytes as u64)],
+    }
+}
+
+impl super::AttnShape {
+    pub fn call(&self) -> Call {
+        attention_call(
+            self.mode,
+            self.heads,
+            self.dim,
+            self.page,
+            self.rows(),
+            self.positions_read(),
+        )
+    }
+}
+
+impl super::CopyShape {
+    pub fn call(&self) -> Call {
+        copy_call(self.bytes as usize)
+    }
+}
+
+impl super::OpSpec {
+    /// The call a measurement of a live-model op stands for (`None` for ops the live
+    /// model does not run).
+    pub fn call(&self) -> Option<Call> {
+        use super::OpSpec as S;
+        Some(match self {
+            S::Attention(s) => s.call(),
+            S::AllToAll(s) => s.call(),
+            S::Linear(s) => s.call(),
+            S::Rmsnorm(s) => s.call(),
+            S::Swiglu(s) => s.call(),
+            S::GateTopk(s) => s.call(),
+            S::GatherRows(s) => s.call(),
+            S::MoeCombine(s) => s.call(),
+            S::Add(s) => s.call(),
+            S::KvWrite(s) => s.call(),
+            S::IndexerPaged(s) => s.call(),
+            S::Argmax(s) => s.call(),
+            _ => return None,
+        })
+    }
+}
+
 /// An op set up on a device for timing: `run(dev, i)` runs copy `i % copies`.
 type Runner = Box<dyn FnMut(&mut dyn ServeDevice, usize) -> Result<()>>;
 

@@ -22,6 +22,12 @@ struct SyncPtr(*mut f32);
 unsafe impl Send for SyncPtr {}
 unsafe impl Sync for SyncPtr {}
 
+impl SyncPtr {
+    fn get(&self) -> *mut f32 {
+        self.0
+    }
+}
+
 /// Grouped linear layer: for each group, `y[r] = W[expert] x[r]` for its rows
 /// (`x[rows][k_in]`, `y[rows][n_out]`). Rows outside every group are left untouched.
 /// Parallel over (group, block of `COLS` output columns, tile of `ROWS` rows): a task
@@ -63,8 +69,7 @@ pub fn linear(w: &WeightsRef<'_>, groups: &[Group], x: &[f32], y: &mut [f32]) ->
                     // SAFETY: (row, c0 + c) is written by this task only: groups cover
                     // disjoint rows (validated), and tasks split each group's rows and
                     // columns without overlap. In bounds: row < rows, c0 + c < n.
-                    let yp = yp;
-                    unsafe { *yp.0.add(row * n + c0 + c) = v };
+                    unsafe { *yp.get().add(row * n + c0 + c) = v };
                 }
             }
         },
