@@ -1,24 +1,115 @@
 //! Semantic checks of hardware, models and deployments. Every check returns all its
-//! problems at once, each with the field path it concerns and what to change.
+//! problems at once, each with the field it concerns and what to change. Problems
+//! name fields, not command-line flags: the caller names each `Field` in its user's
+//! words (`--dep` for `twin forward`, `serving.decode.dep` in a scenario).
 
 use crate::cost::{AnalyticCostModel, KvCapacity, Layout};
 use crate::model::{AttentionKind, FfnKind};
 use crate::{Hardware, Model};
+use std::fmt;
 
-/// One problem with an input, at a field path (`moe.top_k`, `layers[1].count`, or a
-/// command-line option such as `--dep`).
+/// What a problem is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Field {
+    /// A field of a hardware, model or scenario file, by path (`moe.top_k`,
+    /// `layers[1].count`).
+    Path(String),
+    /// A deployment's DEP size (ranks per instance).
+    Dep,
+    /// A deployment's redundant experts per instance.
+    RedundantExperts,
+    /// A deployment's requests per rank.
+    BatchPerRank,
+}
+
+impl fmt::Display for Field {
+    /// The field's own name (a path, or the deployment setting's name).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Field::Path(p) => f.write_str(p),
+            Field::Dep => f.write_str("dep"),
+            Field::RedundantExperts => f.write_str("redundant_experts"),
+            Field::BatchPerRank => f.write_str("batch_per_rank"),
+        }
+    }
+}
+
+/// A problem's text: words, and fields it mentions (in its advice) for the caller to
+/// name.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Message(Vec<Part>);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Part {
+    Text(String),
+    Field(Field),
+}
+
+impl Message {
+    pub fn text(mut self, s: impl Into<String>) -> Self {
+        self.0.push(Part::Text(s.into()));
+        self
+    }
+
+    pub fn field(mut self, f: Field) -> Self {
+        self.0.push(Part::Field(f));
+        self
+    }
+
+    /// The text, each field named by `name`.
+    pub fn render(&self, name: &dyn Fn(&Field) -> String) -> String {
+        self.0
+            .iter()
+            .map(|p| match p {
+                Part::Text(t) => t.clone(),
+                Part::Field(f) => name(f),
+            })
+            .collect()
+    }
+}
+
+impl From<String> for Message {
+    fn from(s: String) -> Self {
+        Message::default().text(s)
+    }
+}
+
+impl From<&str> for Message {
+    fn from(s: &str) -> Self {
+        Message::default().text(s)
+    }
+}
+
+/// One problem with an input: the field it concerns and what is wrong with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
-    pub path: String,
-    pub message: String,
+    pub field: Field,
+    pub message: Message,
 }
 
 impl Problem {
-    pub fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
+    /// A problem with the file field at `path`.
+    pub fn new(path: impl Into<String>, message: impl Into<Message>) -> Self {
+        Problem::at(Field::Path(path.into()), message)
+    }
+
+    pub fn at(field: Field, message: impl Into<Message>) -> Self {
         Problem {
-            path: path.into(),
+            field,
             message: message.into(),
         }
+    }
+
+    /// `field: message`, every field named by `name`.
+    pub fn render(&self, name: &dyn Fn(&Field) -> String) -> String {
+        format!("{}: {}", name(&self.field), self.message.render(name))
+    }
+}
+
+impl fmt::Display for Problem {
+    /// With each field's own name (`Field`'s `Display`).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.render(&|f| f.to_string()))
     }
 }
 
@@ -234,42 +325,52 @@ pub fn deployment(
     let mut p = Vec::new();
     let d = layout.dep;
     if d == 0 {
-        p.push(Problem::new("--dep", "DEP size must be at least 1"));
+        p.push(Problem::at(Field::Dep, "DEP size must be at least 1"));
         return p;
     }
     if hw.nvlink_domain_gpus > 8 && d > hw.nvlink_domain_gpus {
-        p.push(Problem::new(
-            "--dep",
-            format!(
-                "DEP {d} is larger than the {}-GPU {} rack; use --dep {} or less",
-                hw.nvlink_domain_gpus, hw.name, hw.nvlink_domain_gpus
-            ),
+        p.push(Problem::at(
+            Field::Dep,
+            Message::default()
+                .text(format!(
+                    "DEP {d} is larger than the {}-GPU {} rack; use ",
+                    hw.nvlink_domain_gpus, hw.name
+                ))
+                .field(Field::Dep)
+                .text(format!(" {} or less", hw.nvlink_domain_gpus)),
         ));
     }
     if let Some(moe) = &m.moe {
         let slots = moe.routed_experts + layout.redundant_experts;
-        if slots % d != 0 {
+        if !slots.is_multiple_of(d) {
             let r = (d - slots % d) % d;
             let e = moe.routed_experts;
             let below = (1..d).rev().find(|x| e % x == 0);
             let above = (d + 1..=e).find(|x| e % x == 0);
-            let hint = match (below, above) {
-                (Some(b), Some(a)) => format!(" (e.g. --dep {b} or {a})"),
-                (Some(b), None) => format!(" (e.g. --dep {b})"),
-                (None, Some(a)) => format!(" (e.g. --dep {a})"),
-                (None, None) => String::new(),
+            let mut message = Message::default().text(format!(
+                "{} routed + {} redundant experts do not divide over {d} ranks; use a DEP that divides {slots}",
+                moe.routed_experts, layout.redundant_experts
+            ));
+            let example = match (below, above) {
+                (Some(b), Some(a)) => Some(format!(" {b} or {a})")),
+                (Some(x), None) | (None, Some(x)) => Some(format!(" {x})")),
+                (None, None) => None,
             };
-            p.push(Problem::new(
-                if layout.redundant_experts > 0 { "--redundant-experts" } else { "--dep" },
-                format!(
-                    "{} routed + {} redundant experts do not divide over {d} ranks; use a DEP that divides {}{hint}, or add {r} more redundant experts",
-                    moe.routed_experts, layout.redundant_experts, slots
-                ),
+            if let Some(example) = example {
+                message = message.text(" (e.g. ").field(Field::Dep).text(example);
+            }
+            p.push(Problem::at(
+                if layout.redundant_experts > 0 {
+                    Field::RedundantExperts
+                } else {
+                    Field::Dep
+                },
+                message.text(format!(", or add {r} more redundant experts")),
             ));
         }
         if layout.redundant_experts > 0 && layout.redundant_experts > moe.routed_experts {
-            p.push(Problem::new(
-                "--redundant-experts",
+            p.push(Problem::at(
+                Field::RedundantExperts,
                 format!(
                     "{} redundant experts exceed the {} routed experts",
                     layout.redundant_experts, moe.routed_experts
@@ -285,8 +386,8 @@ pub fn deployment(
     let usable = hw.hbm.usable.as_f64();
     let kv_bytes = cm.kv_bytes_per_rank();
     if kv_bytes <= 0.0 {
-        p.push(Problem::new(
-            "--dep",
+        p.push(Problem::at(
+            Field::Dep,
             format!(
                 "weights need {:.1} GB per rank but {} has {:.1} GB usable (8% kept for activations); use a larger DEP",
                 weights / 1e9,
@@ -300,16 +401,80 @@ pub fn deployment(
     if need > kv_bytes {
         let cap = cm.kv_capacity_tokens_per_rank();
         let max_batch = cap / tokens_per_request.max(1);
-        p.push(Problem::new(
-            "--batch-per-rank",
-            format!(
-                "{batch_per_rank} requests x {tokens_per_request} tokens x {} B = {:.1} GB of KV per rank, but only {:.1} GB is left after {:.1} GB of weights; use --batch-per-rank {max_batch} or less, a shorter context, or a larger DEP",
-                m.kv.bytes_per_token,
-                need / 1e9,
-                kv_bytes / 1e9,
-                weights / 1e9
-            ),
+        p.push(Problem::at(
+            Field::BatchPerRank,
+            Message::default()
+                .text(format!(
+                    "{batch_per_rank} requests x {tokens_per_request} tokens x {} B = {:.1} GB of KV per rank, but only {:.1} GB is left after {:.1} GB of weights; use ",
+                    m.kv.bytes_per_token,
+                    need / 1e9,
+                    kv_bytes / 1e9,
+                    weights / 1e9
+                ))
+                .field(Field::BatchPerRank)
+                .text(format!(" {max_batch} or less, a shorter context, or a larger DEP")),
         ));
     }
     p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gb300_flash() -> (Hardware, Model) {
+        let hw = toml::from_str(include_str!("../../scenarios/hardware/gb300.toml")).unwrap();
+        let m = toml::from_str(include_str!(
+            "../../scenarios/models/deepseek-v4.1-flash.toml"
+        ))
+        .unwrap();
+        (hw, m)
+    }
+
+    fn layout(dep: u32, redundant_experts: u32) -> Layout {
+        Layout {
+            dep,
+            redundant_experts,
+            overlap_microbatches: true,
+        }
+    }
+
+    /// A deployment problem names its field as a field; each caller words it.
+    #[test]
+    fn deployment_problems_carry_typed_fields() {
+        let (hw, m) = gb300_flash();
+        let p = deployment(&hw, &m, &layout(36, 0), 1, 0);
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert_eq!(p[0].field, Field::Dep);
+        let flag = |f: &Field| match f {
+            Field::Dep => "--dep".to_string(),
+            other => other.to_string(),
+        };
+        let scenario = |f: &Field| format!("serving.decode.{f}");
+        let cli = p[0].render(&flag);
+        assert!(
+            cli.starts_with("--dep: 384 routed + 0 redundant experts"),
+            "{cli}"
+        );
+        assert!(
+            cli.contains("(e.g. --dep 32 or 48), or add 12 more"),
+            "{cli}"
+        );
+        let file = p[0].render(&scenario);
+        assert!(
+            file.contains("(e.g. serving.decode.dep 32 or 48)"),
+            "{file}"
+        );
+        assert!(!file.contains("--"), "{file}");
+        assert_eq!(p[0].to_string(), p[0].render(&|f| f.to_string()));
+        assert!(deployment(&hw, &m, &layout(36, 12), 1, 0).is_empty());
+        let p = deployment(&hw, &m, &layout(96, 0), 1, 0);
+        assert_eq!(p[0].field, Field::Dep);
+        assert!(p[0].render(&flag).ends_with("use --dep 72 or less"));
+        let p = deployment(&hw, &m, &layout(8, 0), 4096, 1_000_000);
+        assert_eq!(p[0].field, Field::BatchPerRank);
+        assert!(p[0]
+            .render(&scenario)
+            .contains("use serving.decode.batch_per_rank "));
+    }
 }

@@ -1,7 +1,7 @@
 //! Swarm test: random valid scenarios drawn from seeds, each run checked against the
 //! simulator's invariants: every request that arrived completed, is in flight or was
 //! reported dropped; prefilled and emitted tokens are conserved; KV use never exceeds
-//! a rank's capacity; time never runs backwards (the engine fails the run if it does);
+//! a rank's capacity; time never runs backwards (the simulator fails the run if it does);
 //! the same seed gives the same report.
 //!
 //! Reproduce one case: `SWARM_SEED=<seed> cargo test -p sim --test swarm -- --nocapture`.

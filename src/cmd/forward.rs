@@ -142,7 +142,7 @@ pub fn evaluate(args: &ForwardArgs) -> Result<Forward> {
     if !problems.is_empty() {
         let lines: Vec<String> = problems
             .iter()
-            .map(|p| format!("  {}: {}", p.path, p.message))
+            .map(|p| format!("  {}", p.render(&super::flag)))
             .collect();
         bail!("impossible configuration:\n{}", lines.join("\n"));
     }

@@ -9,7 +9,18 @@ pub mod validate;
 use crate::scenario::{embedded_names, Kind, Set};
 use anyhow::{anyhow, bail, Result};
 use sim::cost::CostParams;
+use sim::validate::Field;
 use sim::Hardware;
+
+/// A deployment field in the words of `twin forward` and `sweep`: its flag.
+pub fn flag(f: &Field) -> String {
+    match f {
+        Field::Path(p) => p.clone(),
+        Field::Dep => "--dep".into(),
+        Field::RedundantExperts => "--redundant-experts".into(),
+        Field::BatchPerRank => "--batch-per-rank".into(),
+    }
+}
 
 /// The cost parameters a command prices with, in layers: the analytic defaults; then
 /// the hardware file's `[cost]` (fitted to published figures); then a calibration

@@ -12,6 +12,7 @@ use sim::cost::{AnalyticCostModel, CostParams};
 use sim::serving::{
     parse_mooncake, simulate, Mode, Report, ServingScenario, SimInput, TraceRecord, WorkloadConfig,
 };
+use sim::validate::Field;
 
 /// The scenario `twin simulate` runs when none is named.
 pub const DEFAULT_SCENARIO: &str = "gb300-nvl72-v4.1-flash-agentx";
@@ -46,6 +47,16 @@ pub struct SimulateArgs {
     /// prefill pool's instances filling the rest of the scenario's GPUs.
     #[arg(long, value_name = "DEPS", value_delimiter = ',')]
     pub decode_deps: Vec<u32>,
+}
+
+/// A deployment field of the scenario's pool at `pool` (`serving.decode`), by its path.
+fn pool_field(pool: &str, f: &Field) -> String {
+    match f {
+        Field::Path(p) => p.clone(),
+        Field::Dep => format!("{pool}.dep"),
+        Field::RedundantExperts => format!("{pool}.redundant_experts"),
+        Field::BatchPerRank => format!("{pool}.max_batch_per_rank"),
+    }
 }
 
 /// Everything a run resolved, before simulating.
@@ -119,10 +130,7 @@ pub fn resolve_args(args: &SimulateArgs) -> Result<Resolved> {
             pool.max_batch_per_rank as u64,
             0,
         ) {
-            problems.push(format!(
-                "{origin}: {path}: {}",
-                p.message.replace("--dep", &format!("{path}.dep"))
-            ));
+            problems.push(format!("{origin}: {}", p.render(&|f| pool_field(path, f))));
         }
     }
     if !problems.is_empty() {

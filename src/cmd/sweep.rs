@@ -8,6 +8,7 @@ use clap::Args;
 use serde_json::json;
 use sim::cost::Op;
 use sim::forward::pareto_max;
+use sim::serving::price::usd_per_m_tokens;
 
 #[derive(Debug, Clone, Args)]
 pub struct SweepArgs {
@@ -70,7 +71,7 @@ pub fn run(args: &SweepArgs) -> Result<()> {
                         step_ms: step * 1e3,
                         tok_s_gpu: r.tokens_per_s_per_gpu,
                         tok_s_user,
-                        usd_per_m: usd_per_gpu_hour / (r.tokens_per_s_per_gpu * 3600.0) * 1e6,
+                        usd_per_m: usd_per_m_tokens(usd_per_gpu_hour, r.tokens_per_s_per_gpu),
                         top_op: top,
                         top_share: share,
                     });

@@ -4,7 +4,7 @@
 
 use anyhow::{anyhow, bail, Result};
 use serde::de::DeserializeOwned;
-use sim::validate::Problem;
+use sim::validate::{Field, Problem};
 use sim::{Hardware, Model};
 use std::fmt::Write as _;
 
@@ -280,22 +280,22 @@ fn report(origin: &str, text: &str, sets: &[Set], problems: Vec<Problem>) -> any
         if problems.len() == 1 { "" } else { "s" }
     );
     for p in &problems {
-        let by_set = sets.iter().find(|s| {
-            // The override set this field, or created the unknown table above it.
-            let segs = segments(&p.path);
-            !segs.is_empty() && (segs.starts_with(&s.path) || s.path.starts_with(&segs))
-        });
-        let place = if p.path.starts_with("--") {
-            "command line".to_string()
-        } else if let Some(s) = by_set {
-            format!("--set {}", s.text)
-        } else {
-            match locate(text, &p.path) {
-                Some(l) => format!("line {l}"),
-                None => "file".to_string(),
+        let place = match &p.field {
+            Field::Path(path) => {
+                // The override set this field, or created the unknown table above it.
+                let segs = segments(path);
+                let by_set = sets.iter().find(|s| {
+                    !segs.is_empty() && (segs.starts_with(&s.path) || s.path.starts_with(&segs))
+                });
+                match (by_set, locate(text, path)) {
+                    (Some(s), _) => format!("--set {}", s.text),
+                    (None, Some(l)) => format!("line {l}"),
+                    (None, None) => "file".to_string(),
+                }
             }
+            _ => "command line".to_string(),
         };
-        write!(msg, "\n  {place}: {}: {}", p.path, p.message).unwrap();
+        write!(msg, "\n  {place}: {p}").unwrap();
     }
     anyhow!(msg)
 }

@@ -33,6 +33,13 @@ pub fn ns_to_secs(ns: Nanos) -> f64 {
     ns as f64 / NS_PER_S
 }
 
+/// An event that knows its same-time class: at equal times, lower classes pop first.
+/// The simulator's events derive it from their variant (`rack::Event::class`), so the
+/// priority cannot drift from the event it belongs to.
+pub trait Classed {
+    fn class(&self) -> u8;
+}
+
 /// The ordering key of an event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct EventKey {
@@ -79,16 +86,16 @@ impl<E> Default for EventQueue<E> {
     }
 }
 
-impl<E> EventQueue<E> {
+impl<E: Classed> EventQueue<E> {
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// Schedules `event`; returns its key.
-    pub fn push(&mut self, time_ns: Nanos, class: u8, event: E) -> EventKey {
+    /// Schedules `event` at `time_ns` (its class from `event.class()`); returns its key.
+    pub fn push(&mut self, time_ns: Nanos, event: E) -> EventKey {
         let key = EventKey {
             time_ns,
-            class,
+            class: event.class(),
             seq: self.next_seq,
         };
         self.next_seq += 1;
@@ -154,20 +161,30 @@ mod tests {
     use rand::{Rng, SeedableRng};
     use std::collections::BTreeMap;
 
+    /// A test event: its class and a label.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    struct Ev<T>(u8, T);
+
+    impl<T> Classed for Ev<T> {
+        fn class(&self) -> u8 {
+            self.0
+        }
+    }
+
     /// Model-based check: the heap pops exactly what a BTreeMap keyed the same way
     /// yields, under a random mix of pushes and pops with many ties.
     #[test]
     fn event_queue_matches_btreemap_model() {
         let mut rng = ChaCha8Rng::seed_from_u64(7);
         let mut q = EventQueue::new();
-        let mut model: BTreeMap<EventKey, u32> = BTreeMap::new();
+        let mut model: BTreeMap<EventKey, Ev<u32>> = BTreeMap::new();
         let mut now = 0u64;
         for i in 0..20_000u32 {
             if rng.random_bool(0.55) {
                 let t = now + rng.random_range(0..5u64);
                 let class = rng.random_range(0..3u8);
-                let key = q.push(t, class, i);
-                model.insert(key, i);
+                let key = q.push(t, Ev(class, i));
+                model.insert(key, Ev(class, i));
             } else {
                 let got = q.pop();
                 let want = model.pop_first();
@@ -188,11 +205,11 @@ mod tests {
     #[test]
     fn same_time_orders_by_class_then_insertion() {
         let mut q = EventQueue::new();
-        q.push(10, 2, "arrival-a");
-        q.push(10, 0, "step-done");
-        q.push(5, 9, "early");
-        q.push(10, 2, "arrival-b");
-        let order: Vec<_> = std::iter::from_fn(|| q.pop().map(|(_, e)| e)).collect();
+        q.push(10, Ev(2, "arrival-a"));
+        q.push(10, Ev(0, "step-done"));
+        q.push(5, Ev(9, "early"));
+        q.push(10, Ev(2, "arrival-b"));
+        let order: Vec<_> = std::iter::from_fn(|| q.pop().map(|(_, e)| e.1)).collect();
         assert_eq!(order, ["early", "step-done", "arrival-a", "arrival-b"]);
     }
 

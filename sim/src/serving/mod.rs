@@ -17,24 +17,30 @@
 pub mod cache;
 pub mod config;
 pub mod core;
-pub mod engine;
+mod metrics;
 pub mod mtp;
+mod pool;
 pub mod price;
+mod rack;
 pub mod report;
+mod request;
+mod router;
 pub mod stats;
+mod step;
+mod transfer;
 pub mod workload;
 
 pub use config::{
     DecodeRouter, KvTransferConfig, Limits, Mode, MtpConfig, PoolConfig, PrefillRank,
     PrefillRouter, RouterConfig, ServingConfig, ServingScenario, SloConfig,
 };
-pub use engine::SimInput;
-pub use price::{PriceConfig, PriceSheet, TokenPrices};
+pub use price::{Money, PriceConfig, PriceSheet, TokenPrices, UsdPerMTokens};
+pub use rack::SimInput;
 pub use report::{Accounting, PoolReport, Report, Throughput, TokenMix};
 pub use stats::{LogHistogram, Summary};
 pub use workload::{
-    parse_mooncake, parse_mooncake_str, AgentX, Arrival, ClosedLoop, Dist, OpenLoop, TraceRecord,
-    TraceReplay, WorkloadConfig, BLOCK_TOKENS,
+    parse_mooncake, parse_mooncake_str, AgentX, Arrival, ClosedLoop, Dist, Driver, NewRequest,
+    OpenLoop, Origin, TraceRecord, TraceReplay, WlEvent, WorkloadConfig, BLOCK_TOKENS,
 };
 
 use crate::cost::{CostModel, KvCapacity};
@@ -64,5 +70,5 @@ pub enum SimError {
 /// window. Fails on invalid configuration, a trace workload without records, a
 /// non-finite step cost or the event limit; never panics on user input.
 pub fn simulate(input: &SimInput<'_>, seed: u64) -> Result<Report, SimError> {
-    engine::run(input, seed)
+    rack::run(input, seed)
 }

@@ -1,8 +1,10 @@
-//! API price sheets (USD per million tokens) and the value of simulated tokens.
+//! Money: API price sheets (USD per million tokens), the value of simulated tokens,
+//! and what a GPU-hour's tokens cost (`simulate`'s report and `sweep` share these).
 //! Figures from `/work/shared/reference/models-hardware-prices.md`, DeepSeek's API
 //! price pages [P] except V3.2, which is not offered here.
 
-use crate::hardware::PriceBasis;
+use super::report::Throughput;
+use crate::hardware::{self, PriceBasis};
 use serde::{Deserialize, Serialize};
 
 /// USD per million tokens by token kind.
@@ -107,6 +109,63 @@ impl PriceConfig {
             }
         }
         p
+    }
+}
+
+impl TokenPrices {
+    /// Tokens worth nothing (a sheet without prices).
+    pub const ZERO: TokenPrices = TokenPrices {
+        cached_input_usd_per_m: 0.0,
+        uncached_input_usd_per_m: 0.0,
+        output_usd_per_m: 0.0,
+    };
+}
+
+/// USD per million tokens when a GPU-hour costs (or earns) `usd_per_gpu_hour` and a GPU
+/// moves `tok_s_per_gpu` tokens per second; 0 when no tokens move.
+pub fn usd_per_m_tokens(usd_per_gpu_hour: f64, tok_s_per_gpu: f64) -> f64 {
+    if tok_s_per_gpu > 0.0 {
+        usd_per_gpu_hour / (tok_s_per_gpu * 3600.0 / 1e6)
+    } else {
+        0.0
+    }
+}
+
+/// Money per million tokens.
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct UsdPerMTokens {
+    /// GPU cost per million tokens of all kinds.
+    pub cost_all_tokens: f64,
+    /// GPU cost per million output tokens.
+    pub cost_output_tokens: f64,
+    /// Mean API price per million tokens of the simulated mix.
+    pub revenue_all_tokens: f64,
+}
+
+/// What a rack's tokens earn and its GPUs cost.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Money {
+    pub revenue_usd_per_gpu_hour: f64,
+    pub cost_usd_per_gpu_hour: f64,
+    pub usd_per_m_tokens: UsdPerMTokens,
+}
+
+impl Money {
+    /// The money of throughput `t` (tokens per second per GPU) valued at `price`'s
+    /// sheet, its GPUs costed at `gpu`'s price on `price`'s basis.
+    pub fn of(price: &PriceConfig, gpu: &hardware::Price, t: &Throughput) -> Money {
+        let prices = price.token_prices().unwrap_or(TokenPrices::ZERO);
+        let revenue = revenue_usd_per_gpu_hour(&prices, t.cached_input, t.uncached_input, t.output);
+        let cost = gpu.usd_per_gpu_hour(price.basis);
+        Money {
+            revenue_usd_per_gpu_hour: revenue,
+            cost_usd_per_gpu_hour: cost,
+            usd_per_m_tokens: UsdPerMTokens {
+                cost_all_tokens: usd_per_m_tokens(cost, t.total),
+                cost_output_tokens: usd_per_m_tokens(cost, t.output),
+                revenue_all_tokens: usd_per_m_tokens(revenue, t.total),
+            },
+        }
     }
 }
 

@@ -1,8 +1,14 @@
 //! The result of a run: figures over the measured window (warm-up excluded), money, and
-//! an accounting section that the invariant tests check.
+//! an accounting section that the invariant tests check; its assembly from the rack's
+//! metrics and its text rendering.
 
 use super::config::Mode;
+use super::pool::Pool;
+use super::price::Money;
+pub use super::price::UsdPerMTokens;
+use super::rack::{Rack, SimInput};
 use super::stats::Summary;
+use crate::cost::Op;
 use crate::hardware::PriceBasis;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -36,16 +42,6 @@ pub struct Goodput {
     pub fraction: f64,
     /// Tokens (all kinds) per second per GPU of requests meeting both SLOs.
     pub tok_s_per_gpu: f64,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Default)]
-pub struct UsdPerMTokens {
-    /// GPU cost per million tokens of all kinds.
-    pub cost_all_tokens: f64,
-    /// GPU cost per million output tokens.
-    pub cost_output_tokens: f64,
-    /// Mean API price per million tokens of the simulated mix.
-    pub revenue_all_tokens: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]
@@ -194,6 +190,166 @@ pub struct Report {
     pub pools: Vec<PoolReport>,
     pub kv_transfer: TransferReport,
     pub accounting: Accounting,
+}
+
+impl Throughput {
+    /// Tokens per second per GPU from token counts over `gpu_s` GPU-seconds.
+    fn of(cached: u64, uncached: u64, output: u64, gpu_s: f64) -> Throughput {
+        let c = cached as f64 / gpu_s;
+        let u = uncached as f64 / gpu_s;
+        let o = output as f64 / gpu_s;
+        Throughput {
+            total: c + u + o,
+            cached_input: c,
+            uncached_input: u,
+            output: o,
+        }
+    }
+}
+
+/// `part / whole`, 0 when `whole` is 0.
+fn ratio(part: f64, whole: f64) -> f64 {
+    if whole > 0.0 {
+        part / whole
+    } else {
+        0.0
+    }
+}
+
+impl Rack<'_> {
+    /// The report of a finished run: requests still decoding settle their partial
+    /// output, those in flight are counted, and the window's figures are assembled.
+    pub(super) fn into_report(mut self, input: &SimInput<'_>, seed: u64) -> Report {
+        self.settle_running();
+        for (_, req) in self.reqs.iter() {
+            let acc = &mut self.acc;
+            acc.in_flight_end += 1;
+            acc.input_tokens_in_flight_progress += req.prefill.computed as u64
+                + if req.prefill.done {
+                    req.prefill.cached as u64
+                } else {
+                    0
+                };
+            acc.output_tokens_in_flight += req.decode.generated as u64;
+        }
+        let sc = self.sc;
+        let measured_s = self.window.seconds();
+        let gpus = sc.gpus();
+        let pools: Vec<PoolReport> = self
+            .pools
+            .iter()
+            .map(|p| pool_report(p, measured_s))
+            .collect();
+        // Tokens by kind over all pools.
+        let (mut cached, mut uncached, mut output) = (0u64, 0u64, 0u64);
+        for p in self.pools.iter() {
+            cached += p.stats.cached_tokens;
+            uncached += p.stats.uncached_tokens;
+            output += p.stats.output_tokens;
+        }
+        let (cached, uncached, output) = (cached as f64, uncached as f64, output as f64);
+        let all = cached + uncached + output;
+        let token_mix = TokenMix {
+            cached_input: ratio(cached, all),
+            uncached_input: ratio(uncached, all),
+            output: ratio(output, all),
+        };
+        let rack = Throughput::of(
+            cached as u64,
+            uncached as u64,
+            output as u64,
+            gpus.max(1) as f64 * measured_s,
+        );
+        let money = Money::of(&sc.price, &self.hw.price, &rack);
+        let m = &self.m;
+        Report {
+            scenario: sc.name.clone(),
+            mode: sc.serving.mode,
+            seed,
+            gpus,
+            duration_s: sc.duration_s,
+            warmup_s: sc.warmup_s,
+            measured_s,
+            workload: input.workload.name.clone(),
+            requests_completed: m.completed,
+            requests_per_s: m.completed as f64 / measured_s,
+            requests_dropped: m.dropped,
+            throughput_tok_s_per_gpu: rack,
+            token_mix,
+            ttft_ms: m.ttft_ms.summary(),
+            tpot_ms: m.tpot_ms.summary(),
+            itl_ms: m.itl_ms.summary(),
+            e2e_ms: m.e2e_ms.summary(),
+            per_user_tok_s: m.user_tok_s.summary(),
+            goodput: Goodput {
+                slo_ttft_ms: sc.slo.ttft_ms,
+                slo_tpot_ms: sc.slo.tpot_ms,
+                requests_per_s: m.good as f64 / measured_s,
+                fraction: ratio(m.good as f64, m.completed as f64),
+                tok_s_per_gpu: m.good_tokens as f64 / measured_s / gpus.max(1) as f64,
+            },
+            price_sheet: sc.price.sheet.key().to_string(),
+            price_basis: sc.price.basis,
+            revenue_usd_per_gpu_hour: money.revenue_usd_per_gpu_hour,
+            cost_usd_per_gpu_hour: money.cost_usd_per_gpu_hour,
+            margin_usd_per_gpu_hour: money.revenue_usd_per_gpu_hour - money.cost_usd_per_gpu_hour,
+            usd_per_m_tokens: money.usd_per_m_tokens,
+            mtp_draft_tokens: self.mtp.draft_tokens,
+            mtp_tokens_per_step: ratio(m.mtp_tokens as f64, m.mtp_steps as f64),
+            pools,
+            kv_transfer: TransferReport {
+                transfers: m.transfers,
+                gib: m.transfer_bytes / (1u64 << 30) as f64,
+                time_ms: m.transfer_ms.summary(),
+            },
+            accounting: self.acc.clone(),
+        }
+    }
+}
+
+/// A pool's figures over the `measured_s` window.
+fn pool_report(p: &Pool<'_>, measured_s: f64) -> PoolReport {
+    let st = &p.stats;
+    let op_sum: f64 = st.op_s.iter().sum();
+    PoolReport {
+        name: p.name.to_string(),
+        instances: p.cfg.instances,
+        dep: p.cfg.dep,
+        gpus: p.cfg.gpus(),
+        cost_model: p.cost.describe(),
+        throughput_tok_s_per_gpu: Throughput::of(
+            st.cached_tokens,
+            st.uncached_tokens,
+            st.output_tokens,
+            p.cfg.gpus().max(1) as f64 * measured_s,
+        ),
+        steps: st.steps,
+        step_ms_mean: ratio(1e3 * st.step_s, st.steps as f64),
+        time_share_by_op: Op::ALL
+            .iter()
+            .map(|op| (op.key().to_string(), ratio(st.op_s[op.index()], op_sum)))
+            .collect(),
+        dp_imbalance_loss: ratio(st.step_s - st.balanced_s, st.step_s).max(0.0),
+        busy_fraction: st.busy_ns as f64 / 1e9 / (measured_s * p.groups.len().max(1) as f64),
+        kv_capacity_tokens_per_rank: p.kv_cap,
+        kv_used_fraction: GaugeReport {
+            mean: st.kv_used.mean(),
+            max: st.kv_used_max,
+        },
+        batch_per_rank: GaugeReport {
+            mean: st.batch.mean(),
+            max: st.batch_max,
+        },
+        queue_requests: GaugeReport {
+            mean: st.queue.mean(),
+            max: st.queue.max(),
+        },
+        prefix_cache_hit_fraction: ratio(
+            st.cache_hit_tokens as f64,
+            st.input_tokens_looked_up as f64,
+        ),
+        host_cache_hit_tokens: st.host_hit_tokens,
+    }
 }
 
 fn k(x: f64) -> String {

@@ -453,7 +453,40 @@ struct Session {
     blocks: Arc<Vec<u64>>,
 }
 
-pub(crate) struct Driver<'a> {
+/// Turns a workload into requests, in simulated or wall-clock time.
+///
+/// The driver owns the workload's state (users, sessions, the trace cursor) and its
+/// random stream; its caller owns the clock. Times are nanoseconds since the run
+/// started, whatever clock the caller keeps (the simulator's event time, or wall time
+/// for a live engine). The protocol:
+/// 1. `start(&mut out)` appends the first `(time, WlEvent)` pairs to `out`;
+/// 2. at each pair's time the caller calls `on_event(now, ev, &mut out)`: it may
+///    return a request to serve, and appends follow-up events (the next open-loop
+///    arrival, the next trace record);
+/// 3. when a request ends the caller calls `on_request_end(now, origin, completed,
+///    context_tokens, &mut out)`: closed-loop users and agent sessions schedule their
+///    next turn from there.
+///
+/// The caller fires each event at or after its time (an event scheduled in the past
+/// fires now); the driver never reads a clock. Same configuration, trace, stream and
+/// call sequence give the same requests.
+///
+/// ```
+/// use sim::serving::{Driver, WorkloadConfig};
+/// let wl: WorkloadConfig = serde_json::from_str(r#"{"name": "one-user",
+///   "closed_loop": {"concurrency": 1, "input_tokens": {"dist": "fixed", "value": 100},
+///                   "output_tokens": {"dist": "fixed", "value": 10}}}"#).unwrap();
+/// let mut d = Driver::new(&wl, &[], sim::serving::core::stream(1, "workload")).unwrap();
+/// let mut out = Vec::new();
+/// d.start(&mut out);
+/// let (t, ev) = out.pop().unwrap();
+/// let req = d.on_event(t, ev, &mut out).expect("the user sends a request");
+/// assert_eq!((req.input_tokens, req.output_tokens), (100, 10));
+/// // ... serve it; 2.5 s later it completes, and the user sends the next one:
+/// d.on_request_end(t + 2_500_000_000, req.origin, true, 110, &mut out);
+/// assert_eq!(out.len(), 1);
+/// ```
+pub struct Driver<'a> {
     cfg: &'a WorkloadConfig,
     trace: &'a [TraceRecord],
     trace_order: Vec<u32>,
@@ -478,6 +511,8 @@ fn unique_blocks(tag: u64, uid: u64, shared_tokens: u64, input: u64) -> Arc<Vec<
 }
 
 impl<'a> Driver<'a> {
+    /// A driver of `cfg` (with `trace`'s records for a `[trace]` workload, in timestamp
+    /// order) drawing from `rng`. Fails if a trace workload has no records.
     pub fn new(
         cfg: &'a WorkloadConfig,
         trace: &'a [TraceRecord],
@@ -512,7 +547,7 @@ impl<'a> Driver<'a> {
         self.next_uid
     }
 
-    /// Initial workload events.
+    /// Appends the workload's first events to `out`.
     pub fn start(&mut self, out: &mut Vec<(Nanos, WlEvent)>) {
         if let Some(c) = &self.cfg.closed_loop {
             for s in 0..c.concurrency {
@@ -581,7 +616,8 @@ impl<'a> Driver<'a> {
         }
     }
 
-    /// A workload event fires: the request it creates, if any; schedules follow-ups.
+    /// A workload event fires at `now`: the request it creates, if any; appends
+    /// follow-up events to `out`.
     pub fn on_event(
         &mut self,
         now: Nanos,
@@ -683,7 +719,9 @@ impl<'a> Driver<'a> {
         }
     }
 
-    /// A request ended (completed with `context_tokens` = input + output, or dropped).
+    /// A request ended at `now`: completed (`context_tokens` = its input + output, the
+    /// context a session's next turn builds on) or not (dropped: a session ends).
+    /// Appends the user's or session's next event to `out`.
     pub fn on_request_end(
         &mut self,
         now: Nanos,

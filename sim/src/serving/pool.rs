@@ -1,0 +1,314 @@
+//! Pools, groups and ranks. A pool is a set of identical DEP groups ("instances")
+//! with one role; a group has `dep` ranks that step in lock-step; a rank holds queues
+//! and a running decode batch. Pools are addressed by role (`Pools::pool(Role)`): a run
+//! has at most one pool per role (disaggregated: prefill and decode; aggregated: mixed;
+//! prefill-only: prefill).
+
+use super::cache::PrefixCache;
+use super::config::{Mode, PoolConfig, ServingScenario};
+use super::metrics::PoolStats;
+use super::request::ReqId;
+use super::workload::BLOCK_TOKENS;
+use super::PoolCost;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+/// What a pool's steps do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// Prefill only; finished prompts go to the decode pool (or complete, prefill-only).
+    Prefill,
+    /// Decode only; requests arrive by KV transfer.
+    Decode,
+    /// Prefill chunks and decode in the same steps (aggregated mode).
+    Mixed,
+}
+
+/// A group's index among all groups of the run (pools hold consecutive ranges).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub(crate) struct GroupId(pub u32);
+
+/// Running requests of one context piece on a rank, as sums.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Piece {
+    pub n: u64,
+    pub input: u64,
+    pub join_steps: u64,
+}
+
+impl Piece {
+    /// Context tokens of the piece's requests at decode step `step`: inputs plus the
+    /// expected yield (`mu` tokens per step) of the steps each has run.
+    pub fn context(&self, step: u64, mu: f64) -> u64 {
+        self.input + (mu * (self.n * step - self.join_steps) as f64).round() as u64
+    }
+}
+
+/// A rank's running decode batch.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct DecodeSet {
+    pub n: u32,
+    pub measured: u32,
+    /// Input + output of the running requests (their KV reservation).
+    pub reserved: u64,
+    pub pieces: Vec<Piece>,
+}
+
+impl DecodeSet {
+    pub fn context(&self, step: u64, mu: f64) -> u64 {
+        self.pieces.iter().map(|p| p.context(step, mu)).sum()
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct Rank {
+    /// Requests whose prefill runs here, in order.
+    pub prefill_q: VecDeque<ReqId>,
+    /// Uncached tokens still to compute in `prefill_q`.
+    pub prefill_tokens: u64,
+    /// Requests placed here, waiting for admission (a batch slot and KV room).
+    pub pending: VecDeque<ReqId>,
+    /// KV tokens the pending requests need (input + output each).
+    pub pending_kv: u64,
+    pub transferring: u32,
+    /// Requests whose KV arrived, joining the batch at the next step boundary.
+    pub joining: VecDeque<ReqId>,
+    pub dec: DecodeSet,
+    pub kv_reserved: u64,
+    /// KV tokens held by requests not in the running batch (transferred or being
+    /// prefilled in place); the batch's own use is estimated from `dec`.
+    pub kv_held: u64,
+    pub link_free_ns: u64,
+    /// Estimated seconds of queued prefill work (`PrefillRank::LeastCost`).
+    pub est_load_s: f64,
+}
+
+impl Rank {
+    /// Requests on the rank in any state.
+    pub fn requests(&self) -> usize {
+        self.prefill_q.len()
+            + self.pending.len()
+            + self.transferring as usize
+            + self.joining.len()
+            + self.dec.n as usize
+    }
+
+    /// KV tokens in use: held, plus the running batch's context (at most what it
+    /// reserved).
+    pub fn kv_used(&self, step: u64, mu: f64) -> u64 {
+        self.kv_held + self.dec.context(step, mu).min(self.dec.reserved)
+    }
+
+    /// Requests in the batch or on their way into it (they hold a batch slot).
+    pub fn batch_slots_taken(&self) -> usize {
+        self.dec.n as usize + self.joining.len() + self.transferring as usize
+    }
+}
+
+/// One DEP group: its ranks step together.
+pub(crate) struct Group {
+    pub role: Role,
+    pub gpu_base: u64,
+    pub ranks: Vec<Rank>,
+    pub busy: bool,
+    pub try_pending: bool,
+    pub cache: Option<PrefixCache>,
+    /// The current step's prefill work: (rank, request, chunk tokens).
+    pub step_prefill: Vec<(u32, ReqId, u32)>,
+    pub decode_in_step: bool,
+    /// Index of the current (or next) decode step.
+    pub dstep: u64,
+    /// (last decode step, request) of the running requests, soonest first.
+    pub finishing: BinaryHeap<Reverse<(u64, ReqId)>>,
+    /// Requests that joined the current decode step (their first token comes at its end).
+    pub joined: Vec<ReqId>,
+    pub last_decode_end_ns: u64,
+    /// The first decode step that ended inside the measured window.
+    pub window_first_step: Option<u64>,
+}
+
+impl Group {
+    pub fn new(role: Role, gpu_base: u64, ranks: Vec<Rank>, cache: Option<PrefixCache>) -> Self {
+        Group {
+            role,
+            gpu_base,
+            ranks,
+            busy: false,
+            try_pending: false,
+            cache,
+            step_prefill: Vec::new(),
+            decode_in_step: false,
+            dstep: 0,
+            finishing: BinaryHeap::new(),
+            joined: Vec::new(),
+            last_decode_end_ns: 0,
+            window_first_step: None,
+        }
+    }
+
+    /// Queued prefill work: uncached tokens queued plus running decode requests.
+    pub fn prefill_load(&self) -> u64 {
+        self.ranks
+            .iter()
+            .map(|r| r.prefill_tokens + r.dec.n as u64)
+            .sum()
+    }
+}
+
+pub(crate) struct Pool<'a> {
+    pub name: &'static str,
+    pub role: Role,
+    pub cfg: PoolConfig,
+    pub cost: &'a dyn PoolCost,
+    pub groups: std::ops::Range<u32>,
+    pub kv_cap: u64,
+    /// The cost model's decode context breakpoints (pieces = breakpoints + 1).
+    pub breakpoints: Vec<u64>,
+    /// Requests waiting in the pool (queued for prefill or decode admission).
+    pub waiting: u64,
+    /// Requests placed so far (round-robin routing).
+    pub placed: u64,
+    pub stats: PoolStats,
+}
+
+impl Pool<'_> {
+    /// Too many requests already wait here: new ones are dropped.
+    pub fn full(&self) -> bool {
+        self.waiting >= self.cfg.max_queued_requests as u64
+    }
+}
+
+/// The run's pools (in report order) and all their groups.
+pub(crate) struct Pools<'a> {
+    pub list: Vec<Pool<'a>>,
+    pub groups: Vec<Group>,
+}
+
+impl<'a> Pools<'a> {
+    /// The pools `sc`'s mode runs, priced by `prefill_cost` and `decode_cost` (the
+    /// mixed pool by `decode_cost`), GPUs numbered prefill pool first.
+    pub fn build(
+        sc: &ServingScenario,
+        prefill_cost: &'a dyn PoolCost,
+        decode_cost: &'a dyn PoolCost,
+        draft_tokens: u32,
+    ) -> Self {
+        let s = &sc.serving;
+        let specs: Vec<(&'static str, Role, &PoolConfig, &'a dyn PoolCost)> = match s.mode {
+            Mode::Disaggregated => vec![
+                ("prefill", Role::Prefill, &s.prefill, prefill_cost),
+                ("decode", Role::Decode, &s.decode, decode_cost),
+            ],
+            Mode::Aggregated => vec![("mixed", Role::Mixed, &s.decode, decode_cost)],
+            Mode::PrefillOnly => vec![("prefill", Role::Prefill, &s.prefill, prefill_cost)],
+        };
+        let mut pools = Pools {
+            list: Vec::new(),
+            groups: Vec::new(),
+        };
+        let mut gpu = 0u64;
+        for (name, role, cfg, cost) in specs {
+            let kv_cap = cfg
+                .kv_capacity_tokens_per_rank
+                .unwrap_or_else(|| cost.kv_capacity_tokens_per_rank())
+                .max(1);
+            let start = pools.groups.len() as u32;
+            let breakpoints = cost.decode_context_breakpoints(draft_tokens);
+            for _ in 0..cfg.instances {
+                let cache = (role != Role::Decode).then(|| {
+                    let hbm_tokens = cfg
+                        .prefix_cache_tokens
+                        .unwrap_or(kv_cap.saturating_mul(cfg.dep as u64));
+                    PrefixCache::new(
+                        hbm_tokens / BLOCK_TOKENS,
+                        cfg.host_cache_tokens / BLOCK_TOKENS,
+                    )
+                });
+                let ranks = (0..cfg.dep)
+                    .map(|_| Rank {
+                        dec: DecodeSet {
+                            pieces: vec![Piece::default(); breakpoints.len() + 1],
+                            ..DecodeSet::default()
+                        },
+                        ..Rank::default()
+                    })
+                    .collect();
+                pools.groups.push(Group::new(role, gpu, ranks, cache));
+                gpu += cfg.dep as u64;
+            }
+            pools.list.push(Pool {
+                name,
+                role,
+                cfg: cfg.clone(),
+                cost,
+                groups: start..pools.groups.len() as u32,
+                kv_cap,
+                breakpoints,
+                waiting: 0,
+                placed: 0,
+                stats: PoolStats::default(),
+            });
+        }
+        pools
+    }
+
+    /// The role of the pool arrivals enter: prefill, or the mixed pool.
+    pub fn entry(&self) -> Role {
+        self.list[0].role
+    }
+
+    pub fn pool(&self, role: Role) -> &Pool<'a> {
+        self.list
+            .iter()
+            .find(|p| p.role == role)
+            .expect("the mode runs a pool of this role")
+    }
+
+    pub fn pool_mut(&mut self, role: Role) -> &mut Pool<'a> {
+        self.list
+            .iter_mut()
+            .find(|p| p.role == role)
+            .expect("the mode runs a pool of this role")
+    }
+
+    /// The pools in report order.
+    pub fn iter(&self) -> impl Iterator<Item = &Pool<'a>> {
+        self.list.iter()
+    }
+
+    /// The groups of pool `p`, in order.
+    pub fn groups_of(&self, p: &Pool<'_>) -> &[Group] {
+        &self.groups[p.groups.start as usize..p.groups.end as usize]
+    }
+
+    pub fn group(&self, g: GroupId) -> &Group {
+        &self.groups[g.0 as usize]
+    }
+
+    pub fn group_mut(&mut self, g: GroupId) -> &mut Group {
+        &mut self.groups[g.0 as usize]
+    }
+
+    /// The pool a group belongs to.
+    pub fn pool_of(&self, g: GroupId) -> &Pool<'a> {
+        self.pool(self.group(g).role)
+    }
+
+    pub fn pool_of_mut(&mut self, g: GroupId) -> &mut Pool<'a> {
+        let role = self.group(g).role;
+        self.pool_mut(role)
+    }
+
+    pub fn rank_mut(&mut self, g: GroupId, r: u32) -> &mut Rank {
+        &mut self.groups[g.0 as usize].ranks[r as usize]
+    }
+
+    /// The largest DEP of any pool.
+    pub fn max_dep(&self) -> usize {
+        self.list
+            .iter()
+            .map(|p| p.cfg.dep as usize)
+            .max()
+            .unwrap_or(1)
+    }
+}

@@ -1,0 +1,471 @@
+//! The rack: its state, the event loop, and a request's arrival and end.
+//!
+//! Entities: pools of DEP groups ("instances"); each group has `dep` ranks and steps
+//! in lock-step (the slowest rank sets the step, as the cost model prices it). A
+//! request is indivisible: it is placed on one rank of one group.
+//!
+//! Disaggregated flow: arrival -> prefill router picks an instance (prefix cache
+//! lookup there decides cached vs uncached tokens) -> the instance's least-loaded rank
+//! queues it -> chunked prefill steps (`step`) -> decode router picks a decode rank ->
+//! the rank admits it when it has a batch slot and KV room for input + output (reserved
+//! up front, so decode never runs out of KV) -> KV transfer over the destination's link
+//! (queued per destination rank; `transfer`) -> joins the running batch at the next step
+//! boundary -> MTP decode steps emit 1 + accepted drafts tokens per step -> completion.
+//! Decode is event-driven per request, not per token: when a request joins a batch its
+//! number of decode steps is drawn from the MTP yield distribution (`mtp::MtpYield`),
+//! and it finishes at the end of that step. A rank's running batch is kept as sums
+//! per context piece (`CostModel::decode_context_breakpoints`), priced at the piece's
+//! mean context, so a decode step costs O(ranks), not O(requests). A running
+//! request's context is its input plus the expected yield of its steps so far.
+//! Aggregated flow: the instance's rank reserves KV at arrival, runs prefill chunks and
+//! decode in the same steps (priced as a prefill step plus a decode step).
+//!
+//! Simplifications, stated: the prefix cache counts cached tokens at lookup and adds a
+//! prompt's blocks when its prefill finishes (blocks evicted in between still count);
+//! the decode side's output KV is not written back to the prefill cache, so the next
+//! turn of a session recomputes the previous output; transfers occupy only the
+//! destination rank's ingress link.
+
+use super::config::{PrefillRank, PrefillRouter, ServingScenario};
+use super::core::{ns_to_secs, secs_to_ns, stream, Classed, EventQueue, Nanos};
+use super::metrics::{Metrics, Window};
+use super::mtp::MtpYield;
+use super::pool::{GroupId, Pools, Role};
+use super::report::{Accounting, Report};
+use super::request::{ReqId, Request, Slots};
+use super::router;
+use super::workload::{Driver, NewRequest, Origin, WlEvent, WorkloadConfig, BLOCK_TOKENS};
+use super::{PoolCost, SimError, TraceRecord};
+use crate::cost::ReqSlice;
+use crate::{Hardware, Model};
+use rand_chacha::ChaCha8Rng;
+
+/// Inputs of one run.
+pub struct SimInput<'a> {
+    pub scenario: &'a ServingScenario,
+    pub workload: &'a WorkloadConfig,
+    pub hardware: &'a Hardware,
+    pub model: &'a Model,
+    /// Prices prefill steps (unused in aggregated mode).
+    pub prefill_cost: &'a dyn PoolCost,
+    /// Prices decode steps; in aggregated mode, every step of the mixed pool.
+    pub decode_cost: &'a dyn PoolCost,
+    /// Records for a `[trace]` workload (ignored otherwise).
+    pub trace: &'a [TraceRecord],
+}
+
+/// What happens at an instant. At equal times events pop in the order of this
+/// declaration (`class`), then first scheduled first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Event {
+    /// A group's step ends: it frees capacity before arrivals at that instant are placed.
+    StepDone(GroupId),
+    /// A request's KV arrived at its decode rank.
+    TransferDone(ReqId),
+    /// The workload's own event (an arrival, a session's next turn).
+    Workload(WlEvent),
+    /// The gauges are sampled.
+    Sample,
+    /// A group may form its next step: after everything else at that instant, so the
+    /// step sees every request that arrived then.
+    TryStep(GroupId),
+}
+
+impl Classed for Event {
+    fn class(&self) -> u8 {
+        match self {
+            Event::StepDone(_) => 0,
+            Event::TransferDone(_) => 1,
+            Event::Workload(_) => 2,
+            Event::Sample => 3,
+            Event::TryStep(_) => 4,
+        }
+    }
+}
+
+/// MTP speculative decoding as the run uses it.
+pub(crate) struct Mtp {
+    pub draft_tokens: u32,
+    pub yield_: MtpYield,
+    /// Expected tokens per request per decode step.
+    pub mu: f64,
+    pub rng: ChaCha8Rng,
+}
+
+pub(crate) struct Rack<'a> {
+    pub sc: &'a ServingScenario,
+    pub hw: &'a Hardware,
+    pub q: EventQueue<Event>,
+    pub now: Nanos,
+    pub window: Window,
+    pub min_step_ns: Nanos,
+    pub pools: Pools<'a>,
+    pub reqs: Slots,
+    pub driver: Driver<'a>,
+    /// Scratch: workload events the driver just scheduled.
+    pub wl_out: Vec<(Nanos, WlEvent)>,
+    pub mtp: Mtp,
+    pub kv_bytes_per_token: f64,
+    pub domain_gpus: u64,
+    pub acc: Accounting,
+    pub m: Metrics,
+    /// Scratch: a step's slices per rank.
+    pub slices: Vec<Vec<ReqSlice>>,
+    /// Scratch: prefill requests that finished in the current step, (rank, request).
+    pub finished: Vec<(u32, ReqId)>,
+    /// Scratch: the prefill router's view of each instance.
+    pub loads: Vec<u64>,
+    pub hits: Vec<u64>,
+}
+
+/// Runs one simulation; see the module docs for the model.
+pub(crate) fn run(input: &SimInput<'_>, seed: u64) -> Result<Report, SimError> {
+    let mut problems = input.scenario.problems();
+    problems.extend(input.workload.problems());
+    if !problems.is_empty() {
+        return Err(SimError::InvalidScenario(problems));
+    }
+    let mut rack = Rack::new(input, seed)?;
+    rack.run_loop()?;
+    Ok(rack.into_report(input, seed))
+}
+
+/// The MTP draft tokens and acceptance rates: the scenario's, else the model's.
+fn resolve_mtp(sc: &ServingScenario, model: &Model) -> Result<(u32, Vec<f64>), SimError> {
+    let m = model.mtp.as_ref();
+    let n = sc
+        .serving
+        .mtp
+        .draft_tokens
+        .or(m.map(|m| m.draft_tokens))
+        .unwrap_or(0);
+    let a = sc
+        .serving
+        .mtp
+        .acceptance
+        .clone()
+        .or(m.map(|m| m.acceptance.clone()))
+        .unwrap_or_default();
+    if n as usize > a.len() {
+        return Err(SimError::InvalidScenario(vec![format!(
+            "serving.mtp: {n} draft tokens but {} acceptance rates (set serving.mtp.acceptance or model.mtp.acceptance)",
+            a.len()
+        )]));
+    }
+    Ok((n, a))
+}
+
+impl<'a> Rack<'a> {
+    fn new(input: &SimInput<'a>, seed: u64) -> Result<Self, SimError> {
+        let sc = input.scenario;
+        let (draft_tokens, acceptance) = resolve_mtp(sc, input.model)?;
+        let pools = Pools::build(sc, input.prefill_cost, input.decode_cost, draft_tokens);
+        let yield_ = MtpYield::new(&acceptance[..draft_tokens as usize]);
+        let kvb = input.model.kv.bytes_per_token;
+        if !(kvb.is_finite() && kvb >= 0.0) {
+            return Err(SimError::InvalidScenario(vec![
+                "model.kv.bytes_per_token: must be >= 0".into(),
+            ]));
+        }
+        let driver = Driver::new(input.workload, input.trace, stream(seed, "workload"))?;
+        let max_dep = pools.max_dep();
+        let domain_gpus = sc
+            .serving
+            .kv_transfer
+            .domain_gpus
+            .unwrap_or(input.hardware.nvlink_domain_gpus)
+            .max(1) as u64;
+        Ok(Rack {
+            sc,
+            hw: input.hardware,
+            q: EventQueue::new(),
+            now: 0,
+            window: Window {
+                start_ns: secs_to_ns(sc.warmup_s),
+                end_ns: secs_to_ns(sc.duration_s),
+            },
+            min_step_ns: secs_to_ns(sc.limits.min_step_s).max(1),
+            pools,
+            reqs: Slots::default(),
+            driver,
+            wl_out: Vec::new(),
+            mtp: Mtp {
+                draft_tokens,
+                mu: yield_.mean_tokens_per_step(),
+                yield_,
+                rng: stream(seed, "mtp"),
+            },
+            kv_bytes_per_token: kvb,
+            domain_gpus,
+            acc: Accounting::default(),
+            m: Metrics::new(),
+            slices: vec![Vec::new(); max_dep],
+            finished: Vec::new(),
+            loads: Vec::new(),
+            hits: Vec::new(),
+        })
+    }
+
+    fn run_loop(&mut self) -> Result<(), SimError> {
+        self.driver.start(&mut self.wl_out);
+        self.flush_workload();
+        self.q.push(self.window.start_ns.max(1), Event::Sample);
+        while let Some((key, ev)) = self.q.pop() {
+            if key.time_ns > self.window.end_ns {
+                break;
+            }
+            if key.time_ns < self.now {
+                return Err(SimError::Invariant(format!(
+                    "time ran backwards: event at {} ns after {} ns",
+                    key.time_ns, self.now
+                )));
+            }
+            self.now = key.time_ns;
+            self.acc.events += 1;
+            if self.acc.events > self.sc.limits.max_events {
+                return Err(SimError::EventLimit {
+                    limit: self.sc.limits.max_events,
+                    at_s: ns_to_secs(self.now),
+                });
+            }
+            match ev {
+                Event::Workload(w) => self.on_workload(w),
+                Event::TryStep(g) => {
+                    self.pools.group_mut(g).try_pending = false;
+                    self.try_step(g)?;
+                }
+                Event::StepDone(g) => self.on_step_done(g)?,
+                Event::TransferDone(id) => self.on_transfer_done(id),
+                Event::Sample => self.on_sample(),
+            }
+        }
+        self.acc.last_event_s = ns_to_secs(self.now);
+        Ok(())
+    }
+
+    /// Schedules the workload events the driver just produced.
+    fn flush_workload(&mut self) {
+        for (t, ev) in self.wl_out.drain(..) {
+            self.q.push(t.max(self.now), Event::Workload(ev));
+        }
+    }
+
+    /// Asks group `g` to form a step at this instant, unless it is stepping or asked.
+    pub(super) fn kick(&mut self, g: GroupId) {
+        let grp = self.pools.group_mut(g);
+        if !grp.busy && !grp.try_pending {
+            grp.try_pending = true;
+            self.q.push(self.now, Event::TryStep(g));
+        }
+    }
+
+    fn on_workload(&mut self, w: WlEvent) {
+        let nr = self.driver.on_event(self.now, w, &mut self.wl_out);
+        self.flush_workload();
+        if let Some(nr) = nr {
+            self.arrive(nr);
+        }
+    }
+
+    /// A new request: admitted to the entry pool (or dropped), placed on an instance
+    /// and rank, its cached prefix looked up there.
+    fn arrive(&mut self, nr: NewRequest) {
+        self.acc.arrived += 1;
+        self.acc.input_tokens_arrived += nr.input_tokens as u64;
+        let measured = self.window.starts_in(self.now);
+        let role = self.pools.entry();
+        let (full, kv_cap) = {
+            let pool = self.pools.pool(role);
+            (pool.full(), pool.kv_cap)
+        };
+        if self.reqs.live() >= self.sc.limits.max_live_requests || full {
+            self.drop_request(nr.origin, measured);
+            return;
+        }
+        let prewarm = nr.prewarm_tokens;
+        let req = Request::new(nr, self.now, measured);
+        if role == Role::Mixed && req.kv_need() > kv_cap {
+            self.drop_request(req.origin, measured);
+            return;
+        }
+        let id = self.reqs.alloc(req);
+        let g = self.route_prefill(role, id);
+        let cached = self.look_up_prefix(g, id, prewarm);
+        let input = self.reqs.get(id).input as u64;
+        let est = if role == Role::Prefill && self.sc.router.prefill_rank == PrefillRank::LeastCost
+        {
+            self.estimate_prefill_s(role, input - cached as u64, cached as u64)
+        } else {
+            0.0
+        };
+        let grp = self.pools.group_mut(g);
+        let r = router::prefill_rank(self.sc.router.prefill_rank, role == Role::Mixed, &grp.ranks);
+        grp.ranks[r as usize].est_load_s += est;
+        let req = self.reqs.get_mut(id);
+        req.prefill.est_s = est;
+        req.prefill.cached = cached;
+        req.prefill.group = g;
+        req.prefill.rank = r;
+        let (uncached, kv_need) = (req.uncached() as u64, req.kv_need());
+        self.pools.pool_mut(role).waiting += 1;
+        let rank = self.pools.rank_mut(g, r);
+        if role == Role::Mixed {
+            rank.pending.push_back(id);
+            rank.pending_kv += kv_need;
+            self.admit_mixed(g, r);
+        } else {
+            rank.prefill_q.push_back(id);
+            rank.prefill_tokens += uncached;
+        }
+        self.kick(g);
+    }
+
+    /// The entry pool's instance for a new request (`router::prefill_instance`).
+    fn route_prefill(&mut self, role: Role, id: ReqId) -> GroupId {
+        let pool = self.pools.pool(role);
+        let groups = self.pools.groups_of(pool);
+        let req = self.reqs.get(id);
+        self.loads.clear();
+        self.loads.extend(groups.iter().map(|g| g.prefill_load()));
+        self.hits.clear();
+        if self.sc.router.prefill == PrefillRouter::PrefixAffinity {
+            let blocks = &req.prefill.blocks;
+            self.hits.extend(
+                groups
+                    .iter()
+                    .map(|g| g.cache.as_ref().map(|c| c.peek(blocks)).unwrap_or(0)),
+            );
+        }
+        let i = router::prefill_instance(
+            &self.sc.router,
+            pool.placed,
+            req.input as u64,
+            &self.loads,
+            &self.hits,
+        );
+        let pool = self.pools.pool_mut(role);
+        pool.placed += 1;
+        GroupId(pool.groups.start + i as u32)
+    }
+
+    /// Looks the request's prompt up in group `g`'s prefix cache (after adding the
+    /// `prewarm` tokens a warm-started session brings); returns its cached tokens (at
+    /// most input - 1: the last token is always computed) and records the hit.
+    fn look_up_prefix(&mut self, g: GroupId, id: ReqId, prewarm: u64) -> u32 {
+        let req = self.reqs.get(id);
+        let (input, measured) = (req.input as u64, req.measured);
+        let blocks = &req.prefill.blocks;
+        let grp = &mut self.pools.groups[g.0 as usize];
+        let hit = match grp.cache.as_mut() {
+            Some(c) => {
+                if prewarm > 0 {
+                    let n = ((prewarm / BLOCK_TOKENS) as usize).min(blocks.len());
+                    c.insert(&blocks[..n]);
+                }
+                c.lookup(blocks)
+            }
+            None => Default::default(),
+        };
+        let cached = (hit.blocks * BLOCK_TOKENS).min(input - 1) as u32;
+        if measured {
+            let st = &mut self.pools.pool_of_mut(g).stats;
+            st.input_tokens_looked_up += input;
+            st.cache_hit_tokens += cached as u64;
+            st.host_hit_tokens += (hit.host_blocks * BLOCK_TOKENS).min(cached as u64);
+        }
+        cached
+    }
+
+    /// Mixed pool: reserve KV for waiting requests in order and queue their prefill.
+    pub(super) fn admit_mixed(&mut self, g: GroupId, r: u32) {
+        let cap = self.pools.pool_of(g).kv_cap;
+        loop {
+            let rank = self.pools.rank_mut(g, r);
+            let Some(&id) = rank.pending.front() else {
+                break;
+            };
+            let req = self.reqs.get_mut(id);
+            let need = req.kv_need();
+            if rank.kv_reserved + need > cap {
+                break;
+            }
+            req.decode.kv_reserved = need;
+            rank.pending.pop_front();
+            rank.pending_kv -= need;
+            rank.kv_reserved += need;
+            rank.kv_held += req.prefill.cached as u64;
+            rank.prefill_q.push_back(id);
+            rank.prefill_tokens += req.uncached() as u64;
+            self.note_kv(g, r);
+        }
+    }
+
+    /// Tells the workload a request ended (`completed` with `context` tokens, or not).
+    pub(super) fn end_in_driver(&mut self, origin: Origin, completed: bool, context: u64) {
+        self.driver
+            .on_request_end(self.now, origin, completed, context, &mut self.wl_out);
+        self.flush_workload();
+    }
+
+    /// A request that never ran is dropped.
+    pub(super) fn drop_request(&mut self, origin: Origin, measured: bool) {
+        self.acc.dropped += 1;
+        if measured {
+            self.m.dropped += 1;
+        }
+        self.end_in_driver(origin, false, 0);
+    }
+
+    /// Counts a request that completed now (`decoded`: its output was produced; else
+    /// the decode side was faked and its first token came with its prefill), records
+    /// it in the metrics and tells its workload.
+    pub(super) fn complete(&mut self, req: &Request, decoded: bool) {
+        self.acc.completed += 1;
+        self.acc.input_tokens_completed += req.input as u64;
+        if decoded {
+            self.acc.output_tokens_completed += req.output as u64;
+        }
+        self.m
+            .complete(req, decoded, self.now, &self.window, &self.sc.slo);
+        self.end_in_driver(req.origin, true, req.kv_need());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// At one instant: finished steps free capacity first, then KV arrivals, then the
+    /// workload's arrivals, the gauges, and last the groups form their next steps.
+    #[test]
+    fn events_at_one_instant_pop_in_class_order() {
+        let mut q = EventQueue::new();
+        let all = [
+            Event::TryStep(GroupId(0)),
+            Event::Sample,
+            Event::Workload(WlEvent::OpenNext),
+            Event::TransferDone(ReqId(3)),
+            Event::StepDone(GroupId(1)),
+            Event::TryStep(GroupId(2)),
+            Event::StepDone(GroupId(0)),
+        ];
+        for ev in all {
+            q.push(7, ev);
+        }
+        q.push(6, Event::TryStep(GroupId(9)));
+        let order: Vec<Event> = std::iter::from_fn(|| q.pop().map(|(_, e)| e)).collect();
+        assert_eq!(
+            order,
+            [
+                Event::TryStep(GroupId(9)),
+                Event::StepDone(GroupId(1)),
+                Event::StepDone(GroupId(0)),
+                Event::TransferDone(ReqId(3)),
+                Event::Workload(WlEvent::OpenNext),
+                Event::Sample,
+                Event::TryStep(GroupId(0)),
+                Event::TryStep(GroupId(2)),
+            ]
+        );
+    }
+}

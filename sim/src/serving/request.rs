@@ -1,0 +1,180 @@
+//! A request's life in the rack: what it asked for, its prefill state and its decode
+//! state (separate types: a request is in prefill, then in decode), and the slot store
+//! that holds the live requests (`Slots::alloc` / `Slots::release`).
+
+use super::core::Nanos;
+use super::pool::GroupId;
+use super::workload::{NewRequest, Origin};
+use std::sync::Arc;
+
+/// A live request's slot in `Slots` (reused after the request ends).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct ReqId(pub u32);
+
+pub(crate) struct Request {
+    pub origin: Origin,
+    pub arrival_ns: Nanos,
+    /// Arrived inside the measured window (`Window::starts_in`): its latencies are
+    /// recorded if it completes by the window's end.
+    pub measured: bool,
+    pub input: u32,
+    pub output: u32,
+    pub prefill: PrefillState,
+    pub decode: DecodeState,
+}
+
+/// Where the request's prompt is computed, and how far.
+pub(crate) struct PrefillState {
+    /// The prompt's block identities, until its prefill is done (then dropped, so the
+    /// session can extend its list in place for the next turn).
+    pub blocks: Arc<Vec<u64>>,
+    /// Leading input tokens the instance's prefix cache held at arrival.
+    pub cached: u32,
+    /// Uncached tokens computed so far.
+    pub computed: u32,
+    pub done: bool,
+    pub group: GroupId,
+    pub rank: u32,
+    /// The cost model's time for this prefill alone (`PrefillRank::LeastCost`; else 0).
+    pub est_s: f64,
+}
+
+/// Where the request decodes, and how far.
+#[derive(Default)]
+pub(crate) struct DecodeState {
+    pub group: GroupId,
+    pub rank: u32,
+    /// KV tokens reserved on the decode rank (input + output), 0 until admitted.
+    pub kv_reserved: u64,
+    pub generated: u32,
+    pub first_token_ns: Option<Nanos>,
+    pub last_token_ns: Nanos,
+    /// In a decode batch: since the group's decode step `join_step`, in context piece
+    /// `piece`.
+    pub running: bool,
+    pub join_step: u64,
+    pub piece: u32,
+}
+
+impl Request {
+    /// A request the workload created at `now`.
+    pub fn new(nr: NewRequest, now: Nanos, measured: bool) -> Self {
+        Request {
+            origin: nr.origin,
+            arrival_ns: now,
+            measured,
+            input: nr.input_tokens,
+            output: nr.output_tokens,
+            prefill: PrefillState {
+                blocks: nr.blocks,
+                cached: 0,
+                computed: 0,
+                done: false,
+                group: GroupId(0),
+                rank: 0,
+                est_s: 0.0,
+            },
+            decode: DecodeState::default(),
+        }
+    }
+
+    /// Input tokens its prefill computes (those not found in the prefix cache).
+    pub fn uncached(&self) -> u32 {
+        self.input - self.prefill.cached
+    }
+
+    /// KV tokens the request holds at most: its input and its whole output.
+    pub fn kv_need(&self) -> u64 {
+        self.input as u64 + self.output as u64
+    }
+}
+
+/// The live requests, by slot; freed slots are reused.
+#[derive(Default)]
+pub(crate) struct Slots {
+    reqs: Vec<Option<Request>>,
+    free: Vec<u32>,
+    live: u64,
+}
+
+impl Slots {
+    pub fn alloc(&mut self, r: Request) -> ReqId {
+        self.live += 1;
+        match self.free.pop() {
+            Some(s) => {
+                self.reqs[s as usize] = Some(r);
+                ReqId(s)
+            }
+            None => {
+                self.reqs.push(Some(r));
+                ReqId((self.reqs.len() - 1) as u32)
+            }
+        }
+    }
+
+    /// Takes a request out of its slot (the counterpart of `alloc`).
+    pub fn release(&mut self, id: ReqId) -> Request {
+        let req = self.reqs[id.0 as usize].take().expect("live request");
+        self.free.push(id.0);
+        self.live -= 1;
+        req
+    }
+
+    pub fn get(&self, id: ReqId) -> &Request {
+        self.reqs[id.0 as usize].as_ref().expect("live request")
+    }
+
+    pub fn get_mut(&mut self, id: ReqId) -> &mut Request {
+        self.reqs[id.0 as usize].as_mut().expect("live request")
+    }
+
+    /// Requests alive now.
+    pub fn live(&self) -> u64 {
+        self.live
+    }
+
+    /// The live requests in slot order.
+    pub fn iter(&self) -> impl Iterator<Item = (ReqId, &Request)> {
+        self.reqs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| r.as_ref().map(|r| (ReqId(i as u32), r)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(input: u32) -> Request {
+        Request::new(
+            NewRequest {
+                input_tokens: input,
+                output_tokens: 1,
+                blocks: Arc::default(),
+                origin: Origin::Open,
+                prewarm_tokens: 0,
+            },
+            0,
+            false,
+        )
+    }
+
+    #[test]
+    fn slots_are_reused_last_freed_first() {
+        let mut s = Slots::default();
+        let a = s.alloc(req(1));
+        let b = s.alloc(req(2));
+        let c = s.alloc(req(3));
+        assert_eq!((a, b, c), (ReqId(0), ReqId(1), ReqId(2)));
+        assert_eq!(s.release(b).input, 2);
+        assert_eq!(s.release(a).input, 1);
+        assert_eq!(s.live(), 1);
+        assert_eq!(s.alloc(req(4)), ReqId(0));
+        assert_eq!(s.alloc(req(5)), ReqId(1));
+        assert_eq!(s.alloc(req(6)), ReqId(3));
+        let inputs: Vec<u32> = s.iter().map(|(_, r)| r.input).collect();
+        assert_eq!(inputs, [4, 5, 3, 6]);
+        assert_eq!(s.get(ReqId(2)).input, 3);
+    }
+}

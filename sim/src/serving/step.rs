@@ -1,0 +1,446 @@
+//! A group's steps: forming one (requests joining the batch, prefill chunks, the
+//! decode batch priced as pieces), and applying one that finished (prefill progress,
+//! first tokens, inter-token gaps, requests whose last step it was).
+
+use super::config::Mode;
+use super::core::secs_to_ns;
+use super::pool::{GroupId, Role};
+use super::rack::{Event, Rack};
+use super::request::{ReqId, Request};
+use super::workload::BLOCK_TOKENS;
+use super::SimError;
+use crate::cost::{Phase, ReqSlice, StepCost, StepShape};
+use std::cmp::Reverse;
+
+impl Rack<'_> {
+    /// Forms group `g`'s next step from what is ready and starts it (nothing if the
+    /// group is stepping or has nothing to do).
+    pub(super) fn try_step(&mut self, g: GroupId) -> Result<(), SimError> {
+        let grp = self.pools.group(g);
+        if grp.busy {
+            return Ok(());
+        }
+        let role = grp.role;
+        if role != Role::Prefill {
+            self.join_ready(g);
+        }
+        let mut cost = StepCost::default();
+        let prefill = role != Role::Decode && self.form_prefill(g, &mut cost);
+        let decode = role != Role::Prefill && self.form_decode(g, &mut cost);
+        self.pools.group_mut(g).decode_in_step = decode;
+        if !(prefill || decode) {
+            return Ok(());
+        }
+        self.start_step(g, &cost)
+    }
+
+    /// Requests whose KV arrived join the batch at the step boundary, while it has room.
+    fn join_ready(&mut self, g: GroupId) {
+        let max_batch = self.pools.pool_of(g).cfg.max_batch_per_rank as usize;
+        for r in 0..self.pools.group(g).ranks.len() {
+            loop {
+                let rank = &mut self.pools.group_mut(g).ranks[r];
+                if rank.dec.n as usize >= max_batch {
+                    break;
+                }
+                let Some(id) = rank.joining.pop_front() else {
+                    break;
+                };
+                self.join_decode(g, r, id);
+            }
+        }
+    }
+
+    /// The step's prefill chunks: each rank works through its queue in order within its
+    /// token and request budgets. Adds their cost; false if there are none.
+    fn form_prefill(&mut self, g: GroupId, cost: &mut StepCost) -> bool {
+        let pool = self.pools.pool_of(g);
+        let model = pool.cost;
+        let dep = pool.cfg.dep as usize;
+        let chunk_tokens = pool.cfg.chunk_tokens_per_rank;
+        let max_prefill = pool.cfg.max_prefill_requests_per_rank;
+        let mut work = std::mem::take(&mut self.pools.group_mut(g).step_prefill);
+        work.clear();
+        for r in 0..dep {
+            let slices = &mut self.slices[r];
+            slices.clear();
+            let mut budget = chunk_tokens;
+            let mut n = 0;
+            for &id in &self.pools.group(g).ranks[r].prefill_q {
+                if budget == 0 || n >= max_prefill {
+                    break;
+                }
+                let req = self.reqs.get(id);
+                let remaining = req.uncached() - req.prefill.computed;
+                if remaining == 0 {
+                    continue;
+                }
+                let chunk = remaining.min(budget);
+                slices.push(ReqSlice {
+                    new_tokens: chunk,
+                    context_tokens: req.prefill.cached as u64 + req.prefill.computed as u64,
+                    count: 1,
+                });
+                work.push((r as u32, id, chunk));
+                budget -= chunk;
+                n += 1;
+            }
+        }
+        let any = !work.is_empty();
+        if any {
+            let c = model.step(&StepShape {
+                phase: Phase::Prefill,
+                ranks: &self.slices[..dep],
+                draft_tokens: 0,
+            });
+            add_cost(cost, &c);
+        }
+        self.pools.group_mut(g).step_prefill = work;
+        any
+    }
+
+    /// The step's decode part: each piece of a rank's batch as (at most) two slices
+    /// whose contexts sum exactly to the piece's. Adds its cost; false if no rank has
+    /// a running request.
+    fn form_decode(&mut self, g: GroupId, cost: &mut StepCost) -> bool {
+        let pool = self.pools.pool_of(g);
+        let model = pool.cost;
+        let dep = pool.cfg.dep as usize;
+        let grp = self.pools.group(g);
+        let step = grp.dstep;
+        let mut decode = false;
+        for r in 0..dep {
+            let slices = &mut self.slices[r];
+            slices.clear();
+            for p in &grp.ranks[r].dec.pieces {
+                if p.n == 0 {
+                    continue;
+                }
+                let total = p.context(step, self.mtp.mu);
+                let (mean, extra) = (total / p.n, total % p.n);
+                if extra > 0 {
+                    slices.push(ReqSlice {
+                        new_tokens: 1,
+                        context_tokens: mean + 1,
+                        count: extra as u32,
+                    });
+                }
+                slices.push(ReqSlice {
+                    new_tokens: 1,
+                    context_tokens: mean,
+                    count: (p.n - extra) as u32,
+                });
+            }
+            decode |= !slices.is_empty();
+        }
+        if decode {
+            let c = model.step(&StepShape {
+                phase: Phase::Decode,
+                ranks: &self.slices[..dep],
+                draft_tokens: self.mtp.draft_tokens,
+            });
+            add_cost(cost, &c);
+        }
+        decode
+    }
+
+    /// Starts a step of `cost` now; its statistics count if it lies in the window.
+    fn start_step(&mut self, g: GroupId, cost: &StepCost) -> Result<(), SimError> {
+        let pool = self.pools.pool_of_mut(g);
+        if !(cost.step_s.is_finite() && cost.step_s >= 0.0) {
+            return Err(SimError::BadCost {
+                pool: pool.name,
+                step_s: cost.step_s,
+            });
+        }
+        let dur = secs_to_ns(cost.step_s).max(self.min_step_ns);
+        let end = self.now.saturating_add(dur);
+        if self.window.holds(self.now, end) {
+            let st = &mut pool.stats;
+            st.steps += 1;
+            st.step_s += cost.step_s;
+            st.balanced_s += cost.balanced_step_s.min(cost.step_s);
+            for (a, b) in st.op_s.iter_mut().zip(cost.op_s.iter()) {
+                *a += *b;
+            }
+            st.busy_ns += dur;
+        }
+        self.pools.group_mut(g).busy = true;
+        self.q.push(end, Event::StepDone(g));
+        Ok(())
+    }
+
+    /// The cost model's time for a prefill alone on one rank of the `role` pool's group.
+    pub(super) fn estimate_prefill_s(&mut self, role: Role, uncached: u64, cached: u64) -> f64 {
+        let pool = self.pools.pool(role);
+        let dep = pool.cfg.dep as usize;
+        for s in &mut self.slices[..dep] {
+            s.clear();
+        }
+        self.slices[0].push(ReqSlice {
+            new_tokens: uncached.min(u32::MAX as u64) as u32,
+            context_tokens: cached,
+            count: 1,
+        });
+        let c = pool.cost.step(&StepShape {
+            phase: Phase::Prefill,
+            ranks: &self.slices[..dep],
+            draft_tokens: 0,
+        });
+        if c.step_s.is_finite() && c.step_s > 0.0 {
+            c.step_s
+        } else {
+            0.0
+        }
+    }
+
+    /// A request joins rank `r`'s running batch at the group's current decode step:
+    /// its steps are drawn now, and it finishes at the end of the last of them.
+    fn join_decode(&mut self, g: GroupId, r: usize, id: ReqId) {
+        let step = self.pools.group(g).dstep;
+        let req = self.reqs.get_mut(id);
+        let (input, output, measured) = (req.input as u64, req.output, req.measured);
+        let steps = self.mtp.yield_.steps_for(output, &mut self.mtp.rng) as u64;
+        let piece = self
+            .pools
+            .pool_of(g)
+            .breakpoints
+            .partition_point(|&b| b <= input) as u32;
+        req.decode.running = true;
+        req.decode.join_step = step;
+        req.decode.piece = piece;
+        let grp = self.pools.group_mut(g);
+        let rank = &mut grp.ranks[r];
+        rank.kv_held -= input;
+        let d = &mut rank.dec;
+        d.n += 1;
+        d.measured += measured as u32;
+        d.reserved += input + output as u64;
+        let p = &mut d.pieces[piece as usize];
+        p.n += 1;
+        p.input += input;
+        p.join_steps += step;
+        grp.finishing.push(Reverse((step + steps - 1, id)));
+        grp.joined.push(id);
+    }
+
+    /// Group `g`'s step ended now: apply its prefill and decode progress, then form the
+    /// next one.
+    pub(super) fn on_step_done(&mut self, g: GroupId) -> Result<(), SimError> {
+        self.pools.group_mut(g).busy = false;
+        let in_window = self.window.ends_in(self.now);
+        self.prefill_progress(g, in_window)?;
+        if self.pools.group(g).decode_in_step {
+            self.decode_progress(g, in_window)?;
+        }
+        self.kick(g);
+        Ok(())
+    }
+
+    /// The step's prefill chunks are computed; requests whose prompt is done move on.
+    fn prefill_progress(&mut self, g: GroupId, in_window: bool) -> Result<(), SimError> {
+        let role = self.pools.group(g).role;
+        let work = std::mem::take(&mut self.pools.group_mut(g).step_prefill);
+        let mut finished = std::mem::take(&mut self.finished);
+        finished.clear();
+        for &(r, id, chunk) in &work {
+            let req = self.reqs.get_mut(id);
+            req.prefill.computed += chunk;
+            let done = req.prefill.computed == req.uncached();
+            let cached = req.prefill.cached as u64;
+            let rank = self.pools.rank_mut(g, r);
+            rank.prefill_tokens -= chunk as u64;
+            if role == Role::Mixed {
+                rank.kv_held += chunk as u64;
+            }
+            self.acc.uncached_tokens_prefilled += chunk as u64;
+            if done {
+                self.acc.cached_tokens_credited += cached;
+                finished.push((r, id));
+            }
+            if in_window {
+                let st = &mut self.pools.pool_mut(role).stats;
+                st.uncached_tokens += chunk as u64;
+                if done {
+                    st.cached_tokens += cached;
+                }
+            }
+        }
+        self.pools.group_mut(g).step_prefill = work;
+        for &(r, id) in &finished {
+            self.prefill_done(g, r, id)?;
+        }
+        self.finished = finished;
+        if role == Role::Mixed {
+            for r in 0..self.pools.group(g).ranks.len() as u32 {
+                self.note_kv(g, r);
+            }
+        }
+        Ok(())
+    }
+
+    /// A request's prompt is computed on rank `r` of group `g`: its blocks enter the
+    /// instance's prefix cache, and it goes to decode (or completes, prefill-only).
+    fn prefill_done(&mut self, g: GroupId, r: u32, id: ReqId) -> Result<(), SimError> {
+        let req = self.reqs.get_mut(id);
+        let rank = self.pools.rank_mut(g, r);
+        rank.prefill_q.retain(|&s| s != id);
+        rank.est_load_s = (rank.est_load_s - req.prefill.est_s).max(0.0);
+        // Only full blocks are reusable: a partial last block's identity would also
+        // name the full block a longer prompt has there. The whole prompt is written
+        // (the cached prefix was just used too, so it is stamped again; a radix walk,
+        // not a per-block cost). Then the request drops its share of the blocks, so
+        // the session can extend its list in place for the next turn.
+        let blocks = std::mem::take(&mut req.prefill.blocks);
+        let full = ((req.input as u64 / BLOCK_TOKENS) as usize).min(blocks.len());
+        if let Some(c) = self.pools.group_mut(g).cache.as_mut() {
+            c.insert(&blocks[..full]);
+        }
+        drop(blocks);
+        req.prefill.done = true;
+        let role = self.pools.group(g).role;
+        self.pools.pool_mut(role).waiting -= 1;
+        if role == Role::Mixed {
+            req.decode.group = g;
+            req.decode.rank = r;
+            self.pools.rank_mut(g, r).joining.push_back(id);
+        } else if self.sc.serving.mode == Mode::PrefillOnly {
+            // The faked decode side ends the request with its first token: its output
+            // is not produced or counted, but its session continues as if it were.
+            let req = self.reqs.release(id);
+            self.complete(&req, false);
+        } else {
+            self.route_decode(id);
+        }
+        Ok(())
+    }
+
+    /// The step's decode progress: first tokens of the requests that joined it, the
+    /// inter-token gap of every other measured request, and the requests whose last
+    /// step it was; then ranks admit what now fits.
+    fn decode_progress(&mut self, g: GroupId, in_window: bool) -> Result<(), SimError> {
+        let now = self.now;
+        let grp = self.pools.group_mut(g);
+        let step = grp.dstep;
+        if in_window && grp.window_first_step.is_none() {
+            grp.window_first_step = Some(step);
+        }
+        let prev_end = std::mem::replace(&mut grp.last_decode_end_ns, now);
+        let measured: u64 = grp.ranks.iter().map(|r| r.dec.measured as u64).sum();
+        let mut joined_measured = 0u64;
+        for &id in &grp.joined {
+            let req = self.reqs.get_mut(id);
+            req.decode.first_token_ns = Some(now);
+            joined_measured += req.measured as u64;
+        }
+        grp.joined.clear();
+        if in_window {
+            self.m
+                .itl_ms
+                .record_n((now - prev_end) as f64 / 1e6, measured - joined_measured);
+        }
+        while let Some(&Reverse((last, id))) = self.pools.group(g).finishing.peek() {
+            if last > step {
+                break;
+            }
+            self.pools.group_mut(g).finishing.pop();
+            self.finish(id, g)?;
+        }
+        let grp = self.pools.group_mut(g);
+        grp.dstep += 1;
+        let role = grp.role;
+        for r in 0..grp.ranks.len() as u32 {
+            self.note_kv(g, r);
+            if role == Role::Mixed {
+                self.admit_mixed(g, r);
+            } else {
+                self.admit_decode(g, r);
+            }
+        }
+        Ok(())
+    }
+
+    /// Decode steps a running request has completed, and how many of them ended in the
+    /// measured window, with its group's step counter at `done_steps`.
+    fn decode_steps(&self, req: &Request, done_steps: u64) -> (u64, u64) {
+        let grp = self.pools.group(req.decode.group);
+        let steps = done_steps - req.decode.join_step;
+        let in_window = grp.window_first_step.map_or(0, |w| {
+            done_steps.saturating_sub(w.max(req.decode.join_step))
+        });
+        (steps, in_window)
+    }
+
+    /// Takes a running request out of its rank's batch; its `generated` tokens (of
+    /// `steps` decode steps, `in_window` of them in the measured window) count as
+    /// emitted, the window's share of them in the pool's throughput.
+    fn leave_batch(&mut self, id: ReqId, steps: u64, in_window: u64) {
+        let q = self.reqs.get_mut(id);
+        q.decode.running = false;
+        let (input, output, generated) =
+            (q.input as u64, q.output as u64, q.decode.generated as u64);
+        let d = &mut self.pools.rank_mut(q.decode.group, q.decode.rank).dec;
+        d.n -= 1;
+        d.measured -= q.measured as u32;
+        d.reserved -= input + output;
+        let p = &mut d.pieces[q.decode.piece as usize];
+        p.n -= 1;
+        p.input -= input;
+        p.join_steps -= q.decode.join_step;
+        self.acc.output_tokens_emitted += generated;
+        self.m.mtp_steps += steps;
+        self.m.mtp_tokens += generated;
+        if let Some(counted) = (generated * in_window).checked_div(steps) {
+            self.pools.pool_of_mut(q.decode.group).stats.output_tokens += counted;
+        }
+    }
+
+    /// A request's last decode step (in group `g`) ended now.
+    fn finish(&mut self, id: ReqId, g: GroupId) -> Result<(), SimError> {
+        let done_steps = self.pools.group(g).dstep + 1;
+        let (steps, in_window) = self.decode_steps(self.reqs.get(id), done_steps);
+        let req = self.reqs.get_mut(id);
+        req.decode.generated = req.output;
+        req.decode.last_token_ns = self.now;
+        self.leave_batch(id, steps, in_window);
+        let req = self.reqs.release(id);
+        if !req.prefill.done || req.decode.group != g {
+            return Err(SimError::Invariant(format!(
+                "request finished in group {} but decoded in group {} (prefill done: {})",
+                g.0, req.decode.group.0, req.prefill.done
+            )));
+        }
+        self.pools.rank_mut(g, req.decode.rank).kv_reserved -= req.decode.kv_reserved;
+        self.complete(&req, true);
+        Ok(())
+    }
+
+    /// At the end of the run: requests still decoding leave their batches with the
+    /// expected yield of the steps they ran.
+    pub(super) fn settle_running(&mut self) {
+        let running: Vec<ReqId> = self
+            .reqs
+            .iter()
+            .filter(|(_, q)| q.decode.running)
+            .map(|(id, _)| id)
+            .collect();
+        for id in running {
+            let q = self.reqs.get(id);
+            let done_steps = self.pools.group(q.decode.group).dstep;
+            let (steps, in_window) = self.decode_steps(q, done_steps);
+            let generated = ((self.mtp.mu * steps as f64).round() as u64)
+                .min((q.output as u64).saturating_sub(1));
+            self.reqs.get_mut(id).decode.generated = generated as u32;
+            self.leave_batch(id, steps, in_window);
+        }
+    }
+}
+
+fn add_cost(acc: &mut StepCost, c: &StepCost) {
+    acc.step_s += c.step_s;
+    acc.balanced_step_s += c.balanced_step_s;
+    for (a, b) in acc.op_s.iter_mut().zip(c.op_s.iter()) {
+        *a += *b;
+    }
+    acc.tokens_processed += c.tokens_processed;
+}
