@@ -3,9 +3,11 @@
 //! models fitted from measurements (calibration profiles) both implement it.
 
 pub mod analytic;
+pub mod fitted;
 pub mod params;
 
 pub use analytic::AnalyticCostModel;
+pub use fitted::FittedCostModel;
 pub use params::{CostParams, OpRate};
 
 use serde::Serialize;

@@ -35,7 +35,7 @@ pub use config::{
     PrefillRouter, RouterConfig, ServingConfig, ServingScenario, SloConfig,
 };
 pub use price::{Money, PriceConfig, PriceSheet, TokenPrices, UsdPerMTokens};
-pub use rack::SimInput;
+pub use rack::{SimInput, SimStep};
 pub use report::{Accounting, PoolReport, Report, Throughput, TokenMix};
 pub use stats::{LogHistogram, Summary};
 pub use workload::{
@@ -71,4 +71,13 @@ pub enum SimError {
 /// non-finite step cost or the event limit; never panics on user input.
 pub fn simulate(input: &SimInput<'_>, seed: u64) -> Result<Report, SimError> {
     rack::run(input, seed)
+}
+
+/// [`simulate`], also returning every step the groups started (memory grows with the
+/// run: meant for short runs compared step by step, as `twin validate live` does).
+pub fn simulate_with_steps(
+    input: &SimInput<'_>,
+    seed: u64,
+) -> Result<(Report, Vec<SimStep>), SimError> {
+    rack::run_with_steps(input, seed)
 }

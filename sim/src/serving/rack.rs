@@ -116,6 +116,23 @@ pub(crate) struct Rack<'a> {
     /// Scratch: the prefill router's view of each instance.
     pub loads: Vec<u64>,
     pub hits: Vec<u64>,
+    /// Every step started, when the caller asked for them (`simulate_with_steps`).
+    pub steps: Option<Vec<SimStep>>,
+}
+
+/// One step of a group, as [`super::simulate_with_steps`] records it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SimStep {
+    /// `prefill`, `decode` or `mixed` (the pool's name).
+    pub pool: &'static str,
+    pub group: u32,
+    pub start_s: f64,
+    pub step_s: f64,
+    /// Prefill tokens and chunks in the step, all ranks.
+    pub prefill_tokens: u64,
+    pub prefill_chunks: u32,
+    /// Requests in the decode batch, all ranks.
+    pub decode_requests: u32,
 }
 
 /// Runs one simulation; see the module docs for the model.
@@ -128,6 +145,23 @@ pub(crate) fn run(input: &SimInput<'_>, seed: u64) -> Result<Report, SimError> {
     let mut rack = Rack::new(input, seed)?;
     rack.run_loop()?;
     Ok(rack.into_report(input, seed))
+}
+
+/// [`run`], also returning every step started.
+pub(crate) fn run_with_steps(
+    input: &SimInput<'_>,
+    seed: u64,
+) -> Result<(Report, Vec<SimStep>), SimError> {
+    let mut problems = input.scenario.problems();
+    problems.extend(input.workload.problems());
+    if !problems.is_empty() {
+        return Err(SimError::InvalidScenario(problems));
+    }
+    let mut rack = Rack::new(input, seed)?;
+    rack.steps = Some(Vec::new());
+    rack.run_loop()?;
+    let steps = rack.steps.take().unwrap_or_default();
+    Ok((rack.into_report(input, seed), steps))
 }
 
 /// The MTP draft tokens and acceptance rates: the scenario's, else the model's.
@@ -201,6 +235,7 @@ impl<'a> Rack<'a> {
             m: Metrics::new(),
             slices: vec![Vec::new(); max_dep],
             finished: Vec::new(),
+            steps: None,
             loads: Vec::new(),
             hits: Vec::new(),
         })
