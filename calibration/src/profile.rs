@@ -46,6 +46,9 @@ pub struct Profile {
     /// Ops with measurements that could not be fitted, and why.
     #[serde(default)]
     pub skipped: BTreeMap<String, String>,
+    /// Fits of the live engine's ops, per static key (`calibrate --plan live`).
+    #[serde(default)]
+    pub live: BTreeMap<String, crate::live::LiveFit>,
 }
 
 /// SHA-256 of a file, lowercase hex.
@@ -124,7 +127,9 @@ impl Profile {
                 continue;
             }
             if !fitted.contains(op) {
-                skipped.insert(op.to_string(), "no fit family for this op".to_string());
+                if engine::op::op_info(op).is_none_or(|o| o.role != engine::OpRole::Live) {
+                    skipped.insert(op.to_string(), "no fit family for this op".to_string());
+                }
                 continue;
             }
             match fit_op(op, rs) {
@@ -158,7 +163,9 @@ impl Profile {
                 }
             }
         }
-        if ops.is_empty() {
+        let (live, live_skipped) = crate::live::fit_live(rows);
+        skipped.extend(live_skipped);
+        if ops.is_empty() && live.is_empty() {
             let why: Vec<String> = skipped.iter().map(|(k, v)| format!("{k}: {v}")).collect();
             return Err(CalibrationError::NothingFitted(if why.is_empty() {
                 "only reference measurements".into()
@@ -182,6 +189,7 @@ impl Profile {
             reference,
             ops,
             skipped,
+            live,
         })
     }
 

@@ -41,6 +41,17 @@ pub struct CalibrateArgs {
     /// Output directory for measurements.csv and profile.toml.
     #[arg(long, required = true)]
     pub out: Option<PathBuf>,
+    /// `live`: measure the live engine's own ops at the shapes of `--model` (what
+    /// `twin validate live` prices a run of that model with) instead of the default
+    /// plan.
+    #[arg(long, value_parser = ["default", "live"], default_value = "default")]
+    pub plan: String,
+    /// Model of the live plan (`twin list`), e.g. cpu-live-moe.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Live plan: ranks of the DEP group the model runs on (adds the exchange op).
+    #[arg(long, default_value_t = 1)]
+    pub dep: usize,
 }
 
 #[derive(clap::Subcommand, Debug, Clone)]
@@ -95,7 +106,23 @@ fn measure(args: &CalibrateArgs) -> Result<()> {
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let csv = out.join("measurements.csv");
     let mut log = MeasurementLog::open(&csv, &info.device)?;
-    let points = plan(device, size, ops.as_deref());
+    let points = if args.plan == "live" {
+        let name = args
+            .model
+            .as_deref()
+            .context("--plan live needs --model MODEL (the model whose ops to measure)")?;
+        let model = crate::scenario::load_model(name, &[])?;
+        let lm = sim::cost::fitted::LiveModel::from_model(&model, live::model::PAGE_TOKENS)
+            .map_err(|e| anyhow!("model {name}: {}", e.join("; ")))?;
+        let drafts = model.mtp.as_ref().map_or(0, |m| m.draft_tokens);
+        let mut p = calibration::live::plan_live(&lm, args.dep, drafts, size);
+        // The reference peaks first, as in the default plan.
+        let mut refs = plan(device, size, Some(&["ref_stream_read", "ref_gemm"]));
+        refs.append(&mut p);
+        refs
+    } else {
+        plan(device, size, ops.as_deref())
+    };
     let todo: Vec<_> = points
         .iter()
         .filter(|o| !log.contains(&o.point()))
@@ -183,6 +210,26 @@ fn print_summary(p: &Profile, path: &Path) {
     }
     for (op, why) in &p.skipped {
         println!("skipped {op}: {why}");
+    }
+    if !p.live.is_empty() {
+        println!("live-engine ops (t = c0 + c1 x var1 + ..., per static key):");
+        for (key, f) in &p.live {
+            let terms: Vec<String> = std::iter::once(format!("{:.3e}", f.coefficients_s[0]))
+                .chain(
+                    f.vars
+                        .iter()
+                        .zip(&f.coefficients_s[1..])
+                        .map(|(v, c)| format!("{c:.3e} x {v}")),
+                )
+                .collect();
+            println!(
+                "  {key:<44} {:>3} pts  MAPE {:>5.1}%  LOO {:>5.1}%  t = {}",
+                f.points,
+                100.0 * f.mape,
+                100.0 * f.loo_mape,
+                terms.join(" + ")
+            );
+        }
     }
     // What the cost model would use: fractions of this device's measured peaks.
     let base = sim::cost::CostParams::default();

@@ -2,9 +2,11 @@
 
 pub mod calibrate;
 pub mod forward;
+pub mod live;
 pub mod simulate;
 pub mod sweep;
 pub mod validate;
+pub mod validate_live;
 
 use crate::scenario::{embedded_names, Kind, Set};
 use anyhow::{anyhow, bail, Result};

@@ -149,7 +149,7 @@ pub fn resolve_args(args: &SimulateArgs) -> Result<Resolved> {
     })
 }
 
-fn read_trace(args: &SimulateArgs, workload: &WorkloadConfig) -> Result<Vec<TraceRecord>> {
+pub fn read_trace(args: &SimulateArgs, workload: &WorkloadConfig) -> Result<Vec<TraceRecord>> {
     match (&workload.trace, &args.trace) {
         (Some(_), Some(path)) => {
             let file = std::fs::File::open(path).with_context(|| format!("cannot open trace `{path}`"))?;
@@ -167,23 +167,26 @@ fn read_trace(args: &SimulateArgs, workload: &WorkloadConfig) -> Result<Vec<Trac
     }
 }
 
+/// The analytic cost models of a resolved scenario's prefill and decode pools.
+pub fn pool_costs(r: &Resolved) -> (AnalyticCostModel, AnalyticCostModel) {
+    let sc = &r.scenario;
+    let pool = |p: &sim::serving::PoolConfig| {
+        AnalyticCostModel::new(
+            r.hardware.clone(),
+            r.model.clone(),
+            p.layout(),
+            r.params.clone(),
+        )
+    };
+    (pool(&sc.serving.prefill), pool(&sc.serving.decode))
+}
+
 /// Resolves and runs the scenario; returns the report with its resolved inputs.
 pub fn execute(args: &SimulateArgs) -> Result<(Resolved, sim::serving::Report, usize)> {
     let r = resolve_args(args)?;
     let trace = read_trace(args, &r.workload)?;
     let sc = &r.scenario;
-    let prefill_cost = AnalyticCostModel::new(
-        r.hardware.clone(),
-        r.model.clone(),
-        sc.serving.prefill.layout(),
-        r.params.clone(),
-    );
-    let decode_cost = AnalyticCostModel::new(
-        r.hardware.clone(),
-        r.model.clone(),
-        sc.serving.decode.layout(),
-        r.params.clone(),
-    );
+    let (prefill_cost, decode_cost) = pool_costs(&r);
     let input = SimInput {
         scenario: sc,
         workload: &r.workload,

@@ -53,6 +53,11 @@ pub enum ValidateWhat {
         #[arg(long)]
         json: bool,
     },
+    /// A live run (`twin live --out DIR`) against twin's prediction of it.
+    Live(super::validate_live::LiveValidateArgs),
+    /// A vLLM `bench serve` result (saved with per-request details) against twin's
+    /// prediction of it.
+    Bench(super::validate_live::BenchValidateArgs),
 }
 
 /// One row of a published-figures table.
@@ -633,13 +638,17 @@ pub fn evaluate_table(rows: &[Row], simulate: bool) -> Result<Vec<Outcome>> {
 }
 
 pub fn run(args: &ValidateArgs) -> Result<()> {
-    let ValidateWhat::Published {
-        file,
-        fit: do_fit,
-        write,
-        simulate,
-        json,
-    } = &args.what;
+    let (file, do_fit, write, simulate, json) = match &args.what {
+        ValidateWhat::Published {
+            file,
+            fit,
+            write,
+            simulate,
+            json,
+        } => (file, fit, write, simulate, json),
+        ValidateWhat::Live(a) => return super::validate_live::run_live(a),
+        ValidateWhat::Bench(a) => return super::validate_live::run_bench(a),
+    };
     let (origin, rows) = read_table(file.as_deref())?;
     if *do_fit {
         let fitted = fit(&rows, *simulate)?;

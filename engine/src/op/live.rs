@@ -629,7 +629,7 @@ pub fn measure_on(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::op::OpSpec;
     use crate::serve::device::CpuDevice;

@@ -344,6 +344,98 @@ impl OpSpec {
     }
 }
 
+impl OpSpec {
+    /// The spec a CSV point describes, for the live model's ops and the ops they share
+    /// with calibration (attention, copy); `None` for other ops or a malformed shape.
+    pub fn from_point(p: &Point) -> Option<OpSpec> {
+        let kv: std::collections::HashMap<&str, &str> = p
+            .shape
+            .split(';')
+            .filter_map(|x| x.split_once('='))
+            .collect();
+        let n = |k: &str| kv.get(k).and_then(|v| v.parse::<usize>().ok());
+        let attn = |mode| {
+            Some(OpSpec::Attention(AttnShape {
+                mode,
+                batch: n("batch")?,
+                heads: n("heads")?,
+                dim: n("dim")?,
+                context: n("context")?,
+                page: n("page")?,
+                new_tokens: n("new").unwrap_or(1),
+                copies: n("copies"),
+            }))
+        };
+        use kernels::AttnModeKind as M;
+        Some(match p.op.as_str() {
+            "attn_dense" => return attn(M::Dense),
+            "attn_sparse" => return attn(M::Sparse(n("topk")?)),
+            "attn_window" => return attn(M::Window(n("window")?)),
+            "copy" => OpSpec::AllToAll(CopyShape {
+                bytes: n("bytes")? as u64,
+                peers: n("peers")?,
+            }),
+            "linear" => OpSpec::Linear(LinearShape {
+                dtype: kernels::WeightDtype::parse(&p.dtype)?,
+                n: n("n")?,
+                k: n("k")?,
+                groups: n("groups")?,
+                rows: n("rows")?,
+                experts: n("experts")?,
+                copies: n("copies")?,
+            }),
+            "rmsnorm" => OpSpec::Rmsnorm(NormShape {
+                rows: n("rows")?,
+                dim: n("dim")?,
+                residual: n("residual")?,
+            }),
+            "swiglu" => OpSpec::Swiglu(SwigluShape {
+                rows: n("rows")?,
+                ffn: n("ffn")?,
+            }),
+            "gate_topk" => OpSpec::GateTopk(GateShape {
+                rows: n("rows")?,
+                experts: n("experts")?,
+                topk: n("topk")?,
+            }),
+            "gather_rows" => OpSpec::GatherRows(GatherRowsShape {
+                rows: n("rows")?,
+                dim: n("dim")?,
+                table_rows: n("table_rows")?,
+            }),
+            "moe_combine" => OpSpec::MoeCombine(CombineShape {
+                rows: n("rows")?,
+                topk: n("topk")?,
+                dim: n("dim")?,
+            }),
+            "add" => OpSpec::Add(AddShape {
+                rows: n("rows")?,
+                dim: n("dim")?,
+            }),
+            "kv_write" => OpSpec::KvWrite(KvWriteShape {
+                rows: n("rows")?,
+                dim: n("dim")?,
+                slots: n("slots")?,
+            }),
+            "argmax" => OpSpec::Argmax(ArgmaxShape {
+                rows: n("rows")?,
+                n: n("n")?,
+            }),
+            "indexer_paged" => OpSpec::IndexerPaged(IndexerPagedShape {
+                requests: n("requests")?,
+                new_tokens: n("new")?,
+                context: n("context")?,
+                heads: n("heads")?,
+                dim: n("dim")?,
+                topk: n("topk")?,
+                page: n("page")?,
+                copies: n("copies")?,
+            }),
+            _ => return None,
+        })
+    }
+}
+
 /// Identity of a measurement point: what the CSV's `op`, `shape`, `dtype` columns hold.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Point {
@@ -440,6 +532,38 @@ mod tests {
         ));
         assert_eq!(s.name(), "attn_sparse");
         assert!(s.point().shape.ends_with("topk=2048"));
+    }
+
+    #[test]
+    fn live_points_parse_back_to_their_specs() {
+        let mut specs = live::tests::tiny_live_ops();
+        specs.push(OpSpec::Attention(AttnShape {
+            mode: AttnModeKind::Window(16),
+            batch: 2,
+            heads: 4,
+            dim: 64,
+            context: 100,
+            page: 16,
+            new_tokens: 3,
+            copies: Some(4),
+        }));
+        specs.push(OpSpec::Attention(AttnShape::decode(
+            AttnModeKind::Sparse(8),
+            1,
+            2,
+            64,
+            50,
+            16,
+        )));
+        specs.push(OpSpec::AllToAll(CopyShape {
+            bytes: 4096,
+            peers: 1,
+        }));
+        for s in specs {
+            assert_eq!(OpSpec::from_point(&s.point()), Some(s.clone()), "{s:?}");
+        }
+        let gemm = OpSpec::Gemm(GemmShape { m: 1, n: 1, k: 1 });
+        assert_eq!(OpSpec::from_point(&gemm.point()), None);
     }
 
     #[test]

@@ -93,12 +93,18 @@ impl LiveModel {
                 AttentionKind::Sparse => LiveAttn::Sparse,
                 AttentionKind::Window => LiveAttn::Window,
                 AttentionKind::Compressed => {
-                    p.push(format!("layer {}: compressed attention is not supported by the live engine", l.index));
+                    p.push(format!(
+                        "layer {}: compressed attention is not supported by the live engine",
+                        l.index
+                    ));
                     LiveAttn::Dense
                 }
             };
             if l.compress_ratio != 1 {
-                p.push(format!("layer {}: compress_ratio {} (the live engine caches every token)", l.index, l.compress_ratio));
+                p.push(format!(
+                    "layer {}: compress_ratio {} (the live engine caches every token)",
+                    l.index, l.compress_ratio
+                ));
             }
             layers.push(LiveLayer {
                 attention,
@@ -107,12 +113,17 @@ impl LiveModel {
                 moe: l.ffn == FfnKind::Moe,
             });
         }
-        let dt = m.moe.as_ref().map_or(m.attention.weight_dtype, |x| x.weight_dtype);
+        let dt = m
+            .moe
+            .as_ref()
+            .map_or(m.attention.weight_dtype, |x| x.weight_dtype);
         let dtype = match dt.name() {
             "bf16" => "bf16",
             "fp8" => "fp8",
             other => {
-                p.push(format!("weight dtype {other}: the live engine's linear kernels take bf16 or fp8"));
+                p.push(format!(
+                    "weight dtype {other}: the live engine's linear kernels take bf16 or fp8"
+                ));
                 "bf16"
             }
         };
@@ -160,7 +171,13 @@ impl LiveModel {
         self.layers
             .iter()
             .map(|l| {
-                self.latent + 4 + if l.has_indexer { self.indexer.map_or(0, |i| i.1 + 4) } else { 0 }
+                self.latent
+                    + 4
+                    + if l.has_indexer {
+                        self.indexer.map_or(0, |i| i.1 + 4)
+                    } else {
+                        0
+                    }
             })
             .sum()
     }
@@ -222,13 +239,22 @@ impl std::str::FromStr for CallKey {
         let mut parts = s.split_whitespace();
         let head = parts.next().ok_or("empty op key")?;
         let (op, dtype) = match head.split_once('[') {
-            Some((op, rest)) => (op, rest.strip_suffix(']').ok_or_else(|| format!("bad op key {s:?}"))?),
+            Some((op, rest)) => (
+                op,
+                rest.strip_suffix(']')
+                    .ok_or_else(|| format!("bad op key {s:?}"))?,
+            ),
             None => (head, ""),
         };
         let mut key = Vec::new();
         for kv in parts {
-            let (k, v) = kv.split_once('=').ok_or_else(|| format!("bad op key {s:?}"))?;
-            key.push((k.to_string(), v.parse().map_err(|_| format!("bad op key {s:?}"))?));
+            let (k, v) = kv
+                .split_once('=')
+                .ok_or_else(|| format!("bad op key {s:?}"))?;
+            key.push((
+                k.to_string(),
+                v.parse().map_err(|_| format!("bad op key {s:?}"))?,
+            ));
         }
         Ok(CallKey {
             op: op.to_string(),
@@ -238,7 +264,12 @@ impl std::str::FromStr for CallKey {
     }
 }
 
-fn call(op: &'static str, dtype: &'static str, key: &[(&'static str, u64)], vars: &[(&'static str, u64)]) -> LiveCall {
+fn call(
+    op: &'static str,
+    dtype: &'static str,
+    key: &[(&'static str, u64)],
+    vars: &[(&'static str, u64)],
+) -> LiveCall {
     LiveCall {
         op,
         dtype,
@@ -267,10 +298,18 @@ struct RankRows {
 impl LiveModel {
     fn rank_rows(&self, slices: &[super::ReqSlice], decode: bool, drafts: u32) -> RankRows {
         let topk = self.indexer.map_or(u64::MAX, |i| i.2 as u64);
-        let w = if self.window > 0 { self.window as u64 } else { u64::MAX };
+        let w = if self.window > 0 {
+            self.window as u64
+        } else {
+            u64::MAX
+        };
         let mut r = RankRows::default();
         for s in slices {
-            let new = if decode { 1 + drafts as u64 } else { s.new_tokens as u64 };
+            let new = if decode {
+                1 + drafts as u64
+            } else {
+                s.new_tokens as u64
+            };
             let m = s.count as u64;
             let c = s.context_tokens;
             r.rows += m * new;
@@ -282,7 +321,12 @@ impl LiveModel {
     }
 
     fn linear(&self, n: usize, k: usize, groups: u64, rows: u64) -> LiveCall {
-        call("linear", self.dtype, &[("n", n as u64), ("k", k as u64)], &[("groups", groups), ("rows", rows)])
+        call(
+            "linear",
+            self.dtype,
+            &[("n", n as u64), ("k", k as u64)],
+            &[("groups", groups), ("rows", rows)],
+        )
     }
 
     fn rowop(op: &'static str, key: &[(&'static str, u64)], rows: u64) -> LiveCall {
@@ -290,10 +334,17 @@ impl LiveModel {
     }
 
     fn attention(&self, mode: LiveAttn, rows: u64, positions: u64) -> LiveCall {
-        let base = [("heads", self.heads as u64), ("dim", self.latent as u64), ("page", self.page as u64)];
+        let base = [
+            ("heads", self.heads as u64),
+            ("dim", self.latent as u64),
+            ("page", self.page as u64),
+        ];
         let (op, extra) = match mode {
             LiveAttn::Dense => ("attn_dense", None),
-            LiveAttn::Sparse => ("attn_sparse", Some(("topk", self.indexer.map_or(0, |i| i.2) as u64))),
+            LiveAttn::Sparse => (
+                "attn_sparse",
+                Some(("topk", self.indexer.map_or(0, |i| i.2) as u64)),
+            ),
             LiveAttn::Window => ("attn_window", Some(("window", self.window as u64))),
         };
         let mut key = base.to_vec();
@@ -309,7 +360,11 @@ impl LiveModel {
         let drafts = if decode { shape.draft_tokens } else { 0 };
         let dep = shape.ranks.len().max(1);
         let rr = self.rank_rows(&shape.ranks[rank], decode, drafts);
-        let total_rows: u64 = shape.ranks.iter().map(|s| self.rank_rows(s, decode, drafts).rows).sum();
+        let total_rows: u64 = shape
+            .ranks
+            .iter()
+            .map(|s| self.rank_rows(s, decode, drafts).rows)
+            .sum();
         let n = rr.rows;
         let (h, v) = (self.hidden as u64, self.vocab as u64);
         let hl = (self.heads * self.latent) as u64;
@@ -320,21 +375,38 @@ impl LiveModel {
         }
         for (li, l) in self.layers.iter().enumerate() {
             if n > 0 {
-                push(Op::Dense, Self::rowop("rmsnorm", &[("dim", h), ("residual", (li > 0) as u64)], n));
-                push(Op::Dense, self.linear(self.heads * self.latent, self.hidden, 1, n));
+                push(
+                    Op::Dense,
+                    Self::rowop("rmsnorm", &[("dim", h), ("residual", (li > 0) as u64)], n),
+                );
+                push(
+                    Op::Dense,
+                    self.linear(self.heads * self.latent, self.hidden, 1, n),
+                );
                 push(Op::Dense, self.linear(self.latent, self.hidden, 1, n));
-                push(Op::Attention, Self::rowop("kv_write", &[("dim", self.latent as u64)], n));
+                push(
+                    Op::Attention,
+                    Self::rowop("kv_write", &[("dim", self.latent as u64)], n),
+                );
                 if let (true, Some((ih, id, topk))) = (l.has_indexer, self.indexer) {
                     push(Op::Indexer, self.linear(ih * id, self.hidden, 1, n));
                     push(Op::Indexer, self.linear(ih, self.hidden, 1, n));
                     push(Op::Indexer, self.linear(id, self.hidden, 1, n));
-                    push(Op::Indexer, Self::rowop("kv_write", &[("dim", id as u64)], n));
+                    push(
+                        Op::Indexer,
+                        Self::rowop("kv_write", &[("dim", id as u64)], n),
+                    );
                     push(
                         Op::Indexer,
                         call(
                             "indexer_paged",
                             "",
-                            &[("heads", ih as u64), ("dim", id as u64), ("topk", topk as u64), ("page", self.page as u64)],
+                            &[
+                                ("heads", ih as u64),
+                                ("dim", id as u64),
+                                ("topk", topk as u64),
+                                ("page", self.page as u64),
+                            ],
                             &[("rows", n), ("positions", rr.dense)],
                         ),
                     );
@@ -346,17 +418,33 @@ impl LiveModel {
                 };
                 push(Op::Attention, self.attention(l.attention, n, pos));
                 if l.window_branch {
-                    push(Op::Attention, self.attention(LiveAttn::Window, n, rr.window));
+                    push(
+                        Op::Attention,
+                        self.attention(LiveAttn::Window, n, rr.window),
+                    );
                     push(Op::Attention, Self::rowop("add", &[("dim", hl)], n));
                 }
-                push(Op::Dense, self.linear(self.hidden, self.heads * self.latent, 1, n));
-                push(Op::Dense, Self::rowop("rmsnorm", &[("dim", h), ("residual", 1)], n));
+                push(
+                    Op::Dense,
+                    self.linear(self.hidden, self.heads * self.latent, 1, n),
+                );
+                push(
+                    Op::Dense,
+                    Self::rowop("rmsnorm", &[("dim", h), ("residual", 1)], n),
+                );
             }
             match (l.moe, self.moe) {
                 (true, Some((e, k, f, shared))) => {
                     if n > 0 {
                         push(Op::Moe, self.linear(e, self.hidden, 1, n));
-                        push(Op::Moe, Self::rowop("gate_topk", &[("experts", e as u64), ("topk", k as u64)], n));
+                        push(
+                            Op::Moe,
+                            Self::rowop(
+                                "gate_topk",
+                                &[("experts", e as u64), ("topk", k as u64)],
+                                n,
+                            ),
+                        );
                     }
                     if dep == 1 {
                         if n > 0 {
@@ -372,37 +460,59 @@ impl LiveModel {
                         let m = (total_rows as f64 * k as f64 / dep as f64).round() as u64;
                         // Each of the rank's experts is touched unless every row's k
                         // choices avoid it.
-                        let g = local as f64 * (1.0 - (1.0 - k as f64 / e as f64).powf(total_rows as f64));
+                        let g = local as f64
+                            * (1.0 - (1.0 - k as f64 / e as f64).powf(total_rows as f64));
                         let g = (g.round() as u64).clamp(m.min(1), (local as u64).min(m).max(1));
                         let sent = n * k as u64 * (h + 1);
-                        push(Op::Communication, call("copy", "", &[], &[("bytes", 4 * (sent + m * (h + 1)))]));
+                        push(
+                            Op::Communication,
+                            call("copy", "", &[], &[("bytes", 4 * (sent + m * (h + 1)))]),
+                        );
                         if m > 0 {
                             push(Op::Moe, self.linear(2 * f, self.hidden, g, m));
                             push(Op::Moe, Self::rowop("swiglu", &[("ffn", f as u64)], m));
                             push(Op::Moe, self.linear(self.hidden, f, g, m));
                         }
-                        push(Op::Communication, call("copy", "", &[], &[("bytes", 4 * h * (m + n * k as u64))]));
+                        push(
+                            Op::Communication,
+                            call("copy", "", &[], &[("bytes", 4 * h * (m + n * k as u64))]),
+                        );
                     }
                     if n > 0 {
                         if shared > 0 {
                             push(Op::SharedExpert, self.linear(2 * shared, self.hidden, 1, n));
-                            push(Op::SharedExpert, Self::rowop("swiglu", &[("ffn", shared as u64)], n));
+                            push(
+                                Op::SharedExpert,
+                                Self::rowop("swiglu", &[("ffn", shared as u64)], n),
+                            );
                             push(Op::SharedExpert, self.linear(self.hidden, shared, 1, n));
                         }
-                        push(Op::Moe, Self::rowop("moe_combine", &[("topk", k as u64), ("dim", h)], n));
+                        push(
+                            Op::Moe,
+                            Self::rowop("moe_combine", &[("topk", k as u64), ("dim", h)], n),
+                        );
                     }
                 }
                 _ => {
                     if n > 0 {
-                        push(Op::Dense, self.linear(2 * self.dense_ffn, self.hidden, 1, n));
-                        push(Op::Dense, Self::rowop("swiglu", &[("ffn", self.dense_ffn as u64)], n));
+                        push(
+                            Op::Dense,
+                            self.linear(2 * self.dense_ffn, self.hidden, 1, n),
+                        );
+                        push(
+                            Op::Dense,
+                            Self::rowop("swiglu", &[("ffn", self.dense_ffn as u64)], n),
+                        );
                         push(Op::Dense, self.linear(self.hidden, self.dense_ffn, 1, n));
                     }
                 }
             }
         }
         if decode && n > 0 {
-            push(Op::Dense, Self::rowop("rmsnorm", &[("dim", h), ("residual", 1)], n));
+            push(
+                Op::Dense,
+                Self::rowop("rmsnorm", &[("dim", h), ("residual", 1)], n),
+            );
             push(Op::Dense, self.linear(self.vocab, self.hidden, 1, n));
             push(Op::Dense, Self::rowop("argmax", &[("n", v)], n));
             let b: u64 = shape.ranks[rank].iter().map(|s| s.count as u64).sum();
@@ -411,15 +521,30 @@ impl LiveModel {
                 push(Op::MtpDraft, Self::rowop("gather_rows", &[("dim", h)], b));
                 push(Op::MtpDraft, Self::rowop("gather_rows", &[("dim", h)], b));
                 for i in 0..drafts {
-                    push(Op::MtpDraft, Self::rowop("rmsnorm", &[("dim", h), ("residual", 0)], b));
-                    push(Op::MtpDraft, Self::rowop("rmsnorm", &[("dim", h), ("residual", 0)], b));
+                    push(
+                        Op::MtpDraft,
+                        Self::rowop("rmsnorm", &[("dim", h), ("residual", 0)], b),
+                    );
+                    push(
+                        Op::MtpDraft,
+                        Self::rowop("rmsnorm", &[("dim", h), ("residual", 0)], b),
+                    );
                     push(Op::MtpDraft, Self::rowop("add", &[("dim", h)], b));
                     push(Op::MtpDraft, self.linear(self.hidden, self.hidden, 1, b));
-                    push(Op::MtpDraft, Self::rowop("rmsnorm", &[("dim", h), ("residual", 0)], b));
+                    push(
+                        Op::MtpDraft,
+                        Self::rowop("rmsnorm", &[("dim", h), ("residual", 0)], b),
+                    );
                     push(Op::MtpDraft, self.linear(2 * fm, self.hidden, 1, b));
-                    push(Op::MtpDraft, Self::rowop("swiglu", &[("ffn", fm as u64)], b));
+                    push(
+                        Op::MtpDraft,
+                        Self::rowop("swiglu", &[("ffn", fm as u64)], b),
+                    );
                     push(Op::MtpDraft, self.linear(self.hidden, fm, 1, b));
-                    push(Op::MtpDraft, Self::rowop("rmsnorm", &[("dim", h), ("residual", 1)], b));
+                    push(
+                        Op::MtpDraft,
+                        Self::rowop("rmsnorm", &[("dim", h), ("residual", 1)], b),
+                    );
                     push(Op::MtpDraft, self.linear(self.vocab, self.hidden, 1, b));
                     push(Op::MtpDraft, Self::rowop("argmax", &[("n", v)], b));
                     if i + 1 < drafts {
@@ -443,7 +568,11 @@ impl LiveModel {
                 ranks: &ranks,
                 draft_tokens: d,
             };
-            keys.extend(self.step_calls(&shape, 0).into_iter().map(|(_, c)| c.static_key()));
+            keys.extend(
+                self.step_calls(&shape, 0)
+                    .into_iter()
+                    .map(|(_, c)| c.static_key()),
+            );
         }
         keys.sort();
         keys.dedup();
@@ -498,8 +627,14 @@ impl FittedCostModel {
             }
             match fits.get(&k) {
                 None => missing.push(format!("{k} (no fit)")),
-                Some(coef) if coef.len() != 1 + c.vars.len() || coef.iter().any(|x| !x.is_finite() || *x < 0.0) => {
-                    missing.push(format!("{k} (coefficients do not match its {} variables)", c.vars.len()))
+                Some(coef)
+                    if coef.len() != 1 + c.vars.len()
+                        || coef.iter().any(|x| !x.is_finite() || *x < 0.0) =>
+                {
+                    missing.push(format!(
+                        "{k} (coefficients do not match its {} variables)",
+                        c.vars.len()
+                    ))
                 }
                 _ => {}
             }
@@ -522,9 +657,9 @@ impl FittedCostModel {
 
     /// Seconds of one call (0 for a key without a fit: `new` rejects those).
     pub fn price(&self, c: &LiveCall) -> f64 {
-        self.fits
-            .get(&c.static_key())
-            .map_or(0.0, |coef| coef.iter().zip(c.features()).map(|(a, x)| a * x).sum())
+        self.fits.get(&c.static_key()).map_or(0.0, |coef| {
+            coef.iter().zip(c.features()).map(|(a, x)| a * x).sum()
+        })
     }
 }
 
@@ -543,7 +678,14 @@ impl CostModel for FittedCostModel {
             }
             tokens += shape.ranks[r]
                 .iter()
-                .map(|s| s.count as u64 * if shape.phase == Phase::Decode { 1 } else { s.new_tokens as u64 })
+                .map(|s| {
+                    s.count as u64
+                        * if shape.phase == Phase::Decode {
+                            1
+                        } else {
+                            s.new_tokens as u64
+                        }
+                })
                 .sum::<u64>();
             for (a, b) in op_s_mean.iter_mut().zip(cost.op_s.iter()) {
                 *a += b / dep as f64;
@@ -563,9 +705,12 @@ impl CostModel for FittedCostModel {
 
     fn decode_context_breakpoints(&self, draft_tokens: u32) -> Vec<u64> {
         let mut v = Vec::new();
-        for cap in [self.model.indexer.map(|i| i.2), (self.model.window > 0).then_some(self.model.window)]
-            .into_iter()
-            .flatten()
+        for cap in [
+            self.model.indexer.map(|i| i.2),
+            (self.model.window > 0).then_some(self.model.window),
+        ]
+        .into_iter()
+        .flatten()
         {
             v.push((cap as u64).saturating_sub(1 + draft_tokens as u64));
             v.push(cap as u64);
