@@ -62,13 +62,13 @@ pub fn plan_live(model: &LiveModel, dep: usize, drafts: u32, size: PlanSize) -> 
     let experts = model.moe.map_or(1, |m| m.0 / dep.max(1)).max(1);
     let rows = grid(
         size,
-        &[1, 4],
+        &[1, 4, 16],
         &[1, 4, 16, 64, 256, 512],
         &[1, 2, 4, 8, 16, 32, 64, 128, 256, 512],
     );
     let row_ops = grid(
         size,
-        &[1, 8],
+        &[1, 8, 32],
         &[1, 4, 16, 64, 256, 1024],
         &[1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024],
     );
@@ -76,7 +76,7 @@ pub fn plan_live(model: &LiveModel, dep: usize, drafts: u32, size: PlanSize) -> 
     // (requests, new tokens, context): decode batches, then prefill chunks.
     let new = 1 + drafts as usize;
     let attn_pts: Vec<(usize, usize, usize)> = match size {
-        PlanSize::Smoke => vec![(1, new, 16), (2, new, 40), (1, 8, 0)],
+        PlanSize::Smoke => vec![(1, new, 16), (2, new, 40), (1, 8, 0), (1, 8, 24)],
         PlanSize::Quick => vec![
             (1, new, 128),
             (8, new, 1024),

@@ -203,15 +203,10 @@ pub fn run(cfg: &LiveConfig, progress: &mut dyn FnMut(&Progress)) -> Result<Summ
         )));
     }
     let sc = &cfg.scenario;
-    let device_name = match cfg.device {
-        Device::Cpu => {
-            use engine::Backend;
-            engine::cpu::CpuBackend::new().info().device.clone()
-        }
-        Device::Cuda(_) => {
-            let b = cfg.device.open()?;
-            b.info().device.clone()
-        }
+    // A CUDA device is named by its backend (opened here: no driver, clear error).
+    let cuda_name = match cfg.device {
+        Device::Cpu => None,
+        Device::Cuda(_) => Some(cfg.device.open()?.info().device.clone()),
     };
     let (drafts, acceptance) = resolve_mtp(sc, &cfg.model);
     let (kv_cap, cache_tokens) = kv_sizes(sc)?;
@@ -255,6 +250,8 @@ pub fn run(cfg: &LiveConfig, progress: &mut dyn FnMut(&Progress)) -> Result<Summ
     }
     let model_cfg = engine_config(&live);
     let workers = Workers::start(cfg.device, &model_cfg, cfg.seed, &specs, links)?;
+    // A CPU rank is named with its own threads: a profile must be measured with as many.
+    let device_name = cuda_name.unwrap_or_else(|| workers.devices[0].clone());
     let result = serve(
         cfg,
         &mut sched,

@@ -47,6 +47,8 @@ pub enum Cmd {
 pub enum Reply {
     Ready {
         rank: usize,
+        /// The device as calibration names it (on a CPU, with this rank's threads).
+        device: String,
     },
     Step {
         rank: usize,
@@ -101,10 +103,12 @@ pub struct Workers {
     cmds: Vec<Sender<Cmd>>,
     handles: Vec<JoinHandle<()>>,
     pub replies: Receiver<Reply>,
+    /// Device name reported by each rank, by global index.
+    pub devices: Vec<String>,
 }
 
 /// Pins the calling thread to `cores` (no-op when empty or unsupported).
-fn pin(cores: &[usize]) {
+pub fn pin(cores: &[usize]) {
     #[cfg(target_os = "linux")]
     if !cores.is_empty() {
         // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes within it; the call only
@@ -192,15 +196,19 @@ impl Workers {
             );
         }
         drop(reply_tx);
-        let w = Workers {
+        let mut w = Workers {
             cmds,
             handles,
             replies,
+            devices: vec![String::new(); specs.len()],
         };
         let mut ready = 0;
         while ready < specs.len() {
             match w.replies.recv() {
-                Ok(Reply::Ready { .. }) => ready += 1,
+                Ok(Reply::Ready { rank, device }) => {
+                    w.devices[rank] = device;
+                    ready += 1;
+                }
                 Ok(Reply::Failed { who, error }) => {
                     w.stop();
                     return Err(LiveError::Worker(format!("{who}: {error}")));
@@ -268,6 +276,13 @@ fn rank_loop(
         Ok(p) => p,
         Err(e) => return fail(format!("thread pool: {e}")),
     };
+    let device_name = pool.install(|| match device {
+        Device::Cpu => {
+            use engine::Backend;
+            engine::cpu::CpuBackend::new().info().device.clone()
+        }
+        Device::Cuda(n) => format!("cuda:{n}"),
+    });
     let exec = pool.install(|| -> Result<Executor, String> {
         let dev: Box<dyn engine::serve::ServeDevice> = match device {
             Device::Cpu => Box::new(engine::serve::CpuDevice::new()),
@@ -281,7 +296,10 @@ fn rank_loop(
         Ok(e) => e,
         Err(e) => return fail(e),
     };
-    let _ = reply.send(Reply::Ready { rank: spec.index });
+    let _ = reply.send(Reply::Ready {
+        rank: spec.index,
+        device: device_name,
+    });
     while let Ok(cmd) = rx.recv() {
         match cmd {
             Cmd::Stop => break,

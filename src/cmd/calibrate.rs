@@ -52,6 +52,10 @@ pub struct CalibrateArgs {
     /// Live plan: ranks of the DEP group the model runs on (adds the exchange op).
     #[arg(long, default_value_t = 1)]
     pub dep: usize,
+    /// CPU: measure on this many cores (a pinned pool), as a live rank with as many
+    /// cores runs; the profile's device names the thread count. Default: every core.
+    #[arg(long)]
+    pub cores: Option<usize>,
 }
 
 #[derive(clap::Subcommand, Debug, Clone)]
@@ -67,9 +71,21 @@ pub enum CalibrateCommand {
 }
 
 pub fn run(args: &CalibrateArgs) -> Result<()> {
-    match &args.command {
-        Some(CalibrateCommand::Fit { measurements, out }) => fit(measurements, out),
-        None => measure(args),
+    match (&args.command, args.cores) {
+        (Some(CalibrateCommand::Fit { measurements, out }), _) => fit(measurements, out),
+        (None, None) => measure(args),
+        (None, Some(n)) => {
+            let avail = std::thread::available_parallelism().map_or(1, |n| n.get());
+            if n == 0 || n > avail {
+                anyhow::bail!("--cores {n}: this machine has {avail}");
+            }
+            let cores: Vec<usize> = (0..n).collect();
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(n)
+                .start_handler(move |_| live::workers::pin(&cores))
+                .build()?;
+            pool.install(|| measure(args))
+        }
     }
 }
 

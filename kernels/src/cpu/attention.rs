@@ -37,49 +37,52 @@ pub fn attention_into(p: &AttnArgs<'_>, out: &mut [f32]) -> Result<()> {
         })
         .collect();
     debug_assert_eq!(rows.len(), p.batch * groups);
-    rows.into_par_iter().for_each_init(
-        || vec![0f32; d],
-        |v, (b, g, o)| {
-            let h0 = g * HEAD_GROUP;
-            let nh = HEAD_GROUP.min(p.heads - h0);
-            let q = &p.q[(b * p.heads + h0) * d..][..nh * d];
-            let mut m = [f32::NEG_INFINITY; HEAD_GROUP];
-            let mut l = [0f32; HEAD_GROUP];
-            o.fill(0.0);
-            let mut visit = |pos: usize| {
-                let s = p.slot(b, pos);
-                let ks = p.kv_scale[s];
-                for (x, &byte) in v.iter_mut().zip(&p.kv[s * d..(s + 1) * d]) {
-                    *x = lut[byte as usize] * ks;
+    let per_task = p.positions_read() / p.batch.max(1) * d * HEAD_GROUP.min(p.heads);
+    rows.into_par_iter()
+        .with_min_len(super::live::min_len(per_task))
+        .for_each_init(
+            || vec![0f32; d],
+            |v, (b, g, o)| {
+                let h0 = g * HEAD_GROUP;
+                let nh = HEAD_GROUP.min(p.heads - h0);
+                let q = &p.q[(b * p.heads + h0) * d..][..nh * d];
+                let mut m = [f32::NEG_INFINITY; HEAD_GROUP];
+                let mut l = [0f32; HEAD_GROUP];
+                o.fill(0.0);
+                let mut visit = |pos: usize| {
+                    let s = p.slot(b, pos);
+                    let ks = p.kv_scale[s];
+                    for (x, &byte) in v.iter_mut().zip(&p.kv[s * d..(s + 1) * d]) {
+                        *x = lut[byte as usize] * ks;
+                    }
+                    for h in 0..nh {
+                        let score = super::dot(&q[h * d..(h + 1) * d], v) * p.softmax_scale;
+                        let m_new = m[h].max(score);
+                        let corr = (m[h] - m_new).exp();
+                        let pe = (score - m_new).exp();
+                        l[h] = l[h] * corr + pe;
+                        for (a, &x) in o[h * d..(h + 1) * d].iter_mut().zip(v.iter()) {
+                            *a = *a * corr + pe * x;
+                        }
+                        m[h] = m_new;
+                    }
+                };
+                let len = p.seq_lens[b].max(0) as usize;
+                match p.mode {
+                    AttnModeRef::Dense => (0..len).for_each(&mut visit),
+                    AttnModeRef::Window { window } => {
+                        (len.saturating_sub(window)..len).for_each(&mut visit)
+                    }
+                    AttnModeRef::Sparse { topk, indices } => indices[b * topk..(b + 1) * topk]
+                        .iter()
+                        .filter(|&&i| i >= 0 && (i as usize) < len)
+                        .for_each(|&i| visit(i as usize)),
                 }
                 for h in 0..nh {
-                    let score = super::dot(&q[h * d..(h + 1) * d], v) * p.softmax_scale;
-                    let m_new = m[h].max(score);
-                    let corr = (m[h] - m_new).exp();
-                    let pe = (score - m_new).exp();
-                    l[h] = l[h] * corr + pe;
-                    for (a, &x) in o[h * d..(h + 1) * d].iter_mut().zip(v.iter()) {
-                        *a = *a * corr + pe * x;
-                    }
-                    m[h] = m_new;
+                    let inv = if l[h] > 0.0 { 1.0 / l[h] } else { 0.0 };
+                    o[h * d..(h + 1) * d].iter_mut().for_each(|a| *a *= inv);
                 }
-            };
-            let len = p.seq_lens[b].max(0) as usize;
-            match p.mode {
-                AttnModeRef::Dense => (0..len).for_each(&mut visit),
-                AttnModeRef::Window { window } => {
-                    (len.saturating_sub(window)..len).for_each(&mut visit)
-                }
-                AttnModeRef::Sparse { topk, indices } => indices[b * topk..(b + 1) * topk]
-                    .iter()
-                    .filter(|&&i| i >= 0 && (i as usize) < len)
-                    .for_each(|&i| visit(i as usize)),
-            }
-            for h in 0..nh {
-                let inv = if l[h] > 0.0 { 1.0 / l[h] } else { 0.0 };
-                o[h * d..(h + 1) * d].iter_mut().for_each(|a| *a *= inv);
-            }
-        },
-    );
+            },
+        );
     Ok(())
 }

@@ -14,6 +14,15 @@ use rayon::prelude::*;
 const COLS: usize = 8;
 /// Input rows one task walks per decoded column block.
 const ROWS: usize = 64;
+/// Least work (values touched, or multiply-adds) worth a task of its own: smaller
+/// calls run on the calling thread, so a tiny op costs no thread wake-ups.
+pub const MIN_TASK_WORK: usize = 32 * 1024;
+
+/// Items per task so that each carries at least `MIN_TASK_WORK` of `per_item` work.
+#[inline]
+pub(crate) fn min_len(per_item: usize) -> usize {
+    (MIN_TASK_WORK / per_item.max(1)).max(1)
+}
 
 /// A raw pointer shared by tasks that write disjoint elements.
 #[derive(Clone, Copy)]
@@ -44,36 +53,41 @@ pub fn linear(w: &WeightsRef<'_>, groups: &[Group], x: &[f32], y: &mut [f32]) ->
         }
     }
     let yp = SyncPtr(y.as_mut_ptr());
-    tasks.into_par_iter().for_each_init(
-        || vec![0f32; COLS * k],
-        |wbuf, (gi, c0, r0)| {
-            let g = groups[gi];
-            let nc = COLS.min(n - c0);
-            for c in 0..nc {
-                let r = g.expert as usize * n + c0 + c;
-                decode_row(
-                    w.dtype,
-                    w.weights,
-                    w.scales,
-                    k,
-                    r,
-                    &mut wbuf[c * k..(c + 1) * k],
-                );
-            }
-            let r1 = (r0 + ROWS).min(g.rows as usize);
-            for t in r0..r1 {
-                let row = g.start as usize + t;
-                let xr = &x[row * k..(row + 1) * k];
+    let rows_total: usize = groups.iter().map(|g| g.rows as usize).sum();
+    let per_task = COLS * k * (1 + rows_total.div_ceil(tasks.len().max(1)));
+    tasks
+        .into_par_iter()
+        .with_min_len(min_len(per_task))
+        .for_each_init(
+            || vec![0f32; COLS * k],
+            |wbuf, (gi, c0, r0)| {
+                let g = groups[gi];
+                let nc = COLS.min(n - c0);
                 for c in 0..nc {
-                    let v = dot(&wbuf[c * k..(c + 1) * k], xr);
-                    // SAFETY: (row, c0 + c) is written by this task only: groups cover
-                    // disjoint rows (validated), and tasks split each group's rows and
-                    // columns without overlap. In bounds: row < rows, c0 + c < n.
-                    unsafe { *yp.get().add(row * n + c0 + c) = v };
+                    let r = g.expert as usize * n + c0 + c;
+                    decode_row(
+                        w.dtype,
+                        w.weights,
+                        w.scales,
+                        k,
+                        r,
+                        &mut wbuf[c * k..(c + 1) * k],
+                    );
                 }
-            }
-        },
-    );
+                let r1 = (r0 + ROWS).min(g.rows as usize);
+                for t in r0..r1 {
+                    let row = g.start as usize + t;
+                    let xr = &x[row * k..(row + 1) * k];
+                    for c in 0..nc {
+                        let v = dot(&wbuf[c * k..(c + 1) * k], xr);
+                        // SAFETY: (row, c0 + c) is written by this task only: groups cover
+                        // disjoint rows (validated), and tasks split each group's rows and
+                        // columns without overlap. In bounds: row < rows, c0 + c < n.
+                        unsafe { *yp.get().add(row * n + c0 + c) = v };
+                    }
+                }
+            },
+        );
     Ok(())
 }
 
@@ -97,6 +111,7 @@ pub fn rmsnorm(
     x.par_chunks_mut(dim)
         .zip(out.par_chunks_mut(dim))
         .enumerate()
+        .with_min_len(min_len(2 * dim))
         .for_each(|(r, (xr, or))| {
             if let Some(d) = delta {
                 for (a, b) in xr.iter_mut().zip(&d[r * dim..(r + 1) * dim]) {
@@ -121,6 +136,7 @@ pub fn swiglu(gu: &[f32], out: &mut [f32], ffn: usize) -> Result<()> {
     }
     out.par_chunks_mut(ffn)
         .zip(gu.par_chunks(2 * ffn))
+        .with_min_len(min_len(4 * ffn))
         .for_each(|(o, r)| {
             let (g, u) = r.split_at(ffn);
             for ((o, &g), &u) in o.iter_mut().zip(g).zip(u) {
@@ -151,6 +167,7 @@ pub fn gate_topk(
         .par_chunks(experts)
         .zip(ids.par_chunks_mut(k))
         .zip(weights.par_chunks_mut(k))
+        .with_min_len(min_len(experts * k))
         .for_each(|((l, id), w)| {
             let m = l.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
             let mut taken = [usize::MAX; 32];
@@ -210,21 +227,24 @@ pub fn moe_combine(
     if let Some(s) = slots.iter().find(|&&s| s >= n_y as i32) {
         return shape_err("moe_combine", format!("slot {s} outside 0..{n_y}"));
     }
-    out.par_chunks_mut(dim).enumerate().for_each(|(r, o)| {
-        for j in 0..k {
-            let s = slots[r * k + j];
-            if s < 0 {
-                continue;
+    out.par_chunks_mut(dim)
+        .enumerate()
+        .with_min_len(min_len(dim * k))
+        .for_each(|(r, o)| {
+            for j in 0..k {
+                let s = slots[r * k + j];
+                if s < 0 {
+                    continue;
+                }
+                let wv = weights[r * k + j];
+                for (a, &b) in o
+                    .iter_mut()
+                    .zip(&y[s as usize * dim..(s as usize + 1) * dim])
+                {
+                    *a += wv * b;
+                }
             }
-            let wv = weights[r * k + j];
-            for (a, &b) in o
-                .iter_mut()
-                .zip(&y[s as usize * dim..(s as usize + 1) * dim])
-            {
-                *a += wv * b;
-            }
-        }
-    });
+        });
     Ok(())
 }
 
@@ -235,6 +255,7 @@ pub fn add(x: &mut [f32], y: &[f32]) -> Result<()> {
     }
     x.par_chunks_mut(4096)
         .zip(y.par_chunks(4096))
+        .with_min_len(min_len(4096))
         .for_each(|(a, b)| a.iter_mut().zip(b).for_each(|(a, b)| *a += b));
     Ok(())
 }
@@ -269,6 +290,7 @@ pub fn kv_write(
     let packed: Vec<(usize, Vec<u8>, f32)> = src
         .par_chunks(dim)
         .zip(slots.par_iter())
+        .with_min_len(min_len(4 * dim))
         .map(|(row, &s)| {
             let sc = fp8_row_scale(row);
             let inv = 1.0 / sc;
@@ -294,6 +316,7 @@ pub fn argmax(logits: &[f32], n: usize, out: &mut [i32]) -> Result<()> {
     }
     out.par_iter_mut()
         .zip(logits.par_chunks(n))
+        .with_min_len(min_len(n))
         .for_each(|(o, row)| {
             let mut best = 0usize;
             for (i, &v) in row.iter().enumerate() {
