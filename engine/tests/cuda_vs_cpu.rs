@@ -270,5 +270,9 @@ fn serving_device_runs_the_model_like_the_cpu() {
     // scaled values), scales close.
     assert_eq!(gpu_kv.len(), cpu_kv.len());
     let differing = gpu_kv.iter().zip(&cpu_kv).filter(|(a, b)| a != b).count();
-    assert!(differing * 100 < cpu_kv.len(), "{differing} of {} KV bytes differ", cpu_kv.len());
+    assert!(
+        differing * 100 < cpu_kv.len(),
+        "{differing} of {} KV bytes differ",
+        cpu_kv.len()
+    );
 }

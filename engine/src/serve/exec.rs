@@ -218,6 +218,9 @@ pub struct Executor {
     cache: Vec<LayerCache>,
     pages: usize,
     trace: Option<Vec<Call>>,
+    /// Seconds each traced call took, host work since the call before included.
+    trace_s: Vec<f64>,
+    last: std::time::Instant,
 }
 
 fn bad(what: impl Into<String>) -> EngineError {
@@ -362,6 +365,8 @@ impl Executor {
             cache,
             pages,
             trace: None,
+            trace_s: Vec::new(),
+            last: std::time::Instant::now(),
         })
     }
 
@@ -384,12 +389,23 @@ impl Executor {
 
     /// The calls recorded since tracing started (or the last take).
     pub fn take_trace(&mut self) -> Vec<Call> {
+        self.trace_s.clear();
         self.trace.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    /// The calls recorded, each with the seconds since the call before it (or the
+    /// forward pass's start): the op and the host work leading to it.
+    pub fn take_timed_trace(&mut self) -> Vec<(Call, f64)> {
+        let s = std::mem::take(&mut self.trace_s);
+        self.take_trace().into_iter().zip(s).collect()
     }
 
     fn rec(&mut self, c: Call) {
         if let Some(t) = &mut self.trace {
             t.push(c);
+            let now = std::time::Instant::now();
+            self.trace_s.push((now - self.last).as_secs_f64());
+            self.last = now;
         }
     }
 
@@ -518,6 +534,7 @@ impl Executor {
         drafts: usize,
         ex: &mut dyn Exchange,
     ) -> Result<Vec<SeqOut>> {
+        self.last = std::time::Instant::now();
         let r = self.forward_inner(seqs, drafts, ex);
         if r.is_err() {
             ex.abort();
