@@ -234,7 +234,9 @@ pub fn plan_live(model: &LiveModel, dep: usize, drafts: u32, size: PlanSize) -> 
 /// Fits every static key with enough points among `rows` (live points only); keys
 /// that cannot be fitted are listed with why.
 pub fn fit_live(rows: &[Row]) -> (BTreeMap<String, LiveFit>, BTreeMap<String, String>) {
-    let mut by_key: BTreeMap<String, (Vec<String>, Vec<Vec<f64>>, Vec<f64>)> = BTreeMap::new();
+    // Per key: variable names, regressors and times of its points.
+    type Points = (Vec<String>, Vec<Vec<f64>>, Vec<f64>);
+    let mut by_key: BTreeMap<String, Points> = BTreeMap::new();
     for r in rows {
         let Some(c) = point_call(&r.point()) else {
             continue;

@@ -181,10 +181,14 @@ pub fn validate(cfg: &LiveConfig) -> Result<LiveModel, LiveError> {
     Ok(live)
 }
 
+/// One rank's answer to a step: outputs, start and end, prefill, decode and import
+/// seconds.
+type RankReply = (Vec<SeqOut>, Instant, Instant, f64, f64, f64);
+
 /// A group's step in flight.
 struct InFlight {
     plan: StepPlan,
-    replies: Vec<Option<(Vec<SeqOut>, Instant, Instant, f64, f64, f64)>>,
+    replies: Vec<Option<RankReply>>,
     kv: Vec<(usize, usize)>,
 }
 
@@ -630,12 +634,11 @@ fn serve(
     Ok((steps, transfers, load_start))
 }
 
-#[allow(clippy::type_complexity)]
 fn step_record(
     index: u64,
     plan: &StepPlan,
     role: &crate::sched::Role,
-    rs: &[(Vec<SeqOut>, Instant, Instant, f64, f64, f64)],
+    rs: &[RankReply],
     start_s: f64,
     end_s: f64,
     kv: &[(usize, usize)],
@@ -647,9 +650,7 @@ fn step_record(
         (true, false) => "prefill",
         _ => "decode",
     };
-    let max = |f: &dyn Fn(&(Vec<SeqOut>, Instant, Instant, f64, f64, f64)) -> f64| {
-        rs.iter().map(f).fold(0.0, f64::max)
-    };
+    let max = |f: &dyn Fn(&RankReply) -> f64| rs.iter().map(f).fold(0.0, f64::max);
     StepRecord {
         index,
         group: plan.group,

@@ -421,11 +421,10 @@ impl Scheduler {
             rank.prefill_tokens += (req.input - 1 - req.cached) as u64;
         }
         self.reqs.push(req);
-        let mut out = Vec::new();
         if mixed {
-            self.admit_mixed(g, r, now, &mut out);
+            self.admit_mixed(g, r);
         }
-        out
+        Vec::new()
     }
 
     fn group_load(&self, g: usize) -> u64 {
@@ -486,12 +485,9 @@ impl Scheduler {
     }
 
     /// Mixed rank: admit pending requests in order while KV allows.
-    fn admit_mixed(&mut self, g: usize, r: usize, _now: f64, _out: &mut [Action]) {
+    fn admit_mixed(&mut self, g: usize, r: usize) {
         let cap = self.kv_cap(g);
-        loop {
-            let Some(&id) = self.groups[g].ranks[r].pending.front() else {
-                break;
-            };
+        while let Some(&id) = self.groups[g].ranks[r].pending.front() {
             let need = self.kv_need(&self.reqs[id as usize]);
             let (input, cached, pos_end) = {
                 let q = &self.reqs[id as usize];
@@ -574,7 +570,7 @@ impl Scheduler {
                 self.form_prefill(g, r, &pool, now, &mut plan.ranks[r]);
             }
             if role != Role::Prefill {
-                self.form_decode(g, r, now, &mut plan.ranks[r], out);
+                self.form_decode(g, r, &mut plan.ranks[r]);
             }
         }
         if plan
@@ -659,17 +655,10 @@ impl Scheduler {
         }
     }
 
-    fn form_decode(
-        &mut self,
-        g: usize,
-        r: usize,
-        _now: f64,
-        plan: &mut RankPlan,
-        out: &mut Vec<Action>,
-    ) {
+    fn form_decode(&mut self, g: usize, r: usize, plan: &mut RankPlan) {
         let k = self.cfg.drafts;
         if self.cfg.policy == KvPolicy::Vllm {
-            self.grow_or_preempt(g, r, out);
+            self.grow_or_preempt(g, r);
         }
         let running = self.groups[g].ranks[r].running.clone();
         for id in running {
@@ -696,7 +685,7 @@ impl Scheduler {
     /// `vllm` policy: every running request gets the pages its rows need; when the rank
     /// runs out, the most recently admitted one is preempted (its KV freed; it prefills
     /// again, generated tokens included, when readmitted).
-    fn grow_or_preempt(&mut self, g: usize, r: usize, _out: &mut [Action]) {
+    fn grow_or_preempt(&mut self, g: usize, r: usize) {
         let k = self.cfg.drafts;
         let mut i = 0;
         while i < self.groups[g].ranks[r].running.len() {
@@ -785,14 +774,14 @@ impl Scheduler {
         }
         let _ = role;
         for r in 0..self.groups[g].ranks.len() {
-            self.admit(g, r, end, &mut out);
+            self.admit(g, r, &mut out);
         }
         out
     }
 
-    fn admit(&mut self, g: usize, r: usize, now: f64, out: &mut Vec<Action>) {
+    fn admit(&mut self, g: usize, r: usize, out: &mut Vec<Action>) {
         match self.groups[g].role {
-            Role::Mixed => self.admit_mixed(g, r, now, out),
+            Role::Mixed => self.admit_mixed(g, r),
             Role::Decode => self.admit_decode(g, r, out),
             Role::Prefill => {}
         }
