@@ -13,10 +13,11 @@
 
 use crate::metrics::{Figures, Pcts};
 use crate::LiveError;
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 use serde::Deserialize;
-use sim::serving::{ClosedLoop, Dist, TraceRecord, TraceReplay, WorkloadConfig};
+use sim::serving::core::stream;
+use sim::serving::{
+    Arrival, ClosedLoop, Dist, Driver, OpenLoop, TraceRecord, TraceReplay, WorkloadConfig,
+};
 
 /// The fields of a vLLM benchmark result twin reads.
 #[derive(Debug, Clone, Deserialize)]
@@ -273,14 +274,12 @@ impl Bench {
         if self.max_concurrency.is_some() {
             notes.push("max_concurrency is not modelled with a request rate: arrivals follow the rate alone".into());
         }
-        let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let mut t = 0.0f64;
+        let times = match self.rate {
+            Some(rate) => send_times(n, rate, self.burstiness, seed),
+            None => vec![0.0; n],
+        };
         let mut recs = Vec::with_capacity(n);
-        for (i, r) in self.requests.iter().enumerate() {
-            if let (Some(rate), true) = (self.rate, i > 0) {
-                // Gamma(shape b, scale 1/(rate b)) gaps: mean 1/rate; b = 1 is Poisson.
-                t += gamma(&mut rng, self.burstiness) / (rate * self.burstiness);
-            }
+        for (r, t) in self.requests.iter().zip(times) {
             recs.push(TraceRecord {
                 timestamp: (t * 1e3).round() as u64,
                 input_length: r.input.min(u32::MAX as u64) as u32,
@@ -290,7 +289,7 @@ impl Bench {
         }
         match self.rate {
             Some(r) => notes.push(format!(
-                "arrivals drawn at {r} requests/s (burstiness {}) with seed {seed}; vLLM's own draws are not in the file",
+                "arrivals drawn at {r} requests/s (burstiness {}) by the simulator's open-loop driver with seed {seed}; vLLM's own draws are not in the file",
                 self.burstiness
             )),
             None => notes.push("request rate inf: every request sent at t = 0".into()),
@@ -311,26 +310,44 @@ impl Bench {
     }
 }
 
-/// Gamma(shape k, scale 1) (Marsaglia-Tsang; boosted for k < 1).
-fn gamma(rng: &mut ChaCha8Rng, k: f64) -> f64 {
-    if k < 1.0 {
-        let u: f64 = 1.0 - rng.random::<f64>();
-        return gamma(rng, k + 1.0) * u.powf(1.0 / k);
+/// `n` send times (seconds, the first at 0) of an open loop at `rate` requests/s whose
+/// gaps are gamma-distributed with shape `burstiness` (1 = Poisson), drawn by the
+/// simulator's own open-loop driver from `seed`.
+fn send_times(n: usize, rate: f64, burstiness: f64, seed: u64) -> Vec<f64> {
+    let wl = WorkloadConfig {
+        name: "vllm-bench-arrivals".into(),
+        description: String::new(),
+        closed_loop: None,
+        open_loop: Some(OpenLoop {
+            rate_per_s: rate,
+            arrival: if burstiness == 1.0 {
+                Arrival::Poisson
+            } else {
+                Arrival::Gamma {
+                    cv: 1.0 / burstiness.sqrt(),
+                }
+            },
+            input_tokens: Dist::fixed(1.0),
+            output_tokens: Dist::fixed(1.0),
+            shared_prefix_tokens: 0,
+        }),
+        agentx: None,
+        trace: None,
+        provenance: Default::default(),
+    };
+    let Ok(mut d) = Driver::new(&wl, &[], stream(seed, "workload")) else {
+        return vec![0.0; n];
+    };
+    let mut out = Vec::new();
+    d.start(&mut out);
+    let mut times = Vec::with_capacity(n);
+    while times.len() < n {
+        let Some((t, ev)) = out.pop() else { break };
+        times.push(t as f64 / 1e9);
+        d.on_event(t, ev, &mut out);
     }
-    let d = k - 1.0 / 3.0;
-    let c = 1.0 / (9.0 * d).sqrt();
-    loop {
-        let (u1, u2): (f64, f64) = (1.0 - rng.random::<f64>(), rng.random());
-        let x = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
-        let v = (1.0 + c * x).powi(3);
-        if v <= 0.0 {
-            continue;
-        }
-        let u: f64 = 1.0 - rng.random::<f64>();
-        if u.ln() < 0.5 * x * x + d - d * v + d * v.ln() {
-            return d * v;
-        }
-    }
+    let t0 = times.first().copied().unwrap_or(0.0);
+    times.iter().map(|t| t - t0).collect()
 }
 
 /// Figures of a simulated benchmark: latencies from the report; throughputs over the

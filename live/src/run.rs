@@ -58,25 +58,6 @@ pub struct Summary {
     pub figures: crate::metrics::Figures,
 }
 
-/// The MTP drafts and acceptance a scenario runs with (the scenario's, else the model's).
-pub fn resolve_mtp(sc: &ServingScenario, model: &sim::Model) -> (usize, Vec<f64>) {
-    let m = model.mtp.as_ref();
-    let n = sc
-        .serving
-        .mtp
-        .draft_tokens
-        .or(m.map(|m| m.draft_tokens))
-        .unwrap_or(0);
-    let a = sc
-        .serving
-        .mtp
-        .acceptance
-        .clone()
-        .or(m.map(|m| m.acceptance.clone()))
-        .unwrap_or_default();
-    (n as usize, a)
-}
-
 /// KV capacity per rank of the prefill and decode pools and the prefix cache's space:
 /// a live run allocates its cache up front, so the scenario must state them.
 pub fn kv_sizes(sc: &ServingScenario) -> Result<([u64; 2], u64), LiveError> {
@@ -148,13 +129,13 @@ pub fn validate(cfg: &LiveConfig) -> Result<LiveModel, LiveError> {
             "{ranks} ranks on one CUDA device: multi-GPU runs need NCCL all-to-all, not implemented (one rank per GPU); use a 1-rank scenario or --device cpu"
         ));
     }
-    let (mtp_n, acc) = resolve_mtp(sc, &cfg.model);
-    if mtp_n > acc.len() {
-        p.push(format!(
-            "serving.mtp: {mtp_n} drafts but {} acceptance rates",
-            acc.len()
-        ));
-    }
+    let mtp_n = match sim::serving::resolve_mtp(sc, &cfg.model) {
+        Ok((n, _)) => n,
+        Err(e) => {
+            p.push(e.to_string());
+            0
+        }
+    };
     if mtp_n > 0 && live.mtp_ffn == 0 {
         p.push(format!(
             "{mtp_n} MTP drafts but model {} has no MTP head",
@@ -212,7 +193,8 @@ pub fn run(cfg: &LiveConfig, progress: &mut dyn FnMut(&Progress)) -> Result<Summ
         Device::Cpu => None,
         Device::Cuda(_) => Some(cfg.device.open()?.info().device.clone()),
     };
-    let (drafts, acceptance) = resolve_mtp(sc, &cfg.model);
+    let (drafts, acceptance) = sim::serving::resolve_mtp(sc, &cfg.model)?;
+    let drafts = drafts as usize;
     let (kv_cap, cache_tokens) = kv_sizes(sc)?;
     let page = crate::model::PAGE_TOKENS;
     let mut sched = Scheduler::new(SchedConfig {

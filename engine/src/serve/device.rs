@@ -239,58 +239,41 @@ impl CpuDevice {
         self.slots[b.id()] = Some(s);
     }
 
+    /// Buffer `b` as a slice of `T` (an error if it is freed or of another type).
+    fn view<T: Elem>(&self, b: Buf) -> Result<&[T]> {
+        self.slots
+            .get(b.id())
+            .and_then(|s| s.as_ref())
+            .and_then(T::of)
+            .map(|v| &v[..b.len])
+            .ok_or_else(|| {
+                bad(format!(
+                    "buffer {} is not an allocated {} buffer",
+                    b.id,
+                    T::NAME
+                ))
+            })
+    }
     fn f32s(&self, b: Buf) -> Result<&[f32]> {
-        match self.slots.get(b.id()).and_then(|s| s.as_ref()) {
-            Some(Store::F32(v)) => Ok(&v[..b.len]),
-            _ => Err(bad(format!(
-                "buffer {} is not an allocated f32 buffer",
-                b.id
-            ))),
-        }
+        self.view(b)
     }
     fn i32s(&self, b: Buf) -> Result<&[i32]> {
-        match self.slots.get(b.id()).and_then(|s| s.as_ref()) {
-            Some(Store::I32(v)) => Ok(&v[..b.len]),
-            _ => Err(bad(format!(
-                "buffer {} is not an allocated i32 buffer",
-                b.id
-            ))),
-        }
+        self.view(b)
     }
     fn u8s(&self, b: Buf) -> Result<&[u8]> {
-        match self.slots.get(b.id()).and_then(|s| s.as_ref()) {
-            Some(Store::U8(v)) => Ok(&v[..b.len]),
-            _ => Err(bad(format!(
-                "buffer {} is not an allocated u8 buffer",
-                b.id
-            ))),
-        }
+        self.view(b)
     }
 
-    /// Runs `f` with the f32 buffer `out` mutable and the device readable.
-    fn with_out<R>(
+    /// Runs `f` with buffer `out` mutable (as `T`) and the rest of the device readable.
+    fn with_out<T: Elem, R>(
         &mut self,
         out: Buf,
-        f: impl FnOnce(&Self, &mut [f32]) -> Result<R>,
+        f: impl FnOnce(&Self, &mut [T]) -> Result<R>,
     ) -> Result<R> {
         let mut s = self.take(out)?;
-        let r = match &mut s {
-            Store::F32(v) => f(self, &mut v[..out.len]),
-            _ => Err(bad(format!("buffer {} is not f32", out.id))),
-        };
-        self.put(out, s);
-        r
-    }
-
-    fn with_out_i32<R>(
-        &mut self,
-        out: Buf,
-        f: impl FnOnce(&Self, &mut [i32]) -> Result<R>,
-    ) -> Result<R> {
-        let mut s = self.take(out)?;
-        let r = match &mut s {
-            Store::I32(v) => f(self, &mut v[..out.len]),
-            _ => Err(bad(format!("buffer {} is not i32", out.id))),
+        let r = match T::of_mut(&mut s) {
+            Some(v) => f(self, &mut v[..out.len]),
+            None => Err(bad(format!("buffer {} is not {}", out.id, T::NAME))),
         };
         self.put(out, s);
         r
@@ -308,6 +291,36 @@ impl CpuDevice {
     }
 }
 
+/// An element type of CPU buffers.
+trait Elem: Copy {
+    const NAME: &'static str;
+    fn of(s: &Store) -> Option<&Vec<Self>>;
+    fn of_mut(s: &mut Store) -> Option<&mut Vec<Self>>;
+}
+
+macro_rules! elem {
+    ($t:ty, $variant:ident, $name:literal) => {
+        impl Elem for $t {
+            const NAME: &'static str = $name;
+            fn of(s: &Store) -> Option<&Vec<$t>> {
+                match s {
+                    Store::$variant(v) => Some(v),
+                    _ => None,
+                }
+            }
+            fn of_mut(s: &mut Store) -> Option<&mut Vec<$t>> {
+                match s {
+                    Store::$variant(v) => Some(v),
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+elem!(f32, F32, "f32");
+elem!(i32, I32, "i32");
+elem!(u8, U8, "u8");
+
 fn check_range(b: Buf, offset: usize, len: usize) -> Result<()> {
     if offset + len > b.len {
         return Err(bad(format!(
@@ -321,23 +334,17 @@ fn check_range(b: Buf, offset: usize, len: usize) -> Result<()> {
 }
 
 macro_rules! rw {
-    ($write:ident, $read:ident, $t:ty, $variant:ident) => {
+    ($write:ident, $read:ident, $t:ty) => {
         fn $write(&mut self, b: Buf, offset: usize, data: &[$t]) -> Result<()> {
             check_range(b, offset, data.len())?;
-            match self.slots.get_mut(b.id()).and_then(|s| s.as_mut()) {
-                Some(Store::$variant(v)) => {
-                    v[offset..offset + data.len()].copy_from_slice(data);
-                    Ok(())
-                }
-                _ => Err(bad(format!("buffer {} has another type", b.id))),
-            }
+            self.with_out::<$t, _>(b, |_, v| {
+                v[offset..offset + data.len()].copy_from_slice(data);
+                Ok(())
+            })
         }
         fn $read(&mut self, b: Buf, offset: usize, len: usize) -> Result<Vec<$t>> {
             check_range(b, offset, len)?;
-            match self.slots.get(b.id()).and_then(|s| s.as_ref()) {
-                Some(Store::$variant(v)) => Ok(v[offset..offset + len].to_vec()),
-                _ => Err(bad(format!("buffer {} has another type", b.id))),
-            }
+            Ok(self.view::<$t>(b)?[offset..offset + len].to_vec())
         }
     };
 }
@@ -397,9 +404,9 @@ impl ServeDevice for CpuDevice {
         }
     }
 
-    rw!(write_f32, read_f32, f32, F32);
-    rw!(write_i32, read_i32, i32, I32);
-    rw!(write_u8, read_u8, u8, U8);
+    rw!(write_f32, read_f32, f32);
+    rw!(write_i32, read_i32, i32);
+    rw!(write_u8, read_u8, u8);
 
     fn sync(&mut self) -> Result<()> {
         Ok(())
@@ -456,7 +463,7 @@ impl ServeDevice for CpuDevice {
             let Store::F32(wv) = &mut ws else {
                 return Err(bad("gate_topk: weights are not f32"));
             };
-            self.with_out_i32(ids, |d, idv| {
+            self.with_out::<i32, _>(ids, |d, idv| {
                 Ok(k::gate_topk(
                     d.f32s(logits)?,
                     experts,
@@ -579,7 +586,7 @@ impl ServeDevice for CpuDevice {
     }
 
     fn argmax(&mut self, logits: Buf, n: usize, out: Buf) -> Result<()> {
-        self.with_out_i32(out, |d, o| Ok(k::argmax(d.f32s(logits)?, n, o)?))
+        self.with_out::<i32, _>(out, |d, o| Ok(k::argmax(d.f32s(logits)?, n, o)?))
     }
 }
 

@@ -1089,19 +1089,25 @@ impl Executor {
         Ok(out)
     }
 
+    /// The cache buffers of layer `l` a hand-over moves, with their entry width (0 for
+    /// the f32 scales): latent entries and scales, indexer keys and scales.
+    fn kv_parts(&self, l: usize) -> Vec<(Buf, usize)> {
+        let c = &self.cache[l];
+        let mut parts = vec![(c.kv, self.cfg.latent), (c.kv_scale, 0)];
+        if let (Some((k, s)), Some(ix)) = (c.keys, self.cfg.indexer) {
+            parts.push((k, ix.dim));
+            parts.push((s, 0));
+        }
+        parts
+    }
+
     /// KV bytes of `pages` (every layer's entries and scales, indexer keys included),
     /// for handing a request over to another group.
     pub fn export_kv(&mut self, pages: &[u32]) -> Result<Vec<u8>> {
         let p = self.cfg.page_size;
         let mut out = Vec::with_capacity(pages.len() * p * self.cfg.kv_bytes_per_token());
         for l in 0..self.cache.len() {
-            let c = &self.cache[l];
-            let mut parts = vec![(c.kv, self.cfg.latent), (c.kv_scale, 0)];
-            if let (Some((k, s)), Some(ix)) = (c.keys, self.cfg.indexer) {
-                parts.push((k, ix.dim));
-                parts.push((s, 0));
-            }
-            for (buf, width) in parts {
+            for (buf, width) in self.kv_parts(l) {
                 for &pg in pages {
                     let pg = pg as usize;
                     if pg >= self.pages {
@@ -1133,13 +1139,7 @@ impl Executor {
         }
         let mut at = 0;
         for l in 0..self.cache.len() {
-            let c = &self.cache[l];
-            let mut parts = vec![(c.kv, self.cfg.latent), (c.kv_scale, 0)];
-            if let (Some((k, s)), Some(ix)) = (c.keys, self.cfg.indexer) {
-                parts.push((k, ix.dim));
-                parts.push((s, 0));
-            }
-            for (buf, width) in parts {
+            for (buf, width) in self.kv_parts(l) {
                 for &pg in pages {
                     let pg = pg as usize;
                     if pg >= self.pages {

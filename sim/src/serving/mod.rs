@@ -35,7 +35,7 @@ pub use config::{
     PrefillRouter, RouterConfig, ServingConfig, ServingScenario, SloConfig,
 };
 pub use price::{Money, PriceConfig, PriceSheet, TokenPrices, UsdPerMTokens};
-pub use rack::{SimInput, SimStep};
+pub use rack::{resolve_mtp, SimInput, SimStep};
 pub use report::{Accounting, PoolReport, Report, Throughput, TokenMix};
 pub use stats::{LogHistogram, Summary};
 pub use workload::{

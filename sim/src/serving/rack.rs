@@ -165,7 +165,7 @@ pub(crate) fn run_with_steps(
 }
 
 /// The MTP draft tokens and acceptance rates: the scenario's, else the model's.
-fn resolve_mtp(sc: &ServingScenario, model: &Model) -> Result<(u32, Vec<f64>), SimError> {
+pub fn resolve_mtp(sc: &ServingScenario, model: &Model) -> Result<(u32, Vec<f64>), SimError> {
     let m = model.mtp.as_ref();
     let n = sc
         .serving
