@@ -260,6 +260,13 @@ fn paged_indexer_matches_reference_and_masks_past_the_sequence() {
     }
     let sel = kernels::cpu::topk(&got, rows, 72, 8);
     topk_valid(&sel[..8], &got[..72], 1, 72, 8).unwrap();
+    // Top-k over each row's own prefix: the same selection, padding left out.
+    let pre = kernels::cpu::topk_prefix(&got, 72, &seq_lens, 8);
+    for (r, &len) in seq_lens.iter().enumerate() {
+        let len = len as usize;
+        let row = &pre[r * 8..(r + 1) * 8];
+        topk_valid(row, &got[r * 72..r * 72 + len], 1, len, 8).unwrap();
+    }
     let bad = IndexerPagedArgs { n_pos: 50, ..args };
     assert!(cpu::indexer_paged_scores(&bad, &mut got[..rows * 50]).is_err());
 }

@@ -581,7 +581,12 @@ impl ServeDevice for CpuDevice {
             };
             Ok(k::indexer_paged_scores(&args, sc)?)
         })?;
-        let sel = cpu::topk(self.f32s(a.scores)?, a.rows, a.n_pos, a.topk);
+        let sel = cpu::topk_prefix(
+            self.f32s(a.scores)?,
+            a.n_pos,
+            self.i32s(a.seq_lens)?,
+            a.topk,
+        );
         self.write_i32(a.out, 0, &sel)
     }
 

@@ -10,10 +10,10 @@ use crate::live::{
 use crate::{shape_err, Result};
 use rayon::prelude::*;
 
-/// Output columns one task decodes and applies together.
+/// Output columns one task decodes and applies together. A task applies them to every
+/// row of its group, so each weight row is decoded once per call and group: the cost
+/// of a call is affine in its groups and rows (what the fitted cost model assumes).
 const COLS: usize = 8;
-/// Input rows one task walks per decoded column block.
-const ROWS: usize = 64;
 /// Least work (values touched, or multiply-adds) worth a task of its own: smaller
 /// calls run on the calling thread, so a tiny op costs no thread wake-ups.
 pub const MIN_TASK_WORK: usize = 32 * 1024;
@@ -39,28 +39,28 @@ impl SyncPtr {
 
 /// Grouped linear layer: for each group, `y[r] = W[expert] x[r]` for its rows
 /// (`x[rows][k_in]`, `y[rows][n_out]`). Rows outside every group are left untouched.
-/// Parallel over (group, block of `COLS` output columns, tile of `ROWS` rows): a task
-/// decodes its weight rows once and applies them to every row of its tile.
+/// Parallel over (group, block of `COLS` output columns): a task decodes its weight
+/// rows once and applies them to every row of its group.
 pub fn linear(w: &WeightsRef<'_>, groups: &[Group], x: &[f32], y: &mut [f32]) -> Result<()> {
     validate_linear(w, groups, x.len(), y.len())?;
     let (n, k) = (w.n_out, w.k_in);
     let mut tasks = Vec::new();
     for (gi, g) in groups.iter().enumerate() {
-        for c0 in (0..n).step_by(COLS) {
-            for r0 in (0..g.rows as usize).step_by(ROWS) {
-                tasks.push((gi, c0, r0));
-            }
+        if g.rows > 0 {
+            tasks.extend((0..n).step_by(COLS).map(|c0| (gi, c0)));
         }
     }
     let yp = SyncPtr(y.as_mut_ptr());
     let rows_total: usize = groups.iter().map(|g| g.rows as usize).sum();
-    let per_task = COLS * k * (1 + rows_total.div_ceil(tasks.len().max(1)));
+    // Each task decodes COLS weight rows and applies them to its group's rows.
+    let avg_rows = rows_total * n.div_ceil(COLS) / tasks.len().max(1);
+    let per_task = COLS * k * (1 + avg_rows);
     tasks
         .into_par_iter()
         .with_min_len(min_len(per_task))
         .for_each_init(
             || vec![0f32; COLS * k],
-            |wbuf, (gi, c0, r0)| {
+            |wbuf, (gi, c0)| {
                 let g = groups[gi];
                 let nc = COLS.min(n - c0);
                 for c in 0..nc {
@@ -74,15 +74,14 @@ pub fn linear(w: &WeightsRef<'_>, groups: &[Group], x: &[f32], y: &mut [f32]) ->
                         &mut wbuf[c * k..(c + 1) * k],
                     );
                 }
-                let r1 = (r0 + ROWS).min(g.rows as usize);
-                for t in r0..r1 {
+                for t in 0..g.rows as usize {
                     let row = g.start as usize + t;
                     let xr = &x[row * k..(row + 1) * k];
                     for c in 0..nc {
                         let v = dot(&wbuf[c * k..(c + 1) * k], xr);
                         // SAFETY: (row, c0 + c) is written by this task only: groups cover
-                        // disjoint rows (validated), and tasks split each group's rows and
-                        // columns without overlap. In bounds: row < rows, c0 + c < n.
+                        // disjoint rows (validated), and tasks split each group's columns
+                        // without overlap. In bounds: row < rows, c0 + c < n.
                         unsafe { *yp.get().add(row * n + c0 + c) = v };
                     }
                 }

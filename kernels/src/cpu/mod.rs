@@ -11,7 +11,7 @@ mod moe;
 pub use attention::{attention, attention_into};
 pub use copy::{copy, gemm, stream_read};
 pub use gather::{gather, gather_into};
-pub use indexer::{indexer, indexer_scores, topk};
+pub use indexer::{indexer, indexer_scores, topk, topk_prefix};
 pub use moe::moe;
 
 use crate::dtype::fp8_e4m3_to_f32;
