@@ -312,7 +312,7 @@ pub fn attribute(err: f64, step: f64) -> String {
         )
     } else {
         format!(
-            "queueing: step times agree within {:+.1}% but the simulated queues and batches differ ({:+.1}%)",
+            "queueing: the step-time error ({:+.1}%) does not explain it; the simulated queues and batches differ ({:+.1}%)",
             100.0 * step,
             100.0 * err
         )
