@@ -248,7 +248,7 @@ fn rank_loop(
     model: ModelConfig,
     seed: u64,
     spec: RankSpec,
-    mut ex: Box<dyn Exchange + Send>,
+    ex: Box<dyn Exchange + Send>,
     rx: Receiver<Cmd>,
     reply: Sender<Reply>,
     links: Vec<SyncSender<KvMsg>>,
@@ -276,14 +276,41 @@ fn rank_loop(
         Ok(p) => p,
         Err(e) => return fail(format!("thread pool: {e}")),
     };
-    let device_name = pool.install(|| match device {
+    // The whole loop runs on one of the pool's threads: a step's ops then split over
+    // the pool without a hop from another thread (a wake-up per step).
+    pool.install(move || serve_rank(device, model, seed, spec, ex, rx, reply, links, staged));
+}
+
+#[allow(clippy::too_many_arguments)]
+fn serve_rank(
+    device: Device,
+    model: ModelConfig,
+    seed: u64,
+    spec: RankSpec,
+    mut ex: Box<dyn Exchange + Send>,
+    rx: Receiver<Cmd>,
+    reply: Sender<Reply>,
+    links: Vec<SyncSender<KvMsg>>,
+    staged: Option<Staged>,
+) {
+    let who = format!(
+        "rank {} (group {}, rank {} of {})",
+        spec.index, spec.group, spec.rank, spec.ranks
+    );
+    let fail = |error: String| {
+        let _ = reply.send(Reply::Failed {
+            who: who.clone(),
+            error,
+        });
+    };
+    let device_name = match device {
         Device::Cpu => {
             use engine::Backend;
             engine::cpu::CpuBackend::new().info().device.clone()
         }
         Device::Cuda(n) => format!("cuda:{n}"),
-    });
-    let exec = pool.install(|| -> Result<Executor, String> {
+    };
+    let exec = (|| -> Result<Executor, String> {
         let dev: Box<dyn engine::serve::ServeDevice> = match device {
             Device::Cpu => Box::new(engine::serve::CpuDevice::new()),
             Device::Cuda(n) => {
@@ -291,7 +318,7 @@ fn rank_loop(
             }
         };
         Executor::new(dev, model, seed, spec.rank, spec.ranks, spec.pages).map_err(worker_error)
-    });
+    })();
     let mut exec = match exec {
         Ok(e) => e,
         Err(e) => return fail(e),
@@ -312,7 +339,7 @@ fn rank_loop(
                 imports,
             } => {
                 let start = Instant::now();
-                let r = pool.install(|| -> Result<_, String> {
+                let r = (|| -> Result<_, String> {
                     for req in imports {
                         let got = staged
                             .as_ref()
@@ -340,7 +367,7 @@ fn rank_loop(
                         (t1 - t0).as_secs_f64(),
                         (t2 - t1).as_secs_f64(),
                     ))
-                });
+                })();
                 match r {
                     Ok((outs, import_s, prefill_s, decode_s)) => {
                         let _ = reply.send(Reply::Step {
@@ -364,7 +391,7 @@ fn rank_loop(
                 to_pages,
             } => {
                 let start = Instant::now();
-                let bytes = match pool.install(|| exec.export_kv(&pages)) {
+                let bytes = match exec.export_kv(&pages) {
                     Ok(b) => b,
                     Err(e) => return fail(e.to_string()),
                 };
