@@ -9,16 +9,20 @@
 #
 # The machine is shared: before each measurement the script waits (up to WAIT seconds)
 # for the 1-minute load average to fall below QUIET, and every run records the load at
-# its start and end (run.json). Loads: POISSON_LIGHT/POISSON_HIGH requests per second,
-# AGENTX_LIGHT/AGENTX_HIGH concurrent sessions.
+# its start and end (run.json). The rank runs on CORES pinned cores (default 1: on a
+# shared 2-core machine a 2-thread rank loses its second thread whenever another
+# process runs, halving an op's speed at random) and the calibration measures on as
+# many. Loads: POISSON_LIGHT/POISSON_HIGH requests per second, AGENTX_LIGHT/AGENTX_HIGH
+# concurrent sessions.
 set -eu
 TWIN=${TWIN:-target/release/twin}
 OUT=${OUT:-runs/figures-$(date +%Y%m%d-%H%M%S)}
 QUIET=${QUIET:-0.5}
 WAIT=${WAIT:-1800}
 DURATION=${DURATION:-120}
-POISSON_LIGHT=${POISSON_LIGHT:-0.5}
-POISSON_HIGH=${POISSON_HIGH:-2.2}
+CORES=${CORES:-1}
+POISSON_LIGHT=${POISSON_LIGHT:-0.3}
+POISSON_HIGH=${POISSON_HIGH:-1.0}
 AGENTX_LIGHT=${AGENTX_LIGHT:-1}
 AGENTX_HIGH=${AGENTX_HIGH:-3}
 mkdir -p "$OUT"
@@ -33,14 +37,14 @@ wait_quiet() {
 }
 
 wait_quiet
-"$TWIN" calibrate --device cpu --plan live --model cpu-live-moe --quick --out "$OUT/profile" \
+"$TWIN" calibrate --device cpu --cores "$CORES" --plan live --model cpu-live-moe --quick --out "$OUT/profile" \
     | tee "$OUT/profile.txt"
 
 run() { # name scenario set...
     local name=$1 scenario=$2
     shift 2
     wait_quiet
-    "$TWIN" live "$scenario" --duration "$DURATION" "$@" --out "$OUT/$name"
+    "$TWIN" live "$scenario" --cores "$CORES" --duration "$DURATION" "$@" --out "$OUT/$name"
     "$TWIN" validate live "$OUT/$name" --profile "$OUT/profile/profile.toml" | tee "$OUT/$name.txt"
     "$TWIN" validate live "$OUT/$name" --profile "$OUT/profile/profile.toml" --json > "$OUT/$name.json"
 }

@@ -60,29 +60,37 @@ pub fn plan_live(model: &LiveModel, dep: usize, drafts: u32, size: PlanSize) -> 
     let layers = model.layers.len().max(1);
     let dtype = WeightDtype::parse(model.dtype).unwrap_or(WeightDtype::Bf16);
     let experts = model.moe.map_or(1, |m| m.0 / dep.max(1)).max(1);
+    // A linear measurement cycles through a table as large as a step's weights (capped
+    // at 256 MiB), so each matrix comes back as rarely as in a run.
+    let step_bytes = model.linear_weight_bytes(dep).min(256 << 20);
+    // Rows as a run has them: decode batches (a few to ~64 rows), prefill chunks (up to
+    // the chunk budget, twice that routed to experts); dense in the decode range.
     let rows = grid(
         size,
         &[1, 4, 16],
-        &[1, 4, 16, 64, 256, 512],
         &[1, 2, 4, 8, 16, 32, 64, 128, 256, 512],
+        &[1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512],
     );
     let row_ops = grid(
         size,
         &[1, 8, 32],
-        &[1, 4, 16, 64, 256, 1024],
-        &[1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024],
+        &[1, 2, 4, 8, 16, 32, 64, 128, 256, 512],
+        &[1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512],
     );
-    let groups = grid(size, &[1, 2], &[1, 4, 16], &[1, 2, 4, 8, 16, 32, 64]);
+    let groups = grid(size, &[1, 2], &[1, 2, 4, 8, 16], &[1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64]);
     // (requests, new tokens, context): decode batches, then prefill chunks.
     let new = 1 + drafts as usize;
     let attn_pts: Vec<(usize, usize, usize)> = match size {
         PlanSize::Smoke => vec![(1, new, 16), (2, new, 40), (1, 8, 0), (1, 8, 24)],
         PlanSize::Quick => vec![
             (1, new, 128),
-            (8, new, 1024),
-            (32, new, 3072),
+            (1, new, 1024),
             (4, new, 256),
+            (8, new, 1024),
+            (16, new, 512),
+            (32, new, 2048),
             (1, 64, 0),
+            (1, 256, 0),
             (1, 256, 1024),
             (1, 256, 2048),
         ],
@@ -113,6 +121,9 @@ pub fn plan_live(model: &LiveModel, dep: usize, drafts: u32, size: PlanSize) -> 
         match key.op.as_str() {
             "linear" => {
                 let (n, kin) = (k("n"), k("k"));
+                let table = step_bytes
+                    .div_ceil(dtype.weight_bytes(n, kin).max(1))
+                    .max(experts);
                 for &r in &rows {
                     for &g in &groups {
                         let g = g.min(experts);
@@ -125,8 +136,8 @@ pub fn plan_live(model: &LiveModel, dep: usize, drafts: u32, size: PlanSize) -> 
                             k: kin,
                             groups: g,
                             rows: r,
-                            experts,
-                            copies: layers,
+                            experts: table,
+                            copies: table.div_ceil(g).min(256),
                         });
                         if !v.contains(&spec) {
                             v.push(spec);

@@ -113,22 +113,34 @@ impl Weights {
         }
     }
 
-    /// Random bf16-like weights for tests (moderate magnitudes, no std control).
-    pub fn random_moderate(experts: usize, n_out: usize, k_in: usize, seed: u64) -> Weights {
+    /// Random weights of moderate magnitudes, fast to generate in bulk (for timing:
+    /// random bits mapped to finite values, no control of their spread).
+    pub fn random_moderate(
+        dtype: WeightDtype,
+        experts: usize,
+        n_out: usize,
+        k_in: usize,
+        seed: u64,
+    ) -> Weights {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let mut w = vec![0u8; 2 * experts * n_out * k_in];
+        let rows = experts * n_out;
+        let mut w = vec![0u8; dtype.weight_bytes(rows, k_in)];
         rng.fill(&mut w[..]);
-        w.chunks_exact_mut(2).for_each(|b| {
-            let v = moderate_bf16(u16::from_le_bytes([b[0], b[1]]));
-            b.copy_from_slice(&v.to_le_bytes());
-        });
+        match dtype {
+            WeightDtype::Bf16 => w.chunks_exact_mut(2).for_each(|b| {
+                let v = moderate_bf16(u16::from_le_bytes([b[0], b[1]]));
+                b.copy_from_slice(&v.to_le_bytes());
+            }),
+            WeightDtype::Fp8 => w.iter_mut().for_each(|b| *b = crate::problem::moderate_fp8(*b)),
+            WeightDtype::Int4 => {}
+        }
         Weights {
-            dtype: WeightDtype::Bf16,
+            dtype,
             experts,
             n_out,
             k_in,
             weights: w,
-            scales: Vec::new(),
+            scales: vec![0.05; dtype.scale_count(rows, k_in)],
         }
     }
 

@@ -38,6 +38,12 @@ fn rand_f32(rng: &mut ChaCha8Rng, n: usize) -> Vec<f32> {
 
 /// Grouped linear layer: `rows` rows split evenly over `groups` of the `experts` weight
 /// matrices (`n x k` each); `groups = 1` is a dense layer.
+///
+/// A measurement holds one table of `experts` matrices and cycles through it: run `c`
+/// uses `groups` matrices starting at `c * groups`, so a matrix is used again only after
+/// the whole table, as a model's weights are used again only after the whole step
+/// (`experts` is sized by the plan to the step's weights), while the input rows stay
+/// hot, as a forward pass's activations are.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LinearShape {
     pub dtype: WeightDtype,
@@ -45,30 +51,35 @@ pub struct LinearShape {
     pub k: usize,
     pub groups: usize,
     pub rows: usize,
-    /// Weight matrices in the table (experts of the layer; 1 for a dense layer).
+    /// Weight matrices in the table.
     pub experts: usize,
-    /// Input copies (layers using these weights) a measurement rotates over.
+    /// Runs a measurement cycles through (each with its own groups of the table).
     pub copies: usize,
 }
 
 impl LinearShape {
-    /// Seeded weights, the groups (rows split evenly over experts spread across the
-    /// table) and the input rows.
-    pub fn inputs(&self, seed: u64) -> (Weights, Vec<Group>, Vec<f32>) {
-        let w = Weights::random(self.dtype, self.experts, self.n, self.k, 0.05, seed);
+    /// The groups of run `c`: rows split evenly over `groups` consecutive matrices of the
+    /// table, starting at `c * groups`.
+    pub fn groups_of(&self, c: usize) -> Vec<Group> {
         let mut groups = Vec::with_capacity(self.groups);
         let mut start = 0;
         for g in 0..self.groups {
             let rows = (self.rows * (g + 1) / self.groups - self.rows * g / self.groups) as u32;
             groups.push(Group {
-                expert: (g * self.experts / self.groups) as u32,
+                expert: ((c * self.groups + g) % self.experts) as u32,
                 start,
                 rows,
             });
             start += rows;
         }
+        groups
+    }
+
+    /// Seeded weights (the table) and input rows.
+    pub fn inputs(&self, seed: u64) -> (Weights, Vec<f32>) {
+        let w = Weights::random_moderate(self.dtype, self.experts, self.n, self.k, seed);
         let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed);
-        (w, groups, rand_f32(&mut rng, self.rows * self.k))
+        (w, rand_f32(&mut rng, self.rows * self.k))
     }
 
     pub fn call(&self) -> Call {
@@ -163,6 +174,10 @@ macro_rules! rows_shape {
             }
             fn footprint_bytes(&self) -> u64 {
                 self.bytes()
+            }
+            /// One input set: a forward pass's activations are hot in cache.
+            fn copies(&self) -> Option<usize> {
+                Some(1)
             }
             fn validate(&self) -> Result<()> {
                 let $s3 = self;
@@ -428,18 +443,13 @@ fn prepare(dev: &mut dyn ServeDevice, spec: &super::OpSpec, copies: usize) -> Re
     };
     Ok(match *spec {
         S::Linear(s) => {
-            let mut sets = Vec::new();
-            for c in 0..copies {
-                let (w, groups, x) = s.inputs(c as u64);
-                let dw = dev.upload_weights(&w)?;
-                let xb = dev.upload_f32(&x)?;
-                let y = dev.alloc(Dt::F32, s.rows * s.n)?;
-                sets.push((dw, groups, xb, y));
-            }
-            Box::new(move |dev, i| {
-                let (w, g, x, y) = &sets[i % sets.len()];
-                dev.linear(w, g, *x, *y)
-            })
+            let (w, x) = s.inputs(0);
+            let dw = dev.upload_weights(&w)?;
+            drop(w);
+            let xb = dev.upload_f32(&x)?;
+            let y = dev.alloc(Dt::F32, s.rows * s.n)?;
+            let sets: Vec<Vec<Group>> = (0..copies).map(|c| s.groups_of(c)).collect();
+            Box::new(move |dev, i| dev.linear(&dw, &sets[i % sets.len()], xb, y))
         }
         S::Rmsnorm(s) => {
             let mut sets = Vec::new();

@@ -166,6 +166,31 @@ impl LiveModel {
         })
     }
 
+    /// Bytes of every linear layer's weights a decode step reads on one rank of `dep`
+    /// (projections, gate, routed and shared experts, LM head, MTP head): how far apart
+    /// two uses of one weight matrix are.
+    pub fn linear_weight_bytes(&self, dep: usize) -> usize {
+        let b = |n: usize, k: usize| n * k * if self.dtype == "fp8" { 1 } else { 2 };
+        let (h, hl) = (self.hidden, self.heads * self.latent);
+        let mut total = b(self.vocab, h);
+        for l in &self.layers {
+            total += b(hl, h) + b(self.latent, h) + b(h, hl);
+            if let (true, Some((ih, id, _))) = (l.has_indexer, self.indexer) {
+                total += b(ih * id + ih + id, h);
+            }
+            total += match (l.moe, self.moe) {
+                (true, Some((e, _, f, s))) => {
+                    b(e, h) + e.div_ceil(dep.max(1)) * (b(2 * f, h) + b(h, f)) + b(2 * s, h) + b(h, s)
+                }
+                _ => b(2 * self.dense_ffn, h) + b(h, self.dense_ffn),
+            };
+        }
+        if self.mtp_ffn > 0 {
+            total += b(h, h) + b(2 * self.mtp_ffn, h) + b(h, self.mtp_ffn);
+        }
+        total
+    }
+
     /// Bytes of KV cache per token on one rank (latent entries, indexer keys, scales).
     pub fn kv_bytes_per_token(&self) -> usize {
         self.layers
