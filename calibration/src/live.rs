@@ -69,15 +69,24 @@ pub fn plan_live(model: &LiveModel, dep: usize, drafts: u32, size: PlanSize) -> 
         size,
         &[1, 4, 16],
         &[1, 2, 4, 8, 16, 32, 64, 128, 256, 512],
-        &[1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512],
+        &[
+            1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512,
+        ],
     );
     let row_ops = grid(
         size,
         &[1, 8, 32],
         &[1, 2, 4, 8, 16, 32, 64, 128, 256, 512],
-        &[1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512],
+        &[
+            1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512,
+        ],
     );
-    let groups = grid(size, &[1, 2], &[1, 2, 4, 8, 16], &[1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64]);
+    let groups = grid(
+        size,
+        &[1, 2],
+        &[1, 2, 4, 8, 16],
+        &[1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64],
+    );
     // (requests, new tokens, context): decode batches, then prefill chunks.
     let new = 1 + drafts as usize;
     let attn_pts: Vec<(usize, usize, usize)> = match size {

@@ -232,6 +232,7 @@ mod tests {
             max_seconds: 0.1,
             min_reps: 1,
             rotate: true,
+            thread_cpu: false,
         };
         let ops = [
             OpSpec::MoeDecode(MoeShape {

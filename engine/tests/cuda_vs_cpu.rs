@@ -118,6 +118,7 @@ fn every_op_measures_on_gpu() {
         max_seconds: 1.0,
         min_reps: 1,
         rotate: true,
+        thread_cpu: false,
     };
     let ops = [
         OpSpec::MoeDecode(MoeShape {

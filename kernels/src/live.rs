@@ -131,7 +131,9 @@ impl Weights {
                 let v = moderate_bf16(u16::from_le_bytes([b[0], b[1]]));
                 b.copy_from_slice(&v.to_le_bytes());
             }),
-            WeightDtype::Fp8 => w.iter_mut().for_each(|b| *b = crate::problem::moderate_fp8(*b)),
+            WeightDtype::Fp8 => w
+                .iter_mut()
+                .for_each(|b| *b = crate::problem::moderate_fp8(*b)),
             WeightDtype::Int4 => {}
         }
         Weights {

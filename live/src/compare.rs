@@ -136,6 +136,11 @@ pub struct Comparison {
     /// Where prediction and run disagree, per latency figure: `step time` or
     /// `queueing`, with the evidence.
     pub attribution: BTreeMap<String, String>,
+    /// How much longer the steps took than their CPU time (one-thread ranks): what other
+    /// processes on the machine took from the run (`None` when not recorded).
+    pub interference: Option<f64>,
+    /// Step MAPE against the steps' CPU time (one-thread ranks): the engine's own work.
+    pub step_mape_cpu: Option<f64>,
     pub notes: Vec<String>,
 }
 
@@ -281,6 +286,33 @@ pub fn compare(
         notes
             .push("disaggregated: KV hand-overs are priced by the profile's copy bandwidth".into());
     }
+    let cpu: Option<Vec<(f64, f64)>> = run
+        .steps
+        .iter()
+        .map(|s| s.cpu_ms.map(|c| (s.step_ms, c)))
+        .collect();
+    let interference = cpu.filter(|v| !v.is_empty()).map(|v| {
+        let (w, c): (f64, f64) = v.iter().fold((0.0, 0.0), |a, x| (a.0 + x.0, a.1 + x.1));
+        rel(w, c)
+    });
+    let step_mape_cpu = run
+        .steps
+        .iter()
+        .zip(predicted_step_s)
+        .map(|(s, &p)| {
+            s.cpu_ms
+                .filter(|&c| c > 0.0)
+                .map(|c| ((p - c / 1e3) / (c / 1e3)).abs())
+        })
+        .collect::<Option<Vec<f64>>>()
+        .filter(|v| !v.is_empty())
+        .map(|v| v.iter().sum::<f64>() / v.len() as f64);
+    if let Some(i) = interference {
+        notes.push(format!(
+            "steps took {:+.1}% longer than their CPU time: other processes' share of the rank's core (the model prices the engine's own work)",
+            100.0 * i
+        ));
+    }
     Comparison {
         step_mape,
         step_bias,
@@ -294,6 +326,8 @@ pub fn compare(
         live,
         predicted: sim.clone(),
         attribution,
+        interference,
+        step_mape_cpu,
         notes,
     }
 }
@@ -383,10 +417,18 @@ impl Comparison {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "step time: {} live steps re-priced with their exact batches: MAPE {:.1}%, total {:+.1}%",
+            "step time: {} live steps re-priced with their exact batches: MAPE {:.1}%, total {:+.1}%{}",
             self.steps,
             100.0 * self.step_mape,
-            100.0 * self.step_bias
+            100.0 * self.step_bias,
+            match (self.step_mape_cpu, self.interference) {
+                (Some(m), Some(i)) => format!(
+                    " (against their CPU time: MAPE {:.1}%; wall {:+.1}% over CPU)",
+                    100.0 * m,
+                    100.0 * i
+                ),
+                _ => String::new(),
+            }
         );
         let _ = writeln!(
             s,

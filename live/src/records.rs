@@ -102,6 +102,10 @@ pub struct StepRecord {
     pub decode_ms: f64,
     /// Writing handed-over KV into the cache before the passes.
     pub import_ms: f64,
+    /// CPU time of the passes (one-thread ranks): `step_ms` less what other processes
+    /// took of the rank's core.
+    #[serde(default)]
+    pub cpu_ms: Option<f64>,
     pub drafts: usize,
     pub ranks: Vec<RankStep>,
 }

@@ -163,8 +163,8 @@ pub fn validate(cfg: &LiveConfig) -> Result<LiveModel, LiveError> {
 }
 
 /// One rank's answer to a step: outputs, start and end, prefill, decode and import
-/// seconds.
-type RankReply = (Vec<SeqOut>, Instant, Instant, f64, f64, f64);
+/// seconds, CPU seconds of the passes (one-thread ranks).
+type RankReply = (Vec<SeqOut>, Instant, Instant, f64, f64, f64, Option<f64>);
 
 /// A group's step in flight.
 struct InFlight {
@@ -564,6 +564,7 @@ fn serve(
                 prefill_s,
                 decode_s,
                 import_s,
+                cpu_s,
                 ..
             } => {
                 let g = first_rank.partition_point(|&f| f <= rank) - 1;
@@ -573,7 +574,7 @@ fn serve(
                         "a step reply from rank {rank} with no step in flight"
                     )));
                 };
-                f.replies[r] = Some((outs, start, end, prefill_s, decode_s, import_s));
+                f.replies[r] = Some((outs, start, end, prefill_s, decode_s, import_s, cpu_s));
                 if f.replies.iter().all(|x| x.is_some()) {
                     let f = inflight.remove(&g).expect("present");
                     let rs: Vec<_> = f
@@ -644,6 +645,11 @@ fn step_record(
         prefill_ms: 1e3 * max(&|x| x.3),
         decode_ms: 1e3 * max(&|x| x.4),
         import_ms: 1e3 * max(&|x| x.5),
+        cpu_ms: rs
+            .iter()
+            .map(|x| x.6)
+            .collect::<Option<Vec<f64>>>()
+            .map(|v| 1e3 * v.into_iter().fold(0.0, f64::max)),
         drafts: plan.drafts,
         ranks: plan
             .ranks

@@ -59,6 +59,9 @@ pub enum Reply {
         prefill_s: f64,
         decode_s: f64,
         import_s: f64,
+        /// CPU time of the passes on a one-thread rank (its wall time less what other
+        /// processes took of its core); `None` with several threads.
+        cpu_s: Option<f64>,
     },
     Exported {
         req: u32,
@@ -124,6 +127,8 @@ pub fn pin(cores: &[usize]) {
     #[cfg(not(target_os = "linux"))]
     let _ = cores;
 }
+
+pub use engine::stats::thread_cpu_s;
 
 /// Cores per rank: disjoint sets when every rank can have one, else none (unpinned).
 pub fn core_sets(ranks: usize, cores: usize) -> Vec<Vec<usize>> {
@@ -349,6 +354,7 @@ fn serve_rank(
                         exec.import_kv(&pages, &bytes).map_err(worker_error)?;
                     }
                     let t0 = Instant::now();
+                    let c0 = thread_cpu_s();
                     if passes.0 {
                         exec.forward(&prefill, 0, ex.as_mut())
                             .map_err(worker_error)?;
@@ -361,15 +367,17 @@ fn serve_rank(
                         Vec::new()
                     };
                     let t2 = Instant::now();
+                    let cpu = thread_cpu_s() - c0;
                     Ok((
                         outs,
                         (t0 - start).as_secs_f64(),
                         (t1 - t0).as_secs_f64(),
                         (t2 - t1).as_secs_f64(),
+                        cpu,
                     ))
                 })();
                 match r {
-                    Ok((outs, import_s, prefill_s, decode_s)) => {
+                    Ok((outs, import_s, prefill_s, decode_s, cpu)) => {
                         let _ = reply.send(Reply::Step {
                             rank: spec.index,
                             seq,
@@ -379,6 +387,8 @@ fn serve_rank(
                             prefill_s,
                             decode_s,
                             import_s,
+                            cpu_s: (rayon::current_num_threads() == 1 && cpu.is_finite())
+                                .then_some(cpu),
                         });
                     }
                     Err(e) => return fail(e),

@@ -111,11 +111,14 @@ fn measure(args: &CalibrateArgs) -> Result<()> {
     } else {
         PlanSize::Full
     };
-    let timing = match size {
+    let mut timing = match size {
         PlanSize::Full => TimingConfig::FULL,
         PlanSize::Quick => TimingConfig::QUICK,
         PlanSize::Smoke => TimingConfig::SMOKE,
     };
+    // One thread on a CPU: time by its CPU clock (what other processes take of the core
+    // is not the op's cost; a live run records the same split).
+    timing.thread_cpu = device == Device::Cpu && rayon::current_num_threads() == 1;
 
     let mut backend = device.open()?;
     let info = backend.info().clone();
@@ -144,9 +147,14 @@ fn measure(args: &CalibrateArgs) -> Result<()> {
         .filter(|o| !log.contains(&o.point()))
         .collect();
     eprintln!(
-        "calibrate: {} ({}), {} points planned, {} already in {}",
+        "calibrate: {} ({}){}, {} points planned, {} already in {}",
         info.device,
         info.driver,
+        if timing.thread_cpu {
+            ", timed by the thread's CPU clock"
+        } else {
+            ""
+        },
         points.len(),
         points.len() - todo.len(),
         csv.display()

@@ -626,10 +626,16 @@ pub fn measure_on(
     let start = Instant::now();
     let mut samples = Vec::with_capacity(cfg.reps);
     for _ in 0..cfg.reps.max(1) {
-        let t = Instant::now();
+        let (t, c) = (
+            Instant::now(),
+            cfg.thread_cpu.then(crate::stats::thread_cpu_s),
+        );
         run(dev, i)?;
         dev.sync()?;
-        samples.push(t.elapsed().as_secs_f64());
+        samples.push(match c {
+            Some(c0) => crate::stats::thread_cpu_s() - c0,
+            None => t.elapsed().as_secs_f64(),
+        });
         i += 1;
         if samples.len() >= cfg.min_reps && start.elapsed().as_secs_f64() > cfg.max_seconds {
             break;

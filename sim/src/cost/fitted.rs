@@ -180,7 +180,10 @@ impl LiveModel {
             }
             total += match (l.moe, self.moe) {
                 (true, Some((e, _, f, s))) => {
-                    b(e, h) + e.div_ceil(dep.max(1)) * (b(2 * f, h) + b(h, f)) + b(2 * s, h) + b(h, s)
+                    b(e, h)
+                        + e.div_ceil(dep.max(1)) * (b(2 * f, h) + b(h, f))
+                        + b(2 * s, h)
+                        + b(h, s)
                 }
                 _ => b(2 * self.dense_ffn, h) + b(h, self.dense_ffn),
             };
