@@ -5,23 +5,19 @@
 //! names them: rows, expert groups, positions read, bytes). The simulator's fitted
 //! cost model (`sim::cost::fitted`) prices a step's calls with these coefficients.
 //!
-//! Plan: for every static key a run of the model needs (`LiveModel::required_keys`),
-//! points over the variables' range in a run: rows from 1 to past a prefill chunk's
-//! routed rows, expert groups from 1 to every expert, attention and indexer rows of
-//! decode batches and prefill chunks over contexts of a few thousand tokens. Inputs
-//! rotate over one copy per layer, as the run's weights and KV do.
+//! Measurement: in situ. The engine's executor runs synthetic forward passes of the
+//! model (`engine::serve::situ`: prefill chunks and decode batches over contexts of a
+//! few thousand tokens) with every op call timed, so each op is measured in the cache
+//! state a forward pass leaves it (weights used again only a step later, activations
+//! hot), as in a run; on one thread by the thread's CPU clock. Every static key a run
+//! needs comes out of these passes, but for the DEP exchange (`plan_live`).
 
 use crate::fit::fit_linear;
 use crate::log::Row;
 use crate::plan::PlanSize;
-use engine::op::{
-    AddShape, ArgmaxShape, CombineShape, GateShape, GatherRowsShape, IndexerPagedShape,
-    KvWriteShape, LinearShape, NormShape, SwigluShape,
-};
-use engine::{AttnShape, CopyShape, OpSpec, Point};
-use kernels::{AttnModeKind, WeightDtype};
+use engine::{CopyShape, OpSpec, Point};
 use serde::{Deserialize, Serialize};
-use sim::cost::fitted::{CallKey, LiveCall, LiveModel};
+use sim::cost::fitted::{CallKey, LiveCall};
 use std::collections::{BTreeMap, HashMap};
 
 /// The fitted cost function of one static key.
@@ -35,15 +31,128 @@ pub struct LiveFit {
     pub loo_mape: f64,
 }
 
-/// The simulator's view of a measured point: its static key and regressors.
-pub fn point_call(p: &Point) -> Option<LiveCall> {
+/// Shape text of an in-situ point: `situ;` then the call's key, `|`, its variables.
+pub const SITU: &str = "situ;";
+
+/// A measured point as the fitted cost model sees it: its static key, the names of its
+/// variables and its regressors (1, then the variables). Isolated measurements of a
+/// live op (`OpSpec`) and in-situ points (`situ;key|vars`) both map to one.
+pub fn point_key(p: &Point) -> Option<(CallKey, Vec<String>, Vec<f64>)> {
+    if let Some(rest) = p.shape.strip_prefix(SITU) {
+        let (key, vars) = rest.split_once('|')?;
+        let pairs = |t: &str| -> Option<Vec<(String, u64)>> {
+            t.split(';')
+                .filter(|x| !x.is_empty())
+                .map(|kv| {
+                    let (k, v) = kv.split_once('=')?;
+                    Some((k.to_string(), v.parse().ok()?))
+                })
+                .collect()
+        };
+        let (key, vars) = (pairs(key)?, pairs(vars)?);
+        let features = std::iter::once(1.0)
+            .chain(vars.iter().map(|(_, v)| *v as f64))
+            .collect();
+        let dtype = if p.dtype == "-" {
+            String::new()
+        } else {
+            p.dtype.clone()
+        };
+        return Some((
+            CallKey {
+                op: p.op.clone(),
+                dtype,
+                key,
+            },
+            vars.into_iter().map(|(n, _)| n).collect(),
+            features,
+        ));
+    }
     let c = OpSpec::from_point(p)?.call()?;
-    Some(LiveCall {
+    let c = LiveCall {
         op: c.op,
         dtype: c.dtype,
         key: c.key,
         vars: c.vars,
-    })
+    };
+    Some((
+        c.static_key(),
+        c.vars.iter().map(|(n, _)| n.to_string()).collect(),
+        c.features(),
+    ))
+}
+
+/// The passes an in-situ calibration of `model` times: prefill chunks up to a chunk
+/// budget over contexts of a few thousand tokens, decode batches of 1 to 32 requests
+/// over the same contexts.
+pub fn situ_passes(size: PlanSize) -> Vec<engine::serve::situ::Pass> {
+    use engine::serve::situ::Pass;
+    let (tokens, batches, contexts): (&[usize], &[usize], &[usize]) = match size {
+        PlanSize::Smoke => (&[8, 24], &[1, 3], &[64, 192]),
+        PlanSize::Quick => (
+            &[16, 64, 128, 256],
+            &[1, 2, 4, 8, 16, 32],
+            &[128, 512, 1024, 2048, 3072],
+        ),
+        PlanSize::Full => (
+            &[8, 16, 32, 64, 96, 128, 192, 256],
+            &[1, 2, 3, 4, 6, 8, 12, 16, 24, 32],
+            &[64, 256, 512, 1024, 1536, 2048, 3072],
+        ),
+    };
+    let mut v = Vec::new();
+    for &context in std::iter::once(&0).chain(contexts) {
+        for &t in tokens {
+            v.push(Pass::Prefill { tokens: t, context });
+        }
+    }
+    for &context in contexts {
+        for &batch in batches {
+            v.push(Pass::Decode { batch, context });
+        }
+    }
+    v
+}
+
+/// In-situ samples as measurement rows: one row per distinct call (median, p10 and p90
+/// of its samples).
+pub fn situ_rows(
+    samples: &[(engine::op::live::Call, f64)],
+    device: &str,
+    driver: &str,
+    timestamp: &str,
+) -> Vec<Row> {
+    let mut by: BTreeMap<(String, String, String), Vec<f64>> = BTreeMap::new();
+    let text = |pairs: &[(&'static str, u64)]| engine::op::shape_text(pairs);
+    for (c, t) in samples {
+        let shape = format!("{SITU}{}|{}", text(&c.key), text(&c.vars));
+        let dtype = if c.dtype.is_empty() { "-" } else { c.dtype };
+        by.entry((c.op.to_string(), shape, dtype.to_string()))
+            .or_default()
+            .push(*t);
+    }
+    by.into_iter()
+        .filter(|(_, v)| v.iter().all(|t| t.is_finite()))
+        .map(|((op, shape, dtype), v)| {
+            let st = engine::Stats::from_samples(&v);
+            Row {
+                op,
+                shape,
+                dtype,
+                median_s: st.median_s.max(1e-9),
+                p10_s: st.p10_s,
+                p90_s: st.p90_s,
+                bytes: 0,
+                flops: 0,
+                achieved_bytes_per_s: 0.0,
+                achieved_flops_per_s: 0.0,
+                device: device.to_string(),
+                driver: driver.to_string(),
+                timestamp: timestamp.to_string(),
+                note: format!("in situ: {} samples", v.len()),
+            }
+        })
+        .collect()
 }
 
 fn grid(size: PlanSize, smoke: &[usize], quick: &[usize], full: &[usize]) -> Vec<usize> {
@@ -54,201 +163,35 @@ fn grid(size: PlanSize, smoke: &[usize], quick: &[usize], full: &[usize]) -> Vec
     }
 }
 
-/// The points measuring every op a run of `model` on `dep` ranks with `drafts` MTP
-/// drafts prices.
-pub fn plan_live(model: &LiveModel, dep: usize, drafts: u32, size: PlanSize) -> Vec<OpSpec> {
-    let layers = model.layers.len().max(1);
-    let dtype = WeightDtype::parse(model.dtype).unwrap_or(WeightDtype::Bf16);
-    let experts = model.moe.map_or(1, |m| m.0 / dep.max(1)).max(1);
-    // A linear measurement cycles through a table as large as a step's weights (capped
-    // at 256 MiB), so each matrix comes back as rarely as in a run.
-    let step_bytes = model.linear_weight_bytes(dep).min(256 << 20);
-    // Rows as a run has them: decode batches (a few to ~64 rows), prefill chunks (up to
-    // the chunk budget, twice that routed to experts); dense in the decode range.
-    let rows = grid(
-        size,
-        &[1, 4, 16],
-        &[1, 2, 4, 8, 16, 32, 64, 128, 256, 512],
-        &[
-            1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512,
-        ],
-    );
-    let row_ops = grid(
-        size,
-        &[1, 8, 32],
-        &[1, 2, 4, 8, 16, 32, 64, 128, 256, 512],
-        &[
-            1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512,
-        ],
-    );
-    let groups = grid(
-        size,
-        &[1, 2],
-        &[1, 2, 4, 8, 16],
-        &[1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64],
-    );
-    // (requests, new tokens, context): decode batches, then prefill chunks.
-    let new = 1 + drafts as usize;
-    let attn_pts: Vec<(usize, usize, usize)> = match size {
-        PlanSize::Smoke => vec![(1, new, 16), (2, new, 40), (1, 8, 0), (1, 8, 24)],
-        PlanSize::Quick => vec![
-            (1, new, 128),
-            (1, new, 1024),
-            (4, new, 256),
-            (8, new, 1024),
-            (16, new, 512),
-            (32, new, 2048),
-            (1, 64, 0),
-            (1, 256, 0),
-            (1, 256, 1024),
-            (1, 256, 2048),
-        ],
-        PlanSize::Full => vec![
-            (1, new, 128),
-            (1, new, 2048),
-            (4, new, 512),
-            (8, new, 1024),
-            (16, new, 256),
-            (32, new, 3072),
-            (1, 32, 0),
-            (1, 64, 0),
-            (1, 256, 0),
-            (1, 256, 1024),
-            (1, 256, 2048),
-            (1, 128, 3072),
-        ],
-    };
-    let mut v = Vec::new();
-    for key in model.required_keys(dep, drafts) {
-        let k = |name: &str| {
-            key.key
-                .iter()
-                .find(|(n, _)| n == name)
-                .map(|(_, x)| *x as usize)
-                .unwrap_or(0)
-        };
-        match key.op.as_str() {
-            "linear" => {
-                let (n, kin) = (k("n"), k("k"));
-                let table = step_bytes
-                    .div_ceil(dtype.weight_bytes(n, kin).max(1))
-                    .max(experts);
-                for &r in &rows {
-                    for &g in &groups {
-                        let g = g.min(experts);
-                        if g > r || (g > 1 && r < 4) {
-                            continue;
-                        }
-                        let spec = OpSpec::Linear(LinearShape {
-                            dtype,
-                            n,
-                            k: kin,
-                            groups: g,
-                            rows: r,
-                            experts: table,
-                            copies: table.div_ceil(g).min(256),
-                        });
-                        if !v.contains(&spec) {
-                            v.push(spec);
-                        }
-                    }
-                }
-            }
-            "attn_dense" | "attn_sparse" | "attn_window" | "indexer_paged" => {
-                for &(requests, new_tokens, context) in &attn_pts {
-                    v.push(match key.op.as_str() {
-                        "indexer_paged" => OpSpec::IndexerPaged(IndexerPagedShape {
-                            requests,
-                            new_tokens,
-                            context,
-                            heads: k("heads"),
-                            dim: k("dim"),
-                            topk: k("topk"),
-                            page: k("page"),
-                            copies: layers,
-                        }),
-                        op => OpSpec::Attention(AttnShape {
-                            mode: match op {
-                                "attn_dense" => AttnModeKind::Dense,
-                                "attn_sparse" => AttnModeKind::Sparse(k("topk")),
-                                _ => AttnModeKind::Window(k("window")),
-                            },
-                            batch: requests,
-                            heads: k("heads"),
-                            dim: k("dim"),
-                            context,
-                            page: k("page"),
-                            new_tokens,
-                            copies: Some(layers),
-                        }),
-                    });
-                }
-            }
-            "copy" => {
-                for b in grid(
-                    size,
-                    &[4096, 65536],
-                    &[16 << 10, 256 << 10, 1 << 20, 4 << 20],
-                    &[
-                        4 << 10,
-                        16 << 10,
-                        64 << 10,
-                        256 << 10,
-                        1 << 20,
-                        4 << 20,
-                        16 << 20,
-                    ],
-                ) {
-                    v.push(OpSpec::AllToAll(CopyShape {
-                        bytes: b as u64,
-                        peers: 1,
-                    }));
-                }
-            }
-            op => {
-                for &r in &row_ops {
-                    v.push(match op {
-                        "rmsnorm" => OpSpec::Rmsnorm(NormShape {
-                            rows: r,
-                            dim: k("dim"),
-                            residual: k("residual"),
-                        }),
-                        "swiglu" => OpSpec::Swiglu(SwigluShape {
-                            rows: r,
-                            ffn: k("ffn"),
-                        }),
-                        "gate_topk" => OpSpec::GateTopk(GateShape {
-                            rows: r,
-                            experts: k("experts"),
-                            topk: k("topk"),
-                        }),
-                        "gather_rows" => OpSpec::GatherRows(GatherRowsShape {
-                            rows: r,
-                            dim: k("dim"),
-                            table_rows: model.vocab,
-                        }),
-                        "moe_combine" => OpSpec::MoeCombine(CombineShape {
-                            rows: r,
-                            topk: k("topk"),
-                            dim: k("dim"),
-                        }),
-                        "add" => OpSpec::Add(AddShape {
-                            rows: r,
-                            dim: k("dim"),
-                        }),
-                        "kv_write" => OpSpec::KvWrite(KvWriteShape {
-                            rows: r,
-                            dim: k("dim"),
-                            slots: 65536,
-                        }),
-                        "argmax" => OpSpec::Argmax(ArgmaxShape { rows: r, n: k("n") }),
-                        other => unreachable!("the fitted cost model names no op {other}"),
-                    });
-                }
-            }
-        }
+/// Isolated points the in-situ passes (one rank) cannot give: with `dep` ranks, the
+/// exchange of tokens between them, priced as the `copy` op over its byte range.
+pub fn plan_live(dep: usize, size: PlanSize) -> Vec<OpSpec> {
+    if dep <= 1 {
+        return Vec::new();
     }
-    v
+    let bytes = grid(
+        size,
+        &[4096, 65536, 1 << 20],
+        &[16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20],
+        &[
+            4 << 10,
+            16 << 10,
+            64 << 10,
+            256 << 10,
+            1 << 20,
+            4 << 20,
+            16 << 20,
+        ],
+    );
+    bytes
+        .into_iter()
+        .map(|b| {
+            OpSpec::AllToAll(CopyShape {
+                bytes: b as u64,
+                peers: 1,
+            })
+        })
+        .collect()
 }
 
 /// Fits every static key with enough points among `rows` (live points only); keys
@@ -258,17 +201,13 @@ pub fn fit_live(rows: &[Row]) -> (BTreeMap<String, LiveFit>, BTreeMap<String, St
     type Points = (Vec<String>, Vec<Vec<f64>>, Vec<f64>);
     let mut by_key: BTreeMap<String, Points> = BTreeMap::new();
     for r in rows {
-        let Some(c) = point_call(&r.point()) else {
+        let Some((key, vars, features)) = point_key(&r.point()) else {
             continue;
         };
-        let e = by_key.entry(c.static_key().to_string()).or_insert_with(|| {
-            (
-                c.vars.iter().map(|(n, _)| n.to_string()).collect(),
-                Vec::new(),
-                Vec::new(),
-            )
-        });
-        e.1.push(c.features());
+        let e = by_key
+            .entry(key.to_string())
+            .or_insert_with(|| (vars, Vec::new(), Vec::new()));
+        e.1.push(features);
         e.2.push(r.median_s);
     }
     let mut fits = BTreeMap::new();
@@ -317,6 +256,8 @@ pub fn coefficients(fits: &BTreeMap<String, LiveFit>) -> HashMap<CallKey, Vec<f6
 #[cfg(test)]
 mod tests {
     use super::*;
+    use engine::op::LinearShape;
+    use kernels::WeightDtype;
 
     #[test]
     fn fits_recover_a_known_linear_cost() {
@@ -367,5 +308,25 @@ mod tests {
         }
         let c = coefficients(&fits);
         assert_eq!(c.len(), 1);
+    }
+
+    #[test]
+    fn in_situ_rows_aggregate_samples_and_parse_back() {
+        let call = |rows: u64| engine::op::live::Call {
+            op: "rmsnorm",
+            dtype: "",
+            key: vec![("dim", 512), ("residual", 1)],
+            vars: vec![("rows", rows)],
+        };
+        let samples = vec![(call(2), 3e-6), (call(2), 1e-6), (call(2), 2e-6), (call(8), 5e-6)];
+        let rows = situ_rows(&samples, "d", "x", "t");
+        assert_eq!(rows.len(), 2);
+        let r2 = rows.iter().find(|r| r.shape.ends_with("rows=2")).unwrap();
+        assert_eq!(r2.median_s, 2e-6);
+        assert_eq!(r2.shape, "situ;dim=512;residual=1|rows=2");
+        let (key, vars, x) = point_key(&r2.point()).unwrap();
+        assert_eq!(key.to_string(), "rmsnorm dim=512 residual=1");
+        assert_eq!((vars, x), (vec!["rows".to_string()], vec![1.0, 2.0]));
+        assert!(situ_passes(PlanSize::Quick).len() > 20);
     }
 }

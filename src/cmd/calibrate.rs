@@ -125,7 +125,13 @@ fn measure(args: &CalibrateArgs) -> Result<()> {
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let csv = out.join("measurements.csv");
     let mut log = MeasurementLog::open(&csv, &info.device)?;
-    let points = if args.plan == "live" {
+    // The live plan: the model whose engine ops to time in situ.
+    let live_model = if args.plan == "live" {
+        if !args.ops.is_empty() {
+            anyhow::bail!(
+                "--ops selects ops of the default plan; --plan live measures every op of --model"
+            );
+        }
         let name = args
             .model
             .as_deref()
@@ -133,11 +139,18 @@ fn measure(args: &CalibrateArgs) -> Result<()> {
         let model = crate::scenario::load_model(name, &[])?;
         let lm = sim::cost::fitted::LiveModel::from_model(&model, live::model::PAGE_TOKENS)
             .map_err(|e| anyhow!("model {name}: {}", e.join("; ")))?;
-        let drafts = model.mtp.as_ref().map_or(0, |m| m.draft_tokens);
-        let mut p = calibration::live::plan_live(&lm, args.dep, drafts, size);
-        // The reference peaks first, as in the default plan.
+        Some((
+            lm,
+            model.mtp.as_ref().map_or(0, |m| m.draft_tokens) as usize,
+        ))
+    } else {
+        None
+    };
+    let points = if live_model.is_some() {
+        // The reference peaks first, as in the default plan; then what the in-situ
+        // passes cannot give.
         let mut refs = plan(device, size, Some(&["ref_stream_read", "ref_gemm"]));
-        refs.append(&mut p);
+        refs.extend(calibration::live::plan_live(args.dep, size));
         refs
     } else {
         plan(device, size, ops.as_deref())
@@ -197,10 +210,62 @@ fn measure(args: &CalibrateArgs) -> Result<()> {
             String::new()
         }
     );
+    if let Some((lm, drafts)) = &live_model {
+        measure_in_situ(device, lm, *drafts, size, &timing, &info, &mut log)?;
+    }
     drop(log);
 
     let profile_path = out.join("profile.toml");
     fit(&csv, &profile_path)
+}
+
+/// The live plan's in-situ passes: the model's executor on `device` runs synthetic
+/// prefill chunks and decode batches with every op call timed; each distinct call
+/// becomes a row (median of its samples).
+fn measure_in_situ(
+    device: Device,
+    lm: &sim::cost::fitted::LiveModel,
+    drafts: usize,
+    size: PlanSize,
+    timing: &TimingConfig,
+    info: &engine::DeviceInfo,
+    log: &mut MeasurementLog,
+) -> Result<()> {
+    use engine::serve::{situ, Executor, ServeDevice};
+    let passes = calibration::live::situ_passes(size);
+    let reps = match size {
+        PlanSize::Smoke => 1,
+        PlanSize::Quick => 5,
+        PlanSize::Full => 11,
+    };
+    let start = Instant::now();
+    let dev: Box<dyn ServeDevice> = match device {
+        Device::Cpu => Box::new(engine::serve::CpuDevice::new()),
+        Device::Cuda(n) => Box::new(engine::serve::cuda::CudaDevice::open(n)?),
+    };
+    let cfg = live::model::engine_config(lm);
+    let mut exec = Executor::new(dev, cfg, 7, 0, 1, 160)?;
+    exec.set_trace_clock(timing.thread_cpu);
+    eprintln!(
+        "calibrate: {} forward passes of {} in situ, {reps} timed runs each",
+        passes.len(),
+        lm.name
+    );
+    let samples = situ::timed_passes(&mut exec, &passes, drafts, reps, 1)?;
+    let rows = calibration::live::situ_rows(&samples, &info.device, &info.driver, &utc_now());
+    let mut added = 0;
+    for r in rows {
+        if !log.contains(&r.point()) {
+            log.append(&r)?;
+            added += 1;
+        }
+    }
+    eprintln!(
+        "calibrate: {} op calls timed in {:.1} s, {added} distinct calls recorded",
+        samples.len(),
+        start.elapsed().as_secs_f64()
+    );
+    Ok(())
 }
 
 fn print_summary(p: &Profile, path: &Path) {

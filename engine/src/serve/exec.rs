@@ -220,7 +220,10 @@ pub struct Executor {
     trace: Option<Vec<Call>>,
     /// Seconds each traced call took, host work since the call before included.
     trace_s: Vec<f64>,
-    last: std::time::Instant,
+    /// Clock reading at the last traced call (seconds; wall or thread CPU).
+    last: f64,
+    /// Trace times by the thread's CPU clock (one-thread ranks) instead of the wall.
+    cpu_clock: bool,
 }
 
 fn bad(what: impl Into<String>) -> EngineError {
@@ -366,7 +369,8 @@ impl Executor {
             pages,
             trace: None,
             trace_s: Vec::new(),
-            last: std::time::Instant::now(),
+            last: 0.0,
+            cpu_clock: false,
         })
     }
 
@@ -400,12 +404,31 @@ impl Executor {
         self.take_trace().into_iter().zip(s).collect()
     }
 
+    /// Times traced calls by the calling thread's CPU clock (`true`; for one-thread
+    /// ranks: what other processes take of the core is left out) or the wall clock.
+    pub fn set_trace_clock(&mut self, cpu: bool) {
+        self.cpu_clock = cpu;
+    }
+
+    fn clock(&self) -> f64 {
+        if self.cpu_clock {
+            crate::stats::thread_cpu_s()
+        } else {
+            static T0: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+            T0.get_or_init(std::time::Instant::now)
+                .elapsed()
+                .as_secs_f64()
+        }
+    }
+
     fn rec(&mut self, c: Call) {
-        if let Some(t) = &mut self.trace {
-            t.push(c);
-            let now = std::time::Instant::now();
-            self.trace_s.push((now - self.last).as_secs_f64());
+        if self.trace.is_some() {
+            let now = self.clock();
+            self.trace_s.push(now - self.last);
             self.last = now;
+            if let Some(t) = &mut self.trace {
+                t.push(c);
+            }
         }
     }
 
@@ -534,7 +557,7 @@ impl Executor {
         drafts: usize,
         ex: &mut dyn Exchange,
     ) -> Result<Vec<SeqOut>> {
-        self.last = std::time::Instant::now();
+        self.last = self.clock();
         let r = self.forward_inner(seqs, drafts, ex);
         if r.is_err() {
             ex.abort();

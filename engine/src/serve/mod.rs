@@ -7,6 +7,7 @@ pub mod cuda;
 pub mod device;
 pub mod exec;
 pub mod model;
+pub mod situ;
 
 pub use device::{CpuDevice, ServeDevice};
 pub use exec::{Exchange, Executor, Seq, SeqOut, Solo, ThreadExchange};
