@@ -363,7 +363,7 @@ impl Scheduler {
             arrival_s: now,
             input: nr.input_tokens.max(1),
             output: nr.output_tokens.max(1),
-            blocks: nr.blocks,
+            blocks: Arc::new((0..nr.prompt.len()).map(|i| nr.prompt.get(i)).collect()),
             cached: 0,
             computed: 0,
             state: State::Prefill,

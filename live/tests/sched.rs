@@ -3,8 +3,7 @@
 
 use engine::serve::SeqOut;
 use live::sched::{accepted, Action, KvPolicy, SchedConfig, Scheduler, StepPlan};
-use sim::serving::{NewRequest, Origin, ServingScenario, BLOCK_TOKENS};
-use std::sync::Arc;
+use sim::serving::{NewRequest, Origin, Prompt, ServingScenario, BLOCK_TOKENS};
 
 fn scenario() -> ServingScenario {
     let path = format!(
@@ -35,11 +34,11 @@ fn sched_cache(chunk: u32, cap: u64, policy: KvPolicy, cache_tokens: u64) -> Sch
     })
 }
 
-fn request(input: u32, output: u32, blocks: Vec<u64>) -> NewRequest {
+fn request(input: u32, output: u32, blocks: &[u64]) -> NewRequest<'_> {
     NewRequest {
         input_tokens: input,
         output_tokens: output,
-        blocks: Arc::new(blocks),
+        prompt: Prompt::Listed(blocks),
         origin: Origin::Open,
         prewarm_tokens: 0,
     }
@@ -70,7 +69,7 @@ fn step(s: &mut Scheduler, now: f64) -> Option<(StepPlan, Vec<Action>)> {
 #[test]
 fn prefill_is_chunked_under_the_budget_and_the_first_token_comes_from_decode() {
     let mut s = sched(256, 65536, KvPolicy::Reserve);
-    s.arrive(0.0, request(600, 3, vec![1, 2]));
+    s.arrive(0.0, request(600, 3, &[1, 2]));
     let chunks: Vec<usize> = (0..3)
         .map(|i| {
             let (p, _) = step(&mut s, i as f64).unwrap();
@@ -102,19 +101,19 @@ fn prefill_is_chunked_under_the_budget_and_the_first_token_comes_from_decode() {
 fn a_shared_prefix_is_served_from_the_cache() {
     let mut s = sched(4096, 65536, KvPolicy::Reserve);
     let shared = vec![11, 12];
-    s.arrive(0.0, request(1100, 2, vec![11, 12, 13]));
+    s.arrive(0.0, request(1100, 2, &[11, 12, 13]));
     while step(&mut s, 1.0).is_some() {}
     // Two full blocks (1024 tokens) were prefilled whole: the next prompt reuses them.
-    s.arrive(2.0, request(1200, 2, [shared.clone(), vec![99]].concat()));
+    s.arrive(2.0, request(1200, 2, &[shared.clone(), vec![99]].concat()));
     assert_eq!(s.reqs[1].cached as u64, 2 * BLOCK_TOKENS);
     let (p, _) = step(&mut s, 2.0).unwrap();
     assert_eq!(p.ranks[0].prefill[0].start, 1024);
     assert_eq!(p.ranks[0].prefill[0].tokens.len(), 1200 - 1 - 1024);
     // A prompt that shares only the first block.
-    s.arrive(3.0, request(900, 2, vec![11, 55]));
+    s.arrive(3.0, request(900, 2, &[11, 55]));
     assert_eq!(s.reqs[2].cached as u64, BLOCK_TOKENS);
     // A prompt whose only block is its last: nothing usable (the last token is computed).
-    s.arrive(4.0, request(512, 2, vec![11]));
+    s.arrive(4.0, request(512, 2, &[11]));
     assert_eq!(s.reqs[3].cached, 0);
 }
 
@@ -122,8 +121,8 @@ fn a_shared_prefix_is_served_from_the_cache() {
 fn reserve_admission_waits_for_kv_and_vllm_preempts() {
     // Room for one request's input + output + draft (300 + 200 + 1) at a time.
     let mut s = sched(4096, 600, KvPolicy::Reserve);
-    s.arrive(0.0, request(300, 200, vec![1]));
-    s.arrive(0.0, request(300, 200, vec![2]));
+    s.arrive(0.0, request(300, 200, &[1]));
+    s.arrive(0.0, request(300, 200, &[2]));
     let (p, _) = step(&mut s, 0.0).unwrap();
     assert_eq!(p.ranks[0].prefill.len(), 1, "the second waits for KV");
     let mut t = 1.0;
@@ -140,8 +139,8 @@ fn reserve_admission_waits_for_kv_and_vllm_preempts() {
 
     // vllm: both admitted by their prompts; decode growth preempts the later one.
     let mut s = sched_cache(4096, 640, KvPolicy::Vllm, 0);
-    s.arrive(0.0, request(300, 200, vec![1]));
-    s.arrive(0.0, request(300, 200, vec![2]));
+    s.arrive(0.0, request(300, 200, &[1]));
+    s.arrive(0.0, request(300, 200, &[2]));
     let (p, _) = step(&mut s, 0.0).unwrap();
     assert_eq!(p.ranks[0].prefill.len(), 2);
     let mut t = 1.0;

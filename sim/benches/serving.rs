@@ -1,10 +1,11 @@
 //! The simulator's speed. `default_scenario_1800s`: `twin simulate`'s embedded default
 //! (DeepSeek-V4.1-Flash on a GB300 NVL72 rack, AgentX-like sessions, the analytic cost
 //! model with gb300's fitted parameters), 1800 simulated seconds, as the binary runs
-//! it (the goal: under 1 s of wall time on one core). `gb300_rack_agentx_20s_const_cost`:
-//! a short run with a constant-cost model, measuring the simulator alone.
+//! it (the goal: under 0.5 s of wall time on one core). `gb300_rack_agentx_20s_const_cost`:
+//! a short run with a constant-cost model, measuring the simulator alone. Criterion
+//! reports each run's events per second as its throughput (elements).
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -51,10 +52,13 @@ fn default_scenario(c: &mut Criterion) {
     bench_run(c, "default_scenario_1800s", &input, sc.seed);
 }
 
-/// Times whole runs of `input` (10 samples: a run takes seconds).
+/// Times whole runs of `input` (10 samples: a run takes seconds), with the run's
+/// events as throughput.
 fn bench_run(c: &mut Criterion, name: &str, input: &SimInput<'_>, seed: u64) {
+    let events = simulate(input, seed).unwrap().accounting.events;
     let mut g = c.benchmark_group("serving");
     g.sample_size(10);
+    g.throughput(Throughput::Elements(events));
     g.bench_function(name, |b| {
         b.iter(|| simulate(input, seed).unwrap().requests_completed)
     });

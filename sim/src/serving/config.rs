@@ -160,6 +160,54 @@ impl PoolConfig {
     pub fn gpus(&self) -> u64 {
         self.instances as u64 * self.dep as u64
     }
+
+    /// Every problem with the pool at `name` (`serving.decode`), appended to `p`.
+    pub fn problems(&self, name: &str, p: &mut Vec<String>) {
+        check(
+            p,
+            self.instances >= 1,
+            &format!("{name}.instances"),
+            "must be >= 1",
+        );
+        check(
+            p,
+            self.dep >= 1 && self.dep <= 4096,
+            &format!("{name}.dep"),
+            "must be in 1..=4096",
+        );
+        check(
+            p,
+            self.max_batch_per_rank >= 1,
+            &format!("{name}.max_batch_per_rank"),
+            "must be >= 1",
+        );
+        check(
+            p,
+            self.chunk_tokens_per_rank >= 1,
+            &format!("{name}.chunk_tokens_per_rank"),
+            "must be >= 1",
+        );
+        check(
+            p,
+            self.max_prefill_requests_per_rank >= 1,
+            &format!("{name}.max_prefill_requests_per_rank"),
+            "must be >= 1",
+        );
+        check(
+            p,
+            self.max_queued_requests >= 1,
+            &format!("{name}.max_queued_requests"),
+            "must be >= 1",
+        );
+        if let Some(c) = self.kv_capacity_tokens_per_rank {
+            check(
+                p,
+                c >= 1,
+                &format!("{name}.kv_capacity_tokens_per_rank"),
+                "must be >= 1",
+            );
+        }
+    }
 }
 
 /// KV transfer from prefill to decode ranks.
@@ -365,50 +413,7 @@ impl ServingScenario {
             "must be >= 0 and below duration_s",
         );
         for (name, pool) in self.pools() {
-            check(
-                &mut p,
-                pool.instances >= 1,
-                &format!("{name}.instances"),
-                "must be >= 1",
-            );
-            check(
-                &mut p,
-                pool.dep >= 1 && pool.dep <= 4096,
-                &format!("{name}.dep"),
-                "must be in 1..=4096",
-            );
-            check(
-                &mut p,
-                pool.max_batch_per_rank >= 1,
-                &format!("{name}.max_batch_per_rank"),
-                "must be >= 1",
-            );
-            check(
-                &mut p,
-                pool.chunk_tokens_per_rank >= 1,
-                &format!("{name}.chunk_tokens_per_rank"),
-                "must be >= 1",
-            );
-            check(
-                &mut p,
-                pool.max_prefill_requests_per_rank >= 1,
-                &format!("{name}.max_prefill_requests_per_rank"),
-                "must be >= 1",
-            );
-            check(
-                &mut p,
-                pool.max_queued_requests >= 1,
-                &format!("{name}.max_queued_requests"),
-                "must be >= 1",
-            );
-            if let Some(c) = pool.kv_capacity_tokens_per_rank {
-                check(
-                    &mut p,
-                    c >= 1,
-                    &format!("{name}.kv_capacity_tokens_per_rank"),
-                    "must be >= 1",
-                );
-            }
+            pool.problems(name, &mut p);
         }
         let kt = &self.serving.kv_transfer;
         check(

@@ -48,8 +48,24 @@ pub struct EventKey {
     pub seq: u64,
 }
 
+impl EventKey {
+    /// The key as one integer with the same order: time, class, sequence (below 2^56).
+    fn packed(&self) -> u128 {
+        debug_assert!(self.seq < 1 << 56);
+        (self.time_ns as u128) << 64 | (self.class as u128) << 56 | self.seq as u128
+    }
+
+    fn unpacked(k: u128) -> Self {
+        EventKey {
+            time_ns: (k >> 64) as u64,
+            class: (k >> 56) as u8,
+            seq: k as u64 & ((1 << 56) - 1),
+        }
+    }
+}
+
 struct Entry<E> {
-    key: EventKey,
+    key: u128,
     event: E,
 }
 
@@ -99,16 +115,21 @@ impl<E: Classed> EventQueue<E> {
             seq: self.next_seq,
         };
         self.next_seq += 1;
-        self.heap.push(Entry { key, event });
+        self.heap.push(Entry {
+            key: key.packed(),
+            event,
+        });
         key
     }
 
     pub fn pop(&mut self) -> Option<(EventKey, E)> {
-        self.heap.pop().map(|e| (e.key, e.event))
+        self.heap
+            .pop()
+            .map(|e| (EventKey::unpacked(e.key), e.event))
     }
 
     pub fn peek_key(&self) -> Option<EventKey> {
-        self.heap.peek().map(|e| e.key)
+        self.heap.peek().map(|e| EventKey::unpacked(e.key))
     }
 
     pub fn len(&self) -> usize {
@@ -140,9 +161,12 @@ pub fn stable_hash(seed: u64, bytes: &[u8]) -> u64 {
     splitmix64(h ^ bytes.len() as u64)
 }
 
+/// The state `hash_words` starts from.
+pub(crate) const HASH_WORDS_SEED: u64 = 0x243F_6A88_85A3_08D3;
+
 /// Hash of a short tuple of integers (prefix-block identities).
 pub fn hash_words(words: &[u64]) -> u64 {
-    let mut h = 0x243F_6A88_85A3_08D3u64;
+    let mut h = HASH_WORDS_SEED;
     for &w in words {
         h = splitmix64(h ^ w);
     }

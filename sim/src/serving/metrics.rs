@@ -85,7 +85,7 @@ impl Metrics {
     /// token came with its prefill).
     pub fn complete(
         &mut self,
-        req: &Request,
+        req: &Request<'_>,
         decoded: bool,
         now: Nanos,
         window: &Window,
@@ -184,12 +184,17 @@ impl Rack<'_> {
         let grp = self.pools.group(g);
         let cap = self.pools.pool(grp.role).kv_cap as f64;
         let rank = &grp.ranks[r as usize];
-        let used = rank.kv_used(grp.dstep, self.mtp.mu);
-        self.acc.kv_peak_used_fraction = self.acc.kv_peak_used_fraction.max(used as f64 / cap);
-        self.acc.kv_peak_reserved_fraction = self
-            .acc
+        let acc = &mut self.acc;
+        acc.kv_peak_reserved_fraction = acc
             .kv_peak_reserved_fraction
             .max(rank.kv_reserved as f64 / cap);
+        // Use is at most what is held plus the batch's reservation: only a rank that
+        // could set a new peak needs its batch's context summed.
+        let bound = (rank.kv_held + rank.dec.reserved) as f64 / cap;
+        if bound > acc.kv_peak_used_fraction {
+            let used = rank.kv_used(grp.dstep, self.mtp.mu);
+            acc.kv_peak_used_fraction = acc.kv_peak_used_fraction.max(used as f64 / cap);
+        }
     }
 }
 

@@ -21,6 +21,7 @@ mod metrics;
 pub mod mtp;
 mod pool;
 pub mod price;
+pub mod prompt;
 mod rack;
 pub mod report;
 mod request;
@@ -35,6 +36,7 @@ pub use config::{
     PrefillRouter, RouterConfig, ServingConfig, ServingScenario, SloConfig,
 };
 pub use price::{Money, PriceConfig, PriceSheet, TokenPrices, UsdPerMTokens};
+pub use prompt::Prompt;
 pub use rack::{resolve_mtp, SimInput, SimStep};
 pub use report::{Accounting, PoolReport, Report, Throughput, TokenMix};
 pub use stats::{LogHistogram, Summary};

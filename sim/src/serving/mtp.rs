@@ -18,9 +18,9 @@ const BLOCK: u32 = 16;
 #[derive(Debug, Clone)]
 pub struct MtpYield {
     /// Tokens per step: `step_cdf[j] = P(K <= 1 + j)`.
-    step_cdf: Vec<f64>,
+    step_cdf: Cdf,
     /// Tokens per block of `BLOCK` steps: `block_cdf[j] = P(sum <= BLOCK + j)`.
-    block_cdf: Vec<f64>,
+    block_cdf: Cdf,
     max_per_step: u32,
     mean: f64,
 }
@@ -35,10 +35,47 @@ fn cdf(pmf: &[f64]) -> Vec<f64> {
         .collect()
 }
 
-/// Index of the first CDF entry above `u` (the last one if rounding left it below 1).
-#[inline]
-fn draw(cdf: &[f64], u: f64) -> u32 {
-    cdf.partition_point(|&c| c <= u).min(cdf.len() - 1) as u32
+/// A CDF with a guide table (Chen and Asau's): `guide[j]` is the first entry above
+/// `j / n` (`n` guide entries), so the first entry above any `u >= j / n` is at or
+/// after it: a draw scans a step or two instead of bisecting.
+#[derive(Debug, Clone)]
+struct Cdf {
+    cdf: Vec<f64>,
+    guide: Vec<u32>,
+}
+
+/// Guide entries per CDF entry.
+const GUIDE_PER_ENTRY: usize = 4;
+
+impl Cdf {
+    fn new(pmf: &[f64]) -> Self {
+        let cdf = cdf(pmf);
+        let n = cdf.len() * GUIDE_PER_ENTRY;
+        let guide = (0..n)
+            .map(|j| cdf.partition_point(|&c| c <= j as f64 / n as f64) as u32)
+            .collect();
+        Cdf { cdf, guide }
+    }
+
+    /// Index of the first CDF entry above `u` in `[0, 1)` (the last one if rounding
+    /// left the CDF below 1): the binary search's answer, from the guide's start.
+    #[inline]
+    fn draw(&self, u: f64) -> u32 {
+        // One guide entry back: `u * len` may round up across an entry's boundary.
+        let j = ((u * self.guide.len() as f64) as usize).min(self.guide.len());
+        let mut i = self.guide[j.saturating_sub(1)] as usize;
+        while i < self.cdf.len() && self.cdf[i] <= u {
+            i += 1;
+        }
+        let i = i.min(self.cdf.len() - 1) as u32;
+        debug_assert_eq!(
+            i,
+            self.cdf
+                .partition_point(|&c| c <= u)
+                .min(self.cdf.len() - 1) as u32
+        );
+        i
+    }
 }
 
 impl MtpYield {
@@ -67,8 +104,8 @@ impl MtpYield {
             block = next;
         }
         MtpYield {
-            step_cdf: cdf(&pmf),
-            block_cdf: cdf(&block),
+            step_cdf: Cdf::new(&pmf),
+            block_cdf: Cdf::new(&block),
             max_per_step: n as u32 + 1,
             mean,
         }
@@ -84,7 +121,7 @@ impl MtpYield {
         if self.max_per_step == 1 {
             return 1;
         }
-        1 + draw(&self.step_cdf, rng.random::<f64>())
+        1 + self.step_cdf.draw(rng.random::<f64>())
     }
 
     /// Decode steps until a request has emitted `tokens` (at least one step).
@@ -96,7 +133,7 @@ impl MtpYield {
         let mut steps = 0u32;
         let block_max = (BLOCK * self.max_per_step) as i64;
         while left > block_max {
-            left -= (BLOCK + draw(&self.block_cdf, rng.random::<f64>())) as i64;
+            left -= (BLOCK + self.block_cdf.draw(rng.random::<f64>())) as i64;
             steps += BLOCK;
         }
         while left > 0 {

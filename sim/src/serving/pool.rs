@@ -40,7 +40,20 @@ impl Piece {
     /// Context tokens of the piece's requests at decode step `step`: inputs plus the
     /// expected yield (`mu` tokens per step) of the steps each has run.
     pub fn context(&self, step: u64, mu: f64) -> u64 {
-        self.input + (mu * (self.n * step - self.join_steps) as f64).round() as u64
+        self.input + round_nonneg(mu * (self.n * step - self.join_steps) as f64)
+    }
+}
+
+/// `x.round() as u64` for a finite `0 <= x < 2^63`, without a libm call: half away
+/// from zero, as `f64::round`.
+#[inline]
+pub(crate) fn round_nonneg(x: f64) -> u64 {
+    let t = x as u64;
+    // `x - t` is exact: t <= x < t + 1 (and x is whole from 2^52 on).
+    if x - t as f64 >= 0.5 {
+        t + 1
+    } else {
+        t
     }
 }
 
@@ -112,7 +125,6 @@ pub(crate) struct Group {
     pub ranks: Vec<Rank>,
     pub busy: bool,
     pub try_pending: bool,
-    pub cache: Option<PrefixCache>,
     /// The current step's prefill work: (rank, request, chunk tokens).
     pub step_prefill: Vec<(u32, ReqId, u32)>,
     pub decode_in_step: bool,
@@ -128,14 +140,13 @@ pub(crate) struct Group {
 }
 
 impl Group {
-    pub fn new(role: Role, gpu_base: u64, ranks: Vec<Rank>, cache: Option<PrefixCache>) -> Self {
+    pub fn new(role: Role, gpu_base: u64, ranks: Vec<Rank>) -> Self {
         Group {
             role,
             gpu_base,
             ranks,
             busy: false,
             try_pending: false,
-            cache,
             step_prefill: Vec::new(),
             decode_in_step: false,
             dstep: 0,
@@ -164,6 +175,8 @@ pub(crate) struct Pool<'a> {
     pub kv_cap: u64,
     /// The cost model's decode context breakpoints (pieces = breakpoints + 1).
     pub breakpoints: Vec<u64>,
+    /// The prefix caches of the pool's instances (none in a decode pool).
+    pub prefix: Option<PrefixCache<'a>>,
     /// Requests waiting in the pool (queued for prefill or decode admission).
     pub waiting: u64,
     /// Requests placed so far (round-robin routing).
@@ -186,12 +199,14 @@ pub(crate) struct Pools<'a> {
 
 impl<'a> Pools<'a> {
     /// The pools `sc`'s mode runs, priced by `prefill_cost` and `decode_cost` (the
-    /// mixed pool by `decode_cost`), GPUs numbered prefill pool first.
+    /// mixed pool by `decode_cost`), GPUs numbered prefill pool first; `chained`: the
+    /// workload's block identities name their whole prefix.
     pub fn build(
         sc: &ServingScenario,
         prefill_cost: &'a dyn PoolCost,
         decode_cost: &'a dyn PoolCost,
         draft_tokens: u32,
+        chained: bool,
     ) -> Self {
         let s = &sc.serving;
         let specs: Vec<(&'static str, Role, &PoolConfig, &'a dyn PoolCost)> = match s.mode {
@@ -215,15 +230,6 @@ impl<'a> Pools<'a> {
             let start = pools.groups.len() as u32;
             let breakpoints = cost.decode_context_breakpoints(draft_tokens);
             for _ in 0..cfg.instances {
-                let cache = (role != Role::Decode).then(|| {
-                    let hbm_tokens = cfg
-                        .prefix_cache_tokens
-                        .unwrap_or(kv_cap.saturating_mul(cfg.dep as u64));
-                    PrefixCache::new(
-                        hbm_tokens / BLOCK_TOKENS,
-                        cfg.host_cache_tokens / BLOCK_TOKENS,
-                    )
-                });
                 let ranks = (0..cfg.dep)
                     .map(|_| Rank {
                         dec: DecodeSet {
@@ -233,9 +239,20 @@ impl<'a> Pools<'a> {
                         ..Rank::default()
                     })
                     .collect();
-                pools.groups.push(Group::new(role, gpu, ranks, cache));
+                pools.groups.push(Group::new(role, gpu, ranks));
                 gpu += cfg.dep as u64;
             }
+            let prefix = (role != Role::Decode).then(|| {
+                let hbm_tokens = cfg
+                    .prefix_cache_tokens
+                    .unwrap_or(kv_cap.saturating_mul(cfg.dep as u64));
+                PrefixCache::new(
+                    cfg.instances as usize,
+                    hbm_tokens / BLOCK_TOKENS,
+                    cfg.host_cache_tokens / BLOCK_TOKENS,
+                    chained,
+                )
+            });
             pools.list.push(Pool {
                 name,
                 role,
@@ -244,6 +261,7 @@ impl<'a> Pools<'a> {
                 groups: start..pools.groups.len() as u32,
                 kv_cap,
                 breakpoints,
+                prefix,
                 waiting: 0,
                 placed: 0,
                 stats: PoolStats::default(),
@@ -299,6 +317,11 @@ impl<'a> Pools<'a> {
         self.pool_mut(role)
     }
 
+    /// Group `g`'s position in its pool (its instance index).
+    pub fn instance(&self, g: GroupId) -> usize {
+        (g.0 - self.pool_of(g).groups.start) as usize
+    }
+
     pub fn rank_mut(&mut self, g: GroupId, r: u32) -> &mut Rank {
         &mut self.groups[g.0 as usize].ranks[r as usize]
     }
@@ -310,5 +333,32 @@ impl<'a> Pools<'a> {
             .map(|p| p.cfg.dep as usize)
             .max()
             .unwrap_or(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_nonneg_is_f64_round() {
+        let mut x = 0.0f64;
+        for v in [
+            0.0,
+            0.5,
+            1.5,
+            2.5,
+            0.49999999999999994,
+            1e15 + 0.5,
+            4503599627370495.5,
+            123.456,
+        ]
+        .into_iter()
+        .chain((0..10_000).map(|_| {
+            x = (x * 1.37 + 0.731) % 1e9;
+            x
+        })) {
+            assert_eq!(round_nonneg(v), v.round() as u64, "{v}");
+        }
     }
 }

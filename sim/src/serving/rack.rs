@@ -39,6 +39,7 @@ use super::{PoolCost, SimError, TraceRecord};
 use crate::cost::ReqSlice;
 use crate::{Hardware, Model};
 use rand_chacha::ChaCha8Rng;
+use std::collections::VecDeque;
 
 /// Inputs of one run.
 pub struct SimInput<'a> {
@@ -83,6 +84,38 @@ impl Classed for Event {
     }
 }
 
+/// What is scheduled: the event queue, and the groups asked to form a step at the
+/// current instant. A `TryStep` is always for the current instant and of the last
+/// class, so it waits in a first-in first-out list instead of the heap and pops once
+/// nothing else is left at this instant: the queue's (time, class, sequence) order,
+/// without two heap operations per step.
+#[derive(Default)]
+pub(crate) struct Agenda {
+    q: EventQueue<Event>,
+    tries: VecDeque<GroupId>,
+}
+
+impl Agenda {
+    /// Schedules `ev` (not a `TryStep`) at `time_ns`.
+    pub fn push(&mut self, time_ns: Nanos, ev: Event) {
+        debug_assert!(!matches!(ev, Event::TryStep(_)));
+        self.q.push(time_ns, ev);
+    }
+
+    /// Asks group `g` to form a step at the current instant.
+    pub fn try_step_now(&mut self, g: GroupId) {
+        self.tries.push_back(g);
+    }
+
+    /// The next event, with its time, when the current instant is `now`.
+    pub fn pop(&mut self, now: Nanos) -> Option<(Nanos, Event)> {
+        if !self.tries.is_empty() && self.q.peek_key().is_none_or(|k| k.time_ns > now) {
+            return self.tries.pop_front().map(|g| (now, Event::TryStep(g)));
+        }
+        self.q.pop().map(|(k, ev)| (k.time_ns, ev))
+    }
+}
+
 /// MTP speculative decoding as the run uses it.
 pub(crate) struct Mtp {
     pub draft_tokens: u32,
@@ -95,12 +128,12 @@ pub(crate) struct Mtp {
 pub(crate) struct Rack<'a> {
     pub sc: &'a ServingScenario,
     pub hw: &'a Hardware,
-    pub q: EventQueue<Event>,
+    pub q: Agenda,
     pub now: Nanos,
     pub window: Window,
     pub min_step_ns: Nanos,
     pub pools: Pools<'a>,
-    pub reqs: Slots,
+    pub reqs: Slots<'a>,
     pub driver: Driver<'a>,
     /// Scratch: workload events the driver just scheduled.
     pub wl_out: Vec<(Nanos, WlEvent)>,
@@ -193,8 +226,6 @@ impl<'a> Rack<'a> {
     fn new(input: &SimInput<'a>, seed: u64) -> Result<Self, SimError> {
         let sc = input.scenario;
         let (draft_tokens, acceptance) = resolve_mtp(sc, input.model)?;
-        let pools = Pools::build(sc, input.prefill_cost, input.decode_cost, draft_tokens);
-        let yield_ = MtpYield::new(&acceptance[..draft_tokens as usize]);
         let kvb = input.model.kv.bytes_per_token;
         if !(kvb.is_finite() && kvb >= 0.0) {
             return Err(SimError::InvalidScenario(vec![
@@ -202,6 +233,14 @@ impl<'a> Rack<'a> {
             ]));
         }
         let driver = Driver::new(input.workload, input.trace, stream(seed, "workload"))?;
+        let pools = Pools::build(
+            sc,
+            input.prefill_cost,
+            input.decode_cost,
+            draft_tokens,
+            driver.chained_blocks(),
+        );
+        let yield_ = MtpYield::new(&acceptance[..draft_tokens as usize]);
         let max_dep = pools.max_dep();
         let domain_gpus = sc
             .serving
@@ -212,7 +251,7 @@ impl<'a> Rack<'a> {
         Ok(Rack {
             sc,
             hw: input.hardware,
-            q: EventQueue::new(),
+            q: Agenda::default(),
             now: 0,
             window: Window {
                 start_ns: secs_to_ns(sc.warmup_s),
@@ -245,17 +284,17 @@ impl<'a> Rack<'a> {
         self.driver.start(&mut self.wl_out);
         self.flush_workload();
         self.q.push(self.window.start_ns.max(1), Event::Sample);
-        while let Some((key, ev)) = self.q.pop() {
-            if key.time_ns > self.window.end_ns {
+        while let Some((time_ns, ev)) = self.q.pop(self.now) {
+            if time_ns > self.window.end_ns {
                 break;
             }
-            if key.time_ns < self.now {
+            if time_ns < self.now {
                 return Err(SimError::Invariant(format!(
-                    "time ran backwards: event at {} ns after {} ns",
-                    key.time_ns, self.now
+                    "time ran backwards: event at {time_ns} ns after {} ns",
+                    self.now
                 )));
             }
-            self.now = key.time_ns;
+            self.now = time_ns;
             self.acc.events += 1;
             if self.acc.events > self.sc.limits.max_events {
                 return Err(SimError::EventLimit {
@@ -290,7 +329,7 @@ impl<'a> Rack<'a> {
         let grp = self.pools.group_mut(g);
         if !grp.busy && !grp.try_pending {
             grp.try_pending = true;
-            self.q.push(self.now, Event::TryStep(g));
+            self.q.try_step_now(g);
         }
     }
 
@@ -304,7 +343,7 @@ impl<'a> Rack<'a> {
 
     /// A new request: admitted to the entry pool (or dropped), placed on an instance
     /// and rank, its cached prefix looked up there.
-    fn arrive(&mut self, nr: NewRequest) {
+    fn arrive(&mut self, nr: NewRequest<'a>) {
         self.acc.arrived += 1;
         self.acc.input_tokens_arrived += nr.input_tokens as u64;
         let measured = self.window.starts_in(self.now);
@@ -362,14 +401,13 @@ impl<'a> Rack<'a> {
         let req = self.reqs.get(id);
         self.loads.clear();
         self.loads.extend(groups.iter().map(|g| g.prefill_load()));
+        let pool = self.pools.pool_mut(role);
         self.hits.clear();
         if self.sc.router.prefill == PrefillRouter::PrefixAffinity {
-            let blocks = &req.prefill.blocks;
-            self.hits.extend(
-                groups
-                    .iter()
-                    .map(|g| g.cache.as_ref().map(|c| c.peek(blocks)).unwrap_or(0)),
-            );
+            self.hits.resize(self.loads.len(), 0);
+            if let Some(c) = pool.prefix.as_mut() {
+                c.peek_all(&req.prefill.prompt, &mut self.hits);
+            }
         }
         let i = router::prefill_instance(
             &self.sc.router,
@@ -378,7 +416,6 @@ impl<'a> Rack<'a> {
             &self.loads,
             &self.hits,
         );
-        let pool = self.pools.pool_mut(role);
         pool.placed += 1;
         GroupId(pool.groups.start + i as u32)
     }
@@ -389,21 +426,22 @@ impl<'a> Rack<'a> {
     fn look_up_prefix(&mut self, g: GroupId, id: ReqId, prewarm: u64) -> u32 {
         let req = self.reqs.get(id);
         let (input, measured) = (req.input as u64, req.measured);
-        let blocks = &req.prefill.blocks;
-        let grp = &mut self.pools.groups[g.0 as usize];
-        let hit = match grp.cache.as_mut() {
+        let prompt = req.prefill.prompt;
+        let inst = self.pools.instance(g);
+        let pool = self.pools.pool_of_mut(g);
+        let hit = match pool.prefix.as_mut() {
             Some(c) => {
                 if prewarm > 0 {
-                    let n = ((prewarm / BLOCK_TOKENS) as usize).min(blocks.len());
-                    c.insert(&blocks[..n]);
+                    let n = ((prewarm / BLOCK_TOKENS) as usize).min(prompt.len());
+                    c.insert(inst, &prompt.prefix(n));
                 }
-                c.lookup(blocks)
+                c.lookup(inst, &prompt)
             }
             None => Default::default(),
         };
         let cached = (hit.blocks * BLOCK_TOKENS).min(input - 1) as u32;
         if measured {
-            let st = &mut self.pools.pool_of_mut(g).stats;
+            let st = &mut pool.stats;
             st.input_tokens_looked_up += input;
             st.cache_hit_tokens += cached as u64;
             st.host_hit_tokens += (hit.host_blocks * BLOCK_TOKENS).min(cached as u64);
@@ -454,7 +492,7 @@ impl<'a> Rack<'a> {
     /// Counts a request that completed now (`decoded`: its output was produced; else
     /// the decode side was faked and its first token came with its prefill), records
     /// it in the metrics and tells its workload.
-    pub(super) fn complete(&mut self, req: &Request, decoded: bool) {
+    pub(super) fn complete(&mut self, req: &Request<'_>, decoded: bool) {
         self.acc.completed += 1;
         self.acc.input_tokens_completed += req.input as u64;
         if decoded {
@@ -471,35 +509,55 @@ mod tests {
     use super::*;
 
     /// At one instant: finished steps free capacity first, then KV arrivals, then the
-    /// workload's arrivals, the gauges, and last the groups form their next steps.
+    /// workload's arrivals, the gauges, and last the groups form their next steps, in
+    /// the order they were asked (also when asked before a same-instant event was
+    /// scheduled); then the next instant.
     #[test]
     fn events_at_one_instant_pop_in_class_order() {
         let mut q = EventQueue::new();
-        let all = [
+        for ev in [
             Event::TryStep(GroupId(0)),
             Event::Sample,
             Event::Workload(WlEvent::OpenNext),
             Event::TransferDone(ReqId(3)),
             Event::StepDone(GroupId(1)),
-            Event::TryStep(GroupId(2)),
             Event::StepDone(GroupId(0)),
-        ];
-        for ev in all {
+        ] {
             q.push(7, ev);
         }
-        q.push(6, Event::TryStep(GroupId(9)));
         let order: Vec<Event> = std::iter::from_fn(|| q.pop().map(|(_, e)| e)).collect();
         assert_eq!(
             order,
             [
-                Event::TryStep(GroupId(9)),
                 Event::StepDone(GroupId(1)),
                 Event::StepDone(GroupId(0)),
                 Event::TransferDone(ReqId(3)),
                 Event::Workload(WlEvent::OpenNext),
                 Event::Sample,
                 Event::TryStep(GroupId(0)),
-                Event::TryStep(GroupId(2)),
+            ]
+        );
+        // The agenda keeps that order with its steps asked for outside the heap.
+        let mut a = Agenda::default();
+        a.push(8, Event::Sample);
+        a.try_step_now(GroupId(2));
+        a.push(7, Event::Workload(WlEvent::OpenNext));
+        a.try_step_now(GroupId(0));
+        a.push(7, Event::StepDone(GroupId(1)));
+        let mut got = vec![a.pop(7).unwrap(), a.pop(7).unwrap()];
+        a.push(7, Event::TransferDone(ReqId(3)));
+        a.try_step_now(GroupId(1));
+        got.extend(std::iter::from_fn(|| a.pop(7)));
+        assert_eq!(
+            got,
+            [
+                (7, Event::StepDone(GroupId(1))),
+                (7, Event::Workload(WlEvent::OpenNext)),
+                (7, Event::TransferDone(ReqId(3))),
+                (7, Event::TryStep(GroupId(2))),
+                (7, Event::TryStep(GroupId(0))),
+                (7, Event::TryStep(GroupId(1))),
+                (8, Event::Sample),
             ]
         );
     }

@@ -221,17 +221,7 @@ impl Rack<'_> {
     /// output, those in flight are counted, and the window's figures are assembled.
     pub(super) fn into_report(mut self, input: &SimInput<'_>, seed: u64) -> Report {
         self.settle_running();
-        for (_, req) in self.reqs.iter() {
-            let acc = &mut self.acc;
-            acc.in_flight_end += 1;
-            acc.input_tokens_in_flight_progress += req.prefill.computed as u64
-                + if req.prefill.done {
-                    req.prefill.cached as u64
-                } else {
-                    0
-                };
-            acc.output_tokens_in_flight += req.decode.generated as u64;
-        }
+        self.count_in_flight();
         let sc = self.sc;
         let measured_s = self.window.seconds();
         let gpus = sc.gpus();
@@ -307,6 +297,23 @@ impl Rack<'_> {
     }
 }
 
+impl Rack<'_> {
+    /// Counts the requests in flight at the end and the progress they made.
+    fn count_in_flight(&mut self) {
+        for (_, req) in self.reqs.iter() {
+            let acc = &mut self.acc;
+            acc.in_flight_end += 1;
+            acc.input_tokens_in_flight_progress += req.prefill.computed as u64
+                + if req.prefill.done {
+                    req.prefill.cached as u64
+                } else {
+                    0
+                };
+            acc.output_tokens_in_flight += req.decode.generated as u64;
+        }
+    }
+}
+
 /// A pool's figures over the `measured_s` window.
 fn pool_report(p: &Pool<'_>, measured_s: f64) -> PoolReport {
     let st = &p.stats;
@@ -349,6 +356,57 @@ fn pool_report(p: &Pool<'_>, measured_s: f64) -> PoolReport {
             st.input_tokens_looked_up as f64,
         ),
         host_cache_hit_tokens: st.host_hit_tokens,
+    }
+}
+
+impl PoolReport {
+    /// The pool's section of the text report, appended to `s`.
+    fn render_text(&self, s: &mut String) {
+        let _ = writeln!(s);
+        let pt = &self.throughput_tok_s_per_gpu;
+        let _ = writeln!(
+            s,
+            "pool {}: {} x DEP{} = {} GPUs  [{}]",
+            self.name, self.instances, self.dep, self.gpus, self.cost_model
+        );
+        let _ = writeln!(
+            s,
+            "  tok/s per GPU {} (cached {}, uncached {}, output {}); {} steps, mean {:.2} ms, busy {:.0}%",
+            k(pt.total),
+            k(pt.cached_input),
+            k(pt.uncached_input),
+            k(pt.output),
+            self.steps,
+            self.step_ms_mean,
+            100.0 * self.busy_fraction
+        );
+        let _ = writeln!(
+            s,
+            "  DP imbalance loss {:.1}%; batch/rank mean {:.1} max {:.0}; queue mean {:.1} max {:.0}; KV used mean {:.1}% max {:.1}%",
+            100.0 * self.dp_imbalance_loss,
+            self.batch_per_rank.mean,
+            self.batch_per_rank.max,
+            self.queue_requests.mean,
+            self.queue_requests.max,
+            100.0 * self.kv_used_fraction.mean,
+            100.0 * self.kv_used_fraction.max
+        );
+        if self.prefix_cache_hit_fraction > 0.0 {
+            let _ = writeln!(
+                s,
+                "  prefix cache hit {:.1}% of input tokens",
+                100.0 * self.prefix_cache_hit_fraction
+            );
+        }
+        let shares: Vec<String> = self
+            .time_share_by_op
+            .iter()
+            .filter(|(_, v)| **v >= 0.005)
+            .map(|(op, v)| format!("{op} {:.0}%", 100.0 * v))
+            .collect();
+        if !shares.is_empty() {
+            let _ = writeln!(s, "  time by op: {}", shares.join(", "));
+        }
     }
 }
 
@@ -439,51 +497,7 @@ impl Report {
             u.cost_all_tokens, u.cost_output_tokens, u.revenue_all_tokens
         );
         for p in &self.pools {
-            let _ = writeln!(s);
-            let pt = &p.throughput_tok_s_per_gpu;
-            let _ = writeln!(
-                s,
-                "pool {}: {} x DEP{} = {} GPUs  [{}]",
-                p.name, p.instances, p.dep, p.gpus, p.cost_model
-            );
-            let _ = writeln!(
-                s,
-                "  tok/s per GPU {} (cached {}, uncached {}, output {}); {} steps, mean {:.2} ms, busy {:.0}%",
-                k(pt.total),
-                k(pt.cached_input),
-                k(pt.uncached_input),
-                k(pt.output),
-                p.steps,
-                p.step_ms_mean,
-                100.0 * p.busy_fraction
-            );
-            let _ = writeln!(
-                s,
-                "  DP imbalance loss {:.1}%; batch/rank mean {:.1} max {:.0}; queue mean {:.1} max {:.0}; KV used mean {:.1}% max {:.1}%",
-                100.0 * p.dp_imbalance_loss,
-                p.batch_per_rank.mean,
-                p.batch_per_rank.max,
-                p.queue_requests.mean,
-                p.queue_requests.max,
-                100.0 * p.kv_used_fraction.mean,
-                100.0 * p.kv_used_fraction.max
-            );
-            if p.prefix_cache_hit_fraction > 0.0 {
-                let _ = writeln!(
-                    s,
-                    "  prefix cache hit {:.1}% of input tokens",
-                    100.0 * p.prefix_cache_hit_fraction
-                );
-            }
-            let shares: Vec<String> = p
-                .time_share_by_op
-                .iter()
-                .filter(|(_, v)| **v >= 0.005)
-                .map(|(op, v)| format!("{op} {:.0}%", 100.0 * v))
-                .collect();
-            if !shares.is_empty() {
-                let _ = writeln!(s, "  time by op: {}", shares.join(", "));
-            }
+            p.render_text(&mut s);
         }
         if self.kv_transfer.transfers > 0 {
             let _ = writeln!(s);

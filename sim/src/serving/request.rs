@@ -4,14 +4,14 @@
 
 use super::core::Nanos;
 use super::pool::GroupId;
+use super::prompt::Prompt;
 use super::workload::{NewRequest, Origin};
-use std::sync::Arc;
 
 /// A live request's slot in `Slots` (reused after the request ends).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) struct ReqId(pub u32);
 
-pub(crate) struct Request {
+pub(crate) struct Request<'a> {
     pub origin: Origin,
     pub arrival_ns: Nanos,
     /// Arrived inside the measured window (`Window::starts_in`): its latencies are
@@ -19,15 +19,14 @@ pub(crate) struct Request {
     pub measured: bool,
     pub input: u32,
     pub output: u32,
-    pub prefill: PrefillState,
+    pub prefill: PrefillState<'a>,
     pub decode: DecodeState,
 }
 
 /// Where the request's prompt is computed, and how far.
-pub(crate) struct PrefillState {
-    /// The prompt's block identities, until its prefill is done (then dropped, so the
-    /// session can extend its list in place for the next turn).
-    pub blocks: Arc<Vec<u64>>,
+pub(crate) struct PrefillState<'a> {
+    /// The prompt's block identities.
+    pub prompt: Prompt<'a>,
     /// Leading input tokens the instance's prefix cache held at arrival.
     pub cached: u32,
     /// Uncached tokens computed so far.
@@ -56,9 +55,9 @@ pub(crate) struct DecodeState {
     pub piece: u32,
 }
 
-impl Request {
+impl<'a> Request<'a> {
     /// A request the workload created at `now`.
-    pub fn new(nr: NewRequest, now: Nanos, measured: bool) -> Self {
+    pub fn new(nr: NewRequest<'a>, now: Nanos, measured: bool) -> Self {
         Request {
             origin: nr.origin,
             arrival_ns: now,
@@ -66,7 +65,7 @@ impl Request {
             input: nr.input_tokens,
             output: nr.output_tokens,
             prefill: PrefillState {
-                blocks: nr.blocks,
+                prompt: nr.prompt,
                 cached: 0,
                 computed: 0,
                 done: false,
@@ -91,14 +90,14 @@ impl Request {
 
 /// The live requests, by slot; freed slots are reused.
 #[derive(Default)]
-pub(crate) struct Slots {
-    reqs: Vec<Option<Request>>,
+pub(crate) struct Slots<'a> {
+    reqs: Vec<Option<Request<'a>>>,
     free: Vec<u32>,
     live: u64,
 }
 
-impl Slots {
-    pub fn alloc(&mut self, r: Request) -> ReqId {
+impl<'a> Slots<'a> {
+    pub fn alloc(&mut self, r: Request<'a>) -> ReqId {
         self.live += 1;
         match self.free.pop() {
             Some(s) => {
@@ -113,18 +112,18 @@ impl Slots {
     }
 
     /// Takes a request out of its slot (the counterpart of `alloc`).
-    pub fn release(&mut self, id: ReqId) -> Request {
+    pub fn release(&mut self, id: ReqId) -> Request<'a> {
         let req = self.reqs[id.0 as usize].take().expect("live request");
         self.free.push(id.0);
         self.live -= 1;
         req
     }
 
-    pub fn get(&self, id: ReqId) -> &Request {
+    pub fn get(&self, id: ReqId) -> &Request<'a> {
         self.reqs[id.0 as usize].as_ref().expect("live request")
     }
 
-    pub fn get_mut(&mut self, id: ReqId) -> &mut Request {
+    pub fn get_mut(&mut self, id: ReqId) -> &mut Request<'a> {
         self.reqs[id.0 as usize].as_mut().expect("live request")
     }
 
@@ -134,7 +133,7 @@ impl Slots {
     }
 
     /// The live requests in slot order.
-    pub fn iter(&self) -> impl Iterator<Item = (ReqId, &Request)> {
+    pub fn iter(&self) -> impl Iterator<Item = (ReqId, &Request<'a>)> {
         self.reqs
             .iter()
             .enumerate()
@@ -146,12 +145,12 @@ impl Slots {
 mod tests {
     use super::*;
 
-    fn req(input: u32) -> Request {
+    fn req(input: u32) -> Request<'static> {
         Request::new(
             NewRequest {
                 input_tokens: input,
                 output_tokens: 1,
-                blocks: Arc::default(),
+                prompt: Prompt::Listed(&[]),
                 origin: Origin::Open,
                 prewarm_tokens: 0,
             },

@@ -134,7 +134,7 @@ mod tests {
     }
 
     fn group(ranks: Vec<Rank>) -> Group {
-        Group::new(Role::Decode, 0, ranks, None)
+        Group::new(Role::Decode, 0, ranks)
     }
 
     #[test]

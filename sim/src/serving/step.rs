@@ -313,14 +313,13 @@ impl Rack<'_> {
         // Only full blocks are reusable: a partial last block's identity would also
         // name the full block a longer prompt has there. The whole prompt is written
         // (the cached prefix was just used too, so it is stamped again; a radix walk,
-        // not a per-block cost). Then the request drops its share of the blocks, so
-        // the session can extend its list in place for the next turn.
-        let blocks = std::mem::take(&mut req.prefill.blocks);
-        let full = ((req.input as u64 / BLOCK_TOKENS) as usize).min(blocks.len());
-        if let Some(c) = self.pools.group_mut(g).cache.as_mut() {
-            c.insert(&blocks[..full]);
+        // not a per-block cost).
+        let prompt = req.prefill.prompt;
+        let full = ((req.input as u64 / BLOCK_TOKENS) as usize).min(prompt.len());
+        let inst = self.pools.instance(g);
+        if let Some(c) = self.pools.pool_of_mut(g).prefix.as_mut() {
+            c.insert(inst, &prompt.prefix(full));
         }
-        drop(blocks);
         req.prefill.done = true;
         let role = self.pools.group(g).role;
         self.pools.pool_mut(role).waiting -= 1;
@@ -386,7 +385,7 @@ impl Rack<'_> {
 
     /// Decode steps a running request has completed, and how many of them ended in the
     /// measured window, with its group's step counter at `done_steps`.
-    fn decode_steps(&self, req: &Request, done_steps: u64) -> (u64, u64) {
+    fn decode_steps(&self, req: &Request<'_>, done_steps: u64) -> (u64, u64) {
         let grp = self.pools.group(req.decode.group);
         let steps = done_steps - req.decode.join_step;
         let in_window = grp.window_first_step.map_or(0, |w| {

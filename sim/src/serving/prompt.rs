@@ -1,0 +1,127 @@
+//! A prompt's prefix-cache block identities (one per `BLOCK_TOKENS` tokens, the last
+//! possibly partial), computed on demand: a trace lists them; a generated workload
+//! derives each from its owner (a system prompt, a session, a request) and position,
+//! so no list is stored or copied, and a cache node's run is a window on a prompt.
+
+use super::core::splitmix64;
+
+/// The hash state `hash_words(&[w..])` reaches after `words` (`core::hash_words`
+/// continues from it with the position).
+fn hash_state(words: &[u64]) -> u64 {
+    words
+        .iter()
+        .fold(super::core::HASH_WORDS_SEED, |h, &w| splitmix64(h ^ w))
+}
+
+/// The block identities of one prompt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prompt<'a> {
+    /// Listed identities (a trace record's `hash_ids`).
+    Listed(&'a [u64]),
+    /// Identities derived from owners and positions (see `Generated`).
+    Generated(Generated),
+}
+
+/// Block `i` is `hash_words(&[shared.., i])` for the first `shared` blocks (a prefix
+/// many prompts have) and `hash_words(&[own.., i])` after them, `len` blocks in all.
+/// Each identity names its owner and position, so it names its whole prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Generated {
+    shared_state: u64,
+    own_state: u64,
+    shared: u32,
+    len: u32,
+}
+
+impl Generated {
+    /// `len` blocks: the first `shared` owned by `shared_owner`'s words, the rest by
+    /// `own_owner`'s.
+    pub fn new(shared_owner: &[u64], shared: u32, own_owner: &[u64], len: u32) -> Self {
+        Generated {
+            shared_state: hash_state(shared_owner),
+            own_state: hash_state(own_owner),
+            shared,
+            len,
+        }
+    }
+}
+
+impl<'a> Prompt<'a> {
+    pub fn len(&self) -> usize {
+        match self {
+            Prompt::Listed(b) => b.len(),
+            Prompt::Generated(g) => g.len as usize,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Block `i`'s identity (`i < len`).
+    #[inline]
+    pub fn get(&self, i: usize) -> u64 {
+        match self {
+            Prompt::Listed(b) => b[i],
+            Prompt::Generated(g) => {
+                debug_assert!(i < g.len as usize);
+                let state = if (i as u32) < g.shared {
+                    g.shared_state
+                } else {
+                    g.own_state
+                };
+                splitmix64(state ^ i as u64)
+            }
+        }
+    }
+
+    /// Its first `n` blocks (`n <= len`).
+    pub fn prefix(&self, n: usize) -> Prompt<'a> {
+        match *self {
+            Prompt::Listed(b) => Prompt::Listed(&b[..n]),
+            Prompt::Generated(g) => Prompt::Generated(Generated {
+                len: n.min(g.len as usize) as u32,
+                ..g
+            }),
+        }
+    }
+
+    /// The listed identities, if they are listed.
+    pub fn as_listed(&self) -> Option<&'a [u64]> {
+        match *self {
+            Prompt::Listed(b) => Some(b),
+            Prompt::Generated(_) => None,
+        }
+    }
+
+    /// All identities, in order.
+    pub fn to_vec(&self) -> Vec<u64> {
+        (0..self.len()).map(|i| self.get(i)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::core::hash_words;
+    use super::*;
+
+    #[test]
+    fn generated_identities_are_the_owners_hashes() {
+        let p = Prompt::Generated(Generated::new(&[1, 7], 3, &[2, 99], 5));
+        let want: Vec<u64> = (0..5u64)
+            .map(|i| {
+                if i < 3 {
+                    hash_words(&[1, 7, i])
+                } else {
+                    hash_words(&[2, 99, i])
+                }
+            })
+            .collect();
+        assert_eq!(p.to_vec(), want);
+        assert_eq!(p.prefix(2).to_vec(), want[..2]);
+        let q = Prompt::Generated(Generated::new(&[3], 1, &[4, 5], 2));
+        assert_eq!(q.to_vec(), [hash_words(&[3, 0]), hash_words(&[4, 5, 1])]);
+        let ids = [4, 5, 6];
+        assert_eq!(Prompt::Listed(&ids).prefix(2).to_vec(), [4, 5]);
+    }
+}

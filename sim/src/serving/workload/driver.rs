@@ -1,0 +1,443 @@
+//! The workload driver: users, sessions and trace cursors turned into requests.
+
+use super::{gamma, AgentX, Arrival, TraceRecord, WorkloadConfig, BLOCK_TOKENS, MAX_TOKENS};
+use crate::serving::core::{secs_to_ns, Nanos};
+use crate::serving::prompt::{Generated, Prompt};
+use crate::serving::SimError;
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use std::collections::HashMap;
+
+/// Where a request came from, so its end can be reported back to the driver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// Closed-loop user or agent-session slot.
+    Slot(u32),
+    Open,
+    Trace,
+}
+
+/// A request as the workload creates it.
+#[derive(Debug, Clone)]
+pub struct NewRequest<'a> {
+    pub input_tokens: u32,
+    pub output_tokens: u32,
+    /// Prefix-block identities of the prompt, in order (derived on demand: a session's
+    /// turn lists nothing and copies nothing).
+    pub prompt: Prompt<'a>,
+    pub origin: Origin,
+    /// Leading tokens assumed computed before the run started (warm start): the
+    /// instance that receives the request holds them in its prefix cache.
+    pub prewarm_tokens: u64,
+}
+
+/// Workload events the simulator schedules for the driver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WlEvent {
+    Slot(u32),
+    OpenNext,
+    TraceNext(usize),
+}
+
+struct Session {
+    uid: u64,
+    sys_id: u64,
+    context_tokens: u64,
+    turns_done: u32,
+    turns_max: u32,
+    max_context_tokens: u64,
+    subagent: bool,
+    prewarm_tokens: u64,
+}
+
+/// Turns a workload into requests, in simulated or wall-clock time.
+///
+/// The driver owns the workload's state (users, sessions, the trace cursor) and its
+/// random stream; its caller owns the clock. Times are nanoseconds since the run
+/// started, whatever clock the caller keeps (the simulator's event time, or wall time
+/// for a live engine). The protocol:
+/// 1. `start(&mut out)` appends the first `(time, WlEvent)` pairs to `out`;
+/// 2. at each pair's time the caller calls `on_event(now, ev, &mut out)`: it may
+///    return a request to serve, and appends follow-up events (the next open-loop
+///    arrival, the next trace record);
+/// 3. when a request ends the caller calls `on_request_end(now, origin, completed,
+///    context_tokens, &mut out)`: closed-loop users and agent sessions schedule their
+///    next turn from there.
+///
+/// The caller fires each event at or after its time (an event scheduled in the past
+/// fires now); the driver never reads a clock. Same configuration, trace, stream and
+/// call sequence give the same requests.
+///
+/// ```
+/// use sim::serving::{Driver, WorkloadConfig};
+/// let wl: WorkloadConfig = serde_json::from_str(r#"{"name": "one-user",
+///   "closed_loop": {"concurrency": 1, "input_tokens": {"dist": "fixed", "value": 100},
+///                   "output_tokens": {"dist": "fixed", "value": 10}}}"#).unwrap();
+/// let mut d = Driver::new(&wl, &[], sim::serving::core::stream(1, "workload")).unwrap();
+/// let mut out = Vec::new();
+/// d.start(&mut out);
+/// let (t, ev) = out.pop().unwrap();
+/// let req = d.on_event(t, ev, &mut out).expect("the user sends a request");
+/// assert_eq!((req.input_tokens, req.output_tokens), (100, 10));
+/// // ... serve it; 2.5 s later it completes, and the user sends the next one:
+/// d.on_request_end(t + 2_500_000_000, req.origin, true, 110, &mut out);
+/// assert_eq!(out.len(), 1);
+/// ```
+pub struct Driver<'a> {
+    cfg: &'a WorkloadConfig,
+    trace: &'a [TraceRecord],
+    trace_order: Vec<u32>,
+    rng: ChaCha8Rng,
+    sessions: Vec<Option<Session>>,
+    subagents_live: u32,
+    next_uid: u64,
+    chained: bool,
+}
+
+/// Whether every block identity in `prompts` always follows the same identity (or
+/// always starts a prompt): then an identity names its whole prefix.
+fn chained<'t>(prompts: impl Iterator<Item = &'t [u64]>) -> bool {
+    let mut parent: HashMap<u64, Option<u64>> = HashMap::new();
+    for blocks in prompts {
+        let mut before = None;
+        for &b in blocks {
+            if *parent.entry(b).or_insert(before) != before {
+                return false;
+            }
+            before = Some(b);
+        }
+    }
+    true
+}
+
+/// The blocks of a prompt of `input` tokens whose first `shared_tokens` are one prefix
+/// every such prompt has (its full blocks owned by `[3]`) and the rest its own
+/// (owned by `[tag, uid]`).
+fn unique_blocks(tag: u64, uid: u64, shared_tokens: u64, input: u64) -> Prompt<'static> {
+    Prompt::Generated(Generated::new(
+        &[3],
+        (shared_tokens / BLOCK_TOKENS) as u32,
+        &[tag, uid],
+        input.div_ceil(BLOCK_TOKENS) as u32,
+    ))
+}
+
+impl<'a> Driver<'a> {
+    /// A driver of `cfg` (with `trace`'s records for a `[trace]` workload, in timestamp
+    /// order) drawing from `rng`. Fails if a trace workload has no records.
+    pub fn new(
+        cfg: &'a WorkloadConfig,
+        trace: &'a [TraceRecord],
+        rng: ChaCha8Rng,
+    ) -> Result<Self, SimError> {
+        let mut trace_order = Vec::new();
+        if let Some(t) = &cfg.trace {
+            if trace.is_empty() {
+                return Err(SimError::MissingTrace);
+            }
+            let n = t
+                .max_requests
+                .map(|m| m.min(trace.len() as u64) as usize)
+                .unwrap_or(trace.len());
+            trace_order = (0..trace.len().min(u32::MAX as usize) as u32).collect();
+            trace_order.sort_by_key(|&i| trace[i as usize].timestamp); // stable
+            trace_order.truncate(n);
+        }
+        let chained = chained(
+            trace_order
+                .iter()
+                .map(|&i| trace[i as usize].hash_ids.as_slice()),
+        );
+        Ok(Driver {
+            cfg,
+            trace,
+            trace_order,
+            rng,
+            sessions: Vec::new(),
+            subagents_live: 0,
+            next_uid: 0,
+            chained,
+        })
+    }
+
+    /// Whether the block identities of its requests are chained: each names its whole
+    /// prefix, so equal identities at one position mean equal prefixes (vLLM's block
+    /// hashes work this way). Generated workloads' are, by construction (a system
+    /// prompt's, shared prefix's or session's identity is its owner and position); a
+    /// trace's are when every identity always follows the same one, as Mooncake's
+    /// `hash_ids` do.
+    pub fn chained_blocks(&self) -> bool {
+        self.chained
+    }
+
+    fn uid(&mut self) -> u64 {
+        self.next_uid += 1;
+        self.next_uid
+    }
+
+    /// Appends the workload's first events to `out`.
+    pub fn start(&mut self, out: &mut Vec<(Nanos, WlEvent)>) {
+        if let Some(c) = &self.cfg.closed_loop {
+            for s in 0..c.concurrency {
+                out.push((0, WlEvent::Slot(s)));
+            }
+        }
+        if self.cfg.open_loop.is_some() {
+            let gap = self.open_gap();
+            out.push((gap, WlEvent::OpenNext));
+        }
+        if let Some(a) = self.cfg.agentx.clone() {
+            for s in 0..a.sessions {
+                let mut sess = self.new_session(&a, false);
+                if a.warm_start {
+                    let lo = sess.context_tokens as f64;
+                    let hi = (sess.max_context_tokens as f64).max(lo);
+                    sess.context_tokens = (lo + (hi - lo) * self.rng.random::<f64>()) as u64;
+                    sess.turns_done = 1;
+                    sess.prewarm_tokens = sess.context_tokens;
+                }
+                self.sessions.push(Some(sess));
+                let t = secs_to_ns(a.start_spread_s * self.rng.random::<f64>());
+                out.push((t, WlEvent::Slot(s)));
+            }
+        }
+        if let (Some(t), Some(&first)) = (&self.cfg.trace, self.trace_order.first()) {
+            out.push((
+                secs_to_ns(self.trace[first as usize].timestamp as f64 / 1e3 * t.time_scale),
+                WlEvent::TraceNext(0),
+            ));
+        }
+    }
+
+    fn open_gap(&mut self) -> Nanos {
+        let o = self.cfg.open_loop.as_ref().expect("open loop");
+        let mean = 1.0 / o.rate_per_s;
+        let gap = match o.arrival {
+            Arrival::Poisson => -mean * (1.0 - self.rng.random::<f64>()).ln(),
+            Arrival::Gamma { cv } => {
+                let k = 1.0 / (cv * cv);
+                gamma(&mut self.rng, k) * mean / k
+            }
+        };
+        secs_to_ns(gap).max(1)
+    }
+
+    fn new_session(&mut self, a: &AgentX, subagent: bool) -> Session {
+        let uid = self.uid();
+        let sys_id = self.rng.random_range(0..a.system_prompts as u64);
+        let turns_max = if subagent {
+            (a.subagent_turns.sample(&mut self.rng).round() as u32).clamp(1, a.max_turns)
+        } else {
+            a.max_turns
+        };
+        let max_context_tokens = a.max_context_tokens.sample(&mut self.rng).clamp(1.0, 1e12) as u64;
+        Session {
+            uid,
+            sys_id,
+            context_tokens: a.system_prompt_tokens as u64,
+            turns_done: 0,
+            turns_max,
+            max_context_tokens,
+            subagent,
+            prewarm_tokens: 0,
+        }
+    }
+
+    /// A workload event fires at `now`: the request it creates, if any; appends
+    /// follow-up events to `out`.
+    pub fn on_event(
+        &mut self,
+        now: Nanos,
+        ev: WlEvent,
+        out: &mut Vec<(Nanos, WlEvent)>,
+    ) -> Option<NewRequest<'a>> {
+        match ev {
+            WlEvent::Slot(slot) if self.cfg.closed_loop.is_some() => Some(self.user_request(slot)),
+            WlEvent::Slot(slot) => self.session_turn(slot),
+            WlEvent::OpenNext => {
+                let o = self.cfg.open_loop.as_ref()?;
+                let input = o.input_tokens.sample_tokens(&mut self.rng, 1);
+                let output = o.output_tokens.sample_tokens(&mut self.rng, 1);
+                let uid = self.uid();
+                let prompt = unique_blocks(5, uid, o.shared_prefix_tokens as u64, input as u64);
+                let gap = self.open_gap();
+                out.push((now.saturating_add(gap), WlEvent::OpenNext));
+                Some(NewRequest {
+                    input_tokens: input,
+                    output_tokens: output,
+                    prompt,
+                    origin: Origin::Open,
+                    prewarm_tokens: 0,
+                })
+            }
+            WlEvent::TraceNext(k) => {
+                let t = self.cfg.trace.as_ref()?;
+                let &idx = self.trace_order.get(k)?;
+                if let Some(&next) = self.trace_order.get(k + 1) {
+                    let ts =
+                        secs_to_ns(self.trace[next as usize].timestamp as f64 / 1e3 * t.time_scale);
+                    out.push((ts.max(now), WlEvent::TraceNext(k + 1)));
+                }
+                let r = &self.trace[idx as usize];
+                Some(NewRequest {
+                    input_tokens: r.input_length.max(1),
+                    output_tokens: r.output_length.max(1),
+                    prompt: Prompt::Listed(&r.hash_ids),
+                    origin: Origin::Trace,
+                    prewarm_tokens: 0,
+                })
+            }
+        }
+    }
+
+    /// A closed-loop user's next request.
+    fn user_request(&mut self, slot: u32) -> NewRequest<'a> {
+        let c = self.cfg.closed_loop.as_ref().expect("a closed loop");
+        let input = c.input_tokens.sample_tokens(&mut self.rng, 1);
+        let output = c.output_tokens.sample_tokens(&mut self.rng, 1);
+        let uid = self.uid();
+        NewRequest {
+            input_tokens: input,
+            output_tokens: output,
+            prompt: unique_blocks(4, uid, c.shared_prefix_tokens as u64, input as u64),
+            origin: Origin::Slot(slot),
+            prewarm_tokens: 0,
+        }
+    }
+
+    /// An agent session's next turn: its whole context so far plus new tokens.
+    fn session_turn(&mut self, slot: u32) -> Option<NewRequest<'a>> {
+        let a = self.cfg.agentx.as_ref()?;
+        let sess = self.sessions.get_mut(slot as usize)?.as_mut()?;
+        let prewarm_tokens = std::mem::take(&mut sess.prewarm_tokens);
+        let new = if sess.turns_done == 0 {
+            if sess.subagent {
+                a.subagent_task_tokens.sample_tokens(&mut self.rng, 1)
+            } else {
+                a.task_tokens.sample_tokens(&mut self.rng, 1)
+            }
+        } else {
+            a.turn_new_tokens.sample_tokens(&mut self.rng, 1)
+        };
+        let output = a.output_tokens.sample_tokens(&mut self.rng, 1);
+        let input = (sess.context_tokens + new as u64).min(MAX_TOKENS as u64);
+        // The system prompt's full blocks are owned by it, the rest of the context by
+        // the session: a turn's prompt extends the last one's.
+        let prompt = Prompt::Generated(Generated::new(
+            &[1, sess.sys_id],
+            (a.system_prompt_tokens as u64 / BLOCK_TOKENS) as u32,
+            &[2, sess.uid],
+            input.div_ceil(BLOCK_TOKENS) as u32,
+        ));
+        Some(NewRequest {
+            input_tokens: input as u32,
+            output_tokens: output,
+            prompt,
+            origin: Origin::Slot(slot),
+            prewarm_tokens,
+        })
+    }
+
+    /// A request ended at `now`: completed (`context_tokens` = its input + output, the
+    /// context a session's next turn builds on) or not (dropped: a session ends).
+    /// Appends the user's or session's next event to `out`.
+    pub fn on_request_end(
+        &mut self,
+        now: Nanos,
+        origin: Origin,
+        completed: bool,
+        context_tokens: u64,
+        out: &mut Vec<(Nanos, WlEvent)>,
+    ) {
+        let Origin::Slot(slot) = origin else { return };
+        if let Some(c) = &self.cfg.closed_loop {
+            let think = secs_to_ns(c.think_time_s.sample(&mut self.rng));
+            out.push((now.saturating_add(think), WlEvent::Slot(slot)));
+            return;
+        }
+        let Some(a) = self.cfg.agentx.clone() else {
+            return;
+        };
+        let Some(Some(sess)) = self.sessions.get_mut(slot as usize) else {
+            return;
+        };
+        sess.turns_done += 1;
+        sess.context_tokens = context_tokens;
+        let ended = !completed
+            || sess.turns_done >= sess.turns_max
+            || sess.context_tokens >= sess.max_context_tokens;
+        let is_sub = sess.subagent;
+        let gap = secs_to_ns(a.idle_gap_s.sample(&mut self.rng).min(a.idle_gap_cap_s)).max(1);
+        if ended {
+            if is_sub {
+                self.sessions[slot as usize] = None;
+                self.subagents_live -= 1;
+            } else {
+                let s = self.new_session(&a, false);
+                self.sessions[slot as usize] = Some(s);
+                out.push((now.saturating_add(gap), WlEvent::Slot(slot)));
+            }
+        } else {
+            out.push((now.saturating_add(gap), WlEvent::Slot(slot)));
+        }
+        if !is_sub
+            && completed
+            && self.subagents_live < a.max_subagents
+            && self.rng.random::<f64>() < a.subagent_probability
+        {
+            let s = self.new_session(&a, true);
+            let free =
+                (a.sessions as usize..self.sessions.len()).find(|&i| self.sessions[i].is_none());
+            let slot = match free {
+                Some(i) => {
+                    self.sessions[i] = Some(s);
+                    i
+                }
+                None => {
+                    self.sessions.push(Some(s));
+                    self.sessions.len() - 1
+                }
+            };
+            self.subagents_live += 1;
+            let gap = secs_to_ns(a.idle_gap_s.sample(&mut self.rng).min(a.idle_gap_cap_s)).max(1);
+            out.push((now.saturating_add(gap), WlEvent::Slot(slot as u32)));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{parse_mooncake_str, TraceReplay};
+    use super::*;
+    use rand::SeedableRng;
+    use std::collections::BTreeMap;
+
+    const SNIPPET: &str = r#"{"timestamp": 0, "input_length": 1024, "output_length": 10, "hash_ids": [1, 2]}
+{"timestamp": 27, "input_length": 700, "output_length": 52, "hash_ids": [1, 3]}
+
+{"timestamp": 30, "input_length": 100, "output_length": 1, "hash_ids": [9]}
+"#;
+
+    #[test]
+    fn trace_block_chaining_is_detected() {
+        let recs = parse_mooncake_str(SNIPPET).unwrap();
+        let wl = WorkloadConfig {
+            name: "t".into(),
+            description: String::new(),
+            closed_loop: None,
+            open_loop: None,
+            agentx: None,
+            trace: Some(TraceReplay {
+                time_scale: 1.0,
+                max_requests: None,
+            }),
+            provenance: BTreeMap::new(),
+        };
+        let rng = || ChaCha8Rng::seed_from_u64(1);
+        assert!(Driver::new(&wl, &recs, rng()).unwrap().chained_blocks());
+        // Block 2 after 1, then 2 first: not chained.
+        let mut bad = recs.clone();
+        bad[2].hash_ids = vec![2];
+        assert!(!Driver::new(&wl, &bad, rng()).unwrap().chained_blocks());
+    }
+}
