@@ -318,7 +318,12 @@ mod tests {
             key: vec![("dim", 512), ("residual", 1)],
             vars: vec![("rows", rows)],
         };
-        let samples = vec![(call(2), 3e-6), (call(2), 1e-6), (call(2), 2e-6), (call(8), 5e-6)];
+        let samples = vec![
+            (call(2), 3e-6),
+            (call(2), 1e-6),
+            (call(2), 2e-6),
+            (call(8), 5e-6),
+        ];
         let rows = situ_rows(&samples, "d", "x", "t");
         assert_eq!(rows.len(), 2);
         let r2 = rows.iter().find(|r| r.shape.ends_with("rows=2")).unwrap();
