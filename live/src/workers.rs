@@ -247,6 +247,15 @@ impl Workers {
     }
 }
 
+/// Tells the coordinator that `spec`'s rank stopped on `error`.
+fn failed(reply: &Sender<Reply>, spec: &RankSpec, error: String) {
+    let who = format!(
+        "rank {} (group {}, rank {} of {})",
+        spec.index, spec.group, spec.rank, spec.ranks
+    );
+    let _ = reply.send(Reply::Failed { who, error });
+}
+
 #[allow(clippy::too_many_arguments)]
 fn rank_loop(
     device: Device,
@@ -259,16 +268,7 @@ fn rank_loop(
     links: Vec<SyncSender<KvMsg>>,
     staged: Option<Staged>,
 ) {
-    let who = format!(
-        "rank {} (group {}, rank {} of {})",
-        spec.index, spec.group, spec.rank, spec.ranks
-    );
-    let fail = |error: String| {
-        let _ = reply.send(Reply::Failed {
-            who: who.clone(),
-            error,
-        });
-    };
+    let fail = |error: String| failed(&reply, &spec, error);
     pin(&spec.cores);
     let cores = spec.cores.clone();
     let threads = cores.len().max(1);
@@ -298,16 +298,7 @@ fn serve_rank(
     links: Vec<SyncSender<KvMsg>>,
     staged: Option<Staged>,
 ) {
-    let who = format!(
-        "rank {} (group {}, rank {} of {})",
-        spec.index, spec.group, spec.rank, spec.ranks
-    );
-    let fail = |error: String| {
-        let _ = reply.send(Reply::Failed {
-            who: who.clone(),
-            error,
-        });
-    };
+    let fail = |error: String| failed(&reply, &spec, error);
     let device_name = match device {
         Device::Cpu => {
             use engine::Backend;

@@ -7,7 +7,7 @@
 //! compiled to CUBINs for sm_90 and sm_100 by the kernels' NVRTC test; the CPU twins
 //! they mirror are checked against references. `scripts/gpu-check.sh` runs it on a GPU.
 
-use super::device::{AttnCall, AttnSel, Buf, DevWeights, Dt, IndexerCall, ServeDevice};
+use super::device::{AttnCall, AttnSel, Buf, DevWeights, Dt, IndexerCall, ServeDevice, Slots};
 use crate::cuda::{dptr, kerr, CudaBackend, ATTN_HEADS_PER_BLOCK, MIN_SPLIT_POSITIONS};
 use crate::Backend;
 use crate::{EngineError, Result};
@@ -24,8 +24,7 @@ enum DevStore {
 /// Buffers and ops on one GPU.
 pub struct CudaDevice {
     b: CudaBackend,
-    bufs: Vec<Option<DevStore>>,
-    free_ids: Vec<u32>,
+    bufs: Slots<DevStore>,
 }
 
 // SAFETY: the device is used by one thread at a time (it is moved into a rank's worker
@@ -61,14 +60,13 @@ impl CudaDevice {
     fn wrap(b: CudaBackend) -> CudaDevice {
         CudaDevice {
             b,
-            bufs: Vec::new(),
-            free_ids: Vec::new(),
+            bufs: Slots::new(),
         }
     }
 
     fn ptr(&self, b: Buf) -> Result<u64> {
         let s = &self.b.stream;
-        match self.bufs.get(b.id()).and_then(|x| x.as_ref()) {
+        match self.bufs.get(b.id()) {
             Some(DevStore::F32(v)) if b.dt == Dt::F32 => Ok(dptr(s, v)),
             Some(DevStore::I32(v)) if b.dt == Dt::I32 => Ok(dptr(s, v)),
             Some(DevStore::U8(v)) if b.dt == Dt::U8 => Ok(dptr(s, v)),
@@ -135,7 +133,7 @@ macro_rules! rw {
         fn $write(&mut self, b: Buf, offset: usize, data: &[$t]) -> Result<()> {
             check(b, offset, data.len())?;
             let s = self.b.stream.clone();
-            match self.bufs.get_mut(b.id()).and_then(|x| x.as_mut()) {
+            match self.bufs.get_mut(b.id()) {
                 Some(DevStore::$variant(v)) => s
                     .memcpy_htod(data, &mut v.slice_mut(offset..offset + data.len()))
                     .map_err(|e| kerr("memcpy_htod", e)),
@@ -145,7 +143,7 @@ macro_rules! rw {
         fn $read(&mut self, b: Buf, offset: usize, len: usize) -> Result<Vec<$t>> {
             check(b, offset, len)?;
             let s = self.b.stream.clone();
-            match self.bufs.get(b.id()).and_then(|x| x.as_ref()) {
+            match self.bufs.get(b.id()) {
                 Some(DevStore::$variant(v)) => {
                     let mut out = vec![<$t>::default(); len];
                     s.memcpy_dtoh(&v.slice(offset..offset + len), &mut out)
@@ -172,23 +170,11 @@ impl ServeDevice for CudaDevice {
             Dt::I32 => DevStore::I32(s.alloc_zeros(n).map_err(|e| kerr("alloc", e))?),
             Dt::U8 => DevStore::U8(s.alloc_zeros(n).map_err(|e| kerr("alloc", e))?),
         };
-        let id = match self.free_ids.pop() {
-            Some(id) => {
-                self.bufs[id as usize] = Some(store);
-                id
-            }
-            None => {
-                self.bufs.push(Some(store));
-                (self.bufs.len() - 1) as u32
-            }
-        };
-        Ok(Buf::new(id, len, dt))
+        Ok(Buf::new(self.bufs.insert(store), len, dt))
     }
 
     fn free(&mut self, b: Buf) {
-        if self.bufs.get_mut(b.id()).and_then(|x| x.take()).is_some() {
-            self.free_ids.push(b.id() as u32);
-        }
+        self.bufs.remove(b.id());
     }
 
     rw!(write_f32, read_f32, f32, F32);

@@ -196,12 +196,64 @@ impl Store {
     }
 }
 
+/// Buffers by id: a freed id is handed out again.
+pub(crate) struct Slots<T> {
+    slots: Vec<Option<T>>,
+    free_ids: Vec<u32>,
+}
+
+impl<T> Slots<T> {
+    pub(crate) fn new() -> Self {
+        Slots {
+            slots: Vec::new(),
+            free_ids: Vec::new(),
+        }
+    }
+
+    /// Stores `v` under a free id.
+    pub(crate) fn insert(&mut self, v: T) -> u32 {
+        match self.free_ids.pop() {
+            Some(id) => {
+                self.slots[id as usize] = Some(v);
+                id
+            }
+            None => {
+                self.slots.push(Some(v));
+                (self.slots.len() - 1) as u32
+            }
+        }
+    }
+
+    /// Takes `id`'s value out, keeping the id taken (`put` returns it).
+    pub(crate) fn take(&mut self, id: usize) -> Option<T> {
+        self.slots.get_mut(id).and_then(|s| s.take())
+    }
+
+    pub(crate) fn put(&mut self, id: usize, v: T) {
+        self.slots[id] = Some(v);
+    }
+
+    /// Frees `id`, returning its value.
+    pub(crate) fn remove(&mut self, id: usize) -> Option<T> {
+        let v = self.take(id)?;
+        self.free_ids.push(id as u32);
+        Some(v)
+    }
+
+    pub(crate) fn get(&self, id: usize) -> Option<&T> {
+        self.slots.get(id).and_then(|s| s.as_ref())
+    }
+
+    pub(crate) fn get_mut(&mut self, id: usize) -> Option<&mut T> {
+        self.slots.get_mut(id).and_then(|s| s.as_mut())
+    }
+}
+
 /// The CPU device: buffers are host vectors (freed ones are kept for reuse, so a step's
 /// scratch allocations do not page-fault again), ops are the kernels' CPU twins on the
 /// calling thread's rayon pool.
 pub struct CpuDevice {
-    slots: Vec<Option<Store>>,
-    free_ids: Vec<u32>,
+    slots: Slots<Store>,
     /// Freed storage kept for reuse, by type.
     spare: Vec<Store>,
 }
@@ -222,28 +274,25 @@ fn bad(what: impl Into<String>) -> EngineError {
 impl CpuDevice {
     pub fn new() -> CpuDevice {
         CpuDevice {
-            slots: Vec::new(),
-            free_ids: Vec::new(),
+            slots: Slots::new(),
             spare: Vec::new(),
         }
     }
 
     fn take(&mut self, b: Buf) -> Result<Store> {
         self.slots
-            .get_mut(b.id())
-            .and_then(|s| s.take())
+            .take(b.id())
             .ok_or_else(|| bad(format!("buffer {} is not allocated", b.id)))
     }
 
     fn put(&mut self, b: Buf, s: Store) {
-        self.slots[b.id()] = Some(s);
+        self.slots.put(b.id(), s);
     }
 
     /// Buffer `b` as a slice of `T` (an error if it is freed or of another type).
     fn view<T: Elem>(&self, b: Buf) -> Result<&[T]> {
         self.slots
             .get(b.id())
-            .and_then(|s| s.as_ref())
             .and_then(T::of)
             .map(|v| &v[..b.len])
             .ok_or_else(|| {
@@ -377,22 +426,11 @@ impl ServeDevice for CpuDevice {
             Store::I32(v) => v.resize(len.max(v.len()), 0),
             Store::U8(v) => v.resize(len.max(v.len()), 0),
         }
-        let id = match self.free_ids.pop() {
-            Some(id) => {
-                self.slots[id as usize] = Some(store);
-                id
-            }
-            None => {
-                self.slots.push(Some(store));
-                (self.slots.len() - 1) as u32
-            }
-        };
-        Ok(Buf::new(id, len, dt))
+        Ok(Buf::new(self.slots.insert(store), len, dt))
     }
 
     fn free(&mut self, b: Buf) {
-        if let Some(s) = self.slots.get_mut(b.id()).and_then(|s| s.take()) {
-            self.free_ids.push(b.id);
+        if let Some(s) = self.slots.remove(b.id()) {
             // Keep a bounded number of spares; large ones first out.
             self.spare.push(s);
             if self.spare.len() > 64 {
