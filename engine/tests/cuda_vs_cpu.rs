@@ -1,6 +1,8 @@
 //! Each CUDA kernel against its CPU twin. Runs only where a GPU is usable; otherwise it
 //! prints why it skipped. With `TWIN_REQUIRE_GPU=1` a missing GPU fails instead.
 
+mod common;
+
 use engine::{
     AttnShape, Backend, CopyShape, Device, EngineError, GatherPlacement, GatherShape, GemmShape,
     IndexerShape, MoeShape, OpSpec, StreamShape, TimingConfig,
@@ -195,46 +197,11 @@ fn every_op_measures_on_gpu() {
 #[test]
 fn serving_device_runs_the_model_like_the_cpu() {
     use engine::serve::cuda::CudaDevice;
-    use engine::serve::{
-        AttnKind, CpuDevice, Executor, IndexerConfig, LayerConfig, ModelConfig, MoeConfig, Seq,
-        Solo,
-    };
+    use engine::serve::{CpuDevice, Executor, Seq, Solo};
     if gpu().is_none() {
         return;
     }
-    let layer = |attention, window_branch, has_indexer, moe| LayerConfig {
-        attention,
-        window_branch,
-        has_indexer,
-        moe,
-    };
-    let cfg = ModelConfig {
-        name: "gpu-check".into(),
-        hidden: 256,
-        vocab: 512,
-        heads: 2,
-        latent: 128,
-        window: 16,
-        indexer: Some(IndexerConfig {
-            heads: 2,
-            dim: 32,
-            topk: 8,
-        }),
-        layers: vec![
-            layer(AttnKind::Sparse, true, true, true),
-            layer(AttnKind::Dense, false, false, true),
-        ],
-        moe: Some(MoeConfig {
-            experts: 8,
-            top_k: 2,
-            expert_ffn: 256,
-            shared_ffn: 256,
-        }),
-        dense_ffn: 0,
-        mtp_ffn: 256,
-        weight_dtype: WeightDtype::Bf16,
-        page_size: 16,
-    };
+    let cfg = common::tiny();
     let run = |dev: Box<dyn engine::serve::ServeDevice>| {
         let mut e = Executor::new(dev, cfg.clone(), 7, 0, 1, 32).unwrap();
         let p: Vec<u32> = (0..40u32).map(|i| (i * 37 + 11) % 512).collect();

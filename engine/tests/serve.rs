@@ -1,49 +1,9 @@
 //! The serving executor on the CPU device: chunking, paging, DEP and KV hand-over do not
 //! change what the model computes; MTP drafts and acceptance shape the outputs.
 
-use engine::serve::{
-    AttnKind, CpuDevice, Executor, IndexerConfig, LayerConfig, ModelConfig, MoeConfig, Seq, Solo,
-    ThreadExchange,
-};
-use kernels::WeightDtype;
-
-fn tiny() -> ModelConfig {
-    let layer = |attention, window_branch, has_indexer, moe| LayerConfig {
-        attention,
-        window_branch,
-        has_indexer,
-        moe,
-    };
-    ModelConfig {
-        name: "test-tiny".into(),
-        hidden: 256,
-        vocab: 512,
-        heads: 2,
-        latent: 128,
-        window: 16,
-        indexer: Some(IndexerConfig {
-            heads: 2,
-            dim: 32,
-            topk: 8,
-        }),
-        layers: vec![
-            layer(AttnKind::Sparse, true, true, true),
-            layer(AttnKind::Sparse, false, false, true),
-            layer(AttnKind::Dense, false, false, false),
-            layer(AttnKind::Window, false, false, true),
-        ],
-        moe: Some(MoeConfig {
-            experts: 8,
-            top_k: 2,
-            expert_ffn: 256,
-            shared_ffn: 256,
-        }),
-        dense_ffn: 256,
-        mtp_ffn: 256,
-        weight_dtype: WeightDtype::Bf16,
-        page_size: 16,
-    }
-}
+use engine::serve::{CpuDevice, Executor, Seq, Solo, ThreadExchange};
+mod common;
+use common::tiny;
 
 fn exec(rank: usize, ranks: usize) -> Executor {
     Executor::new(Box::new(CpuDevice::new()), tiny(), 7, rank, ranks, 64).unwrap()
