@@ -19,9 +19,11 @@
 #
 # Steps: (1) NVRTC compiles every kernel for sm_90 and sm_100 (if that test binary and
 # libnvrtc are present); (2) every CUDA kernel
-# against its CPU twin (TWIN_REQUIRE_GPU=1: a missing GPU fails); (3) a quick
+# against its CPU twin, and the live engine's serving device against the CPU one
+# (TWIN_REQUIRE_GPU=1: a missing GPU fails); (3) a quick
 # calibration on cuda:0 into $OUT/profile-h200; (4) achieved figures against the
-# roofline. Exit status is non-zero when any step fails (goals missed are reported,
+# roofline; (5) a live run of cpu-live-moe on cuda:0 with the live plan's calibration
+# and its validation (the same commands as the CPU figures of the README). Exit status is non-zero when any step fails (goals missed are reported,
 # not failed: they are performance targets, not correctness).
 set -u
 OUT=${OUT:-$PWD/out}
@@ -96,6 +98,15 @@ if [ -f "$CSV" ]; then
     [ -f "$OUT/profile-h200/profile.toml" ] && { step "profile.toml"; cat "$OUT/profile-h200/profile.toml"; }
 else
     echo "FAIL: no measurements"; status=1
+fi
+
+step "live run on cuda:0 and its validation"
+if [ -x "$TWIN" ]; then
+    "$TWIN" calibrate --device cuda:0 --plan live --model cpu-live-moe --quick --out "$OUT/profile-live-h200" || status=1
+    rm -rf "$OUT/live-h200"
+    "$TWIN" live cpu-live-poisson --device cuda:0 --duration 60 --set workload.open_loop.rate_per_s=20 \
+        --out "$OUT/live-h200" || status=1
+    "$TWIN" validate live "$OUT/live-h200" --profile "$OUT/profile-live-h200/profile.toml" || status=1
 fi
 
 echo

@@ -50,6 +50,8 @@ enum Command {
     Validate(cmd::validate::ValidateArgs),
     /// Measure per-layer operations on a device and fit a cost profile.
     Calibrate(cmd::calibrate::CalibrateArgs),
+    /// Serve a scenario for real with the engine (CPU or one GPU) and record the run.
+    Live(cmd::live::LiveArgs),
     /// List the embedded hardware, models, workloads and scenarios.
     List,
 }
@@ -78,6 +80,7 @@ fn main() {
         Command::Plan(a) => cmd::plan::run(a),
         Command::Cost(a) => cmd::cost::run(a),
         Command::Calibrate(a) => cmd::calibrate::run(a),
+        Command::Live(a) => cmd::live::run(a),
         Command::Validate(a) => cmd::validate::run(a),
         Command::List => cmd::list(),
     };

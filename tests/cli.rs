@@ -677,6 +677,19 @@ fn crate_dependencies_keep_the_architecture() {
         !deps("engine").contains(&"sim".to_string()),
         "engine measures; it must not know the simulator"
     );
+    for lib in ["sim", "engine", "kernels", "calibration"] {
+        assert!(
+            !deps(lib).contains(&"live".to_string()),
+            "{lib} must not depend on live (live runs sit on top of the other crates)"
+        );
+    }
+    let live = deps("live");
+    for banned in ["clap", "indicatif", "anyhow", "cudarc"] {
+        assert!(
+            !live.contains(&banned.to_string()),
+            "live is a library: no {banned} ({live:?})"
+        );
+    }
     // sim and fitting do no file IO.
     for dir in ["sim/src", "fitting/src"] {
         for e in walk(&repo().join(dir)) {

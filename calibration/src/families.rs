@@ -36,17 +36,10 @@ impl OpFit {
     }
 }
 
-/// Ops with a fit family.
-pub const FITTED_OPS: [&str; 8] = [
-    "moe_decode",
-    "grouped_gemm",
-    "attn_dense",
-    "attn_sparse",
-    "attn_window",
-    "indexer",
-    "gather",
-    "copy",
-];
+/// Ops with a fit family: the calibration ops of the engine's registry.
+pub fn fitted_ops() -> Vec<&'static str> {
+    engine::op::op_names(engine::OpRole::Calibration)
+}
 
 /// Candidate TLB reach, in entries (powers of two from 16 to 1 Mi).
 const TLB_ENTRY_CANDIDATES: std::ops::RangeInclusive<u32> = 4..=20;

@@ -7,6 +7,7 @@
 //! * [`profile`]: `profile.toml` (fits, reference peaks, provenance) and
 //!   [`Profile::cost_params`].
 //! * [`plan`]: which points `twin calibrate` measures.
+//! * [`live`]: the live engine's ops at a model's shapes, fitted per static key.
 
 // MSRV 1.85: `usize::is_multiple_of` needs 1.87.
 #![allow(clippy::manual_is_multiple_of)]
@@ -14,6 +15,7 @@
 mod error;
 pub mod families;
 pub mod fit;
+pub mod live;
 pub mod log;
 pub mod plan;
 pub mod profile;

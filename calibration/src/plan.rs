@@ -12,7 +12,11 @@
 //! * Copy (dispatch/combine stand-in): message size 64 KiB..1 GiB.
 //! * References: streaming read and dense GEMM, for the device's own peaks.
 
-use engine::{Device, GatherPlacement, MoeShape, OpSpec};
+use engine::op::{op_info, op_names, OpRole};
+use engine::{
+    AttnShape, CopyShape, Device, GatherPlacement, GatherShape, GemmShape, IndexerShape, MoeShape,
+    OpSpec, StreamShape, OPS,
+};
 use kernels::{AttnModeKind, WeightDtype};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,46 +27,29 @@ pub enum PlanSize {
     Full,
 }
 
-/// Op groups accepted by `--ops` (besides exact op names).
-pub const OP_GROUPS: [(&str, &[&str]); 3] = [
-    ("moe", &["moe_decode", "grouped_gemm"]),
-    ("attention", &["attn_dense", "attn_sparse", "attn_window"]),
-    ("ref", &["ref_stream_read", "ref_gemm"]),
-];
-
-/// Every op name a plan can contain.
-pub const ALL_OPS: [&str; 10] = [
-    "moe_decode",
-    "grouped_gemm",
-    "attn_dense",
-    "attn_sparse",
-    "attn_window",
-    "indexer",
-    "gather",
-    "copy",
-    "ref_stream_read",
-    "ref_gemm",
-];
-
-/// Expands an `--ops` list (names or groups) to op names. Reference ops are always
-/// included: every efficiency is a fraction of them. Unknown names are an error.
+/// Expands an `--ops` list (op names or groups of the engine's registry,
+/// `engine::OPS`) to op names. Reference ops are always included: every efficiency is
+/// a fraction of them. Unknown names are an error.
 pub fn expand_ops(list: &[String]) -> std::result::Result<Vec<&'static str>, String> {
-    let mut out: Vec<&'static str> = vec!["ref_stream_read", "ref_gemm"];
+    let mut out: Vec<&'static str> = op_names(OpRole::Reference);
     for name in list {
         let name = name.trim();
-        if let Some((_, ops)) = OP_GROUPS.iter().find(|(g, _)| *g == name) {
-            out.extend_from_slice(ops);
-        } else if let Some(op) = ALL_OPS.iter().find(|o| **o == name) {
-            out.push(op);
+        let in_group: Vec<&'static str> = OPS
+            .iter()
+            .filter(|o| o.group == name)
+            .map(|o| o.name)
+            .collect();
+        if !in_group.is_empty() {
+            out.extend(in_group);
+        } else if let Some(op) = op_info(name) {
+            out.push(op.name);
         } else {
+            let mut groups: Vec<&str> = OPS.iter().map(|o| o.group).collect();
+            groups.dedup();
             return Err(format!(
                 "unknown op {name:?}; expected one of {} or a group ({})",
-                ALL_OPS.join(", "),
-                OP_GROUPS
-                    .iter()
-                    .map(|(g, _)| *g)
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                OPS.iter().map(|o| o.name).collect::<Vec<_>>().join(", "),
+                groups.join(", ")
             ));
         }
     }
@@ -98,7 +85,7 @@ pub fn plan(device: Device, size: PlanSize, ops: Option<&[&str]>) -> Vec<OpSpec>
         (true, _) => vec![1 << 30, 4 << 30],
     };
     for b in stream {
-        v.push(OpSpec::StreamRead { bytes: b });
+        v.push(OpSpec::StreamRead(StreamShape { bytes: b }));
     }
     let gemm = match (gpu, size) {
         (_, PlanSize::Smoke) => vec![32, 64],
@@ -108,7 +95,7 @@ pub fn plan(device: Device, size: PlanSize, ops: Option<&[&str]>) -> Vec<OpSpec>
         (true, PlanSize::Full) => vec![4096, 8192, 16384],
     };
     for s in gemm {
-        v.push(OpSpec::Gemm { m: s, n: s, k: s });
+        v.push(OpSpec::Gemm(GemmShape { m: s, n: s, k: s }));
     }
 
     // MoE decode: weight streaming.
@@ -173,14 +160,14 @@ pub fn plan(device: Device, size: PlanSize, ops: Option<&[&str]>) -> Vec<OpSpec>
         (true, PlanSize::Full) => vec![1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20],
     };
     for context in dense_ctx {
-        v.push(OpSpec::Attention {
-            mode: AttnModeKind::Dense,
+        v.push(OpSpec::Attention(AttnShape::decode(
+            AttnModeKind::Dense,
             batch,
             heads,
             dim,
             context,
             page,
-        });
+        )));
     }
     let sparse_ctx = if size == PlanSize::Smoke {
         256
@@ -194,28 +181,28 @@ pub fn plan(device: Device, size: PlanSize, ops: Option<&[&str]>) -> Vec<OpSpec>
         &[256, 512, 1024, 2048],
         &[256, 512, 1024, 2048],
     ) {
-        v.push(OpSpec::Attention {
-            mode: AttnModeKind::Sparse(topk),
+        v.push(OpSpec::Attention(AttnShape::decode(
+            AttnModeKind::Sparse(topk),
             batch,
             heads,
             dim,
-            context: sparse_ctx,
+            sparse_ctx,
             page,
-        });
+        )));
     }
     for window in pick(
         &[16, 32, 64],
         &[128, 512, 1024, 2048],
         &[128, 256, 512, 1024, 2048, 4096],
     ) {
-        v.push(OpSpec::Attention {
-            mode: AttnModeKind::Window(window),
+        v.push(OpSpec::Attention(AttnShape::decode(
+            AttnModeKind::Window(window),
             batch,
             heads,
             dim,
-            context: sparse_ctx,
+            sparse_ctx,
             page,
-        });
+        )));
     }
 
     // Indexer.
@@ -234,13 +221,13 @@ pub fn plan(device: Device, size: PlanSize, ops: Option<&[&str]>) -> Vec<OpSpec>
         (16, 128, 512)
     };
     for positions in idx_pos {
-        v.push(OpSpec::Indexer {
+        v.push(OpSpec::Indexer(IndexerShape {
             batch: 1,
             heads: ih,
             dim: id,
             positions,
             topk: itopk,
-        });
+        }));
     }
 
     // Gather: table sizes across TLB reach.
@@ -263,12 +250,12 @@ pub fn plan(device: Device, size: PlanSize, ops: Option<&[&str]>) -> Vec<OpSpec>
     };
     for placement in placements {
         for &table_bytes in &tables {
-            v.push(OpSpec::Gather {
+            v.push(OpSpec::Gather(GatherShape {
                 placement,
                 table_bytes,
                 row_bytes: 256,
                 rows,
-            });
+            }));
         }
     }
 
@@ -281,7 +268,7 @@ pub fn plan(device: Device, size: PlanSize, ops: Option<&[&str]>) -> Vec<OpSpec>
         (true, PlanSize::Full) => vec![64 << 10, 256 << 10, 1 << 20, 16 << 20, 256 << 20, 1 << 30],
     };
     for bytes in msgs {
-        v.push(OpSpec::AllToAll { bytes, peers: 1 });
+        v.push(OpSpec::AllToAll(CopyShape { bytes, peers: 1 }));
     }
 
     if let Some(keep) = ops {
@@ -303,7 +290,10 @@ mod tests {
                     op.validate()
                         .unwrap_or_else(|e| panic!("{device} {size:?}: {e}"));
                 }
-                for name in ALL_OPS {
+                let measured = op_names(OpRole::Reference)
+                    .into_iter()
+                    .chain(op_names(OpRole::Calibration));
+                for name in measured {
                     assert!(
                         p.iter().any(|o| o.name() == name),
                         "{device} {size:?} lacks {name}"

@@ -2,7 +2,7 @@
 //! conversion into the cost model's [`sim::cost::CostParams`].
 
 use crate::error::{io_err, CalibrationError, Result};
-use crate::families::{fit_op, OpFit, FITTED_OPS};
+use crate::families::{fit_op, fitted_ops, OpFit};
 use crate::log::{read_rows, Row};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -46,6 +46,9 @@ pub struct Profile {
     /// Ops with measurements that could not be fitted, and why.
     #[serde(default)]
     pub skipped: BTreeMap<String, String>,
+    /// Fits of the live engine's ops, per static key (`calibrate --plan live`).
+    #[serde(default)]
+    pub live: BTreeMap<String, crate::live::LiveFit>,
 }
 
 /// SHA-256 of a file, lowercase hex.
@@ -118,12 +121,15 @@ impl Profile {
         };
         let mut ops = BTreeMap::new();
         let mut skipped = BTreeMap::new();
+        let fitted = fitted_ops();
         for (op, rs) in &by_op {
             if op.starts_with("ref_") {
                 continue;
             }
-            if !FITTED_OPS.contains(op) {
-                skipped.insert(op.to_string(), "no fit family for this op".to_string());
+            if !fitted.contains(op) {
+                if engine::op::op_info(op).is_none_or(|o| o.role != engine::OpRole::Live) {
+                    skipped.insert(op.to_string(), "no fit family for this op".to_string());
+                }
                 continue;
             }
             match fit_op(op, rs).and_then(|f| finite_fit(op, f)) {
@@ -157,7 +163,9 @@ impl Profile {
                 }
             }
         }
-        if ops.is_empty() {
+        let (live, live_skipped) = crate::live::fit_live(rows);
+        skipped.extend(live_skipped);
+        if ops.is_empty() && live.is_empty() {
             let why: Vec<String> = skipped.iter().map(|(k, v)| format!("{k}: {v}")).collect();
             return Err(CalibrationError::NothingFitted(if why.is_empty() {
                 "only reference measurements".into()
@@ -181,6 +189,7 @@ impl Profile {
             reference,
             ops,
             skipped,
+            live,
         })
     }
 

@@ -3,7 +3,7 @@
 use crate::hugepage::HostRegion;
 use crate::stats::time_host;
 use crate::EngineError;
-use crate::{gen, Backend, DeviceInfo, GatherPlacement, Measurement, OpSpec, Result, TimingConfig};
+use crate::{Backend, DeviceInfo, GatherPlacement, Measurement, OpSpec, Result, TimingConfig};
 use kernels::{cpu, AttnProblem, GatherProblem, IndexerOutput, IndexerProblem, MoeProblem};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -102,56 +102,31 @@ impl Backend for CpuBackend {
 
     fn measure(&mut self, op: &OpSpec, cfg: &TimingConfig) -> Result<Measurement> {
         let copies = op.prepare(cfg, self.info.cache_bytes, MEM_CAP)?;
-        let point = op.point();
-        let (stats, bytes, flops, note) = match *op {
+        let mut note = String::new();
+        let stats = match *op {
             OpSpec::MoeDecode(s) | OpSpec::GroupedGemm(s) => {
                 let probs: Vec<MoeProblem> = (0..copies).map(|c| s.problem(c as u64)).collect();
-                let st = time_host(cfg, |i| {
+                time_host(cfg, |i| {
                     black_box(cpu::moe(&probs[i % copies])?);
                     Ok(())
-                })?;
-                (st, probs[0].bytes(), probs[0].flops(), String::new())
+                })?
             }
-            OpSpec::Attention {
-                mode,
-                batch,
-                heads,
-                dim,
-                context,
-                page,
-            } => {
-                let probs: Vec<AttnProblem> = (0..copies)
-                    .map(|c| AttnProblem::random(batch, heads, dim, context, page, mode, c as u64))
-                    .collect();
-                let st = time_host(cfg, |i| {
+            OpSpec::Attention(s) => {
+                let probs: Vec<AttnProblem> = (0..copies).map(|c| s.problem(c as u64)).collect();
+                time_host(cfg, |i| {
                     black_box(cpu::attention(&probs[i % copies])?);
                     Ok(())
-                })?;
-                (st, probs[0].bytes(), probs[0].flops(), String::new())
+                })?
             }
-            OpSpec::Indexer {
-                batch,
-                heads,
-                dim,
-                positions,
-                topk,
-            } => {
-                let probs: Vec<IndexerProblem> = (0..copies)
-                    .map(|c| IndexerProblem::random(batch, heads, dim, positions, topk, c as u64))
-                    .collect();
-                let st = time_host(cfg, |i| {
+            OpSpec::Indexer(s) => {
+                let probs: Vec<IndexerProblem> = (0..copies).map(|c| s.problem(c as u64)).collect();
+                time_host(cfg, |i| {
                     black_box(cpu::indexer(&probs[i % copies])?);
                     Ok(())
-                })?;
-                (st, probs[0].bytes(), probs[0].flops(), String::new())
+                })?
             }
-            OpSpec::Gather {
-                placement,
-                table_bytes,
-                row_bytes,
-                rows,
-            } => {
-                let huge = match placement {
+            OpSpec::Gather(s) => {
+                let huge = match s.placement {
                     GatherPlacement::Host4k => false,
                     GatherPlacement::Host2m => true,
                     other => {
@@ -161,70 +136,66 @@ impl Backend for CpuBackend {
                     )))
                     }
                 };
-                let n_rows = gen::table_rows(table_bytes, row_bytes);
-                let mut table = HostRegion::new(n_rows * row_bytes, huge)?;
+                let n_rows = s.table_rows();
+                let mut table = HostRegion::new(n_rows * s.row_bytes, huge)?;
                 fill_pattern(table.as_mut_slice());
                 let mut rng = ChaCha8Rng::seed_from_u64(42);
                 let sets: Vec<Vec<u64>> = (0..GATHER_INDEX_SETS)
-                    .map(|_| kernels::random_indices(&mut rng, n_rows, rows))
+                    .map(|_| kernels::random_indices(&mut rng, n_rows, s.rows))
                     .collect();
-                let mut out = vec![1u8; rows * row_bytes];
+                let mut out = vec![1u8; s.rows * s.row_bytes];
                 let st = time_host(cfg, |i| {
                     cpu::gather_into(
                         table.as_slice(),
-                        row_bytes,
+                        s.row_bytes,
                         &sets[i % GATHER_INDEX_SETS],
                         &mut out,
                     )?;
                     black_box(&out);
                     Ok(())
                 })?;
-                (
-                    (st),
-                    (2 * rows * row_bytes + 8 * rows) as u64,
-                    0,
-                    table.note(),
-                )
+                note = table.note();
+                st
             }
-            OpSpec::AllToAll { bytes, .. } => {
-                let n = bytes as usize;
+            OpSpec::AllToAll(s) => {
+                let n = s.bytes as usize;
                 let srcs: Vec<Vec<u8>> = (0..copies).map(|c| random_bytes(n, c as u64)).collect();
                 // Non-zero fill touches every page now, so no page fault is timed.
                 let mut dsts: Vec<Vec<u8>> = (0..copies).map(|_| vec![1u8; n]).collect();
-                let st = time_host(cfg, |i| {
+                time_host(cfg, |i| {
                     cpu::copy(&srcs[i % copies], &mut dsts[i % copies])?;
                     black_box(&dsts[i % copies]);
                     Ok(())
-                })?;
-                (st, 2 * bytes, 0, String::new())
+                })?
             }
-            OpSpec::StreamRead { bytes } => {
+            OpSpec::StreamRead(s) => {
                 let bufs: Vec<Vec<u8>> = (0..copies)
-                    .map(|c| random_bytes(bytes as usize, c as u64))
+                    .map(|c| random_bytes(s.bytes as usize, c as u64))
                     .collect();
-                let st = time_host(cfg, |i| {
+                time_host(cfg, |i| {
                     black_box(cpu::stream_read(&bufs[i % copies]));
                     Ok(())
-                })?;
-                (st, bytes, 0, String::new())
+                })?
             }
-            OpSpec::Gemm { m, n, k } => {
-                let mut rng = ChaCha8Rng::seed_from_u64(7);
-                let a: Vec<f32> = (0..m * k).map(|_| rng.random_range(-1.0..1.0)).collect();
-                let b: Vec<f32> = (0..k * n).map(|_| rng.random_range(-1.0..1.0)).collect();
-                let st = time_host(cfg, |_| {
-                    black_box(cpu::gemm(&a, &b, m, n, k)?);
+            OpSpec::Gemm(s) => {
+                let (a, b) = s.inputs();
+                time_host(cfg, |_| {
+                    black_box(cpu::gemm(&a, &b, s.m, s.n, s.k)?);
                     Ok(())
-                })?;
-                (
-                    st,
-                    4 * (m * k + k * n + m * n) as u64,
-                    2 * (m * n * k) as u64,
-                    String::new(),
-                )
+                })?
+            }
+            ref live => {
+                let mut dev = crate::serve::device::CpuDevice::new();
+                crate::op::live::measure_on(&mut dev, live, cfg, copies)?
             }
         };
-        Ok(Measurement::new(point, stats, bytes, flops, note))
+        Ok(Measurement::new(
+            op.point(),
+            stats,
+            op.bytes(),
+            op.flops(),
+            note,
+        ))
     }
 }
 
@@ -249,7 +220,7 @@ fn random_bytes(n: usize, seed: u64) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::MoeShape;
+    use crate::op::*;
     use kernels::{AttnModeKind, WeightDtype};
 
     #[test]
@@ -261,6 +232,7 @@ mod tests {
             max_seconds: 0.1,
             min_reps: 1,
             rotate: true,
+            thread_cpu: false,
         };
         let ops = [
             OpSpec::MoeDecode(MoeShape {
@@ -277,33 +249,33 @@ mod tests {
                 n_out: 16,
                 k_in: 256,
             }),
-            OpSpec::Attention {
-                mode: AttnModeKind::Window(16),
-                batch: 1,
-                heads: 2,
-                dim: 64,
-                context: 64,
-                page: 16,
-            },
-            OpSpec::Indexer {
+            OpSpec::Attention(AttnShape::decode(
+                AttnModeKind::Window(16),
+                1,
+                2,
+                64,
+                64,
+                16,
+            )),
+            OpSpec::Indexer(IndexerShape {
                 batch: 1,
                 heads: 2,
                 dim: 64,
                 positions: 100,
                 topk: 8,
-            },
-            OpSpec::Gather {
+            }),
+            OpSpec::Gather(GatherShape {
                 placement: GatherPlacement::Host2m,
                 table_bytes: 4 << 20,
                 row_bytes: 256,
                 rows: 64,
-            },
-            OpSpec::AllToAll {
+            }),
+            OpSpec::AllToAll(CopyShape {
                 bytes: 4096,
                 peers: 1,
-            },
-            OpSpec::StreamRead { bytes: 1 << 16 },
-            OpSpec::Gemm { m: 8, n: 8, k: 8 },
+            }),
+            OpSpec::StreamRead(StreamShape { bytes: 1 << 16 }),
+            OpSpec::Gemm(GemmShape { m: 8, n: 8, k: 8 }),
         ];
         for op in &ops {
             let m = b.measure(op, &cfg).unwrap();
@@ -315,22 +287,22 @@ mod tests {
         assert!(g.note.contains("thp="), "{}", g.note);
         let e = b
             .measure(
-                &OpSpec::Gather {
+                &OpSpec::Gather(GatherShape {
                     placement: GatherPlacement::Device,
                     table_bytes: 4096,
                     row_bytes: 256,
                     rows: 4,
-                },
+                }),
                 &cfg,
             )
             .unwrap_err();
         assert!(e.to_string().contains("needs a GPU"));
         assert!(b
             .measure(
-                &OpSpec::AllToAll {
+                &OpSpec::AllToAll(CopyShape {
                     bytes: 4096,
                     peers: 2
-                },
+                }),
                 &cfg
             )
             .is_err());

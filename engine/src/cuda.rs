@@ -11,6 +11,7 @@
 //! `cudarc::nccl::Comm::from_devices`, then per peer `send`/`recv` of `bytes` inside a
 //! group (`group_start`/`group_end`), timed with events on each device's stream.
 
+use crate::op::{CopyShape, GatherShape, GemmShape, StreamShape};
 use crate::{
     Backend, DeviceInfo, EngineError, GatherPlacement, Measurement, OpSpec, Result, Stats,
     TimingConfig,
@@ -22,7 +23,7 @@ use cudarc::nvrtc::Ptx;
 use kernels::{
     AttnMode, AttnProblem, GatherProblem, IndexerOutput, IndexerProblem, KernelSource, MoeProblem,
 };
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -32,16 +33,16 @@ use std::time::Instant;
 const MEM_CAP: u64 = 8 << 30;
 const GATHER_INDEX_SETS: usize = 4;
 /// Heads per attention block (`HPB` in mla_decode.cu).
-const ATTN_HEADS_PER_BLOCK: usize = 16;
+pub(crate) const ATTN_HEADS_PER_BLOCK: usize = 16;
 /// Fewest positions per split of the split-KV attention decode.
-const MIN_SPLIT_POSITIONS: usize = 128;
+pub(crate) const MIN_SPLIT_POSITIONS: usize = 128;
 
 /// NVRTC target for a compute capability: a CUBIN for exactly this GPU (`sm_XY`).
 pub fn arch_for(major: i32, minor: i32) -> String {
     format!("sm_{major}{minor}")
 }
 
-fn kerr(kernel: &str, e: impl std::fmt::Display) -> EngineError {
+pub(crate) fn kerr(kernel: &str, e: impl std::fmt::Display) -> EngineError {
     EngineError::Kernel {
         kernel: kernel.to_string(),
         msg: e.to_string(),
@@ -49,11 +50,11 @@ fn kerr(kernel: &str, e: impl std::fmt::Display) -> EngineError {
 }
 
 pub struct CudaBackend {
-    ctx: Arc<CudaContext>,
-    stream: Arc<CudaStream>,
+    pub(crate) ctx: Arc<CudaContext>,
+    pub(crate) stream: Arc<CudaStream>,
     /// NVRTC target, `sm_XY` of this GPU.
-    arch: String,
-    sm_count: u32,
+    pub(crate) arch: String,
+    pub(crate) sm_count: u32,
     info: DeviceInfo,
     modules: HashMap<&'static str, Arc<CudaModule>>,
 }
@@ -110,7 +111,19 @@ impl CudaBackend {
         Ok(b)
     }
 
-    fn func(&mut self, k: &'static KernelSource, entry: &str) -> Result<CudaFunction> {
+    /// Another handle on the same context, stream and loaded modules.
+    pub(crate) fn share(&self) -> CudaBackend {
+        CudaBackend {
+            ctx: self.ctx.clone(),
+            stream: self.stream.clone(),
+            arch: self.arch.clone(),
+            sm_count: self.sm_count,
+            info: self.info.clone(),
+            modules: self.modules.clone(),
+        }
+    }
+
+    pub(crate) fn func(&mut self, k: &'static KernelSource, entry: &str) -> Result<CudaFunction> {
         let module = match self.modules.get(k.id) {
             Some(m) => m.clone(),
             None => {
@@ -487,7 +500,7 @@ impl CudaBackend {
 }
 
 /// Device pointer of a tracked slice, as a plain address.
-fn dptr<T>(stream: &Arc<CudaStream>, s: &CudaSlice<T>) -> u64 {
+pub(crate) fn dptr<T>(stream: &Arc<CudaStream>, s: &CudaSlice<T>) -> u64 {
     use cudarc::driver::DevicePtr;
     let (p, _sync) = s.device_ptr(stream);
     p
@@ -559,78 +572,57 @@ impl Backend for CudaBackend {
 
     fn measure(&mut self, op: &OpSpec, cfg: &TimingConfig) -> Result<Measurement> {
         let copies = op.prepare(cfg, self.info.cache_bytes, MEM_CAP)?;
-        let point = op.point();
-        let (stats, bytes, flops, note) = match *op {
+        let mut note = String::new();
+        let stats = match *op {
             OpSpec::MoeDecode(s) | OpSpec::GroupedGemm(s) => {
                 let f = self.func(&kernels::MOE_EXPERT, s.dtype.moe_entry())?;
-                let p0 = s.problem(0);
-                let (b, fl) = (p0.bytes(), p0.flops());
-                let mut devs = vec![self.upload_moe(&p0)?];
-                drop(p0);
-                for c in 1..copies {
+                let mut devs = Vec::with_capacity(copies);
+                for c in 0..copies {
                     devs.push(self.upload_moe(&s.problem(c as u64))?);
                 }
-                let st = self.time_gpu(cfg, "moe_expert", |i| {
+                self.time_gpu(cfg, "moe_expert", |i| {
                     self.launch_moe(&f, &mut devs[i % copies])
-                })?;
-                (st, b, fl, String::new())
+                })?
             }
-            OpSpec::Attention {
-                mode,
-                batch,
-                heads,
-                dim,
-                context,
-                page,
-            } => {
-                let p0 = AttnProblem::random(batch, heads, dim, context, page, mode, 0);
+            OpSpec::Attention(s) => {
+                let p0 = s.problem(0);
                 let f = self.func(&kernels::MLA_DECODE, p0.mode.entry())?;
                 let comb = self.func(&kernels::MLA_DECODE, "mla_decode_combine")?;
-                let (b, fl) = (p0.bytes(), p0.flops());
                 let mut devs = vec![self.upload_attn(&p0)?];
                 drop(p0);
                 for c in 1..copies {
-                    devs.push(self.upload_attn(&AttnProblem::random(
-                        batch, heads, dim, context, page, mode, c as u64,
-                    ))?);
+                    devs.push(self.upload_attn(&s.problem(c as u64))?);
                 }
-                let st = self.time_gpu(cfg, "mla_decode", |i| {
+                self.time_gpu(cfg, "mla_decode", |i| {
                     self.launch_attn(&f, &comb, &mut devs[i % copies])
-                })?;
-                (st, b, fl, String::new())
+                })?
             }
-            OpSpec::Indexer {
-                batch,
-                heads,
-                dim,
-                positions,
-                topk,
-            } => {
+            OpSpec::Indexer(s) => {
                 let fs = self.func(&kernels::INDEXER, "dsa_indexer_scores")?;
                 let ft = self.func(&kernels::INDEXER, "block_topk")?;
-                let p0 = IndexerProblem::random(batch, heads, dim, positions, topk, 0);
-                let (b, fl) = (p0.bytes(), p0.flops());
-                let mut devs = vec![self.upload_indexer(&p0)?];
-                drop(p0);
-                for c in 1..copies {
-                    devs.push(self.upload_indexer(&IndexerProblem::random(
-                        batch, heads, dim, positions, topk, c as u64,
-                    ))?);
+                let mut devs = Vec::with_capacity(copies);
+                for c in 0..copies {
+                    devs.push(self.upload_indexer(&s.problem(c as u64))?);
                 }
-                let st = self.time_gpu(cfg, "indexer", |i| {
+                self.time_gpu(cfg, "indexer", |i| {
                     self.launch_indexer(&fs, &ft, &mut devs[i % copies])
-                })?;
-                (st, b, fl, String::new())
+                })?
             }
-            OpSpec::Gather {
+            OpSpec::Gather(GatherShape {
                 placement,
                 table_bytes,
                 row_bytes,
                 rows,
-            } => {
+            }) => {
                 let f = self.func(&kernels::GATHER, "engram_gather")?;
                 let k = "engram_gather";
-                let n_rows = crate::gen::table_rows(table_bytes, row_bytes);
+                let n_rows = GatherShape {
+                    placement,
+                    table_bytes,
+                    row_bytes,
+                    rows,
+                }
+                .table_rows();
                 let len = n_rows * row_bytes;
                 let mut rng = ChaCha8Rng::seed_from_u64(42);
                 let sets: Vec<CudaSlice<u64>> = (0..GATHER_INDEX_SETS)
@@ -682,14 +674,10 @@ impl Backend for CudaBackend {
                     )))
                     }
                 };
-                (
-                    st,
-                    (2 * rows * row_bytes + 8 * rows) as u64,
-                    0,
-                    format!("placement={}", placement.name()),
-                )
+                note = format!("placement={}", placement.name());
+                st
             }
-            OpSpec::AllToAll { bytes, .. } => {
+            OpSpec::AllToAll(CopyShape { bytes, .. }) => {
                 let f = self.func(&kernels::COPY, "device_copy")?;
                 let n = bytes as usize;
                 let srcs: Vec<CudaSlice<u8>> = (0..copies)
@@ -698,12 +686,11 @@ impl Backend for CudaBackend {
                 let mut dsts: Vec<CudaSlice<u8>> = (0..copies)
                     .map(|_| self.zeros::<u8>("device_copy", n))
                     .collect::<Result<_>>()?;
-                let st = self.time_gpu(cfg, "device_copy", |i| {
+                self.time_gpu(cfg, "device_copy", |i| {
                     self.launch_copy(&f, &srcs[i % copies], &mut dsts[i % copies], n)
-                })?;
-                (st, 2 * bytes, 0, String::new())
+                })?
             }
-            OpSpec::StreamRead { bytes } => {
+            OpSpec::StreamRead(StreamShape { bytes }) => {
                 let f = self.func(&kernels::COPY, "stream_read")?;
                 let n = bytes as usize;
                 let bufs: Vec<CudaSlice<u8>> = (0..copies)
@@ -714,7 +701,7 @@ impl Backend for CudaBackend {
                     .div_ceil(256)
                     .clamp(1, self.sm_count as u64 * 8) as u32;
                 let mut sink = self.zeros::<u32>("stream_read", blocks as usize * 256)?;
-                let st = self.time_gpu(cfg, "stream_read", |i| {
+                self.time_gpu(cfg, "stream_read", |i| {
                     let cfgl = LaunchConfig {
                         grid_dim: (blocks, 1, 1),
                         block_dim: (256, 1, 1),
@@ -725,16 +712,14 @@ impl Backend for CudaBackend {
                     // SAFETY: matches stream_read; sink holds one word per thread.
                     unsafe { b.launch(cfgl) }.map_err(|e| kerr("stream_read", e))?;
                     Ok(())
-                })?;
-                (st, bytes, 0, String::new())
+                })?
             }
-            OpSpec::Gemm { m, n, k } => {
+            OpSpec::Gemm(g) => {
                 use cudarc::cublas::{sys::cublasOperation_t, CudaBlas, Gemm, GemmConfig};
+                let GemmShape { m, n, k } = g;
                 let kn = "cublas_sgemm";
                 let blas = CudaBlas::new(self.stream.clone()).map_err(|e| kerr(kn, e))?;
-                let mut rng = ChaCha8Rng::seed_from_u64(7);
-                let a: Vec<f32> = (0..m * k).map(|_| rng.random_range(-1.0..1.0)).collect();
-                let bm: Vec<f32> = (0..k * n).map(|_| rng.random_range(-1.0..1.0)).collect();
+                let (a, bm) = g.inputs();
                 let da = self.up(kn, &a)?;
                 let db = self.up(kn, &bm)?;
                 let mut dc = self.zeros::<f32>(kn, m * n)?;
@@ -751,18 +736,23 @@ impl Backend for CudaBackend {
                     beta: 0.0f32,
                     ldc: n as i32,
                 };
-                let st = self.time_gpu(cfg, kn, |_| {
+                note = "cublas f32".into();
+                self.time_gpu(cfg, kn, |_| {
                     // SAFETY: buffers sized m*k, k*n, m*n as the config states.
                     unsafe { blas.gemm(gc, &db, &da, &mut dc) }.map_err(|e| kerr(kn, e))
-                })?;
-                (
-                    st,
-                    4 * (m * k + k * n + m * n) as u64,
-                    2 * (m * n * k) as u64,
-                    "cublas f32".into(),
-                )
+                })?
+            }
+            ref live => {
+                let mut dev = crate::serve::cuda::CudaDevice::from_backend(self)?;
+                crate::op::live::measure_on(&mut dev, live, cfg, copies)?
             }
         };
-        Ok(Measurement::new(point, stats, bytes, flops, note))
+        Ok(Measurement::new(
+            op.point(),
+            stats,
+            op.bytes(),
+            op.flops(),
+            note,
+        ))
     }
 }

@@ -20,10 +20,14 @@ pub mod cuda;
 mod error;
 pub mod hugepage;
 pub mod op;
+pub mod serve;
 pub mod stats;
 
 pub use error::{EngineError, Result};
-pub use op::{GatherPlacement, Measurement, MoeShape, OpSpec, Point};
+pub use op::{
+    AttnShape, CopyShape, GatherPlacement, GatherShape, GemmShape, IndexerShape, Measurement,
+    MoeShape, OpInfo, OpRole, OpShape, OpSpec, Point, StreamShape, OPS,
+};
 pub use stats::{Stats, TimingConfig};
 
 use kernels::{AttnProblem, GatherProblem, IndexerOutput, IndexerProblem, MoeProblem};
@@ -115,14 +119,6 @@ pub fn rotation_copies(footprint: u64, cache_bytes: u64, mem_cap: u64) -> usize 
         .clamp(1, MAX_COPIES);
     let cap = (mem_cap / f).max(1);
     want.min(cap) as usize
-}
-
-/// Problem sizing shared by the backends.
-pub mod gen {
-    /// Table rows for a gather op (at least one).
-    pub fn table_rows(table_bytes: u64, row_bytes: usize) -> usize {
-        ((table_bytes / row_bytes as u64) as usize).max(1)
-    }
 }
 
 #[cfg(test)]

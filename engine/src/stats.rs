@@ -16,6 +16,10 @@ pub struct TimingConfig {
     /// Rotate inputs over copies larger than the cache (off only for smoke tests of the
     /// pipeline, whose numbers are not meant to be meaningful).
     pub rotate: bool,
+    /// Time host runs by the calling thread's CPU time instead of the wall clock: for a
+    /// one-thread measurement on a shared machine, what the op itself costs, without
+    /// what other processes take of the core (CPU backend only).
+    pub thread_cpu: bool,
 }
 
 impl TimingConfig {
@@ -25,6 +29,7 @@ impl TimingConfig {
         max_seconds: 0.5,
         min_reps: 3,
         rotate: true,
+        thread_cpu: false,
     };
     pub const FULL: TimingConfig = TimingConfig {
         warmup: 3,
@@ -32,6 +37,7 @@ impl TimingConfig {
         max_seconds: 3.0,
         min_reps: 5,
         rotate: true,
+        thread_cpu: false,
     };
     /// Pipeline smoke tests: two runs, no rotation (numbers not meaningful).
     pub const SMOKE: TimingConfig = TimingConfig {
@@ -40,6 +46,7 @@ impl TimingConfig {
         max_seconds: 0.05,
         min_reps: 1,
         rotate: false,
+        thread_cpu: false,
     };
 }
 
@@ -79,9 +86,26 @@ impl Stats {
     }
 }
 
-/// Times `run(i)` on the host clock: `cfg.warmup` untimed calls, then up to `cfg.reps`
-/// timed calls (stopping after `cfg.max_seconds` once `cfg.min_reps` are done). `i`
-/// counts all calls so callers can rotate over input copies.
+/// CPU time the calling thread has used, seconds (NaN where unavailable).
+pub fn thread_cpu_s() -> f64 {
+    #[cfg(target_os = "linux")]
+    {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: writes one timespec.
+        if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } == 0 {
+            return ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9;
+        }
+    }
+    f64::NAN
+}
+
+/// Times `run(i)` on the host clock (or the thread's CPU clock, `cfg.thread_cpu`):
+/// `cfg.warmup` untimed calls, then up to `cfg.reps` timed calls (stopping after
+/// `cfg.max_seconds` of wall time once `cfg.min_reps` are done). `i` counts all calls so
+/// callers can rotate over input copies.
 pub fn time_host(cfg: &TimingConfig, mut run: impl FnMut(usize) -> Result<()>) -> Result<Stats> {
     let mut i = 0;
     for _ in 0..cfg.warmup {
@@ -91,9 +115,12 @@ pub fn time_host(cfg: &TimingConfig, mut run: impl FnMut(usize) -> Result<()>) -
     let start = Instant::now();
     let mut samples = Vec::with_capacity(cfg.reps);
     for _ in 0..cfg.reps.max(1) {
-        let t = Instant::now();
+        let (t, c) = (Instant::now(), cfg.thread_cpu.then(thread_cpu_s));
         run(i)?;
-        samples.push(t.elapsed().as_secs_f64());
+        samples.push(match c {
+            Some(c0) => thread_cpu_s() - c0,
+            None => t.elapsed().as_secs_f64(),
+        });
         i += 1;
         if samples.len() >= cfg.min_reps && start.elapsed().as_secs_f64() > cfg.max_seconds {
             break;
@@ -126,6 +153,7 @@ mod tests {
             max_seconds: 10.0,
             min_reps: 1,
             rotate: true,
+            thread_cpu: false,
         };
         let s = time_host(&cfg, |i| {
             calls.push(i);
@@ -140,6 +168,7 @@ mod tests {
             max_seconds: 0.0,
             min_reps: 2,
             rotate: true,
+            thread_cpu: false,
         };
         let s = time_host(&cfg, |_| Ok(())).unwrap();
         assert_eq!(s.samples, 2);

@@ -1,7 +1,12 @@
 //! Each CUDA kernel against its CPU twin. Runs only where a GPU is usable; otherwise it
 //! prints why it skipped. With `TWIN_REQUIRE_GPU=1` a missing GPU fails instead.
 
-use engine::{Backend, Device, EngineError, GatherPlacement, MoeShape, OpSpec, TimingConfig};
+mod common;
+
+use engine::{
+    AttnShape, Backend, CopyShape, Device, EngineError, GatherPlacement, GatherShape, GemmShape,
+    IndexerShape, MoeShape, OpSpec, StreamShape, TimingConfig,
+};
 use kernels::check::{close, topk_valid};
 use kernels::{
     cpu, AttnModeKind, AttnProblem, GatherProblem, IndexerProblem, MoeProblem, WeightDtype,
@@ -115,6 +120,7 @@ fn every_op_measures_on_gpu() {
         max_seconds: 1.0,
         min_reps: 1,
         rotate: true,
+        thread_cpu: false,
     };
     let ops = [
         OpSpec::MoeDecode(MoeShape {
@@ -131,43 +137,43 @@ fn every_op_measures_on_gpu() {
             n_out: 1024,
             k_in: 1024,
         }),
-        OpSpec::Attention {
-            mode: AttnModeKind::Sparse(2048),
-            batch: 4,
-            heads: 16,
-            dim: 512,
-            context: 32768,
-            page: 64,
-        },
-        OpSpec::Indexer {
+        OpSpec::Attention(AttnShape::decode(
+            AttnModeKind::Sparse(2048),
+            4,
+            16,
+            512,
+            32768,
+            64,
+        )),
+        OpSpec::Indexer(IndexerShape {
             batch: 2,
             heads: 64,
             dim: 128,
             positions: 32768,
             topk: 2048,
-        },
-        OpSpec::Gather {
+        }),
+        OpSpec::Gather(GatherShape {
             placement: GatherPlacement::Device,
             table_bytes: 1 << 28,
             row_bytes: 256,
             rows: 65536,
-        },
-        OpSpec::Gather {
+        }),
+        OpSpec::Gather(GatherShape {
             placement: GatherPlacement::Mapped,
             table_bytes: 1 << 26,
             row_bytes: 256,
             rows: 4096,
-        },
-        OpSpec::AllToAll {
+        }),
+        OpSpec::AllToAll(CopyShape {
             bytes: 1 << 24,
             peers: 1,
-        },
-        OpSpec::StreamRead { bytes: 1 << 28 },
-        OpSpec::Gemm {
+        }),
+        OpSpec::StreamRead(StreamShape { bytes: 1 << 28 }),
+        OpSpec::Gemm(GemmShape {
             m: 1024,
             n: 1024,
             k: 1024,
-        },
+        }),
     ];
     for op in &ops {
         let m = g
@@ -184,4 +190,57 @@ fn every_op_measures_on_gpu() {
             m.achieved_flops_per_s / 1e9
         );
     }
+}
+
+/// The serving device: every live-model op, and a whole forward pass of a small model,
+/// on the GPU against the CPU device.
+#[test]
+fn serving_device_runs_the_model_like_the_cpu() {
+    use engine::serve::cuda::CudaDevice;
+    use engine::serve::{CpuDevice, Executor, Seq, Solo};
+    if gpu().is_none() {
+        return;
+    }
+    let cfg = common::tiny();
+    let run = |dev: Box<dyn engine::serve::ServeDevice>| {
+        let mut e = Executor::new(dev, cfg.clone(), 7, 0, 1, 32).unwrap();
+        let p: Vec<u32> = (0..40u32).map(|i| (i * 37 + 11) % 512).collect();
+        e.forward(
+            &[Seq {
+                tokens: p[..39].to_vec(),
+                start: 0,
+                pages: vec![3, 1, 2],
+                accept: None,
+            }],
+            0,
+            &mut Solo,
+        )
+        .unwrap();
+        let out = e
+            .forward(
+                &[Seq {
+                    tokens: vec![p[39], 5],
+                    start: 39,
+                    pages: vec![3, 1, 2],
+                    accept: Some(1),
+                }],
+                1,
+                &mut Solo,
+            )
+            .unwrap();
+        (out, e.export_kv(&[3, 1]).unwrap())
+    };
+    let (cpu_out, cpu_kv) = run(Box::new(CpuDevice::new()));
+    let (gpu_out, gpu_kv) = run(Box::new(CudaDevice::open(0).unwrap()));
+    // Greedy tokens agree (summation order could only flip a near tie).
+    assert_eq!(gpu_out, cpu_out);
+    // KV entries: fp8 codes within one step of each other (rounding of nearly equal
+    // scaled values), scales close.
+    assert_eq!(gpu_kv.len(), cpu_kv.len());
+    let differing = gpu_kv.iter().zip(&cpu_kv).filter(|(a, b)| a != b).count();
+    assert!(
+        differing * 100 < cpu_kv.len(),
+        "{differing} of {} KV bytes differ",
+        cpu_kv.len()
+    );
 }

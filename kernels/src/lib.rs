@@ -14,6 +14,7 @@
 
 pub mod cpu;
 pub mod dtype;
+pub mod live;
 pub mod nvrtc;
 pub mod problem;
 pub mod reference;
@@ -63,7 +64,11 @@ pub const MLA_DECODE: KernelSource = KernelSource {
 pub const INDEXER: KernelSource = KernelSource {
     id: "indexer",
     source: cuda_source!("indexer.cu"),
-    entry_points: &["dsa_indexer_scores", "block_topk"],
+    entry_points: &[
+        "dsa_indexer_scores",
+        "dsa_indexer_scores_paged",
+        "block_topk",
+    ],
 };
 
 pub const GATHER: KernelSource = KernelSource {
@@ -78,7 +83,25 @@ pub const COPY: KernelSource = KernelSource {
     entry_points: &["device_copy", "stream_read"],
 };
 
-static ALL: [KernelSource; 5] = [MOE_EXPERT, MLA_DECODE, INDEXER, GATHER, COPY];
+pub const LIVE: KernelSource = KernelSource {
+    id: "live",
+    source: cuda_source!("live.cu"),
+    entry_points: &[
+        "linear_bf16",
+        "linear_fp8",
+        "linear_int4",
+        "rmsnorm",
+        "swiglu",
+        "gate_topk",
+        "gather_rows",
+        "moe_combine",
+        "add",
+        "kv_write",
+        "argmax",
+    ],
+};
+
+static ALL: [KernelSource; 6] = [MOE_EXPERT, MLA_DECODE, INDEXER, GATHER, COPY, LIVE];
 
 /// Every kernel source, in a stable order.
 pub fn all() -> &'static [KernelSource] {

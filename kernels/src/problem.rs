@@ -247,77 +247,48 @@ impl AttnProblem {
         self.batch * self.heads * self.dim
     }
 
+    /// The problem as a borrowed view (what the kernels consume).
+    pub fn args(&self) -> AttnArgs<'_> {
+        AttnArgs {
+            batch: self.batch,
+            heads: self.heads,
+            dim: self.dim,
+            page_size: self.page_size,
+            max_pages: self.max_pages,
+            kv: &self.kv,
+            kv_scale: &self.kv_scale,
+            block_table: &self.block_table,
+            seq_lens: &self.seq_lens,
+            q: &self.q,
+            softmax_scale: self.softmax_scale,
+            mode: match &self.mode {
+                AttnMode::Dense => AttnModeRef::Dense,
+                AttnMode::Sparse { topk, indices } => AttnModeRef::Sparse {
+                    topk: *topk,
+                    indices,
+                },
+                AttnMode::Window { window } => AttnModeRef::Window { window: *window },
+            },
+        }
+    }
+
     pub fn validate(&self) -> Result<()> {
-        let k = "mla_decode";
-        if self.dim == 0 || self.dim % 32 != 0 || self.dim > 512 {
-            return shape_err(
-                k,
-                format!("dim = {} must be a multiple of 32 in 32..=512", self.dim),
-            );
-        }
-        if self.batch == 0 || self.heads == 0 || self.page_size == 0 {
-            return shape_err(k, "batch, heads and page_size must be positive");
-        }
-        let slots = self.n_pages * self.page_size;
-        if self.kv.len() != slots * self.dim || self.kv_scale.len() != slots {
-            return shape_err(k, "kv / kv_scale sizes do not match n_pages * page_size");
-        }
-        if self.block_table.len() != self.batch * self.max_pages
-            || self.seq_lens.len() != self.batch
-        {
-            return shape_err(k, "block_table or seq_lens size does not match batch");
-        }
-        if self.q.len() != self.output_len() {
-            return shape_err(k, "q size does not match batch * heads * dim");
-        }
-        for (b, &len) in self.seq_lens.iter().enumerate() {
-            if len < 0 || len as usize > self.max_pages * self.page_size {
-                return shape_err(k, format!("seq_lens[{b}] = {len} exceeds the block table"));
-            }
-            let used = (len as usize).div_ceil(self.page_size);
-            let row = &self.block_table[b * self.max_pages..b * self.max_pages + used];
-            if row.iter().any(|&p| p < 0 || p as usize >= self.n_pages) {
-                return shape_err(
-                    k,
-                    format!(
-                        "block_table row {b} names a page outside 0..{}",
-                        self.n_pages
-                    ),
-                );
-            }
-        }
-        match &self.mode {
-            AttnMode::Sparse { topk, indices } if indices.len() != self.batch * topk => {
-                shape_err(k, "sparse indices size does not match batch * topk")
-            }
-            AttnMode::Window { window: 0 } => shape_err(k, "window must be positive"),
-            _ => Ok(()),
-        }
+        self.args().validate()
     }
 
     /// Positions of row `b` that the mode reads, in kernel order.
     pub fn positions(&self, b: usize) -> Vec<usize> {
-        let len = self.seq_lens[b].max(0) as usize;
-        match &self.mode {
-            AttnMode::Dense => (0..len).collect(),
-            AttnMode::Sparse { topk, indices } => indices[b * topk..(b + 1) * topk]
-                .iter()
-                .filter(|&&p| p >= 0 && (p as usize) < len)
-                .map(|&p| p as usize)
-                .collect(),
-            AttnMode::Window { window } => (len.saturating_sub(*window)..len).collect(),
-        }
+        self.args().positions(b)
     }
 
     /// Cache slot (page * page_size + offset) of position `p` of row `b`.
     pub fn slot(&self, b: usize, p: usize) -> usize {
-        self.block_table[b * self.max_pages + p / self.page_size] as usize * self.page_size
-            + p % self.page_size
+        self.args().slot(b, p)
     }
 
     /// Positions read over all rows.
     pub fn positions_read(&self) -> usize {
-        (0..self.batch).map(|b| self.positions(b).len()).sum()
+        self.args().positions_read()
     }
 
     /// Bytes moved: KV entries read (with scales, once per row as a head-sharing
@@ -396,6 +367,80 @@ impl AttnProblem {
     }
 }
 
+impl AttnProblem {
+    /// Random causal problem: `requests` requests with `context` cached positions each
+    /// bring `new_tokens` query rows; row `i` of a request sees `context + i + 1`
+    /// positions (its own included), through the request's block table (pages shuffled).
+    /// Sparse rows read `min(topk, seq_len)` random positions of their own prefix (the
+    /// rest of the row's indices are -1), as after an indexer's selection.
+    #[allow(clippy::too_many_arguments)]
+    pub fn random_causal(
+        requests: usize,
+        new_tokens: usize,
+        heads: usize,
+        dim: usize,
+        context: usize,
+        page_size: usize,
+        mode_kind: AttnModeKind,
+        seed: u64,
+    ) -> Self {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let seq = context + new_tokens;
+        let max_pages = seq.div_ceil(page_size).max(1);
+        let n_pages = requests * max_pages;
+        let mut pages: Vec<i32> = (0..n_pages as i32).collect();
+        for i in (1..n_pages).rev() {
+            let j = rng.random_range(0..=i);
+            pages.swap(i, j);
+        }
+        let batch = requests * new_tokens;
+        let mut block_table = Vec::with_capacity(batch * max_pages);
+        let mut seq_lens = Vec::with_capacity(batch);
+        for r in 0..requests {
+            for i in 0..new_tokens {
+                block_table.extend_from_slice(&pages[r * max_pages..(r + 1) * max_pages]);
+                seq_lens.push((context + i + 1) as i32);
+            }
+        }
+        let kv = random_fp8(&mut rng, n_pages * page_size * dim);
+        let kv_scale = (0..n_pages * page_size)
+            .map(|_| rng.random_range(0.5f32..1.5))
+            .collect();
+        let q = (0..batch * heads * dim)
+            .map(|_| rng.random_range(-1.0f32..1.0))
+            .collect();
+        let mode = match mode_kind {
+            AttnModeKind::Dense => AttnMode::Dense,
+            AttnModeKind::Window(window) => AttnMode::Window { window },
+            AttnModeKind::Sparse(topk) => {
+                let mut indices = vec![-1i32; batch * topk];
+                for (b, &len) in seq_lens.iter().enumerate() {
+                    let len = len as usize;
+                    for x in indices[b * topk..b * topk + topk.min(len)].iter_mut() {
+                        *x = rng.random_range(0..len) as i32;
+                    }
+                }
+                AttnMode::Sparse { topk, indices }
+            }
+        };
+        AttnProblem {
+            batch,
+            heads,
+            dim,
+            page_size,
+            n_pages,
+            kv,
+            kv_scale,
+            block_table,
+            max_pages,
+            seq_lens,
+            q,
+            softmax_scale: 1.0 / (dim as f32).sqrt(),
+            mode,
+        }
+    }
+}
+
 /// Mode and its size, for generators and measurement plans.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AttnModeKind {
@@ -404,6 +449,133 @@ pub enum AttnModeKind {
     Sparse(usize),
     /// window
     Window(usize),
+}
+
+/// Which positions a borrowed attention call reads (see [`AttnMode`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum AttnModeRef<'a> {
+    Dense,
+    Sparse { topk: usize, indices: &'a [i32] },
+    Window { window: usize },
+}
+
+/// Attention decode over a paged latent fp8 cache, borrowed: the layout of
+/// [`AttnProblem`] without owning the cache, so a serving engine can run it over its own
+/// KV pages. Every row has its own `seq_lens` entry and block-table row, so the rows of
+/// one call may belong to different requests or be the causal query rows of a prefill.
+#[derive(Debug, Clone, Copy)]
+pub struct AttnArgs<'a> {
+    pub batch: usize,
+    pub heads: usize,
+    pub dim: usize,
+    pub page_size: usize,
+    pub max_pages: usize,
+    /// `kv[n_pages][page_size][dim]` fp8 e4m3.
+    pub kv: &'a [u8],
+    /// `kv_scale[n_pages][page_size]`.
+    pub kv_scale: &'a [f32],
+    /// `block_table[batch][max_pages]`.
+    pub block_table: &'a [i32],
+    pub seq_lens: &'a [i32],
+    /// `q[batch][heads][dim]`.
+    pub q: &'a [f32],
+    pub softmax_scale: f32,
+    pub mode: AttnModeRef<'a>,
+}
+
+impl AttnArgs<'_> {
+    pub fn output_len(&self) -> usize {
+        self.batch * self.heads * self.dim
+    }
+
+    pub fn n_pages(&self) -> usize {
+        self.kv_scale.len() / self.page_size.max(1)
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        let k = "mla_decode";
+        if self.dim == 0 || self.dim % 32 != 0 || self.dim > 512 {
+            return shape_err(
+                k,
+                format!("dim = {} must be a multiple of 32 in 32..=512", self.dim),
+            );
+        }
+        if self.batch == 0 || self.heads == 0 || self.page_size == 0 {
+            return shape_err(k, "batch, heads and page_size must be positive");
+        }
+        let n_pages = self.n_pages();
+        let slots = n_pages * self.page_size;
+        if self.kv.len() != slots * self.dim || self.kv_scale.len() != slots {
+            return shape_err(k, "kv / kv_scale sizes do not match n_pages * page_size");
+        }
+        if self.block_table.len() != self.batch * self.max_pages
+            || self.seq_lens.len() != self.batch
+        {
+            return shape_err(k, "block_table or seq_lens size does not match batch");
+        }
+        if self.q.len() != self.output_len() {
+            return shape_err(k, "q size does not match batch * heads * dim");
+        }
+        for (b, &len) in self.seq_lens.iter().enumerate() {
+            if len < 0 || len as usize > self.max_pages * self.page_size {
+                return shape_err(k, format!("seq_lens[{b}] = {len} exceeds the block table"));
+            }
+            let used = (len as usize).div_ceil(self.page_size);
+            let row = &self.block_table[b * self.max_pages..b * self.max_pages + used];
+            if row.iter().any(|&p| p < 0 || p as usize >= n_pages) {
+                return shape_err(
+                    k,
+                    format!("block_table row {b} names a page outside 0..{n_pages}"),
+                );
+            }
+        }
+        match self.mode {
+            AttnModeRef::Sparse { topk, indices } if indices.len() != self.batch * topk => {
+                shape_err(k, "sparse indices size does not match batch * topk")
+            }
+            AttnModeRef::Window { window: 0 } => shape_err(k, "window must be positive"),
+            _ => Ok(()),
+        }
+    }
+
+    /// Positions of row `b` that the mode reads, in kernel order.
+    pub fn positions(&self, b: usize) -> Vec<usize> {
+        let len = self.seq_lens[b].max(0) as usize;
+        match self.mode {
+            AttnModeRef::Dense => (0..len).collect(),
+            AttnModeRef::Sparse { topk, indices } => indices[b * topk..(b + 1) * topk]
+                .iter()
+                .filter(|&&p| p >= 0 && (p as usize) < len)
+                .map(|&p| p as usize)
+                .collect(),
+            AttnModeRef::Window { window } => (len.saturating_sub(window)..len).collect(),
+        }
+    }
+
+    /// Number of positions row `b` reads (without building the list).
+    pub fn positions_count(&self, b: usize) -> usize {
+        let len = self.seq_lens[b].max(0) as usize;
+        match self.mode {
+            AttnModeRef::Dense => len,
+            AttnModeRef::Sparse { topk, indices } => indices[b * topk..(b + 1) * topk]
+                .iter()
+                .filter(|&&p| p >= 0 && (p as usize) < len)
+                .count(),
+            AttnModeRef::Window { window } => len.min(window),
+        }
+    }
+
+    /// Cache slot (page * page_size + offset) of position `p` of row `b`.
+    #[inline]
+    pub fn slot(&self, b: usize, p: usize) -> usize {
+        self.block_table[b * self.max_pages + p / self.page_size] as usize * self.page_size
+            + p % self.page_size
+    }
+
+    /// Positions read over all rows.
+    pub fn positions_read(&self) -> usize {
+        (0..self.batch).map(|b| self.positions_count(b)).sum()
+    }
 }
 
 /// Sparse-attention indexer scores plus top-k.

@@ -145,3 +145,7 @@ pub fn gemm(a: &[f32], b: &[f32], m: usize, n: usize, k: usize) -> Vec<f32> {
     }
     c
 }
+
+/// Naive references of the live model's kernels.
+#[path = "reference_live.rs"]
+pub mod live;

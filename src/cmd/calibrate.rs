@@ -41,6 +41,21 @@ pub struct CalibrateArgs {
     /// Output directory for measurements.csv and profile.toml.
     #[arg(long, required = true)]
     pub out: Option<PathBuf>,
+    /// `live`: measure the live engine's own ops at the shapes of `--model` (what
+    /// `twin validate live` prices a run of that model with) instead of the default
+    /// plan.
+    #[arg(long, value_parser = ["default", "live"], default_value = "default")]
+    pub plan: String,
+    /// Model of the live plan (`twin list`), e.g. cpu-live-moe.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Live plan: ranks of the DEP group the model runs on (adds the exchange op).
+    #[arg(long, default_value_t = 1)]
+    pub dep: usize,
+    /// CPU: measure on this many cores (a pinned pool), as a live rank with as many
+    /// cores runs; the profile's device names the thread count. Default: every core.
+    #[arg(long)]
+    pub cores: Option<usize>,
 }
 
 #[derive(clap::Subcommand, Debug, Clone)]
@@ -56,9 +71,21 @@ pub enum CalibrateCommand {
 }
 
 pub fn run(args: &CalibrateArgs) -> Result<()> {
-    match &args.command {
-        Some(CalibrateCommand::Fit { measurements, out }) => fit(measurements, out),
-        None => measure(args),
+    match (&args.command, args.cores) {
+        (Some(CalibrateCommand::Fit { measurements, out }), _) => fit(measurements, out),
+        (None, None) => measure(args),
+        (None, Some(n)) => {
+            let avail = std::thread::available_parallelism().map_or(1, |n| n.get());
+            if n == 0 || n > avail {
+                anyhow::bail!("--cores {n}: this machine has {avail}");
+            }
+            let cores: Vec<usize> = (0..n).collect();
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(n)
+                .start_handler(move |_| live::workers::pin(&cores))
+                .build()?;
+            pool.install(|| measure(args))
+        }
     }
 }
 
@@ -93,11 +120,14 @@ fn measure(args: &CalibrateArgs) -> Result<()> {
     } else {
         PlanSize::Full
     };
-    let timing = match size {
+    let mut timing = match size {
         PlanSize::Full => TimingConfig::FULL,
         PlanSize::Quick => TimingConfig::QUICK,
         PlanSize::Smoke => TimingConfig::SMOKE,
     };
+    // One thread on a CPU: time by its CPU clock (what other processes take of the core
+    // is not the op's cost; a live run records the same split).
+    timing.thread_cpu = device == Device::Cpu && rayon::current_num_threads() == 1;
 
     let mut backend = device.open()?;
     let info = backend.info().clone();
@@ -117,15 +147,49 @@ fn measure(args: &CalibrateArgs) -> Result<()> {
             cut.bytes
         );
     }
-    let points = plan(device, size, ops.as_deref());
+    // The live plan: the model whose engine ops to time in situ.
+    let live_model = if args.plan == "live" {
+        if !args.ops.is_empty() {
+            anyhow::bail!(
+                "--ops selects ops of the default plan; --plan live measures every op of --model"
+            );
+        }
+        let name = args
+            .model
+            .as_deref()
+            .context("--plan live needs --model MODEL (the model whose ops to measure)")?;
+        let model = crate::scenario::load_model(name, &[])?;
+        let lm = sim::cost::fitted::LiveModel::from_model(&model, live::model::PAGE_TOKENS)
+            .map_err(|e| anyhow!("model {name}: {}", e.join("; ")))?;
+        Some((
+            lm,
+            model.mtp.as_ref().map_or(0, |m| m.draft_tokens) as usize,
+        ))
+    } else {
+        None
+    };
+    let points = if live_model.is_some() {
+        // The reference peaks first, as in the default plan; then what the in-situ
+        // passes cannot give.
+        let mut refs = plan(device, size, Some(&["ref_stream_read", "ref_gemm"]));
+        refs.extend(calibration::live::plan_live(args.dep, size));
+        refs
+    } else {
+        plan(device, size, ops.as_deref())
+    };
     let todo: Vec<_> = points
         .iter()
         .filter(|o| !log.contains(&o.point()))
         .collect();
     eprintln!(
-        "calibrate: {} ({}), {} points planned, {} already in {}",
+        "calibrate: {} ({}){}, {} points planned, {} already in {}",
         info.device,
         info.driver,
+        if timing.thread_cpu {
+            ", timed by the thread's CPU clock"
+        } else {
+            ""
+        },
         points.len(),
         points.len() - todo.len(),
         csv.display()
@@ -168,10 +232,62 @@ fn measure(args: &CalibrateArgs) -> Result<()> {
             String::new()
         }
     );
+    if let Some((lm, drafts)) = &live_model {
+        measure_in_situ(device, lm, *drafts, size, &timing, &info, &mut log)?;
+    }
     drop(log);
 
     let profile_path = out.join("profile.toml");
     fit(&csv, &profile_path)
+}
+
+/// The live plan's in-situ passes: the model's executor on `device` runs synthetic
+/// prefill chunks and decode batches with every op call timed; each distinct call
+/// becomes a row (median of its samples).
+fn measure_in_situ(
+    device: Device,
+    lm: &sim::cost::fitted::LiveModel,
+    drafts: usize,
+    size: PlanSize,
+    timing: &TimingConfig,
+    info: &engine::DeviceInfo,
+    log: &mut MeasurementLog,
+) -> Result<()> {
+    use engine::serve::{situ, Executor, ServeDevice};
+    let passes = calibration::live::situ_passes(size);
+    let reps = match size {
+        PlanSize::Smoke => 1,
+        PlanSize::Quick => 5,
+        PlanSize::Full => 11,
+    };
+    let start = Instant::now();
+    let dev: Box<dyn ServeDevice> = match device {
+        Device::Cpu => Box::new(engine::serve::CpuDevice::new()),
+        Device::Cuda(n) => Box::new(engine::serve::cuda::CudaDevice::open(n)?),
+    };
+    let cfg = live::model::engine_config(lm);
+    let mut exec = Executor::new(dev, cfg, 7, 0, 1, 160)?;
+    exec.set_trace_clock(timing.thread_cpu);
+    eprintln!(
+        "calibrate: {} forward passes of {} in situ, {reps} timed runs each",
+        passes.len(),
+        lm.name
+    );
+    let samples = situ::timed_passes(&mut exec, &passes, drafts, reps, 1)?;
+    let rows = calibration::live::situ_rows(&samples, &info.device, &info.driver, &utc_now());
+    let mut added = 0;
+    for r in rows {
+        if !log.contains(&r.point()) {
+            log.append(&r)?;
+            added += 1;
+        }
+    }
+    eprintln!(
+        "calibrate: {} op calls timed in {:.1} s, {added} distinct calls recorded",
+        samples.len(),
+        start.elapsed().as_secs_f64()
+    );
+    Ok(())
 }
 
 fn print_summary(p: &Profile, path: &Path) {
@@ -205,6 +321,26 @@ fn print_summary(p: &Profile, path: &Path) {
     }
     for (op, why) in &p.skipped {
         println!("skipped {op}: {why}");
+    }
+    if !p.live.is_empty() {
+        println!("live-engine ops (t = c0 + c1 x var1 + ..., per static key):");
+        for (key, f) in &p.live {
+            let terms: Vec<String> = std::iter::once(format!("{:.3e}", f.coefficients_s[0]))
+                .chain(
+                    f.vars
+                        .iter()
+                        .zip(&f.coefficients_s[1..])
+                        .map(|(v, c)| format!("{c:.3e} x {v}")),
+                )
+                .collect();
+            println!(
+                "  {key:<44} {:>3} pts  MAPE {:>5.1}%  LOO {:>5.1}%  t = {}",
+                f.points,
+                100.0 * f.mape,
+                100.0 * f.loo_mape,
+                terms.join(" + ")
+            );
+        }
     }
     // What the cost model would use: fractions of this device's measured peaks.
     let base = sim::cost::CostParams::default();

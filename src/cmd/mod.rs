@@ -5,10 +5,12 @@ pub mod cost;
 pub mod forward;
 pub mod interrupt;
 pub mod kernel;
+pub mod live;
 pub mod plan;
 pub mod simulate;
 pub mod sweep;
 pub mod validate;
+pub mod validate_live;
 
 use crate::scenario::{embedded_names, Kind, Set};
 use anyhow::{anyhow, bail, Result};

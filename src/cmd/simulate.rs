@@ -299,22 +299,25 @@ fn trace_fit(r: &Resolved, trace: &[TraceRecord]) -> Result<Option<String>> {
     }))
 }
 
+/// The analytic cost models of a resolved scenario's prefill and decode pools.
+pub fn pool_costs(r: &Resolved) -> (AnalyticCostModel, AnalyticCostModel) {
+    let sc = &r.scenario;
+    let pool = |p: &sim::serving::PoolConfig| {
+        AnalyticCostModel::new(
+            r.hardware.clone(),
+            r.model.clone(),
+            p.layout(),
+            r.params.clone(),
+        )
+    };
+    (pool(&sc.serving.prefill), pool(&sc.serving.decode))
+}
+
 /// Runs a resolved scenario on `trace`, stoppable by Ctrl-C, with a progress bar on
 /// stderr when it is a terminal (`progress`).
 fn run_resolved(r: &Resolved, trace: &[TraceRecord], progress: bool) -> Result<Report> {
     let sc = &r.scenario;
-    let prefill_cost = AnalyticCostModel::new(
-        r.hardware.clone(),
-        r.model.clone(),
-        sc.serving.prefill.layout(),
-        r.params.clone(),
-    );
-    let decode_cost = AnalyticCostModel::new(
-        r.hardware.clone(),
-        r.model.clone(),
-        sc.serving.decode.layout(),
-        r.params.clone(),
-    );
+    let (prefill_cost, decode_cost) = pool_costs(&r);
     let input = SimInput {
         scenario: sc,
         workload: &r.workload,

@@ -48,6 +48,22 @@ pub fn topk(scores: &[f32], batch: usize, n_pos: usize, k: usize) -> Vec<i32> {
     out
 }
 
+/// Per-row top-k over each row's own first `lens[b]` scores (the rest of the row is
+/// padding): the same selection as [`topk`] on rows whose padding scores `-inf`, at a
+/// cost proportional to the positions scored rather than to the longest row.
+pub fn topk_prefix(scores: &[f32], n_pos: usize, lens: &[i32], k: usize) -> Vec<i32> {
+    let mut out = vec![-1i32; lens.len() * k];
+    out.par_chunks_mut(k)
+        .zip(lens.par_iter())
+        .enumerate()
+        .for_each(|(b, (o, &len))| {
+            let len = (len.max(0) as usize).min(n_pos);
+            let sel = topk(&scores[b * n_pos..b * n_pos + len], 1, len, k);
+            o.copy_from_slice(&sel);
+        });
+    out
+}
+
 /// Scores then top-k.
 pub fn indexer(p: &IndexerProblem) -> Result<IndexerOutput> {
     let scores = indexer_scores(p)?;

@@ -5,12 +5,13 @@ mod attention;
 mod copy;
 mod gather;
 mod indexer;
+pub mod live;
 mod moe;
 
-pub use attention::attention;
+pub use attention::{attention, attention_into};
 pub use copy::{copy, gemm, stream_read};
 pub use gather::{gather, gather_into};
-pub use indexer::{indexer, indexer_scores, topk};
+pub use indexer::{indexer, indexer_scores, topk, topk_prefix};
 pub use moe::moe;
 
 use crate::dtype::fp8_e4m3_to_f32;

@@ -17,7 +17,7 @@ pub fn moe(p: &MoeProblem) -> Result<Vec<f32>> {
         |w, (er, out)| {
             let (e, row) = (er / n, er % n);
             let r = p.expert_ids[e] as usize * n + row;
-            decode_row(p, r, w);
+            decode_row(p.dtype, &p.weights, &p.scales, k, r, w);
             for (ti, o) in out.iter_mut().enumerate() {
                 *o = dot(w, &p.x[(e * t + ti) * k..][..k]);
             }
@@ -34,25 +34,32 @@ pub fn moe(p: &MoeProblem) -> Result<Vec<f32>> {
     Ok(y)
 }
 
-fn decode_row(p: &MoeProblem, r: usize, w: &mut [f32]) {
-    let k = p.k_in;
-    match p.dtype {
+/// Decodes weight row `r` (over all experts) of a `[rows][k]` matrix in `dtype` to f32.
+pub(crate) fn decode_row(
+    dtype: WeightDtype,
+    weights: &[u8],
+    scales: &[f32],
+    k: usize,
+    r: usize,
+    w: &mut [f32],
+) {
+    match dtype {
         WeightDtype::Bf16 => {
-            let src = &p.weights[2 * r * k..2 * (r + 1) * k];
+            let src = &weights[2 * r * k..2 * (r + 1) * k];
             for (o, b) in w.iter_mut().zip(src.chunks_exact(2)) {
                 *o = bf16_to_f32(u16::from_le_bytes([b[0], b[1]]));
             }
         }
         WeightDtype::Fp8 => {
             let lut = fp8_lut();
-            let s = p.scales[r];
-            for (o, &b) in w.iter_mut().zip(&p.weights[r * k..(r + 1) * k]) {
+            let s = scales[r];
+            for (o, &b) in w.iter_mut().zip(&weights[r * k..(r + 1) * k]) {
                 *o = lut[b as usize] * s;
             }
         }
         WeightDtype::Int4 => {
-            let src = &p.weights[r * k / 2..(r + 1) * k / 2];
-            let scales = &p.scales[r * (k / INT4_GROUP)..(r + 1) * (k / INT4_GROUP)];
+            let src = &weights[r * k / 2..(r + 1) * k / 2];
+            let scales = &scales[r * (k / INT4_GROUP)..(r + 1) * (k / INT4_GROUP)];
             for (g, (wg, bg)) in w
                 .chunks_exact_mut(INT4_GROUP)
                 .zip(src.chunks_exact(INT4_GROUP / 2))

@@ -48,6 +48,46 @@ extern "C" __global__ void dsa_indexer_scores(const float* __restrict__ q, const
     if (lane == 0) score[slot] = total;
 }
 
+// dsa_indexer_scores_paged: the same scores for query rows over a paged key cache:
+// keys[n_pages][page_size][dim] fp8, key_scale[n_pages][page_size]; position p of row r
+// lives in page block_table[r * max_pages + p / page_size]. Row r scores positions
+// 0..seq_lens[r]-1; positions seq_lens[r]..n_pos-1 score -inf (block_topk then prefers
+// real positions; the attention kernel skips the rest). Grid (ceil(n_pos / IWARPS), rows).
+extern "C" __global__ void dsa_indexer_scores_paged(
+    const float* __restrict__ q, const float* __restrict__ w, const unsigned char* __restrict__ key,
+    const float* __restrict__ key_scale, const int* __restrict__ block_table,
+    const int* __restrict__ seq_lens, float* __restrict__ score, int heads, int dim, int n_pos,
+    int page_size, int max_pages) {
+    extern __shared__ float sq[];
+    const int r = blockIdx.y;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (int i = threadIdx.x; i < heads * dim; i += blockDim.x) sq[i] = q[(size_t)r * heads * dim + i];
+    __syncthreads();
+    const int p = blockIdx.x * IWARPS + warp;
+    if (p >= n_pos) return;
+    if (p >= seq_lens[r]) {
+        if (lane == 0) score[(size_t)r * n_pos + p] = TWIN_NEG_INF;
+        return;
+    }
+    const int per = dim / 32;
+    const size_t slot = (size_t)block_table[(size_t)r * max_pages + p / page_size] * page_size +
+                        (size_t)(p % page_size);
+    float kr[MAX_PER];
+    load_fp8_row(key + slot * dim + lane * per, per, 1.f, kr);
+    const float ks = key_scale[slot];
+    float total = 0.f;
+    for (int h = 0; h < heads; h++) {
+        const float* qh = sq + h * dim + lane * per;
+        float d = 0.f;
+#pragma unroll
+        for (int j = 0; j < MAX_PER; j++)
+            if (j < per) d += qh[j] * kr[j];
+        d = warp_sum(d) * ks;
+        total += w[(size_t)r * heads + h] * fmaxf(d, 0.f);
+    }
+    if (lane == 0) score[(size_t)r * n_pos + p] = total;
+}
+
 // Order-preserving map from f32 to u32 (larger float -> larger key).
 __device__ __forceinline__ unsigned int float_key(float f) {
     unsigned int u = __float_as_uint(f);

@@ -18,34 +18,6 @@
 #define TOK_TILE 8
 
 template <int DT>
-__device__ __forceinline__ void load8(const unsigned char* __restrict__ w_row,
-                                      const float* __restrict__ s_row, int k, float* w) {
-    if (DT == 0) {  // bf16: 16 bytes
-        uint4 v = *reinterpret_cast<const uint4*>(w_row + 2 * (size_t)k);
-        unsigned int u[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            w[2 * i] = bf16_to_f32((unsigned short)(u[i] & 0xffffu));
-            w[2 * i + 1] = bf16_to_f32((unsigned short)(u[i] >> 16));
-        }
-    } else if (DT == 1) {  // fp8: 8 bytes
-        uint2 v = *reinterpret_cast<const uint2*>(w_row + (size_t)k);
-        unsigned int u[2] = {v.x, v.y};
-#pragma unroll
-        for (int i = 0; i < 8; i++) w[i] = fp8_e4m3_to_f32((unsigned char)(u[i / 4] >> (8 * (i % 4))));
-    } else {  // int4: 4 bytes, all 8 weights in one 32-weight scale group
-        unsigned int u = *reinterpret_cast<const unsigned int*>(w_row + (size_t)k / 2);
-        float s = s_row[k / 32];
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            unsigned char b = (unsigned char)(u >> (8 * i));
-            w[2 * i] = int4_lo(b) * s;
-            w[2 * i + 1] = int4_hi(b) * s;
-        }
-    }
-}
-
-template <int DT>
 __device__ void moe_gemv(const unsigned char* __restrict__ weights, const float* __restrict__ scales,
                          const int* __restrict__ expert_ids, const float* __restrict__ x,
                          float* __restrict__ y, int n_out, int k_in, int tokens) {

@@ -3,10 +3,12 @@
 //! models fitted from measurements (calibration profiles) both implement it.
 
 pub mod analytic;
+pub mod fitted;
 pub mod kernels;
 pub mod params;
 
 pub use analytic::AnalyticCostModel;
+pub use fitted::FittedCostModel;
 pub use kernels::overlap::LayerTimeline;
 pub use params::{CostParams, OpRate};
 

@@ -38,7 +38,7 @@ pub use config::{
 };
 pub use price::{Money, PriceConfig, PriceSheet, TokenPrices, UsdPerMTokens};
 pub use prompt::Prompt;
-pub use rack::SimInput;
+pub use rack::{resolve_mtp, SimInput, SimStep};
 pub use report::{Accounting, Distributions, PoolReport, Report, Throughput, TokenMix};
 pub use stats::{LogHistogram, Series, SeriesPoint, Summary};
 pub use workload::{
@@ -106,4 +106,13 @@ pub fn simulate_controlled(
     control: &Control<'_>,
 ) -> Result<Report, SimError> {
     rack::run(input, seed, control)
+}
+
+/// [`simulate`], also returning every step the groups started (memory grows with the
+/// run: meant for short runs compared step by step, as `twin validate live` does).
+pub fn simulate_with_steps(
+    input: &SimInput<'_>,
+    seed: u64,
+) -> Result<(Report, Vec<SimStep>), SimError> {
+    rack::run_with_steps(input, seed)
 }

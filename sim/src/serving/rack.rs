@@ -150,6 +150,23 @@ pub(crate) struct Rack<'a> {
     /// Scratch: the prefill router's view of each instance.
     pub loads: Vec<u64>,
     pub hits: Vec<u64>,
+    /// Every step started, when the caller asked for them (`simulate_with_steps`).
+    pub steps: Option<Vec<SimStep>>,
+}
+
+/// One step of a group, as [`super::simulate_with_steps`] records it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SimStep {
+    /// `prefill`, `decode` or `mixed` (the pool's name).
+    pub pool: &'static str,
+    pub group: u32,
+    pub start_s: f64,
+    pub step_s: f64,
+    /// Prefill tokens and chunks in the step, all ranks.
+    pub prefill_tokens: u64,
+    pub prefill_chunks: u32,
+    /// Requests in the decode batch, all ranks.
+    pub decode_requests: u32,
 }
 
 /// Runs one simulation; see the module docs for the model.
@@ -158,6 +175,23 @@ pub(crate) fn run(
     seed: u64,
     control: &Control<'_>,
 ) -> Result<Report, SimError> {
+    run_recording(input, seed, control, false).map(|(report, _)| report)
+}
+
+/// [`run`], also returning every step started.
+pub(crate) fn run_with_steps(
+    input: &SimInput<'_>,
+    seed: u64,
+) -> Result<(Report, Vec<SimStep>), SimError> {
+    run_recording(input, seed, &Control::default(), true)
+}
+
+fn run_recording(
+    input: &SimInput<'_>,
+    seed: u64,
+    control: &Control<'_>,
+    record_steps: bool,
+) -> Result<(Report, Vec<SimStep>), SimError> {
     let mut problems = input.scenario.problems();
     problems.extend(input.workload.problems());
     problems.extend(super::limits::workload_problems(
@@ -168,14 +202,18 @@ pub(crate) fn run(
         return Err(SimError::InvalidScenario(problems));
     }
     let mut rack = Rack::new(input, seed)?;
+    if record_steps {
+        rack.steps = Some(Vec::new());
+    }
     let stopped = rack.run_loop(control)?;
+    let steps = rack.steps.take().unwrap_or_default();
     let mut report = rack.into_report(input, seed);
     report.interrupted_at_s = stopped.map(ns_to_secs);
-    Ok(report)
+    Ok((report, steps))
 }
 
 /// The MTP draft tokens and acceptance rates: the scenario's, else the model's.
-fn resolve_mtp(sc: &ServingScenario, model: &Model) -> Result<(u32, Vec<f64>), SimError> {
+pub fn resolve_mtp(sc: &ServingScenario, model: &Model) -> Result<(u32, Vec<f64>), SimError> {
     let m = model.mtp.as_ref();
     let n = sc
         .serving
@@ -251,6 +289,7 @@ impl<'a> Rack<'a> {
             m: Metrics::new(),
             slices: vec![Vec::new(); max_dep],
             finished: Vec::new(),
+            steps: None,
             loads: Vec::new(),
             hits: Vec::new(),
         })

@@ -31,7 +31,31 @@ impl Rack<'_> {
         if !(prefill || decode) {
             return Ok(());
         }
+        if self.steps.is_some() {
+            self.log_step(g, &cost);
+        }
         self.start_step(g, &cost)
+    }
+
+    /// Records the step group `g` starts now (`simulate_with_steps`).
+    fn log_step(&mut self, g: GroupId, cost: &StepCost) {
+        let grp = self.pools.group(g);
+        let record = super::rack::SimStep {
+            pool: self.pools.pool_of(g).name,
+            group: g.0,
+            start_s: super::core::ns_to_secs(self.now),
+            step_s: cost.step_s,
+            prefill_tokens: grp.step_prefill.iter().map(|w| w.2 as u64).sum(),
+            prefill_chunks: grp.step_prefill.len() as u32,
+            decode_requests: if grp.decode_in_step {
+                grp.ranks.iter().map(|r| r.dec.n).sum()
+            } else {
+                0
+            },
+        };
+        if let Some(v) = &mut self.steps {
+            v.push(record);
+        }
     }
 
     /// Requests whose KV arrived join the batch at the step boundary, while it has room.

@@ -66,6 +66,11 @@ pub enum ValidateWhat {
         #[arg(long)]
         force: bool,
     },
+    /// A live run (`twin live --out DIR`) against twin's prediction of it.
+    Live(crate::cmd::validate_live::LiveValidateArgs),
+    /// A vLLM `bench serve` result (saved with per-request details) against twin's
+    /// prediction of it.
+    Bench(crate::cmd::validate_live::BenchValidateArgs),
 }
 
 /// A table read: its name (embedded name, or the file's stem), where it came from,
@@ -156,16 +161,20 @@ fn evaluate(table: &Table, simulate: bool, loo: bool) -> Result<Vec<Outcome>> {
 }
 
 pub fn run(args: &ValidateArgs) -> Result<()> {
-    let ValidateWhat::Published {
-        table,
-        fit,
-        write,
-        simulate,
-        no_loo,
-        json,
-        report,
-        force,
-    } = &args.what;
+    let (table, fit, write, simulate, no_loo, json, report, force) = match &args.what {
+        ValidateWhat::Published {
+            table,
+            fit,
+            write,
+            simulate,
+            no_loo,
+            json,
+            report,
+            force,
+        } => (table, fit, write, simulate, no_loo, json, report, force),
+        ValidateWhat::Live(a) => return crate::cmd::validate_live::run_live(a),
+        ValidateWhat::Bench(a) => return crate::cmd::validate_live::run_bench(a),
+    };
     let tables = load_tables(table.as_deref())?;
     if *fit {
         return run_fit(&tables, *simulate, write.as_deref(), *json, !*no_loo);

@@ -1,0 +1,337 @@
+//! Calibration of the live engine's own ops at a model's shapes (`twin calibrate --plan
+//! live --model M`), and their fits: one cost function per op and static key (the
+//! widths the model fixes), linear in the call's variables with nonnegative
+//! coefficients, `t = c0 + c1 * var1 + ...` (variables as `engine::op::live::Call`
+//! names them: rows, expert groups, positions read, bytes). The simulator's fitted
+//! cost model (`sim::cost::fitted`) prices a step's calls with these coefficients.
+//!
+//! Measurement: in situ. The engine's executor runs synthetic forward passes of the
+//! model (`engine::serve::situ`: prefill chunks and decode batches over contexts of a
+//! few thousand tokens) with every op call timed, so each op is measured in the cache
+//! state a forward pass leaves it (weights used again only a step later, activations
+//! hot), as in a run; on one thread by the thread's CPU clock. Every static key a run
+//! needs comes out of these passes, but for the DEP exchange (`plan_live`).
+
+use crate::fit::fit_linear;
+use crate::log::Row;
+use crate::plan::PlanSize;
+use engine::{CopyShape, OpSpec, Point};
+use serde::{Deserialize, Serialize};
+use sim::cost::fitted::{CallKey, LiveCall};
+use std::collections::{BTreeMap, HashMap};
+
+/// The fitted cost function of one static key.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LiveFit {
+    /// `t = coefficients_s[0] + sum_i coefficients_s[i] * vars[i - 1]`.
+    pub vars: Vec<String>,
+    pub coefficients_s: Vec<f64>,
+    pub points: usize,
+    pub mape: f64,
+    pub loo_mape: f64,
+}
+
+/// Shape text of an in-situ point: `situ;` then the call's key, `|`, its variables.
+pub const SITU: &str = "situ;";
+
+/// A measured point as the fitted cost model sees it: its static key, the names of its
+/// variables and its regressors (1, then the variables). Isolated measurements of a
+/// live op (`OpSpec`) and in-situ points (`situ;key|vars`) both map to one.
+pub fn point_key(p: &Point) -> Option<(CallKey, Vec<String>, Vec<f64>)> {
+    if let Some(rest) = p.shape.strip_prefix(SITU) {
+        let (key, vars) = rest.split_once('|')?;
+        let pairs = |t: &str| -> Option<Vec<(String, u64)>> {
+            t.split(';')
+                .filter(|x| !x.is_empty())
+                .map(|kv| {
+                    let (k, v) = kv.split_once('=')?;
+                    Some((k.to_string(), v.parse().ok()?))
+                })
+                .collect()
+        };
+        let (key, vars) = (pairs(key)?, pairs(vars)?);
+        let features = std::iter::once(1.0)
+            .chain(vars.iter().map(|(_, v)| *v as f64))
+            .collect();
+        let dtype = if p.dtype == "-" {
+            String::new()
+        } else {
+            p.dtype.clone()
+        };
+        return Some((
+            CallKey {
+                op: p.op.clone(),
+                dtype,
+                key,
+            },
+            vars.into_iter().map(|(n, _)| n).collect(),
+            features,
+        ));
+    }
+    let c = OpSpec::from_point(p)?.call()?;
+    let c = LiveCall {
+        op: c.op,
+        dtype: c.dtype,
+        key: c.key,
+        vars: c.vars,
+    };
+    Some((
+        c.static_key(),
+        c.vars.iter().map(|(n, _)| n.to_string()).collect(),
+        c.features(),
+    ))
+}
+
+/// The passes an in-situ calibration of `model` times: prefill chunks up to a chunk
+/// budget over contexts of a few thousand tokens, decode batches of 1 to 32 requests
+/// over the same contexts.
+pub fn situ_passes(size: PlanSize) -> Vec<engine::serve::situ::Pass> {
+    use engine::serve::situ::Pass;
+    let (tokens, batches, contexts): (&[usize], &[usize], &[usize]) = match size {
+        PlanSize::Smoke => (&[8, 24], &[1, 3], &[64, 192]),
+        PlanSize::Quick => (
+            &[16, 64, 128, 256],
+            &[1, 2, 4, 8, 16, 32],
+            &[128, 512, 1024, 2048, 3072],
+        ),
+        PlanSize::Full => (
+            &[8, 16, 32, 64, 96, 128, 192, 256],
+            &[1, 2, 3, 4, 6, 8, 12, 16, 24, 32],
+            &[64, 256, 512, 1024, 1536, 2048, 3072],
+        ),
+    };
+    let mut v = Vec::new();
+    for &context in std::iter::once(&0).chain(contexts) {
+        for &t in tokens {
+            v.push(Pass::Prefill { tokens: t, context });
+        }
+    }
+    for &context in contexts {
+        for &batch in batches {
+            v.push(Pass::Decode { batch, context });
+        }
+    }
+    v
+}
+
+/// In-situ samples as measurement rows: one row per distinct call (median, p10 and p90
+/// of its samples).
+pub fn situ_rows(
+    samples: &[(engine::op::live::Call, f64)],
+    device: &str,
+    driver: &str,
+    timestamp: &str,
+) -> Vec<Row> {
+    let mut by: BTreeMap<(String, String, String), Vec<f64>> = BTreeMap::new();
+    let text = |pairs: &[(&'static str, u64)]| engine::op::shape_text(pairs);
+    for (c, t) in samples {
+        let shape = format!("{SITU}{}|{}", text(&c.key), text(&c.vars));
+        let dtype = if c.dtype.is_empty() { "-" } else { c.dtype };
+        by.entry((c.op.to_string(), shape, dtype.to_string()))
+            .or_default()
+            .push(*t);
+    }
+    by.into_iter()
+        .filter(|(_, v)| v.iter().all(|t| t.is_finite()))
+        .map(|((op, shape, dtype), v)| {
+            let st = engine::Stats::from_samples(&v);
+            Row {
+                op,
+                shape,
+                dtype,
+                median_s: st.median_s.max(1e-9),
+                p10_s: st.p10_s,
+                p90_s: st.p90_s,
+                bytes: 0,
+                flops: 0,
+                achieved_bytes_per_s: 0.0,
+                achieved_flops_per_s: 0.0,
+                device: device.to_string(),
+                driver: driver.to_string(),
+                timestamp: timestamp.to_string(),
+                note: format!("in situ: {} samples", v.len()),
+            }
+        })
+        .collect()
+}
+
+fn grid(size: PlanSize, smoke: &[usize], quick: &[usize], full: &[usize]) -> Vec<usize> {
+    match size {
+        PlanSize::Smoke => smoke.to_vec(),
+        PlanSize::Quick => quick.to_vec(),
+        PlanSize::Full => full.to_vec(),
+    }
+}
+
+/// Isolated points the in-situ passes (one rank) cannot give: with `dep` ranks, the
+/// exchange of tokens between them, priced as the `copy` op over its byte range.
+pub fn plan_live(dep: usize, size: PlanSize) -> Vec<OpSpec> {
+    if dep <= 1 {
+        return Vec::new();
+    }
+    let bytes = grid(
+        size,
+        &[4096, 65536, 1 << 20],
+        &[16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20],
+        &[
+            4 << 10,
+            16 << 10,
+            64 << 10,
+            256 << 10,
+            1 << 20,
+            4 << 20,
+            16 << 20,
+        ],
+    );
+    bytes
+        .into_iter()
+        .map(|b| {
+            OpSpec::AllToAll(CopyShape {
+                bytes: b as u64,
+                peers: 1,
+            })
+        })
+        .collect()
+}
+
+/// Fits every static key with enough points among `rows` (live points only); keys
+/// that cannot be fitted are listed with why.
+pub fn fit_live(rows: &[Row]) -> (BTreeMap<String, LiveFit>, BTreeMap<String, String>) {
+    // Per key: variable names, regressors and times of its points.
+    type Points = (Vec<String>, Vec<Vec<f64>>, Vec<f64>);
+    let mut by_key: BTreeMap<String, Points> = BTreeMap::new();
+    for r in rows {
+        let Some((key, vars, features)) = point_key(&r.point()) else {
+            continue;
+        };
+        let e = by_key
+            .entry(key.to_string())
+            .or_insert_with(|| (vars, Vec::new(), Vec::new()));
+        e.1.push(features);
+        e.2.push(r.median_s);
+    }
+    let mut fits = BTreeMap::new();
+    let mut skipped = BTreeMap::new();
+    for (key, (vars, x, t)) in by_key {
+        if x.len() < vars.len() + 2 {
+            skipped.insert(
+                key,
+                format!("{} points for {} coefficients", x.len(), vars.len() + 1),
+            );
+            continue;
+        }
+        if t.iter().any(|v| !(v.is_finite() && *v > 0.0)) {
+            skipped.insert(key, "non-finite or non-positive times".into());
+            continue;
+        }
+        match fit_linear(&x, &t) {
+            Some(f) => {
+                fits.insert(
+                    key,
+                    LiveFit {
+                        vars,
+                        coefficients_s: f.beta,
+                        points: x.len(),
+                        mape: f.mape,
+                        loo_mape: f.loo_mape,
+                    },
+                );
+            }
+            None => {
+                skipped.insert(key, "no nonnegative least-squares solution".into());
+            }
+        }
+    }
+    (fits, skipped)
+}
+
+/// A profile's live fits as the simulator's fitted cost model takes them; keys that do
+/// not parse are left out (the model then reports them missing).
+pub fn coefficients(fits: &BTreeMap<String, LiveFit>) -> HashMap<CallKey, Vec<f64>> {
+    fits.iter()
+        .filter_map(|(k, f)| Some((k.parse::<CallKey>().ok()?, f.coefficients_s.clone())))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use engine::op::LinearShape;
+    use kernels::WeightDtype;
+
+    #[test]
+    fn fits_recover_a_known_linear_cost() {
+        let spec = |r: usize, g: usize| {
+            OpSpec::Linear(LinearShape {
+                dtype: WeightDtype::Bf16,
+                n: 64,
+                k: 256,
+                groups: g,
+                rows: r,
+                experts: 8,
+                copies: 1,
+            })
+        };
+        let mut rows = Vec::new();
+        for r in [1, 4, 16, 64] {
+            for g in [1, 2, 4] {
+                let t = 2e-6 + 3e-6 * g as f64 + 5e-7 * r as f64;
+                let p = spec(r, g).point();
+                rows.push(Row {
+                    op: p.op,
+                    shape: p.shape,
+                    dtype: p.dtype,
+                    median_s: t,
+                    p10_s: t,
+                    p90_s: t,
+                    bytes: 1,
+                    flops: 1,
+                    achieved_bytes_per_s: 1.0,
+                    achieved_flops_per_s: 1.0,
+                    device: "d".into(),
+                    driver: "x".into(),
+                    timestamp: "t".into(),
+                    note: String::new(),
+                });
+            }
+        }
+        let (fits, skipped) = fit_live(&rows);
+        assert!(skipped.is_empty(), "{skipped:?}");
+        let f = &fits["linear[bf16] n=64 k=256"];
+        assert_eq!(f.vars, vec!["groups", "rows"]);
+        for (got, want) in f.coefficients_s.iter().zip([2e-6, 3e-6, 5e-7]) {
+            assert!(
+                (got - want).abs() < 1e-9 * want.max(1e-9) + 1e-12,
+                "{:?}",
+                f.coefficients_s
+            );
+        }
+        let c = coefficients(&fits);
+        assert_eq!(c.len(), 1);
+    }
+
+    #[test]
+    fn in_situ_rows_aggregate_samples_and_parse_back() {
+        let call = |rows: u64| engine::op::live::Call {
+            op: "rmsnorm",
+            dtype: "",
+            key: vec![("dim", 512), ("residual", 1)],
+            vars: vec![("rows", rows)],
+        };
+        let samples = vec![
+            (call(2), 3e-6),
+            (call(2), 1e-6),
+            (call(2), 2e-6),
+            (call(8), 5e-6),
+        ];
+        let rows = situ_rows(&samples, "d", "x", "t");
+        assert_eq!(rows.len(), 2);
+        let r2 = rows.iter().find(|r| r.shape.ends_with("rows=2")).unwrap();
+        assert_eq!(r2.median_s, 2e-6);
+        assert_eq!(r2.shape, "situ;dim=512;residual=1|rows=2");
+        let (key, vars, x) = point_key(&r2.point()).unwrap();
+        assert_eq!(key.to_string(), "rmsnorm dim=512 residual=1");
+        assert_eq!((vars, x), (vec!["rows".to_string()], vec![1.0, 2.0]));
+        assert!(situ_passes(PlanSize::Quick).len() > 20);
+    }
+}

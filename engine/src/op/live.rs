@@ -1,0 +1,732 @@
+//! Shapes of the live model's ops (`serve::exec` runs them; `calibrate --plan live`
+//! measures them at the model's shapes), and [`Call`]: one op call described by its
+//! static key (what the model fixes: widths, dtypes) and its variables (what a step
+//! varies: rows, groups, positions). The serving executor records a `Call` per op when
+//! tracing; calibration fits one cost function per (op, key) over the variables; the
+//! simulator's fitted cost model (`sim::cost::fitted`) prices the same calls.
+
+use super::{OpShape, Point};
+use crate::serve::device::{Dt, ServeDevice};
+use crate::stats::{Stats, TimingConfig};
+use crate::{EngineError, Result};
+use kernels::live::{Group, Weights};
+use kernels::WeightDtype;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::time::Instant;
+
+/// One op call: the op, its static key and its variables.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Call {
+    pub op: &'static str,
+    /// Weight dtype of a linear layer, `""` otherwise.
+    pub dtype: &'static str,
+    pub key: Vec<(&'static str, u64)>,
+    pub vars: Vec<(&'static str, u64)>,
+}
+
+fn bad<T>(op: &str, reason: impl Into<String>) -> Result<T> {
+    Err(EngineError::BadOp {
+        op: op.into(),
+        reason: reason.into(),
+    })
+}
+
+fn rand_f32(rng: &mut ChaCha8Rng, n: usize) -> Vec<f32> {
+    (0..n).map(|_| rng.random_range(-1.0f32..1.0)).collect()
+}
+
+/// Grouped linear layer: `rows` rows split evenly over `groups` of the `experts` weight
+/// matrices (`n x k` each); `groups = 1` is a dense layer.
+///
+/// A measurement holds one table of `experts` matrices and cycles through it: run `c`
+/// uses `groups` matrices starting at `c * groups`, so a matrix is used again only after
+/// the whole table, as a model's weights are used again only after the whole step
+/// (`experts` is sized by the plan to the step's weights), while the input rows stay
+/// hot, as a forward pass's activations are.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LinearShape {
+    pub dtype: WeightDtype,
+    pub n: usize,
+    pub k: usize,
+    pub groups: usize,
+    pub rows: usize,
+    /// Weight matrices in the table.
+    pub experts: usize,
+    /// Runs a measurement cycles through (each with its own groups of the table).
+    pub copies: usize,
+}
+
+impl LinearShape {
+    /// The groups of run `c`: rows split evenly over `groups` consecutive matrices of the
+    /// table, starting at `c * groups`.
+    pub fn groups_of(&self, c: usize) -> Vec<Group> {
+        let mut groups = Vec::with_capacity(self.groups);
+        let mut start = 0;
+        for g in 0..self.groups {
+            let rows = (self.rows * (g + 1) / self.groups - self.rows * g / self.groups) as u32;
+            groups.push(Group {
+                expert: ((c * self.groups + g) % self.experts) as u32,
+                start,
+                rows,
+            });
+            start += rows;
+        }
+        groups
+    }
+
+    /// Seeded weights (the table) and input rows.
+    pub fn inputs(&self, seed: u64) -> (Weights, Vec<f32>) {
+        let w = Weights::random_moderate(self.dtype, self.experts, self.n, self.k, seed);
+        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed);
+        (w, rand_f32(&mut rng, self.rows * self.k))
+    }
+
+    pub fn call(&self) -> Call {
+        Call {
+            op: "linear",
+            dtype: self.dtype.name(),
+            key: vec![("n", self.n as u64), ("k", self.k as u64)],
+            vars: vec![("groups", self.groups as u64), ("rows", self.rows as u64)],
+        }
+    }
+}
+
+impl OpShape for LinearShape {
+    fn name(&self) -> &'static str {
+        "linear"
+    }
+    fn point(&self) -> Point {
+        Point::new(
+            self.name(),
+            &[
+                ("n", self.n as u64),
+                ("k", self.k as u64),
+                ("groups", self.groups as u64),
+                ("rows", self.rows as u64),
+                ("experts", self.experts as u64),
+                ("copies", self.copies as u64),
+            ],
+            self.dtype.name(),
+        )
+    }
+    fn bytes(&self) -> u64 {
+        let per =
+            self.dtype.weight_bytes(self.n, self.k) + 4 * self.dtype.scale_count(self.n, self.k);
+        (self.groups * per + 4 * self.rows * (self.n + self.k)) as u64
+    }
+    fn flops(&self) -> u64 {
+        2 * (self.rows * self.n * self.k) as u64
+    }
+    fn footprint_bytes(&self) -> u64 {
+        (self.experts * self.dtype.weight_bytes(self.n, self.k) + 4 * self.rows * (self.n + self.k))
+            as u64
+    }
+    fn validate(&self) -> Result<()> {
+        if self.n == 0 || self.k == 0 || self.k % 256 != 0 {
+            return bad(self.name(), "n positive and k a positive multiple of 256");
+        }
+        if self.groups == 0 || self.groups > self.experts || self.rows < self.groups {
+            return bad(self.name(), "1 <= groups <= experts and groups <= rows");
+        }
+        Ok(())
+    }
+    fn copies(&self) -> Option<usize> {
+        Some(self.copies)
+    }
+}
+
+macro_rules! rows_shape {
+    ($(#[$doc:meta])* $name:ident, $op:literal, { $($field:ident),* }, key: [$($kf:ident),*],
+     bytes: |$s:ident| $bytes:expr, flops: |$s2:ident| $flops:expr, check: |$s3:ident| $check:expr) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq)]
+        pub struct $name {
+            pub rows: usize,
+            $(pub $field: usize,)*
+        }
+
+        impl $name {
+            pub fn call(&self) -> Call {
+                Call {
+                    op: $op,
+                    dtype: "",
+                    key: vec![$((stringify!($kf), self.$kf as u64)),*],
+                    vars: vec![("rows", self.rows as u64)],
+                }
+            }
+        }
+
+        impl OpShape for $name {
+            fn name(&self) -> &'static str {
+                $op
+            }
+            fn point(&self) -> Point {
+                Point::new($op, &[("rows", self.rows as u64) $(, (stringify!($field), self.$field as u64))*], "f32")
+            }
+            fn bytes(&self) -> u64 {
+                let $s = self;
+                $bytes as u64
+            }
+            fn flops(&self) -> u64 {
+                let $s2 = self;
+                $flops as u64
+            }
+            fn footprint_bytes(&self) -> u64 {
+                self.bytes()
+            }
+            /// One input set: a forward pass's activations are hot in cache.
+            fn copies(&self) -> Option<usize> {
+                Some(1)
+            }
+            fn validate(&self) -> Result<()> {
+                let $s3 = self;
+                if self.rows == 0 || !($check) {
+                    return bad($op, concat!("rows positive and ", stringify!($check)));
+                }
+                Ok(())
+            }
+        }
+    };
+}
+
+rows_shape!(
+    /// RMSNorm of `rows` rows of `dim`, with the residual add when `residual` is 1.
+    NormShape, "rmsnorm", { dim, residual }, key: [dim, residual],
+    bytes: |s| 4 * s.rows * s.dim * (2 + 2 * s.residual), flops: |s| 4 * s.rows * s.dim,
+    check: |s| s.dim > 0 && s.residual <= 1
+);
+rows_shape!(
+    /// SwiGLU of `rows` rows of `2 * ffn` gate/up values.
+    SwigluShape, "swiglu", { ffn }, key: [ffn],
+    bytes: |s| 12 * s.rows * s.ffn, flops: |s| 6 * s.rows * s.ffn,
+    check: |s| s.ffn > 0
+);
+rows_shape!(
+    /// Softmax gating over `experts` and top-`topk` choice per row.
+    GateShape, "gate_topk", { experts, topk }, key: [experts, topk],
+    bytes: |s| 4 * s.rows * (s.experts + 2 * s.topk), flops: |s| s.rows * s.experts * (2 + s.topk),
+    check: |s| s.topk >= 1 && s.topk <= s.experts.min(32)
+);
+rows_shape!(
+    /// Gather of `rows` rows of `dim` from a table of `table_rows` rows.
+    GatherRowsShape, "gather_rows", { dim, table_rows }, key: [dim],
+    bytes: |s| 8 * s.rows * s.dim + 4 * s.rows, flops: |_s| 0,
+    check: |s| s.dim > 0 && s.table_rows > 0
+);
+rows_shape!(
+    /// MoE combine of `topk` expert outputs of `dim` into each of `rows` rows.
+    CombineShape, "moe_combine", { topk, dim }, key: [topk, dim],
+    bytes: |s| 4 * s.rows * s.dim * (2 + s.topk), flops: |s| 2 * s.rows * s.dim * s.topk,
+    check: |s| s.topk > 0 && s.dim > 0
+);
+rows_shape!(
+    /// `x += y` over `rows` rows of `dim`.
+    AddShape, "add", { dim }, key: [dim],
+    bytes: |s| 12 * s.rows * s.dim, flops: |s| s.rows * s.dim,
+    check: |s| s.dim > 0
+);
+rows_shape!(
+    /// fp8 writes of `rows` rows of `dim` into a cache of `slots` entries.
+    KvWriteShape, "kv_write", { dim, slots }, key: [dim],
+    bytes: |s| s.rows * (5 * s.dim + 8), flops: |s| 2 * s.rows * s.dim,
+    check: |s| s.dim > 0 && s.slots >= s.rows
+);
+rows_shape!(
+    /// Argmax over `n` values per row.
+    ArgmaxShape, "argmax", { n }, key: [n],
+    bytes: |s| 4 * s.rows * (s.n + 1), flops: |s| s.rows * s.n,
+    check: |s| s.n > 0
+);
+
+/// Indexer over a paged key cache: `requests` requests with `context` cached positions
+/// each bring `new_tokens` rows (row `i` scores `context + i + 1` positions), then the
+/// top-`topk` positions of each row.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct IndexerPagedShape {
+    pub requests: usize,
+    pub new_tokens: usize,
+    pub context: usize,
+    pub heads: usize,
+    pub dim: usize,
+    pub topk: usize,
+    pub page: usize,
+    pub copies: usize,
+}
+
+impl IndexerPagedShape {
+    pub fn rows(&self) -> usize {
+        self.requests * self.new_tokens
+    }
+    /// Positions scored over all rows.
+    pub fn positions(&self) -> usize {
+        self.requests
+            * (self.new_tokens * self.context + self.new_tokens * (self.new_tokens + 1) / 2)
+    }
+    pub fn call(&self) -> Call {
+        Call {
+            op: "indexer_paged",
+            dtype: "",
+            key: indexer_key(self.heads, self.dim, self.topk, self.page),
+            vars: vec![
+                ("rows", self.rows() as u64),
+                ("positions", self.positions() as u64),
+            ],
+        }
+    }
+}
+
+/// Static key of a paged indexer call.
+pub fn indexer_key(heads: usize, dim: usize, topk: usize, page: usize) -> Vec<(&'static str, u64)> {
+    vec![
+        ("heads", heads as u64),
+        ("dim", dim as u64),
+        ("topk", topk as u64),
+        ("page", page as u64),
+    ]
+}
+
+impl OpShape for IndexerPagedShape {
+    fn name(&self) -> &'static str {
+        "indexer_paged"
+    }
+    fn point(&self) -> Point {
+        Point::new(
+            self.name(),
+            &[
+                ("requests", self.requests as u64),
+                ("new", self.new_tokens as u64),
+                ("context", self.context as u64),
+                ("heads", self.heads as u64),
+                ("dim", self.dim as u64),
+                ("topk", self.topk as u64),
+                ("page", self.page as u64),
+                ("copies", self.copies as u64),
+            ],
+            "fp8",
+        )
+    }
+    fn bytes(&self) -> u64 {
+        (self.positions() * (self.dim + 12)
+            + 4 * self.rows() * (self.heads * (self.dim + 1) + self.topk)) as u64
+    }
+    fn flops(&self) -> u64 {
+        2 * (self.positions() * self.heads * self.dim) as u64
+    }
+    fn footprint_bytes(&self) -> u64 {
+        (self.requests * (self.context + self.new_tokens) * (self.dim + 4)) as u64
+    }
+    fn validate(&self) -> Result<()> {
+        if self.requests == 0
+            || self.new_tokens == 0
+            || self.heads == 0
+            || self.topk == 0
+            || self.page == 0
+            || self.dim == 0
+            || self.dim % 32 != 0
+            || self.dim > 512
+            || self.heads * self.dim * 4 > 48 * 1024
+        {
+            return bad(
+                self.name(),
+                "requests, new, heads, topk, page positive; dim a multiple of 32 up to 512; heads * dim * 4 <= 48 KiB",
+            );
+        }
+        Ok(())
+    }
+    fn copies(&self) -> Option<usize> {
+        Some(self.copies)
+    }
+}
+
+/// An attention call: `rows` query rows reading `positions` cached entries in all.
+pub fn attention_call(
+    mode: kernels::AttnModeKind,
+    heads: usize,
+    dim: usize,
+    page: usize,
+    rows: usize,
+    positions: usize,
+) -> Call {
+    let (op, extra) = match mode {
+        kernels::AttnModeKind::Dense => ("attn_dense", None),
+        kernels::AttnModeKind::Sparse(k) => ("attn_sparse", Some(("topk", k as u64))),
+        kernels::AttnModeKind::Window(w) => ("attn_window", Some(("window", w as u64))),
+    };
+    let mut key = vec![
+        ("heads", heads as u64),
+        ("dim", dim as u64),
+        ("page", page as u64),
+    ];
+    key.extend(extra);
+    Call {
+        op,
+        dtype: "",
+        key,
+        vars: vec![("rows", rows as u64), ("positions", positions as u64)],
+    }
+}
+
+/// A host-side exchange of `bytes` between ranks (dispatch or combine), priced as the
+/// `copy` op.
+pub fn copy_call(bytes: usize) -> Call {
+    Call {
+        op: "copy",
+        dtype: "",
+        key: Vec::new(),
+        vars: vec![("bytes", bytes as u64)],
+    }
+}
+
+impl super::AttnShape {
+    pub fn call(&self) -> Call {
+        attention_call(
+            self.mode,
+            self.heads,
+            self.dim,
+            self.page,
+            self.rows(),
+            self.positions_read(),
+        )
+    }
+}
+
+impl super::CopyShape {
+    pub fn call(&self) -> Call {
+        copy_call(self.bytes as usize)
+    }
+}
+
+impl super::OpSpec {
+    /// The call a measurement of a live-model op stands for (`None` for ops the live
+    /// model does not run).
+    pub fn call(&self) -> Option<Call> {
+        use super::OpSpec as S;
+        Some(match self {
+            S::Attention(s) => s.call(),
+            S::AllToAll(s) => s.call(),
+            S::Linear(s) => s.call(),
+            S::Rmsnorm(s) => s.call(),
+            S::Swiglu(s) => s.call(),
+            S::GateTopk(s) => s.call(),
+            S::GatherRows(s) => s.call(),
+            S::MoeCombine(s) => s.call(),
+            S::Add(s) => s.call(),
+            S::KvWrite(s) => s.call(),
+            S::IndexerPaged(s) => s.call(),
+            S::Argmax(s) => s.call(),
+            _ => return None,
+        })
+    }
+}
+
+/// An op set up on a device for timing: `run(dev, i)` runs copy `i % copies`.
+type Runner = Box<dyn FnMut(&mut dyn ServeDevice, usize) -> Result<()>>;
+
+/// Random paged cache of `pages` pages: (entries, scales).
+fn random_cache(rng: &mut ChaCha8Rng, slots: usize, dim: usize) -> (Vec<u8>, Vec<f32>) {
+    let mut kv = vec![0u8; slots * dim];
+    rng.fill(&mut kv[..]);
+    kv.iter_mut().for_each(|b| *b = kernels::moderate_fp8(*b));
+    (
+        kv,
+        (0..slots).map(|_| rng.random_range(0.5f32..1.5)).collect(),
+    )
+}
+
+/// Uploads `copies` seeded input sets of a live op to `dev` and returns the runner.
+fn prepare(dev: &mut dyn ServeDevice, spec: &super::OpSpec, copies: usize) -> Result<Runner> {
+    use super::OpSpec as S;
+    let mut rng = ChaCha8Rng::seed_from_u64(11);
+    let f32s = |dev: &mut dyn ServeDevice, rng: &mut ChaCha8Rng, n: usize| {
+        dev.upload_f32(&rand_f32(rng, n))
+    };
+    Ok(match *spec {
+        S::Linear(s) => {
+            let (w, x) = s.inputs(0);
+            let dw = dev.upload_weights(&w)?;
+            drop(w);
+            let xb = dev.upload_f32(&x)?;
+            let y = dev.alloc(Dt::F32, s.rows * s.n)?;
+            let sets: Vec<Vec<Group>> = (0..copies).map(|c| s.groups_of(c)).collect();
+            Box::new(move |dev, i| dev.linear(&dw, &sets[i % sets.len()], xb, y))
+        }
+        S::Rmsnorm(s) => {
+            let mut sets = Vec::new();
+            for _ in 0..copies {
+                let x = f32s(dev, &mut rng, s.rows * s.dim)?;
+                let d = if s.residual == 1 {
+                    Some(f32s(dev, &mut rng, s.rows * s.dim)?)
+                } else {
+                    None
+                };
+                let w = dev.upload_f32(&vec![1.0; s.dim])?;
+                let o = dev.alloc(Dt::F32, s.rows * s.dim)?;
+                sets.push((x, d, w, o));
+            }
+            Box::new(move |dev, i| {
+                let (x, d, w, o) = sets[i % sets.len()];
+                dev.rmsnorm(x, d, w, o, 1e-6)
+            })
+        }
+        S::Swiglu(s) => {
+            let mut sets = Vec::new();
+            for _ in 0..copies {
+                let gu = f32s(dev, &mut rng, 2 * s.rows * s.ffn)?;
+                sets.push((gu, dev.alloc(Dt::F32, s.rows * s.ffn)?));
+            }
+            Box::new(move |dev, i| {
+                let (gu, o) = sets[i % sets.len()];
+                dev.swiglu(gu, o, s.ffn)
+            })
+        }
+        S::GateTopk(s) => {
+            let mut sets = Vec::new();
+            for _ in 0..copies {
+                let l = f32s(dev, &mut rng, s.rows * s.experts)?;
+                let ids = dev.alloc(Dt::I32, s.rows * s.topk)?;
+                let w = dev.alloc(Dt::F32, s.rows * s.topk)?;
+                sets.push((l, ids, w));
+            }
+            Box::new(move |dev, i| {
+                let (l, ids, w) = sets[i % sets.len()];
+                dev.gate_topk(l, s.experts, s.topk, ids, w)
+            })
+        }
+        S::GatherRows(s) => {
+            let table = f32s(dev, &mut rng, s.table_rows * s.dim)?;
+            let mut sets = Vec::new();
+            for _ in 0..copies {
+                let idx: Vec<i32> = (0..s.rows)
+                    .map(|_| rng.random_range(0..s.table_rows as i32))
+                    .collect();
+                sets.push((dev.upload_i32(&idx)?, dev.alloc(Dt::F32, s.rows * s.dim)?));
+            }
+            Box::new(move |dev, i| {
+                let (idx, o) = sets[i % sets.len()];
+                dev.gather_rows(table, s.dim, idx, o)
+            })
+        }
+        S::MoeCombine(s) => {
+            let mut sets = Vec::new();
+            for _ in 0..copies {
+                let y = f32s(dev, &mut rng, s.rows * s.topk * s.dim)?;
+                let slots: Vec<i32> = (0..(s.rows * s.topk) as i32).collect();
+                let w = f32s(dev, &mut rng, s.rows * s.topk)?;
+                let o = f32s(dev, &mut rng, s.rows * s.dim)?;
+                sets.push((y, dev.upload_i32(&slots)?, w, o));
+            }
+            Box::new(move |dev, i| {
+                let (y, sl, w, o) = sets[i % sets.len()];
+                dev.moe_combine(y, s.dim, sl, w, s.topk, o)
+            })
+        }
+        S::Add(s) => {
+            let mut sets = Vec::new();
+            for _ in 0..copies {
+                let x = f32s(dev, &mut rng, s.rows * s.dim)?;
+                sets.push((x, f32s(dev, &mut rng, s.rows * s.dim)?));
+            }
+            Box::new(move |dev, i| {
+                let (x, y) = sets[i % sets.len()];
+                dev.add(x, y)
+            })
+        }
+        S::KvWrite(s) => {
+            let mut sets = Vec::new();
+            for _ in 0..copies {
+                let src = f32s(dev, &mut rng, s.rows * s.dim)?;
+                let mut slots: Vec<i32> = (0..s.slots as i32).collect();
+                for i in 0..s.rows {
+                    let j = rng.random_range(i..s.slots);
+                    slots.swap(i, j);
+                }
+                slots.truncate(s.rows);
+                let cache = dev.alloc(Dt::U8, s.slots * s.dim)?;
+                let scales = dev.alloc(Dt::F32, s.slots)?;
+                sets.push((src, dev.upload_i32(&slots)?, cache, scales));
+            }
+            Box::new(move |dev, i| {
+                let (src, sl, c, sc) = sets[i % sets.len()];
+                dev.kv_write(src, s.dim, sl, c, sc)
+            })
+        }
+        S::Argmax(s) => {
+            let mut sets = Vec::new();
+            for _ in 0..copies {
+                let l = f32s(dev, &mut rng, s.rows * s.n)?;
+                sets.push((l, dev.alloc(Dt::I32, s.rows)?));
+            }
+            Box::new(move |dev, i| {
+                let (l, o) = sets[i % sets.len()];
+                dev.argmax(l, s.n, o)
+            })
+        }
+        S::IndexerPaged(s) => {
+            let seq = s.context + s.new_tokens;
+            let max_pages = seq.div_ceil(s.page);
+            let rows = s.rows();
+            let mut sets = Vec::new();
+            for _ in 0..copies {
+                let n_pages = s.requests * max_pages;
+                let (keys, scales) = random_cache(&mut rng, n_pages * s.page, s.dim);
+                let mut table = Vec::with_capacity(rows * max_pages);
+                let mut lens = Vec::with_capacity(rows);
+                for r in 0..s.requests {
+                    for i in 0..s.new_tokens {
+                        table.extend((0..max_pages).map(|p| (r * max_pages + p) as i32));
+                        lens.push((s.context + i + 1) as i32);
+                    }
+                }
+                let call = crate::serve::device::IndexerCall {
+                    rows,
+                    heads: s.heads,
+                    dim: s.dim,
+                    page_size: s.page,
+                    max_pages,
+                    n_pos: seq,
+                    topk: s.topk,
+                    q: f32s(dev, &mut rng, rows * s.heads * s.dim)?,
+                    w: dev.upload_f32(
+                        &(0..rows * s.heads)
+                            .map(|_| rng.random_range(0.0f32..1.0))
+                            .collect::<Vec<_>>(),
+                    )?,
+                    keys: dev.upload_u8(&keys)?,
+                    key_scale: dev.upload_f32(&scales)?,
+                    block_table: dev.upload_i32(&table)?,
+                    seq_lens: dev.upload_i32(&lens)?,
+                    scores: dev.alloc(Dt::F32, rows * seq)?,
+                    out: dev.alloc(Dt::I32, rows * s.topk)?,
+                };
+                sets.push(call);
+            }
+            Box::new(move |dev, i| dev.indexer(&sets[i % sets.len()]))
+        }
+        _ => return bad(spec.name(), "not an op of the serving device"),
+    })
+}
+
+/// Times a live op on a serving device: `cfg.warmup` untimed runs, then up to
+/// `cfg.reps` timed runs, each followed by `dev.sync()`, on the host clock.
+pub fn measure_on(
+    dev: &mut dyn ServeDevice,
+    spec: &super::OpSpec,
+    cfg: &TimingConfig,
+    copies: usize,
+) -> Result<Stats> {
+    spec.validate()?;
+    let mut run = prepare(dev, spec, copies.max(1))?;
+    let mut i = 0;
+    for _ in 0..cfg.warmup {
+        run(dev, i)?;
+        i += 1;
+    }
+    dev.sync()?;
+    let start = Instant::now();
+    let mut samples = Vec::with_capacity(cfg.reps);
+    for _ in 0..cfg.reps.max(1) {
+        let (t, c) = (
+            Instant::now(),
+            cfg.thread_cpu.then(crate::stats::thread_cpu_s),
+        );
+        run(dev, i)?;
+        dev.sync()?;
+        samples.push(match c {
+            Some(c0) => crate::stats::thread_cpu_s() - c0,
+            None => t.elapsed().as_secs_f64(),
+        });
+        i += 1;
+        if samples.len() >= cfg.min_reps && start.elapsed().as_secs_f64() > cfg.max_seconds {
+            break;
+        }
+    }
+    Ok(Stats::from_samples(&samples))
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::op::OpSpec;
+    use crate::serve::device::CpuDevice;
+
+    /// Every live op of the registry, at a tiny shape.
+    pub fn tiny_live_ops() -> Vec<OpSpec> {
+        vec![
+            OpSpec::Linear(LinearShape {
+                dtype: WeightDtype::Bf16,
+                n: 16,
+                k: 256,
+                groups: 3,
+                rows: 7,
+                experts: 4,
+                copies: 2,
+            }),
+            OpSpec::Rmsnorm(NormShape {
+                rows: 3,
+                dim: 64,
+                residual: 1,
+            }),
+            OpSpec::Swiglu(SwigluShape { rows: 3, ffn: 32 }),
+            OpSpec::GateTopk(GateShape {
+                rows: 5,
+                experts: 8,
+                topk: 2,
+            }),
+            OpSpec::GatherRows(GatherRowsShape {
+                rows: 5,
+                dim: 16,
+                table_rows: 9,
+            }),
+            OpSpec::MoeCombine(CombineShape {
+                rows: 4,
+                topk: 2,
+                dim: 16,
+            }),
+            OpSpec::Add(AddShape { rows: 4, dim: 16 }),
+            OpSpec::KvWrite(KvWriteShape {
+                rows: 4,
+                dim: 64,
+                slots: 32,
+            }),
+            OpSpec::IndexerPaged(IndexerPagedShape {
+                requests: 2,
+                new_tokens: 3,
+                context: 20,
+                heads: 2,
+                dim: 32,
+                topk: 8,
+                page: 16,
+                copies: 2,
+            }),
+            OpSpec::Argmax(ArgmaxShape { rows: 3, n: 50 }),
+        ]
+    }
+
+    #[test]
+    fn every_live_op_measures_on_the_cpu_device() {
+        let ops = tiny_live_ops();
+        let mut live: Vec<&str> = ops.iter().map(|o| o.name()).collect();
+        live.sort_unstable();
+        let mut registry = crate::op::op_names(crate::OpRole::Live);
+        registry.sort_unstable();
+        assert_eq!(live, registry, "one tiny shape per live op of the registry");
+        for op in &ops {
+            let mut dev = CpuDevice::new();
+            let st = measure_on(&mut dev, op, &TimingConfig::SMOKE, 2)
+                .unwrap_or_else(|e| panic!("{op:?}: {e}"));
+            assert!(st.median_s > 0.0 && op.bytes() > 0, "{op:?}");
+            assert!(op.is_live());
+        }
+        let bad = OpSpec::Linear(LinearShape {
+            dtype: WeightDtype::Bf16,
+            n: 16,
+            k: 100,
+            groups: 1,
+            rows: 1,
+            experts: 1,
+            copies: 1,
+        });
+        assert!(measure_on(&mut CpuDevice::new(), &bad, &TimingConfig::SMOKE, 1).is_err());
+    }
+}

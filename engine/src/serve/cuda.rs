@@ -1,0 +1,531 @@
+//! The CUDA serving device: buffers in device memory, the model's ops launched from the
+//! kernels of `kernels::LIVE`, `kernels::MLA_DECODE` and `kernels::INDEXER` on one
+//! stream. Opened like the CUDA backend (driver, context, NVRTC checked first), so
+//! without a GPU every entry point fails with the backend's clear error.
+//!
+//! Not run here: this machine and CI have no GPU. It is compiled, and its kernels are
+//! compiled to CUBINs for sm_90 and sm_100 by the kernels' NVRTC test; the CPU twins
+//! they mirror are checked against references. `scripts/gpu-check.sh` runs it on a GPU.
+
+use super::device::{AttnCall, AttnSel, Buf, DevWeights, Dt, IndexerCall, ServeDevice, Slots};
+use crate::cuda::{dptr, kerr, CudaBackend, ATTN_HEADS_PER_BLOCK, MIN_SPLIT_POSITIONS};
+use crate::Backend;
+use crate::{EngineError, Result};
+use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
+use kernels::live::{validate_rows, Group};
+use kernels::WeightDtype;
+
+enum DevStore {
+    F32(CudaSlice<f32>),
+    I32(CudaSlice<i32>),
+    U8(CudaSlice<u8>),
+}
+
+/// Buffers and ops on one GPU.
+pub struct CudaDevice {
+    b: CudaBackend,
+    bufs: Slots<DevStore>,
+}
+
+// SAFETY: the device is used by one thread at a time (it is moved into a rank's worker
+// thread); the context and stream handles are thread-safe in cudarc.
+unsafe impl Send for CudaDevice {}
+
+fn bad(what: impl Into<String>) -> EngineError {
+    EngineError::BadOp {
+        op: "serve (cuda)".into(),
+        reason: what.into(),
+    }
+}
+
+fn grid1(n: usize, block: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: ((n as u64).div_ceil(block as u64).max(1) as u32, 1, 1),
+        block_dim: (block, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+impl CudaDevice {
+    /// Opens GPU `ordinal` (driver, context and NVRTC checked, as `CudaBackend::new`).
+    pub fn open(ordinal: usize) -> Result<CudaDevice> {
+        Ok(CudaDevice::wrap(CudaBackend::new(ordinal)?))
+    }
+
+    /// A serving device on the backend's context and stream (for measuring live ops).
+    pub fn from_backend(b: &CudaBackend) -> Result<CudaDevice> {
+        Ok(CudaDevice::wrap(b.share()))
+    }
+
+    fn wrap(b: CudaBackend) -> CudaDevice {
+        CudaDevice {
+            b,
+            bufs: Slots::new(),
+        }
+    }
+
+    fn ptr(&self, b: Buf) -> Result<u64> {
+        let s = &self.b.stream;
+        match self.bufs.get(b.id()) {
+            Some(DevStore::F32(v)) if b.dt == Dt::F32 => Ok(dptr(s, v)),
+            Some(DevStore::I32(v)) if b.dt == Dt::I32 => Ok(dptr(s, v)),
+            Some(DevStore::U8(v)) if b.dt == Dt::U8 => Ok(dptr(s, v)),
+            _ => Err(bad(format!(
+                "buffer {} is not allocated with type {:?}",
+                b.id(),
+                b.dt
+            ))),
+        }
+    }
+
+    fn f(&mut self, entry: &str) -> Result<CudaFunction> {
+        let k = if entry.starts_with("mla_") {
+            &kernels::MLA_DECODE
+        } else if entry.starts_with("dsa_") || entry == "block_topk" {
+            &kernels::INDEXER
+        } else {
+            &kernels::LIVE
+        };
+        self.b.func(k, entry)
+    }
+
+    /// Launches `entry` with `args` pushed in order (device pointers as u64, scalars).
+    fn launch(&mut self, entry: &str, cfg: LaunchConfig, args: &[Arg]) -> Result<()> {
+        let f = self.f(entry)?;
+        let mut lb = self.b.stream.launch_builder(&f);
+        for a in args {
+            match a {
+                Arg::P(p) => lb.arg(p),
+                Arg::I(i) => lb.arg(i),
+                Arg::L(l) => lb.arg(l),
+                Arg::F(x) => lb.arg(x),
+            };
+        }
+        // SAFETY: every caller passes the argument list of `entry` in `live.cu`,
+        // `mla_decode.cu` or `indexer.cu`, with buffers validated against the shapes.
+        unsafe { lb.launch(cfg) }.map_err(|e| kerr(entry, e))?;
+        Ok(())
+    }
+}
+
+/// A kernel argument.
+enum Arg {
+    /// Device pointer.
+    P(u64),
+    I(i32),
+    L(i64),
+    F(f32),
+}
+
+fn check(b: Buf, offset: usize, len: usize) -> Result<()> {
+    if offset + len > b.len {
+        return Err(bad(format!(
+            "access {offset}..{} outside buffer of {}",
+            offset + len,
+            b.len
+        )));
+    }
+    Ok(())
+}
+
+macro_rules! rw {
+    ($write:ident, $read:ident, $t:ty, $variant:ident) => {
+        fn $write(&mut self, b: Buf, offset: usize, data: &[$t]) -> Result<()> {
+            check(b, offset, data.len())?;
+            let s = self.b.stream.clone();
+            match self.bufs.get_mut(b.id()) {
+                Some(DevStore::$variant(v)) => s
+                    .memcpy_htod(data, &mut v.slice_mut(offset..offset + data.len()))
+                    .map_err(|e| kerr("memcpy_htod", e)),
+                _ => Err(bad(format!("buffer {} has another type", b.id()))),
+            }
+        }
+        fn $read(&mut self, b: Buf, offset: usize, len: usize) -> Result<Vec<$t>> {
+            check(b, offset, len)?;
+            let s = self.b.stream.clone();
+            match self.bufs.get(b.id()) {
+                Some(DevStore::$variant(v)) => {
+                    let mut out = vec![<$t>::default(); len];
+                    s.memcpy_dtoh(&v.slice(offset..offset + len), &mut out)
+                        .map_err(|e| kerr("memcpy_dtoh", e))?;
+                    s.synchronize().map_err(|e| kerr("memcpy_dtoh", e))?;
+                    Ok(out)
+                }
+                _ => Err(bad(format!("buffer {} has another type", b.id()))),
+            }
+        }
+    };
+}
+
+impl ServeDevice for CudaDevice {
+    fn describe(&self) -> String {
+        format!("{} ({})", self.b.info().device, self.b.info().driver)
+    }
+
+    fn alloc(&mut self, dt: Dt, len: usize) -> Result<Buf> {
+        let s = &self.b.stream;
+        let n = len.max(1);
+        let store = match dt {
+            Dt::F32 => DevStore::F32(s.alloc_zeros(n).map_err(|e| kerr("alloc", e))?),
+            Dt::I32 => DevStore::I32(s.alloc_zeros(n).map_err(|e| kerr("alloc", e))?),
+            Dt::U8 => DevStore::U8(s.alloc_zeros(n).map_err(|e| kerr("alloc", e))?),
+        };
+        Ok(Buf::new(self.bufs.insert(store), len, dt))
+    }
+
+    fn free(&mut self, b: Buf) {
+        self.bufs.remove(b.id());
+    }
+
+    rw!(write_f32, read_f32, f32, F32);
+    rw!(write_i32, read_i32, i32, I32);
+    rw!(write_u8, read_u8, u8, U8);
+
+    fn sync(&mut self) -> Result<()> {
+        self.b
+            .stream
+            .synchronize()
+            .map_err(|e| kerr("synchronize", e))
+    }
+
+    fn linear(&mut self, w: &DevWeights, groups: &[Group], x: Buf, y: Buf) -> Result<()> {
+        let rows = validate_rows("linear", x.len, w.k_in)?;
+        if y.len != rows * w.n_out || w.k_in % 256 != 0 {
+            return Err(bad(
+                "linear: y must be [rows][n_out] and k_in a multiple of 256",
+            ));
+        }
+        if groups
+            .iter()
+            .any(|g| g.expert as usize >= w.experts || (g.start + g.rows) as usize > rows)
+        {
+            return Err(bad("linear: a group lies outside the rows or the experts"));
+        }
+        let live: Vec<Group> = groups.iter().copied().filter(|g| g.rows > 0).collect();
+        if live.is_empty() {
+            return Ok(());
+        }
+        let gbuf = self.upload_i32(&Group::flatten(&live))?;
+        let entry = match w.dtype {
+            WeightDtype::Bf16 => "linear_bf16",
+            WeightDtype::Fp8 => "linear_fp8",
+            WeightDtype::Int4 => "linear_int4",
+        };
+        let cfg = LaunchConfig {
+            grid_dim: ((w.n_out as u32).div_ceil(8), live.len() as u32, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let args = [
+            Arg::P(self.ptr(w.weights)?),
+            Arg::P(self.ptr(w.scales)?),
+            Arg::P(self.ptr(gbuf)?),
+            Arg::P(self.ptr(x)?),
+            Arg::P(self.ptr(y)?),
+            Arg::I(w.n_out as i32),
+            Arg::I(w.k_in as i32),
+        ];
+        let r = self.launch(entry, cfg, &args);
+        self.free(gbuf);
+        r
+    }
+
+    fn rmsnorm(
+        &mut self,
+        x: Buf,
+        delta: Option<Buf>,
+        weight: Buf,
+        out: Buf,
+        eps: f32,
+    ) -> Result<()> {
+        let rows = validate_rows("rmsnorm", x.len, weight.len)?;
+        if out.len != x.len || delta.is_some_and(|d| d.len != x.len) {
+            return Err(bad("rmsnorm: x, delta and out must match"));
+        }
+        let d = match delta {
+            Some(b) => self.ptr(b)?,
+            None => 0,
+        };
+        let cfg = LaunchConfig {
+            grid_dim: (rows as u32, 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let args = [
+            Arg::P(self.ptr(x)?),
+            Arg::P(d),
+            Arg::P(self.ptr(weight)?),
+            Arg::P(self.ptr(out)?),
+            Arg::I(weight.len as i32),
+            Arg::F(eps),
+        ];
+        self.launch("rmsnorm", cfg, &args)
+    }
+
+    fn swiglu(&mut self, gu: Buf, out: Buf, ffn: usize) -> Result<()> {
+        let rows = validate_rows("swiglu", gu.len, 2 * ffn)?;
+        if out.len != rows * ffn {
+            return Err(bad("swiglu: out must be [rows][ffn]"));
+        }
+        let args = [
+            Arg::P(self.ptr(gu)?),
+            Arg::P(self.ptr(out)?),
+            Arg::I(ffn as i32),
+            Arg::L(out.len as i64),
+        ];
+        self.launch("swiglu", grid1(out.len, 256), &args)
+    }
+
+    fn gate_topk(&mut self, logits: Buf, experts: usize, k: usize, ids: Buf, w: Buf) -> Result<()> {
+        let rows = validate_rows("gate_topk", logits.len, experts)?;
+        if k == 0
+            || k > 32
+            || k > experts
+            || experts > 256
+            || ids.len != rows * k
+            || w.len != rows * k
+        {
+            return Err(bad(
+                "gate_topk: 1 <= k <= min(32, experts), experts <= 256, ids/w [rows][k]",
+            ));
+        }
+        let args = [
+            Arg::P(self.ptr(logits)?),
+            Arg::P(self.ptr(ids)?),
+            Arg::P(self.ptr(w)?),
+            Arg::I(rows as i32),
+            Arg::I(experts as i32),
+            Arg::I(k as i32),
+        ];
+        self.launch("gate_topk", grid1(rows * 32, 256), &args)
+    }
+
+    fn gather_rows(&mut self, src: Buf, dim: usize, idx: Buf, out: Buf) -> Result<()> {
+        let n_src = validate_rows("gather_rows", src.len, dim)?;
+        if out.len != idx.len * dim {
+            return Err(bad("gather_rows: out must be [indices][dim]"));
+        }
+        // Indices are device data; check them on the host (they are small).
+        let ix = self.read_i32(idx, 0, idx.len)?;
+        if ix.iter().any(|&i| i < 0 || i as usize >= n_src) {
+            return Err(bad(format!(
+                "gather_rows: an index lies outside 0..{n_src}"
+            )));
+        }
+        let args = [
+            Arg::P(self.ptr(src)?),
+            Arg::P(self.ptr(idx)?),
+            Arg::P(self.ptr(out)?),
+            Arg::I(dim as i32),
+            Arg::L(out.len as i64),
+        ];
+        self.launch("gather_rows", grid1(out.len, 256), &args)
+    }
+
+    fn moe_combine(
+        &mut self,
+        y: Buf,
+        dim: usize,
+        slots: Buf,
+        w: Buf,
+        k: usize,
+        out: Buf,
+    ) -> Result<()> {
+        validate_rows("moe_combine", y.len, dim)?;
+        let rows = validate_rows("moe_combine", out.len, dim)?;
+        if slots.len != rows * k || w.len != rows * k {
+            return Err(bad("moe_combine: slots and weights must be [rows][k]"));
+        }
+        let cfg = LaunchConfig {
+            grid_dim: (rows.max(1) as u32, 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let args = [
+            Arg::P(self.ptr(y)?),
+            Arg::P(self.ptr(slots)?),
+            Arg::P(self.ptr(w)?),
+            Arg::P(self.ptr(out)?),
+            Arg::I(dim as i32),
+            Arg::I(k as i32),
+        ];
+        self.launch("moe_combine", cfg, &args)
+    }
+
+    fn add(&mut self, x: Buf, y: Buf) -> Result<()> {
+        if x.len != y.len {
+            return Err(bad("add: x and y differ in length"));
+        }
+        let args = [
+            Arg::P(self.ptr(x)?),
+            Arg::P(self.ptr(y)?),
+            Arg::L(x.len as i64),
+        ];
+        self.launch("add", grid1(x.len, 256), &args)
+    }
+
+    fn kv_write(
+        &mut self,
+        src: Buf,
+        dim: usize,
+        slots: Buf,
+        cache: Buf,
+        scales: Buf,
+    ) -> Result<()> {
+        let rows = validate_rows("kv_write", src.len, dim)?;
+        if slots.len != rows || cache.len != scales.len * dim {
+            return Err(bad(
+                "kv_write: slots [rows], cache [slots][dim], scales [slots]",
+            ));
+        }
+        let args = [
+            Arg::P(self.ptr(src)?),
+            Arg::P(self.ptr(slots)?),
+            Arg::P(self.ptr(cache)?),
+            Arg::P(self.ptr(scales)?),
+            Arg::I(rows as i32),
+            Arg::I(dim as i32),
+        ];
+        self.launch("kv_write", grid1(rows * 32, 256), &args)
+    }
+
+    fn attention(&mut self, a: &AttnCall) -> Result<()> {
+        if a.dim == 0 || a.dim % 32 != 0 || a.dim > 512 || a.q.len != a.rows * a.heads * a.dim {
+            return Err(bad(
+                "attention: dim a multiple of 32 up to 512, q [rows][heads][dim]",
+            ));
+        }
+        let (entry, topk, window, indices) = match a.sel {
+            AttnSel::Dense => ("mla_decode_dense", 0, 0, 0),
+            AttnSel::Sparse { topk, indices } => ("mla_decode_sparse", topk, 0, self.ptr(indices)?),
+            AttnSel::Window(w) => ("mla_decode_window", 0, w, 0),
+        };
+        // Split-KV as the backend does: at least MIN_SPLIT_POSITIONS per split.
+        let longest = match a.sel {
+            AttnSel::Sparse { topk, .. } => topk,
+            _ => {
+                let lens = self.read_i32(a.seq_lens, 0, a.rows)?;
+                lens.iter().map(|&l| l.max(0) as usize).max().unwrap_or(1)
+            }
+        };
+        let blocks = a.rows * a.heads.div_ceil(ATTN_HEADS_PER_BLOCK);
+        let max_splits = (4 * self.b.sm_count as usize)
+            .div_ceil(blocks.max(1))
+            .max(1);
+        let splits = longest.div_ceil(MIN_SPLIT_POSITIONS).clamp(1, max_splits);
+        let ws = a.rows * splits * a.heads;
+        let ws_m = self.alloc(Dt::F32, ws)?;
+        let ws_l = self.alloc(Dt::F32, ws)?;
+        let ws_acc = self.alloc(Dt::F32, ws * a.dim)?;
+        let cfg = LaunchConfig {
+            grid_dim: (
+                splits as u32,
+                a.rows as u32,
+                (a.heads as u32).div_ceil(ATTN_HEADS_PER_BLOCK as u32),
+            ),
+            block_dim: (32 * ATTN_HEADS_PER_BLOCK as u32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let args = [
+            Arg::P(self.ptr(a.q)?),
+            Arg::P(self.ptr(a.kv)?),
+            Arg::P(self.ptr(a.kv_scale)?),
+            Arg::P(self.ptr(a.block_table)?),
+            Arg::P(self.ptr(a.seq_lens)?),
+            Arg::P(indices),
+            Arg::P(self.ptr(ws_m)?),
+            Arg::P(self.ptr(ws_l)?),
+            Arg::P(self.ptr(ws_acc)?),
+            Arg::I(a.heads as i32),
+            Arg::I(a.dim as i32),
+            Arg::I(a.page_size as i32),
+            Arg::I(a.max_pages as i32),
+            Arg::I(topk as i32),
+            Arg::I(window as i32),
+            Arg::F(a.softmax_scale),
+            Arg::I(splits as i32),
+        ];
+        let r = self.launch(entry, cfg, &args).and_then(|_| {
+            let cfg = LaunchConfig {
+                grid_dim: (a.heads as u32, a.rows as u32, 1),
+                block_dim: (32, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let args = [
+                Arg::P(self.ptr(ws_m)?),
+                Arg::P(self.ptr(ws_l)?),
+                Arg::P(self.ptr(ws_acc)?),
+                Arg::P(self.ptr(a.out)?),
+                Arg::I(a.heads as i32),
+                Arg::I(a.dim as i32),
+                Arg::I(splits as i32),
+            ];
+            self.launch("mla_decode_combine", cfg, &args)
+        });
+        for b in [ws_m, ws_l, ws_acc] {
+            self.free(b);
+        }
+        r
+    }
+
+    fn indexer(&mut self, a: &IndexerCall) -> Result<()> {
+        if a.dim == 0 || a.dim % 32 != 0 || a.dim > 512 || a.heads * a.dim * 4 > 48 * 1024 {
+            return Err(bad(
+                "indexer: dim a multiple of 32 up to 512, heads * dim * 4 <= 48 KiB",
+            ));
+        }
+        if a.scores.len != a.rows * a.n_pos || a.out.len != a.rows * a.topk {
+            return Err(bad("indexer: scores [rows][n_pos], out [rows][topk]"));
+        }
+        let cfg = LaunchConfig {
+            grid_dim: ((a.n_pos as u32).div_ceil(8).max(1), a.rows as u32, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: (a.heads * a.dim * 4) as u32,
+        };
+        let args = [
+            Arg::P(self.ptr(a.q)?),
+            Arg::P(self.ptr(a.w)?),
+            Arg::P(self.ptr(a.keys)?),
+            Arg::P(self.ptr(a.key_scale)?),
+            Arg::P(self.ptr(a.block_table)?),
+            Arg::P(self.ptr(a.seq_lens)?),
+            Arg::P(self.ptr(a.scores)?),
+            Arg::I(a.heads as i32),
+            Arg::I(a.dim as i32),
+            Arg::I(a.n_pos as i32),
+            Arg::I(a.page_size as i32),
+            Arg::I(a.max_pages as i32),
+        ];
+        self.launch("dsa_indexer_scores_paged", cfg, &args)?;
+        let cfg = LaunchConfig {
+            grid_dim: (a.rows as u32, 1, 1),
+            block_dim: (1024, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let args = [
+            Arg::P(self.ptr(a.scores)?),
+            Arg::P(self.ptr(a.out)?),
+            Arg::I(a.n_pos as i32),
+            Arg::I(a.topk as i32),
+        ];
+        self.launch("block_topk", cfg, &args)
+    }
+
+    fn argmax(&mut self, logits: Buf, n: usize, out: Buf) -> Result<()> {
+        let rows = validate_rows("argmax", logits.len, n)?;
+        if out.len != rows {
+            return Err(bad("argmax: one output per row"));
+        }
+        let cfg = LaunchConfig {
+            grid_dim: (rows.max(1) as u32, 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let args = [
+            Arg::P(self.ptr(logits)?),
+            Arg::P(self.ptr(out)?),
+            Arg::I(n as i32),
+        ];
+        self.launch("argmax", cfg, &args)
+    }
+}

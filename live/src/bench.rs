@@ -1,0 +1,388 @@
+//! vLLM `bench serve` results (saved with `--save-result --save-detailed`), so users
+//! can check twin against their own deployments.
+//!
+//! Fields read (missing per-request lists are an error; the rest have defaults):
+//! - `input_lens`, `output_lens`: per request, prompt and generated tokens;
+//! - `ttfts`: per request, seconds to the first token;
+//! - `itls`: per request, the gaps between its later tokens, seconds;
+//! - `request_rate` (requests/s; `inf` or absent: all sent at once), `burstiness`
+//!   (gamma shape of the gaps, default 1 = Poisson), `max_concurrency` (optional);
+//! - `duration` (seconds), `completed`.
+//!
+//! Requests with no output or no first token (failed) are left out of the figures.
+
+use crate::metrics::{Figures, Pcts};
+use crate::LiveError;
+use serde::Deserialize;
+use sim::serving::core::stream;
+use sim::serving::{
+    Arrival, ClosedLoop, Dist, Driver, OpenLoop, TraceRecord, TraceReplay, WorkloadConfig,
+};
+
+/// The fields of a vLLM benchmark result twin reads.
+#[derive(Debug, Clone, Deserialize)]
+pub struct BenchResult {
+    #[serde(default)]
+    pub input_lens: Option<Vec<u64>>,
+    #[serde(default)]
+    pub output_lens: Option<Vec<u64>>,
+    #[serde(default)]
+    pub ttfts: Option<Vec<f64>>,
+    #[serde(default)]
+    pub itls: Option<Vec<Vec<f64>>>,
+    #[serde(default)]
+    pub request_rate: Option<serde_json::Value>,
+    #[serde(default)]
+    pub burstiness: Option<f64>,
+    #[serde(default)]
+    pub max_concurrency: Option<u64>,
+    #[serde(default)]
+    pub duration: Option<f64>,
+    #[serde(default)]
+    pub completed: Option<u64>,
+}
+
+/// One request of the benchmark.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BenchRequest {
+    pub input: u64,
+    pub output: u64,
+    pub ttft_s: f64,
+    pub itls_s: Vec<f64>,
+}
+
+/// A parsed benchmark: its successful requests and how they were sent.
+#[derive(Debug, Clone)]
+pub struct Bench {
+    pub requests: Vec<BenchRequest>,
+    /// Requests per second (`None`: all at once).
+    pub rate: Option<f64>,
+    pub burstiness: f64,
+    pub max_concurrency: Option<u64>,
+    pub duration_s: f64,
+}
+
+/// Python's `json.dump` writes `Infinity` and `NaN` for non-finite floats; JSON has no
+/// such tokens. Outside strings they become `null`.
+fn python_json_to_json(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut in_str = false;
+    let mut esc = false;
+    let b = text.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i] as char;
+        if in_str {
+            out.push(c);
+            if esc {
+                esc = false;
+            } else if c == '\\' {
+                esc = true;
+            } else if c == '"' {
+                in_str = false;
+            }
+            i += 1;
+            continue;
+        }
+        if c == '"' {
+            in_str = true;
+            out.push(c);
+            i += 1;
+            continue;
+        }
+        let rest = &text[i..];
+        if let Some(tok) = ["-Infinity", "Infinity", "NaN"]
+            .iter()
+            .find(|t| rest.starts_with(**t))
+        {
+            // A rate of `Infinity` means "all at once"; the others carry no figure.
+            out.push_str(if *tok == "Infinity" {
+                "\"inf\""
+            } else {
+                "null"
+            });
+            i += tok.len();
+            continue;
+        }
+        // Multi-byte UTF-8 outside strings cannot occur in valid JSON; copy bytes as is.
+        let ch = rest.chars().next().unwrap_or(' ');
+        out.push(ch);
+        i += ch.len_utf8();
+    }
+    out
+}
+
+impl Bench {
+    /// Parses a benchmark result; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<Bench, LiveError> {
+        let clean = python_json_to_json(text);
+        let r: BenchResult = serde_json::from_str(&clean)
+            .map_err(|e| LiveError::Bench(format!("{origin}: not a vLLM bench result: {e}")))?;
+        let missing: Vec<&str> = [
+            ("input_lens", r.input_lens.is_none()),
+            ("output_lens", r.output_lens.is_none()),
+            ("ttfts", r.ttfts.is_none()),
+            ("itls", r.itls.is_none()),
+        ]
+        .iter()
+        .filter(|(_, m)| *m)
+        .map(|(n, _)| *n)
+        .collect();
+        if !missing.is_empty() {
+            return Err(LiveError::Bench(format!(
+                "{origin}: no per-request data ({} missing): save the result with `vllm bench serve --save-result --save-detailed`",
+                missing.join(", ")
+            )));
+        }
+        let (inp, out, ttft, itl) = (
+            r.input_lens.unwrap_or_default(),
+            r.output_lens.unwrap_or_default(),
+            r.ttfts.unwrap_or_default(),
+            r.itls.unwrap_or_default(),
+        );
+        if [out.len(), ttft.len(), itl.len()]
+            .iter()
+            .any(|&n| n != inp.len())
+            || inp.is_empty()
+        {
+            return Err(LiveError::Bench(format!(
+                "{origin}: per-request lists disagree in length (input_lens {}, output_lens {}, ttfts {}, itls {})",
+                inp.len(),
+                out.len(),
+                ttft.len(),
+                itl.len()
+            )));
+        }
+        let requests: Vec<BenchRequest> = (0..inp.len())
+            .filter(|&i| out[i] > 0 && ttft[i] > 0.0 && ttft[i].is_finite())
+            .map(|i| BenchRequest {
+                input: inp[i].max(1),
+                output: out[i],
+                ttft_s: ttft[i],
+                itls_s: itl[i].clone(),
+            })
+            .collect();
+        if requests.is_empty() {
+            return Err(LiveError::Bench(format!("{origin}: no successful request")));
+        }
+        let rate = match &r.request_rate {
+            Some(serde_json::Value::Number(n)) => n.as_f64().filter(|x| x.is_finite() && *x > 0.0),
+            Some(serde_json::Value::String(s)) => {
+                s.parse::<f64>().ok().filter(|x| x.is_finite() && *x > 0.0)
+            }
+            _ => None,
+        };
+        let duration_s = r
+            .duration
+            .filter(|d| d.is_finite() && *d > 0.0)
+            .ok_or_else(|| {
+                LiveError::Bench(format!(
+                    "{origin}: `duration` (seconds) is missing or not positive"
+                ))
+            })?;
+        Ok(Bench {
+            requests,
+            rate,
+            burstiness: r
+                .burstiness
+                .filter(|b| b.is_finite() && *b > 0.0)
+                .unwrap_or(1.0),
+            max_concurrency: r.max_concurrency.filter(|&c| c > 0),
+            duration_s,
+        })
+    }
+
+    /// The benchmark's figures (vLLM's definitions: tokens of the successful requests
+    /// over the benchmark's duration; TPOT from the inter-token gaps).
+    pub fn figures(&self) -> Figures {
+        let d = self.duration_s;
+        let ttft: Vec<f64> = self.requests.iter().map(|r| 1e3 * r.ttft_s).collect();
+        let tpot: Vec<f64> = self
+            .requests
+            .iter()
+            .filter(|r| r.output > 1)
+            .map(|r| 1e3 * r.itls_s.iter().sum::<f64>() / (r.output - 1) as f64)
+            .collect();
+        let itl: Vec<f64> = self
+            .requests
+            .iter()
+            .flat_map(|r| r.itls_s.iter().map(|x| 1e3 * x))
+            .collect();
+        let e2el: Vec<f64> = self
+            .requests
+            .iter()
+            .map(|r| 1e3 * (r.ttft_s + r.itls_s.iter().sum::<f64>()))
+            .collect();
+        let out: u64 = self.requests.iter().map(|r| r.output).sum();
+        let inp: u64 = self.requests.iter().map(|r| r.input).sum();
+        Figures {
+            measured_s: d,
+            completed: self.requests.len() as u64,
+            dropped: 0,
+            request_throughput: self.requests.len() as f64 / d,
+            output_throughput: out as f64 / d,
+            token_throughput: (inp + out) as f64 / d,
+            cached_tok_s: 0.0,
+            uncached_tok_s: inp as f64 / d,
+            ttft_ms: Pcts::of(ttft),
+            tpot_ms: Pcts::of(tpot),
+            itl_ms: Pcts::of(itl),
+            e2el_ms: Pcts::of(e2el),
+            goodput_fraction: 0.0,
+            goodput_req_s: 0.0,
+        }
+    }
+
+    /// The workload the simulator replays: the benchmark's requests in order, sent as
+    /// it sent them (gaps drawn from its rate and burstiness with `seed`, vLLM's own
+    /// random draws being unknown), or, with a concurrency cap and no rate, a closed
+    /// loop of that many users drawing lengths log-normally with the benchmark's means
+    /// and spreads. Returns the workload, its trace records and what was assumed.
+    pub fn workload(&self, seed: u64) -> (WorkloadConfig, Vec<TraceRecord>, Vec<String>) {
+        let mut notes = Vec::new();
+        let n = self.requests.len();
+        if let (None, Some(c)) = (self.rate, self.max_concurrency) {
+            let stat = |f: &dyn Fn(&BenchRequest) -> f64| {
+                let v: Vec<f64> = self.requests.iter().map(f).collect();
+                let m = v.iter().sum::<f64>() / n as f64;
+                let sd = (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / n as f64).sqrt();
+                Dist::Lognormal {
+                    mean: m.max(1.0),
+                    cv: if m > 0.0 { sd / m } else { 0.0 },
+                }
+            };
+            notes.push(format!(
+                "max_concurrency {c} with no request rate: replayed as a closed loop of {c} users with log-normal lengths of the benchmark's means and spreads"
+            ));
+            let wl = WorkloadConfig {
+                name: "vllm-bench".into(),
+                description: String::new(),
+                closed_loop: Some(ClosedLoop {
+                    concurrency: c.min(10_000_000) as u32,
+                    input_tokens: stat(&|r| r.input as f64),
+                    output_tokens: stat(&|r| r.output as f64),
+                    shared_prefix_tokens: 0,
+                    think_time_s: Dist::fixed(0.0),
+                }),
+                open_loop: None,
+                agentx: None,
+                trace: None,
+                rate_curve: None,
+                provenance: Default::default(),
+            };
+            return (wl, Vec::new(), notes);
+        }
+        if self.max_concurrency.is_some() {
+            notes.push("max_concurrency is not modelled with a request rate: arrivals follow the rate alone".into());
+        }
+        let times = match self.rate {
+            Some(rate) => send_times(n, rate, self.burstiness, seed),
+            None => vec![0.0; n],
+        };
+        let mut recs = Vec::with_capacity(n);
+        for (r, t) in self.requests.iter().zip(times) {
+            recs.push(TraceRecord {
+                timestamp: (t * 1e3).round() as u64,
+                input_length: r.input.min(u32::MAX as u64) as u32,
+                output_length: r.output.min(u32::MAX as u64) as u32,
+                hash_ids: Vec::new(),
+            });
+        }
+        match self.rate {
+            Some(r) => notes.push(format!(
+                "arrivals drawn at {r} requests/s (burstiness {}) by the simulator's open-loop driver with seed {seed}; vLLM's own draws are not in the file",
+                self.burstiness
+            )),
+            None => notes.push("request rate inf: every request sent at t = 0".into()),
+        }
+        let wl = WorkloadConfig {
+            name: "vllm-bench".into(),
+            description: String::new(),
+            closed_loop: None,
+            open_loop: None,
+            agentx: None,
+            trace: Some(TraceReplay {
+                time_scale: 1.0,
+                max_requests: None,
+            }),
+            rate_curve: None,
+            provenance: Default::default(),
+        };
+        (wl, recs, notes)
+    }
+}
+
+/// `n` send times (seconds, the first at 0) of an open loop at `rate` requests/s whose
+/// gaps are gamma-distributed with shape `burstiness` (1 = Poisson), drawn by the
+/// simulator's own open-loop driver from `seed`.
+fn send_times(n: usize, rate: f64, burstiness: f64, seed: u64) -> Vec<f64> {
+    let wl = WorkloadConfig {
+        name: "vllm-bench-arrivals".into(),
+        description: String::new(),
+        closed_loop: None,
+        open_loop: Some(OpenLoop {
+            rate_per_s: rate,
+            arrival: if burstiness == 1.0 {
+                Arrival::Poisson
+            } else {
+                Arrival::Gamma {
+                    cv: 1.0 / burstiness.sqrt(),
+                }
+            },
+            input_tokens: Dist::fixed(1.0),
+            output_tokens: Dist::fixed(1.0),
+            shared_prefix_tokens: 0,
+        }),
+        agentx: None,
+        trace: None,
+        rate_curve: None,
+        provenance: Default::default(),
+    };
+    let Ok(mut d) = Driver::new(&wl, &[], stream(seed, "workload")) else {
+        return vec![0.0; n];
+    };
+    let mut out = Vec::new();
+    d.start(&mut out);
+    let mut times = Vec::with_capacity(n);
+    while times.len() < n {
+        let Some((t, ev)) = out.pop() else { break };
+        times.push(t as f64 / 1e9);
+        d.on_event(t, ev, &mut out);
+    }
+    let t0 = times.first().copied().unwrap_or(0.0);
+    times.iter().map(|t| t - t0).collect()
+}
+
+/// Figures of a simulated benchmark: latencies from the report; throughputs over the
+/// time the simulation took to finish every request (the benchmark's duration).
+pub fn sim_bench_figures(
+    report: &sim::serving::Report,
+    finish_s: f64,
+    requests: &[BenchRequest],
+) -> Figures {
+    let mut f = crate::metrics::sim_figures(report);
+    let d = finish_s.max(1e-9);
+    let out: u64 = requests.iter().map(|r| r.output).sum();
+    let inp: u64 = requests.iter().map(|r| r.input).sum();
+    f.measured_s = d;
+    f.request_throughput = report.requests_completed as f64 / d;
+    f.output_throughput =
+        out as f64 * report.requests_completed as f64 / requests.len().max(1) as f64 / d;
+    f.token_throughput =
+        (inp + out) as f64 * report.requests_completed as f64 / requests.len().max(1) as f64 / d;
+    f
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn python_non_finite_floats_become_json() {
+        let t = r#"{"request_rate": Infinity, "x": NaN, "s": "Infinity NaN", "y": -Infinity}"#;
+        let v: serde_json::Value = serde_json::from_str(&python_json_to_json(t)).unwrap();
+        assert_eq!(v["request_rate"], "inf");
+        assert!(v["x"].is_null() && v["y"].is_null());
+        assert_eq!(v["s"], "Infinity NaN");
+    }
+}

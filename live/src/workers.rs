@@ -1,0 +1,449 @@
+//! Worker threads: one per rank, owning its executor (model shard, KV cache, device),
+//! running the steps the scheduler sends; one KV link per decode rank, receiving KV
+//! hand-overs through a bounded channel and timing them.
+//!
+//! On a CPU, ranks get disjoint cores when there are enough (each rank's rayon pool
+//! is pinned to its cores with `sched_setaffinity`), so a prefill group and a decode
+//! group, or the ranks of a DEP group, do not share cores.
+
+use crate::LiveError;
+use engine::serve::{Exchange, Executor, ModelConfig, Seq, SeqOut, Solo, ThreadExchange};
+use engine::Device;
+use std::collections::HashMap;
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+/// Bytes per KV hand-over message.
+pub const KV_CHUNK_BYTES: usize = 1 << 20;
+/// Messages a KV link holds before the sender blocks.
+pub const KV_LINK_MESSAGES: usize = 4;
+
+/// Work for a rank.
+pub enum Cmd {
+    Step {
+        seq: u64,
+        prefill: Vec<Seq>,
+        decode: Vec<Seq>,
+        drafts: usize,
+        /// Which passes the group runs (every rank of a DEP group runs them, with or
+        /// without rows of its own: the exchanges inside are collective).
+        passes: (bool, bool),
+        /// Requests whose handed-over KV must be written in before the step.
+        imports: Vec<u32>,
+    },
+    /// Send request `req`'s KV (`pages` here) to decode link `link` for `to_pages`.
+    Export {
+        req: u32,
+        pages: Vec<u32>,
+        link: usize,
+        to_pages: Vec<u32>,
+    },
+    Stop,
+}
+
+/// What workers report.
+pub enum Reply {
+    Ready {
+        rank: usize,
+        /// The device as calibration names it (on a CPU, with this rank's threads).
+        device: String,
+    },
+    Step {
+        rank: usize,
+        seq: u64,
+        outs: Vec<SeqOut>,
+        start: Instant,
+        end: Instant,
+        prefill_s: f64,
+        decode_s: f64,
+        import_s: f64,
+        /// CPU time of the passes on a one-thread rank (its wall time less what other
+        /// processes took of its core); `None` with several threads.
+        cpu_s: Option<f64>,
+    },
+    Exported {
+        req: u32,
+    },
+    Transferred {
+        req: u32,
+        bytes: u64,
+        start: Instant,
+        end: Instant,
+    },
+    Failed {
+        who: String,
+        error: String,
+    },
+}
+
+struct KvMsg {
+    req: u32,
+    to_pages: Vec<u32>,
+    bytes: Vec<u8>,
+    last: bool,
+    start: Instant,
+}
+
+/// KV that arrived, waiting to be written into the decode rank's cache.
+type Staged = Arc<Mutex<HashMap<u32, (Vec<u32>, Vec<u8>)>>>;
+
+/// A rank to start: its global index, group, rank in group, and cores.
+#[derive(Debug, Clone)]
+pub struct RankSpec {
+    pub index: usize,
+    pub group: usize,
+    pub rank: usize,
+    pub ranks: usize,
+    pub cores: Vec<usize>,
+    pub pages: usize,
+    /// Index of this rank's KV link (decode ranks of disaggregated runs).
+    pub link: Option<usize>,
+}
+
+pub struct Workers {
+    cmds: Vec<Sender<Cmd>>,
+    handles: Vec<JoinHandle<()>>,
+    pub replies: Receiver<Reply>,
+    /// Device name reported by each rank, by global index.
+    pub devices: Vec<String>,
+}
+
+/// Pins the calling thread to `cores` (no-op when empty or unsupported).
+pub fn pin(cores: &[usize]) {
+    #[cfg(target_os = "linux")]
+    if !cores.is_empty() {
+        // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes within it; the call only
+        // reads the set.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            for &c in cores {
+                libc::CPU_SET(c, &mut set);
+            }
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = cores;
+}
+
+pub use engine::stats::thread_cpu_s;
+
+/// Cores per rank: disjoint sets when every rank can have one, else none (unpinned).
+pub fn core_sets(ranks: usize, cores: usize) -> Vec<Vec<usize>> {
+    if ranks == 0 || ranks > cores {
+        return vec![Vec::new(); ranks];
+    }
+    let per = cores / ranks;
+    (0..ranks)
+        .map(|r| (r * per..(r + 1) * per).collect())
+        .collect()
+}
+
+fn worker_error(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+impl Workers {
+    /// Starts every rank (building its executor on its own thread) and the KV links of
+    /// `links` decode ranks; waits until all are ready.
+    pub fn start(
+        device: Device,
+        model: &ModelConfig,
+        seed: u64,
+        specs: &[RankSpec],
+        links: usize,
+    ) -> Result<Workers, LiveError> {
+        let (reply_tx, replies) = mpsc::channel();
+        let mut cmds = Vec::new();
+        let mut handles = Vec::new();
+        // DEP exchanges, one per group of several ranks.
+        let mut exchanges: HashMap<usize, Vec<ThreadExchange>> = HashMap::new();
+        for s in specs.iter().filter(|s| s.ranks > 1) {
+            exchanges
+                .entry(s.group)
+                .or_insert_with(|| ThreadExchange::group(s.ranks));
+        }
+        // KV links: a bounded channel per decode rank, drained by its link thread.
+        let mut link_tx: Vec<SyncSender<KvMsg>> = Vec::new();
+        let mut staged: Vec<Staged> = Vec::new();
+        for l in 0..links {
+            let (tx, rx) = mpsc::sync_channel::<KvMsg>(KV_LINK_MESSAGES);
+            link_tx.push(tx);
+            let st: Staged = Arc::default();
+            staged.push(st.clone());
+            let reply = reply_tx.clone();
+            handles.push(
+                std::thread::Builder::new()
+                    .name(format!("kv-link-{l}"))
+                    .spawn(move || link_loop(rx, st, reply))
+                    .map_err(|e| LiveError::Worker(format!("cannot start a KV link: {e}")))?,
+            );
+        }
+        for s in specs {
+            let (tx, rx) = mpsc::channel();
+            cmds.push(tx);
+            let ex: Box<dyn Exchange + Send> = match exchanges.get(&s.group) {
+                Some(v) => Box::new(v[s.rank].clone()),
+                None => Box::new(Solo),
+            };
+            let spec = s.clone();
+            let model = model.clone();
+            let reply = reply_tx.clone();
+            let links = link_tx.clone();
+            let st = s.link.map(|l| staged[l].clone());
+            handles.push(
+                std::thread::Builder::new()
+                    .name(format!("rank-{}", s.index))
+                    .spawn(move || rank_loop(device, model, seed, spec, ex, rx, reply, links, st))
+                    .map_err(|e| LiveError::Worker(format!("cannot start a rank thread: {e}")))?,
+            );
+        }
+        drop(reply_tx);
+        let mut w = Workers {
+            cmds,
+            handles,
+            replies,
+            devices: vec![String::new(); specs.len()],
+        };
+        let mut ready = 0;
+        while ready < specs.len() {
+            match w.replies.recv() {
+                Ok(Reply::Ready { rank, device }) => {
+                    w.devices[rank] = device;
+                    ready += 1;
+                }
+                Ok(Reply::Failed { who, error }) => {
+                    w.stop();
+                    return Err(LiveError::Worker(format!("{who}: {error}")));
+                }
+                Ok(_) => {}
+                Err(_) => {
+                    return Err(LiveError::Worker(
+                        "a rank thread ended while starting".into(),
+                    ))
+                }
+            }
+        }
+        Ok(w)
+    }
+
+    pub fn send(&self, rank: usize, cmd: Cmd) -> Result<(), LiveError> {
+        self.cmds[rank]
+            .send(cmd)
+            .map_err(|_| LiveError::Worker(format!("rank {rank} has stopped")))
+    }
+
+    /// Stops every worker and waits for them.
+    pub fn stop(self) {
+        for c in &self.cmds {
+            let _ = c.send(Cmd::Stop);
+        }
+        drop(self.cmds);
+        for h in self.handles {
+            let _ = h.join();
+        }
+    }
+}
+
+/// Tells the coordinator that `spec`'s rank stopped on `error`.
+fn failed(reply: &Sender<Reply>, spec: &RankSpec, error: String) {
+    let who = format!(
+        "rank {} (group {}, rank {} of {})",
+        spec.index, spec.group, spec.rank, spec.ranks
+    );
+    let _ = reply.send(Reply::Failed { who, error });
+}
+
+#[allow(clippy::too_many_arguments)]
+fn rank_loop(
+    device: Device,
+    model: ModelConfig,
+    seed: u64,
+    spec: RankSpec,
+    ex: Box<dyn Exchange + Send>,
+    rx: Receiver<Cmd>,
+    reply: Sender<Reply>,
+    links: Vec<SyncSender<KvMsg>>,
+    staged: Option<Staged>,
+) {
+    let fail = |error: String| failed(&reply, &spec, error);
+    pin(&spec.cores);
+    let cores = spec.cores.clone();
+    let threads = cores.len().max(1);
+    let pool = match rayon::ThreadPoolBuilder::new()
+        .num_threads(if cores.is_empty() { 0 } else { threads })
+        .thread_name(move |i| format!("rank-{}-{i}", spec.index))
+        .start_handler(move |_| pin(&cores))
+        .build()
+    {
+        Ok(p) => p,
+        Err(e) => return fail(format!("thread pool: {e}")),
+    };
+    // The whole loop runs on one of the pool's threads: a step's ops then split over
+    // the pool without a hop from another thread (a wake-up per step).
+    pool.install(move || serve_rank(device, model, seed, spec, ex, rx, reply, links, staged));
+}
+
+#[allow(clippy::too_many_arguments)]
+fn serve_rank(
+    device: Device,
+    model: ModelConfig,
+    seed: u64,
+    spec: RankSpec,
+    mut ex: Box<dyn Exchange + Send>,
+    rx: Receiver<Cmd>,
+    reply: Sender<Reply>,
+    links: Vec<SyncSender<KvMsg>>,
+    staged: Option<Staged>,
+) {
+    let fail = |error: String| failed(&reply, &spec, error);
+    let device_name = match device {
+        Device::Cpu => {
+            use engine::Backend;
+            engine::cpu::CpuBackend::new().info().device.clone()
+        }
+        Device::Cuda(n) => format!("cuda:{n}"),
+    };
+    let exec = (|| -> Result<Executor, String> {
+        let dev: Box<dyn engine::serve::ServeDevice> = match device {
+            Device::Cpu => Box::new(engine::serve::CpuDevice::new()),
+            Device::Cuda(n) => {
+                Box::new(engine::serve::cuda::CudaDevice::open(n).map_err(worker_error)?)
+            }
+        };
+        Executor::new(dev, model, seed, spec.rank, spec.ranks, spec.pages).map_err(worker_error)
+    })();
+    let mut exec = match exec {
+        Ok(e) => e,
+        Err(e) => return fail(e),
+    };
+    let _ = reply.send(Reply::Ready {
+        rank: spec.index,
+        device: device_name,
+    });
+    while let Ok(cmd) = rx.recv() {
+        match cmd {
+            Cmd::Stop => break,
+            Cmd::Step {
+                seq,
+                prefill,
+                decode,
+                drafts,
+                passes,
+                imports,
+            } => {
+                let start = Instant::now();
+                let r = (|| -> Result<_, String> {
+                    for req in imports {
+                        let got = staged
+                            .as_ref()
+                            .and_then(|s| s.lock().unwrap_or_else(|e| e.into_inner()).remove(&req));
+                        let (pages, bytes) =
+                            got.ok_or(format!("no KV staged for request {req}"))?;
+                        exec.import_kv(&pages, &bytes).map_err(worker_error)?;
+                    }
+                    let t0 = Instant::now();
+                    let c0 = thread_cpu_s();
+                    if passes.0 {
+                        exec.forward(&prefill, 0, ex.as_mut())
+                            .map_err(worker_error)?;
+                    }
+                    let t1 = Instant::now();
+                    let outs = if passes.1 {
+                        exec.forward(&decode, drafts, ex.as_mut())
+                            .map_err(worker_error)?
+                    } else {
+                        Vec::new()
+                    };
+                    let t2 = Instant::now();
+                    let cpu = thread_cpu_s() - c0;
+                    Ok((
+                        outs,
+                        (t0 - start).as_secs_f64(),
+                        (t1 - t0).as_secs_f64(),
+                        (t2 - t1).as_secs_f64(),
+                        cpu,
+                    ))
+                })();
+                match r {
+                    Ok((outs, import_s, prefill_s, decode_s, cpu)) => {
+                        let _ = reply.send(Reply::Step {
+                            rank: spec.index,
+                            seq,
+                            outs,
+                            start,
+                            end: Instant::now(),
+                            prefill_s,
+                            decode_s,
+                            import_s,
+                            cpu_s: (rayon::current_num_threads() == 1 && cpu.is_finite())
+                                .then_some(cpu),
+                        });
+                    }
+                    Err(e) => return fail(e),
+                }
+            }
+            Cmd::Export {
+                req,
+                pages,
+                link,
+                to_pages,
+            } => {
+                let start = Instant::now();
+                let bytes = match exec.export_kv(&pages) {
+                    Ok(b) => b,
+                    Err(e) => return fail(e.to_string()),
+                };
+                let Some(tx) = links.get(link) else {
+                    return fail(format!("no KV link {link}"));
+                };
+                let n = bytes.len().div_ceil(KV_CHUNK_BYTES).max(1);
+                for (i, chunk) in bytes
+                    .chunks(KV_CHUNK_BYTES)
+                    .chain(std::iter::once(&[][..]))
+                    .take(n)
+                    .enumerate()
+                {
+                    let msg = KvMsg {
+                        req,
+                        to_pages: if i == 0 { to_pages.clone() } else { Vec::new() },
+                        bytes: chunk.to_vec(),
+                        last: i + 1 == n,
+                        start,
+                    };
+                    if tx.send(msg).is_err() {
+                        return fail("the KV link closed".into());
+                    }
+                }
+                let _ = reply.send(Reply::Exported { req });
+            }
+        }
+    }
+}
+
+fn link_loop(rx: Receiver<KvMsg>, staged: Staged, reply: Sender<Reply>) {
+    let mut partial: HashMap<u32, (Vec<u32>, Vec<u8>)> = HashMap::new();
+    while let Ok(m) = rx.recv() {
+        let e = partial.entry(m.req).or_default();
+        if !m.to_pages.is_empty() {
+            e.0 = m.to_pages;
+        }
+        e.1.extend_from_slice(&m.bytes);
+        if m.last {
+            let (pages, bytes) = partial.remove(&m.req).unwrap_or_default();
+            let n = bytes.len() as u64;
+            staged
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(m.req, (pages, bytes));
+            let _ = reply.send(Reply::Transferred {
+                req: m.req,
+                bytes: n,
+                start: m.start,
+                end: Instant::now(),
+            });
+        }
+    }
+}

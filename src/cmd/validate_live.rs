@@ -1,0 +1,292 @@
+//! `twin validate live DIR --profile PROFILE` and `twin validate bench FILE.json`: a
+//! measured serving run against twin's prediction of it.
+//!
+//! Live: the run's records are read back; the profile (a calibration of the same
+//! device by `twin calibrate --plan live`, measured independently of the run) prices
+//! every op of the run's model through the simulator's fitted cost model; each live
+//! step's exact batch is re-priced (step-time error), and the run's scenario is
+//! simulated with the same seed, arrivals and duration (throughput, latencies,
+//! goodput). Nothing is fitted to the run.
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::Args;
+use live::compare::{compare, price_step, Comparison};
+use live::records::RunDir;
+use sim::cost::fitted::{FittedCostModel, LiveModel};
+use sim::cost::CostModel;
+use sim::serving::{parse_mooncake, simulate_with_steps, Mode, SimInput, TraceRecord};
+use std::path::PathBuf;
+
+#[derive(Debug, Clone, Args)]
+pub struct LiveValidateArgs {
+    /// Run directory written by `twin live --out DIR`.
+    pub dir: PathBuf,
+    /// Calibration profile of the same device (`twin calibrate --plan live`).
+    #[arg(long)]
+    pub profile: PathBuf,
+    /// Mooncake JSONL trace the run replayed (trace workloads only).
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct BenchValidateArgs {
+    /// vLLM `bench serve` result saved with `--save-result --save-detailed`.
+    pub file: PathBuf,
+    /// The deployment the benchmark ran on (scenario name or path): its hardware,
+    /// model and serving configuration.
+    #[arg(long)]
+    pub scenario: String,
+    /// Calibration profile to price with (layered over the hardware's fitted costs).
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// Override any field of the scenario, as in `twin simulate`.
+    #[arg(long = "set", value_name = "PATH=VALUE")]
+    pub set: Vec<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The fitted cost model of one pool of the run.
+fn pool_model(
+    lm: &LiveModel,
+    pool: &sim::serving::PoolConfig,
+    drafts: u32,
+    profile: &calibration::Profile,
+    profile_path: &str,
+    device: &str,
+) -> Result<FittedCostModel> {
+    let coefs = calibration::live::coefficients(&profile.live);
+    FittedCostModel::new(
+        lm.clone(),
+        pool.layout(),
+        drafts,
+        coefs,
+        pool.kv_capacity_tokens_per_rank.unwrap_or(1),
+        format!("fitted live-engine ops: {}", profile.source()),
+    )
+    .map_err(|missing| {
+        anyhow!(
+            "--profile {profile_path}: lacks {} op(s) the run needs:\n  {}\nmeasure them with `twin calibrate --device {device} --plan live --model {} --out DIR`",
+            missing.len(),
+            missing.join("\n  "),
+            lm.name
+        )
+    })
+}
+
+pub fn run_live(a: &LiveValidateArgs) -> Result<()> {
+    let run = RunDir::load(&a.dir)?;
+    let info = &run.info;
+    let ppath = a.profile.display().to_string();
+    let profile =
+        calibration::Profile::load(&a.profile).with_context(|| format!("--profile {ppath}"))?;
+    if profile.provenance.device != info.device_name {
+        bail!(
+            "--profile {ppath} is a calibration of another device: it measured {:?}, the run ran on {:?}; calibrate this device with `twin calibrate --device {} --plan live --model {}`",
+            profile.provenance.device,
+            info.device_name,
+            info.device,
+            info.model.name
+        );
+    }
+    let lm = LiveModel::from_model(&info.model, info.page_tokens).map_err(|e| {
+        anyhow!(
+            "{}: model {}: {}",
+            a.dir.display(),
+            info.model.name,
+            e.join("; ")
+        )
+    })?;
+    let sc = &info.scenario;
+    let drafts = info.draft_tokens as u32;
+    let decode = pool_model(
+        &lm,
+        &sc.serving.decode,
+        drafts,
+        &profile,
+        &ppath,
+        &info.device,
+    )?;
+    let prefill = match sc.serving.mode {
+        Mode::Aggregated => None,
+        _ => Some(pool_model(
+            &lm,
+            &sc.serving.prefill,
+            drafts,
+            &profile,
+            &ppath,
+            &info.device,
+        )?),
+    };
+    // Every live step's exact batch, priced.
+    let prefill_groups = match sc.serving.mode {
+        Mode::Aggregated => 0,
+        _ => sc.serving.prefill.instances as usize,
+    };
+    let predicted: Vec<f64> = run
+        .steps
+        .iter()
+        .map(|s| {
+            let m: &dyn CostModel = match (&prefill, s.group < prefill_groups) {
+                (Some(p), true) => p,
+                _ => &decode,
+            };
+            price_step(m, s)
+        })
+        .collect();
+    // The simulation of the run: the KV hand-over link at the profile's measured
+    // device-local copy bandwidth (when it has one), not the run's.
+    let mut hw = info.hardware.clone();
+    if let Some(bw) = profile
+        .ops
+        .get("copy")
+        .and_then(|c| c.param("bandwidth_bytes_per_s"))
+        .filter(|b| b.is_finite())
+    {
+        hw.nvlink.bytes_per_s = bw;
+        hw.scaleout.bytes_per_s = bw;
+    }
+    let trace: Vec<TraceRecord> = match (&sc.workload, &a.trace, info.trace_records) {
+        (_, Some(p), _) => {
+            let f = std::fs::File::open(p)
+                .with_context(|| format!("cannot open trace {}", p.display()))?;
+            parse_mooncake(std::io::BufReader::new(f))
+                .with_context(|| format!("trace {}", p.display()))?
+        }
+        (_, None, 0) => Vec::new(),
+        (_, None, n) => bail!("the run replayed a trace of {n} records: pass it with --trace PATH"),
+    };
+    let prefill_cost = prefill.as_ref().unwrap_or(&decode);
+    let input = SimInput {
+        scenario: sc,
+        workload: &info.workload,
+        hardware: &hw,
+        model: &info.model,
+        prefill_cost,
+        decode_cost: &decode,
+        trace: &trace,
+    };
+    let (report, sim_steps) =
+        simulate_with_steps(&input, info.seed).map_err(|e| anyhow!("simulating the run: {e}"))?;
+    let c: Comparison = compare(
+        &run,
+        &predicted,
+        &live::metrics::sim_figures(&report),
+        &sim_steps,
+    );
+    let problems = run.problems();
+    if a.json {
+        let mut v = serde_json::to_value(&c)?;
+        v["run"] = serde_json::json!({
+            "dir": a.dir.display().to_string(), "scenario": info.scenario_origin, "device": info.device_name,
+            "seed": info.seed, "duration_s": info.duration_s, "warmup_s": info.warmup_s,
+            "load_start": info.load_start, "load_end": info.load_end, "record_problems": problems,
+        });
+        v["profile"] = serde_json::json!({"path": ppath, "source": profile.source()});
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        println!(
+            "twin {} validate live: {} ({} on {}, seed {}, {:.0} s with {:.0} s warm-up; load {} -> {})",
+            env!("CARGO_PKG_VERSION"),
+            a.dir.display(),
+            info.scenario_origin,
+            info.device_name,
+            info.seed,
+            info.duration_s,
+            info.warmup_s,
+            info.load_start,
+            info.load_end
+        );
+        println!("predicted by: {} (profile {ppath})", decode.describe());
+        println!();
+        print!("{}", c.render());
+        for p in &problems {
+            println!("record problem: {p}");
+        }
+    }
+    Ok(())
+}
+
+pub fn run_bench(a: &BenchValidateArgs) -> Result<()> {
+    use super::simulate::{pool_costs, resolve_args, SimulateArgs};
+    use live::bench::{sim_bench_figures, Bench};
+    let origin = a.file.display().to_string();
+    let text = std::fs::read_to_string(&a.file).with_context(|| format!("cannot read {origin}"))?;
+    let bench = Bench::parse(&text, &origin)?;
+    let mut r = resolve_args(&SimulateArgs {
+        scenario: Some(a.scenario.clone()),
+        seed: None,
+        duration: None,
+        set: a.set.clone(),
+        json: false,
+        trace: None,
+        profile: a.profile.clone(),
+        decode_deps: Vec::new(),
+    })?;
+    let (workload, trace, notes) = bench.workload(r.seed);
+    r.workload = workload;
+    // Long enough for every request to finish; latencies from all of them.
+    r.scenario.warmup_s = 0.0;
+    r.scenario.duration_s = if trace.is_empty() {
+        bench.duration_s
+    } else {
+        4.0 * bench.duration_s + 60.0
+    };
+    let (prefill_cost, decode_cost) = pool_costs(&r);
+    let input = SimInput {
+        scenario: &r.scenario,
+        workload: &r.workload,
+        hardware: &r.hardware,
+        model: &r.model,
+        prefill_cost: &prefill_cost,
+        decode_cost: &decode_cost,
+        trace: &trace,
+    };
+    let (report, steps) =
+        simulate_with_steps(&input, r.seed).map_err(|e| anyhow!("{}: {e}", r.scenario_origin))?;
+    let finish = if trace.is_empty() {
+        bench.duration_s
+    } else {
+        steps
+            .iter()
+            .map(|s| s.start_s + s.step_s)
+            .fold(0.0, f64::max)
+    };
+    let measured = bench.figures();
+    let predicted = sim_bench_figures(&report, finish, &bench.requests);
+    let rows = live::compare::figure_rows(&measured, &predicted);
+    let rel = live::compare::rel;
+    if a.json {
+        let v = serde_json::json!({
+            "step_mape": serde_json::Value::Null,
+            "throughput_error": rel(predicted.token_throughput, measured.token_throughput),
+            "ttft_p90_error": rel(predicted.ttft_ms.p90, measured.ttft_ms.p90),
+            "tpot_p90_error": rel(predicted.tpot_ms.p90, measured.tpot_ms.p90),
+            "rows": rows,
+            "measured": measured,
+            "predicted": predicted,
+            "notes": notes,
+            "bench": origin,
+            "scenario": r.scenario_origin,
+            "cost_model": r.params.source,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        println!(
+            "twin {} validate bench: {origin} ({} requests) against {} ({})",
+            env!("CARGO_PKG_VERSION"),
+            bench.requests.len(),
+            r.scenario_origin,
+            r.params.source
+        );
+        println!("no step records in a vLLM benchmark: step time is not compared");
+        print!("{}", live::compare::render_rows(&rows));
+        for n in notes {
+            println!("note: {n}");
+        }
+    }
+    Ok(())
+}

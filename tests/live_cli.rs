@@ -1,0 +1,265 @@
+//! Live runs end to end: a short run of the engine (at most ~10 s), its records checked
+//! for completeness and consistency, its validation against a prediction (finite
+//! errors; only a loose throughput bound here: accuracy goals live in the README's
+//! measured note), a vLLM benchmark file, and every bad input refused with nothing
+//! overwritten.
+
+use live::records::RunDir;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn twin(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_twin"))
+        .args(args)
+        .output()
+        .expect("run twin")
+}
+
+fn ok(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "twin failed:\n{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn fails(args: &[&str], needles: &[&str]) {
+    let o = twin(args);
+    assert!(!o.status.success(), "expected failure for {args:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    for n in needles {
+        assert!(err.contains(n), "stderr of {args:?} lacks `{n}`:\n{err}");
+    }
+}
+
+fn fixture(name: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+/// Files of a directory and their contents (to check nothing was overwritten).
+fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let p = e.unwrap().path();
+            (p.display().to_string(), std::fs::read(&p).unwrap())
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+fn copy_dir(from: &Path, to: &Path, skip: &[&str]) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_str().unwrap().to_string();
+        if !skip.contains(&name.as_str()) {
+            std::fs::copy(&p, to.join(name)).unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_short_live_run_is_recorded_consistently_and_validates() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("run");
+    let prof = tmp.path().join("prof");
+    let r = run.to_str().unwrap();
+    ok(&twin(&[
+        "live",
+        "cpu-live-poisson",
+        "--duration",
+        "8",
+        "--set",
+        "model=tiny-moe",
+        "--set",
+        "workload.open_loop.input_tokens.mean=100",
+        "--set",
+        "workload.open_loop.rate_per_s=2",
+        "--out",
+        r,
+    ]));
+    let d = RunDir::load(&run).unwrap();
+    assert!(d.problems().is_empty(), "{:?}", d.problems());
+    let done = d.requests.iter().filter(|q| q.completed).count();
+    assert!(done >= 3, "{done} requests completed");
+    for q in d.requests.iter().filter(|q| q.completed) {
+        assert_eq!(
+            q.token_times_s.len(),
+            q.output_tokens as usize,
+            "request {}",
+            q.id
+        );
+        assert!(q.first_token_s <= q.finish_s);
+    }
+    for s in &d.steps {
+        for rk in &s.ranks {
+            assert!(rk.kv_pages_used <= rk.kv_pages_total, "step {}", s.index);
+        }
+    }
+    assert!(d.info.mtp_rule.contains("random weights"));
+    let result: Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("result.json")).unwrap()).unwrap();
+    for k in [
+        "request_throughput",
+        "output_throughput",
+        "total_token_throughput",
+        "mean_ttft_ms",
+        "median_ttft_ms",
+        "p99_ttft_ms",
+        "mean_tpot_ms",
+        "p99_itl_ms",
+        "median_e2el_ms",
+    ] {
+        assert!(
+            result[k].as_f64().is_some_and(|v| v.is_finite()),
+            "result.json {k}"
+        );
+    }
+    // A profile of the same device (pipeline-sized: numbers not meaningful).
+    ok(&twin(&[
+        "calibrate",
+        "--device",
+        "cpu",
+        "--plan",
+        "live",
+        "--model",
+        "tiny-moe",
+        "--smoke",
+        "--out",
+        prof.to_str().unwrap(),
+    ]));
+    let p = prof.join("profile.toml");
+    let v: Value = serde_json::from_str(&ok(&twin(&[
+        "validate",
+        "live",
+        r,
+        "--profile",
+        p.to_str().unwrap(),
+        "--json",
+    ])))
+    .unwrap();
+    for k in [
+        "step_mape",
+        "throughput_error",
+        "ttft_p90_error",
+        "tpot_p90_error",
+    ] {
+        assert!(
+            v[k].as_f64().is_some_and(|x| x.is_finite()),
+            "{k}: {}",
+            v[k]
+        );
+    }
+    let te = v["throughput_error"].as_f64().unwrap();
+    assert!(te.abs() < 0.3, "throughput error {te}");
+    let text = ok(&twin(&[
+        "validate",
+        "live",
+        r,
+        "--profile",
+        p.to_str().unwrap(),
+    ]));
+    assert!(text.contains("MAPE") && text.contains("TTFT p90"), "{text}");
+
+    // Bad inputs, each refused with nothing overwritten.
+    let before = snapshot(&run);
+    fails(
+        &[
+            "live",
+            "--device",
+            "gpu0",
+            "--out",
+            tmp.path().join("x").to_str().unwrap(),
+        ],
+        &["invalid device"],
+    );
+    assert!(!tmp.path().join("x").exists());
+    fails(&["live", "--duration", "1", "--out", r], &["not empty"]);
+    assert_eq!(
+        snapshot(&run),
+        before,
+        "an existing run is never overwritten"
+    );
+    let other = tmp.path().join("other.toml");
+    let text = std::fs::read_to_string(&p).unwrap();
+    let dev = d.info.device_name.clone();
+    std::fs::write(&other, text.replace(&dev, "cuda:0: NVIDIA H200 (sm_90)")).unwrap();
+    fails(
+        &["validate", "live", r, "--profile", other.to_str().unwrap()],
+        &["another device"],
+    );
+    let missing = tmp.path().join("missing");
+    copy_dir(&run, &missing, &["steps.jsonl"]);
+    fails(
+        &[
+            "validate",
+            "live",
+            missing.to_str().unwrap(),
+            "--profile",
+            p.to_str().unwrap(),
+        ],
+        &["steps.jsonl", "missing"],
+    );
+    let corrupt = tmp.path().join("corrupt");
+    copy_dir(&run, &corrupt, &[]);
+    let mut req = std::fs::read_to_string(corrupt.join("requests.jsonl")).unwrap();
+    req.push_str("{\"id\": \"not a record\"\n");
+    std::fs::write(corrupt.join("requests.jsonl"), req).unwrap();
+    let n_lines = std::fs::read_to_string(corrupt.join("requests.jsonl"))
+        .unwrap()
+        .lines()
+        .count();
+    fails(
+        &[
+            "validate",
+            "live",
+            corrupt.to_str().unwrap(),
+            "--profile",
+            p.to_str().unwrap(),
+        ],
+        &["requests.jsonl", &format!("line {n_lines}")],
+    );
+    assert_eq!(snapshot(&run), before);
+}
+
+#[test]
+fn a_vllm_benchmark_with_per_request_data_validates_and_one_without_is_refused() {
+    let f = fixture("vllm-bench-small.json");
+    let v: Value = serde_json::from_str(&ok(&twin(&[
+        "validate",
+        "bench",
+        &f,
+        "--scenario",
+        "cpu-live-poisson",
+        "--json",
+    ])))
+    .unwrap();
+    assert!(v["step_mape"].is_null());
+    for k in ["throughput_error", "ttft_p90_error", "tpot_p90_error"] {
+        assert!(
+            v[k].as_f64().is_some_and(|x| x.is_finite()),
+            "{k}: {}",
+            v[k]
+        );
+    }
+    assert_eq!(v["measured"]["completed"], 8);
+    fails(
+        &[
+            "validate",
+            "bench",
+            &fixture("vllm-bench-summary-only.json"),
+            "--scenario",
+            "cpu-live-poisson",
+        ],
+        &["no per-request data", "--save-detailed"],
+    );
+}
