@@ -155,6 +155,114 @@ pub fn situ_rows(
         .collect()
 }
 
+/// Op name of the wake-up rows (`wake_rows`).
+pub const WAKE_OP: &str = "wake";
+
+/// Idle gaps the wake-up is measured after, seconds.
+pub fn wake_gaps(size: PlanSize) -> Vec<f64> {
+    match size {
+        PlanSize::Smoke => vec![0.002, 0.05],
+        _ => vec![0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.4, 0.8],
+    }
+}
+
+/// Wake-up samples (`engine::serve::situ::wake_samples`) as measurement rows: one per
+/// gap, the median extra time after it (at least 1 ns: shorter is noise).
+pub fn wake_rows(samples: &[(f64, f64)], device: &str, driver: &str, timestamp: &str) -> Vec<Row> {
+    let mut by: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
+    for &(gap, extra) in samples {
+        if gap.is_finite() && extra.is_finite() {
+            by.entry((gap * 1e6).round() as u64)
+                .or_default()
+                .push(extra);
+        }
+    }
+    by.into_iter()
+        .map(|(gap_us, v)| {
+            let st = engine::Stats::from_samples(&v);
+            Row {
+                op: WAKE_OP.into(),
+                shape: format!("gap_us={gap_us}"),
+                dtype: "-".into(),
+                median_s: st.median_s.max(1e-9),
+                p10_s: st.p10_s,
+                p90_s: st.p90_s,
+                bytes: 0,
+                flops: 0,
+                achieved_bytes_per_s: 0.0,
+                achieved_flops_per_s: 0.0,
+                device: device.to_string(),
+                driver: driver.to_string(),
+                timestamp: timestamp.to_string(),
+                note: format!("wake-up after idle: {} samples", v.len()),
+            }
+        })
+        .collect()
+}
+
+/// The device's wake-up after idling, fitted to the wake rows:
+/// `extra = max_s * (1 - exp(-gap / tau_s))`, least squares over a log grid of `tau_s`
+/// (1 ms to 10 s) with `max_s` solved in closed form for each.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct WakeFit {
+    pub max_s: f64,
+    pub tau_s: f64,
+    pub points: usize,
+    /// Root-mean-square residual, seconds.
+    pub rms_s: f64,
+}
+
+impl WakeFit {
+    pub fn wake(&self) -> sim::cost::fitted::Wake {
+        sim::cost::fitted::Wake {
+            max_s: self.max_s,
+            tau_s: self.tau_s,
+        }
+    }
+}
+
+/// Fits [`WakeFit`] to the wake rows among `rows`; None with fewer than 3 gaps.
+pub fn fit_wake(rows: &[Row]) -> Option<WakeFit> {
+    let pts: Vec<(f64, f64)> = rows
+        .iter()
+        .filter(|r| r.op == WAKE_OP)
+        .filter_map(|r| {
+            let us: f64 = r.shape.strip_prefix("gap_us=")?.parse().ok()?;
+            Some((us * 1e-6, r.median_s))
+        })
+        .filter(|(g, t)| g.is_finite() && t.is_finite())
+        .collect();
+    if pts.len() < 3 {
+        return None;
+    }
+    let mut best: Option<WakeFit> = None;
+    for i in 0..=160 {
+        let tau = 1e-3 * 10f64.powf(4.0 * i as f64 / 160.0);
+        let x: Vec<f64> = pts.iter().map(|(g, _)| -(-g / tau).exp_m1()).collect();
+        let sxx: f64 = x.iter().map(|v| v * v).sum();
+        if sxx <= 0.0 {
+            continue;
+        }
+        let sxy: f64 = x.iter().zip(&pts).map(|(a, (_, y))| a * y).sum();
+        let max = (sxy / sxx).max(0.0);
+        let sse: f64 = x
+            .iter()
+            .zip(&pts)
+            .map(|(a, (_, y))| (max * a - y).powi(2))
+            .sum();
+        let rms = (sse / pts.len() as f64).sqrt();
+        if best.is_none_or(|b| rms < b.rms_s) {
+            best = Some(WakeFit {
+                max_s: max,
+                tau_s: tau,
+                points: pts.len(),
+                rms_s: rms,
+            });
+        }
+    }
+    best
+}
+
 fn grid(size: PlanSize, smoke: &[usize], quick: &[usize], full: &[usize]) -> Vec<usize> {
     match size {
         PlanSize::Smoke => smoke.to_vec(),
@@ -258,6 +366,32 @@ mod tests {
     use super::*;
     use engine::op::LinearShape;
     use kernels::WeightDtype;
+
+    fn wake_row(gap_us: u64, extra_s: f64) -> Row {
+        wake_rows(&[(gap_us as f64 * 1e-6, extra_s)], "cpu", "-", "t")
+            .pop()
+            .unwrap()
+    }
+
+    /// Rows drawn exactly from max 50 ms, tau 100 ms (a point of the fit's tau grid:
+    /// 1 ms x 10^(4 x 80 / 160)) come back as those values with no residual; gaps far
+    /// past tau give the plateau, gaps far below it almost nothing.
+    #[test]
+    fn the_wake_up_fit_recovers_a_saturating_curve() {
+        let rows: Vec<Row> = [1_000u64, 10_000, 50_000, 100_000, 200_000, 800_000]
+            .iter()
+            .map(|&us| wake_row(us, 0.05 * (1.0 - (-(us as f64) * 1e-6 / 0.1).exp())))
+            .collect();
+        let w = fit_wake(&rows).unwrap();
+        assert!((w.tau_s - 0.1).abs() < 1e-9, "{w:?}");
+        assert!((w.max_s - 0.05).abs() < 1e-9, "{w:?}");
+        assert!(w.rms_s < 1e-9 && w.points == 6);
+        let sim = w.wake();
+        assert!((sim.after(0.1) - 0.05 * (1.0 - (-1.0f64).exp())).abs() < 1e-12);
+        assert_eq!(sim.after(0.0), 0.0);
+        // Too few gaps: no fit.
+        assert!(fit_wake(&rows[..2]).is_none());
+    }
 
     #[test]
     fn fits_recover_a_known_linear_cost() {

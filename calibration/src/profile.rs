@@ -49,6 +49,9 @@ pub struct Profile {
     /// Fits of the live engine's ops, per static key (`calibrate --plan live`).
     #[serde(default)]
     pub live: BTreeMap<String, crate::live::LiveFit>,
+    /// The device's wake-up after idling (`calibrate --plan live`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wake: Option<crate::live::WakeFit>,
 }
 
 /// SHA-256 of a file, lowercase hex.
@@ -123,7 +126,7 @@ impl Profile {
         let mut skipped = BTreeMap::new();
         let fitted = fitted_ops();
         for (op, rs) in &by_op {
-            if op.starts_with("ref_") {
+            if op.starts_with("ref_") || *op == crate::live::WAKE_OP {
                 continue;
             }
             if !fitted.contains(op) {
@@ -164,6 +167,7 @@ impl Profile {
             }
         }
         let (live, live_skipped) = crate::live::fit_live(rows);
+        let wake = crate::live::fit_wake(rows);
         skipped.extend(live_skipped);
         if ops.is_empty() && live.is_empty() {
             let why: Vec<String> = skipped.iter().map(|(k, v)| format!("{k}: {v}")).collect();
@@ -190,6 +194,7 @@ impl Profile {
             ops,
             skipped,
             live,
+            wake,
         })
     }
 
@@ -216,6 +221,13 @@ impl Profile {
         ] {
             if let Some(v) = v.filter(|v| !v.is_finite()) {
                 bad.push(format!("reference.{k} = {v}"));
+            }
+        }
+        if let Some(w) = &self.wake {
+            for (k, v) in [("max_s", w.max_s), ("tau_s", w.tau_s), ("rms_s", w.rms_s)] {
+                if !v.is_finite() {
+                    bad.push(format!("wake.{k} = {v}"));
+                }
             }
         }
         for (op, f) in &self.ops {

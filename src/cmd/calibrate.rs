@@ -274,7 +274,15 @@ fn measure_in_situ(
         lm.name
     );
     let samples = situ::timed_passes(&mut exec, &passes, drafts, reps, 1)?;
-    let rows = calibration::live::situ_rows(&samples, &info.device, &info.driver, &utc_now());
+    let mut rows = calibration::live::situ_rows(&samples, &info.device, &info.driver, &utc_now());
+    let gaps = calibration::live::wake_gaps(size);
+    let wake = situ::wake_samples(&mut exec, &gaps, reps.min(5), drafts, 1)?;
+    rows.extend(calibration::live::wake_rows(
+        &wake,
+        &info.device,
+        &info.driver,
+        &utc_now(),
+    ));
     let mut added = 0;
     for r in rows {
         if !log.contains(&r.point()) {
@@ -341,6 +349,15 @@ fn print_summary(p: &Profile, path: &Path) {
                 terms.join(" + ")
             );
         }
+    }
+    if let Some(w) = &p.wake {
+        println!(
+            "wake-up after idling: a step after g s idle takes {:.2} ms x (1 - exp(-g / {:.3} s)) longer ({} gaps, rms {:.2} ms)",
+            w.max_s * 1e3,
+            w.tau_s,
+            w.points,
+            w.rms_s * 1e3
+        );
     }
     // What the cost model would use: fractions of this device's measured peaks.
     let base = sim::cost::CostParams::default();

@@ -317,7 +317,7 @@ pub fn pool_costs(r: &Resolved) -> (AnalyticCostModel, AnalyticCostModel) {
 /// stderr when it is a terminal (`progress`).
 fn run_resolved(r: &Resolved, trace: &[TraceRecord], progress: bool) -> Result<Report> {
     let sc = &r.scenario;
-    let (prefill_cost, decode_cost) = pool_costs(&r);
+    let (prefill_cost, decode_cost) = pool_costs(r);
     let input = SimInput {
         scenario: sc,
         workload: &r.workload,

@@ -67,6 +67,7 @@ fn pool_model(
         pool.kv_capacity_tokens_per_rank.unwrap_or(1),
         format!("fitted live-engine ops: {}", profile.source()),
     )
+    .map(|m| m.with_wake(profile.wake.map(|w| w.wake())))
     .map_err(|missing| {
         anyhow!(
             "--profile {profile_path}: lacks {} op(s) the run needs:\n  {}\nmeasure them with `twin calibrate --device {device} --plan live --model {} --out DIR`",
@@ -121,7 +122,9 @@ pub fn run_live(a: &LiveValidateArgs) -> Result<()> {
             &info.device,
         )?),
     };
-    // Every live step's exact batch, priced.
+    // Every live step's exact batch, priced, with the device's wake-up after the time
+    // its group idled before it.
+    let mut last_end: std::collections::HashMap<usize, f64> = Default::default();
     let prefill_groups = match sc.serving.mode {
         Mode::Aggregated => 0,
         _ => sc.serving.prefill.instances as usize,
@@ -134,7 +137,8 @@ pub fn run_live(a: &LiveValidateArgs) -> Result<()> {
                 (Some(p), true) => p,
                 _ => &decode,
             };
-            price_step(m, s)
+            let idle_s = s.start_s - last_end.insert(s.group, s.end_s).unwrap_or(0.0);
+            price_step(m, s) + m.wake_s(idle_s.max(0.0))
         })
         .collect();
     // The simulation of the run: the KV hand-over link at the profile's measured

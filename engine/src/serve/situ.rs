@@ -20,8 +20,8 @@ pub enum Pass {
     Decode { batch: usize, context: usize },
 }
 
-/// Runs every pass once untimed, then `reps` times traced; returns every traced call
-/// with its time (the op and the host work leading to it).
+/// Runs every pass once untimed, then `reps` traced rounds over all of them in turn;
+/// returns every traced call with its time (the op and the host work leading to it).
 pub fn timed_passes(
     exec: &mut Executor,
     passes: &[Pass],
@@ -77,7 +77,11 @@ pub fn timed_passes(
         )?;
         at += n;
     }
-    let seqs = |p: &Pass| -> (Vec<Seq>, usize) {
+    // Tokens of a pass's rep: a different draw per rep, so routing picks other experts
+    // each time (a run's steps do not route alike twice).
+    let seqs = |p: &Pass, rep: usize| -> (Vec<Seq>, usize) {
+        let salt = rep * 104_729;
+        let tok = |i: usize| token(i + salt);
         let mut next = base_pages as u32;
         let mut take = |n: usize| {
             let v: Vec<u32> = (next..next + n as u32).collect();
@@ -90,7 +94,7 @@ pub fn timed_passes(
                 let mut pages = base[..c / page].to_vec();
                 pages.extend(take(tokens.div_ceil(page)));
                 let s = Seq {
-                    tokens: (c..c + tokens).map(token).collect(),
+                    tokens: (c..c + tokens).map(tok).collect(),
                     start: c,
                     pages,
                     accept: None,
@@ -104,7 +108,7 @@ pub fn timed_passes(
                         let mut pages = base[..c / page].to_vec();
                         pages.extend(take((1 + drafts).div_ceil(page)));
                         Seq {
-                            tokens: (0..1 + drafts).map(|i| token(c + b + i)).collect(),
+                            tokens: (0..1 + drafts).map(|i| tok(c + b + i)).collect(),
                             start: c,
                             pages,
                             accept: Some(0),
@@ -115,16 +119,111 @@ pub fn timed_passes(
             }
         }
     };
-    let mut out = Vec::new();
-    for p in passes {
-        let (s, d) = seqs(p);
+    // One untimed round, then `reps` traced rounds. A round runs the prefill passes,
+    // then the decode passes, each kind in an order that changes with the round: a
+    // pass follows another of its kind (as a run's decode steps follow one another)
+    // rather than repeating itself into caches it warmed, and its tokens differ.
+    let order = |rep: usize, prefill: bool| -> Vec<&Pass> {
+        let kind: Vec<&Pass> = passes
+            .iter()
+            .filter(|p| matches!(p, Pass::Prefill { .. }) == prefill)
+            .collect();
+        let n = kind.len();
+        let stride = (n / 2 + 1..).find(|k| gcd(*k, n.max(1)) == 1).unwrap_or(1);
+        (0..n).map(|i| kind[(i * stride + rep) % n]).collect()
+    };
+    let round = |rep: usize| {
+        let mut v = order(rep, true);
+        v.extend(order(rep, false));
+        v
+    };
+    for p in round(reps) {
+        let (s, d) = seqs(p, reps);
         exec.forward(&s, d, &mut Solo)?;
-        exec.set_trace(true);
-        for _ in 0..reps {
+    }
+    let mut out = Vec::new();
+    exec.set_trace(true);
+    for rep in 0..reps {
+        for p in round(rep) {
+            let (s, d) = seqs(p, rep);
             exec.forward(&s, d, &mut Solo)?;
             out.extend(exec.take_timed_trace());
         }
-        exec.set_trace(false);
+    }
+    exec.set_trace(false);
+    Ok(out)
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+/// The executor's wake-up after idling: a decode pass of one request (with `drafts`
+/// drafts) after a short prompt, timed right after an identical pass (back to back),
+/// then again after the thread slept `gap` seconds, for every gap, `reps` times.
+/// Returns (gap_s, extra_s) per sample: after the gap, less back to back; wall clock,
+/// as a run's steps are timed.
+pub fn wake_samples(
+    exec: &mut Executor,
+    gaps_s: &[f64],
+    reps: usize,
+    drafts: usize,
+    seed: u64,
+) -> Result<Vec<(f64, f64)>> {
+    let cfg = exec.config().clone();
+    let page = cfg.page_size;
+    let prompt = page;
+    let pages_needed = (prompt + 1 + drafts).div_ceil(page);
+    if pages_needed > exec.pages() {
+        return Err(EngineError::BadOp {
+            op: "wake-up passes".into(),
+            reason: format!(
+                "need {pages_needed} KV pages, the executor has {}",
+                exec.pages()
+            ),
+        });
+    }
+    let pages: Vec<u32> = (0..pages_needed as u32).collect();
+    let token =
+        |i: usize| ((seed as usize).wrapping_mul(131).wrapping_add(i * 7907) % cfg.vocab) as u32;
+    exec.forward(
+        &[Seq {
+            tokens: (0..prompt).map(token).collect(),
+            start: 0,
+            pages: pages.clone(),
+            accept: None,
+        }],
+        0,
+        &mut Solo,
+    )?;
+    let mut n = 0usize;
+    let mut pass = |exec: &mut Executor| -> Result<f64> {
+        n += 1;
+        let s = [Seq {
+            tokens: (0..1 + drafts)
+                .map(|i| token(prompt + n * 17 + i))
+                .collect(),
+            start: prompt,
+            pages: pages.clone(),
+            accept: Some(0),
+        }];
+        let t = std::time::Instant::now();
+        exec.forward(&s, drafts, &mut Solo)?;
+        Ok(t.elapsed().as_secs_f64())
+    };
+    let mut out = Vec::new();
+    for _ in 0..reps {
+        for &gap in gaps_s {
+            pass(exec)?;
+            let steady = pass(exec)?;
+            std::thread::sleep(std::time::Duration::from_secs_f64(gap.max(0.0)));
+            let after = pass(exec)?;
+            out.push((gap, after - steady));
+        }
     }
     Ok(out)
 }

@@ -612,6 +612,24 @@ impl LiveModel {
 /// variable, in the call's variable order.
 pub type Coefficients = Vec<f64>;
 
+/// A device's wake-up after idling, as calibration measures it: a step that starts
+/// after `idle_s` seconds idle takes `max_s * (1 - exp(-idle_s / tau_s))` longer
+/// (caches refilled, clocks and threads back to speed; 0 back to back).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Wake {
+    pub max_s: f64,
+    pub tau_s: f64,
+}
+
+impl Wake {
+    pub fn after(&self, idle_s: f64) -> f64 {
+        if !(idle_s > 0.0 && self.tau_s > 0.0) {
+            return 0.0;
+        }
+        self.max_s * -(-idle_s / self.tau_s).exp_m1()
+    }
+}
+
 /// The fitted cost model of one pool's layout.
 #[derive(Debug, Clone)]
 pub struct FittedCostModel {
@@ -620,6 +638,7 @@ pub struct FittedCostModel {
     fits: HashMap<CallKey, Coefficients>,
     kv_capacity_tokens_per_rank: u64,
     source: String,
+    wake: Option<Wake>,
 }
 
 impl FittedCostModel {
@@ -676,7 +695,14 @@ impl FittedCostModel {
             fits,
             kv_capacity_tokens_per_rank,
             source,
+            wake: None,
         })
+    }
+
+    /// The device's measured wake-up after idling (none: steps cost the same after idle).
+    pub fn with_wake(mut self, wake: Option<Wake>) -> Self {
+        self.wake = wake;
+        self
     }
 
     pub fn live_model(&self) -> &LiveModel {
@@ -692,9 +718,13 @@ impl FittedCostModel {
 }
 
 impl CostModel for FittedCostModel {
+    fn wake_s(&self, idle_s: f64) -> f64 {
+        self.wake.map_or(0.0, |w| w.after(idle_s))
+    }
+
     fn step(&self, shape: &StepShape<'_>) -> StepCost {
         let mut best = StepCost::default();
-        let mut op_s_mean = [0.0f64; 11];
+        let mut op_s_mean = [0.0f64; super::OPS];
         let dep = shape.ranks.len().max(1);
         let mut tokens = 0u64;
         for r in 0..dep {

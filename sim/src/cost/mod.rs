@@ -235,6 +235,13 @@ pub trait CostModel {
         let _ = draft_tokens;
         Vec::new()
     }
+    /// Extra time of a step that starts after its group idled `idle_s` seconds: the
+    /// device's wake-up (caches, clocks and threads back to speed). The default (none)
+    /// suits GPUs kept busy by serving; a calibrated CPU has a measured one.
+    fn wake_s(&self, idle_s: f64) -> f64 {
+        let _ = idle_s;
+        0.0
+    }
 }
 
 /// Sum over the positions `ctx+1 ..= ctx+new` of `min(position, cap)`: how many

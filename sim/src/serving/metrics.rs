@@ -127,6 +127,8 @@ impl Metrics {
 pub(crate) struct PoolStats {
     pub steps: u64,
     pub step_s: f64,
+    /// Of `step_s`, the devices' wake-ups after idling ([`crate::cost::CostModel::wake_s`]).
+    pub wake_s: f64,
     pub balanced_s: f64,
     pub op_s: [f64; crate::cost::OPS],
     pub busy_ns: u64,

@@ -126,6 +126,9 @@ pub(crate) struct Group {
     pub rank_gpus: u64,
     pub ranks: Vec<Rank>,
     pub busy: bool,
+    /// When the group's last step ended (0 before its first): how long it has idled
+    /// when the next one starts.
+    pub last_end_ns: u64,
     pub try_pending: bool,
     /// The current step's prefill work: (rank, request, chunk tokens).
     pub step_prefill: Vec<(u32, ReqId, u32)>,
@@ -149,6 +152,7 @@ impl Group {
             rank_gpus,
             ranks,
             busy: false,
+            last_end_ns: 0,
             try_pending: false,
             step_prefill: Vec::new(),
             decode_in_step: false,

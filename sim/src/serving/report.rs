@@ -73,6 +73,10 @@ pub struct PoolReport {
     pub dp_imbalance_loss: f64,
     /// Fraction of wall time the pool's groups spent in steps.
     pub busy_fraction: f64,
+    /// Fraction of step time spent waking devices after idling (a calibrated CPU's
+    /// [`crate::cost::CostModel::wake_s`]; absent: none).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub wake_fraction: f64,
     pub kv_capacity_tokens_per_rank: u64,
     /// KV tokens held per rank as a fraction of capacity (sampled).
     pub kv_used_fraction: GaugeReport,
@@ -372,6 +376,7 @@ fn pool_report(p: &Pool<'_>, measured_s: f64) -> PoolReport {
             .collect(),
         dp_imbalance_loss: ratio(st.step_s - st.balanced_s, st.step_s).max(0.0),
         busy_fraction: st.busy_ns as f64 / 1e9 / (measured_s * p.groups.len().max(1) as f64),
+        wake_fraction: ratio(st.wake_s, st.step_s),
         kv_capacity_tokens_per_rank: p.kv_cap,
         kv_used_fraction: GaugeReport {
             mean: st.kv_used.mean(),
@@ -435,6 +440,13 @@ impl PoolReport {
             100.0 * self.kv_used_fraction.mean,
             100.0 * self.kv_used_fraction.max
         );
+        if self.wake_fraction > 0.0 {
+            let _ = writeln!(
+                s,
+                "  waking from idle {:.1}% of step time",
+                100.0 * self.wake_fraction
+            );
+        }
         if self.prefix_cache_hit_fraction > 0.0 {
             let _ = writeln!(
                 s,
@@ -567,4 +579,8 @@ impl Report {
         }
         s
     }
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }

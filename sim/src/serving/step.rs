@@ -3,7 +3,7 @@
 //! first tokens, inter-token gaps, requests whose last step it was).
 
 use super::config::Mode;
-use super::core::secs_to_ns;
+use super::core::{ns_to_secs, secs_to_ns};
 use super::pool::{GroupId, Role};
 use super::rack::{Event, Rack};
 use super::request::{ReqId, Request};
@@ -31,20 +31,23 @@ impl Rack<'_> {
         if !(prefill || decode) {
             return Ok(());
         }
+        // A device that idled pays its wake-up (the cost model's; none for GPUs).
+        let idle_s = ns_to_secs(self.now.saturating_sub(self.pools.group(g).last_end_ns));
+        let wake_s = self.pools.pool_of(g).cost.wake_s(idle_s);
         if self.steps.is_some() {
-            self.log_step(g, &cost);
+            self.log_step(g, &cost, wake_s);
         }
-        self.start_step(g, &cost)
+        self.start_step(g, &cost, wake_s)
     }
 
     /// Records the step group `g` starts now (`simulate_with_steps`).
-    fn log_step(&mut self, g: GroupId, cost: &StepCost) {
+    fn log_step(&mut self, g: GroupId, cost: &StepCost, wake_s: f64) {
         let grp = self.pools.group(g);
         let record = super::rack::SimStep {
             pool: self.pools.pool_of(g).name,
             group: g.0,
-            start_s: super::core::ns_to_secs(self.now),
-            step_s: cost.step_s,
+            start_s: ns_to_secs(self.now),
+            step_s: cost.step_s + wake_s,
             prefill_tokens: grp.step_prefill.iter().map(|w| w.2 as u64).sum(),
             prefill_chunks: grp.step_prefill.len() as u32,
             decode_requests: if grp.decode_in_step {
@@ -169,7 +172,7 @@ impl Rack<'_> {
     }
 
     /// Starts a step of `cost` now; its statistics count if it lies in the window.
-    fn start_step(&mut self, g: GroupId, cost: &StepCost) -> Result<(), SimError> {
+    fn start_step(&mut self, g: GroupId, cost: &StepCost, wake_s: f64) -> Result<(), SimError> {
         let pool = self.pools.pool_of_mut(g);
         if !(cost.step_s.is_finite() && cost.step_s >= 0.0) {
             return Err(SimError::BadCost {
@@ -178,13 +181,14 @@ impl Rack<'_> {
                 why: crate::validate::non_finite_step(cost).unwrap_or_default(),
             });
         }
-        let dur = secs_to_ns(cost.step_s).max(self.min_step_ns);
+        let dur = secs_to_ns(cost.step_s + wake_s).max(self.min_step_ns);
         let end = self.now.saturating_add(dur);
         if self.window.holds(self.now, end) {
             let st = &mut pool.stats;
             st.steps += 1;
-            st.step_s += cost.step_s;
-            st.balanced_s += cost.balanced_step_s.min(cost.step_s);
+            st.step_s += cost.step_s + wake_s;
+            st.wake_s += wake_s;
+            st.balanced_s += cost.balanced_step_s.min(cost.step_s) + wake_s;
             for (a, b) in st.op_s.iter_mut().zip(cost.op_s.iter()) {
                 *a += *b;
             }
@@ -252,7 +256,9 @@ impl Rack<'_> {
     /// Group `g`'s step ended now: apply its prefill and decode progress, then form the
     /// next one.
     pub(super) fn on_step_done(&mut self, g: GroupId) -> Result<(), SimError> {
-        self.pools.group_mut(g).busy = false;
+        let grp = self.pools.group_mut(g);
+        grp.busy = false;
+        grp.last_end_ns = self.now;
         let in_window = self.window.ends_in(self.now);
         self.prefill_progress(g, in_window)?;
         if self.pools.group(g).decode_in_step {
