@@ -134,25 +134,39 @@ pub fn situ_rows(
     by.into_iter()
         .filter(|(_, v)| v.iter().all(|t| t.is_finite()))
         .map(|((op, shape, dtype), v)| {
-            let st = engine::Stats::from_samples(&v);
-            Row {
-                op,
-                shape,
-                dtype,
-                median_s: st.median_s.max(1e-9),
-                p10_s: st.p10_s,
-                p90_s: st.p90_s,
-                bytes: 0,
-                flops: 0,
-                achieved_bytes_per_s: 0.0,
-                achieved_flops_per_s: 0.0,
-                device: device.to_string(),
-                driver: driver.to_string(),
-                timestamp: timestamp.to_string(),
-                note: format!("in situ: {} samples", v.len()),
-            }
+            let note = format!("in situ: {} samples", v.len());
+            sample_row(op, shape, dtype, &v, (device, driver, timestamp), note)
         })
         .collect()
+}
+
+/// A measurement row of samples: their median (at least 1 ns), p10 and p90; no bytes
+/// or flops. `at`: device, driver and timestamp.
+fn sample_row(
+    op: String,
+    shape: String,
+    dtype: String,
+    samples: &[f64],
+    at: (&str, &str, &str),
+    note: String,
+) -> Row {
+    let st = engine::Stats::from_samples(samples);
+    Row {
+        op,
+        shape,
+        dtype,
+        median_s: st.median_s.max(1e-9),
+        p10_s: st.p10_s,
+        p90_s: st.p90_s,
+        bytes: 0,
+        flops: 0,
+        achieved_bytes_per_s: 0.0,
+        achieved_flops_per_s: 0.0,
+        device: at.0.to_string(),
+        driver: at.1.to_string(),
+        timestamp: at.2.to_string(),
+        note,
+    }
 }
 
 /// Op name of the wake-up rows (`wake_rows`).
@@ -179,23 +193,16 @@ pub fn wake_rows(samples: &[(f64, f64)], device: &str, driver: &str, timestamp: 
     }
     by.into_iter()
         .map(|(gap_us, v)| {
-            let st = engine::Stats::from_samples(&v);
-            Row {
-                op: WAKE_OP.into(),
-                shape: format!("gap_us={gap_us}"),
-                dtype: "-".into(),
-                median_s: st.median_s.max(1e-9),
-                p10_s: st.p10_s,
-                p90_s: st.p90_s,
-                bytes: 0,
-                flops: 0,
-                achieved_bytes_per_s: 0.0,
-                achieved_flops_per_s: 0.0,
-                device: device.to_string(),
-                driver: driver.to_string(),
-                timestamp: timestamp.to_string(),
-                note: format!("wake-up after idle: {} samples", v.len()),
-            }
+            let note = format!("wake-up after idle: {} samples", v.len());
+            let shape = format!("gap_us={gap_us}");
+            sample_row(
+                WAKE_OP.into(),
+                shape,
+                "-".into(),
+                &v,
+                (device, driver, timestamp),
+                note,
+            )
         })
         .collect()
 }
