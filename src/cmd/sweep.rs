@@ -117,8 +117,14 @@ pub fn run(args: &SweepArgs) -> Result<()> {
             .iter()
             .zip(&frontier)
             .map(|(p, &pareto)| crate::report::SweepPoint {
-                label: format!("DEP{} b{}", p.dep, p.batch),
-                dep: p.dep,
+                label: format!(
+                    "{} b{}",
+                    name(p.dep, p.tp, args.base.expert_parallel),
+                    p.batch
+                ),
+                layout: name(p.dep, p.tp, args.base.expert_parallel),
+                gpus: p.dep * p.tp.max(1),
+                ranks: p.dep,
                 batch: p.batch,
                 step_ms: p.step_ms,
                 tok_s_gpu: p.tok_s_gpu,

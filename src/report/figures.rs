@@ -168,7 +168,7 @@ pub fn pools(r: &Report, prefix: &str) -> Result<Section> {
         categories: r
             .pools
             .iter()
-            .map(|p| format!("{} ({} x DEP{})", p.name, p.instances, p.dep))
+            .map(|p| format!("{} ({} x {})", p.name, p.instances, pool_layout(p)))
             .collect(),
         components: comps.clone(),
     };
@@ -234,7 +234,7 @@ pub fn pools(r: &Report, prefix: &str) -> Result<Section> {
         &[
             "pool",
             "instances",
-            "DEP",
+            "layout",
             "GPUs",
             "tok/s per GPU",
             "steps",
@@ -250,7 +250,7 @@ pub fn pools(r: &Report, prefix: &str) -> Result<Section> {
         t.row(vec![
             p.name.clone(),
             p.instances.to_string(),
-            p.dep.to_string(),
+            pool_layout(p),
             p.gpus.to_string(),
             f(p.throughput_tok_s_per_gpu.total, 0),
             p.steps.to_string(),
@@ -356,4 +356,14 @@ pub fn money(items: &[(String, &Finance)], prefix: &str) -> Result<Section> {
     }
     s.tables.push(t);
     Ok(s)
+}
+
+/// A pool's layout as engines print it: `DEP8`, `TP8`, `TP8 EP`.
+fn pool_layout(p: &sim::serving::PoolReport) -> String {
+    sim::cost::Layout {
+        tp: p.tp,
+        expert_parallel: p.expert_parallel,
+        ..sim::cost::Layout::new(p.dep)
+    }
+    .name()
 }

@@ -434,7 +434,11 @@ pub fn plan(o: &Outcome, dir: &str, force: bool) -> Result<String> {
 /// One point of `twin sweep`.
 pub struct SweepPoint {
     pub label: String,
-    pub dep: u32,
+    /// `DEP8`, `TP8`, `TP8 EP`.
+    pub layout: String,
+    /// GPUs of the group, and its attention replicas (DEP ranks; 1 for TP).
+    pub gpus: u32,
+    pub ranks: u32,
     pub batch: u32,
     pub step_ms: f64,
     pub tok_s_gpu: f64,
@@ -453,14 +457,14 @@ pub fn sweep(
 ) -> Result<String> {
     let mut page = Page::new(
         format!("twin sweep: {title}"),
-        format!("forward over DEP x batch; GPUs at ${usd_per_gpu_hour:.2}/GPU-hour"),
+        format!("forward over layout x batch; GPUs at ${usd_per_gpu_hour:.2}/GPU-hour"),
     );
     page.fact("points", points.len().to_string());
-    let mut s = Section::new("frontier", "Throughput per GPU against speed per user", "Each point is one exact step of a DEP group (twin forward); the line joins the Pareto-optimal points.");
-    let mut by_dep: std::collections::BTreeMap<u32, Vec<(f64, f64)>> = Default::default();
+    let mut s = Section::new("frontier", "Throughput per GPU against speed per user", "Each point is one exact step of a DEP group or TP replica (twin forward); the line joins the Pareto-optimal points.");
+    let mut by_dep: std::collections::BTreeMap<(u32, String), Vec<(f64, f64)>> = Default::default();
     for p in points {
         by_dep
-            .entry(p.dep)
+            .entry((p.gpus, p.layout.clone()))
             .or_default()
             .push((p.tok_s_user, p.tok_s_gpu));
     }
@@ -476,9 +480,9 @@ pub fn sweep(
         mark: Mark::LinePoints,
         color: 7,
     }];
-    for (k, (dep, pts)) in by_dep.into_iter().enumerate() {
+    for (k, ((_, layout), pts)) in by_dep.into_iter().enumerate() {
         series.push(Series {
-            name: format!("DEP{dep}"),
+            name: layout,
             points: pts,
             mark: Mark::Points,
             color: k % 7,
@@ -517,7 +521,7 @@ pub fn sweep(
         "points",
         "Points",
         &[
-            "DEP",
+            "layout",
             "batch per rank",
             "step ms",
             "tok/s per GPU",
@@ -528,7 +532,7 @@ pub fn sweep(
     );
     for p in points {
         t.row(vec![
-            p.dep.to_string(),
+            p.layout.clone(),
             p.batch.to_string(),
             f(p.step_ms, 3),
             f(p.tok_s_gpu, 0),
@@ -546,9 +550,9 @@ pub fn sweep(
     page.summary = json!(points
         .iter()
         .map(|p| json!({
-            "label": p.label, "backend": "twin-forward", "num_gpus": p.dep,
-            "max_concurrency": p.dep * p.batch,
-            "output_throughput": p.tok_s_gpu * p.dep as f64,
+            "label": p.label, "backend": "twin-forward", "num_gpus": p.gpus,
+            "max_concurrency": p.ranks * p.batch,
+            "output_throughput": p.tok_s_gpu * p.gpus as f64,
             "mean_tpot_ms": if p.tok_s_user > 0.0 { 1000.0 / p.tok_s_user } else { 0.0 },
             "tokens_per_s_per_gpu": p.tok_s_gpu, "tokens_per_s_per_user": p.tok_s_user,
             "pareto": p.pareto,

@@ -43,6 +43,12 @@ pub struct PoolChoice {
     pub hardware: String,
     pub instances: u32,
     pub dep: u32,
+    /// GPUs per rank splitting its layers (tensor parallelism; `dep` is then 1).
+    #[serde(
+        default = "crate::serde_defaults::one",
+        skip_serializing_if = "crate::serde_defaults::is_one"
+    )]
+    pub tp: u32,
     pub redundant_experts: u32,
     /// Decode (and mixed): most requests a rank runs in a step.
     pub max_batch_per_rank: u32,
@@ -51,8 +57,20 @@ pub struct PoolChoice {
 }
 
 impl PoolChoice {
-    pub fn gpus(&self) -> u64 {
+    /// Attention replicas of the pool: instances x DEP.
+    pub fn ranks(&self) -> u64 {
         self.instances as u64 * self.dep as u64
+    }
+    pub fn gpus(&self) -> u64 {
+        self.ranks() * self.tp.max(1) as u64
+    }
+    /// `DEP8` or `TP8`.
+    pub fn layout_name(&self) -> String {
+        if self.tp > 1 {
+            format!("TP{}", self.tp)
+        } else {
+            format!("DEP{}", self.dep)
+        }
     }
 }
 
@@ -86,7 +104,12 @@ impl Candidate {
             } else {
                 String::new()
             };
-            format!("{}xDEP{} {} {setting}{r}", p.instances, p.dep, p.hardware)
+            format!(
+                "{}x{} {} {setting}{r}",
+                p.instances,
+                p.layout_name(),
+                p.hardware
+            )
         };
         let d = &self.decode;
         let decode = pool(d, format!("b{}", d.max_batch_per_rank));
@@ -117,6 +140,7 @@ impl Candidate {
         let set = |pool: &mut crate::serving::PoolConfig, c: &PoolChoice| {
             pool.instances = c.instances;
             pool.dep = c.dep;
+            pool.tp = c.tp;
             pool.redundant_experts = c.redundant_experts;
             pool.max_batch_per_rank = c.max_batch_per_rank;
             pool.chunk_tokens_per_rank = c.chunk_tokens_per_rank;

@@ -66,10 +66,15 @@ pub struct AnalyticPricer<'a> {
 impl AnalyticPricer<'_> {
     /// The cost-model layout of one instance of `p`.
     pub fn layout(&self, p: &PoolChoice) -> Layout {
+        let base = if p.tp > 1 {
+            Layout::tensor_parallel(p.tp)
+        } else {
+            Layout::new(p.dep)
+        };
         Layout {
             redundant_experts: p.redundant_experts,
-            overlap_microbatches: self.overlap,
-            ..Layout::new(p.dep)
+            overlap_microbatches: self.overlap && p.tp <= 1,
+            ..base
         }
     }
 }
@@ -453,14 +458,16 @@ pub fn screen(cand: &Candidate, inp: &ScreenInputs<'_>) -> (Candidate, Estimate,
     if let (Sizing::Gpus(n), true) = (inp.sizing, short) {
         let what = if disagg {
             format!(
-                "decode takes {} GPUs of the budget of {n}, leaving no DEP{} prefill instance",
+                "decode takes {} GPUs of the budget of {n}, leaving no {} prefill instance",
                 c.decode.gpus(),
-                c.prefill.as_ref().map_or(0, |p| p.dep)
+                c.prefill
+                    .as_ref()
+                    .map_or(String::new(), |p| p.layout_name())
             )
         } else {
             format!(
-                "an aggregated DEP{} instance does not fit in {n} GPUs",
-                c.decode.dep
+                "an aggregated {} instance does not fit in {n} GPUs",
+                c.decode.layout_name()
             )
         };
         reasons.push(Reason::new("budget", what));
@@ -538,11 +545,11 @@ pub fn screen(cand: &Candidate, inp: &ScreenInputs<'_>) -> (Candidate, Estimate,
     let mut m = Model_ {
         mode: c.mode,
         decode,
-        decode_ranks: c.decode.gpus() as f64,
+        decode_ranks: c.decode.ranks() as f64,
         steps_per_request: (shape.output_tokens / mu_tokens).max(1.0),
         mu_tokens,
         prefill,
-        prefill_ranks: c.prefill.as_ref().map_or(0, |p| p.gpus()),
+        prefill_ranks: c.prefill.as_ref().map_or(0, |p| p.ranks()),
         uncached: shape.uncached_tokens(),
         group_dep: prefill_dep,
     };
@@ -558,7 +565,7 @@ pub fn screen(cand: &Candidate, inp: &ScreenInputs<'_>) -> (Candidate, Estimate,
             let p = c.prefill.as_mut().expect("disaggregated");
             let need = lambda / (util * p.dep as f64 * prefill.rate_per_rank);
             p.instances = need.ceil().max(1.0).min(u32::MAX as f64) as u32;
-            m.prefill_ranks = p.gpus();
+            m.prefill_ranks = p.ranks();
         } else {
             // The fewest instances whose prefill share and batch stay in bounds.
             let per_rank_prefill = prefill.step_tokens / (m.uncached * prefill.step_s);

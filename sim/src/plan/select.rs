@@ -53,6 +53,14 @@ impl Outcome {
 /// Why simulated figures `m` miss the plan (empty: feasible).
 pub fn simulated_reasons(h: &Header, m: &Metrics) -> Vec<Reason> {
     let mut out = Vec::new();
+    // Latencies of no request are zeros, which would meet any SLO.
+    if !(m.requests_per_s > 0.0) {
+        out.push(Reason::new(
+            "completed",
+            "no request completed in the measured window: the deployment is overloaded, or the run is too short for its requests (raise --duration)".to_string(),
+        ));
+        return out;
+    }
     for (name, limit, larger_better) in h.slo.constraints() {
         let v = m.slo_value(name);
         let miss = if larger_better { v < limit } else { v > limit };

@@ -15,12 +15,18 @@ pub struct SearchSpace {
     /// Prefill: DEP size of one instance.
     #[serde(default = "d_prefill_deps")]
     pub prefill_deps: Vec<u32>,
+    /// Prefill: tensor-parallel instances of this many GPUs (DEP1), beside the DEP ones.
+    #[serde(default)]
+    pub prefill_tps: Vec<u32>,
     /// Prefill (and aggregated): token budget per rank per step.
     #[serde(default = "d_chunks")]
     pub prefill_chunks: Vec<u32>,
     /// Decode: DEP size of one group.
     #[serde(default = "d_decode_deps")]
     pub decode_deps: Vec<u32>,
+    /// Decode: tensor-parallel replicas of this many GPUs (DEP1), beside the DEP groups.
+    #[serde(default)]
+    pub decode_tps: Vec<u32>,
     /// Decode: number of groups.
     #[serde(default = "d_groups")]
     pub decode_groups: Vec<u32>,
@@ -30,6 +36,9 @@ pub struct SearchSpace {
     /// Aggregated: DEP size of one instance.
     #[serde(default = "d_agg_deps")]
     pub aggregated_deps: Vec<u32>,
+    /// Aggregated: tensor-parallel instances of this many GPUs (DEP1).
+    #[serde(default)]
+    pub aggregated_tps: Vec<u32>,
     /// MTP draft tokens (empty: the scenario's).
     #[serde(default)]
     pub mtp_draft_tokens: Vec<u32>,
@@ -136,8 +145,14 @@ impl SearchSpace {
             "modes: only disaggregated and aggregated are planned",
         );
         if disagg {
-            need(!self.prefill_deps.is_empty(), "prefill_deps is empty");
-            need(!self.decode_deps.is_empty(), "decode_deps is empty");
+            need(
+                !(self.prefill_deps.is_empty() && self.prefill_tps.is_empty()),
+                "prefill_deps is empty (and so is prefill_tps)",
+            );
+            need(
+                !(self.decode_deps.is_empty() && self.decode_tps.is_empty()),
+                "decode_deps is empty (and so is decode_tps)",
+            );
             need(!self.decode_groups.is_empty(), "decode_groups is empty");
             need(
                 !self.prefill_hardware.is_empty(),
@@ -145,7 +160,10 @@ impl SearchSpace {
             );
         }
         if agg {
-            need(!self.aggregated_deps.is_empty(), "aggregated_deps is empty");
+            need(
+                !(self.aggregated_deps.is_empty() && self.aggregated_tps.is_empty()),
+                "aggregated_deps is empty (and so is aggregated_tps)",
+            );
         }
         need(!self.prefill_chunks.is_empty(), "prefill_chunks is empty");
         need(
@@ -167,9 +185,12 @@ impl SearchSpace {
                 || zero(&self.decode_deps)
                 || zero(&self.decode_groups)
                 || zero(&self.aggregated_deps)
+                || zero(&self.prefill_tps)
+                || zero(&self.decode_tps)
+                || zero(&self.aggregated_tps)
                 || zero(&self.prefill_chunks)
                 || zero(&self.decode_batch_caps)),
-            "DEP sizes, groups, chunks and batch caps must be >= 1",
+            "DEP and TP sizes, groups, chunks and batch caps must be >= 1",
         );
         need(self.max_simulations >= 1, "max_simulations must be >= 1");
         need(
@@ -183,6 +204,14 @@ impl SearchSpace {
         need(self.max_gpus >= 1, "max_gpus must be >= 1");
         p
     }
+}
+
+/// The (DEP, TP) layouts of one pool: its DEP sizes, then its TP sizes (on DEP1).
+fn layouts(deps: &[u32], tps: &[u32]) -> Vec<(u32, u32)> {
+    deps.iter()
+        .map(|&d| (d, 1))
+        .chain(tps.iter().map(|&t| (1, t)))
+        .collect()
 }
 
 /// An instance count, saturating.
@@ -215,14 +244,16 @@ pub fn enumerate(
                 for dhw in &space.decode_hardware {
                     for &cap in &space.decode_batch_caps {
                         for &chunk in &space.prefill_chunks {
-                            let pool = |hw: &str, instances: u32, dep: u32| PoolChoice {
-                                hardware: hw.to_string(),
-                                instances,
-                                dep,
-                                redundant_experts: r,
-                                max_batch_per_rank: cap,
-                                chunk_tokens_per_rank: chunk,
-                            };
+                            let pool =
+                                |hw: &str, instances: u32, (dep, tp): (u32, u32)| PoolChoice {
+                                    hardware: hw.to_string(),
+                                    instances,
+                                    dep,
+                                    tp,
+                                    redundant_experts: r,
+                                    max_batch_per_rank: cap,
+                                    chunk_tokens_per_rank: chunk,
+                                };
                             let cand = |prefill, decode| Candidate {
                                 mode,
                                 prefill,
@@ -231,23 +262,26 @@ pub fn enumerate(
                                 load_scale,
                             };
                             if mode == Mode::Aggregated {
-                                for &dep in &space.aggregated_deps {
-                                    let n = budget.map_or(1, |b| instances(b / dep as u64));
-                                    out.push(cand(None, pool(dhw, n, dep)));
+                                for l in layouts(&space.aggregated_deps, &space.aggregated_tps) {
+                                    let per = l.0 as u64 * l.1 as u64;
+                                    let n = budget.map_or(1, |b| instances(b / per));
+                                    out.push(cand(None, pool(dhw, n, l)));
                                 }
                                 continue;
                             }
-                            for &ddep in &space.decode_deps {
+                            let prefill_layouts = layouts(&space.prefill_deps, &space.prefill_tps);
+                            for dl in layouts(&space.decode_deps, &space.decode_tps) {
                                 for &groups in &space.decode_groups {
                                     for phw in &space.prefill_hardware {
-                                        for &pdep in &space.prefill_deps {
-                                            let dg = ddep as u64 * groups as u64;
+                                        for &pl in &prefill_layouts {
+                                            let dg = dl.0 as u64 * dl.1 as u64 * groups as u64;
+                                            let per = pl.0 as u64 * pl.1 as u64;
                                             let n = budget.map_or(1, |b| {
-                                                instances(b.saturating_sub(dg) / pdep as u64)
+                                                instances(b.saturating_sub(dg) / per)
                                             });
                                             out.push(cand(
-                                                Some(pool(phw, n, pdep)),
-                                                pool(dhw, groups, ddep),
+                                                Some(pool(phw, n, pl)),
+                                                pool(dhw, groups, dl),
                                             ));
                                         }
                                     }
@@ -306,6 +340,40 @@ mod tests {
         keys.sort();
         keys.dedup();
         assert_eq!(keys.len(), 81);
+    }
+
+    /// TP axes add candidates beside the DEP ones: 2 decode TPs x 2 group counts x 2
+    /// prefill DEPs x 3 caps = 24 more. A TP8 decode replica on a 72-GPU budget leaves
+    /// 64 GPUs: 32 DEP2 prefill instances; two replicas leave 56: 28.
+    #[test]
+    fn tensor_parallel_axes_add_candidates() {
+        let mut s = space();
+        s.decode_tps = vec![4, 8];
+        let c = enumerate(&s, Sizing::Gpus(72), 1.0).unwrap();
+        assert_eq!(c.len(), 81 + 24);
+        let tp8 = |groups: u32| {
+            c.iter()
+                .find(|c| {
+                    c.decode.tp == 8
+                        && c.decode.instances == groups
+                        && c.prefill.as_ref().unwrap().dep == 2
+                })
+                .unwrap()
+        };
+        assert_eq!((tp8(1).decode.dep, tp8(1).decode.gpus()), (1, 8));
+        assert_eq!(tp8(1).prefill.as_ref().unwrap().instances, 32);
+        assert_eq!(tp8(2).prefill.as_ref().unwrap().instances, 28);
+        assert_eq!(tp8(1).gpus(), 72);
+        assert!(
+            tp8(1).label().contains("1xTP8 gb300 b"),
+            "{}",
+            tp8(1).label()
+        );
+        // A candidate without TP serialises as before (its key is unchanged).
+        let dep = c.iter().find(|c| c.decode.tp == 1).unwrap();
+        assert!(!serde_json::to_string(dep).unwrap().contains("\"tp\""));
+        s.decode_tps = vec![0];
+        assert!(enumerate(&s, Sizing::Gpus(72), 1.0).is_err());
     }
 
     #[test]

@@ -69,6 +69,7 @@ fn pool(instances: u32, dep: u32) -> PoolChoice {
         hardware: "test".into(),
         instances,
         dep,
+        tp: 1,
         redundant_experts: 0,
         max_batch_per_rank: 64,
         chunk_tokens_per_rank: 4096,
@@ -303,6 +304,7 @@ fn record(h: &Header, index: usize, tok: f64, user: f64, tpot: f64) -> Record {
             tok_s_per_gpu: tok,
             user_tok_s_p90: user,
             tpot_p90_ms: tpot,
+            requests_per_s: 10.0,
             ..Metrics::default()
         }),
         finance: None,
@@ -422,4 +424,20 @@ fn simulation_list_skips_twins_and_defers_saturated_ones() {
         to_simulate(&screened, Objective::TokSPerGpu, 3, 0.8),
         vec![1, 2, 3]
     );
+}
+
+/// A run in which no request completed has latencies of zero, which would meet any
+/// SLO: it is infeasible for that reason alone.
+#[test]
+fn a_run_that_completed_nothing_is_infeasible() {
+    let h = header(Slo {
+        tpot_p90_ms: Some(10.0),
+        ..Slo::default()
+    });
+    let mut rs = records(&h);
+    rs[1].metrics.as_mut().unwrap().requests_per_s = 0.0;
+    let o = select(h.clone(), rs).unwrap();
+    assert_eq!(o.best, Some(0));
+    assert_eq!(o.records[1].reasons.len(), 1);
+    assert_eq!(o.records[1].reasons[0].rule, "completed");
 }

@@ -15,7 +15,7 @@ pub struct PoolCommand {
     /// `prefill`, `decode` or `aggregated`.
     pub role: String,
     pub instances: u32,
-    /// GPUs one instance spans (its data-parallel size).
+    /// GPUs one instance spans (its data- or tensor-parallel size).
     pub gpus_per_instance: u32,
     pub command: String,
 }
@@ -40,15 +40,24 @@ pub fn commands(c: &Candidate) -> Vec<PoolCommand> {
             format!(" --enable-eplb --num-redundant-experts {r}")
         }
     };
+    // A DEP group: data-parallel attention with experts spread over it; a TP replica:
+    // every layer split over its GPUs.
+    let layout = |p: &sim::plan::PoolChoice| {
+        if p.tp > 1 {
+            format!("--tensor-parallel-size {}", p.tp)
+        } else {
+            format!("--data-parallel-size {} --enable-expert-parallel", p.dep)
+        }
+    };
     let mut out = Vec::new();
     if let Some(p) = &c.prefill {
         out.push(PoolCommand {
             role: "prefill".into(),
             instances: p.instances,
-            gpus_per_instance: p.dep,
+            gpus_per_instance: p.dep * p.tp.max(1),
             command: format!(
-                "vllm serve \"$MODEL\" --data-parallel-size {} --enable-expert-parallel --max-num-batched-tokens {}{} {kv}",
-                p.dep,
+                "vllm serve \"$MODEL\" {} --max-num-batched-tokens {}{} {kv}",
+                layout(p),
                 p.chunk_tokens_per_rank,
                 eplb(p.redundant_experts)
             ),
@@ -66,10 +75,10 @@ pub fn commands(c: &Candidate) -> Vec<PoolCommand> {
     out.push(PoolCommand {
         role: role.into(),
         instances: d.instances,
-        gpus_per_instance: d.dep,
+        gpus_per_instance: d.dep * d.tp.max(1),
         command: format!(
-            "vllm serve \"$MODEL\" --data-parallel-size {} --enable-expert-parallel --max-num-seqs {} --max-num-batched-tokens {tokens}{}{}{kv}",
-            d.dep,
+            "vllm serve \"$MODEL\" {} --max-num-seqs {} --max-num-batched-tokens {tokens}{}{}{kv}",
+            layout(d),
             d.max_batch_per_rank,
             eplb(d.redundant_experts),
             spec(c.mtp_draft_tokens)
@@ -89,6 +98,7 @@ mod tests {
             hardware: "gb300".into(),
             instances,
             dep,
+            tp: 1,
             redundant_experts: r,
             max_batch_per_rank: 128,
             chunk_tokens_per_rank: 8192,
@@ -117,5 +127,15 @@ mod tests {
             d.contains(r#""num_speculative_tokens":3"#) && d.contains("--num-redundant-experts 32")
         );
         assert!(d.contains("NixlConnector"));
+        // A TP8 decode replica: one instance of 8 GPUs, tensor-parallel.
+        let mut tp = c.clone();
+        tp.decode.dep = 1;
+        tp.decode.tp = 8;
+        let v = commands(&tp);
+        assert_eq!(v[1].gpus_per_instance, 8);
+        assert!(v[1]
+            .command
+            .contains("--tensor-parallel-size 8 --max-num-seqs 128"));
+        assert!(!v[1].command.contains("--data-parallel-size"));
     }
 }
