@@ -14,7 +14,7 @@ use live::compare::{compare, price_step, Comparison};
 use live::records::RunDir;
 use sim::cost::fitted::{FittedCostModel, LiveModel};
 use sim::cost::CostModel;
-use sim::serving::{parse_mooncake, simulate_with_steps, Mode, SimInput, TraceRecord};
+use sim::serving::{read_mooncake, simulate_with_steps, Mode, SimInput, TraceRecord};
 use std::path::PathBuf;
 
 #[derive(Debug, Clone, Args)]
@@ -157,8 +157,9 @@ pub fn run_live(a: &LiveValidateArgs) -> Result<()> {
         (_, Some(p), _) => {
             let f = std::fs::File::open(p)
                 .with_context(|| format!("cannot open trace {}", p.display()))?;
-            parse_mooncake(std::io::BufReader::new(f))
+            read_mooncake(std::io::BufReader::new(f), &sc.limits)
                 .with_context(|| format!("trace {}", p.display()))?
+                .records
         }
         (_, None, 0) => Vec::new(),
         (_, None, n) => bail!("the run replayed a trace of {n} records: pass it with --trace PATH"),
