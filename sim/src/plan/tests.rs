@@ -184,6 +184,33 @@ fn closed_loop_rate_is_the_fixed_point() {
     assert!((e.requests_per_s - 40.0).abs() < 0.01, "{e:?}");
 }
 
+/// 10,000 users thinking 1 s on a deployment that carries about 312 req/s (decode
+/// bound, below): the rate sits at capacity and every cycle lasts 10,000 / 312 = 32 s
+/// instead of the ~1.1 s of service plus 1 s of thought, so each request waits about
+/// 30 s before its first token, which a TTFT SLO of 2 s rejects.
+#[test]
+fn a_saturated_closed_loop_waits_in_the_queue() {
+    let shape = WorkShape {
+        arrivals: Arrivals::Closed {
+            users: 10_000.0,
+            think_s: 1.0,
+        },
+        ..open(0.0)
+    };
+    let (_, e, _) = run(&disagg(), shape.clone(), Slo::default(), Sizing::Gpus(12));
+    assert!((e.requests_per_s - 312.2).abs() < 0.5, "{e:?}");
+    assert!(
+        e.ttft_p90_ms > 28_000.0 && e.ttft_p90_ms < 32_000.0,
+        "{e:?}"
+    );
+    let slo = Slo {
+        ttft_p90_ms: Some(2000.0),
+        ..Slo::default()
+    };
+    let (_, _, why) = run(&disagg(), shape, slo, Sizing::Gpus(12));
+    assert!(why.iter().any(|r| r.rule == "ttft_p90_ms"), "{why:?}");
+}
+
 /// Each rule with its figures. Decode carries at most 64 * 8 / (100 * 16.4 ms) = 312
 /// req/s; prefill 4 * 100 = 400 req/s.
 #[test]
