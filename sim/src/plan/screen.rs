@@ -628,18 +628,19 @@ pub fn screen(cand: &Candidate, inp: &ScreenInputs<'_>) -> (Candidate, Estimate,
     // A closed loop with more users than the deployment carries: the rate sits at
     // capacity and the users it cannot absorb wait in a queue, which the steady-state
     // response at that rate does not hold (Little's law over the whole cycle).
-    let mut saturated_wait_s = 0.0;
-    if target.is_none() {
-        if let Arrivals::Closed { users, think_s } = shape.scaled(c.load_scale).arrivals {
+    let saturated_wait_s = match (target, shape.scaled(c.load_scale).arrivals) {
+        (None, Arrivals::Closed { users, think_s }) if lambda > 0.0 => {
             let cycle = think_s + r.ttft_mean_s + r.decode_s;
-            if lambda > 0.0 {
-                saturated_wait_s = (users / lambda - cycle).max(0.0);
-                if saturated_wait_s < 1e-6 * cycle {
-                    saturated_wait_s = 0.0;
-                }
+            let wait = users / lambda - cycle;
+            // Below the bisection's precision the loop is not saturated.
+            if wait > 1e-6 * cycle {
+                wait
+            } else {
+                0.0
             }
         }
-    }
+        _ => 0.0,
+    };
     est.ttft_p90_ms = (r.ttft_p90_s + saturated_wait_s) * 1e3;
     est.tpot_ms = r.step_s / m.mu_tokens * 1e3;
     est.user_tok_s = m.mu_tokens / r.step_s;

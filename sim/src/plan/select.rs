@@ -54,7 +54,7 @@ impl Outcome {
 pub fn simulated_reasons(h: &Header, m: &Metrics) -> Vec<Reason> {
     let mut out = Vec::new();
     // Latencies of no request are zeros, which would meet any SLO.
-    if !(m.requests_per_s > 0.0) {
+    if m.requests_per_s.is_nan() || m.requests_per_s <= 0.0 {
         out.push(Reason::new(
             "completed",
             "no request completed in the measured window: the deployment is overloaded, or the run is too short for its requests (raise --duration)".to_string(),

@@ -197,7 +197,7 @@ fn a_saturated_closed_loop_waits_in_the_queue() {
         },
         ..open(0.0)
     };
-    let (_, e, _) = run(&disagg(), shape.clone(), Slo::default(), Sizing::Gpus(12));
+    let (_, e, _) = run(&disagg(), shape, Slo::default(), Sizing::Gpus(12));
     assert!((e.requests_per_s - 312.2).abs() < 0.5, "{e:?}");
     assert!(
         e.ttft_p90_ms > 28_000.0 && e.ttft_p90_ms < 32_000.0,

@@ -297,6 +297,11 @@ mod tests {
         )
     }
 
+    /// `g` priced on `DEV` at rates `r` and tile constants `t`.
+    fn priced(g: Gemm, r: &OpRate, t: &TileParams) -> KernelTime {
+        time(&g, &DEV, r, t, &SoftMax::new(t.overlap_p))
+    }
+
     fn fp8(kind: GemmKind, groups: f64, m: f64, n: f64, k: f64) -> Gemm {
         Gemm {
             kind,
@@ -344,13 +349,7 @@ mod tests {
         // 1e12 B/s = 24.64 us > compute: memory-bound by a hair; with p -> inf the
         // larger binds.
         let (r, t) = ideal();
-        let k = time(
-            &fp8(GemmKind::Dense, 1.0, 4096.0, 2048.0, 1280.0),
-            &DEV,
-            &r,
-            &t,
-            &SoftMax::new(t.overlap_p),
-        );
+        let k = priced(fp8(GemmKind::Dense, 1.0, 4096.0, 2048.0, 1280.0), &r, &t);
         assert!((k.compute_s - 23.59296e-6).abs() < 1e-12, "{}", k.compute_s);
         assert!((k.memory_s - 24.641536e-6).abs() < 1e-12, "{}", k.memory_s);
         assert!((k.s - 24.641536e-6).abs() < 1e-12);
@@ -362,13 +361,7 @@ mod tests {
     fn soft_roofline_adds_at_p_one() {
         let (r, mut t) = ideal();
         t.overlap_p = 1.0;
-        let k = time(
-            &fp8(GemmKind::Dense, 1.0, 4096.0, 2048.0, 1280.0),
-            &DEV,
-            &r,
-            &t,
-            &SoftMax::new(t.overlap_p),
-        );
+        let k = priced(fp8(GemmKind::Dense, 1.0, 4096.0, 2048.0, 1280.0), &r, &t);
         assert!((k.s - (23.59296e-6 + 24.641536e-6)).abs() < 1e-12);
         assert!((soft_max(3.0, 4.0, 2.0) - 5.0).abs() < 1e-12);
         assert_eq!(soft_max(0.0, 4.0, 2.0), 4.0);
@@ -395,33 +388,15 @@ mod tests {
         // 1e9 B/s = 11.26 us: load-bound, 10 blocks = 112.64 us.
         let (r, mut t) = ideal();
         t.load_bytes_per_flop = 1e-4;
-        let k = time(
-            &fp8(GemmKind::Dense, 1.0, 64.0, 2000.0, 1280.0),
-            &DEV,
-            &r,
-            &t,
-            &SoftMax::new(t.overlap_p),
-        );
+        let k = priced(fp8(GemmKind::Dense, 1.0, 64.0, 2000.0, 1280.0), &r, &t);
         assert!((k.compute_s - 112.64e-6).abs() < 1e-12, "{}", k.compute_s);
         assert_eq!(k.bound, Bound::Compute);
         // Half-rate 64-row tiles double the MMA part only.
         let (r, mut t) = ideal();
         t.small_tile_eff = 0.5;
-        let a = time(
-            &fp8(GemmKind::Dense, 1.0, 64.0, 2000.0, 1280.0),
-            &DEV,
-            &r,
-            &t,
-            &SoftMax::new(t.overlap_p),
-        );
+        let a = priced(fp8(GemmKind::Dense, 1.0, 64.0, 2000.0, 1280.0), &r, &t);
         t.small_tile_eff = 1.0;
-        let b = time(
-            &fp8(GemmKind::Dense, 1.0, 64.0, 2000.0, 1280.0),
-            &DEV,
-            &r,
-            &t,
-            &SoftMax::new(t.overlap_p),
-        );
+        let b = priced(fp8(GemmKind::Dense, 1.0, 64.0, 2000.0, 1280.0), &r, &t);
         assert!((a.compute_s - 2.0 * b.compute_s).abs() < 1e-15);
     }
 
@@ -432,13 +407,7 @@ mod tests {
         // blocks ((64 + 16) * 128 B at 1e9 B/s = 10.24 us): 204.8 us, not 1024 us.
         let (r, mut t) = ideal();
         t.load_bytes_per_flop = 1e-4;
-        let k = time(
-            &fp8(GemmKind::Dense, 1.0, 64.0, 320.0, 12800.0),
-            &DEV,
-            &r,
-            &t,
-            &SoftMax::new(t.overlap_p),
-        );
+        let k = priced(fp8(GemmKind::Dense, 1.0, 64.0, 320.0, 12800.0), &r, &t);
         assert!((k.compute_s - 204.8e-6).abs() < 1e-12, "{}", k.compute_s);
     }
 
@@ -447,20 +416,8 @@ mod tests {
         // Masked: 4 groups of 256 rows read 4 weight matrices; one group of 1024 rows
         // reads one: the grouped GEMM moves more bytes for the same flops.
         let (r, t) = ideal();
-        let g4 = time(
-            &fp8(GemmKind::Masked, 4.0, 256.0, 4096.0, 7168.0),
-            &DEV,
-            &r,
-            &t,
-            &SoftMax::new(t.overlap_p),
-        );
-        let g1 = time(
-            &fp8(GemmKind::Masked, 1.0, 1024.0, 4096.0, 7168.0),
-            &DEV,
-            &r,
-            &t,
-            &SoftMax::new(t.overlap_p),
-        );
+        let g4 = priced(fp8(GemmKind::Masked, 4.0, 256.0, 4096.0, 7168.0), &r, &t);
+        let g1 = priced(fp8(GemmKind::Masked, 1.0, 1024.0, 4096.0, 7168.0), &r, &t);
         assert_eq!(g4.flops, g1.flops);
         assert!(g4.bytes > 3.0 * g1.bytes * 0.7);
         assert!(g4.s >= g1.s);

@@ -420,16 +420,11 @@ impl<'a> Driver<'a> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::trace::SNIPPET;
     use super::super::{parse_mooncake_str, TraceReplay};
     use super::*;
     use rand::SeedableRng;
     use std::collections::BTreeMap;
-
-    const SNIPPET: &str = r#"{"timestamp": 0, "input_length": 1024, "output_length": 10, "hash_ids": [1, 2]}
-{"timestamp": 27, "input_length": 700, "output_length": 52, "hash_ids": [1, 3]}
-
-{"timestamp": 30, "input_length": 100, "output_length": 1, "hash_ids": [9]}
-"#;
 
     #[test]
     fn trace_block_chaining_is_detected() {

@@ -214,15 +214,19 @@ pub fn trace_span(
     }
 }
 
+/// Three Mooncake records and a blank line, for the tests of the parser and the driver.
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const SNIPPET: &str = r#"{"timestamp": 0, "input_length": 1024, "output_length": 10, "hash_ids": [1, 2]}
+pub(super) const SNIPPET: &str = r#"{"timestamp": 0, "input_length": 1024, "output_length": 10, "hash_ids": [1, 2]}
 {"timestamp": 27, "input_length": 700, "output_length": 52, "hash_ids": [1, 3]}
 
 {"timestamp": 30, "input_length": 100, "output_length": 1, "hash_ids": [9]}
 "#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use super::SNIPPET;
 
     #[test]
     fn parses_mooncake_lines() {

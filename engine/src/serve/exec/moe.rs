@@ -1,0 +1,239 @@
+//! A layer's FFN half: dense, or routed experts (local, or exchanged with the other
+//! ranks of the DEP group) plus the shared expert.
+
+use super::*;
+
+impl Executor {
+    /// FFN of layer `l` over `n` rows of `h2` (absent when this rank has no rows; it
+    /// still takes part in the exchanges). Returns the FFN output `[n][hidden]`.
+    pub(super) fn ffn(
+        &mut self,
+        l: usize,
+        h2: Option<Buf>,
+        n: usize,
+        ex: &mut dyn Exchange,
+    ) -> Result<Buf> {
+        let h = self.cfg.hidden;
+        let (gate, w13, w2, shared) = match &self.layers[l].ffn {
+            FfnW::Dense { w13, w2 } => {
+                let (w13, w2) = (*w13, *w2);
+                let Some(x) = h2 else { return self.alloc(0) };
+                let gu = self.dense(w13, x, n)?;
+                let act = self.swiglu(gu, n, self.cfg.dense_ffn)?;
+                let y = self.dense(w2, act, n)?;
+                self.free(&[gu, act]);
+                return Ok(y);
+            }
+            FfnW::Moe {
+                gate,
+                w13,
+                w2,
+                shared,
+            } => (*gate, *w13, *w2, *shared),
+        };
+        let m = self.cfg.moe.ok_or_else(|| bad("MoE layer without [moe]"))?;
+        let k = m.top_k;
+        let (ids_h, gw) = match h2 {
+            Some(x) => {
+                let logits = self.dense(gate, x, n)?;
+                let ids = self.dev.alloc(Dt::I32, n * k)?;
+                let gw = self.alloc(n * k)?;
+                self.dev.gate_topk(logits, m.experts, k, ids, gw)?;
+                self.rec(
+                    GateShape {
+                        rows: n,
+                        experts: m.experts,
+                        topk: k,
+                    }
+                    .call(),
+                );
+                let ids_h = self.dev.read_i32(ids, 0, n * k)?;
+                self.free(&[logits, ids]);
+                (ids_h, Some(gw))
+            }
+            None => (Vec::new(), None),
+        };
+        let (yr, slots) = if self.ranks == 1 {
+            self.experts_local(h2, &ids_h, n, k, w13, w2, m.expert_ffn)?
+        } else {
+            self.experts_exchanged(h2, &ids_h, n, k, w13, w2, m.expert_ffn, ex)?
+        };
+        let Some(x) = h2 else {
+            self.dev.free(yr);
+            return self.alloc(0);
+        };
+        let out = match shared {
+            Some((s13, s2)) => {
+                let gu = self.dense(s13, x, n)?;
+                let act = self.swiglu(gu, n, m.shared_ffn)?;
+                let y = self.dense(s2, act, n)?;
+                self.free(&[gu, act]);
+                y
+            }
+            None => {
+                let y = self.alloc(n * h)?;
+                self.dev.write_f32(y, 0, &vec![0.0; n * h])?;
+                y
+            }
+        };
+        let sb = self.dev.upload_i32(&slots)?;
+        let gw = gw.expect("gate weights exist with rows");
+        self.dev.moe_combine(yr, h, sb, gw, k, out)?;
+        self.rec(
+            CombineShape {
+                rows: n,
+                topk: k,
+                dim: h,
+            }
+            .call(),
+        );
+        self.free(&[sb, gw, yr]);
+        Ok(out)
+    }
+
+    /// One rank holds every expert: permute rows by expert on the device, run each
+    /// touched expert on its rows; returns the outputs (expert order) and the slot of
+    /// each (row, choice) among them.
+    #[allow(clippy::too_many_arguments)]
+    fn experts_local(
+        &mut self,
+        h2: Option<Buf>,
+        ids: &[i32],
+        n: usize,
+        k: usize,
+        w13: DevWeights,
+        w2: DevWeights,
+        ffn: usize,
+    ) -> Result<(Buf, Vec<i32>)> {
+        let h = self.cfg.hidden;
+        let Some(x) = h2 else {
+            return Ok((self.alloc(0)?, Vec::new()));
+        };
+        let (order, groups) = group_by_expert(ids, w13.experts);
+        // order[i] = (row, choice) entry placed i-th; gather its row.
+        let perm: Vec<i32> = order.iter().map(|&e| (e / k) as i32).collect();
+        let xp = self.gather(x, h, &perm)?;
+        let gu = self.linear(w13, &groups, xp, n * k)?;
+        let act = self.swiglu(gu, n * k, ffn)?;
+        let yp = self.linear(w2, &groups, act, n * k)?;
+        let mut slots = vec![0i32; n * k];
+        for (i, &e) in order.iter().enumerate() {
+            slots[e] = i as i32;
+        }
+        self.free(&[xp, gu, act]);
+        Ok((yp, slots))
+    }
+
+    /// Experts spread over the group: dispatch each (row, choice) to the rank holding
+    /// its expert, run the local experts, combine back. Returns outputs in (row,
+    /// choice) order and their slots (an empty buffer when this rank has no rows).
+    #[allow(clippy::too_many_arguments)]
+    fn experts_exchanged(
+        &mut self,
+        h2: Option<Buf>,
+        ids: &[i32],
+        n: usize,
+        k: usize,
+        w13: DevWeights,
+        w2: DevWeights,
+        ffn: usize,
+        ex: &mut dyn Exchange,
+    ) -> Result<(Buf, Vec<i32>)> {
+        let h = self.cfg.hidden;
+        let local = w13.experts;
+        let xh = match h2 {
+            Some(x) => self.dev.read_f32(x, 0, n * h)?,
+            None => Vec::new(),
+        };
+        // Dispatch: per destination, [local expert id, row...] records in entry order.
+        let mut send = vec![Vec::new(); self.ranks];
+        for (e, &id) in ids.iter().enumerate() {
+            let d = id as usize / local;
+            send[d].push((id as usize % local) as f32);
+            send[d].extend_from_slice(&xh[(e / k) * h..(e / k + 1) * h]);
+        }
+        let sent: usize = send.iter().map(|v| v.len()).sum();
+        let recv = ex.all_to_all(send)?;
+        let got: usize = recv.iter().map(|v| v.len()).sum();
+        self.rec(copy_call(4 * (sent + got)));
+        // Local experts over everything received, grouped by expert.
+        let mut ids_in = Vec::new();
+        let mut src_of = Vec::new();
+        for (s, v) in recv.iter().enumerate() {
+            for (i, rec) in v.chunks_exact(h + 1).enumerate() {
+                ids_in.push(rec[0] as i32);
+                src_of.push((s, i));
+            }
+        }
+        let m = ids_in.len();
+        let mut back = vec![Vec::new(); self.ranks];
+        if m > 0 {
+            let (order, groups) = group_by_expert(&ids_in, local);
+            let mut xp = Vec::with_capacity(m * h);
+            for &e in &order {
+                let (s, i) = src_of[e];
+                xp.extend_from_slice(&recv[s][i * (h + 1) + 1..(i + 1) * (h + 1)]);
+            }
+            let xb = self.dev.upload_f32(&xp)?;
+            let gu = self.linear(w13, &groups, xb, m)?;
+            let act = self.swiglu(gu, m, ffn)?;
+            let yb = self.linear(w2, &groups, act, m)?;
+            let y = self.dev.read_f32(yb, 0, m * h)?;
+            self.free(&[xb, gu, act, yb]);
+            // Results back to each source in its record order.
+            let mut pos = vec![0usize; m];
+            for (i, &e) in order.iter().enumerate() {
+                pos[e] = i;
+            }
+            for (e, &(s, _)) in src_of.iter().enumerate() {
+                back[s].extend_from_slice(&y[pos[e] * h..(pos[e] + 1) * h]);
+            }
+        }
+        let sent: usize = back.iter().map(|v| v.len()).sum();
+        let mine = ex.all_to_all(back)?;
+        let got: usize = mine.iter().map(|v| v.len()).sum();
+        self.rec(copy_call(4 * (sent + got)));
+        // Reassemble in (row, choice) order: each destination answered in send order.
+        let mut next = vec![0usize; self.ranks];
+        let mut yr = Vec::with_capacity(n * k * h);
+        for &id in ids {
+            let d = id as usize / local;
+            let i = next[d];
+            next[d] += 1;
+            yr.extend_from_slice(&mine[d][i * h..(i + 1) * h]);
+        }
+        let slots = (0..(n * k) as i32).collect();
+        if yr.is_empty() {
+            return Ok((self.alloc(0)?, slots));
+        }
+        Ok((self.dev.upload_f32(&yr)?, slots))
+    }
+}
+
+/// Counting sort of (row, choice) entries by expert: the entry order (indices into
+/// `ids`) and one group per touched expert over consecutive positions.
+pub fn group_by_expert(ids: &[i32], experts: usize) -> (Vec<usize>, Vec<Group>) {
+    let mut count = vec![0u32; experts];
+    for &e in ids {
+        count[e as usize] += 1;
+    }
+    let mut start = vec![0u32; experts + 1];
+    for e in 0..experts {
+        start[e + 1] = start[e] + count[e];
+    }
+    let mut next = start.clone();
+    let mut order = vec![0usize; ids.len()];
+    for (i, &e) in ids.iter().enumerate() {
+        order[next[e as usize] as usize] = i;
+        next[e as usize] += 1;
+    }
+    let groups = (0..experts)
+        .filter(|&e| count[e] > 0)
+        .map(|e| Group {
+            expert: e as u32,
+            start: start[e],
+            rows: count[e],
+        })
+        .collect();
+    (order, groups)
+}
