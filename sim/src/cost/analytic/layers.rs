@@ -49,6 +49,9 @@ pub(super) struct GemmSpec {
     pub rate: f64,
     /// Row counts scatter between groups (routed experts).
     pub rows_vary: bool,
+    /// Its table in the cost model's memo (`Compiled::number_gemms`); the routed
+    /// experts, priced at varying group counts, have none.
+    pub slot: Option<u8>,
 }
 
 impl GemmSpec {
@@ -91,6 +94,8 @@ pub(super) struct Compiled {
     /// Routed experts: gate+up, then down (groups set per step).
     pub experts: Vec<GemmSpec>,
     pub lm_head: GemmSpec,
+    /// Weight GEMMs with a memo slot (`number_gemms`).
+    pub gemm_slots: usize,
     /// Per-token element-wise bytes per layer: before the router, and after it (MoE
     /// and dense FFN layers).
     pub elem_attn_bytes: f64,
@@ -184,6 +189,7 @@ fn dense(hw: &Hardware, n: f64, k: f64, w: Dtype, scale_block: u32) -> GemmSpec 
         b_bytes: weight_bytes(w, scale_block),
         rate: pair_rate(hw, a, w),
         rows_vary: false,
+        slot: None,
     }
 }
 
@@ -311,6 +317,7 @@ impl Compiled {
                 b_bytes: 2.0,
                 rate: hw.tensor.flops_per_s(bf16),
                 rows_vary: false,
+                slot: None,
             };
             (
                 vec![
@@ -349,6 +356,7 @@ impl Compiled {
                     b_bytes: wb,
                     rate: pair_rate(hw, act, m.weight_dtype),
                     rows_vary: true,
+                    slot: None,
                 };
                 let sw = m.shared_weight_dtype;
                 let sffn = ffn * m.shared_experts as f64 / tp;
@@ -388,6 +396,7 @@ impl Compiled {
             b_bytes: ed.bytes(),
             rate: hw.tensor.flops_per_s(ed),
             rows_vary: false,
+            slot: None,
         };
         // Element-wise traffic per token and layer (see `cost/analytic/mod.rs`).
         let quant = |width: f64, w: Dtype| if w.bytes() <= 1.0 { 3.0 * width } else { 0.0 };
@@ -485,7 +494,7 @@ impl Compiled {
             .map(|i| 2.0 * i.heads as f64 * i.head_dim as f64)
             .unwrap_or(0.0);
         let dispatch = model.dispatch_dtype.bytes();
-        Compiled {
+        let mut compiled = Compiled {
             layers,
             moe_layers,
             dense_ffn_layers: layers - moe_layers,
@@ -501,6 +510,7 @@ impl Compiled {
             dense_ffn,
             experts,
             lm_head,
+            gemm_slots: 0,
             elem_attn_bytes: elem_attn,
             elem_moe_bytes: elem_moe,
             elem_dense_bytes: elem_dense,
@@ -540,7 +550,28 @@ impl Compiled {
             lm_head_bytes: lm_head_params * ed.bytes(),
             roof_tile: SoftMax::new(params.tile.overlap_p),
             roof_ll: SoftMax::new(params.ll.overlap_p),
+        };
+        compiled.number_gemms();
+        compiled
+    }
+
+    /// Gives each weight GEMM priced at a rank's row count its memo slot.
+    fn number_gemms(&mut self) {
+        let specs = self
+            .proj
+            .iter_mut()
+            .chain(self.absorb.iter_mut())
+            .chain(self.kv_up.iter_mut())
+            .chain(self.router.iter_mut())
+            .chain(self.shared.iter_mut())
+            .chain(self.dense_ffn.iter_mut())
+            .chain(std::iter::once(&mut self.lm_head));
+        let mut n = 0;
+        for (i, g) in specs.enumerate() {
+            g.slot = u8::try_from(i).ok();
+            n = i + 1;
         }
+        self.gemm_slots = n;
     }
 
     /// Kernels of one layer of type `t`.

@@ -23,10 +23,12 @@
 //!   (`unskewed_step_s`) give the imbalance and skew losses.
 
 mod layers;
+mod memo;
 mod price;
 mod work;
 
 use self::layers::Compiled;
+use self::memo::Memo;
 use self::price::{Local, MoePart, TypeLocal};
 use self::work::RankWork;
 use super::kernels::a2a;
@@ -47,6 +49,7 @@ pub struct AnalyticCostModel {
     pub layout: Layout,
     pub params: CostParams,
     compiled: Compiled,
+    memo: Memo,
 }
 
 /// One way of running the step: the schedule and the pieces it was built from.
@@ -65,12 +68,14 @@ struct Variant<'a> {
 impl AnalyticCostModel {
     pub fn new(hardware: Hardware, model: Model, layout: Layout, params: CostParams) -> Self {
         let compiled = Compiled::new(&hardware, &model, &layout, &params);
+        let memo = Memo::new(compiled.gemm_slots);
         AnalyticCostModel {
             hardware,
             model,
             layout,
             params,
             compiled,
+            memo,
         }
     }
 

@@ -105,16 +105,23 @@ impl AnalyticCostModel {
         }
     }
 
-    fn gemm(&self, spec: &super::layers::GemmSpec, m: f64, grouped: bool) -> KernelTime {
+    /// A weight GEMM's seconds and bound at `m` rows (remembered by row count).
+    fn gemm(&self, spec: &super::layers::GemmSpec, m: f64) -> (f64, Bound) {
         let p = &self.params;
-        let rate = if grouped { &p.moe } else { &p.gemm };
-        gemm::time(
-            &spec.at(m),
-            &self.device(),
-            rate,
-            &p.tile,
-            &self.compiled.roof_tile,
-        )
+        let price = || {
+            let k = gemm::time(
+                &spec.at(m),
+                &self.device(),
+                &p.gemm,
+                &p.tile,
+                &self.compiled.roof_tile,
+            );
+            (k.s, k.bound)
+        };
+        match spec.slot {
+            Some(slot) => self.memo.gemm(slot as usize, m, price),
+            None => price(),
+        }
     }
 
     /// Attention and indexer seconds of one layer of class `ci` for `w`, with `unabsorbed`
@@ -227,31 +234,27 @@ impl AnalyticCostModel {
         let mut proj = 0.0;
         let mut dense_bound = Bound::Memory;
         for g in &c.proj {
-            let k = self.gemm(g, t, false);
-            proj += k.s;
-            if k.bound == Bound::Compute {
+            let (s, bound) = self.gemm(g, t);
+            proj += s;
+            if bound == Bound::Compute {
                 dense_bound = Bound::Compute;
             }
         }
         let absorb_at =
-            |tokens: f64| -> f64 { c.absorb.iter().map(|g| self.gemm(g, tokens, false).s).sum() };
+            |tokens: f64| -> f64 { c.absorb.iter().map(|g| self.gemm(g, tokens).0).sum() };
         let (engram, engram_b) = self.engram_s(t);
         let mhc = self.mhc_s(t);
-        let router = c
-            .router
-            .as_ref()
-            .map(|g| self.gemm(g, t, false).s)
-            .unwrap_or(0.0);
+        let router = c.router.as_ref().map(|g| self.gemm(g, t).0).unwrap_or(0.0);
         let mut shared = 0.0;
         let mut shared_bound = Bound::Memory;
         for g in &c.shared {
-            let k = self.gemm(g, t, false);
-            shared += k.s;
-            if k.bound == Bound::Compute {
+            let (s, bound) = self.gemm(g, t);
+            shared += s;
+            if bound == Bound::Compute {
                 shared_bound = Bound::Compute;
             }
         }
-        let dense_ffn: f64 = c.dense_ffn.iter().map(|g| self.gemm(g, t, false).s).sum();
+        let dense_ffn: f64 = c.dense_ffn.iter().map(|g| self.gemm(g, t).0).sum();
         let elem_a = t * c.elem_attn_bytes / elem_bw;
         for (ti, ty) in c.types.iter().enumerate() {
             out.types[ti] = TypeLocal {
@@ -285,7 +288,7 @@ impl AnalyticCostModel {
             let absorb = absorb_at(w.tokens);
             let (unabsorbed, mla_s) = match (&c.kv_up, phase) {
                 (Some(up), Phase::Prefill) => {
-                    let up_s = self.gemm(up, w.kv_up_tokens, false).s;
+                    let up_s = self.gemm(up, w.kv_up_tokens).0;
                     let (mut un, mut ab) = (up_s, absorb);
                     for ci in 0..c.classes.len() {
                         un += self.class_attention(phase, &w, ci, true).0.s;
@@ -330,7 +333,7 @@ impl AnalyticCostModel {
             .iter()
             .map(|w| w.lm_tokens * scale)
             .fold(0.0, f64::max);
-        out.lm_s = self.gemm(&c.lm_head, lm_tokens, false).s;
+        out.lm_s = self.gemm(&c.lm_head, lm_tokens).0;
         out
     }
 
@@ -470,29 +473,12 @@ impl AnalyticCostModel {
         };
         let slots = c.experts_per_rank + c.redundant_per_rank;
         let touched = slots * (1.0 - (1.0 - k / e).powf(group_tokens));
-        let per_expert = hot / touched.max(1e-9);
-        let kind = match phase {
-            Phase::Decode => GemmKind::Masked,
-            Phase::Prefill => GemmKind::Contiguous,
-        };
-        let mut experts_s = 0.0;
-        let mut compute = 0.0;
-        let mut memory = 0.0;
-        for spec in &c.experts {
-            let mut g = *spec;
-            g.kind = kind;
-            g.groups = touched;
-            let kt = gemm::time(
-                &g.at(per_expert),
-                &self.device(),
-                &p.moe,
-                &p.tile,
-                &c.roof_tile,
-            );
-            experts_s += kt.s;
-            compute += kt.compute_s;
-            memory += kt.memory_s;
-        }
+        // The grouped GEMMs depend on the group's tokens alone: remembered by them.
+        let (experts_s, experts_bound) =
+            self.memo
+                .experts(phase == Phase::Decode, skewed, group_tokens, || {
+                    self.experts_gemms(phase, touched, hot / touched.max(1e-9))
+                });
         let elem_s =
             hot * c.elem_pair_bytes / (self.hardware.hbm.bytes_per_s * p.elementwise.mem_eff);
         // The busiest sender sends `max_tokens`; the hottest receiver takes its
@@ -552,10 +538,8 @@ impl AnalyticCostModel {
                 elem_s: 0.0,
                 bound: if comm > experts_s {
                     Bound::Link
-                } else if compute > memory {
-                    Bound::Compute
                 } else {
-                    Bound::Memory
+                    experts_bound
                 },
                 weight_bytes: touched * c.expert_bytes,
                 touched,
@@ -567,17 +551,48 @@ impl AnalyticCostModel {
         MoePart {
             experts_s,
             elem_s,
-            bound: if compute > memory {
-                Bound::Compute
-            } else {
-                Bound::Memory
-            },
+            bound: experts_bound,
             weight_bytes: touched * c.expert_bytes,
             touched,
             dispatch,
             combine,
             hooked: phase == Phase::Decode && c.a2a,
         }
+    }
+
+    /// The grouped GEMMs of the routed experts over `touched` experts of `per_expert`
+    /// rows each: seconds, and whether compute or memory binds them.
+    fn experts_gemms(&self, phase: Phase, touched: f64, per_expert: f64) -> (f64, Bound) {
+        let c = &self.compiled;
+        let p = &self.params;
+        let kind = match phase {
+            Phase::Decode => GemmKind::Masked,
+            Phase::Prefill => GemmKind::Contiguous,
+        };
+        let mut experts_s = 0.0;
+        let mut compute = 0.0;
+        let mut memory = 0.0;
+        for spec in &c.experts {
+            let mut g = *spec;
+            g.kind = kind;
+            g.groups = touched;
+            let kt = gemm::time(
+                &g.at(per_expert),
+                &self.device(),
+                &p.moe,
+                &p.tile,
+                &c.roof_tile,
+            );
+            experts_s += kt.s;
+            compute += kt.compute_s;
+            memory += kt.memory_s;
+        }
+        let bound = if compute > memory {
+            Bound::Compute
+        } else {
+            Bound::Memory
+        };
+        (experts_s, bound)
     }
 
     /// Kernels of one layer of type `t`.
