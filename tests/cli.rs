@@ -325,6 +325,55 @@ fn simulate_json_is_deterministic_and_has_the_contract_fields() {
     assert_ne!(stdout(&a), other, "another seed, another run");
 }
 
+/// `--seeds N` runs N consecutive seeds from `--seed` and reports each figure's
+/// values per seed, the same as single runs of those seeds give; conflicting or
+/// impossible requests are refused.
+#[test]
+fn simulate_seeds_reports_the_spread_of_single_runs() {
+    let base = ["simulate", "--duration", "8", "--set", "warmup_s=2"];
+    let o = twin(&[&base[..], &["--seeds", "2", "--seed", "5", "--json"]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = json(&o);
+    assert_eq!(v["replicas"]["seeds"], serde_json::json!([5, 6]));
+    let figures = v["replicas"]["figures"].as_array().unwrap();
+    let tput = figures
+        .iter()
+        .find(|f| f["figure"] == "throughput per GPU")
+        .expect("throughput figure");
+    for (i, seed) in ["5", "6"].iter().enumerate() {
+        let single = json(&twin(&[&base[..], &["--seed", seed, "--json"]].concat()));
+        assert_eq!(
+            tput["values"][i], single["throughput_tok_s_per_gpu"]["total"],
+            "seed {seed}: the replication is the single run"
+        );
+    }
+    let (a, b) = (
+        tput["values"][0].as_f64().unwrap(),
+        tput["values"][1].as_f64().unwrap(),
+    );
+    assert_eq!(tput["mean"].as_f64().unwrap(), (a + b) / 2.0);
+    // Two runs: t(0.975, 1) * |a - b| / sqrt(2) / sqrt(2).
+    let want = 12.706 * (a - b).abs() / 2.0;
+    assert!((tput["ci95"].as_f64().unwrap() - want).abs() <= 1e-9 * want.max(1.0));
+    let text = stdout(&twin(&[&base[..], &["--seeds", "2"]].concat()));
+    assert!(
+        text.contains("2 runs, seeds 1..=2") && text.contains("TTFT p90"),
+        "{text}"
+    );
+    refused(
+        &[&base[..], &["--seeds", "0"]].concat(),
+        &["--seeds 0", "1 to 64"],
+    );
+    refused(
+        &[&base[..], &["--seeds", "2", "--report", "/tmp/x"]].concat(),
+        &["--report describes one run"],
+    );
+    refused(
+        &[&base[..], &["--seeds", "2", "--decode-deps", "16,24"]].concat(),
+        &["--decode-deps"],
+    );
+}
+
 /// `--decode-deps` runs one simulation per P/D split, in the order given; a split that
 /// cannot run says why and does not stop the others; the prefill pool fills the rest.
 #[test]

@@ -70,7 +70,15 @@ pub struct SimulateCmd {
     /// Let --report write into a folder that is not empty.
     #[arg(long)]
     pub force: bool,
+    /// Run the scenario under N seeds (the seed, then the next N - 1), in parallel, and
+    /// print how far each headline figure moves between them: mean, range and the 95%
+    /// confidence interval of the mean.
+    #[arg(long, value_name = "N")]
+    pub seeds: Option<u32>,
 }
+
+/// Most runs `--seeds` takes.
+const MAX_SEEDS: u32 = 64;
 
 /// A deployment field of the scenario's pool at `pool` (`serving.decode`), by its path.
 fn pool_field(pool: &str, f: &Field) -> String {
@@ -316,6 +324,11 @@ pub fn pool_costs(r: &Resolved) -> (AnalyticCostModel, AnalyticCostModel) {
 /// Runs a resolved scenario on `trace`, stoppable by Ctrl-C, with a progress bar on
 /// stderr when it is a terminal (`progress`).
 fn run_resolved(r: &Resolved, trace: &[TraceRecord], progress: bool) -> Result<Report> {
+    run_seeded(r, trace, r.seed, progress)
+}
+
+/// `run_resolved` under `seed` instead of the resolved one.
+fn run_seeded(r: &Resolved, trace: &[TraceRecord], seed: u64, progress: bool) -> Result<Report> {
     let sc = &r.scenario;
     let (prefill_cost, decode_cost) = pool_costs(r);
     let input = SimInput {
@@ -344,7 +357,7 @@ fn run_resolved(r: &Resolved, trace: &[TraceRecord], progress: bool) -> Result<R
         stop: Some(stop),
         progress: Some(&show),
     };
-    let report = simulate_controlled(&input, r.seed, &control)
+    let report = simulate_controlled(&input, seed, &control)
         .map_err(|e| anyhow!("{}: {e}", r.scenario_origin));
     bar.finish_and_clear();
     report
@@ -563,6 +576,9 @@ fn interrupted_splits(runs: &[SplitRun]) -> Result<()> {
 
 pub fn run(cmd: &SimulateCmd) -> Result<()> {
     let args = &cmd.run;
+    if let Some(n) = cmd.seeds {
+        return replicate(cmd, n);
+    }
     if !args.decode_deps.is_empty() {
         return split_sweep(args);
     }
@@ -603,5 +619,73 @@ pub fn run(cmd: &SimulateCmd) -> Result<()> {
         ))
         .into()),
         None => Ok(()),
+    }
+}
+
+/// `--seeds N`: the scenario under N seeds in parallel, and the spread of each headline
+/// figure between them.
+fn replicate(cmd: &SimulateCmd, n: u32) -> Result<()> {
+    let args = &cmd.run;
+    if !(1..=MAX_SEEDS).contains(&n) {
+        bail!("--seeds {n}: give 1 to {MAX_SEEDS} runs");
+    }
+    for (set, flag) in [
+        (!args.decode_deps.is_empty(), "--decode-deps"),
+        (cmd.report.is_some(), "--report"),
+        (cmd.tco.is_some(), "--tco"),
+    ] {
+        if set {
+            bail!("--seeds prints the spread of several runs; {flag} describes one run: run it without --seeds");
+        }
+    }
+    let mut r = resolve_args(args)?;
+    let (trace, notes) = read_trace_within(args, &r.workload, &r.scenario.limits)?;
+    r.notes.extend(notes);
+    r.notes.extend(trace_fit(&r, &trace)?);
+    for note in &r.notes {
+        eprintln!("note: {note}");
+    }
+    let seeds: Vec<u64> = (0..n as u64).map(|i| r.seed.wrapping_add(i)).collect();
+    eprintln!(
+        "running {n} seeds on {} threads",
+        rayon::current_num_threads().min(n as usize)
+    );
+    let reports: Vec<Report> = seeds
+        .par_iter()
+        .map(|&s| run_seeded(&r, &trace, s, false).with_context(|| format!("seed {s}")))
+        .collect::<Result<_>>()?;
+    let runs: Vec<(u64, &Report)> = seeds.iter().copied().zip(reports.iter()).collect();
+    let replicas = sim::serving::Replicas::of(&runs);
+    if args.json {
+        let out = json!({
+            "version": env!("CARGO_PKG_VERSION"),
+            "scenario_file": r.scenario_origin,
+            "notes": r.notes,
+            "replicas": replicas,
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        println!(
+            "twin {} simulate: {}, {n} seeds",
+            env!("CARGO_PKG_VERSION"),
+            r.scenario_origin
+        );
+        print!("{}", replicas.render_text());
+    }
+    let stopped: Vec<String> = runs
+        .iter()
+        .filter_map(|(s, rep)| {
+            rep.interrupted_at_s
+                .map(|t| format!("seed {s} at {t:.1} s"))
+        })
+        .collect();
+    if stopped.is_empty() {
+        Ok(())
+    } else {
+        Err(Interrupted(format!(
+            "the runs stopped early ({}); the figures above cover their windows up to then",
+            stopped.join(", ")
+        ))
+        .into())
     }
 }

@@ -24,6 +24,7 @@ mod pool;
 pub mod price;
 pub mod prompt;
 mod rack;
+pub mod replicas;
 pub mod report;
 mod request;
 mod router;
@@ -39,6 +40,7 @@ pub use config::{
 pub use price::{Money, PriceConfig, PriceSheet, TokenPrices, UsdPerMTokens};
 pub use prompt::Prompt;
 pub use rack::{resolve_mtp, SimInput, SimStep};
+pub use replicas::{Replicas, Spread};
 pub use report::{Accounting, Distributions, PoolReport, Report, Throughput, TokenMix};
 pub use stats::{LogHistogram, Series, SeriesPoint, Summary};
 pub use workload::{
