@@ -272,7 +272,12 @@ impl AnalyticCostModel {
             // Every rank at the mean already; the mean sender is the busiest one.
             out.unskewed_step_s
         } else {
-            let mean = RankWork::mean(works);
+            // The mean rank's token counts, whole (then its GEMM prices come from the
+            // memo's tables): at most half a token from the exact mean, which moves
+            // the counterfactual by far less than the imbalance it measures.
+            let mut mean = RankWork::mean(works);
+            mean.tokens = mean.tokens.round();
+            mean.lm_tokens = mean.lm_tokens.round();
             let lm = self.local(phase, std::slice::from_ref(&mean), 1.0);
             let lmh = two.then(|| self.local(phase, std::slice::from_ref(&mean), 0.5));
             let b = same_way(
