@@ -67,6 +67,56 @@ fn plan_json_has_the_contract_and_is_deterministic() {
     assert_ne!(stdout(&a), stdout(&other));
 }
 
+/// `--seeds 2`: every simulated candidate's figures are the means of its runs under
+/// the two seeds (each what a one-seed plan of that seed gives), with 95% half-widths
+/// t(0.975, 1) * |a - b| / 2; one seed leaves the half-widths out.
+#[test]
+fn plan_seeds_average_the_single_seed_runs() {
+    let by_label = |v: &Value| -> Vec<(String, f64, f64, Value)> {
+        v["simulated"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                (
+                    p["label"].as_str().unwrap().to_string(),
+                    p["tok_s_per_gpu"].as_f64().unwrap(),
+                    p["ttft_p90_ms"].as_f64().unwrap(),
+                    p["ci95"].clone(),
+                )
+            })
+            .collect()
+    };
+    let both = json(&twin(&small_plan(&[
+        "--json", "--seed", "3", "--seeds", "2",
+    ])));
+    assert_eq!(both["seeds"], 2);
+    let one = by_label(&json(&twin(&small_plan(&["--json", "--seed", "3"]))));
+    let two = by_label(&json(&twin(&small_plan(&["--json", "--seed", "4"]))));
+    let mean = by_label(&both);
+    assert_eq!(mean.len(), 3);
+    for (((label, tok, ttft, ci), a), b) in mean.iter().zip(&one).zip(&two) {
+        assert_eq!((label, label), (&a.0, &b.0));
+        assert!(a.3.is_null(), "one seed: no half-widths");
+        let close = |x: f64, y: f64| (x - y).abs() <= 1e-9 * y.abs().max(1.0);
+        assert!(
+            close(*tok, (a.1 + b.1) / 2.0),
+            "{label}: {tok} vs {} {}",
+            a.1,
+            b.1
+        );
+        assert!(close(*ttft, (a.2 + b.2) / 2.0), "{label}: TTFT");
+        assert_eq!(ci["seeds"], 2);
+        let want = 12.706 * (a.1 - b.1).abs() / 2.0;
+        assert!(
+            close(ci["tok_s_per_gpu"].as_f64().unwrap(), want),
+            "{label}: ci {ci} vs {want}"
+        );
+    }
+    let e = err(&twin(&small_plan(&["--seeds", "0"])));
+    assert!(e.contains("--seeds 0"), "{e}");
+}
+
 /// Two shards merged give the unsharded answer byte for byte; a rerun of a shard
 /// resumes (appends nothing); shards of another grid, missing shards and an index out
 /// of range are refused.

@@ -267,6 +267,40 @@ impl Metrics {
         }
     }
 
+    /// The figures of several runs of one candidate (seeds): each the mean over the
+    /// runs, except `usd_per_m_tokens`, which `finance` (of the mean throughput) sets.
+    pub fn mean(runs: &[Metrics], finance: &Finance) -> Metrics {
+        let n = runs.len().max(1) as f64;
+        let avg = |f: fn(&Metrics) -> f64| runs.iter().map(f).sum::<f64>() / n;
+        Metrics {
+            gpus: runs.first().map_or(0, |m| m.gpus),
+            tok_s_per_gpu: avg(|m| m.tok_s_per_gpu),
+            output_tok_s_per_gpu: avg(|m| m.output_tok_s_per_gpu),
+            ttft_p90_ms: avg(|m| m.ttft_p90_ms),
+            tpot_p90_ms: avg(|m| m.tpot_p90_ms),
+            user_tok_s_p90: avg(|m| m.user_tok_s_p90),
+            requests_per_s: avg(|m| m.requests_per_s),
+            dropped_fraction: avg(|m| m.dropped_fraction),
+            usd_per_m_tokens: finance.usd_per_m_tokens.cost_all_tokens,
+        }
+    }
+
+    /// The half-widths of the 95% confidence intervals of the figures' means over
+    /// `runs` (seeds; all 0 for one run).
+    pub fn ci95(runs: &[Metrics]) -> SeedSpread {
+        let ci = |f: fn(&Metrics) -> f64| {
+            crate::serving::replicas::spread("", "", runs.iter().map(f).collect()).ci95
+        };
+        SeedSpread {
+            seeds: runs.len() as u32,
+            tok_s_per_gpu: ci(|m| m.tok_s_per_gpu),
+            ttft_p90_ms: ci(|m| m.ttft_p90_ms),
+            tpot_p90_ms: ci(|m| m.tpot_p90_ms),
+            user_tok_s_p90: ci(|m| m.user_tok_s_p90),
+            requests_per_s: ci(|m| m.requests_per_s),
+        }
+    }
+
     /// The figures of a simulation report and its finance.
     pub fn of(report: &Report, finance: &Finance) -> Metrics {
         let a = &report.accounting;
@@ -286,6 +320,18 @@ impl Metrics {
             usd_per_m_tokens: finance.usd_per_m_tokens.cost_all_tokens,
         }
     }
+}
+
+/// How far a simulated candidate's figures move between seeds: the half-widths of the
+/// 95% confidence intervals of their means (`Metrics::ci95`), in the figures' units.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct SeedSpread {
+    pub seeds: u32,
+    pub tok_s_per_gpu: f64,
+    pub ttft_p90_ms: f64,
+    pub tpot_p90_ms: f64,
+    pub user_tok_s_p90: f64,
+    pub requests_per_s: f64,
 }
 
 /// Where a candidate's evaluation stopped.
@@ -339,6 +385,10 @@ pub struct Record {
     pub status: Status,
     /// Why it was rejected or is infeasible (empty: feasible or ranked out).
     pub reasons: Vec<Reason>,
+    /// With several seeds per candidate: the means' 95% half-widths (`metrics` holds
+    /// the means, `report` the first seed's run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spread: Option<SeedSpread>,
     pub metrics: Option<Metrics>,
     pub finance: Option<Finance>,
     pub report: Option<Report>,
@@ -354,6 +404,10 @@ pub struct Header {
     pub model: String,
     pub workload: String,
     pub seed: u64,
+    /// Seeds each simulated candidate runs (`seed` and the next ones); its figures are
+    /// their means. Left out of the JSON at 1, so one-seed grids keep their hash.
+    #[serde(default = "one_seed", skip_serializing_if = "is_one_seed")]
+    pub seeds: u32,
     pub duration_s: f64,
     pub warmup_s: f64,
     pub sizing: Sizing,
@@ -371,6 +425,14 @@ pub struct Header {
     /// The rate curve's 24 hourly multipliers and its peak (none: constant load).
     pub curve_hourly: Option<Vec<f64>>,
     pub curve_peak: f64,
+}
+
+fn one_seed() -> u32 {
+    1
+}
+
+fn is_one_seed(n: &u32) -> bool {
+    *n == 1
 }
 
 impl Header {

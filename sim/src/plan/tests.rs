@@ -297,6 +297,7 @@ fn header(slo: Slo) -> Header {
         model: "m".into(),
         workload: "w".into(),
         seed: 1,
+        seeds: 1,
         duration_s: 10.0,
         warmup_s: 1.0,
         sizing: Sizing::Gpus(12),
@@ -326,6 +327,7 @@ fn record(h: &Header, index: usize, tok: f64, user: f64, tpot: f64) -> Record {
         estimate: Estimate::default(),
         status: Status::Simulated,
         reasons: Vec::new(),
+        spread: None,
         metrics: Some(Metrics {
             gpus: 12,
             tok_s_per_gpu: tok,

@@ -13,7 +13,7 @@ use sim::cost::AnalyticCostModel;
 use sim::plan::select::ShardFile;
 use sim::plan::{
     enumerate, screen, AnalyticPricer, Candidate, Estimate, Header, Metrics, PoolPricing, Reason,
-    Record, ScreenInputs, Sizing, Status, WorkShape,
+    Record, ScreenInputs, SeedSpread, Sizing, Status, WorkShape,
 };
 use sim::serving::{simulate, Mode, Report, SimInput, TraceRecord, WorkloadConfig};
 use sim::tco::{blended, finance, Finance, Tco};
@@ -79,26 +79,30 @@ pub fn scaled_workload(wl: &WorkloadConfig, scale: f64) -> WorkloadConfig {
 /// screen's session count is corrected by the simulated rate's shortfall.
 const RATE_RUNS: usize = 3;
 
-/// Simulates candidate `c`: the candidate as run, its report and finance. For a
-/// target rate with a closed-loop workload, the users the screen estimated are
-/// rescaled by target / simulated rate until the run carries the target (within the
-/// selection's 5%) or `RATE_RUNS` runs are spent.
-fn simulate_candidate(
-    cx: &Context_,
-    c: &Candidate,
-    sizing: Sizing,
-) -> Result<(Candidate, Report, Finance)> {
+/// A simulated candidate: the candidate as run, the first seed's report, the finance
+/// and figures (means over the seeds), and their spread (several seeds).
+struct Run {
+    candidate: Candidate,
+    report: Report,
+    finance: Finance,
+    metrics: Metrics,
+    spread: Option<SeedSpread>,
+}
+
+/// Simulates candidate `c` under `seeds` seeds. For a target rate with a closed-loop
+/// workload, the users the screen estimated are rescaled by target / simulated rate
+/// until the run carries the target (within the selection's 5%) or `RATE_RUNS` runs
+/// are spent.
+fn simulate_candidate(cx: &Context_, c: &Candidate, sizing: Sizing, seeds: u32) -> Result<Run> {
     let closed = cx.base.workload.open_loop.is_none() && cx.base.workload.trace.is_none();
     let mut c = c.clone();
     for attempt in 1..=RATE_RUNS {
-        let (report, fin) = simulate_once(cx, &c)?;
+        let run = simulate_seeds(cx, &c, seeds)?;
+        let m = &run.metrics;
         let target = match sizing {
             Sizing::Gpus(_) => None,
-            Sizing::RequestsPerS(r) => Some((r, report.requests_per_s)),
-            Sizing::TokensPerS(t) => Some((
-                t,
-                report.throughput_tok_s_per_gpu.total * report.gpus as f64,
-            )),
+            Sizing::RequestsPerS(r) => Some((r, m.requests_per_s)),
+            Sizing::TokensPerS(t) => Some((t, m.tok_s_per_gpu * m.gpus as f64)),
         };
         match target {
             Some((want, got))
@@ -109,14 +113,48 @@ fn simulate_candidate(
             {
                 c.load_scale *= (want / got).min(4.0);
             }
-            _ => return Ok((c, report, fin)),
+            _ => return Ok(run),
         }
     }
     unreachable!("the last attempt returns")
 }
 
-/// One simulation of candidate `c`.
-fn simulate_once(cx: &Context_, c: &Candidate) -> Result<(Report, Finance)> {
+/// Candidate `c` under `seeds` seeds from the plan's: the means of their figures.
+fn simulate_seeds(cx: &Context_, c: &Candidate, seeds: u32) -> Result<Run> {
+    let base = cx.base.seed;
+    let mut reports = Vec::with_capacity(seeds as usize);
+    for i in 0..seeds.max(1) as u64 {
+        reports.push(simulate_once(cx, c, base.wrapping_add(i))?);
+    }
+    let per_seed: Vec<Metrics> = reports
+        .iter()
+        .map(|r| Metrics::of(r, &candidate_finance(cx, c, &r.throughput_tok_s_per_gpu)))
+        .collect();
+    let n = reports.len() as f64;
+    let mean = |f: fn(&Report) -> f64| reports.iter().map(f).sum::<f64>() / n;
+    let throughput = sim::serving::Throughput {
+        total: mean(|r| r.throughput_tok_s_per_gpu.total),
+        cached_input: mean(|r| r.throughput_tok_s_per_gpu.cached_input),
+        uncached_input: mean(|r| r.throughput_tok_s_per_gpu.uncached_input),
+        output: mean(|r| r.throughput_tok_s_per_gpu.output),
+    };
+    let finance = candidate_finance(cx, c, &throughput);
+    let metrics = if reports.len() == 1 {
+        per_seed[0]
+    } else {
+        Metrics::mean(&per_seed, &finance)
+    };
+    Ok(Run {
+        candidate: c.clone(),
+        report: reports.swap_remove(0),
+        finance,
+        metrics,
+        spread: (seeds > 1).then(|| Metrics::ci95(&per_seed)),
+    })
+}
+
+/// One simulation of candidate `c` under `seed`.
+fn simulate_once(cx: &Context_, c: &Candidate, seed: u64) -> Result<Report> {
     let r = &cx.base;
     let sc = c.apply(&r.scenario);
     let wl = scaled_workload(&r.workload, c.load_scale);
@@ -147,13 +185,11 @@ fn simulate_once(cx: &Context_, c: &Candidate) -> Result<(Report, Finance)> {
         decode_cost: &decode_cost,
         trace: &cx.trace,
     };
-    let report = simulate(&input, r.seed).map_err(|e| anyhow!("{e}"))?;
-    let fin = candidate_finance(cx, c, &report)?;
-    Ok((report, fin))
+    simulate(&input, seed).map_err(|e| anyhow!("{e}"))
 }
 
-/// The money of a candidate's run: each pool's GPUs at their hardware's TCO.
-fn candidate_finance(cx: &Context_, c: &Candidate, report: &Report) -> Result<Finance> {
+/// The money of a candidate's throughput: each pool's GPUs at their hardware's TCO.
+fn candidate_finance(cx: &Context_, c: &Candidate, t: &sim::serving::Throughput) -> Finance {
     let pools: Vec<(u64, sim::tco::GpuHourCost)> = [c.prefill.as_ref(), Some(&c.decode)]
         .into_iter()
         .flatten()
@@ -165,12 +201,7 @@ fn candidate_finance(cx: &Context_, c: &Candidate, report: &Report) -> Result<Fi
         .price
         .token_prices()
         .unwrap_or(sim::serving::TokenPrices::ZERO);
-    Ok(finance(
-        &cx.tco.name,
-        blended(&pools),
-        &prices,
-        &report.throughput_tok_s_per_gpu,
-    ))
+    finance(&cx.tco.name, blended(&pools), &prices, t)
 }
 
 /// The grid: its header and every candidate screened.
@@ -195,6 +226,9 @@ fn build(args: &PlanArgs) -> Result<(Context_, Grid)> {
     let (trace, notes) = read_trace_within(&sim_args, &base.workload, &base.scenario.limits)?;
     for n in &notes {
         eprintln!("note: {n}");
+    }
+    if !(1..=64).contains(&args.seeds) {
+        bail!("--seeds {}: give 1 to 64 runs per candidate", args.seeds);
     }
     let slo = parse_slos(&args.slo)?;
     let objective = parse_objective(&args.objective)?;
@@ -282,6 +316,7 @@ fn build(args: &PlanArgs) -> Result<(Context_, Grid)> {
         model: base.model.name.clone(),
         workload: base.workload.name.clone(),
         seed: base.seed,
+        seeds: args.seeds,
         duration_s: base.scenario.duration_s,
         warmup_s: base.scenario.warmup_s,
         sizing,
@@ -456,6 +491,7 @@ pub fn plan(args: &PlanArgs) -> Result<()> {
                 estimate: *est,
                 status: Status::RejectedByScreen,
                 reasons: reasons.clone(),
+                spread: None,
                 metrics: None,
                 finance: None,
                 report: None,
@@ -465,13 +501,14 @@ pub fn plan(args: &PlanArgs) -> Result<()> {
             }
             if to_sim.contains(&i) {
                 pb.set_message(cand.label());
-                match simulate_candidate(&cx, cand, h.sizing) {
-                    Ok((run, report, fin)) => {
-                        rec.candidate = run;
+                match simulate_candidate(&cx, cand, h.sizing, h.seeds) {
+                    Ok(run) => {
+                        rec.candidate = run.candidate;
                         rec.status = Status::Simulated;
-                        rec.metrics = Some(Metrics::of(&report, &fin));
-                        rec.finance = Some(fin);
-                        rec.report = Some(report);
+                        rec.metrics = Some(run.metrics);
+                        rec.spread = run.spread;
+                        rec.finance = Some(run.finance);
+                        rec.report = Some(run.report);
                     }
                     Err(e) => {
                         rec.status = Status::SimulationFailed;

@@ -49,6 +49,10 @@ pub struct PlanArgs {
     pub tco: Option<String>,
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Seeds per simulated candidate (`--seed` and the next N - 1): its figures, and
+    /// the SLO checks, use their means; the records give each mean's 95% half-width.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub seeds: u32,
     /// Simulated seconds per candidate, warm-up included (default: the scenario's).
     #[arg(long, value_name = "SECONDS")]
     pub duration: Option<f64>,

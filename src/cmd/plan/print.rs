@@ -71,7 +71,7 @@ fn point(r: &Record, feasible: bool) -> Value {
         "gpus": m.gpus, "tok_s_per_gpu": m.tok_s_per_gpu, "user_tok_s_p90": m.user_tok_s_p90,
         "ttft_p90_ms": m.ttft_p90_ms, "tpot_p90_ms": m.tpot_p90_ms,
         "usd_per_m_tokens": m.usd_per_m_tokens, "requests_per_s": m.requests_per_s,
-        "feasible": feasible, "reasons": r.reasons,
+        "feasible": feasible, "reasons": r.reasons, "ci95": r.spread,
     })
 }
 
@@ -107,6 +107,7 @@ pub fn to_json(o: &Outcome) -> Value {
         "grid": o.header.grid,
         "scenario": o.header.scenario,
         "seed": o.header.seed,
+        "seeds": o.header.seeds,
         "sizing": o.header.sizing,
         "slo": o.header.slo,
         "objective": o.header.objective.key(),
@@ -124,6 +125,7 @@ pub fn to_json(o: &Outcome) -> Value {
             "user_tok_s_p90": m.user_tok_s_p90,
             "requests_per_s": m.requests_per_s,
             "usd_per_m_tokens": m.usd_per_m_tokens,
+            "ci95": b.spread,
             "throughput_tok_s_per_gpu": b.report.as_ref().map(|r| r.throughput_tok_s_per_gpu),
             "finance": b.finance,
             "estimate": b.estimate,
@@ -163,14 +165,22 @@ pub fn text(o: &Outcome) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "twin {} plan: {}, {}; {}; objective {}; TCO {}; seed {}, {} s per run ({} s warm-up)",
+        "twin {} plan: {}, {}; {}; objective {}; TCO {}; {}, {} s per run ({} s warm-up)",
         h.version,
         h.scenario,
         sizing_text(h.sizing),
         slo_text(h),
         h.objective.key(),
         h.tco,
-        h.seed,
+        if h.seeds > 1 {
+            format!(
+                "seeds {}..={} (figures are means)",
+                h.seed,
+                h.seed.wrapping_add(h.seeds as u64 - 1)
+            )
+        } else {
+            format!("seed {}", h.seed)
+        },
         h.duration_s,
         h.warmup_s
     );
@@ -208,6 +218,18 @@ pub fn text(o: &Outcome) -> String {
         m.user_tok_s_p90,
         m.requests_per_s
     );
+    if let Some(x) = &b.spread {
+        let _ = writeln!(
+            s,
+            "  ±95% over {} seeds: tok/s per GPU ±{}; TTFT p90 ±{:.0} ms; TPOT p90 ±{:.2} ms; P90 per user ±{:.1} tok/s; ±{:.2} req/s",
+            x.seeds,
+            k(x.tok_s_per_gpu),
+            x.ttft_p90_ms,
+            x.tpot_p90_ms,
+            x.user_tok_s_p90,
+            x.requests_per_s
+        );
+    }
     if let Some(f) = &b.finance {
         let _ = writeln!(
             s,
