@@ -66,9 +66,9 @@ fn tail_pmfs(pmf: &[f64], limit: u32) -> Vec<Vec<f64>> {
     let limit = limit as usize;
     // below[s][L] = P(T_s < L) for L = 0..=limit.
     let mut below = Vec::with_capacity(limit + 1);
-    let mut dist = vec![1.0f64]; // T_0 = 0
-    let mut least = 0usize; // T_s's least value (index 0 of `dist`)
-    for _ in 0..=limit {
+    // T_0 = 0; `least` is T_s's least value (index 0 of `dist`).
+    let mut dist = vec![1.0f64];
+    for least in 0..=limit {
         let mut b = vec![0.0f64; limit + 1];
         let mut acc = 0.0f64;
         for (l, x) in b.iter_mut().enumerate() {
@@ -86,7 +86,6 @@ fn tail_pmfs(pmf: &[f64], limit: u32) -> Vec<Vec<f64>> {
             }
         }
         dist = next;
-        least += 1;
     }
     (1..=limit)
         .map(|l| {

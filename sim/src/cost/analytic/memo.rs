@@ -24,15 +24,17 @@ use crate::cost::Bound;
 const MAX_ROWS: usize = 16_384;
 const ENTRIES: usize = 2 * MAX_ROWS + 1;
 
-/// One lazily allocated table of prices by twice the row count: seconds as bits (0:
-/// not yet priced) and the bound.
+/// Seconds as bits (0: not yet priced) and bound codes, by twice the row count.
+type Cells = (Box<[AtomicU64]>, Box<[AtomicU8]>);
+
+/// One lazily allocated table of prices by twice the row count.
 #[derive(Default)]
 struct Table {
-    cells: OnceLock<(Box<[AtomicU64]>, Box<[AtomicU8]>)>,
+    cells: OnceLock<Cells>,
 }
 
 impl Table {
-    fn cells(&self) -> &(Box<[AtomicU64]>, Box<[AtomicU8]>) {
+    fn cells(&self) -> &Cells {
         self.cells.get_or_init(|| {
             (
                 (0..ENTRIES).map(|_| AtomicU64::new(0)).collect(),
