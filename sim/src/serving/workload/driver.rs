@@ -1,6 +1,8 @@
 //! The workload driver: users, sessions and trace cursors turned into requests.
 
-use super::{gamma, AgentX, Arrival, TraceRecord, WorkloadConfig, BLOCK_TOKENS, MAX_TOKENS};
+use super::{
+    gamma, AgentX, Arrival, Sampler, TraceRecord, WorkloadConfig, BLOCK_TOKENS, MAX_TOKENS,
+};
 use crate::serving::core::{secs_to_ns, Nanos};
 use crate::serving::prompt::{Generated, Prompt};
 use crate::serving::SimError;
@@ -85,6 +87,8 @@ struct Session {
 /// ```
 pub struct Driver<'a> {
     cfg: &'a WorkloadConfig,
+    /// The AgentX distributions drawn every turn, ready to draw from.
+    turn: Option<TurnDraws>,
     trace: &'a [TraceRecord],
     trace_order: Vec<u32>,
     rng: ChaCha8Rng,
@@ -92,6 +96,15 @@ pub struct Driver<'a> {
     subagents_live: u32,
     next_uid: u64,
     chained: bool,
+}
+
+/// The AgentX distributions a turn draws from (`Dist::sampler`).
+struct TurnDraws {
+    task_tokens: Sampler,
+    subagent_task_tokens: Sampler,
+    turn_new_tokens: Sampler,
+    output_tokens: Sampler,
+    idle_gap_s: Sampler,
 }
 
 /// Whether every block identity in `prompts` always follows the same identity (or
@@ -148,8 +161,16 @@ impl<'a> Driver<'a> {
                 .iter()
                 .map(|&i| trace[i as usize].hash_ids.as_slice()),
         );
+        let turn = cfg.agentx.as_ref().map(|a| TurnDraws {
+            task_tokens: a.task_tokens.sampler(),
+            subagent_task_tokens: a.subagent_task_tokens.sampler(),
+            turn_new_tokens: a.turn_new_tokens.sampler(),
+            output_tokens: a.output_tokens.sampler(),
+            idle_gap_s: a.idle_gap_s.sampler(),
+        });
         Ok(Driver {
             cfg,
+            turn,
             trace,
             trace_order,
             rng,
@@ -321,18 +342,19 @@ impl<'a> Driver<'a> {
     /// An agent session's next turn: its whole context so far plus new tokens.
     fn session_turn(&mut self, slot: u32) -> Option<NewRequest<'a>> {
         let a = self.cfg.agentx.as_ref()?;
+        let d = self.turn.as_ref()?;
         let sess = self.sessions.get_mut(slot as usize)?.as_mut()?;
         let prewarm_tokens = std::mem::take(&mut sess.prewarm_tokens);
         let new = if sess.turns_done == 0 {
             if sess.subagent {
-                a.subagent_task_tokens.sample_tokens(&mut self.rng, 1)
+                d.subagent_task_tokens.sample_tokens(&mut self.rng, 1)
             } else {
-                a.task_tokens.sample_tokens(&mut self.rng, 1)
+                d.task_tokens.sample_tokens(&mut self.rng, 1)
             }
         } else {
-            a.turn_new_tokens.sample_tokens(&mut self.rng, 1)
+            d.turn_new_tokens.sample_tokens(&mut self.rng, 1)
         };
-        let output = a.output_tokens.sample_tokens(&mut self.rng, 1);
+        let output = d.output_tokens.sample_tokens(&mut self.rng, 1);
         let input = (sess.context_tokens + new as u64).min(MAX_TOKENS as u64);
         // The system prompt's full blocks are owned by it, the rest of the context by
         // the session: a turn's prompt extends the last one's.
@@ -368,7 +390,11 @@ impl<'a> Driver<'a> {
             out.push((now.saturating_add(think), WlEvent::Slot(slot)));
             return;
         }
-        let Some(a) = self.cfg.agentx.clone() else {
+        let cfg: &'a WorkloadConfig = self.cfg;
+        let (Some(a), Some(idle_gap)) = (
+            cfg.agentx.as_ref(),
+            self.turn.as_ref().map(|d| d.idle_gap_s),
+        ) else {
             return;
         };
         let Some(Some(sess)) = self.sessions.get_mut(slot as usize) else {
@@ -380,13 +406,13 @@ impl<'a> Driver<'a> {
             || sess.turns_done >= sess.turns_max
             || sess.context_tokens >= sess.max_context_tokens;
         let is_sub = sess.subagent;
-        let gap = secs_to_ns(a.idle_gap_s.sample(&mut self.rng).min(a.idle_gap_cap_s)).max(1);
+        let gap = secs_to_ns(idle_gap.sample(&mut self.rng).min(a.idle_gap_cap_s)).max(1);
         if ended {
             if is_sub {
                 self.sessions[slot as usize] = None;
                 self.subagents_live -= 1;
             } else {
-                let s = self.new_session(&a, false);
+                let s = self.new_session(a, false);
                 self.sessions[slot as usize] = Some(s);
                 out.push((now.saturating_add(gap), WlEvent::Slot(slot)));
             }
@@ -398,7 +424,7 @@ impl<'a> Driver<'a> {
             && self.subagents_live < a.max_subagents
             && self.rng.random::<f64>() < a.subagent_probability
         {
-            let s = self.new_session(&a, true);
+            let s = self.new_session(a, true);
             let free =
                 (a.sessions as usize..self.sessions.len()).find(|&i| self.sessions[i].is_none());
             let slot = match free {
@@ -412,7 +438,7 @@ impl<'a> Driver<'a> {
                 }
             };
             self.subagents_live += 1;
-            let gap = secs_to_ns(a.idle_gap_s.sample(&mut self.rng).min(a.idle_gap_cap_s)).max(1);
+            let gap = secs_to_ns(idle_gap.sample(&mut self.rng).min(a.idle_gap_cap_s)).max(1);
             out.push((now.saturating_add(gap), WlEvent::Slot(slot as u32)));
         }
     }

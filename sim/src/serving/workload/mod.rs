@@ -28,7 +28,7 @@ pub const BLOCK_TOKENS: u64 = 512;
 pub const MAX_TOKENS: f64 = 16_000_000.0;
 
 /// A distribution of a non-negative quantity.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "dist", rename_all = "kebab-case")]
 pub enum Dist {
     Fixed {
@@ -62,25 +62,27 @@ impl Dist {
     }
 
     pub fn sample(&self, rng: &mut ChaCha8Rng) -> f64 {
-        match *self {
-            Dist::Fixed { value } => value,
-            Dist::Uniform { min, max } => min + (max - min) * rng.random::<f64>(),
-            Dist::Exponential { mean } => -mean * (1.0 - rng.random::<f64>()).ln(),
-            Dist::Lognormal { mean, cv } => {
-                if cv <= 0.0 {
-                    return mean;
-                }
-                let s2 = (1.0 + cv * cv).ln();
-                let mu = mean.ln() - 0.5 * s2;
-                (mu + s2.sqrt() * normal(rng)).exp()
-            }
-        }
+        self.sampler().sample(rng)
     }
 
     /// A token count: rounded, at least `min`, at most `MAX_TOKENS`.
     pub fn sample_tokens(&self, rng: &mut ChaCha8Rng, min: u32) -> u32 {
-        let v = self.sample(rng).round();
-        v.clamp(min as f64, MAX_TOKENS) as u32
+        self.sampler().sample_tokens(rng, min)
+    }
+
+    /// The distribution with its constants worked out once, for repeated draws.
+    pub fn sampler(&self) -> Sampler {
+        match *self {
+            Dist::Lognormal { mean, cv } if cv > 0.0 => {
+                let s2 = (1.0 + cv * cv).ln();
+                Sampler::Lognormal {
+                    mu: mean.ln() - 0.5 * s2,
+                    sigma: s2.sqrt(),
+                }
+            }
+            Dist::Lognormal { mean, .. } => Sampler::Plain(Dist::Fixed { value: mean }),
+            d => Sampler::Plain(d),
+        }
     }
 
     fn problems(&self, path: &str, p: &mut Vec<String>) {
@@ -137,6 +139,33 @@ fn tokens_at_most(p: &mut Vec<String>, path: &str, v: u32) {
 }
 
 /// Standard normal draw (Box-Muller).
+/// A `Dist` ready to draw from (`Dist::sampler`): a log-normal's `mu` and `sigma` are
+/// computed once instead of per draw; the draws are the same, bit for bit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Sampler {
+    Plain(Dist),
+    Lognormal { mu: f64, sigma: f64 },
+}
+
+impl Sampler {
+    pub fn sample(&self, rng: &mut ChaCha8Rng) -> f64 {
+        match *self {
+            Sampler::Lognormal { mu, sigma } => (mu + sigma * normal(rng)).exp(),
+            Sampler::Plain(Dist::Fixed { value }) => value,
+            Sampler::Plain(Dist::Uniform { min, max }) => min + (max - min) * rng.random::<f64>(),
+            Sampler::Plain(Dist::Exponential { mean }) => -mean * (1.0 - rng.random::<f64>()).ln(),
+            // `Dist::sampler` turns every log-normal into one of the above.
+            Sampler::Plain(d @ Dist::Lognormal { .. }) => d.sampler().sample(rng),
+        }
+    }
+
+    /// A token count: rounded, at least `min`, at most `MAX_TOKENS`.
+    pub fn sample_tokens(&self, rng: &mut ChaCha8Rng, min: u32) -> u32 {
+        let v = self.sample(rng).round();
+        v.clamp(min as f64, MAX_TOKENS) as u32
+    }
+}
+
 fn normal(rng: &mut ChaCha8Rng) -> f64 {
     let u1: f64 = 1.0 - rng.random::<f64>(); // (0, 1]
     let u2: f64 = rng.random();
@@ -461,5 +490,24 @@ mod tests {
         let k = 0.25; // cv = 2
         let m = (0..200_000).map(|_| gamma(&mut rng, k)).sum::<f64>() / 200_000.0;
         assert!((m / k - 1.0).abs() < 0.03, "gamma mean {m}");
+    }
+
+    /// A log-normal's sampler draws exp(ln(mean) - s2/2 + sqrt(s2) * z), s2 = ln(1 + cv^2),
+    /// from the same normal draw z, bit for bit; cv = 0 is the mean without a draw.
+    #[test]
+    fn a_lognormal_sampler_draws_the_formula() {
+        let (mean, cv) = (300.0f64, 1.0f64);
+        let s = Dist::Lognormal { mean, cv }.sampler();
+        for seed in 0..50 {
+            let z = normal(&mut ChaCha8Rng::seed_from_u64(seed));
+            let s2 = (1.0 + cv * cv).ln();
+            let want = (mean.ln() - 0.5 * s2 + s2.sqrt() * z).exp();
+            let got = s.sample(&mut ChaCha8Rng::seed_from_u64(seed));
+            assert_eq!(got.to_bits(), want.to_bits(), "seed {seed}");
+        }
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let before = rng.clone();
+        assert_eq!(Dist::Lognormal { mean, cv: 0.0 }.sample(&mut rng), mean);
+        assert_eq!(rng, before, "no draw at cv = 0");
     }
 }
