@@ -436,3 +436,40 @@ fn overlap_is_never_slower_than_serial_nor_faster_than_its_slowest_stage() {
         );
     }
 }
+
+/// The remembered GEMM prices (`cost/analytic/memo.rs`) change nothing: a step priced
+/// by a model whose tables have filled over many steps equals, bit for bit, the same
+/// step priced by a fresh copy (empty tables: every GEMM priced afresh), across
+/// hardware, models, DEPs, phases, odd and even token counts and MTP.
+#[test]
+fn remembered_gemm_prices_equal_fresh_ones() {
+    let mut rng = ChaCha8Rng::seed_from_u64(31);
+    let (hws, ms) = (hardware(), models());
+    for case in 0..40 {
+        let (hw, m, dep, c) = random_model(&mut rng, &hws, &ms);
+        for _ in 0..30 {
+            let phase = if rng.random_bool(0.5) {
+                Phase::Decode
+            } else {
+                Phase::Prefill
+            };
+            let per_rank: Vec<(u32, u32, u64)> = (0..dep)
+                .map(|_| {
+                    let count = rng.random_range(0..9u32);
+                    let new = match phase {
+                        Phase::Decode => 1,
+                        Phase::Prefill => rng.random_range(1..5000u32),
+                    };
+                    (count, new, rng.random_range(0..200_000u64))
+                })
+                .collect();
+            let draft = rng.random_range(0..4u32);
+            let warm = step(&c, phase, &per_rank, draft);
+            let again = step(&c, phase, &per_rank, draft);
+            let fresh = step(&c.clone(), phase, &per_rank, draft);
+            let why = format!("case {case}: {hw} {m} DEP{dep} {phase:?} {per_rank:?} mtp{draft}");
+            assert_eq!(format!("{warm:?}"), format!("{fresh:?}"), "{why}");
+            assert_eq!(format!("{again:?}"), format!("{fresh:?}"), "{why}");
+        }
+    }
+}
