@@ -48,6 +48,15 @@ fn random_model(
     (hw.name.clone(), m.name.clone(), dep, c)
 }
 
+/// Decode or prefill, evenly.
+fn random_phase(rng: &mut ChaCha8Rng) -> Phase {
+    if rng.random_bool(0.5) {
+        Phase::Decode
+    } else {
+        Phase::Prefill
+    }
+}
+
 fn params(hw: &Hardware) -> CostParams {
     let mut p = CostParams::default();
     for (k, v) in &hw.cost {
@@ -104,11 +113,7 @@ fn step_time_never_decreases_with_more_tokens_or_context() {
             },
             params(hw),
         );
-        let phase = if rng.random_bool(0.5) {
-            Phase::Decode
-        } else {
-            Phase::Prefill
-        };
+        let phase = random_phase(&mut rng);
         let draft = if phase == Phase::Decode {
             rng.random_range(0..3)
         } else {
@@ -219,11 +224,7 @@ fn breakdown_sums_to_the_step() {
     let ms = models();
     for _ in 0..200 {
         let (hw, m, dep, c) = random_model(&mut rng, &hws, &ms);
-        let phase = if rng.random_bool(0.5) {
-            Phase::Decode
-        } else {
-            Phase::Prefill
-        };
+        let phase = random_phase(&mut rng);
         let shape: Vec<(u32, u32, u64)> = (0..dep)
             .map(|_| {
                 (
@@ -336,11 +337,7 @@ fn more_nodes_are_never_cheaper() {
         let hw = &hws[rng.random_range(0..hws.len())];
         let m = &ms[rng.random_range(0..ms.len())];
         let experts = m.moe.as_ref().unwrap().routed_experts;
-        let phase = if rng.random_bool(0.5) {
-            Phase::Decode
-        } else {
-            Phase::Prefill
-        };
+        let phase = random_phase(&mut rng);
         let per_rank = (
             rng.random_range(1..64),
             rng.random_range(1..4096),
@@ -390,11 +387,7 @@ fn overlap_is_never_slower_than_serial_nor_faster_than_its_slowest_stage() {
             },
             c.params.clone(),
         );
-        let phase = if rng.random_bool(0.5) {
-            Phase::Decode
-        } else {
-            Phase::Prefill
-        };
+        let phase = random_phase(&mut rng);
         let shape: Vec<(u32, u32, u64)> = (0..dep)
             .map(|_| {
                 (
@@ -448,11 +441,7 @@ fn remembered_gemm_prices_equal_fresh_ones() {
     for case in 0..40 {
         let (hw, m, dep, c) = random_model(&mut rng, &hws, &ms);
         for _ in 0..30 {
-            let phase = if rng.random_bool(0.5) {
-                Phase::Decode
-            } else {
-                Phase::Prefill
-            };
+            let phase = random_phase(&mut rng);
             let per_rank: Vec<(u32, u32, u64)> = (0..dep)
                 .map(|_| {
                     let count = rng.random_range(0..9u32);
