@@ -91,6 +91,13 @@ fn plan_seeds_average_the_single_seed_runs() {
         "--json", "--seed", "3", "--seeds", "2",
     ])));
     assert_eq!(both["seeds"], 2);
+    for p in both["simulated"].as_array().unwrap() {
+        assert_eq!(
+            p["slos_within_noise"],
+            serde_json::json!([]),
+            "no SLO, none unsettled"
+        );
+    }
     let one = by_label(&json(&twin(&small_plan(&["--json", "--seed", "3"]))));
     let two = by_label(&json(&twin(&small_plan(&["--json", "--seed", "4"]))));
     let mean = by_label(&both);

@@ -334,6 +334,31 @@ pub struct SeedSpread {
     pub requests_per_s: f64,
 }
 
+impl SeedSpread {
+    /// The half-width of SLO metric `name` (NaN for another name).
+    pub fn slo_value(&self, name: &str) -> f64 {
+        match name {
+            "ttft_p90_ms" => self.ttft_p90_ms,
+            "tpot_p90_ms" => self.tpot_p90_ms,
+            "user_tok_s_p90" => self.user_tok_s_p90,
+            _ => f64::NAN,
+        }
+    }
+
+    /// The SLOs of `slo` whose limit lies within the 95% interval of the mean `m`:
+    /// whether the candidate meets them is not settled by its seeds (name, mean,
+    /// half-width, limit).
+    pub fn slos_within_noise(&self, slo: &Slo, m: &Metrics) -> Vec<(&'static str, f64, f64, f64)> {
+        slo.constraints()
+            .into_iter()
+            .filter_map(|(name, limit, _)| {
+                let (v, ci) = (m.slo_value(name), self.slo_value(name));
+                (ci > 0.0 && (v - limit).abs() <= ci).then_some((name, v, ci, limit))
+            })
+            .collect()
+    }
+}
+
 /// Where a candidate's evaluation stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

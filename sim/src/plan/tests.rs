@@ -470,3 +470,40 @@ fn a_run_that_completed_nothing_is_infeasible() {
     assert_eq!(o.records[1].reasons.len(), 1);
     assert_eq!(o.records[1].reasons[0].rule, "completed");
 }
+
+/// An SLO limit inside a mean's 95% interval is flagged, one outside it is not, and
+/// one seed (no half-width) flags nothing.
+#[test]
+fn slos_within_the_seed_noise_are_flagged() {
+    let slo = Slo {
+        ttft_p90_ms: Some(500.0),
+        tpot_p90_ms: Some(20.0),
+        user_tok_s_p90: Some(150.0),
+    };
+    let m = Metrics {
+        ttft_p90_ms: 480.0,
+        tpot_p90_ms: 20.3,
+        user_tok_s_p90: 200.0,
+        ..Metrics::default()
+    };
+    let spread = SeedSpread {
+        seeds: 3,
+        ttft_p90_ms: 10.0,
+        tpot_p90_ms: 0.4,
+        user_tok_s_p90: 5.0,
+        ..SeedSpread::default()
+    };
+    let flagged = spread.slos_within_noise(&slo, &m);
+    assert_eq!(flagged, vec![("tpot_p90_ms", 20.3, 0.4, 20.0)]);
+    let wide = SeedSpread {
+        ttft_p90_ms: 20.0,
+        ..spread
+    };
+    let names: Vec<&str> = wide
+        .slos_within_noise(&slo, &m)
+        .iter()
+        .map(|f| f.0)
+        .collect();
+    assert_eq!(names, ["ttft_p90_ms", "tpot_p90_ms"]);
+    assert!(SeedSpread::default().slos_within_noise(&slo, &m).is_empty());
+}

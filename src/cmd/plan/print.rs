@@ -6,7 +6,7 @@ use super::vllm;
 use super::OutputArgs;
 use anyhow::Result;
 use serde_json::{json, Value};
-use sim::plan::{select, Header, Outcome, Record, Sizing, Status};
+use sim::plan::{select, Header, Outcome, Record, Sizing, Slo, Status};
 use sim::serving::report::k;
 use sim::tco::{over_curve, CurveFinance};
 
@@ -64,7 +64,16 @@ pub fn slo_text(h: &Header) -> String {
     }
 }
 
-fn point(r: &Record, feasible: bool) -> Value {
+/// The SLOs whose limit lies inside the 95% interval of record `r`'s mean (several
+/// seeds): its verdict on them is not settled.
+fn within_noise(r: &Record, slo: &Slo) -> Vec<(&'static str, f64, f64, f64)> {
+    match (&r.spread, &r.metrics) {
+        (Some(s), Some(m)) => s.slos_within_noise(slo, m),
+        _ => Vec::new(),
+    }
+}
+
+fn point(r: &Record, feasible: bool, slo: &Slo) -> Value {
     let m = r.metrics.unwrap_or_default();
     json!({
         "index": r.index, "key": r.key, "label": r.candidate.label(), "config": r.candidate,
@@ -72,6 +81,7 @@ fn point(r: &Record, feasible: bool) -> Value {
         "ttft_p90_ms": m.ttft_p90_ms, "tpot_p90_ms": m.tpot_p90_ms,
         "usd_per_m_tokens": m.usd_per_m_tokens, "requests_per_s": m.requests_per_s,
         "feasible": feasible, "reasons": r.reasons, "ci95": r.spread,
+        "slos_within_noise": within_noise(r, slo).iter().map(|f| f.0).collect::<Vec<_>>(),
     })
 }
 
@@ -96,7 +106,7 @@ pub fn to_json(o: &Outcome) -> Value {
         .enumerate()
         .filter(|(_, r)| r.status == Status::Simulated)
         .map(|(i, r)| {
-            let mut p = point(r, o.feasible(i));
+            let mut p = point(r, o.feasible(i), &o.header.slo);
             p["pareto"] = json!(o.frontier.contains(&i));
             p["estimate"] = json!(r.estimate);
             p
@@ -131,7 +141,7 @@ pub fn to_json(o: &Outcome) -> Value {
             "estimate": b.estimate,
             "vllm": vllm::commands(&b.candidate),
         },
-        "frontier": o.frontier.iter().map(|&i| point(&o.records[i], o.feasible(i))).collect::<Vec<_>>(),
+        "frontier": o.frontier.iter().map(|&i| point(&o.records[i], o.feasible(i), &o.header.slo)).collect::<Vec<_>>(),
         "simulated": simulated,
         "rejected_by_screen": by_status(Status::RejectedByScreen),
         "ranked_out": by_status(Status::RankedOut),
@@ -141,9 +151,10 @@ pub fn to_json(o: &Outcome) -> Value {
     })
 }
 
-/// Record `i`'s verdict: `best`, `ok`, or why it is infeasible.
+/// Record `i`'s verdict: `best`, `ok`, or why it is infeasible; then the SLOs its
+/// seeds leave unsettled.
 pub fn verdict(o: &Outcome, i: usize) -> String {
-    if Some(i) == o.best {
+    let base = if Some(i) == o.best {
         "best".into()
     } else if o.feasible(i) {
         "ok".into()
@@ -154,6 +165,15 @@ pub fn verdict(o: &Outcome, i: usize) -> String {
             .map(|x| x.message.clone())
             .collect::<Vec<_>>()
             .join("; ")
+    };
+    let noise: Vec<String> = within_noise(&o.records[i], &o.header.slo)
+        .iter()
+        .map(|(name, v, ci, limit)| format!("{name} {v:.2} ±{ci:.2} straddles the SLO {limit}"))
+        .collect();
+    if noise.is_empty() {
+        base
+    } else {
+        format!("{base} (unsettled by the seeds: {})", noise.join(", "))
     }
 }
 
