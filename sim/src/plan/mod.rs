@@ -256,15 +256,26 @@ pub struct Metrics {
     pub usd_per_m_tokens: f64,
 }
 
+/// The field of SLO metric `name` among a candidate's three SLO figures (NaN for
+/// another name).
+fn slo_field(name: &str, ttft_p90_ms: f64, tpot_p90_ms: f64, user_tok_s_p90: f64) -> f64 {
+    match name {
+        "ttft_p90_ms" => ttft_p90_ms,
+        "tpot_p90_ms" => tpot_p90_ms,
+        "user_tok_s_p90" => user_tok_s_p90,
+        _ => f64::NAN,
+    }
+}
+
 impl Metrics {
     /// The value of SLO metric `name`.
     pub fn slo_value(&self, name: &str) -> f64 {
-        match name {
-            "ttft_p90_ms" => self.ttft_p90_ms,
-            "tpot_p90_ms" => self.tpot_p90_ms,
-            "user_tok_s_p90" => self.user_tok_s_p90,
-            _ => f64::NAN,
-        }
+        slo_field(
+            name,
+            self.ttft_p90_ms,
+            self.tpot_p90_ms,
+            self.user_tok_s_p90,
+        )
     }
 
     /// The figures of several runs of one candidate (seeds): each the mean over the
@@ -337,12 +348,12 @@ pub struct SeedSpread {
 impl SeedSpread {
     /// The half-width of SLO metric `name` (NaN for another name).
     pub fn slo_value(&self, name: &str) -> f64 {
-        match name {
-            "ttft_p90_ms" => self.ttft_p90_ms,
-            "tpot_p90_ms" => self.tpot_p90_ms,
-            "user_tok_s_p90" => self.user_tok_s_p90,
-            _ => f64::NAN,
-        }
+        slo_field(
+            name,
+            self.ttft_p90_ms,
+            self.tpot_p90_ms,
+            self.user_tok_s_p90,
+        )
     }
 
     /// The SLOs of `slo` whose limit lies within the 95% interval of the mean `m`:
