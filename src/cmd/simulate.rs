@@ -373,6 +373,13 @@ fn execute_with(
     args: &SimulateArgs,
     progress: bool,
 ) -> Result<(Resolved, sim::serving::Report, usize)> {
+    let (r, trace) = resolve_with_trace(args)?;
+    let report = run_resolved(&r, &trace, progress)?;
+    Ok((r, report, trace.len()))
+}
+
+/// Resolves the arguments and reads the trace they name, with the notes of both.
+fn resolve_with_trace(args: &SimulateArgs) -> Result<(Resolved, Vec<TraceRecord>)> {
     let mut r = resolve_args(args)?;
     if r.workload.rate_curve.is_some() && !r.workload.curve_is_simulated() {
         r.notes.push(format!(
@@ -383,8 +390,7 @@ fn execute_with(
     let (trace, notes) = read_trace_within(args, &r.workload, &r.scenario.limits)?;
     r.notes.extend(notes);
     r.notes.extend(trace_fit(&r, &trace)?);
-    let report = run_resolved(&r, &trace, progress)?;
-    Ok((r, report, trace.len()))
+    Ok((r, trace))
 }
 
 /// The `--json` object: the report's figures at the top level, then what produced them.
@@ -638,10 +644,7 @@ fn replicate(cmd: &SimulateCmd, n: u32) -> Result<()> {
             bail!("--seeds prints the spread of several runs; {flag} describes one run: run it without --seeds");
         }
     }
-    let mut r = resolve_args(args)?;
-    let (trace, notes) = read_trace_within(args, &r.workload, &r.scenario.limits)?;
-    r.notes.extend(notes);
-    r.notes.extend(trace_fit(&r, &trace)?);
+    let (r, trace) = resolve_with_trace(args)?;
     for note in &r.notes {
         eprintln!("note: {note}");
     }
