@@ -570,6 +570,11 @@ fn interrupted_splits(runs: &[SplitRun]) -> Result<()> {
             Err(_) => None,
         })
         .collect();
+    stopped_early(&stopped)
+}
+
+/// An `Interrupted` error naming the runs Ctrl-C stopped (`stopped`), if any.
+fn stopped_early(stopped: &[String]) -> Result<()> {
     if stopped.is_empty() {
         return Ok(());
     }
@@ -682,13 +687,5 @@ fn replicate(cmd: &SimulateCmd, n: u32) -> Result<()> {
                 .map(|t| format!("seed {s} at {t:.1} s"))
         })
         .collect();
-    if stopped.is_empty() {
-        Ok(())
-    } else {
-        Err(Interrupted(format!(
-            "the runs stopped early ({}); the figures above cover their windows up to then",
-            stopped.join(", ")
-        ))
-        .into())
-    }
+    stopped_early(&stopped)
 }

@@ -346,16 +346,6 @@ pub struct SeedSpread {
 }
 
 impl SeedSpread {
-    /// The half-width of SLO metric `name` (NaN for another name).
-    pub fn slo_value(&self, name: &str) -> f64 {
-        slo_field(
-            name,
-            self.ttft_p90_ms,
-            self.tpot_p90_ms,
-            self.user_tok_s_p90,
-        )
-    }
-
     /// The SLOs of `slo` whose limit lies within the 95% interval of the mean `m`:
     /// whether the candidate meets them is not settled by its seeds (name, mean,
     /// half-width, limit).
@@ -363,7 +353,15 @@ impl SeedSpread {
         slo.constraints()
             .into_iter()
             .filter_map(|(name, limit, _)| {
-                let (v, ci) = (m.slo_value(name), self.slo_value(name));
+                let (v, ci) = (
+                    m.slo_value(name),
+                    slo_field(
+                        name,
+                        self.ttft_p90_ms,
+                        self.tpot_p90_ms,
+                        self.user_tok_s_p90,
+                    ),
+                );
                 (ci > 0.0 && (v - limit).abs() <= ci).then_some((name, v, ci, limit))
             })
             .collect()

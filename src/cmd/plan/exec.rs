@@ -126,10 +126,6 @@ fn simulate_seeds(cx: &Context_, c: &Candidate, seeds: u32) -> Result<Run> {
     for i in 0..seeds.max(1) as u64 {
         reports.push(simulate_once(cx, c, base.wrapping_add(i))?);
     }
-    let per_seed: Vec<Metrics> = reports
-        .iter()
-        .map(|r| Metrics::of(r, &candidate_finance(cx, c, &r.throughput_tok_s_per_gpu)))
-        .collect();
     let n = reports.len() as f64;
     let mean = |f: fn(&Report) -> f64| reports.iter().map(f).sum::<f64>() / n;
     let throughput = sim::serving::Throughput {
@@ -139,11 +135,9 @@ fn simulate_seeds(cx: &Context_, c: &Candidate, seeds: u32) -> Result<Run> {
         output: mean(|r| r.throughput_tok_s_per_gpu.output),
     };
     let finance = candidate_finance(cx, c, &throughput);
-    let metrics = if reports.len() == 1 {
-        per_seed[0]
-    } else {
-        Metrics::mean(&per_seed, &finance)
-    };
+    // Each seed's figures; the money is the mean throughput's (for one seed, its own).
+    let per_seed: Vec<Metrics> = reports.iter().map(|r| Metrics::of(r, &finance)).collect();
+    let metrics = Metrics::mean(&per_seed, &finance);
     Ok(Run {
         candidate: c.clone(),
         report: reports.swap_remove(0),
