@@ -544,3 +544,44 @@ fn control_changes_nothing_unless_it_stops_the_run() {
     assert_eq!(stopped.accounting.violations(), Vec::<String>::new());
     assert!(stopped.render_text().contains("INTERRUPTED at t = "));
 }
+
+/// Warm-started sessions bring their whole context as cached wherever they land, so
+/// the prefix-affinity router places their first turns by load, not by which instance
+/// happens to hold their system prompt. 24 sessions of one system prompt arrive at
+/// once on 4 prefill instances: every instance prefills some of them (before, the
+/// system prompt's 2 x 16K recompute kept all of them on the first instance that held
+/// it, and three instances stayed idle).
+#[test]
+fn warm_sessions_spread_over_the_prefill_instances() {
+    let cost = LinearCost {
+        fixed_s: 0.002,
+        per_token_s: 2e-7,
+        per_ctx_s: 1e-9,
+        kv_tokens_per_rank: 4_000_000,
+    };
+    let sc = scenario(Mode::Disaggregated, pool(4, 1), pool(1, 4), 2.0, 0.0);
+    let mut wl = small_agentx();
+    let a = wl.agentx.as_mut().unwrap();
+    a.system_prompts = 1;
+    a.subagent_probability = 0.0;
+    a.start_spread_s = 0.0;
+    assert!(a.warm_start);
+    let m = model(890.0, None);
+    let hw = hardware(72);
+    let input = SimInput {
+        scenario: &sc,
+        workload: &wl,
+        hardware: &hw,
+        model: &m,
+        prefill_cost: &cost,
+        decode_cost: &cost,
+        trace: &[],
+    };
+    let (_, steps) = simulate_with_steps(&input, 1).unwrap();
+    let groups: std::collections::BTreeSet<u32> = steps
+        .iter()
+        .filter(|s| s.pool == "prefill")
+        .map(|s| s.group)
+        .collect();
+    assert_eq!(groups.into_iter().collect::<Vec<_>>(), [0, 1, 2, 3]);
+}

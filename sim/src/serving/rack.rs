@@ -390,7 +390,7 @@ impl<'a> Rack<'a> {
             return;
         }
         let id = self.reqs.alloc(req);
-        let g = self.route_prefill(role, id);
+        let g = self.route_prefill(role, id, prewarm);
         let cached = self.look_up_prefix(g, id, prewarm);
         let input = self.reqs.get(id).input as u64;
         let est = if role == Role::Prefill && self.sc.router.prefill_rank == PrefillRank::LeastCost
@@ -421,8 +421,10 @@ impl<'a> Rack<'a> {
         self.kick(g);
     }
 
-    /// The entry pool's instance for a new request (`router::prefill_instance`).
-    fn route_prefill(&mut self, role: Role, id: ReqId) -> GroupId {
+    /// The entry pool's instance for a new request (`router::prefill_instance`). A
+    /// warm-started session's `prewarm` tokens are cached wherever it lands
+    /// (`look_up_prefix`), so every instance counts them as hits.
+    fn route_prefill(&mut self, role: Role, id: ReqId, prewarm: u64) -> GroupId {
         let pool = self.pools.pool(role);
         let groups = self.pools.groups_of(pool);
         let req = self.reqs.get(id);
@@ -434,6 +436,10 @@ impl<'a> Rack<'a> {
             self.hits.resize(self.loads.len(), 0);
             if let Some(c) = pool.prefix.as_mut() {
                 c.peek_all(&req.prefill.prompt, &mut self.hits);
+            }
+            let warm = (prewarm / BLOCK_TOKENS).min(req.prefill.prompt.len() as u64);
+            for h in &mut self.hits {
+                *h = (*h).max(warm);
             }
         }
         let i = router::prefill_instance(
