@@ -462,3 +462,51 @@ fn remembered_gemm_prices_equal_fresh_ones() {
         }
     }
 }
+
+/// A group whose ranks repeat (one copy of the rack simulated, `fidelity.cohort`) is
+/// priced from one period of ranks: every figure equals working each rank out on its
+/// own, bit for bit, over the shipped hardware, models, DEPs, phases and MTP.
+#[test]
+fn repeated_ranks_price_as_the_whole_group() {
+    let mut rng = ChaCha8Rng::seed_from_u64(37);
+    let (hws, ms) = (hardware(), models());
+    let mut periodic = 0;
+    for case in 0..40 {
+        let (hw, m, dep, c) = random_model(&mut rng, &hws, &ms);
+        for _ in 0..20 {
+            let phase = random_phase(&mut rng);
+            let divisors: Vec<u32> = (1..=dep).filter(|p| dep % p == 0).collect();
+            let p = divisors[rng.random_range(0..divisors.len())];
+            let period: Vec<Vec<ReqSlice>> = (0..p)
+                .map(|_| {
+                    (0..rng.random_range(0..4))
+                        .map(|_| ReqSlice {
+                            new_tokens: match phase {
+                                Phase::Decode => 1,
+                                Phase::Prefill => rng.random_range(1..5000u32),
+                            },
+                            context_tokens: rng.random_range(0..200_000u64),
+                            count: rng.random_range(1..9u32),
+                        })
+                        .collect()
+                })
+                .collect();
+            let ranks: Vec<Vec<ReqSlice>> = (0..dep as usize)
+                .map(|i| period[i % p as usize].clone())
+                .collect();
+            periodic += (p < dep) as u32;
+            let shape = StepShape {
+                phase,
+                ranks: &ranks,
+                draft_tokens: rng.random_range(0..4u32),
+            };
+            let why = format!("case {case}: {hw} {m} DEP{dep} period {p} {phase:?} {ranks:?}");
+            assert_eq!(
+                format!("{:?}", c.step(&shape)),
+                format!("{:?}", c.step_rank_by_rank(&shape)),
+                "{why}"
+            );
+        }
+    }
+    assert!(periodic > 200, "{periodic} periodic shapes");
+}

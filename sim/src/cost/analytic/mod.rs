@@ -215,10 +215,12 @@ impl AnalyticCostModel {
         gpu + self.launch_s(phase, gpu, self.kernels(v.two_batch)) + self.step_fixed(phase)
     }
 
-    /// Prices the target model's step from each rank's work.
-    fn price_step(&self, phase: Phase, works: &[RankWork]) -> StepCost {
-        let d = works.len().max(1) as f64;
-        let group_tokens: f64 = works.iter().map(|w| w.tokens).sum();
+    /// Prices the target model's step from each rank's work: the group's `n` ranks
+    /// are `works` repeated (`period`), so maxima are `works`' own and sums run over
+    /// all `n` in rank order, as over the whole group.
+    fn price_step(&self, phase: Phase, works: &[RankWork], n: usize) -> StepCost {
+        let d = n.max(1) as f64;
+        let group_tokens = repeated_sum(works, n);
         let mut out = StepCost {
             tokens_processed: group_tokens.round() as u64,
             ..Default::default()
@@ -275,7 +277,7 @@ impl AnalyticCostModel {
             // The mean rank's token counts, whole (then its GEMM prices come from the
             // memo's tables): at most half a token from the exact mean, which moves
             // the counterfactual by far less than the imbalance it measures.
-            let mut mean = RankWork::mean(works);
+            let mut mean = RankWork::mean(works, n);
             mean.tokens = mean.tokens.round();
             mean.lm_tokens = mean.lm_tokens.round();
             let lm = self.local(phase, std::slice::from_ref(&mean), 1.0);
@@ -371,9 +373,10 @@ impl AnalyticCostModel {
 
     /// One MTP draft pass: one average layer over one token per request, serially, plus
     /// the LM head and the layer's launches.
-    fn draft_pass_s(&self, draft_works: &[RankWork]) -> f64 {
+    /// `draft_works` repeated over the group's `n` ranks, as in `price_step`.
+    fn draft_pass_s(&self, draft_works: &[RankWork], n: usize) -> f64 {
         let c = &self.compiled;
-        let group: f64 = draft_works.iter().map(|w| w.tokens).sum();
+        let group = repeated_sum(draft_works, n);
         if group <= 0.0 {
             return 0.0;
         }
@@ -436,8 +439,30 @@ impl AnalyticCostModel {
     }
 }
 
-impl CostModel for AnalyticCostModel {
-    fn step(&self, shape: &StepShape<'_>) -> StepCost {
+/// The shortest `p` dividing `ranks.len()` with every rank equal to the one `p` before
+/// it (the ranks are their first `p` repeated); `ranks.len()` when there is none.
+pub(crate) fn period<T: PartialEq>(ranks: &[T]) -> usize {
+    let n = ranks.len();
+    (1..n)
+        .filter(|p| n % p == 0)
+        .find(|&p| (p..n).all(|i| ranks[i] == ranks[i - p]))
+        .unwrap_or(n)
+}
+
+/// The tokens of `n` ranks that are `works` repeated, summed in rank order.
+fn repeated_sum(works: &[RankWork], n: usize) -> f64 {
+    (0..n).map(|i| works[i % works.len()].tokens).sum()
+}
+
+impl AnalyticCostModel {
+    /// [`CostModel::step`] working every rank out on its own (the reference the
+    /// periodic pricing is tested against).
+    pub fn step_rank_by_rank(&self, shape: &StepShape<'_>) -> StepCost {
+        self.step_in_periods(shape, shape.ranks.len())
+    }
+
+    /// Prices `shape` whose ranks are their first `p` repeated.
+    fn step_in_periods(&self, shape: &StepShape<'_>, p: usize) -> StepCost {
         debug_assert!(
             shape.ranks.len() == self.layout.dep as usize,
             "step has {} ranks, layout has DEP {}",
@@ -451,9 +476,9 @@ impl CostModel for AnalyticCostModel {
             0
         };
         let n = shape.ranks.len();
-        let mut works = vec![RankWork::default(); n];
-        let mut draft_works = vec![RankWork::default(); if drafting { n } else { 0 }];
-        for (i, rank) in shape.ranks.iter().enumerate() {
+        let mut works = vec![RankWork::default(); p];
+        let mut draft_works = vec![RankWork::default(); if drafting { p } else { 0 }];
+        for (i, rank) in shape.ranks[..p].iter().enumerate() {
             let d = if drafting {
                 Some(&mut draft_works[i])
             } else {
@@ -461,9 +486,9 @@ impl CostModel for AnalyticCostModel {
             };
             self.rank_work(shape.phase, rank, q, &mut works[i], d);
         }
-        let mut cost = self.price_step(shape.phase, &works);
+        let mut cost = self.price_step(shape.phase, &works, n);
         if drafting && cost.tokens_processed > 0 {
-            let draft = shape.draft_tokens as f64 * self.draft_pass_s(&draft_works);
+            let draft = shape.draft_tokens as f64 * self.draft_pass_s(&draft_works, n);
             cost.op_s[Op::MtpDraft.index()] = draft;
             cost.op_bound[Op::MtpDraft.index()] = Bound::Latency;
             cost.step_s += draft;
@@ -471,6 +496,15 @@ impl CostModel for AnalyticCostModel {
             cost.unskewed_step_s += draft;
         }
         cost
+    }
+}
+
+impl CostModel for AnalyticCostModel {
+    /// A group whose ranks repeat (one copy of the rack simulated, or a uniform batch)
+    /// is priced from one period of them: the same figures, bit for bit, as
+    /// [`AnalyticCostModel::step_rank_by_rank`].
+    fn step(&self, shape: &StepShape<'_>) -> StepCost {
+        self.step_in_periods(shape, period(shape.ranks))
     }
 
     fn describe(&self) -> String {

@@ -80,11 +80,12 @@ impl RankWork {
         }
     }
 
-    /// The mean of several ranks' work.
-    pub fn mean(works: &[RankWork]) -> RankWork {
-        let n = works.len().max(1) as f64;
+    /// The mean work of `n` ranks that are `works` repeated, summed in rank order.
+    pub fn mean(works: &[RankWork], n: usize) -> RankWork {
+        let count = n;
+        let n = n.max(1) as f64;
         let mut m = RankWork::default();
-        for w in works {
+        for w in (0..count).map(|i| &works[i % works.len()]) {
             m.requests += w.requests / n;
             m.tokens += w.tokens / n;
             m.lm_tokens += w.lm_tokens / n;
