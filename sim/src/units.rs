@@ -93,11 +93,11 @@ impl ByteSize {
 impl fmt::Display for ByteSize {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let b = self.0;
-        if b >= Self::GIB && b % Self::GIB == 0 {
+        if b >= Self::GIB && b.is_multiple_of(Self::GIB) {
             write!(f, "{}GiB", b / Self::GIB)
-        } else if b >= Self::MIB && b % Self::MIB == 0 {
+        } else if b >= Self::MIB && b.is_multiple_of(Self::MIB) {
             write!(f, "{}MiB", b / Self::MIB)
-        } else if b >= Self::KIB && b % Self::KIB == 0 {
+        } else if b >= Self::KIB && b.is_multiple_of(Self::KIB) {
             write!(f, "{}KiB", b / Self::KIB)
         } else {
             write!(f, "{b}B")
