@@ -1,7 +1,9 @@
 //! The simulator's speed. `default_scenario_1800s`: `twin simulate`'s embedded default
 //! (DeepSeek-V4.1-Flash on a GB300 NVL72 rack, AgentX-like sessions, the analytic cost
 //! model with gb300's fitted parameters), 1800 simulated seconds, as the binary runs
-//! it (the goal: under 0.5 s of wall time on one core). `gb300_rack_agentx_20s_const_cost`:
+//! it (the goal: under 0.5 s of wall time on one core); `_cohort8` and `_cohort24`:
+//! the same under the coarse model (`fidelity.cohort`, one of 8 or 24 copies of the
+//! rack simulated; README "Fidelity" gives its error). `gb300_rack_agentx_20s_const_cost`:
 //! a short run with a constant-cost model, measuring the simulator alone. Criterion
 //! reports each run's events per second as its throughput (elements).
 
@@ -50,6 +52,21 @@ fn default_scenario(c: &mut Criterion) {
         trace: &[],
     };
     bench_run(c, "default_scenario_1800s", &input, sc.seed);
+    // The coarse model (`fidelity.cohort`): one of k copies of the rack simulated.
+    for k in [8, 24] {
+        let mut coarse = sc.clone();
+        coarse.fidelity.cohort = k;
+        let input = SimInput {
+            scenario: &coarse,
+            ..input
+        };
+        bench_run(
+            c,
+            &format!("default_scenario_1800s_cohort{k}"),
+            &input,
+            sc.seed,
+        );
+    }
 }
 
 /// Times whole runs of `input` (10 samples: a run takes seconds), with the run's

@@ -43,8 +43,57 @@ pub struct ServingScenario {
     pub price: PriceConfig,
     #[serde(default)]
     pub limits: Limits,
+    /// How finely the run is simulated: exact unless set (left out of the scenario's
+    /// serialized form then, so plan grids keep their hashes).
+    #[serde(default, skip_serializing_if = "Fidelity::is_exact")]
+    pub fidelity: Fidelity,
     #[serde(default)]
     pub provenance: BTreeMap<String, String>,
+}
+
+/// A coarse setting that trades a measured error for speed (README, "Fidelity").
+/// The default simulates every request on every instance and rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fidelity {
+    /// At most this many identical copies of the rack, of which one is simulated
+    /// (mean field): each pool's instances, and the decode pool's ranks where its
+    /// instances do not divide, split into the copies; the workload's sessions, users,
+    /// rate or trace records into as many shares. Every simulated request stands for
+    /// one in each copy, and a copy of a decode rank steps with the simulated rank's
+    /// batch. The run takes the largest divisor of `cohort` the pools split into
+    /// (`ServingScenario::copies`).
+    #[serde(default = "one")]
+    pub cohort: u32,
+}
+
+impl Default for Fidelity {
+    fn default() -> Self {
+        Fidelity { cohort: 1 }
+    }
+}
+
+impl Fidelity {
+    pub fn is_exact(&self) -> bool {
+        *self == Fidelity::default()
+    }
+}
+
+/// How a pool splits into `k` copies: (instances, ranks) each simulated instance and
+/// rank stand for. `gcd(instances, k)` instances; the rest of `k` from the DEP ranks
+/// when `ranks` allows it (a decode pool: its batches are large, so a copy with the
+/// same batch changes little), else none. None if the pool does not split so.
+pub fn pool_copies(pool: &PoolConfig, k: u32, ranks: bool) -> Option<(u32, u32)> {
+    let g = gcd(pool.instances.max(1), k.max(1));
+    let r = k.max(1) / g;
+    (pool.dep.max(1).is_multiple_of(r) && (ranks || r == 1)).then_some((g, r))
+}
+
+fn gcd(a: u32, b: u32) -> u32 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -586,6 +635,12 @@ impl ServingScenario {
             "router.prefill_recompute_weight",
             "must be >= 0",
         );
+        check(
+            &mut p,
+            (1..=1024).contains(&self.fidelity.cohort),
+            "fidelity.cohort",
+            "must be in 1..=1024",
+        );
         p.extend(super::limits::scenario_problems(self));
         p.extend(self.price.problems());
         p
@@ -601,6 +656,29 @@ impl ServingScenario {
             Mode::Aggregated => vec![("serving.decode", &self.serving.decode)],
             Mode::PrefillOnly => vec![("serving.prefill", &self.serving.prefill)],
         }
+    }
+
+    /// The copies of the rack a run simulates one of: the largest divisor of
+    /// `fidelity.cohort` every pool splits into (`pool_copies`; only the decode pool of
+    /// a disaggregated rack may split its ranks), 1 for an exact run.
+    pub fn copies(&self) -> u32 {
+        let k = self.fidelity.cohort.max(1);
+        (1..=k)
+            .rev()
+            .filter(|&d| k.is_multiple_of(d))
+            .find(|&d| {
+                self.pools()
+                    .iter()
+                    .all(|&(_, pool)| self.pool_copies(pool, d).is_some())
+            })
+            .unwrap_or(1)
+    }
+
+    /// `pool_copies` of one of the scenario's pools, with its rank rule.
+    pub fn pool_copies(&self, pool: &PoolConfig, k: u32) -> Option<(u32, u32)> {
+        let ranks =
+            self.serving.mode == Mode::Disaggregated && std::ptr::eq(pool, &self.serving.decode);
+        pool_copies(pool, k, ranks)
     }
 
     /// GPUs the deployment occupies (saturating: a sum of user-given sizes).

@@ -102,22 +102,23 @@ impl Metrics {
         };
         let ttft_ms = (first - req.arrival_ns) as f64 / 1e6;
         let e2e_ms = (now - req.arrival_ns) as f64 / 1e6;
-        self.ttft_ms.record(ttft_ms);
-        self.e2e_ms.record(e2e_ms);
+        let w = req.w();
+        self.ttft_ms.record_n(ttft_ms, w);
+        self.e2e_ms.record_n(e2e_ms, w);
         let mut tpot_ms = 0.0;
         if output > 1 {
             let span_ms = (req.decode.last_token_ns - first) as f64 / 1e6;
             tpot_ms = span_ms / (output - 1) as f64;
-            self.tpot_ms.record(tpot_ms);
+            self.tpot_ms.record_n(tpot_ms, w);
             if span_ms > 0.0 {
                 self.user_tok_s
-                    .record((output - 1) as f64 / (span_ms / 1e3));
+                    .record_n((output - 1) as f64 / (span_ms / 1e3), w);
             }
         }
-        self.completed += 1;
+        self.completed += w;
         if ttft_ms <= slo.ttft_ms && tpot_ms <= slo.tpot_ms {
-            self.good += 1;
-            self.good_tokens += req.input as u64 + output as u64;
+            self.good += w;
+            self.good_tokens += (req.input as u64 + output as u64) * w;
         }
     }
 }
@@ -156,12 +157,13 @@ impl Rack<'_> {
         let super::pool::Pools { list, groups } = &mut self.pools;
         for pool in list.iter_mut() {
             let cap = pool.kv_cap as f64;
+            let copies = pool.copies as u64;
             let mut queue = 0u64;
             let mut used = Gauge::default();
             let mut batch = Gauge::default();
             for grp in &groups[pool.groups.start as usize..pool.groups.end as usize] {
                 for rk in &grp.ranks {
-                    queue += (rk.prefill_q.len() + rk.pending.len()) as u64;
+                    queue += (rk.prefill_q.len() + rk.pending.len()) as u64 * copies;
                     used.record(rk.kv_used(grp.dstep, mu) as f64 / cap);
                     batch.record(match pool.role {
                         Role::Prefill => rk.prefill_q.len() as f64,

@@ -34,8 +34,8 @@ mod transfer;
 pub mod workload;
 
 pub use config::{
-    DecodeRouter, KvTransferConfig, Limits, Mode, MtpConfig, PoolConfig, PrefillRank,
-    PrefillRouter, RouterConfig, ServingConfig, ServingScenario, SloConfig,
+    pool_copies, DecodeRouter, Fidelity, KvTransferConfig, Limits, Mode, MtpConfig, PoolConfig,
+    PrefillRank, PrefillRouter, RouterConfig, ServingConfig, ServingScenario, SloConfig,
 };
 pub use price::{Money, PriceConfig, PriceSheet, TokenPrices, UsdPerMTokens};
 pub use prompt::Prompt;

@@ -190,6 +190,14 @@ pub(crate) struct Pool<'a> {
     pub breakpoints: Vec<u64>,
     /// The prefix caches of the pool's instances (none in a decode pool).
     pub prefix: Option<PrefixCache<'a>>,
+    /// Ranks of a simulated group: the DEP size, or its share in one copy of the rack
+    /// (`fidelity.cohort`; the cost model is shown the whole group, the simulated
+    /// ranks repeated).
+    pub sim_dep: u32,
+    /// Instances each simulated group stands for (its steps count this many times).
+    pub group_copies: u32,
+    /// Copies of the rack each simulated request and queue stands for.
+    pub copies: u32,
     /// Requests waiting in the pool (queued for prefill or decode admission).
     pub waiting: u64,
     /// Requests placed so far (round-robin routing).
@@ -200,7 +208,7 @@ pub(crate) struct Pool<'a> {
 impl Pool<'_> {
     /// Too many requests already wait here: new ones are dropped.
     pub fn full(&self) -> bool {
-        self.waiting >= self.cfg.max_queued_requests as u64
+        self.waiting.saturating_mul(self.copies as u64) >= self.cfg.max_queued_requests as u64
     }
 }
 
@@ -235,6 +243,7 @@ impl<'a> Pools<'a> {
             groups: Vec::new(),
         };
         let mut gpu = 0u64;
+        let copies = sc.copies();
         for (name, role, cfg, cost) in specs {
             let kv_cap = cfg
                 .kv_capacity_tokens_per_rank
@@ -242,8 +251,13 @@ impl<'a> Pools<'a> {
                 .max(1);
             let start = pools.groups.len() as u32;
             let breakpoints = cost.decode_context_breakpoints(draft_tokens);
-            for _ in 0..cfg.instances {
-                let ranks = (0..cfg.dep)
+            // One copy of the rack (`fidelity.cohort`): every `group_copies`-th
+            // instance, each with its first `dep / rank_copies` ranks (validated).
+            let (group_copies, rank_copies) = sc.pool_copies(cfg, copies).unwrap_or((1, 1));
+            let sim_dep = cfg.dep / rank_copies;
+            let tp = cfg.tp.max(1) as u64;
+            for i in 0..cfg.instances / group_copies {
+                let ranks = (0..sim_dep)
                     .map(|_| Rank {
                         dec: DecodeSet {
                             pieces: vec![Piece::default(); breakpoints.len() + 1],
@@ -252,16 +266,17 @@ impl<'a> Pools<'a> {
                         ..Rank::default()
                     })
                     .collect();
-                let tp = cfg.tp.max(1) as u64;
-                pools.groups.push(Group::new(role, gpu, tp, ranks));
-                gpu += cfg.dep as u64 * tp;
+                let base = gpu + (i * group_copies) as u64 * cfg.dep as u64 * tp;
+                pools.groups.push(Group::new(role, base, tp, ranks));
             }
+            gpu += cfg.instances as u64 * cfg.dep as u64 * tp;
             let prefix = (role != Role::Decode).then(|| {
                 let hbm_tokens = cfg
                     .prefix_cache_tokens
-                    .unwrap_or(kv_cap.saturating_mul(cfg.dep as u64));
+                    .unwrap_or(kv_cap.saturating_mul(cfg.dep as u64))
+                    / rank_copies as u64;
                 PrefixCache::new(
-                    cfg.instances as usize,
+                    (cfg.instances / group_copies) as usize,
                     hbm_tokens / BLOCK_TOKENS,
                     cfg.host_cache_tokens / BLOCK_TOKENS,
                     chained,
@@ -276,6 +291,9 @@ impl<'a> Pools<'a> {
                 kv_cap,
                 breakpoints,
                 prefix,
+                sim_dep,
+                group_copies,
+                copies,
                 waiting: 0,
                 placed: 0,
                 stats: PoolStats::default(),

@@ -247,7 +247,8 @@ impl<'a> Rack<'a> {
                 "model.kv.bytes_per_token: must be >= 0".into(),
             ]));
         }
-        let driver = Driver::new(input.workload, input.trace, stream(seed, "workload"))?;
+        let driver = Driver::new(input.workload, input.trace, stream(seed, "workload"))?
+            .with_cohort(sc.copies());
         let pools = Pools::build(
             sc,
             input.prefill_cost,
@@ -371,8 +372,9 @@ impl<'a> Rack<'a> {
     /// A new request: admitted to the entry pool (or dropped), placed on an instance
     /// and rank, its cached prefix looked up there.
     fn arrive(&mut self, nr: NewRequest<'a>) {
-        self.acc.arrived += 1;
-        self.acc.input_tokens_arrived += nr.input_tokens as u64;
+        let w = nr.weight.max(1) as u64;
+        self.acc.arrived += w;
+        self.acc.input_tokens_arrived += nr.input_tokens as u64 * w;
         let measured = self.window.starts_in(self.now);
         let role = self.pools.entry();
         let (full, kv_cap) = {
@@ -380,13 +382,13 @@ impl<'a> Rack<'a> {
             (pool.full(), pool.kv_cap)
         };
         if self.reqs.live() >= self.sc.limits.max_live_requests || full {
-            self.drop_request(nr.origin, measured);
+            self.drop_request(nr.origin, measured, w);
             return;
         }
         let prewarm = nr.prewarm_tokens;
         let req = Request::new(nr, self.now, measured);
         if role == Role::Mixed && req.kv_need() > kv_cap {
-            self.drop_request(req.origin, measured);
+            self.drop_request(req.origin, measured, w);
             return;
         }
         let id = self.reqs.alloc(req);
@@ -458,7 +460,7 @@ impl<'a> Rack<'a> {
     /// most input - 1: the last token is always computed) and records the hit.
     fn look_up_prefix(&mut self, g: GroupId, id: ReqId, prewarm: u64) -> u32 {
         let req = self.reqs.get(id);
-        let (input, measured) = (req.input as u64, req.measured);
+        let (input, measured, w) = (req.input as u64, req.measured, req.w());
         let prompt = req.prefill.prompt;
         let inst = self.pools.instance(g);
         let pool = self.pools.pool_of_mut(g);
@@ -475,9 +477,9 @@ impl<'a> Rack<'a> {
         let cached = (hit.blocks * BLOCK_TOKENS).min(input - 1) as u32;
         if measured {
             let st = &mut pool.stats;
-            st.input_tokens_looked_up += input;
-            st.cache_hit_tokens += cached as u64;
-            st.host_hit_tokens += (hit.host_blocks * BLOCK_TOKENS).min(cached as u64);
+            st.input_tokens_looked_up += input * w;
+            st.cache_hit_tokens += cached as u64 * w;
+            st.host_hit_tokens += (hit.host_blocks * BLOCK_TOKENS).min(cached as u64) * w;
         }
         cached
     }
@@ -513,11 +515,11 @@ impl<'a> Rack<'a> {
         self.flush_workload();
     }
 
-    /// A request that never ran is dropped.
-    pub(super) fn drop_request(&mut self, origin: Origin, measured: bool) {
-        self.acc.dropped += 1;
+    /// A request (standing for `w`, `Request::weight`) that never ran is dropped.
+    pub(super) fn drop_request(&mut self, origin: Origin, measured: bool, w: u64) {
+        self.acc.dropped += w;
         if measured {
-            self.m.dropped += 1;
+            self.m.dropped += w;
         }
         self.end_in_driver(origin, false, 0);
     }
@@ -526,10 +528,11 @@ impl<'a> Rack<'a> {
     /// the decode side was faked and its first token came with its prefill), records
     /// it in the metrics and tells its workload.
     pub(super) fn complete(&mut self, req: &Request<'_>, decoded: bool) {
-        self.acc.completed += 1;
-        self.acc.input_tokens_completed += req.input as u64;
+        let w = req.w();
+        self.acc.completed += w;
+        self.acc.input_tokens_completed += req.input as u64 * w;
         if decoded {
-            self.acc.output_tokens_completed += req.output as u64;
+            self.acc.output_tokens_completed += req.output as u64 * w;
         }
         self.m
             .complete(req, decoded, self.now, &self.window, &self.sc.slo);

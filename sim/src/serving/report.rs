@@ -220,6 +220,13 @@ pub struct Report {
     /// stopped at, which ends the measured window.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub interrupted_at_s: Option<f64>,
+    /// Identical copies of the rack the run stood for, one simulated
+    /// (`fidelity.cohort`; 1: exact, and left out of the JSON).
+    #[serde(
+        default = "crate::serde_defaults::one",
+        skip_serializing_if = "crate::serde_defaults::is_one"
+    )]
+    pub cohort: u32,
 }
 
 impl Throughput {
@@ -329,6 +336,7 @@ impl Rack<'_> {
             },
             accounting: self.acc.clone(),
             interrupted_at_s: None,
+            cohort: self.sc.copies(),
         }
     }
 }
@@ -338,14 +346,16 @@ impl Rack<'_> {
     fn count_in_flight(&mut self) {
         for (_, req) in self.reqs.iter() {
             let acc = &mut self.acc;
-            acc.in_flight_end += 1;
-            acc.input_tokens_in_flight_progress += req.prefill.computed as u64
-                + if req.prefill.done {
-                    req.prefill.cached as u64
-                } else {
-                    0
-                };
-            acc.output_tokens_in_flight += req.decode.generated as u64;
+            let w = req.w();
+            acc.in_flight_end += w;
+            acc.input_tokens_in_flight_progress += w
+                * (req.prefill.computed as u64
+                    + if req.prefill.done {
+                        req.prefill.cached as u64
+                    } else {
+                        0
+                    });
+            acc.output_tokens_in_flight += req.decode.generated as u64 * w;
         }
     }
 }
@@ -368,7 +378,7 @@ fn pool_report(p: &Pool<'_>, measured_s: f64) -> PoolReport {
             st.output_tokens,
             p.cfg.gpus().max(1) as f64 * measured_s,
         ),
-        steps: st.steps,
+        steps: st.steps * p.group_copies as u64,
         step_ms_mean: ratio(1e3 * st.step_s, st.steps as f64),
         time_share_by_op: Op::ALL
             .iter()
@@ -492,6 +502,13 @@ impl Report {
             "window    {:.0} s measured after {:.0} s warm-up; {} GPUs",
             self.measured_s, self.warmup_s, self.gpus
         );
+        if self.cohort > 1 {
+            let _ = writeln!(
+                s,
+                "fidelity  coarse: one of {} identical copies of the rack simulated, each request standing for {} (fidelity.cohort)",
+                self.cohort, self.cohort
+            );
+        }
         if let Some(t) = self.interrupted_at_s {
             let _ = writeln!(
                 s,

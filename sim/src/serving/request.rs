@@ -19,6 +19,9 @@ pub(crate) struct Request<'a> {
     pub measured: bool,
     pub input: u32,
     pub output: u32,
+    /// Requests this one stands for: one in each of the rack's `fidelity.cohort`
+    /// identical copies (1 when exact).
+    pub weight: u32,
     pub prefill: PrefillState<'a>,
     pub decode: DecodeState,
 }
@@ -64,6 +67,7 @@ impl<'a> Request<'a> {
             measured,
             input: nr.input_tokens,
             output: nr.output_tokens,
+            weight: nr.weight.max(1),
             prefill: PrefillState {
                 prompt: nr.prompt,
                 cached: 0,
@@ -85,6 +89,11 @@ impl<'a> Request<'a> {
     /// KV tokens the request holds at most: its input and its whole output.
     pub fn kv_need(&self) -> u64 {
         self.input as u64 + self.output as u64
+    }
+
+    /// Requests it stands for, as a count.
+    pub fn w(&self) -> u64 {
+        self.weight as u64
     }
 }
 
@@ -153,6 +162,7 @@ mod tests {
                 prompt: Prompt::Listed(&[]),
                 origin: Origin::Open,
                 prewarm_tokens: 0,
+                weight: 1,
             },
             0,
             false,

@@ -83,12 +83,12 @@ impl Rack<'_> {
     fn form_prefill(&mut self, g: GroupId, cost: &mut StepCost) -> bool {
         let pool = self.pools.pool_of(g);
         let model = pool.cost;
-        let dep = pool.cfg.dep as usize;
+        let (dep, sim_dep) = (pool.cfg.dep as usize, pool.sim_dep as usize);
         let chunk_tokens = pool.cfg.chunk_tokens_per_rank;
         let max_prefill = pool.cfg.max_prefill_requests_per_rank;
         let mut work = std::mem::take(&mut self.pools.group_mut(g).step_prefill);
         work.clear();
-        for r in 0..dep {
+        for r in 0..sim_dep {
             let slices = &mut self.slices[r];
             slices.clear();
             let mut budget = chunk_tokens;
@@ -115,6 +115,7 @@ impl Rack<'_> {
         }
         let any = !work.is_empty();
         if any {
+            self.repeat_ranks(sim_dep, dep);
             let c = model.step(&StepShape {
                 phase: Phase::Prefill,
                 ranks: &self.slices[..dep],
@@ -132,11 +133,11 @@ impl Rack<'_> {
     fn form_decode(&mut self, g: GroupId, cost: &mut StepCost) -> bool {
         let pool = self.pools.pool_of(g);
         let model = pool.cost;
-        let dep = pool.cfg.dep as usize;
+        let (dep, sim_dep) = (pool.cfg.dep as usize, pool.sim_dep as usize);
         let grp = self.pools.group(g);
         let step = grp.dstep;
         let mut decode = false;
-        for r in 0..dep {
+        for r in 0..sim_dep {
             let slices = &mut self.slices[r];
             slices.clear();
             for p in &grp.ranks[r].dec.pieces {
@@ -161,6 +162,7 @@ impl Rack<'_> {
             decode |= !slices.is_empty();
         }
         if decode {
+            self.repeat_ranks(sim_dep, dep);
             let c = model.step(&StepShape {
                 phase: Phase::Decode,
                 ranks: &self.slices[..dep],
@@ -169,6 +171,16 @@ impl Rack<'_> {
             add_cost(cost, &c);
         }
         decode
+    }
+
+    /// The whole group's ranks for the cost model: the `sim_dep` simulated ranks'
+    /// slices repeated up to `dep` (one copy of the rack simulated: every copy of a
+    /// rank has the same batch); nothing to do when they are equal.
+    fn repeat_ranks(&mut self, sim_dep: usize, dep: usize) {
+        let (sim, rest) = self.slices[..dep].split_at_mut(sim_dep);
+        for (j, dst) in rest.iter_mut().enumerate() {
+            dst.clone_from(&sim[j % sim_dep]);
+        }
     }
 
     /// Starts a step of `cost` now; its statistics count if it lies in the window.
@@ -278,22 +290,22 @@ impl Rack<'_> {
             let req = self.reqs.get_mut(id);
             req.prefill.computed += chunk;
             let done = req.prefill.computed == req.uncached();
-            let cached = req.prefill.cached as u64;
+            let (cached, w) = (req.prefill.cached as u64, req.w());
             let rank = self.pools.rank_mut(g, r);
             rank.prefill_tokens -= chunk as u64;
             if role == Role::Mixed {
                 rank.kv_held += chunk as u64;
             }
-            self.acc.uncached_tokens_prefilled += chunk as u64;
+            self.acc.uncached_tokens_prefilled += chunk as u64 * w;
             if done {
-                self.acc.cached_tokens_credited += cached;
+                self.acc.cached_tokens_credited += cached * w;
                 finished.push((r, id));
             }
             if in_window {
                 let st = &mut self.pools.pool_mut(role).stats;
-                st.uncached_tokens += chunk as u64;
+                st.uncached_tokens += chunk as u64 * w;
                 if done {
-                    st.cached_tokens += cached;
+                    st.cached_tokens += cached * w;
                 }
             }
         }
@@ -365,9 +377,12 @@ impl Rack<'_> {
         }
         grp.joined.clear();
         if in_window {
-            self.m
-                .itl_ms
-                .record_n((now - prev_end) as f64 / 1e6, measured - joined_measured);
+            // Every request stands for the rack's copies (`Pool::copies`).
+            let copies = self.pools.pool_of(g).copies as u64;
+            self.m.itl_ms.record_n(
+                (now - prev_end) as f64 / 1e6,
+                (measured - joined_measured) * copies,
+            );
         }
         while let Some(&Reverse((last, id))) = self.pools.group(g).finishing.peek() {
             if last > step {
@@ -407,8 +422,12 @@ impl Rack<'_> {
     fn leave_batch(&mut self, id: ReqId, steps: u64, in_window: u64) {
         let q = self.reqs.get_mut(id);
         q.decode.running = false;
-        let (input, output, generated) =
-            (q.input as u64, q.output as u64, q.decode.generated as u64);
+        let (input, output, generated, w) = (
+            q.input as u64,
+            q.output as u64,
+            q.decode.generated as u64,
+            q.w(),
+        );
         let d = &mut self.pools.rank_mut(q.decode.group, q.decode.rank).dec;
         d.n -= 1;
         d.measured -= q.measured as u32;
@@ -417,11 +436,11 @@ impl Rack<'_> {
         p.n -= 1;
         p.input -= input;
         p.join_steps -= q.decode.join_step;
-        self.acc.output_tokens_emitted += generated;
-        self.m.mtp_steps += steps;
-        self.m.mtp_tokens += generated;
+        self.acc.output_tokens_emitted += generated * w;
+        self.m.mtp_steps += steps * w;
+        self.m.mtp_tokens += generated * w;
         if let Some(counted) = (generated * in_window).checked_div(steps) {
-            self.pools.pool_of_mut(q.decode.group).stats.output_tokens += counted;
+            self.pools.pool_of_mut(q.decode.group).stats.output_tokens += counted * w;
         }
     }
 

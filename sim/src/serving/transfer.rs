@@ -18,8 +18,8 @@ impl Rack<'_> {
         let need = self.reqs.get(id).kv_need();
         if need > pool.kv_cap || pool.full() {
             let req = self.reqs.release(id);
-            self.acc.input_tokens_dropped_after_prefill += req.input as u64;
-            self.drop_request(req.origin, req.measured);
+            self.acc.input_tokens_dropped_after_prefill += req.input as u64 * req.w();
+            self.drop_request(req.origin, req.measured, req.w());
             return;
         }
         let groups = self.pools.groups_of(pool);
@@ -89,11 +89,13 @@ impl Rack<'_> {
             rank.link_free_ns = start.saturating_add(serial);
             let done = rank.link_free_ns.saturating_add(latency);
             self.pools.pool_mut(Role::Decode).waiting -= 1;
-            self.reqs.get_mut(id).decode.kv_reserved = need;
-            self.m.transfers += 1;
-            self.m.transfer_bytes += bytes;
+            let req = self.reqs.get_mut(id);
+            req.decode.kv_reserved = need;
+            let w = req.w();
+            self.m.transfers += w;
+            self.m.transfer_bytes += bytes * w as f64;
             if self.window.starts_in(now) {
-                self.m.transfer_ms.record((done - now) as f64 / 1e6);
+                self.m.transfer_ms.record_n((done - now) as f64 / 1e6, w);
             }
             self.note_kv(g, r);
             self.q.push(done, Event::TransferDone(id));

@@ -160,6 +160,7 @@ pub fn scenario(
         slo: SloConfig::default(),
         price: PriceConfig::default(),
         limits: Limits::default(),
+        fidelity: Fidelity::default(),
         provenance: BTreeMap::new(),
     }
 }

@@ -444,7 +444,7 @@ impl AnalyticCostModel {
 pub(crate) fn period<T: PartialEq>(ranks: &[T]) -> usize {
     let n = ranks.len();
     (1..n)
-        .filter(|p| n % p == 0)
+        .filter(|&p| n.is_multiple_of(p))
         .find(|&p| (p..n).all(|i| ranks[i] == ranks[i - p]))
         .unwrap_or(n)
 }

@@ -31,6 +31,9 @@ pub struct NewRequest<'a> {
     /// Leading tokens assumed computed before the run started (warm start): the
     /// instance that receives the request holds them in its prefix cache.
     pub prewarm_tokens: u64,
+    /// Requests this one stands for (a cohort's, `Driver::with_cohort`); 1 when
+    /// every request is simulated.
+    pub weight: u32,
 }
 
 /// Workload events the simulator schedules for the driver.
@@ -96,6 +99,9 @@ pub struct Driver<'a> {
     subagents_live: u32,
     next_uid: u64,
     chained: bool,
+    /// Sessions, users, arrivals or trace records each simulated one stands for
+    /// (`with_cohort`).
+    cohort: u32,
 }
 
 /// The AgentX distributions a turn draws from (`Dist::sampler`).
@@ -133,6 +139,25 @@ fn unique_blocks(tag: u64, uid: u64, shared_tokens: u64, input: u64) -> Prompt<'
         &[tag, uid],
         input.div_ceil(BLOCK_TOKENS) as u32,
     ))
+}
+
+/// A trace record's prefix family: its first block that at most `common` records of
+/// the trace hold (blocks shared more widely, as a common system prompt's, are
+/// skipped), else its last block; 0 for a record without blocks.
+fn trace_family(blocks: &[u64], holders: &HashMap<u64, u32>, common: u32) -> u64 {
+    blocks
+        .iter()
+        .find(|b| holders.get(b).is_some_and(|&n| n <= common))
+        .or(blocks.last())
+        .copied()
+        .unwrap_or(0)
+}
+
+/// SplitMix64's finaliser: spreads the bits of `x` (a family's identity) evenly.
+fn mix(mut x: u64) -> u64 {
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
 }
 
 impl<'a> Driver<'a> {
@@ -178,7 +203,50 @@ impl<'a> Driver<'a> {
             subagents_live: 0,
             next_uid: 0,
             chained,
+            cohort: 1,
         })
+    }
+
+    /// The workload of one of `k` identical copies of the rack (`fidelity.cohort`):
+    /// every request stands for `k` (its `weight`), one in each copy. AgentX runs
+    /// `sessions / k` sessions (rounded, at least one) and keeps `k` times fewer
+    /// sub-agents; a closed loop `concurrency / k` users; an open loop `1/k` of the
+    /// rate; a trace replays the records of about one in `k` prefix families
+    /// (`trace_family`), drawn from the stream, so that a kept conversation keeps all
+    /// its turns and their cache hits.
+    pub fn with_cohort(mut self, k: u32) -> Self {
+        let k = k.max(1);
+        self.cohort = k;
+        if k > 1 && !self.trace_order.is_empty() {
+            let trace = self.trace;
+            let recs = || self.trace_order.iter().map(|&i| &trace[i as usize]);
+            let mut holders: HashMap<u64, u32> = HashMap::new();
+            for r in recs() {
+                for &b in &r.hash_ids {
+                    *holders.entry(b).or_insert(0) += 1;
+                }
+            }
+            // A family holds at most a quarter of what one copy replays.
+            let common = (self.trace_order.len() / (4 * k as usize)).max(1) as u32;
+            let salt: u64 = self.rng.random();
+            let kept = recs()
+                .zip(self.trace_order.iter())
+                .filter(|(r, _)| {
+                    let family = trace_family(&r.hash_ids, &holders, common);
+                    mix(family ^ salt).is_multiple_of(k as u64)
+                })
+                .map(|(_, &i)| i)
+                .collect();
+            self.trace_order = kept;
+        }
+        self
+    }
+
+    /// Members of a population of `n` in one copy of the rack.
+    fn share(&self, n: u32) -> u32 {
+        ((n as f64 / self.cohort as f64).round() as u32)
+            .max(1)
+            .min(n)
     }
 
     /// Whether the block identities of its requests are chained: each names its whole
@@ -199,7 +267,7 @@ impl<'a> Driver<'a> {
     /// Appends the workload's first events to `out`.
     pub fn start(&mut self, out: &mut Vec<(Nanos, WlEvent)>) {
         if let Some(c) = &self.cfg.closed_loop {
-            for s in 0..c.concurrency {
+            for s in 0..self.share(c.concurrency) {
                 out.push((0, WlEvent::Slot(s)));
             }
         }
@@ -208,7 +276,7 @@ impl<'a> Driver<'a> {
             out.push((gap, WlEvent::OpenNext));
         }
         if let Some(a) = self.cfg.agentx.clone() {
-            for s in 0..a.sessions {
+            for s in 0..self.share(a.sessions) {
                 let mut sess = self.new_session(&a, false);
                 if a.warm_start {
                     let lo = sess.context_tokens as f64;
@@ -235,7 +303,7 @@ impl<'a> Driver<'a> {
     fn open_gap(&mut self) -> Nanos {
         let o = self.cfg.open_loop.as_ref().expect("open loop");
         let peak = self.cfg.rate_curve.as_ref().map_or(1.0, |c| c.peak());
-        let mean = 1.0 / (o.rate_per_s * peak);
+        let mean = self.cohort as f64 / (o.rate_per_s * peak);
         let gap = match o.arrival {
             Arrival::Poisson => -mean * (1.0 - self.rng.random::<f64>()).ln(),
             Arrival::Gamma { cv } => {
@@ -302,6 +370,7 @@ impl<'a> Driver<'a> {
                     prompt,
                     origin: Origin::Open,
                     prewarm_tokens: 0,
+                    weight: self.cohort,
                 })
             }
             WlEvent::TraceNext(k) => {
@@ -319,6 +388,7 @@ impl<'a> Driver<'a> {
                     prompt: Prompt::Listed(&r.hash_ids),
                     origin: Origin::Trace,
                     prewarm_tokens: 0,
+                    weight: self.cohort,
                 })
             }
         }
@@ -336,6 +406,7 @@ impl<'a> Driver<'a> {
             prompt: unique_blocks(4, uid, c.shared_prefix_tokens as u64, input as u64),
             origin: Origin::Slot(slot),
             prewarm_tokens: 0,
+            weight: self.cohort,
         }
     }
 
@@ -370,6 +441,7 @@ impl<'a> Driver<'a> {
             prompt,
             origin: Origin::Slot(slot),
             prewarm_tokens,
+            weight: self.cohort,
         })
     }
 
@@ -410,7 +482,7 @@ impl<'a> Driver<'a> {
         if ended {
             if is_sub {
                 self.sessions[slot as usize] = None;
-                self.subagents_live -= 1;
+                self.subagents_live -= self.cohort;
             } else {
                 let s = self.new_session(a, false);
                 self.sessions[slot as usize] = Some(s);
@@ -421,12 +493,12 @@ impl<'a> Driver<'a> {
         }
         if !is_sub
             && completed
-            && self.subagents_live < a.max_subagents
+            && self.subagents_live + self.cohort <= a.max_subagents
             && self.rng.random::<f64>() < a.subagent_probability
         {
             let s = self.new_session(a, true);
-            let free =
-                (a.sessions as usize..self.sessions.len()).find(|&i| self.sessions[i].is_none());
+            let first = self.share(a.sessions) as usize;
+            let free = (first..self.sessions.len()).find(|&i| self.sessions[i].is_none());
             let slot = match free {
                 Some(i) => {
                     self.sessions[i] = Some(s);
@@ -437,7 +509,7 @@ impl<'a> Driver<'a> {
                     self.sessions.len() - 1
                 }
             };
-            self.subagents_live += 1;
+            self.subagents_live += self.cohort;
             let gap = secs_to_ns(idle_gap.sample(&mut self.rng).min(a.idle_gap_cap_s)).max(1);
             out.push((now.saturating_add(gap), WlEvent::Slot(slot as u32)));
         }
