@@ -374,6 +374,56 @@ fn simulate_seeds_reports_the_spread_of_single_runs() {
     );
 }
 
+/// `--cohort K` is `--set fidelity.cohort=K`: the coarse model, named in the report;
+/// an explicit `--set` wins; a count out of range is refused with its field.
+#[test]
+fn simulate_cohort_runs_the_coarse_model() {
+    let base = [
+        "simulate",
+        "--duration",
+        "20",
+        "--set",
+        "warmup_s=5",
+        "--json",
+    ];
+    let flag = twin(&[&base[..], &["--cohort", "8"]].concat());
+    assert!(flag.status.success(), "{}", stderr(&flag));
+    let set = twin(&[&base[..], &["--set", "fidelity.cohort=8"]].concat());
+    let (v, w) = (json(&flag), json(&set));
+    assert_eq!(v["cohort"], 8);
+    assert_eq!(v["throughput_tok_s_per_gpu"], w["throughput_tok_s_per_gpu"]);
+    assert_eq!(v["ttft_ms"], w["ttft_ms"]);
+    let exact = json(&twin(&base));
+    assert!(
+        exact.get("cohort").is_none(),
+        "an exact run has no cohort field"
+    );
+    let overridden = json(&twin(
+        &[&base[..], &["--cohort", "8", "--set", "fidelity.cohort=1"]].concat(),
+    ));
+    assert_eq!(
+        overridden["throughput_tok_s_per_gpu"],
+        exact["throughput_tok_s_per_gpu"]
+    );
+    let text = stdout(&twin(&[
+        "simulate",
+        "--duration",
+        "20",
+        "--set",
+        "warmup_s=5",
+        "--cohort",
+        "16",
+    ]));
+    assert!(
+        text.contains("fidelity  coarse: one of 8 identical copies of the rack"),
+        "16 does not divide the 24 prefill instances: 8 does\n{text}"
+    );
+    refused(
+        &[&base[..], &["--cohort", "0"]].concat(),
+        &["fidelity.cohort", "1..=1024"],
+    );
+}
+
 /// `--decode-deps` runs one simulation per P/D split, in the order given; a split that
 /// cannot run says why and does not stop the others; the prefill pool fills the rest.
 #[test]

@@ -200,6 +200,7 @@ pub fn run(args: &CostArgs) -> Result<()> {
                 seed: args.seed,
                 duration: args.duration,
                 set: args.set.clone(),
+                cohort: None,
                 json: false,
                 trace: None,
                 profile: None,

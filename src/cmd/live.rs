@@ -69,6 +69,7 @@ pub fn run(args: &LiveArgs) -> Result<()> {
         seed: args.seed,
         duration: args.duration,
         set: args.set.clone(),
+        cohort: None,
         json: false,
         trace: args.trace.clone(),
         profile: None,

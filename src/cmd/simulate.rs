@@ -38,6 +38,10 @@ pub struct SimulateArgs {
     /// `cost.moe.mem_eff=0.9`, `workload=poisson` (repeatable).
     #[arg(long = "set", value_name = "PATH=VALUE")]
     pub set: Vec<String>,
+    /// The coarse model: simulate one of K identical copies of the rack, each request
+    /// standing for K (`--set fidelity.cohort=K`; README, "Fidelity": its error).
+    #[arg(long, value_name = "K")]
+    pub cohort: Option<u32>,
     /// Print one JSON object (report, resolved scenario, seed, twin version).
     #[arg(long)]
     pub json: bool,
@@ -107,7 +111,9 @@ pub struct Resolved {
 
 /// Parses and validates the arguments and every file they name.
 pub fn resolve_args(args: &SimulateArgs) -> Result<Resolved> {
-    let sets = Set::parse_all(&args.set)?;
+    let cohort = args.cohort.map(|k| format!("fidelity.cohort={k}"));
+    let all: Vec<String> = cohort.into_iter().chain(args.set.iter().cloned()).collect();
+    let sets = Set::parse_all(&all)?;
     let (hw_sets, rest) = Set::split_prefix(&sets, "hardware");
     let (model_sets, rest) = Set::split_prefix(&rest, "model");
     let (workload_sets, rest) = Set::split_prefix(&rest, "workload");

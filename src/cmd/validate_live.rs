@@ -226,6 +226,7 @@ pub fn run_bench(a: &BenchValidateArgs) -> Result<()> {
         seed: None,
         duration: None,
         set: a.set.clone(),
+        cohort: None,
         json: false,
         trace: None,
         profile: a.profile.clone(),

@@ -442,6 +442,10 @@ pub struct Header {
     /// their means. Left out of the JSON at 1, so one-seed grids keep their hash.
     #[serde(default = "one_seed", skip_serializing_if = "is_one_seed")]
     pub seeds: u32,
+    /// The coarse model's copies asked (`fidelity.cohort`); left out of the JSON at 1,
+    /// so exact grids keep their hash.
+    #[serde(default = "one_seed", skip_serializing_if = "is_one_seed")]
+    pub cohort: u32,
     pub duration_s: f64,
     pub warmup_s: f64,
     pub sizing: Sizing,

@@ -298,6 +298,7 @@ fn header(slo: Slo) -> Header {
         workload: "w".into(),
         seed: 1,
         seeds: 1,
+        cohort: 1,
         duration_s: 10.0,
         warmup_s: 1.0,
         sizing: Sizing::Gpus(12),
@@ -506,4 +507,18 @@ fn slos_within_the_seed_noise_are_flagged() {
         .collect();
     assert_eq!(names, ["ttft_p90_ms", "tpot_p90_ms"]);
     assert!(SeedSpread::default().slos_within_noise(&slo, &m).is_empty());
+}
+
+/// A coarse plan (`--cohort`) is another grid: its header says so and hashes apart;
+/// an exact one leaves the field out, so its hash is what it was before the field.
+#[test]
+fn a_coarse_grid_hashes_apart() {
+    let exact = header(Slo::default());
+    let json = serde_json::to_value(&exact).unwrap();
+    assert!(json.get("cohort").is_none(), "{json}");
+    let mut coarse = exact.clone();
+    coarse.cohort = 8;
+    coarse.grid = coarse.compute_grid();
+    assert_ne!(coarse.grid, exact.grid);
+    assert_eq!(serde_json::to_value(&coarse).unwrap()["cohort"], 8);
 }

@@ -60,6 +60,11 @@ pub struct PlanArgs {
     /// `cost.moe.mem_eff=0.9`, `tco.pue=1.2`, ...).
     #[arg(long = "set", value_name = "PATH=VALUE")]
     pub set: Vec<String>,
+    /// Simulate the candidates with the coarse model: one of K identical copies of each
+    /// rack (as `twin simulate --cohort`; a candidate takes the largest divisor of K
+    /// its pools split into).
+    #[arg(long, value_name = "K")]
+    pub cohort: Option<u32>,
     #[arg(long, value_name = "PATH")]
     pub profile: Option<String>,
     #[arg(long, value_name = "PATH")]
