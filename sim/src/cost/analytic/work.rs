@@ -80,30 +80,33 @@ impl RankWork {
         }
     }
 
-    /// The mean work of `n` ranks that are `works` repeated, summed in rank order.
+    /// The mean work of `n` ranks that are `works` repeated: their sum in rank order,
+    /// scaled by `1 / n` (one multiplication per field, not one division per rank).
     pub fn mean(works: &[RankWork], n: usize) -> RankWork {
-        let count = n;
-        let n = n.max(1) as f64;
         let mut m = RankWork::default();
-        for w in (0..count).map(|i| &works[i % works.len()]) {
-            m.requests += w.requests / n;
-            m.tokens += w.tokens / n;
-            m.lm_tokens += w.lm_tokens / n;
-            m.kv_up_tokens += w.kv_up_tokens / n;
-            for (a, b) in m.classes.iter_mut().zip(w.classes.iter()) {
-                a.main_bytes += b.main_bytes / n;
-                a.main_flops += b.main_flops / n;
-                a.main_flops_unabsorbed += b.main_flops_unabsorbed / n;
-                a.win_bytes += b.win_bytes / n;
-                a.win_flops += b.win_flops / n;
-                a.idx_bytes += b.idx_bytes / n;
-                a.idx_flops += b.idx_flops / n;
-            }
-            m.replay_tokens_layers += w.replay_tokens_layers / n;
-            m.replay_attn_flops += w.replay_attn_flops / n;
-            m.replay_indexer_flops += w.replay_indexer_flops / n;
+        for w in (0..n).map(|i| &works[i % works.len()]) {
+            m.add(w);
         }
-        m
+        m.scaled(1.0 / n.max(1) as f64)
+    }
+
+    fn add(&mut self, w: &RankWork) {
+        self.requests += w.requests;
+        self.tokens += w.tokens;
+        self.lm_tokens += w.lm_tokens;
+        self.kv_up_tokens += w.kv_up_tokens;
+        for (a, b) in self.classes.iter_mut().zip(w.classes.iter()) {
+            a.main_bytes += b.main_bytes;
+            a.main_flops += b.main_flops;
+            a.main_flops_unabsorbed += b.main_flops_unabsorbed;
+            a.win_bytes += b.win_bytes;
+            a.win_flops += b.win_flops;
+            a.idx_bytes += b.idx_bytes;
+            a.idx_flops += b.idx_flops;
+        }
+        self.replay_tokens_layers += w.replay_tokens_layers;
+        self.replay_attn_flops += w.replay_attn_flops;
+        self.replay_indexer_flops += w.replay_indexer_flops;
     }
 }
 
