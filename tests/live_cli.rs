@@ -183,6 +183,17 @@ fn a_short_live_run_is_recorded_consistently_and_validates() {
         &["invalid device"],
     );
     assert!(!tmp.path().join("x").exists());
+    fails(
+        &[
+            "live",
+            "--set",
+            "fidelity.cohort=2",
+            "--out",
+            tmp.path().join("x").to_str().unwrap(),
+        ],
+        &["fidelity.cohort = 2", "serves every request"],
+    );
+    assert!(!tmp.path().join("x").exists());
     fails(&["live", "--duration", "1", "--out", r], &["not empty"]);
     assert_eq!(
         snapshot(&run),

@@ -9,7 +9,7 @@
 //! `result.json` (see `live::records`).
 
 use super::simulate::{read_trace_within, resolve_args, SimulateArgs};
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use engine::Device;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -76,6 +76,12 @@ pub fn run(args: &LiveArgs) -> Result<()> {
         decode_deps: Vec::new(),
     };
     let r = resolve_args(&sim_args)?;
+    if r.scenario.fidelity.cohort > 1 {
+        bail!(
+            "fidelity.cohort = {}: a live run serves every request; the coarse model is the simulator's (set fidelity.cohort = 1)",
+            r.scenario.fidelity.cohort
+        );
+    }
     let (trace, notes) = read_trace_within(&sim_args, &r.workload, &r.scenario.limits)?;
     for note in r.notes.iter().chain(&notes) {
         eprintln!("note: {note}");
