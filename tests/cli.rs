@@ -405,7 +405,7 @@ fn simulate_cohort_runs_the_coarse_model() {
         overridden["throughput_tok_s_per_gpu"],
         exact["throughput_tok_s_per_gpu"]
     );
-    let text = stdout(&twin(&[
+    let o = twin(&[
         "simulate",
         "--duration",
         "20",
@@ -413,10 +413,16 @@ fn simulate_cohort_runs_the_coarse_model() {
         "warmup_s=5",
         "--cohort",
         "16",
-    ]));
+    ]);
+    let text = stdout(&o);
     assert!(
         text.contains("fidelity  coarse: one of 8 identical copies of the rack"),
         "16 does not divide the 24 prefill instances: 8 does\n{text}"
+    );
+    assert!(
+        stderr(&o).contains("the pools split into 8 copies"),
+        "{}",
+        stderr(&o)
     );
     refused(
         &[&base[..], &["--cohort", "0"]].concat(),

@@ -144,6 +144,14 @@ pub fn resolve_args(args: &SimulateArgs) -> Result<Resolved> {
     }
     let seed = args.seed.unwrap_or(sc.seed);
     sc.seed = seed;
+    let (asked, copies) = (sc.fidelity.cohort, sc.copies());
+    if asked > 1 && copies < asked {
+        notes.push(if copies == 1 {
+            format!("fidelity.cohort = {asked}: the pools do not split into copies (a prefill or mixed pool splits by whole instances, a decode pool by instances then ranks); the run is exact")
+        } else {
+            format!("fidelity.cohort = {asked}: the pools split into {copies} copies, the largest divisor of {asked} they allow; one of {copies} is simulated")
+        });
+    }
 
     let hardware =
         load_hardware(&sc.hardware, &hw_sets).with_context(|| format!("hardware of {origin}"))?;
