@@ -158,7 +158,8 @@ fn a_coarse_trace_keeps_whole_families() {
     let mut out = Vec::new();
     let mut d = Driver::new(&wl, &recs, sim::serving::core::stream(1, "workload"))
         .unwrap()
-        .with_cohort(4);
+        .with_cohort(4)
+        .unwrap();
     d.start(&mut out);
     let mut seen = Vec::new();
     while let Some((t, ev)) = out.pop() {
@@ -178,6 +179,17 @@ fn a_coarse_trace_keeps_whole_families() {
         (2..=18).contains(&conversations.len()),
         "{}",
         conversations.len()
+    );
+    // One conversation cannot be split 1000 ways: refused, not replayed empty.
+    let err = Driver::new(&wl, &recs[..2], sim::serving::core::stream(1, "workload"))
+        .unwrap()
+        .with_cohort(1000)
+        .err()
+        .expect("nothing kept is refused");
+    assert!(
+        err.to_string()
+            .contains("keeps none of the trace's 2 records"),
+        "{err}"
     );
 }
 

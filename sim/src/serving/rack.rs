@@ -248,7 +248,7 @@ impl<'a> Rack<'a> {
             ]));
         }
         let driver = Driver::new(input.workload, input.trace, stream(seed, "workload"))?
-            .with_cohort(sc.copies());
+            .with_cohort(sc.copies())?;
         let pools = Pools::build(
             sc,
             input.prefill_cost,

@@ -213,8 +213,8 @@ impl<'a> Driver<'a> {
     /// sub-agents; a closed loop `concurrency / k` users; an open loop `1/k` of the
     /// rate; a trace replays the records of about one in `k` prefix families
     /// (`trace_family`), drawn from the stream, so that a kept conversation keeps all
-    /// its turns and their cache hits.
-    pub fn with_cohort(mut self, k: u32) -> Self {
+    /// its turns and their cache hits. Fails when the trace is too small to keep any.
+    pub fn with_cohort(mut self, k: u32) -> Result<Self, SimError> {
         let k = k.max(1);
         self.cohort = k;
         if k > 1 && !self.trace_order.is_empty() {
@@ -236,10 +236,16 @@ impl<'a> Driver<'a> {
                     mix(family ^ salt).is_multiple_of(k as u64)
                 })
                 .map(|(_, &i)| i)
-                .collect();
+                .collect::<Vec<u32>>();
+            if kept.is_empty() {
+                return Err(SimError::InvalidScenario(vec![format!(
+                    "fidelity.cohort: one of {k} copies of the rack keeps none of the trace's {} records (a copy replays whole prefix families); use fewer copies",
+                    self.trace_order.len()
+                )]));
+            }
             self.trace_order = kept;
         }
-        self
+        Ok(self)
     }
 
     /// Members of a population of `n` in one copy of the rack.
