@@ -9,25 +9,12 @@ use common::*;
 use sim::serving::*;
 
 fn run(sc: &ServingScenario, wl: &WorkloadConfig, trace: &[TraceRecord]) -> Report {
-    let hw = hardware(72);
-    let m = model(0.0, None);
     let cost = ConstCost {
         prefill_s: 0.010,
         decode_s: 0.005,
         kv_tokens_per_rank: 1 << 30,
     };
-    let input = SimInput {
-        scenario: sc,
-        workload: wl,
-        hardware: &hw,
-        model: &m,
-        prefill_cost: &cost,
-        decode_cost: &cost,
-        trace,
-    };
-    let r = simulate(&input, sc.seed).expect("simulation runs");
-    assert_eq!(r.accounting.violations(), Vec::<String>::new());
-    r
+    run_recorded(sc, wl, &model(0.0, None), &cost, trace).0
 }
 
 fn close(a: f64, b: f64, rel: f64) -> bool {
@@ -142,19 +129,7 @@ fn a_coarse_trace_keeps_whole_families() {
             });
         }
     }
-    let wl = WorkloadConfig {
-        name: "t".into(),
-        description: String::new(),
-        closed_loop: None,
-        open_loop: None,
-        agentx: None,
-        trace: Some(TraceReplay {
-            time_scale: 1.0,
-            max_requests: None,
-        }),
-        rate_curve: None,
-        provenance: Default::default(),
-    };
+    let wl = trace_workload();
     let mut out = Vec::new();
     let mut d = Driver::new(&wl, &recs, sim::serving::core::stream(1, "workload"))
         .unwrap()
@@ -216,23 +191,11 @@ fn coarse_agentx_keeps_its_accounts_and_lands_near_the_exact_run() {
     a.sessions = 256;
     a.max_subagents = 32;
     a.subagent_probability = 0.1;
-    let hw = hardware(72);
     let m = model(890.0, Some((2, vec![0.8, 0.6])));
     let report = |k: u32| {
         let mut sc = scenario(Mode::Disaggregated, pool(8, 2), pool(1, 8), 120.0, 30.0);
         sc.fidelity.cohort = k;
-        let input = SimInput {
-            scenario: &sc,
-            workload: &wl,
-            hardware: &hw,
-            model: &m,
-            prefill_cost: &cost,
-            decode_cost: &cost,
-            trace: &[],
-        };
-        let r = simulate(&input, 1).expect("simulation runs");
-        assert_eq!(r.accounting.violations(), Vec::<String>::new(), "k={k}");
-        r
+        run_recorded(&sc, &wl, &m, &cost, &[]).0
     };
     let exact = report(1);
     let rel = |a: f64, b: f64| (a - b) / b;

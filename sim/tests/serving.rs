@@ -566,18 +566,7 @@ fn warm_sessions_spread_over_the_prefill_instances() {
     a.subagent_probability = 0.0;
     a.start_spread_s = 0.0;
     assert!(a.warm_start);
-    let m = model(890.0, None);
-    let hw = hardware(72);
-    let input = SimInput {
-        scenario: &sc,
-        workload: &wl,
-        hardware: &hw,
-        model: &m,
-        prefill_cost: &cost,
-        decode_cost: &cost,
-        trace: &[],
-    };
-    let (_, steps) = simulate_with_steps(&input, 1).unwrap();
+    let (_, steps) = run_recorded(&sc, &wl, &model(890.0, None), &cost, &[]);
     let groups: std::collections::BTreeSet<u32> = steps
         .iter()
         .filter(|s| s.pool == "prefill")

@@ -183,3 +183,44 @@ pub fn closed_loop(concurrency: u32, input: f64, output: f64) -> WorkloadConfig 
         provenance: BTreeMap::new(),
     }
 }
+
+/// Runs `sc` under `wl` (and `trace`) with `cost` pricing both pools, on
+/// `hardware(72)`: the report, with its accounts checked, and every step started.
+pub fn run_recorded(
+    sc: &ServingScenario,
+    wl: &WorkloadConfig,
+    m: &Model,
+    cost: &dyn PoolCost,
+    trace: &[TraceRecord],
+) -> (Report, Vec<SimStep>) {
+    let hw = hardware(72);
+    let input = SimInput {
+        scenario: sc,
+        workload: wl,
+        hardware: &hw,
+        model: m,
+        prefill_cost: cost,
+        decode_cost: cost,
+        trace,
+    };
+    let (r, steps) = simulate_with_steps(&input, sc.seed).expect("simulation runs");
+    assert_eq!(r.accounting.violations(), Vec::<String>::new());
+    (r, steps)
+}
+
+/// A trace replay at the recorded pace.
+pub fn trace_workload() -> WorkloadConfig {
+    WorkloadConfig {
+        name: "trace".into(),
+        description: String::new(),
+        closed_loop: None,
+        open_loop: None,
+        agentx: None,
+        trace: Some(TraceReplay {
+            time_scale: 1.0,
+            max_requests: None,
+        }),
+        rate_curve: None,
+        provenance: BTreeMap::new(),
+    }
+}
