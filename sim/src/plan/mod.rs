@@ -31,6 +31,7 @@ pub use select::{merge, select, to_simulate, Counts, Outcome, ShardFile};
 pub use shape::WorkShape;
 pub use space::{enumerate, SearchSpace};
 
+use crate::serde_defaults::{is_one, one};
 use crate::serving::{Mode, Report, ServingScenario};
 use crate::tco::Finance;
 use serde::{Deserialize, Serialize};
@@ -440,11 +441,11 @@ pub struct Header {
     pub seed: u64,
     /// Seeds each simulated candidate runs (`seed` and the next ones); its figures are
     /// their means. Left out of the JSON at 1, so one-seed grids keep their hash.
-    #[serde(default = "one_seed", skip_serializing_if = "is_one_seed")]
+    #[serde(default = "one", skip_serializing_if = "is_one")]
     pub seeds: u32,
     /// The coarse model's copies asked (`fidelity.cohort`); left out of the JSON at 1,
     /// so exact grids keep their hash.
-    #[serde(default = "one_seed", skip_serializing_if = "is_one_seed")]
+    #[serde(default = "one", skip_serializing_if = "is_one")]
     pub cohort: u32,
     pub duration_s: f64,
     pub warmup_s: f64,
@@ -463,14 +464,6 @@ pub struct Header {
     /// The rate curve's 24 hourly multipliers and its peak (none: constant load).
     pub curve_hourly: Option<Vec<f64>>,
     pub curve_peak: f64,
-}
-
-fn one_seed() -> u32 {
-    1
-}
-
-fn is_one_seed(n: &u32) -> bool {
-    *n == 1
 }
 
 impl Header {

@@ -157,13 +157,12 @@ impl Rack<'_> {
         let super::pool::Pools { list, groups } = &mut self.pools;
         for pool in list.iter_mut() {
             let cap = pool.kv_cap as f64;
-            let copies = pool.copies as u64;
             let mut queue = 0u64;
             let mut used = Gauge::default();
             let mut batch = Gauge::default();
             for grp in &groups[pool.groups.start as usize..pool.groups.end as usize] {
                 for rk in &grp.ranks {
-                    queue += (rk.prefill_q.len() + rk.pending.len()) as u64 * copies;
+                    queue += (rk.prefill_q.len() + rk.pending.len()) as u64;
                     used.record(rk.kv_used(grp.dstep, mu) as f64 / cap);
                     batch.record(match pool.role {
                         Role::Prefill => rk.prefill_q.len() as f64,
@@ -171,6 +170,8 @@ impl Rack<'_> {
                     });
                 }
             }
+            // The simulated ranks' queues stand for every copy's.
+            queue *= pool.copies as u64;
             let st = &mut pool.stats;
             // The series point of the interval since the last sample: busy time of the
             // steps that started in it, the gauges as sampled at its end.

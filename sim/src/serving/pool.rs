@@ -358,6 +358,11 @@ impl<'a> Pools<'a> {
         &mut self.groups[g.0 as usize].ranks[r as usize]
     }
 
+    /// Copies of the rack one is simulated of (`ServingScenario::copies`).
+    pub fn copies(&self) -> u32 {
+        self.list.first().map_or(1, |p| p.copies)
+    }
+
     /// The largest DEP of any pool.
     pub fn max_dep(&self) -> usize {
         self.list

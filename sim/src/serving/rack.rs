@@ -247,8 +247,7 @@ impl<'a> Rack<'a> {
                 "model.kv.bytes_per_token: must be >= 0".into(),
             ]));
         }
-        let driver = Driver::new(input.workload, input.trace, stream(seed, "workload"))?
-            .with_cohort(sc.copies())?;
+        let driver = Driver::new(input.workload, input.trace, stream(seed, "workload"))?;
         let pools = Pools::build(
             sc,
             input.prefill_cost,
@@ -256,6 +255,7 @@ impl<'a> Rack<'a> {
             draft_tokens,
             driver.chained_blocks(),
         );
+        let driver = driver.with_cohort(pools.copies())?;
         let yield_ = MtpYield::new(&acceptance[..draft_tokens as usize]);
         let max_dep = pools.max_dep();
         let domain_gpus = sc

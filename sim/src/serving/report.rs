@@ -336,7 +336,7 @@ impl Rack<'_> {
             },
             accounting: self.acc.clone(),
             interrupted_at_s: None,
-            cohort: self.sc.copies(),
+            cohort: self.pools.copies(),
         }
     }
 }
