@@ -13,7 +13,6 @@ use kernels::live::{Group, Weights};
 use kernels::WeightDtype;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use std::time::Instant;
 
 /// One op call: the op, its static key and its variables.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -617,31 +616,7 @@ pub fn measure_on(
 ) -> Result<Stats> {
     spec.validate()?;
     let mut run = prepare(dev, spec, copies.max(1))?;
-    let mut i = 0;
-    for _ in 0..cfg.warmup {
-        run(dev, i)?;
-        i += 1;
-    }
-    dev.sync()?;
-    let start = Instant::now();
-    let mut samples = Vec::with_capacity(cfg.reps);
-    for _ in 0..cfg.reps.max(1) {
-        let (t, c) = (
-            Instant::now(),
-            cfg.thread_cpu.then(crate::stats::thread_cpu_s),
-        );
-        run(dev, i)?;
-        dev.sync()?;
-        samples.push(match c {
-            Some(c0) => crate::stats::thread_cpu_s() - c0,
-            None => t.elapsed().as_secs_f64(),
-        });
-        i += 1;
-        if samples.len() >= cfg.min_reps && start.elapsed().as_secs_f64() > cfg.max_seconds {
-            break;
-        }
-    }
-    Ok(Stats::from_samples(&samples))
+    crate::stats::time_settled(cfg, dev, |dev, i| run(dev, i), |dev| dev.sync())
 }
 
 #[cfg(test)]
