@@ -43,7 +43,10 @@ fn measures_every_calibration_op(dev: &mut dyn Backend, gpu: bool) {
         bytes: 4096,
         peers: 2,
     });
-    assert!(dev.measure(&peers, &cfg).is_err(), "NCCL is not implemented");
+    assert!(
+        dev.measure(&peers, &cfg).is_err(),
+        "NCCL is not implemented"
+    );
 }
 
 #[test]

@@ -21,9 +21,7 @@ use crate::op::{Measurement, OpSpec};
 use crate::stats::{Stats, TimingConfig};
 use crate::{EngineError, Result};
 use kernels::live::Group;
-use kernels::{
-    AttnProblem, GatherProblem, IndexerOutput, IndexerProblem, MoeProblem, WeightDtype,
-};
+use kernels::{AttnProblem, GatherProblem, IndexerOutput, IndexerProblem, MoeProblem, WeightDtype};
 
 /// A compute device named on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,6 +77,9 @@ pub struct DeviceInfo {
     pub driver: String,
     /// Last-level cache bytes (L3 on a CPU, L2 on a GPU) used to size input rotation.
     pub cache_bytes: u64,
+    /// Memory the rotation copies of one op may use (host memory on a CPU, device
+    /// memory on a GPU).
+    pub rotation_cap_bytes: u64,
 }
 
 /// Element type of a device buffer.
@@ -192,7 +193,6 @@ pub trait Backend: Send {
     /// Waits for every op issued so far (a no-op on the CPU).
     fn sync(&mut self) -> Result<()>;
 
-
     // The live model's ops over buffers.
     /// `y[r] = W[expert] x[r]` for the rows of each group (rows in no group untouched).
     fn linear(&mut self, w: &DevWeights, groups: &[Group], x: Buf, y: Buf) -> Result<()>;
@@ -235,8 +235,6 @@ pub trait Backend: Send {
     fn run_gather(&mut self, p: &GatherProblem) -> Result<Vec<u8>>;
     /// Device-local copy of `src` (through device memory on a GPU).
     fn run_copy(&mut self, src: &[u8]) -> Result<Vec<u8>>;
-    /// Memory the rotation copies of one op may use on this device.
-    fn rotation_cap_bytes(&self) -> u64;
     /// Times a calibration kernel (`op` is no live-model op: those are timed through
     /// the serving ops) over `copies` input copies: its statistics and a note.
     fn time_kernel(
@@ -281,9 +279,12 @@ impl dyn Backend + '_ {
     /// the serving ops (`op::live::measure_on`), any other by the device's own timing
     /// loop (`Backend::time_kernel`).
     pub fn measure(&mut self, op: &OpSpec, cfg: &TimingConfig) -> Result<Measurement> {
-        let copies = op.prepare(cfg, self.info().cache_bytes, self.rotation_cap_bytes())?;
+        let copies = op.prepare(cfg, self.info().cache_bytes, self.info().rotation_cap_bytes)?;
         let (stats, note) = if op.is_live() {
-            (crate::op::live::measure_on(self, op, cfg, copies)?, String::new())
+            (
+                crate::op::live::measure_on(self, op, cfg, copies)?,
+                String::new(),
+            )
         } else {
             self.time_kernel(op, cfg, copies)?
         };

@@ -1,6 +1,8 @@
-//! Synthetic forward passes with their op calls timed: how calibration measures the live
-//! engine's ops in their real context (weights, KV and activations as a forward pass
-//! leaves them in the caches), independently of any run.
+//! Synthetic forward passes with their op calls timed (prefill chunks and decode batches
+//! run through the executor, in rounds with fresh tokens), and the executor's wake-up
+//! after idling: how calibration measures the live engine's ops in their real context
+//! (weights, KV and activations as a forward pass leaves them in the caches),
+//! independently of any run (`twin calibrate --plan live`).
 //!
 //! One long synthetic prompt is prefilled first (untimed) on the cache's first pages;
 //! each pass then reads that prompt up to its context through a block table that shares
@@ -29,101 +31,153 @@ pub fn timed_passes(
     reps: usize,
     seed: u64,
 ) -> Result<Vec<(Call, f64)>> {
-    let cfg = exec.config().clone();
-    let page = cfg.page_size;
-    let round = |c: usize| c / page * page;
-    let max_ctx = passes
-        .iter()
-        .map(|p| match *p {
-            Pass::Prefill { context, .. } | Pass::Decode { context, .. } => round(context),
-        })
-        .max()
-        .unwrap_or(0);
-    let base_pages = max_ctx / page;
-    let private = passes
-        .iter()
-        .map(|p| match *p {
-            Pass::Prefill { tokens, .. } => tokens.div_ceil(page),
-            Pass::Decode { batch, .. } => batch * (1 + drafts).div_ceil(page),
-        })
-        .max()
-        .unwrap_or(0);
-    if base_pages + private > exec.pages() {
-        return Err(EngineError::BadOp {
-            op: "calibration passes".into(),
-            reason: format!(
-                "need {} KV pages, the executor has {}",
-                base_pages + private,
-                exec.pages()
-            ),
-        });
+    let synth = Synthetic::new(exec, passes, drafts, seed)?;
+    synth.prefill_prompt(exec)?;
+    // One untimed round, then `reps` traced rounds.
+    for p in round_order(passes, reps) {
+        let (s, d) = synth.seqs(p, reps);
+        exec.forward(&s, d, &mut Solo)?;
     }
-    let token =
-        |i: usize| ((seed as usize).wrapping_mul(31).wrapping_add(i * 7919) % cfg.vocab) as u32;
-    let base: Vec<u32> = (0..base_pages as u32).collect();
-    // The shared prompt, untimed.
-    let mut at = 0;
-    while at < max_ctx {
-        let n = 256.min(max_ctx - at);
-        exec.forward(
-            &[Seq {
-                tokens: (at..at + n).map(token).collect(),
-                start: at,
-                pages: base.clone(),
-                accept: None,
-            }],
-            0,
-            &mut Solo,
-        )?;
-        at += n;
+    let mut out = Vec::new();
+    exec.set_trace(true);
+    for rep in 0..reps {
+        for p in round_order(passes, rep) {
+            let (s, d) = synth.seqs(p, rep);
+            exec.forward(&s, d, &mut Solo)?;
+            out.extend(exec.take_timed_trace());
+        }
     }
-    // Tokens of a pass's rep: a different draw per rep, so routing picks other experts
-    // each time (a run's steps do not route alike twice).
-    let seqs = |p: &Pass, rep: usize| -> (Vec<Seq>, usize) {
+    exec.set_trace(false);
+    Ok(out)
+}
+
+/// The synthetic tokens and KV pages of the passes: one shared prompt on the cache's
+/// first pages, each pass's own rows on private pages after it.
+struct Synthetic {
+    page: usize,
+    vocab: usize,
+    seed: u64,
+    drafts: usize,
+    /// Tokens of the shared prompt: the longest context, in whole pages.
+    max_ctx: usize,
+    /// The shared prompt's pages.
+    base: Vec<u32>,
+}
+
+impl Synthetic {
+    /// Checks that the executor's cache holds the shared prompt and the largest pass.
+    fn new(exec: &Executor, passes: &[Pass], drafts: usize, seed: u64) -> Result<Synthetic> {
+        let cfg = exec.config();
+        let page = cfg.page_size;
+        let max_ctx = passes
+            .iter()
+            .map(|p| match *p {
+                Pass::Prefill { context, .. } | Pass::Decode { context, .. } => {
+                    context / page * page
+                }
+            })
+            .max()
+            .unwrap_or(0);
+        let base_pages = max_ctx / page;
+        let private = passes
+            .iter()
+            .map(|p| match *p {
+                Pass::Prefill { tokens, .. } => tokens.div_ceil(page),
+                Pass::Decode { batch, .. } => batch * (1 + drafts).div_ceil(page),
+            })
+            .max()
+            .unwrap_or(0);
+        if base_pages + private > exec.pages() {
+            return Err(EngineError::BadOp {
+                op: "calibration passes".into(),
+                reason: format!(
+                    "need {} KV pages, the executor has {}",
+                    base_pages + private,
+                    exec.pages()
+                ),
+            });
+        }
+        Ok(Synthetic {
+            page,
+            vocab: cfg.vocab,
+            seed,
+            drafts,
+            max_ctx,
+            base: (0..base_pages as u32).collect(),
+        })
+    }
+
+    fn token(&self, i: usize) -> u32 {
+        ((self.seed as usize).wrapping_mul(31).wrapping_add(i * 7919) % self.vocab) as u32
+    }
+
+    /// The shared prompt, untimed, in chunks of 256 tokens.
+    fn prefill_prompt(&self, exec: &mut Executor) -> Result<()> {
+        let mut at = 0;
+        while at < self.max_ctx {
+            let n = 256.min(self.max_ctx - at);
+            exec.forward(
+                &[Seq {
+                    tokens: (at..at + n).map(|i| self.token(i)).collect(),
+                    start: at,
+                    pages: self.base.clone(),
+                    accept: None,
+                }],
+                0,
+                &mut Solo,
+            )?;
+            at += n;
+        }
+        Ok(())
+    }
+
+    /// The sequences of pass `p` in round `rep`, and its draft count. Tokens differ per
+    /// rep, so routing picks other experts each time (a run's steps do not route alike
+    /// twice).
+    fn seqs(&self, p: &Pass, rep: usize) -> (Vec<Seq>, usize) {
         let salt = rep * 104_729;
-        let tok = |i: usize| token(i + salt);
-        let mut next = base_pages as u32;
-        let mut take = |n: usize| {
-            let v: Vec<u32> = (next..next + n as u32).collect();
+        let tok = |i: usize| self.token(i + salt);
+        let page = self.page;
+        let mut next = self.base.len() as u32;
+        let mut pages_of = |context: usize, n: usize| {
+            let mut pages = self.base[..context / page].to_vec();
+            pages.extend(next..next + n as u32);
             next += n as u32;
-            v
+            pages
         };
         match *p {
             Pass::Prefill { tokens, context } => {
-                let c = round(context);
-                let mut pages = base[..c / page].to_vec();
-                pages.extend(take(tokens.div_ceil(page)));
+                let c = context / page * page;
                 let s = Seq {
                     tokens: (c..c + tokens).map(tok).collect(),
                     start: c,
-                    pages,
+                    pages: pages_of(c, tokens.div_ceil(page)),
                     accept: None,
                 };
                 (vec![s], 0)
             }
             Pass::Decode { batch, context } => {
-                let c = round(context);
+                let c = context / page * page;
                 let v = (0..batch)
-                    .map(|b| {
-                        let mut pages = base[..c / page].to_vec();
-                        pages.extend(take((1 + drafts).div_ceil(page)));
-                        Seq {
-                            tokens: (0..1 + drafts).map(|i| tok(c + b + i)).collect(),
-                            start: c,
-                            pages,
-                            accept: Some(0),
-                        }
+                    .map(|b| Seq {
+                        tokens: (0..1 + self.drafts).map(|i| tok(c + b + i)).collect(),
+                        start: c,
+                        pages: pages_of(c, (1 + self.drafts).div_ceil(page)),
+                        accept: Some(0),
                     })
                     .collect();
-                (v, drafts)
+                (v, self.drafts)
             }
         }
-    };
-    // One untimed round, then `reps` traced rounds. A round runs the prefill passes,
-    // then the decode passes, each kind in an order that changes with the round: a
-    // pass follows another of its kind (as a run's decode steps follow one another)
-    // rather than repeating itself into caches it warmed, and its tokens differ.
-    let order = |rep: usize, prefill: bool| -> Vec<&Pass> {
+    }
+}
+
+/// The passes of round `rep`: the prefill passes, then the decode passes, each kind in
+/// an order that changes with the round, so a pass follows another of its kind (as a
+/// run's decode steps follow one another) rather than repeating itself into caches it
+/// warmed.
+fn round_order(passes: &[Pass], rep: usize) -> Vec<&Pass> {
+    let order = |prefill: bool| -> Vec<&Pass> {
         let kind: Vec<&Pass> = passes
             .iter()
             .filter(|p| matches!(p, Pass::Prefill { .. }) == prefill)
@@ -132,26 +186,9 @@ pub fn timed_passes(
         let stride = (n / 2 + 1..).find(|k| gcd(*k, n.max(1)) == 1).unwrap_or(1);
         (0..n).map(|i| kind[(i * stride + rep) % n]).collect()
     };
-    let round = |rep: usize| {
-        let mut v = order(rep, true);
-        v.extend(order(rep, false));
-        v
-    };
-    for p in round(reps) {
-        let (s, d) = seqs(p, reps);
-        exec.forward(&s, d, &mut Solo)?;
-    }
-    let mut out = Vec::new();
-    exec.set_trace(true);
-    for rep in 0..reps {
-        for p in round(rep) {
-            let (s, d) = seqs(p, rep);
-            exec.forward(&s, d, &mut Solo)?;
-            out.extend(exec.take_timed_trace());
-        }
-    }
-    exec.set_trace(false);
-    Ok(out)
+    let mut v = order(true);
+    v.extend(order(false));
+    v
 }
 
 fn gcd(a: usize, b: usize) -> usize {

@@ -80,7 +80,11 @@ pub fn calibration_ops(gpu: bool) -> Vec<engine::OpSpec> {
     };
     let mut ops = vec![
         OpSpec::MoeDecode(MoeShape {
-            dtype: if gpu { WeightDtype::Fp8 } else { WeightDtype::Int4 },
+            dtype: if gpu {
+                WeightDtype::Fp8
+            } else {
+                WeightDtype::Int4
+            },
             tokens: 1,
             experts: size(2, 8),
             n_out: size(32, 2048),

@@ -12,7 +12,7 @@ use rand_chacha::ChaCha8Rng;
 use std::hint::black_box;
 
 /// Host memory the rotation copies of one op may use.
-pub(super) const MEM_CAP: u64 = 512 << 20;
+const MEM_CAP: u64 = 512 << 20;
 /// Distinct index sets a gather rotates over.
 const GATHER_INDEX_SETS: usize = 4;
 
@@ -34,6 +34,7 @@ pub(super) fn host_info() -> DeviceInfo {
         device: format!("cpu: {model} ({} threads)", rayon::current_num_threads()),
         driver: os,
         cache_bytes: last_level_cache_bytes(),
+        rotation_cap_bytes: MEM_CAP,
     }
 }
 

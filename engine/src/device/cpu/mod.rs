@@ -12,8 +12,8 @@ use crate::stats::{Stats, TimingConfig};
 use crate::{EngineError, Result};
 use kernels::cpu::{self, live as k};
 use kernels::live::{Group, IndexerPagedArgs, WeightsRef};
-use kernels::{AttnArgs, AttnModeRef, AttnProblem, GatherProblem, IndexerOutput, IndexerProblem};
 use kernels::MoeProblem;
+use kernels::{AttnArgs, AttnModeRef, AttnProblem, GatherProblem, IndexerOutput, IndexerProblem};
 use std::sync::OnceLock;
 
 enum Store {
@@ -425,10 +425,6 @@ impl Backend for CpuDevice {
         let mut dst = vec![0u8; src.len()];
         cpu::copy(src, &mut dst)?;
         Ok(dst)
-    }
-
-    fn rotation_cap_bytes(&self) -> u64 {
-        calib::MEM_CAP
     }
 
     fn time_kernel(

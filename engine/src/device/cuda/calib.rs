@@ -151,7 +151,12 @@ impl CudaDevice {
         })
     }
 
-    pub(super) fn launch_attn(&self, f: &CudaFunction, combine: &CudaFunction, d: &mut DevAttn) -> Result<()> {
+    pub(super) fn launch_attn(
+        &self,
+        f: &CudaFunction,
+        combine: &CudaFunction,
+        d: &mut DevAttn,
+    ) -> Result<()> {
         let cfg = attn_grid(d.splits as usize, d.batch as usize, d.heads as usize);
         let mut b = self.stream.launch_builder(f);
         b.arg(&d.q)

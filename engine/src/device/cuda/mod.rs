@@ -150,6 +150,7 @@ impl CudaDevice {
                 device: format!("cuda:{ordinal}: {name} (sm_{major}{minor})"),
                 driver,
                 cache_bytes: l2.max(1) as u64,
+                rotation_cap_bytes: calib::MEM_CAP,
             },
             ctx,
             stream,
@@ -261,9 +262,7 @@ impl CudaDevice {
         let max_splits = (4 * self.sm_count as usize)
             .div_ceil(blocks_per_split.max(1))
             .max(1);
-        positions
-            .div_ceil(MIN_SPLIT_POSITIONS)
-            .clamp(1, max_splits)
+        positions.div_ceil(MIN_SPLIT_POSITIONS).clamp(1, max_splits)
     }
 
     fn ptr(&self, b: Buf) -> Result<u64> {
@@ -773,10 +772,6 @@ impl Backend for CudaDevice {
         self.down("device_copy", &d, src.len())
     }
 
-    fn rotation_cap_bytes(&self) -> u64 {
-        calib::MEM_CAP
-    }
-
     fn time_kernel(
         &mut self,
         op: &OpSpec,
@@ -793,4 +788,3 @@ pub(crate) fn dptr<T>(stream: &Arc<CudaStream>, s: &CudaSlice<T>) -> u64 {
     let (p, _sync) = s.device_ptr(stream);
     p
 }
-
