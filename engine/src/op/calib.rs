@@ -12,6 +12,12 @@ fn bad<T>(op: &str, reason: &str) -> Result<T> {
     })
 }
 
+/// A head width the attention and indexer kernels take: a positive multiple of 32 up
+/// to 512.
+pub(crate) fn kernel_dim_ok(dim: usize) -> bool {
+    dim != 0 && dim % 32 == 0 && dim <= 512
+}
+
 /// What a calibration shape declares of one run: every calibration shape's [`OpShape`]
 /// is read from its facts (the one impl below) and its own check.
 trait Calibration {
@@ -303,9 +309,7 @@ impl Calibration for AttnShape {
             || new_tokens == 0
             || (new_tokens == 1 && context == 0)
             || page == 0
-            || dim % 32 != 0
-            || dim > 512
-            || dim == 0
+            || !kernel_dim_ok(dim)
         {
             return bad(
                 self.name(),
@@ -366,14 +370,7 @@ impl Calibration for IndexerShape {
             positions,
             topk,
         } = *self;
-        if batch == 0
-            || heads == 0
-            || positions == 0
-            || topk == 0
-            || dim % 32 != 0
-            || dim > 512
-            || dim == 0
-        {
+        if batch == 0 || heads == 0 || positions == 0 || topk == 0 || !kernel_dim_ok(dim) {
             return bad(
                 self.name(),
                 "batch, heads, positions, topk positive; dim a multiple of 32 up to 512",
