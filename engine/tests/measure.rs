@@ -65,6 +65,17 @@ fn every_calibration_op_measures_on_the_cpu() {
     assert!(e.to_string().contains("needs a GPU"), "{e}");
 }
 
+/// A live-model op goes through the serving ops (on a scratch handle of the device).
+#[test]
+fn a_live_op_measures_through_the_serving_ops() {
+    use engine::op::AddShape;
+    let mut cpu = Device::Cpu.open().unwrap();
+    let add = OpSpec::Add(AddShape { rows: 4, dim: 16 });
+    let m = cpu.measure(&add, &TimingConfig::SMOKE).unwrap();
+    assert!(m.stats.median_s > 0.0 && m.bytes > 0);
+    assert_eq!((m.point, m.note), (add.point(), String::new()));
+}
+
 #[test]
 fn every_calibration_op_measures_on_the_gpu() {
     let Some(mut gpu) = common::gpu() else { return };

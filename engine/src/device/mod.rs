@@ -235,6 +235,9 @@ pub trait Backend: Send {
     fn run_gather(&mut self, p: &GatherProblem) -> Result<Vec<u8>>;
     /// Device-local copy of `src` (through device memory on a GPU).
     fn run_copy(&mut self, src: &[u8]) -> Result<Vec<u8>>;
+    /// Another handle on this device (context, stream, compiled kernels) with no
+    /// buffers: what a measurement allocates there is freed when it is dropped.
+    fn scratch(&self) -> Box<dyn Backend>;
     /// Times a calibration kernel (`op` is no live-model op: those are timed through
     /// the serving ops) over `copies` input copies: its statistics and a note.
     fn time_kernel(
@@ -276,15 +279,15 @@ pub trait Backend: Send {
 
 impl dyn Backend + '_ {
     /// Times `op` and reports its statistics and achieved rates: a live-model op through
-    /// the serving ops (`op::live::measure_on`), any other by the device's own timing
-    /// loop (`Backend::time_kernel`).
+    /// the serving ops (`op::live::measure_on`, on a scratch handle, so its inputs are
+    /// freed after it), any other by the device's own timing loop
+    /// (`Backend::time_kernel`).
     pub fn measure(&mut self, op: &OpSpec, cfg: &TimingConfig) -> Result<Measurement> {
         let copies = op.prepare(cfg, self.info().cache_bytes, self.info().rotation_cap_bytes)?;
         let (stats, note) = if op.is_live() {
-            (
-                crate::op::live::measure_on(self, op, cfg, copies)?,
-                String::new(),
-            )
+            let mut scratch = self.scratch();
+            let stats = crate::op::live::measure_on(scratch.as_mut(), op, cfg, copies)?;
+            (stats, String::new())
         } else {
             self.time_kernel(op, cfg, copies)?
         };

@@ -427,6 +427,10 @@ impl Backend for CpuDevice {
         Ok(dst)
     }
 
+    fn scratch(&self) -> Box<dyn Backend> {
+        Box::new(CpuDevice::new())
+    }
+
     fn time_kernel(
         &mut self,
         op: &OpSpec,
@@ -457,5 +461,10 @@ mod tests {
         let x = d.upload_f32(&[1.0, 1.0]).unwrap();
         d.add(x, y).unwrap();
         assert_eq!(d.read_f32(x, 0, 2).unwrap(), vec![11.0, 21.0]);
+        let mut scratch = d.scratch();
+        assert!(
+            scratch.read_f32(x, 0, 2).is_err(),
+            "a scratch handle has no buffers"
+        );
     }
 }

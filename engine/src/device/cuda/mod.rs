@@ -772,6 +772,18 @@ impl Backend for CudaDevice {
         self.down("device_copy", &d, src.len())
     }
 
+    fn scratch(&self) -> Box<dyn Backend> {
+        Box::new(CudaDevice {
+            ctx: self.ctx.clone(),
+            stream: self.stream.clone(),
+            arch: self.arch.clone(),
+            sm_count: self.sm_count,
+            info: self.info.clone(),
+            modules: self.modules.clone(),
+            bufs: Slots::new(),
+        })
+    }
+
     fn time_kernel(
         &mut self,
         op: &OpSpec,
