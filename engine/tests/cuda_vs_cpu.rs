@@ -197,13 +197,23 @@ fn every_op_measures_on_gpu() {
 #[test]
 fn serving_device_runs_the_model_like_the_cpu() {
     use engine::serve::cuda::CudaDevice;
-    use engine::serve::{CpuDevice, Executor, Seq, Solo};
+    use engine::serve::{CpuDevice, Executor, Seq, Shard, Solo};
     if gpu().is_none() {
         return;
     }
     let cfg = common::tiny();
     let run = |dev: Box<dyn engine::serve::ServeDevice>| {
-        let mut e = Executor::new(dev, cfg.clone(), 7, 0, 1, 32).unwrap();
+        let mut e = Executor::new(
+            dev,
+            cfg.clone(),
+            Shard {
+                seed: 7,
+                rank: 0,
+                ranks: 1,
+                pages: 32,
+            },
+        )
+        .unwrap();
         let p: Vec<u32> = (0..40u32).map(|i| (i * 37 + 11) % 512).collect();
         e.forward(
             &[Seq {

@@ -103,7 +103,7 @@ pub struct LiveModel {
 
 /// A positive multiple of 256: the input widths the live linear kernels take.
 fn k256(x: usize) -> bool {
-    x > 0 && x % 256 == 0
+    x > 0 && x.is_multiple_of(256)
 }
 
 /// Collects every failed check's message.
@@ -141,7 +141,7 @@ impl LiveModel {
         });
         p.need(self.vocab > 0, || "vocab must be positive".into());
         p.need(
-            self.latent > 0 && self.latent % 32 == 0 && self.latent <= 512,
+            self.latent > 0 && self.latent.is_multiple_of(32) && self.latent <= 512,
             || {
                 format!(
                     "attention.kv_dim = {} must be a multiple of 32 up to 512",
@@ -195,7 +195,7 @@ impl LiveModel {
         let Some(ix) = self.indexer else { return };
         p.need(
             ix.dim > 0
-                && ix.dim % 32 == 0
+                && ix.dim.is_multiple_of(32)
                 && ix.dim <= 512
                 && ix.heads > 0
                 && ix.heads * ix.dim * 4 <= 48 * 1024,

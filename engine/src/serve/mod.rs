@@ -10,5 +10,7 @@ pub mod model;
 pub mod situ;
 
 pub use device::{CpuDevice, ServeDevice};
-pub use exec::{Exchange, Executor, Seq, SeqOut, Solo, ThreadExchange};
-pub use model::{AttnKind, IndexerConfig, LayerConfig, ModelConfig, MoeConfig};
+pub use exec::{Exchange, Executor, Seq, SeqOut, Shard, Solo, ThreadExchange};
+pub use model::{
+    AttnKind, IndexerConfig, LayerConfig, LinearDtype, LiveModel, ModelConfig, MoeConfig,
+};
