@@ -120,6 +120,24 @@ fn crate_dependencies_keep_the_architecture() {
         !deps("engine").contains(&"sim".to_string()),
         "engine measures; it must not know the simulator"
     );
+    // engine speaks the vocabulary (spec: the live model, its op calls) and runs the
+    // kernels; of the workspace's crates it depends on those two only.
+    let members: Vec<String> = meta["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap().to_string())
+        .collect();
+    for d in deps("engine").iter().filter(|d| members.contains(d)) {
+        assert!(
+            ["spec", "kernels"].contains(&d.as_str()),
+            "engine may depend on spec and kernels of the workspace, not on {d}"
+        );
+    }
+    assert!(
+        deps("engine").contains(&"spec".to_string()) && deps("sim").contains(&"spec".to_string()),
+        "engine and sim share the live model and its op calls through spec"
+    );
     for lib in ["sim", "engine", "kernels", "calibration"] {
         assert!(
             !deps(lib).contains(&"live".to_string()),

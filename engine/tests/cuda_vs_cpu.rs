@@ -98,14 +98,24 @@ fn gather_and_copy_match_cpu() {
 /// on the GPU against the CPU device.
 #[test]
 fn serving_device_runs_the_model_like_the_cpu() {
-    use engine::serve::{Executor, Seq, Solo};
+    use engine::serve::{Executor, Seq, Shard, Solo};
     use engine::{CpuDevice, CudaDevice};
     if gpu().is_none() {
         return;
     }
     let cfg = common::tiny();
     let run = |dev: Box<dyn engine::serve::ServeDevice>| {
-        let mut e = Executor::new(dev, cfg.clone(), 7, 0, 1, 32).unwrap();
+        let mut e = Executor::new(
+            dev,
+            cfg.clone(),
+            Shard {
+                seed: 7,
+                rank: 0,
+                ranks: 1,
+                pages: 32,
+            },
+        )
+        .unwrap();
         let p: Vec<u32> = (0..40u32).map(|i| (i * 37 + 11) % 512).collect();
         e.forward(
             &[Seq {

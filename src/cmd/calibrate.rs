@@ -16,6 +16,7 @@ use calibration::profile::utc_now;
 use calibration::{MeasurementLog, Profile, Row};
 use engine::{Device, TimingConfig};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use sim::cost::fitted::LiveModelExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -253,7 +254,7 @@ fn measure_in_situ(
     info: &engine::DeviceInfo,
     log: &mut MeasurementLog,
 ) -> Result<()> {
-    use engine::serve::{situ, Executor, ServeDevice};
+    use engine::serve::{situ, Executor, ServeDevice, Shard};
     let passes = calibration::live::situ_passes(size);
     let reps = match size {
         PlanSize::Smoke => 1,
@@ -266,7 +267,16 @@ fn measure_in_situ(
         Device::Cuda(n) => Box::new(engine::serve::cuda::CudaDevice::open(n)?),
     };
     let cfg = live::model::engine_config(lm);
-    let mut exec = Executor::new(dev, cfg, 7, 0, 1, 160)?;
+    let mut exec = Executor::new(
+        dev,
+        cfg,
+        Shard {
+            seed: 7,
+            rank: 0,
+            ranks: 1,
+            pages: 160,
+        },
+    )?;
     exec.set_trace_clock(timing.thread_cpu);
     eprintln!(
         "calibrate: {} forward passes of {} in situ, {reps} timed runs each",

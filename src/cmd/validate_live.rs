@@ -12,7 +12,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use live::compare::{compare, price_step, Comparison};
 use live::records::RunDir;
-use sim::cost::fitted::{FittedCostModel, LiveModel};
+use sim::cost::fitted::{FittedCostModel, LiveModel, LiveModelExt};
 use sim::cost::CostModel;
 use sim::serving::{read_mooncake, simulate_with_steps, Mode, SimInput, TraceRecord};
 use std::path::PathBuf;

@@ -22,5 +22,7 @@ pub mod cuda {
 /// The in-situ calibration passes under their first name.
 pub use calibration_passes as situ;
 pub use device::{CpuDevice, ServeDevice};
-pub use exec::{Exchange, Executor, Seq, SeqOut, Solo, ThreadExchange};
-pub use model::{AttnKind, IndexerConfig, LayerConfig, ModelConfig, MoeConfig};
+pub use exec::{Exchange, Executor, Seq, SeqOut, Shard, Solo, ThreadExchange};
+pub use model::{
+    AttnKind, IndexerConfig, LayerConfig, LinearDtype, LiveModel, ModelConfig, MoeConfig,
+};

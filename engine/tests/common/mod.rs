@@ -1,7 +1,6 @@
 //! What the serving tests share: a small model with every kind of layer.
 
-use engine::serve::{AttnKind, IndexerConfig, LayerConfig, ModelConfig, MoeConfig};
-use kernels::WeightDtype;
+use engine::serve::{AttnKind, IndexerConfig, LayerConfig, LinearDtype, ModelConfig, MoeConfig};
 
 /// Four layers (sparse with the indexer and the window branch, sparse, dense without
 /// MoE, window), 8 experts top-2, a shared expert and an MTP head.
@@ -39,7 +38,7 @@ pub fn tiny() -> ModelConfig {
         }),
         dense_ffn: 256,
         mtp_ffn: 256,
-        weight_dtype: WeightDtype::Bf16,
+        weight_dtype: LinearDtype::Bf16,
         page_size: 16,
     }
 }
