@@ -16,6 +16,7 @@ mod cmd;
 mod fuzz;
 mod report;
 mod scenario;
+mod text;
 
 #[derive(Parser)]
 #[command(

@@ -7,6 +7,7 @@
 use super::plan::resolve_tco;
 use super::simulate::{execute, Resolved, SimulateArgs};
 use crate::scenario::{embedded_names, load_hardware, Kind, Set};
+use crate::text::break_even_text;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use serde_json::{json, Value};
@@ -78,16 +79,6 @@ pub fn simulate_finance(
     let prices = r.scenario.price.token_prices().unwrap_or(TokenPrices::ZERO);
     let pools = vec![(r.scenario.gpus(), r.hardware.clone())];
     finance_of(&tco, &pools, &prices, &report.throughput_tok_s_per_gpu).map(Some)
-}
-
-/// The break-even utilisation in words: `6.8%`, or `never` when even serving every
-/// hour at this rate does not pay for the GPUs.
-pub fn break_even_text(u: f64) -> String {
-    if u <= 1.0 {
-        format!("{:.1}%", 100.0 * u)
-    } else {
-        "never".into()
-    }
 }
 
 /// The finance as the text report's section.

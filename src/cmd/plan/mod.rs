@@ -10,7 +10,6 @@
 
 mod exec;
 pub mod print;
-pub mod vllm;
 
 use crate::scenario::{load_hardware, load_tco, parse_with_sets, Set};
 use anyhow::{anyhow, bail, Context, Result};
