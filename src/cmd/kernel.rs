@@ -73,10 +73,10 @@ pub enum AttnArg {
     SparsePrefill,
 }
 
+// The tokens an expert-parallel kernel routes, and to how many experts: what the
+// all-to-all kernels and the MoE layer share.
 #[derive(Debug, Clone, Args)]
-pub struct A2aArgs {
-    #[arg(long, value_enum, default_value = "normal")]
-    pub kernels: CommArg,
+pub struct RoutedTokens {
     /// Ranks in the expert-parallel group.
     #[arg(long)]
     pub ep: u32,
@@ -89,6 +89,14 @@ pub struct A2aArgs {
     pub experts: u32,
     #[arg(long, default_value_t = 8)]
     pub top_k: u32,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct A2aArgs {
+    #[arg(long, value_enum, default_value = "normal")]
+    pub kernels: CommArg,
+    #[command(flatten)]
+    pub routed: RoutedTokens,
     /// Expert groups (group-limited routing); 1 = none.
     #[arg(long, default_value_t = 1)]
     pub groups: u32,
@@ -139,18 +147,8 @@ pub struct GemmArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct MoeArgs {
-    /// Ranks in the expert-parallel group.
-    #[arg(long)]
-    pub ep: u32,
-    /// Tokens per rank.
-    #[arg(long)]
-    pub tokens: u32,
-    #[arg(long, default_value_t = 7168)]
-    pub hidden: u32,
-    #[arg(long, default_value_t = 256)]
-    pub experts: u32,
-    #[arg(long, default_value_t = 8)]
-    pub top_k: u32,
+    #[command(flatten)]
+    pub routed: RoutedTokens,
     /// Expert FFN width.
     #[arg(long, default_value_t = 2048)]
     pub ffn: u32,
@@ -288,17 +286,18 @@ fn gemm(hw: &Hardware, p: &CostParams, g: &GemmArgs) -> Result<Priced> {
 }
 
 fn all_to_all(hw: &Hardware, p: &CostParams, a: &A2aArgs, combine: bool) -> Result<Priced> {
-    if a.ep == 0 || a.tokens == 0 || a.hidden == 0 || a.experts == 0 || a.top_k == 0 {
+    let r = &a.routed;
+    if r.ep == 0 || r.tokens == 0 || r.hidden == 0 || r.experts == 0 || r.top_k == 0 {
         bail!("--ep, --tokens, --hidden, --experts and --top-k must be at least 1");
     }
-    if a.groups == 0 || a.topk_groups == 0 || a.topk_groups > a.groups || a.experts % a.groups != 0
+    if a.groups == 0 || a.topk_groups == 0 || a.topk_groups > a.groups || r.experts % a.groups != 0
     {
         bail!("--groups must divide --experts and --topk-groups lie in 1..=--groups");
     }
-    if a.top_k > a.experts / a.groups * a.topk_groups {
+    if r.top_k > r.experts / a.groups * a.topk_groups {
         bail!(
             "--top-k {} exceeds the experts of {} groups",
-            a.top_k,
+            r.top_k,
             a.topk_groups
         );
     }
@@ -321,12 +320,12 @@ fn all_to_all(hw: &Hardware, p: &CostParams, a: &A2aArgs, combine: bool) -> Resu
     let b = bench::A2a {
         kernel,
         combine,
-        ep: a.ep as f64,
-        tokens: a.tokens as f64,
-        hidden: a.hidden as f64,
+        ep: r.ep as f64,
+        tokens: r.tokens as f64,
+        hidden: r.hidden as f64,
         routing: Routing {
-            experts: a.experts as f64,
-            top_k: a.top_k as f64,
+            experts: r.experts as f64,
+            top_k: r.top_k as f64,
             groups: a.groups as f64,
             topk_groups: a.topk_groups as f64,
         },
@@ -342,24 +341,22 @@ fn all_to_all(hw: &Hardware, p: &CostParams, a: &A2aArgs, combine: bool) -> Resu
                 "low-latency"
             },
             if combine { "combine" } else { "dispatch" },
-            a.ep,
-            a.tokens
+            r.ep,
+            r.tokens
         ),
         bench::a2a(hw, p, &b),
     ))
 }
 
 fn moe_layer(hw: &Hardware, p: &CostParams, a: &MoeArgs) -> Result<Priced> {
-    let MoeArgs {
+    let RoutedTokens {
         ep,
         tokens,
         hidden,
         experts,
         top_k,
-        ffn,
-        fused,
-        ..
-    } = *a;
+    } = a.routed;
+    let (ffn, fused) = (a.ffn, a.fused);
     if ep == 0 || tokens == 0 || hidden == 0 || ffn == 0 || top_k == 0 || top_k > experts {
         bail!("--ep, --tokens, --hidden, --ffn and --top-k must be at least 1, --top-k at most --experts");
     }
