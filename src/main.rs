@@ -21,6 +21,7 @@ mod report;
 mod scenario;
 mod simulation;
 mod step;
+mod text;
 
 #[derive(Parser)]
 #[command(

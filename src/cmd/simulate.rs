@@ -228,7 +228,15 @@ pub fn run(cmd: &SimulateCmd) -> Result<()> {
     }
     let finance = simulate_finance(cmd.tco.as_deref(), &args.set, &r, &report)?;
     if let Some(dir) = &cmd.html.report {
-        let written = crate::report::simulate(&r, &report, finance.as_ref(), dir, cmd.html.force)?;
+        let run = crate::report::SimulatedRun {
+            report: &report,
+            scenario_origin: &r.scenario_origin,
+            model_name: &r.model.name,
+            hardware: &r.hardware,
+            price: &r.scenario.price,
+            cost_model: &r.params.source,
+        };
+        let written = crate::report::simulate(&run, finance.as_ref(), dir, cmd.html.force)?;
         eprintln!("report: {written}");
     }
     if args.json {

@@ -10,7 +10,6 @@
 
 mod exec;
 pub mod print;
-pub mod vllm;
 
 use crate::args::ReportArgs;
 use crate::scenario::{load_hardware, parse_with_sets, Resolved};
