@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 use super::price::PriceConfig;
-use crate::serde_defaults::one;
+use crate::serde_defaults::{one, yes};
 
 /// One serving experiment: hardware, model and workload by name (files the caller
 /// loads), the deployment, the router, the SLOs and the price sheet.
@@ -171,9 +171,6 @@ pub struct PoolConfig {
     pub max_queued_requests: u32,
 }
 
-fn yes() -> bool {
-    true
-}
 fn d_max_batch() -> u32 {
     256
 }
