@@ -5,119 +5,12 @@
 
 use crate::model::{AttentionKind, FfnKind};
 use crate::{Hardware, Model};
-use std::fmt;
 
 mod deployment;
 
 pub use deployment::{deployment, non_finite_step, MAX_DEP, MAX_TP};
-
-/// What a problem is about.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Field {
-    /// A field of a hardware, model or scenario file, by path (`moe.top_k`,
-    /// `layers[1].count`).
-    Path(String),
-    /// A deployment's DEP size (ranks per instance).
-    Dep,
-    /// A deployment's tensor-parallel size (GPUs per attention replica).
-    Tp,
-    /// A deployment's redundant experts per instance.
-    RedundantExperts,
-    /// A deployment's requests per rank.
-    BatchPerRank,
-}
-
-impl fmt::Display for Field {
-    /// The field's own name (a path, or the deployment setting's name).
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Field::Path(p) => f.write_str(p),
-            Field::Dep => f.write_str("dep"),
-            Field::Tp => f.write_str("tp"),
-            Field::RedundantExperts => f.write_str("redundant_experts"),
-            Field::BatchPerRank => f.write_str("batch_per_rank"),
-        }
-    }
-}
-
-/// A problem's text: words, and fields it mentions (in its advice) for the caller to
-/// name.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Message(Vec<Part>);
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Part {
-    Text(String),
-    Field(Field),
-}
-
-impl Message {
-    pub fn text(mut self, s: impl Into<String>) -> Self {
-        self.0.push(Part::Text(s.into()));
-        self
-    }
-
-    pub fn field(mut self, f: Field) -> Self {
-        self.0.push(Part::Field(f));
-        self
-    }
-
-    /// The text, each field named by `name`.
-    pub fn render(&self, name: &dyn Fn(&Field) -> String) -> String {
-        self.0
-            .iter()
-            .map(|p| match p {
-                Part::Text(t) => t.clone(),
-                Part::Field(f) => name(f),
-            })
-            .collect()
-    }
-}
-
-impl From<String> for Message {
-    fn from(s: String) -> Self {
-        Message::default().text(s)
-    }
-}
-
-impl From<&str> for Message {
-    fn from(s: &str) -> Self {
-        Message::default().text(s)
-    }
-}
-
-/// One problem with an input: the field it concerns and what is wrong with it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
-    pub field: Field,
-    pub message: Message,
-}
-
-impl Problem {
-    /// A problem with the file field at `path`.
-    pub fn new(path: impl Into<String>, message: impl Into<Message>) -> Self {
-        Problem::at(Field::Path(path.into()), message)
-    }
-
-    pub fn at(field: Field, message: impl Into<Message>) -> Self {
-        Problem {
-            field,
-            message: message.into(),
-        }
-    }
-
-    /// `field: message`, every field named by `name`.
-    pub fn render(&self, name: &dyn Fn(&Field) -> String) -> String {
-        format!("{}: {}", name(&self.field), self.message.render(name))
-    }
-}
-
-impl fmt::Display for Problem {
-    /// With each field's own name (`Field`'s `Display`).
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.render(&|f| f.to_string()))
-    }
-}
+/// The problem type is spec's; these paths are kept for the crates that name it here.
+pub use spec::problem::{Field, Form, Message, Problem};
 
 /// Plausible range of a datasheet rate (bytes/s or flop/s per GPU): from a slow host
 /// link (1 MB/s) to a hundred times the fastest tensor rate shipped (about 1e16 flop/s
