@@ -389,7 +389,7 @@ fn moe_problems(moe: &Moe, p: &mut Vec<Problem>) {
             "moe.topk_groups",
             "groups and topk_groups must be at least 1, topk_groups at most groups",
         ));
-    } else if moe.routed_experts % moe.groups != 0 {
+    } else if !moe.routed_experts.is_multiple_of(moe.groups) {
         p.push(Problem::new("moe.groups", "must divide moe.routed_experts"));
     }
 }
@@ -425,7 +425,7 @@ fn engram_problems(e: &Engram, layers: u32, p: &mut Vec<Problem>) {
             ));
         }
     }
-    if e.heads_per_order == 0 || e.dim_per_order % e.heads_per_order != 0 {
+    if e.heads_per_order == 0 || !e.dim_per_order.is_multiple_of(e.heads_per_order) {
         p.push(Problem::new(
             "engram.heads_per_order",
             format!("must divide dim_per_order {}", e.dim_per_order),

@@ -152,7 +152,8 @@ impl From<Problem> for String {
 /// A problem equals the line it prints (tests compare problems with their text).
 impl PartialEq<str> for Problem {
     fn eq(&self, line: &str) -> bool {
-        self.to_string() == line
+        let text = self.to_string();
+        text == line
     }
 }
 
