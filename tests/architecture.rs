@@ -116,6 +116,16 @@ fn crate_dependencies_keep_the_architecture() {
             "sim must not depend on {banned}: {sim:?}"
         );
     }
+    // spec is the shared vocabulary: nothing but serde and thiserror, and sim speaks it.
+    let spec = deps("spec");
+    assert!(
+        spec.iter().all(|d| d == "serde" || d == "thiserror"),
+        "spec depends on serde and thiserror only: {spec:?}"
+    );
+    assert!(
+        sim.contains(&"spec".to_string()),
+        "sim takes its hardware, model, dtype and problem types from spec: {sim:?}"
+    );
     assert!(
         !deps("engine").contains(&"sim".to_string()),
         "engine measures; it must not know the simulator"
@@ -151,8 +161,8 @@ fn crate_dependencies_keep_the_architecture() {
             "live is a library: no {banned} ({live:?})"
         );
     }
-    // sim and fitting do no file IO.
-    for dir in ["sim/src", "fitting/src"] {
+    // sim, spec and fitting do no file IO.
+    for dir in ["sim/src", "spec/src", "fitting/src"] {
         for e in walk(&repo().join(dir)) {
             let text = std::fs::read_to_string(&e).unwrap();
             for banned in ["std::fs", "File::open", "read_to_string("] {

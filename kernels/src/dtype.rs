@@ -1,4 +1,37 @@
-//! Weight and cache number formats, decoded exactly as the CUDA kernels decode them.
+//! Weight and cache number formats, decoded exactly as the CUDA kernels decode them,
+//! and how the kernels' weight formats (`WeightDtype`) relate to the data types of
+//! scenario files (`spec::dtype::Dtype`).
+//!
+//! They are two types, not one, because their variants differ: `WeightDtype::Int4` is
+//! packed signed integers with one f32 scale per `INT4_GROUP` weights (value = nibble -
+//! 8), which no scenario file names, while `Dtype::Fp4` (e2m1 floats with block
+//! scales) and `Dtype::Fp32` have no weight kernel here. Both formats of half a byte
+//! weigh the same, but they are different numbers. The two agree on bf16 and fp8, and
+//! `WeightDtype::from_dtype` / `WeightDtype::dtype` map between them.
+
+use crate::problem::WeightDtype;
+use spec::dtype::Dtype;
+
+impl WeightDtype {
+    /// The kernels' format for weights a scenario stores as `d`: bf16 and fp8 as
+    /// themselves; None for fp32 and fp4, which no weight kernel takes.
+    pub fn from_dtype(d: Dtype) -> Option<WeightDtype> {
+        match d {
+            Dtype::Bf16 => Some(WeightDtype::Bf16),
+            Dtype::Fp8 => Some(WeightDtype::Fp8),
+            Dtype::Fp32 | Dtype::Fp4 => None,
+        }
+    }
+
+    /// The scenario data type of this format; None for int4 (not fp4: integers).
+    pub fn dtype(self) -> Option<Dtype> {
+        match self {
+            WeightDtype::Bf16 => Some(Dtype::Bf16),
+            WeightDtype::Fp8 => Some(Dtype::Fp8),
+            WeightDtype::Int4 => None,
+        }
+    }
+}
 
 /// bf16 bits to f32 (the bf16 is the high half of an f32).
 #[inline]
@@ -123,6 +156,23 @@ mod tests {
         // 1 + 2^-8 is halfway between 1 and 1 + 2^-7: ties to even (1.0).
         assert_eq!(bf16_to_f32(f32_to_bf16(1.0 + 2f32.powi(-8))), 1.0);
         assert!((bf16_to_f32(f32_to_bf16(0.1)) - 0.1).abs() < 1e-3);
+    }
+
+    #[test]
+    fn weight_formats_map_to_scenario_dtypes_by_name_and_width() {
+        for w in WeightDtype::ALL {
+            match w.dtype() {
+                Some(d) => {
+                    assert_eq!(d.name(), w.name());
+                    assert_eq!(WeightDtype::from_dtype(d), Some(w));
+                    // Bytes per weight agree with the scenario dtype's width.
+                    assert_eq!(w.weight_bytes(1, 1024) as f64, 1024.0 * d.bytes());
+                }
+                None => assert_eq!(w, WeightDtype::Int4),
+            }
+        }
+        assert_eq!(WeightDtype::from_dtype(Dtype::Fp4), None);
+        assert_eq!(WeightDtype::from_dtype(Dtype::Fp32), None);
     }
 
     #[test]

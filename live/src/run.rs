@@ -97,7 +97,7 @@ fn load_avg() -> String {
 pub fn validate(cfg: &LiveConfig) -> Result<LiveModel, LiveError> {
     let mut p = Vec::new();
     let sc = &cfg.scenario;
-    p.extend(sc.problems());
+    p.extend(sc.problems().into_iter().map(String::from));
     p.extend(cfg.workload.problems());
     let live = LiveModel::from_model(&cfg.model, crate::model::PAGE_TOKENS)
         .map_err(|e| LiveError::Config(format!("model {}: {}", cfg.model.name, e.join("; "))))?;

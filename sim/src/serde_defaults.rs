@@ -1,9 +1,3 @@
-//! Serde helpers for fields that default to one (and are left out of output when they are).
+//! Serde helpers for fields that default to one or yes: defined in `spec::serde_defaults`.
 
-pub(crate) fn one() -> u32 {
-    1
-}
-
-pub(crate) fn is_one(x: &u32) -> bool {
-    *x == 1
-}
+pub(crate) use spec::serde_defaults::{is_one, one, yes};

@@ -3,121 +3,14 @@
 //! name fields, not command-line flags: the caller names each `Field` in its user's
 //! words (`--dep` for `twin forward`, `serving.decode.dep` in a scenario).
 
-use crate::model::{AttentionKind, FfnKind};
+use crate::model::{AttentionKind, Engram, FfnKind, LayerGroup, Moe, Mtp};
 use crate::{Hardware, Model};
-use std::fmt;
 
 mod deployment;
 
 pub use deployment::{deployment, non_finite_step, MAX_DEP, MAX_TP};
-
-/// What a problem is about.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Field {
-    /// A field of a hardware, model or scenario file, by path (`moe.top_k`,
-    /// `layers[1].count`).
-    Path(String),
-    /// A deployment's DEP size (ranks per instance).
-    Dep,
-    /// A deployment's tensor-parallel size (GPUs per attention replica).
-    Tp,
-    /// A deployment's redundant experts per instance.
-    RedundantExperts,
-    /// A deployment's requests per rank.
-    BatchPerRank,
-}
-
-impl fmt::Display for Field {
-    /// The field's own name (a path, or the deployment setting's name).
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Field::Path(p) => f.write_str(p),
-            Field::Dep => f.write_str("dep"),
-            Field::Tp => f.write_str("tp"),
-            Field::RedundantExperts => f.write_str("redundant_experts"),
-            Field::BatchPerRank => f.write_str("batch_per_rank"),
-        }
-    }
-}
-
-/// A problem's text: words, and fields it mentions (in its advice) for the caller to
-/// name.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Message(Vec<Part>);
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Part {
-    Text(String),
-    Field(Field),
-}
-
-impl Message {
-    pub fn text(mut self, s: impl Into<String>) -> Self {
-        self.0.push(Part::Text(s.into()));
-        self
-    }
-
-    pub fn field(mut self, f: Field) -> Self {
-        self.0.push(Part::Field(f));
-        self
-    }
-
-    /// The text, each field named by `name`.
-    pub fn render(&self, name: &dyn Fn(&Field) -> String) -> String {
-        self.0
-            .iter()
-            .map(|p| match p {
-                Part::Text(t) => t.clone(),
-                Part::Field(f) => name(f),
-            })
-            .collect()
-    }
-}
-
-impl From<String> for Message {
-    fn from(s: String) -> Self {
-        Message::default().text(s)
-    }
-}
-
-impl From<&str> for Message {
-    fn from(s: &str) -> Self {
-        Message::default().text(s)
-    }
-}
-
-/// One problem with an input: the field it concerns and what is wrong with it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
-    pub field: Field,
-    pub message: Message,
-}
-
-impl Problem {
-    /// A problem with the file field at `path`.
-    pub fn new(path: impl Into<String>, message: impl Into<Message>) -> Self {
-        Problem::at(Field::Path(path.into()), message)
-    }
-
-    pub fn at(field: Field, message: impl Into<Message>) -> Self {
-        Problem {
-            field,
-            message: message.into(),
-        }
-    }
-
-    /// `field: message`, every field named by `name`.
-    pub fn render(&self, name: &dyn Fn(&Field) -> String) -> String {
-        format!("{}: {}", name(&self.field), self.message.render(name))
-    }
-}
-
-impl fmt::Display for Problem {
-    /// With each field's own name (`Field`'s `Display`).
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.render(&|f| f.to_string()))
-    }
-}
+/// The problem type is spec's; these paths are kept for the crates that name it here.
+pub use spec::problem::{Field, Form, Message, Problem};
 
 /// Plausible range of a datasheet rate (bytes/s or flop/s per GPU): from a slow host
 /// link (1 MB/s) to a hundred times the fastest tensor rate shipped (about 1e16 flop/s
@@ -341,6 +234,27 @@ fn size_limits(m: &Model) -> Vec<(String, u64, u64)> {
 
 pub fn model(m: &Model) -> Vec<Problem> {
     let mut p = Vec::new();
+    size_problems(m, &mut p);
+    if !p.is_empty() {
+        // Sizes out of range: the checks below would expand or multiply them.
+        return p;
+    }
+    layer_problems(m, &mut p);
+    if let Some(moe) = &m.moe {
+        moe_problems(moe, &mut p);
+    }
+    attention_problems(m, &mut p);
+    if let Some(e) = &m.engram {
+        engram_problems(e, m.layer_count(), &mut p);
+    }
+    if let Some(mtp) = &m.mtp {
+        mtp_problems(mtp, &mut p);
+    }
+    p
+}
+
+/// The model's sizes against `size_limits` and `MAX_LAYERS`.
+fn size_problems(m: &Model, p: &mut Vec<Problem>) {
     if m.hidden == 0 {
         p.push(Problem::new("hidden", "must be at least 1"));
     }
@@ -359,10 +273,11 @@ pub fn model(m: &Model) -> Vec<Problem> {
             format!("{layers} layers in all; twin models at most {MAX_LAYERS}"),
         ));
     }
-    if !p.is_empty() {
-        // Sizes out of range: the checks below would expand or multiply them.
-        return p;
-    }
+}
+
+/// The layer schedule: layers present, kinds the cost model prices, each group's
+/// settings, and the FFN tables its layers need.
+fn layer_problems(m: &Model, p: &mut Vec<Problem>) {
     if m.layers.is_empty() || m.layer_count() == 0 {
         p.push(Problem::new("layers", "the model needs at least one layer"));
     }
@@ -399,36 +314,7 @@ pub fn model(m: &Model) -> Vec<Problem> {
     let has_moe_layers = m.layers.iter().any(|g| g.ffn == FfnKind::Moe);
     let has_dense_layers = m.layers.iter().any(|g| g.ffn == FfnKind::Dense);
     for (i, g) in m.layers.iter().enumerate() {
-        if g.count == 0 {
-            p.push(Problem::new(
-                format!("layers[{i}].count"),
-                "must be at least 1",
-            ));
-        }
-        if g.compress_ratio == 0 {
-            p.push(Problem::new(
-                format!("layers[{i}].compress_ratio"),
-                "must be at least 1",
-            ));
-        }
-        if g.attention == AttentionKind::Sparse && m.attention.indexer.is_none() {
-            p.push(Problem::new(
-                format!("layers[{i}].attention"),
-                "sparse attention needs an [attention.indexer] table",
-            ));
-        }
-        if (g.window_branch || g.attention == AttentionKind::Window) && m.attention.window == 0 {
-            p.push(Problem::new(
-                format!("layers[{i}].window_branch"),
-                "window layers need attention.window > 0",
-            ));
-        }
-        if g.shares_selection && g.attention != AttentionKind::Sparse {
-            p.push(Problem::new(
-                format!("layers[{i}].shares_selection"),
-                "only sparse layers share a top-k selection",
-            ));
-        }
+        group_problems(m, i, g, p);
     }
     if has_moe_layers && m.moe.is_none() {
         p.push(Problem::new("moe", "MoE layers need a [moe] table"));
@@ -439,42 +325,78 @@ pub fn model(m: &Model) -> Vec<Problem> {
             "dense FFN layers need a [dense_ffn] table",
         ));
     }
-    if let Some(moe) = &m.moe {
-        if moe.routed_experts == 0 {
-            p.push(Problem::new("moe.routed_experts", "must be at least 1"));
-        }
-        if moe.top_k == 0 || moe.top_k > moe.routed_experts {
-            p.push(Problem::new(
-                "moe.top_k",
-                format!(
-                    "must lie in 1..={} (the routed experts), got {}",
-                    moe.routed_experts, moe.top_k
-                ),
-            ));
-        }
-        if moe.expert_ffn == 0 {
-            p.push(Problem::new("moe.expert_ffn", "must be at least 1"));
-        }
-        if !(moe.expert_load_cv.is_finite() && moe.expert_load_cv >= 0.0) {
-            p.push(Problem::new(
-                "moe.expert_load_cv",
-                "must be a finite number >= 0",
-            ));
-        }
-        if moe.groups == 0 || moe.topk_groups == 0 || moe.topk_groups > moe.groups {
-            p.push(Problem::new(
-                "moe.topk_groups",
-                "groups and topk_groups must be at least 1, topk_groups at most groups",
-            ));
-        } else if moe.routed_experts % moe.groups != 0 {
-            p.push(Problem::new("moe.groups", "must divide moe.routed_experts"));
-        }
+}
+
+/// Layer group `i` of `m`'s schedule.
+fn group_problems(m: &Model, i: usize, g: &LayerGroup, p: &mut Vec<Problem>) {
+    if g.count == 0 {
+        p.push(Problem::new(
+            format!("layers[{i}].count"),
+            "must be at least 1",
+        ));
     }
-    positive(
-        &mut p,
-        "attention.kv_entry_bytes",
-        m.attention.kv_entry_bytes,
-    );
+    if g.compress_ratio == 0 {
+        p.push(Problem::new(
+            format!("layers[{i}].compress_ratio"),
+            "must be at least 1",
+        ));
+    }
+    if g.attention == AttentionKind::Sparse && m.attention.indexer.is_none() {
+        p.push(Problem::new(
+            format!("layers[{i}].attention"),
+            "sparse attention needs an [attention.indexer] table",
+        ));
+    }
+    if (g.window_branch || g.attention == AttentionKind::Window) && m.attention.window == 0 {
+        p.push(Problem::new(
+            format!("layers[{i}].window_branch"),
+            "window layers need attention.window > 0",
+        ));
+    }
+    if g.shares_selection && g.attention != AttentionKind::Sparse {
+        p.push(Problem::new(
+            format!("layers[{i}].shares_selection"),
+            "only sparse layers share a top-k selection",
+        ));
+    }
+}
+
+/// The `[moe]` table.
+fn moe_problems(moe: &Moe, p: &mut Vec<Problem>) {
+    if moe.routed_experts == 0 {
+        p.push(Problem::new("moe.routed_experts", "must be at least 1"));
+    }
+    if moe.top_k == 0 || moe.top_k > moe.routed_experts {
+        p.push(Problem::new(
+            "moe.top_k",
+            format!(
+                "must lie in 1..={} (the routed experts), got {}",
+                moe.routed_experts, moe.top_k
+            ),
+        ));
+    }
+    if moe.expert_ffn == 0 {
+        p.push(Problem::new("moe.expert_ffn", "must be at least 1"));
+    }
+    if !(moe.expert_load_cv.is_finite() && moe.expert_load_cv >= 0.0) {
+        p.push(Problem::new(
+            "moe.expert_load_cv",
+            "must be a finite number >= 0",
+        ));
+    }
+    if moe.groups == 0 || moe.topk_groups == 0 || moe.topk_groups > moe.groups {
+        p.push(Problem::new(
+            "moe.topk_groups",
+            "groups and topk_groups must be at least 1, topk_groups at most groups",
+        ));
+    } else if !moe.routed_experts.is_multiple_of(moe.groups) {
+        p.push(Problem::new("moe.groups", "must divide moe.routed_experts"));
+    }
+}
+
+/// Attention, its indexer and the KV entry sizes.
+fn attention_problems(m: &Model, p: &mut Vec<Problem>) {
+    positive(p, "attention.kv_entry_bytes", m.attention.kv_entry_bytes);
     if m.attention.heads == 0 {
         p.push(Problem::new("attention.heads", "must be at least 1"));
     }
@@ -485,52 +407,54 @@ pub fn model(m: &Model) -> Vec<Problem> {
                 "must be at least 1",
             ));
         }
-        positive(&mut p, "attention.indexer.key_bytes", i.key_bytes);
+        positive(p, "attention.indexer.key_bytes", i.key_bytes);
     }
-    positive(&mut p, "kv.bytes_per_token", m.kv.bytes_per_token);
-    if let Some(e) = &m.engram {
-        let layers = m.layer_count();
-        for (i, l) in e.at_layers.iter().enumerate() {
-            if *l >= layers {
-                p.push(Problem::new(
-                    format!("engram.at_layers[{i}]"),
-                    format!(
-                        "layer {l} does not exist (the model has {layers} layers, 0..{})",
-                        layers - 1
-                    ),
-                ));
-            }
-        }
-        if e.heads_per_order == 0 || e.dim_per_order % e.heads_per_order != 0 {
+    positive(p, "kv.bytes_per_token", m.kv.bytes_per_token);
+}
+
+/// The `[engram]` table of a model with `layers` layers.
+fn engram_problems(e: &Engram, layers: u32, p: &mut Vec<Problem>) {
+    for (i, l) in e.at_layers.iter().enumerate() {
+        if *l >= layers {
             p.push(Problem::new(
-                "engram.heads_per_order",
-                format!("must divide dim_per_order {}", e.dim_per_order),
-            ));
-        }
-        if !e.page_size.0.is_power_of_two() || e.page_size.0 < 4096 {
-            p.push(Problem::new(
-                "engram.page_size",
+                format!("engram.at_layers[{i}]"),
                 format!(
-                    "{} is not a page size (4KiB, 64KiB, 2MiB, 1GiB)",
-                    e.page_size
+                    "layer {l} does not exist (the model has {layers} layers, 0..{})",
+                    layers - 1
                 ),
             ));
         }
     }
-    if let Some(mtp) = &m.mtp {
-        for (i, a) in mtp.acceptance.iter().enumerate() {
-            fraction(&mut p, &format!("mtp.acceptance[{i}]"), *a);
-        }
-        if (mtp.acceptance.len() as u32) < mtp.draft_tokens {
-            p.push(Problem::new(
-                "mtp.acceptance",
-                format!(
-                    "gives {} acceptance rates for {} draft tokens; give one per draft position",
-                    mtp.acceptance.len(),
-                    mtp.draft_tokens
-                ),
-            ));
-        }
+    if e.heads_per_order == 0 || !e.dim_per_order.is_multiple_of(e.heads_per_order) {
+        p.push(Problem::new(
+            "engram.heads_per_order",
+            format!("must divide dim_per_order {}", e.dim_per_order),
+        ));
     }
-    p
+    if !e.page_size.0.is_power_of_two() || e.page_size.0 < 4096 {
+        p.push(Problem::new(
+            "engram.page_size",
+            format!(
+                "{} is not a page size (4KiB, 64KiB, 2MiB, 1GiB)",
+                e.page_size
+            ),
+        ));
+    }
+}
+
+/// The `[mtp]` table.
+fn mtp_problems(mtp: &Mtp, p: &mut Vec<Problem>) {
+    for (i, a) in mtp.acceptance.iter().enumerate() {
+        fraction(p, &format!("mtp.acceptance[{i}]"), *a);
+    }
+    if (mtp.acceptance.len() as u32) < mtp.draft_tokens {
+        p.push(Problem::new(
+            "mtp.acceptance",
+            format!(
+                "gives {} acceptance rates for {} draft tokens; give one per draft position",
+                mtp.acceptance.len(),
+                mtp.draft_tokens
+            ),
+        ));
+    }
 }

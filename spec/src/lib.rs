@@ -10,3 +10,4 @@ pub mod hardware;
 pub mod live_model;
 pub mod model;
 pub mod problem;
+pub mod serde_defaults;

@@ -1,1 +1,335 @@
-//! (to be filled: see lib.rs)
+//! A model as the cost model sees it: a schedule of layer kinds with the sizes that
+//! decide weight bytes, flops and KV traffic. Loaded from a scenario's `models/*.toml`.
+
+use crate::dtype::{ByteSize, Dtype};
+use crate::serde_defaults::one;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Model {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    pub hidden: u32,
+    pub vocab: u32,
+    /// Embedding and LM-head weights.
+    pub embedding_dtype: Dtype,
+    /// The layer schedule, in order; groups repeat `count` times.
+    pub layers: Vec<LayerGroup>,
+    pub attention: Attention,
+    #[serde(default)]
+    pub moe: Option<Moe>,
+    #[serde(default)]
+    pub dense_ffn: Option<DenseFfn>,
+    pub kv: Kv,
+    #[serde(default)]
+    pub engram: Option<Engram>,
+    #[serde(default)]
+    pub mhc: Option<Mhc>,
+    #[serde(default)]
+    pub mtp: Option<Mtp>,
+    /// Data type of tokens sent to experts (dispatch) and back (combine).
+    pub dispatch_dtype: Dtype,
+    pub combine_dtype: Dtype,
+    #[serde(default)]
+    pub provenance: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FfnKind {
+    Dense,
+    Moe,
+}
+
+/// How a layer attends to its context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AttentionKind {
+    /// Dense attention over every cached entry (DeepSeek-V3 MLA).
+    Dense,
+    /// An indexer scores every (compressed) position; attention reads the top-k.
+    Sparse,
+    /// Dense attention over entries compressed `compress_ratio`:1.
+    Compressed,
+    /// Sliding window only.
+    Window,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LayerGroup {
+    pub count: u32,
+    pub ffn: FfnKind,
+    pub attention: AttentionKind,
+    /// Tokens per stored KV entry (1 = uncompressed).
+    #[serde(default = "one")]
+    pub compress_ratio: u32,
+    /// The layer also has a sliding-window branch over the last `attention.window`
+    /// tokens (DeepSeek-V4 style), whose KV is not kept in the global cache.
+    #[serde(default)]
+    pub window_branch: bool,
+    /// Sparse layers only: reuses the top-k selection of the layer before (no indexer
+    /// pass of its own), as with cross-layer KV sharing.
+    #[serde(default)]
+    pub shares_selection: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Attention {
+    pub heads: u32,
+    /// Per-head width of the score (query-key) product as computed at decode
+    /// (absorbed MLA: kv_lora + rope).
+    pub score_dim: u32,
+    /// Per-head width of the value product as computed.
+    pub value_dim: u32,
+    /// Per-head query width before absorption (projection sizes).
+    pub qk_head_dim: u32,
+    pub v_head_dim: u32,
+    pub q_lora: u32,
+    /// Width of the per-token KV vector written by a layer (latent + rope).
+    pub kv_dim: u32,
+    /// KV heads the cache holds per token: 1 for MLA's latent or MQA, shared by every
+    /// query head (tensor parallelism then keeps a whole copy on every GPU); more for
+    /// grouped-query attention (split over up to that many GPUs).
+    #[serde(default = "one")]
+    pub kv_heads: u32,
+    /// Up-projection parameters of the latent KV (MLA's W_UKV); 0 when absent.
+    #[serde(default)]
+    pub kv_up_params: u64,
+    /// Low-rank output projection (grouped, V4 style); absent = full heads*v x hidden.
+    #[serde(default)]
+    pub o_lora: Option<u32>,
+    pub weight_dtype: Dtype,
+    /// Arithmetic of the attention kernels (FP8 on FlashMLA-class kernels).
+    pub compute_dtype: Dtype,
+    /// Bytes read for one stored KV entry of one layer (with scales).
+    pub kv_entry_bytes: f64,
+    /// Sliding window, tokens; 0 = none.
+    #[serde(default)]
+    pub window: u32,
+    /// Bytes of one sliding-window KV entry.
+    #[serde(default)]
+    pub window_entry_bytes: f64,
+    #[serde(default)]
+    pub indexer: Option<Indexer>,
+    #[serde(default)]
+    pub replay: Option<Replay>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Indexer {
+    pub heads: u32,
+    pub head_dim: u32,
+    pub dtype: Dtype,
+    /// Entries the main attention reads per query after selection.
+    pub top_k: u32,
+    /// Bytes of one indexer key (with scales).
+    pub key_bytes: f64,
+}
+
+/// Recompute of cached context for sliding-window branches (their KV is not cached).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Replay {
+    /// Tokens of cached context a bounded layer recomputes.
+    pub bounded_tokens: u32,
+    /// Layers `[0, bounded_layers)` replay `bounded_tokens`; later window layers
+    /// replay the whole in-request context of the step (unbounded).
+    pub bounded_layers: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Moe {
+    pub routed_experts: u32,
+    pub shared_experts: u32,
+    pub top_k: u32,
+    pub expert_ffn: u32,
+    pub weight_dtype: Dtype,
+    /// Weights per one-byte block scale (FP4: 16 or 32); 0 = none.
+    #[serde(default)]
+    pub scale_block: u32,
+    pub shared_weight_dtype: Dtype,
+    /// Arithmetic of the expert GEMMs' activations (FP8 in DeepGEMM-class kernels, also
+    /// with FP4 weights): the tensor rate is that of the wider of the two operands.
+    #[serde(default = "fp8")]
+    pub activation_dtype: Dtype,
+    /// Expert groups for group-limited routing (DeepSeek-V3: 8), 1 = no limit.
+    #[serde(default = "one")]
+    pub groups: u32,
+    /// Groups a token's experts may come from (DeepSeek-V3: 4).
+    #[serde(default = "one")]
+    pub topk_groups: u32,
+    /// Coefficient of variation of expert popularity (persistent hot experts): the
+    /// source of expert-load skew beyond a batch's sampling noise; 0 = uniform.
+    pub expert_load_cv: f64,
+    /// One fused kernel per MoE layer (DeepGEMM's Mega MoE): dispatch, expert GEMMs,
+    /// activation and combine in one launch, communication overlapped with the GEMMs
+    /// inside it.
+    #[serde(default)]
+    pub fused: bool,
+}
+
+fn fp8() -> Dtype {
+    Dtype::Fp8
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DenseFfn {
+    pub ffn: u32,
+    pub weight_dtype: Dtype,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Kv {
+    /// Global KV bytes per token, all layers together (capacity planning).
+    pub bytes_per_token: f64,
+}
+
+/// Hash-addressed n-gram embedding tables (Engram).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Engram {
+    /// Layer indices (0-based) that hold an Engram module.
+    pub at_layers: Vec<u32>,
+    pub orders: Vec<u32>,
+    pub heads_per_order: u32,
+    pub dim_per_order: u32,
+    pub rows_per_table: u64,
+    pub dtype: Dtype,
+    /// Tables live in host memory and are gathered over the CPU-GPU link.
+    pub host_resident: bool,
+    pub page_size: ByteSize,
+}
+
+impl Engram {
+    /// Bytes of one gathered row.
+    pub fn row_bytes(&self) -> f64 {
+        (self.dim_per_order / self.heads_per_order.max(1)) as f64 * self.dtype.bytes()
+    }
+    /// Gathers per token per module.
+    pub fn gathers_per_token_per_module(&self) -> u64 {
+        self.orders.len() as u64 * self.heads_per_order as u64
+    }
+    /// Bytes of all tables together.
+    pub fn table_bytes(&self) -> f64 {
+        self.at_layers.len() as f64
+            * self.gathers_per_token_per_module() as f64
+            * self.rows_per_table as f64
+            * self.row_bytes()
+    }
+}
+
+/// Manifold-constrained hyper-connections: `streams` residual streams per token.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Mhc {
+    pub streams: u32,
+    /// Fused single-pass kernels: (2n+2)d elements of traffic per layer, else (4n+4)d.
+    pub fused: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Mtp {
+    /// Draft tokens per step by default (nextn).
+    pub draft_tokens: u32,
+    /// Acceptance of draft i given drafts before it were accepted.
+    pub acceptance: Vec<f64>,
+}
+
+impl Mtp {
+    /// Expected tokens emitted per step with `n` drafts: 1 + sum_i prod_{j<=i} a_j.
+    pub fn expected_tokens_per_step(&self, n: u32) -> f64 {
+        let mut p = 1.0;
+        let mut total = 1.0;
+        for i in 0..n as usize {
+            p *= self.acceptance.get(i).copied().unwrap_or(0.0);
+            total += p;
+        }
+        total
+    }
+}
+
+/// One layer, expanded from the schedule.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Layer {
+    pub index: u32,
+    pub ffn: FfnKind,
+    pub attention: AttentionKind,
+    pub compress_ratio: u32,
+    pub window_branch: bool,
+    pub has_indexer: bool,
+    pub engram: bool,
+}
+
+impl Model {
+    /// Layers in all (saturating: counts are user input; `validate::model` bounds it).
+    pub fn layer_count(&self) -> u32 {
+        self.layers
+            .iter()
+            .fold(0u32, |a, g| a.saturating_add(g.count))
+    }
+
+    /// The schedule expanded layer by layer.
+    pub fn expand_layers(&self) -> Vec<Layer> {
+        let mut out = Vec::with_capacity(self.layer_count() as usize);
+        let engram_layers: &[u32] = self
+            .engram
+            .as_ref()
+            .map(|e| &e.at_layers[..])
+            .unwrap_or(&[]);
+        for g in &self.layers {
+            for _ in 0..g.count {
+                let index = out.len() as u32;
+                out.push(Layer {
+                    index,
+                    ffn: g.ffn,
+                    attention: g.attention,
+                    compress_ratio: g.compress_ratio.max(1),
+                    window_branch: g.window_branch || g.attention == AttentionKind::Window,
+                    has_indexer: g.attention == AttentionKind::Sparse && !g.shares_selection,
+                    engram: engram_layers.contains(&index),
+                });
+            }
+        }
+        out
+    }
+
+    /// Attention projection parameters of one layer.
+    pub fn attention_params_per_layer(&self) -> f64 {
+        let a = &self.attention;
+        let h = self.hidden as f64;
+        let q = if a.q_lora > 0 {
+            h * a.q_lora as f64 + a.q_lora as f64 * a.heads as f64 * a.qk_head_dim as f64
+        } else {
+            h * a.heads as f64 * a.qk_head_dim as f64
+        };
+        let kv = h * a.kv_dim as f64 + a.kv_up_params as f64;
+        let o = match a.o_lora {
+            Some(r) => a.heads as f64 * a.v_head_dim as f64 * r as f64 + r as f64 * h,
+            None => a.heads as f64 * a.v_head_dim as f64 * h,
+        };
+        q + kv + o
+    }
+
+    /// Parameters of one routed expert (gate, up, down).
+    pub fn expert_params(&self) -> f64 {
+        self.moe
+            .as_ref()
+            .map(|m| 3.0 * self.hidden as f64 * m.expert_ffn as f64)
+            .unwrap_or(0.0)
+    }
+
+    /// Bytes of one routed expert, block scales included.
+    pub fn expert_bytes(&self) -> f64 {
+        match &self.moe {
+            Some(m) => {
+                let p = self.expert_params();
+                let scales = if m.scale_block > 0 {
+                    p / m.scale_block as f64
+                } else {
+                    0.0
+                };
+                p * m.weight_dtype.bytes() + scales
+            }
+            None => 0.0,
+        }
+    }
+}

@@ -12,7 +12,7 @@ pub use fitted::FittedCostModel;
 pub use kernels::overlap::LayerTimeline;
 pub use params::{CostParams, OpRate};
 
-use crate::serde_defaults::one;
+use crate::serde_defaults::{one, yes};
 use serde::Serialize;
 
 /// Prefill computes KV for new prompt tokens; decode emits output tokens.
@@ -314,10 +314,6 @@ pub struct Layout {
     /// Prefill steps replay CUDA graphs (engines launch prefill eagerly by default).
     #[serde(default)]
     pub prefill_graphs: bool,
-}
-
-fn yes() -> bool {
-    true
 }
 
 impl Layout {

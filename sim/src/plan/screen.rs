@@ -30,7 +30,7 @@ use crate::cost::{AnalyticCostModel, CostParams, Layout, Phase, ReqSlice, StepSh
 use crate::serving::mtp::MtpYield;
 use crate::serving::{Mode, PoolCost};
 use crate::tco::GpuHourCost;
-use crate::validate::Field;
+use crate::validate::{Field, Problem};
 use crate::{Hardware, Model};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -38,9 +38,9 @@ use std::collections::BTreeMap;
 /// What prices a candidate's pools: a cost model per pool (or why the deployment
 /// cannot run) and the GPU-hour cost of its hardware.
 pub trait Pricer: Sync {
-    /// The cost model of one instance of `p`, or the deployment's problems, each a
-    /// sentence.
-    fn pool_cost(&self, p: &PoolChoice) -> Result<Box<dyn PoolCost + '_>, Vec<String>>;
+    /// The cost model of one instance of `p`, or the deployment's problems (named in
+    /// the planner's words by `plan_name`).
+    fn pool_cost(&self, p: &PoolChoice) -> Result<Box<dyn PoolCost + '_>, Vec<Problem>>;
     /// What one GPU of hardware `name` costs per hour (None: unknown hardware).
     fn gpu_hour(&self, name: &str) -> Option<GpuHourCost>;
 }
@@ -51,6 +51,17 @@ pub struct PoolPricing {
     pub hardware: Hardware,
     pub params: CostParams,
     pub gpu_hour: GpuHourCost,
+}
+
+/// A deployment problem's field in the planner's words.
+fn plan_name(f: &Field) -> String {
+    match f {
+        Field::Path(x) => x.clone(),
+        Field::Dep => "DEP".into(),
+        Field::Tp => "TP".into(),
+        Field::RedundantExperts => "redundant experts".into(),
+        Field::BatchPerRank => "batch cap".into(),
+    }
 }
 
 /// The analytic cost model on each hardware, deployments checked by
@@ -80,25 +91,15 @@ impl AnalyticPricer<'_> {
 }
 
 impl Pricer for AnalyticPricer<'_> {
-    fn pool_cost(&self, p: &PoolChoice) -> Result<Box<dyn PoolCost + '_>, Vec<String>> {
-        let pr = self
-            .pricing
-            .get(&p.hardware)
-            .ok_or_else(|| vec![format!("unknown hardware `{}`", p.hardware)])?;
+    fn pool_cost(&self, p: &PoolChoice) -> Result<Box<dyn PoolCost + '_>, Vec<Problem>> {
+        let pr = self.pricing.get(&p.hardware).ok_or_else(|| {
+            vec![Problem::sentence(
+                "hardware",
+                format!("unknown hardware `{}`", p.hardware),
+            )]
+        })?;
         let layout = self.layout(p);
-        let problems: Vec<String> =
-            crate::validate::deployment(&pr.hardware, self.model, &layout, 0, 0)
-                .iter()
-                .map(|prob| {
-                    prob.render(&|f: &Field| match f {
-                        Field::Path(x) => x.clone(),
-                        Field::Dep => "DEP".into(),
-                        Field::Tp => "TP".into(),
-                        Field::RedundantExperts => "redundant experts".into(),
-                        Field::BatchPerRank => "batch cap".into(),
-                    })
-                })
-                .collect();
+        let problems = crate::validate::deployment(&pr.hardware, self.model, &layout, 0, 0);
         if !problems.is_empty() {
             return Err(problems);
         }
@@ -442,7 +443,8 @@ pub fn screen(cand: &Candidate, inp: &ScreenInputs<'_>) -> (Candidate, Estimate,
         match inp.pricer.pool_cost(p) {
             Ok(cost) => costs.push(cost),
             Err(problems) => {
-                for text in problems {
+                for problem in problems {
+                    let text = problem.render(&plan_name);
                     reasons.push(Reason::new("deployment", format!("{name}: {text}")));
                 }
             }

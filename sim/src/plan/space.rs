@@ -2,6 +2,7 @@
 
 use super::{Candidate, PlanError, PoolChoice, Sizing};
 use crate::serving::{Mode, ServingScenario};
+use crate::validate::Problem;
 use serde::{Deserialize, Serialize};
 
 /// What `twin plan` tries. Every list is an axis of the grid; defaults cover the
@@ -128,57 +129,78 @@ impl SearchSpace {
     }
 
     /// The axes the modes need that are empty, and bad scalars, as one message.
-    fn problems(&self) -> Vec<String> {
+    fn problems(&self) -> Vec<Problem> {
         let mut p = Vec::new();
-        let mut need = |ok: bool, what: &str| {
+        // `sentence` names its field (`field`) itself.
+        let mut need = |ok: bool, field: &str, sentence: &str| {
             if !ok {
-                p.push(what.to_string());
+                p.push(Problem::sentence(field, sentence));
             }
         };
-        need(!self.modes.is_empty(), "modes is empty");
+        need(!self.modes.is_empty(), "modes", "modes is empty");
         let disagg = self.modes.contains(&Mode::Disaggregated);
         let agg = self.modes.contains(&Mode::Aggregated);
         need(
             self.modes
                 .iter()
                 .all(|m| matches!(m, Mode::Disaggregated | Mode::Aggregated)),
+            "modes",
             "modes: only disaggregated and aggregated are planned",
         );
         if disagg {
             need(
                 !(self.prefill_deps.is_empty() && self.prefill_tps.is_empty()),
+                "prefill_deps",
                 "prefill_deps is empty (and so is prefill_tps)",
             );
             need(
                 !(self.decode_deps.is_empty() && self.decode_tps.is_empty()),
+                "decode_deps",
                 "decode_deps is empty (and so is decode_tps)",
             );
-            need(!self.decode_groups.is_empty(), "decode_groups is empty");
+            need(
+                !self.decode_groups.is_empty(),
+                "decode_groups",
+                "decode_groups is empty",
+            );
             need(
                 !self.prefill_hardware.is_empty(),
+                "prefill_hardware",
                 "prefill_hardware is empty",
             );
         }
         if agg {
             need(
                 !(self.aggregated_deps.is_empty() && self.aggregated_tps.is_empty()),
+                "aggregated_deps",
                 "aggregated_deps is empty (and so is aggregated_tps)",
             );
         }
-        need(!self.prefill_chunks.is_empty(), "prefill_chunks is empty");
+        need(
+            !self.prefill_chunks.is_empty(),
+            "prefill_chunks",
+            "prefill_chunks is empty",
+        );
         need(
             !self.decode_batch_caps.is_empty(),
+            "decode_batch_caps",
             "decode_batch_caps is empty",
         );
         need(
             !self.mtp_draft_tokens.is_empty(),
+            "mtp_draft_tokens",
             "mtp_draft_tokens is empty",
         );
         need(
             !self.redundant_experts.is_empty(),
+            "redundant_experts",
             "redundant_experts is empty",
         );
-        need(!self.decode_hardware.is_empty(), "decode_hardware is empty");
+        need(
+            !self.decode_hardware.is_empty(),
+            "decode_hardware",
+            "decode_hardware is empty",
+        );
         let zero = |v: &[u32]| v.contains(&0);
         need(
             !(zero(&self.prefill_deps)
@@ -190,18 +212,25 @@ impl SearchSpace {
                 || zero(&self.aggregated_tps)
                 || zero(&self.prefill_chunks)
                 || zero(&self.decode_batch_caps)),
+            "",
             "DEP and TP sizes, groups, chunks and batch caps must be >= 1",
         );
-        need(self.max_simulations >= 1, "max_simulations must be >= 1");
+        need(
+            self.max_simulations >= 1,
+            "max_simulations",
+            "max_simulations must be >= 1",
+        );
         need(
             self.screen_slack.is_finite() && self.screen_slack >= 1.0,
+            "screen_slack",
             "screen_slack must be >= 1",
         );
         need(
             self.target_utilisation > 0.0 && self.target_utilisation < 1.0,
+            "target_utilisation",
             "target_utilisation must be in (0, 1)",
         );
-        need(self.max_gpus >= 1, "max_gpus must be >= 1");
+        need(self.max_gpus >= 1, "max_gpus", "max_gpus must be >= 1");
         p
     }
 }
@@ -231,7 +260,8 @@ pub fn enumerate(
 ) -> Result<Vec<Candidate>, PlanError> {
     let p = space.problems();
     if !p.is_empty() {
-        return Err(PlanError::EmptySpace(p.join("; ")));
+        let lines: Vec<String> = p.iter().map(Problem::to_string).collect();
+        return Err(PlanError::EmptySpace(lines.join("; ")));
     }
     let budget = match sizing {
         Sizing::Gpus(n) => Some(n),

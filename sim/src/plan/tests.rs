@@ -7,6 +7,7 @@ use super::*;
 use crate::cost::{CostModel, KvCapacity, Phase, StepCost, StepShape};
 use crate::serving::{Mode, PoolCost};
 use crate::tco::GpuHourCost;
+use crate::validate::Problem;
 
 /// Decode step: 10 ms + 0.1 ms per request on the fullest rank. Prefill step: 10 us
 /// per new token on the fullest rank. `kv` tokens per rank. DEP 3 cannot run.
@@ -49,9 +50,12 @@ struct TestPricer {
 }
 
 impl Pricer for TestPricer {
-    fn pool_cost(&self, p: &PoolChoice) -> Result<Box<dyn PoolCost + '_>, Vec<String>> {
+    fn pool_cost(&self, p: &PoolChoice) -> Result<Box<dyn PoolCost + '_>, Vec<Problem>> {
         if p.dep == 3 {
-            return Err(vec!["8 experts do not divide over 3 ranks".into()]);
+            return Err(vec![Problem::sentence(
+                "dep",
+                "8 experts do not divide over 3 ranks",
+            )]);
         }
         Ok(Box::new(Linear { kv: self.kv }))
     }

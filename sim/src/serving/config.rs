@@ -8,7 +8,8 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 use super::price::PriceConfig;
-use crate::serde_defaults::one;
+use crate::serde_defaults::{one, yes};
+use crate::validate::Problem;
 
 /// One serving experiment: hardware, model and workload by name (files the caller
 /// loads), the deployment, the router, the SLOs and the price sheet.
@@ -171,9 +172,6 @@ pub struct PoolConfig {
     pub max_queued_requests: u32,
 }
 
-fn yes() -> bool {
-    true
-}
 fn d_max_batch() -> u32 {
     256
 }
@@ -229,7 +227,7 @@ impl PoolConfig {
     }
 
     /// Every problem with the pool at `name` (`serving.decode`), appended to `p`.
-    pub fn problems(&self, name: &str, p: &mut Vec<String>) {
+    pub fn problems(&self, name: &str, p: &mut Vec<Problem>) {
         check(
             p,
             self.instances >= 1,
@@ -514,9 +512,9 @@ impl Default for Limits {
     }
 }
 
-pub(crate) fn check(problems: &mut Vec<String>, ok: bool, path: &str, msg: &str) {
+pub(crate) fn check<P: From<Problem>>(problems: &mut Vec<P>, ok: bool, path: &str, msg: &str) {
     if !ok {
-        problems.push(format!("{path}: {msg}"));
+        problems.push(Problem::new(path, msg).into());
     }
 }
 
@@ -525,17 +523,112 @@ pub(crate) fn finite_nonneg(x: f64) -> bool {
 }
 
 /// Like `check` for a number: a non-finite `v` says "must be finite" whatever `msg`.
-pub(crate) fn check_num(problems: &mut Vec<String>, v: f64, ok: bool, path: &str, msg: &str) {
+pub(crate) fn check_num<P: From<Problem>>(
+    problems: &mut Vec<P>,
+    v: f64,
+    ok: bool,
+    path: &str,
+    msg: &str,
+) {
     if !v.is_finite() {
-        problems.push(format!("{path}: must be finite, got {v}"));
+        problems.push(Problem::new(path, format!("must be finite, got {v}")).into());
     } else if !ok {
-        problems.push(format!("{path}: {msg}, got {}", crate::validate::show(v)));
+        problems
+            .push(Problem::new(path, format!("{msg}, got {}", crate::validate::show(v))).into());
+    }
+}
+
+impl KvTransferConfig {
+    /// Every problem with `serving.kv_transfer`, appended to `p`.
+    fn problems(&self, p: &mut Vec<Problem>) {
+        check_num(
+            p,
+            self.link_efficiency,
+            self.link_efficiency > 0.0 && self.link_efficiency <= 1.0,
+            "serving.kv_transfer.link_efficiency",
+            "must be in (0, 1]",
+        );
+        check_num(
+            p,
+            self.setup_s,
+            self.setup_s >= 0.0,
+            "serving.kv_transfer.setup_s",
+            "must be >= 0",
+        );
+        if let Some(d) = self.domain_gpus {
+            check(p, d >= 1, "serving.kv_transfer.domain_gpus", "must be >= 1");
+        }
+    }
+}
+
+impl MtpConfig {
+    /// Every problem with `serving.mtp`, appended to `p`.
+    fn problems(&self, p: &mut Vec<Problem>) {
+        if let Some(n) = self.draft_tokens {
+            check(p, n <= 16, "serving.mtp.draft_tokens", "must be <= 16");
+        }
+        if let Some(a) = &self.acceptance {
+            check(
+                p,
+                a.iter().all(|x| x.is_finite() && (0.0..=1.0).contains(x)),
+                "serving.mtp.acceptance",
+                "every entry must be in [0, 1]",
+            );
+        }
+    }
+}
+
+impl SloConfig {
+    /// Every problem with `slo`, appended to `p`.
+    fn problems(&self, p: &mut Vec<Problem>) {
+        check_num(
+            p,
+            self.ttft_ms,
+            self.ttft_ms > 0.0,
+            "slo.ttft_ms",
+            "must be > 0",
+        );
+        check_num(
+            p,
+            self.tpot_ms,
+            self.tpot_ms > 0.0,
+            "slo.tpot_ms",
+            "must be > 0",
+        );
+    }
+}
+
+impl Limits {
+    /// The problems with the run's own limits (events, live requests, step and sample
+    /// periods), appended to `p`; the rest are `limits::scenario_problems`'.
+    fn problems(&self, p: &mut Vec<Problem>) {
+        check(p, self.max_events >= 1, "limits.max_events", "must be >= 1");
+        check(
+            p,
+            self.max_live_requests >= 1,
+            "limits.max_live_requests",
+            "must be >= 1",
+        );
+        check_num(
+            p,
+            self.min_step_s,
+            self.min_step_s >= 1e-9,
+            "limits.min_step_s",
+            "must be >= 1e-9",
+        );
+        check_num(
+            p,
+            self.sample_interval_s,
+            self.sample_interval_s >= 1e-3,
+            "limits.sample_interval_s",
+            "must be >= 0.001",
+        );
     }
 }
 
 impl ServingScenario {
     /// Every problem with the scenario, each with its field path; empty when valid.
-    pub fn problems(&self) -> Vec<String> {
+    pub fn problems(&self) -> Vec<Problem> {
         let mut p = Vec::new();
         check_num(
             &mut p,
@@ -554,80 +647,10 @@ impl ServingScenario {
         for (name, pool) in self.pools() {
             pool.problems(name, &mut p);
         }
-        let kt = &self.serving.kv_transfer;
-        check_num(
-            &mut p,
-            kt.link_efficiency,
-            kt.link_efficiency > 0.0 && kt.link_efficiency <= 1.0,
-            "serving.kv_transfer.link_efficiency",
-            "must be in (0, 1]",
-        );
-        check_num(
-            &mut p,
-            kt.setup_s,
-            kt.setup_s >= 0.0,
-            "serving.kv_transfer.setup_s",
-            "must be >= 0",
-        );
-        if let Some(d) = kt.domain_gpus {
-            check(
-                &mut p,
-                d >= 1,
-                "serving.kv_transfer.domain_gpus",
-                "must be >= 1",
-            );
-        }
-        if let Some(n) = self.serving.mtp.draft_tokens {
-            check(&mut p, n <= 16, "serving.mtp.draft_tokens", "must be <= 16");
-        }
-        if let Some(a) = &self.serving.mtp.acceptance {
-            check(
-                &mut p,
-                a.iter().all(|x| x.is_finite() && (0.0..=1.0).contains(x)),
-                "serving.mtp.acceptance",
-                "every entry must be in [0, 1]",
-            );
-        }
-        check_num(
-            &mut p,
-            self.slo.ttft_ms,
-            self.slo.ttft_ms > 0.0,
-            "slo.ttft_ms",
-            "must be > 0",
-        );
-        check_num(
-            &mut p,
-            self.slo.tpot_ms,
-            self.slo.tpot_ms > 0.0,
-            "slo.tpot_ms",
-            "must be > 0",
-        );
-        check(
-            &mut p,
-            self.limits.max_events >= 1,
-            "limits.max_events",
-            "must be >= 1",
-        );
-        check(
-            &mut p,
-            self.limits.max_live_requests >= 1,
-            "limits.max_live_requests",
-            "must be >= 1",
-        );
-        check_num(
-            &mut p,
-            self.limits.min_step_s,
-            self.limits.min_step_s >= 1e-9,
-            "limits.min_step_s",
-            "must be >= 1e-9",
-        );
-        check_num(
-            &mut p,
-            self.limits.sample_interval_s,
-            self.limits.sample_interval_s >= 1e-3,
-            "limits.sample_interval_s",
-            "must be >= 0.001",
-        );
+        self.serving.kv_transfer.problems(&mut p);
+        self.serving.mtp.problems(&mut p);
+        self.slo.problems(&mut p);
+        self.limits.problems(&mut p);
         check_num(
             &mut p,
             self.router.prefill_recompute_weight,

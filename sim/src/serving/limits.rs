@@ -5,20 +5,24 @@
 
 use super::config::ServingScenario;
 use super::workload::WorkloadConfig;
-use crate::validate::show;
+use crate::validate::{show, Problem};
 
-/// "`what` = `value` exceeds limits.`name` = `limit`; ...": one problem line.
+/// "`what` = `value` exceeds limits.`name` = `limit`; ...": one problem, about the
+/// limit to raise (`what` may name several fields).
 fn over(
     what: &str,
     value: impl std::fmt::Display,
     name: &str,
     limit: impl std::fmt::Display,
-) -> String {
-    format!("{what} = {value} exceeds limits.{name} = {limit} (raise limits.{name} in the scenario's [limits] table if you mean it)")
+) -> Problem {
+    Problem::sentence(
+        format!("limits.{name}"),
+        format!("{what} = {value} exceeds limits.{name} = {limit} (raise limits.{name} in the scenario's [limits] table if you mean it)"),
+    )
 }
 
 /// Problems with the scenario against its own limits and GPU budget.
-pub(crate) fn scenario_problems(sc: &ServingScenario) -> Vec<String> {
+pub(crate) fn scenario_problems(sc: &ServingScenario) -> Vec<Problem> {
     let l = &sc.limits;
     let mut p = Vec::new();
     for (name, v) in [
@@ -32,13 +36,13 @@ pub(crate) fn scenario_problems(sc: &ServingScenario) -> Vec<String> {
         ("max_trace_line_bytes", l.max_trace_line_bytes),
     ] {
         if v == 0 {
-            p.push(format!("limits.{name}: must be >= 1"));
+            p.push(Problem::new(format!("limits.{name}"), "must be >= 1"));
         }
     }
     if !(l.max_duration_s.is_finite() && l.max_duration_s > 0.0) {
-        p.push(format!(
-            "limits.max_duration_s: must be a finite number > 0, got {}",
-            l.max_duration_s
+        p.push(Problem::new(
+            "limits.max_duration_s",
+            format!("must be a finite number > 0, got {}", l.max_duration_s),
         ));
     } else if sc.duration_s.is_finite() && sc.duration_s > l.max_duration_s {
         p.push(over(
@@ -54,7 +58,7 @@ pub(crate) fn scenario_problems(sc: &ServingScenario) -> Vec<String> {
     }
     if let Some(budget) = sc.serving.gpus {
         if budget == 0 {
-            p.push("serving.gpus: must be >= 1".into());
+            p.push(Problem::new("serving.gpus", "must be >= 1"));
         } else if gpus > budget {
             let pools: Vec<String> = sc
                 .pools()
@@ -68,9 +72,12 @@ pub(crate) fn scenario_problems(sc: &ServingScenario) -> Vec<String> {
                     )
                 })
                 .collect();
-            p.push(format!(
-                "serving.gpus: the deployment needs {gpus} GPUs ({}) but serving.gpus is {budget}; use fewer instances or smaller DEPs, or raise serving.gpus",
-                pools.join(", ")
+            p.push(Problem::new(
+                "serving.gpus",
+                format!(
+                    "the deployment needs {gpus} GPUs ({}) but serving.gpus is {budget}; use fewer instances or smaller DEPs, or raise serving.gpus",
+                    pools.join(", ")
+                ),
             ));
         }
     }
@@ -79,7 +86,7 @@ pub(crate) fn scenario_problems(sc: &ServingScenario) -> Vec<String> {
 
 /// Problems with the workload's size against the scenario's limits: sessions kept at
 /// once and requests expected over the run.
-pub fn workload_problems(sc: &ServingScenario, wl: &WorkloadConfig) -> Vec<String> {
+pub fn workload_problems(sc: &ServingScenario, wl: &WorkloadConfig) -> Vec<Problem> {
     let l = &sc.limits;
     let mut p = Vec::new();
     if let Some(c) = &wl.closed_loop {

@@ -5,6 +5,7 @@
 
 use super::report::Throughput;
 use crate::hardware::{self, PriceBasis};
+use crate::validate::Problem;
 use serde::{Deserialize, Serialize};
 
 /// USD per million tokens by token kind.
@@ -92,10 +93,13 @@ impl PriceConfig {
         }
     }
 
-    pub fn problems(&self) -> Vec<String> {
+    pub fn problems(&self) -> Vec<Problem> {
         let mut p = Vec::new();
         match self.token_prices() {
-            None => p.push("price.custom: required when price.sheet = \"custom\"".to_string()),
+            None => p.push(Problem::new(
+                "price.custom",
+                "required when price.sheet = \"custom\"",
+            )),
             Some(t) => {
                 for (name, v) in [
                     ("cached_input_usd_per_m", t.cached_input_usd_per_m),
@@ -103,7 +107,7 @@ impl PriceConfig {
                     ("output_usd_per_m", t.output_usd_per_m),
                 ] {
                     if !(v.is_finite() && v >= 0.0) {
-                        p.push(format!("price.custom.{name}: must be >= 0"));
+                        p.push(Problem::new(format!("price.custom.{name}"), "must be >= 0"));
                     }
                 }
             }

@@ -192,12 +192,18 @@ fn run_recording(
     control: &Control<'_>,
     record_steps: bool,
 ) -> Result<(Report, Vec<SimStep>), SimError> {
-    let mut problems = input.scenario.problems();
+    let mut problems: Vec<String> = input
+        .scenario
+        .problems()
+        .into_iter()
+        .map(String::from)
+        .collect();
     problems.extend(input.workload.problems());
-    problems.extend(super::limits::workload_problems(
-        input.scenario,
-        input.workload,
-    ));
+    problems.extend(
+        super::limits::workload_problems(input.scenario, input.workload)
+            .into_iter()
+            .map(String::from),
+    );
     if !problems.is_empty() {
         return Err(SimError::InvalidScenario(problems));
     }

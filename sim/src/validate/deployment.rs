@@ -239,11 +239,11 @@ fn memory(
                     dep_ceiling(hw)
                 )),
             };
-            let mut msg = Message::default().text(format!(
-                "{head}not even one request fits: use requests of at most {cap} tokens (context + new tokens)"
-            ));
-            msg.0.extend(tail.0);
-            msg
+            Message::default()
+                .text(format!(
+                    "{head}not even one request fits: use requests of at most {cap} tokens (context + new tokens)"
+                ))
+                .then(tail)
         };
         p.push(Problem::at(Field::BatchPerRank, message));
     }

@@ -6,6 +6,7 @@
 //! `period_s` simulated seconds.
 
 use super::super::config::check;
+use crate::validate::Problem;
 use serde::{Deserialize, Serialize};
 
 /// Named curve shapes.
@@ -102,7 +103,7 @@ impl RateCurve {
     }
 
     /// Every problem with the table at `path`, appended to `p`.
-    pub fn problems(&self, path: &str, p: &mut Vec<String>) {
+    pub fn problems<P: From<Problem>>(&self, path: &str, p: &mut Vec<P>) {
         check(
             p,
             self.preset.is_some() == self.points.is_empty(),
