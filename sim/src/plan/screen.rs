@@ -666,7 +666,7 @@ pub fn screen(cand: &Candidate, inp: &ScreenInputs<'_>) -> (Candidate, Estimate,
         })
         .collect();
     let cost = crate::tco::blended(&pools_cost).total;
-    est.usd_per_m_tokens = crate::serving::price::usd_per_m_tokens(cost, est.tok_s_per_gpu);
+    est.usd_per_m_tokens = crate::serving::money::usd_per_m_tokens(cost, est.tok_s_per_gpu);
     let slack = inp.space.screen_slack;
     for (name, limit, larger_better) in inp.slo.constraints() {
         let v = match name {

@@ -3,9 +3,9 @@
 //! metrics and its text rendering.
 
 use super::config::Mode;
+use super::money::Money;
+pub use super::money::UsdPerMTokens;
 use super::pool::Pool;
-use super::price::Money;
-pub use super::price::UsdPerMTokens;
 use super::rack::{Rack, SimInput};
 use super::stats::{SeriesPoint, Summary};
 use crate::cost::{Layout, Op};

@@ -3,7 +3,7 @@
 use super::{
     gamma, AgentX, Arrival, Sampler, TraceRecord, WorkloadConfig, BLOCK_TOKENS, MAX_TOKENS,
 };
-use crate::serving::core::{secs_to_ns, Nanos};
+use crate::serving::clock::{secs_to_ns, Nanos};
 use crate::serving::prompt::{Generated, Prompt};
 use crate::serving::SimError;
 use rand::Rng;
@@ -78,7 +78,7 @@ struct Session {
 /// let wl: WorkloadConfig = serde_json::from_str(r#"{"name": "one-user",
 ///   "closed_loop": {"concurrency": 1, "input_tokens": {"dist": "fixed", "value": 100},
 ///                   "output_tokens": {"dist": "fixed", "value": 10}}}"#).unwrap();
-/// let mut d = Driver::new(&wl, &[], sim::serving::core::stream(1, "workload")).unwrap();
+/// let mut d = Driver::new(&wl, &[], sim::serving::streams::stream(1, "workload")).unwrap();
 /// let mut out = Vec::new();
 /// d.start(&mut out);
 /// let (t, ev) = out.pop().unwrap();
