@@ -524,28 +524,15 @@ impl<'a> Driver<'a> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::parse_mooncake_str;
     use super::super::trace::SNIPPET;
-    use super::super::{parse_mooncake_str, TraceReplay};
     use super::*;
     use rand::SeedableRng;
-    use std::collections::BTreeMap;
 
     #[test]
     fn trace_block_chaining_is_detected() {
         let recs = parse_mooncake_str(SNIPPET).unwrap();
-        let wl = WorkloadConfig {
-            name: "t".into(),
-            description: String::new(),
-            closed_loop: None,
-            open_loop: None,
-            agentx: None,
-            trace: Some(TraceReplay {
-                time_scale: 1.0,
-                max_requests: None,
-            }),
-            rate_curve: None,
-            provenance: BTreeMap::new(),
-        };
+        let wl = WorkloadConfig::trace_replay("t");
         let rng = || ChaCha8Rng::seed_from_u64(1);
         assert!(Driver::new(&wl, &recs, rng()).unwrap().chained_blocks());
         // Block 2 after 1, then 2 first: not chained.
