@@ -150,7 +150,7 @@ pub enum KernelOp {
         /// Decode (low-latency all-to-all, masked GEMMs) or prefill (normal kernels,
         /// contiguous GEMMs).
         #[arg(long, value_enum, default_value = "decode")]
-        phase: super::forward::PhaseArg,
+        phase: crate::step::PhaseArg,
     },
     /// A tensor-parallel all-reduce (NCCL accounting: busbw over 2 (n - 1) / n of the
     /// buffer).
@@ -214,7 +214,7 @@ pub fn evaluate(args: &KernelArgs) -> Result<KernelOut> {
         );
     }
     let hw = load_hardware(&args.hardware, &hw_sets)?;
-    let p = super::cost_params(&hw, args.profile.as_deref(), &cost_sets)?;
+    let p = crate::scenario::cost_params(&hw, args.profile.as_deref(), &cost_sets)?;
     let (what, result) = match &args.op {
         KernelOp::Gemm {
             m,
@@ -341,8 +341,8 @@ pub fn evaluate(args: &KernelArgs) -> Result<KernelOut> {
             let (w, a) = (Dtype::from(*weights), Dtype::from(*acts));
             let model = moe_model(*hidden, *experts, *top_k, *ffn, w, a, *fused)?;
             let phase = match phase {
-                super::forward::PhaseArg::Decode => Phase::Decode,
-                super::forward::PhaseArg::Prefill => Phase::Prefill,
+                crate::step::PhaseArg::Decode => Phase::Decode,
+                crate::step::PhaseArg::Prefill => Phase::Prefill,
             };
             let cm = sim::cost::AnalyticCostModel::new(
                 hw.clone(),

@@ -216,7 +216,7 @@ pub fn run_live(a: &LiveValidateArgs) -> Result<()> {
 }
 
 pub fn run_bench(a: &BenchValidateArgs) -> Result<()> {
-    use super::simulate::{pool_costs, resolve_args, SimulateArgs};
+    use crate::{args::SimulateArgs, scenario::resolve_args, simulation::pool_costs};
     use live::bench::{sim_bench_figures, Bench};
     let origin = a.file.display().to_string();
     let text = std::fs::read_to_string(&a.file).with_context(|| format!("cannot read {origin}"))?;

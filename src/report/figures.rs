@@ -351,7 +351,7 @@ pub fn money(items: &[(String, &Finance)], prefix: &str) -> Result<Section> {
             f(fi.margin_usd_per_gpu_hour, 2),
             f(fi.usd_per_m_tokens.cost_all_tokens, 5),
             f(fi.usd_per_m_tokens.price_all_tokens, 5),
-            crate::cmd::cost::break_even_text(fi.break_even_utilisation),
+            crate::finance::break_even_text(fi.break_even_utilisation),
         ]);
     }
     s.tables.push(t);

@@ -10,7 +10,7 @@ use super::figures::{latency, money, pools, vllm_summary};
 use super::plots::{stacked_bars, xy, Bars, Chart, Mark, Rule, Series};
 use super::{Figure, Page, Section, Table};
 use crate::cmd::plan::print::{sizing_text, slo_text, verdict};
-use crate::cmd::simulate::Resolved;
+use crate::scenario::Resolved;
 use anyhow::Result;
 use serde_json::json;
 use sim::plan::{Outcome, Status};

@@ -28,8 +28,8 @@ pub fn curve_of(o: &Outcome) -> Option<CurveFinance> {
 /// Selects from the records and shows the answer as `out` asks.
 pub fn answer(header: Header, records: Vec<Record>, out: &OutputArgs) -> Result<()> {
     let o = select(header, records)?;
-    if let Some(dir) = &out.report {
-        let written = crate::report::plan(&o, dir, out.force)?;
+    if let Some(dir) = &out.html.report {
+        let written = crate::report::plan(&o, dir, out.html.force)?;
         eprintln!("report: {written}");
     }
     if out.json {
@@ -259,7 +259,7 @@ pub fn text(o: &Outcome) -> String {
             f.cost_usd_per_gpu_hour.total,
             f.margin_usd_per_gpu_hour,
             f.usd_per_m_tokens.cost_all_tokens,
-            crate::cmd::cost::break_even_text(f.break_even_utilisation)
+            crate::finance::break_even_text(f.break_even_utilisation)
         );
     }
     let _ = writeln!(s);
