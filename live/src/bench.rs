@@ -16,7 +16,7 @@ use crate::LiveError;
 use serde::Deserialize;
 use sim::serving::core::stream;
 use sim::serving::{
-    Arrival, ClosedLoop, Dist, Driver, OpenLoop, TraceRecord, TraceReplay, WorkloadConfig,
+    Arrival, ClosedLoop, Dist, Driver, OpenLoop, TraceRecord, WorkloadConfig,
 };
 
 /// The fields of a vLLM benchmark result twin reads.
@@ -295,19 +295,7 @@ impl Bench {
             )),
             None => notes.push("request rate inf: every request sent at t = 0".into()),
         }
-        let wl = WorkloadConfig {
-            name: "vllm-bench".into(),
-            description: String::new(),
-            closed_loop: None,
-            open_loop: None,
-            agentx: None,
-            trace: Some(TraceReplay {
-                time_scale: 1.0,
-                max_requests: None,
-            }),
-            rate_curve: None,
-            provenance: Default::default(),
-        };
+        let wl = WorkloadConfig::trace_replay("vllm-bench");
         (wl, recs, notes)
     }
 }

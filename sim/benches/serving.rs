@@ -97,15 +97,7 @@ fn rack(c: &mut Criterion) {
         toml::from_str(include_str!("../../scenarios/workloads/agentx.toml")).unwrap();
     let hw = hardware(72);
     let m = model(890.0, None);
-    let input = SimInput {
-        scenario: &sc,
-        workload: &wl,
-        hardware: &hw,
-        model: &m,
-        prefill_cost: &cost,
-        decode_cost: &cost,
-        trace: &[],
-    };
+    let input = one_cost_input(&sc, &wl, &hw, &m, &cost);
     bench_run(c, "gb300_rack_agentx_20s_const_cost", &input, 1);
 }
 

@@ -81,82 +81,7 @@ impl ForwardSpec {
 
 pub fn forward(cost: &dyn CostModel, spec: &ForwardSpec) -> ForwardResult {
     let per_rank = spec.per_rank();
-    let rank_of = |count: u32, new_tokens: u32, context_tokens: u64| -> Vec<ReqSlice> {
-        if count == 0 {
-            Vec::new()
-        } else {
-            vec![ReqSlice {
-                new_tokens,
-                context_tokens,
-                count,
-            }]
-        }
-    };
-    let mut total = StepCost::default();
-    let mut steps = 0u32;
-    let add = |c: StepCost, total: &mut StepCost| {
-        total.step_s += c.step_s;
-        total.balanced_step_s += c.balanced_step_s;
-        total.unskewed_step_s += c.unskewed_step_s;
-        total.kernels += c.kernels;
-        let (a, b) = (&mut total.comm, &c.comm);
-        a.total_s += b.total_s;
-        a.hidden_s += b.hidden_s;
-        a.exposed_s += b.exposed_s;
-        a.nvlink_s += b.nvlink_s;
-        a.rdma_s += b.rdma_s;
-        a.nvlink_bytes += b.nvlink_bytes;
-        a.rdma_bytes += b.rdma_bytes;
-        a.two_batch |= b.two_batch;
-        a.low_latency = b.low_latency;
-        a.allreduce = b.allreduce;
-        if c.timeline.is_some() {
-            total.timeline = c.timeline;
-        }
-        for i in 0..total.op_s.len() {
-            total.op_s[i] += c.op_s[i];
-            if c.op_s[i] > 0.0 {
-                total.op_bound[i] = c.op_bound[i];
-            }
-        }
-        total.moe_weight_bytes_per_rank += c.moe_weight_bytes_per_rank;
-        total.experts_touched_per_rank = c.experts_touched_per_rank;
-        total.tokens_processed += c.tokens_processed;
-    };
-    match spec.phase {
-        Phase::Decode => {
-            let ranks: Vec<Vec<ReqSlice>> = per_rank
-                .iter()
-                .map(|&c| rank_of(c, 1, spec.context_tokens))
-                .collect();
-            let shape = StepShape {
-                phase: Phase::Decode,
-                ranks: &ranks,
-                draft_tokens: spec.draft_tokens,
-            };
-            add(cost.step(&shape), &mut total);
-            steps = 1;
-        }
-        Phase::Prefill => {
-            let chunk = spec.chunk_tokens.unwrap_or(spec.new_tokens).max(1);
-            let mut done = 0u32;
-            while done < spec.new_tokens {
-                let n = chunk.min(spec.new_tokens - done);
-                let ranks: Vec<Vec<ReqSlice>> = per_rank
-                    .iter()
-                    .map(|&c| rank_of(c, n, spec.context_tokens + done as u64))
-                    .collect();
-                let shape = StepShape {
-                    phase: Phase::Prefill,
-                    ranks: &ranks,
-                    draft_tokens: 0,
-                };
-                add(cost.step(&shape), &mut total);
-                done += n;
-                steps += 1;
-            }
-        }
-    }
+    let (total, steps) = price_steps(cost, spec, &per_rank);
     let gpus = spec.dep.max(1) as f64 * spec.tp.max(1) as f64;
     let requests: f64 = per_rank.iter().map(|&c| c as f64).sum::<f64>() / gpus;
     let tokens = match spec.phase {
@@ -183,6 +108,94 @@ pub fn forward(cost: &dyn CostModel, spec: &ForwardSpec) -> ForwardResult {
         tokens_per_s_per_gpu,
         tokens_per_s_per_user,
     }
+}
+
+/// One rank's requests: `count` alike, none when `count` is 0.
+fn rank_of(count: u32, new_tokens: u32, context_tokens: u64) -> Vec<ReqSlice> {
+    if count == 0 {
+        Vec::new()
+    } else {
+        vec![ReqSlice {
+            new_tokens,
+            context_tokens,
+            count,
+        }]
+    }
+}
+
+/// Prices `spec`'s steps with `per_rank` requests on each rank: one decode step, or
+/// a prefill's chunks one after another. Their sum, and how many there were.
+fn price_steps(cost: &dyn CostModel, spec: &ForwardSpec, per_rank: &[u32]) -> (StepCost, u32) {
+    let mut total = StepCost::default();
+    let mut steps = 0u32;
+    match spec.phase {
+        Phase::Decode => {
+            let ranks: Vec<Vec<ReqSlice>> = per_rank
+                .iter()
+                .map(|&c| rank_of(c, 1, spec.context_tokens))
+                .collect();
+            let shape = StepShape {
+                phase: Phase::Decode,
+                ranks: &ranks,
+                draft_tokens: spec.draft_tokens,
+            };
+            add_step(cost.step(&shape), &mut total);
+            steps = 1;
+        }
+        Phase::Prefill => {
+            let chunk = spec.chunk_tokens.unwrap_or(spec.new_tokens).max(1);
+            let mut done = 0u32;
+            while done < spec.new_tokens {
+                let n = chunk.min(spec.new_tokens - done);
+                let ranks: Vec<Vec<ReqSlice>> = per_rank
+                    .iter()
+                    .map(|&c| rank_of(c, n, spec.context_tokens + done as u64))
+                    .collect();
+                let shape = StepShape {
+                    phase: Phase::Prefill,
+                    ranks: &ranks,
+                    draft_tokens: 0,
+                };
+                add_step(cost.step(&shape), &mut total);
+                done += n;
+                steps += 1;
+            }
+        }
+    }
+    (total, steps)
+}
+
+/// Adds step `c` to the running `total`: times, kernels, traffic and bytes summed;
+/// the last step's timeline, expert count and kernel kinds, and each op's bound from
+/// the last step that spent time in it.
+fn add_step(c: StepCost, total: &mut StepCost) {
+    total.step_s += c.step_s;
+    total.balanced_step_s += c.balanced_step_s;
+    total.unskewed_step_s += c.unskewed_step_s;
+    total.kernels += c.kernels;
+    let (a, b) = (&mut total.comm, &c.comm);
+    a.total_s += b.total_s;
+    a.hidden_s += b.hidden_s;
+    a.exposed_s += b.exposed_s;
+    a.nvlink_s += b.nvlink_s;
+    a.rdma_s += b.rdma_s;
+    a.nvlink_bytes += b.nvlink_bytes;
+    a.rdma_bytes += b.rdma_bytes;
+    a.two_batch |= b.two_batch;
+    a.low_latency = b.low_latency;
+    a.allreduce = b.allreduce;
+    if c.timeline.is_some() {
+        total.timeline = c.timeline;
+    }
+    for i in 0..total.op_s.len() {
+        total.op_s[i] += c.op_s[i];
+        if c.op_s[i] > 0.0 {
+            total.op_bound[i] = c.op_bound[i];
+        }
+    }
+    total.moe_weight_bytes_per_rank += c.moe_weight_bytes_per_rank;
+    total.experts_touched_per_rank = c.experts_touched_per_rank;
+    total.tokens_processed += c.tokens_processed;
 }
 
 /// Which points are Pareto-optimal when both coordinates are to be maximised (for

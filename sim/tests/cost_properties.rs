@@ -405,20 +405,11 @@ fn overlap_is_never_slower_than_serial_nor_faster_than_its_slowest_stage() {
             a.step_s,
             b.step_s
         );
-        let compute: f64 = [
-            Op::Moe,
-            Op::SharedExpert,
-            Op::Attention,
-            Op::Indexer,
-            Op::WindowReplay,
-            Op::Engram,
-            Op::Mhc,
-            Op::Dense,
-            Op::Elementwise,
-        ]
-        .iter()
-        .map(|o| a.op(*o))
-        .sum();
+        let compute: f64 = Op::ALL
+            .iter()
+            .filter(|o| o.is_compute())
+            .map(|o| a.op(*o))
+            .sum();
         assert!(
             a.step_s >= compute * (1.0 - 1e-12) && a.step_s >= a.comm.total_s * (1.0 - 1e-12),
             "case {case} (seed 7): faster than a stream"

@@ -8,6 +8,7 @@
 //! its comment.
 
 use sim::cost::kernels::skew::expected_max_normal;
+use sim::cost::params::{Launch, LowLatency, TileParams};
 use sim::cost::{
     AnalyticCostModel, CostModel, CostParams, KvCapacity, Layout, Op, OpRate, Phase, ReqSlice,
     StepShape,
@@ -91,7 +92,7 @@ fn model() -> Model {
 
 fn ideal() -> CostParams {
     let r = OpRate::new(1.0, 1.0, 0.0);
-    let mut p = CostParams {
+    CostParams {
         source: "ideal".into(),
         moe: r,
         gemm: r,
@@ -109,22 +110,27 @@ fn ideal() -> CostParams {
         prefill_diag_tokens: 0.0,
         step_fixed_decode_s: 0.0,
         step_fixed_prefill_s: 0.0,
+        tile: TileParams {
+            load_bytes_per_flop: 1e9,
+            epilogue_k: 0.0,
+            small_tile_eff: 1.0,
+            overlap_p: 1e9,
+        },
+        ll: LowLatency {
+            nvlink_eff: 1.0,
+            rdma_eff: 1.0,
+            dispatch_s: 0.0,
+            combine_s: 0.0,
+            per_peer_s: 0.0,
+            overlap_p: 1.0,
+        },
+        launch: Launch {
+            eager_s: 0.0,
+            graph_node_s: 0.0,
+            graph_s: 0.0,
+        },
         ..CostParams::default()
-    };
-    p.tile.load_bytes_per_flop = 1e9;
-    p.tile.epilogue_k = 0.0;
-    p.tile.small_tile_eff = 1.0;
-    p.tile.overlap_p = 1e9;
-    p.ll.nvlink_eff = 1.0;
-    p.ll.rdma_eff = 1.0;
-    p.ll.dispatch_s = 0.0;
-    p.ll.combine_s = 0.0;
-    p.ll.per_peer_s = 0.0;
-    p.ll.overlap_p = 1.0;
-    p.launch.eager_s = 0.0;
-    p.launch.graph_node_s = 0.0;
-    p.launch.graph_s = 0.0;
-    p
+    }
 }
 
 fn cm(model: Model, dep: u32, overlap: bool, params: CostParams) -> AnalyticCostModel {

@@ -131,7 +131,7 @@ fn a_coarse_trace_keeps_whole_families() {
     }
     let wl = trace_workload();
     let mut out = Vec::new();
-    let mut d = Driver::new(&wl, &recs, sim::serving::core::stream(1, "workload"))
+    let mut d = Driver::new(&wl, &recs, sim::serving::streams::stream(1, "workload"))
         .unwrap()
         .with_cohort(4)
         .unwrap();
@@ -156,7 +156,7 @@ fn a_coarse_trace_keeps_whole_families() {
         conversations.len()
     );
     // One conversation cannot be split 1000 ways: refused, not replayed empty.
-    let err = Driver::new(&wl, &recs[..2], sim::serving::core::stream(1, "workload"))
+    let err = Driver::new(&wl, &recs[..2], sim::serving::streams::stream(1, "workload"))
         .unwrap()
         .with_cohort(1000)
         .err()

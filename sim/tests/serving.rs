@@ -291,15 +291,7 @@ fn mooncake_replay_uses_hash_ids() {
     );
     assert!(matches!(
         simulate(
-            &SimInput {
-                scenario: &sc,
-                workload: &wl,
-                hardware: &hardware(72),
-                model: &model(0.0, None),
-                prefill_cost: &cost,
-                decode_cost: &cost,
-                trace: &[],
-            },
+            &one_cost_input(&sc, &wl, &hardware(72), &model(0.0, None), &cost),
             1
         ),
         Err(SimError::MissingTrace)
@@ -504,15 +496,7 @@ fn control_changes_nothing_unless_it_stops_the_run() {
     wl.agentx.as_mut().unwrap().sessions = 200;
     let m = model(890.0, None);
     let hw = hardware(72);
-    let input = SimInput {
-        scenario: &sc,
-        workload: &wl,
-        hardware: &hw,
-        model: &m,
-        prefill_cost: &cost,
-        decode_cost: &cost,
-        trace: &[],
-    };
+    let input = one_cost_input(&sc, &wl, &hw, &m, &cost);
     let plain = simulate(&input, 1).unwrap();
     assert!(
         plain.accounting.events > CONTROL_EVENTS,

@@ -106,6 +106,15 @@ impl Op {
         Op::Overhead,
     ];
 
+    /// Whether the op is compute-stream work (not communication, MTP draft passes,
+    /// launches or fixed per-step costs): a step takes at least the sum of these.
+    pub fn is_compute(self) -> bool {
+        !matches!(
+            self,
+            Op::Communication | Op::MtpDraft | Op::Launch | Op::Overhead
+        )
+    }
+
     pub fn key(self) -> &'static str {
         match self {
             Op::Moe => "moe",

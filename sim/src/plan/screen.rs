@@ -261,7 +261,7 @@ struct Response {
 }
 
 /// The candidate's queueing model, built once, evaluated at any rate.
-struct Model_ {
+struct QueueModel {
     mode: Mode,
     decode: DecodeCurve,
     decode_ranks: f64,
@@ -274,7 +274,7 @@ struct Model_ {
     group_dep: u32,
 }
 
-impl Model_ {
+impl QueueModel {
     /// The largest rate the deployment carries (just below saturation).
     fn capacity(&self) -> f64 {
         let cap = self.decode.cap();
@@ -430,11 +430,25 @@ pub fn screen(cand: &Candidate, inp: &ScreenInputs<'_>) -> (Candidate, Estimate,
         gpus: c.gpus(),
         ..Estimate::default()
     };
+    let costs = match pool_costs(&c, inp) {
+        Ok(costs) => costs,
+        Err(reasons) => return (c, est, reasons),
+    };
+    let reasons = match estimate(&mut c, &mut est, &costs, inp) {
+        Ok(()) => slo_misses(&est, inp),
+        Err(reason) => vec![reason],
+    };
+    (c, est, reasons)
+}
 
+/// The deployment rules: each pool's cost model, or every reason a pool cannot run
+/// (its deployment, its hardware's GPU-hour cost, a GPU budget it does not fit).
+fn pool_costs<'a>(
+    c: &Candidate,
+    inp: &ScreenInputs<'a>,
+) -> Result<Vec<Box<dyn PoolCost + 'a>>, Vec<Reason>> {
     let mut reasons = Vec::new();
-    let disagg = c.mode == Mode::Disaggregated;
-    // Deployment rules: each pool's cost model, or why it cannot run.
-    let mut costs: Vec<Box<dyn PoolCost + '_>> = Vec::new();
+    let mut costs: Vec<Box<dyn PoolCost + 'a>> = Vec::new();
     let pools: Vec<(&str, &PoolChoice)> = match &c.prefill {
         Some(p) => vec![("prefill", p), ("decode", &c.decode)],
         None => vec![("aggregated", &c.decode)],
@@ -458,7 +472,7 @@ pub fn screen(cand: &Candidate, inp: &ScreenInputs<'_>) -> (Candidate, Estimate,
     }
     let short = c.prefill.as_ref().is_some_and(|p| p.instances == 0) || c.decode.instances == 0;
     if let (Sizing::Gpus(n), true) = (inp.sizing, short) {
-        let what = if disagg {
+        let what = if c.mode == Mode::Disaggregated {
             format!(
                 "decode takes {} GPUs of the budget of {n}, leaving no {} prefill instance",
                 c.decode.gpus(),
@@ -474,77 +488,31 @@ pub fn screen(cand: &Candidate, inp: &ScreenInputs<'_>) -> (Candidate, Estimate,
         };
         reasons.push(Reason::new("budget", what));
     }
-    if !reasons.is_empty() {
-        return (c, est, reasons);
+    if reasons.is_empty() {
+        Ok(costs)
+    } else {
+        Err(reasons)
     }
+}
+
+/// The candidate's estimates at its load (or sized for the target rate, which sets
+/// `c`'s instances and load scale), or the first rule it breaks on the way. `est`
+/// holds what was estimated before a rule broke.
+fn estimate(
+    c: &mut Candidate,
+    est: &mut Estimate,
+    costs: &[Box<dyn PoolCost + '_>],
+    inp: &ScreenInputs<'_>,
+) -> Result<(), Reason> {
     let decode_cost: &dyn PoolCost = costs.last().expect("a decode pool").as_ref();
     let shape = inp.shape;
-    // KV room per decode rank for whole requests (reserved input + output).
-    let per_req = shape.tokens().max(1.0);
-    let kv_reqs = decode_cost.kv_capacity_tokens_per_rank() as f64 / per_req;
-    est.kv_requests_per_rank = kv_reqs;
-    let cap = (c.decode.max_batch_per_rank as f64).min(kv_reqs.floor());
-    if cap < 1.0 {
-        reasons.push(Reason::new(
-            "kv",
-            format!(
-                "a decode rank holds {} KV tokens, one request needs {:.0}",
-                decode_cost.kv_capacity_tokens_per_rank(),
-                per_req
-            ),
-        ));
-        return (c, est, reasons);
-    }
+    let cap = decode_batch_cap(c, est, decode_cost, &shape)?;
     let drafts = c.mtp_draft_tokens;
-    let mu_tokens = if drafts as usize <= inp.mtp_acceptance.len() {
-        MtpYield::new(&inp.mtp_acceptance[..drafts as usize]).mean_tokens_per_step()
-    } else {
-        reasons.push(Reason::new(
-            "mtp",
-            format!(
-                "{drafts} draft tokens but {} acceptance rates",
-                inp.mtp_acceptance.len()
-            ),
-        ));
-        return (c, est, reasons);
-    };
+    let mu_tokens = mtp_tokens_per_step(drafts, inp.mtp_acceptance)?;
     let ctx = (shape.input_tokens + 0.5 * shape.output_tokens).round() as u64;
     let decode = DecodeCurve::new(decode_cost, c.decode.dep, cap as u32, ctx, drafts);
-    let (prefill, prefill_dep) = match &c.prefill {
-        Some(p) => {
-            let cost = costs[0].as_ref();
-            if (shape.input_tokens as u64) > cost.kv_capacity_tokens_per_rank() {
-                reasons.push(Reason::new(
-                    "kv",
-                    format!(
-                        "a prefill rank holds {} KV tokens, a prompt needs {:.0}",
-                        cost.kv_capacity_tokens_per_rank(),
-                        shape.input_tokens
-                    ),
-                ));
-                return (c, est, reasons);
-            }
-            let rate = prefill_rate(
-                cost,
-                p.dep,
-                p.chunk_tokens_per_rank,
-                shape.uncached_tokens(),
-                shape.cached_tokens,
-            );
-            (rate, p.dep)
-        }
-        None => (
-            prefill_rate(
-                decode_cost,
-                c.decode.dep,
-                c.decode.chunk_tokens_per_rank,
-                shape.uncached_tokens(),
-                shape.cached_tokens,
-            ),
-            c.decode.dep,
-        ),
-    };
-    let mut m = Model_ {
+    let (prefill, prefill_dep) = prefill_of(c, costs, &shape)?;
+    let mut m = QueueModel {
         mode: c.mode,
         decode,
         decode_ranks: c.decode.ranks() as f64,
@@ -561,87 +529,21 @@ pub fn screen(cand: &Candidate, inp: &ScreenInputs<'_>) -> (Candidate, Estimate,
         Sizing::RequestsPerS(r) => Some(r),
         Sizing::TokensPerS(t) => Some(t / shape.tokens()),
     };
-    let lambda = if let Some(lambda) = target {
-        let util = inp.space.target_utilisation;
-        if disagg {
-            let p = c.prefill.as_mut().expect("disaggregated");
-            let need = lambda / (util * p.dep as f64 * prefill.rate_per_rank);
-            p.instances = need.ceil().max(1.0).min(u32::MAX as f64) as u32;
-            m.prefill_ranks = p.ranks();
-        } else {
-            // The fewest instances whose prefill share and batch stay in bounds.
-            let per_rank_prefill = prefill.step_tokens / (m.uncached * prefill.step_s);
-            let mut n = (lambda / (util * prefill_dep as f64 * per_rank_prefill))
-                .ceil()
-                .max(1.0) as u64;
-            let most = inp.space.max_gpus / prefill_dep as u64 + 1;
-            loop {
-                m.decode_ranks = (n * prefill_dep as u64) as f64;
-                if m.respond(lambda).is_some() || n > most {
-                    break;
-                }
-                n += 1;
-            }
-            c.decode.instances = n.min(u32::MAX as u64) as u32;
+    let lambda = match target {
+        Some(lambda) => {
+            size_for(c, est, &mut m, inp, lambda)?;
+            lambda
         }
-        est.gpus = c.gpus();
-        if c.gpus() > inp.space.max_gpus {
-            reasons.push(Reason::new(
-                "budget",
-                format!(
-                    "{lambda:.1} req/s needs {} GPUs here, above max_gpus {}",
-                    c.gpus(),
-                    inp.space.max_gpus
-                ),
-            ));
-            return (c, est, reasons);
-        }
-        lambda
-    } else {
-        let load = shape.scaled(c.load_scale);
-        match load.arrivals {
-            Arrivals::Open { rate_per_s } => rate_per_s,
-            Arrivals::Closed { users, think_s } => {
-                let cap_rate = m.capacity() * 0.9999;
-                bisect(0.0, cap_rate, |l| match m.respond(l) {
-                    Some(r) => l * (think_s + r.ttft_mean_s + r.decode_s) - users,
-                    None => 1.0,
-                })
-            }
-        }
+        None => load_rate(c, &m, &shape),
     };
     est.requests_per_s = lambda;
     est.tok_s_per_gpu = lambda * shape.tokens() / c.gpus().max(1) as f64;
     let Some(r) = m.respond(lambda) else {
-        let capacity = m.capacity();
-        let (rule, what) = if disagg && lambda >= m.prefill_ranks as f64 * m.prefill.rate_per_rank {
-            ("prefill-capacity", "prefill")
-        } else {
-            ("decode-capacity", "decode")
-        };
-        reasons.push(Reason::new(
-            rule,
-            format!(
-                "{what} saturates: the deployment carries about {capacity:.1} req/s, the load is {lambda:.1} req/s"
-            ),
-        ));
-        return (c, est, reasons);
+        return Err(saturation(c, &m, lambda));
     };
-    // A closed loop with more users than the deployment carries: the rate sits at
-    // capacity and the users it cannot absorb wait in a queue, which the steady-state
-    // response at that rate does not hold (Little's law over the whole cycle).
-    let saturated_wait_s = match (target, shape.scaled(c.load_scale).arrivals) {
-        (None, Arrivals::Closed { users, think_s }) if lambda > 0.0 => {
-            let cycle = think_s + r.ttft_mean_s + r.decode_s;
-            let wait = users / lambda - cycle;
-            // Below the bisection's precision the loop is not saturated.
-            if wait > 1e-6 * cycle {
-                wait
-            } else {
-                0.0
-            }
-        }
-        _ => 0.0,
+    let saturated_wait_s = match target {
+        None => closed_loop_wait_s(&shape.scaled(c.load_scale).arrivals, lambda, &r),
+        Some(_) => 0.0,
     };
     est.ttft_p90_ms = (r.ttft_p90_s + saturated_wait_s) * 1e3;
     est.tpot_ms = r.step_s / m.mu_tokens * 1e3;
@@ -657,6 +559,186 @@ pub fn screen(cand: &Candidate, inp: &ScreenInputs<'_>) -> (Candidate, Estimate,
             c.load_scale = lambda / rate_per_s.max(1e-9);
         }
     }
+    est.usd_per_m_tokens = usd_per_m_tokens(c, inp, est.tok_s_per_gpu);
+    Ok(())
+}
+
+/// The decode batch cap per rank: the candidate's, or fewer where the KV room for
+/// whole requests (reserved input + output) is smaller (recorded in `est`).
+fn decode_batch_cap(
+    c: &Candidate,
+    est: &mut Estimate,
+    decode_cost: &dyn PoolCost,
+    shape: &WorkShape,
+) -> Result<f64, Reason> {
+    let per_req = shape.tokens().max(1.0);
+    let kv_reqs = decode_cost.kv_capacity_tokens_per_rank() as f64 / per_req;
+    est.kv_requests_per_rank = kv_reqs;
+    let cap = (c.decode.max_batch_per_rank as f64).min(kv_reqs.floor());
+    if cap < 1.0 {
+        return Err(Reason::new(
+            "kv",
+            format!(
+                "a decode rank holds {} KV tokens, one request needs {:.0}",
+                decode_cost.kv_capacity_tokens_per_rank(),
+                per_req
+            ),
+        ));
+    }
+    Ok(cap)
+}
+
+/// Mean tokens per decode step with `drafts` MTP draft tokens.
+fn mtp_tokens_per_step(drafts: u32, acceptance: &[f64]) -> Result<f64, Reason> {
+    if drafts as usize <= acceptance.len() {
+        Ok(MtpYield::new(&acceptance[..drafts as usize]).mean_tokens_per_step())
+    } else {
+        Err(Reason::new(
+            "mtp",
+            format!(
+                "{drafts} draft tokens but {} acceptance rates",
+                acceptance.len()
+            ),
+        ))
+    }
+}
+
+/// The prefill of the mean request on the pool that prefills (the prefill pool, or
+/// the aggregated one) and that pool's DEP; a prompt must fit a prefill rank's KV.
+fn prefill_of(
+    c: &Candidate,
+    costs: &[Box<dyn PoolCost + '_>],
+    shape: &WorkShape,
+) -> Result<(Prefill, u32), Reason> {
+    let (cost, pool) = match &c.prefill {
+        Some(p) => {
+            let cost = costs[0].as_ref();
+            if (shape.input_tokens as u64) > cost.kv_capacity_tokens_per_rank() {
+                return Err(Reason::new(
+                    "kv",
+                    format!(
+                        "a prefill rank holds {} KV tokens, a prompt needs {:.0}",
+                        cost.kv_capacity_tokens_per_rank(),
+                        shape.input_tokens
+                    ),
+                ));
+            }
+            (cost, p)
+        }
+        None => (costs.last().expect("a decode pool").as_ref(), &c.decode),
+    };
+    let rate = prefill_rate(
+        cost,
+        pool.dep,
+        pool.chunk_tokens_per_rank,
+        shape.uncached_tokens(),
+        shape.cached_tokens,
+    );
+    Ok((rate, pool.dep))
+}
+
+/// Sizes `c` for the target rate `lambda`: the fewest prefill instances (or
+/// aggregated instances whose prefill share and batch stay in bounds) at the space's
+/// target utilisation, within `max_gpus`.
+fn size_for(
+    c: &mut Candidate,
+    est: &mut Estimate,
+    m: &mut QueueModel,
+    inp: &ScreenInputs<'_>,
+    lambda: f64,
+) -> Result<(), Reason> {
+    let util = inp.space.target_utilisation;
+    let prefill = m.prefill;
+    if c.mode == Mode::Disaggregated {
+        let p = c.prefill.as_mut().expect("disaggregated");
+        let need = lambda / (util * p.dep as f64 * prefill.rate_per_rank);
+        p.instances = need.ceil().max(1.0).min(u32::MAX as f64) as u32;
+        m.prefill_ranks = p.ranks();
+    } else {
+        // The fewest instances whose prefill share and batch stay in bounds.
+        let prefill_dep = m.group_dep;
+        let per_rank_prefill = prefill.step_tokens / (m.uncached * prefill.step_s);
+        let mut n = (lambda / (util * prefill_dep as f64 * per_rank_prefill))
+            .ceil()
+            .max(1.0) as u64;
+        let most = inp.space.max_gpus / prefill_dep as u64 + 1;
+        loop {
+            m.decode_ranks = (n * prefill_dep as u64) as f64;
+            if m.respond(lambda).is_some() || n > most {
+                break;
+            }
+            n += 1;
+        }
+        c.decode.instances = n.min(u32::MAX as u64) as u32;
+    }
+    est.gpus = c.gpus();
+    if c.gpus() > inp.space.max_gpus {
+        return Err(Reason::new(
+            "budget",
+            format!(
+                "{lambda:.1} req/s needs {} GPUs here, above max_gpus {}",
+                c.gpus(),
+                inp.space.max_gpus
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The arrival rate of the candidate's load: an open loop's, or a closed loop's
+/// fixed point below the capacity.
+fn load_rate(c: &Candidate, m: &QueueModel, shape: &WorkShape) -> f64 {
+    match shape.scaled(c.load_scale).arrivals {
+        Arrivals::Open { rate_per_s } => rate_per_s,
+        Arrivals::Closed { users, think_s } => {
+            let cap_rate = m.capacity() * 0.9999;
+            bisect(0.0, cap_rate, |l| match m.respond(l) {
+                Some(r) => l * (think_s + r.ttft_mean_s + r.decode_s) - users,
+                None => 1.0,
+            })
+        }
+    }
+}
+
+/// Why the deployment has no response at `lambda`: the pool that saturates.
+fn saturation(c: &Candidate, m: &QueueModel, lambda: f64) -> Reason {
+    let capacity = m.capacity();
+    let disagg = c.mode == Mode::Disaggregated;
+    let (rule, what) = if disagg && lambda >= m.prefill_ranks as f64 * m.prefill.rate_per_rank {
+        ("prefill-capacity", "prefill")
+    } else {
+        ("decode-capacity", "decode")
+    };
+    Reason::new(
+        rule,
+        format!(
+            "{what} saturates: the deployment carries about {capacity:.1} req/s, the load is {lambda:.1} req/s"
+        ),
+    )
+}
+
+/// A closed loop with more users than the deployment carries: the rate sits at
+/// capacity and the users it cannot absorb wait in a queue, which the steady-state
+/// response at that rate does not hold (Little's law over the whole cycle). 0 for an
+/// open loop or a loop that is not saturated.
+fn closed_loop_wait_s(arrivals: &Arrivals, lambda: f64, r: &Response) -> f64 {
+    match *arrivals {
+        Arrivals::Closed { users, think_s } if lambda > 0.0 => {
+            let cycle = think_s + r.ttft_mean_s + r.decode_s;
+            let wait = users / lambda - cycle;
+            // Below the bisection's precision the loop is not saturated.
+            if wait > 1e-6 * cycle {
+                wait
+            } else {
+                0.0
+            }
+        }
+        _ => 0.0,
+    }
+}
+
+/// USD per million tokens at `tok_s_per_gpu`, the pools' GPU-hours blended.
+fn usd_per_m_tokens(c: &Candidate, inp: &ScreenInputs<'_>, tok_s_per_gpu: f64) -> f64 {
     let pools_cost: Vec<(u64, GpuHourCost)> = [c.prefill.as_ref(), Some(&c.decode)]
         .into_iter()
         .flatten()
@@ -668,7 +750,12 @@ pub fn screen(cand: &Candidate, inp: &ScreenInputs<'_>) -> (Candidate, Estimate,
         })
         .collect();
     let cost = crate::tco::blended(&pools_cost).total;
-    est.usd_per_m_tokens = crate::serving::price::usd_per_m_tokens(cost, est.tok_s_per_gpu);
+    crate::serving::money::usd_per_m_tokens(cost, tok_s_per_gpu)
+}
+
+/// The SLOs the estimates miss by more than the screen's slack.
+fn slo_misses(est: &Estimate, inp: &ScreenInputs<'_>) -> Vec<Reason> {
+    let mut reasons = Vec::new();
     let slack = inp.space.screen_slack;
     for (name, limit, larger_better) in inp.slo.constraints() {
         let v = match name {
@@ -690,7 +777,7 @@ pub fn screen(cand: &Candidate, inp: &ScreenInputs<'_>) -> (Candidate, Estimate,
             ));
         }
     }
-    (c, est, reasons)
+    reasons
 }
 
 #[cfg(test)]

@@ -242,52 +242,9 @@ pub fn diagnose(o: &Outcome) -> String {
         .collect::<Vec<_>>()
         .join(", ");
     if simulated.is_empty() {
-        // Nothing reached the simulator: the screen's estimates tell how close.
-        let mut s = format!(
-            "no configuration passed the screen ({} screened; rejections by rule: {rules})",
-            o.counts.screened
-        );
-        for &(name, limit, lb) in &cons {
-            let est = |r: &Record| match name {
-                "ttft_p90_ms" => r.estimate.ttft_p90_ms,
-                "tpot_p90_ms" => r.estimate.tpot_ms,
-                _ => r.estimate.user_tok_s,
-            };
-            let best = o
-                .records
-                .iter()
-                .filter(|r| est(r) > 0.0)
-                .min_by(|a, b| miss(est(a), limit, lb).total_cmp(&miss(est(b), limit, lb)));
-            if let Some(r) = best {
-                s.push_str(&format!(
-                    "; best estimated {name}: {:.1} against {limit} ({})",
-                    est(r),
-                    r.candidate.label()
-                ));
-            }
-        }
-        return s;
+        return screen_diagnosis(o, &cons, &rules);
     }
-    // The candidate whose worst relative miss is smallest, and that miss's constraint.
-    let worst = |r: &Record| -> (f64, &'static str) {
-        let m = r.metrics.expect("simulated");
-        let mut w = (0.0, "");
-        for &(name, limit, lb) in &cons {
-            let x = miss(m.slo_value(name), limit, lb);
-            if x > w.0 {
-                w = (x, name);
-            }
-        }
-        if m.dropped_fraction > MAX_DROPPED_FRACTION && w.1.is_empty() {
-            w = (m.dropped_fraction, "dropped");
-        }
-        if w.1.is_empty() {
-            if let Some(r) = r.reasons.first() {
-                w = (0.0, if r.rule == "rate" { "rate" } else { "" });
-            }
-        }
-        w
-    };
+    let worst = |r: &Record| worst_miss(r, &cons);
     let closest = simulated
         .iter()
         .min_by(|a, b| worst(a).0.total_cmp(&worst(b).0))
@@ -327,6 +284,57 @@ pub fn diagnose(o: &Outcome) -> String {
         s.push_str(&format!("; best {name} simulated: {best:.1} (SLO {limit})"));
     }
     s
+}
+
+/// Nothing reached the simulator: the screen's rejections, and how close its
+/// estimates came to each constraint.
+fn screen_diagnosis(o: &Outcome, cons: &[(&'static str, f64, bool)], rules: &str) -> String {
+    let mut s = format!(
+        "no configuration passed the screen ({} screened; rejections by rule: {rules})",
+        o.counts.screened
+    );
+    for &(name, limit, lb) in cons {
+        let est = |r: &Record| match name {
+            "ttft_p90_ms" => r.estimate.ttft_p90_ms,
+            "tpot_p90_ms" => r.estimate.tpot_ms,
+            _ => r.estimate.user_tok_s,
+        };
+        let best = o
+            .records
+            .iter()
+            .filter(|r| est(r) > 0.0)
+            .min_by(|a, b| miss(est(a), limit, lb).total_cmp(&miss(est(b), limit, lb)));
+        if let Some(r) = best {
+            s.push_str(&format!(
+                "; best estimated {name}: {:.1} against {limit} ({})",
+                est(r),
+                r.candidate.label()
+            ));
+        }
+    }
+    s
+}
+
+/// A simulated record's worst relative miss and the constraint it misses (`dropped`
+/// for too many drops, `rate` for a missed target rate, empty for none).
+fn worst_miss(r: &Record, cons: &[(&'static str, f64, bool)]) -> (f64, &'static str) {
+    let m = r.metrics.expect("simulated");
+    let mut w = (0.0, "");
+    for &(name, limit, lb) in cons {
+        let x = miss(m.slo_value(name), limit, lb);
+        if x > w.0 {
+            w = (x, name);
+        }
+    }
+    if m.dropped_fraction > MAX_DROPPED_FRACTION && w.1.is_empty() {
+        w = (m.dropped_fraction, "dropped");
+    }
+    if w.1.is_empty() {
+        if let Some(r) = r.reasons.first() {
+            w = (0.0, if r.rule == "rate" { "rate" } else { "" });
+        }
+    }
+    w
 }
 
 /// One shard's file: where it came from, its header, its records.

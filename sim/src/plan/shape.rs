@@ -1,6 +1,6 @@
 //! A workload's mean request and how requests arrive, as the screen needs them.
 
-use crate::serving::{TraceRecord, WorkloadConfig, BLOCK_TOKENS};
+use crate::serving::{Dist, TraceRecord, WorkloadConfig, BLOCK_TOKENS};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 
@@ -50,6 +50,24 @@ impl WorkShape {
         WorkShape { arrivals, ..*self }
     }
 
+    /// The mean request of a generated workload (closed or open loop): prompts of
+    /// `input` tokens whose shared prefix's full blocks are cached, outputs of
+    /// `output` tokens (at least one of each).
+    fn generated(
+        input: &Dist,
+        output: &Dist,
+        shared_prefix_tokens: u32,
+        arrivals: Arrivals,
+    ) -> WorkShape {
+        let input = input.mean().max(1.0);
+        WorkShape {
+            input_tokens: input,
+            cached_tokens: full_blocks((shared_prefix_tokens as f64).min(input)),
+            output_tokens: output.mean().max(1.0),
+            arrivals,
+        }
+    }
+
     /// The shape of `wl` (with `trace`'s records for a trace replay). AgentX: a
     /// session's context grows from its system prompt and task to its maximum, so a
     /// turn's mean prompt is the midpoint plus the turn's new tokens; the previous
@@ -58,7 +76,6 @@ impl WorkShape {
     /// full blocks are cached. Traces: a block is cached when an earlier record listed
     /// it (an unbounded cache), the rate is records over the trace's span.
     pub fn of(wl: &WorkloadConfig, trace: &[TraceRecord]) -> WorkShape {
-        let full_blocks = |t: f64| (t / BLOCK_TOKENS as f64).floor() * BLOCK_TOKENS as f64;
         if let Some(a) = &wl.agentx {
             let start = a.system_prompt_tokens as f64 + a.task_tokens.mean();
             let end = a.max_context_tokens.mean().max(start);
@@ -77,30 +94,35 @@ impl WorkShape {
             };
         }
         if let Some(c) = &wl.closed_loop {
-            let input = c.input_tokens.mean().max(1.0);
-            return WorkShape {
-                input_tokens: input,
-                cached_tokens: full_blocks((c.shared_prefix_tokens as f64).min(input)),
-                output_tokens: c.output_tokens.mean().max(1.0),
-                arrivals: Arrivals::Closed {
-                    users: c.concurrency as f64,
-                    think_s: c.think_time_s.mean(),
-                },
+            let arrivals = Arrivals::Closed {
+                users: c.concurrency as f64,
+                think_s: c.think_time_s.mean(),
             };
+            return WorkShape::generated(
+                &c.input_tokens,
+                &c.output_tokens,
+                c.shared_prefix_tokens,
+                arrivals,
+            );
         }
         if let Some(o) = &wl.open_loop {
-            let input = o.input_tokens.mean().max(1.0);
-            return WorkShape {
-                input_tokens: input,
-                cached_tokens: full_blocks((o.shared_prefix_tokens as f64).min(input)),
-                output_tokens: o.output_tokens.mean().max(1.0),
-                arrivals: Arrivals::Open {
-                    rate_per_s: o.rate_per_s,
-                },
+            let arrivals = Arrivals::Open {
+                rate_per_s: o.rate_per_s,
             };
+            return WorkShape::generated(
+                &o.input_tokens,
+                &o.output_tokens,
+                o.shared_prefix_tokens,
+                arrivals,
+            );
         }
         trace_shape(wl, trace)
     }
+}
+
+/// `t` tokens rounded down to whole prefix-cache blocks.
+fn full_blocks(t: f64) -> f64 {
+    (t / BLOCK_TOKENS as f64).floor() * BLOCK_TOKENS as f64
 }
 
 fn trace_shape(wl: &WorkloadConfig, trace: &[TraceRecord]) -> WorkShape {

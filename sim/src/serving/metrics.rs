@@ -1,8 +1,8 @@
 //! What the run measures: the measured window (one definition, `Window`), what a
 //! completed request records, per-pool step statistics, and the sampled gauges.
 
+use super::clock::{secs_to_ns, Nanos};
 use super::config::SloConfig;
-use super::core::{secs_to_ns, Nanos};
 use super::pool::{GroupId, Role};
 use super::rack::{Event, Rack};
 use super::request::Request;
@@ -37,7 +37,7 @@ impl Window {
 
     /// The window's length, seconds (at least 1 ns).
     pub fn seconds(&self) -> f64 {
-        super::core::ns_to_secs(self.end_ns - self.start_ns).max(1e-9)
+        super::clock::ns_to_secs(self.end_ns - self.start_ns).max(1e-9)
     }
 }
 
@@ -179,8 +179,8 @@ impl Rack<'_> {
                 let groups = (pool.groups.end - pool.groups.start).max(1) as f64;
                 let busy_s = (st.busy_ns - st.busy_ns_at_sample) as f64 / 1e9;
                 st.series.record(SeriesPoint {
-                    t_s: super::core::ns_to_secs(last),
-                    busy_fraction: busy_s / (super::core::ns_to_secs(self.now - last) * groups),
+                    t_s: super::clock::ns_to_secs(last),
+                    busy_fraction: busy_s / (super::clock::ns_to_secs(self.now - last) * groups),
                     queue_requests: queue as f64,
                     batch_per_rank: batch.mean(),
                     kv_used_fraction: used.mean(),

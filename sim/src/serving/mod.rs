@@ -5,9 +5,9 @@
 //!
 //! Invariants:
 //! - Time is integer nanoseconds; events pop in (time, class, sequence) order
-//!   (`core::EventQueue`).
+//!   (`clock::EventQueue`).
 //! - Every random draw comes from a stream derived from the run's one seed and the
-//!   stream's name (`core::stream`); same inputs and seed give a byte-identical report.
+//!   stream's name (`streams::stream`); same inputs and seed give a byte-identical report.
 //! - Memory does not grow with simulated time: percentiles come from fixed-size
 //!   log histograms (`stats`), queues and live requests are bounded (`Limits`,
 //!   `max_queued_requests`), and the event loop stops at `limits.max_events`.
@@ -15,13 +15,13 @@
 //!   caller.
 
 pub mod cache;
+pub mod clock;
 pub mod config;
-pub mod core;
 pub mod limits;
 mod metrics;
+pub mod money;
 pub mod mtp;
 mod pool;
-pub mod price;
 pub mod prompt;
 mod rack;
 pub mod replicas;
@@ -30,14 +30,24 @@ mod request;
 mod router;
 pub mod stats;
 mod step;
+pub mod streams;
 mod transfer;
 pub mod workload;
+
+/// The old path of [`clock`] and [`streams`] (they were one module, `core`), kept for
+/// callers outside this crate.
+pub mod core {
+    pub use super::clock::*;
+    pub use super::streams::*;
+}
+/// The old path of [`money`], kept for callers outside this crate.
+pub use money as price;
 
 pub use config::{
     pool_copies, DecodeRouter, Fidelity, KvTransferConfig, Limits, Mode, MtpConfig, PoolConfig,
     PrefillRank, PrefillRouter, RouterConfig, ServingConfig, ServingScenario, SloConfig,
 };
-pub use price::{Money, PriceConfig, PriceSheet, TokenPrices, UsdPerMTokens};
+pub use money::{Money, PriceConfig, PriceSheet, TokenPrices, UsdPerMTokens};
 pub use prompt::Prompt;
 pub use rack::{resolve_mtp, SimInput, SimStep};
 pub use replicas::{Replicas, Spread};

@@ -3,14 +3,14 @@
 //! derives each from its owner (a system prompt, a session, a request) and position,
 //! so no list is stored or copied, and a cache node's run is a window on a prompt.
 
-use super::core::splitmix64;
+use super::streams::splitmix64;
 
-/// The hash state `hash_words(&[w..])` reaches after `words` (`core::hash_words`
+/// The hash state `hash_words(&[w..])` reaches after `words` (`streams::hash_words`
 /// continues from it with the position).
 fn hash_state(words: &[u64]) -> u64 {
     words
         .iter()
-        .fold(super::core::HASH_WORDS_SEED, |h, &w| splitmix64(h ^ w))
+        .fold(super::streams::HASH_WORDS_SEED, |h, &w| splitmix64(h ^ w))
 }
 
 /// The block identities of one prompt.
@@ -102,7 +102,7 @@ impl<'a> Prompt<'a> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::core::hash_words;
+    use super::super::streams::hash_words;
     use super::*;
 
     #[test]

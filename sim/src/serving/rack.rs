@@ -26,14 +26,15 @@
 //! turn of a session recomputes the previous output; transfers occupy only the
 //! destination rank's ingress link.
 
+use super::clock::{ns_to_secs, secs_to_ns, Classed, EventQueue, Nanos};
 use super::config::{PrefillRank, PrefillRouter, ServingScenario};
-use super::core::{ns_to_secs, secs_to_ns, stream, Classed, EventQueue, Nanos};
 use super::metrics::{Metrics, Window};
 use super::mtp::MtpYield;
 use super::pool::{GroupId, Pools, Role};
 use super::report::{Accounting, Report};
 use super::request::{ReqId, Request, Slots};
 use super::router;
+use super::streams::stream;
 use super::workload::{Driver, NewRequest, Origin, WlEvent, WorkloadConfig, BLOCK_TOKENS};
 use super::{Control, PoolCost, SimError, TraceRecord, CONTROL_EVENTS};
 use crate::cost::ReqSlice;

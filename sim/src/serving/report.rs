@@ -3,9 +3,9 @@
 //! metrics and its text rendering.
 
 use super::config::Mode;
+use super::money::Money;
+pub use super::money::UsdPerMTokens;
 use super::pool::Pool;
-use super::price::Money;
-pub use super::price::UsdPerMTokens;
 use super::rack::{Rack, SimInput};
 use super::stats::{SeriesPoint, Summary};
 use crate::cost::{Layout, Op};
@@ -491,7 +491,27 @@ impl Report {
     /// A readable summary table.
     pub fn render_text(&self) -> String {
         let mut s = String::new();
-        let t = &self.throughput_tok_s_per_gpu;
+        self.render_run(&mut s);
+        self.render_tokens(&mut s);
+        self.render_latency(&mut s);
+        self.render_money(&mut s);
+        for p in &self.pools {
+            p.render_text(&mut s);
+        }
+        if self.kv_transfer.transfers > 0 {
+            let _ = writeln!(s);
+            let x = &self.kv_transfer;
+            let _ = writeln!(
+                s,
+                "KV transfer: {} transfers, {:.1} GiB, time p50 {:.2} ms p99 {:.2} ms",
+                x.transfers, x.gib, x.time_ms.p50, x.time_ms.p99
+            );
+        }
+        s
+    }
+
+    /// The run: scenario, window, fidelity, and where an interrupted run stopped.
+    fn render_run(&self, s: &mut String) {
         let _ = writeln!(
             s,
             "scenario  {}  (workload {}, seed {}, {:?})",
@@ -521,6 +541,11 @@ impl Report {
                 }
             );
         }
+    }
+
+    /// Throughput per GPU, the token mix and the request counts.
+    fn render_tokens(&self, s: &mut String) {
+        let t = &self.throughput_tok_s_per_gpu;
         let _ = writeln!(s);
         let _ = writeln!(s, "throughput per GPU (tok/s)   total {:>9}   cached {:>9}   uncached {:>8}   output {:>8}", k(t.total), k(t.cached_input), k(t.uncached_input), k(t.output));
         let m = &self.token_mix;
@@ -536,6 +561,10 @@ impl Report {
             "requests                     {} completed ({:.2}/s), {} dropped",
             self.requests_completed, self.requests_per_s, self.requests_dropped
         );
+    }
+
+    /// Latency percentiles, goodput and the MTP yield.
+    fn render_latency(&self, s: &mut String) {
         let _ = writeln!(s);
         let _ = writeln!(
             s,
@@ -570,6 +599,10 @@ impl Report {
             "MTP: {} drafts, {:.2} tokens per request-step",
             self.mtp_draft_tokens, self.mtp_tokens_per_step
         );
+    }
+
+    /// Revenue, cost and margin per GPU-hour, and per million tokens.
+    fn render_money(&self, s: &mut String) {
         let _ = writeln!(s);
         let _ = writeln!(
             s,
@@ -582,19 +615,6 @@ impl Report {
             "per M tokens: cost ${:.4} (all), ${:.3} (output); mean price ${:.4}",
             u.cost_all_tokens, u.cost_output_tokens, u.revenue_all_tokens
         );
-        for p in &self.pools {
-            p.render_text(&mut s);
-        }
-        if self.kv_transfer.transfers > 0 {
-            let _ = writeln!(s);
-            let x = &self.kv_transfer;
-            let _ = writeln!(
-                s,
-                "KV transfer: {} transfers, {:.1} GiB, time p50 {:.2} ms p99 {:.2} ms",
-                x.transfers, x.gib, x.time_ms.p50, x.time_ms.p99
-            );
-        }
-        s
     }
 }
 

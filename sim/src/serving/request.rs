@@ -2,7 +2,7 @@
 //! state (separate types: a request is in prefill, then in decode), and the slot store
 //! that holds the live requests (`Slots::alloc` / `Slots::release`).
 
-use super::core::Nanos;
+use super::clock::Nanos;
 use super::pool::GroupId;
 use super::prompt::Prompt;
 use super::workload::{NewRequest, Origin};

@@ -2,8 +2,8 @@
 //! decode batch priced as pieces), and applying one that finished (prefill progress,
 //! first tokens, inter-token gaps, requests whose last step it was).
 
+use super::clock::{ns_to_secs, secs_to_ns};
 use super::config::Mode;
-use super::core::{ns_to_secs, secs_to_ns};
 use super::pool::{GroupId, Role};
 use super::rack::{Event, Rack};
 use super::request::{ReqId, Request};

@@ -3,7 +3,7 @@
 //! and the KV transfer over the destination rank's ingress link (NVLink inside a
 //! domain, the scale-out network across), queued per destination rank.
 
-use super::core::secs_to_ns;
+use super::clock::secs_to_ns;
 use super::pool::{GroupId, Role};
 use super::rack::{Event, Rack};
 use super::request::ReqId;

@@ -184,6 +184,26 @@ pub fn closed_loop(concurrency: u32, input: f64, output: f64) -> WorkloadConfig 
     }
 }
 
+/// The input of a run of `sc` under `wl` with `cost` pricing both pools, without trace
+/// records.
+pub fn one_cost_input<'a>(
+    sc: &'a ServingScenario,
+    wl: &'a WorkloadConfig,
+    hw: &'a Hardware,
+    m: &'a Model,
+    cost: &'a dyn PoolCost,
+) -> SimInput<'a> {
+    SimInput {
+        scenario: sc,
+        workload: wl,
+        hardware: hw,
+        model: m,
+        prefill_cost: cost,
+        decode_cost: cost,
+        trace: &[],
+    }
+}
+
 /// Runs `sc` under `wl` (and `trace`) with `cost` pricing both pools, on
 /// `hardware(72)`: the report, with its accounts checked, and every step started.
 pub fn run_recorded(
@@ -195,13 +215,8 @@ pub fn run_recorded(
 ) -> (Report, Vec<SimStep>) {
     let hw = hardware(72);
     let input = SimInput {
-        scenario: sc,
-        workload: wl,
-        hardware: &hw,
-        model: m,
-        prefill_cost: cost,
-        decode_cost: cost,
         trace,
+        ..one_cost_input(sc, wl, &hw, m, cost)
     };
     let (r, steps) = simulate_with_steps(&input, sc.seed).expect("simulation runs");
     assert_eq!(r.accounting.violations(), Vec::<String>::new());
@@ -210,17 +225,5 @@ pub fn run_recorded(
 
 /// A trace replay at the recorded pace.
 pub fn trace_workload() -> WorkloadConfig {
-    WorkloadConfig {
-        name: "trace".into(),
-        description: String::new(),
-        closed_loop: None,
-        open_loop: None,
-        agentx: None,
-        trace: Some(TraceReplay {
-            time_scale: 1.0,
-            max_requests: None,
-        }),
-        rate_curve: None,
-        provenance: BTreeMap::new(),
-    }
+    WorkloadConfig::trace_replay("trace")
 }

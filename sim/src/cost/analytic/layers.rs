@@ -6,7 +6,7 @@ use crate::cost::kernels::gemm::{Gemm, GemmKind, SoftMax};
 use crate::cost::kernels::skew;
 use crate::cost::CostParams;
 use crate::cost::Layout;
-use crate::model::{AttentionKind, FfnKind};
+use crate::model::{AttentionKind, FfnKind, Layer};
 use crate::units::Dtype;
 use crate::{Hardware, Model};
 
@@ -193,214 +193,286 @@ fn dense(hw: &Hardware, n: f64, k: f64, w: Dtype, scale_block: u32) -> GemmSpec 
     }
 }
 
-impl Compiled {
-    pub fn new(hw: &Hardware, model: &Model, layout: &Layout, params: &CostParams) -> Compiled {
-        let expanded = model.expand_layers();
-        let layers = expanded.len() as f64;
-        let moe_layers = expanded.iter().filter(|l| l.ffn == FfnKind::Moe).count() as f64;
-        let mut classes: Vec<AttnClass> = Vec::new();
-        let mut types: Vec<LayerType> = Vec::new();
-        let mut sequence = Vec::with_capacity(expanded.len());
-        for l in &expanded {
-            let c = AttnClass {
+/// The attention classes, the layer types and every layer's type index, in order.
+fn layer_types(expanded: &[Layer]) -> (Vec<AttnClass>, Vec<LayerType>, Vec<u8>) {
+    let mut classes: Vec<AttnClass> = Vec::new();
+    let mut types: Vec<LayerType> = Vec::new();
+    let mut sequence = Vec::with_capacity(expanded.len());
+    for l in expanded {
+        let c = AttnClass {
+            kind: l.attention,
+            count: 1.0,
+            ratio: l.compress_ratio as f64,
+            has_indexer: l.has_indexer,
+            window_branch: l.window_branch && l.attention != AttentionKind::Window,
+        };
+        let ci = match classes.iter().position(|x| {
+            x.kind == c.kind
+                && x.ratio == c.ratio
+                && x.has_indexer == c.has_indexer
+                && x.window_branch == c.window_branch
+        }) {
+            Some(i) => {
+                classes[i].count += 1.0;
+                i
+            }
+            None => {
+                classes.push(c);
+                classes.len() - 1
+            }
+        };
+        let moe = l.ffn == FfnKind::Moe;
+        let ti = match types.iter().position(|t| t.class == ci && t.moe == moe) {
+            Some(i) => {
+                types[i].count += 1.0;
+                i
+            }
+            None => {
+                types.push(LayerType {
+                    class: ci,
+                    moe,
+                    count: 1.0,
+                });
+                types.len() - 1
+            }
+        };
+        sequence.push(ti as u8);
+    }
+    (classes, types, sequence)
+}
+
+/// The window layers that replay cached context, and how many tokens each replays.
+fn replay_layers(model: &Model, expanded: &[Layer]) -> Vec<ReplayLayer> {
+    let a = &model.attention;
+    let mut replay = Vec::new();
+    if let Some(r) = &a.replay {
+        let window = a.window as u64;
+        let n = expanded.len() as u64;
+        for l in expanded.iter().filter(|l| l.window_branch) {
+            let cap = if l.index < r.bounded_layers {
+                r.bounded_tokens as u64
+            } else {
+                // Exact recompute: the top layer's window needs `window` tokens at
+                // this layer for every layer above it (receptive field).
+                window * (n - l.index as u64)
+            };
+            replay.push(ReplayLayer {
+                cap_tokens: cap,
                 kind: l.attention,
-                count: 1.0,
                 ratio: l.compress_ratio as f64,
                 has_indexer: l.has_indexer,
-                window_branch: l.window_branch && l.attention != AttentionKind::Window,
-            };
-            let ci = match classes.iter().position(|x| {
-                x.kind == c.kind
-                    && x.ratio == c.ratio
-                    && x.has_indexer == c.has_indexer
-                    && x.window_branch == c.window_branch
-            }) {
-                Some(i) => {
-                    classes[i].count += 1.0;
-                    i
-                }
-                None => {
-                    classes.push(c);
-                    classes.len() - 1
-                }
-            };
-            let moe = l.ffn == FfnKind::Moe;
-            let ti = match types.iter().position(|t| t.class == ci && t.moe == moe) {
-                Some(i) => {
-                    types[i].count += 1.0;
-                    i
-                }
-                None => {
-                    types.push(LayerType {
-                        class: ci,
-                        moe,
-                        count: 1.0,
-                    });
-                    types.len() - 1
-                }
-            };
-            sequence.push(ti as u8);
+            });
         }
+    }
+    replay
+}
+
+/// What tensor parallelism splits: heads, dense layers by columns then rows
+/// (Megatron style), and the routed experts unless they are spread whole.
+#[derive(Debug, Clone, Copy)]
+struct Split {
+    /// Tensor-parallel GPUs (1 = none).
+    tp: f64,
+    /// Attention heads per GPU.
+    heads: f64,
+    /// The share of every routed expert one GPU holds, inverted: `tp` when TP slices
+    /// the experts, 1 when each GPU holds whole ones (DEP, or TP with expert
+    /// parallelism).
+    slice: f64,
+    /// The RoPE width of a query or key head.
+    rope: f64,
+}
+
+impl Split {
+    fn new(model: &Model, layout: &Layout) -> Split {
         let a = &model.attention;
-        let mut replay = Vec::new();
-        if let Some(r) = &a.replay {
-            let window = a.window as u64;
-            let n = expanded.len() as u64;
-            for l in expanded.iter().filter(|l| l.window_branch) {
-                let cap = if l.index < r.bounded_layers {
-                    r.bounded_tokens as u64
-                } else {
-                    // Exact recompute: the top layer's window needs `window` tokens at
-                    // this layer for every layer above it (receptive field).
-                    window * (n - l.index as u64)
-                };
-                replay.push(ReplayLayer {
-                    cap_tokens: cap,
-                    kind: l.attention,
-                    ratio: l.compress_ratio as f64,
-                    has_indexer: l.has_indexer,
-                });
-            }
-        }
-        let h = model.hidden as f64;
-        // Tensor parallelism splits the heads, and every dense layer by columns then
-        // rows (Megatron style); the latent/KV down-projections and the router stay
-        // whole on every GPU.
         let tp = layout.tp.max(1) as f64;
-        let heads = a.heads as f64 / tp;
-        let aw = a.weight_dtype;
-        // Attention projections (per GPU).
-        let mut proj = Vec::new();
-        if a.q_lora > 0 {
-            proj.push(dense(hw, a.q_lora as f64 + a.kv_dim as f64, h, aw, 128));
-            proj.push(dense(
-                hw,
-                heads * a.qk_head_dim as f64,
-                a.q_lora as f64,
-                aw,
-                128,
-            ));
-        } else {
-            proj.push(dense(
-                hw,
-                heads * a.qk_head_dim as f64 + a.kv_dim as f64,
-                h,
-                aw,
-                128,
-            ));
-        }
-        match a.o_lora {
-            Some(r) => {
-                proj.push(dense(hw, r as f64, heads * a.v_head_dim as f64, aw, 128));
-                proj.push(dense(hw, h, r as f64 / tp, aw, 128));
-            }
-            None => proj.push(dense(hw, h, heads * a.v_head_dim as f64, aw, 128)),
-        }
-        // MLA: the latent KV's up-projection, absorbed into the query and output at
-        // decode, applied to every context token at un-absorbed prefill.
-        let mla = a.kv_up_params > 0;
-        let kv_lora = a.value_dim as f64;
         let rope = if a.kv_dim > a.value_dim {
             (a.kv_dim - a.value_dim) as f64
         } else {
             64f64.min(a.qk_head_dim as f64)
         };
-        let (absorb, kv_up) = if mla {
-            let nope = (a.qk_head_dim as f64 - rope).max(1.0);
-            let bf16 = Dtype::Bf16;
-            let batched = |n: f64, k: f64| GemmSpec {
-                kind: GemmKind::Masked,
-                groups: heads,
-                n,
-                k,
-                a_bytes: 2.0,
-                b_bytes: 2.0,
-                rate: hw.tensor.flops_per_s(bf16),
-                rows_vary: false,
-                slot: None,
-            };
-            (
-                vec![
-                    batched(kv_lora, nope),
-                    batched(a.v_head_dim as f64, kv_lora),
-                ],
-                Some(dense(
-                    hw,
-                    a.kv_up_params as f64 / kv_lora / tp,
-                    kv_lora,
-                    aw,
-                    128,
-                )),
-            )
-        } else {
-            (Vec::new(), None)
-        };
-        // Routed experts sliced over the TP GPUs (each holds 1/tp of every expert), or
-        // whole on one GPU each (DEP, or TP with expert parallelism).
-        let slice = if tp > 1.0 && !layout.expert_parallel {
-            tp
-        } else {
-            1.0
-        };
-        let (router, shared, experts, expert_bytes, expert_params, top_k) = match &model.moe {
-            Some(m) => {
-                let ffn = m.expert_ffn as f64;
-                let act = m.activation_dtype;
-                let wb = weight_bytes(m.weight_dtype, m.scale_block);
-                let grouped = |n: f64, k: f64| GemmSpec {
-                    kind: GemmKind::Masked,
-                    groups: 1.0,
-                    n,
-                    k,
-                    a_bytes: act.bytes(),
-                    b_bytes: wb,
-                    rate: pair_rate(hw, act, m.weight_dtype),
-                    rows_vary: true,
-                    slot: None,
-                };
-                let sw = m.shared_weight_dtype;
-                let sffn = ffn * m.shared_experts as f64 / tp;
-                let shared = if m.shared_experts > 0 {
-                    vec![
-                        dense(hw, 2.0 * sffn, h, sw, 128),
-                        dense(hw, h, sffn, sw, 128),
-                    ]
-                } else {
-                    Vec::new()
-                };
-                (
-                    Some(dense(hw, m.routed_experts as f64, h, Dtype::Bf16, 0)),
-                    shared,
-                    vec![grouped(2.0 * ffn / slice, h), grouped(h, ffn / slice)],
-                    model.expert_bytes() / slice,
-                    model.expert_params() / slice,
-                    m.top_k as f64,
-                )
-            }
-            None => (None, Vec::new(), Vec::new(), 0.0, 0.0, 0.0),
-        };
-        let dense_ffn = match &model.dense_ffn {
-            Some(d) => vec![
-                dense(hw, 2.0 * d.ffn as f64 / tp, h, d.weight_dtype, 128),
-                dense(hw, h, d.ffn as f64 / tp, d.weight_dtype, 128),
-            ],
-            None => Vec::new(),
-        };
-        let ed = model.embedding_dtype;
-        let lm_head = GemmSpec {
-            kind: GemmKind::Dense,
-            groups: 1.0,
-            n: model.vocab as f64 / tp,
-            k: h,
-            a_bytes: ed.bytes().max(1.0),
-            b_bytes: ed.bytes(),
-            rate: hw.tensor.flops_per_s(ed),
-            rows_vary: false,
-            slot: None,
-        };
-        // Element-wise traffic per token and layer (see `cost/analytic/mod.rs`).
+        Split {
+            tp,
+            heads: a.heads as f64 / tp,
+            slice: if tp > 1.0 && !layout.expert_parallel {
+                tp
+            } else {
+                1.0
+            },
+            rope,
+        }
+    }
+}
+
+/// The attention projections before the router (q, kv, o), per GPU; the latent/KV
+/// down-projections stay whole on every GPU.
+fn projection_gemms(hw: &Hardware, model: &Model, split: &Split) -> Vec<GemmSpec> {
+    let a = &model.attention;
+    let h = model.hidden as f64;
+    let (tp, heads, aw) = (split.tp, split.heads, a.weight_dtype);
+    let mut proj = Vec::new();
+    if a.q_lora > 0 {
+        proj.push(dense(hw, a.q_lora as f64 + a.kv_dim as f64, h, aw, 128));
+        proj.push(dense(
+            hw,
+            heads * a.qk_head_dim as f64,
+            a.q_lora as f64,
+            aw,
+            128,
+        ));
+    } else {
+        proj.push(dense(
+            hw,
+            heads * a.qk_head_dim as f64 + a.kv_dim as f64,
+            h,
+            aw,
+            128,
+        ));
+    }
+    match a.o_lora {
+        Some(r) => {
+            proj.push(dense(hw, r as f64, heads * a.v_head_dim as f64, aw, 128));
+            proj.push(dense(hw, h, r as f64 / tp, aw, 128));
+        }
+        None => proj.push(dense(hw, h, heads * a.v_head_dim as f64, aw, 128)),
+    }
+    proj
+}
+
+/// MLA: the latent KV's up-projection, absorbed into the query and output at decode
+/// (batched GEMMs per head), applied to every context token at un-absorbed prefill.
+/// Neither without MLA.
+fn mla_gemms(hw: &Hardware, model: &Model, split: &Split) -> (Vec<GemmSpec>, Option<GemmSpec>) {
+    let a = &model.attention;
+    if a.kv_up_params == 0 {
+        return (Vec::new(), None);
+    }
+    let kv_lora = a.value_dim as f64;
+    let nope = (a.qk_head_dim as f64 - split.rope).max(1.0);
+    let batched = |n: f64, k: f64| GemmSpec {
+        kind: GemmKind::Masked,
+        groups: split.heads,
+        n,
+        k,
+        a_bytes: 2.0,
+        b_bytes: 2.0,
+        rate: hw.tensor.flops_per_s(Dtype::Bf16),
+        rows_vary: false,
+        slot: None,
+    };
+    (
+        vec![
+            batched(kv_lora, nope),
+            batched(a.v_head_dim as f64, kv_lora),
+        ],
+        Some(dense(
+            hw,
+            a.kv_up_params as f64 / kv_lora / split.tp,
+            kv_lora,
+            a.weight_dtype,
+            128,
+        )),
+    )
+}
+
+/// The MoE FFN's GEMMs and routed-expert sizes per GPU (none without MoE).
+#[derive(Default)]
+struct MoeGemms {
+    router: Option<GemmSpec>,
+    shared: Vec<GemmSpec>,
+    /// Routed experts: gate+up, then down.
+    experts: Vec<GemmSpec>,
+    expert_bytes: f64,
+    expert_params: f64,
+}
+
+fn moe_gemms(hw: &Hardware, model: &Model, split: &Split) -> MoeGemms {
+    let Some(m) = &model.moe else {
+        return MoeGemms::default();
+    };
+    let h = model.hidden as f64;
+    let ffn = m.expert_ffn as f64;
+    let act = m.activation_dtype;
+    let wb = weight_bytes(m.weight_dtype, m.scale_block);
+    let grouped = |n: f64, k: f64| GemmSpec {
+        kind: GemmKind::Masked,
+        groups: 1.0,
+        n,
+        k,
+        a_bytes: act.bytes(),
+        b_bytes: wb,
+        rate: pair_rate(hw, act, m.weight_dtype),
+        rows_vary: true,
+        slot: None,
+    };
+    let sw = m.shared_weight_dtype;
+    let sffn = ffn * m.shared_experts as f64 / split.tp;
+    let shared = if m.shared_experts > 0 {
+        vec![
+            dense(hw, 2.0 * sffn, h, sw, 128),
+            dense(hw, h, sffn, sw, 128),
+        ]
+    } else {
+        Vec::new()
+    };
+    let slice = split.slice;
+    MoeGemms {
+        router: Some(dense(hw, m.routed_experts as f64, h, Dtype::Bf16, 0)),
+        shared,
+        experts: vec![grouped(2.0 * ffn / slice, h), grouped(h, ffn / slice)],
+        expert_bytes: model.expert_bytes() / slice,
+        expert_params: model.expert_params() / slice,
+    }
+}
+
+/// The dense FFN's gate+up and down GEMMs per GPU (none without a dense FFN).
+fn dense_ffn_gemms(hw: &Hardware, model: &Model, tp: f64) -> Vec<GemmSpec> {
+    let h = model.hidden as f64;
+    match &model.dense_ffn {
+        Some(d) => vec![
+            dense(hw, 2.0 * d.ffn as f64 / tp, h, d.weight_dtype, 128),
+            dense(hw, h, d.ffn as f64 / tp, d.weight_dtype, 128),
+        ],
+        None => Vec::new(),
+    }
+}
+
+fn lm_head_gemm(hw: &Hardware, model: &Model, tp: f64) -> GemmSpec {
+    let ed = model.embedding_dtype;
+    GemmSpec {
+        kind: GemmKind::Dense,
+        groups: 1.0,
+        n: model.vocab as f64 / tp,
+        k: model.hidden as f64,
+        a_bytes: ed.bytes().max(1.0),
+        b_bytes: ed.bytes(),
+        rate: hw.tensor.flops_per_s(ed),
+        rows_vary: false,
+        slot: None,
+    }
+}
+
+/// Per-token element-wise bytes and kernel counts per layer (see
+/// `cost/analytic/mod.rs`): before the router, MoE FFN, dense FFN, and per routed
+/// token-expert pair.
+struct Elementwise {
+    attn_bytes: f64,
+    moe_bytes: f64,
+    dense_bytes: f64,
+    pair_bytes: f64,
+    kernels_attn: f64,
+    kernels_moe: f64,
+    kernels_dense: f64,
+}
+
+impl Elementwise {
+    fn new(model: &Model, split: &Split, projections: usize) -> Elementwise {
+        let a = &model.attention;
+        let h = model.hidden as f64;
+        let (tp, heads, rope, aw) = (split.tp, split.heads, split.rope, a.weight_dtype);
         let quant = |width: f64, w: Dtype| if w.bytes() <= 1.0 { 3.0 * width } else { 0.0 };
-        let mut elem_attn = 8.0 * h // fused residual add + RMSNorm before attention
+        let mut attn_bytes = 8.0 * h // fused residual add + RMSNorm before attention
             + quant(h, aw)
             + 4.0 * rope * (heads + 1.0) // RoPE on queries and the key
             + 2.0 * a.kv_dim as f64 + a.kv_entry_bytes // KV cache write
@@ -408,21 +480,21 @@ impl Compiled {
             + 8.0 * h; // fused residual add + RMSNorm after attention
                        // With TP, one all-reduce kernel after attention and one after the FFN.
         let ar_kernel = if tp > 1.0 { 1.0 } else { 0.0 };
-        let mut kernels_attn = 6.0 + proj.len() as f64 + ar_kernel;
+        let mut kernels_attn = 6.0 + projections as f64 + ar_kernel;
         if a.q_lora > 0 {
-            elem_attn += 4.0 * (a.q_lora as f64 + a.kv_dim as f64) + quant(a.q_lora as f64, aw);
+            attn_bytes += 4.0 * (a.q_lora as f64 + a.kv_dim as f64) + quant(a.q_lora as f64, aw);
             kernels_attn += 2.0;
         }
         if aw.bytes() <= 1.0 {
             kernels_attn += 2.0;
         }
-        let (elem_moe, elem_pair, kernels_moe) = match &model.moe {
+        let (moe_bytes, pair_bytes, kernels_moe) = match &model.moe {
             Some(m) => {
                 let ffn = m.expert_ffn as f64;
                 let shared = 5.0 * ffn * m.shared_experts as f64 / tp;
                 (
-                    4.0 * m.routed_experts as f64 + 8.0 * top_k + 3.0 * h + shared,
-                    5.0 * ffn / slice,
+                    4.0 * m.routed_experts as f64 + 8.0 * m.top_k as f64 + 3.0 * h + shared,
+                    5.0 * ffn / split.slice,
                     // router GEMM, top-k, quantisation, dispatch, two expert GEMMs,
                     // activation, combine (one kernel when fused; no dispatch or
                     // combine under TP, whose all-reduce follows), and the shared
@@ -436,11 +508,35 @@ impl Compiled {
             }
             None => (0.0, 0.0, 0.0),
         };
-        let (elem_dense, kernels_dense) = match &model.dense_ffn {
+        let (dense_bytes, kernels_dense) = match &model.dense_ffn {
             Some(d) => (3.0 * h + 5.0 * d.ffn as f64 / tp, 4.0 + ar_kernel),
             None => (0.0, 0.0),
         };
-        let expert_ranks = if tp > 1.0 {
+        Elementwise {
+            attn_bytes,
+            moe_bytes,
+            dense_bytes,
+            pair_bytes,
+            kernels_attn,
+            kernels_moe,
+            kernels_dense,
+        }
+    }
+}
+
+/// Where the routed experts live and how tokens reach them.
+struct Experts {
+    /// GPUs the routed experts are spread over whole (`Compiled::expert_ranks`).
+    ranks: f64,
+    per_rank: f64,
+    redundant_per_rank: f64,
+    fanout: Fanout,
+    popularity_skew: f64,
+}
+
+impl Experts {
+    fn new(hw: &Hardware, model: &Model, layout: &Layout, tp: f64) -> Experts {
+        let ranks = if tp > 1.0 {
             if layout.expert_parallel {
                 tp
             } else {
@@ -449,32 +545,52 @@ impl Compiled {
         } else {
             layout.dep.max(1) as f64
         };
-        let (experts_per_rank, redundant_per_rank, fanout, pop) = match &model.moe {
-            Some(m) => {
-                let routing = Routing {
-                    experts: m.routed_experts as f64,
-                    top_k: m.top_k as f64,
-                    groups: m.groups.max(1) as f64,
-                    topk_groups: m.topk_groups.max(1) as f64,
-                };
-                let d = layout.dep.max(1);
-                (
-                    m.routed_experts as f64 / expert_ranks,
-                    layout.redundant_experts as f64 / expert_ranks,
-                    a2a::fanout(&routing, d as f64, hw.nvlink_domain_gpus.max(1) as f64),
-                    skew::popularity_skew(
-                        m.routed_experts,
-                        expert_ranks as u32,
-                        layout.redundant_experts,
-                        m.expert_load_cv,
-                    ),
-                )
-            }
-            None => (0.0, 0.0, Fanout::default(), 1.0),
+        let Some(m) = &model.moe else {
+            return Experts {
+                ranks,
+                per_rank: 0.0,
+                redundant_per_rank: 0.0,
+                fanout: Fanout::default(),
+                popularity_skew: 1.0,
+            };
         };
-        // Weights per GPU: the down-projections to the latents stay whole under TP.
+        let routing = Routing {
+            experts: m.routed_experts as f64,
+            top_k: m.top_k as f64,
+            groups: m.groups.max(1) as f64,
+            topk_groups: m.topk_groups.max(1) as f64,
+        };
+        let d = layout.dep.max(1);
+        Experts {
+            ranks,
+            per_rank: m.routed_experts as f64 / ranks,
+            redundant_per_rank: layout.redundant_experts as f64 / ranks,
+            fanout: a2a::fanout(&routing, d as f64, hw.nvlink_domain_gpus.max(1) as f64),
+            popularity_skew: skew::popularity_skew(
+                m.routed_experts,
+                ranks as u32,
+                layout.redundant_experts,
+                m.expert_load_cv,
+            ),
+        }
+    }
+}
+
+/// Weights per GPU, parameters and bytes, outside the routed experts.
+struct Weights {
+    attn_proj_params: f64,
+    shared_params: f64,
+    shared_bytes: f64,
+    dense_ffn_bytes: f64,
+    lm_head_params: f64,
+}
+
+impl Weights {
+    fn new(model: &Model, tp: f64) -> Weights {
+        let a = &model.attention;
+        let h = model.hidden as f64;
+        // The down-projections to the latents stay whole under TP.
         let whole = h * (a.kv_dim as f64 + if a.q_lora > 0 { a.q_lora as f64 } else { 0.0 });
-        let attn_proj_params = whole + (model.attention_params_per_layer() - whole) / tp;
         let (shared_params, shared_bytes) = match &model.moe {
             Some(m) => {
                 let p = 3.0 * h * m.expert_ffn as f64 * m.shared_experts as f64 / tp;
@@ -482,17 +598,37 @@ impl Compiled {
             }
             None => (0.0, 0.0),
         };
-        let dense_ffn_bytes = model
-            .dense_ffn
-            .as_ref()
-            .map(|d| 3.0 * h * d.ffn as f64 * d.weight_dtype.bytes() / tp)
-            .unwrap_or(0.0);
-        let lm_head_params = model.vocab as f64 * h / tp;
-        let indexer_flops_per_pair = a
-            .indexer
-            .as_ref()
-            .map(|i| 2.0 * i.heads as f64 * i.head_dim as f64)
-            .unwrap_or(0.0);
+        Weights {
+            attn_proj_params: whole + (model.attention_params_per_layer() - whole) / tp,
+            shared_params,
+            shared_bytes,
+            dense_ffn_bytes: model
+                .dense_ffn
+                .as_ref()
+                .map(|d| 3.0 * h * d.ffn as f64 * d.weight_dtype.bytes() / tp)
+                .unwrap_or(0.0),
+            lm_head_params: model.vocab as f64 * h / tp,
+        }
+    }
+}
+
+impl Compiled {
+    pub fn new(hw: &Hardware, model: &Model, layout: &Layout, params: &CostParams) -> Compiled {
+        let expanded = model.expand_layers();
+        let layers = expanded.len() as f64;
+        let moe_layers = expanded.iter().filter(|l| l.ffn == FfnKind::Moe).count() as f64;
+        let (classes, types, sequence) = layer_types(&expanded);
+        let a = &model.attention;
+        let h = model.hidden as f64;
+        let split = Split::new(model, layout);
+        let (tp, heads) = (split.tp, split.heads);
+        let proj = projection_gemms(hw, model, &split);
+        let (absorb, kv_up) = mla_gemms(hw, model, &split);
+        let moe = moe_gemms(hw, model, &split);
+        let elem = Elementwise::new(model, &split, proj.len());
+        let experts = Experts::new(hw, model, layout, tp);
+        let weights = Weights::new(model, tp);
+        let pair_flops_absorbed = 2.0 * heads * (a.score_dim + a.value_dim) as f64;
         let dispatch = model.dispatch_dtype.bytes();
         let mut compiled = Compiled {
             layers,
@@ -501,53 +637,57 @@ impl Compiled {
             classes,
             types,
             sequence,
-            replay,
+            replay: replay_layers(model, &expanded),
             proj,
             absorb,
             kv_up,
-            router,
-            shared,
-            dense_ffn,
-            experts,
-            lm_head,
+            router: moe.router,
+            shared: moe.shared,
+            dense_ffn: dense_ffn_gemms(hw, model, tp),
+            experts: moe.experts,
+            lm_head: lm_head_gemm(hw, model, tp),
             gemm_slots: 0,
-            elem_attn_bytes: elem_attn,
-            elem_moe_bytes: elem_moe,
-            elem_dense_bytes: elem_dense,
-            elem_pair_bytes: elem_pair,
-            kernels_attn,
-            kernels_moe,
-            kernels_dense,
+            elem_attn_bytes: elem.attn_bytes,
+            elem_moe_bytes: elem.moe_bytes,
+            elem_dense_bytes: elem.dense_bytes,
+            elem_pair_bytes: elem.pair_bytes,
+            kernels_attn: elem.kernels_attn,
+            kernels_moe: elem.kernels_moe,
+            kernels_dense: elem.kernels_dense,
             kernels_step: 5.0,
-            pair_flops_absorbed: 2.0 * heads * (a.score_dim + a.value_dim) as f64,
-            pair_flops_unabsorbed: if mla {
+            pair_flops_absorbed,
+            pair_flops_unabsorbed: if a.kv_up_params > 0 {
                 2.0 * heads * (a.qk_head_dim + a.v_head_dim) as f64
             } else {
-                2.0 * heads * (a.score_dim + a.value_dim) as f64
+                pair_flops_absorbed
             },
-            indexer_flops_per_pair,
-            expert_params,
-            expert_bytes,
-            experts_per_rank,
-            redundant_per_rank,
-            expert_ranks,
+            indexer_flops_per_pair: a
+                .indexer
+                .as_ref()
+                .map(|i| 2.0 * i.heads as f64 * i.head_dim as f64)
+                .unwrap_or(0.0),
+            expert_params: moe.expert_params,
+            expert_bytes: moe.expert_bytes,
+            experts_per_rank: experts.per_rank,
+            redundant_per_rank: experts.redundant_per_rank,
+            expert_ranks: experts.ranks,
             a2a: tp <= 1.0 && layout.dep > 1,
             tp,
             kv_share: 1.0 / tp.min(a.kv_heads.max(1) as f64),
             allreduces_per_layer: if tp > 1.0 { 2.0 } else { 0.0 },
             allreduce_bytes_per_token: 2.0 * h,
-            fanout,
+            fanout: experts.fanout,
             copy_normal: a2a::copy_bytes(h, dispatch, 0.0),
             copy_ll: a2a::copy_bytes(h, dispatch, 16.0),
             copy_combine: a2a::copy_bytes(h, model.combine_dtype.bytes(), 0.0),
-            popularity_skew: pop,
-            z_dep: skew::expected_max_normal(expert_ranks),
-            attn_proj_params,
-            attn_proj_bytes: attn_proj_params * aw.bytes(),
-            shared_params,
-            shared_bytes,
-            dense_ffn_bytes,
-            lm_head_bytes: lm_head_params * ed.bytes(),
+            popularity_skew: experts.popularity_skew,
+            z_dep: skew::expected_max_normal(experts.ranks),
+            attn_proj_params: weights.attn_proj_params,
+            attn_proj_bytes: weights.attn_proj_params * a.weight_dtype.bytes(),
+            shared_params: weights.shared_params,
+            shared_bytes: weights.shared_bytes,
+            dense_ffn_bytes: weights.dense_ffn_bytes,
+            lm_head_bytes: weights.lm_head_params * model.embedding_dtype.bytes(),
             roof_tile: SoftMax::new(params.tile.overlap_p),
             roof_ll: SoftMax::new(params.ll.overlap_p),
         };

@@ -24,12 +24,12 @@
 
 mod layers;
 mod memo;
-mod price;
+mod stages;
 mod work;
 
 use self::layers::Compiled;
 use self::memo::Memo;
-use self::price::{Local, MoePart, TypeLocal};
+use self::stages::{Local, MoePart, TypeLocal};
 use self::work::RankWork;
 use super::kernels::a2a;
 use super::kernels::overlap::{self, Schedule, Stages};
@@ -39,7 +39,7 @@ use super::{
 use crate::model::AttentionKind;
 use crate::{Hardware, Model};
 
-pub use self::price::MAX_TYPES;
+pub use self::stages::MAX_TYPES;
 pub use self::work::MAX_CLASSES;
 
 #[derive(Debug, Clone)]
@@ -133,7 +133,7 @@ impl AnalyticCostModel {
             Phase::Decode => 0.0,
         };
         let seq = &self.compiled.sequence;
-        let mut stages = [Stages::default(); price::MAX_TYPES];
+        let mut stages = [Stages::default(); stages::MAX_TYPES];
         let mut penalty = 0.0;
         for (ti, s) in stages
             .iter_mut()

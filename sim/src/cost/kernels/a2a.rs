@@ -200,21 +200,36 @@ pub fn normal(
     }
 }
 
-/// Low-latency kernel: `tokens` sent by one rank, one copy of `bytes` per routed
-/// expert (`top_k`), `fixed_s` the kernel's own latency (dispatch or combine).
-#[allow(clippy::too_many_arguments)]
+/// What one rank sends through a low-latency kernel: `tokens`, one copy of `bytes`
+/// per routed expert (`top_k`); `fixed_s` is the kernel's own latency (dispatch or
+/// combine), `recv_skew` the hottest receiver's load over the mean.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LowLatencySend {
+    pub tokens: f64,
+    pub top_k: f64,
+    pub bytes: f64,
+    pub fixed_s: f64,
+    pub recv_skew: f64,
+}
+
+/// Low-latency kernel: `send` from each of `dep` ranks, NVLink within domains of
+/// `domain` GPUs, RDMA between them.
+#[inline]
 pub fn low_latency(
-    tokens: f64,
-    top_k: f64,
-    bytes: f64,
+    send: &LowLatencySend,
     dep: f64,
     domain: f64,
     links: &Links,
     p: &CostParams,
-    fixed_s: f64,
-    recv_skew: f64,
     roof: &SoftMax,
 ) -> Leg {
+    let LowLatencySend {
+        tokens,
+        top_k,
+        bytes,
+        fixed_s,
+        recv_skew,
+    } = *send;
     if dep <= 1.0 || tokens <= 0.0 {
         return Leg::default();
     }
@@ -336,37 +351,19 @@ mod tests {
             nvlink_bytes_per_s: 1e9,
             nic_bytes_per_s: 1e8,
         };
-        let leg = low_latency(
-            10.0,
-            4.0,
-            100.0,
-            16.0,
-            8.0,
-            &links,
-            &p,
-            10e-6,
-            1.0,
-            &SoftMax::new(1.0),
-        );
+        let send = LowLatencySend {
+            tokens: 10.0,
+            top_k: 4.0,
+            bytes: 100.0,
+            fixed_s: 10e-6,
+            recv_skew: 1.0,
+        };
+        let roof = SoftMax::new(1.0);
+        let leg = low_latency(&send, 16.0, 8.0, &links, &p, &roof);
         close(leg.nvlink_bytes, 1750.0);
         close(leg.rdma_bytes, 2000.0);
         close(leg.s, 25e-6 + 2000.0 / 1e8);
-        assert_eq!(
-            low_latency(
-                10.0,
-                4.0,
-                100.0,
-                1.0,
-                8.0,
-                &links,
-                &p,
-                10e-6,
-                1.0,
-                &SoftMax::new(1.0)
-            )
-            .s,
-            0.0
-        );
+        assert_eq!(low_latency(&send, 1.0, 8.0, &links, &p, &roof).s, 0.0);
         // DeepEP's FP8 dispatch copy at hidden 7168: 7168 + 224 scale bytes + 16 meta.
         close(copy_bytes(7168.0, 1.0, 16.0), 7408.0);
         close(copy_bytes(7168.0, 2.0, 0.0), 14336.0);

@@ -66,20 +66,34 @@ pub fn roofline(
     }
 }
 
-/// One attention kernel's time (without its launch cost): `bytes` of KV and queries
-/// read, `flops` of score and value products, `seq_tokens` query tokens per sequence
+/// One attention kernel's work: its class and phase, `bytes` of KV and queries read,
+/// `flops` of score and value products, `seq_tokens` query tokens per sequence
 /// (prefill's diagonal waste).
-#[allow(clippy::too_many_arguments)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AttnWork {
+    pub kernel: AttnKernel,
+    pub phase: Phase,
+    pub bytes: f64,
+    pub flops: f64,
+    pub seq_tokens: f64,
+}
+
+/// One attention kernel's time (without its launch cost) for `w` on a GPU that reads
+/// `hbm_bytes_per_s` and computes `peak_flops_per_s` at the kernel's width.
+#[inline]
 pub fn time(
     p: &CostParams,
-    kernel: AttnKernel,
-    phase: Phase,
-    bytes: f64,
-    flops: f64,
-    seq_tokens: f64,
+    w: &AttnWork,
     hbm_bytes_per_s: f64,
     peak_flops_per_s: f64,
 ) -> KernelTime {
+    let AttnWork {
+        kernel,
+        phase,
+        bytes,
+        flops,
+        seq_tokens,
+    } = *w;
     let r = rate(p, kernel, phase);
     let scale = match (phase, kernel) {
         (Phase::Prefill, AttnKernel::Dense) if seq_tokens > 0.0 => {
@@ -104,30 +118,22 @@ mod tests {
         p.attention = OpRate::new(1.0, 1.0, 0.0);
         let bytes = 128.0 * 4096.0 * 1152.0;
         let flops = 2.0 * 16.0 * 4096.0 * 128.0 * 1088.0;
-        let k = time(
-            &p,
-            AttnKernel::Dense,
-            Phase::Decode,
-            bytes,
-            flops,
-            1.0,
-            1e12,
-            1e15,
-        );
+        let decode = |flops: f64, peak_flops_per_s: f64| {
+            let w = AttnWork {
+                kernel: AttnKernel::Dense,
+                phase: Phase::Decode,
+                bytes,
+                flops,
+                seq_tokens: 1.0,
+            };
+            time(&p, &w, 1e12, peak_flops_per_s)
+        };
+        let k = decode(flops, 1e15);
         assert!((k.s - bytes / 1e12).abs() < 1e-15);
         assert_eq!(k.bound, Bound::Memory);
         // 128 heads x 2 queries: 16x the flops, 293 us... still below 604 us; at 1e14
         // flop/s it is compute-bound.
-        let k = time(
-            &p,
-            AttnKernel::Dense,
-            Phase::Decode,
-            bytes,
-            16.0 * flops,
-            1.0,
-            1e12,
-            1e14,
-        );
+        let k = decode(16.0 * flops, 1e14);
         assert_eq!(k.bound, Bound::Compute);
         assert!((k.s - 16.0 * flops / 1e14).abs() < 1e-15);
     }
@@ -138,29 +144,25 @@ mod tests {
         let mut p = CostParams::default();
         p.attention_prefill = OpRate::new(1.0, 0.8, 0.0);
         p.prefill_diag_tokens = 1000.0;
-        let k = time(
-            &p,
-            AttnKernel::Dense,
-            Phase::Prefill,
-            0.0,
-            6e12,
-            3000.0,
-            1e12,
-            1e15,
-        );
+        let prefill = |p: &CostParams, kernel| {
+            time(
+                p,
+                &AttnWork {
+                    kernel,
+                    phase: Phase::Prefill,
+                    bytes: 0.0,
+                    flops: 6e12,
+                    seq_tokens: 3000.0,
+                },
+                1e12,
+                1e15,
+            )
+        };
+        let k = prefill(&p, AttnKernel::Dense);
         assert!((k.s - 6e12 / (1e15 * 0.8 * 0.75)).abs() < 1e-12);
         // Sparse prefill has no diagonal term.
         p.attention_sparse_prefill = OpRate::new(1.0, 0.8, 0.0);
-        let k = time(
-            &p,
-            AttnKernel::Sparse,
-            Phase::Prefill,
-            0.0,
-            6e12,
-            3000.0,
-            1e12,
-            1e15,
-        );
+        let k = prefill(&p, AttnKernel::Sparse);
         assert!((k.s - 6e12 / (1e15 * 0.8)).abs() < 1e-12);
     }
 }

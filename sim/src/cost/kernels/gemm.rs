@@ -76,6 +76,18 @@ pub struct Device {
     pub fp8_flops_per_s: f64,
 }
 
+impl Device {
+    /// The device of hardware `hw`.
+    #[inline]
+    pub fn of(hw: &crate::Hardware) -> Device {
+        Device {
+            sms: hw.sms.max(1) as f64,
+            hbm_bytes_per_s: hw.hbm.bytes_per_s,
+            fp8_flops_per_s: hw.tensor.fp8_flops_per_s,
+        }
+    }
+}
+
 /// What one kernel costs.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct KernelTime {

@@ -319,12 +319,10 @@ impl<'a> PrefixCache<'a> {
         let mut pos = 0;
         let mut depth = 0u32;
         while pos < prompt.len() {
-            let Some(child) = self.child(node, prompt, pos) else {
+            let Some((child, len, m)) = self.next_match(node, prompt, pos) else {
                 break;
             };
             let nd = &self.nodes[child as usize];
-            let len = nd.len();
-            let m = self.common_prefix(nd, len, prompt);
             depth += 1;
             for h in nd.holds.iter() {
                 let i = h.inst as usize;
@@ -427,12 +425,10 @@ impl<'a> PrefixCache<'a> {
         let mut node = ROOT;
         let mut pos = 0;
         while pos < prompt.len() {
-            let Some(child) = self.child(node, prompt, pos) else {
+            let Some((child, len, m)) = self.next_match(node, prompt, pos) else {
                 break;
             };
             let nd = &self.nodes[child as usize];
-            let len = nd.len();
-            let m = self.common_prefix(nd, len, prompt);
             pos += m;
             if m < len {
                 let held = nd.hold(i).map_or(0, |h| h.held as usize);
@@ -521,6 +517,21 @@ impl<'a> PrefixCache<'a> {
             "block identities are not chained"
         );
         m
+    }
+
+    /// The child of `node` where `prompt` goes on at `pos`, its length in blocks, and
+    /// how many of them `prompt` shares from `pos` (None: no child goes on with it).
+    #[inline]
+    fn next_match(
+        &self,
+        node: u32,
+        prompt: &Prompt<'_>,
+        pos: usize,
+    ) -> Option<(u32, usize, usize)> {
+        let child = self.child(node, prompt, pos)?;
+        let nd = &self.nodes[child as usize];
+        let len = nd.len();
+        Some((child, len, self.common_prefix(nd, len, prompt)))
     }
 
     /// The child of `node` where `prompt` goes on at `pos`.

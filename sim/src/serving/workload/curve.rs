@@ -235,7 +235,7 @@ mod tests {
         )
         .unwrap();
         assert!(wl.problems().is_empty() && wl.curve_is_simulated());
-        let mut d = Driver::new(&wl, &[], crate::serving::core::stream(3, "workload")).unwrap();
+        let mut d = Driver::new(&wl, &[], crate::serving::streams::stream(3, "workload")).unwrap();
         let mut q = Vec::new();
         d.start(&mut q);
         let (mut all, mut noon, mut midnight) = (0u32, 0u32, 0u32);

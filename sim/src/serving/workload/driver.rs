@@ -3,7 +3,7 @@
 use super::{
     gamma, AgentX, Arrival, Sampler, TraceRecord, WorkloadConfig, BLOCK_TOKENS, MAX_TOKENS,
 };
-use crate::serving::core::{secs_to_ns, Nanos};
+use crate::serving::clock::{secs_to_ns, Nanos};
 use crate::serving::prompt::{Generated, Prompt};
 use crate::serving::SimError;
 use rand::Rng;
@@ -78,7 +78,7 @@ struct Session {
 /// let wl: WorkloadConfig = serde_json::from_str(r#"{"name": "one-user",
 ///   "closed_loop": {"concurrency": 1, "input_tokens": {"dist": "fixed", "value": 100},
 ///                   "output_tokens": {"dist": "fixed", "value": 10}}}"#).unwrap();
-/// let mut d = Driver::new(&wl, &[], sim::serving::core::stream(1, "workload")).unwrap();
+/// let mut d = Driver::new(&wl, &[], sim::serving::streams::stream(1, "workload")).unwrap();
 /// let mut out = Vec::new();
 /// d.start(&mut out);
 /// let (t, ev) = out.pop().unwrap();
@@ -524,28 +524,15 @@ impl<'a> Driver<'a> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::parse_mooncake_str;
     use super::super::trace::SNIPPET;
-    use super::super::{parse_mooncake_str, TraceReplay};
     use super::*;
     use rand::SeedableRng;
-    use std::collections::BTreeMap;
 
     #[test]
     fn trace_block_chaining_is_detected() {
         let recs = parse_mooncake_str(SNIPPET).unwrap();
-        let wl = WorkloadConfig {
-            name: "t".into(),
-            description: String::new(),
-            closed_loop: None,
-            open_loop: None,
-            agentx: None,
-            trace: Some(TraceReplay {
-                time_scale: 1.0,
-                max_requests: None,
-            }),
-            rate_curve: None,
-            provenance: BTreeMap::new(),
-        };
+        let wl = WorkloadConfig::trace_replay("t");
         let rng = || ChaCha8Rng::seed_from_u64(1);
         assert!(Driver::new(&wl, &recs, rng()).unwrap().chained_blocks());
         // Block 2 after 1, then 2 first: not chained.

@@ -128,6 +128,23 @@ impl Dist {
     }
 }
 
+/// The problems of a generated workload's request sizes under `kind` (`closed_loop`,
+/// `open_loop`): its input and output token distributions, its shared prefix.
+fn request_problems(
+    kind: &str,
+    [input, output]: [&Dist; 2],
+    shared_prefix_tokens: u32,
+    p: &mut Vec<String>,
+) {
+    input.token_problems(&format!("{kind}.input_tokens"), p);
+    output.token_problems(&format!("{kind}.output_tokens"), p);
+    tokens_at_most(
+        p,
+        &format!("{kind}.shared_prefix_tokens"),
+        shared_prefix_tokens,
+    );
+}
+
 /// A token count of a workload, at most `MAX_TOKENS`.
 fn tokens_at_most(p: &mut Vec<String>, path: &str, v: u32) {
     check(
@@ -214,6 +231,25 @@ pub struct WorkloadConfig {
     pub rate_curve: Option<RateCurve>,
     #[serde(default)]
     pub provenance: BTreeMap<String, String>,
+}
+
+impl WorkloadConfig {
+    /// A trace replay named `name`: every record, at the recorded pace.
+    pub fn trace_replay(name: &str) -> WorkloadConfig {
+        WorkloadConfig {
+            name: name.into(),
+            description: String::new(),
+            closed_loop: None,
+            open_loop: None,
+            agentx: None,
+            trace: Some(TraceReplay {
+                time_scale: 1.0,
+                max_requests: None,
+            }),
+            rate_curve: None,
+            provenance: BTreeMap::new(),
+        }
+    }
 }
 
 /// A fixed number of users, each sending its next request when the last one ends.
@@ -406,14 +442,11 @@ impl WorkloadConfig {
                 "closed_loop.concurrency",
                 "must be >= 1 (at most limits.max_sessions)",
             );
-            c.input_tokens
-                .token_problems("closed_loop.input_tokens", &mut p);
-            c.output_tokens
-                .token_problems("closed_loop.output_tokens", &mut p);
-            tokens_at_most(
-                &mut p,
-                "closed_loop.shared_prefix_tokens",
+            request_problems(
+                "closed_loop",
+                [&c.input_tokens, &c.output_tokens],
                 c.shared_prefix_tokens,
+                &mut p,
             );
             c.think_time_s.problems("closed_loop.think_time_s", &mut p);
         }
@@ -434,14 +467,11 @@ impl WorkloadConfig {
                     "must be in (0, 100]",
                 );
             }
-            o.input_tokens
-                .token_problems("open_loop.input_tokens", &mut p);
-            o.output_tokens
-                .token_problems("open_loop.output_tokens", &mut p);
-            tokens_at_most(
-                &mut p,
-                "open_loop.shared_prefix_tokens",
+            request_problems(
+                "open_loop",
+                [&o.input_tokens, &o.output_tokens],
                 o.shared_prefix_tokens,
+                &mut p,
             );
         }
         if let Some(a) = &self.agentx {

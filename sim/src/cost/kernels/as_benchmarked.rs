@@ -41,14 +41,6 @@ impl BenchResult {
     }
 }
 
-fn device(hw: &Hardware) -> Device {
-    Device {
-        sms: hw.sms.max(1) as f64,
-        hbm_bytes_per_s: hw.hbm.bytes_per_s,
-        fp8_flops_per_s: hw.tensor.fp8_flops_per_s,
-    }
-}
-
 #[allow(clippy::too_many_arguments)]
 /// A DeepGEMM-style GEMM: `groups` x (`m` x `k`) by (`k` x `n`), operands in `dtype`
 /// (FP8 with 1x128 / 128x128 FP32 scales), BF16 output.
@@ -86,7 +78,7 @@ pub fn gemm(
     };
     let kt = gemm::time(
         &g,
-        &device(hw),
+        &Device::of(hw),
         rate,
         &p.tile,
         &gemm::SoftMax::new(p.tile.overlap_p),
@@ -153,9 +145,14 @@ pub fn a2a(hw: &Hardware, p: &CostParams, b: &A2a) -> BenchResult {
             };
             let k = b.routing.top_k;
             let roof = gemm::SoftMax::new(p.ll.overlap_p);
-            let leg = a2a::low_latency(
-                b.tokens, k, copy, b.ep, domain, &links, p, fixed, 1.0, &roof,
-            );
+            let send = a2a::LowLatencySend {
+                tokens: b.tokens,
+                top_k: k,
+                bytes: copy,
+                fixed_s: fixed,
+                recv_skew: 1.0,
+            };
+            let leg = a2a::low_latency(&send, b.ep, domain, &links, p, &roof);
             (leg, b.tokens * k * copy)
         }
     };
@@ -238,16 +235,14 @@ pub fn attention(hw: &Hardware, p: &CostParams, a: &Attn) -> BenchResult {
     // Queries in and outputs out in BF16.
     let qo = a.batch * a.q_tokens * hq * (a.d_qk + a.d_v) * 2.0;
     let bytes = a.batch * kv_bytes + qo;
-    let kt = attention::time(
-        p,
-        a.kernel,
-        a.phase,
+    let work = attention::AttnWork {
+        kernel: a.kernel,
+        phase: a.phase,
         bytes,
         flops,
-        a.q_tokens,
-        hw.hbm.bytes_per_s,
-        hw.tensor.flops_per_s(a.dtype),
-    );
+        seq_tokens: a.q_tokens,
+    };
+    let kt = attention::time(p, &work, hw.hbm.bytes_per_s, hw.tensor.flops_per_s(a.dtype));
     let time_s = kt.s + attention::rate(p, a.kernel, a.phase).fixed_s;
     BenchResult {
         time_s,

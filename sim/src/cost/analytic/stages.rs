@@ -7,7 +7,7 @@ use super::work::RankWork;
 use super::AnalyticCostModel;
 use crate::cost::kernels::a2a::{self, Leg, Links};
 use crate::cost::kernels::allreduce;
-use crate::cost::kernels::attention::{self, AttnKernel};
+use crate::cost::kernels::attention::{self, AttnKernel, AttnWork};
 use crate::cost::kernels::gemm::{self, Device, GemmKind, KernelTime};
 use crate::cost::kernels::skew;
 use crate::cost::{Bound, Phase};
@@ -96,13 +96,54 @@ pub(super) struct MoePart {
     pub hooked: bool,
 }
 
+impl MoePart {
+    /// The part as one fused kernel: the transfers run under the GEMMs (the slower
+    /// sets the time, plus the kernel's `fixed_s`); activation and quantisation stay
+    /// in registers.
+    #[inline]
+    fn fused(self, fixed_s: f64) -> MoePart {
+        let comm = self.dispatch.s + self.combine.s;
+        MoePart {
+            experts_s: self.experts_s.max(comm + fixed_s),
+            elem_s: 0.0,
+            bound: if comm > self.experts_s {
+                Bound::Link
+            } else {
+                self.bound
+            },
+            dispatch: a2a::Leg {
+                s: 0.0,
+                ..self.dispatch
+            },
+            combine: a2a::Leg {
+                s: 0.0,
+                ..self.combine
+            },
+            hooked: false,
+            ..self
+        }
+    }
+}
+
+/// The index of the rank with the most tokens (the first of equals).
+#[inline]
+fn busiest(works: &[RankWork]) -> usize {
+    works
+        .iter()
+        .enumerate()
+        .fold((0, f64::MIN), |b, (i, w)| {
+            if w.tokens > b.1 {
+                (i, w.tokens)
+            } else {
+                b
+            }
+        })
+        .0
+}
+
 impl AnalyticCostModel {
     pub(super) fn device(&self) -> Device {
-        Device {
-            sms: self.hardware.sms.max(1) as f64,
-            hbm_bytes_per_s: self.hardware.hbm.bytes_per_s,
-            fp8_flops_per_s: self.hardware.tensor.fp8_flops_per_s,
-        }
+        Device::of(&self.hardware)
     }
 
     /// A weight GEMM's seconds and bound at `m` rows (remembered by row count).
@@ -152,28 +193,24 @@ impl AnalyticCostModel {
             s.main_flops
         };
         let seq = w.seq_tokens();
-        let mut t = attention::time(
-            p,
+        let main = AttnWork {
             kernel,
             phase,
-            s.main_bytes * per,
-            main_flops * per,
-            seq,
-            hbm,
-            peak,
-        );
+            bytes: s.main_bytes * per,
+            flops: main_flops * per,
+            seq_tokens: seq,
+        };
+        let mut t = attention::time(p, &main, hbm, peak);
         t.s += attention::rate(p, kernel, phase).fixed_s;
         if cl.window_branch {
-            let win = attention::time(
-                p,
-                AttnKernel::Dense,
+            let win = AttnWork {
+                kernel: AttnKernel::Dense,
                 phase,
-                s.win_bytes * per,
-                s.win_flops * per,
-                seq,
-                hbm,
-                peak,
-            );
+                bytes: s.win_bytes * per,
+                flops: s.win_flops * per,
+                seq_tokens: seq,
+            };
+            let win = attention::time(p, &win, hbm, peak);
             t.s += win.s + attention::rate(p, AttnKernel::Dense, phase).fixed_s;
         }
         let mut idx = KernelTime::default();
@@ -201,20 +238,7 @@ impl AnalyticCostModel {
     /// rank (they depend on each rank's contexts).
     pub(super) fn local(&self, phase: Phase, works: &[RankWork], scale: f64) -> Local {
         let c = &self.compiled;
-        let p = &self.params;
-        let a = works
-            .iter()
-            .enumerate()
-            .fold((0, f64::MIN), |b, (i, w)| {
-                if w.tokens > b.1 {
-                    (i, w.tokens)
-                } else {
-                    b
-                }
-            })
-            .0;
-        let wa = works[a].scaled(scale);
-        let t = wa.tokens;
+        let t = works[busiest(works)].scaled(scale).tokens;
         let mut out = Local {
             types: [TypeLocal::default(); MAX_TYPES],
             attn_bound: Bound::None,
@@ -229,31 +253,51 @@ impl AnalyticCostModel {
         if t <= 0.0 {
             return out;
         }
-        let elem_bw = self.hardware.hbm.bytes_per_s * p.elementwise.mem_eff;
         // Projections at M = tokens.
-        let mut proj = 0.0;
-        let mut dense_bound = Bound::Memory;
-        for g in &c.proj {
-            let (s, bound) = self.gemm(g, t);
-            proj += s;
-            if bound == Bound::Compute {
-                dense_bound = Bound::Compute;
+        let (proj, dense_bound) = self.gemms_s(&c.proj, t);
+        self.token_stages(&mut out, t);
+        let (mla_max, replay_max) = self.rank_attention(phase, works, scale, proj, &mut out);
+        for x in out.types.iter_mut().take(c.types.len()) {
+            x.dense_a = proj + mla_max;
+            x.replay = replay_max;
+        }
+        out.dense_bound = dense_bound;
+        out.allreduce_s = self.allreduce_s(t);
+        let lm_tokens = works
+            .iter()
+            .map(|w| w.lm_tokens * scale)
+            .fold(0.0, f64::max);
+        out.lm_s = self.gemm(&c.lm_head, lm_tokens).0;
+        out
+    }
+
+    /// Weight GEMMs run one after another at `m` rows: their seconds, and `Compute`
+    /// when any of them is compute-bound (`Memory` otherwise).
+    #[inline]
+    fn gemms_s(&self, specs: &[super::layers::GemmSpec], m: f64) -> (f64, Bound) {
+        let mut total = 0.0;
+        let mut bound = Bound::Memory;
+        for g in specs {
+            let (s, b) = self.gemm(g, m);
+            total += s;
+            if b == Bound::Compute {
+                bound = Bound::Compute;
             }
         }
-        let absorb_at =
-            |tokens: f64| -> f64 { c.absorb.iter().map(|g| self.gemm(g, tokens).0).sum() };
+        (total, bound)
+    }
+
+    /// The token-driven stages of every layer type at the busiest rank's `t` tokens
+    /// (Engram, mHC, element-wise kernels, the shared expert, the router or dense
+    /// FFN), and the bounds of the shared expert and Engram.
+    #[inline]
+    fn token_stages(&self, out: &mut Local, t: f64) {
+        let c = &self.compiled;
+        let elem_bw = self.hardware.hbm.bytes_per_s * self.params.elementwise.mem_eff;
         let (engram, engram_b) = self.engram_s(t);
         let mhc = self.mhc_s(t);
         let router = c.router.as_ref().map(|g| self.gemm(g, t).0).unwrap_or(0.0);
-        let mut shared = 0.0;
-        let mut shared_bound = Bound::Memory;
-        for g in &c.shared {
-            let (s, bound) = self.gemm(g, t);
-            shared += s;
-            if bound == Bound::Compute {
-                shared_bound = Bound::Compute;
-            }
-        }
+        let (shared, shared_bound) = self.gemms_s(&c.shared, t);
         let dense_ffn: f64 = c.dense_ffn.iter().map(|g| self.gemm(g, t).0).sum();
         let elem_a = t * c.elem_attn_bytes / elem_bw;
         for (ti, ty) in c.types.iter().enumerate() {
@@ -271,10 +315,28 @@ impl AnalyticCostModel {
                 ..TypeLocal::default()
             };
         }
-        // Per rank: MLA's path (absorbed, or at prefill the up-projection of the
-        // context when that is cheaper), attention, indexer, replay.
+        out.shared_bound = if c.shared.is_empty() {
+            Bound::None
+        } else {
+            shared_bound
+        };
+        out.engram_bound = engram_b;
+    }
+
+    /// Per rank: MLA's path, attention, indexer and replay, the slowest rank's of each
+    /// kept in `out` (attention and indexer) or returned (MLA's seconds and replay's).
+    /// `proj_s`: the projections' seconds at `out.tokens` (replay prices by them).
+    #[inline]
+    fn rank_attention(
+        &self,
+        phase: Phase,
+        works: &[RankWork],
+        scale: f64,
+        proj_s: f64,
+        out: &mut Local,
+    ) -> (f64, f64) {
+        let c = &self.compiled;
         let uniform = works.iter().all(|w| *w == works[0]);
-        let achieved_proj = proj;
         let mut mla_max: f64 = 0.0;
         let mut replay_max: f64 = 0.0;
         for (r, w0) in works.iter().enumerate() {
@@ -285,25 +347,9 @@ impl AnalyticCostModel {
             if w.tokens <= 0.0 {
                 continue;
             }
-            let absorb = absorb_at(w.tokens);
-            let (unabsorbed, mla_s) = match (&c.kv_up, phase) {
-                (Some(up), Phase::Prefill) => {
-                    let up_s = self.gemm(up, w.kv_up_tokens).0;
-                    let (mut un, mut ab) = (up_s, absorb);
-                    for ci in 0..c.classes.len() {
-                        un += self.class_attention(phase, &w, ci, true).0.s;
-                        ab += self.class_attention(phase, &w, ci, false).0.s;
-                    }
-                    if un < ab {
-                        (true, up_s)
-                    } else {
-                        (false, absorb)
-                    }
-                }
-                _ => (false, absorb),
-            };
+            let (unabsorbed, mla_s) = self.mla_path(phase, &w);
             mla_max = mla_max.max(mla_s);
-            replay_max = replay_max.max(self.replay_s(&w, achieved_proj, t));
+            replay_max = replay_max.max(self.replay_s(&w, proj_s, out.tokens));
             for (ti, ty) in c.types.iter().enumerate() {
                 let (at, ix) = self.class_attention(phase, &w, ty.class, unabsorbed);
                 let x = &mut out.types[ti];
@@ -317,24 +363,32 @@ impl AnalyticCostModel {
                 }
             }
         }
-        for x in out.types.iter_mut().take(c.types.len()) {
-            x.dense_a = proj + mla_max;
-            x.replay = replay_max;
+        (mla_max, replay_max)
+    }
+
+    /// MLA's path for one rank's work `w`: absorbed, or at prefill the up-projection of
+    /// the context when that makes the attention cheaper. Whether it runs un-absorbed,
+    /// and its GEMMs' seconds.
+    #[inline]
+    fn mla_path(&self, phase: Phase, w: &RankWork) -> (bool, f64) {
+        let c = &self.compiled;
+        let absorb: f64 = c.absorb.iter().map(|g| self.gemm(g, w.tokens).0).sum();
+        match (&c.kv_up, phase) {
+            (Some(up), Phase::Prefill) => {
+                let up_s = self.gemm(up, w.kv_up_tokens).0;
+                let (mut un, mut ab) = (up_s, absorb);
+                for ci in 0..c.classes.len() {
+                    un += self.class_attention(phase, w, ci, true).0.s;
+                    ab += self.class_attention(phase, w, ci, false).0.s;
+                }
+                if un < ab {
+                    (true, up_s)
+                } else {
+                    (false, absorb)
+                }
+            }
+            _ => (false, absorb),
         }
-        out.dense_bound = dense_bound;
-        out.shared_bound = if c.shared.is_empty() {
-            Bound::None
-        } else {
-            shared_bound
-        };
-        out.engram_bound = engram_b;
-        out.allreduce_s = self.allreduce_s(t);
-        let lm_tokens = works
-            .iter()
-            .map(|w| w.lm_tokens * scale)
-            .fold(0.0, f64::max);
-        out.lm_s = self.gemm(&c.lm_head, lm_tokens).0;
-        out
     }
 
     /// One all-reduce of `tokens` hidden vectors over the TP GPUs.
@@ -489,66 +543,8 @@ impl AnalyticCostModel {
         } else {
             0.0
         };
-        let tokens = max_tokens.max(recv_tokens);
-        let links = Links {
-            nvlink_bytes_per_s: self.hardware.nvlink.bytes_per_s,
-            nic_bytes_per_s: self.hardware.scaleout.bytes_per_s,
-        };
-        let domain = self.hardware.nvlink_domain_gpus.max(1) as f64;
-        let (dispatch, combine) = match phase {
-            // Tensor-parallel GPUs already hold every token: no dispatch or combine.
-            _ if !c.a2a => (Leg::default(), Leg::default()),
-            Phase::Prefill => (
-                a2a::normal(tokens, c.copy_normal, &c.fanout, d, &links, p, 1.0),
-                a2a::normal(tokens, c.copy_combine, &c.fanout, d, &links, p, 1.0),
-            ),
-            Phase::Decode => (
-                a2a::low_latency(
-                    tokens,
-                    k,
-                    c.copy_ll,
-                    d,
-                    domain,
-                    &links,
-                    p,
-                    p.ll.dispatch_s,
-                    1.0,
-                    &c.roof_ll,
-                ),
-                a2a::low_latency(
-                    tokens,
-                    k,
-                    c.copy_combine,
-                    d,
-                    domain,
-                    &links,
-                    p,
-                    p.ll.combine_s,
-                    1.0,
-                    &c.roof_ll,
-                ),
-            ),
-        };
-        if m.fused {
-            // One kernel: the transfers run under the GEMMs; activation and
-            // quantisation stay in registers.
-            let comm = dispatch.s + combine.s;
-            return MoePart {
-                experts_s: experts_s.max(comm + p.moe.fixed_s),
-                elem_s: 0.0,
-                bound: if comm > experts_s {
-                    Bound::Link
-                } else {
-                    experts_bound
-                },
-                weight_bytes: touched * c.expert_bytes,
-                touched,
-                dispatch: a2a::Leg { s: 0.0, ..dispatch },
-                combine: a2a::Leg { s: 0.0, ..combine },
-                hooked: false,
-            };
-        }
-        MoePart {
+        let (dispatch, combine) = self.a2a_legs(phase, max_tokens.max(recv_tokens), k);
+        let part = MoePart {
             experts_s,
             elem_s,
             bound: experts_bound,
@@ -557,6 +553,50 @@ impl AnalyticCostModel {
             dispatch,
             combine,
             hooked: phase == Phase::Decode && c.a2a,
+        };
+        if m.fused {
+            part.fused(p.moe.fixed_s)
+        } else {
+            part
+        }
+    }
+
+    /// The dispatch and combine legs of one MoE layer whose slowest side moves
+    /// `tokens` tokens of `top_k` experts each: normal kernels in prefill, low-latency
+    /// ones in decode, none under tensor parallelism.
+    #[inline]
+    fn a2a_legs(&self, phase: Phase, tokens: f64, top_k: f64) -> (Leg, Leg) {
+        let c = &self.compiled;
+        let p = &self.params;
+        let links = Links {
+            nvlink_bytes_per_s: self.hardware.nvlink.bytes_per_s,
+            nic_bytes_per_s: self.hardware.scaleout.bytes_per_s,
+        };
+        let d = c.expert_ranks;
+        let domain = self.hardware.nvlink_domain_gpus.max(1) as f64;
+        match phase {
+            // Tensor-parallel GPUs already hold every token: no dispatch or combine.
+            _ if !c.a2a => (Leg::default(), Leg::default()),
+            Phase::Prefill => (
+                a2a::normal(tokens, c.copy_normal, &c.fanout, d, &links, p, 1.0),
+                a2a::normal(tokens, c.copy_combine, &c.fanout, d, &links, p, 1.0),
+            ),
+            Phase::Decode => {
+                let ll = |bytes: f64, fixed_s: f64| {
+                    let send = a2a::LowLatencySend {
+                        tokens,
+                        top_k,
+                        bytes,
+                        fixed_s,
+                        recv_skew: 1.0,
+                    };
+                    a2a::low_latency(&send, d, domain, &links, p, &c.roof_ll)
+                };
+                (
+                    ll(c.copy_ll, p.ll.dispatch_s),
+                    ll(c.copy_combine, p.ll.combine_s),
+                )
+            }
         }
     }
 
