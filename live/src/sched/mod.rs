@@ -37,10 +37,7 @@ use engine::serve::{Seq, SeqOut};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use sim::serving::core::hash_words;
-use sim::serving::{
-    DecodeRouter, Mode, NewRequest, Origin, PrefillRank, PrefillRouter, ServingScenario,
-    BLOCK_TOKENS,
-};
+use sim::serving::{Mode, NewRequest, Origin, PrefillRouter, ServingScenario, BLOCK_TOKENS};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
