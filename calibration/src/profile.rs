@@ -3,7 +3,7 @@
 
 use crate::error::{io_err, CalibrationError, Result};
 use crate::families::{fit_op, fitted_ops, OpFit};
-use crate::log::{read_rows, Row};
+use crate::log::{read_rows, MeasurementRecord};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use sim::cost::{CostParams, OpRate};
@@ -95,7 +95,7 @@ pub fn format_utc(secs: u64) -> String {
 impl Profile {
     /// Fits every op in `rows`. Ops that cannot be fitted are listed in `skipped`; it is
     /// an error only when nothing at all can be fitted. All rows must share one device.
-    pub fn fit_rows(rows: &[Row], sha256: &str) -> Result<Profile> {
+    pub fn fit_rows(rows: &[MeasurementRecord], sha256: &str) -> Result<Profile> {
         let first = rows
             .first()
             .ok_or_else(|| CalibrationError::NothingFitted("no measurements".into()))?;
@@ -106,11 +106,11 @@ impl Profile {
                 expected: first.device.clone(),
             });
         }
-        let mut by_op: BTreeMap<&str, Vec<&Row>> = BTreeMap::new();
+        let mut by_op: BTreeMap<&str, Vec<&MeasurementRecord>> = BTreeMap::new();
         for r in rows {
             by_op.entry(r.op.as_str()).or_default().push(r);
         }
-        let best = |op: &str, f: fn(&Row) -> f64| {
+        let best = |op: &str, f: fn(&MeasurementRecord) -> f64| {
             by_op.get(op).and_then(|rs| {
                 rs.iter()
                     .map(|r| f(r))
@@ -371,7 +371,7 @@ impl Profile {
 /// The fits of every op with a fit family in `by_op` (rows by op), and why each op
 /// that has none, or whose fit failed, was skipped. `moe_decode` and `grouped_gemm`
 /// are also fitted per weight dtype when several were measured.
-fn fit_families(by_op: &BTreeMap<&str, Vec<&Row>>) -> OpFits {
+fn fit_families(by_op: &BTreeMap<&str, Vec<&MeasurementRecord>>) -> OpFits {
     let mut fits = OpFits::default();
     let fitted = fitted_ops();
     for (op, rs) in by_op {
@@ -409,8 +409,8 @@ struct OpFits {
 
 /// Fits `op` on the rows of each weight dtype alone (`op.dtype`), when `rs` holds
 /// several.
-fn fit_by_dtype(op: &str, rs: &[&Row], fits: &mut OpFits) {
-    let mut by_dtype: BTreeMap<&str, Vec<&Row>> = BTreeMap::new();
+fn fit_by_dtype(op: &str, rs: &[&MeasurementRecord], fits: &mut OpFits) {
+    let mut by_dtype: BTreeMap<&str, Vec<&MeasurementRecord>> = BTreeMap::new();
     for r in rs {
         by_dtype.entry(r.dtype.as_str()).or_default().push(r);
     }

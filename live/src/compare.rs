@@ -101,7 +101,7 @@ pub struct KindError {
 
 /// One figure, live and predicted.
 #[derive(Debug, Clone, Serialize)]
-pub struct Row {
+pub struct FigureRow {
     pub figure: String,
     pub live: f64,
     pub predicted: f64,
@@ -129,7 +129,7 @@ pub struct Comparison {
     pub tpot_p90_error: f64,
     pub steps: usize,
     pub by_kind: Vec<KindError>,
-    pub rows: Vec<Row>,
+    pub rows: Vec<FigureRow>,
     pub sim_steps: Vec<SimKind>,
     pub live: Figures,
     pub predicted: Figures,
@@ -144,13 +144,13 @@ pub struct Comparison {
     pub notes: Vec<String>,
 }
 
-fn pct_rows(rows: &mut Vec<Row>, name: &str, live: &Pcts, pred: &Pcts) {
+fn pct_rows(rows: &mut Vec<FigureRow>, name: &str, live: &Pcts, pred: &Pcts) {
     for (q, l, p) in [
         ("p50", live.p50, pred.p50),
         ("p90", live.p90, pred.p90),
         ("p99", live.p99, pred.p99),
     ] {
-        rows.push(Row {
+        rows.push(FigureRow {
             figure: format!("{name} {q} (ms)"),
             live: l,
             predicted: p,
@@ -354,21 +354,21 @@ pub fn attribute(err: f64, step: f64) -> String {
 }
 
 /// Throughputs, latency percentiles and goodput, measured and predicted.
-pub fn figure_rows(live: &Figures, sim: &Figures) -> Vec<Row> {
+pub fn figure_rows(live: &Figures, sim: &Figures) -> Vec<FigureRow> {
     let mut rows = vec![
-        Row {
+        FigureRow {
             figure: "throughput (tok/s processed)".into(),
             live: live.token_throughput,
             predicted: sim.token_throughput,
             error: rel(sim.token_throughput, live.token_throughput),
         },
-        Row {
+        FigureRow {
             figure: "output throughput (tok/s)".into(),
             live: live.output_throughput,
             predicted: sim.output_throughput,
             error: rel(sim.output_throughput, live.output_throughput),
         },
-        Row {
+        FigureRow {
             figure: "requests completed (/s)".into(),
             live: live.request_throughput,
             predicted: sim.request_throughput,
@@ -379,7 +379,7 @@ pub fn figure_rows(live: &Figures, sim: &Figures) -> Vec<Row> {
     pct_rows(&mut rows, "TPOT", &live.tpot_ms, &sim.tpot_ms);
     pct_rows(&mut rows, "ITL", &live.itl_ms, &sim.itl_ms);
     pct_rows(&mut rows, "E2EL", &live.e2el_ms, &sim.e2el_ms);
-    rows.push(Row {
+    rows.push(FigureRow {
         figure: "goodput (req/s within SLO)".into(),
         live: live.goodput_req_s,
         predicted: sim.goodput_req_s,
@@ -389,7 +389,7 @@ pub fn figure_rows(live: &Figures, sim: &Figures) -> Vec<Row> {
 }
 
 /// Renders figure rows as a table.
-pub fn render_rows(rows: &[Row]) -> String {
+pub fn render_rows(rows: &[FigureRow]) -> String {
     use std::fmt::Write;
     let mut s = String::new();
     let _ = writeln!(
