@@ -51,6 +51,16 @@ pub enum KvPolicy {
     Vllm,
 }
 
+impl KvPolicy {
+    /// The policy as run records and `--kv-policy` name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            KvPolicy::Reserve => "reserve",
+            KvPolicy::Vllm => "vllm",
+        }
+    }
+}
+
 /// The pool a group belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
