@@ -8,9 +8,13 @@
 //! input, and reruns the same. `TWIN_FUZZ_CASES=N` runs N cases per test instead of the
 //! default (a few thousand in all, seconds in a debug build), to fuzz longer locally.
 
-use crate::cmd::forward::{self, ForwardArgs};
-use crate::cmd::{kernel, simulate};
+use crate::args::SimulateArgs;
+use crate::cmd::{forward, kernel};
+use crate::scenario::resolve::DEFAULT_SCENARIO;
+use crate::scenario::resolve_args;
 use crate::scenario::{embedded_file, embedded_names, Kind};
+use crate::simulation::{execute, to_json};
+use crate::step::{self, ForwardArgs};
 use crate::{Cli, Command};
 use clap::Parser;
 use rand::seq::IndexedRandom;
@@ -292,7 +296,7 @@ fn embedded(kind: Kind, name: &str) -> &'static str {
 
 /// Every leaf field a `twin simulate --set` may name, with its prefix.
 fn simulate_paths() -> Vec<Field> {
-    let mut fields = leaf_paths(embedded(Kind::Scenario, simulate::DEFAULT_SCENARIO));
+    let mut fields = leaf_paths(embedded(Kind::Scenario, DEFAULT_SCENARIO));
     for (prefix, kind, name) in [
         ("hardware", Kind::Hardware, "gb300"),
         ("model", Kind::Model, "deepseek-v4.1-flash"),
@@ -370,7 +374,7 @@ fn fuzz_scenario_files_and_sets_never_panic() {
                 .parse::<f64>()
                 .unwrap_or(1.0)
         });
-        let args = simulate::SimulateArgs {
+        let args = SimulateArgs {
             scenario: Some(file.to_string_lossy().into_owned()),
             seed: rng.random_bool(0.1).then(|| rng.random()),
             duration,
@@ -384,7 +388,7 @@ fn fuzz_scenario_files_and_sets_never_panic() {
         let run = rng.random_bool(1.0 / 8.0);
         let input = format!("{text}\n--set {sets:?} --duration {duration:?}");
         no_panic(&mut failures, "scenario", seed, &input, || {
-            let resolved = simulate::resolve_args(&args);
+            let resolved = resolve_args(&args);
             tally.count(&resolved);
             if std::env::var_os("TWIN_FUZZ_VERBOSE").is_some() {
                 if let Err(e) = &resolved {
@@ -394,7 +398,7 @@ fn fuzz_scenario_files_and_sets_never_panic() {
             let Ok(r) = resolved else {
                 return;
             };
-            let _ = simulate::to_json(&r, one_report(), 0);
+            let _ = to_json(&r, one_report(), 0);
             if run {
                 let r = short_run(&args);
                 if std::env::var_os("TWIN_FUZZ_VERBOSE").is_some() {
@@ -418,12 +422,12 @@ fn one_report() -> &'static sim::serving::Report {
         let mut a = base_sim_args();
         a.duration = Some(0.05);
         a.set.push("workload.agentx.sessions=4".into());
-        simulate::execute(&a).expect("a tiny default run").1
+        execute(&a).expect("a tiny default run").1
     })
 }
 
-fn base_sim_args() -> simulate::SimulateArgs {
-    simulate::SimulateArgs {
+fn base_sim_args() -> SimulateArgs {
+    SimulateArgs {
         scenario: None,
         seed: None,
         duration: None,
@@ -438,7 +442,7 @@ fn base_sim_args() -> simulate::SimulateArgs {
 
 /// Runs `args` for at most half a simulated second, with limits low enough that any
 /// resolved scenario ends in well under a second.
-fn short_run(args: &simulate::SimulateArgs) -> anyhow::Result<()> {
+fn short_run(args: &SimulateArgs) -> anyhow::Result<()> {
     let mut a = args.clone();
     a.duration = Some(0.5);
     a.set.extend([
@@ -446,9 +450,9 @@ fn short_run(args: &simulate::SimulateArgs) -> anyhow::Result<()> {
         "limits.max_sessions=6000".to_string(),
         "limits.max_live_requests=20000".to_string(),
     ]);
-    let (r, report, n) = simulate::execute(&a)?;
+    let (r, report, n) = execute(&a)?;
     let _ = report.render_text();
-    let _ = simulate::to_json(&r, &report, n);
+    let _ = to_json(&r, &report, n);
     Ok(())
 }
 
@@ -545,7 +549,7 @@ fn fuzz_forward_and_kernel_command_lines_never_panic() {
 }
 
 fn evaluate_forward(a: &ForwardArgs) -> anyhow::Result<()> {
-    let f = forward::evaluate(a)?;
+    let f = step::evaluate(a)?;
     let _ = forward::render(&f);
     let _ = forward::to_json(&f);
     Ok(())

@@ -11,11 +11,17 @@ use std::io::Write as _;
 #[macro_use]
 mod out;
 
+mod args;
 mod cmd;
+mod finance;
 #[cfg(test)]
 mod fuzz;
+mod interrupt;
 mod report;
 mod scenario;
+mod simulation;
+mod step;
+mod text;
 
 #[derive(Parser)]
 #[command(
@@ -34,7 +40,7 @@ enum Command {
     /// AgentX-like workload) and report throughput, latency and money.
     Simulate(cmd::simulate::SimulateCmd),
     /// Price one exact prefill or decode step of a DEP group, with a breakdown by operation.
-    Forward(cmd::forward::ForwardArgs),
+    Forward(step::ForwardArgs),
     /// Price one kernel (GEMM, dispatch/combine, attention) as its public benchmark
     /// reports it.
     Kernel(cmd::kernel::KernelArgs),
@@ -82,10 +88,10 @@ fn main() {
         Command::Calibrate(a) => cmd::calibrate::run(a),
         Command::Live(a) => cmd::live::run(a),
         Command::Validate(a) => cmd::validate::run(a),
-        Command::List => cmd::list(),
+        Command::List => cmd::list::run(),
     };
     if let Err(e) = result {
-        let interrupted = e.downcast_ref::<cmd::interrupt::Interrupted>().is_some();
+        let interrupted = e.downcast_ref::<interrupt::Interrupted>().is_some();
         // No line of a message repeats a very long input in full.
         let text: Vec<String> = format!("{e:#}")
             .lines()

@@ -120,6 +120,24 @@ fn crate_dependencies_keep_the_architecture() {
         !deps("engine").contains(&"sim".to_string()),
         "engine measures; it must not know the simulator"
     );
+    // engine speaks the vocabulary (spec: the live model, its op calls) and runs the
+    // kernels; of the workspace's crates it depends on those two only.
+    let members: Vec<String> = meta["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap().to_string())
+        .collect();
+    for d in deps("engine").iter().filter(|d| members.contains(d)) {
+        assert!(
+            ["spec", "kernels"].contains(&d.as_str()),
+            "engine may depend on spec and kernels of the workspace, not on {d}"
+        );
+    }
+    assert!(
+        deps("engine").contains(&"spec".to_string()) && deps("sim").contains(&"spec".to_string()),
+        "engine and sim share the live model and its op calls through spec"
+    );
     for lib in ["sim", "engine", "kernels", "calibration"] {
         assert!(
             !deps(lib).contains(&"live".to_string()),
@@ -165,4 +183,114 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
         }
     }
     out
+}
+
+/// The command a file under `src/cmd/` belongs to: `cmd/plan/exec.rs` is `plan`'s;
+/// `validate_live.rs` serves `twin validate live` and `bench`, so it is `validate`'s.
+fn command_of(module: &[String]) -> Option<String> {
+    let name = module.get(1)?;
+    Some(if name == "validate_live" {
+        "validate".into()
+    } else {
+        name.clone()
+    })
+}
+
+/// The modules a file names through `crate::` or `super::` paths, as full paths from
+/// the crate root (`super` resolved against the file's own module; one level of
+/// `{a, b}` groups).
+fn named_modules(module: &[String], text: &str) -> Vec<Vec<String>> {
+    let path_char = |c: char| c.is_alphanumeric() || "_:{}, \n".contains(c);
+    let mut out = Vec::new();
+    let mut at = 0;
+    while let Some(i) = text[at..].find(['c', 's']).map(|i| at + i) {
+        at = i + 1;
+        let before = text[..i].chars().next_back();
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+            continue;
+        }
+        let tail = &text[i..];
+        let (mut base, mut rest) = if let Some(r) = tail.strip_prefix("crate::") {
+            (Vec::new(), r)
+        } else if tail.starts_with("super::") {
+            (module.to_vec(), tail)
+        } else {
+            continue;
+        };
+        while let Some(r) = rest.strip_prefix("super::") {
+            base.pop();
+            rest = r;
+        }
+        let end = rest.find(|c: char| !path_char(c)).unwrap_or(rest.len());
+        let rest = &rest[..end];
+        let (head, group) = match rest.split_once('{') {
+            Some((h, g)) => (h, g.split('}').next().unwrap_or("")),
+            None => (rest.split([' ', '\n', ',']).next().unwrap_or(""), ""),
+        };
+        let prefix: Vec<String> = head
+            .split("::")
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect();
+        let members: Vec<&str> = if group.is_empty() {
+            vec![""]
+        } else {
+            group.split(',').map(str::trim).collect()
+        };
+        for m in members {
+            let mut path = base.clone();
+            path.extend(prefix.iter().cloned());
+            path.extend(m.split("::").filter(|s| !s.is_empty()).map(str::to_string));
+            out.push(path);
+        }
+    }
+    out
+}
+
+#[test]
+fn no_command_imports_another() {
+    // Pending: `validate` computes its kernel rows with `twin kernel`'s evaluator,
+    // which still lives in `cmd/kernel.rs`.
+    let allowed = [("src/cmd/validate/rows.rs", "kernel")];
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut found = Vec::new();
+    for file in walk(&root.join("src/cmd")) {
+        let rel = file
+            .strip_prefix(root)
+            .unwrap()
+            .to_string_lossy()
+            .replace('\\', "/");
+        let mut module: Vec<String> = rel
+            .trim_start_matches("src/")
+            .trim_end_matches(".rs")
+            .split('/')
+            .map(str::to_string)
+            .collect();
+        if module.last().is_some_and(|m| m == "mod") {
+            module.pop();
+        }
+        let Some(own) = command_of(&module) else {
+            continue;
+        };
+        let text = std::fs::read_to_string(&file).unwrap();
+        for path in named_modules(&module, &text) {
+            if path.first().map(String::as_str) != Some("cmd") {
+                continue;
+            }
+            // A test module's `use super::*` names its own file.
+            let Some(other) = command_of(&path).filter(|c| c != "*") else {
+                continue;
+            };
+            if other != own && !allowed.contains(&(rel.as_str(), other.as_str())) {
+                found.push(format!("{rel} ({own}) names cmd::{other}"));
+            }
+        }
+    }
+    found.sort();
+    found.dedup();
+    assert!(
+        found.is_empty(),
+        "a command imports another; what they share belongs outside src/cmd/:\n  {}",
+        found.join("\n  ")
+    );
 }

@@ -1,15 +1,11 @@
 //! End-to-end `twin calibrate` on the CPU (tiny smoke plan, so it is quick in debug
 //! builds), resume, refit, and the clear failure for CUDA on a machine without a driver.
 
-use std::path::Path;
-use std::process::{Command, Output};
+mod common;
 
-fn twin(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_twin"))
-        .args(args)
-        .output()
-        .expect("run twin")
-}
+use common::{calibrate_smoke, twin};
+use std::path::Path;
+use std::process::Output;
 
 fn text(o: &Output) -> String {
     format!(
@@ -27,16 +23,7 @@ fn rows(p: &Path) -> Vec<calibration::Row> {
 fn calibrate_cpu_writes_measurements_and_profile_and_resumes() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("cal");
-    let out_s = out.to_str().unwrap();
-    let o = twin(&[
-        "calibrate",
-        "--device",
-        "cpu",
-        "--quick",
-        "--smoke",
-        "--out",
-        out_s,
-    ]);
+    let o = calibrate_smoke(&out, &[]);
     assert!(o.status.success(), "{}", text(&o));
 
     let csv = out.join("measurements.csv");
@@ -109,15 +96,7 @@ fn calibrate_cpu_writes_measurements_and_profile_and_resumes() {
     );
 
     // Rerun with the same --out: every point is already there, nothing is re-measured.
-    let o = twin(&[
-        "calibrate",
-        "--device",
-        "cpu",
-        "--quick",
-        "--smoke",
-        "--out",
-        out_s,
-    ]);
+    let o = calibrate_smoke(&out, &[]);
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(rows(&csv), first, "resume must not re-measure");
     let err = String::from_utf8_lossy(&o.stderr);

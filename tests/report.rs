@@ -118,21 +118,24 @@ fn summary(dir: &Path) -> Vec<Value> {
     v.as_array().unwrap().clone()
 }
 
+/// `twin simulate --duration DURATION --set WARMUP --report DIR EXTRA...`.
+fn simulate_report(dir: &Path, duration: &str, warmup: &str, extra: &[&str]) -> Output {
+    let mut args = vec!["simulate", "--duration", duration, "--set", warmup];
+    args.extend(extra);
+    args.extend(["--report", dir.to_str().unwrap()]);
+    twin(&args)
+}
+
 #[test]
 fn simulate_and_plan_reports_have_data_in_every_plot() {
     let dir = tempfile::tempdir().unwrap();
     let sim = dir.path().join("sim");
-    ok(twin(&[
-        "simulate",
-        "--duration",
+    ok(simulate_report(
+        &sim,
         "20",
-        "--set",
         "warmup_s=5",
-        "--tco",
-        "owned-nvl72",
-        "--report",
-        sim.to_str().unwrap(),
-    ]));
+        &["--tco", "owned-nvl72"],
+    ));
     let ids = check_report(&sim, 8);
     has_all(
         "simulate",
@@ -166,27 +169,10 @@ fn simulate_and_plan_reports_have_data_in_every_plot() {
     // report's own files are replaced.
     let keep = sim.join("notes.txt");
     std::fs::write(&keep, "mine").unwrap();
-    let o = twin(&[
-        "simulate",
-        "--duration",
-        "8",
-        "--set",
-        "warmup_s=2",
-        "--report",
-        sim.to_str().unwrap(),
-    ]);
+    let o = simulate_report(&sim, "8", "warmup_s=2", &[]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("the folder is not empty"));
-    ok(twin(&[
-        "simulate",
-        "--duration",
-        "8",
-        "--set",
-        "warmup_s=2",
-        "--report",
-        sim.to_str().unwrap(),
-        "--force",
-    ]));
+    ok(simulate_report(&sim, "8", "warmup_s=2", &["--force"]));
     assert_eq!(std::fs::read_to_string(&keep).unwrap(), "mine");
 
     let plan = dir.path().join("plan");

@@ -1,5 +1,4 @@
 use engine::serve::*;
-use kernels::WeightDtype;
 use std::time::Instant;
 fn main() {
     let args: Vec<usize> = std::env::args()
@@ -41,11 +40,21 @@ fn main() {
         }),
         dense_ffn: 0,
         mtp_ffn: ffn,
-        weight_dtype: WeightDtype::Bf16,
+        weight_dtype: LinearDtype::Bf16,
         page_size: 64,
     };
     let t = Instant::now();
-    let mut e = Executor::new(Box::new(CpuDevice::new()), cfg, 1, 0, 1, 2048).unwrap();
+    let mut e = Executor::new(
+        Box::new(CpuDevice::new()),
+        cfg,
+        Shard {
+            seed: 1,
+            rank: 0,
+            ranks: 1,
+            pages: 2048,
+        },
+    )
+    .unwrap();
     eprintln!("build {:.2}s", t.elapsed().as_secs_f64());
     // prefill 16 requests x 256 tokens
     for r in 0..16u32 {

@@ -107,16 +107,29 @@ pub fn thread_cpu_s() -> f64 {
 /// `cfg.max_seconds` of wall time once `cfg.min_reps` are done). `i` counts all calls so
 /// callers can rotate over input copies.
 pub fn time_host(cfg: &TimingConfig, mut run: impl FnMut(usize) -> Result<()>) -> Result<Stats> {
+    time_settled(cfg, &mut (), |_, i| run(i), |_| Ok(()))
+}
+
+/// [`time_host`] for work that completes asynchronously on `dev`: `settle(dev)` waits
+/// for it after the warm-up calls and inside the timing of every timed call.
+pub fn time_settled<D: ?Sized>(
+    cfg: &TimingConfig,
+    dev: &mut D,
+    mut run: impl FnMut(&mut D, usize) -> Result<()>,
+    mut settle: impl FnMut(&mut D) -> Result<()>,
+) -> Result<Stats> {
     let mut i = 0;
     for _ in 0..cfg.warmup {
-        run(i)?;
+        run(dev, i)?;
         i += 1;
     }
+    settle(dev)?;
     let start = Instant::now();
     let mut samples = Vec::with_capacity(cfg.reps);
     for _ in 0..cfg.reps.max(1) {
         let (t, c) = (Instant::now(), cfg.thread_cpu.then(thread_cpu_s));
-        run(i)?;
+        run(dev, i)?;
+        settle(dev)?;
         samples.push(match c {
             Some(c0) => thread_cpu_s() - c0,
             None => t.elapsed().as_secs_f64(),

@@ -1,32 +1,15 @@
 //! Each CUDA kernel against its CPU twin. Runs only where a GPU is usable; otherwise it
 //! prints why it skipped. With `TWIN_REQUIRE_GPU=1` a missing GPU fails instead.
+//! (`measure.rs` times every calibration op on each device present.)
 
 mod common;
 
-use engine::{
-    AttnShape, Backend, CopyShape, Device, EngineError, GatherPlacement, GatherShape, GemmShape,
-    IndexerShape, MoeShape, OpSpec, StreamShape, TimingConfig,
-};
+use common::gpu;
+use engine::{Device, EngineError};
 use kernels::check::{close, topk_valid};
 use kernels::{
     cpu, AttnModeKind, AttnProblem, GatherProblem, IndexerProblem, MoeProblem, WeightDtype,
 };
-
-fn gpu() -> Option<Box<dyn Backend>> {
-    match Device::Cuda(0).open() {
-        Ok(b) => {
-            eprintln!("GPU: {} / {}", b.info().device, b.info().driver);
-            Some(b)
-        }
-        Err(e) => {
-            if std::env::var("TWIN_REQUIRE_GPU").is_ok_and(|v| v == "1") {
-                panic!("TWIN_REQUIRE_GPU=1 but the CUDA backend did not open: {e}");
-            }
-            eprintln!("SKIPPED CUDA-vs-CPU test: no usable GPU: {e}");
-            None
-        }
-    }
-}
 
 #[test]
 fn open_without_gpu_is_a_clear_error_not_a_panic() {
@@ -59,7 +42,7 @@ fn moe_matches_cpu() {
         for (tokens, touched) in [(1, 4), (9, 2), (17, 1)] {
             let p = MoeProblem::random(dtype, 6, touched, tokens, 40, 768, 30 + i as u64);
             let want = cpu::moe(&p).unwrap();
-            let got = g.moe(&p).unwrap();
+            let got = g.run_moe(&p).unwrap();
             let scale = want.iter().fold(0f32, |m, v| m.max(v.abs()));
             close(&got, &want, 1e-5 * scale, 1e-4)
                 .unwrap_or_else(|e| panic!("{dtype:?} tokens={tokens}: {e}"));
@@ -82,7 +65,7 @@ fn attention_matches_cpu() {
             let mut p = AttnProblem::random(3, 5, dim, 333, page, mode, 50 + i as u64);
             p.seq_lens[2] = 100; // a shorter row
             let want = cpu::attention(&p).unwrap();
-            let got = g.attention(&p).unwrap();
+            let got = g.run_attention(&p).unwrap();
             close(&got, &want, 1e-4, 1e-3).unwrap_or_else(|e| panic!("{mode:?} dim={dim}: {e}"));
         }
     }
@@ -94,7 +77,7 @@ fn indexer_matches_cpu() {
     for (n_pos, topk) in [(5000, 256), (100, 128)] {
         let p = IndexerProblem::random(2, 16, 128, n_pos, topk, 70);
         let want = cpu::indexer(&p).unwrap();
-        let got = g.indexer(&p).unwrap();
+        let got = g.run_indexer(&p).unwrap();
         let scale = want.scores.iter().fold(0f32, |m, v| m.max(v.abs()));
         close(&got.scores, &want.scores, 1e-5 * scale, 1e-4).unwrap();
         // The GPU's selection must be a valid top-k of the GPU's own scores.
@@ -106,104 +89,33 @@ fn indexer_matches_cpu() {
 fn gather_and_copy_match_cpu() {
     let Some(mut g) = gpu() else { return };
     let p = GatherProblem::random(4096, 256, 10_000, 80);
-    assert!(g.gather(&p).unwrap() == cpu::gather(&p).unwrap());
+    assert!(g.run_gather(&p).unwrap() == cpu::gather(&p).unwrap());
     let src: Vec<u8> = (0..(1 << 20) + 48).map(|i: u32| (i * 7) as u8).collect();
-    assert!(g.copy(&src).unwrap() == src);
-}
-
-#[test]
-fn every_op_measures_on_gpu() {
-    let Some(mut g) = gpu() else { return };
-    let cfg = TimingConfig {
-        warmup: 1,
-        reps: 3,
-        max_seconds: 1.0,
-        min_reps: 1,
-        rotate: true,
-        thread_cpu: false,
-    };
-    let ops = [
-        OpSpec::MoeDecode(MoeShape {
-            dtype: WeightDtype::Fp8,
-            tokens: 1,
-            experts: 8,
-            n_out: 2048,
-            k_in: 7168,
-        }),
-        OpSpec::GroupedGemm(MoeShape {
-            dtype: WeightDtype::Bf16,
-            tokens: 256,
-            experts: 2,
-            n_out: 1024,
-            k_in: 1024,
-        }),
-        OpSpec::Attention(AttnShape::decode(
-            AttnModeKind::Sparse(2048),
-            4,
-            16,
-            512,
-            32768,
-            64,
-        )),
-        OpSpec::Indexer(IndexerShape {
-            batch: 2,
-            heads: 64,
-            dim: 128,
-            positions: 32768,
-            topk: 2048,
-        }),
-        OpSpec::Gather(GatherShape {
-            placement: GatherPlacement::Device,
-            table_bytes: 1 << 28,
-            row_bytes: 256,
-            rows: 65536,
-        }),
-        OpSpec::Gather(GatherShape {
-            placement: GatherPlacement::Mapped,
-            table_bytes: 1 << 26,
-            row_bytes: 256,
-            rows: 4096,
-        }),
-        OpSpec::AllToAll(CopyShape {
-            bytes: 1 << 24,
-            peers: 1,
-        }),
-        OpSpec::StreamRead(StreamShape { bytes: 1 << 28 }),
-        OpSpec::Gemm(GemmShape {
-            m: 1024,
-            n: 1024,
-            k: 1024,
-        }),
-    ];
-    for op in &ops {
-        let m = g
-            .measure(op, &cfg)
-            .unwrap_or_else(|e| panic!("{op:?}: {e}"));
-        assert!(m.stats.median_s > 0.0, "{op:?}");
-        eprintln!(
-            "{} {} {}: {:.3e} s, {:.1} GB/s, {:.1} GFLOP/s",
-            m.point.op,
-            m.point.shape,
-            m.point.dtype,
-            m.stats.median_s,
-            m.achieved_bytes_per_s / 1e9,
-            m.achieved_flops_per_s / 1e9
-        );
-    }
+    assert!(g.run_copy(&src).unwrap() == src);
 }
 
 /// The serving device: every live-model op, and a whole forward pass of a small model,
 /// on the GPU against the CPU device.
 #[test]
 fn serving_device_runs_the_model_like_the_cpu() {
-    use engine::serve::cuda::CudaDevice;
-    use engine::serve::{CpuDevice, Executor, Seq, Solo};
+    use engine::serve::{Executor, Seq, Shard, Solo};
+    use engine::{CpuDevice, CudaDevice};
     if gpu().is_none() {
         return;
     }
     let cfg = common::tiny();
     let run = |dev: Box<dyn engine::serve::ServeDevice>| {
-        let mut e = Executor::new(dev, cfg.clone(), 7, 0, 1, 32).unwrap();
+        let mut e = Executor::new(
+            dev,
+            cfg.clone(),
+            Shard {
+                seed: 7,
+                rank: 0,
+                ranks: 1,
+                pages: 32,
+            },
+        )
+        .unwrap();
         let p: Vec<u32> = (0..40u32).map(|i| (i * 37 + 11) % 512).collect();
         e.forward(
             &[Seq {

@@ -1,12 +1,22 @@
 //! The serving executor on the CPU device: chunking, paging, DEP and KV hand-over do not
 //! change what the model computes; MTP drafts and acceptance shape the outputs.
 
-use engine::serve::{CpuDevice, Executor, Seq, Solo, ThreadExchange};
+use engine::serve::{CpuDevice, Executor, Seq, Shard, Solo, ThreadExchange};
 mod common;
 use common::tiny;
 
 fn exec(rank: usize, ranks: usize) -> Executor {
-    Executor::new(Box::new(CpuDevice::new()), tiny(), 7, rank, ranks, 64).unwrap()
+    Executor::new(
+        Box::new(CpuDevice::new()),
+        tiny(),
+        Shard {
+            seed: 7,
+            rank,
+            ranks,
+            pages: 64,
+        },
+    )
+    .unwrap()
 }
 
 fn prompt(n: usize) -> Vec<u32> {
@@ -211,10 +221,19 @@ fn bad_configurations_and_inputs_are_errors() {
     c.hidden = 200;
     c.layers[1].has_indexer = false;
     c.layers.swap(0, 1);
-    let e = Executor::new(Box::new(CpuDevice::new()), c, 1, 0, 3, 8)
-        .err()
-        .unwrap()
-        .to_string();
+    let e = Executor::new(
+        Box::new(CpuDevice::new()),
+        c,
+        Shard {
+            seed: 1,
+            rank: 0,
+            ranks: 3,
+            pages: 8,
+        },
+    )
+    .err()
+    .unwrap()
+    .to_string();
     assert!(e.contains("hidden = 200"), "{e}");
     assert!(e.contains("no earlier layer has an indexer"), "{e}");
     assert!(e.contains("do not divide over 3 ranks"), "{e}");

@@ -1,6 +1,7 @@
 //! Diagnostic: a steady decode pass's traced op times (consecutive passes, varied
 //! tokens) against a profile's fitted prediction of the same calls, per static key.
-use engine::serve::{CpuDevice, Executor, Seq, Solo};
+use engine::serve::{CpuDevice, Executor, Seq, Shard, Solo};
+use sim::cost::fitted::LiveModelExt;
 use std::collections::BTreeMap;
 
 fn main() {
@@ -15,7 +16,17 @@ fn main() {
     let m: sim::Model = toml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let lm = sim::cost::fitted::LiveModel::from_model(&m, live::model::PAGE_TOKENS).unwrap();
     let cfg = live::model::engine_config(&lm);
-    let mut exec = Executor::new(Box::new(CpuDevice::new()), cfg.clone(), 7, 0, 1, 160).unwrap();
+    let mut exec = Executor::new(
+        Box::new(CpuDevice::new()),
+        cfg.clone(),
+        Shard {
+            seed: 7,
+            rank: 0,
+            ranks: 1,
+            pages: 160,
+        },
+    )
+    .unwrap();
     let vocab = cfg.vocab as u32;
     let ctx = 320usize;
     let pages_per = (ctx + 2).div_ceil(cfg.page_size);

@@ -10,7 +10,7 @@ use crate::workers::{core_sets, Cmd, RankSpec, Reply, Workers};
 use crate::LiveError;
 use engine::serve::{Seq, SeqOut};
 use engine::Device;
-use sim::cost::fitted::LiveModel;
+use sim::cost::fitted::{LiveModel, LiveModelExt};
 use sim::serving::core::{secs_to_ns, stream};
 use sim::serving::{Driver, Mode, ServingScenario, TraceRecord, WlEvent, WorkloadConfig};
 use std::cmp::Reverse;

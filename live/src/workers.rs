@@ -7,7 +7,7 @@
 //! group, or the ranks of a DEP group, do not share cores.
 
 use crate::LiveError;
-use engine::serve::{Exchange, Executor, ModelConfig, Seq, SeqOut, Solo, ThreadExchange};
+use engine::serve::{Exchange, Executor, ModelConfig, Seq, SeqOut, Shard, Solo, ThreadExchange};
 use engine::Device;
 use std::collections::HashMap;
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
@@ -313,7 +313,13 @@ fn serve_rank(
                 Box::new(engine::serve::cuda::CudaDevice::open(n).map_err(worker_error)?)
             }
         };
-        Executor::new(dev, model, seed, spec.rank, spec.ranks, spec.pages).map_err(worker_error)
+        let shard = Shard {
+            seed,
+            rank: spec.rank,
+            ranks: spec.ranks,
+            pages: spec.pages,
+        };
+        Executor::new(dev, model, shard).map_err(worker_error)
     })();
     let mut exec = match exec {
         Ok(e) => e,

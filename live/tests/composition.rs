@@ -1,12 +1,12 @@
 //! The simulator's fitted cost model composes a step from the same op calls the live
-//! engine runs: the executor's trace of a forward pass equals `LiveModel::step_calls`
-//! for the same batch, call for call (expert groups and the rows a rank receives are
-//! the only values routing decides; the model uses their expectation, checked here
-//! to be close).
+//! engine runs: the executor's trace of a forward pass equals the forward pass's op
+//! list (`spec::call::forward_pass`, through `LiveModelExt::step_calls`) for the same
+//! batch, call for call (expert groups and the rows a rank receives are the only
+//! values routing decides; the list uses their expectation, checked here to be close).
 
-use engine::serve::{CpuDevice, Executor, Seq, Solo, ThreadExchange};
+use engine::serve::{CpuDevice, Executor, Seq, Shard, Solo, ThreadExchange};
 use live::model::{engine_config, PAGE_TOKENS};
-use sim::cost::fitted::{expected_touched, LiveCall, LiveModel};
+use sim::cost::fitted::{expected_touched, LiveCall, LiveModel, LiveModelExt};
 use sim::cost::{Phase, ReqSlice, StepShape};
 
 fn model(name: &str) -> LiveModel {
@@ -16,15 +16,6 @@ fn model(name: &str) -> LiveModel {
     );
     let m: sim::Model = toml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     LiveModel::from_model(&m, PAGE_TOKENS).unwrap()
-}
-
-fn as_sim(c: engine::op::live::Call) -> LiveCall {
-    LiveCall {
-        op: c.op,
-        dtype: c.dtype,
-        key: c.key,
-        vars: c.vars,
-    }
 }
 
 /// Calls with routing-decided values blanked: every linear's expert groups, the
@@ -88,8 +79,13 @@ fn seqs(
 fn one_rank_traces_are_the_composed_calls() {
     for name in ["cpu-live-moe", "tiny-moe"] {
         let lm = model(name);
-        let mut ex =
-            Executor::new(Box::new(CpuDevice::new()), engine_config(&lm), 3, 0, 1, 256).unwrap();
+        let shard = Shard {
+            seed: 3,
+            rank: 0,
+            ranks: 1,
+            pages: 256,
+        };
+        let mut ex = Executor::new(Box::new(CpuDevice::new()), engine_config(&lm), shard).unwrap();
         ex.set_trace(true);
         for (prefill, decode, drafts) in [
             (vec![(40usize, 0usize), (17, 300)], vec![], 0usize),
@@ -114,7 +110,7 @@ fn one_rank_traces_are_the_composed_calls() {
                 )
             };
             ex.forward(&s, drafts, &mut Solo).unwrap();
-            let traced: Vec<LiveCall> = ex.take_trace().into_iter().map(as_sim).collect();
+            let traced: Vec<LiveCall> = ex.take_trace();
             let ranks = vec![slices];
             let shape = StepShape {
                 phase,
@@ -147,8 +143,8 @@ fn one_rank_traces_are_the_composed_calls() {
                     }
                 })
                 .sum();
-            if let Some((e, k, _, _)) = lm.moe {
-                let want = expected_touched(e, k, rows as f64);
+            if let Some(moe) = lm.moe {
+                let want = expected_touched(moe.experts, moe.top_k, rows as f64);
                 for t in touched {
                     assert!(
                         (t as f64 - want).abs() <= 0.35 * want + 1.0,
@@ -166,8 +162,13 @@ fn dep2_traces_are_the_composed_calls() {
     let cfg = engine_config(&lm);
     let mut execs: Vec<Executor> = (0..2)
         .map(|r| {
-            let mut x =
-                Executor::new(Box::new(CpuDevice::new()), cfg.clone(), 3, r, 2, 64).unwrap();
+            let shard = Shard {
+                seed: 3,
+                rank: r,
+                ranks: 2,
+                pages: 64,
+            };
+            let mut x = Executor::new(Box::new(CpuDevice::new()), cfg.clone(), shard).unwrap();
             x.set_trace(true);
             x
         })
@@ -184,7 +185,7 @@ fn dep2_traces_are_the_composed_calls() {
             .map(|((x, mut ex), w)| {
                 s.spawn(move || {
                     x.forward(w, 1, &mut ex).unwrap();
-                    x.take_trace().into_iter().map(as_sim).collect::<Vec<_>>()
+                    x.take_trace()
                 })
             })
             .collect();

@@ -16,6 +16,7 @@ use calibration::profile::utc_now;
 use calibration::{MeasurementLog, Profile, Row};
 use engine::{Device, TimingConfig};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use sim::cost::fitted::LiveModelExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -147,27 +148,7 @@ fn measure(args: &CalibrateArgs) -> Result<()> {
             cut.bytes
         );
     }
-    // The live plan: the model whose engine ops to time in situ.
-    let live_model = if args.plan == "live" {
-        if !args.ops.is_empty() {
-            anyhow::bail!(
-                "--ops selects ops of the default plan; --plan live measures every op of --model"
-            );
-        }
-        let name = args
-            .model
-            .as_deref()
-            .context("--plan live needs --model MODEL (the model whose ops to measure)")?;
-        let model = crate::scenario::load_model(name, &[])?;
-        let lm = sim::cost::fitted::LiveModel::from_model(&model, live::model::PAGE_TOKENS)
-            .map_err(|e| anyhow!("model {name}: {}", e.join("; ")))?;
-        Some((
-            lm,
-            model.mtp.as_ref().map_or(0, |m| m.draft_tokens) as usize,
-        ))
-    } else {
-        None
-    };
+    let live_model = live_model_of(args)?;
     let points = if live_model.is_some() {
         // The reference peaks first, as in the default plan; then what the in-situ
         // passes cannot give.
@@ -194,7 +175,50 @@ fn measure(args: &CalibrateArgs) -> Result<()> {
         points.len() - todo.len(),
         csv.display()
     );
+    measure_points(backend.as_mut(), &todo, &timing, &info, &mut log)?;
+    if let Some((lm, drafts)) = &live_model {
+        measure_in_situ(device, lm, *drafts, size, &timing, &info, &mut log)?;
+    }
+    drop(log);
 
+    let profile_path = out.join("profile.toml");
+    fit(&csv, &profile_path)
+}
+
+/// The live plan's model (and its MTP draft tokens): the model whose engine ops to
+/// time in situ; `None` for the default plan.
+fn live_model_of(args: &CalibrateArgs) -> Result<Option<(sim::cost::fitted::LiveModel, usize)>> {
+    if args.plan != "live" {
+        return Ok(None);
+    }
+    if !args.ops.is_empty() {
+        anyhow::bail!(
+            "--ops selects ops of the default plan; --plan live measures every op of --model"
+        );
+    }
+    let name = args
+        .model
+        .as_deref()
+        .context("--plan live needs --model MODEL (the model whose ops to measure)")?;
+    let model = crate::scenario::load_model(name, &[])?;
+    let lm = sim::cost::fitted::LiveModel::from_model(&model, live::model::PAGE_TOKENS)
+        .map_err(|e| anyhow!("model {name}: {}", e.join("; ")))?;
+    Ok(Some((
+        lm,
+        model.mtp.as_ref().map_or(0, |m| m.draft_tokens) as usize,
+    )))
+}
+
+/// Measures each point on `backend` under a progress bar, appending a row per point
+/// to `log`; a point that fails is a warning, and the count of failures is said at
+/// the end.
+fn measure_points(
+    backend: &mut dyn engine::Backend,
+    todo: &[&engine::OpSpec],
+    timing: &TimingConfig,
+    info: &engine::DeviceInfo,
+    log: &mut MeasurementLog,
+) -> Result<()> {
     let start = Instant::now();
     let pb = ProgressBar::with_draw_target(Some(todo.len() as u64), ProgressDrawTarget::stderr());
     pb.set_style(
@@ -205,7 +229,7 @@ fn measure(args: &CalibrateArgs) -> Result<()> {
     for op in todo {
         let point = op.point();
         pb.set_message(format!("{} {} {}", point.op, point.dtype, point.shape));
-        match backend.measure(op, &timing) {
+        match backend.measure(op, timing) {
             Ok(m) => log.append(&Row::from_measurement(
                 &m,
                 &info.device,
@@ -232,13 +256,7 @@ fn measure(args: &CalibrateArgs) -> Result<()> {
             String::new()
         }
     );
-    if let Some((lm, drafts)) = &live_model {
-        measure_in_situ(device, lm, *drafts, size, &timing, &info, &mut log)?;
-    }
-    drop(log);
-
-    let profile_path = out.join("profile.toml");
-    fit(&csv, &profile_path)
+    Ok(())
 }
 
 /// The live plan's in-situ passes: the model's executor on `device` runs synthetic
@@ -253,7 +271,7 @@ fn measure_in_situ(
     info: &engine::DeviceInfo,
     log: &mut MeasurementLog,
 ) -> Result<()> {
-    use engine::serve::{situ, Executor, ServeDevice};
+    use engine::serve::{situ, Executor, ServeDevice, Shard};
     let passes = calibration::live::situ_passes(size);
     let reps = match size {
         PlanSize::Smoke => 1,
@@ -266,7 +284,16 @@ fn measure_in_situ(
         Device::Cuda(n) => Box::new(engine::serve::cuda::CudaDevice::open(n)?),
     };
     let cfg = live::model::engine_config(lm);
-    let mut exec = Executor::new(dev, cfg, 7, 0, 1, 160)?;
+    let mut exec = Executor::new(
+        dev,
+        cfg,
+        Shard {
+            seed: 7,
+            rank: 0,
+            ranks: 1,
+            pages: 160,
+        },
+    )?;
     exec.set_trace_clock(timing.thread_cpu);
     eprintln!(
         "calibrate: {} forward passes of {} in situ, {reps} timed runs each",

@@ -10,8 +10,9 @@ use sim::cost::kernels::a2a::Routing;
 use sim::cost::kernels::attention::AttnKernel;
 use sim::cost::kernels::bench::{self, BenchResult, CommKernel};
 use sim::cost::kernels::GemmKind;
-use sim::cost::Phase;
+use sim::cost::{CostParams, Phase};
 use sim::units::Dtype;
+use sim::Hardware;
 
 #[derive(Debug, Clone, Args)]
 pub struct KernelArgs {
@@ -72,10 +73,10 @@ pub enum AttnArg {
     SparsePrefill,
 }
 
+// The tokens an expert-parallel kernel routes, and to how many experts: what the
+// all-to-all kernels and the MoE layer share.
 #[derive(Debug, Clone, Args)]
-pub struct A2aArgs {
-    #[arg(long, value_enum, default_value = "normal")]
-    pub kernels: CommArg,
+pub struct RoutedTokens {
     /// Ranks in the expert-parallel group.
     #[arg(long)]
     pub ep: u32,
@@ -88,6 +89,14 @@ pub struct A2aArgs {
     pub experts: u32,
     #[arg(long, default_value_t = 8)]
     pub top_k: u32,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct A2aArgs {
+    #[arg(long, value_enum, default_value = "normal")]
+    pub kernels: CommArg,
+    #[command(flatten)]
+    pub routed: RoutedTokens,
     /// Expert groups (group-limited routing); 1 = none.
     #[arg(long, default_value_t = 1)]
     pub groups: u32,
@@ -104,95 +113,98 @@ pub struct A2aArgs {
 #[derive(Debug, Clone, Subcommand)]
 pub enum KernelOp {
     /// A GEMM or grouped GEMM (DeepGEMM accounting).
-    Gemm {
-        #[arg(long)]
-        m: u64,
-        #[arg(long)]
-        n: u64,
-        #[arg(long)]
-        k: u64,
-        #[arg(long, default_value_t = 1)]
-        groups: u32,
-        #[arg(long, value_enum, default_value = "dense")]
-        layout: Layout,
-        #[arg(long, value_enum, default_value = "fp8")]
-        dtype: DtypeArg,
-    },
+    Gemm(GemmArgs),
     /// Expert-parallel dispatch (DeepEP / TensorRT-LLM accounting).
     Dispatch(A2aArgs),
     /// Expert-parallel combine.
     Combine(A2aArgs),
     /// One MoE layer: routed experts of the hottest rank with dispatch and combine
     /// (or one fused kernel, DeepGEMM's Mega MoE), as the step model prices it.
-    Moe {
-        /// Ranks in the expert-parallel group.
-        #[arg(long)]
-        ep: u32,
-        /// Tokens per rank.
-        #[arg(long)]
-        tokens: u32,
-        #[arg(long, default_value_t = 7168)]
-        hidden: u32,
-        #[arg(long, default_value_t = 256)]
-        experts: u32,
-        #[arg(long, default_value_t = 8)]
-        top_k: u32,
-        /// Expert FFN width.
-        #[arg(long, default_value_t = 2048)]
-        ffn: u32,
-        #[arg(long, value_enum, default_value = "fp8")]
-        weights: DtypeArg,
-        #[arg(long, value_enum, default_value = "fp8")]
-        acts: DtypeArg,
-        /// Dispatch, GEMMs, activation and combine in one kernel.
-        #[arg(long)]
-        fused: bool,
-        /// Decode (low-latency all-to-all, masked GEMMs) or prefill (normal kernels,
-        /// contiguous GEMMs).
-        #[arg(long, value_enum, default_value = "decode")]
-        phase: super::forward::PhaseArg,
-    },
+    Moe(MoeArgs),
     /// A tensor-parallel all-reduce (NCCL accounting: busbw over 2 (n - 1) / n of the
     /// buffer).
-    Allreduce {
-        /// GPUs in the all-reduce.
-        #[arg(long)]
-        gpus: u32,
-        /// Buffer size in bytes (`1000000`, `4GiB`).
-        #[arg(long)]
-        bytes: String,
-        /// NCCL's ring algorithm (a latency per step, as its large benchmarks run)
-        /// instead of the one-shot kernel engines run in their graphs.
-        #[arg(long)]
-        ring: bool,
-    },
+    Allreduce(AllreduceArgs),
     /// An attention kernel (FlashMLA / cuDNN accounting).
-    Attention {
-        #[arg(long, value_enum)]
-        kind: AttnArg,
-        #[arg(long, default_value_t = 1)]
-        batch: u32,
-        #[arg(long)]
-        heads: u32,
-        /// Query tokens per sequence (decode: 1 + MTP; prefill: the sequence length).
-        #[arg(long)]
-        q_tokens: u64,
-        /// Keys per sequence (decode: the context; prefill: KV length).
-        #[arg(long, default_value_t = 0)]
-        context: u64,
-        /// Sparse kernels: entries each query attends to.
-        #[arg(long, default_value_t = 0)]
-        top_k: u64,
-        #[arg(long)]
-        dqk: u32,
-        #[arg(long)]
-        dv: u32,
-        /// Bytes of one cached entry (decode) or of one head's key and value (prefill).
-        #[arg(long)]
-        kv_bytes: f64,
-        #[arg(long, value_enum, default_value = "bf16")]
-        dtype: DtypeArg,
-    },
+    Attention(AttentionArgs),
+}
+
+// The arguments of each kernel (their help is the variant's, above).
+#[derive(Debug, Clone, Args)]
+pub struct GemmArgs {
+    #[arg(long)]
+    pub m: u64,
+    #[arg(long)]
+    pub n: u64,
+    #[arg(long)]
+    pub k: u64,
+    #[arg(long, default_value_t = 1)]
+    pub groups: u32,
+    #[arg(long, value_enum, default_value = "dense")]
+    pub layout: Layout,
+    #[arg(long, value_enum, default_value = "fp8")]
+    pub dtype: DtypeArg,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct MoeArgs {
+    #[command(flatten)]
+    pub routed: RoutedTokens,
+    /// Expert FFN width.
+    #[arg(long, default_value_t = 2048)]
+    pub ffn: u32,
+    #[arg(long, value_enum, default_value = "fp8")]
+    pub weights: DtypeArg,
+    #[arg(long, value_enum, default_value = "fp8")]
+    pub acts: DtypeArg,
+    /// Dispatch, GEMMs, activation and combine in one kernel.
+    #[arg(long)]
+    pub fused: bool,
+    /// Decode (low-latency all-to-all, masked GEMMs) or prefill (normal kernels,
+    /// contiguous GEMMs).
+    #[arg(long, value_enum, default_value = "decode")]
+    pub phase: crate::step::PhaseArg,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct AllreduceArgs {
+    /// GPUs in the all-reduce.
+    #[arg(long)]
+    pub gpus: u32,
+    /// Buffer size in bytes (`1000000`, `4GiB`).
+    #[arg(long)]
+    pub bytes: String,
+    /// NCCL's ring algorithm (a latency per step, as its large benchmarks run)
+    /// instead of the one-shot kernel engines run in their graphs.
+    #[arg(long)]
+    pub ring: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct AttentionArgs {
+    #[arg(long, value_enum)]
+    pub kind: AttnArg,
+    #[arg(long, default_value_t = 1)]
+    pub batch: u32,
+    #[arg(long)]
+    pub heads: u32,
+    /// Query tokens per sequence (decode: 1 + MTP; prefill: the sequence length).
+    #[arg(long)]
+    pub q_tokens: u64,
+    /// Keys per sequence (decode: the context; prefill: KV length).
+    #[arg(long, default_value_t = 0)]
+    pub context: u64,
+    /// Sparse kernels: entries each query attends to.
+    #[arg(long, default_value_t = 0)]
+    pub top_k: u64,
+    #[arg(long)]
+    pub dqk: u32,
+    #[arg(long)]
+    pub dv: u32,
+    /// Bytes of one cached entry (decode) or of one head's key and value (prefill).
+    #[arg(long)]
+    pub kv_bytes: f64,
+    #[arg(long, value_enum, default_value = "bf16")]
+    pub dtype: DtypeArg,
 }
 
 /// A priced kernel and what it was.
@@ -202,6 +214,9 @@ pub struct KernelOut {
     pub hardware: String,
     pub cost_model: String,
 }
+
+/// A kernel in words and its price.
+type Priced = (String, BenchResult);
 
 pub fn evaluate(args: &KernelArgs) -> Result<KernelOut> {
     let sets = Set::parse_all(&args.set)?;
@@ -214,221 +229,14 @@ pub fn evaluate(args: &KernelArgs) -> Result<KernelOut> {
         );
     }
     let hw = load_hardware(&args.hardware, &hw_sets)?;
-    let p = super::cost_params(&hw, args.profile.as_deref(), &cost_sets)?;
+    let p = crate::scenario::cost_params(&hw, args.profile.as_deref(), &cost_sets)?;
     let (what, result) = match &args.op {
-        KernelOp::Gemm {
-            m,
-            n,
-            k,
-            groups,
-            layout,
-            dtype,
-        } => {
-            if *m == 0 || *n == 0 || *k == 0 || *groups == 0 {
-                bail!("--m, --n, --k and --groups must be at least 1");
-            }
-            let kind = match layout {
-                Layout::Dense => GemmKind::Dense,
-                Layout::Contiguous => GemmKind::Contiguous,
-                Layout::Masked => GemmKind::Masked,
-            };
-            (
-                format!(
-                    "{} GEMM {groups} x {m} x {n} x {k} ({})",
-                    kind.name(),
-                    Dtype::from(*dtype)
-                ),
-                bench::gemm(
-                    &hw,
-                    &p,
-                    kind,
-                    *groups as f64,
-                    *m as f64,
-                    *n as f64,
-                    *k as f64,
-                    (*dtype).into(),
-                ),
-            )
-        }
-        KernelOp::Dispatch(a) | KernelOp::Combine(a) => {
-            let combine = matches!(args.op, KernelOp::Combine(_));
-            if a.ep == 0 || a.tokens == 0 || a.hidden == 0 || a.experts == 0 || a.top_k == 0 {
-                bail!("--ep, --tokens, --hidden, --experts and --top-k must be at least 1");
-            }
-            if a.groups == 0
-                || a.topk_groups == 0
-                || a.topk_groups > a.groups
-                || a.experts % a.groups != 0
-            {
-                bail!("--groups must divide --experts and --topk-groups lie in 1..=--groups");
-            }
-            if a.top_k > a.experts / a.groups * a.topk_groups {
-                bail!(
-                    "--top-k {} exceeds the experts of {} groups",
-                    a.top_k,
-                    a.topk_groups
-                );
-            }
-            let kernel = match a.kernels {
-                CommArg::Normal => CommKernel::Normal,
-                CommArg::LowLatency => CommKernel::LowLatency,
-            };
-            let dtype =
-                a.dtype
-                    .map(Dtype::from)
-                    .unwrap_or(if combine { Dtype::Bf16 } else { Dtype::Fp8 });
-            let meta = a.meta.map(|m| m as f64).unwrap_or(
-                if kernel == CommKernel::LowLatency && !combine {
-                    16.0
-                } else {
-                    0.0
-                },
-            );
-            let b = bench::A2a {
-                kernel,
-                combine,
-                ep: a.ep as f64,
-                tokens: a.tokens as f64,
-                hidden: a.hidden as f64,
-                routing: Routing {
-                    experts: a.experts as f64,
-                    top_k: a.top_k as f64,
-                    groups: a.groups as f64,
-                    topk_groups: a.topk_groups as f64,
-                },
-                dtype,
-                meta,
-            };
-            (
-                format!(
-                    "{} {} EP{} of {} tokens per rank ({dtype})",
-                    if kernel == CommKernel::Normal {
-                        "normal"
-                    } else {
-                        "low-latency"
-                    },
-                    if combine { "combine" } else { "dispatch" },
-                    a.ep,
-                    a.tokens
-                ),
-                bench::a2a(&hw, &p, &b),
-            )
-        }
-        KernelOp::Moe {
-            ep,
-            tokens,
-            hidden,
-            experts,
-            top_k,
-            ffn,
-            weights,
-            acts,
-            fused,
-            phase,
-        } => {
-            if *ep == 0
-                || *tokens == 0
-                || *hidden == 0
-                || *ffn == 0
-                || *top_k == 0
-                || *top_k > *experts
-            {
-                bail!("--ep, --tokens, --hidden, --ffn and --top-k must be at least 1, --top-k at most --experts");
-            }
-            if experts % ep != 0 {
-                bail!("--experts {experts} do not divide over --ep {ep}");
-            }
-            let (w, a) = (Dtype::from(*weights), Dtype::from(*acts));
-            let model = moe_model(*hidden, *experts, *top_k, *ffn, w, a, *fused)?;
-            let phase = match phase {
-                super::forward::PhaseArg::Decode => Phase::Decode,
-                super::forward::PhaseArg::Prefill => Phase::Prefill,
-            };
-            let cm = sim::cost::AnalyticCostModel::new(
-                hw.clone(),
-                model,
-                sim::Layout::new(*ep),
-                p.clone(),
-            );
-            let (time_s, bound) = cm.moe_layer(phase, *tokens as f64);
-            let flops = 2.0 * 3.0 * *hidden as f64 * *ffn as f64 * *tokens as f64 * *top_k as f64;
-            (
-                format!(
-                    "{}MoE layer EP{ep}, {tokens} tokens per rank, {experts} experts top-{top_k}, {w} x {a}",
-                    if *fused { "fused " } else { "" }
-                ),
-                BenchResult {
-                    time_s,
-                    flops,
-                    bytes: 0.0,
-                    kernel: sim::cost::kernels::KernelTime {
-                        s: time_s,
-                        bound,
-                        ..Default::default()
-                    },
-                },
-            )
-        }
-        KernelOp::Allreduce { gpus, bytes, ring } => {
-            let b =
-                sim::units::ByteSize::parse(bytes).map_err(|e| anyhow::anyhow!("--bytes: {e}"))?;
-            if *gpus < 2 || b.as_f64() <= 0.0 {
-                bail!("--gpus must be at least 2 and --bytes positive");
-            }
-            (
-                format!(
-                    "{}all-reduce of {b} over {gpus} GPUs",
-                    if *ring { "ring " } else { "" }
-                ),
-                bench::allreduce(&hw, &p, *gpus as f64, b.as_f64(), *ring),
-            )
-        }
-        KernelOp::Attention {
-            kind,
-            batch,
-            heads,
-            q_tokens,
-            context,
-            top_k,
-            dqk,
-            dv,
-            kv_bytes,
-            dtype,
-        } => {
-            let (phase, kernel) = match kind {
-                AttnArg::DenseDecode => (Phase::Decode, AttnKernel::Dense),
-                AttnArg::SparseDecode => (Phase::Decode, AttnKernel::Sparse),
-                AttnArg::DensePrefill => (Phase::Prefill, AttnKernel::Dense),
-                AttnArg::SparsePrefill => (Phase::Prefill, AttnKernel::Sparse),
-            };
-            if *batch == 0
-                || *heads == 0
-                || *q_tokens == 0
-                || !(kv_bytes.is_finite() && *kv_bytes > 0.0)
-            {
-                bail!("--batch, --heads, --q-tokens and --kv-bytes must be positive");
-            }
-            if kernel == AttnKernel::Sparse && *top_k == 0 {
-                bail!("sparse attention needs --top-k");
-            }
-            let a = bench::Attn {
-                phase,
-                kernel,
-                batch: *batch as f64,
-                heads: *heads as f64,
-                q_tokens: *q_tokens as f64,
-                context: *context as f64,
-                top_k: *top_k as f64,
-                d_qk: *dqk as f64,
-                d_v: *dv as f64,
-                kv_bytes: *kv_bytes,
-                dtype: (*dtype).into(),
-            };
-            (
-                format!("{kind:?} attention, batch {batch}, {heads} heads, {q_tokens} queries on {context} keys"),
-                bench::attention(&hw, &p, &a),
-            )
-        }
+        KernelOp::Gemm(g) => gemm(&hw, &p, g)?,
+        KernelOp::Dispatch(a) => all_to_all(&hw, &p, a, false)?,
+        KernelOp::Combine(a) => all_to_all(&hw, &p, a, true)?,
+        KernelOp::Moe(m) => moe_layer(&hw, &p, m)?,
+        KernelOp::Allreduce(a) => allreduce(&hw, &p, a)?,
+        KernelOp::Attention(a) => attention(&hw, &p, a)?,
     };
     if !result.time_s.is_finite() {
         bail!("the kernel's time is not finite: check the hardware figures and cost parameters");
@@ -439,6 +247,204 @@ pub fn evaluate(args: &KernelArgs) -> Result<KernelOut> {
         hardware: hw.name,
         cost_model: p.source,
     })
+}
+
+fn gemm(hw: &Hardware, p: &CostParams, g: &GemmArgs) -> Result<Priced> {
+    let GemmArgs {
+        m,
+        n,
+        k,
+        groups,
+        layout,
+        dtype,
+    } = *g;
+    if m == 0 || n == 0 || k == 0 || groups == 0 {
+        bail!("--m, --n, --k and --groups must be at least 1");
+    }
+    let kind = match layout {
+        Layout::Dense => GemmKind::Dense,
+        Layout::Contiguous => GemmKind::Contiguous,
+        Layout::Masked => GemmKind::Masked,
+    };
+    Ok((
+        format!(
+            "{} GEMM {groups} x {m} x {n} x {k} ({})",
+            kind.name(),
+            Dtype::from(dtype)
+        ),
+        bench::gemm(
+            hw,
+            p,
+            kind,
+            groups as f64,
+            m as f64,
+            n as f64,
+            k as f64,
+            dtype.into(),
+        ),
+    ))
+}
+
+fn all_to_all(hw: &Hardware, p: &CostParams, a: &A2aArgs, combine: bool) -> Result<Priced> {
+    let r = &a.routed;
+    if r.ep == 0 || r.tokens == 0 || r.hidden == 0 || r.experts == 0 || r.top_k == 0 {
+        bail!("--ep, --tokens, --hidden, --experts and --top-k must be at least 1");
+    }
+    if a.groups == 0 || a.topk_groups == 0 || a.topk_groups > a.groups || r.experts % a.groups != 0
+    {
+        bail!("--groups must divide --experts and --topk-groups lie in 1..=--groups");
+    }
+    if r.top_k > r.experts / a.groups * a.topk_groups {
+        bail!(
+            "--top-k {} exceeds the experts of {} groups",
+            r.top_k,
+            a.topk_groups
+        );
+    }
+    let kernel = match a.kernels {
+        CommArg::Normal => CommKernel::Normal,
+        CommArg::LowLatency => CommKernel::LowLatency,
+    };
+    let dtype = a
+        .dtype
+        .map(Dtype::from)
+        .unwrap_or(if combine { Dtype::Bf16 } else { Dtype::Fp8 });
+    let meta =
+        a.meta
+            .map(|m| m as f64)
+            .unwrap_or(if kernel == CommKernel::LowLatency && !combine {
+                16.0
+            } else {
+                0.0
+            });
+    let b = bench::A2a {
+        kernel,
+        combine,
+        ep: r.ep as f64,
+        tokens: r.tokens as f64,
+        hidden: r.hidden as f64,
+        routing: Routing {
+            experts: r.experts as f64,
+            top_k: r.top_k as f64,
+            groups: a.groups as f64,
+            topk_groups: a.topk_groups as f64,
+        },
+        dtype,
+        meta,
+    };
+    Ok((
+        format!(
+            "{} {} EP{} of {} tokens per rank ({dtype})",
+            if kernel == CommKernel::Normal {
+                "normal"
+            } else {
+                "low-latency"
+            },
+            if combine { "combine" } else { "dispatch" },
+            r.ep,
+            r.tokens
+        ),
+        bench::a2a(hw, p, &b),
+    ))
+}
+
+fn moe_layer(hw: &Hardware, p: &CostParams, a: &MoeArgs) -> Result<Priced> {
+    let RoutedTokens {
+        ep,
+        tokens,
+        hidden,
+        experts,
+        top_k,
+    } = a.routed;
+    let (ffn, fused) = (a.ffn, a.fused);
+    if ep == 0 || tokens == 0 || hidden == 0 || ffn == 0 || top_k == 0 || top_k > experts {
+        bail!("--ep, --tokens, --hidden, --ffn and --top-k must be at least 1, --top-k at most --experts");
+    }
+    if experts % ep != 0 {
+        bail!("--experts {experts} do not divide over --ep {ep}");
+    }
+    let (w, acts) = (Dtype::from(a.weights), Dtype::from(a.acts));
+    let model = moe_model(hidden, experts, top_k, ffn, w, acts, fused)?;
+    let phase = match a.phase {
+        crate::step::PhaseArg::Decode => Phase::Decode,
+        crate::step::PhaseArg::Prefill => Phase::Prefill,
+    };
+    let cm = sim::cost::AnalyticCostModel::new(hw.clone(), model, sim::Layout::new(ep), p.clone());
+    let (time_s, bound) = cm.moe_layer(phase, tokens as f64);
+    let flops = 2.0 * 3.0 * hidden as f64 * ffn as f64 * tokens as f64 * top_k as f64;
+    Ok((
+        format!(
+            "{}MoE layer EP{ep}, {tokens} tokens per rank, {experts} experts top-{top_k}, {w} x {acts}",
+            if fused { "fused " } else { "" }
+        ),
+        BenchResult {
+            time_s,
+            flops,
+            bytes: 0.0,
+            kernel: sim::cost::kernels::KernelTime {
+                s: time_s,
+                bound,
+                ..Default::default()
+            },
+        },
+    ))
+}
+
+fn allreduce(hw: &Hardware, p: &CostParams, a: &AllreduceArgs) -> Result<Priced> {
+    let b = sim::units::ByteSize::parse(&a.bytes).map_err(|e| anyhow::anyhow!("--bytes: {e}"))?;
+    if a.gpus < 2 || b.as_f64() <= 0.0 {
+        bail!("--gpus must be at least 2 and --bytes positive");
+    }
+    Ok((
+        format!(
+            "{}all-reduce of {b} over {} GPUs",
+            if a.ring { "ring " } else { "" },
+            a.gpus
+        ),
+        bench::allreduce(hw, p, a.gpus as f64, b.as_f64(), a.ring),
+    ))
+}
+
+fn attention(hw: &Hardware, p: &CostParams, a: &AttentionArgs) -> Result<Priced> {
+    let AttentionArgs {
+        kind,
+        batch,
+        heads,
+        q_tokens,
+        context,
+        top_k,
+        kv_bytes,
+        ..
+    } = *a;
+    let (phase, kernel) = match kind {
+        AttnArg::DenseDecode => (Phase::Decode, AttnKernel::Dense),
+        AttnArg::SparseDecode => (Phase::Decode, AttnKernel::Sparse),
+        AttnArg::DensePrefill => (Phase::Prefill, AttnKernel::Dense),
+        AttnArg::SparsePrefill => (Phase::Prefill, AttnKernel::Sparse),
+    };
+    if batch == 0 || heads == 0 || q_tokens == 0 || !(kv_bytes.is_finite() && kv_bytes > 0.0) {
+        bail!("--batch, --heads, --q-tokens and --kv-bytes must be positive");
+    }
+    if kernel == AttnKernel::Sparse && top_k == 0 {
+        bail!("sparse attention needs --top-k");
+    }
+    let shape = bench::Attn {
+        phase,
+        kernel,
+        batch: batch as f64,
+        heads: heads as f64,
+        q_tokens: q_tokens as f64,
+        context: context as f64,
+        top_k: top_k as f64,
+        d_qk: a.dqk as f64,
+        d_v: a.dv as f64,
+        kv_bytes,
+        dtype: a.dtype.into(),
+    };
+    Ok((
+        format!("{kind:?} attention, batch {batch}, {heads} heads, {q_tokens} queries on {context} keys"),
+        bench::attention(hw, p, &shape),
+    ))
 }
 
 /// A one-layer MoE model with the given shapes (uniform routing: benchmarks route at

@@ -8,7 +8,8 @@
 //! checks); the run directory holds `run.json`, `requests.jsonl`, `steps.jsonl` and
 //! `result.json` (see `live::records`).
 
-use super::simulate::{read_trace_within, resolve_args, SimulateArgs};
+use crate::args::SimulateArgs;
+use crate::scenario::{read_trace_within, resolve_args};
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use engine::Device;
@@ -69,11 +70,8 @@ pub fn run(args: &LiveArgs) -> Result<()> {
         seed: args.seed,
         duration: args.duration,
         set: args.set.clone(),
-        cohort: None,
-        json: false,
         trace: args.trace.clone(),
-        profile: None,
-        decode_deps: Vec::new(),
+        ..SimulateArgs::default()
     };
     let r = resolve_args(&sim_args)?;
     if r.scenario.fidelity.cohort > 1 {
@@ -133,6 +131,12 @@ pub fn run(args: &LiveArgs) -> Result<()> {
         ));
     })?;
     pb.finish_and_clear();
+    print_summary(&summary);
+    Ok(())
+}
+
+/// What the run served, in the window after warm-up.
+fn print_summary(summary: &live::Summary) {
     let f = &summary.figures;
     println!("run: {}", summary.dir.display());
     println!(
@@ -152,5 +156,4 @@ pub fn run(args: &LiveArgs) -> Result<()> {
         f.ttft_ms.p50, f.ttft_ms.p90, f.tpot_ms.p50, f.tpot_ms.p90, f.itl_ms.p50
     );
     println!("MTP acceptance follows a declared, seeded rule (random weights make real acceptance meaningless): see run.json mtp_rule");
-    Ok(())
 }

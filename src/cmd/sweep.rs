@@ -2,7 +2,8 @@
 //! planners choose from: throughput per GPU against speed per user, and what a million
 //! output tokens cost.
 
-use super::forward::{evaluate, ForwardArgs, PhaseArg};
+use crate::args::ReportArgs;
+use crate::step::{evaluate, Forward, ForwardArgs, PhaseArg};
 use anyhow::{bail, Result};
 use clap::Args;
 use serde_json::json;
@@ -26,12 +27,8 @@ pub struct SweepArgs {
     /// --set, --profile); its --dep and --batch-per-rank are replaced by the grid.
     #[command(flatten)]
     pub base: ForwardArgs,
-    /// Write an HTML report (index.html, SVG plots, CSV tables, summary.json) here.
-    #[arg(long, value_name = "DIR")]
-    pub report: Option<String>,
-    /// Let --report write into a folder that is not empty.
-    #[arg(long)]
-    pub force: bool,
+    #[command(flatten)]
+    pub html: ReportArgs,
 }
 
 struct Point {
@@ -46,6 +43,19 @@ struct Point {
     top_share: f64,
 }
 
+/// A grid point that could not be priced: DEP, TP, batch and why.
+type Skipped = (u32, u32, u32, String);
+
+/// The sweep's results: the points priced, each with whether it is Pareto-optimal,
+/// and the points skipped.
+struct Swept {
+    hardware: String,
+    usd_per_gpu_hour: f64,
+    points: Vec<Point>,
+    frontier: Vec<bool>,
+    skipped: Vec<Skipped>,
+}
+
 pub fn run(args: &SweepArgs) -> Result<()> {
     if (args.deps.is_empty() && args.tps.is_empty()) || args.batches.is_empty() {
         bail!("--deps (or --tps) and --batches need at least one value each");
@@ -58,6 +68,35 @@ pub fn run(args: &SweepArgs) -> Result<()> {
     }
     let hardware = crate::scenario::load_hardware(&args.base.hardware, &[])?;
     let usd_per_gpu_hour = hardware.price.hyperscaler_usd_per_gpu_hour;
+    if args.base.expert_parallel && args.tps.is_empty() {
+        bail!("--expert-parallel applies to the TP layouts of --tps");
+    }
+    let (points, skipped) = grid(args, usd_per_gpu_hour);
+    let frontier = pareto_max(
+        &points
+            .iter()
+            .map(|p| (p.tok_s_gpu, p.tok_s_user))
+            .collect::<Vec<_>>(),
+    );
+    let swept = Swept {
+        hardware: hardware.name,
+        usd_per_gpu_hour,
+        points,
+        frontier,
+        skipped,
+    };
+    if let Some(dir) = &args.html.report {
+        write_report(args, &swept, dir)?;
+    }
+    if args.base.json {
+        return print_json(args, &swept);
+    }
+    print_text(args, &swept);
+    Ok(())
+}
+
+/// Every layout and batch of the grid, priced, in order; and the ones that fail.
+fn grid(args: &SweepArgs, usd_per_gpu_hour: f64) -> (Vec<Point>, Vec<Skipped>) {
     let mut points = Vec::new();
     let mut skipped = Vec::new();
     let layouts: Vec<(u32, u32)> = args
@@ -66,9 +105,6 @@ pub fn run(args: &SweepArgs) -> Result<()> {
         .map(|&d| (d, 1))
         .chain(args.tps.iter().map(|&t| (1, t)))
         .collect();
-    if args.base.expert_parallel && args.tps.is_empty() {
-        bail!("--expert-parallel applies to the TP layouts of --tps");
-    }
     for &(dep, tp) in &layouts {
         for &batch in &args.batches {
             let mut a = args.base.clone();
@@ -77,109 +113,123 @@ pub fn run(args: &SweepArgs) -> Result<()> {
             a.expert_parallel = args.base.expert_parallel && tp > 1;
             a.batch_per_rank = batch;
             match evaluate(&a) {
-                Ok(f) => {
-                    let r = &f.result;
-                    let step = r.step_s();
-                    // Per-user speed: decode emits tokens_per_step per step; a prefill
-                    // "user" gets its prompt done in one step.
-                    let tok_s_user = match args.base.phase {
-                        PhaseArg::Decode => f.spec.tokens_per_step / step,
-                        PhaseArg::Prefill => f.spec.new_tokens as f64 / step,
-                    };
-                    let (top, share) = Op::ALL
-                        .iter()
-                        .map(|o| (o.key(), r.share(*o)))
-                        .fold(("-", 0.0), |b, x| if x.1 > b.1 { x } else { b });
-                    points.push(Point {
-                        dep,
-                        tp,
-                        batch,
-                        step_ms: step * 1e3,
-                        tok_s_gpu: r.tokens_per_s_per_gpu,
-                        tok_s_user,
-                        usd_per_m: usd_per_m_tokens(usd_per_gpu_hour, r.tokens_per_s_per_gpu),
-                        top_op: top,
-                        top_share: share,
-                    });
-                }
+                Ok(f) => points.push(point(
+                    &f,
+                    args.base.phase,
+                    usd_per_gpu_hour,
+                    (dep, tp, batch),
+                )),
                 Err(e) => skipped.push((dep, tp, batch, format!("{e:#}").replace('\n', " "))),
             }
         }
     }
-    let frontier = pareto_max(
-        &points
-            .iter()
-            .map(|p| (p.tok_s_gpu, p.tok_s_user))
-            .collect::<Vec<_>>(),
+    (points, skipped)
+}
+
+/// A priced step as a point of the grid at `(dep, tp, batch)`.
+fn point(f: &Forward, phase: PhaseArg, usd_per_gpu_hour: f64, at: (u32, u32, u32)) -> Point {
+    let (dep, tp, batch) = at;
+    let r = &f.result;
+    let step = r.step_s();
+    // Per-user speed: decode emits tokens_per_step per step; a prefill
+    // "user" gets its prompt done in one step.
+    let tok_s_user = match phase {
+        PhaseArg::Decode => f.spec.tokens_per_step / step,
+        PhaseArg::Prefill => f.spec.new_tokens as f64 / step,
+    };
+    let (top, share) = Op::ALL
+        .iter()
+        .map(|o| (o.key(), r.share(*o)))
+        .fold(("-", 0.0), |b, x| if x.1 > b.1 { x } else { b });
+    Point {
+        dep,
+        tp,
+        batch,
+        step_ms: step * 1e3,
+        tok_s_gpu: r.tokens_per_s_per_gpu,
+        tok_s_user,
+        usd_per_m: usd_per_m_tokens(usd_per_gpu_hour, r.tokens_per_s_per_gpu),
+        top_op: top,
+        top_share: share,
+    }
+}
+
+/// `--report DIR`: the sweep's HTML report.
+fn write_report(args: &SweepArgs, s: &Swept, dir: &str) -> Result<()> {
+    let ep = args.base.expert_parallel;
+    let pts: Vec<crate::report::SweepPoint> = s
+        .points
+        .iter()
+        .zip(&s.frontier)
+        .map(|(p, &pareto)| crate::report::SweepPoint {
+            label: format!("{} b{}", name(p.dep, p.tp, ep), p.batch),
+            layout: name(p.dep, p.tp, ep),
+            gpus: p.dep * p.tp.max(1),
+            ranks: p.dep,
+            batch: p.batch,
+            step_ms: p.step_ms,
+            tok_s_gpu: p.tok_s_gpu,
+            tok_s_user: p.tok_s_user,
+            usd_per_m: p.usd_per_m,
+            pareto,
+        })
+        .collect();
+    let title = format!("{} on {}", args.base.model, s.hardware);
+    let written = crate::report::sweep(&title, &pts, s.usd_per_gpu_hour, dir, args.html.force)?;
+    eprintln!("report: {written}");
+    Ok(())
+}
+
+/// `--json`: one object with every point and every skipped point.
+fn print_json(args: &SweepArgs, s: &Swept) -> Result<()> {
+    let rows: Vec<serde_json::Value> = s
+        .points
+        .iter()
+        .zip(&s.frontier)
+        .map(|(p, &f)| {
+            json!({
+                "dep": p.dep, "tp": p.tp, "batch_per_rank": p.batch, "step_ms": p.step_ms,
+                "tokens_per_s_per_gpu": p.tok_s_gpu, "tokens_per_s_per_user": p.tok_s_user,
+                "usd_per_m_tokens": p.usd_per_m, "largest_op": p.top_op,
+                "largest_op_share": p.top_share, "pareto": f,
+            })
+        })
+        .collect();
+    let skipped: Vec<serde_json::Value> = s
+        .skipped
+        .iter()
+        .map(|(d, t, b, why)| json!({"dep": d, "tp": t, "batch_per_rank": b, "why": why}))
+        .collect();
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&json!({
+            "hardware": s.hardware, "model": args.base.model,
+            "usd_per_gpu_hour": s.usd_per_gpu_hour, "points": rows, "skipped": skipped,
+            "version": env!("CARGO_PKG_VERSION"),
+        }))?
     );
-    if let Some(dir) = &args.report {
-        let pts: Vec<crate::report::SweepPoint> = points
-            .iter()
-            .zip(&frontier)
-            .map(|(p, &pareto)| crate::report::SweepPoint {
-                label: format!(
-                    "{} b{}",
-                    name(p.dep, p.tp, args.base.expert_parallel),
-                    p.batch
-                ),
-                layout: name(p.dep, p.tp, args.base.expert_parallel),
-                gpus: p.dep * p.tp.max(1),
-                ranks: p.dep,
-                batch: p.batch,
-                step_ms: p.step_ms,
-                tok_s_gpu: p.tok_s_gpu,
-                tok_s_user: p.tok_s_user,
-                usd_per_m: p.usd_per_m,
-                pareto,
-            })
-            .collect();
-        let title = format!("{} on {}", args.base.model, hardware.name);
-        let written = crate::report::sweep(&title, &pts, usd_per_gpu_hour, dir, args.force)?;
-        eprintln!("report: {written}");
-    }
-    if args.base.json {
-        let rows: Vec<serde_json::Value> = points
-            .iter()
-            .zip(&frontier)
-            .map(|(p, &f)| {
-                json!({
-                    "dep": p.dep, "tp": p.tp, "batch_per_rank": p.batch, "step_ms": p.step_ms,
-                    "tokens_per_s_per_gpu": p.tok_s_gpu, "tokens_per_s_per_user": p.tok_s_user,
-                    "usd_per_m_tokens": p.usd_per_m, "largest_op": p.top_op,
-                    "largest_op_share": p.top_share, "pareto": f,
-                })
-            })
-            .collect();
-        let skipped: Vec<serde_json::Value> = skipped
-            .iter()
-            .map(|(d, t, b, why)| json!({"dep": d, "tp": t, "batch_per_rank": b, "why": why}))
-            .collect();
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&json!({
-                "hardware": hardware.name, "model": args.base.model,
-                "usd_per_gpu_hour": usd_per_gpu_hour, "points": rows, "skipped": skipped,
-                "version": env!("CARGO_PKG_VERSION"),
-            }))?
-        );
-        return Ok(());
-    }
+    Ok(())
+}
+
+/// The sweep as a table, Pareto-optimal points starred, then the skipped points.
+fn print_text(args: &SweepArgs, s: &Swept) {
+    let ep = args.base.expert_parallel;
     let what = match args.base.phase {
         PhaseArg::Decode => "output",
         PhaseArg::Prefill => "prefill",
     };
     println!(
-        "{} on {}, context {}, ${usd_per_gpu_hour:.2}/GPU-hour (hyperscaler); * = Pareto-optimal ({what} tok/s per GPU vs per user)",
-        args.base.model, hardware.name, args.base.context
+        "{} on {}, context {}, ${:.2}/GPU-hour (hyperscaler); * = Pareto-optimal ({what} tok/s per GPU vs per user)",
+        args.base.model, s.hardware, args.base.context, s.usd_per_gpu_hour
     );
     println!(
         "{:>6} {:>6} {:>10} {:>12} {:>12} {:>10}  largest op",
         "layout", "batch", "step ms", "tok/s/GPU", "tok/s/user", "$/M tok"
     );
-    for (p, f) in points.iter().zip(&frontier) {
+    for (p, f) in s.points.iter().zip(&s.frontier) {
         println!(
             "{:>6} {:>6} {:>10.3} {:>12.0} {:>12.1} {:>10.4}  {} {:.0}%{}",
-            name(p.dep, p.tp, args.base.expert_parallel),
+            name(p.dep, p.tp, ep),
             p.batch,
             p.step_ms,
             p.tok_s_gpu,
@@ -190,13 +240,9 @@ pub fn run(args: &SweepArgs) -> Result<()> {
             if *f { "  *" } else { "" }
         );
     }
-    for (d, t, b, why) in &skipped {
-        println!(
-            "skipped {} batch {b}: {why}",
-            name(*d, *t, args.base.expert_parallel)
-        );
+    for (d, t, b, why) in &s.skipped {
+        println!("skipped {} batch {b}: {why}", name(*d, *t, ep));
     }
-    Ok(())
 }
 
 fn name(dep: u32, tp: u32, expert_parallel: bool) -> String {

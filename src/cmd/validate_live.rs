@@ -11,11 +11,11 @@
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use live::compare::{compare, price_step, Comparison};
-use live::records::RunDir;
-use sim::cost::fitted::{FittedCostModel, LiveModel};
+use live::records::{RunDir, RunInfo};
+use sim::cost::fitted::{FittedCostModel, LiveModel, LiveModelExt};
 use sim::cost::CostModel;
 use sim::serving::{read_mooncake, simulate_with_steps, Mode, SimInput, TraceRecord};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, Args)]
 pub struct LiveValidateArgs {
@@ -82,96 +82,18 @@ pub fn run_live(a: &LiveValidateArgs) -> Result<()> {
     let run = RunDir::load(&a.dir)?;
     let info = &run.info;
     let ppath = a.profile.display().to_string();
-    let profile =
-        calibration::Profile::load(&a.profile).with_context(|| format!("--profile {ppath}"))?;
-    if profile.provenance.device != info.device_name {
-        bail!(
-            "--profile {ppath} is a calibration of another device: it measured {:?}, the run ran on {:?}; calibrate this device with `twin calibrate --device {} --plan live --model {}`",
-            profile.provenance.device,
-            info.device_name,
-            info.device,
-            info.model.name
-        );
-    }
-    let lm = LiveModel::from_model(&info.model, info.page_tokens).map_err(|e| {
-        anyhow!(
-            "{}: model {}: {}",
-            a.dir.display(),
-            info.model.name,
-            e.join("; ")
-        )
-    })?;
-    let sc = &info.scenario;
-    let drafts = info.draft_tokens as u32;
-    let decode = pool_model(
-        &lm,
-        &sc.serving.decode,
-        drafts,
-        &profile,
-        &ppath,
-        &info.device,
-    )?;
-    let prefill = match sc.serving.mode {
-        Mode::Aggregated => None,
-        _ => Some(pool_model(
-            &lm,
-            &sc.serving.prefill,
-            drafts,
-            &profile,
-            &ppath,
-            &info.device,
-        )?),
-    };
-    // Every live step's exact batch, priced, with the device's wake-up after the time
-    // its group idled before it.
-    let mut last_end: std::collections::HashMap<usize, f64> = Default::default();
-    let prefill_groups = match sc.serving.mode {
-        Mode::Aggregated => 0,
-        _ => sc.serving.prefill.instances as usize,
-    };
-    let predicted: Vec<f64> = run
-        .steps
-        .iter()
-        .map(|s| {
-            let m: &dyn CostModel = match (&prefill, s.group < prefill_groups) {
-                (Some(p), true) => p,
-                _ => &decode,
-            };
-            let idle_s = s.start_s - last_end.insert(s.group, s.end_s).unwrap_or(0.0);
-            price_step(m, s) + m.wake_s(idle_s.max(0.0))
-        })
-        .collect();
-    // The simulation of the run: the KV hand-over link at the profile's measured
-    // device-local copy bandwidth (when it has one), not the run's.
-    let mut hw = info.hardware.clone();
-    if let Some(bw) = profile
-        .ops
-        .get("copy")
-        .and_then(|c| c.param("bandwidth_bytes_per_s"))
-        .filter(|b| b.is_finite())
-    {
-        hw.nvlink.bytes_per_s = bw;
-        hw.scaleout.bytes_per_s = bw;
-    }
-    let trace: Vec<TraceRecord> = match (&sc.workload, &a.trace, info.trace_records) {
-        (_, Some(p), _) => {
-            let f = std::fs::File::open(p)
-                .with_context(|| format!("cannot open trace {}", p.display()))?;
-            read_mooncake(std::io::BufReader::new(f), &sc.limits)
-                .with_context(|| format!("trace {}", p.display()))?
-                .records
-        }
-        (_, None, 0) => Vec::new(),
-        (_, None, n) => bail!("the run replayed a trace of {n} records: pass it with --trace PATH"),
-    };
-    let prefill_cost = prefill.as_ref().unwrap_or(&decode);
+    let profile = load_profile(&a.profile, &ppath, info)?;
+    let costs = RunCosts::of(a, info, &profile, &ppath)?;
+    let predicted = price_live_steps(&run, &costs);
+    let hw = simulated_hardware(info, &profile);
+    let trace = run_trace(info, a.trace.as_deref())?;
     let input = SimInput {
-        scenario: sc,
+        scenario: &info.scenario,
         workload: &info.workload,
         hardware: &hw,
         model: &info.model,
-        prefill_cost,
-        decode_cost: &decode,
+        prefill_cost: costs.prefill.as_ref().unwrap_or(&costs.decode),
+        decode_cost: &costs.decode,
         trace: &trace,
     };
     let (report, sim_steps) =
@@ -205,7 +127,10 @@ pub fn run_live(a: &LiveValidateArgs) -> Result<()> {
             info.load_start,
             info.load_end
         );
-        println!("predicted by: {} (profile {ppath})", decode.describe());
+        println!(
+            "predicted by: {} (profile {ppath})",
+            costs.decode.describe()
+        );
         println!();
         print!("{}", c.render());
         for p in &problems {
@@ -215,8 +140,120 @@ pub fn run_live(a: &LiveValidateArgs) -> Result<()> {
     Ok(())
 }
 
+/// The profile at `path` (`ppath` as the user wrote it), refused unless it
+/// calibrated the device the run ran on.
+fn load_profile(path: &Path, ppath: &str, info: &RunInfo) -> Result<calibration::Profile> {
+    let profile = calibration::Profile::load(path).with_context(|| format!("--profile {ppath}"))?;
+    if profile.provenance.device != info.device_name {
+        bail!(
+            "--profile {ppath} is a calibration of another device: it measured {:?}, the run ran on {:?}; calibrate this device with `twin calibrate --device {} --plan live --model {}`",
+            profile.provenance.device,
+            info.device_name,
+            info.device,
+            info.model.name
+        );
+    }
+    Ok(profile)
+}
+
+/// The fitted cost models of the run's pools (no prefill pool when aggregated).
+struct RunCosts {
+    decode: FittedCostModel,
+    prefill: Option<FittedCostModel>,
+    /// The run's prefill groups: the first groups of its step records.
+    prefill_groups: usize,
+}
+
+impl RunCosts {
+    fn of(
+        a: &LiveValidateArgs,
+        info: &RunInfo,
+        profile: &calibration::Profile,
+        ppath: &str,
+    ) -> Result<RunCosts> {
+        let lm = LiveModel::from_model(&info.model, info.page_tokens).map_err(|e| {
+            anyhow!(
+                "{}: model {}: {}",
+                a.dir.display(),
+                info.model.name,
+                e.join("; ")
+            )
+        })?;
+        let serving = &info.scenario.serving;
+        let drafts = info.draft_tokens as u32;
+        let decode = pool_model(&lm, &serving.decode, drafts, profile, ppath, &info.device)?;
+        let (prefill, prefill_groups) = match serving.mode {
+            Mode::Aggregated => (None, 0),
+            _ => (
+                Some(pool_model(
+                    &lm,
+                    &serving.prefill,
+                    drafts,
+                    profile,
+                    ppath,
+                    &info.device,
+                )?),
+                serving.prefill.instances as usize,
+            ),
+        };
+        Ok(RunCosts {
+            decode,
+            prefill,
+            prefill_groups,
+        })
+    }
+}
+
+/// Every live step's exact batch, priced, with the device's wake-up after the time
+/// its group idled before it.
+fn price_live_steps(run: &RunDir, costs: &RunCosts) -> Vec<f64> {
+    let mut last_end: std::collections::HashMap<usize, f64> = Default::default();
+    run.steps
+        .iter()
+        .map(|s| {
+            let m: &dyn CostModel = match (&costs.prefill, s.group < costs.prefill_groups) {
+                (Some(p), true) => p,
+                _ => &costs.decode,
+            };
+            let idle_s = s.start_s - last_end.insert(s.group, s.end_s).unwrap_or(0.0);
+            price_step(m, s) + m.wake_s(idle_s.max(0.0))
+        })
+        .collect()
+}
+
+/// The hardware the run's simulation uses: the KV hand-over link at the profile's
+/// measured device-local copy bandwidth (when it has one), not the run's.
+fn simulated_hardware(info: &RunInfo, profile: &calibration::Profile) -> sim::Hardware {
+    let mut hw = info.hardware.clone();
+    if let Some(bw) = profile
+        .ops
+        .get("copy")
+        .and_then(|c| c.param("bandwidth_bytes_per_s"))
+        .filter(|b| b.is_finite())
+    {
+        hw.nvlink.bytes_per_s = bw;
+        hw.scaleout.bytes_per_s = bw;
+    }
+    hw
+}
+
+/// The trace the run replayed, read from `--trace` (which a trace run needs).
+fn run_trace(info: &RunInfo, trace: Option<&Path>) -> Result<Vec<TraceRecord>> {
+    Ok(match (trace, info.trace_records) {
+        (Some(p), _) => {
+            let f = std::fs::File::open(p)
+                .with_context(|| format!("cannot open trace {}", p.display()))?;
+            read_mooncake(std::io::BufReader::new(f), &info.scenario.limits)
+                .with_context(|| format!("trace {}", p.display()))?
+                .records
+        }
+        (None, 0) => Vec::new(),
+        (None, n) => bail!("the run replayed a trace of {n} records: pass it with --trace PATH"),
+    })
+}
+
 pub fn run_bench(a: &BenchValidateArgs) -> Result<()> {
-    use super::simulate::{pool_costs, resolve_args, SimulateArgs};
+    use crate::{args::SimulateArgs, scenario::resolve_args, simulation::pool_costs};
     use live::bench::{sim_bench_figures, Bench};
     let origin = a.file.display().to_string();
     let text = std::fs::read_to_string(&a.file).with_context(|| format!("cannot read {origin}"))?;

@@ -2,14 +2,12 @@
 
 use super::plots::{stacked_bars, xy, Bars, Chart, Mark, Rule, Series};
 use super::{Figure, Section, Table};
+use crate::text::{break_even_text, fixed};
 use anyhow::Result;
 use serde_json::{json, Value};
+use sim::serving::{PoolReport, SeriesPoint};
 use sim::serving::{Report, Summary};
 use sim::tco::Finance;
-
-fn f(x: f64, decimals: usize) -> String {
-    format!("{x:.decimals$}")
-}
 
 /// A run under the key names of vLLM's `bench serve --save-result` JSON
 /// (`completed`, `duration`, `request_throughput`, `output_throughput`,
@@ -58,7 +56,7 @@ pub fn vllm_summary(label: &str, r: &Report) -> Value {
 }
 
 /// TTFT and TPOT CDFs (and per-user speed).
-pub fn latency(r: &Report, prefix: &str) -> Result<Section> {
+pub fn latency_section(r: &Report, prefix: &str) -> Result<Section> {
     let mut s = Section::new(
         &format!("{prefix}latency"),
         "Latency distributions",
@@ -119,11 +117,11 @@ pub fn latency(r: &Report, prefix: &str) -> Result<Section> {
     ] {
         t.row(vec![
             name.into(),
-            f(x.mean, 2),
-            f(x.p50, 2),
-            f(x.p90, 2),
-            f(x.p99, 2),
-            f(x.max, 2),
+            fixed(x.mean, 2),
+            fixed(x.p50, 2),
+            fixed(x.p90, 2),
+            fixed(x.p99, 2),
+            fixed(x.max, 2),
         ]);
     }
     s.tables.push(t);
@@ -131,34 +129,14 @@ pub fn latency(r: &Report, prefix: &str) -> Result<Section> {
 }
 
 /// Time by operation per pool, and use and queues over time.
-pub fn pools(r: &Report, prefix: &str) -> Result<Section> {
-    let mut s = Section::new(
+pub fn pools_section(r: &Report, prefix: &str) -> Result<Section> {
+    let mut section = Section::new(
         &format!("{prefix}pools"),
         "Where the time goes, and how busy each pool is",
         "Shares of each pool's step time by operation; busy fraction (steps started in each sample interval) and waiting requests over simulated time.",
     );
-    let ops: Vec<String> = sim::cost::Op::ALL
-        .iter()
-        .map(|o| o.key().to_string())
-        .collect();
-    let comps: Vec<(String, Vec<f64>)> = ops
-        .iter()
-        .filter(|op| {
-            r.pools
-                .iter()
-                .any(|p| p.time_share_by_op.get(*op).copied().unwrap_or(0.0) > 0.0)
-        })
-        .map(|op| {
-            (
-                op.clone(),
-                r.pools
-                    .iter()
-                    .map(|p| 100.0 * p.time_share_by_op.get(op).copied().unwrap_or(0.0))
-                    .collect(),
-            )
-        })
-        .collect();
-    let n = comps
+    let shares = op_shares(&r.pools);
+    let n_bars = shares
         .iter()
         .map(|c| c.1.iter().filter(|v| **v > 0.0).count())
         .sum();
@@ -170,65 +148,89 @@ pub fn pools(r: &Report, prefix: &str) -> Result<Section> {
             .iter()
             .map(|p| format!("{} ({} x {})", p.name, p.instances, pool_layout(p)))
             .collect(),
-        components: comps.clone(),
+        components: shares.clone(),
     };
-    s.figures.push(Figure::new(
+    section.figures.push(Figure::new(
         &format!("{prefix}time-by-op"),
         "Share of each pool's step time by operation.",
         stacked_bars(&bars)?,
-        n,
+        n_bars,
     ));
-    let series_of = |get: &dyn Fn(&sim::serving::SeriesPoint) -> f64| -> Vec<Series> {
-        r.pools
-            .iter()
-            .enumerate()
-            .map(|(i, p)| Series {
-                name: p.name.clone(),
-                points: p.series.iter().map(|x| (x.t_s, get(x))).collect(),
-                mark: Mark::Line,
-                color: i,
-            })
-            .collect()
-    };
-    for (id, title, yl, get) in [
+    for (id, title, y_label, get) in [
         (
             "busy",
             "Pool utilisation over time",
             "busy fraction",
-            &(|x: &sim::serving::SeriesPoint| x.busy_fraction)
-                as &dyn Fn(&sim::serving::SeriesPoint) -> f64,
+            &(|x: &SeriesPoint| x.busy_fraction) as &dyn Fn(&SeriesPoint) -> f64,
         ),
         (
             "queue",
             "Waiting requests over time",
             "requests waiting",
-            &|x: &sim::serving::SeriesPoint| x.queue_requests,
+            &|x: &SeriesPoint| x.queue_requests,
         ),
         (
             "batch",
             "Requests per rank over time",
             "requests per rank",
-            &|x: &sim::serving::SeriesPoint| x.batch_per_rank,
+            &|x: &SeriesPoint| x.batch_per_rank,
         ),
     ] {
-        let series = series_of(get);
-        let pts = series.iter().map(|s| s.points.len()).sum();
+        let series = pool_series(&r.pools, get);
+        let n_points = series.iter().map(|s| s.points.len()).sum();
         let chart = Chart {
             title: title.into(),
             x_label: "simulated time (s)".into(),
-            y_label: yl.into(),
+            y_label: y_label.into(),
             series,
             rules: Vec::new(),
             log: false,
         };
-        s.figures.push(Figure::new(
+        section.figures.push(Figure::new(
             &format!("{prefix}{id}"),
             format!("{title}, per pool."),
             xy(&chart)?,
-            pts,
+            n_points,
         ));
     }
-    let mut t = Table::new(
+    section.tables.push(pools_table(&r.pools, prefix));
+    section
+        .tables
+        .push(op_shares_table(&r.pools, &shares, prefix));
+    Ok(section)
+}
+
+/// Each operation that takes time in some pool, with its share of each pool's step
+/// time in percent.
+fn op_shares(pools: &[PoolReport]) -> Vec<(String, Vec<f64>)> {
+    let share = |p: &PoolReport, op: &str| p.time_share_by_op.get(op).copied().unwrap_or(0.0);
+    sim::cost::Op::ALL
+        .iter()
+        .map(|o| o.key().to_string())
+        .filter(|op| pools.iter().any(|p| share(p, op) > 0.0))
+        .map(|op| {
+            let per_pool = pools.iter().map(|p| 100.0 * share(p, &op)).collect();
+            (op, per_pool)
+        })
+        .collect()
+}
+
+/// One line per pool of `get` over simulated time.
+fn pool_series(pools: &[PoolReport], get: &dyn Fn(&SeriesPoint) -> f64) -> Vec<Series> {
+    pools
+        .iter()
+        .enumerate()
+        .map(|(i, p)| Series {
+            name: p.name.clone(),
+            points: p.series.iter().map(|x| (x.t_s, get(x))).collect(),
+            mark: Mark::Line,
+            color: i,
+        })
+        .collect()
+}
+
+fn pools_table(pools: &[PoolReport], prefix: &str) -> Table {
+    let mut table = Table::new(
         &format!("{prefix}pools"),
         "Pools",
         &[
@@ -246,40 +248,42 @@ pub fn pools(r: &Report, prefix: &str) -> Result<Section> {
             "KV used %",
         ],
     );
-    for p in &r.pools {
-        t.row(vec![
+    for p in pools {
+        table.row(vec![
             p.name.clone(),
             p.instances.to_string(),
             pool_layout(p),
             p.gpus.to_string(),
-            f(p.throughput_tok_s_per_gpu.total, 0),
+            fixed(p.throughput_tok_s_per_gpu.total, 0),
             p.steps.to_string(),
-            f(p.step_ms_mean, 2),
-            f(100.0 * p.busy_fraction, 1),
-            f(100.0 * p.dp_imbalance_loss, 1),
-            f(p.batch_per_rank.mean, 1),
-            f(p.queue_requests.mean, 1),
-            f(100.0 * p.kv_used_fraction.mean, 1),
+            fixed(p.step_ms_mean, 2),
+            fixed(100.0 * p.busy_fraction, 1),
+            fixed(100.0 * p.dp_imbalance_loss, 1),
+            fixed(p.batch_per_rank.mean, 1),
+            fixed(p.queue_requests.mean, 1),
+            fixed(100.0 * p.kv_used_fraction.mean, 1),
         ]);
     }
-    s.tables.push(t);
-    let mut ops_t = Table::new(
+    table
+}
+
+fn op_shares_table(pools: &[PoolReport], shares: &[(String, Vec<f64>)], prefix: &str) -> Table {
+    let mut table = Table::new(
         &format!("{prefix}time-by-op"),
         "Share of step time by operation (%)",
         &["operation"],
     );
-    ops_t.header.extend(r.pools.iter().map(|p| p.name.clone()));
-    for (op, vals) in &comps {
+    table.header.extend(pools.iter().map(|p| p.name.clone()));
+    for (op, shares_by_pool) in shares {
         let mut row = vec![op.clone()];
-        row.extend(vals.iter().map(|v| f(*v, 1)));
-        ops_t.row(row);
+        row.extend(shares_by_pool.iter().map(|v| fixed(*v, 1)));
+        table.row(row);
     }
-    s.tables.push(ops_t);
-    Ok(s)
+    table
 }
 
 /// USD per million tokens by cost component, for one or more labelled finances.
-pub fn money(items: &[(String, &Finance)], prefix: &str) -> Result<Section> {
+pub fn money_section(items: &[(String, &Finance)], prefix: &str) -> Result<Section> {
     let mut s = Section::new(
         &format!("{prefix}money"),
         "Cost per million tokens",
@@ -346,12 +350,12 @@ pub fn money(items: &[(String, &Finance)], prefix: &str) -> Result<Section> {
         t.row(vec![
             l.clone(),
             fi.tco.clone(),
-            f(fi.cost_usd_per_gpu_hour.total, 3),
-            f(fi.revenue_usd_per_gpu_hour, 2),
-            f(fi.margin_usd_per_gpu_hour, 2),
-            f(fi.usd_per_m_tokens.cost_all_tokens, 5),
-            f(fi.usd_per_m_tokens.price_all_tokens, 5),
-            crate::cmd::cost::break_even_text(fi.break_even_utilisation),
+            fixed(fi.cost_usd_per_gpu_hour.total, 3),
+            fixed(fi.revenue_usd_per_gpu_hour, 2),
+            fixed(fi.margin_usd_per_gpu_hour, 2),
+            fixed(fi.usd_per_m_tokens.cost_all_tokens, 5),
+            fixed(fi.usd_per_m_tokens.price_all_tokens, 5),
+            break_even_text(fi.break_even_utilisation),
         ]);
     }
     s.tables.push(t);
@@ -359,7 +363,7 @@ pub fn money(items: &[(String, &Finance)], prefix: &str) -> Result<Section> {
 }
 
 /// A pool's layout as engines print it: `DEP8`, `TP8`, `TP8 EP`.
-fn pool_layout(p: &sim::serving::PoolReport) -> String {
+fn pool_layout(p: &PoolReport) -> String {
     sim::cost::Layout {
         tp: p.tp,
         expert_parallel: p.expert_parallel,

@@ -11,7 +11,7 @@ mod figures;
 mod pages;
 pub mod plots;
 
-pub use pages::{plan, simulate, sweep, validate, SweepPoint, ValidationRow};
+pub use pages::{plan, simulate, sweep, validate, SimulatedRun, SweepPoint, ValidationRow};
 
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
@@ -115,8 +115,8 @@ impl Page {
         }
     }
 
-    pub fn fact(&mut self, k: &str, v: impl Into<String>) {
-        self.facts.push((k.to_string(), v.into()));
+    pub fn fact(&mut self, name: &str, value: impl Into<String>) {
+        self.facts.push((name.to_string(), value.into()));
     }
 
     /// The HTML page.
@@ -136,18 +136,18 @@ impl Page {
         let mut files: Vec<(PathBuf, Vec<u8>)> = Vec::new();
         let mut n_plots = 0;
         let mut n_tables = 0;
-        for s in &self.sections {
-            for f in &s.figures {
-                files.push((root.join(&f.file), f.svg.clone().into_bytes()));
+        for section in &self.sections {
+            for figure in &section.figures {
+                files.push((root.join(&figure.file), figure.svg.clone().into_bytes()));
                 n_plots += 1;
             }
-            for t in &s.tables {
-                let mut w = csv::Writer::from_writer(Vec::new());
-                w.write_record(&t.header)?;
-                for r in &t.rows {
-                    w.write_record(r)?;
+            for table in &section.tables {
+                let mut writer = csv::Writer::from_writer(Vec::new());
+                writer.write_record(&table.header)?;
+                for row in &table.rows {
+                    writer.write_record(row)?;
                 }
-                files.push((root.join(&t.file), w.into_inner()?));
+                files.push((root.join(&table.file), writer.into_inner()?));
                 n_tables += 1;
             }
         }
@@ -173,12 +173,12 @@ fn prepare(dir: &str, force: bool) -> Result<PathBuf> {
         if !root.is_dir() {
             bail!("--report {dir}: exists and is not a folder");
         }
-        let n = std::fs::read_dir(&root)
+        let entries = std::fs::read_dir(&root)
             .with_context(|| format!("--report {dir}: cannot read the folder"))?
             .count();
-        if n > 0 && !force {
+        if entries > 0 && !force {
             bail!(
-                "--report {dir}: the folder is not empty ({n} entries); choose a new folder, or pass --force to replace the report's own files in it (nothing else is touched)"
+                "--report {dir}: the folder is not empty ({entries} entries); choose a new folder, or pass --force to replace the report's own files in it (nothing else is touched)"
             );
         }
     }

@@ -8,7 +8,12 @@ use sim::validate::{Field, Problem};
 use sim::{Hardware, Model};
 use std::fmt::Write as _;
 
+mod cost;
 mod deser;
+pub mod resolve;
+
+pub use cost::cost_params;
+pub use resolve::{read_trace_within, resolve_args, resolve_with_trace, trace_fit, Resolved};
 
 mod embedded {
     include!(concat!(env!("OUT_DIR"), "/embedded_scenarios.rs"));

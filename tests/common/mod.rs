@@ -107,15 +107,13 @@ pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
 
 /// A quick CPU calibration of the `copy` op into `out`.
 pub fn calibrate(out: &Path) -> Output {
-    twin(&[
-        "calibrate",
-        "--device",
-        "cpu",
-        "--quick",
-        "--smoke",
-        "--ops",
-        "copy",
-        "--out",
-        out.to_str().unwrap(),
-    ])
+    calibrate_smoke(out, &["--ops", "copy"])
+}
+
+/// A CPU calibration of the smoke plan into `out`, with `extra` arguments.
+pub fn calibrate_smoke(out: &Path, extra: &[&str]) -> Output {
+    let mut args = vec!["calibrate", "--device", "cpu", "--quick", "--smoke"];
+    args.extend_from_slice(extra);
+    args.extend(["--out", out.to_str().unwrap()]);
+    twin(&args)
 }

@@ -12,6 +12,88 @@ fn bad<T>(op: &str, reason: &str) -> Result<T> {
     })
 }
 
+/// A head width the attention and indexer kernels take: a positive multiple of 32 up
+/// to 512.
+pub(crate) fn kernel_dim_ok(dim: usize) -> bool {
+    dim != 0 && dim % 32 == 0 && dim <= 512
+}
+
+/// What a calibration shape declares of one run: every calibration shape's [`OpShape`]
+/// is read from its facts (the one impl below) and its own check.
+trait Calibration {
+    fn facts(&self) -> Facts;
+    /// Rejects shapes the kernels cannot run (before any allocation).
+    fn check(&self) -> Result<()>;
+}
+
+/// A calibration op's name, measurement point, costs and input copies.
+struct Facts {
+    name: &'static str,
+    /// A text pair leading the point's shape (a gather's placement).
+    lead: Option<(&'static str, &'static str)>,
+    /// The point's numeric `key=value` pairs, in order.
+    pairs: Vec<(&'static str, u64)>,
+    dtype: &'static str,
+    bytes: u64,
+    flops: u64,
+    footprint_bytes: u64,
+    copies: Option<usize>,
+}
+
+impl Facts {
+    /// Facts with no leading text pair and no fixed copies.
+    fn new(name: &'static str, pairs: Vec<(&'static str, u64)>, dtype: &'static str) -> Facts {
+        Facts {
+            name,
+            lead: None,
+            pairs,
+            dtype,
+            bytes: 0,
+            flops: 0,
+            footprint_bytes: 0,
+            copies: None,
+        }
+    }
+
+    fn costs(self, bytes: u64, flops: u64, footprint_bytes: u64) -> Facts {
+        Facts {
+            bytes,
+            flops,
+            footprint_bytes,
+            ..self
+        }
+    }
+}
+
+impl<T: Calibration> OpShape for T {
+    fn name(&self) -> &'static str {
+        self.facts().name
+    }
+    fn point(&self) -> Point {
+        let f = self.facts();
+        let mut p = Point::new(f.name, &f.pairs, f.dtype);
+        if let Some((k, v)) = f.lead {
+            p.shape = format!("{k}={v};{}", p.shape);
+        }
+        p
+    }
+    fn bytes(&self) -> u64 {
+        self.facts().bytes
+    }
+    fn flops(&self) -> u64 {
+        self.facts().flops
+    }
+    fn footprint_bytes(&self) -> u64 {
+        self.facts().footprint_bytes
+    }
+    fn validate(&self) -> Result<()> {
+        self.check()
+    }
+    fn copies(&self) -> Option<usize> {
+        self.facts().copies
+    }
+}
+
 /// Shape of the MoE expert kernel: `experts` experts of `n_out` x `k_in` weights in
 /// `dtype`, each applied to `tokens` tokens (measured as `moe_decode` or `grouped_gemm`).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -38,31 +120,8 @@ impl MoeShape {
     }
 }
 
-impl OpShape for MoeShape {
-    fn name(&self) -> &'static str {
-        "moe_decode"
-    }
-    fn point(&self) -> Point {
-        Point::new(
-            self.name(),
-            &[
-                ("tokens", self.tokens as u64),
-                ("experts", self.experts as u64),
-                ("n", self.n_out as u64),
-                ("k", self.k_in as u64),
-            ],
-            self.dtype.name(),
-        )
-    }
-    fn bytes(&self) -> u64 {
-        let per_expert = self.dtype.weight_bytes(self.n_out, self.k_in)
-            + 4 * self.dtype.scale_count(self.n_out, self.k_in);
-        (self.experts * (per_expert + 4 * self.tokens * (self.k_in + self.n_out))) as u64
-    }
-    fn flops(&self) -> u64 {
-        2 * (self.experts * self.tokens * self.n_out * self.k_in) as u64
-    }
-    fn footprint_bytes(&self) -> u64 {
+impl Calibration for MoeShape {
+    fn facts(&self) -> Facts {
         let MoeShape {
             dtype,
             tokens,
@@ -70,9 +129,20 @@ impl OpShape for MoeShape {
             n_out,
             k_in,
         } = *self;
-        (experts * (dtype.weight_bytes(n_out, k_in) + 4 * tokens * (n_out + k_in))) as u64
+        let per_expert = dtype.weight_bytes(n_out, k_in) + 4 * dtype.scale_count(n_out, k_in);
+        let pairs = vec![
+            ("tokens", tokens as u64),
+            ("experts", experts as u64),
+            ("n", n_out as u64),
+            ("k", k_in as u64),
+        ];
+        Facts::new("moe_decode", pairs, dtype.name()).costs(
+            (experts * (per_expert + 4 * tokens * (k_in + n_out))) as u64,
+            2 * (experts * tokens * n_out * k_in) as u64,
+            (experts * (dtype.weight_bytes(n_out, k_in) + 4 * tokens * (n_out + k_in))) as u64,
+        )
     }
-    fn validate(&self) -> Result<()> {
+    fn check(&self) -> Result<()> {
         let MoeShape {
             tokens,
             experts,
@@ -82,7 +152,7 @@ impl OpShape for MoeShape {
         } = *self;
         if tokens == 0 || experts == 0 || n_out == 0 || k_in == 0 || k_in % 256 != 0 {
             return bad(
-                self.name(),
+                "moe_decode",
                 "tokens, experts, n must be positive and k a positive multiple of 256",
             );
         }
@@ -184,15 +254,13 @@ impl AttnShape {
     }
 }
 
-impl OpShape for AttnShape {
-    fn name(&self) -> &'static str {
-        match self.mode {
+impl Calibration for AttnShape {
+    fn facts(&self) -> Facts {
+        let name = match self.mode {
             AttnModeKind::Dense => "attn_dense",
             AttnModeKind::Sparse(_) => "attn_sparse",
             AttnModeKind::Window(_) => "attn_window",
-        }
-    }
-    fn point(&self) -> Point {
+        };
         let mut p = vec![
             ("batch", self.batch as u64),
             ("heads", self.heads as u64),
@@ -211,26 +279,21 @@ impl OpShape for AttnShape {
         if let Some(c) = self.copies {
             p.push(("copies", c as u64));
         }
-        Point::new(self.name(), &p, "fp8")
-    }
-    fn bytes(&self) -> u64 {
         let idx = match self.mode {
             AttnModeKind::Sparse(k) => 4 * self.rows() * k,
             _ => 0,
         };
-        (self.positions_read() * (self.dim + 4) + 8 * self.rows() * self.heads * self.dim + idx)
-            as u64
+        let read = self.positions_read();
+        Facts {
+            copies: self.copies,
+            ..Facts::new(name, p, "fp8").costs(
+                (read * (self.dim + 4) + 8 * self.rows() * self.heads * self.dim + idx) as u64,
+                4 * (read * self.heads * self.dim) as u64,
+                (self.batch * (self.context + self.new_tokens) * (self.dim + 4)) as u64,
+            )
+        }
     }
-    fn flops(&self) -> u64 {
-        4 * (self.positions_read() * self.heads * self.dim) as u64
-    }
-    fn footprint_bytes(&self) -> u64 {
-        (self.batch * (self.context + self.new_tokens) * (self.dim + 4)) as u64
-    }
-    fn copies(&self) -> Option<usize> {
-        self.copies
-    }
-    fn validate(&self) -> Result<()> {
+    fn check(&self) -> Result<()> {
         let AttnShape {
             mode,
             batch,
@@ -246,9 +309,7 @@ impl OpShape for AttnShape {
             || new_tokens == 0
             || (new_tokens == 1 && context == 0)
             || page == 0
-            || dim % 32 != 0
-            || dim > 512
-            || dim == 0
+            || !kernel_dim_ok(dim)
         {
             return bad(
                 self.name(),
@@ -285,34 +346,23 @@ impl IndexerShape {
     }
 }
 
-impl OpShape for IndexerShape {
-    fn name(&self) -> &'static str {
-        "indexer"
-    }
-    fn point(&self) -> Point {
-        Point::new(
-            self.name(),
-            &[
-                ("batch", self.batch as u64),
-                ("heads", self.heads as u64),
-                ("dim", self.dim as u64),
-                ("positions", self.positions as u64),
-                ("topk", self.topk as u64),
-            ],
-            "fp8",
+impl Calibration for IndexerShape {
+    fn facts(&self) -> Facts {
+        let (b, h, d, n, k) = (self.batch, self.heads, self.dim, self.positions, self.topk);
+        let pairs = vec![
+            ("batch", b as u64),
+            ("heads", h as u64),
+            ("dim", d as u64),
+            ("positions", n as u64),
+            ("topk", k as u64),
+        ];
+        Facts::new("indexer", pairs, "fp8").costs(
+            (b * n * d + 4 * b * n + 4 * (b * h * d + b * h) + 8 * b * n + 4 * b * k) as u64,
+            2 * (b * n * h * d) as u64,
+            (b * n * (d + 8)) as u64,
         )
     }
-    fn bytes(&self) -> u64 {
-        let (b, h, d, n, k) = (self.batch, self.heads, self.dim, self.positions, self.topk);
-        (b * n * d + 4 * b * n + 4 * (b * h * d + b * h) + 8 * b * n + 4 * b * k) as u64
-    }
-    fn flops(&self) -> u64 {
-        2 * (self.batch * self.positions * self.heads * self.dim) as u64
-    }
-    fn footprint_bytes(&self) -> u64 {
-        (self.batch * self.positions * (self.dim + 8)) as u64
-    }
-    fn validate(&self) -> Result<()> {
+    fn check(&self) -> Result<()> {
         let IndexerShape {
             batch,
             heads,
@@ -320,14 +370,7 @@ impl OpShape for IndexerShape {
             positions,
             topk,
         } = *self;
-        if batch == 0
-            || heads == 0
-            || positions == 0
-            || topk == 0
-            || dim % 32 != 0
-            || dim > 512
-            || dim == 0
-        {
+        if batch == 0 || heads == 0 || positions == 0 || topk == 0 || !kernel_dim_ok(dim) {
             return bad(
                 self.name(),
                 "batch, heads, positions, topk positive; dim a multiple of 32 up to 512",
@@ -359,34 +402,24 @@ impl GatherShape {
     }
 }
 
-impl OpShape for GatherShape {
-    fn name(&self) -> &'static str {
-        "gather"
+impl Calibration for GatherShape {
+    fn facts(&self) -> Facts {
+        let pairs = vec![
+            ("table_bytes", self.table_bytes),
+            ("row_bytes", self.row_bytes as u64),
+            ("rows", self.rows as u64),
+            ("page", self.placement.page_bytes()),
+        ];
+        Facts {
+            lead: Some(("placement", self.placement.name())),
+            ..Facts::new("gather", pairs, "u8").costs(
+                (2 * self.rows * self.row_bytes + 8 * self.rows) as u64,
+                0,
+                (2 * self.rows * self.row_bytes) as u64,
+            )
+        }
     }
-    fn point(&self) -> Point {
-        let mut p = Point::new(
-            self.name(),
-            &[
-                ("table_bytes", self.table_bytes),
-                ("row_bytes", self.row_bytes as u64),
-                ("rows", self.rows as u64),
-                ("page", self.placement.page_bytes()),
-            ],
-            "u8",
-        );
-        p.shape = format!("placement={};{}", self.placement.name(), p.shape);
-        p
-    }
-    fn bytes(&self) -> u64 {
-        (2 * self.rows * self.row_bytes + 8 * self.rows) as u64
-    }
-    fn flops(&self) -> u64 {
-        0
-    }
-    fn footprint_bytes(&self) -> u64 {
-        (2 * self.rows * self.row_bytes) as u64
-    }
-    fn validate(&self) -> Result<()> {
+    fn check(&self) -> Result<()> {
         if self.row_bytes == 0
             || self.row_bytes % 16 != 0
             || self.rows == 0
@@ -410,27 +443,12 @@ pub struct CopyShape {
     pub peers: usize,
 }
 
-impl OpShape for CopyShape {
-    fn name(&self) -> &'static str {
-        "copy"
+impl Calibration for CopyShape {
+    fn facts(&self) -> Facts {
+        let pairs = vec![("bytes", self.bytes), ("peers", self.peers as u64)];
+        Facts::new("copy", pairs, "u8").costs(2 * self.bytes, 0, 2 * self.bytes * self.peers as u64)
     }
-    fn point(&self) -> Point {
-        Point::new(
-            self.name(),
-            &[("bytes", self.bytes), ("peers", self.peers as u64)],
-            "u8",
-        )
-    }
-    fn bytes(&self) -> u64 {
-        2 * self.bytes
-    }
-    fn flops(&self) -> u64 {
-        0
-    }
-    fn footprint_bytes(&self) -> u64 {
-        2 * self.bytes * self.peers as u64
-    }
-    fn validate(&self) -> Result<()> {
+    fn check(&self) -> Result<()> {
         if self.bytes == 0 || self.bytes % 16 != 0 || self.peers == 0 {
             return bad(
                 self.name(),
@@ -454,23 +472,12 @@ pub struct StreamShape {
     pub bytes: u64,
 }
 
-impl OpShape for StreamShape {
-    fn name(&self) -> &'static str {
-        "ref_stream_read"
+impl Calibration for StreamShape {
+    fn facts(&self) -> Facts {
+        Facts::new("ref_stream_read", vec![("bytes", self.bytes)], "u8")
+            .costs(self.bytes, 0, self.bytes)
     }
-    fn point(&self) -> Point {
-        Point::new(self.name(), &[("bytes", self.bytes)], "u8")
-    }
-    fn bytes(&self) -> u64 {
-        self.bytes
-    }
-    fn flops(&self) -> u64 {
-        0
-    }
-    fn footprint_bytes(&self) -> u64 {
-        self.bytes
-    }
-    fn validate(&self) -> Result<()> {
+    fn check(&self) -> Result<()> {
         if self.bytes == 0 || self.bytes % 16 != 0 {
             return bad(self.name(), "bytes must be a positive multiple of 16");
         }
@@ -501,31 +508,14 @@ impl GemmShape {
     }
 }
 
-impl OpShape for GemmShape {
-    fn name(&self) -> &'static str {
-        "ref_gemm"
+impl Calibration for GemmShape {
+    fn facts(&self) -> Facts {
+        let (m, n, k) = (self.m, self.n, self.k);
+        let pairs = vec![("m", m as u64), ("n", n as u64), ("k", k as u64)];
+        let bytes = 4 * (m * k + k * n + m * n) as u64;
+        Facts::new("ref_gemm", pairs, "f32").costs(bytes, 2 * (m * n * k) as u64, bytes)
     }
-    fn point(&self) -> Point {
-        Point::new(
-            self.name(),
-            &[
-                ("m", self.m as u64),
-                ("n", self.n as u64),
-                ("k", self.k as u64),
-            ],
-            "f32",
-        )
-    }
-    fn bytes(&self) -> u64 {
-        4 * (self.m * self.k + self.k * self.n + self.m * self.n) as u64
-    }
-    fn flops(&self) -> u64 {
-        2 * (self.m * self.n * self.k) as u64
-    }
-    fn footprint_bytes(&self) -> u64 {
-        self.bytes()
-    }
-    fn validate(&self) -> Result<()> {
+    fn check(&self) -> Result<()> {
         if self.m == 0 || self.n == 0 || self.k == 0 {
             return bad(self.name(), "m, n, k must be positive");
         }

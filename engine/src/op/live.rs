@@ -1,29 +1,22 @@
 //! Shapes of the live model's ops (`serve::exec` runs them; `calibrate --plan live`
-//! measures them at the model's shapes), and [`Call`]: one op call described by its
-//! static key (what the model fixes: widths, dtypes) and its variables (what a step
-//! varies: rows, groups, positions). The serving executor records a `Call` per op when
-//! tracing; calibration fits one cost function per (op, key) over the variables; the
-//! simulator's fitted cost model (`sim::cost::fitted`) prices the same calls.
+//! measures them at the model's shapes), each with the [`Call`] it stands for (defined
+//! in `spec::call`: the op, its static key and its variables). The serving executor
+//! records a `Call` per op when tracing; calibration fits one cost function per (op,
+//! key) over the variables; the simulator's fitted cost model (`sim::cost::fitted`)
+//! prices the same calls.
 
 use super::{OpShape, Point};
-use crate::serve::device::{Dt, ServeDevice};
+use crate::serve::device::{Buf, Dt, IndexerCall, ServeDevice};
 use crate::stats::{Stats, TimingConfig};
 use crate::{EngineError, Result};
 use kernels::live::{Group, Weights};
 use kernels::WeightDtype;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use std::time::Instant;
 
-/// One op call: the op, its static key and its variables.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Call {
-    pub op: &'static str,
-    /// Weight dtype of a linear layer, `""` otherwise.
-    pub dtype: &'static str,
-    pub key: Vec<(&'static str, u64)>,
-    pub vars: Vec<(&'static str, u64)>,
-}
+use spec::call::AttnKey;
+pub use spec::call::Call;
+use spec::live_model::{AttnKind, IndexerConfig};
 
 fn bad<T>(op: &str, reason: impl Into<String>) -> Result<T> {
     Err(EngineError::BadOp {
@@ -83,12 +76,13 @@ impl LinearShape {
     }
 
     pub fn call(&self) -> Call {
-        Call {
-            op: "linear",
-            dtype: self.dtype.name(),
-            key: vec![("n", self.n as u64), ("k", self.k as u64)],
-            vars: vec![("groups", self.groups as u64), ("rows", self.rows as u64)],
-        }
+        Call::linear(
+            self.dtype.name(),
+            self.n,
+            self.k,
+            self.groups as u64,
+            self.rows as u64,
+        )
     }
 }
 
@@ -137,7 +131,7 @@ impl OpShape for LinearShape {
 }
 
 macro_rules! rows_shape {
-    ($(#[$doc:meta])* $name:ident, $op:literal, { $($field:ident),* }, key: [$($kf:ident),*],
+    ($(#[$doc:meta])* $name:ident, $op:literal, { $($field:ident),* }, call: |$s0:ident| $call:expr,
      bytes: |$s:ident| $bytes:expr, flops: |$s2:ident| $flops:expr, check: |$s3:ident| $check:expr) => {
         $(#[$doc])*
         #[derive(Debug, Clone, Copy, PartialEq)]
@@ -148,12 +142,8 @@ macro_rules! rows_shape {
 
         impl $name {
             pub fn call(&self) -> Call {
-                Call {
-                    op: $op,
-                    dtype: "",
-                    key: vec![$((stringify!($kf), self.$kf as u64)),*],
-                    vars: vec![("rows", self.rows as u64)],
-                }
+                let $s0 = self;
+                $call
             }
         }
 
@@ -192,49 +182,50 @@ macro_rules! rows_shape {
 
 rows_shape!(
     /// RMSNorm of `rows` rows of `dim`, with the residual add when `residual` is 1.
-    NormShape, "rmsnorm", { dim, residual }, key: [dim, residual],
+    NormShape, "rmsnorm", { dim, residual }, call: |s| Call::rmsnorm(s.dim, s.residual, s.rows as u64),
     bytes: |s| 4 * s.rows * s.dim * (2 + 2 * s.residual), flops: |s| 4 * s.rows * s.dim,
     check: |s| s.dim > 0 && s.residual <= 1
 );
 rows_shape!(
     /// SwiGLU of `rows` rows of `2 * ffn` gate/up values.
-    SwigluShape, "swiglu", { ffn }, key: [ffn],
+    SwigluShape, "swiglu", { ffn }, call: |s| Call::swiglu(s.ffn, s.rows as u64),
     bytes: |s| 12 * s.rows * s.ffn, flops: |s| 6 * s.rows * s.ffn,
     check: |s| s.ffn > 0
 );
 rows_shape!(
     /// Softmax gating over `experts` and top-`topk` choice per row.
-    GateShape, "gate_topk", { experts, topk }, key: [experts, topk],
+    GateShape, "gate_topk", { experts, topk }, call: |s| Call::gate_topk(s.experts, s.topk, s.rows as u64),
     bytes: |s| 4 * s.rows * (s.experts + 2 * s.topk), flops: |s| s.rows * s.experts * (2 + s.topk),
     check: |s| s.topk >= 1 && s.topk <= s.experts.min(32)
 );
 rows_shape!(
     /// Gather of `rows` rows of `dim` from a table of `table_rows` rows.
-    GatherRowsShape, "gather_rows", { dim, table_rows }, key: [dim],
+    GatherRowsShape, "gather_rows", { dim, table_rows },
+    call: |s| Call::gather_rows(s.dim, s.rows as u64),
     bytes: |s| 8 * s.rows * s.dim + 4 * s.rows, flops: |_s| 0,
     check: |s| s.dim > 0 && s.table_rows > 0
 );
 rows_shape!(
     /// MoE combine of `topk` expert outputs of `dim` into each of `rows` rows.
-    CombineShape, "moe_combine", { topk, dim }, key: [topk, dim],
+    CombineShape, "moe_combine", { topk, dim }, call: |s| Call::moe_combine(s.topk, s.dim, s.rows as u64),
     bytes: |s| 4 * s.rows * s.dim * (2 + s.topk), flops: |s| 2 * s.rows * s.dim * s.topk,
     check: |s| s.topk > 0 && s.dim > 0
 );
 rows_shape!(
     /// `x += y` over `rows` rows of `dim`.
-    AddShape, "add", { dim }, key: [dim],
+    AddShape, "add", { dim }, call: |s| Call::add(s.dim, s.rows as u64),
     bytes: |s| 12 * s.rows * s.dim, flops: |s| s.rows * s.dim,
     check: |s| s.dim > 0
 );
 rows_shape!(
     /// fp8 writes of `rows` rows of `dim` into a cache of `slots` entries.
-    KvWriteShape, "kv_write", { dim, slots }, key: [dim],
+    KvWriteShape, "kv_write", { dim, slots }, call: |s| Call::kv_write(s.dim, s.rows as u64),
     bytes: |s| s.rows * (5 * s.dim + 8), flops: |s| 2 * s.rows * s.dim,
     check: |s| s.dim > 0 && s.slots >= s.rows
 );
 rows_shape!(
     /// Argmax over `n` values per row.
-    ArgmaxShape, "argmax", { n }, key: [n],
+    ArgmaxShape, "argmax", { n }, call: |s| Call::argmax(s.n, s.rows as u64),
     bytes: |s| 4 * s.rows * (s.n + 1), flops: |s| s.rows * s.n,
     check: |s| s.n > 0
 );
@@ -264,26 +255,13 @@ impl IndexerPagedShape {
             * (self.new_tokens * self.context + self.new_tokens * (self.new_tokens + 1) / 2)
     }
     pub fn call(&self) -> Call {
-        Call {
-            op: "indexer_paged",
-            dtype: "",
-            key: indexer_key(self.heads, self.dim, self.topk, self.page),
-            vars: vec![
-                ("rows", self.rows() as u64),
-                ("positions", self.positions() as u64),
-            ],
-        }
+        let ix = IndexerConfig {
+            heads: self.heads,
+            dim: self.dim,
+            topk: self.topk,
+        };
+        Call::indexer_paged(ix, self.page, self.rows() as u64, self.positions() as u64)
     }
-}
-
-/// Static key of a paged indexer call.
-pub fn indexer_key(heads: usize, dim: usize, topk: usize, page: usize) -> Vec<(&'static str, u64)> {
-    vec![
-        ("heads", heads as u64),
-        ("dim", dim as u64),
-        ("topk", topk as u64),
-        ("page", page as u64),
-    ]
 }
 
 impl OpShape for IndexerPagedShape {
@@ -339,61 +317,32 @@ impl OpShape for IndexerPagedShape {
     }
 }
 
-/// An attention call: `rows` query rows reading `positions` cached entries in all.
-pub fn attention_call(
-    mode: kernels::AttnModeKind,
-    heads: usize,
-    dim: usize,
-    page: usize,
-    rows: usize,
-    positions: usize,
-) -> Call {
-    let (op, extra) = match mode {
-        kernels::AttnModeKind::Dense => ("attn_dense", None),
-        kernels::AttnModeKind::Sparse(k) => ("attn_sparse", Some(("topk", k as u64))),
-        kernels::AttnModeKind::Window(w) => ("attn_window", Some(("window", w as u64))),
+/// The static key of an attention call in the kernels' `mode`.
+pub fn attn_key(mode: kernels::AttnModeKind, heads: usize, dim: usize, page: usize) -> AttnKey {
+    let (kind, limit) = match mode {
+        kernels::AttnModeKind::Dense => (AttnKind::Dense, 0),
+        kernels::AttnModeKind::Sparse(k) => (AttnKind::Sparse, k),
+        kernels::AttnModeKind::Window(w) => (AttnKind::Window, w),
     };
-    let mut key = vec![
-        ("heads", heads as u64),
-        ("dim", dim as u64),
-        ("page", page as u64),
-    ];
-    key.extend(extra);
-    Call {
-        op,
-        dtype: "",
-        key,
-        vars: vec![("rows", rows as u64), ("positions", positions as u64)],
-    }
-}
-
-/// A host-side exchange of `bytes` between ranks (dispatch or combine), priced as the
-/// `copy` op.
-pub fn copy_call(bytes: usize) -> Call {
-    Call {
-        op: "copy",
-        dtype: "",
-        key: Vec::new(),
-        vars: vec![("bytes", bytes as u64)],
+    AttnKey {
+        kind,
+        limit,
+        heads,
+        dim,
+        page,
     }
 }
 
 impl super::AttnShape {
     pub fn call(&self) -> Call {
-        attention_call(
-            self.mode,
-            self.heads,
-            self.dim,
-            self.page,
-            self.rows(),
-            self.positions_read(),
-        )
+        let key = attn_key(self.mode, self.heads, self.dim, self.page);
+        Call::attention(key, self.rows() as u64, self.positions_read() as u64)
     }
 }
 
 impl super::CopyShape {
     pub fn call(&self) -> Call {
-        copy_call(self.bytes as usize)
+        Call::copy(self.bytes)
     }
 }
 
@@ -438,172 +387,238 @@ fn random_cache(rng: &mut ChaCha8Rng, slots: usize, dim: usize) -> (Vec<u8>, Vec
 fn prepare(dev: &mut dyn ServeDevice, spec: &super::OpSpec, copies: usize) -> Result<Runner> {
     use super::OpSpec as S;
     let mut rng = ChaCha8Rng::seed_from_u64(11);
-    let f32s = |dev: &mut dyn ServeDevice, rng: &mut ChaCha8Rng, n: usize| {
-        dev.upload_f32(&rand_f32(rng, n))
+    let rng = &mut rng;
+    match *spec {
+        S::Linear(s) => prepare_linear(dev, s, copies),
+        S::Rmsnorm(s) => prepare_rmsnorm(dev, rng, s, copies),
+        S::Swiglu(s) => prepare_swiglu(dev, rng, s, copies),
+        S::GateTopk(s) => prepare_gate(dev, rng, s, copies),
+        S::GatherRows(s) => prepare_gather(dev, rng, s, copies),
+        S::MoeCombine(s) => prepare_combine(dev, rng, s, copies),
+        S::Add(s) => prepare_add(dev, rng, s, copies),
+        S::KvWrite(s) => prepare_kv_write(dev, rng, s, copies),
+        S::Argmax(s) => prepare_argmax(dev, rng, s, copies),
+        S::IndexerPaged(s) => prepare_indexer(dev, rng, s, copies),
+        _ => bad(spec.name(), "not an op of the serving device"),
+    }
+}
+
+/// `n` random values in [-1, 1) on the device.
+fn upload_random(dev: &mut dyn ServeDevice, rng: &mut ChaCha8Rng, n: usize) -> Result<Buf> {
+    dev.upload_f32(&rand_f32(rng, n))
+}
+
+/// A runner over `copies` input sets, made in turn by `make`: run `i` runs `run` on set
+/// `i % copies`.
+fn rotate<T: 'static>(
+    dev: &mut dyn ServeDevice,
+    copies: usize,
+    mut make: impl FnMut(&mut dyn ServeDevice) -> Result<T>,
+    run: impl Fn(&mut dyn ServeDevice, &T) -> Result<()> + 'static,
+) -> Result<Runner> {
+    let sets = (0..copies).map(|_| make(dev)).collect::<Result<Vec<T>>>()?;
+    Ok(Box::new(move |dev, i| run(dev, &sets[i % sets.len()])))
+}
+
+fn prepare_linear(dev: &mut dyn ServeDevice, s: LinearShape, copies: usize) -> Result<Runner> {
+    let (w, x) = s.inputs(0);
+    let dw = dev.upload_weights(&w)?;
+    drop(w);
+    let xb = dev.upload_f32(&x)?;
+    let y = dev.alloc(Dt::F32, s.rows * s.n)?;
+    let sets: Vec<Vec<Group>> = (0..copies).map(|c| s.groups_of(c)).collect();
+    Ok(Box::new(move |dev, i| {
+        dev.linear(&dw, &sets[i % sets.len()], xb, y)
+    }))
+}
+
+fn prepare_rmsnorm(
+    dev: &mut dyn ServeDevice,
+    rng: &mut ChaCha8Rng,
+    s: NormShape,
+    copies: usize,
+) -> Result<Runner> {
+    let make = |dev: &mut dyn ServeDevice| {
+        let x = upload_random(dev, rng, s.rows * s.dim)?;
+        let d = if s.residual == 1 {
+            Some(upload_random(dev, rng, s.rows * s.dim)?)
+        } else {
+            None
+        };
+        let w = dev.upload_f32(&vec![1.0; s.dim])?;
+        Ok((x, d, w, dev.alloc(Dt::F32, s.rows * s.dim)?))
     };
-    Ok(match *spec {
-        S::Linear(s) => {
-            let (w, x) = s.inputs(0);
-            let dw = dev.upload_weights(&w)?;
-            drop(w);
-            let xb = dev.upload_f32(&x)?;
-            let y = dev.alloc(Dt::F32, s.rows * s.n)?;
-            let sets: Vec<Vec<Group>> = (0..copies).map(|c| s.groups_of(c)).collect();
-            Box::new(move |dev, i| dev.linear(&dw, &sets[i % sets.len()], xb, y))
+    rotate(dev, copies, make, |dev, &(x, d, w, o)| {
+        dev.rmsnorm(x, d, w, o, 1e-6)
+    })
+}
+
+fn prepare_swiglu(
+    dev: &mut dyn ServeDevice,
+    rng: &mut ChaCha8Rng,
+    s: SwigluShape,
+    copies: usize,
+) -> Result<Runner> {
+    let make = |dev: &mut dyn ServeDevice| {
+        let gu = upload_random(dev, rng, 2 * s.rows * s.ffn)?;
+        Ok((gu, dev.alloc(Dt::F32, s.rows * s.ffn)?))
+    };
+    rotate(dev, copies, make, move |dev, &(gu, o)| {
+        dev.swiglu(gu, o, s.ffn)
+    })
+}
+
+fn prepare_gate(
+    dev: &mut dyn ServeDevice,
+    rng: &mut ChaCha8Rng,
+    s: GateShape,
+    copies: usize,
+) -> Result<Runner> {
+    let make = |dev: &mut dyn ServeDevice| {
+        let l = upload_random(dev, rng, s.rows * s.experts)?;
+        let ids = dev.alloc(Dt::I32, s.rows * s.topk)?;
+        Ok((l, ids, dev.alloc(Dt::F32, s.rows * s.topk)?))
+    };
+    rotate(dev, copies, make, move |dev, &(l, ids, w)| {
+        dev.gate_topk(l, s.experts, s.topk, ids, w)
+    })
+}
+
+fn prepare_gather(
+    dev: &mut dyn ServeDevice,
+    rng: &mut ChaCha8Rng,
+    s: GatherRowsShape,
+    copies: usize,
+) -> Result<Runner> {
+    let table = upload_random(dev, rng, s.table_rows * s.dim)?;
+    let make = |dev: &mut dyn ServeDevice| {
+        let idx: Vec<i32> = (0..s.rows)
+            .map(|_| rng.random_range(0..s.table_rows as i32))
+            .collect();
+        Ok((dev.upload_i32(&idx)?, dev.alloc(Dt::F32, s.rows * s.dim)?))
+    };
+    rotate(dev, copies, make, move |dev, &(idx, o)| {
+        dev.gather_rows(table, s.dim, idx, o)
+    })
+}
+
+fn prepare_combine(
+    dev: &mut dyn ServeDevice,
+    rng: &mut ChaCha8Rng,
+    s: CombineShape,
+    copies: usize,
+) -> Result<Runner> {
+    let make = |dev: &mut dyn ServeDevice| {
+        let y = upload_random(dev, rng, s.rows * s.topk * s.dim)?;
+        let slots: Vec<i32> = (0..(s.rows * s.topk) as i32).collect();
+        let w = upload_random(dev, rng, s.rows * s.topk)?;
+        let o = upload_random(dev, rng, s.rows * s.dim)?;
+        Ok((y, dev.upload_i32(&slots)?, w, o))
+    };
+    rotate(dev, copies, make, move |dev, &(y, sl, w, o)| {
+        dev.moe_combine(y, s.dim, sl, w, s.topk, o)
+    })
+}
+
+fn prepare_add(
+    dev: &mut dyn ServeDevice,
+    rng: &mut ChaCha8Rng,
+    s: AddShape,
+    copies: usize,
+) -> Result<Runner> {
+    let make = |dev: &mut dyn ServeDevice| {
+        let x = upload_random(dev, rng, s.rows * s.dim)?;
+        Ok((x, upload_random(dev, rng, s.rows * s.dim)?))
+    };
+    rotate(dev, copies, make, |dev, &(x, y)| dev.add(x, y))
+}
+
+fn prepare_kv_write(
+    dev: &mut dyn ServeDevice,
+    rng: &mut ChaCha8Rng,
+    s: KvWriteShape,
+    copies: usize,
+) -> Result<Runner> {
+    let make = |dev: &mut dyn ServeDevice| {
+        let src = upload_random(dev, rng, s.rows * s.dim)?;
+        let mut slots: Vec<i32> = (0..s.slots as i32).collect();
+        for i in 0..s.rows {
+            let j = rng.random_range(i..s.slots);
+            slots.swap(i, j);
         }
-        S::Rmsnorm(s) => {
-            let mut sets = Vec::new();
-            for _ in 0..copies {
-                let x = f32s(dev, &mut rng, s.rows * s.dim)?;
-                let d = if s.residual == 1 {
-                    Some(f32s(dev, &mut rng, s.rows * s.dim)?)
-                } else {
-                    None
-                };
-                let w = dev.upload_f32(&vec![1.0; s.dim])?;
-                let o = dev.alloc(Dt::F32, s.rows * s.dim)?;
-                sets.push((x, d, w, o));
-            }
-            Box::new(move |dev, i| {
-                let (x, d, w, o) = sets[i % sets.len()];
-                dev.rmsnorm(x, d, w, o, 1e-6)
-            })
+        slots.truncate(s.rows);
+        let cache = dev.alloc(Dt::U8, s.slots * s.dim)?;
+        let scales = dev.alloc(Dt::F32, s.slots)?;
+        Ok((src, dev.upload_i32(&slots)?, cache, scales))
+    };
+    rotate(dev, copies, make, move |dev, &(src, sl, c, sc)| {
+        dev.kv_write(src, s.dim, sl, c, sc)
+    })
+}
+
+fn prepare_argmax(
+    dev: &mut dyn ServeDevice,
+    rng: &mut ChaCha8Rng,
+    s: ArgmaxShape,
+    copies: usize,
+) -> Result<Runner> {
+    let make = |dev: &mut dyn ServeDevice| {
+        let l = upload_random(dev, rng, s.rows * s.n)?;
+        Ok((l, dev.alloc(Dt::I32, s.rows)?))
+    };
+    rotate(dev, copies, make, move |dev, &(l, o)| dev.argmax(l, s.n, o))
+}
+
+fn prepare_indexer(
+    dev: &mut dyn ServeDevice,
+    rng: &mut ChaCha8Rng,
+    s: IndexerPagedShape,
+    copies: usize,
+) -> Result<Runner> {
+    let make = |dev: &mut dyn ServeDevice| indexer_inputs(dev, rng, &s);
+    rotate(dev, copies, make, |dev, call| dev.indexer(call))
+}
+
+/// One seeded input set of a paged indexer call: a random key cache of every
+/// request's pages, queries and head weights.
+fn indexer_inputs(
+    dev: &mut dyn ServeDevice,
+    rng: &mut ChaCha8Rng,
+    s: &IndexerPagedShape,
+) -> Result<IndexerCall> {
+    let seq = s.context + s.new_tokens;
+    let max_pages = seq.div_ceil(s.page);
+    let rows = s.rows();
+    let n_pages = s.requests * max_pages;
+    let (keys, scales) = random_cache(rng, n_pages * s.page, s.dim);
+    let mut table = Vec::with_capacity(rows * max_pages);
+    let mut lens = Vec::with_capacity(rows);
+    for r in 0..s.requests {
+        for i in 0..s.new_tokens {
+            table.extend((0..max_pages).map(|p| (r * max_pages + p) as i32));
+            lens.push((s.context + i + 1) as i32);
         }
-        S::Swiglu(s) => {
-            let mut sets = Vec::new();
-            for _ in 0..copies {
-                let gu = f32s(dev, &mut rng, 2 * s.rows * s.ffn)?;
-                sets.push((gu, dev.alloc(Dt::F32, s.rows * s.ffn)?));
-            }
-            Box::new(move |dev, i| {
-                let (gu, o) = sets[i % sets.len()];
-                dev.swiglu(gu, o, s.ffn)
-            })
-        }
-        S::GateTopk(s) => {
-            let mut sets = Vec::new();
-            for _ in 0..copies {
-                let l = f32s(dev, &mut rng, s.rows * s.experts)?;
-                let ids = dev.alloc(Dt::I32, s.rows * s.topk)?;
-                let w = dev.alloc(Dt::F32, s.rows * s.topk)?;
-                sets.push((l, ids, w));
-            }
-            Box::new(move |dev, i| {
-                let (l, ids, w) = sets[i % sets.len()];
-                dev.gate_topk(l, s.experts, s.topk, ids, w)
-            })
-        }
-        S::GatherRows(s) => {
-            let table = f32s(dev, &mut rng, s.table_rows * s.dim)?;
-            let mut sets = Vec::new();
-            for _ in 0..copies {
-                let idx: Vec<i32> = (0..s.rows)
-                    .map(|_| rng.random_range(0..s.table_rows as i32))
-                    .collect();
-                sets.push((dev.upload_i32(&idx)?, dev.alloc(Dt::F32, s.rows * s.dim)?));
-            }
-            Box::new(move |dev, i| {
-                let (idx, o) = sets[i % sets.len()];
-                dev.gather_rows(table, s.dim, idx, o)
-            })
-        }
-        S::MoeCombine(s) => {
-            let mut sets = Vec::new();
-            for _ in 0..copies {
-                let y = f32s(dev, &mut rng, s.rows * s.topk * s.dim)?;
-                let slots: Vec<i32> = (0..(s.rows * s.topk) as i32).collect();
-                let w = f32s(dev, &mut rng, s.rows * s.topk)?;
-                let o = f32s(dev, &mut rng, s.rows * s.dim)?;
-                sets.push((y, dev.upload_i32(&slots)?, w, o));
-            }
-            Box::new(move |dev, i| {
-                let (y, sl, w, o) = sets[i % sets.len()];
-                dev.moe_combine(y, s.dim, sl, w, s.topk, o)
-            })
-        }
-        S::Add(s) => {
-            let mut sets = Vec::new();
-            for _ in 0..copies {
-                let x = f32s(dev, &mut rng, s.rows * s.dim)?;
-                sets.push((x, f32s(dev, &mut rng, s.rows * s.dim)?));
-            }
-            Box::new(move |dev, i| {
-                let (x, y) = sets[i % sets.len()];
-                dev.add(x, y)
-            })
-        }
-        S::KvWrite(s) => {
-            let mut sets = Vec::new();
-            for _ in 0..copies {
-                let src = f32s(dev, &mut rng, s.rows * s.dim)?;
-                let mut slots: Vec<i32> = (0..s.slots as i32).collect();
-                for i in 0..s.rows {
-                    let j = rng.random_range(i..s.slots);
-                    slots.swap(i, j);
-                }
-                slots.truncate(s.rows);
-                let cache = dev.alloc(Dt::U8, s.slots * s.dim)?;
-                let scales = dev.alloc(Dt::F32, s.slots)?;
-                sets.push((src, dev.upload_i32(&slots)?, cache, scales));
-            }
-            Box::new(move |dev, i| {
-                let (src, sl, c, sc) = sets[i % sets.len()];
-                dev.kv_write(src, s.dim, sl, c, sc)
-            })
-        }
-        S::Argmax(s) => {
-            let mut sets = Vec::new();
-            for _ in 0..copies {
-                let l = f32s(dev, &mut rng, s.rows * s.n)?;
-                sets.push((l, dev.alloc(Dt::I32, s.rows)?));
-            }
-            Box::new(move |dev, i| {
-                let (l, o) = sets[i % sets.len()];
-                dev.argmax(l, s.n, o)
-            })
-        }
-        S::IndexerPaged(s) => {
-            let seq = s.context + s.new_tokens;
-            let max_pages = seq.div_ceil(s.page);
-            let rows = s.rows();
-            let mut sets = Vec::new();
-            for _ in 0..copies {
-                let n_pages = s.requests * max_pages;
-                let (keys, scales) = random_cache(&mut rng, n_pages * s.page, s.dim);
-                let mut table = Vec::with_capacity(rows * max_pages);
-                let mut lens = Vec::with_capacity(rows);
-                for r in 0..s.requests {
-                    for i in 0..s.new_tokens {
-                        table.extend((0..max_pages).map(|p| (r * max_pages + p) as i32));
-                        lens.push((s.context + i + 1) as i32);
-                    }
-                }
-                let call = crate::serve::device::IndexerCall {
-                    rows,
-                    heads: s.heads,
-                    dim: s.dim,
-                    page_size: s.page,
-                    max_pages,
-                    n_pos: seq,
-                    topk: s.topk,
-                    q: f32s(dev, &mut rng, rows * s.heads * s.dim)?,
-                    w: dev.upload_f32(
-                        &(0..rows * s.heads)
-                            .map(|_| rng.random_range(0.0f32..1.0))
-                            .collect::<Vec<_>>(),
-                    )?,
-                    keys: dev.upload_u8(&keys)?,
-                    key_scale: dev.upload_f32(&scales)?,
-                    block_table: dev.upload_i32(&table)?,
-                    seq_lens: dev.upload_i32(&lens)?,
-                    scores: dev.alloc(Dt::F32, rows * seq)?,
-                    out: dev.alloc(Dt::I32, rows * s.topk)?,
-                };
-                sets.push(call);
-            }
-            Box::new(move |dev, i| dev.indexer(&sets[i % sets.len()]))
-        }
-        _ => return bad(spec.name(), "not an op of the serving device"),
+    }
+    Ok(IndexerCall {
+        rows,
+        heads: s.heads,
+        dim: s.dim,
+        page_size: s.page,
+        max_pages,
+        n_pos: seq,
+        topk: s.topk,
+        q: upload_random(dev, rng, rows * s.heads * s.dim)?,
+        w: dev.upload_f32(
+            &(0..rows * s.heads)
+                .map(|_| rng.random_range(0.0f32..1.0))
+                .collect::<Vec<_>>(),
+        )?,
+        keys: dev.upload_u8(&keys)?,
+        key_scale: dev.upload_f32(&scales)?,
+        block_table: dev.upload_i32(&table)?,
+        seq_lens: dev.upload_i32(&lens)?,
+        scores: dev.alloc(Dt::F32, rows * seq)?,
+        out: dev.alloc(Dt::I32, rows * s.topk)?,
     })
 }
 
@@ -617,31 +632,7 @@ pub fn measure_on(
 ) -> Result<Stats> {
     spec.validate()?;
     let mut run = prepare(dev, spec, copies.max(1))?;
-    let mut i = 0;
-    for _ in 0..cfg.warmup {
-        run(dev, i)?;
-        i += 1;
-    }
-    dev.sync()?;
-    let start = Instant::now();
-    let mut samples = Vec::with_capacity(cfg.reps);
-    for _ in 0..cfg.reps.max(1) {
-        let (t, c) = (
-            Instant::now(),
-            cfg.thread_cpu.then(crate::stats::thread_cpu_s),
-        );
-        run(dev, i)?;
-        dev.sync()?;
-        samples.push(match c {
-            Some(c0) => crate::stats::thread_cpu_s() - c0,
-            None => t.elapsed().as_secs_f64(),
-        });
-        i += 1;
-        if samples.len() >= cfg.min_reps && start.elapsed().as_secs_f64() > cfg.max_seconds {
-            break;
-        }
-    }
-    Ok(Stats::from_samples(&samples))
+    crate::stats::time_settled(cfg, dev, |dev, i| run(dev, i), |dev| dev.sync())
 }
 
 #[cfg(test)]

@@ -375,65 +375,72 @@ impl OpSpec {
                 bytes: n("bytes")? as u64,
                 peers: n("peers")?,
             }),
-            "linear" => OpSpec::Linear(LinearShape {
-                dtype: kernels::WeightDtype::parse(&p.dtype)?,
-                n: n("n")?,
-                k: n("k")?,
-                groups: n("groups")?,
-                rows: n("rows")?,
-                experts: n("experts")?,
-                copies: n("copies")?,
-            }),
-            "rmsnorm" => OpSpec::Rmsnorm(NormShape {
-                rows: n("rows")?,
-                dim: n("dim")?,
-                residual: n("residual")?,
-            }),
-            "swiglu" => OpSpec::Swiglu(SwigluShape {
-                rows: n("rows")?,
-                ffn: n("ffn")?,
-            }),
-            "gate_topk" => OpSpec::GateTopk(GateShape {
-                rows: n("rows")?,
-                experts: n("experts")?,
-                topk: n("topk")?,
-            }),
-            "gather_rows" => OpSpec::GatherRows(GatherRowsShape {
-                rows: n("rows")?,
-                dim: n("dim")?,
-                table_rows: n("table_rows")?,
-            }),
-            "moe_combine" => OpSpec::MoeCombine(CombineShape {
-                rows: n("rows")?,
-                topk: n("topk")?,
-                dim: n("dim")?,
-            }),
-            "add" => OpSpec::Add(AddShape {
-                rows: n("rows")?,
-                dim: n("dim")?,
-            }),
-            "kv_write" => OpSpec::KvWrite(KvWriteShape {
-                rows: n("rows")?,
-                dim: n("dim")?,
-                slots: n("slots")?,
-            }),
-            "argmax" => OpSpec::Argmax(ArgmaxShape {
-                rows: n("rows")?,
-                n: n("n")?,
-            }),
-            "indexer_paged" => OpSpec::IndexerPaged(IndexerPagedShape {
-                requests: n("requests")?,
-                new_tokens: n("new")?,
-                context: n("context")?,
-                heads: n("heads")?,
-                dim: n("dim")?,
-                topk: n("topk")?,
-                page: n("page")?,
-                copies: n("copies")?,
-            }),
-            _ => return None,
+            _ => return live_from_point(&p.op, &p.dtype, &n),
         })
     }
+}
+
+/// The spec of a live-model op's point (`n` reads its shape's numbers).
+fn live_from_point(op: &str, dtype: &str, n: &dyn Fn(&str) -> Option<usize>) -> Option<OpSpec> {
+    Some(match op {
+        "linear" => OpSpec::Linear(LinearShape {
+            dtype: kernels::WeightDtype::parse(dtype)?,
+            n: n("n")?,
+            k: n("k")?,
+            groups: n("groups")?,
+            rows: n("rows")?,
+            experts: n("experts")?,
+            copies: n("copies")?,
+        }),
+        "rmsnorm" => OpSpec::Rmsnorm(NormShape {
+            rows: n("rows")?,
+            dim: n("dim")?,
+            residual: n("residual")?,
+        }),
+        "swiglu" => OpSpec::Swiglu(SwigluShape {
+            rows: n("rows")?,
+            ffn: n("ffn")?,
+        }),
+        "gate_topk" => OpSpec::GateTopk(GateShape {
+            rows: n("rows")?,
+            experts: n("experts")?,
+            topk: n("topk")?,
+        }),
+        "gather_rows" => OpSpec::GatherRows(GatherRowsShape {
+            rows: n("rows")?,
+            dim: n("dim")?,
+            table_rows: n("table_rows")?,
+        }),
+        "moe_combine" => OpSpec::MoeCombine(CombineShape {
+            rows: n("rows")?,
+            topk: n("topk")?,
+            dim: n("dim")?,
+        }),
+        "add" => OpSpec::Add(AddShape {
+            rows: n("rows")?,
+            dim: n("dim")?,
+        }),
+        "kv_write" => OpSpec::KvWrite(KvWriteShape {
+            rows: n("rows")?,
+            dim: n("dim")?,
+            slots: n("slots")?,
+        }),
+        "argmax" => OpSpec::Argmax(ArgmaxShape {
+            rows: n("rows")?,
+            n: n("n")?,
+        }),
+        "indexer_paged" => OpSpec::IndexerPaged(IndexerPagedShape {
+            requests: n("requests")?,
+            new_tokens: n("new")?,
+            context: n("context")?,
+            heads: n("heads")?,
+            dim: n("dim")?,
+            topk: n("topk")?,
+            page: n("page")?,
+            copies: n("copies")?,
+        }),
+        _ => return None,
+    })
 }
 
 /// Identity of a measurement point: what the CSV's `op`, `shape`, `dtype` columns hold.

@@ -3,17 +3,19 @@
 //! appended to a shard's JSONL file), then select and print.
 
 use super::{hardware_named, load_space, parse_objective, parse_rate, parse_shard, parse_slos};
-use super::{resolve_tco, OutputArgs, PlanArgs};
-use crate::cmd::simulate::{read_trace_within, resolve_args, Resolved, SimulateArgs};
-use crate::scenario::Set;
+use super::{OutputArgs, PlanArgs};
+use crate::args::SimulateArgs;
+use crate::finance::resolve_tco;
+use crate::scenario::{cost_params, read_trace_within, resolve_args, Resolved, Set};
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rayon::prelude::*;
 use sim::cost::AnalyticCostModel;
 use sim::plan::select::ShardFile;
 use sim::plan::{
-    enumerate, screen, AnalyticPricer, Candidate, Estimate, Header, Metrics, PoolPricing, Reason,
-    Record, ScreenInputs, SeedSpread, Sizing, Status, WorkShape,
+    enumerate, screen, AnalyticPricer, Candidate, Estimate, Header, Metrics, Objective,
+    PoolPricing, Reason, Record, ScreenInputs, SearchSpace, SeedSpread, Sizing, Slo, Status,
+    WorkShape,
 };
 use sim::serving::{simulate, Mode, Report, SimInput, TraceRecord, WorkloadConfig};
 use sim::tco::{blended, finance, Finance, Tco};
@@ -46,10 +48,9 @@ fn simulate_args(args: &PlanArgs) -> Result<(SimulateArgs, Vec<Set>)> {
             duration: args.duration,
             set: rest,
             cohort: args.cohort,
-            json: false,
             trace: args.trace.clone(),
             profile: args.profile.clone(),
-            decode_deps: Vec::new(),
+            ..SimulateArgs::default()
         },
         tco_sets,
     ))
@@ -205,9 +206,9 @@ struct Grid {
     screened: Vec<(Candidate, Estimate, Vec<Reason>)>,
 }
 
-fn build(args: &PlanArgs) -> Result<(Context_, Grid)> {
-    let (sim_args, tco_sets) = simulate_args(args)?;
-    let base = resolve_args(&sim_args)?;
+/// The resolved base scenario, checked to be one the plan plans, and its trace.
+fn resolve_base(sim_args: &SimulateArgs) -> Result<(Resolved, Vec<TraceRecord>)> {
+    let base = resolve_args(sim_args)?;
     if !matches!(
         base.scenario.serving.mode,
         Mode::Disaggregated | Mode::Aggregated
@@ -218,33 +219,31 @@ fn build(args: &PlanArgs) -> Result<(Context_, Grid)> {
             base.scenario.serving.mode
         );
     }
-    let (trace, notes) = read_trace_within(&sim_args, &base.workload, &base.scenario.limits)?;
+    let (trace, notes) = read_trace_within(sim_args, &base.workload, &base.scenario.limits)?;
     for n in &notes {
         eprintln!("note: {n}");
     }
-    if !(1..=64).contains(&args.seeds) {
-        bail!("--seeds {}: give 1 to 64 runs per candidate", args.seeds);
-    }
-    let slo = parse_slos(&args.slo)?;
-    let objective = parse_objective(&args.objective)?;
-    let sizing = match (&args.target_rate, args.gpus) {
+    Ok((base, trace))
+}
+
+/// What the plan sizes for: `--target-rate`, else `--gpus`, else the scenario's GPUs.
+fn sizing_of(args: &PlanArgs, base: &Resolved) -> Result<Sizing> {
+    Ok(match (&args.target_rate, args.gpus) {
         (Some(r), _) => parse_rate(r)?,
         (None, Some(0)) => bail!("--gpus must be >= 1"),
         (None, Some(n)) => Sizing::Gpus(n),
         (None, None) => Sizing::Gpus(base.scenario.gpus()),
-    };
-    let model_mtp = base.model.mtp.as_ref().map(|m| m.draft_tokens);
-    let space = load_space(args.space.as_deref())?.resolved(&base.scenario, model_mtp);
-    if let Sizing::Gpus(n) = sizing {
-        if n > space.max_gpus {
-            bail!(
-                "a budget of {n} GPUs exceeds the search space's max_gpus = {} (raise it in a --space file)",
-                space.max_gpus
-            );
-        }
-    }
-    let tco = resolve_tco(args.tco.as_deref(), &tco_sets, base.scenario.price.basis)?;
-    // Cost parameters of every hardware the space names, each priced by the TCO.
+    })
+}
+
+/// Cost parameters of every hardware the space names, each priced by the TCO.
+fn pricing_of(
+    args: &PlanArgs,
+    sim_args: &SimulateArgs,
+    base: &Resolved,
+    space: &SearchSpace,
+    tco: &Tco,
+) -> Result<BTreeMap<String, PoolPricing>> {
     let sets = Set::parse_all(&sim_args.set)?;
     let (_, rest) = Set::split_prefix(&sets, "hardware");
     let (_, rest) = Set::split_prefix(&rest, "model");
@@ -257,11 +256,11 @@ fn build(args: &PlanArgs) -> Result<(Context_, Grid)> {
         .collect();
     let mut pricing = BTreeMap::new();
     for name in names {
-        let hardware = hardware_named(name, &base)?;
+        let hardware = hardware_named(name, base)?;
         let params = if *name == base.scenario.hardware {
             base.params.clone()
         } else {
-            crate::cmd::cost_params(&hardware, args.profile.as_deref(), &cost_sets)?
+            cost_params(&hardware, args.profile.as_deref(), &cost_sets)?
         };
         let gpu_hour = tco.gpu_hour(&hardware).map_err(|e| anyhow!("{e}"))?;
         pricing.insert(
@@ -273,6 +272,30 @@ fn build(args: &PlanArgs) -> Result<(Context_, Grid)> {
             },
         );
     }
+    Ok(pricing)
+}
+
+fn build(args: &PlanArgs) -> Result<(Context_, Grid)> {
+    let (sim_args, tco_sets) = simulate_args(args)?;
+    let (base, trace) = resolve_base(&sim_args)?;
+    if !(1..=64).contains(&args.seeds) {
+        bail!("--seeds {}: give 1 to 64 runs per candidate", args.seeds);
+    }
+    let slo = parse_slos(&args.slo)?;
+    let objective = parse_objective(&args.objective)?;
+    let sizing = sizing_of(args, &base)?;
+    let model_mtp = base.model.mtp.as_ref().map(|m| m.draft_tokens);
+    let space = load_space(args.space.as_deref())?.resolved(&base.scenario, model_mtp);
+    if let Sizing::Gpus(n) = sizing {
+        if n > space.max_gpus {
+            bail!(
+                "a budget of {n} GPUs exceeds the search space's max_gpus = {} (raise it in a --space file)",
+                space.max_gpus
+            );
+        }
+    }
+    let tco = resolve_tco(args.tco.as_deref(), &tco_sets, base.scenario.price.basis)?;
+    let pricing = pricing_of(args, &sim_args, &base, &space, &tco)?;
     let curve = base.workload.rate_curve.clone();
     let peak = curve.as_ref().map_or(1.0, |c| c.peak());
     let load_scale = match sizing {
@@ -304,6 +327,42 @@ fn build(args: &PlanArgs) -> Result<(Context_, Grid)> {
         space.max_simulations as usize,
         space.target_utilisation,
     );
+    let run = RunChoice {
+        seeds: args.seeds,
+        sizing,
+        slo,
+        objective,
+    };
+    let header = header_of(&base, &tco, run, space, &screened, to_simulate);
+    Ok((
+        Context_ {
+            base,
+            trace,
+            pricing,
+            tco,
+        },
+        Grid { header, screened },
+    ))
+}
+
+/// What the plan was asked for: seeds per candidate, sizing, SLOs and objective.
+struct RunChoice {
+    seeds: u32,
+    sizing: Sizing,
+    slo: Slo,
+    objective: Objective,
+}
+
+/// The grid's header: what was planned, on what, and its grid hash.
+fn header_of(
+    base: &Resolved,
+    tco: &Tco,
+    run: RunChoice,
+    space: SearchSpace,
+    screened: &[(Candidate, Estimate, Vec<Reason>)],
+    to_simulate: Vec<usize>,
+) -> Header {
+    let curve = base.workload.rate_curve.as_ref();
     let mut header = Header {
         grid: String::new(),
         version: env!("CARGO_PKG_VERSION").to_string(),
@@ -311,13 +370,13 @@ fn build(args: &PlanArgs) -> Result<(Context_, Grid)> {
         model: base.model.name.clone(),
         workload: base.workload.name.clone(),
         seed: base.seed,
-        seeds: args.seeds,
+        seeds: run.seeds,
         cohort: base.scenario.fidelity.cohort,
         duration_s: base.scenario.duration_s,
         warmup_s: base.scenario.warmup_s,
-        sizing,
-        slo,
-        objective,
+        sizing: run.sizing,
+        slo: run.slo,
+        objective: run.objective,
         tco: tco.name.clone(),
         price_sheet: base.scenario.price.sheet.key().to_string(),
         token_prices: base
@@ -328,19 +387,11 @@ fn build(args: &PlanArgs) -> Result<(Context_, Grid)> {
         space,
         candidates: screened.len(),
         to_simulate,
-        curve_hourly: curve.as_ref().map(|c| c.hourly()),
-        curve_peak: peak,
+        curve_hourly: curve.map(|c| c.hourly()),
+        curve_peak: curve.map_or(1.0, |c| c.peak()),
     };
     header.grid = header.compute_grid();
-    Ok((
-        Context_ {
-            base,
-            trace,
-            pricing,
-            tco,
-        },
-        Grid { header, screened },
-    ))
+    header
 }
 
 /// The MTP acceptance rates in force (scenario's, else the model's).
@@ -416,39 +467,13 @@ pub fn plan(args: &PlanArgs) -> Result<()> {
     let (cx, grid) = build(args)?;
     let h = &grid.header;
     // Records already in --out (a resumed run), by key.
-    let mut done: BTreeMap<String, Record> = BTreeMap::new();
-    let mut writer: Option<Mutex<std::fs::File>> = None;
-    if let Some(out) = &args.out {
-        let exists = std::path::Path::new(out).exists();
-        if exists {
-            drop_partial_line(out)?;
-            let (fh, recs) = read_jsonl(out)?;
-            match fh {
-                Some(fh) if fh != *h => bail!(
-                    "{out} holds records of another grid ({}; this run is {}): use another --out file",
-                    fh.grid,
-                    h.grid
-                ),
-                _ => {}
-            }
-            for r in recs {
-                done.insert(r.key.clone(), r);
-            }
+    let (done, writer) = match &args.out {
+        Some(out) => {
+            let (done, f) = open_out(out, h)?;
+            (done, Some(Mutex::new(f)))
         }
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(out)
-            .with_context(|| format!("cannot open {out} for appending"))?;
-        if std::fs::metadata(out)?.len() == 0 {
-            writeln!(
-                f,
-                "{}",
-                serde_json::to_string(&Line::Header(Box::new(h.clone())))?
-            )?;
-        }
-        writer = Some(Mutex::new(f));
-    }
+        None => (BTreeMap::new(), None),
+    };
     let mine: Vec<usize> = (0..grid.screened.len())
         .filter(|i| i % shards == shard)
         .collect();
@@ -474,45 +499,10 @@ pub fn plan(args: &PlanArgs) -> Result<()> {
     let records: Vec<Result<Record>> = mine
         .par_iter()
         .map(|&i| {
-            let (cand, est, reasons) = &grid.screened[i];
-            let key = cand.key();
-            if let Some(r) = done.get(&key).filter(|r| r.index == i) {
+            if let Some(r) = done.get(&grid.screened[i].0.key()).filter(|r| r.index == i) {
                 return Ok(r.clone());
             }
-            let mut rec = Record {
-                grid: h.grid.clone(),
-                index: i,
-                key,
-                candidate: cand.clone(),
-                estimate: *est,
-                status: Status::RejectedByScreen,
-                reasons: reasons.clone(),
-                spread: None,
-                metrics: None,
-                finance: None,
-                report: None,
-            };
-            if reasons.is_empty() {
-                rec.status = Status::RankedOut;
-            }
-            if to_sim.contains(&i) {
-                pb.set_message(cand.label());
-                match simulate_candidate(&cx, cand, h.sizing, h.seeds) {
-                    Ok(run) => {
-                        rec.candidate = run.candidate;
-                        rec.status = Status::Simulated;
-                        rec.metrics = Some(run.metrics);
-                        rec.spread = run.spread;
-                        rec.finance = Some(run.finance);
-                        rec.report = Some(run.report);
-                    }
-                    Err(e) => {
-                        rec.status = Status::SimulationFailed;
-                        rec.reasons = vec![Reason::new("simulation", format!("{e:#}"))];
-                    }
-                }
-                pb.inc(1);
-            }
+            let rec = evaluate(&cx, &grid, i, to_sim.contains(&i).then_some(&pb));
             emit(&rec)?;
             Ok(rec)
         })
@@ -544,6 +534,83 @@ pub fn plan(args: &PlanArgs) -> Result<()> {
         .map(|l| serde_json::from_str(l))
         .collect::<Result<_, _>>()?;
     super::print::answer(header, records, &args.output)
+}
+
+/// Opens `--out` for appending: the records it already holds for this grid (a resumed
+/// run), by key, and the file, its header line written when it is new.
+fn open_out(out: &str, h: &Header) -> Result<(BTreeMap<String, Record>, std::fs::File)> {
+    let mut done = BTreeMap::new();
+    if std::path::Path::new(out).exists() {
+        drop_partial_line(out)?;
+        let (fh, recs) = read_jsonl(out)?;
+        match fh {
+            Some(fh) if fh != *h => bail!(
+                "{out} holds records of another grid ({}; this run is {}): use another --out file",
+                fh.grid,
+                h.grid
+            ),
+            _ => {}
+        }
+        for r in recs {
+            done.insert(r.key.clone(), r);
+        }
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(out)
+        .with_context(|| format!("cannot open {out} for appending"))?;
+    if std::fs::metadata(out)?.len() == 0 {
+        writeln!(
+            f,
+            "{}",
+            serde_json::to_string(&Line::Header(Box::new(h.clone())))?
+        )?;
+    }
+    Ok((done, f))
+}
+
+/// The record of candidate `i`: its screen's verdict, and its simulation when it is
+/// one to simulate (`progress` is then the bar it advances).
+fn evaluate(cx: &Context_, grid: &Grid, i: usize, progress: Option<&ProgressBar>) -> Record {
+    let h = &grid.header;
+    let (cand, est, reasons) = &grid.screened[i];
+    let mut rec = Record {
+        grid: h.grid.clone(),
+        index: i,
+        key: cand.key(),
+        candidate: cand.clone(),
+        estimate: *est,
+        status: Status::RejectedByScreen,
+        reasons: reasons.clone(),
+        spread: None,
+        metrics: None,
+        finance: None,
+        report: None,
+    };
+    if reasons.is_empty() {
+        rec.status = Status::RankedOut;
+    }
+    let Some(pb) = progress else {
+        return rec;
+    };
+    pb.set_message(cand.label());
+    match simulate_candidate(cx, cand, h.sizing, h.seeds) {
+        Ok(run) => {
+            rec.candidate = run.candidate;
+            rec.status = Status::Simulated;
+            rec.metrics = Some(run.metrics);
+            rec.spread = run.spread;
+            rec.finance = Some(run.finance);
+            rec.report = Some(run.report);
+        }
+        Err(e) => {
+            rec.status = Status::SimulationFailed;
+            rec.reasons = vec![Reason::new("simulation", format!("{e:#}"))];
+        }
+    }
+    pb.inc(1);
+    rec
 }
 
 /// `twin plan merge FILES...`.

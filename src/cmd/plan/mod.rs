@@ -10,9 +10,9 @@
 
 mod exec;
 pub mod print;
-pub mod vllm;
 
-use crate::scenario::{load_hardware, load_tco, parse_with_sets, Set};
+use crate::args::ReportArgs;
+use crate::scenario::{load_hardware, parse_with_sets, Resolved};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
 use sim::plan::{Objective, SearchSpace, Sizing, Slo};
@@ -87,12 +87,8 @@ pub struct OutputArgs {
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
-    /// Write an HTML report (index.html, SVG plots, CSV tables, summary.json) here.
-    #[arg(long, value_name = "DIR")]
-    pub report: Option<String>,
-    /// Let --report write into a folder that is not empty.
-    #[arg(long)]
-    pub force: bool,
+    #[command(flatten)]
+    pub html: ReportArgs,
 }
 
 #[derive(Debug, Clone, Subcommand)]
@@ -219,22 +215,9 @@ fn load_space(path: Option<&str>) -> Result<SearchSpace> {
     }
 }
 
-/// The TCO: a preset or file with `--set tco.*`, or rental at the scenario's basis.
-pub fn resolve_tco(
-    name: Option<&str>,
-    sets: &[Set],
-    basis: sim::hardware::PriceBasis,
-) -> Result<sim::tco::Tco> {
-    match name {
-        Some(n) => load_tco(n, sets),
-        None if sets.is_empty() => Ok(sim::tco::Tco::rental_at(basis)),
-        None => bail!("--set tco.*: name a TCO preset with --tco (e.g. owned-nvl72)"),
-    }
-}
-
 /// Loads hardware `name` unless it is the scenario's own (already loaded with its
 /// `--set hardware.*`).
-fn hardware_named(name: &str, base: &crate::cmd::simulate::Resolved) -> Result<sim::Hardware> {
+fn hardware_named(name: &str, base: &Resolved) -> Result<sim::Hardware> {
     if name == base.scenario.hardware {
         Ok(base.hardware.clone())
     } else {

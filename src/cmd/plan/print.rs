@@ -2,34 +2,20 @@
 //! frontier, every rejection with its reason, the rate curve's day, and the vLLM
 //! command lines.
 
-use super::vllm;
 use super::OutputArgs;
+use crate::text::plan::{curve_of, sizing_text, slo_text, verdict, within_noise};
+use crate::text::{break_even_text, short_figure, vllm};
 use anyhow::Result;
 use serde_json::{json, Value};
-use sim::plan::{select, Header, Outcome, Record, Sizing, Slo, Status};
-use sim::serving::report::k;
-use sim::tco::{over_curve, CurveFinance};
-
-/// The day of the rate curve for the best candidate, if the workload has a curve.
-pub fn curve_of(o: &Outcome) -> Option<CurveFinance> {
-    let hourly = o.header.curve_hourly.as_ref()?;
-    let best = &o.records[o.best?];
-    let (fin, rep) = (best.finance.as_ref()?, best.report.as_ref()?);
-    let busy: Vec<f64> = rep.pools.iter().map(|p| p.busy_fraction).collect();
-    Some(over_curve(
-        hourly,
-        o.header.curve_peak,
-        fin,
-        rep.throughput_tok_s_per_gpu.total,
-        &busy,
-    ))
-}
+use sim::plan::{select, Header, Outcome, Record, Slo, Status};
+use sim::tco::CurveFinance;
+use std::fmt::Write;
 
 /// Selects from the records and shows the answer as `out` asks.
 pub fn answer(header: Header, records: Vec<Record>, out: &OutputArgs) -> Result<()> {
     let o = select(header, records)?;
-    if let Some(dir) = &out.report {
-        let written = crate::report::plan(&o, dir, out.force)?;
+    if let Some(dir) = &out.html.report {
+        let written = crate::report::plan(&o, dir, out.html.force)?;
         eprintln!("report: {written}");
     }
     if out.json {
@@ -38,39 +24,6 @@ pub fn answer(header: Header, records: Vec<Record>, out: &OutputArgs) -> Result<
         print!("{}", text(&o));
     }
     Ok(())
-}
-
-/// The sizing in words: `a budget of 72 GPUs`, `a target of 700 req/s`.
-pub fn sizing_text(s: Sizing) -> String {
-    match s {
-        Sizing::Gpus(n) => format!("a budget of {n} GPUs"),
-        Sizing::RequestsPerS(r) => format!("a target of {r} req/s"),
-        Sizing::TokensPerS(t) => format!("a target of {t} tok/s"),
-    }
-}
-
-/// The SLOs as `tpot_p90_ms <= 20, user_tok_s_p90 >= 150`, or `no SLO`.
-pub fn slo_text(h: &Header) -> String {
-    let v: Vec<String> = h
-        .slo
-        .constraints()
-        .iter()
-        .map(|(n, l, larger)| format!("{n} {} {l}", if *larger { ">=" } else { "<=" }))
-        .collect();
-    if v.is_empty() {
-        "no SLO".into()
-    } else {
-        v.join(", ")
-    }
-}
-
-/// The SLOs whose limit lies inside the 95% interval of record `r`'s mean (several
-/// seeds): its verdict on them is not settled.
-fn within_noise(r: &Record, slo: &Slo) -> Vec<(&'static str, f64, f64, f64)> {
-    match (&r.spread, &r.metrics) {
-        (Some(s), Some(m)) => s.slos_within_noise(slo, m),
-        _ => Vec::new(),
-    }
 }
 
 fn point(r: &Record, feasible: bool, slo: &Slo) -> Value {
@@ -151,38 +104,25 @@ pub fn to_json(o: &Outcome) -> Value {
     })
 }
 
-/// Record `i`'s verdict: `best`, `ok`, or why it is infeasible; then the SLOs its
-/// seeds leave unsettled.
-pub fn verdict(o: &Outcome, i: usize) -> String {
-    let base = if Some(i) == o.best {
-        "best".into()
-    } else if o.feasible(i) {
-        "ok".into()
-    } else {
-        o.records[i]
-            .reasons
-            .iter()
-            .map(|x| x.message.clone())
-            .collect::<Vec<_>>()
-            .join("; ")
-    };
-    let noise: Vec<String> = within_noise(&o.records[i], &o.header.slo)
-        .iter()
-        .map(|(name, v, ci, limit)| format!("{name} {v:.2} ±{ci:.2} straddles the SLO {limit}"))
-        .collect();
-    if noise.is_empty() {
-        base
-    } else {
-        format!("{base} (unsettled by the seeds: {})", noise.join(", "))
-    }
-}
-
 /// The text answer.
 pub fn text(o: &Outcome) -> String {
-    use std::fmt::Write;
+    let mut s = String::new();
+    write_heading(&mut s, o);
+    let best = &o.records[o.best.expect("a best")];
+    write_best(&mut s, best);
+    write_simulated(&mut s, o);
+    write_not_simulated(&mut s, o);
+    if let Some(day) = curve_of(o) {
+        write_day(&mut s, o.header.curve_peak, &day);
+    }
+    write_vllm(&mut s, &o.header.model, best);
+    s
+}
+
+/// The plan's first lines: what was planned under which SLOs, and what was screened.
+fn write_heading(s: &mut String, o: &Outcome) {
     let h = &o.header;
     let c = &o.counts;
-    let mut s = String::new();
     let _ = writeln!(
         s,
         "twin {} plan: {}, {}; {}; objective {}; TCO {}; {}, {} s per run ({} s warm-up)",
@@ -224,33 +164,36 @@ pub fn text(o: &Outcome) -> String {
         let rules: Vec<String> = c.by_rule.iter().map(|(k, v)| format!("{k} {v}")).collect();
         let _ = writeln!(s, "rejections by rule: {}", rules.join(", "));
     }
-    let b = &o.records[o.best.expect("a best")];
-    let m = b.metrics.unwrap_or_default();
+}
+
+/// The best configuration: its figures, their spread over the seeds, its money.
+fn write_best(s: &mut String, best: &Record) {
+    let m = best.metrics.unwrap_or_default();
     let _ = writeln!(s);
-    let _ = writeln!(s, "best: {}", b.candidate.label());
+    let _ = writeln!(s, "best: {}", best.candidate.label());
     let _ = writeln!(
         s,
         "  {} GPUs; {} tok/s per GPU; TTFT p90 {:.0} ms; TPOT p90 {:.2} ms; P90 {:.1} tok/s per user; {:.2} req/s",
         m.gpus,
-        k(m.tok_s_per_gpu),
+        short_figure(m.tok_s_per_gpu),
         m.ttft_p90_ms,
         m.tpot_p90_ms,
         m.user_tok_s_p90,
         m.requests_per_s
     );
-    if let Some(x) = &b.spread {
+    if let Some(x) = &best.spread {
         let _ = writeln!(
             s,
             "  ±95% over {} seeds: tok/s per GPU ±{}; TTFT p90 ±{:.0} ms; TPOT p90 ±{:.2} ms; P90 per user ±{:.1} tok/s; ±{:.2} req/s",
             x.seeds,
-            k(x.tok_s_per_gpu),
+            short_figure(x.tok_s_per_gpu),
             x.ttft_p90_ms,
             x.tpot_p90_ms,
             x.user_tok_s_p90,
             x.requests_per_s
         );
     }
-    if let Some(f) = &b.finance {
+    if let Some(f) = &best.finance {
         let _ = writeln!(
             s,
             "  money ({}): revenue ${:.2}/GPU-h, cost ${:.2}/GPU-h, margin ${:.2}/GPU-h; ${:.4} per M tokens; break-even utilisation {}",
@@ -259,9 +202,13 @@ pub fn text(o: &Outcome) -> String {
             f.cost_usd_per_gpu_hour.total,
             f.margin_usd_per_gpu_hour,
             f.usd_per_m_tokens.cost_all_tokens,
-            crate::cmd::cost::break_even_text(f.break_even_utilisation)
+            break_even_text(f.break_even_utilisation)
         );
     }
+}
+
+/// Every simulated configuration, its screen estimates on the line below.
+fn write_simulated(s: &mut String, o: &Outcome) {
     let _ = writeln!(s);
     let _ = writeln!(
         s,
@@ -277,19 +224,18 @@ pub fn text(o: &Outcome) -> String {
             continue;
         }
         let m = r.metrics.unwrap_or_default();
-        let verdict = verdict(o, i);
         let _ = writeln!(
             s,
             "  {:<44} {:>5} {:>10} {:>9.1} {:>9.0} {:>9.2} {:>9.4}  {}{}",
             r.candidate.label(),
             m.gpus,
-            k(m.tok_s_per_gpu),
+            short_figure(m.tok_s_per_gpu),
             m.user_tok_s_p90,
             m.ttft_p90_ms,
             m.tpot_p90_ms,
             m.usd_per_m_tokens,
             if o.frontier.contains(&i) { "* " } else { "  " },
-            verdict
+            verdict(o, i)
         );
         let e = &r.estimate;
         let _ = writeln!(
@@ -297,13 +243,18 @@ pub fn text(o: &Outcome) -> String {
             "  {:<44} {:>5} {:>10} {:>9.1} {:>9.0} {:>9.2} {:>9.4}",
             "",
             "",
-            format!("[{}]", k(e.tok_s_per_gpu)),
+            format!("[{}]", short_figure(e.tok_s_per_gpu)),
             e.user_tok_s,
             e.ttft_p90_ms,
             e.tpot_ms,
             e.usd_per_m_tokens
         );
     }
+}
+
+/// The configurations that failed to run or were rejected by the screen, with why,
+/// and those that passed it but ranked below the simulated ones.
+fn write_not_simulated(s: &mut String, o: &Outcome) {
     for (title, status) in [
         ("simulation failed", Status::SimulationFailed),
         ("rejected by the screen", Status::RejectedByScreen),
@@ -336,37 +287,43 @@ pub fn text(o: &Outcome) -> String {
                 s,
                 "  {:<44} {:>10} {:>9.2}",
                 r.candidate.label(),
-                k(r.estimate.tok_s_per_gpu),
+                short_figure(r.estimate.tok_s_per_gpu),
                 r.estimate.tpot_ms
             );
         }
     }
-    if let Some(day) = curve_of(o) {
-        let _ = writeln!(s);
-        let _ = writeln!(
-            s,
-            "over the day's rate curve (planned for its peak, x{:.2}): mean load {:.0}% of the peak; revenue ${:.2}/GPU-h, cost ${:.2}/GPU-h, margin ${:.2}/GPU-h; ${:.4} per M tokens",
-            h.curve_peak,
-            100.0 * day.mean_load_fraction,
-            day.revenue_usd_per_gpu_hour,
-            day.cost_usd_per_gpu_hour,
-            day.margin_usd_per_gpu_hour,
-            day.cost_usd_per_m_tokens
-        );
-        let hours: Vec<String> = day
-            .hours
-            .iter()
-            .map(|x| format!("{:02}h {:.0}%", x.hour, 100.0 * x.load_fraction))
-            .collect();
-        let _ = writeln!(s, "  load by hour: {}", hours.join(", "));
-    }
+}
+
+/// The best configuration over the day's rate curve, planned for its peak.
+fn write_day(s: &mut String, curve_peak: f64, day: &CurveFinance) {
+    let _ = writeln!(s);
+    let _ = writeln!(
+        s,
+        "over the day's rate curve (planned for its peak, x{:.2}): mean load {:.0}% of the peak; revenue ${:.2}/GPU-h, cost ${:.2}/GPU-h, margin ${:.2}/GPU-h; ${:.4} per M tokens",
+        curve_peak,
+        100.0 * day.mean_load_fraction,
+        day.revenue_usd_per_gpu_hour,
+        day.cost_usd_per_gpu_hour,
+        day.margin_usd_per_gpu_hour,
+        day.cost_usd_per_m_tokens
+    );
+    let hours: Vec<String> = day
+        .hours
+        .iter()
+        .map(|x| format!("{:02}h {:.0}%", x.hour, 100.0 * x.load_fraction))
+        .collect();
+    let _ = writeln!(s, "  load by hour: {}", hours.join(", "));
+}
+
+/// The best configuration's `vllm serve` command lines.
+fn write_vllm(s: &mut String, model: &str, best: &Record) {
     let _ = writeln!(s);
     let _ = writeln!(
         s,
         "vLLM starting point (MODEL = the Hugging Face id or path of {}; flags as vLLM documents them, check against your version):",
-        h.model
+        model
     );
-    for p in vllm::commands(&b.candidate) {
+    for p in vllm::commands(&best.candidate) {
         let _ = writeln!(
             s,
             "  # {}: {} instance{} of {} GPUs",
@@ -377,5 +334,4 @@ pub fn text(o: &Outcome) -> String {
         );
         let _ = writeln!(s, "  {}", p.command);
     }
-    s
 }

@@ -1,9 +1,10 @@
 //! Computing a table row: its command parsed with the CLI's own argument parsers, run
 //! with extra `--set` overrides (the values being fitted), and its metric read off.
 
-use super::super::forward::{evaluate as forward, ForwardArgs};
-use super::super::kernel::{evaluate as kernel, KernelArgs};
-use super::super::simulate::SimulateArgs;
+use crate::args::SimulateArgs;
+use crate::cmd::kernel::{evaluate as kernel, KernelArgs, KernelOut};
+use crate::simulation::{execute, to_json};
+use crate::step::{evaluate as forward, ForwardArgs};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Parser;
 use fitting::Row;
@@ -127,12 +128,7 @@ impl Evaluator {
         Ok(x)
     }
 
-    fn kernel_time(
-        &self,
-        cmd: &str,
-        row: &Row,
-        extra: &[String],
-    ) -> Result<super::super::kernel::KernelOut> {
+    fn kernel_time(&self, cmd: &str, row: &Row, extra: &[String]) -> Result<KernelOut> {
         let args = KernelCli::try_parse_from(argv(cmd, "twin kernel", &self.fitted, extra)?)
             .map(|c| c.args)
             .map_err(|e| anyhow!("row {}: `{cmd}`: {e}", row.id))?;
@@ -216,9 +212,9 @@ impl Evaluator {
                 .map(|c| c.args)
                 .map_err(|e| anyhow!("row {}: {e}", row.id))?;
                 args.set.extend(extra.iter().cloned());
-                let (r, report, records) = super::super::simulate::execute(&args)
-                    .with_context(|| format!("row {}", row.id))?;
-                let v = super::super::simulate::to_json(&r, &report, records)?;
+                let (r, report, records) =
+                    execute(&args).with_context(|| format!("row {}", row.id))?;
+                let v = to_json(&r, &report, records)?;
                 self.runs.insert(key, v.clone());
                 v
             }

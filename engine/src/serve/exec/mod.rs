@@ -18,11 +18,7 @@
 
 use super::device::{AttnCall, AttnSel, Buf, DevWeights, Dt, IndexerCall, ServeDevice};
 use super::model::*;
-use crate::op::live::{attention_call, copy_call, Call};
-use crate::op::{
-    AddShape, ArgmaxShape, CombineShape, GateShape, GatherRowsShape, KvWriteShape, LinearShape,
-    NormShape, SwigluShape,
-};
+use crate::op::live::{attn_key, Call};
 use crate::{EngineError, Result};
 use kernels::live::Group;
 use kernels::AttnModeKind;
@@ -30,6 +26,7 @@ use kernels::AttnModeKind;
 mod attention;
 mod exchange;
 mod kv;
+mod load;
 mod moe;
 mod mtp;
 
@@ -99,7 +96,7 @@ struct LayerCache {
 
 /// One rank's model, KV cache and device.
 pub struct Executor {
-    cfg: ModelConfig,
+    cfg: LiveModel,
     rank: usize,
     ranks: usize,
     dev: Box<dyn ServeDevice>,
@@ -126,6 +123,22 @@ fn bad(what: impl Into<String>) -> EngineError {
     }
 }
 
+/// The device tables of a pass's rows: sequence lengths, block table, KV slots.
+#[derive(Debug, Clone, Copy)]
+struct RowTables {
+    lens: Buf,
+    table: Buf,
+    slots: Buf,
+}
+
+/// What a layer hands the next: the residual delta still to add, and the indexer's
+/// last selection.
+#[derive(Debug, Default)]
+struct Carry {
+    delta: Option<Buf>,
+    sel: Option<Buf>,
+}
+
 /// Host-side layout of a forward pass's rows.
 struct Rows {
     n: usize,
@@ -137,17 +150,26 @@ struct Rows {
     tokens: Vec<i32>,
 }
 
+/// Which rank of a DEP group an executor is, and what it holds: weights seeded from
+/// `seed` (its shard of the routed experts) and a KV cache of `pages` pages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    pub seed: u64,
+    pub rank: usize,
+    pub ranks: usize,
+    pub pages: usize,
+}
+
 impl Executor {
-    /// Builds rank `rank` of `ranks`: weights from `seed` (this rank's expert shard),
-    /// a KV cache of `pages` pages.
-    pub fn new(
-        mut dev: Box<dyn ServeDevice>,
-        cfg: ModelConfig,
-        seed: u64,
-        rank: usize,
-        ranks: usize,
-        pages: usize,
-    ) -> Result<Executor> {
+    /// Builds rank `shard.rank` of `shard.ranks`: weights from `shard.seed` (this rank's
+    /// expert shard), a KV cache of `shard.pages` pages.
+    pub fn new(mut dev: Box<dyn ServeDevice>, cfg: LiveModel, shard: Shard) -> Result<Executor> {
+        let Shard {
+            seed,
+            rank,
+            ranks,
+            pages,
+        } = shard;
         let problems = cfg.problems(ranks);
         if !problems.is_empty() {
             return Err(bad(format!("model {}: {}", cfg.name, problems.join("; "))));
@@ -157,97 +179,21 @@ impl Executor {
                 "rank must be below ranks and the cache hold at least one page",
             ));
         }
-        let d = dev.as_mut();
-        let (h, lat) = (cfg.hidden, cfg.latent);
-        let local = cfg.local_experts(ranks);
-        let mut layers = Vec::with_capacity(cfg.layers.len());
-        for (l, lc) in cfg.layers.iter().enumerate() {
-            let lin = |d: &mut dyn ServeDevice, name: &str, n: usize, k: usize| {
-                upload_linear(d, &cfg, seed, name, l, 0..1, n, k)
-            };
-            let idx = match (lc.has_indexer, cfg.indexer) {
-                (true, Some(ix)) => Some((
-                    lin(d, "idx_q", ix.heads * ix.dim, h)?,
-                    lin(d, "idx_w", ix.heads, h)?,
-                    lin(d, "idx_k", ix.dim, h)?,
-                )),
-                _ => None,
-            };
-            let ffn = match (lc.moe, cfg.moe) {
-                (true, Some(m)) => {
-                    let shard = rank * local..(rank + 1) * local;
-                    FfnW::Moe {
-                        gate: lin(d, "gate", m.experts, h)?,
-                        w13: upload_linear(
-                            d,
-                            &cfg,
-                            seed,
-                            "w13",
-                            l,
-                            shard.clone(),
-                            2 * m.expert_ffn,
-                            h,
-                        )?,
-                        w2: upload_linear(d, &cfg, seed, "w2", l, shard, h, m.expert_ffn)?,
-                        shared: if m.shared_ffn > 0 {
-                            Some((
-                                lin(d, "shared_w13", 2 * m.shared_ffn, h)?,
-                                lin(d, "shared_w2", h, m.shared_ffn)?,
-                            ))
-                        } else {
-                            None
-                        },
-                    }
-                }
-                _ => FfnW::Dense {
-                    w13: lin(d, "w13", 2 * cfg.dense_ffn, h)?,
-                    w2: lin(d, "w2", h, cfg.dense_ffn)?,
-                },
-            };
-            layers.push(LayerW {
-                attn_norm: upload_ones(d, h)?,
-                ffn_norm: upload_ones(d, h)?,
-                wq: lin(d, "wq", cfg.heads * lat, h)?,
-                wkv: lin(d, "wkv", lat, h)?,
-                idx,
-                wo: lin(d, "wo", h, cfg.heads * lat)?,
-                ffn,
-            });
-        }
-        let mtp = if cfg.mtp_ffn > 0 {
-            let lin = |d: &mut dyn ServeDevice, name: &str, n: usize, k: usize| {
-                upload_linear(d, &cfg, seed, name, usize::MAX, 0..1, n, k)
-            };
-            Some(MtpW {
-                norm_h: upload_ones(d, h)?,
-                norm_e: upload_ones(d, h)?,
-                proj: lin(d, "mtp_proj", h, h)?,
-                ffn_norm: upload_ones(d, h)?,
-                w13: lin(d, "mtp_w13", 2 * cfg.mtp_ffn, h)?,
-                w2: lin(d, "mtp_w2", h, cfg.mtp_ffn)?,
-                out_norm: upload_ones(d, h)?,
-            })
-        } else {
-            None
+        let w = load::Loader {
+            cfg: &cfg,
+            seed,
+            rank,
+            ranks,
         };
-        let slots = pages * cfg.page_size;
-        let mut cache = Vec::with_capacity(cfg.layers.len());
-        for lc in &cfg.layers {
-            let keys = match (lc.has_indexer, cfg.indexer) {
-                (true, Some(ix)) => {
-                    Some((d.alloc(Dt::U8, slots * ix.dim)?, d.alloc(Dt::F32, slots)?))
-                }
-                _ => None,
-            };
-            cache.push(LayerCache {
-                kv: d.alloc(Dt::U8, slots * lat)?,
-                kv_scale: d.alloc(Dt::F32, slots)?,
-                keys,
-            });
-        }
+        let d = dev.as_mut();
+        let layers = (0..cfg.layers.len())
+            .map(|l| w.layer(d, l))
+            .collect::<Result<Vec<_>>>()?;
+        let mtp = w.mtp(d)?;
+        let cache = w.cache(d, pages)?;
         let embed = upload_embedding(d, &cfg, seed)?;
-        let final_norm = upload_ones(d, h)?;
-        let lm_head = upload_linear(d, &cfg, seed, "lm_head", 0, 0..1, cfg.vocab, h)?;
+        let final_norm = upload_ones(d, cfg.hidden)?;
+        let lm_head = w.linear(d, LinearSpec::dense("lm_head", 0, cfg.vocab, cfg.hidden))?;
         Ok(Executor {
             cfg,
             rank,
@@ -267,7 +213,7 @@ impl Executor {
         })
     }
 
-    pub fn config(&self) -> &ModelConfig {
+    pub fn config(&self) -> &LiveModel {
         &self.cfg
     }
 
@@ -333,18 +279,14 @@ impl Executor {
         let y = self.alloc(rows * w.n_out)?;
         self.dev.linear(&w, groups, x, y)?;
         let covered: u32 = groups.iter().map(|g| g.rows).sum();
-        self.rec(
-            LinearShape {
-                dtype: w.dtype,
-                n: w.n_out,
-                k: w.k_in,
-                groups: groups.iter().filter(|g| g.rows > 0).count(),
-                rows: covered as usize,
-                experts: w.experts,
-                copies: 1,
-            }
-            .call(),
-        );
+        let touched = groups.iter().filter(|g| g.rows > 0).count();
+        self.rec(Call::linear(
+            w.dtype.name(),
+            w.n_out,
+            w.k_in,
+            touched as u64,
+            covered as u64,
+        ));
         Ok(y)
     }
 
@@ -356,21 +298,14 @@ impl Executor {
         let dim = weight.len;
         let out = self.alloc(rows * dim)?;
         self.dev.rmsnorm(x, delta, weight, out, NORM_EPS)?;
-        self.rec(
-            NormShape {
-                rows,
-                dim,
-                residual: delta.is_some() as usize,
-            }
-            .call(),
-        );
+        self.rec(Call::rmsnorm(dim, delta.is_some() as usize, rows as u64));
         Ok(out)
     }
 
     fn swiglu(&mut self, gu: Buf, rows: usize, ffn: usize) -> Result<Buf> {
         let out = self.alloc(rows * ffn)?;
         self.dev.swiglu(gu, out, ffn)?;
-        self.rec(SwigluShape { rows, ffn }.call());
+        self.rec(Call::swiglu(ffn, rows as u64));
         Ok(out)
     }
 
@@ -379,14 +314,7 @@ impl Executor {
         let out = self.alloc(idx.len() * dim)?;
         self.dev.gather_rows(src, dim, ib, out)?;
         self.dev.free(ib);
-        self.rec(
-            GatherRowsShape {
-                rows: idx.len(),
-                dim,
-                table_rows: src.len / dim,
-            }
-            .call(),
-        );
+        self.rec(Call::gather_rows(dim, idx.len() as u64));
         Ok(out)
     }
 
@@ -464,6 +392,51 @@ impl Executor {
         drafts: usize,
         ex: &mut dyn Exchange,
     ) -> Result<Vec<SeqOut>> {
+        let decode = self.check_pass(seqs, drafts, ex)?;
+        let rows = self.layout(seqs)?;
+        let n = rows.n;
+        let x = self.embed_rows(&rows)?;
+        let tables = if n > 0 {
+            Some(RowTables {
+                lens: self.dev.upload_i32(&rows.lens)?,
+                table: self.dev.upload_i32(&rows.table)?,
+                slots: self.dev.upload_i32(&rows.slots)?,
+            })
+        } else {
+            None
+        };
+        let mut carry = Carry::default();
+        for l in 0..self.layers.len() {
+            let h2 = match tables {
+                Some(t) => Some(self.attention_block(l, x, &mut carry, &rows, t)?),
+                None => None,
+            };
+            let out = self.ffn(l, h2, n, ex)?;
+            if let Some(b) = h2 {
+                self.dev.free(b);
+            }
+            if let Some(d) = carry.delta.replace(out) {
+                self.dev.free(d);
+            }
+        }
+        let outs = if decode {
+            self.decode_outputs(seqs, &rows, x, carry.delta, drafts)?
+        } else {
+            Vec::new()
+        };
+        let mut bufs = vec![Some(x), carry.delta, carry.sel];
+        if let Some(t) = tables {
+            bufs.extend([t.lens, t.table, t.slots].map(Some));
+        }
+        for b in bufs.into_iter().flatten() {
+            self.dev.free(b);
+        }
+        Ok(outs)
+    }
+
+    /// A pass is all prefill or all decode (each decode sequence bringing its last
+    /// token and `drafts` drafts); returns whether it decodes.
+    fn check_pass(&self, seqs: &[Seq], drafts: usize, ex: &dyn Exchange) -> Result<bool> {
         let decode = seqs.first().is_some_and(|s| s.accept.is_some());
         for s in seqs {
             if s.accept.is_some() != decode {
@@ -481,82 +454,59 @@ impl Executor {
         if ex.ranks() != self.ranks || ex.rank() != self.rank {
             return Err(bad("exchange and executor disagree on the rank"));
         }
-        let rows = self.layout(seqs)?;
-        let n = rows.n;
-        let h = self.cfg.hidden;
+        Ok(decode)
+    }
+
+    /// The rows' embeddings `[n][hidden]`.
+    fn embed_rows(&mut self, rows: &Rows) -> Result<Buf> {
+        let (n, h) = (rows.n, self.cfg.hidden);
         let x = self.alloc(n * h)?;
         if n > 0 {
             let tok = self.dev.upload_i32(&rows.tokens)?;
             self.dev.gather_rows(self.embed, h, tok, x)?;
             self.dev.free(tok);
-            self.rec(
-                GatherRowsShape {
-                    rows: n,
-                    dim: h,
-                    table_rows: self.cfg.vocab,
-                }
-                .call(),
-            );
+            self.rec(Call::gather_rows(h, n as u64));
         }
-        let (lens, table, slots) = if n > 0 {
-            (
-                Some(self.dev.upload_i32(&rows.lens)?),
-                Some(self.dev.upload_i32(&rows.table)?),
-                Some(self.dev.upload_i32(&rows.slots)?),
-            )
-        } else {
-            (None, None, None)
-        };
-        let mut delta: Option<Buf> = None;
-        let mut sel: Option<Buf> = None;
-        for l in 0..self.layers.len() {
-            let h2 = if n > 0 {
-                let (Some(lens), Some(table), Some(slots)) = (lens, table, slots) else {
-                    unreachable!("uploaded when rows exist")
-                };
-                Some(self.attention_block(l, x, &mut delta, &mut sel, &rows, lens, table, slots)?)
-            } else {
-                None
-            };
-            let out = self.ffn(l, h2, n, ex)?;
-            if let Some(b) = h2 {
-                self.dev.free(b);
-            }
-            if let Some(d) = delta.replace(out) {
-                self.dev.free(d);
-            }
+        Ok(x)
+    }
+
+    /// A decode pass's outputs: the final norm of `x` with the last `delta`, the LM
+    /// head's targets after each sequence's accepted drafts, and the next drafts.
+    fn decode_outputs(
+        &mut self,
+        seqs: &[Seq],
+        rows: &Rows,
+        x: Buf,
+        delta: Option<Buf>,
+        drafts: usize,
+    ) -> Result<Vec<SeqOut>> {
+        let n = rows.n;
+        let mut outs = vec![SeqOut::default(); seqs.len()];
+        if n == 0 {
+            return Ok(outs);
         }
-        let mut outs = vec![SeqOut::default(); if decode { seqs.len() } else { 0 }];
-        if decode && n > 0 {
-            let fin = self.norm(x, delta, self.final_norm, n)?;
-            let logits = self.dense(self.lm_head, fin, n)?;
-            let targets = self.argmax(logits, n)?;
-            self.free(&[fin, logits]);
-            let mut base = Vec::with_capacity(seqs.len());
-            let mut row = 0;
-            for (s, o) in seqs.iter().zip(outs.iter_mut()) {
-                let a = s.accept.unwrap_or(0);
-                o.emitted.extend_from_slice(&s.tokens[1..=a]);
-                o.emitted.push(targets[row + a] as u32);
-                base.push((row + a) as i32);
-                row += s.tokens.len();
-            }
-            if drafts > 0 {
-                let last: Vec<i32> = outs
-                    .iter()
-                    .map(|o| *o.emitted.last().unwrap_or(&0) as i32)
-                    .collect();
-                let d = self.draft(x, &base, &last, drafts)?;
-                for (o, dd) in outs.iter_mut().zip(d) {
-                    o.drafts = dd;
-                }
-            }
+        let fin = self.norm(x, delta, self.final_norm, n)?;
+        let logits = self.dense(self.lm_head, fin, n)?;
+        let targets = self.argmax(logits, n)?;
+        self.free(&[fin, logits]);
+        let mut base = Vec::with_capacity(seqs.len());
+        let mut row = 0;
+        for (s, o) in seqs.iter().zip(outs.iter_mut()) {
+            let a = s.accept.unwrap_or(0);
+            o.emitted.extend_from_slice(&s.tokens[1..=a]);
+            o.emitted.push(targets[row + a] as u32);
+            base.push((row + a) as i32);
+            row += s.tokens.len();
         }
-        for b in [Some(x), delta, sel, lens, table, slots]
-            .into_iter()
-            .flatten()
-        {
-            self.dev.free(b);
+        if drafts > 0 {
+            let last: Vec<i32> = outs
+                .iter()
+                .map(|o| *o.emitted.last().unwrap_or(&0) as i32)
+                .collect();
+            let d = self.draft(x, &base, &last, drafts)?;
+            for (o, dd) in outs.iter_mut().zip(d) {
+                o.drafts = dd;
+            }
         }
         Ok(outs)
     }
@@ -564,13 +514,7 @@ impl Executor {
     fn argmax(&mut self, logits: Buf, rows: usize) -> Result<Vec<i32>> {
         let out = self.dev.alloc(Dt::I32, rows)?;
         self.dev.argmax(logits, self.cfg.vocab, out)?;
-        self.rec(
-            ArgmaxShape {
-                rows,
-                n: self.cfg.vocab,
-            }
-            .call(),
-        );
+        self.rec(Call::argmax(self.cfg.vocab, rows as u64));
         let v = self.dev.read_i32(out, 0, rows)?;
         self.dev.free(out);
         Ok(v)

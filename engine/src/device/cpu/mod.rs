@@ -1,177 +1,20 @@
-//! The device a served model runs on: buffers that live on the device (host memory for
-//! the CPU, device memory for CUDA) addressed by handles, and the model's ops over them.
-//! The executor (`serve::exec`) is written once against [`ServeDevice`]; the CPU
-//! implementation runs the kernels' CPU twins, the CUDA one (`serve::cuda`) launches the
-//! same kernels compiled with NVRTC.
+//! The CPU device: buffers are host vectors, the live model's ops and the calibration
+//! kernels are the kernels' CPU twins on the calling thread's rayon pool, timed on the
+//! host clock (`calib`).
 
+mod calib;
+
+pub use calib::last_level_cache_bytes;
+
+use super::{AttnCall, AttnSel, Backend, Buf, DevWeights, DeviceInfo, Dt, IndexerCall, Slots};
+use crate::op::OpSpec;
+use crate::stats::{Stats, TimingConfig};
 use crate::{EngineError, Result};
 use kernels::cpu::{self, live as k};
 use kernels::live::{Group, IndexerPagedArgs, WeightsRef};
-use kernels::{AttnArgs, AttnModeRef, WeightDtype};
-
-/// Element type of a device buffer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Dt {
-    F32,
-    I32,
-    U8,
-}
-
-/// A buffer on a device: `len` elements of `dt`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Buf {
-    id: u32,
-    pub len: usize,
-    pub dt: Dt,
-}
-
-impl Buf {
-    /// A handle for device implementations (`id` indexes their buffer table).
-    pub fn new(id: u32, len: usize, dt: Dt) -> Buf {
-        Buf { id, len, dt }
-    }
-    pub fn id(&self) -> usize {
-        self.id as usize
-    }
-}
-
-/// Weight matrices on a device (see `kernels::live::WeightsRef`).
-#[derive(Debug, Clone, Copy)]
-pub struct DevWeights {
-    pub dtype: WeightDtype,
-    pub experts: usize,
-    pub n_out: usize,
-    pub k_in: usize,
-    pub weights: Buf,
-    pub scales: Buf,
-}
-
-/// Which positions an attention call reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AttnSel {
-    Dense,
-    /// The first `topk` entries per row of an i32 buffer `[rows][topk]`.
-    Sparse {
-        topk: usize,
-        indices: Buf,
-    },
-    Window(usize),
-}
-
-/// One attention call over a paged latent cache (`kernels::AttnArgs` on a device).
-#[derive(Debug, Clone, Copy)]
-pub struct AttnCall {
-    pub rows: usize,
-    pub heads: usize,
-    pub dim: usize,
-    pub page_size: usize,
-    pub max_pages: usize,
-    pub q: Buf,
-    pub kv: Buf,
-    pub kv_scale: Buf,
-    pub block_table: Buf,
-    pub seq_lens: Buf,
-    pub softmax_scale: f32,
-    pub sel: AttnSel,
-    pub out: Buf,
-}
-
-/// Indexer scores over a paged key cache, then the top-k positions per row.
-#[derive(Debug, Clone, Copy)]
-pub struct IndexerCall {
-    pub rows: usize,
-    pub heads: usize,
-    pub dim: usize,
-    pub page_size: usize,
-    pub max_pages: usize,
-    pub n_pos: usize,
-    pub topk: usize,
-    pub q: Buf,
-    pub w: Buf,
-    pub keys: Buf,
-    pub key_scale: Buf,
-    pub block_table: Buf,
-    pub seq_lens: Buf,
-    /// f32 `[rows][n_pos]` workspace.
-    pub scores: Buf,
-    /// i32 `[rows][topk]` output.
-    pub out: Buf,
-}
-
-/// Buffers and the model's ops on one device.
-pub trait ServeDevice: Send {
-    /// What runs the ops (CPU model and threads, or GPU).
-    fn describe(&self) -> String;
-    /// A buffer of `len` elements; its contents are unspecified until written.
-    fn alloc(&mut self, dt: Dt, len: usize) -> Result<Buf>;
-    fn free(&mut self, b: Buf);
-    fn write_f32(&mut self, b: Buf, offset: usize, data: &[f32]) -> Result<()>;
-    fn write_i32(&mut self, b: Buf, offset: usize, data: &[i32]) -> Result<()>;
-    fn write_u8(&mut self, b: Buf, offset: usize, data: &[u8]) -> Result<()>;
-    fn read_f32(&mut self, b: Buf, offset: usize, len: usize) -> Result<Vec<f32>>;
-    fn read_i32(&mut self, b: Buf, offset: usize, len: usize) -> Result<Vec<i32>>;
-    fn read_u8(&mut self, b: Buf, offset: usize, len: usize) -> Result<Vec<u8>>;
-    /// Waits for every op issued so far (a no-op on the CPU).
-    fn sync(&mut self) -> Result<()>;
-
-    /// `y[r] = W[expert] x[r]` for the rows of each group (rows in no group untouched).
-    fn linear(&mut self, w: &DevWeights, groups: &[Group], x: Buf, y: Buf) -> Result<()>;
-    /// `x += delta` (when given), `out = rmsnorm(x) * weight` per row of `weight.len`.
-    fn rmsnorm(
-        &mut self,
-        x: Buf,
-        delta: Option<Buf>,
-        weight: Buf,
-        out: Buf,
-        eps: f32,
-    ) -> Result<()>;
-    fn swiglu(&mut self, gu: Buf, out: Buf, ffn: usize) -> Result<()>;
-    fn gate_topk(&mut self, logits: Buf, experts: usize, k: usize, ids: Buf, w: Buf) -> Result<()>;
-    fn gather_rows(&mut self, src: Buf, dim: usize, idx: Buf, out: Buf) -> Result<()>;
-    fn moe_combine(
-        &mut self,
-        y: Buf,
-        dim: usize,
-        slots: Buf,
-        w: Buf,
-        k: usize,
-        out: Buf,
-    ) -> Result<()>;
-    fn add(&mut self, x: Buf, y: Buf) -> Result<()>;
-    fn kv_write(&mut self, src: Buf, dim: usize, slots: Buf, cache: Buf, scales: Buf)
-        -> Result<()>;
-    fn attention(&mut self, a: &AttnCall) -> Result<()>;
-    fn indexer(&mut self, a: &IndexerCall) -> Result<()>;
-    fn argmax(&mut self, logits: Buf, n: usize, out: Buf) -> Result<()>;
-
-    /// Uploads host f32 data into a new buffer.
-    fn upload_f32(&mut self, data: &[f32]) -> Result<Buf> {
-        let b = self.alloc(Dt::F32, data.len())?;
-        self.write_f32(b, 0, data)?;
-        Ok(b)
-    }
-    fn upload_i32(&mut self, data: &[i32]) -> Result<Buf> {
-        let b = self.alloc(Dt::I32, data.len())?;
-        self.write_i32(b, 0, data)?;
-        Ok(b)
-    }
-    fn upload_u8(&mut self, data: &[u8]) -> Result<Buf> {
-        let b = self.alloc(Dt::U8, data.len())?;
-        self.write_u8(b, 0, data)?;
-        Ok(b)
-    }
-    /// Uploads weights.
-    fn upload_weights(&mut self, w: &kernels::live::Weights) -> Result<DevWeights> {
-        Ok(DevWeights {
-            dtype: w.dtype,
-            experts: w.experts,
-            n_out: w.n_out,
-            k_in: w.k_in,
-            weights: self.upload_u8(&w.weights)?,
-            scales: self.upload_f32(&w.scales)?,
-        })
-    }
-}
+use kernels::MoeProblem;
+use kernels::{AttnArgs, AttnModeRef, AttnProblem, GatherProblem, IndexerOutput, IndexerProblem};
+use std::sync::OnceLock;
 
 enum Store {
     F32(Vec<f32>),
@@ -196,59 +39,6 @@ impl Store {
     }
 }
 
-/// Buffers by id: a freed id is handed out again.
-pub(crate) struct Slots<T> {
-    slots: Vec<Option<T>>,
-    free_ids: Vec<u32>,
-}
-
-impl<T> Slots<T> {
-    pub(crate) fn new() -> Self {
-        Slots {
-            slots: Vec::new(),
-            free_ids: Vec::new(),
-        }
-    }
-
-    /// Stores `v` under a free id.
-    pub(crate) fn insert(&mut self, v: T) -> u32 {
-        match self.free_ids.pop() {
-            Some(id) => {
-                self.slots[id as usize] = Some(v);
-                id
-            }
-            None => {
-                self.slots.push(Some(v));
-                (self.slots.len() - 1) as u32
-            }
-        }
-    }
-
-    /// Takes `id`'s value out, keeping the id taken (`put` returns it).
-    pub(crate) fn take(&mut self, id: usize) -> Option<T> {
-        self.slots.get_mut(id).and_then(|s| s.take())
-    }
-
-    pub(crate) fn put(&mut self, id: usize, v: T) {
-        self.slots[id] = Some(v);
-    }
-
-    /// Frees `id`, returning its value.
-    pub(crate) fn remove(&mut self, id: usize) -> Option<T> {
-        let v = self.take(id)?;
-        self.free_ids.push(id as u32);
-        Some(v)
-    }
-
-    pub(crate) fn get(&self, id: usize) -> Option<&T> {
-        self.slots.get(id).and_then(|s| s.as_ref())
-    }
-
-    pub(crate) fn get_mut(&mut self, id: usize) -> Option<&mut T> {
-        self.slots.get_mut(id).and_then(|s| s.as_mut())
-    }
-}
-
 /// The CPU device: buffers are host vectors (freed ones are kept for reuse, so a step's
 /// scratch allocations do not page-fault again), ops are the kernels' CPU twins on the
 /// calling thread's rayon pool.
@@ -256,6 +46,8 @@ pub struct CpuDevice {
     slots: Slots<Store>,
     /// Freed storage kept for reuse, by type.
     spare: Vec<Store>,
+    /// Read from /proc and /sys on first use.
+    info: OnceLock<DeviceInfo>,
 }
 
 impl Default for CpuDevice {
@@ -276,6 +68,7 @@ impl CpuDevice {
         CpuDevice {
             slots: Slots::new(),
             spare: Vec::new(),
+            info: OnceLock::new(),
         }
     }
 
@@ -325,6 +118,24 @@ impl CpuDevice {
             None => Err(bad(format!("buffer {} is not {}", out.id, T::NAME))),
         };
         self.put(out, s);
+        r
+    }
+
+    /// Runs `f` with buffers `a` and `b` mutable (as `A` and `B`) and the rest of the
+    /// device readable; `not_a` is the error when `a` is not an `A` buffer.
+    fn with_two_outs<A: Elem, B: Elem, R>(
+        &mut self,
+        a: Buf,
+        b: Buf,
+        not_a: &str,
+        f: impl FnOnce(&Self, &mut [A], &mut [B]) -> Result<R>,
+    ) -> Result<R> {
+        let mut s = self.take(a)?;
+        let r = match A::of_mut(&mut s) {
+            Some(av) => self.with_out(b, |d, bv| f(d, &mut av[..a.len], bv)),
+            None => Err(bad(not_a)),
+        };
+        self.put(a, s);
         r
     }
 
@@ -398,7 +209,11 @@ macro_rules! rw {
     };
 }
 
-impl ServeDevice for CpuDevice {
+impl Backend for CpuDevice {
+    fn info(&self) -> &DeviceInfo {
+        self.info.get_or_init(calib::host_info)
+    }
+
     fn describe(&self) -> String {
         format!("cpu ({} threads)", rayon::current_num_threads())
     }
@@ -464,24 +279,10 @@ impl ServeDevice for CpuDevice {
         out: Buf,
         eps: f32,
     ) -> Result<()> {
-        let mut xs = self.take(x)?;
-        let r = (|| {
-            let Store::F32(xv) = &mut xs else {
-                return Err(bad("rmsnorm: x is not f32"));
-            };
-            self.with_out(out, |d, o| {
-                let delta = delta.map(|b| d.f32s(b)).transpose()?;
-                Ok(k::rmsnorm(
-                    &mut xv[..x.len],
-                    delta,
-                    d.f32s(weight)?,
-                    o,
-                    eps,
-                )?)
-            })
-        })();
-        self.put(x, xs);
-        r
+        self.with_two_outs(x, out, "rmsnorm: x is not f32", |d, xv, o| {
+            let delta = delta.map(|b| d.f32s(b)).transpose()?;
+            Ok(k::rmsnorm(xv, delta, d.f32s(weight)?, o, eps)?)
+        })
     }
 
     fn swiglu(&mut self, gu: Buf, out: Buf, ffn: usize) -> Result<()> {
@@ -496,23 +297,9 @@ impl ServeDevice for CpuDevice {
         ids: Buf,
         w: Buf,
     ) -> Result<()> {
-        let mut ws = self.take(w)?;
-        let r = (|| {
-            let Store::F32(wv) = &mut ws else {
-                return Err(bad("gate_topk: weights are not f32"));
-            };
-            self.with_out::<i32, _>(ids, |d, idv| {
-                Ok(k::gate_topk(
-                    d.f32s(logits)?,
-                    experts,
-                    kk,
-                    idv,
-                    &mut wv[..w.len],
-                )?)
-            })
-        })();
-        self.put(w, ws);
-        r
+        self.with_two_outs::<f32, i32, _>(w, ids, "gate_topk: weights are not f32", |d, wv, idv| {
+            Ok(k::gate_topk(d.f32s(logits)?, experts, kk, idv, wv)?)
+        })
     }
 
     fn gather_rows(&mut self, src: Buf, dim: usize, idx: Buf, out: Buf) -> Result<()> {
@@ -554,23 +341,9 @@ impl ServeDevice for CpuDevice {
         cache: Buf,
         scales: Buf,
     ) -> Result<()> {
-        let mut cs = self.take(cache)?;
-        let r = (|| {
-            let Store::U8(cv) = &mut cs else {
-                return Err(bad("kv_write: cache is not u8"));
-            };
-            self.with_out(scales, |d, sv| {
-                Ok(k::kv_write(
-                    d.f32s(src)?,
-                    dim,
-                    d.i32s(slots)?,
-                    &mut cv[..cache.len],
-                    sv,
-                )?)
-            })
-        })();
-        self.put(cache, cs);
-        r
+        self.with_two_outs::<u8, f32, _>(cache, scales, "kv_write: cache is not u8", |d, cv, sv| {
+            Ok(k::kv_write(d.f32s(src)?, dim, d.i32s(slots)?, cv, sv)?)
+        })
     }
 
     fn attention(&mut self, a: &AttnCall) -> Result<()> {
@@ -631,6 +404,41 @@ impl ServeDevice for CpuDevice {
     fn argmax(&mut self, logits: Buf, n: usize, out: Buf) -> Result<()> {
         self.with_out::<i32, _>(out, |d, o| Ok(k::argmax(d.f32s(logits)?, n, o)?))
     }
+
+    fn run_moe(&mut self, p: &MoeProblem) -> Result<Vec<f32>> {
+        Ok(cpu::moe(p)?)
+    }
+
+    fn run_attention(&mut self, p: &AttnProblem) -> Result<Vec<f32>> {
+        Ok(cpu::attention(p)?)
+    }
+
+    fn run_indexer(&mut self, p: &IndexerProblem) -> Result<IndexerOutput> {
+        Ok(cpu::indexer(p)?)
+    }
+
+    fn run_gather(&mut self, p: &GatherProblem) -> Result<Vec<u8>> {
+        Ok(cpu::gather(p)?)
+    }
+
+    fn run_copy(&mut self, src: &[u8]) -> Result<Vec<u8>> {
+        let mut dst = vec![0u8; src.len()];
+        cpu::copy(src, &mut dst)?;
+        Ok(dst)
+    }
+
+    fn scratch(&self) -> Box<dyn Backend> {
+        Box::new(CpuDevice::new())
+    }
+
+    fn time_kernel(
+        &mut self,
+        op: &OpSpec,
+        cfg: &TimingConfig,
+        copies: usize,
+    ) -> Result<(Stats, String)> {
+        calib::time_on_host(op, cfg, copies)
+    }
 }
 
 #[cfg(test)]
@@ -653,5 +461,10 @@ mod tests {
         let x = d.upload_f32(&[1.0, 1.0]).unwrap();
         d.add(x, y).unwrap();
         assert_eq!(d.read_f32(x, 0, 2).unwrap(), vec![11.0, 21.0]);
+        let mut scratch = d.scratch();
+        assert!(
+            scratch.read_f32(x, 0, 2).is_err(),
+            "a scratch handle has no buffers"
+        );
     }
 }

@@ -1,19 +1,52 @@
-//! The CUDA serving device: buffers in device memory, the model's ops launched from the
-//! kernels of `kernels::LIVE`, `kernels::MLA_DECODE` and `kernels::INDEXER` on one
-//! stream. Opened like the CUDA backend (driver, context, NVRTC checked first), so
-//! without a GPU every entry point fails with the backend's clear error.
+//! The CUDA device: the kernels compiled with NVRTC to a CUBIN for the GPU at hand (once
+//! per kernel and architecture per process, and in `TWIN_KERNEL_CACHE` when set; see
+//! `kernels::nvrtc`), launched through cudarc on one stream; buffers in device memory;
+//! calibration kernels timed with CUDA events (`calib`).
+//!
+//! Opening checks, in order: the driver library loads (`libcuda.so`), a context can be
+//! created on the ordinal, NVRTC loads. Every driver error names the kernel (or the
+//! cuBLAS call) it came from.
 //!
 //! Not run here: this machine and CI have no GPU. It is compiled, and its kernels are
 //! compiled to CUBINs for sm_90 and sm_100 by the kernels' NVRTC test; the CPU twins
 //! they mirror are checked against references. `scripts/gpu-check.sh` runs it on a GPU.
 
-use super::device::{AttnCall, AttnSel, Buf, DevWeights, Dt, IndexerCall, ServeDevice, Slots};
-use crate::cuda::{dptr, kerr, CudaBackend, ATTN_HEADS_PER_BLOCK, MIN_SPLIT_POSITIONS};
-use crate::Backend;
+mod calib;
+
+use super::{AttnCall, AttnSel, Backend, Buf, DevWeights, DeviceInfo, Dt, IndexerCall, Slots};
+use crate::op::OpSpec;
+use crate::stats::{Stats, TimingConfig};
 use crate::{EngineError, Result};
-use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{
+    sys, CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
+};
+use cudarc::nvrtc::Ptx;
 use kernels::live::{validate_rows, Group};
-use kernels::WeightDtype;
+use kernels::{
+    AttnProblem, GatherProblem, IndexerOutput, IndexerProblem, KernelSource, MoeProblem,
+    WeightDtype,
+};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Heads per attention block (`HPB` in mla_decode.cu).
+const ATTN_HEADS_PER_BLOCK: usize = 16;
+/// Fewest positions per split of the split-KV attention decode.
+const MIN_SPLIT_POSITIONS: usize = 128;
+
+/// NVRTC target for a compute capability: a CUBIN for exactly this GPU (`sm_XY`).
+pub fn arch_for(major: i32, minor: i32) -> String {
+    format!("sm_{major}{minor}")
+}
+
+/// A driver error, named by the kernel (or call) it came from.
+fn kerr(kernel: &str, e: impl std::fmt::Display) -> EngineError {
+    EngineError::Kernel {
+        kernel: kernel.to_string(),
+        msg: e.to_string(),
+    }
+}
 
 enum DevStore {
     F32(CudaSlice<f32>),
@@ -21,9 +54,15 @@ enum DevStore {
     U8(CudaSlice<u8>),
 }
 
-/// Buffers and ops on one GPU.
+/// Buffers, ops and timing on one GPU.
 pub struct CudaDevice {
-    b: CudaBackend,
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    /// NVRTC target, `sm_XY` of this GPU.
+    arch: String,
+    sm_count: u32,
+    info: DeviceInfo,
+    modules: HashMap<&'static str, Arc<CudaModule>>,
     bufs: Slots<DevStore>,
 }
 
@@ -46,26 +85,188 @@ fn grid1(n: usize, block: u32) -> LaunchConfig {
     }
 }
 
+/// The grid of the split-KV attention decode (`mla_decode_*`).
+fn attn_grid(splits: usize, rows: usize, heads: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (
+            splits as u32,
+            rows as u32,
+            (heads as u32).div_ceil(ATTN_HEADS_PER_BLOCK as u32),
+        ),
+        block_dim: (32 * ATTN_HEADS_PER_BLOCK as u32, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// The grid of `mla_decode_combine`: one warp per (head, row).
+fn combine_grid(rows: usize, heads: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (heads as u32, rows as u32, 1),
+        block_dim: (32, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
 impl CudaDevice {
-    /// Opens GPU `ordinal` (driver, context and NVRTC checked, as `CudaBackend::new`).
+    /// Opens GPU `ordinal`: the driver library, a context and NVRTC checked, in order.
     pub fn open(ordinal: usize) -> Result<CudaDevice> {
-        Ok(CudaDevice::wrap(CudaBackend::new(ordinal)?))
-    }
-
-    /// A serving device on the backend's context and stream (for measuring live ops).
-    pub fn from_backend(b: &CudaBackend) -> Result<CudaDevice> {
-        Ok(CudaDevice::wrap(b.share()))
-    }
-
-    fn wrap(b: CudaBackend) -> CudaDevice {
-        CudaDevice {
-            b,
-            bufs: Slots::new(),
+        // SAFETY: only dlopen attempts.
+        if !unsafe { sys::is_culib_present() } {
+            return Err(EngineError::NoDriver(
+                "the dynamic loader could not open libcuda.so / libcuda.so.1 (is an NVIDIA driver installed?)".into(),
+            ));
         }
+        let dev_err = |msg: String| EngineError::Device { ordinal, msg };
+        let ctx = std::panic::catch_unwind(|| CudaContext::new(ordinal))
+            .map_err(|_| dev_err("the CUDA driver library is incomplete (missing symbol)".into()))?
+            .map_err(|e| dev_err(format!("cannot create a context: {e}")))?;
+        let (major, minor) = ctx
+            .compute_capability()
+            .map_err(|e| dev_err(e.to_string()))?;
+        let name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
+        let l2 = ctx
+            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)
+            .unwrap_or(50 << 20);
+        let sms = ctx
+            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .unwrap_or(132);
+        let mut ver: std::ffi::c_int = 0;
+        // SAFETY: writes one int.
+        let driver = match unsafe { sys::cuDriverGetVersion(&mut ver) } {
+            sys::CUresult::CUDA_SUCCESS => {
+                format!("CUDA driver {}.{}", ver / 1000, (ver % 1000) / 10)
+            }
+            _ => "CUDA driver (version unknown)".into(),
+        };
+        // One stream only: cudarc's per-buffer event tracking (for multi-stream safety)
+        // would add event records to every timed launch.
+        // SAFETY: every launch and copy of this backend goes to the default stream.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx.default_stream();
+        let b = CudaDevice {
+            arch: arch_for(major, minor),
+            sm_count: sms.max(1) as u32,
+            info: DeviceInfo {
+                device: format!("cuda:{ordinal}: {name} (sm_{major}{minor})"),
+                driver,
+                cache_bytes: l2.max(1) as u64,
+                rotation_cap_bytes: calib::MEM_CAP,
+            },
+            ctx,
+            stream,
+            modules: HashMap::new(),
+            bufs: Slots::new(),
+        };
+        // Fail at open, not at the first kernel, when NVRTC (and a kernel cache) is missing.
+        kernels::nvrtc::compile_cached(&kernels::COPY, &b.arch)?;
+        Ok(b)
+    }
+
+    /// The function `entry` of kernel `k` (compiled and loaded on first use).
+    fn func(&mut self, k: &'static KernelSource, entry: &str) -> Result<CudaFunction> {
+        let module = match self.modules.get(k.id) {
+            Some(m) => m.clone(),
+            None => {
+                let cubin = kernels::nvrtc::compile_cached(k, &self.arch)?;
+                let m = self
+                    .ctx
+                    .load_module(Ptx::from_binary(cubin))
+                    .map_err(|e| kerr(k.id, format!("loading module: {e}")))?;
+                self.modules.insert(k.id, m.clone());
+                m
+            }
+        };
+        module
+            .load_function(entry)
+            .map_err(|e| kerr(entry, format!("loading function: {e}")))
+    }
+
+    fn up<T: cudarc::driver::DeviceRepr + Copy + Default>(
+        &self,
+        kernel: &str,
+        v: &[T],
+    ) -> Result<CudaSlice<T>> {
+        // Zero-length allocations are avoided: a one-element placeholder stands in.
+        if v.is_empty() {
+            return self
+                .stream
+                .clone_htod(&[T::default()])
+                .map_err(|e| kerr(kernel, e));
+        }
+        self.stream.clone_htod(v).map_err(|e| kerr(kernel, e))
+    }
+
+    fn zeros<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
+        &self,
+        kernel: &str,
+        n: usize,
+    ) -> Result<CudaSlice<T>> {
+        self.stream
+            .alloc_zeros(n.max(1))
+            .map_err(|e| kerr(kernel, e))
+    }
+
+    fn down<T: cudarc::driver::DeviceRepr>(
+        &self,
+        kernel: &str,
+        s: &CudaSlice<T>,
+        n: usize,
+    ) -> Result<Vec<T>> {
+        let mut v = self.stream.clone_dtoh(s).map_err(|e| kerr(kernel, e))?;
+        v.truncate(n);
+        Ok(v)
+    }
+
+    /// Times `launch(i)` with CUDA events around each call, after warm-up.
+    fn time_gpu(
+        &self,
+        cfg: &TimingConfig,
+        kernel: &str,
+        mut launch: impl FnMut(usize) -> Result<()>,
+    ) -> Result<Stats> {
+        let mut i = 0;
+        for _ in 0..cfg.warmup {
+            launch(i)?;
+            i += 1;
+        }
+        self.stream.synchronize().map_err(|e| kerr(kernel, e))?;
+        let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
+        let wall = Instant::now();
+        let mut samples = Vec::with_capacity(cfg.reps);
+        for _ in 0..cfg.reps.max(1) {
+            let start = self
+                .stream
+                .record_event(flags)
+                .map_err(|e| kerr(kernel, e))?;
+            launch(i)?;
+            i += 1;
+            let end = self
+                .stream
+                .record_event(flags)
+                .map_err(|e| kerr(kernel, e))?;
+            end.synchronize().map_err(|e| kerr(kernel, e))?;
+            let ms = start.elapsed_ms(&end).map_err(|e| kerr(kernel, e))?;
+            samples.push(ms as f64 / 1e3);
+            if samples.len() >= cfg.min_reps && wall.elapsed().as_secs_f64() > cfg.max_seconds {
+                break;
+            }
+        }
+        Ok(Stats::from_samples(&samples))
+    }
+
+    /// Splits of the split-KV attention decode over `rows` rows of `heads` heads reading
+    /// at most `positions` positions: at least MIN_SPLIT_POSITIONS positions per split,
+    /// and about four blocks per SM over the whole grid.
+    fn attn_splits(&self, rows: usize, heads: usize, positions: usize) -> usize {
+        let blocks_per_split = rows * heads.div_ceil(ATTN_HEADS_PER_BLOCK);
+        let max_splits = (4 * self.sm_count as usize)
+            .div_ceil(blocks_per_split.max(1))
+            .max(1);
+        positions.div_ceil(MIN_SPLIT_POSITIONS).clamp(1, max_splits)
     }
 
     fn ptr(&self, b: Buf) -> Result<u64> {
-        let s = &self.b.stream;
+        let s = &self.stream;
         match self.bufs.get(b.id()) {
             Some(DevStore::F32(v)) if b.dt == Dt::F32 => Ok(dptr(s, v)),
             Some(DevStore::I32(v)) if b.dt == Dt::I32 => Ok(dptr(s, v)),
@@ -86,13 +287,13 @@ impl CudaDevice {
         } else {
             &kernels::LIVE
         };
-        self.b.func(k, entry)
+        self.func(k, entry)
     }
 
     /// Launches `entry` with `args` pushed in order (device pointers as u64, scalars).
     fn launch(&mut self, entry: &str, cfg: LaunchConfig, args: &[Arg]) -> Result<()> {
         let f = self.f(entry)?;
-        let mut lb = self.b.stream.launch_builder(&f);
+        let mut lb = self.stream.launch_builder(&f);
         for a in args {
             match a {
                 Arg::P(p) => lb.arg(p),
@@ -132,7 +333,7 @@ macro_rules! rw {
     ($write:ident, $read:ident, $t:ty, $variant:ident) => {
         fn $write(&mut self, b: Buf, offset: usize, data: &[$t]) -> Result<()> {
             check(b, offset, data.len())?;
-            let s = self.b.stream.clone();
+            let s = self.stream.clone();
             match self.bufs.get_mut(b.id()) {
                 Some(DevStore::$variant(v)) => s
                     .memcpy_htod(data, &mut v.slice_mut(offset..offset + data.len()))
@@ -142,7 +343,7 @@ macro_rules! rw {
         }
         fn $read(&mut self, b: Buf, offset: usize, len: usize) -> Result<Vec<$t>> {
             check(b, offset, len)?;
-            let s = self.b.stream.clone();
+            let s = self.stream.clone();
             match self.bufs.get(b.id()) {
                 Some(DevStore::$variant(v)) => {
                     let mut out = vec![<$t>::default(); len];
@@ -157,13 +358,13 @@ macro_rules! rw {
     };
 }
 
-impl ServeDevice for CudaDevice {
-    fn describe(&self) -> String {
-        format!("{} ({})", self.b.info().device, self.b.info().driver)
+impl Backend for CudaDevice {
+    fn info(&self) -> &DeviceInfo {
+        &self.info
     }
 
     fn alloc(&mut self, dt: Dt, len: usize) -> Result<Buf> {
-        let s = &self.b.stream;
+        let s = &self.stream;
         let n = len.max(1);
         let store = match dt {
             Dt::F32 => DevStore::F32(s.alloc_zeros(n).map_err(|e| kerr("alloc", e))?),
@@ -182,8 +383,7 @@ impl ServeDevice for CudaDevice {
     rw!(write_u8, read_u8, u8, U8);
 
     fn sync(&mut self) -> Result<()> {
-        self.b
-            .stream
+        self.stream
             .synchronize()
             .map_err(|e| kerr("synchronize", e))
     }
@@ -408,24 +608,12 @@ impl ServeDevice for CudaDevice {
                 lens.iter().map(|&l| l.max(0) as usize).max().unwrap_or(1)
             }
         };
-        let blocks = a.rows * a.heads.div_ceil(ATTN_HEADS_PER_BLOCK);
-        let max_splits = (4 * self.b.sm_count as usize)
-            .div_ceil(blocks.max(1))
-            .max(1);
-        let splits = longest.div_ceil(MIN_SPLIT_POSITIONS).clamp(1, max_splits);
+        let splits = self.attn_splits(a.rows, a.heads, longest);
         let ws = a.rows * splits * a.heads;
         let ws_m = self.alloc(Dt::F32, ws)?;
         let ws_l = self.alloc(Dt::F32, ws)?;
         let ws_acc = self.alloc(Dt::F32, ws * a.dim)?;
-        let cfg = LaunchConfig {
-            grid_dim: (
-                splits as u32,
-                a.rows as u32,
-                (a.heads as u32).div_ceil(ATTN_HEADS_PER_BLOCK as u32),
-            ),
-            block_dim: (32 * ATTN_HEADS_PER_BLOCK as u32, 1, 1),
-            shared_mem_bytes: 0,
-        };
+        let cfg = attn_grid(splits, a.rows, a.heads);
         let args = [
             Arg::P(self.ptr(a.q)?),
             Arg::P(self.ptr(a.kv)?),
@@ -446,11 +634,7 @@ impl ServeDevice for CudaDevice {
             Arg::I(splits as i32),
         ];
         let r = self.launch(entry, cfg, &args).and_then(|_| {
-            let cfg = LaunchConfig {
-                grid_dim: (a.heads as u32, a.rows as u32, 1),
-                block_dim: (32, 1, 1),
-                shared_mem_bytes: 0,
-            };
+            let cfg = combine_grid(a.rows, a.heads);
             let args = [
                 Arg::P(self.ptr(ws_m)?),
                 Arg::P(self.ptr(ws_l)?),
@@ -528,4 +712,91 @@ impl ServeDevice for CudaDevice {
         ];
         self.launch("argmax", cfg, &args)
     }
+
+    fn run_moe(&mut self, p: &MoeProblem) -> Result<Vec<f32>> {
+        let f = self.func(&kernels::MOE_EXPERT, p.dtype.moe_entry())?;
+        let mut d = self.upload_moe(p)?;
+        self.launch_moe(&f, &mut d)?;
+        self.down("moe_expert", &d.y, d.out_len)
+    }
+
+    fn run_attention(&mut self, p: &AttnProblem) -> Result<Vec<f32>> {
+        let f = self.func(&kernels::MLA_DECODE, p.mode.entry())?;
+        let c = self.func(&kernels::MLA_DECODE, "mla_decode_combine")?;
+        let mut d = self.upload_attn(p)?;
+        self.launch_attn(&f, &c, &mut d)?;
+        self.down("mla_decode", &d.out, d.out_len)
+    }
+
+    fn run_indexer(&mut self, p: &IndexerProblem) -> Result<IndexerOutput> {
+        let fs = self.func(&kernels::INDEXER, "dsa_indexer_scores")?;
+        let ft = self.func(&kernels::INDEXER, "block_topk")?;
+        let mut d = self.upload_indexer(p)?;
+        self.launch_indexer(&fs, &ft, &mut d)?;
+        Ok(IndexerOutput {
+            scores: self.down("dsa_indexer_scores", &d.scores, p.batch * p.n_pos)?,
+            topk: self.down("block_topk", &d.idx, p.batch * p.topk)?,
+        })
+    }
+
+    fn run_gather(&mut self, p: &GatherProblem) -> Result<Vec<u8>> {
+        p.validate()?;
+        let f = self.func(&kernels::GATHER, "engram_gather")?;
+        let k = "engram_gather";
+        let table = self.up(k, &p.table)?;
+        let idx = self.up(k, &p.indices)?;
+        let mut out = self.zeros::<u8>(k, p.indices.len() * p.row_bytes)?;
+        let t = dptr(&self.stream, &table);
+        self.launch_gather(
+            &f,
+            t,
+            &idx,
+            &mut out,
+            p.indices.len() as i64,
+            p.row_bytes as i32,
+        )?;
+        self.down(k, &out, p.indices.len() * p.row_bytes)
+    }
+
+    fn run_copy(&mut self, src: &[u8]) -> Result<Vec<u8>> {
+        if src.len() % 16 != 0 {
+            return Err(EngineError::BadOp {
+                op: "copy".into(),
+                reason: "length must be a multiple of 16".into(),
+            });
+        }
+        let f = self.func(&kernels::COPY, "device_copy")?;
+        let s = self.up("device_copy", src)?;
+        let mut d = self.zeros::<u8>("device_copy", src.len())?;
+        self.launch_copy(&f, &s, &mut d, src.len())?;
+        self.down("device_copy", &d, src.len())
+    }
+
+    fn scratch(&self) -> Box<dyn Backend> {
+        Box::new(CudaDevice {
+            ctx: self.ctx.clone(),
+            stream: self.stream.clone(),
+            arch: self.arch.clone(),
+            sm_count: self.sm_count,
+            info: self.info.clone(),
+            modules: self.modules.clone(),
+            bufs: Slots::new(),
+        })
+    }
+
+    fn time_kernel(
+        &mut self,
+        op: &OpSpec,
+        cfg: &TimingConfig,
+        copies: usize,
+    ) -> Result<(Stats, String)> {
+        self.time_on_gpu(op, cfg, copies)
+    }
+}
+
+/// Device pointer of a tracked slice, as a plain address.
+pub(crate) fn dptr<T>(stream: &Arc<CudaStream>, s: &CudaSlice<T>) -> u64 {
+    use cudarc::driver::DevicePtr;
+    let (p, _sync) = s.device_ptr(stream);
+    p
 }

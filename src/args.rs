@@ -1,0 +1,53 @@
+//! Clap argument groups that several commands share (`#[command(flatten)]`), so each
+//! flag is declared once with its help.
+
+use clap::Args;
+
+/// A simulation run of a scenario: `twin simulate`'s arguments, which `twin validate`
+/// also parses from the published tables' commands.
+#[derive(Debug, Clone, Default, Args)]
+pub struct SimulateArgs {
+    /// Scenario name (`twin list`) or path to a scenario TOML
+    /// [default: gb300-nvl72-v4.1-flash-agentx].
+    pub scenario: Option<String>,
+    /// Seed of every random stream (default: the scenario's `seed`).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Simulated seconds, warm-up included (default: the scenario's `duration_s`).
+    #[arg(long, value_name = "SECONDS")]
+    pub duration: Option<f64>,
+    /// Override any field: `serving.decode.dep=32`, `workload.agentx.sessions=2048`,
+    /// `model.mtp.draft_tokens=1`, `hardware.nvlink.bytes_per_s=1.8e12`,
+    /// `cost.moe.mem_eff=0.9`, `workload=poisson` (repeatable).
+    #[arg(long = "set", value_name = "PATH=VALUE")]
+    pub set: Vec<String>,
+    /// The coarse model: simulate one of K identical copies of the rack, each request
+    /// standing for K (`--set fidelity.cohort=K`; README, "Fidelity": its error).
+    #[arg(long, value_name = "K")]
+    pub cohort: Option<u32>,
+    /// Print one JSON object (report, resolved scenario, seed, twin version).
+    #[arg(long)]
+    pub json: bool,
+    /// Mooncake JSONL trace for trace-replay workloads.
+    #[arg(long, value_name = "PATH")]
+    pub trace: Option<String>,
+    /// Calibration profile whose measured efficiencies and fixed costs price the steps
+    /// (layered over the hardware file's fitted `[cost]`).
+    #[arg(long, value_name = "PATH")]
+    pub profile: Option<String>,
+    /// Compare P/D splits: one run per decode-group DEP (e.g. `16,24,32,48`), the
+    /// prefill pool's instances filling the rest of the scenario's GPUs.
+    #[arg(long, value_name = "DEPS", value_delimiter = ',')]
+    pub decode_deps: Vec<u32>,
+}
+
+/// An HTML report folder (`twin simulate`, `sweep`, `plan`).
+#[derive(Debug, Clone, Default, Args)]
+pub struct ReportArgs {
+    /// Write an HTML report (index.html, SVG plots, CSV tables, summary.json) here.
+    #[arg(long, value_name = "DIR")]
+    pub report: Option<String>,
+    /// Let --report write into a folder that is not empty.
+    #[arg(long)]
+    pub force: bool,
+}

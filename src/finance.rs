@@ -1,0 +1,106 @@
+//! The money of a run: the TCO it is priced under, its finance (cost by component,
+//! revenue, margin, break-even) and that finance in words. `twin cost`, `simulate
+//! --tco` and `plan` price through here, and through the same `sim::tco::finance`.
+
+use crate::scenario::{load_tco, Resolved, Set};
+use anyhow::{anyhow, bail, Result};
+use sim::serving::{Report, Throughput, TokenPrices};
+use sim::tco::{blended, finance, Finance, GpuHourCost, Tco};
+use sim::Hardware;
+use std::fmt::Write;
+
+/// The TCO: a preset or file with `--set tco.*`, or rental at the scenario's basis.
+pub fn resolve_tco(
+    name: Option<&str>,
+    sets: &[Set],
+    basis: sim::hardware::PriceBasis,
+) -> Result<sim::tco::Tco> {
+    match name {
+        Some(n) => load_tco(n, sets),
+        None if sets.is_empty() => Ok(sim::tco::Tco::rental_at(basis)),
+        None => bail!("--set tco.*: name a TCO preset with --tco (e.g. owned-nvl72)"),
+    }
+}
+
+/// The finance of a run under `tco`.
+pub fn finance_of(
+    tco: &Tco,
+    pools: &[(u64, Hardware)],
+    prices: &TokenPrices,
+    t: &Throughput,
+) -> Result<Finance> {
+    let costs: Vec<(u64, GpuHourCost)> = pools
+        .iter()
+        .map(|(n, hw)| tco.gpu_hour(hw).map(|c| (*n, c)))
+        .collect::<Result<_, _>>()
+        .map_err(|e| anyhow!("{e}"))?;
+    Ok(finance(&tco.name, blended(&costs), prices, t))
+}
+
+/// `twin simulate --tco NAME`: the run's finance (with the `tco.*` of `sets`), or None
+/// without `--tco`.
+pub fn simulate_finance(
+    tco: Option<&str>,
+    sets: &[String],
+    r: &Resolved,
+    report: &Report,
+) -> Result<Option<Finance>> {
+    let Some(name) = tco else {
+        return Ok(None);
+    };
+    let sets = Set::parse_all(sets)?;
+    let (tco_sets, _) = Set::split_prefix(&sets, "tco");
+    let tco = resolve_tco(Some(name), &tco_sets, r.scenario.price.basis)?;
+    let prices = r.scenario.price.token_prices().unwrap_or(TokenPrices::ZERO);
+    let pools = vec![(r.scenario.gpus(), r.hardware.clone())];
+    finance_of(&tco, &pools, &prices, &report.throughput_tok_s_per_gpu).map(Some)
+}
+
+/// The break-even utilisation in words: `6.8%`, or `never` when even serving every
+/// hour at this rate does not pay for the GPUs.
+pub fn break_even_text(u: f64) -> String {
+    if u <= 1.0 {
+        format!("{:.1}%", 100.0 * u)
+    } else {
+        "never".into()
+    }
+}
+
+/// The finance as the text report's section.
+pub fn finance_text(f: &Finance) -> String {
+    let mut s = String::new();
+    let c = &f.cost_usd_per_gpu_hour;
+    let parts: Vec<String> = c
+        .components()
+        .iter()
+        .filter(|x| x.1 > 0.0)
+        .map(|(k, v)| format!("{k} ${v:.3}"))
+        .collect();
+    let _ = writeln!(
+        s,
+        "TCO ({}): ${:.3}/GPU-h = {}",
+        f.tco,
+        c.total,
+        parts.join(" + ")
+    );
+    let r = &f.revenue_by_kind_usd_per_gpu_hour;
+    let _ = writeln!(
+        s,
+        "revenue ${:.2}/GPU-h (cached ${:.2}, uncached ${:.2}, output ${:.2}); margin ${:.2}/GPU-h ({:.1}%)",
+        f.revenue_usd_per_gpu_hour,
+        r.cached_input,
+        r.uncached_input,
+        r.output,
+        f.margin_usd_per_gpu_hour,
+        100.0 * f.margin_fraction
+    );
+    let _ = writeln!(
+        s,
+        "per M tokens: cost ${:.5} (all), ${:.4} (output); price ${:.5}; break-even utilisation {}",
+        f.usd_per_m_tokens.cost_all_tokens,
+        f.usd_per_m_tokens.cost_output_tokens,
+        f.usd_per_m_tokens.price_all_tokens,
+        break_even_text(f.break_even_utilisation)
+    );
+    s
+}

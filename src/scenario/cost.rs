@@ -1,0 +1,55 @@
+//! The cost parameters a run prices with, layered from its hardware file, a
+//! calibration profile and `--set cost.*`.
+
+use super::Set;
+use anyhow::{anyhow, bail, Result};
+use sim::cost::CostParams;
+use sim::Hardware;
+
+/// The cost parameters a command prices with, in layers: the analytic defaults; then
+/// the hardware file's `[cost]` (fitted to published figures); then a calibration
+/// profile's measured efficiencies and fixed costs (`--profile`), for the operations it
+/// has fits for; then `--set cost.KEY=VALUE` overrides.
+pub fn cost_params(
+    hardware: &Hardware,
+    profile: Option<&str>,
+    cost_sets: &[Set],
+) -> Result<CostParams> {
+    let mut params = CostParams::default();
+    for (k, v) in &hardware.cost {
+        params
+            .set(k, *v)
+            .map_err(|e| anyhow!("hardware {}: cost.{k}: {e}", hardware.name))?;
+    }
+    let mut source = if hardware.cost.is_empty() {
+        params.source.clone()
+    } else {
+        format!(
+            "analytic defaults + {} fitted cost parameters of {}",
+            hardware.cost.len(),
+            hardware.name
+        )
+    };
+    if let Some(path) = profile {
+        let prof = calibration::Profile::load(std::path::Path::new(path))
+            .map_err(|e| anyhow!("--profile {path}: {e}"))?;
+        params = prof.cost_params(&params);
+        source = format!("{source} + {}", prof.source());
+    }
+    for s in cost_sets {
+        let key = s.path.join(".");
+        let v = match &s.value {
+            toml::Value::Float(f) => *f,
+            toml::Value::Integer(i) => *i as f64,
+            _ => bail!("--set {}: a cost parameter takes a number", s.text),
+        };
+        params
+            .set(&key, v)
+            .map_err(|e| anyhow!("--set {}: {e}", s.text))?;
+    }
+    if !cost_sets.is_empty() {
+        source = format!("{source} + {} --set overrides", cost_sets.len());
+    }
+    params.source = source;
+    Ok(params)
+}

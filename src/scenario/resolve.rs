@@ -1,0 +1,341 @@
+//! One resolution of a scenario: the arguments of a run and every file they name,
+//! parsed, overridden and validated once, into a [`Resolved`] (the only way to one),
+//! and the trace a replay reads. `twin simulate`, `cost`, `plan`, `live` and
+//! `validate` all resolve through here.
+
+use super::{
+    clip, cost_params, declares, load_hardware, load_model, load_scenario_text, parse_with_sets,
+    resolve, Kind, Set,
+};
+use crate::args::SimulateArgs;
+use anyhow::{bail, Context, Result};
+use sim::cost::CostParams;
+use sim::serving::{
+    read_mooncake, trace_span, Limits, PoolConfig, ServingScenario, TraceRecord, WorkloadConfig,
+};
+use sim::validate::Field;
+
+/// The scenario `twin simulate` runs when none is named.
+pub const DEFAULT_SCENARIO: &str = "gb300-nvl72-v4.1-flash-agentx";
+
+/// Everything a run resolved, before simulating: built only by [`resolve_args`], so
+/// holding one means its scenario, workload and deployments passed every check. The
+/// fields stay public to read; a caller that changes the run afterwards (`validate
+/// bench` replaces the workload) leaves the simulator's own check of its input as the
+/// net.
+pub struct Resolved {
+    pub scenario_origin: String,
+    pub scenario: ServingScenario,
+    pub workload: WorkloadConfig,
+    pub hardware: sim::Hardware,
+    pub model: sim::Model,
+    pub params: CostParams,
+    pub seed: u64,
+    /// What resolving (and reading the trace) chose for the user or left out: defaults
+    /// that change the GPU count, a shortened warm-up, a trace cut by the duration.
+    pub notes: Vec<String>,
+    /// Private: no other module can build a `Resolved` without the checks.
+    _validated: (),
+}
+
+/// The `--set` overrides of a run, by the file they change.
+struct RunSets {
+    hardware: Vec<Set>,
+    model: Vec<Set>,
+    workload: Vec<Set>,
+    cost: Vec<Set>,
+    scenario: Vec<Set>,
+}
+
+impl RunSets {
+    /// `--cohort` and `--set`, split by prefix.
+    fn of(args: &SimulateArgs) -> Result<RunSets> {
+        let cohort = args.cohort.map(|k| format!("fidelity.cohort={k}"));
+        let all: Vec<String> = cohort.into_iter().chain(args.set.iter().cloned()).collect();
+        let sets = Set::parse_all(&all)?;
+        let (hardware, rest) = Set::split_prefix(&sets, "hardware");
+        let (model, rest) = Set::split_prefix(&rest, "model");
+        let (workload, rest) = Set::split_prefix(&rest, "workload");
+        let (cost, rest) = Set::split_prefix(&rest, "cost");
+        // `tco.*` overrides belong to the TCO preset (`--tco`), read by `cost`.
+        let (_, scenario) = Set::split_prefix(&rest, "tco");
+        Ok(RunSets {
+            hardware,
+            model,
+            workload,
+            cost,
+            scenario,
+        })
+    }
+}
+
+/// Parses and validates the arguments and every file they name.
+pub fn resolve_args(args: &SimulateArgs) -> Result<Resolved> {
+    let sets = RunSets::of(args)?;
+    let name = args.scenario.as_deref().unwrap_or(DEFAULT_SCENARIO);
+    let (origin, text) = load_scenario_text(name)?;
+    let mut sc: ServingScenario = parse_with_sets(&origin, &text, &sets.scenario)?;
+    let mut notes = pool_notes(&sc, &|path| declares(&text, &sets.scenario, path));
+    apply_duration(&mut sc, args.duration, &mut notes)?;
+    let seed = args.seed.unwrap_or(sc.seed);
+    sc.seed = seed;
+    notes.extend(cohort_note(&sc));
+
+    let hardware = load_hardware(&sc.hardware, &sets.hardware)
+        .with_context(|| format!("hardware of {origin}"))?;
+    let model = load_model(&sc.model, &sets.model).with_context(|| format!("model of {origin}"))?;
+    let (wl_origin, workload) = load_workload(&sc, &origin, sets.workload)?;
+    let problems = problems(&sc, &origin, &workload, &wl_origin, &hardware, &model);
+    if !problems.is_empty() {
+        bail!("invalid scenario:\n  {}", problems.join("\n  "));
+    }
+
+    let params = cost_params(&hardware, args.profile.as_deref(), &sets.cost)?;
+    Ok(Resolved {
+        scenario_origin: origin,
+        scenario: sc,
+        workload,
+        hardware,
+        model,
+        params,
+        seed,
+        notes,
+        _validated: (),
+    })
+}
+
+/// `--duration`: the run's length, and a warm-up shortened to fit it.
+fn apply_duration(
+    sc: &mut ServingScenario,
+    duration: Option<f64>,
+    notes: &mut Vec<String>,
+) -> Result<()> {
+    let Some(d) = duration else {
+        return Ok(());
+    };
+    if !d.is_finite() {
+        bail!("--duration {d}: must be finite");
+    }
+    if d <= 0.0 {
+        bail!("--duration {d}: must be a positive number of seconds");
+    }
+    sc.duration_s = d;
+    if sc.warmup_s >= d {
+        let w = d / 5.0;
+        notes.push(format!(
+            "warm-up {} s does not fit in --duration {d}; using {w} s",
+            sc.warmup_s
+        ));
+        sc.warmup_s = w;
+    }
+    Ok(())
+}
+
+/// A note when the pools split into fewer copies than `fidelity.cohort` asks.
+fn cohort_note(sc: &ServingScenario) -> Option<String> {
+    let (asked, copies) = (sc.fidelity.cohort, sc.copies());
+    if asked <= 1 || copies >= asked {
+        return None;
+    }
+    Some(if copies == 1 {
+        format!("fidelity.cohort = {asked}: the pools do not split into copies (a prefill or mixed pool splits by whole instances, a decode pool by instances then ranks); the run is exact")
+    } else {
+        format!("fidelity.cohort = {asked}: the pools split into {copies} copies, the largest divisor of {asked} they allow; one of {copies} is simulated")
+    })
+}
+
+/// The scenario's workload file with its `workload_set` and then `--set workload.*`
+/// overrides; returns its origin too.
+fn load_workload(
+    sc: &ServingScenario,
+    origin: &str,
+    workload_sets: Vec<Set>,
+) -> Result<(String, WorkloadConfig)> {
+    let (wl_origin, wl_text) =
+        resolve(Kind::Workload, &sc.workload).with_context(|| format!("workload of {origin}"))?;
+    let mut wl_sets = Vec::new();
+    for s in &sc.workload_set {
+        wl_sets.push(Set::parse_from(s, &format!("workload_set of {origin}:"))?);
+    }
+    wl_sets.extend(workload_sets);
+    let workload = parse_with_sets(&wl_origin, &wl_text, &wl_sets)?;
+    Ok((wl_origin, workload))
+}
+
+/// Every problem of the scenario, its workload and each pool's deployment, each with
+/// the file it is in.
+fn problems(
+    sc: &ServingScenario,
+    origin: &str,
+    workload: &WorkloadConfig,
+    wl_origin: &str,
+    hardware: &sim::Hardware,
+    model: &sim::Model,
+) -> Vec<String> {
+    let mut problems: Vec<String> = sc
+        .problems()
+        .into_iter()
+        .map(|p| format!("{origin}: {p}"))
+        .collect();
+    problems.extend(
+        workload
+            .problems()
+            .into_iter()
+            .map(|p| format!("{wl_origin}: {p}")),
+    );
+    problems.extend(
+        sim::serving::limits::workload_problems(sc, workload)
+            .into_iter()
+            .map(|p| format!("{origin}: {p}")),
+    );
+    for (path, pool) in sc.pools() {
+        for p in sim::validate::deployment(
+            hardware,
+            model,
+            &pool.layout(),
+            pool.max_batch_per_rank as u64,
+            0,
+        ) {
+            problems.push(format!("{origin}: {}", p.render(&|f| pool_field(path, f))));
+        }
+    }
+    problems
+}
+
+/// A deployment field of the scenario's pool at `pool` (`serving.decode`), by its path.
+fn pool_field(pool: &str, f: &Field) -> String {
+    match f {
+        Field::Path(p) => p.clone(),
+        Field::Dep => format!("{pool}.dep"),
+        Field::Tp => format!("{pool}.tp"),
+        Field::RedundantExperts => format!("{pool}.redundant_experts"),
+        Field::BatchPerRank => format!("{pool}.max_batch_per_rank"),
+    }
+}
+
+/// The pools a scenario runs that it does not declare (a default then sets the GPU
+/// count), and the declared pools its mode leaves out. `declared` says whether the
+/// scenario (with its overrides) has a table at a path.
+fn pool_notes(sc: &ServingScenario, declared: &dyn Fn(&[&str]) -> bool) -> Vec<String> {
+    let describe = |p: &PoolConfig| {
+        format!(
+            "{} x {} = {} GPUs",
+            p.instances,
+            p.layout().name(),
+            p.gpus()
+        )
+    };
+    let mut notes = Vec::new();
+    let run = sc.pools();
+    for (name, pool) in [
+        ("prefill", &sc.serving.prefill),
+        ("decode", &sc.serving.decode),
+    ] {
+        let path = format!("serving.{name}");
+        let runs = run.iter().any(|(p, _)| *p == path);
+        let has = declared(&["serving", name]);
+        if runs && !has {
+            notes.push(format!(
+                "{path} is not set: the default {name} pool runs ({})",
+                describe(pool)
+            ));
+        } else if !runs && has {
+            notes.push(format!(
+                "mode {} does not run {path}: its {} are not used",
+                serde_json::to_value(sc.serving.mode)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default(),
+                describe(pool)
+            ));
+        }
+    }
+    notes
+}
+
+/// The trace a `[trace]` workload replays, read within `limits`, with notes on what
+/// reading repaired or left out.
+pub fn read_trace_within(
+    args: &SimulateArgs,
+    workload: &WorkloadConfig,
+    limits: &Limits,
+) -> Result<(Vec<TraceRecord>, Vec<String>)> {
+    match (&workload.trace, &args.trace) {
+        (Some(_), Some(path)) => {
+            let shown = clip(path);
+            let file = std::fs::File::open(path)
+                .with_context(|| format!("cannot open trace `{shown}`"))?;
+            let t = read_mooncake(std::io::BufReader::new(file), limits)
+                .with_context(|| format!("trace `{shown}`"))?;
+            if t.records.is_empty() {
+                bail!("trace `{shown}` is empty: it has no records");
+            }
+            let notes = t
+                .notes
+                .into_iter()
+                .map(|n| format!("trace `{shown}`: {n}"))
+                .collect();
+            Ok((t.records, notes))
+        }
+        (Some(_), None) => bail!(
+            "workload `{}` replays a trace: pass it with --trace PATH (e.g. ../shared/traces/mooncake/conversation_trace.jsonl)",
+            workload.name
+        ),
+        (None, Some(path)) => bail!(
+            "--trace {}: workload `{}` does not replay a trace; choose one with --set workload=mooncake-conversation",
+            clip(path),
+            workload.name
+        ),
+        (None, None) => Ok((Vec::new(), Vec::new())),
+    }
+}
+
+/// Where a replayed trace falls in the run: an error when nothing of it would be
+/// measured, a note when the duration cuts it short.
+pub fn trace_fit(r: &Resolved, trace: &[TraceRecord]) -> Result<Option<String>> {
+    let Some(replay) = &r.workload.trace else {
+        return Ok(None);
+    };
+    let sc = &r.scenario;
+    let span = trace_span(trace, replay, sc.duration_s, sc.warmup_s);
+    let show = sim::validate::show;
+    let spans = format!(
+        "its {} records arrive from {} s to {} s (timestamps x trace.time_scale {})",
+        span.replayed,
+        show(span.first_s),
+        show(span.last_s),
+        replay.time_scale
+    );
+    if span.in_window == 0 {
+        bail!(
+            "nothing of the trace would be measured: {spans}, and the run measures {:.1} s to {:.1} s (duration_s {} after warmup_s {}); raise the duration, or lower trace.time_scale",
+            sc.warmup_s,
+            sc.duration_s,
+            sc.duration_s,
+            sc.warmup_s
+        );
+    }
+    Ok((span.in_run < span.replayed).then(|| {
+        format!(
+            "the run ends at {} s and cuts the trace short: {} of its {} records arrive later and are not replayed ({spans})",
+            sc.duration_s,
+            span.replayed - span.in_run,
+            span.replayed
+        )
+    }))
+}
+
+/// Resolves the arguments and reads the trace they name, with the notes of both.
+pub fn resolve_with_trace(args: &SimulateArgs) -> Result<(Resolved, Vec<TraceRecord>)> {
+    let mut r = resolve_args(args)?;
+    if r.workload.rate_curve.is_some() && !r.workload.curve_is_simulated() {
+        r.notes.push(format!(
+            "workload `{}` has a rate curve; the simulation applies it to open-loop arrivals only (twin plan uses it for any workload)",
+            r.workload.name
+        ));
+    }
+    let (trace, notes) = read_trace_within(args, &r.workload, &r.scenario.limits)?;
+    r.notes.extend(notes);
+    r.notes.extend(trace_fit(&r, &trace)?);
+    Ok((r, trace))
+}

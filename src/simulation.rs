@@ -1,0 +1,130 @@
+//! Running a resolved scenario through the simulator: stoppable by Ctrl-C, with a
+//! progress bar, under its seed or another; and the `--json` object of a run.
+//! `twin simulate`, `cost` and `validate` run simulations through here.
+
+use crate::args::SimulateArgs;
+use crate::interrupt::{self, Interrupted};
+use crate::scenario::{resolve_with_trace, Resolved};
+use anyhow::{anyhow, bail, Result};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde_json::json;
+use sim::cost::AnalyticCostModel;
+use sim::serving::{simulate_controlled, Control, Report, SimInput, TraceRecord};
+use std::sync::atomic::AtomicBool;
+
+/// The analytic cost models of a resolved scenario's prefill and decode pools.
+pub fn pool_costs(r: &Resolved) -> (AnalyticCostModel, AnalyticCostModel) {
+    let sc = &r.scenario;
+    let pool = |p: &sim::serving::PoolConfig| {
+        AnalyticCostModel::new(
+            r.hardware.clone(),
+            r.model.clone(),
+            p.layout(),
+            r.params.clone(),
+        )
+    };
+    (pool(&sc.serving.prefill), pool(&sc.serving.decode))
+}
+
+/// Runs a resolved scenario on `trace`, stoppable by Ctrl-C, with a progress bar on
+/// stderr when it is a terminal (`progress`).
+pub fn run_resolved(r: &Resolved, trace: &[TraceRecord], progress: bool) -> Result<Report> {
+    run_seeded(r, trace, r.seed, progress)
+}
+
+/// `run_resolved` under `seed` instead of the resolved one.
+pub fn run_seeded(
+    r: &Resolved,
+    trace: &[TraceRecord],
+    seed: u64,
+    progress: bool,
+) -> Result<Report> {
+    let sc = &r.scenario;
+    let (prefill_cost, decode_cost) = pool_costs(r);
+    let input = SimInput {
+        scenario: sc,
+        workload: &r.workload,
+        hardware: &r.hardware,
+        model: &r.model,
+        prefill_cost: &prefill_cost,
+        decode_cost: &decode_cost,
+        trace,
+    };
+    let stop: &AtomicBool = interrupt::install();
+    let bar = if progress {
+        ProgressBar::with_draw_target(Some(sc.duration_s as u64), ProgressDrawTarget::stderr())
+    } else {
+        ProgressBar::hidden()
+    };
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:30}] {pos}/{len} simulated s (Ctrl-C stops and reports)",
+        )?
+        .progress_chars("=> "),
+    );
+    let show = |t: f64| bar.set_position(t as u64);
+    let control = Control {
+        stop: Some(stop),
+        progress: Some(&show),
+    };
+    let report = simulate_controlled(&input, seed, &control)
+        .map_err(|e| anyhow!("{}: {e}", r.scenario_origin));
+    bar.finish_and_clear();
+    report
+}
+
+/// Resolves and runs the scenario; returns the report with its resolved inputs.
+pub fn execute(args: &SimulateArgs) -> Result<(Resolved, sim::serving::Report, usize)> {
+    execute_with(args, false)
+}
+
+/// `execute`, with a progress bar when `progress`.
+pub fn execute_with(
+    args: &SimulateArgs,
+    progress: bool,
+) -> Result<(Resolved, sim::serving::Report, usize)> {
+    let (r, trace) = resolve_with_trace(args)?;
+    let report = run_resolved(&r, &trace, progress)?;
+    Ok((r, report, trace.len()))
+}
+
+/// The `--json` object: the report's figures at the top level, then what produced them.
+pub fn to_json(
+    r: &Resolved,
+    report: &sim::serving::Report,
+    trace_records: usize,
+) -> Result<serde_json::Value> {
+    let sc = &r.scenario;
+    let mut out = match serde_json::to_value(report)? {
+        serde_json::Value::Object(m) => m,
+        _ => bail!("the report did not serialise to an object"),
+    };
+    out.insert("version".into(), json!(env!("CARGO_PKG_VERSION")));
+    out.insert("seed".into(), json!(r.seed));
+    out.insert("scenario_file".into(), json!(r.scenario_origin));
+    out.insert("trace_records".into(), json!(trace_records));
+    out.insert("notes".into(), json!(r.notes));
+    out.insert(
+        "resolved".into(),
+        json!({
+            "scenario": sc,
+            "workload": r.workload,
+            "hardware": r.hardware,
+            "model": r.model,
+            "cost_params": r.params,
+        }),
+    );
+    Ok(serde_json::Value::Object(out))
+}
+
+/// An `Interrupted` error naming the runs Ctrl-C stopped (`stopped`), if any.
+pub fn stopped_early(stopped: &[String]) -> Result<()> {
+    if stopped.is_empty() {
+        return Ok(());
+    }
+    Err(Interrupted(format!(
+        "the runs stopped early ({}); the figures above cover their windows up to then",
+        stopped.join(", ")
+    ))
+    .into())
+}

@@ -1,0 +1,273 @@
+//! One exact step of a DEP group or TP replica, priced by the cost model: the
+//! arguments that describe it (`twin forward`'s, which `sweep` and `validate` share),
+//! their checks, and the priced step.
+
+use crate::scenario::{cost_params, load_hardware, load_model, Set};
+use anyhow::{anyhow, bail, Result};
+use clap::{Args, ValueEnum};
+use sim::cost::{AnalyticCostModel, CostModel, CostParams, Layout, Phase};
+use sim::forward::{forward, ForwardResult, ForwardSpec};
+use sim::validate::Field;
+use sim::{Hardware, Model};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PhaseArg {
+    Prefill,
+    Decode,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ForwardArgs {
+    /// Hardware name (`twin list`) or path to a hardware TOML.
+    #[arg(long, default_value = "gb300")]
+    pub hardware: String,
+    /// Model name (`twin list`) or path to a model TOML.
+    #[arg(long, default_value = "deepseek-v4.1-flash")]
+    pub model: String,
+    #[arg(long, value_enum, default_value = "decode")]
+    pub phase: PhaseArg,
+    /// Ranks in the data + expert parallel group (default 8; 1 with --tp).
+    #[arg(long)]
+    pub dep: Option<u32>,
+    /// GPUs of one tensor-parallel replica (heads and dense layers split over them,
+    /// all-reduce after attention and after the FFN) instead of a DEP group.
+    #[arg(long, default_value_t = 1)]
+    pub tp: u32,
+    /// With --tp: routed experts whole on each GPU (expert parallelism) instead of
+    /// sliced over the TP GPUs.
+    #[arg(long)]
+    pub expert_parallel: bool,
+    /// Redundant expert copies spread over the group (EPLB).
+    #[arg(long, default_value_t = 0)]
+    pub redundant_experts: u32,
+    /// Requests per rank.
+    #[arg(long, default_value_t = 64)]
+    pub batch_per_rank: u32,
+    /// Requests over the whole group, placed round-robin over the ranks (instead of
+    /// --batch-per-rank); `--requests 1` on DEP2 times one request, one rank idle.
+    #[arg(long)]
+    pub requests: Option<u32>,
+    /// Tokens already in KV per request (decode context or cached prefix).
+    #[arg(long, default_value_t = 0)]
+    pub context: u64,
+    /// Prefill: new tokens per request.
+    #[arg(long, default_value_t = 8192)]
+    pub new_tokens: u32,
+    /// Prefill: chunk budget per request per step (default: the whole prompt in one step).
+    #[arg(long)]
+    pub chunk: Option<u32>,
+    /// Decode: MTP draft tokens per step (default: the model's `mtp.draft_tokens`).
+    #[arg(long)]
+    pub mtp: Option<u32>,
+    /// Do not overlap dispatch/combine with compute (no two-micro-batch overlap).
+    #[arg(long)]
+    pub no_overlap: bool,
+    /// Launch decode kernels eagerly from the host instead of replaying CUDA graphs.
+    #[arg(long)]
+    pub eager_decode: bool,
+    /// Replay prefill steps as CUDA graphs instead of launching kernels eagerly.
+    #[arg(long)]
+    pub prefill_graphs: bool,
+    /// Override any field: `model.engram.page_size=2MiB`, `hardware.hbm.bytes_per_s=7e12`,
+    /// `cost.moe.mem_eff=0.9` (repeatable).
+    #[arg(long = "set", value_name = "PATH=VALUE")]
+    pub set: Vec<String>,
+    /// A calibration profile (`twin calibrate --out DIR` writes DIR/profile.toml): price
+    /// with its measured efficiencies instead of the analytic defaults.
+    #[arg(long, value_name = "PROFILE")]
+    pub profile: Option<String>,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Most chunks a chunked prefill may take (each is priced as one step): a 1M-token
+/// prompt in 1K-token chunks is a thousand.
+pub const MAX_CHUNK_STEPS: u32 = 100_000;
+
+/// Everything `forward` computed, for printing and for `validate`.
+pub struct Forward {
+    pub spec: ForwardSpec,
+    pub layout: Layout,
+    pub result: ForwardResult,
+    pub cost_model: String,
+    pub model: String,
+    pub hardware: String,
+}
+
+impl From<PhaseArg> for Phase {
+    fn from(p: PhaseArg) -> Phase {
+        match p {
+            PhaseArg::Prefill => Phase::Prefill,
+            PhaseArg::Decode => Phase::Decode,
+        }
+    }
+}
+
+/// A deployment field in the words of `twin forward` and `sweep`: its flag.
+pub fn flag(f: &Field) -> String {
+    match f {
+        Field::Path(p) => p.clone(),
+        Field::Dep => "--dep".into(),
+        Field::Tp => "--tp".into(),
+        Field::RedundantExperts => "--redundant-experts".into(),
+        Field::BatchPerRank => "--batch-per-rank".into(),
+    }
+}
+
+/// Loads, validates and prices the step described by `args`.
+pub fn evaluate(args: &ForwardArgs) -> Result<Forward> {
+    let (hardware, model, params) = load(args)?;
+    let dep = args.dep.unwrap_or(if args.tp > 1 { 1 } else { 8 });
+    if args.expert_parallel && args.tp <= 1 {
+        bail!("--expert-parallel applies to a TP replica (--tp 2 or more); a DEP group is expert-parallel already");
+    }
+    let layout = Layout {
+        dep,
+        tp: args.tp,
+        expert_parallel: args.expert_parallel,
+        redundant_experts: args.redundant_experts,
+        overlap_microbatches: !args.no_overlap,
+        decode_graphs: !args.eager_decode,
+        prefill_graphs: args.prefill_graphs,
+    };
+    let phase = Phase::from(args.phase);
+    let draft_tokens = draft_tokens(args, phase, &model)?;
+    let batch_check = check_batch(args, phase, dep)?;
+    let step_tokens = if phase == Phase::Prefill {
+        args.new_tokens as u64
+    } else {
+        1 + draft_tokens as u64
+    };
+    let kv_tokens = args.context.checked_add(step_tokens).ok_or_else(|| {
+        anyhow!(
+            "--context {}: with the step's {step_tokens} new tokens that is more tokens than twin can count",
+            args.context
+        )
+    })?;
+    let problems =
+        sim::validate::deployment(&hardware, &model, &layout, batch_check as u64, kv_tokens);
+    if !problems.is_empty() {
+        let lines: Vec<String> = problems
+            .iter()
+            .map(|p| format!("  {}", p.render(&flag)))
+            .collect();
+        bail!("impossible configuration:\n{}", lines.join("\n"));
+    }
+    let tokens_per_step = model
+        .mtp
+        .as_ref()
+        .map(|m| m.expected_tokens_per_step(draft_tokens))
+        .unwrap_or(1.0);
+    let spec = ForwardSpec {
+        phase,
+        dep,
+        tp: args.tp,
+        batch_per_rank: args.batch_per_rank,
+        total_requests: args.requests,
+        context_tokens: args.context,
+        new_tokens: args.new_tokens,
+        chunk_tokens: args.chunk,
+        draft_tokens,
+        tokens_per_step,
+    };
+    price(spec, hardware, model, layout, params)
+}
+
+/// The hardware and model `args` name, with their `--set` overrides, and the cost
+/// parameters they price with.
+fn load(args: &ForwardArgs) -> Result<(Hardware, Model, CostParams)> {
+    let sets = Set::parse_all(&args.set)?;
+    let (hw_sets, rest) = Set::split_prefix(&sets, "hardware");
+    let (model_sets, rest) = Set::split_prefix(&rest, "model");
+    let (cost_sets, rest) = Set::split_prefix(&rest, "cost");
+    if let Some(s) = rest.first() {
+        bail!(
+            "--set {}: the path must start with `hardware.`, `model.` or `cost.`",
+            s.text
+        );
+    }
+    let hardware = load_hardware(&args.hardware, &hw_sets)?;
+    let model = load_model(&args.model, &model_sets)?;
+    let params = cost_params(&hardware, args.profile.as_deref(), &cost_sets)?;
+    Ok((hardware, model, params))
+}
+
+/// The MTP draft tokens of a decode step (`--mtp`, else the model's), checked against
+/// the acceptance rates the model gives.
+fn draft_tokens(args: &ForwardArgs, phase: Phase, model: &Model) -> Result<u32> {
+    let draft_tokens = match phase {
+        Phase::Decode => args
+            .mtp
+            .unwrap_or_else(|| model.mtp.as_ref().map(|m| m.draft_tokens).unwrap_or(0)),
+        Phase::Prefill => 0,
+    };
+    if draft_tokens > 0 {
+        match &model.mtp {
+            None => bail!("--mtp {draft_tokens}: model {} has no MTP module; use --mtp 0", model.name),
+            Some(m) if (m.acceptance.len() as u32) < draft_tokens => bail!(
+                "--mtp {draft_tokens}: model {} gives acceptance rates for {} draft tokens; use --mtp {} or less, or --set model.mtp.acceptance=[...]",
+                model.name,
+                m.acceptance.len(),
+                m.acceptance.len()
+            ),
+            _ => {}
+        }
+    }
+    Ok(draft_tokens)
+}
+
+/// Checks the batch, prompt and chunk flags; returns the requests per rank the
+/// deployment check takes (the busiest rank's under `--requests`).
+fn check_batch(args: &ForwardArgs, phase: Phase, dep: u32) -> Result<u32> {
+    if args.batch_per_rank == 0 {
+        bail!("--batch-per-rank must be at least 1");
+    }
+    if args.requests == Some(0) {
+        bail!("--requests must be at least 1");
+    }
+    let batch_check = match args.requests {
+        Some(n) => n.div_ceil(dep.max(1)),
+        None => args.batch_per_rank,
+    };
+    if phase == Phase::Prefill && args.new_tokens == 0 {
+        bail!("--new-tokens must be at least 1 for a prefill step");
+    }
+    if args.chunk == Some(0) {
+        bail!("--chunk must be at least 1");
+    }
+    if let (Phase::Prefill, Some(c)) = (phase, args.chunk) {
+        // Each chunk is one priced step.
+        let steps = args.new_tokens.div_ceil(c);
+        if steps > MAX_CHUNK_STEPS {
+            bail!(
+                "--chunk {c}: {} new tokens make {steps} chunks; at most {MAX_CHUNK_STEPS} are priced (use a larger --chunk)",
+                args.new_tokens
+            );
+        }
+    }
+    Ok(batch_check)
+}
+
+/// Prices `spec` on the analytic cost model of `layout`.
+fn price(
+    spec: ForwardSpec,
+    hardware: Hardware,
+    model: Model,
+    layout: Layout,
+    params: CostParams,
+) -> Result<Forward> {
+    let cm = AnalyticCostModel::new(hardware.clone(), model.clone(), layout, params);
+    let result = forward(&cm, &spec);
+    if let Some(why) = sim::validate::non_finite_step(&result.total) {
+        bail!("this step cannot be priced: {why}");
+    }
+    Ok(Forward {
+        spec,
+        layout: cm.layout.clone(),
+        result,
+        cost_model: cm.describe(),
+        model: model.name,
+        hardware: hardware.name,
+    })
+}
