@@ -15,7 +15,7 @@
 
 use crate::error::{CalibrationError, Result};
 use crate::fit::{fit_linear, LinearFit};
-use crate::log::Row;
+use crate::log::MeasurementRecord;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -52,7 +52,7 @@ fn rate(coef: f64) -> f64 {
     }
 }
 
-fn check_times(op: &str, rows: &[&Row]) -> Result<Vec<f64>> {
+fn check_times(op: &str, rows: &[&MeasurementRecord]) -> Result<Vec<f64>> {
     let t: Vec<f64> = rows.iter().map(|r| r.median_s).collect();
     if let Some(r) = rows
         .iter()
@@ -76,9 +76,9 @@ fn check_times(op: &str, rows: &[&Row]) -> Result<Vec<f64>> {
 /// feature varies.
 fn linear(
     op: &str,
-    rows: &[&Row],
+    rows: &[&MeasurementRecord],
     names: &[&str],
-    features: impl Fn(&Row) -> Result<Vec<f64>>,
+    features: impl Fn(&MeasurementRecord) -> Result<Vec<f64>>,
 ) -> Result<(LinearFit, Vec<Vec<f64>>)> {
     let need = names.len() + 1;
     if rows.len() < need {
@@ -137,7 +137,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 /// Fits the family of `op` to its rows.
-pub fn fit_op(op: &str, rows: &[&Row]) -> Result<OpFit> {
+pub fn fit_op(op: &str, rows: &[&MeasurementRecord]) -> Result<OpFit> {
     match op {
         "moe_decode" => {
             let (f, _) = linear(op, rows, &["fixed", "bytes", "flops"], |r| {
@@ -180,7 +180,7 @@ pub fn fit_op(op: &str, rows: &[&Row]) -> Result<OpFit> {
             ))
         }
         "indexer" => {
-            let positions = |r: &Row| -> Result<f64> {
+            let positions = |r: &MeasurementRecord| -> Result<f64> {
                 Ok((r.shape_u64("batch")? * r.shape_u64("positions")?) as f64)
             };
             let (f, x) = linear(op, rows, &["fixed", "positions"], |r| {
@@ -214,7 +214,7 @@ pub fn fit_op(op: &str, rows: &[&Row]) -> Result<OpFit> {
 
 /// The page size a gather actually ran with: a 2 MiB request whose table was mostly
 /// not backed by huge pages (THP off or refused) counts as 4 KiB.
-pub fn effective_page(r: &Row) -> Result<f64> {
+pub fn effective_page(r: &MeasurementRecord) -> Result<f64> {
     let page = r.shape_u64("page")?;
     let huge_pct = r.note_value("huge_pct").and_then(|v| v.parse::<u64>().ok());
     Ok(match huge_pct {
@@ -223,7 +223,7 @@ pub fn effective_page(r: &Row) -> Result<f64> {
     })
 }
 
-fn fit_gather(rows: &[&Row]) -> Result<OpFit> {
+fn fit_gather(rows: &[&MeasurementRecord]) -> Result<OpFit> {
     let op = "gather";
     if rows.len() < 3 {
         return Err(CalibrationError::TooFewPoints {

@@ -6,10 +6,15 @@
 //! `Σ_i ((t_i - x_i·β) / t_i)^2`, which keeps small points (fixed costs) from being
 //! drowned by large ones and matches the MAPE we report. The nonnegative solution is
 //! found exactly by trying every subset of free coefficients (at most 2^3 here), solving
-//! the weighted normal equations on column-scaled features, and keeping the best
-//! feasible subset.
+//! the weighted normal equations on column-scaled features (`fitting::lsq::solve_linear`),
+//! and keeping the best feasible subset.
 
+use fitting::lsq::solve_linear;
 use statrs::statistics::Statistics;
+
+/// A subset whose scaled normal equations meet a pivot below this is skipped as
+/// singular.
+const MIN_PIVOT: f64 = 1e-12;
 
 /// Coefficients and figures of a linear fit.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,17 +51,20 @@ pub fn nnls_relative(x: &[Vec<f64>], t: &[f64]) -> Option<(Vec<f64>, f64)> {
             continue;
         }
         let k = free.len();
-        let mut m = vec![vec![0.0; k + 1]; k];
+        let mut m = vec![vec![0.0; k]; k];
+        let mut rhs = vec![0.0; k];
         for row in &a {
             for (u, &ju) in free.iter().enumerate() {
                 let au = row[ju] / scale[ju];
                 for (v, &jv) in free.iter().enumerate() {
                     m[u][v] += au * row[jv] / scale[jv];
                 }
-                m[u][k] += au;
+                rhs[u] += au;
             }
         }
-        let Some(sol) = solve(m) else { continue };
+        let Some(sol) = solve_linear(m, rhs, MIN_PIVOT) else {
+            continue;
+        };
         if sol.iter().any(|&b| b < 0.0 || !b.is_finite()) {
             continue;
         }
@@ -73,28 +81,6 @@ pub fn nnls_relative(x: &[Vec<f64>], t: &[f64]) -> Option<(Vec<f64>, f64)> {
         }
     }
     best
-}
-
-/// Gaussian elimination with partial pivoting on an augmented `k x (k+1)` matrix.
-fn solve(mut m: Vec<Vec<f64>>) -> Option<Vec<f64>> {
-    let k = m.len();
-    for c in 0..k {
-        let piv = (c..k).max_by(|&i, &j| m[i][c].abs().total_cmp(&m[j][c].abs()))?;
-        if m[piv][c].abs() < 1e-12 {
-            return None;
-        }
-        m.swap(c, piv);
-        let pivot = m[c].clone();
-        for (r, row) in m.iter_mut().enumerate() {
-            if r != c {
-                let f = row[c] / pivot[c];
-                for (x, p) in row[c..].iter_mut().zip(&pivot[c..]) {
-                    *x -= f * p;
-                }
-            }
-        }
-    }
-    Some((0..k).map(|i| m[i][k] / m[i][i]).collect())
 }
 
 pub fn predict(x: &[f64], beta: &[f64]) -> f64 {

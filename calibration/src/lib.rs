@@ -22,5 +22,7 @@ pub mod profile;
 
 pub use error::{CalibrationError, Result};
 pub use families::OpFit;
-pub use log::{DirLock, MeasurementLog, Row};
+/// The name `MeasurementRecord` had before it said what it holds.
+pub use log::MeasurementRecord as Row;
+pub use log::{DirLock, MeasurementLog, MeasurementRecord};
 pub use profile::{Profile, Provenance, Reference};

@@ -13,7 +13,7 @@
 //! needs comes out of these passes, but for the DEP exchange (`plan_live`).
 
 use crate::fit::fit_linear;
-use crate::log::Row;
+use crate::log::MeasurementRecord;
 use crate::plan::PlanSize;
 use engine::{CopyShape, OpSpec, Point};
 use serde::{Deserialize, Serialize};
@@ -121,7 +121,7 @@ pub fn situ_rows(
     device: &str,
     driver: &str,
     timestamp: &str,
-) -> Vec<Row> {
+) -> Vec<MeasurementRecord> {
     let mut by: BTreeMap<(String, String, String), Vec<f64>> = BTreeMap::new();
     let text = |pairs: &[(&'static str, u64)]| engine::op::shape_text(pairs);
     for (c, t) in samples {
@@ -149,9 +149,9 @@ fn sample_row(
     samples: &[f64],
     at: (&str, &str, &str),
     note: String,
-) -> Row {
+) -> MeasurementRecord {
     let st = engine::Stats::from_samples(samples);
-    Row {
+    MeasurementRecord {
         op,
         shape,
         dtype,
@@ -182,7 +182,12 @@ pub fn wake_gaps(size: PlanSize) -> Vec<f64> {
 
 /// Wake-up samples (`engine::serve::situ::wake_samples`) as measurement rows: one per
 /// gap, the median extra time after it (at least 1 ns: shorter is noise).
-pub fn wake_rows(samples: &[(f64, f64)], device: &str, driver: &str, timestamp: &str) -> Vec<Row> {
+pub fn wake_rows(
+    samples: &[(f64, f64)],
+    device: &str,
+    driver: &str,
+    timestamp: &str,
+) -> Vec<MeasurementRecord> {
     let mut by: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
     for &(gap, extra) in samples {
         if gap.is_finite() && extra.is_finite() {
@@ -229,7 +234,7 @@ impl WakeFit {
 }
 
 /// Fits [`WakeFit`] to the wake rows among `rows`; None with fewer than 3 gaps.
-pub fn fit_wake(rows: &[Row]) -> Option<WakeFit> {
+pub fn fit_wake(rows: &[MeasurementRecord]) -> Option<WakeFit> {
     let pts: Vec<(f64, f64)> = rows
         .iter()
         .filter(|r| r.op == WAKE_OP)
@@ -311,7 +316,9 @@ pub fn plan_live(dep: usize, size: PlanSize) -> Vec<OpSpec> {
 
 /// Fits every static key with enough points among `rows` (live points only); keys
 /// that cannot be fitted are listed with why.
-pub fn fit_live(rows: &[Row]) -> (BTreeMap<String, LiveFit>, BTreeMap<String, String>) {
+pub fn fit_live(
+    rows: &[MeasurementRecord],
+) -> (BTreeMap<String, LiveFit>, BTreeMap<String, String>) {
     // Per key: variable names, regressors and times of its points.
     type Points = (Vec<String>, Vec<Vec<f64>>, Vec<f64>);
     let mut by_key: BTreeMap<String, Points> = BTreeMap::new();
@@ -374,7 +381,7 @@ mod tests {
     use engine::op::LinearShape;
     use kernels::WeightDtype;
 
-    fn wake_row(gap_us: u64, extra_s: f64) -> Row {
+    fn wake_row(gap_us: u64, extra_s: f64) -> MeasurementRecord {
         wake_rows(&[(gap_us as f64 * 1e-6, extra_s)], "cpu", "-", "t")
             .pop()
             .unwrap()
@@ -385,7 +392,7 @@ mod tests {
     /// past tau give the plateau, gaps far below it almost nothing.
     #[test]
     fn the_wake_up_fit_recovers_a_saturating_curve() {
-        let rows: Vec<Row> = [1_000u64, 10_000, 50_000, 100_000, 200_000, 800_000]
+        let rows: Vec<MeasurementRecord> = [1_000u64, 10_000, 50_000, 100_000, 200_000, 800_000]
             .iter()
             .map(|&us| wake_row(us, 0.05 * (1.0 - (-(us as f64) * 1e-6 / 0.1).exp())))
             .collect();
@@ -418,7 +425,7 @@ mod tests {
             for g in [1, 2, 4] {
                 let t = 2e-6 + 3e-6 * g as f64 + 5e-7 * r as f64;
                 let p = spec(r, g).point();
-                rows.push(Row {
+                rows.push(MeasurementRecord {
                     op: p.op,
                     shape: p.shape,
                     dtype: p.dtype,

@@ -31,7 +31,7 @@ pub const COLUMNS: [&str; 14] = [
 /// One row of `measurements.csv`. `note` (last column) holds run facts such as the THP
 /// state of a gather.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Row {
+pub struct MeasurementRecord {
     pub op: String,
     pub shape: String,
     pub dtype: String,
@@ -49,9 +49,14 @@ pub struct Row {
     pub note: String,
 }
 
-impl Row {
-    pub fn from_measurement(m: &Measurement, device: &str, driver: &str, timestamp: &str) -> Row {
-        Row {
+impl MeasurementRecord {
+    pub fn from_measurement(
+        m: &Measurement,
+        device: &str,
+        driver: &str,
+        timestamp: &str,
+    ) -> MeasurementRecord {
+        MeasurementRecord {
             op: m.point.op.clone(),
             shape: m.point.shape.clone(),
             dtype: m.point.dtype.clone(),
@@ -119,7 +124,7 @@ pub struct CutRow {
 /// A measurement log as read, without changing the file.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LogRead {
-    pub rows: Vec<Row>,
+    pub rows: Vec<MeasurementRecord>,
     /// The last line, when it lacks its newline and is not a whole row.
     pub cut: Option<CutRow>,
     /// The last line lacks its newline but is a whole row (kept in `rows`).
@@ -133,7 +138,7 @@ pub struct LogRead {
 /// inside the note's last value cannot be told from a whole row; the CSV's own writer
 /// puts every row and its newline in one write, so only damage from outside leaves a
 /// row without its newline.)
-fn looks_whole(r: &Row) -> bool {
+fn looks_whole(r: &MeasurementRecord) -> bool {
     let t = r.timestamp.as_bytes();
     let stamp = t.len() == 20
         && t.iter().enumerate().all(|(i, &b)| match i {
@@ -204,7 +209,7 @@ pub fn read_log(path: &Path) -> Result<LogRead> {
             ),
         });
     }
-    let mut rows: Vec<Row> = rdr
+    let mut rows: Vec<MeasurementRecord> = rdr
         .deserialize()
         .map(|r| r.map_err(|e| csv_err(path, e)))
         .collect::<Result<_>>()?;
@@ -224,7 +229,7 @@ pub fn read_log(path: &Path) -> Result<LogRead> {
             if rec.len() != headers.len() {
                 return None;
             }
-            let row: Row = rec.deserialize(Some(&headers)).ok()?;
+            let row: MeasurementRecord = rec.deserialize(Some(&headers)).ok()?;
             looks_whole(&row).then_some(row)
         });
         match whole {
@@ -246,7 +251,7 @@ pub fn read_log(path: &Path) -> Result<LogRead> {
 }
 
 /// Reads every row (`read_log`); a last line cut short is left out.
-pub fn read_rows(path: &Path) -> Result<Vec<Row>> {
+pub fn read_rows(path: &Path) -> Result<Vec<MeasurementRecord>> {
     read_log(path).map(|l| l.rows)
 }
 
@@ -352,7 +357,7 @@ impl MeasurementLog {
     }
 
     /// Appends one row as a single write, then flushes and fsyncs.
-    pub fn append(&mut self, row: &Row) -> Result<()> {
+    pub fn append(&mut self, row: &MeasurementRecord) -> Result<()> {
         let mut w = csv::WriterBuilder::new()
             .has_headers(false)
             .from_writer(Vec::new());

@@ -61,24 +61,44 @@ pub fn expand_ops(list: &[String]) -> std::result::Result<Vec<&'static str>, Str
 /// The plan for `device` and `size`, restricted to `ops` (all when `None`). References
 /// come first so that a partial run still has its peaks.
 pub fn plan(device: Device, size: PlanSize, ops: Option<&[&str]>) -> Vec<OpSpec> {
-    let gpu = matches!(device, Device::Cuda(_));
-    let mut v = Vec::new();
-    // (n_out, k_in) of one expert: DeepSeek-V3 sized on a GPU, smaller on a CPU.
-    let (n, k) = match (gpu, size) {
-        (_, PlanSize::Smoke) => (64, 256),
-        (true, _) => (2048, 7168),
-        (false, PlanSize::Quick) => (512, 2048),
-        (false, PlanSize::Full) => (1024, 4096),
+    let sizing = Sizing {
+        gpu: matches!(device, Device::Cuda(_)),
+        size,
     };
-    let pick = |smoke: &[usize], quick: &[usize], full: &[usize]| -> Vec<usize> {
-        match size {
+    let mut v = references(sizing);
+    v.extend(moe(sizing));
+    v.extend(attention(sizing));
+    v.extend(indexer(sizing));
+    v.extend(gather(sizing));
+    v.extend(copies(sizing));
+    if let Some(keep) = ops {
+        v.retain(|o| keep.contains(&o.name()));
+    }
+    v
+}
+
+/// What a plan's points depend on: a GPU or a CPU, and the plan's size.
+#[derive(Debug, Clone, Copy)]
+struct Sizing {
+    gpu: bool,
+    size: PlanSize,
+}
+
+impl Sizing {
+    /// The list for this plan size.
+    fn pick(self, smoke: &[usize], quick: &[usize], full: &[usize]) -> Vec<usize> {
+        match self.size {
             PlanSize::Smoke => smoke.to_vec(),
             PlanSize::Quick => quick.to_vec(),
             PlanSize::Full => full.to_vec(),
         }
-    };
+    }
+}
 
-    // References.
+/// References: streaming reads and dense GEMMs, for the device's own peaks.
+fn references(sizing: Sizing) -> Vec<OpSpec> {
+    let Sizing { gpu, size } = sizing;
+    let mut v = Vec::new();
     let stream = match (gpu, size) {
         (_, PlanSize::Smoke) => vec![1 << 20, 4 << 20],
         (false, _) => vec![128 << 20, 256 << 20],
@@ -97,7 +117,21 @@ pub fn plan(device: Device, size: PlanSize, ops: Option<&[&str]>) -> Vec<OpSpec>
     for s in gemm {
         v.push(OpSpec::Gemm(GemmShape { m: s, n: s, k: s }));
     }
+    v
+}
 
+/// MoE decode (weight streaming) and grouped GEMMs (many tokens per expert).
+fn moe(sizing: Sizing) -> Vec<OpSpec> {
+    let Sizing { gpu, size } = sizing;
+    let mut v = Vec::new();
+    let pick = |smoke: &[usize], quick: &[usize], full: &[usize]| sizing.pick(smoke, quick, full);
+    // (n_out, k_in) of one expert: DeepSeek-V3 sized on a GPU, smaller on a CPU.
+    let (n, k) = match (gpu, size) {
+        (_, PlanSize::Smoke) => (64, 256),
+        (true, _) => (2048, 7168),
+        (false, PlanSize::Quick) => (512, 2048),
+        (false, PlanSize::Full) => (1024, 4096),
+    };
     // MoE decode: weight streaming.
     let dtypes: Vec<WeightDtype> = WeightDtype::ALL.to_vec();
     for &dtype in &dtypes {
@@ -146,7 +180,14 @@ pub fn plan(device: Device, size: PlanSize, ops: Option<&[&str]>) -> Vec<OpSpec>
             }));
         }
     }
+    v
+}
 
+/// Attention decode over the latent cache: dense, sparse (top-k) and windowed.
+fn attention(sizing: Sizing) -> Vec<OpSpec> {
+    let Sizing { gpu, size } = sizing;
+    let mut v = Vec::new();
+    let pick = |smoke: &[usize], quick: &[usize], full: &[usize]| sizing.pick(smoke, quick, full);
     // Attention decode over the latent cache.
     let dim = if size == PlanSize::Smoke { 64 } else { 512 };
     let heads = if gpu { 16 } else { 8 };
@@ -176,35 +217,35 @@ pub fn plan(device: Device, size: PlanSize, ops: Option<&[&str]>) -> Vec<OpSpec>
     } else {
         16 << 10
     };
-    for topk in pick(
+    let at_sparse_ctx =
+        |mode| OpSpec::Attention(AttnShape::decode(mode, batch, heads, dim, sparse_ctx, page));
+    let topks = pick(
         &[16, 32, 64],
         &[256, 512, 1024, 2048],
         &[256, 512, 1024, 2048],
-    ) {
-        v.push(OpSpec::Attention(AttnShape::decode(
-            AttnModeKind::Sparse(topk),
-            batch,
-            heads,
-            dim,
-            sparse_ctx,
-            page,
-        )));
-    }
-    for window in pick(
+    );
+    v.extend(
+        topks
+            .into_iter()
+            .map(|topk| at_sparse_ctx(AttnModeKind::Sparse(topk))),
+    );
+    let windows = pick(
         &[16, 32, 64],
         &[128, 512, 1024, 2048],
         &[128, 256, 512, 1024, 2048, 4096],
-    ) {
-        v.push(OpSpec::Attention(AttnShape::decode(
-            AttnModeKind::Window(window),
-            batch,
-            heads,
-            dim,
-            sparse_ctx,
-            page,
-        )));
-    }
+    );
+    v.extend(
+        windows
+            .into_iter()
+            .map(|w| at_sparse_ctx(AttnModeKind::Window(w))),
+    );
+    v
+}
 
+/// The sparse-attention indexer over growing positions.
+fn indexer(sizing: Sizing) -> Vec<OpSpec> {
+    let Sizing { gpu, size } = sizing;
+    let mut v = Vec::new();
     // Indexer.
     let idx_pos = match (gpu, size) {
         (_, PlanSize::Smoke) => vec![128, 256, 512],
@@ -229,7 +270,13 @@ pub fn plan(device: Device, size: PlanSize, ops: Option<&[&str]>) -> Vec<OpSpec>
             topk: itopk,
         }));
     }
+    v
+}
 
+/// Gathers from tables within and far beyond TLB reach.
+fn gather(sizing: Sizing) -> Vec<OpSpec> {
+    let Sizing { gpu, size } = sizing;
+    let mut v = Vec::new();
     // Gather: table sizes across TLB reach.
     let placements = if gpu {
         [GatherPlacement::Device, GatherPlacement::Mapped]
@@ -258,7 +305,13 @@ pub fn plan(device: Device, size: PlanSize, ops: Option<&[&str]>) -> Vec<OpSpec>
             }));
         }
     }
+    v
+}
 
+/// Copies: the one-device dispatch/combine stand-in.
+fn copies(sizing: Sizing) -> Vec<OpSpec> {
+    let Sizing { gpu, size } = sizing;
+    let mut v = Vec::new();
     // Copy (one-device dispatch/combine stand-in).
     let msgs: Vec<u64> = match (gpu, size) {
         (_, PlanSize::Smoke) => vec![64 << 10, 256 << 10, 1 << 20],
@@ -269,10 +322,6 @@ pub fn plan(device: Device, size: PlanSize, ops: Option<&[&str]>) -> Vec<OpSpec>
     };
     for bytes in msgs {
         v.push(OpSpec::AllToAll(CopyShape { bytes, peers: 1 }));
-    }
-
-    if let Some(keep) = ops {
-        v.retain(|o| keep.contains(&o.name()));
     }
     v
 }

@@ -3,7 +3,7 @@
 
 use crate::error::{io_err, CalibrationError, Result};
 use crate::families::{fit_op, fitted_ops, OpFit};
-use crate::log::{read_rows, Row};
+use crate::log::{read_rows, MeasurementRecord};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use sim::cost::{CostParams, OpRate};
@@ -95,7 +95,7 @@ pub fn format_utc(secs: u64) -> String {
 impl Profile {
     /// Fits every op in `rows`. Ops that cannot be fitted are listed in `skipped`; it is
     /// an error only when nothing at all can be fitted. All rows must share one device.
-    pub fn fit_rows(rows: &[Row], sha256: &str) -> Result<Profile> {
+    pub fn fit_rows(rows: &[MeasurementRecord], sha256: &str) -> Result<Profile> {
         let first = rows
             .first()
             .ok_or_else(|| CalibrationError::NothingFitted("no measurements".into()))?;
@@ -106,11 +106,11 @@ impl Profile {
                 expected: first.device.clone(),
             });
         }
-        let mut by_op: BTreeMap<&str, Vec<&Row>> = BTreeMap::new();
+        let mut by_op: BTreeMap<&str, Vec<&MeasurementRecord>> = BTreeMap::new();
         for r in rows {
             by_op.entry(r.op.as_str()).or_default().push(r);
         }
-        let best = |op: &str, f: fn(&Row) -> f64| {
+        let best = |op: &str, f: fn(&MeasurementRecord) -> f64| {
             by_op.get(op).and_then(|rs| {
                 rs.iter()
                     .map(|r| f(r))
@@ -122,50 +122,7 @@ impl Profile {
             stream_read_bytes_per_s: best("ref_stream_read", |r| r.bytes as f64 / r.p10_s),
             gemm_flops_per_s: best("ref_gemm", |r| r.flops as f64 / r.p10_s),
         };
-        let mut ops = BTreeMap::new();
-        let mut skipped = BTreeMap::new();
-        let fitted = fitted_ops();
-        for (op, rs) in &by_op {
-            if op.starts_with("ref_") || *op == crate::live::WAKE_OP {
-                continue;
-            }
-            if !fitted.contains(op) {
-                if engine::op::op_info(op).is_none_or(|o| o.role != engine::OpRole::Live) {
-                    skipped.insert(op.to_string(), "no fit family for this op".to_string());
-                }
-                continue;
-            }
-            match fit_op(op, rs).and_then(|f| finite_fit(op, f)) {
-                Ok(f) => {
-                    ops.insert(op.to_string(), f);
-                }
-                Err(e) => {
-                    skipped.insert(op.to_string(), e.to_string());
-                }
-            }
-            // Expert weight formats decode at different costs: also fit each dtype on
-            // its own (`moe_decode.fp8`, ...) when several were measured. The all-dtype
-            // fit stays the one `cost_params` uses.
-            if *op == "moe_decode" || *op == "grouped_gemm" {
-                let mut by_dtype: BTreeMap<&str, Vec<&Row>> = BTreeMap::new();
-                for r in rs {
-                    by_dtype.entry(r.dtype.as_str()).or_default().push(r);
-                }
-                if by_dtype.len() > 1 {
-                    for (dtype, drs) in by_dtype {
-                        let key = format!("{op}.{dtype}");
-                        match fit_op(op, &drs).and_then(|f| finite_fit(&key, f)) {
-                            Ok(f) => {
-                                ops.insert(key, f);
-                            }
-                            Err(e) => {
-                                skipped.insert(key, e.to_string());
-                            }
-                        }
-                    }
-                }
-            }
-        }
+        let OpFits { ops, mut skipped } = fit_families(&by_op);
         let (live, live_skipped) = crate::live::fit_live(rows);
         let wake = crate::live::fit_wake(rows);
         skipped.extend(live_skipped);
@@ -408,6 +365,73 @@ impl Profile {
         }
         p.source = self.source();
         p
+    }
+}
+
+/// The fits of every op with a fit family in `by_op` (rows by op), and why each op
+/// that has none, or whose fit failed, was skipped. `moe_decode` and `grouped_gemm`
+/// are also fitted per weight dtype when several were measured.
+fn fit_families(by_op: &BTreeMap<&str, Vec<&MeasurementRecord>>) -> OpFits {
+    let mut fits = OpFits::default();
+    let fitted = fitted_ops();
+    for (op, rs) in by_op {
+        if op.starts_with("ref_") || *op == crate::live::WAKE_OP {
+            continue;
+        }
+        if !fitted.contains(op) {
+            if engine::op::op_info(op).is_none_or(|o| o.role != engine::OpRole::Live) {
+                let why = "no fit family for this op".to_string();
+                fits.skipped.insert(op.to_string(), why);
+            }
+            continue;
+        }
+        insert_fit(
+            &mut fits,
+            op.to_string(),
+            fit_op(op, rs).and_then(|f| finite_fit(op, f)),
+        );
+        // Expert weight formats decode at different costs: also fit each dtype on
+        // its own (`moe_decode.fp8`, ...) when several were measured. The all-dtype
+        // fit stays the one `cost_params` uses.
+        if *op == "moe_decode" || *op == "grouped_gemm" {
+            fit_by_dtype(op, rs, &mut fits);
+        }
+    }
+    fits
+}
+
+/// Fits by op key, and why each op key was skipped.
+#[derive(Default)]
+struct OpFits {
+    ops: BTreeMap<String, OpFit>,
+    skipped: BTreeMap<String, String>,
+}
+
+/// Fits `op` on the rows of each weight dtype alone (`op.dtype`), when `rs` holds
+/// several.
+fn fit_by_dtype(op: &str, rs: &[&MeasurementRecord], fits: &mut OpFits) {
+    let mut by_dtype: BTreeMap<&str, Vec<&MeasurementRecord>> = BTreeMap::new();
+    for r in rs {
+        by_dtype.entry(r.dtype.as_str()).or_default().push(r);
+    }
+    if by_dtype.len() > 1 {
+        for (dtype, drs) in by_dtype {
+            let key = format!("{op}.{dtype}");
+            let fit = fit_op(op, &drs).and_then(|f| finite_fit(&key, f));
+            insert_fit(fits, key, fit);
+        }
+    }
+}
+
+/// Files a fit under `key`: among the fits, or with its error among the skipped.
+fn insert_fit(fits: &mut OpFits, key: String, fit: Result<OpFit>) {
+    match fit {
+        Ok(f) => {
+            fits.ops.insert(key, f);
+        }
+        Err(e) => {
+            fits.skipped.insert(key, e.to_string());
+        }
     }
 }
 

@@ -2,7 +2,7 @@
 //! stated tolerances; error cases are reported clearly.
 
 use calibration::families::fit_op;
-use calibration::{CalibrationError, MeasurementLog, Profile, Row};
+use calibration::{CalibrationError, MeasurementLog, MeasurementRecord, Profile};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use sim::cost::CostParams;
@@ -14,8 +14,8 @@ const NOISE: f64 = 0.02;
 const RATE_TOL: f64 = 0.10;
 const FIXED_TOL: f64 = 0.25;
 
-fn row(op: &str, shape: String, t: f64, bytes: u64, flops: u64) -> Row {
-    Row {
+fn row(op: &str, shape: String, t: f64, bytes: u64, flops: u64) -> MeasurementRecord {
+    MeasurementRecord {
         op: op.into(),
         shape,
         dtype: "fp8".into(),
@@ -48,7 +48,7 @@ const FIXED: f64 = 5e-6;
 const BW: f64 = 40e9;
 const F: f64 = 2e12;
 
-fn moe_rows(rng: &mut ChaCha8Rng) -> Vec<Row> {
+fn moe_rows(rng: &mut ChaCha8Rng) -> Vec<MeasurementRecord> {
     let mut v = Vec::new();
     for experts in [1u64, 4, 16, 64] {
         for tokens in [1u64, 8, 64, 512] {
@@ -67,7 +67,7 @@ fn moe_rows(rng: &mut ChaCha8Rng) -> Vec<Row> {
     v
 }
 
-fn refs() -> Vec<Row> {
+fn refs() -> Vec<MeasurementRecord> {
     let mut v = vec![
         row("ref_stream_read", "bytes=1".into(), 1.0, 50_000_000_000, 0),
         row("ref_stream_read", "bytes=2".into(), 1.0, 45_000_000_000, 0),
@@ -95,7 +95,7 @@ fn reference_peaks_use_the_fastest_runs() {
 fn moe_decode_fits_back() {
     let mut rng = ChaCha8Rng::seed_from_u64(1);
     let rows = moe_rows(&mut rng);
-    let refs: Vec<&Row> = rows.iter().collect();
+    let refs: Vec<&MeasurementRecord> = rows.iter().collect();
     let f = fit_op("moe_decode", &refs).unwrap();
     close(
         f.param("bandwidth_bytes_per_s").unwrap(),
@@ -117,7 +117,7 @@ fn linear_families_fit_back() {
     let mut rng = ChaCha8Rng::seed_from_u64(2);
     // bytes/BW families.
     for op in ["attn_dense", "attn_sparse", "attn_window", "copy"] {
-        let rows: Vec<Row> = (0..8)
+        let rows: Vec<MeasurementRecord> = (0..8)
             .map(|i| {
                 let bytes = 4096u64 << (2 * i);
                 row(
@@ -134,7 +134,7 @@ fn linear_families_fit_back() {
         close(f.param("fixed_s").unwrap(), FIXED, FIXED_TOL, op);
     }
     // flops/F.
-    let rows: Vec<Row> = (0..8)
+    let rows: Vec<MeasurementRecord> = (0..8)
         .map(|i| {
             let flops = 1_000_000u64 << (2 * i);
             row(
@@ -151,7 +151,7 @@ fn linear_families_fit_back() {
     close(f.param("fixed_s").unwrap(), FIXED, FIXED_TOL, "gemm fixed");
     // Indexer: linear in positions (batch * positions).
     let per_pos = 2e-9;
-    let rows: Vec<Row> = (0..8)
+    let rows: Vec<MeasurementRecord> = (0..8)
         .map(|i| {
             let (batch, pos) = (1 + i % 2, 1024u64 << i);
             let n = batch * pos;
@@ -218,7 +218,7 @@ fn gather_fits_back() {
 fn error_cases() {
     let mut rng = ChaCha8Rng::seed_from_u64(4);
     let rows = moe_rows(&mut rng);
-    let few: Vec<&Row> = rows.iter().take(3).collect();
+    let few: Vec<&MeasurementRecord> = rows.iter().take(3).collect();
     assert!(matches!(
         fit_op("moe_decode", &few),
         Err(CalibrationError::TooFewPoints {
@@ -234,14 +234,14 @@ fn error_cases() {
     assert!(matches!(e, CalibrationError::NonFinite { .. }), "{e}");
 
     // Every point with the same bytes: bandwidth cannot be separated from fixed cost.
-    let same: Vec<Row> = (0..5)
+    let same: Vec<MeasurementRecord> = (0..5)
         .map(|i| row("copy", format!("i={i}"), 1e-3 + i as f64 * 1e-4, 4096, 0))
         .collect();
     let e = fit_op("copy", &same.iter().collect::<Vec<_>>()).unwrap_err();
     assert!(matches!(e, CalibrationError::ConstantData { .. }), "{e}");
     assert!(e.to_string().contains("constant data: bytes"), "{e}");
 
-    let flat: Vec<Row> = (0..5)
+    let flat: Vec<MeasurementRecord> = (0..5)
         .map(|i| row("copy", format!("i={i}"), 1e-3, 4096 << i, 0))
         .collect();
     assert!(matches!(

@@ -8,17 +8,19 @@
 //! - [`table`]: rows, parsing, validation.
 //! - [`solve1d`]: one parameter against one row (bisection on a monotone error, or
 //!   the best point of an integer grid).
-//! - [`rounds`]: one parameter per row, solved in turn until they settle
+//! - [`gauss_seidel`]: one parameter per row, solved in turn until they settle
 //!   (Gauss-Seidel), integer pairs that share rows solved together.
 //! - [`lsq`]: several parameters against more rows: bounded Levenberg-Marquardt on
 //!   log-ratio residuals, with leave-one-out refits.
 
+pub mod gauss_seidel;
 pub mod lsq;
-pub mod rounds;
 pub mod solve1d;
 pub mod table;
 
+pub use gauss_seidel::{gauss_seidel, Param, RoundsError};
 pub use lsq::{least_squares, leave_one_out, Bounds, LsqError};
-pub use rounds::{gauss_seidel, Param, RoundsError};
 pub use solve1d::{round5, solve, Solve};
-pub use table::{read_table, rel_error, Role, Row, TableError};
+/// The name `PublishedFigure` had before it said what it holds.
+pub use table::PublishedFigure as Row;
+pub use table::{read_table, rel_error, PublishedFigure, Role, TableError};

@@ -52,32 +52,32 @@ fn sum_sq(r: &[f64]) -> f64 {
     r.iter().map(|x| x * x).sum()
 }
 
-/// Solves the `n x n` system `a x = b` by Gaussian elimination with partial pivoting;
-/// None when singular.
-fn solve_linear(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Option<Vec<f64>> {
+/// Solves the `n x n` system `a x = b` by Gauss-Jordan elimination with partial
+/// pivoting (the last largest candidate pivots); `None` when a pivot is smaller than
+/// `min_pivot` in magnitude (singular, or too nearly so for the caller). The one linear
+/// solve of the workspace: Levenberg-Marquardt's steps here, and `calibration`'s
+/// nonnegative least squares on its normal equations.
+pub fn solve_linear(mut a: Vec<Vec<f64>>, mut b: Vec<f64>, min_pivot: f64) -> Option<Vec<f64>> {
     let n = b.len();
     for c in 0..n {
         let p = (c..n).max_by(|&i, &j| a[i][c].abs().total_cmp(&a[j][c].abs()))?;
-        if a[p][c].abs() < 1e-300 {
+        if a[p][c].abs() < min_pivot {
             return None;
         }
         a.swap(c, p);
         b.swap(c, p);
-        for r in c + 1..n {
-            let f = a[r][c] / a[c][c];
-            let (top, bottom) = a.split_at_mut(r);
-            for (x, y) in bottom[0][c..n].iter_mut().zip(&top[c][c..n]) {
-                *x -= f * y;
+        let (pivot, pivot_b) = (a[c].clone(), b[c]);
+        for (r, row) in a.iter_mut().enumerate() {
+            if r != c {
+                let f = row[c] / pivot[c];
+                for (x, p) in row[c..n].iter_mut().zip(&pivot[c..n]) {
+                    *x -= f * p;
+                }
+                b[r] -= f * pivot_b;
             }
-            b[r] -= f * b[c];
         }
     }
-    let mut x = vec![0.0; n];
-    for c in (0..n).rev() {
-        let s: f64 = (c + 1..n).map(|k| a[c][k] * x[k]).sum();
-        x[c] = (b[c] - s) / a[c][c];
-    }
-    Some(x)
+    Some((0..n).map(|i| b[i] / a[i][i]).collect())
 }
 
 /// Minimises the sum of squared `residuals(x)` over `x` within `bounds`, from `start`.
@@ -139,7 +139,7 @@ pub fn least_squares<E>(
                 row[k] += lambda * jtj[k][k].max(1e-12);
             }
             let neg: Vec<f64> = jtr.iter().map(|x| -x).collect();
-            let Some(d) = solve_linear(a, neg) else {
+            let Some(d) = solve_linear(a, neg, 1e-300) else {
                 lambda *= 10.0;
                 continue;
             };
@@ -192,6 +192,16 @@ pub fn leave_one_out<E>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The first column's pivot is the second row (a zero stands first); both
+    /// unknowns are 1, exactly. Proportional rows have no solution.
+    #[test]
+    fn solve_linear_pivots_and_refuses_singular_systems() {
+        let a = vec![vec![0.0, 1.0], vec![2.0, 1.0]];
+        assert_eq!(solve_linear(a, vec![1.0, 3.0], 1e-12), Some(vec![1.0, 1.0]));
+        let singular = vec![vec![1.0, 2.0], vec![2.0, 4.0]];
+        assert_eq!(solve_linear(singular, vec![1.0, 2.0], 1e-12), None);
+    }
 
     #[test]
     fn recovers_a_known_curve() {

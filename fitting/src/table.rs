@@ -29,7 +29,7 @@ pub enum Role {
 
 /// One published figure with the command that computes it.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
-pub struct Row {
+pub struct PublishedFigure {
     pub id: String,
     pub figure: String,
     pub metric: String,
@@ -42,7 +42,7 @@ pub struct Row {
     pub source: String,
 }
 
-impl Row {
+impl PublishedFigure {
     pub fn role(&self) -> Role {
         if self.role == "fit" {
             Role::Fit
@@ -54,12 +54,12 @@ impl Row {
 
 /// Parses a table (CSV with `#` comments): every row must have a finite, non-zero
 /// published value, a role of `fit` or `check`, and an id of its own.
-pub fn read_table(origin: &str, text: &str) -> Result<Vec<Row>, TableError> {
+pub fn read_table(origin: &str, text: &str) -> Result<Vec<PublishedFigure>, TableError> {
     let mut rdr = csv::ReaderBuilder::new()
         .comment(Some(b'#'))
         .from_reader(text.as_bytes());
-    let mut rows: Vec<Row> = Vec::new();
-    for (i, r) in rdr.deserialize::<Row>().enumerate() {
+    let mut rows: Vec<PublishedFigure> = Vec::new();
+    for (i, r) in rdr.deserialize::<PublishedFigure>().enumerate() {
         let row = r.map_err(|e| TableError::Parse {
             origin: origin.to_string(),
             line: e.position().map(|p| p.line()).unwrap_or(i as u64 + 2),

@@ -101,7 +101,7 @@ pub struct KindError {
 
 /// One figure, live and predicted.
 #[derive(Debug, Clone, Serialize)]
-pub struct Row {
+pub struct FigureRow {
     pub figure: String,
     pub live: f64,
     pub predicted: f64,
@@ -129,7 +129,7 @@ pub struct Comparison {
     pub tpot_p90_error: f64,
     pub steps: usize,
     pub by_kind: Vec<KindError>,
-    pub rows: Vec<Row>,
+    pub rows: Vec<FigureRow>,
     pub sim_steps: Vec<SimKind>,
     pub live: Figures,
     pub predicted: Figures,
@@ -144,13 +144,13 @@ pub struct Comparison {
     pub notes: Vec<String>,
 }
 
-fn pct_rows(rows: &mut Vec<Row>, name: &str, live: &Pcts, pred: &Pcts) {
+fn pct_rows(rows: &mut Vec<FigureRow>, name: &str, live: &Pcts, pred: &Pcts) {
     for (q, l, p) in [
         ("p50", live.p50, pred.p50),
         ("p90", live.p90, pred.p90),
         ("p99", live.p99, pred.p99),
     ] {
-        rows.push(Row {
+        rows.push(FigureRow {
             figure: format!("{name} {q} (ms)"),
             live: l,
             predicted: p,
@@ -168,7 +168,65 @@ pub fn compare(
     sim_steps: &[SimStep],
 ) -> Comparison {
     let live = crate::metrics::live_figures(run);
-    // Step times.
+    let StepErrors {
+        by_kind,
+        step_mape,
+        step_bias,
+        decode_bias,
+        n,
+    } = step_errors(run, predicted_step_s);
+    let sim_steps_by_kind = sim_steps_by_kind(run, sim_steps);
+    let rows = figure_rows(&live, sim);
+    let attribution = attribution(&live, sim, step_bias, decode_bias);
+    let mut notes = Vec::new();
+    let pre: u64 = run.requests.iter().map(|r| r.preemptions as u64).sum();
+    if pre > 0 {
+        notes.push(format!(
+            "{pre} preemptions in the run (KV policy vllm): the simulator reserves KV up front and never preempts"
+        ));
+    }
+    if run.info.scenario.serving.mode != sim::serving::Mode::Aggregated {
+        notes
+            .push("disaggregated: KV hand-overs are priced by the profile's copy bandwidth".into());
+    }
+    let (interference, step_mape_cpu) = cpu_figures(run, predicted_step_s);
+    if let Some(i) = interference {
+        notes.push(format!(
+            "steps took {:+.1}% longer than their CPU time: other processes' share of the rank's core (the model prices the engine's own work)",
+            100.0 * i
+        ));
+    }
+    Comparison {
+        step_mape,
+        step_bias,
+        throughput_error: rel(sim.token_throughput, live.token_throughput),
+        ttft_p90_error: rel(sim.ttft_ms.p90, live.ttft_ms.p90),
+        tpot_p90_error: rel(sim.tpot_ms.p90, live.tpot_ms.p90),
+        steps: n,
+        by_kind,
+        rows,
+        sim_steps: sim_steps_by_kind,
+        live,
+        predicted: sim.clone(),
+        attribution,
+        interference,
+        step_mape_cpu,
+        notes,
+    }
+}
+
+/// Every live step's time against its re-pricing: by kind, overall, and for the steps
+/// with a decode pass.
+struct StepErrors {
+    by_kind: Vec<KindError>,
+    step_mape: f64,
+    step_bias: f64,
+    decode_bias: f64,
+    /// Steps compared (those with a measured time).
+    n: usize,
+}
+
+fn step_errors(run: &RunDir, predicted_step_s: &[f64]) -> StepErrors {
     let mut kinds: BTreeMap<String, (Vec<f64>, f64, f64)> = BTreeMap::new();
     let (mut ape, mut meas_total, mut pred_total, mut n) = (0.0, 0.0, 0.0, 0usize);
     let mut decode_meas = 0.0;
@@ -208,7 +266,17 @@ pub fn compare(
     by_kind.sort_by(|a, b| (b.mape * b.steps as f64).total_cmp(&(a.mape * a.steps as f64)));
     let step_mape = if n > 0 { ape / n as f64 } else { f64::NAN };
     let step_bias = rel(pred_total, meas_total);
-    // Simulated steps by kind.
+    StepErrors {
+        by_kind,
+        step_mape,
+        step_bias,
+        decode_bias: rel(decode_pred, decode_meas),
+        n,
+    }
+}
+
+/// Live and simulated steps inside the measured window, by kind.
+fn sim_steps_by_kind(run: &RunDir, sim_steps: &[SimStep]) -> Vec<SimKind> {
     let mut sk: BTreeMap<String, (usize, usize, f64, f64)> = BTreeMap::new();
     let (w0, end) = (run.info.warmup_s, run.info.duration_s);
     for s in run
@@ -241,8 +309,7 @@ pub fn compare(
         e.1 += 1;
         e.3 += 1e3 * s.step_s;
     }
-    let sim_steps_by_kind = sk
-        .into_iter()
+    sk.into_iter()
         .map(|(kind, (ln, sn, lt, st))| SimKind {
             kind,
             live_steps: ln,
@@ -250,11 +317,17 @@ pub fn compare(
             live_ms_mean: if ln > 0 { lt / ln as f64 } else { 0.0 },
             sim_ms_mean: if sn > 0 { st / sn as f64 } else { 0.0 },
         })
-        .collect();
-    let rows = figure_rows(&live, sim);
-    // Attribution: a latency error that the step-time error explains is "step time";
-    // the rest comes from how requests queue and batch.
-    let decode_bias = rel(decode_pred, decode_meas);
+        .collect()
+}
+
+/// Attribution: a latency error that the step-time error explains is "step time";
+/// the rest comes from how requests queue and batch.
+fn attribution(
+    live: &Figures,
+    sim: &Figures,
+    step_bias: f64,
+    decode_bias: f64,
+) -> BTreeMap<String, String> {
     let mut attribution = BTreeMap::new();
     for (name, err, step) in [
         (
@@ -275,17 +348,12 @@ pub fn compare(
     ] {
         attribution.insert(name.to_string(), attribute(err, step));
     }
-    let mut notes = Vec::new();
-    let pre: u64 = run.requests.iter().map(|r| r.preemptions as u64).sum();
-    if pre > 0 {
-        notes.push(format!(
-            "{pre} preemptions in the run (KV policy vllm): the simulator reserves KV up front and never preempts"
-        ));
-    }
-    if run.info.scenario.serving.mode != sim::serving::Mode::Aggregated {
-        notes
-            .push("disaggregated: KV hand-overs are priced by the profile's copy bandwidth".into());
-    }
+    attribution
+}
+
+/// How much longer the steps took than their CPU time, and the step MAPE against the
+/// CPU time (one-thread ranks; `None` when not recorded).
+fn cpu_figures(run: &RunDir, predicted_step_s: &[f64]) -> (Option<f64>, Option<f64>) {
     let cpu: Option<Vec<(f64, f64)>> = run
         .steps
         .iter()
@@ -307,29 +375,7 @@ pub fn compare(
         .collect::<Option<Vec<f64>>>()
         .filter(|v| !v.is_empty())
         .map(|v| v.iter().sum::<f64>() / v.len() as f64);
-    if let Some(i) = interference {
-        notes.push(format!(
-            "steps took {:+.1}% longer than their CPU time: other processes' share of the rank's core (the model prices the engine's own work)",
-            100.0 * i
-        ));
-    }
-    Comparison {
-        step_mape,
-        step_bias,
-        throughput_error: rel(sim.token_throughput, live.token_throughput),
-        ttft_p90_error: rel(sim.ttft_ms.p90, live.ttft_ms.p90),
-        tpot_p90_error: rel(sim.tpot_ms.p90, live.tpot_ms.p90),
-        steps: n,
-        by_kind,
-        rows,
-        sim_steps: sim_steps_by_kind,
-        live,
-        predicted: sim.clone(),
-        attribution,
-        interference,
-        step_mape_cpu,
-        notes,
-    }
+    (interference, step_mape_cpu)
 }
 
 /// Where a figure's error comes from, given the step-time error that bears on it.
@@ -354,21 +400,21 @@ pub fn attribute(err: f64, step: f64) -> String {
 }
 
 /// Throughputs, latency percentiles and goodput, measured and predicted.
-pub fn figure_rows(live: &Figures, sim: &Figures) -> Vec<Row> {
+pub fn figure_rows(live: &Figures, sim: &Figures) -> Vec<FigureRow> {
     let mut rows = vec![
-        Row {
+        FigureRow {
             figure: "throughput (tok/s processed)".into(),
             live: live.token_throughput,
             predicted: sim.token_throughput,
             error: rel(sim.token_throughput, live.token_throughput),
         },
-        Row {
+        FigureRow {
             figure: "output throughput (tok/s)".into(),
             live: live.output_throughput,
             predicted: sim.output_throughput,
             error: rel(sim.output_throughput, live.output_throughput),
         },
-        Row {
+        FigureRow {
             figure: "requests completed (/s)".into(),
             live: live.request_throughput,
             predicted: sim.request_throughput,
@@ -379,7 +425,7 @@ pub fn figure_rows(live: &Figures, sim: &Figures) -> Vec<Row> {
     pct_rows(&mut rows, "TPOT", &live.tpot_ms, &sim.tpot_ms);
     pct_rows(&mut rows, "ITL", &live.itl_ms, &sim.itl_ms);
     pct_rows(&mut rows, "E2EL", &live.e2el_ms, &sim.e2el_ms);
-    rows.push(Row {
+    rows.push(FigureRow {
         figure: "goodput (req/s within SLO)".into(),
         live: live.goodput_req_s,
         predicted: sim.goodput_req_s,
@@ -389,7 +435,7 @@ pub fn figure_rows(live: &Figures, sim: &Figures) -> Vec<Row> {
 }
 
 /// Renders figure rows as a table.
-pub fn render_rows(rows: &[Row]) -> String {
+pub fn render_rows(rows: &[FigureRow]) -> String {
     use std::fmt::Write;
     let mut s = String::new();
     let _ = writeln!(

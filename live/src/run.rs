@@ -177,16 +177,7 @@ struct InFlight {
 pub fn run(cfg: &LiveConfig, progress: &mut dyn FnMut(&Progress)) -> Result<Summary, LiveError> {
     let live = validate(cfg)?;
     let out = &cfg.out;
-    if out.exists()
-        && std::fs::read_dir(out)
-            .map(|mut d| d.next().is_some())
-            .unwrap_or(true)
-    {
-        return Err(LiveError::Config(format!(
-            "{} exists and is not empty: a run never overwrites records; choose a new --out",
-            out.display()
-        )));
-    }
+    refuse_used_dir(out)?;
     let sc = &cfg.scenario;
     // A CUDA device is named by its backend (opened here: no driver, clear error).
     let cuda_name = match cfg.device {
@@ -208,32 +199,13 @@ pub fn run(cfg: &LiveConfig, progress: &mut dyn FnMut(&Progress)) -> Result<Summ
         kv_cap: (kv_cap[0], kv_cap[1]),
         cache_tokens,
     });
-    // Ranks: every group's ranks in order, cores split evenly when there are enough.
-    let mut specs = Vec::new();
-    let mut first_rank = Vec::new();
-    let total_ranks: usize = sched.groups.iter().map(|g| g.ranks.len()).sum();
-    let cores = core_sets(total_ranks, cfg.cores.max(1));
-    let mut links = 0;
-    let mut link_of = HashMap::new();
-    for (gi, g) in sched.groups.iter().enumerate() {
-        first_rank.push(specs.len());
-        for (ri, r) in g.ranks.iter().enumerate() {
-            let link = (g.role == crate::sched::Role::Decode).then(|| {
-                links += 1;
-                link_of.insert((gi, ri), links - 1);
-                links - 1
-            });
-            specs.push(RankSpec {
-                index: specs.len(),
-                group: gi,
-                rank: ri,
-                ranks: g.ranks.len(),
-                cores: cores[specs.len()].clone(),
-                pages: r.kv.total(),
-                link,
-            });
-        }
-    }
+    let RankLayout {
+        specs,
+        first_rank,
+        link_of,
+        links,
+        cores,
+    } = rank_layout(&sched, cfg.cores);
     let model_cfg = engine_config(&live);
     let workers = Workers::start(cfg.device, &model_cfg, cfg.seed, &specs, links)?;
     // A CPU rank is named with its own threads: a profile must be measured with as many.
@@ -251,7 +223,132 @@ pub fn run(cfg: &LiveConfig, progress: &mut dyn FnMut(&Progress)) -> Result<Summ
     let (steps, transfers, load_start) = result?;
     // Records.
     std::fs::create_dir_all(out).map_err(|e| LiveError::io(out, e))?;
-    let requests: Vec<RequestRecord> = sched
+    let requests = request_records(&sched, &transfers);
+    write_jsonl(&out.join(REQUESTS_FILE), &requests)?;
+    write_jsonl(&out.join(STEPS_FILE), &steps)?;
+    let info = RunInfo {
+        twin_version: env!("CARGO_PKG_VERSION").to_string(),
+        device: cfg.device.to_string(),
+        device_name,
+        scenario_origin: cfg.scenario_origin.clone(),
+        scenario: sc.clone(),
+        workload: cfg.workload.clone(),
+        model: cfg.model.clone(),
+        hardware: cfg.hardware.clone(),
+        seed: cfg.seed,
+        duration_s: cfg.duration_s,
+        warmup_s: cfg.warmup_s,
+        kv_policy: cfg.policy.name().into(),
+        page_tokens: page,
+        kv_capacity_tokens_per_rank: kv_cap,
+        prefix_cache_tokens_per_rank: cache_tokens,
+        kv_bytes_per_token: live.kv_bytes_per_token(),
+        draft_tokens: drafts,
+        acceptance: acceptance.clone(),
+        mtp_rule: format!(
+            "declared, seeded: draft i of a step is accepted when drafts 1..i-1 were and a uniform draw (stream of seed {}, request, step) is below acceptance[i] = {:?}; the draft head runs for real, but random weights make real acceptance meaningless",
+            cfg.seed,
+            &acceptance[..drafts.min(acceptance.len())]
+        ),
+        cores,
+        started_utc: calibration::profile::utc_now(),
+        load_start,
+        load_end: load_avg(),
+        requests: requests.len(),
+        steps: steps.len(),
+        trace_records: cfg.trace.len(),
+    };
+    finish_run_dir(RunDir {
+        path: out.clone(),
+        info,
+        requests,
+        steps,
+    })
+}
+
+/// Writes a run's figures (`result.json`), then `run.json`, whose presence marks
+/// complete records.
+fn finish_run_dir(dir: RunDir) -> Result<Summary, LiveError> {
+    let figures = crate::metrics::live_figures(&dir);
+    write_json(
+        &dir.path.join(RESULT_FILE),
+        &crate::metrics::result_json(&dir, &figures),
+    )?;
+    // run.json last: its presence marks complete records.
+    write_json(&dir.path.join(RUN_FILE), &dir.info)?;
+    Ok(Summary {
+        dir: dir.path.clone(),
+        requests: dir.requests.len(),
+        completed: dir.requests.iter().filter(|r| r.completed).count(),
+        steps: dir.steps.len(),
+        figures,
+    })
+}
+
+/// A run directory must be new or empty: a run never overwrites records.
+fn refuse_used_dir(out: &std::path::Path) -> Result<(), LiveError> {
+    if out.exists()
+        && std::fs::read_dir(out)
+            .map(|mut d| d.next().is_some())
+            .unwrap_or(true)
+    {
+        return Err(LiveError::Config(format!(
+            "{} exists and is not empty: a run never overwrites records; choose a new --out",
+            out.display()
+        )));
+    }
+    Ok(())
+}
+
+/// The worker ranks: every group's ranks in order (`first_rank[g]`: group `g`'s
+/// first), the cores of each, and a KV link per decode rank.
+struct RankLayout {
+    specs: Vec<RankSpec>,
+    first_rank: Vec<usize>,
+    link_of: HashMap<(usize, usize), usize>,
+    links: usize,
+    /// Cores per rank, split evenly over `cores` when there are enough.
+    cores: Vec<Vec<usize>>,
+}
+
+fn rank_layout(sched: &Scheduler, cores: usize) -> RankLayout {
+    let mut specs = Vec::new();
+    let mut first_rank = Vec::new();
+    let total_ranks: usize = sched.groups.iter().map(|g| g.ranks.len()).sum();
+    let core_sets = core_sets(total_ranks, cores.max(1));
+    let mut links = 0;
+    let mut link_of = HashMap::new();
+    for (gi, g) in sched.groups.iter().enumerate() {
+        first_rank.push(specs.len());
+        for (ri, r) in g.ranks.iter().enumerate() {
+            let link = (g.role == crate::sched::Role::Decode).then(|| {
+                links += 1;
+                link_of.insert((gi, ri), links - 1);
+                links - 1
+            });
+            specs.push(RankSpec {
+                index: specs.len(),
+                group: gi,
+                rank: ri,
+                ranks: g.ranks.len(),
+                cores: core_sets[specs.len()].clone(),
+                pages: r.kv.total(),
+                link,
+            });
+        }
+    }
+    RankLayout {
+        specs,
+        first_rank,
+        link_of,
+        links,
+        cores: core_sets,
+    }
+}
+
+/// What the run records of each request.
+fn request_records(sched: &Scheduler, transfers: &Transfers) -> Vec<RequestRecord> {
+    sched
         .reqs
         .iter()
         .map(|q| RequestRecord {
@@ -273,64 +370,7 @@ pub fn run(cfg: &LiveConfig, progress: &mut dyn FnMut(&Progress)) -> Result<Summ
             transfer_bytes: q.transfer_bytes,
             transfer_s: transfers.get(&q.id).copied(),
         })
-        .collect();
-    write_jsonl(&out.join(REQUESTS_FILE), &requests)?;
-    write_jsonl(&out.join(STEPS_FILE), &steps)?;
-    let info = RunInfo {
-        twin_version: env!("CARGO_PKG_VERSION").to_string(),
-        device: cfg.device.to_string(),
-        device_name,
-        scenario_origin: cfg.scenario_origin.clone(),
-        scenario: sc.clone(),
-        workload: cfg.workload.clone(),
-        model: cfg.model.clone(),
-        hardware: cfg.hardware.clone(),
-        seed: cfg.seed,
-        duration_s: cfg.duration_s,
-        warmup_s: cfg.warmup_s,
-        kv_policy: match cfg.policy {
-            KvPolicy::Reserve => "reserve".into(),
-            KvPolicy::Vllm => "vllm".into(),
-        },
-        page_tokens: page,
-        kv_capacity_tokens_per_rank: kv_cap,
-        prefix_cache_tokens_per_rank: cache_tokens,
-        kv_bytes_per_token: live.kv_bytes_per_token(),
-        draft_tokens: drafts,
-        acceptance: acceptance.clone(),
-        mtp_rule: format!(
-            "declared, seeded: draft i of a step is accepted when drafts 1..i-1 were and a uniform draw (stream of seed {}, request, step) is below acceptance[i] = {:?}; the draft head runs for real, but random weights make real acceptance meaningless",
-            cfg.seed,
-            &acceptance[..drafts.min(acceptance.len())]
-        ),
-        cores,
-        started_utc: calibration::profile::utc_now(),
-        load_start,
-        load_end: load_avg(),
-        requests: requests.len(),
-        steps: steps.len(),
-        trace_records: cfg.trace.len(),
-    };
-    let dir = RunDir {
-        path: out.clone(),
-        info,
-        requests,
-        steps,
-    };
-    let figures = crate::metrics::live_figures(&dir);
-    write_json(
-        &out.join(RESULT_FILE),
-        &crate::metrics::result_json(&dir, &figures),
-    )?;
-    // run.json last: its presence marks complete records.
-    write_json(&out.join(RUN_FILE), &dir.info)?;
-    Ok(Summary {
-        dir: out.clone(),
-        requests: dir.requests.len(),
-        completed: dir.requests.iter().filter(|r| r.completed).count(),
-        steps: dir.steps.len(),
-        figures,
-    })
+        .collect()
 }
 
 /// Warm-up: every group runs one small prefill and decode before the clock starts

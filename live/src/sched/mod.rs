@@ -37,10 +37,7 @@ use engine::serve::{Seq, SeqOut};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use sim::serving::core::hash_words;
-use sim::serving::{
-    DecodeRouter, Mode, NewRequest, Origin, PrefillRank, PrefillRouter, ServingScenario,
-    BLOCK_TOKENS,
-};
+use sim::serving::{Mode, NewRequest, Origin, PrefillRouter, ServingScenario, BLOCK_TOKENS};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -52,6 +49,16 @@ pub enum KvPolicy {
     /// vLLM's: pages for the prompt at admission, decode pages on demand, preemption
     /// (recompute) when a rank runs out. Aggregated mode only.
     Vllm,
+}
+
+impl KvPolicy {
+    /// The policy as run records and `--kv-policy` name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            KvPolicy::Reserve => "reserve",
+            KvPolicy::Vllm => "vllm",
+        }
+    }
 }
 
 /// The pool a group belongs to.

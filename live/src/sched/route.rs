@@ -1,7 +1,35 @@
 //! Routing: a request's prefill instance and rank, and its decode group and rank, by
-//! the scenario's router (the simulator's policies).
+//! the scenario's router. The placements are `sim::serving::router`'s functions over
+//! the live scheduler's own load view (`group_load`, the prefix hits, `RankView`).
 
 use super::*;
+use sim::serving::router::{self, RankLoad};
+
+/// What the rank routers read of a live rank: its queues, and the KV its requests
+/// need (`Scheduler::kv_need`).
+struct RankView<'a> {
+    sched: &'a Scheduler,
+    rank: &'a Rank,
+}
+
+impl RankLoad for RankView<'_> {
+    fn requests(&self) -> u64 {
+        self.rank.requests() as u64
+    }
+    fn prefill_tokens(&self) -> u64 {
+        self.rank.prefill_tokens
+    }
+    /// `LeastCost` needs a cost model the live engine does not have: the queued tokens
+    /// stand in.
+    fn est_load_s(&self) -> f64 {
+        self.rank.prefill_tokens as f64
+    }
+    fn kv_tokens(&self) -> u64 {
+        let pending = self.rank.pending.iter();
+        let need = pending.map(|&s| self.sched.kv_need(&self.sched.reqs[s as usize]));
+        self.rank.reserved + need.sum::<u64>()
+    }
+}
 
 impl Scheduler {
     pub(super) fn group_load(&self, g: usize) -> u64 {
@@ -12,53 +40,34 @@ impl Scheduler {
             .sum()
     }
 
-    pub(super) fn route_prefill(&mut self, req: &Req) -> usize {
-        let range = self.entry.clone();
-        let n = range.len() as u64;
-        match self.sc().router.prefill {
-            PrefillRouter::RoundRobin => {
-                let g = range.start + (self.rr.0 % n) as usize;
-                self.rr.0 += 1;
-                g
-            }
-            PrefillRouter::LeastLoad => range.min_by_key(|&g| (self.group_load(g), g)).unwrap_or(0),
-            PrefillRouter::PrefixAffinity => {
-                let w = self.sc().router.prefill_recompute_weight;
-                let input = req.input as u64;
-                let mut best = (f64::INFINITY, range.start);
-                for g in range {
-                    let hit = self.groups[g]
-                        .ranks
-                        .iter()
-                        .map(|r| r.kv.peek(&req.blocks))
-                        .max()
-                        .unwrap_or(0) as u64;
-                    let uncached = input - (hit * BLOCK_TOKENS).min(input - 1);
-                    let work = self.group_load(g) as f64 + w * uncached as f64;
-                    if work < best.0 {
-                        best = (work, g);
-                    }
-                }
-                best.1
-            }
-        }
+    fn rank_views(&self, g: usize) -> impl Iterator<Item = RankView<'_>> {
+        let view = move |rank| RankView { sched: self, rank };
+        self.groups[g].ranks.iter().map(view)
     }
 
-    pub(super) fn pick_rank(&self, g: usize) -> usize {
-        let grp = &self.groups[g];
-        let mut best = (u64::MAX, 0);
-        for (i, r) in grp.ranks.iter().enumerate() {
-            let load = match (grp.role, self.sc().router.prefill_rank) {
-                (Role::Mixed, _) | (_, PrefillRank::LeastRequests) => r.requests() as u64,
-                // LeastCost needs a cost model the live engine does not have: the
-                // queued tokens stand in.
-                (_, PrefillRank::LeastTokens | PrefillRank::LeastCost) => r.prefill_tokens,
+    /// The entry pool's group for a new request (`router::prefill_instance`).
+    pub(super) fn route_prefill(&mut self, req: &Req) -> usize {
+        let range = self.entry.clone();
+        let loads: Vec<u64> = range.clone().map(|g| self.group_load(g)).collect();
+        let mut hits = Vec::new();
+        if self.sc().router.prefill == PrefillRouter::PrefixAffinity {
+            let hit = |g: usize| {
+                let peeks = self.groups[g].ranks.iter().map(|r| r.kv.peek(&req.blocks));
+                peeks.max().unwrap_or(0) as u64
             };
-            if load < best.0 {
-                best = (load, i);
-            }
+            hits.extend(range.clone().map(hit));
         }
-        best.1
+        let placed = self.rr.0;
+        let i =
+            router::prefill_instance(&self.sc().router, placed, req.input as u64, &loads, &hits);
+        self.rr.0 += 1;
+        range.start + i
+    }
+
+    /// The rank of group `g` a new request is queued on (`router::prefill_rank`).
+    pub(super) fn pick_rank(&self, g: usize) -> usize {
+        let mixed = self.groups[g].role == Role::Mixed;
+        router::prefill_rank(self.sc().router.prefill_rank, mixed, self.rank_views(g)) as usize
     }
 
     pub(super) fn route_decode(&mut self, id: u32, out: &mut Vec<Action>) {
@@ -79,41 +88,22 @@ impl Scheduler {
             });
             return;
         }
-        let dep = self.sc().serving.decode.dep as usize;
-        let total = self.decode.len() * dep;
-        let (g, r) = match self.sc().router.decode {
-            DecodeRouter::RoundRobin => {
-                let i = (self.rr.1 % total as u64) as usize;
-                self.rr.1 += 1;
-                (self.decode.start + i / dep, i % dep)
-            }
-            DecodeRouter::LeastRequests | DecodeRouter::LeastTokens => {
-                let by_tokens = self.sc().router.decode == DecodeRouter::LeastTokens;
-                let mut best = (u64::MAX, self.decode.start, 0);
-                for g in self.decode.clone() {
-                    for (ri, rk) in self.groups[g].ranks.iter().enumerate() {
-                        let load = if by_tokens {
-                            rk.reserved
-                                + rk.pending
-                                    .iter()
-                                    .map(|&s| self.kv_need(&self.reqs[s as usize]))
-                                    .sum::<u64>()
-                        } else {
-                            rk.requests() as u64
-                        };
-                        if load < best.0 {
-                            best = (load, g, ri);
-                        }
-                    }
-                }
-                (best.1, best.2)
-            }
-        };
+        let (g, r) = self.decode_rank();
         self.waiting_decode += 1;
         let q = &mut self.reqs[id as usize];
         q.dec = (g, r);
         q.state = State::Pending;
         self.groups[g].ranks[r].pending.push_back(id);
         self.admit_decode(g, r, out);
+    }
+
+    /// The decode (group, rank) a prefilled request goes to (`router::decode_rank_in`).
+    fn decode_rank(&mut self) -> (usize, usize) {
+        let dep = self.sc().serving.decode.dep as usize;
+        let ranks = self.decode.clone().flat_map(|g| self.rank_views(g));
+        let policy = self.sc().router.decode;
+        let (i, r) = router::decode_rank_in(policy, self.rr.1, self.decode.len(), dep, ranks);
+        self.rr.1 += 1;
+        (self.decode.start + i, r as usize)
     }
 }

@@ -27,7 +27,7 @@ mod rack;
 pub mod replicas;
 pub mod report;
 mod request;
-mod router;
+pub mod router;
 pub mod stats;
 mod step;
 pub mod streams;

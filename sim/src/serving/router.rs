@@ -1,16 +1,63 @@
 //! Routing: pure functions from the router's configuration, the pool's state and the
-//! request to a placement. They change nothing; the rack applies what they choose.
+//! request to a placement. They change nothing; the caller applies what they choose.
 //! Ties go to the lowest index.
+//!
+//! The simulator's rack and the live scheduler (`live::sched`) both route with these
+//! functions, each over its own load view: the per-instance loads and prefix hits as
+//! slices, and each rank as a [`RankLoad`].
 
 use super::config::{DecodeRouter, PrefillRank, PrefillRouter, RouterConfig};
 use super::pool::{Group, Rank};
 use super::workload::BLOCK_TOKENS;
 
+/// What the rank routers read of one rank.
+pub trait RankLoad {
+    /// Requests on the rank in any state.
+    fn requests(&self) -> u64;
+    /// Prefill tokens queued on the rank.
+    fn prefill_tokens(&self) -> u64;
+    /// Estimated seconds of the prefill work queued on the rank (`LeastCost`).
+    fn est_load_s(&self) -> f64;
+    /// KV tokens reserved on the rank plus those of the requests waiting for it
+    /// (`LeastTokens`).
+    fn kv_tokens(&self) -> u64;
+}
+
+impl<T: RankLoad + ?Sized> RankLoad for &T {
+    fn requests(&self) -> u64 {
+        (**self).requests()
+    }
+    fn prefill_tokens(&self) -> u64 {
+        (**self).prefill_tokens()
+    }
+    fn est_load_s(&self) -> f64 {
+        (**self).est_load_s()
+    }
+    fn kv_tokens(&self) -> u64 {
+        (**self).kv_tokens()
+    }
+}
+
+impl RankLoad for Rank {
+    fn requests(&self) -> u64 {
+        Rank::requests(self) as u64
+    }
+    fn prefill_tokens(&self) -> u64 {
+        self.prefill_tokens
+    }
+    fn est_load_s(&self) -> f64 {
+        self.est_load_s
+    }
+    fn kv_tokens(&self) -> u64 {
+        self.kv_reserved + self.pending_kv
+    }
+}
+
 /// The prefill instance (position in its pool) for a request of `input` tokens.
 /// `loads[i]` is instance `i`'s queued prefill work (`Group::prefill_load`);
 /// `hit_blocks[i]` the leading prompt blocks its prefix cache holds (read by
 /// `PrefixAffinity` only); `placed` counts the pool's earlier placements.
-pub(crate) fn prefill_instance(
+pub fn prefill_instance(
     cfg: &RouterConfig,
     placed: u64,
     input: u64,
@@ -37,25 +84,41 @@ pub(crate) fn prefill_instance(
 
 /// The rank of a prefill (or mixed) instance a request is queued on; it stays there
 /// for all its chunks. A mixed pool balances requests whatever the policy.
-pub(crate) fn prefill_rank(policy: PrefillRank, mixed: bool, ranks: &[Rank]) -> u32 {
-    argmin(ranks.iter().map(|rk| match (mixed, policy) {
+pub fn prefill_rank<R: RankLoad>(
+    policy: PrefillRank,
+    mixed: bool,
+    ranks: impl IntoIterator<Item = R>,
+) -> u32 {
+    argmin(ranks.into_iter().map(|rk| match (mixed, policy) {
         (true, _) | (_, PrefillRank::LeastRequests) => rk.requests() as f64,
-        (_, PrefillRank::LeastTokens) => rk.prefill_tokens as f64,
-        (_, PrefillRank::LeastCost) => rk.est_load_s,
+        (_, PrefillRank::LeastTokens) => rk.prefill_tokens() as f64,
+        (_, PrefillRank::LeastCost) => rk.est_load_s(),
     })) as u32
 }
 
-/// The decode (position in the pool, rank) a prefilled request goes to; `placed`
-/// counts the pool's earlier placements.
+/// The decode (position in the pool, rank) a prefilled request goes to
+/// (`decode_rank_in` over the pool's groups, `dep` ranks each as the first has).
 pub(crate) fn decode_rank(policy: DecodeRouter, placed: u64, groups: &[Group]) -> (usize, u32) {
     let dep = groups.first().map_or(1, |g| g.ranks.len()).max(1);
     let ranks = groups.iter().flat_map(|g| g.ranks.iter());
+    decode_rank_in(policy, placed, groups.len(), dep, ranks)
+}
+
+/// The decode (position in the pool, rank) a prefilled request goes to, among
+/// `groups` groups of `dep` ranks each (`ranks`: group by group, in order); `placed`
+/// counts the pool's earlier placements.
+pub fn decode_rank_in<R: RankLoad>(
+    policy: DecodeRouter,
+    placed: u64,
+    groups: usize,
+    dep: usize,
+    ranks: impl IntoIterator<Item = R>,
+) -> (usize, u32) {
+    let ranks = ranks.into_iter();
     let i = match policy {
-        DecodeRouter::RoundRobin => (placed % (groups.len() * dep) as u64) as usize,
+        DecodeRouter::RoundRobin => (placed % (groups * dep) as u64) as usize,
         DecodeRouter::LeastRequests => argmin(ranks.map(|rk| rk.requests() as f64)),
-        DecodeRouter::LeastTokens => {
-            argmin(ranks.map(|rk| (rk.kv_reserved + rk.pending_kv) as f64))
-        }
+        DecodeRouter::LeastTokens => argmin(ranks.map(|rk| rk.kv_tokens() as f64)),
     };
     (i / dep, (i % dep) as u32)
 }
