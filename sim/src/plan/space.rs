@@ -130,108 +130,126 @@ impl SearchSpace {
 
     /// The axes the modes need that are empty, and bad scalars, as one message.
     fn problems(&self) -> Vec<Problem> {
-        let mut p = Vec::new();
         // `sentence` names its field (`field`) itself.
-        let mut need = |ok: bool, field: &str, sentence: &str| {
-            if !ok {
-                p.push(Problem::sentence(field, sentence));
-            }
-        };
-        need(!self.modes.is_empty(), "modes", "modes is empty");
+        self.axis_checks()
+            .into_iter()
+            .chain(self.scalar_checks())
+            .filter(|(ok, _, _)| !ok)
+            .map(|(_, field, sentence)| Problem::sentence(field, sentence))
+            .collect()
+    }
+
+    /// Whether each axis the modes need has values: (ok, field, the sentence if not).
+    fn axis_checks(&self) -> Vec<(bool, &'static str, &'static str)> {
         let disagg = self.modes.contains(&Mode::Disaggregated);
         let agg = self.modes.contains(&Mode::Aggregated);
-        need(
-            self.modes
-                .iter()
-                .all(|m| matches!(m, Mode::Disaggregated | Mode::Aggregated)),
-            "modes",
-            "modes: only disaggregated and aggregated are planned",
-        );
+        let planned = |m: &Mode| matches!(m, Mode::Disaggregated | Mode::Aggregated);
+        let mut checks = vec![
+            (!self.modes.is_empty(), "modes", "modes is empty"),
+            (
+                self.modes.iter().all(planned),
+                "modes",
+                "modes: only disaggregated and aggregated are planned",
+            ),
+        ];
         if disagg {
-            need(
-                !(self.prefill_deps.is_empty() && self.prefill_tps.is_empty()),
-                "prefill_deps",
-                "prefill_deps is empty (and so is prefill_tps)",
-            );
-            need(
-                !(self.decode_deps.is_empty() && self.decode_tps.is_empty()),
-                "decode_deps",
-                "decode_deps is empty (and so is decode_tps)",
-            );
-            need(
-                !self.decode_groups.is_empty(),
-                "decode_groups",
-                "decode_groups is empty",
-            );
-            need(
-                !self.prefill_hardware.is_empty(),
-                "prefill_hardware",
-                "prefill_hardware is empty",
-            );
+            checks.extend([
+                (
+                    !(self.prefill_deps.is_empty() && self.prefill_tps.is_empty()),
+                    "prefill_deps",
+                    "prefill_deps is empty (and so is prefill_tps)",
+                ),
+                (
+                    !(self.decode_deps.is_empty() && self.decode_tps.is_empty()),
+                    "decode_deps",
+                    "decode_deps is empty (and so is decode_tps)",
+                ),
+                (
+                    !self.decode_groups.is_empty(),
+                    "decode_groups",
+                    "decode_groups is empty",
+                ),
+                (
+                    !self.prefill_hardware.is_empty(),
+                    "prefill_hardware",
+                    "prefill_hardware is empty",
+                ),
+            ]);
         }
         if agg {
-            need(
+            checks.push((
                 !(self.aggregated_deps.is_empty() && self.aggregated_tps.is_empty()),
                 "aggregated_deps",
                 "aggregated_deps is empty (and so is aggregated_tps)",
-            );
+            ));
         }
-        need(
-            !self.prefill_chunks.is_empty(),
-            "prefill_chunks",
-            "prefill_chunks is empty",
-        );
-        need(
-            !self.decode_batch_caps.is_empty(),
-            "decode_batch_caps",
-            "decode_batch_caps is empty",
-        );
-        need(
-            !self.mtp_draft_tokens.is_empty(),
-            "mtp_draft_tokens",
-            "mtp_draft_tokens is empty",
-        );
-        need(
-            !self.redundant_experts.is_empty(),
-            "redundant_experts",
-            "redundant_experts is empty",
-        );
-        need(
-            !self.decode_hardware.is_empty(),
-            "decode_hardware",
-            "decode_hardware is empty",
-        );
-        let zero = |v: &[u32]| v.contains(&0);
-        need(
-            !(zero(&self.prefill_deps)
-                || zero(&self.decode_deps)
-                || zero(&self.decode_groups)
-                || zero(&self.aggregated_deps)
-                || zero(&self.prefill_tps)
-                || zero(&self.decode_tps)
-                || zero(&self.aggregated_tps)
-                || zero(&self.prefill_chunks)
-                || zero(&self.decode_batch_caps)),
-            "",
-            "DEP and TP sizes, groups, chunks and batch caps must be >= 1",
-        );
-        need(
-            self.max_simulations >= 1,
-            "max_simulations",
-            "max_simulations must be >= 1",
-        );
-        need(
-            self.screen_slack.is_finite() && self.screen_slack >= 1.0,
-            "screen_slack",
-            "screen_slack must be >= 1",
-        );
-        need(
-            self.target_utilisation > 0.0 && self.target_utilisation < 1.0,
-            "target_utilisation",
-            "target_utilisation must be in (0, 1)",
-        );
-        need(self.max_gpus >= 1, "max_gpus", "max_gpus must be >= 1");
-        p
+        let nonempty = [
+            (
+                self.prefill_chunks.is_empty(),
+                "prefill_chunks",
+                "prefill_chunks is empty",
+            ),
+            (
+                self.decode_batch_caps.is_empty(),
+                "decode_batch_caps",
+                "decode_batch_caps is empty",
+            ),
+            (
+                self.mtp_draft_tokens.is_empty(),
+                "mtp_draft_tokens",
+                "mtp_draft_tokens is empty",
+            ),
+            (
+                self.redundant_experts.is_empty(),
+                "redundant_experts",
+                "redundant_experts is empty",
+            ),
+            (
+                self.decode_hardware.is_empty(),
+                "decode_hardware",
+                "decode_hardware is empty",
+            ),
+        ];
+        checks.extend(nonempty.map(|(empty, field, sentence)| (!empty, field, sentence)));
+        checks
+    }
+
+    /// Whether each size and scalar is in range: (ok, field, the sentence if not).
+    fn scalar_checks(&self) -> [(bool, &'static str, &'static str); 5] {
+        let sizes = [
+            &self.prefill_deps,
+            &self.decode_deps,
+            &self.decode_groups,
+            &self.aggregated_deps,
+            &self.prefill_tps,
+            &self.decode_tps,
+            &self.aggregated_tps,
+            &self.prefill_chunks,
+            &self.decode_batch_caps,
+        ];
+        [
+            (
+                !sizes.iter().any(|v| v.contains(&0)),
+                "",
+                "DEP and TP sizes, groups, chunks and batch caps must be >= 1",
+            ),
+            (
+                self.max_simulations >= 1,
+                "max_simulations",
+                "max_simulations must be >= 1",
+            ),
+            (
+                self.screen_slack.is_finite() && self.screen_slack >= 1.0,
+                "screen_slack",
+                "screen_slack must be >= 1",
+            ),
+            (
+                self.target_utilisation > 0.0 && self.target_utilisation < 1.0,
+                "target_utilisation",
+                "target_utilisation must be in (0, 1)",
+            ),
+            (self.max_gpus >= 1, "max_gpus", "max_gpus must be >= 1"),
+        ]
     }
 }
 
