@@ -9,7 +9,8 @@
 //! default (a few thousand in all, seconds in a debug build), to fuzz longer locally.
 
 use crate::args::SimulateArgs;
-use crate::cmd::{forward, kernel};
+use crate::cmd::forward;
+use crate::kernel;
 use crate::scenario::resolve::DEFAULT_SCENARIO;
 use crate::scenario::resolve_args;
 use crate::scenario::{embedded_file, embedded_names, Kind};

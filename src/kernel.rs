@@ -1,6 +1,6 @@
-//! `twin kernel OP`: one kernel priced exactly as the step model prices it, reported
-//! with its public benchmark's accounting (the rows of
-//! `scenarios/published/kernels-public.csv` are such commands).
+//! One kernel priced exactly as the step model prices it, reported with its public
+//! benchmark's accounting: `twin kernel OP`'s arguments and evaluator, which
+//! `validate` also prices the rows of `scenarios/published/kernels-public.csv` with.
 
 use crate::scenario::{load_hardware, Set};
 use anyhow::{bail, Result};
@@ -290,7 +290,10 @@ fn all_to_all(hw: &Hardware, p: &CostParams, a: &A2aArgs, combine: bool) -> Resu
     if r.ep == 0 || r.tokens == 0 || r.hidden == 0 || r.experts == 0 || r.top_k == 0 {
         bail!("--ep, --tokens, --hidden, --experts and --top-k must be at least 1");
     }
-    if a.groups == 0 || a.topk_groups == 0 || a.topk_groups > a.groups || r.experts % a.groups != 0
+    if a.groups == 0
+        || a.topk_groups == 0
+        || a.topk_groups > a.groups
+        || !r.experts.is_multiple_of(a.groups)
     {
         bail!("--groups must divide --experts and --topk-groups lie in 1..=--groups");
     }
@@ -520,39 +523,4 @@ pub fn to_json(k: &KernelOut) -> serde_json::Value {
         "cost_model": k.cost_model,
         "version": env!("CARGO_PKG_VERSION"),
     })
-}
-
-pub fn run(args: &KernelArgs) -> Result<()> {
-    let k = evaluate(args)?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&to_json(&k))?);
-        return Ok(());
-    }
-    let r = &k.result;
-    println!("{} on {}", k.what, k.hardware);
-    let parts = if r.kernel.compute_s > 0.0 || r.kernel.memory_s > 0.0 {
-        format!(
-            "; compute {:.2} us, memory/link {:.2} us",
-            r.kernel.compute_s * 1e6,
-            r.kernel.memory_s * 1e6
-        )
-    } else {
-        String::new()
-    };
-    println!(
-        "time {:.2} us ({} bound{parts})",
-        r.time_s * 1e6,
-        r.kernel.bound.name()
-    );
-    match (r.flops > 0.0, r.bytes > 0.0) {
-        (true, true) => println!(
-            "{:.0} TFLOP/s, {:.0} GB/s (the benchmark's accounting)",
-            r.tflops(),
-            r.gb_s()
-        ),
-        (true, false) => println!("{:.0} TFLOP/s", r.tflops()),
-        (false, _) => println!("{:.1} GB/s (the benchmark's accounting)", r.gb_s()),
-    }
-    println!("cost model: {}", k.cost_model);
-    Ok(())
 }

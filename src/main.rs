@@ -17,6 +17,7 @@ mod finance;
 #[cfg(test)]
 mod fuzz;
 mod interrupt;
+mod kernel;
 mod report;
 mod scenario;
 mod simulation;
@@ -43,7 +44,7 @@ enum Command {
     Forward(step::ForwardArgs),
     /// Price one kernel (GEMM, dispatch/combine, attention) as its public benchmark
     /// reports it.
-    Kernel(cmd::kernel::KernelArgs),
+    Kernel(kernel::KernelArgs),
     /// `forward` over a grid of DEP and batch sizes: throughput per GPU against speed
     /// per user (Pareto frontier), and the cost of a million tokens.
     Sweep(cmd::sweep::SweepArgs),

@@ -259,9 +259,6 @@ fn named_modules(module: &[String], text: &str) -> Vec<Vec<String>> {
 
 #[test]
 fn no_command_imports_another() {
-    // Pending: `validate` computes its kernel rows with `twin kernel`'s evaluator,
-    // which still lives in `cmd/kernel.rs`.
-    let allowed = [("src/cmd/validate/rows.rs", "kernel")];
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut found = Vec::new();
     for file in walk(&root.join("src/cmd")) {
@@ -291,7 +288,7 @@ fn no_command_imports_another() {
             let Some(other) = command_of(&path).filter(|c| c != "*") else {
                 continue;
             };
-            if other != own && !allowed.contains(&(rel.as_str(), other.as_str())) {
+            if other != own {
                 found.push(format!("{rel} ({own}) names cmd::{other}"));
             }
         }

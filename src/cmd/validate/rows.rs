@@ -2,7 +2,7 @@
 //! with extra `--set` overrides (the values being fitted), and its metric read off.
 
 use crate::args::SimulateArgs;
-use crate::cmd::kernel::{evaluate as kernel, KernelArgs, KernelOut};
+use crate::kernel::{evaluate as kernel, KernelArgs, KernelOut};
 use crate::simulation::{execute, to_json};
 use crate::step::{evaluate as forward, ForwardArgs};
 use anyhow::{anyhow, bail, Context, Result};
