@@ -9,8 +9,6 @@
 //! * [`plan`]: which points `twin calibrate` measures.
 //! * [`live`]: the live engine's ops at a model's shapes, fitted per static key.
 
-// MSRV 1.85: `usize::is_multiple_of` needs 1.87.
-#![allow(clippy::manual_is_multiple_of)]
 
 mod error;
 pub mod families;

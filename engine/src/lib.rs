@@ -14,8 +14,6 @@
 //! rotated over several copies whose total is several times the last-level cache (L2 on
 //! a GPU), so that caches do not flatter bandwidth-bound ops.
 
-// MSRV 1.85: `usize::is_multiple_of` needs 1.87.
-#![allow(clippy::manual_is_multiple_of)]
 
 pub mod device;
 mod error;

@@ -9,8 +9,6 @@
 //! Problem types (`problem`) hold host inputs in the kernels' memory layouts, so the
 //! CPU twin, the reference and the CUDA kernels consume the same bytes.
 
-// MSRV 1.85: `usize::is_multiple_of` needs 1.87.
-#![allow(clippy::manual_is_multiple_of)]
 
 pub mod cpu;
 pub mod dtype;

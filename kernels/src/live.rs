@@ -28,7 +28,8 @@ pub struct WeightsRef<'a> {
 impl WeightsRef<'_> {
     pub fn validate(&self) -> Result<()> {
         let k = "linear";
-        if self.k_in == 0 || self.k_in % 256 != 0 || self.n_out == 0 || self.experts == 0 {
+        if self.k_in == 0 || !self.k_in.is_multiple_of(256) || self.n_out == 0 || self.experts == 0
+        {
             return shape_err(
                 k,
                 format!(
@@ -200,7 +201,7 @@ pub fn validate_linear(
     y_len: usize,
 ) -> Result<usize> {
     w.validate()?;
-    if x_len % w.k_in != 0 {
+    if !x_len.is_multiple_of(w.k_in) {
         return shape_err(
             "linear",
             format!("x has {x_len} values, not a multiple of k_in = {}", w.k_in),
@@ -240,7 +241,7 @@ pub fn validate_linear(
 
 /// Checks that `len` is `rows * dim` for a row-wise op.
 pub fn validate_rows(kernel: &'static str, len: usize, dim: usize) -> Result<usize> {
-    if dim == 0 || len % dim != 0 {
+    if dim == 0 || !len.is_multiple_of(dim) {
         return shape_err(kernel, format!("{len} values are not rows of {dim}"));
     }
     Ok(len / dim)
@@ -316,7 +317,7 @@ pub struct IndexerPagedArgs<'a> {
 impl IndexerPagedArgs<'_> {
     pub fn validate(&self) -> Result<()> {
         let k = "indexer_paged";
-        if self.dim == 0 || self.dim % 32 != 0 || self.dim > 512 {
+        if self.dim == 0 || !self.dim.is_multiple_of(32) || self.dim > 512 {
             return shape_err(
                 k,
                 format!("dim = {} must be a multiple of 32 in 32..=512", self.dim),
@@ -329,7 +330,7 @@ impl IndexerPagedArgs<'_> {
             );
         }
         let slots = self.key_scale.len();
-        if slots % self.page_size != 0 || self.keys.len() != slots * self.dim {
+        if !slots.is_multiple_of(self.page_size) || self.keys.len() != slots * self.dim {
             return shape_err(k, "keys / key_scale sizes do not match pages of page_size");
         }
         if self.q.len() != self.rows * self.heads * self.dim

@@ -90,7 +90,7 @@ impl MoeProblem {
 
     pub fn validate(&self) -> Result<()> {
         let k = "moe_expert";
-        if self.k_in == 0 || self.k_in % 256 != 0 {
+        if self.k_in == 0 || !self.k_in.is_multiple_of(256) {
             return shape_err(
                 k,
                 format!("k_in = {} must be a positive multiple of 256", self.k_in),
@@ -494,7 +494,7 @@ impl AttnArgs<'_> {
 
     pub fn validate(&self) -> Result<()> {
         let k = "mla_decode";
-        if self.dim == 0 || self.dim % 32 != 0 || self.dim > 512 {
+        if self.dim == 0 || !self.dim.is_multiple_of(32) || self.dim > 512 {
             return shape_err(
                 k,
                 format!("dim = {} must be a multiple of 32 in 32..=512", self.dim),
@@ -608,7 +608,7 @@ pub struct IndexerOutput {
 impl IndexerProblem {
     pub fn validate(&self) -> Result<()> {
         let k = "indexer";
-        if self.dim == 0 || self.dim % 32 != 0 || self.dim > 512 {
+        if self.dim == 0 || !self.dim.is_multiple_of(32) || self.dim > 512 {
             return shape_err(
                 k,
                 format!("dim = {} must be a multiple of 32 in 32..=512", self.dim),
@@ -715,7 +715,7 @@ impl GatherProblem {
 /// Validates a gather over a table of `table_len` bytes.
 pub fn validate_gather(table_len: usize, row_bytes: usize, indices: &[u64]) -> Result<()> {
     let k = "gather";
-    if row_bytes == 0 || row_bytes % 16 != 0 {
+    if row_bytes == 0 || !row_bytes.is_multiple_of(16) {
         return shape_err(
             k,
             format!("row_bytes = {row_bytes} must be a positive multiple of 16"),

@@ -35,7 +35,7 @@ impl KvPages {
     /// `total` pages of `page` tokens; `block_tokens` must be a multiple of `page`.
     pub fn new(total: usize, page: usize, block_tokens: usize) -> KvPages {
         assert!(
-            page > 0 && block_tokens % page == 0,
+            page > 0 && block_tokens.is_multiple_of(page),
             "blocks are whole pages"
         );
         KvPages {

@@ -10,8 +10,6 @@
 //! * [`compare`]: a run against a simulation of it; [`bench`]: a vLLM `bench serve`
 //!   result against a simulation.
 
-// MSRV 1.85: `usize::is_multiple_of` needs 1.87.
-#![allow(clippy::manual_is_multiple_of)]
 
 pub mod bench;
 pub mod blocks;

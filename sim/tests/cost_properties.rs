@@ -344,8 +344,10 @@ fn more_nodes_are_never_cheaper() {
             rng.random_range(0..100_000),
         );
         let mut last = 0.0;
-        #[allow(clippy::manual_is_multiple_of)] // MSRV 1.85
-        for dep in [8u32, 16, 32, 64].into_iter().filter(|d| experts % d == 0) {
+        for dep in [8u32, 16, 32, 64]
+            .into_iter()
+            .filter(|d| experts.is_multiple_of(*d))
+        {
             let c = AnalyticCostModel::new(
                 hw.clone(),
                 m.clone(),

@@ -15,7 +15,7 @@ fn bad<T>(op: &str, reason: &str) -> Result<T> {
 /// A head width the attention and indexer kernels take: a positive multiple of 32 up
 /// to 512.
 pub(crate) fn kernel_dim_ok(dim: usize) -> bool {
-    dim != 0 && dim % 32 == 0 && dim <= 512
+    dim != 0 && dim.is_multiple_of(32) && dim <= 512
 }
 
 /// What a calibration shape declares of one run: every calibration shape's [`OpShape`]
@@ -421,7 +421,7 @@ impl Calibration for GatherShape {
     }
     fn check(&self) -> Result<()> {
         if self.row_bytes == 0
-            || self.row_bytes % 16 != 0
+            || !self.row_bytes.is_multiple_of(16)
             || self.rows == 0
             || self.table_bytes < self.row_bytes as u64
         {
@@ -449,7 +449,7 @@ impl Calibration for CopyShape {
         Facts::new("copy", pairs, "u8").costs(2 * self.bytes, 0, 2 * self.bytes * self.peers as u64)
     }
     fn check(&self) -> Result<()> {
-        if self.bytes == 0 || self.bytes % 16 != 0 || self.peers == 0 {
+        if self.bytes == 0 || !self.bytes.is_multiple_of(16) || self.peers == 0 {
             return bad(
                 self.name(),
                 "bytes a positive multiple of 16, peers positive",
@@ -478,7 +478,7 @@ impl Calibration for StreamShape {
             .costs(self.bytes, 0, self.bytes)
     }
     fn check(&self) -> Result<()> {
-        if self.bytes == 0 || self.bytes % 16 != 0 {
+        if self.bytes == 0 || !self.bytes.is_multiple_of(16) {
             return bad(self.name(), "bytes must be a positive multiple of 16");
         }
         Ok(())

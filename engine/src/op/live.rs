@@ -117,7 +117,7 @@ impl OpShape for LinearShape {
             as u64
     }
     fn validate(&self) -> Result<()> {
-        if self.n == 0 || self.k == 0 || self.k % 256 != 0 {
+        if self.n == 0 || self.k == 0 || !self.k.is_multiple_of(256) {
             return bad(self.name(), "n positive and k a positive multiple of 256");
         }
         if self.groups == 0 || self.groups > self.experts || self.rows < self.groups {
@@ -301,7 +301,7 @@ impl OpShape for IndexerPagedShape {
             || self.topk == 0
             || self.page == 0
             || self.dim == 0
-            || self.dim % 32 != 0
+            || !self.dim.is_multiple_of(32)
             || self.dim > 512
             || self.heads * self.dim * 4 > 48 * 1024
         {

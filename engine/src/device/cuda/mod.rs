@@ -390,7 +390,7 @@ impl Backend for CudaDevice {
 
     fn linear(&mut self, w: &DevWeights, groups: &[Group], x: Buf, y: Buf) -> Result<()> {
         let rows = validate_rows("linear", x.len, w.k_in)?;
-        if y.len != rows * w.n_out || w.k_in % 256 != 0 {
+        if y.len != rows * w.n_out || !w.k_in.is_multiple_of(256) {
             return Err(bad(
                 "linear: y must be [rows][n_out] and k_in a multiple of 256",
             ));
@@ -590,7 +590,11 @@ impl Backend for CudaDevice {
     }
 
     fn attention(&mut self, a: &AttnCall) -> Result<()> {
-        if a.dim == 0 || a.dim % 32 != 0 || a.dim > 512 || a.q.len != a.rows * a.heads * a.dim {
+        if a.dim == 0
+            || !a.dim.is_multiple_of(32)
+            || a.dim > 512
+            || a.q.len != a.rows * a.heads * a.dim
+        {
             return Err(bad(
                 "attention: dim a multiple of 32 up to 512, q [rows][heads][dim]",
             ));
@@ -653,7 +657,8 @@ impl Backend for CudaDevice {
     }
 
     fn indexer(&mut self, a: &IndexerCall) -> Result<()> {
-        if a.dim == 0 || a.dim % 32 != 0 || a.dim > 512 || a.heads * a.dim * 4 > 48 * 1024 {
+        if a.dim == 0 || !a.dim.is_multiple_of(32) || a.dim > 512 || a.heads * a.dim * 4 > 48 * 1024
+        {
             return Err(bad(
                 "indexer: dim a multiple of 32 up to 512, heads * dim * 4 <= 48 KiB",
             ));
@@ -759,7 +764,7 @@ impl Backend for CudaDevice {
     }
 
     fn run_copy(&mut self, src: &[u8]) -> Result<Vec<u8>> {
-        if src.len() % 16 != 0 {
+        if !src.len().is_multiple_of(16) {
             return Err(EngineError::BadOp {
                 op: "copy".into(),
                 reason: "length must be a multiple of 16".into(),
