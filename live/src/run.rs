@@ -211,12 +211,14 @@ pub fn run(cfg: &LiveConfig, progress: &mut dyn FnMut(&Progress)) -> Result<Summ
     // A CPU rank is named with its own threads: a profile must be measured with as many.
     let device_name = cuda_name.unwrap_or_else(|| workers.devices[0].clone());
     let result = serve(
-        cfg,
-        &mut sched,
-        &workers,
-        &first_rank,
-        &link_of,
-        drafts,
+        Serving {
+            cfg,
+            sched: &mut sched,
+            workers: &workers,
+            first_rank: &first_rank,
+            link_of: &link_of,
+            drafts,
+        },
         progress,
     );
     workers.stop();
@@ -427,74 +429,155 @@ fn warm_up(
 
 type Transfers = HashMap<u32, [f64; 2]>;
 
-#[allow(clippy::too_many_arguments)]
-fn serve(
-    cfg: &LiveConfig,
-    sched: &mut Scheduler,
-    workers: &Workers,
-    first_rank: &[usize],
-    link_of: &HashMap<(usize, usize), usize>,
+/// What the serving loop needs: the run, its scheduler and workers, each group's first
+/// rank, each decode rank's KV link, and the draft tokens per step.
+struct Serving<'a> {
+    cfg: &'a LiveConfig,
+    sched: &'a mut Scheduler,
+    workers: &'a Workers,
+    first_rank: &'a [usize],
+    link_of: &'a HashMap<(usize, usize), usize>,
     drafts: usize,
+}
+
+/// The serving loop's state: the workload driver and its pending events, the steps in
+/// flight, and what the run records.
+struct Loop<'a> {
+    s: Serving<'a>,
+    driver: Driver<'a>,
+    heap: BinaryHeap<Reverse<(u64, u64)>>,
+    events: Vec<WlEvent>,
+    out: Vec<(u64, WlEvent)>,
+    t0: Instant,
+    end_ns: u64,
+    inflight: HashMap<usize, InFlight>,
+    steps: Vec<StepRecord>,
+    transfers: Transfers,
+    step_seq: u64,
+    arrived: u64,
+    completed: u64,
+    last_progress: Instant,
+    actions: Vec<Action>,
+}
+
+/// Warms the ranks up, then serves until the run's end and the last step in flight:
+/// the steps, the KV transfers, and the load average when serving started.
+fn serve(
+    s: Serving<'_>,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<(Vec<StepRecord>, Transfers, String), LiveError> {
-    warm_up(sched, workers, first_rank, drafts, sched.cfg.vocab)?;
+    warm_up(
+        s.sched,
+        s.workers,
+        s.first_rank,
+        s.drafts,
+        s.sched.cfg.vocab,
+    )?;
     let load_start = load_avg();
+    let cfg = s.cfg;
     let mut driver = Driver::new(&cfg.workload, &cfg.trace, stream(cfg.seed, "workload"))?;
-    let mut heap: BinaryHeap<Reverse<(u64, u64)>> = BinaryHeap::new();
-    let mut events: Vec<WlEvent> = Vec::new();
+    let mut heap = BinaryHeap::new();
+    let mut events = Vec::new();
     let mut out = Vec::new();
     driver.start(&mut out);
-    let push = |heap: &mut BinaryHeap<Reverse<(u64, u64)>>,
-                events: &mut Vec<WlEvent>,
-                out: &mut Vec<(u64, WlEvent)>| {
-        for (t, ev) in out.drain(..) {
-            heap.push(Reverse((t, events.len() as u64)));
-            events.push(ev);
-        }
+    queue(&mut heap, &mut events, &mut out);
+    let mut l = Loop {
+        s,
+        driver,
+        heap,
+        events,
+        out,
+        t0: Instant::now(),
+        end_ns: secs_to_ns(cfg.duration_s),
+        inflight: HashMap::new(),
+        steps: Vec::new(),
+        transfers: HashMap::new(),
+        step_seq: 0,
+        arrived: 0,
+        completed: 0,
+        last_progress: Instant::now(),
+        actions: Vec::new(),
     };
-    push(&mut heap, &mut events, &mut out);
-    let t0 = Instant::now();
-    let secs = |t: Instant| (t - t0).as_secs_f64();
-    let end_ns = secs_to_ns(cfg.duration_s);
-    let mut inflight: HashMap<usize, InFlight> = HashMap::new();
-    let mut steps: Vec<StepRecord> = Vec::new();
-    let mut transfers: Transfers = HashMap::new();
-    let mut step_seq = 0u64;
-    let mut arrived = 0u64;
-    let mut completed = 0u64;
-    let mut last_progress = Instant::now();
-    let mut actions: Vec<Action> = Vec::new();
     loop {
-        let now = secs(Instant::now());
+        let now = l.secs(Instant::now());
         let now_ns = secs_to_ns(now);
-        let stopping = now_ns >= end_ns;
-        if stopping && inflight.is_empty() {
+        let stopping = now_ns >= l.end_ns;
+        if stopping && l.inflight.is_empty() {
             break;
         }
         if !stopping {
-            // Workload events due now, at their own times.
-            while let Some(&Reverse((t, i))) = heap.peek() {
-                if t > now_ns {
-                    break;
-                }
-                heap.pop();
-                if let Some(nr) = driver.on_event(t, events[i as usize], &mut out) {
-                    arrived += 1;
-                    actions.extend(sched.arrive(t as f64 / 1e9, nr));
-                }
-                push(&mut heap, &mut events, &mut out);
+            l.fire_due(now_ns);
+        }
+        l.act(now, now_ns)?;
+        l.push();
+        // Idle groups start their next step.
+        if !stopping {
+            l.start_steps(now)?;
+            if !l.actions.is_empty() {
+                continue;
             }
         }
-        // Act on what the scheduler asked for.
-        for a in actions.drain(..) {
+        let Some(reply) = l.wait(progress)? else {
+            continue;
+        };
+        l.on_reply(reply)?;
+    }
+    Ok((l.steps, l.transfers, load_start))
+}
+
+/// Moves the workload events the driver emitted (`out`) into `heap`, by time, with their
+/// bodies in `events`.
+fn queue(
+    heap: &mut BinaryHeap<Reverse<(u64, u64)>>,
+    events: &mut Vec<WlEvent>,
+    out: &mut Vec<(u64, WlEvent)>,
+) {
+    for (t, ev) in out.drain(..) {
+        heap.push(Reverse((t, events.len() as u64)));
+        events.push(ev);
+    }
+}
+
+impl Loop<'_> {
+    fn secs(&self, t: Instant) -> f64 {
+        (t - self.t0).as_secs_f64()
+    }
+
+    /// Queues the workload events the driver emitted.
+    fn push(&mut self) {
+        queue(&mut self.heap, &mut self.events, &mut self.out);
+    }
+
+    /// Workload events due now, at their own times.
+    fn fire_due(&mut self, now_ns: u64) {
+        while let Some(&Reverse((t, i))) = self.heap.peek() {
+            if t > now_ns {
+                break;
+            }
+            self.heap.pop();
+            if let Some(nr) = self
+                .driver
+                .on_event(t, self.events[i as usize], &mut self.out)
+            {
+                self.arrived += 1;
+                self.actions.extend(self.s.sched.arrive(t as f64 / 1e9, nr));
+            }
+            self.push();
+        }
+    }
+
+    /// Acts on what the scheduler asked for.
+    fn act(&mut self, now: f64, now_ns: u64) -> Result<(), LiveError> {
+        for a in self.actions.drain(..) {
             match a {
                 Action::End {
                     origin,
                     completed: done,
                     context,
                 } => {
-                    completed += done as u64;
-                    driver.on_request_end(now_ns, origin, done, context, &mut out);
+                    self.completed += done as u64;
+                    self.driver
+                        .on_request_end(now_ns, origin, done, context, &mut self.out);
                 }
                 Action::Transfer {
                     req,
@@ -503,12 +586,12 @@ fn serve(
                     to,
                     to_pages,
                 } => {
-                    let link = *link_of.get(&to).ok_or_else(|| {
+                    let link = *self.s.link_of.get(&to).ok_or_else(|| {
                         LiveError::Worker(format!("no KV link for decode rank {to:?}"))
                     })?;
-                    transfers.insert(req, [now, now]);
-                    workers.send(
-                        first_rank[from.0] + from.1,
+                    self.transfers.insert(req, [now, now]);
+                    self.s.workers.send(
+                        self.s.first_rank[from.0] + from.1,
                         Cmd::Export {
                             req,
                             pages,
@@ -519,82 +602,92 @@ fn serve(
                 }
             }
         }
-        push(&mut heap, &mut events, &mut out);
-        // Idle groups start their next step.
-        if !stopping {
-            for g in sched.idle_groups() {
-                let mut acts = Vec::new();
-                let Some(plan) = sched.form_step(g, now, &mut acts) else {
-                    actions.extend(acts);
-                    continue;
-                };
-                actions.extend(acts);
-                let passes = (
-                    plan.ranks.iter().any(|r| !r.prefill.is_empty()),
-                    plan.ranks.iter().any(|r| !r.decode.is_empty()),
-                );
-                let kv = sched.kv_use(g);
-                for (r, rp) in plan.ranks.iter().enumerate() {
-                    let imports = rp
-                        .decode_reqs
-                        .iter()
-                        .copied()
-                        .filter(|&id| {
-                            sched.reqs[id as usize].transfer_bytes > 0
-                                && sched.reqs[id as usize].dsteps == 0
-                        })
-                        .collect();
-                    workers.send(
-                        first_rank[g] + r,
-                        Cmd::Step {
-                            seq: step_seq,
-                            prefill: rp.prefill.clone(),
-                            decode: rp.decode.clone(),
-                            drafts: plan.drafts,
-                            passes,
-                            imports,
-                        },
-                    )?;
-                }
-                step_seq += 1;
-                let n = plan.ranks.len();
-                inflight.insert(
-                    g,
-                    InFlight {
-                        plan,
-                        replies: vec![None; n],
-                        kv,
-                    },
-                );
-            }
-            if !actions.is_empty() {
+        Ok(())
+    }
+
+    /// Every idle group forms its next step and sends it to its ranks.
+    fn start_steps(&mut self, now: f64) -> Result<(), LiveError> {
+        let sched = &mut *self.s.sched;
+        for g in sched.idle_groups() {
+            let mut acts = Vec::new();
+            let Some(plan) = sched.form_step(g, now, &mut acts) else {
+                self.actions.extend(acts);
                 continue;
+            };
+            self.actions.extend(acts);
+            let passes = (
+                plan.ranks.iter().any(|r| !r.prefill.is_empty()),
+                plan.ranks.iter().any(|r| !r.decode.is_empty()),
+            );
+            let kv = sched.kv_use(g);
+            for (r, rp) in plan.ranks.iter().enumerate() {
+                let imports = rp
+                    .decode_reqs
+                    .iter()
+                    .copied()
+                    .filter(|&id| {
+                        sched.reqs[id as usize].transfer_bytes > 0
+                            && sched.reqs[id as usize].dsteps == 0
+                    })
+                    .collect();
+                self.s.workers.send(
+                    self.s.first_rank[g] + r,
+                    Cmd::Step {
+                        seq: self.step_seq,
+                        prefill: rp.prefill.clone(),
+                        decode: rp.decode.clone(),
+                        drafts: plan.drafts,
+                        passes,
+                        imports,
+                    },
+                )?;
             }
+            self.step_seq += 1;
+            let n = plan.ranks.len();
+            self.inflight.insert(
+                g,
+                InFlight {
+                    plan,
+                    replies: vec![None; n],
+                    kv,
+                },
+            );
         }
-        // Wait for a worker, or the next workload event, or the end.
-        let next_ev = heap
+        Ok(())
+    }
+
+    /// Waits for a worker, or the next workload event, or the end; reports progress
+    /// now and then while waiting. `None` when nothing came.
+    fn wait(&mut self, progress: &mut dyn FnMut(&Progress)) -> Result<Option<Reply>, LiveError> {
+        let next_ev = self
+            .heap
             .peek()
-            .map_or(end_ns, |Reverse((t, _))| (*t).min(end_ns));
-        let wait = Duration::from_nanos(next_ev.saturating_sub(secs_to_ns(secs(Instant::now()))))
-            .min(Duration::from_millis(50));
-        let reply = match workers.replies.recv_timeout(wait) {
-            Ok(r) => r,
+            .map_or(self.end_ns, |Reverse((t, _))| (*t).min(self.end_ns));
+        let wait =
+            Duration::from_nanos(next_ev.saturating_sub(secs_to_ns(self.secs(Instant::now()))))
+                .min(Duration::from_millis(50));
+        match self.s.workers.replies.recv_timeout(wait) {
+            Ok(r) => Ok(Some(r)),
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                if last_progress.elapsed() > Duration::from_millis(250) {
-                    last_progress = Instant::now();
+                if self.last_progress.elapsed() > Duration::from_millis(250) {
+                    self.last_progress = Instant::now();
                     progress(&Progress {
-                        elapsed_s: secs(Instant::now()),
-                        duration_s: cfg.duration_s,
-                        arrived,
-                        completed,
-                        live: sched.live(),
-                        steps: steps.len() as u64,
+                        elapsed_s: self.secs(Instant::now()),
+                        duration_s: self.s.cfg.duration_s,
+                        arrived: self.arrived,
+                        completed: self.completed,
+                        live: self.s.sched.live(),
+                        steps: self.steps.len() as u64,
                     });
                 }
-                continue;
+                Ok(None)
             }
-            Err(_) => return Err(LiveError::Worker("the workers stopped".into())),
-        };
+            Err(_) => Err(LiveError::Worker("the workers stopped".into())),
+        }
+    }
+
+    /// Takes in a worker's reply.
+    fn on_reply(&mut self, reply: Reply) -> Result<(), LiveError> {
         match reply {
             Reply::Step {
                 rank,
@@ -607,54 +700,68 @@ fn serve(
                 cpu_s,
                 ..
             } => {
-                let g = first_rank.partition_point(|&f| f <= rank) - 1;
-                let r = rank - first_rank[g];
-                let Some(f) = inflight.get_mut(&g) else {
-                    return Err(LiveError::Worker(format!(
-                        "a step reply from rank {rank} with no step in flight"
-                    )));
-                };
-                f.replies[r] = Some((outs, start, end, prefill_s, decode_s, import_s, cpu_s));
-                if f.replies.iter().all(|x| x.is_some()) {
-                    let f = inflight.remove(&g).expect("present");
-                    let rs: Vec<_> = f
-                        .replies
-                        .into_iter()
-                        .map(|x| x.expect("all replied"))
-                        .collect();
-                    let start_s = rs.iter().map(|x| secs(x.1)).fold(f64::INFINITY, f64::min);
-                    let end_s = rs.iter().map(|x| secs(x.2)).fold(0.0, f64::max);
-                    let outs: Vec<Vec<SeqOut>> = rs.iter().map(|x| x.0.clone()).collect();
-                    let rec = step_record(
-                        steps.len() as u64,
-                        &f.plan,
-                        &sched.groups[g].role,
-                        &rs,
-                        start_s,
-                        end_s,
-                        &f.kv,
-                    );
-                    steps.push(rec);
-                    actions.extend(sched.step_done(&f.plan, &outs, end_s));
-                }
+                let reply = (outs, start, end, prefill_s, decode_s, import_s, cpu_s);
+                self.on_step_reply(rank, reply)?;
             }
-            Reply::Exported { req } => sched.exported(req),
+            Reply::Exported { req } => self.s.sched.exported(req),
             Reply::Transferred {
                 req,
                 bytes,
                 start,
                 end,
             } => {
-                transfers.insert(req, [secs(start), secs(end)]);
-                sched.transferred(req, bytes);
+                self.transfers
+                    .insert(req, [self.secs(start), self.secs(end)]);
+                self.s.sched.transferred(req, bytes);
             }
             Reply::Failed { who, error } => {
                 return Err(LiveError::Worker(format!("{who}: {error}")))
             }
             Reply::Ready { .. } => {}
         }
+        Ok(())
     }
-    Ok((steps, transfers, load_start))
+
+    /// Rank `rank`'s answer to its group's step; once every rank answered, the step is
+    /// recorded and the scheduler told.
+    fn on_step_reply(&mut self, rank: usize, reply: RankReply) -> Result<(), LiveError> {
+        let first_rank = self.s.first_rank;
+        let g = first_rank.partition_point(|&f| f <= rank) - 1;
+        let r = rank - first_rank[g];
+        let Some(f) = self.inflight.get_mut(&g) else {
+            return Err(LiveError::Worker(format!(
+                "a step reply from rank {rank} with no step in flight"
+            )));
+        };
+        f.replies[r] = Some(reply);
+        if f.replies.iter().all(|x| x.is_some()) {
+            let f = self.inflight.remove(&g).expect("present");
+            let rs: Vec<_> = f
+                .replies
+                .into_iter()
+                .map(|x| x.expect("all replied"))
+                .collect();
+            let start_s = rs
+                .iter()
+                .map(|x| self.secs(x.1))
+                .fold(f64::INFINITY, f64::min);
+            let end_s = rs.iter().map(|x| self.secs(x.2)).fold(0.0, f64::max);
+            let outs: Vec<Vec<SeqOut>> = rs.iter().map(|x| x.0.clone()).collect();
+            let rec = step_record(
+                self.steps.len() as u64,
+                &f.plan,
+                &self.s.sched.groups[g].role,
+                &rs,
+                start_s,
+                end_s,
+                &f.kv,
+            );
+            self.steps.push(rec);
+            self.actions
+                .extend(self.s.sched.step_done(&f.plan, &outs, end_s));
+        }
+        Ok(())
+    }
 }
 
 fn step_record(

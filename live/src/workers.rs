@@ -196,7 +196,19 @@ impl Workers {
             handles.push(
                 std::thread::Builder::new()
                     .name(format!("rank-{}", s.index))
-                    .spawn(move || rank_loop(device, model, seed, spec, ex, rx, reply, links, st))
+                    .spawn(move || {
+                        rank_loop(Rank {
+                            device,
+                            model,
+                            seed,
+                            spec,
+                            ex,
+                            rx,
+                            reply,
+                            links,
+                            staged: st,
+                        })
+                    })
                     .map_err(|e| LiveError::Worker(format!("cannot start a rank thread: {e}")))?,
             );
         }
@@ -256,8 +268,10 @@ fn failed(reply: &Sender<Reply>, spec: &RankSpec, error: String) {
     let _ = reply.send(Reply::Failed { who, error });
 }
 
-#[allow(clippy::too_many_arguments)]
-fn rank_loop(
+/// What a rank's thread needs: how to build its executor (device, model, seed and
+/// spec), its group's exchange, its commands and replies, the KV links it sends to and
+/// the KV staged for it.
+struct Rank {
     device: Device,
     model: ModelConfig,
     seed: u64,
@@ -267,14 +281,17 @@ fn rank_loop(
     reply: Sender<Reply>,
     links: Vec<SyncSender<KvMsg>>,
     staged: Option<Staged>,
-) {
-    let fail = |error: String| failed(&reply, &spec, error);
-    pin(&spec.cores);
-    let cores = spec.cores.clone();
+}
+
+fn rank_loop(rank: Rank) {
+    let fail = |error: String| failed(&rank.reply, &rank.spec, error);
+    pin(&rank.spec.cores);
+    let cores = rank.spec.cores.clone();
     let threads = cores.len().max(1);
+    let index = rank.spec.index;
     let pool = match rayon::ThreadPoolBuilder::new()
         .num_threads(if cores.is_empty() { 0 } else { threads })
-        .thread_name(move |i| format!("rank-{}-{i}", spec.index))
+        .thread_name(move |i| format!("rank-{index}-{i}"))
         .start_handler(move |_| pin(&cores))
         .build()
     {
@@ -283,54 +300,148 @@ fn rank_loop(
     };
     // The whole loop runs on one of the pool's threads: a step's ops then split over
     // the pool without a hop from another thread (a wake-up per step).
-    pool.install(move || serve_rank(device, model, seed, spec, ex, rx, reply, links, staged));
+    pool.install(move || serve_rank(rank));
 }
 
-#[allow(clippy::too_many_arguments)]
-fn serve_rank(
-    device: Device,
-    model: ModelConfig,
-    seed: u64,
-    spec: RankSpec,
-    mut ex: Box<dyn Exchange + Send>,
-    rx: Receiver<Cmd>,
-    reply: Sender<Reply>,
-    links: Vec<SyncSender<KvMsg>>,
-    staged: Option<Staged>,
-) {
-    let fail = |error: String| failed(&reply, &spec, error);
-    let device_name = match device {
+/// The device as calibration names it.
+fn device_name(device: Device) -> String {
+    match device {
         Device::Cpu => {
             use engine::Backend;
             engine::cpu::CpuBackend::new().info().device.clone()
         }
         Device::Cuda(n) => format!("cuda:{n}"),
+    }
+}
+
+/// Opens the device and builds the rank's shard of the model on it.
+fn open_executor(
+    device: Device,
+    model: ModelConfig,
+    seed: u64,
+    spec: &RankSpec,
+) -> Result<Executor, String> {
+    let dev: Box<dyn engine::serve::ServeDevice> = match device {
+        Device::Cpu => Box::new(engine::serve::CpuDevice::new()),
+        Device::Cuda(n) => {
+            Box::new(engine::serve::cuda::CudaDevice::open(n).map_err(worker_error)?)
+        }
     };
-    let exec = (|| -> Result<Executor, String> {
-        let dev: Box<dyn engine::serve::ServeDevice> = match device {
-            Device::Cpu => Box::new(engine::serve::CpuDevice::new()),
-            Device::Cuda(n) => {
-                Box::new(engine::serve::cuda::CudaDevice::open(n).map_err(worker_error)?)
+    let shard = Shard {
+        seed,
+        rank: spec.rank,
+        ranks: spec.ranks,
+        pages: spec.pages,
+    };
+    Executor::new(dev, model, shard).map_err(worker_error)
+}
+
+/// A step's outputs and its import, prefill and decode seconds and CPU seconds.
+type StepTimes = (Vec<SeqOut>, f64, f64, f64, f64);
+
+/// A rank's executor, with the KV staged for it and the KV links it sends to.
+struct RankState {
+    exec: Executor,
+    staged: Option<Staged>,
+    links: Vec<SyncSender<KvMsg>>,
+}
+
+impl RankState {
+    /// Writes in the KV of `imports`, then runs the passes of `passes`.
+    fn step(
+        &mut self,
+        ex: &mut dyn Exchange,
+        start: Instant,
+        imports: Vec<u32>,
+        (prefill, decode): (&[Seq], &[Seq]),
+        drafts: usize,
+        passes: (bool, bool),
+    ) -> Result<StepTimes, String> {
+        let exec = &mut self.exec;
+        for req in imports {
+            let got = self
+                .staged
+                .as_ref()
+                .and_then(|s| s.lock().unwrap_or_else(|e| e.into_inner()).remove(&req));
+            let (pages, bytes) = got.ok_or(format!("no KV staged for request {req}"))?;
+            exec.import_kv(&pages, &bytes).map_err(worker_error)?;
+        }
+        let t0 = Instant::now();
+        let c0 = thread_cpu_s();
+        if passes.0 {
+            exec.forward(prefill, 0, ex).map_err(worker_error)?;
+        }
+        let t1 = Instant::now();
+        let outs = if passes.1 {
+            exec.forward(decode, drafts, ex).map_err(worker_error)?
+        } else {
+            Vec::new()
+        };
+        let t2 = Instant::now();
+        let cpu = thread_cpu_s() - c0;
+        Ok((
+            outs,
+            (t0 - start).as_secs_f64(),
+            (t1 - t0).as_secs_f64(),
+            (t2 - t1).as_secs_f64(),
+            cpu,
+        ))
+    }
+
+    /// Sends request `req`'s KV (`pages` here) to decode link `link` for `to_pages`, in
+    /// chunks.
+    fn export(
+        &mut self,
+        req: u32,
+        pages: &[u32],
+        link: usize,
+        to_pages: Vec<u32>,
+    ) -> Result<(), String> {
+        let start = Instant::now();
+        let bytes = self.exec.export_kv(pages).map_err(|e| e.to_string())?;
+        let Some(tx) = self.links.get(link) else {
+            return Err(format!("no KV link {link}"));
+        };
+        let n = bytes.len().div_ceil(KV_CHUNK_BYTES).max(1);
+        for (i, chunk) in bytes
+            .chunks(KV_CHUNK_BYTES)
+            .chain(std::iter::once(&[][..]))
+            .take(n)
+            .enumerate()
+        {
+            let msg = KvMsg {
+                req,
+                to_pages: if i == 0 { to_pages.clone() } else { Vec::new() },
+                bytes: chunk.to_vec(),
+                last: i + 1 == n,
+                start,
+            };
+            if tx.send(msg).is_err() {
+                return Err("the KV link closed".into());
             }
-        };
-        let shard = Shard {
-            seed,
-            rank: spec.rank,
-            ranks: spec.ranks,
-            pages: spec.pages,
-        };
-        Executor::new(dev, model, shard).map_err(worker_error)
-    })();
-    let mut exec = match exec {
+        }
+        Ok(())
+    }
+}
+
+fn serve_rank(mut rank: Rank) {
+    let fail = |error: String| failed(&rank.reply, &rank.spec, error);
+    let device_name = device_name(rank.device);
+    let exec = match open_executor(rank.device, rank.model, rank.seed, &rank.spec) {
         Ok(e) => e,
         Err(e) => return fail(e),
     };
-    let _ = reply.send(Reply::Ready {
-        rank: spec.index,
+    let mut state = RankState {
+        exec,
+        staged: rank.staged,
+        links: rank.links,
+    };
+    let _ = rank.reply.send(Reply::Ready {
+        rank: rank.spec.index,
         device: device_name,
     });
-    while let Ok(cmd) = rx.recv() {
-        match cmd {
+    while let Ok(cmd) = rank.rx.recv() {
+        let done = match cmd {
             Cmd::Stop => break,
             Cmd::Step {
                 seq,
@@ -341,90 +452,40 @@ fn serve_rank(
                 imports,
             } => {
                 let start = Instant::now();
-                let r = (|| -> Result<_, String> {
-                    for req in imports {
-                        let got = staged
-                            .as_ref()
-                            .and_then(|s| s.lock().unwrap_or_else(|e| e.into_inner()).remove(&req));
-                        let (pages, bytes) =
-                            got.ok_or(format!("no KV staged for request {req}"))?;
-                        exec.import_kv(&pages, &bytes).map_err(worker_error)?;
-                    }
-                    let t0 = Instant::now();
-                    let c0 = thread_cpu_s();
-                    if passes.0 {
-                        exec.forward(&prefill, 0, ex.as_mut())
-                            .map_err(worker_error)?;
-                    }
-                    let t1 = Instant::now();
-                    let outs = if passes.1 {
-                        exec.forward(&decode, drafts, ex.as_mut())
-                            .map_err(worker_error)?
-                    } else {
-                        Vec::new()
-                    };
-                    let t2 = Instant::now();
-                    let cpu = thread_cpu_s() - c0;
-                    Ok((
+                let r = state.step(
+                    rank.ex.as_mut(),
+                    start,
+                    imports,
+                    (&prefill, &decode),
+                    drafts,
+                    passes,
+                );
+                r.map(|(outs, import_s, prefill_s, decode_s, cpu)| {
+                    let _ = rank.reply.send(Reply::Step {
+                        rank: rank.spec.index,
+                        seq,
                         outs,
-                        (t0 - start).as_secs_f64(),
-                        (t1 - t0).as_secs_f64(),
-                        (t2 - t1).as_secs_f64(),
-                        cpu,
-                    ))
-                })();
-                match r {
-                    Ok((outs, import_s, prefill_s, decode_s, cpu)) => {
-                        let _ = reply.send(Reply::Step {
-                            rank: spec.index,
-                            seq,
-                            outs,
-                            start,
-                            end: Instant::now(),
-                            prefill_s,
-                            decode_s,
-                            import_s,
-                            cpu_s: (rayon::current_num_threads() == 1 && cpu.is_finite())
-                                .then_some(cpu),
-                        });
-                    }
-                    Err(e) => return fail(e),
-                }
+                        start,
+                        end: Instant::now(),
+                        prefill_s,
+                        decode_s,
+                        import_s,
+                        cpu_s: (rayon::current_num_threads() == 1 && cpu.is_finite())
+                            .then_some(cpu),
+                    });
+                })
             }
             Cmd::Export {
                 req,
                 pages,
                 link,
                 to_pages,
-            } => {
-                let start = Instant::now();
-                let bytes = match exec.export_kv(&pages) {
-                    Ok(b) => b,
-                    Err(e) => return fail(e.to_string()),
-                };
-                let Some(tx) = links.get(link) else {
-                    return fail(format!("no KV link {link}"));
-                };
-                let n = bytes.len().div_ceil(KV_CHUNK_BYTES).max(1);
-                for (i, chunk) in bytes
-                    .chunks(KV_CHUNK_BYTES)
-                    .chain(std::iter::once(&[][..]))
-                    .take(n)
-                    .enumerate()
-                {
-                    let msg = KvMsg {
-                        req,
-                        to_pages: if i == 0 { to_pages.clone() } else { Vec::new() },
-                        bytes: chunk.to_vec(),
-                        last: i + 1 == n,
-                        start,
-                    };
-                    if tx.send(msg).is_err() {
-                        return fail("the KV link closed".into());
-                    }
-                }
-                let _ = reply.send(Reply::Exported { req });
-            }
+            } => state.export(req, &pages, link, to_pages).map(|()| {
+                let _ = rank.reply.send(Reply::Exported { req });
+            }),
+        };
+        if let Err(e) = done {
+            return fail(e);
         }
     }
 }
