@@ -1,6 +1,6 @@
 //! Live runs end to end: a short run of the engine (at most ~10 s), its records checked
 //! for completeness and consistency, its validation against a prediction (finite
-//! errors; only a loose throughput bound here: accuracy goals live in the README's
+//! errors; only a loose throughput bound here: accuracy goals live in docs/fidelity.md's
 //! measured note), a vLLM benchmark file, and every bad input refused with nothing
 //! overwritten.
 

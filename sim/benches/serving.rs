@@ -3,7 +3,7 @@
 //! model with gb300's fitted parameters), 1800 simulated seconds, as the binary runs
 //! it (the goal: under 0.5 s of wall time on one core); `_cohort8` and `_cohort24`:
 //! the same under the coarse model (`fidelity.cohort`, one of 8 or 24 copies of the
-//! rack simulated; README "Fidelity" gives its error). `gb300_rack_agentx_20s_const_cost`:
+//! rack simulated; docs/fidelity.md gives its error). `gb300_rack_agentx_20s_const_cost`:
 //! a short run with a constant-cost model, measuring the simulator alone. Criterion
 //! reports each run's events per second as its throughput (elements).
 

@@ -1,6 +1,6 @@
 //! The coarse model (`fidelity.cohort`): one of `k` identical copies of the rack
 //! simulated, every request standing for `k`. Where the copies are truly identical the
-//! figures are the exact run's; elsewhere README's "Fidelity" section measures the
+//! figures are the exact run's; elsewhere docs/fidelity.md measures the
 //! error.
 
 mod common;
@@ -175,8 +175,8 @@ fn a_coarse_trace_keeps_whole_families() {
 /// 0.2-2.8%, all tokens 1.4-7.1% (fewer sessions sample the contexts), TTFT -5% to -8%
 /// and TPOT -5% to -8%: with 17 requests per rank, a decode rank copied with the same
 /// batch drops the DP imbalance of the ranks it stands for (8.6% exact, 6.2%, 3.6%
-/// and 0% at 2, 4, 8 copies), so the coarse model is optimistic there (README,
-/// Fidelity). The bounds below hold those gaps with some room, and the direction.
+/// and 0% at 2, 4, 8 copies), so the coarse model is optimistic there
+/// (docs/fidelity.md). The bounds below hold those gaps with some room, and the direction.
 #[test]
 fn coarse_agentx_keeps_its_accounts_and_lands_near_the_exact_run() {
     let cost = LinearCost {

@@ -52,7 +52,7 @@ pub struct ServingScenario {
     pub provenance: BTreeMap<String, String>,
 }
 
-/// A coarse setting that trades a measured error for speed (README, "Fidelity").
+/// A coarse setting that trades a measured error for speed (docs/fidelity.md).
 /// The default simulates every request on every instance and rank.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Fidelity {

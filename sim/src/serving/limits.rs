@@ -145,7 +145,7 @@ pub fn workload_problems(sc: &ServingScenario, wl: &WorkloadConfig) -> Vec<Probl
 mod tests {
     use super::super::config::Limits;
 
-    /// Every default limit is what the README's Limits section states.
+    /// Every default limit is what docs/scenario-format.md's Limits section states.
     #[test]
     fn defaults_are_the_documented_ones() {
         let l = Limits::default();

@@ -40,7 +40,7 @@ pub struct PlanArgs {
     /// What to optimise: tok_s_per_gpu, usd_per_m_tokens or gpus.
     #[arg(long, default_value = "tok_s_per_gpu")]
     pub objective: String,
-    /// TOML file overriding the search space's axes (see README).
+    /// TOML file overriding the search space's axes (see docs/guide/plan.md).
     #[arg(long, value_name = "FILE")]
     pub space: Option<String>,
     /// TCO preset (`scenarios/tco`: hyperscaler-rental, neocloud-rental, owned-nvl72)

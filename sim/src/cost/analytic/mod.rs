@@ -1,6 +1,6 @@
 //! Analytic cost model: every kernel of a step priced from datasheets and the kernel
 //! models of [`crate::cost::kernels`], composed layer by layer the way an engine runs
-//! them. See README "How a step is priced" for the terms and their sources.
+//! them. See docs/step-pricing.md for the terms and their sources.
 //!
 //! A step of a DEP group:
 //! - **Work per rank.** Each rank's requests give its tokens and, per attention class,
