@@ -12,18 +12,6 @@ use std::path::{Path, PathBuf};
 /// The longest a function outside tests may be, in lines from `fn` to its closing brace.
 const MAX_LINES: usize = 100;
 
-/// The source folders held to the rule (tests, benches and examples are not).
-const SOURCE_DIRS: [&str; 8] = [
-    "src",
-    "spec/src",
-    "sim/src",
-    "engine/src",
-    "kernels/src",
-    "calibration/src",
-    "fitting/src",
-    "live/src",
-];
-
 /// One byte of code with comments, string and character literals blanked to spaces
 /// (newlines kept), so braces and keywords found afterwards are real ones.
 fn code_only(text: &str) -> Vec<u8> {

@@ -508,15 +508,7 @@ fn regression_os_errors_are_printed_once_naming_the_target() {
     // No `#[error("...{source}...")]` anywhere.
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut offenders = Vec::new();
-    for crate_dir in [
-        "src",
-        "sim/src",
-        "engine/src",
-        "kernels/src",
-        "calibration/src",
-        "fitting/src",
-        "live/src",
-    ] {
+    for crate_dir in common::SOURCE_DIRS {
         visit(&root.join(crate_dir), &mut |p| {
             let text = std::fs::read_to_string(p).unwrap_or_default();
             for (i, line) in text.lines().enumerate() {

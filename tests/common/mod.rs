@@ -34,6 +34,18 @@ pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The source folders of the binary and every library crate (not their tests).
+pub const SOURCE_DIRS: [&str; 8] = [
+    "src",
+    "spec/src",
+    "sim/src",
+    "engine/src",
+    "kernels/src",
+    "calibration/src",
+    "fitting/src",
+    "live/src",
+];
+
 /// Runs `twin` expecting failure whose stderr holds every needle; returns stderr.
 pub fn fails_with<S: AsRef<std::ffi::OsStr> + std::fmt::Debug>(
     args: &[S],
