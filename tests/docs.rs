@@ -296,7 +296,10 @@ fn output_matches(expected: &[String], actual: &[String]) -> Result<(), (usize, 
 /// A fresh directory that reads like the repository root: a link to each top-level entry.
 fn workdir(root: &Path) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("a temporary directory");
-    for entry in std::fs::read_dir(root).expect("the repository root").flatten() {
+    for entry in std::fs::read_dir(root)
+        .expect("the repository root")
+        .flatten()
+    {
         let name = entry.file_name();
         if name == ".git" || name == "target" {
             continue;
@@ -356,7 +359,11 @@ struct Tally {
 }
 
 fn check_file(root: &Path, path: &Path) -> Tally {
-    let name = path.strip_prefix(root).unwrap_or(path).display().to_string();
+    let name = path
+        .strip_prefix(root)
+        .unwrap_or(path)
+        .display()
+        .to_string();
     let text = std::fs::read_to_string(path).expect("a markdown file");
     let mut tally = Tally::default();
     let blocks = parse_blocks(&name, &text);
@@ -370,9 +377,10 @@ fn check_file(root: &Path, path: &Path) -> Tally {
             Some(reason) if reason.is_empty() => tally
                 .failures
                 .push(format!("{name}:{}: not run without a reason", first.line)),
-            Some(reason) => tally
-                .not_run
-                .push(format!("{name}:{}: $ {} ({reason})", first.line, first.command)),
+            Some(reason) => tally.not_run.push(format!(
+                "{name}:{}: $ {} ({reason})",
+                first.line, first.command
+            )),
             None => {
                 for example in &block.examples {
                     tally.commands_run += 1;
@@ -408,7 +416,10 @@ fn every_example_in_the_readme_and_docs_prints_what_it_shows() {
     let mut not_run: Vec<&String> = tallies.iter().flat_map(|t| &t.not_run).collect();
     not_run.sort();
     let failures: Vec<&String> = tallies.iter().flat_map(|t| &t.failures).collect();
-    println!("docs examples: {run} commands run, {} blocks not run:", not_run.len());
+    println!(
+        "docs examples: {run} commands run, {} blocks not run:",
+        not_run.len()
+    );
     for n in &not_run {
         println!("  not run: {n}");
     }
@@ -417,7 +428,11 @@ fn every_example_in_the_readme_and_docs_prints_what_it_shows() {
         failures.is_empty(),
         "{} example(s) differ from what the docs show:\n\n{}",
         failures.len(),
-        failures.iter().map(|f| f.as_str()).collect::<Vec<_>>().join("\n\n")
+        failures
+            .iter()
+            .map(|f| f.as_str())
+            .collect::<Vec<_>>()
+            .join("\n\n")
     );
     assert_eq!(
         not_run.len(),

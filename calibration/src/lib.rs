@@ -9,7 +9,6 @@
 //! * [`plan`]: which points `twin calibrate` measures.
 //! * [`live`]: the live engine's ops at a model's shapes, fitted per static key.
 
-
 mod error;
 pub mod families;
 pub mod fit;

@@ -14,7 +14,6 @@
 //! rotated over several copies whose total is several times the last-level cache (L2 on
 //! a GPU), so that caches do not flatter bandwidth-bound ops.
 
-
 pub mod device;
 mod error;
 pub mod hugepage;

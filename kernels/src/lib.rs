@@ -9,7 +9,6 @@
 //! Problem types (`problem`) hold host inputs in the kernels' memory layouts, so the
 //! CPU twin, the reference and the CUDA kernels consume the same bytes.
 
-
 pub mod cpu;
 pub mod dtype;
 pub mod live;

@@ -15,9 +15,7 @@ use crate::metrics::{Figures, Pcts};
 use crate::LiveError;
 use serde::Deserialize;
 use sim::serving::core::stream;
-use sim::serving::{
-    Arrival, ClosedLoop, Dist, Driver, OpenLoop, TraceRecord, WorkloadConfig,
-};
+use sim::serving::{Arrival, ClosedLoop, Dist, Driver, OpenLoop, TraceRecord, WorkloadConfig};
 
 /// The fields of a vLLM benchmark result twin reads.
 #[derive(Debug, Clone, Deserialize)]

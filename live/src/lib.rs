@@ -10,7 +10,6 @@
 //! * [`compare`]: a run against a simulation of it; [`bench`]: a vLLM `bench serve`
 //!   result against a simulation.
 
-
 pub mod bench;
 pub mod blocks;
 pub mod compare;

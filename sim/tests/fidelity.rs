@@ -156,11 +156,15 @@ fn a_coarse_trace_keeps_whole_families() {
         conversations.len()
     );
     // One conversation cannot be split 1000 ways: refused, not replayed empty.
-    let err = Driver::new(&wl, &recs[..2], sim::serving::streams::stream(1, "workload"))
-        .unwrap()
-        .with_cohort(1000)
-        .err()
-        .expect("nothing kept is refused");
+    let err = Driver::new(
+        &wl,
+        &recs[..2],
+        sim::serving::streams::stream(1, "workload"),
+    )
+    .unwrap()
+    .with_cohort(1000)
+    .err()
+    .expect("nothing kept is refused");
     assert!(
         err.to_string()
             .contains("keeps none of the trace's 2 records"),
