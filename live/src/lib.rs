@@ -18,6 +18,7 @@ pub mod model;
 pub mod records;
 pub mod run;
 pub mod sched;
+mod serving_loop;
 pub mod workers;
 
 pub use run::{run, LiveConfig, Progress, Summary};

@@ -21,6 +21,7 @@
 //! candidate list (`index % shards == shard`) write records that [`select::merge`]
 //! combines into exactly the result of one run.
 
+mod queue;
 pub mod screen;
 pub mod select;
 pub mod shape;
