@@ -7,6 +7,7 @@
 pub mod call;
 pub mod dtype;
 pub mod hardware;
+pub mod insitu;
 pub mod live_model;
 pub mod model;
 pub mod problem;
