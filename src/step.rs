@@ -76,6 +76,14 @@ pub struct ForwardArgs {
     /// with its measured efficiencies instead of the analytic defaults.
     #[arg(long, value_name = "PROFILE")]
     pub profile: Option<String>,
+    /// Price every kernel at its isolated-benchmark price: leave out the hardware's
+    /// in-situ terms (`[cost.in_situ]`).
+    #[arg(long)]
+    pub isolated: bool,
+    /// Also print one layer as an in-situ breakdown reports it: ms per stream and
+    /// category, bubbles, launch gaps.
+    #[arg(long)]
+    pub in_situ_layer: bool,
     /// Print one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -93,6 +101,8 @@ pub struct Forward {
     pub cost_model: String,
     pub model: String,
     pub hardware: String,
+    /// Where the price's in-situ terms come from (one line).
+    pub in_situ: String,
 }
 
 impl From<PhaseArg> for Phase {
@@ -189,7 +199,10 @@ fn load(args: &ForwardArgs) -> Result<(Hardware, Model, CostParams)> {
     }
     let hardware = load_hardware(&args.hardware, &hw_sets)?;
     let model = load_model(&args.model, &model_sets)?;
-    let params = cost_params(&hardware, args.profile.as_deref(), &cost_sets)?;
+    let mut params = cost_params(&hardware, args.profile.as_deref(), &cost_sets)?;
+    if args.isolated {
+        params.in_situ = sim::cost::insitu::InSitu::isolated();
+    }
     Ok((hardware, model, params))
 }
 
@@ -262,6 +275,7 @@ fn price(
     if let Some(why) = sim::validate::non_finite_step(&result.total) {
         bail!("this step cannot be priced: {why}");
     }
+    let in_situ = crate::text::in_situ::source_line(&cm.params.in_situ, &hardware.name);
     Ok(Forward {
         spec,
         layout: cm.layout.clone(),
@@ -269,5 +283,6 @@ fn price(
         cost_model: cm.describe(),
         model: model.name,
         hardware: hardware.name,
+        in_situ,
     })
 }

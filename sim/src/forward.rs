@@ -184,6 +184,8 @@ fn add_step(c: StepCost, total: &mut StepCost) {
     a.two_batch |= b.two_batch;
     a.low_latency = b.low_latency;
     a.allreduce = b.allreduce;
+    // The last step's in-situ layer, as its timeline.
+    total.in_situ = c.in_situ;
     if c.timeline.is_some() {
         total.timeline = c.timeline;
     }

@@ -162,6 +162,11 @@ pub struct Moe {
     /// Coefficient of variation of expert popularity (persistent hot experts): the
     /// source of expert-load skew beyond a batch's sampling noise; 0 = uniform.
     pub expert_load_cv: f64,
+    /// Routing forced uniform: every expert takes the same load, no popularity skew and
+    /// no sampling noise (how profiling runs are made: DeepSeek's profile data
+    /// "simulate[s] an absolutely balanced MoE routing strategy").
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub balanced: bool,
     /// One fused kernel per MoE layer (DeepGEMM's Mega MoE): dispatch, expert GEMMs,
     /// activation and combine in one launch, communication overlapped with the GEMMs
     /// inside it.

@@ -57,6 +57,8 @@ pub fn to_json(f: &Forward) -> serde_json::Value {
             "spec": f.spec,
         },
         "cost_model": f.cost_model,
+        "in_situ": f.in_situ,
+        "in_situ_layer_ms": crate::text::in_situ::layer_json(&r.total.in_situ),
         "version": env!("CARGO_PKG_VERSION"),
     })
 }
@@ -106,6 +108,7 @@ pub fn render(f: &Forward) -> String {
         .unwrap();
     }
     writeln!(out, "cost model: {}", f.cost_model).unwrap();
+    writeln!(out, "{}", f.in_situ).unwrap();
     out
 }
 
@@ -246,7 +249,12 @@ pub fn run(args: &ForwardArgs) -> Result<()> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&to_json(&f))?);
     } else {
-        print!("{}", render(&f));
+        let mut text = render(&f);
+        if args.in_situ_layer {
+            let two_batch = f.result.total.timeline.is_some();
+            crate::text::in_situ::render_layer(&mut text, &f.result.total.in_situ, two_batch);
+        }
+        print!("{text}");
     }
     Ok(())
 }

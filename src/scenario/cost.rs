@@ -21,6 +21,15 @@ pub fn cost_params(
             .set(k, *v)
             .map_err(|e| anyhow!("hardware {}: cost.{k}: {e}", hardware.name))?;
     }
+    // Where the in-situ terms come from: their provenance in the hardware file.
+    if let Some(k) = hardware.cost.keys().find(|k| k.starts_with("in_situ.")) {
+        let why = hardware
+            .provenance
+            .get(&format!("cost.{k}"))
+            .map(String::as_str)
+            .unwrap_or("no provenance given");
+        params.in_situ.source = format!("{}'s terms, {why}", hardware.name);
+    }
     let mut source = if hardware.cost.is_empty() {
         params.source.clone()
     } else {

@@ -1,6 +1,7 @@
 //! Words and numbers the binary prints in more than one place: a command's text and
 //! the report of the same result say them the same way.
 
+pub mod in_situ;
 pub mod plan;
 pub mod vllm;
 

@@ -4,6 +4,7 @@
 
 pub mod analytic;
 pub mod fitted;
+pub mod insitu;
 pub mod kernels;
 pub mod params;
 
@@ -205,6 +206,8 @@ pub struct StepCost {
     pub comm: CommCost,
     /// Stage timeline of a middle layer when micro-batches overlap.
     pub timeline: Option<LayerTimeline>,
+    /// One layer as an in-situ breakdown reports it (analytic model; zero otherwise).
+    pub in_situ: insitu::InSituLayer,
     /// Kernel launches in the step.
     pub kernels: f64,
     /// Routed-expert weight bytes read per rank per step (all layers).

@@ -5,6 +5,7 @@
 //! device (as fractions of that device's own measured peaks, so they carry to other
 //! hardware through datasheet ratios).
 
+use super::insitu::InSitu;
 use serde::{Deserialize, Serialize};
 
 /// How well one operation uses the hardware, and what it costs regardless of size.
@@ -114,6 +115,10 @@ pub struct CostParams {
     pub comm_sms: f64,
     /// Low-latency (decode) all-to-all.
     pub ll: LowLatency,
+    /// How kernels behave inside a running deployment beside their benchmarks
+    /// (`[cost.in_situ]`; default: isolated-kernel prices).
+    #[serde(default = "InSitu::isolated")]
+    pub in_situ: InSitu,
     /// Tensor-parallel all-reduce of a layer's partial outputs: mem_eff of the NVLink
     /// (and NIC) bandwidth over the ring's traffic, fixed_s the latency of one
     /// all-reduce; compute_eff unused.
@@ -196,6 +201,7 @@ impl Default for CostParams {
                 per_peer_s: 0.0,
                 overlap_p: 1.0,
             },
+            in_situ: InSitu::isolated(),
             allreduce: allreduce_default(),
             allreduce_ring_step_s: 4e-6,
             elementwise: OpRate::new(0.85, 0.0, 0.0),
@@ -225,11 +231,13 @@ enum Kind {
     Positive,
     /// A number >= 0.
     NonNegative,
+    /// A share in [0, 1].
+    Share,
 }
 
 impl CostParams {
     /// Every key `set` accepts.
-    pub const KEYS: [&'static str; 52] = [
+    pub const KEYS: [&'static str; 67] = [
         "moe.mem_eff",
         "moe.compute_eff",
         "moe.fixed_s",
@@ -282,6 +290,21 @@ impl CostParams {
         "launch.graph_s",
         "step_fixed_decode_s",
         "step_fixed_prefill_s",
+        "in_situ.sm_hold",
+        "in_situ.kernel_floor_s",
+        "in_situ.barrier_s",
+        "in_situ.ll_dispatch_s",
+        "in_situ.ll_combine_s",
+        "in_situ.dispatch",
+        "in_situ.combine",
+        "in_situ.prefill.moe",
+        "in_situ.prefill.attention",
+        "in_situ.prefill.gemm",
+        "in_situ.prefill.elementwise",
+        "in_situ.decode.moe",
+        "in_situ.decode.attention",
+        "in_situ.decode.gemm",
+        "in_situ.decode.elementwise",
     ];
 
     fn slot(&mut self, key: &str) -> Option<(&mut f64, Kind)> {
@@ -302,6 +325,12 @@ impl CostParams {
             ("step_fixed_decode_s", None) => return Some((&mut self.step_fixed_decode_s, Seconds)),
             ("step_fixed_prefill_s", None) => {
                 return Some((&mut self.step_fixed_prefill_s, Seconds))
+            }
+            ("in_situ", Some(f)) => {
+                return self
+                    .in_situ
+                    .slot(f)
+                    .map(|(v, share)| (v, if share { Share } else { NonNegative }));
             }
             ("tile", Some(f)) => {
                 let t = &mut self.tile;
@@ -387,6 +416,9 @@ impl CostParams {
             }
             Kind::Positive if value <= 0.0 => {
                 return Err(format!("cost parameter `{key}` = {value} must be positive"))
+            }
+            Kind::Share if !(0.0..=1.0).contains(&value) => {
+                return Err(format!("share `{key}` = {value} must lie in [0, 1]"))
             }
             Kind::NonNegative if value < 0.0 => {
                 return Err(format!(

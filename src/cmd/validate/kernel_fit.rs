@@ -343,11 +343,16 @@ fn fit_rows(ev: &mut Evaluator, group: &Group, rows: &[&Row], start: &[f64]) -> 
         .map_err(|e| anyhow!("fit {}: {e}", group.name))
 }
 
-/// Fits every group to its fit rows of `rows`.
+/// Fits every group of the kernel table to its fit rows of `rows`.
 pub fn fit(rows: &[Row], loo: bool) -> Result<Vec<GroupFit>> {
+    fit_groups(GROUPS, rows, loo)
+}
+
+/// Fits every group of `groups` to its fit rows of `rows`.
+pub fn fit_groups(groups: &'static [Group], rows: &[Row], loo: bool) -> Result<Vec<GroupFit>> {
     let mut ev = Evaluator::default();
     let mut out = Vec::new();
-    for group in GROUPS {
+    for group in groups {
         let fit_rows_: Vec<&Row> = rows
             .iter()
             .filter(|r| r.role == "fit" && group.has(r))
@@ -356,7 +361,14 @@ pub fn fit(rows: &[Row], loo: bool) -> Result<Vec<GroupFit>> {
             bail!("fit {}: the table has no fit rows for it", group.name);
         }
         let stored = stored(group)?;
-        let values = fit_rows(&mut ev, group, &fit_rows_, &stored)?;
+        // A term that is 0 today (an in-situ term not yet fitted) starts at a tenth of
+        // its range: at 0 its row's log error is not finite.
+        let start: Vec<f64> = stored
+            .iter()
+            .zip(group.params)
+            .map(|(&v, p)| if v == 0.0 { p.lo.max(p.hi / 10.0) } else { v })
+            .collect();
+        let values = fit_rows(&mut ev, group, &fit_rows_, &start)?;
         let ss = |r: Vec<f64>| r.iter().map(|x| x * x).sum::<f64>();
         let cost_fitted = ss(residuals(&mut ev, group, &fit_rows_, &values)?);
         let cost_stored = ss(residuals(&mut ev, group, &fit_rows_, &stored)?);
@@ -430,7 +442,7 @@ pub fn write(dir: &str, fits: &[GroupFit], table: &str) -> Result<Vec<String>> {
                     doc["cost"][key] = toml_edit::value(round5(*v));
                     let prov = if fitted {
                         format!(
-                            "fitted: {} to {table} rows {} (`twin validate published kernels-public --fit`)",
+                            "fitted: {} to {table} rows {} (`twin validate published {table} --fit`)",
                             f.group.name,
                             rows.join(", ")
                         )

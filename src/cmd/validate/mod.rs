@@ -8,6 +8,7 @@
 //! CLI's own argument parsers ([`rows`]); the fits live in [`kernel_fit`] and
 //! [`report_fit`], their solvers in the `fitting` crate.
 
+pub mod in_situ_fit;
 pub mod kernel_fit;
 pub mod report_fit;
 pub mod rows;
@@ -20,12 +21,13 @@ use rows::{is_simulation, Evaluator};
 use std::collections::BTreeMap;
 
 /// The embedded tables: name and path under `scenarios/`.
-pub const TABLES: [(&str, &str); 2] = [
+pub const TABLES: [(&str, &str); 3] = [
     ("kernels-public", "published/kernels-public.csv"),
     (
         "vllm-gb300-deepseek-v4.1-flash",
         "published/vllm-gb300-deepseek-v4.1-flash.csv",
     ),
+    (in_situ_fit::TABLE, "published/in-situ-deepseek-h800.csv"),
 ];
 const KERNELS: &str = "kernels-public";
 
@@ -331,8 +333,13 @@ fn run_fit(
     let mut items = Vec::new();
     for t in tables {
         match t.name.as_str() {
-            KERNELS => {
-                let fits = kernel_fit::fit(&t.rows, loo)?;
+            KERNELS | in_situ_fit::TABLE => {
+                let groups = if t.name == KERNELS {
+                    kernel_fit::GROUPS
+                } else {
+                    in_situ_fit::GROUPS
+                };
+                let fits = kernel_fit::fit_groups(groups, &t.rows, loo)?;
                 for f in &fits {
                     for ((p, v), s) in f.group.params.iter().zip(&f.values).zip(&f.stored) {
                         items.push(serde_json::json!({

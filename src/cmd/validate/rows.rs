@@ -100,6 +100,23 @@ pub fn format_value(v: f64) -> String {
     }
 }
 
+/// One figure of a priced step's in-situ layer, in seconds: `layer` (its wall time),
+/// `STREAM.total` (the stream's kernels, bubbles and launch gaps), or
+/// `STREAM.CATEGORY`.
+fn in_situ_s(l: &sim::cost::insitu::InSituLayer, key: &str) -> Option<f64> {
+    use sim::cost::insitu::{Category, Stream};
+    if key == "layer" {
+        return Some(l.layer_s);
+    }
+    let (stream, cat) = key.split_once('.')?;
+    let stream = Stream::from_key(stream)?;
+    if cat == "total" {
+        let extra = l.get(stream, Category::Bubble) + l.get(stream, Category::Launch);
+        return Some(l.busy(stream) + extra);
+    }
+    Some(l.get(stream, Category::from_key(cat)?))
+}
+
 /// Runs rows; rows that share a simulation command and overrides share one run.
 #[derive(Default)]
 pub struct Evaluator {
@@ -189,8 +206,17 @@ impl Evaluator {
                 }
                 share * 100.0
             }
+            m if m.starts_with("in_situ_ms:") => {
+                let key = &m["in_situ_ms:".len()..];
+                in_situ_s(&r.total.in_situ, key).ok_or_else(|| {
+                    anyhow!(
+                        "row {}: unknown in-situ figure `{key}` (layer, STREAM.total, or STREAM.CATEGORY with STREAM compute or comm)",
+                        row.id
+                    )
+                })? * 1e3
+            }
             other => bail!(
-                "row {}: unknown metric `{other}` (step_ms, target_step_ms, user_tok_s, gain_pct, target_share_pct:OP[+OP])",
+                "row {}: unknown metric `{other}` (step_ms, target_step_ms, user_tok_s, gain_pct, target_share_pct:OP[+OP], in_situ_ms:FIGURE)",
                 row.id
             ),
         })

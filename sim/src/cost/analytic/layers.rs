@@ -108,6 +108,13 @@ pub(super) struct Compiled {
     pub kernels_moe: f64,
     pub kernels_dense: f64,
     pub kernels_step: f64,
+    /// Element-wise kernels among them: before the router, on the MoE layer's token
+    /// side (top-k, the shared expert's activation), per routed pair (quantisation and
+    /// activation), in a dense FFN.
+    pub elem_kernels_attn: f64,
+    pub elem_kernels_moe: f64,
+    pub elem_kernels_pair: f64,
+    pub elem_kernels_dense: f64,
     /// Attention flops per causal query-key pair: absorbed (decode, sparse) and
     /// un-absorbed (dense prefill of MLA) head widths.
     pub pair_flops_absorbed: f64,
@@ -464,6 +471,9 @@ struct Elementwise {
     kernels_attn: f64,
     kernels_moe: f64,
     kernels_dense: f64,
+    elem_kernels_attn: f64,
+    elem_kernels_moe: f64,
+    elem_kernels_dense: f64,
 }
 
 impl Elementwise {
@@ -481,12 +491,17 @@ impl Elementwise {
                        // With TP, one all-reduce kernel after attention and one after the FFN.
         let ar_kernel = if tp > 1.0 { 1.0 } else { 0.0 };
         let mut kernels_attn = 6.0 + projections as f64 + ar_kernel;
+        // Two norms, RoPE, the KV write and two more of the six are element-wise; the
+        // attention kernel itself is not.
+        let mut elem_kernels_attn = 5.0;
         if a.q_lora > 0 {
             attn_bytes += 4.0 * (a.q_lora as f64 + a.kv_dim as f64) + quant(a.q_lora as f64, aw);
             kernels_attn += 2.0;
+            elem_kernels_attn += 2.0;
         }
         if aw.bytes() <= 1.0 {
             kernels_attn += 2.0;
+            elem_kernels_attn += 2.0;
         }
         let (moe_bytes, pair_bytes, kernels_moe) = match &model.moe {
             Some(m) => {
@@ -512,6 +527,14 @@ impl Elementwise {
             Some(d) => (3.0 * h + 5.0 * d.ffn as f64 / tp, 4.0 + ar_kernel),
             None => (0.0, 0.0),
         };
+        // Top-k and, with shared experts, their activation; a dense FFN's norm and
+        // activation.
+        let elem_kernels_moe = match &model.moe {
+            Some(m) if m.fused => 0.0,
+            Some(m) => 1.0 + if m.shared_experts > 0 { 1.0 } else { 0.0 },
+            None => 0.0,
+        };
+        let elem_kernels_dense = if kernels_dense > 0.0 { 2.0 } else { 0.0 };
         Elementwise {
             attn_bytes,
             moe_bytes,
@@ -520,6 +543,9 @@ impl Elementwise {
             kernels_attn,
             kernels_moe,
             kernels_dense,
+            elem_kernels_attn,
+            elem_kernels_moe,
+            elem_kernels_dense,
         }
     }
 }
@@ -655,6 +681,14 @@ impl Compiled {
             kernels_moe: elem.kernels_moe,
             kernels_dense: elem.kernels_dense,
             kernels_step: 5.0,
+            elem_kernels_attn: elem.elem_kernels_attn,
+            elem_kernels_moe: elem.elem_kernels_moe,
+            elem_kernels_pair: if model.moe.as_ref().is_some_and(|m| !m.fused) {
+                2.0
+            } else {
+                0.0
+            },
+            elem_kernels_dense: elem.elem_kernels_dense,
             pair_flops_absorbed,
             pair_flops_unabsorbed: if a.kv_up_params > 0 {
                 2.0 * heads * (a.qk_head_dim + a.v_head_dim) as f64

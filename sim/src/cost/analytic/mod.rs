@@ -31,6 +31,7 @@ use self::layers::Compiled;
 use self::memo::Memo;
 use self::stages::{Local, MoePart, TypeLocal};
 use self::work::RankWork;
+use super::insitu::InSituLayer;
 use super::kernels::a2a;
 use super::kernels::overlap::{self, Schedule, Stages};
 use super::{
@@ -50,6 +51,8 @@ pub struct AnalyticCostModel {
     pub params: CostParams,
     compiled: Compiled,
     memo: Memo,
+    /// Whether any in-situ term differs from the isolated price.
+    in_situ: bool,
 }
 
 /// One way of running the step: the schedule and the pieces it was built from.
@@ -69,6 +72,7 @@ impl AnalyticCostModel {
     pub fn new(hardware: Hardware, model: Model, layout: Layout, params: CostParams) -> Self {
         let compiled = Compiled::new(&hardware, &model, &layout, &params);
         let memo = Memo::new(compiled.gemm_slots);
+        let in_situ = !params.in_situ.is_isolated();
         AnalyticCostModel {
             hardware,
             model,
@@ -76,14 +80,18 @@ impl AnalyticCostModel {
             params,
             compiled,
             memo,
+            in_situ,
         }
     }
 
-    /// Stage times of layer type `ti` from a rank-local pricing and the MoE part;
-    /// `sm_share` of the SMs is taken by overlapped communication kernels: a compute
-    /// stage running beside a dispatch or combine of the other micro-batch loses that
-    /// share of the SMs for as long as the kernel runs.
-    fn stages(&self, ti: usize, local: &Local, moe: &MoePart, sm_share: f64) -> Stages {
+    /// Stage times of layer type `ti` from a rank-local pricing and the MoE part, and
+    /// the compute time the communication kernels cost the compute stream in them.
+    /// `sm_share` of the SMs is taken by overlapped communication kernels: held for
+    /// the in-situ `sm_hold` share of the step, every compute stage runs on the rest
+    /// (`compute_stretch`); otherwise a compute stage running beside a dispatch or
+    /// combine of the other micro-batch loses that share for as long as the kernel
+    /// runs. Low-latency kernels' send/receive halves run on the compute stream.
+    fn stages(&self, ti: usize, local: &Local, moe: &MoePart, sm_share: f64) -> (Stages, f64) {
         let t = &local.types[ti];
         let is_moe = self.compiled.types[ti].moe;
         let busy = |l: &a2a::Leg| {
@@ -94,26 +102,45 @@ impl AnalyticCostModel {
             }
         };
         let on = |x: f64| if is_moe { x } else { 0.0 };
-        let (d, c) = (on(busy(&moe.dispatch)), on(busy(&moe.combine)));
+        let (db, cb) = (on(moe.dispatch_barrier_s), on(moe.combine_barrier_s));
+        let (d, c) = (on(busy(&moe.dispatch)) + db, on(busy(&moe.combine)) + cb);
         // Tensor parallelism sums attention's and the FFN's partial outputs (every
         // layer), where DEP dispatches and combines (MoE layers).
         let ar = local.allreduce_s;
-        Stages {
-            attn: t.stage_a() + sm_share * d,
-            dispatch: on(moe.dispatch.s) + ar,
-            experts: t.stage_e() + on(moe.experts_s + moe.elem_s) + sm_share * c,
-            combine: on(moe.combine.s) + ar,
+        let base_a = t.stage_a();
+        let base_e = t.stage_e() + on(moe.experts_s + moe.elem_s);
+        let (ll_d, ll_c) = (on(moe.dispatch_compute_s), on(moe.combine_compute_s));
+        let hold = self.params.in_situ.sm_hold.clamp(0.0, 1.0);
+        let stretch = if sm_share > 0.0 {
+            self.params.in_situ.compute_stretch(sm_share)
+        } else {
+            1.0
+        };
+        let overlap = sm_share * (1.0 - hold);
+        let attn = base_a * stretch + overlap * d + ll_d;
+        let experts = base_e * stretch + overlap * c + ll_c;
+        let stages = Stages {
+            attn,
+            dispatch: on(moe.dispatch.s) + db + ar,
+            experts,
+            combine: on(moe.combine.s) + cb + ar,
             dispatch_busy: d,
             combine_busy: c,
-        }
+        };
+        // Written so that the isolated price (stretch 1, no low-latency halves) is the
+        // overlap term alone, bit for bit.
+        let penalty = overlap * (d + c) + (ll_d + ll_c) + (stretch - 1.0) * (base_a + base_e);
+        (stages, penalty)
     }
 
     fn serial<'a>(&self, local: &'a Local, moe: MoePart) -> Variant<'a> {
         let mut sched = Schedule::default();
+        let mut penalty = 0.0;
         for (ti, ty) in self.compiled.types.iter().enumerate() {
-            let s = self.stages(ti, local, &moe, 0.0);
+            let (s, p) = self.stages(ti, local, &moe, 0.0);
             sched.compute_s += ty.count * s.compute();
             sched.comm_s += ty.count * s.comm();
+            penalty += ty.count * p;
         }
         sched.total_s = sched.compute_s + sched.comm_s;
         Variant {
@@ -121,7 +148,7 @@ impl AnalyticCostModel {
             local,
             moe,
             two_batch: false,
-            sm_penalty_s: 0.0,
+            sm_penalty_s: penalty,
         }
     }
 
@@ -140,9 +167,9 @@ impl AnalyticCostModel {
             .enumerate()
             .take(self.compiled.types.len())
         {
-            *s = self.stages(ti, local, &moe, sm_share);
-            penalty +=
-                2.0 * self.compiled.types[ti].count * sm_share * (s.dispatch_busy + s.combine_busy);
+            let (st, p) = self.stages(ti, local, &moe, sm_share);
+            *s = st;
+            penalty += 2.0 * self.compiled.types[ti].count * p;
         }
         let sched = overlap::two_batch_with(seq.len(), |i| stages[seq[i] as usize]);
         Variant {
@@ -366,9 +393,97 @@ impl AnalyticCostModel {
             allreduce: c.allreduces_per_layer > 0.0,
         };
         out.timeline = v.two_batch.then_some(v.sched.timeline);
+        out.in_situ = self.in_situ_layer(phase, v, self.launch_s(phase, gpu, kernels), kernels);
         out.kernels = kernels;
         out.moe_weight_bytes_per_rank = moe_layers * reps * v.moe.weight_bytes;
         out.experts_touched_per_rank = v.moe.touched;
+    }
+
+    /// One layer of the variant as an in-situ breakdown reports it: the middle layer
+    /// of an overlapped schedule (its period from the schedule), or an MoE layer run
+    /// serially; both micro-batches together. `launch_s` and `kernels`: the step's.
+    fn in_situ_layer(&self, phase: Phase, v: &Variant, launch_s: f64, kernels: f64) -> InSituLayer {
+        use spec::insitu::{Category as C, Stream};
+        let c = &self.compiled;
+        let mut out = InSituLayer::default();
+        if c.types.is_empty() {
+            return out;
+        }
+        let ti = if v.two_batch {
+            c.sequence[v.sched.timeline.layer.min(c.sequence.len() - 1)] as usize
+        } else {
+            c.types.iter().position(|t| t.moe).unwrap_or(0)
+        };
+        let sm_share = match (v.two_batch, phase) {
+            (true, Phase::Prefill) => {
+                (self.params.comm_sms / self.hardware.sms.max(1) as f64).min(1.0)
+            }
+            _ => 0.0,
+        };
+        let (st, _) = self.stages(ti, v.local, &v.moe, sm_share);
+        let t = &v.local.types[ti];
+        let m = &v.moe;
+        let is_moe = c.types[ti].moe;
+        let on = |x: f64| if is_moe { x } else { 0.0 };
+        let reps = if v.two_batch { 2.0 } else { 1.0 };
+        let (ll_d, ll_c) = (on(m.dispatch_compute_s), on(m.combine_compute_s));
+        // Each stage's stretch (SMs held, overlap) spread over its categories.
+        let base_a = t.stage_a();
+        let base_e = t.stage_e() + on(m.experts_s + m.elem_s);
+        let ma = if base_a > 0.0 {
+            (st.attn - ll_d) / base_a
+        } else {
+            1.0
+        };
+        let me = if base_e > 0.0 {
+            (st.experts - ll_c) / base_e
+        } else {
+            1.0
+        };
+        let cs = Stream::Compute;
+        out.add(cs, C::Attention, reps * t.attention * ma);
+        out.add(cs, C::Indexer, reps * t.indexer * ma);
+        out.add(
+            cs,
+            C::Gemm,
+            reps * ((t.dense_a + t.replay) * ma + (t.shared + t.dense_e) * me),
+        );
+        out.add(
+            cs,
+            C::Elementwise,
+            reps * ((t.elem_a + t.mhc) * ma + (t.elem_e + on(m.elem_s)) * me),
+        );
+        out.add(cs, C::Gather, reps * t.engram * ma);
+        out.add(cs, C::Moe, reps * on(m.experts_s) * me);
+        out.add(cs, C::Dispatch, reps * ll_d);
+        out.add(cs, C::Combine, reps * ll_c);
+        out.comm_stream = is_moe && c.a2a && !m.hooked && m.dispatch.s > 0.0;
+        if out.comm_stream {
+            let cm = Stream::Comm;
+            out.add(cm, C::Dispatch, reps * m.dispatch.s);
+            out.add(cm, C::DispatchBarrier, reps * m.dispatch_barrier_s);
+            out.add(cm, C::Combine, reps * m.combine.s);
+            out.add(cm, C::CombineBarrier, reps * m.combine_barrier_s);
+        }
+        // Tensor-parallel all-reduces run in line on the compute stream.
+        out.add(cs, C::Allreduce, reps * 2.0 * v.local.allreduce_s);
+        let period = if v.two_batch {
+            v.sched.timeline.period_s
+        } else {
+            st.compute() + st.comm()
+        };
+        out.compute_bubble_s = (period - out.busy(cs)).max(0.0);
+        if out.comm_stream {
+            out.comm_bubble_s = (period - out.busy(Stream::Comm)).max(0.0);
+        }
+        let layer_kernels = reps * self.layer_kernels(&c.types[ti]);
+        out.launch_s = if kernels > 0.0 {
+            launch_s * layer_kernels / kernels
+        } else {
+            0.0
+        };
+        out.layer_s = period + out.launch_s;
+        out
     }
 
     /// One MTP draft pass: one average layer over one token per request, serially, plus

@@ -94,6 +94,12 @@ pub(super) struct MoePart {
     /// Low-latency kernels completed by a receive hook: only the transfer occupies the
     /// link, the latency is a delay.
     pub hooked: bool,
+    /// In situ: the notify/barrier before each dispatch and combine (communication
+    /// stream), and the low-latency kernels' send/receive time on the compute stream.
+    pub dispatch_barrier_s: f64,
+    pub combine_barrier_s: f64,
+    pub dispatch_compute_s: f64,
+    pub combine_compute_s: f64,
 }
 
 impl MoePart {
@@ -120,6 +126,10 @@ impl MoePart {
                 ..self.combine
             },
             hooked: false,
+            dispatch_barrier_s: 0.0,
+            combine_barrier_s: 0.0,
+            dispatch_compute_s: 0.0,
+            combine_compute_s: 0.0,
             ..self
         }
     }
@@ -268,7 +278,36 @@ impl AnalyticCostModel {
             .map(|w| w.lm_tokens * scale)
             .fold(0.0, f64::max);
         out.lm_s = self.gemm(&c.lm_head, lm_tokens).0;
+        if self.in_situ {
+            self.in_situ_local(phase, &mut out);
+        }
         out
+    }
+
+    /// The in-situ terms of the rank-local stages: residual factors per class, and the
+    /// floor per element-wise kernel.
+    fn in_situ_local(&self, phase: Phase, out: &mut Local) {
+        let s = &self.params.in_situ;
+        let decode = phase == Phase::Decode;
+        let f = s.factors(decode);
+        let c = &self.compiled;
+        for (ti, ty) in c.types.iter().enumerate() {
+            let t = &mut out.types[ti];
+            t.attention *= f.attention;
+            t.indexer *= f.attention;
+            t.dense_a *= f.gemm;
+            t.dense_e *= f.gemm;
+            t.shared *= f.gemm;
+            t.replay *= f.gemm;
+            t.elem_a = s.elementwise_s(t.elem_a, c.elem_kernels_attn, decode);
+            let k = if ty.moe {
+                c.elem_kernels_moe
+            } else {
+                c.elem_kernels_dense
+            };
+            t.elem_e = s.elementwise_s(t.elem_e, k, decode);
+        }
+        out.lm_s *= f.gemm;
     }
 
     /// Weight GEMMs run one after another at `m` rows: their seconds, and `Compute`
@@ -520,7 +559,7 @@ impl AnalyticCostModel {
         let k = m.top_k as f64;
         let pairs = group_tokens * k;
         let mean_pairs = pairs / d;
-        let hot = if skewed {
+        let hot = if skewed && !m.balanced {
             skew::hottest_pairs(pairs, d, c.popularity_skew, c.z_dep)
         } else {
             mean_pairs
@@ -544,7 +583,7 @@ impl AnalyticCostModel {
             0.0
         };
         let (dispatch, combine) = self.a2a_legs(phase, max_tokens.max(recv_tokens), k);
-        let part = MoePart {
+        let mut part = MoePart {
             experts_s,
             elem_s,
             bound: experts_bound,
@@ -553,11 +592,36 @@ impl AnalyticCostModel {
             dispatch,
             combine,
             hooked: phase == Phase::Decode && c.a2a,
+            ..MoePart::default()
         };
+        if self.in_situ {
+            self.in_situ_moe(phase, &mut part);
+        }
         if m.fused {
             part.fused(p.moe.fixed_s)
         } else {
             part
+        }
+    }
+
+    /// The in-situ terms of the MoE part: residual factors, the element-wise floor,
+    /// barriers before normal kernels and the low-latency kernels' compute-stream time.
+    fn in_situ_moe(&self, phase: Phase, part: &mut MoePart) {
+        let s = &self.params.in_situ;
+        let decode = phase == Phase::Decode;
+        part.experts_s *= s.factors(decode).moe;
+        part.elem_s = s.elementwise_s(part.elem_s, self.compiled.elem_kernels_pair, decode);
+        if !self.compiled.a2a || part.dispatch.s <= 0.0 {
+            return;
+        }
+        if part.hooked {
+            part.dispatch_compute_s = s.ll_dispatch_s;
+            part.combine_compute_s = s.ll_combine_s;
+        } else {
+            part.dispatch.s *= s.dispatch;
+            part.combine.s *= s.combine;
+            part.dispatch_barrier_s = s.barrier_s;
+            part.combine_barrier_s = s.barrier_s;
         }
     }
 

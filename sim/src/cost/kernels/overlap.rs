@@ -46,6 +46,10 @@ pub struct LayerTimeline {
     /// `[A0, A1, D0, D1, E0, E1, C0, C1]` as (start, end), seconds from the layer's
     /// first start.
     pub spans: [(f64, f64); 8],
+    /// Position of that layer in the model's layer sequence, and its period: from its
+    /// first start to the next layer's (to the step's end for the last layer).
+    pub layer: usize,
+    pub period_s: f64,
 }
 
 impl LayerTimeline {
@@ -95,6 +99,7 @@ pub fn two_batch_with(n: usize, stage: impl Fn(usize) -> Stages) -> Schedule {
     let mut ready = [0.0f64; 2];
     let mut timeline = LayerTimeline::default();
     let mid = n / 2;
+    let mut mid_start = 0.0;
     let (mut compute_s, mut comm_s) = (0.0, 0.0);
     for i in 0..n {
         let s = &stage(i);
@@ -117,11 +122,19 @@ pub fn two_batch_with(n: usize, stage: impl Fn(usize) -> Stages) -> Schedule {
         comm_s += 2.0 * (s.dispatch_busy + s.combine_busy);
         if i == mid {
             let t0 = spans[0].0;
+            mid_start = t0;
             timeline.spans = spans.map(|(a, b)| (a - t0, b - t0));
+            timeline.layer = i;
+        } else if i == mid + 1 {
+            timeline.period_s = spans[0].0 - mid_start;
         }
     }
+    let total_s = comp.max(ready[0]).max(ready[1]);
+    if mid + 1 >= n && n > 0 {
+        timeline.period_s = total_s - mid_start;
+    }
     Schedule {
-        total_s: comp.max(ready[0]).max(ready[1]),
+        total_s,
         compute_s,
         comm_s,
         timeline,
@@ -150,6 +163,8 @@ mod tests {
         // batch stages of 2 each).
         let s = two_batch(&[st(1.0, 1.0, 1.0, 1.0)]);
         assert_eq!(s.total_s, 5.0);
+        // One layer: its period runs to the step's end.
+        assert_eq!(s.timeline.period_s, 5.0);
         assert_eq!(s.compute_s, 4.0);
         assert_eq!(s.comm_s, 4.0);
         assert_eq!(s.exposed_comm_s(), 1.0);
@@ -158,6 +173,9 @@ mod tests {
         let s = two_batch(&[st(1.0, 1.0, 1.0, 1.0); 10]);
         assert_eq!(s.total_s, 41.0);
         assert_eq!(s.timeline.spans[2], (1.0, 2.0));
+        // The middle layer (5) starts at 20 and the next at 24: a period of 4.
+        assert_eq!(s.timeline.layer, 5);
+        assert_eq!(s.timeline.period_s, 4.0);
     }
 
     #[test]
