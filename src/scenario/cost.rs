@@ -26,7 +26,7 @@ pub fn cost_params(
         let why = hardware
             .provenance
             .get(&format!("cost.{k}"))
-            .map(String::as_str)
+            .map(|p| p.split(" rows ").next().unwrap_or(p))
             .unwrap_or("no provenance given");
         params.in_situ.source = format!("{}'s terms, {why}", hardware.name);
     }

@@ -58,10 +58,12 @@ pub struct InSitu {
     /// Least seconds an element-wise kernel takes, however few bytes it moves.
     #[serde(default)]
     pub kernel_floor_s: f64,
-    /// Seconds of the notify/barrier kernel before each normal (prefill) dispatch and
-    /// combine of one micro-batch, on the communication stream.
+    /// The notify/barrier before each normal (prefill) dispatch and combine of one
+    /// micro-batch, on the communication stream, as a share of that micro-batch's
+    /// compute in the layer: a barrier waits for the slowest rank, and ranks drift
+    /// apart in proportion to the work between two barriers.
     #[serde(default)]
-    pub barrier_s: f64,
+    pub barrier_frac: f64,
     /// Seconds the send and receive kernels of one low-latency (decode) dispatch, and
     /// of one combine, spend on the compute stream.
     #[serde(default)]
@@ -88,7 +90,7 @@ impl InSitu {
     pub const KEYS: [&'static str; 15] = [
         "sm_hold",
         "kernel_floor_s",
-        "barrier_s",
+        "barrier_frac",
         "ll_dispatch_s",
         "ll_combine_s",
         "dispatch",
@@ -136,7 +138,7 @@ impl InSitu {
         Some(match key {
             "sm_hold" => (&mut self.sm_hold, true),
             "kernel_floor_s" => (&mut self.kernel_floor_s, false),
-            "barrier_s" => (&mut self.barrier_s, false),
+            "barrier_frac" => (&mut self.barrier_frac, true),
             "ll_dispatch_s" => (&mut self.ll_dispatch_s, false),
             "ll_combine_s" => (&mut self.ll_combine_s, false),
             "dispatch" => (&mut self.dispatch, false),

@@ -110,6 +110,13 @@ pub struct CostParams {
     pub comm: OpRate,
     /// Fraction of the NIC bandwidth the normal kernels' RDMA leg reaches.
     pub comm_rdma_eff: f64,
+    /// The DeepEP release priced, as a date `YYYYMMDD`: before its 2025-04-22 update
+    /// (IBGDA, one QP per channel) the normal kernels' RDMA leg reaches
+    /// `comm_rdma_eff_initial` instead (intranode speeds did not change).
+    #[serde(default = "deepep_update")]
+    pub deepep_release: f64,
+    #[serde(default = "rdma_initial")]
+    pub comm_rdma_eff_initial: f64,
     /// SMs the normal all-to-all kernels occupy while they run (taken from compute when
     /// they overlap it).
     pub comm_sms: f64,
@@ -192,6 +199,8 @@ impl Default for CostParams {
             gather: OpRate::new(0.40, 0.0, 2e-6),
             comm: OpRate::new(0.65, 0.0, 0.0),
             comm_rdma_eff: 0.87,
+            deepep_release: deepep_update(),
+            comm_rdma_eff_initial: rdma_initial(),
             comm_sms: 20.0,
             ll: LowLatency {
                 nvlink_eff: 0.65,
@@ -212,6 +221,31 @@ impl Default for CostParams {
             },
             step_fixed_decode_s: 300e-6,
             step_fixed_prefill_s: 1e-3,
+        }
+    }
+}
+
+/// DeepEP's 2025-04-22 update, the release the kernel table's DeepEP rows time.
+pub const DEEPEP_UPDATE: f64 = 20250422.0;
+
+fn deepep_update() -> f64 {
+    DEEPEP_UPDATE
+}
+
+/// The initial release's EP32 rows (44/47 GB/s) against the update's (58/57) put it at
+/// about 0.78 of `comm_rdma_eff`'s 0.87; the hardware files fit it to those rows.
+fn rdma_initial() -> f64 {
+    0.68
+}
+
+impl CostParams {
+    /// The RDMA efficiency of the normal kernels of the release priced.
+    #[inline]
+    pub fn normal_rdma_eff(&self) -> f64 {
+        if self.deepep_release < DEEPEP_UPDATE {
+            self.comm_rdma_eff_initial
+        } else {
+            self.comm_rdma_eff
         }
     }
 }
@@ -237,7 +271,7 @@ enum Kind {
 
 impl CostParams {
     /// Every key `set` accepts.
-    pub const KEYS: [&'static str; 67] = [
+    pub const KEYS: [&'static str; 69] = [
         "moe.mem_eff",
         "moe.compute_eff",
         "moe.fixed_s",
@@ -271,6 +305,8 @@ impl CostParams {
         "comm.compute_eff",
         "comm.fixed_s",
         "comm_rdma_eff",
+        "deepep_release",
+        "comm_rdma_eff_initial",
         "comm_sms",
         "ll.nvlink_eff",
         "ll.rdma_eff",
@@ -292,7 +328,7 @@ impl CostParams {
         "step_fixed_prefill_s",
         "in_situ.sm_hold",
         "in_situ.kernel_floor_s",
-        "in_situ.barrier_s",
+        "in_situ.barrier_frac",
         "in_situ.ll_dispatch_s",
         "in_situ.ll_combine_s",
         "in_situ.dispatch",
@@ -318,6 +354,10 @@ impl CostParams {
                 return Some((&mut self.prefill_diag_tokens, NonNegative))
             }
             ("comm_rdma_eff", None) => return Some((&mut self.comm_rdma_eff, Fraction)),
+            ("comm_rdma_eff_initial", None) => {
+                return Some((&mut self.comm_rdma_eff_initial, Fraction))
+            }
+            ("deepep_release", None) => return Some((&mut self.deepep_release, Positive)),
             ("comm_sms", None) => return Some((&mut self.comm_sms, NonNegative)),
             ("allreduce_ring_step_s", None) => {
                 return Some((&mut self.allreduce_ring_step_s, Seconds))
@@ -440,8 +480,8 @@ mod tests {
     fn every_key_round_trips() {
         let mut p = CostParams::default();
         for (i, k) in CostParams::KEYS.iter().enumerate() {
-            let v = if k.ends_with("_eff") {
-                0.5 + i as f64 / 100.0
+            let v = if k.ends_with("_eff") || k.ends_with("_eff_initial") {
+                0.3 + i as f64 / 200.0
             } else {
                 i as f64 * 1e-6 + 1e-9
             };

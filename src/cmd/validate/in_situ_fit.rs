@@ -27,7 +27,7 @@ pub const GROUPS: &[Group] = &[Group {
         p("in_situ.prefill.elementwise", 0.3, 8.0),
         p("in_situ.dispatch", 0.3, 4.0),
         p("in_situ.combine", 0.3, 4.0),
-        p("in_situ.barrier_s", 0.0, 5e-3),
+        p("in_situ.barrier_frac", 0.0, 0.5),
         p("in_situ.decode.moe", 0.3, 4.0),
         p("in_situ.decode.attention", 0.3, 4.0),
         p("in_situ.decode.gemm", 0.3, 4.0),

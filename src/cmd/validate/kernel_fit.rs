@@ -98,6 +98,15 @@ pub const GROUPS: &[Group] = &[
         not_borrowed: &[],
     },
     Group {
+        name: "DeepEP normal kernels, initial release (H800, CX7)",
+        prefixes: &["deepep-initial-"],
+        params: &[p("comm_rdma_eff_initial", 0.1, 1.0)],
+        fitted_in: &["h800"],
+        assumed_in: &["h100", "h200"],
+        why_assumed: "the H800's fit of DeepEP's initial release (same SM90 kernels, CX7 NICs)",
+        not_borrowed: &[],
+    },
+    Group {
         name: "DeepEP low-latency kernels (H800, CX7)",
         prefixes: &["deepep-ll-"],
         params: &[

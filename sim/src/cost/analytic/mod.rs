@@ -102,13 +102,14 @@ impl AnalyticCostModel {
             }
         };
         let on = |x: f64| if is_moe { x } else { 0.0 };
-        let (db, cb) = (on(moe.dispatch_barrier_s), on(moe.combine_barrier_s));
-        let (d, c) = (on(busy(&moe.dispatch)) + db, on(busy(&moe.combine)) + cb);
         // Tensor parallelism sums attention's and the FFN's partial outputs (every
         // layer), where DEP dispatches and combines (MoE layers).
         let ar = local.allreduce_s;
         let base_a = t.stage_a();
         let base_e = t.stage_e() + on(moe.experts_s + moe.elem_s);
+        let barrier = on(moe.barrier_frac * (base_a + base_e));
+        let (db, cb) = (barrier, barrier);
+        let (d, c) = (on(busy(&moe.dispatch)) + db, on(busy(&moe.combine)) + cb);
         let (ll_d, ll_c) = (on(moe.dispatch_compute_s), on(moe.combine_compute_s));
         let hold = self.params.in_situ.sm_hold.clamp(0.0, 1.0);
         let stretch = if sm_share > 0.0 {
@@ -461,9 +462,10 @@ impl AnalyticCostModel {
         if out.comm_stream {
             let cm = Stream::Comm;
             out.add(cm, C::Dispatch, reps * m.dispatch.s);
-            out.add(cm, C::DispatchBarrier, reps * m.dispatch_barrier_s);
+            let barrier = m.barrier_frac * (base_a + base_e);
+            out.add(cm, C::DispatchBarrier, reps * barrier);
             out.add(cm, C::Combine, reps * m.combine.s);
-            out.add(cm, C::CombineBarrier, reps * m.combine_barrier_s);
+            out.add(cm, C::CombineBarrier, reps * barrier);
         }
         // Tensor-parallel all-reduces run in line on the compute stream.
         out.add(cs, C::Allreduce, reps * 2.0 * v.local.allreduce_s);

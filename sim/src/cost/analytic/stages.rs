@@ -95,9 +95,9 @@ pub(super) struct MoePart {
     /// link, the latency is a delay.
     pub hooked: bool,
     /// In situ: the notify/barrier before each dispatch and combine (communication
-    /// stream), and the low-latency kernels' send/receive time on the compute stream.
-    pub dispatch_barrier_s: f64,
-    pub combine_barrier_s: f64,
+    /// stream) as a share of the layer's compute, and the low-latency kernels'
+    /// send/receive time on the compute stream.
+    pub barrier_frac: f64,
     pub dispatch_compute_s: f64,
     pub combine_compute_s: f64,
 }
@@ -126,8 +126,7 @@ impl MoePart {
                 ..self.combine
             },
             hooked: false,
-            dispatch_barrier_s: 0.0,
-            combine_barrier_s: 0.0,
+            barrier_frac: 0.0,
             dispatch_compute_s: 0.0,
             combine_compute_s: 0.0,
             ..self
@@ -620,8 +619,8 @@ impl AnalyticCostModel {
         } else {
             part.dispatch.s *= s.dispatch;
             part.combine.s *= s.combine;
-            part.dispatch_barrier_s = s.barrier_s;
-            part.combine_barrier_s = s.barrier_s;
+            // Barriers are set per layer type from its compute (`stages`).
+            part.barrier_frac = s.barrier_frac;
         }
     }
 

@@ -189,7 +189,7 @@ pub fn normal(
     let rdma_bytes = tokens * fan.remote_domains * bytes;
     let nvlink_bytes = tokens * fan.ranks * bytes * (g - 1.0) / g;
     let skew = recv_skew.max(1.0);
-    let rdma_s = skew * rdma_bytes / (links.nic_bytes_per_s * p.comm_rdma_eff);
+    let rdma_s = skew * rdma_bytes / (links.nic_bytes_per_s * p.normal_rdma_eff());
     let nvlink_s = skew * nvlink_bytes / (links.nvlink_bytes_per_s * p.comm.mem_eff);
     Leg {
         s: rdma_s.max(nvlink_s) + p.comm.fixed_s,
