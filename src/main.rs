@@ -10,6 +10,7 @@ use std::io::Write as _;
 // First: its print macros shadow `std`'s in every module below.
 #[macro_use]
 mod out;
+mod predicted_trace;
 
 mod args;
 mod cmd;

@@ -84,6 +84,10 @@ pub struct ForwardArgs {
     /// category, bubbles, launch gaps.
     #[arg(long)]
     pub in_situ_layer: bool,
+    /// Write the predicted step as a Chrome trace (open it in Perfetto beside a
+    /// profiler trace of the real run; `twin calibrate --from-trace` reads it back).
+    #[arg(long, value_name = "FILE.json")]
+    pub trace_out: Option<std::path::PathBuf>,
     /// Print one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -103,6 +107,8 @@ pub struct Forward {
     pub hardware: String,
     /// Where the price's in-situ terms come from (one line).
     pub in_situ: String,
+    /// Each step's timeline, when `--trace-out` asks for it.
+    pub traces: Vec<sim::cost::analytic::StepTrace>,
 }
 
 impl From<PhaseArg> for Phase {
@@ -181,7 +187,14 @@ pub fn evaluate(args: &ForwardArgs) -> Result<Forward> {
         draft_tokens,
         tokens_per_step,
     };
-    price(spec, hardware, model, layout, params)
+    price(
+        spec,
+        hardware,
+        model,
+        layout,
+        params,
+        args.trace_out.is_some(),
+    )
 }
 
 /// The hardware and model `args` name, with their `--set` overrides, and the cost
@@ -269,9 +282,15 @@ fn price(
     model: Model,
     layout: Layout,
     params: CostParams,
+    trace: bool,
 ) -> Result<Forward> {
     let cm = AnalyticCostModel::new(hardware.clone(), model.clone(), layout, params);
     let result = forward(&cm, &spec);
+    let traces = if trace {
+        sim::forward::trace(&cm, &spec)
+    } else {
+        Vec::new()
+    };
     if let Some(why) = sim::validate::non_finite_step(&result.total) {
         bail!("this step cannot be priced: {why}");
     }
@@ -284,5 +303,6 @@ fn price(
         model: model.name,
         hardware: hardware.name,
         in_situ,
+        traces,
     })
 }

@@ -2,7 +2,8 @@
 //! (vLLM's `bench forward`). Identical requests on every rank of one DEP group; a
 //! prefill may be split into chunks, each one engine step on top of the chunks before.
 
-use crate::cost::{CostModel, Op, Phase, ReqSlice, StepCost, StepShape};
+use crate::cost::analytic::StepTrace;
+use crate::cost::{AnalyticCostModel, CostModel, Op, Phase, ReqSlice, StepCost, StepShape};
 use crate::serde_defaults::is_one;
 use serde::Serialize;
 
@@ -127,42 +128,58 @@ fn rank_of(count: u32, new_tokens: u32, context_tokens: u64) -> Vec<ReqSlice> {
 /// a prefill's chunks one after another. Their sum, and how many there were.
 fn price_steps(cost: &dyn CostModel, spec: &ForwardSpec, per_rank: &[u32]) -> (StepCost, u32) {
     let mut total = StepCost::default();
-    let mut steps = 0u32;
+    let steps = each_step(spec, per_rank, |shape| {
+        add_step(cost.step(shape), &mut total)
+    });
+    (total, steps)
+}
+
+/// The timeline of each of `spec`'s steps (one decode step, or a prefill's chunks), as
+/// the analytic model prices them.
+pub fn trace(cost: &AnalyticCostModel, spec: &ForwardSpec) -> Vec<StepTrace> {
+    let mut out = Vec::new();
+    each_step(spec, &spec.per_rank(), |shape| {
+        out.push(cost.step_trace(shape).1)
+    });
+    out
+}
+
+/// Calls `f` with each step of `spec` in order, `per_rank` requests on each rank;
+/// returns how many there were.
+fn each_step(spec: &ForwardSpec, per_rank: &[u32], mut f: impl FnMut(&StepShape)) -> u32 {
     match spec.phase {
         Phase::Decode => {
             let ranks: Vec<Vec<ReqSlice>> = per_rank
                 .iter()
                 .map(|&c| rank_of(c, 1, spec.context_tokens))
                 .collect();
-            let shape = StepShape {
+            f(&StepShape {
                 phase: Phase::Decode,
                 ranks: &ranks,
                 draft_tokens: spec.draft_tokens,
-            };
-            add_step(cost.step(&shape), &mut total);
-            steps = 1;
+            });
+            1
         }
         Phase::Prefill => {
             let chunk = spec.chunk_tokens.unwrap_or(spec.new_tokens).max(1);
-            let mut done = 0u32;
+            let (mut done, mut steps) = (0u32, 0u32);
             while done < spec.new_tokens {
                 let n = chunk.min(spec.new_tokens - done);
                 let ranks: Vec<Vec<ReqSlice>> = per_rank
                     .iter()
                     .map(|&c| rank_of(c, n, spec.context_tokens + done as u64))
                     .collect();
-                let shape = StepShape {
+                f(&StepShape {
                     phase: Phase::Prefill,
                     ranks: &ranks,
                     draft_tokens: 0,
-                };
-                add_step(cost.step(&shape), &mut total);
+                });
                 done += n;
                 steps += 1;
             }
+            steps
         }
     }
-    (total, steps)
 }
 
 /// Adds step `c` to the running `total`: times, kernels, traffic and bytes summed;

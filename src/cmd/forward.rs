@@ -246,6 +246,19 @@ fn render_terms(out: &mut String, r: &ForwardResult) {
 
 pub fn run(args: &ForwardArgs) -> Result<()> {
     let f = evaluate(args)?;
+    if let Some(path) = &args.trace_out {
+        let about = json!({
+            "producer": "twin forward",
+            "hardware": f.hardware,
+            "model": f.model,
+            "layout": f.layout.name(),
+            "spec": f.spec,
+            "cost_model": f.cost_model,
+            "in_situ": f.in_situ,
+            "version": env!("CARGO_PKG_VERSION"),
+        });
+        crate::predicted_trace::write(path, &f.traces, about)?;
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&to_json(&f))?);
     } else {

@@ -24,6 +24,7 @@
 
 mod layers;
 mod memo;
+mod situ;
 mod stages;
 mod work;
 
@@ -31,7 +32,6 @@ use self::layers::Compiled;
 use self::memo::Memo;
 use self::stages::{Local, MoePart, TypeLocal};
 use self::work::RankWork;
-use super::insitu::InSituLayer;
 use super::kernels::a2a;
 use super::kernels::overlap::{self, Schedule, Stages};
 use super::{
@@ -40,6 +40,7 @@ use super::{
 use crate::model::AttentionKind;
 use crate::{Hardware, Model};
 
+pub use self::situ::{StepTrace, TraceSlice};
 pub use self::stages::MAX_TYPES;
 pub use self::work::MAX_CLASSES;
 
@@ -246,7 +247,13 @@ impl AnalyticCostModel {
     /// Prices the target model's step from each rank's work: the group's `n` ranks
     /// are `works` repeated (`period`), so maxima are `works`' own and sums run over
     /// all `n` in rank order, as over the whole group.
-    fn price_step(&self, phase: Phase, works: &[RankWork], n: usize) -> StepCost {
+    fn price_step(
+        &self,
+        phase: Phase,
+        works: &[RankWork],
+        n: usize,
+        trace: Option<&mut StepTrace>,
+    ) -> StepCost {
         let d = n.max(1) as f64;
         let group_tokens = repeated_sum(works, n);
         let mut out = StepCost {
@@ -319,6 +326,9 @@ impl AnalyticCostModel {
         };
         out.step_s = self.total(phase, &actual, local.lm_s);
         self.breakdown(phase, &actual, local.lm_s, &mut out);
+        if let Some(t) = trace {
+            self.fill_trace(phase, &actual, t);
+        }
         out
     }
 
@@ -398,94 +408,6 @@ impl AnalyticCostModel {
         out.kernels = kernels;
         out.moe_weight_bytes_per_rank = moe_layers * reps * v.moe.weight_bytes;
         out.experts_touched_per_rank = v.moe.touched;
-    }
-
-    /// One layer of the variant as an in-situ breakdown reports it: the middle layer
-    /// of an overlapped schedule (its period from the schedule), or an MoE layer run
-    /// serially; both micro-batches together. `launch_s` and `kernels`: the step's.
-    fn in_situ_layer(&self, phase: Phase, v: &Variant, launch_s: f64, kernels: f64) -> InSituLayer {
-        use spec::insitu::{Category as C, Stream};
-        let c = &self.compiled;
-        let mut out = InSituLayer::default();
-        if c.types.is_empty() {
-            return out;
-        }
-        let ti = if v.two_batch {
-            c.sequence[v.sched.timeline.layer.min(c.sequence.len() - 1)] as usize
-        } else {
-            c.types.iter().position(|t| t.moe).unwrap_or(0)
-        };
-        let sm_share = match (v.two_batch, phase) {
-            (true, Phase::Prefill) => {
-                (self.params.comm_sms / self.hardware.sms.max(1) as f64).min(1.0)
-            }
-            _ => 0.0,
-        };
-        let (st, _) = self.stages(ti, v.local, &v.moe, sm_share);
-        let t = &v.local.types[ti];
-        let m = &v.moe;
-        let is_moe = c.types[ti].moe;
-        let on = |x: f64| if is_moe { x } else { 0.0 };
-        let reps = if v.two_batch { 2.0 } else { 1.0 };
-        let (ll_d, ll_c) = (on(m.dispatch_compute_s), on(m.combine_compute_s));
-        // Each stage's stretch (SMs held, overlap) spread over its categories.
-        let base_a = t.stage_a();
-        let base_e = t.stage_e() + on(m.experts_s + m.elem_s);
-        let ma = if base_a > 0.0 {
-            (st.attn - ll_d) / base_a
-        } else {
-            1.0
-        };
-        let me = if base_e > 0.0 {
-            (st.experts - ll_c) / base_e
-        } else {
-            1.0
-        };
-        let cs = Stream::Compute;
-        out.add(cs, C::Attention, reps * t.attention * ma);
-        out.add(cs, C::Indexer, reps * t.indexer * ma);
-        out.add(
-            cs,
-            C::Gemm,
-            reps * ((t.dense_a + t.replay) * ma + (t.shared + t.dense_e) * me),
-        );
-        out.add(
-            cs,
-            C::Elementwise,
-            reps * ((t.elem_a + t.mhc) * ma + (t.elem_e + on(m.elem_s)) * me),
-        );
-        out.add(cs, C::Gather, reps * t.engram * ma);
-        out.add(cs, C::Moe, reps * on(m.experts_s) * me);
-        out.add(cs, C::Dispatch, reps * ll_d);
-        out.add(cs, C::Combine, reps * ll_c);
-        out.comm_stream = is_moe && c.a2a && !m.hooked && m.dispatch.s > 0.0;
-        if out.comm_stream {
-            let cm = Stream::Comm;
-            out.add(cm, C::Dispatch, reps * m.dispatch.s);
-            let barrier = m.barrier_frac * (base_a + base_e);
-            out.add(cm, C::DispatchBarrier, reps * barrier);
-            out.add(cm, C::Combine, reps * m.combine.s);
-            out.add(cm, C::CombineBarrier, reps * barrier);
-        }
-        // Tensor-parallel all-reduces run in line on the compute stream.
-        out.add(cs, C::Allreduce, reps * 2.0 * v.local.allreduce_s);
-        let period = if v.two_batch {
-            v.sched.timeline.period_s
-        } else {
-            st.compute() + st.comm()
-        };
-        out.compute_bubble_s = (period - out.busy(cs)).max(0.0);
-        if out.comm_stream {
-            out.comm_bubble_s = (period - out.busy(Stream::Comm)).max(0.0);
-        }
-        let layer_kernels = reps * self.layer_kernels(&c.types[ti]);
-        out.launch_s = if kernels > 0.0 {
-            launch_s * layer_kernels / kernels
-        } else {
-            0.0
-        };
-        out.layer_s = period + out.launch_s;
-        out
     }
 
     /// One MTP draft pass: one average layer over one token per request, serially, plus
@@ -575,11 +497,26 @@ impl AnalyticCostModel {
     /// [`CostModel::step`] working every rank out on its own (the reference the
     /// periodic pricing is tested against).
     pub fn step_rank_by_rank(&self, shape: &StepShape<'_>) -> StepCost {
-        self.step_in_periods(shape, shape.ranks.len())
+        self.step_in_periods(shape, shape.ranks.len(), None)
     }
 
-    /// Prices `shape` whose ranks are their first `p` repeated.
-    fn step_in_periods(&self, shape: &StepShape<'_>, p: usize) -> StepCost {
+    /// The step of `shape` as a timeline: every layer's stages on the compute and
+    /// communication streams, per micro-batch, split into their operations.
+    pub fn step_trace(&self, shape: &StepShape<'_>) -> (StepCost, StepTrace) {
+        let mut t = StepTrace::default();
+        let cost = self.step_in_periods(shape, period(shape.ranks), Some(&mut t));
+        t.finish(&cost);
+        (cost, t)
+    }
+
+    /// Prices `shape` whose ranks are their first `p` repeated (and, given `trace`,
+    /// records its timeline there).
+    fn step_in_periods(
+        &self,
+        shape: &StepShape<'_>,
+        p: usize,
+        trace: Option<&mut StepTrace>,
+    ) -> StepCost {
         debug_assert!(
             shape.ranks.len() == self.layout.dep as usize,
             "step has {} ranks, layout has DEP {}",
@@ -603,7 +540,7 @@ impl AnalyticCostModel {
             };
             self.rank_work(shape.phase, rank, q, &mut works[i], d);
         }
-        let mut cost = self.price_step(shape.phase, &works, n);
+        let mut cost = self.price_step(shape.phase, &works, n, trace);
         if drafting && cost.tokens_processed > 0 {
             let draft = shape.draft_tokens as f64 * self.draft_pass_s(&draft_works, n);
             cost.op_s[Op::MtpDraft.index()] = draft;
@@ -621,7 +558,7 @@ impl CostModel for AnalyticCostModel {
     /// is priced from one period of them: the same figures, bit for bit, as
     /// [`AnalyticCostModel::step_rank_by_rank`].
     fn step(&self, shape: &StepShape<'_>) -> StepCost {
-        self.step_in_periods(shape, period(shape.ranks))
+        self.step_in_periods(shape, period(shape.ranks), None)
     }
 
     fn describe(&self) -> String {

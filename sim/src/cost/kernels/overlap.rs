@@ -95,6 +95,16 @@ pub fn two_batch(layers: &[Stages]) -> Schedule {
 /// Two micro-batches over `n` layers, `stage(i)` giving each micro-batch's stage times
 /// at layer `i`.
 pub fn two_batch_with(n: usize, stage: impl Fn(usize) -> Stages) -> Schedule {
+    two_batch_recorded(n, stage, None)
+}
+
+/// [`two_batch_with`], recording every layer's spans (`[A0, A1, D0, D1, E0, E1, C0,
+/// C1]`, seconds from the step's start) into `record`.
+pub fn two_batch_recorded(
+    n: usize,
+    stage: impl Fn(usize) -> Stages,
+    mut record: Option<&mut Vec<[(f64, f64); 8]>>,
+) -> Schedule {
     let (mut comp, mut comm) = (0.0f64, 0.0f64);
     let mut ready = [0.0f64; 2];
     let mut timeline = LayerTimeline::default();
@@ -118,6 +128,9 @@ pub fn two_batch_with(n: usize, stage: impl Fn(usize) -> Stages) -> Schedule {
         spans[6] = run(&mut comm, spans[4].1, s.combine, s.combine_busy);
         spans[7] = run(&mut comm, spans[5].1, s.combine, s.combine_busy);
         ready = [spans[6].1, spans[7].1];
+        if let Some(r) = record.as_deref_mut() {
+            r.push(spans);
+        }
         compute_s += 2.0 * s.compute();
         comm_s += 2.0 * (s.dispatch_busy + s.combine_busy);
         if i == mid {

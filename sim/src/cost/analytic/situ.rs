@@ -1,0 +1,249 @@
+//! A priced step as a deployment's profiler would see it: one layer as an in-situ
+//! breakdown reports it ([`InSituLayer`]), and the whole step as a timeline of
+//! operations per stream and micro-batch ([`StepTrace`], what `twin forward
+//! --trace-out` writes as a Chrome trace).
+
+use super::stages::{Local, MoePart};
+use super::{AnalyticCostModel, Variant};
+use crate::cost::insitu::{Category as C, InSituLayer, Stream};
+use crate::cost::kernels::overlap::{self, Stages};
+use crate::cost::{Phase, StepCost};
+
+/// One operation of a step's timeline.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TraceSlice {
+    pub category: C,
+    pub stream: Stream,
+    /// The micro-batch (0 or 1) of an overlapped schedule; `None` when serial.
+    pub micro_batch: Option<u8>,
+    /// Position in the model's layer sequence; `None` outside the layers (LM head).
+    pub layer: Option<u32>,
+    pub start_s: f64,
+    pub dur_s: f64,
+}
+
+/// A step's timeline: its operations, each layer's span, and the step's wall time
+/// (the time after the last operation is launches and fixed costs, which a profiler
+/// sees as idle GPU time).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct StepTrace {
+    pub slices: Vec<TraceSlice>,
+    /// `(start, end)` of each layer, in sequence order.
+    pub layers: Vec<(f64, f64)>,
+    pub two_batch: bool,
+    pub step_s: f64,
+    /// MTP draft passes after the target model (decode with speculation).
+    pub mtp_draft_s: f64,
+}
+
+impl StepTrace {
+    /// Takes the step's totals once it is priced.
+    pub(super) fn finish(&mut self, cost: &StepCost) {
+        self.step_s = cost.step_s;
+        self.mtp_draft_s = cost.op(crate::cost::Op::MtpDraft);
+    }
+
+    fn push(&mut self, s: TraceSlice) {
+        if s.dur_s > 0.0 {
+            self.slices.push(s);
+        }
+    }
+
+    /// `ops` one after another from `start` on `stream`.
+    fn run(&mut self, ops: &[(C, f64)], stream: Stream, at: (Option<u32>, Option<u8>), start: f64) {
+        let mut t = start;
+        for &(category, dur_s) in ops {
+            self.push(TraceSlice {
+                category,
+                stream,
+                micro_batch: at.1,
+                layer: at.0,
+                start_s: t,
+                dur_s,
+            });
+            t += dur_s.max(0.0);
+        }
+    }
+}
+
+/// One micro-batch's operations of one layer type, by stage (seconds, in run order).
+struct StageOps {
+    stages: Stages,
+    a: [(C, f64); 7],
+    e: [(C, f64); 5],
+    dispatch: [(C, f64); 2],
+    combine: [(C, f64); 2],
+    /// Whether the dispatch and combine run on a stream of their own (normal kernels).
+    comm_stream: bool,
+}
+
+impl AnalyticCostModel {
+    /// The share of the SMs overlapped communication kernels take in variant `v`.
+    fn sm_share(&self, phase: Phase, two_batch: bool) -> f64 {
+        match (two_batch, phase) {
+            (true, Phase::Prefill) => {
+                (self.params.comm_sms / self.hardware.sms.max(1) as f64).min(1.0)
+            }
+            _ => 0.0,
+        }
+    }
+
+    /// The operations of layer type `ti` for one micro-batch (the whole batch when
+    /// serial): each stage's stretch (SMs held, overlap) spread over its operations.
+    fn stage_ops(&self, ti: usize, local: &Local, m: &MoePart, sm_share: f64) -> StageOps {
+        let (st, _) = self.stages(ti, local, m, sm_share);
+        let t = &local.types[ti];
+        let is_moe = self.compiled.types[ti].moe;
+        let on = |x: f64| if is_moe { x } else { 0.0 };
+        let (ll_d, ll_c) = (on(m.dispatch_compute_s), on(m.combine_compute_s));
+        let base_a = t.stage_a();
+        let base_e = t.stage_e() + on(m.experts_s + m.elem_s);
+        let ma = if base_a > 0.0 {
+            (st.attn - ll_d) / base_a
+        } else {
+            1.0
+        };
+        let me = if base_e > 0.0 {
+            (st.experts - ll_c) / base_e
+        } else {
+            1.0
+        };
+        let barrier = on(m.barrier_frac * (base_a + base_e));
+        let ar = local.allreduce_s;
+        StageOps {
+            stages: st,
+            a: [
+                (C::Elementwise, (t.elem_a + t.mhc) * ma),
+                (C::Gather, t.engram * ma),
+                (C::Gemm, (t.dense_a + t.replay) * ma),
+                (C::Indexer, t.indexer * ma),
+                (C::Attention, t.attention * ma),
+                (C::Dispatch, ll_d),
+                (C::Allreduce, ar),
+            ],
+            e: [
+                (C::Gemm, (t.shared + t.dense_e) * me),
+                (C::Elementwise, (t.elem_e + on(m.elem_s)) * me),
+                (C::Moe, on(m.experts_s) * me),
+                (C::Combine, ll_c),
+                (C::Allreduce, ar),
+            ],
+            dispatch: [
+                (C::DispatchBarrier, barrier),
+                (C::Dispatch, on(m.dispatch.s)),
+            ],
+            combine: [(C::CombineBarrier, barrier), (C::Combine, on(m.combine.s))],
+            comm_stream: is_moe && self.compiled.a2a && !m.hooked && m.dispatch.s > 0.0,
+        }
+    }
+
+    /// One layer of the variant as an in-situ breakdown reports it: the middle layer
+    /// of an overlapped schedule (its period from the schedule), or an MoE layer run
+    /// serially; both micro-batches together. `launch_s` and `kernels`: the step's.
+    pub(super) fn in_situ_layer(
+        &self,
+        phase: Phase,
+        v: &Variant,
+        launch_s: f64,
+        kernels: f64,
+    ) -> InSituLayer {
+        let c = &self.compiled;
+        let mut out = InSituLayer::default();
+        if c.types.is_empty() {
+            return out;
+        }
+        let ti = if v.two_batch {
+            c.sequence[v.sched.timeline.layer.min(c.sequence.len() - 1)] as usize
+        } else {
+            c.types.iter().position(|t| t.moe).unwrap_or(0)
+        };
+        let ops = self.stage_ops(ti, v.local, &v.moe, self.sm_share(phase, v.two_batch));
+        let reps = if v.two_batch { 2.0 } else { 1.0 };
+        for &(cat, s) in ops.a.iter().chain(&ops.e) {
+            out.add(Stream::Compute, cat, reps * s);
+        }
+        out.comm_stream = ops.comm_stream;
+        if out.comm_stream {
+            for &(cat, s) in ops.dispatch.iter().chain(&ops.combine) {
+                out.add(Stream::Comm, cat, reps * s);
+            }
+        }
+        let st = &ops.stages;
+        let period = if v.two_batch {
+            v.sched.timeline.period_s
+        } else {
+            st.compute() + st.comm()
+        };
+        out.compute_bubble_s = (period - out.busy(Stream::Compute)).max(0.0);
+        if out.comm_stream {
+            out.comm_bubble_s = (period - out.busy(Stream::Comm)).max(0.0);
+        }
+        let layer_kernels = reps * self.layer_kernels(&c.types[ti]);
+        out.launch_s = if kernels > 0.0 {
+            launch_s * layer_kernels / kernels
+        } else {
+            0.0
+        };
+        out.layer_s = period + out.launch_s;
+        out
+    }
+
+    /// Records variant `v`'s timeline into `t`: every layer's stages, split into
+    /// operations, then the LM head.
+    pub(super) fn fill_trace(&self, phase: Phase, v: &Variant, t: &mut StepTrace) {
+        let c = &self.compiled;
+        let sm_share = self.sm_share(phase, v.two_batch);
+        let ops: Vec<StageOps> = (0..c.types.len())
+            .map(|ti| self.stage_ops(ti, v.local, &v.moe, sm_share))
+            .collect();
+        let seq = &c.sequence;
+        t.two_batch = v.two_batch;
+        let comm = |o: &StageOps| {
+            if o.comm_stream {
+                Stream::Comm
+            } else {
+                Stream::Compute
+            }
+        };
+        let mut end = 0.0f64;
+        if v.two_batch {
+            let mut spans = Vec::with_capacity(seq.len());
+            overlap::two_batch_recorded(
+                seq.len(),
+                |i| ops[seq[i] as usize].stages,
+                Some(&mut spans),
+            );
+            for (i, sp) in spans.iter().enumerate() {
+                let o = &ops[seq[i] as usize];
+                for mb in 0..2u8 {
+                    let at = (Some(i as u32), Some(mb));
+                    let m = mb as usize;
+                    t.run(&o.a, Stream::Compute, at, sp[m].0);
+                    t.run(&o.dispatch, comm(o), at, sp[2 + m].0);
+                    t.run(&o.e, Stream::Compute, at, sp[4 + m].0);
+                    t.run(&o.combine, comm(o), at, sp[6 + m].0);
+                }
+                let first = sp.iter().map(|s| s.0).fold(f64::INFINITY, f64::min);
+                let last = sp.iter().map(|s| s.1).fold(0.0, f64::max);
+                t.layers.push((first, last));
+                end = end.max(last);
+            }
+        } else {
+            for (i, &ti) in seq.iter().enumerate() {
+                let o = &ops[ti as usize];
+                let st = &o.stages;
+                let at = (Some(i as u32), None);
+                let start = end;
+                t.run(&o.a, Stream::Compute, at, start);
+                t.run(&o.dispatch, comm(o), at, start + st.attn);
+                t.run(&o.e, Stream::Compute, at, start + st.attn + st.dispatch);
+                let c0 = start + st.attn + st.dispatch + st.experts;
+                t.run(&o.combine, comm(o), at, c0);
+                end = c0 + st.combine;
+                t.layers.push((start, end));
+            }
+        }
+        let lm_s = v.local.lm_s;
+        t.run(&[(C::Gemm, lm_s)], Stream::Compute, (None, None), end);
+    }
+}
