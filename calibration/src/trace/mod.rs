@@ -34,11 +34,12 @@ pub mod timeline;
 
 pub use error::{Result, TraceError};
 pub use rules::Rules;
+/// The vocabulary the reports speak, re-exported for the binary.
+pub use spec::insitu::{Category, Entry, LayerBreakdown, Stream};
 pub use structure::LayerSource;
 
 use read::{GpuOp, RawTrace};
 use serde::Serialize;
-use spec::insitu::{Category, Entry, LayerBreakdown, Stream};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
@@ -171,14 +172,6 @@ pub fn analyse(mut raw: RawTrace, rules: &Rules) -> TraceReport {
         .map(|(o, _)| o.dur_ns)
         .sum();
 
-    let mut unmapped: BTreeMap<usize, (usize, i64)> = BTreeMap::new();
-    for (o, c) in ops.iter().zip(&category) {
-        if c.is_none() {
-            let e = unmapped.entry(o.name).or_default();
-            e.0 += 1;
-            e.1 += o.dur_ns;
-        }
-    }
     let share = |ns: i64| {
         if kernel_ns > 0 {
             ns as f64 / kernel_ns as f64
@@ -186,27 +179,7 @@ pub fn analyse(mut raw: RawTrace, rules: &Rules) -> TraceReport {
             0.0
         }
     };
-    let mut unmapped: Vec<Unmapped> = unmapped
-        .into_iter()
-        .map(|(name, (count, ns))| Unmapped {
-            name: raw.names[name].clone(),
-            count,
-            total_s: secs(ns),
-            share: share(ns),
-        })
-        .collect();
-    unmapped.sort_by(|a, b| {
-        b.total_s
-            .total_cmp(&a.total_s)
-            .then_with(|| a.name.cmp(&b.name))
-    });
-    let unmapped_ns: i64 = ops
-        .iter()
-        .zip(&category)
-        .filter(|(_, c)| c.is_none())
-        .map(|(o, _)| o.dur_ns)
-        .sum();
-
+    let (unmapped, unmapped_ns) = unmapped_list(&raw.names, &ops, &category, kernel_ns);
     let micro: BTreeSet<i64> = ops.iter().filter_map(|o| o.micro_batch).collect();
     let (micro_batches, micro_batch_source) = if micro.is_empty() {
         (
@@ -239,6 +212,43 @@ pub fn analyse(mut raw: RawTrace, rules: &Rules) -> TraceReport {
         unmapped,
         unmapped_s: secs(unmapped_ns),
     }
+}
+
+/// The kernels no rule maps, by name, longest total first; and their total time.
+fn unmapped_list(
+    names: &[String],
+    ops: &[GpuOp],
+    category: &[Option<Category>],
+    kernel_ns: i64,
+) -> (Vec<Unmapped>, i64) {
+    let mut by_name: BTreeMap<usize, (usize, i64)> = BTreeMap::new();
+    for (o, c) in ops.iter().zip(category) {
+        if c.is_none() {
+            let e = by_name.entry(o.name).or_default();
+            e.0 += 1;
+            e.1 += o.dur_ns;
+        }
+    }
+    let total: i64 = by_name.values().map(|&(_, ns)| ns).sum();
+    let mut list: Vec<Unmapped> = by_name
+        .into_iter()
+        .map(|(name, (count, ns))| Unmapped {
+            name: names[name].clone(),
+            count,
+            total_s: secs(ns),
+            share: if kernel_ns > 0 {
+                ns as f64 / kernel_ns as f64
+            } else {
+                0.0
+            },
+        })
+        .collect();
+    list.sort_by(|a, b| {
+        b.total_s
+            .total_cmp(&a.total_s)
+            .then_with(|| a.name.cmp(&b.name))
+    });
+    (list, total)
 }
 
 /// The streams and a function giving each op's role.

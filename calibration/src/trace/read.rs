@@ -308,26 +308,18 @@ fn ns(us: f64) -> i64 {
     (us * 1000.0).round() as i64
 }
 
+/// Keeps what import needs of event number `state.trace.events`.
 fn keep(state: &mut State, ev: RawEvent) -> Result<()> {
     let index = state.trace.events;
     let ph = ev.ph.as_deref().unwrap_or("");
-    let cat = ev.cat.as_deref().unwrap_or("");
     let name = ev.name.clone().unwrap_or_default();
-    let bad = |msg: String| TraceError::Event {
-        path: state.trace.path.clone(),
-        event: index,
-        name: name.clone(),
-        msg,
-    };
     if ph == "M" {
         if name == "thread_name" {
             if let Some(serde_json::Value::String(s)) =
                 ev.args.as_ref().and_then(|a| a.name.clone())
             {
-                state
-                    .trace
-                    .thread_names
-                    .insert((id(&ev.pid), id(&ev.tid)), s);
+                let key = (id(&ev.pid), id(&ev.tid));
+                state.trace.thread_names.insert(key, s);
             }
         }
         return Ok(());
@@ -335,29 +327,37 @@ fn keep(state: &mut State, ev: RawEvent) -> Result<()> {
     if ph != "X" {
         return Ok(());
     }
+    keep_complete(state, ev, name.clone()).map_err(|msg| TraceError::Event {
+        path: state.trace.path.clone(),
+        event: index,
+        name,
+        msg,
+    })
+}
+
+/// The start and duration of a complete event, in nanoseconds.
+fn times(ev: &RawEvent, cat: &str) -> std::result::Result<(i64, i64), String> {
     let (ts, dur) = match (ev.ts, ev.dur) {
         (Some(t), Some(d)) => (t, d),
-        (None, _) => {
-            return Err(bad(format!(
-                "a complete (ph \"X\") `{cat}` event without `ts`"
-            )))
-        }
-        (_, None) => {
-            return Err(bad(format!(
-                "a complete (ph \"X\") `{cat}` event without `dur`"
-            )))
-        }
+        (None, _) => return Err(format!("a complete (ph \"X\") `{cat}` event without `ts`")),
+        (_, None) => return Err(format!("a complete (ph \"X\") `{cat}` event without `dur`")),
     };
     if !ts.is_finite() || !dur.is_finite() || dur < 0.0 {
-        return Err(bad(format!(
+        return Err(format!(
             "ts {ts} / dur {dur}: not a time and a nonnegative duration"
-        )));
+        ));
     }
-    let (start_ns, dur_ns) = (ns(ts), ns(dur));
-    let args = ev.args.unwrap_or_default();
+    Ok((ns(ts), ns(dur)))
+}
+
+/// Keeps a complete (`ph: "X"`) event; `Err` is the message of a bad one.
+fn keep_complete(state: &mut State, ev: RawEvent, name: String) -> std::result::Result<(), String> {
+    let cat = ev.cat.clone().unwrap_or_default();
+    let (start_ns, dur_ns) = times(&ev, &cat)?;
     let pid = id(&ev.pid);
     let tid = id(&ev.tid);
-    let kind = match cat {
+    let args = ev.args.unwrap_or_default();
+    let kind = match cat.as_str() {
         "kernel" => Some(GpuKind::Kernel),
         "gpu_memcpy" => Some(GpuKind::Memcpy),
         "gpu_memset" => Some(GpuKind::Memset),
@@ -368,7 +368,7 @@ fn keep(state: &mut State, ev: RawEvent) -> Result<()> {
             None => None,
             Some(key) => match Category::from_key(key) {
                 Some(c) if !c.is_derived() => Some(c),
-                _ => return Err(bad(format!("args.category {key:?} is not an op category"))),
+                _ => return Err(format!("args.category {key:?} is not an op category")),
             },
         };
         let name = state.trace.intern(name);
@@ -386,7 +386,7 @@ fn keep(state: &mut State, ev: RawEvent) -> Result<()> {
         });
         return Ok(());
     }
-    match cat {
+    match cat.as_str() {
         "cuda_runtime" | "cuda_driver" => {
             if let Some(correlation) = args.correlation {
                 state.trace.launches.push(Launch {
