@@ -23,6 +23,7 @@ mod scenario;
 mod simulation;
 mod step;
 mod text;
+mod trace_import;
 
 #[derive(Parser)]
 #[command(
