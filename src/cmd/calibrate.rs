@@ -67,13 +67,13 @@ pub struct CalibrateArgs {
     pub from_trace: Option<PathBuf>,
     /// With --from-trace: a rules file (kernel-name patterns to categories) tried before
     /// the shipped one.
-    #[arg(long, value_name = "FILE", requires = "from_trace")]
+    #[arg(long, value_name = "FILE")]
     pub rules: Option<PathBuf>,
     /// With --from-trace: print one JSON object instead of text.
-    #[arg(long, requires = "from_trace")]
+    #[arg(long)]
     pub json: bool,
     /// With --from-trace: a line per layer.
-    #[arg(long, requires = "from_trace")]
+    #[arg(long)]
     pub layers_detail: bool,
 }
 

@@ -84,19 +84,20 @@ pub fn find_layers(
     };
     let gpu = named(true);
     if !gpu.is_empty() {
+        // Ops are in start order: each range's ops are found by binary search, so
+        // many ranges over many ops stay n log n.
         let layers = gpu
             .iter()
-            .map(|r| LayerWindow {
-                start_ns: r.start_ns,
-                end_ns: r.end_ns,
-                ops: ops
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, o)| {
-                        o.pid == r.pid && o.start_ns >= r.start_ns && o.start_ns < r.end_ns
-                    })
-                    .map(|(i, _)| i)
-                    .collect(),
+            .map(|r| {
+                let from = ops.partition_point(|o| o.start_ns < r.start_ns);
+                let to = ops.partition_point(|o| o.start_ns < r.end_ns);
+                LayerWindow {
+                    start_ns: r.start_ns,
+                    end_ns: r.end_ns,
+                    ops: (from..to.max(from))
+                        .filter(|&i| ops[i].pid == r.pid)
+                        .collect(),
+                }
             })
             .collect();
         return (
