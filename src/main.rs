@@ -24,6 +24,7 @@ mod scenario;
 mod simulation;
 mod step;
 mod text;
+mod trace_import;
 
 #[derive(Parser)]
 #[command(

@@ -8,14 +8,18 @@
 //!   [`Profile::cost_params`].
 //! * [`plan`]: which points `twin calibrate` measures.
 //! * [`live`]: the live engine's ops at a model's shapes, fitted per static key.
+//! * [`trace`]: a profiler trace imported into an in-situ layer breakdown.
+//! * [`insitu`]: in-situ factors, measured over predicted, per category.
 
 mod error;
 pub mod families;
 pub mod fit;
+pub mod insitu;
 pub mod live;
 pub mod log;
 pub mod plan;
 pub mod profile;
+pub mod trace;
 
 pub use error::{CalibrationError, Result};
 pub use families::OpFit;

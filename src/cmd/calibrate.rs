@@ -4,11 +4,14 @@
 //! ```text
 //! twin calibrate --device cpu|cuda:N [--ops LIST] [--quick] --out DIR
 //! twin calibrate fit MEASUREMENTS.csv --out PROFILE
+//! twin calibrate --from-trace FILE [--rules FILE] [--json] [--layers-detail]
 //! ```
 //!
 //! The first form appends to `DIR/measurements.csv` point by point (each row fsynced),
 //! skipping points already there (rerun with the same `--out` to resume), then fits and
-//! writes `DIR/profile.toml`. The second refits an existing CSV without measuring.
+//! writes `DIR/profile.toml`. The second refits an existing CSV without measuring. The
+//! third reads a profiler trace of a real deployment and prints where each layer's time
+//! goes (`crate::trace_import`).
 
 use anyhow::{anyhow, Context, Result};
 use calibration::plan::{expand_ops, plan, PlanSize};
@@ -25,8 +28,8 @@ use std::time::Instant;
 pub struct CalibrateArgs {
     #[command(subcommand)]
     pub command: Option<CalibrateCommand>,
-    /// Device to measure: `cpu` or `cuda:N`.
-    #[arg(long, required = true)]
+    /// Device to measure: `cpu` or `cuda:N` (not with --from-trace).
+    #[arg(long, required_unless_present = "from_trace")]
     pub device: Option<String>,
     /// Comma-separated ops or groups to measure (moe, attention, moe_decode,
     /// grouped_gemm, attn_dense, attn_sparse, attn_window, indexer, gather, copy).
@@ -40,7 +43,7 @@ pub struct CalibrateArgs {
     #[arg(long, hide = true)]
     pub smoke: bool,
     /// Output directory for measurements.csv and profile.toml.
-    #[arg(long, required = true)]
+    #[arg(long, required_unless_present = "from_trace")]
     pub out: Option<PathBuf>,
     /// `live`: measure the live engine's own ops at the shapes of `--model` (what
     /// `twin validate live` prices a run of that model with) instead of the default
@@ -57,6 +60,21 @@ pub struct CalibrateArgs {
     /// cores runs; the profile's device names the thread count. Default: every core.
     #[arg(long)]
     pub cores: Option<usize>,
+    /// Instead of measuring: read a profiler trace (Chrome trace-event JSON, `.json` or
+    /// `.json.gz`, as the PyTorch profiler, vLLM and SGLang write it, or twin's own) and
+    /// print the in-situ breakdown of its layers.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["device", "out", "ops", "quick", "smoke", "model", "cores"])]
+    pub from_trace: Option<PathBuf>,
+    /// With --from-trace: a rules file (kernel-name patterns to categories) tried before
+    /// the shipped one.
+    #[arg(long, value_name = "FILE")]
+    pub rules: Option<PathBuf>,
+    /// With --from-trace: print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// With --from-trace: a line per layer.
+    #[arg(long)]
+    pub layers_detail: bool,
 }
 
 #[derive(clap::Subcommand, Debug, Clone)]
@@ -72,6 +90,16 @@ pub enum CalibrateCommand {
 }
 
 pub fn run(args: &CalibrateArgs) -> Result<()> {
+    if let Some(trace) = &args.from_trace {
+        let how = crate::trace_import::Show {
+            json: args.json,
+            layers_detail: args.layers_detail,
+        };
+        return crate::trace_import::run(trace, args.rules.as_deref(), how);
+    }
+    if args.json || args.layers_detail || args.rules.is_some() {
+        anyhow::bail!("--json, --layers-detail and --rules go with --from-trace FILE");
+    }
     match (&args.command, args.cores) {
         (Some(CalibrateCommand::Fit { measurements, out }), _) => fit(measurements, out),
         (None, None) => measure(args),

@@ -1,0 +1,223 @@
+//! In-situ factors: how much longer (or shorter) each op category takes inside a
+//! running deployment (a trace's layers) than twin's isolated price of it.
+//!
+//! [`fit_factors`] is pure: per category present in both the measured layers and the
+//! prediction, the factor is the mean measured layer's seconds over the predicted
+//! seconds, with its spread over the layers (the 10th and 90th percentiles of the
+//! per-layer ratios, linearly interpolated, and their coefficient of variation).
+//! [`to_toml`] writes the `[in_situ]` section of a profile.
+
+use crate::error::Result;
+use serde::Serialize;
+use spec::insitu::{Category, LayerBreakdown};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// One category's in-situ factor.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Factor {
+    pub category: Category,
+    /// Mean measured seconds / predicted seconds.
+    pub factor: f64,
+    pub p10: f64,
+    pub p90: f64,
+    /// Standard deviation over mean of the per-layer ratios (population).
+    pub cv: f64,
+    /// Layers the spread is taken over.
+    pub layers: usize,
+}
+
+/// The factors of every category both sides have, in `Category::ALL` order.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct InSituFit {
+    pub layers: usize,
+    pub factors: Vec<Factor>,
+}
+
+impl InSituFit {
+    pub fn get(&self, category: Category) -> Option<&Factor> {
+        self.factors.iter().find(|f| f.category == category)
+    }
+}
+
+/// Percentile `q` (0..=1) of sorted `v`, linear between closest ranks.
+fn percentile(v: &[f64], q: f64) -> f64 {
+    let pos = q * (v.len() - 1) as f64;
+    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+    v[lo] + (v[hi] - v[lo]) * (pos - lo as f64)
+}
+
+/// Factors per category from `measured` layers (one breakdown each) against
+/// `predicted` (twin's isolated prices of one layer of the same deployment). A category
+/// counts when the prediction gives it positive time and some measured layer does too;
+/// derived categories (bubble, launch) count like any other.
+pub fn fit_factors(measured: &[LayerBreakdown], predicted: &LayerBreakdown) -> InSituFit {
+    let mut factors = Vec::new();
+    for c in Category::ALL {
+        let p = predicted.category(c);
+        if !(p > 0.0 && p.is_finite()) || measured.is_empty() {
+            continue;
+        }
+        let per: Vec<f64> = measured.iter().map(|m| m.category(c)).collect();
+        if per.iter().all(|&s| s <= 0.0) {
+            continue;
+        }
+        let n = per.len() as f64;
+        let mut ratios: Vec<f64> = per.iter().map(|s| s / p).collect();
+        let mean = ratios.iter().sum::<f64>() / n;
+        let var = ratios.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / n;
+        ratios.sort_by(f64::total_cmp);
+        factors.push(Factor {
+            category: c,
+            factor: (per.iter().sum::<f64>() / n) / p,
+            p10: percentile(&ratios, 0.1),
+            p90: percentile(&ratios, 0.9),
+            cv: if mean > 0.0 { var.sqrt() / mean } else { 0.0 },
+            layers: per.len(),
+        });
+    }
+    InSituFit {
+        layers: measured.len(),
+        factors,
+    }
+}
+
+#[derive(Serialize)]
+struct Section<'a> {
+    in_situ: InSitu<'a>,
+}
+
+#[derive(Serialize)]
+struct InSitu<'a> {
+    source: Source<'a>,
+    configuration: &'a str,
+    date: &'a str,
+    #[serde(flatten)]
+    categories: BTreeMap<&'static str, Row>,
+}
+
+#[derive(Serialize)]
+struct Source<'a> {
+    file: &'a str,
+    sha256: String,
+}
+
+#[derive(Serialize)]
+struct Row {
+    factor: f64,
+    p10: f64,
+    p90: f64,
+    layers: usize,
+}
+
+/// The `[in_situ]` TOML section for `fit`: `source` (the trace's file name and
+/// sha256), `configuration` (the caller's words for the deployment), `date`, and one
+/// table per category `{ factor, p10, p90, layers }`.
+pub fn to_toml(fit: &InSituFit, trace: &Path, configuration: &str, date: &str) -> Result<String> {
+    let sha256 = crate::profile::sha256_file(trace)?;
+    let file = trace
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_else(|| trace.display().to_string());
+    let section = Section {
+        in_situ: InSitu {
+            source: Source {
+                file: &file,
+                sha256,
+            },
+            configuration,
+            date,
+            categories: fit
+                .factors
+                .iter()
+                .map(|f| {
+                    (
+                        f.category.key(),
+                        Row {
+                            factor: f.factor,
+                            p10: f.p10,
+                            p90: f.p90,
+                            layers: f.layers,
+                        },
+                    )
+                })
+                .collect(),
+        },
+    };
+    toml::to_string(&section).map_err(|e| crate::CalibrationError::Profile {
+        path: trace.to_path_buf(),
+        msg: format!("in-situ section not writable as TOML: {e}"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use spec::insitu::Stream;
+
+    fn layer(moe: f64, attention: f64, dispatch: f64) -> LayerBreakdown {
+        let mut b = LayerBreakdown {
+            layers: 1.0,
+            layer_s: moe + attention + dispatch,
+            entries: Vec::new(),
+        };
+        b.add(Stream::Compute, Category::Moe, moe);
+        b.add(Stream::Compute, Category::Attention, attention);
+        if dispatch > 0.0 {
+            b.add(Stream::Comm, Category::Dispatch, dispatch);
+        }
+        b
+    }
+
+    #[test]
+    fn factors_by_hand() {
+        // moe over 5 layers: 1, 2, 3, 4, 5 against a prediction of 2: ratios 0.5 .. 2.5,
+        // mean layer 3 / 2 = 1.5; p10 at rank 0.4: 0.5 + 0.4 * 0.5 = 0.7; p90 at rank 3.6:
+        // 2.0 + 0.6 * 0.5 = 2.3; cv = sqrt(mean((r - 1.5)^2)) / 1.5 = sqrt(0.5) / 1.5.
+        let measured: Vec<LayerBreakdown> = (1..=5).map(|i| layer(i as f64, 1.0, 0.0)).collect();
+        let mut predicted = layer(2.0, 0.5, 0.0);
+        predicted.add(Stream::Compute, Category::Gemm, 1.0);
+        let fit = fit_factors(&measured, &predicted);
+        assert_eq!(fit.layers, 5);
+        let moe = fit.get(Category::Moe).unwrap();
+        assert!((moe.factor - 1.5).abs() < 1e-12);
+        assert!((moe.p10 - 0.7).abs() < 1e-12, "{}", moe.p10);
+        assert!((moe.p90 - 2.3).abs() < 1e-12, "{}", moe.p90);
+        assert!((moe.cv - 0.5f64.sqrt() / 1.5).abs() < 1e-12);
+        let att = fit.get(Category::Attention).unwrap();
+        assert_eq!((att.factor, att.p10, att.p90, att.cv), (2.0, 2.0, 2.0, 0.0));
+        // gemm is predicted but never measured; dispatch measured nowhere: both absent.
+        assert!(fit.get(Category::Gemm).is_none());
+        assert!(fit.get(Category::Dispatch).is_none());
+        assert_eq!(fit.factors.len(), 2);
+    }
+
+    #[test]
+    fn a_category_the_prediction_lacks_is_left_out() {
+        let fit = fit_factors(&[layer(1.0, 1.0, 2.0)], &layer(1.0, 1.0, 0.0));
+        assert!(fit.get(Category::Dispatch).is_none());
+        assert_eq!(fit.get(Category::Moe).unwrap().layers, 1);
+    }
+
+    #[test]
+    fn the_toml_section_reads_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let trace = dir.path().join("t.json");
+        std::fs::write(&trace, b"[]").unwrap();
+        let fit = fit_factors(&[layer(3.0, 1.0, 0.0)], &layer(2.0, 1.0, 0.0));
+        let text = to_toml(&fit, &trace, "dsv3 dep8 prefill", "2026-12-02").unwrap();
+        let v: toml::Value = toml::from_str(&text).unwrap();
+        let s = &v["in_situ"];
+        assert_eq!(s["source"]["file"].as_str(), Some("t.json"));
+        // sha256 of the two bytes "[]"
+        assert_eq!(
+            s["source"]["sha256"].as_str(),
+            Some("4f53cda18c2baa0c0354bb5f9a3ecbe5ed12ab4d8e11ba873c2f11161202b945")
+        );
+        assert_eq!(s["configuration"].as_str(), Some("dsv3 dep8 prefill"));
+        assert_eq!(s["date"].as_str(), Some("2026-12-02"));
+        assert_eq!(s["moe"]["factor"].as_float(), Some(1.5));
+        assert_eq!(s["moe"]["layers"].as_integer(), Some(1));
+        assert_eq!(s["attention"]["p90"].as_float(), Some(1.0));
+    }
+}

@@ -1,0 +1,134 @@
+//! `twin calibrate --from-trace`: text, JSON, the per-layer lines, and clean refusals.
+
+mod common;
+
+use common::{json, refused, repo, runs, twin, write};
+
+fn fixture(name: &str) -> String {
+    repo()
+        .join("calibration/tests/data/traces")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+#[test]
+fn the_text_report_of_the_vllm_trace_names_its_layers_and_categories() {
+    let f = fixture("vllm-b200-gpt-oss-120b-tp8-prefill.json.gz");
+    let (out, _) = runs(&["calibrate", "--from-trace", &f]);
+    assert!(out.starts_with(&format!("trace: {f}\n")), "{out}");
+    assert!(
+        out.contains("\nlayers: 36, from one \"vllm::unified_attention_with_output\" per layer"),
+        "{out}"
+    );
+    assert!(out.contains("\nmean layer (of 36): "), "{out}");
+    for c in ["moe ", "attention ", "gemm ", "allreduce ", "launch "] {
+        assert!(out.lines().any(|l| l.starts_with(c)), "no {c}row:\n{out}");
+    }
+    assert!(out.contains("\nunmapped kernels: none\n"), "{out}");
+    // No per-layer lines without --layers-detail; 36 with it.
+    assert!(!out.contains("ms by stream:category"));
+    let (detail, _) = runs(&["calibrate", "--from-trace", &f, "--layers-detail"]);
+    let after = detail
+        .split("ms by stream:category\n")
+        .nth(1)
+        .expect("a per-layer table");
+    let rows = after.lines().take_while(|l| !l.is_empty()).count();
+    assert_eq!(rows, 36, "{detail}");
+}
+
+#[test]
+fn json_holds_the_same_figures_as_the_library() {
+    let f = fixture("twin-two-streams.json");
+    let v = json(&twin(&["calibrate", "--from-trace", &f, "--json"]));
+    assert_eq!(v["layers_found"], 2);
+    assert_eq!(v["micro_batches"], 2);
+    assert_eq!(v["layer_source"]["kind"], "gpu_ranges");
+    assert!(v["layer_source_text"]
+        .as_str()
+        .unwrap()
+        .starts_with("GPU annotation ranges"));
+    assert!(v.get("per_layer").is_none());
+    // Mean layer: 100 us wall; compute bubble 10 us (derived by hand in
+    // calibration/tests/trace_import.rs).
+    assert!((v["layer"]["layer_s"].as_f64().unwrap() - 100e-6).abs() < 1e-12);
+    let bubble = v["layer"]["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["stream"] == "compute" && e["category"] == "bubble")
+        .unwrap();
+    assert!((bubble["seconds"].as_f64().unwrap() - 10e-6).abs() < 1e-12);
+    assert_eq!(v["unmapped"][0]["name"], "mystery_kernel");
+    let d = json(&twin(&[
+        "calibrate",
+        "--from-trace",
+        &f,
+        "--json",
+        "--layers-detail",
+    ]));
+    assert_eq!(d["per_layer"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn a_rules_file_maps_what_the_shipped_one_does_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = write(
+        dir.path(),
+        "mine.toml",
+        "[[rule]]\nmatch = '^mystery_'\ncategory = \"gather\"\n",
+    );
+    let f = fixture("twin-two-streams.json");
+    let (out, _) = runs(&[
+        "calibrate",
+        "--from-trace",
+        &f,
+        "--rules",
+        rules.to_str().unwrap(),
+    ]);
+    assert!(out.contains("\nunmapped kernels: none\n"), "{out}");
+    assert!(out.lines().any(|l| l.starts_with("gather ")), "{out}");
+    let bad = write(
+        dir.path(),
+        "bad.toml",
+        "[[rule]]\nmatch = '^x'\ncategory = \"tea\"\n",
+    );
+    refused(
+        &[
+            "calibrate",
+            "--from-trace",
+            &f,
+            "--rules",
+            bad.to_str().unwrap(),
+        ],
+        &["bad.toml: rule 1 (match = \"^x\"): unknown category \"tea\""],
+    );
+}
+
+#[test]
+fn bad_inputs_and_mixed_forms_are_refused_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let cut = write(
+        dir.path(),
+        "cut.json",
+        "{\"traceEvents\": [{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"ts\":1,\"dur\":1},",
+    );
+    refused(
+        &["calibrate", "--from-trace", cut.to_str().unwrap()],
+        &["cut.json: invalid trace JSON in event 1"],
+    );
+    refused(
+        &["calibrate", "--from-trace", "nope.json"],
+        &["nope.json: "],
+    );
+    let f = fixture("twin-two-streams.json");
+    refused(
+        &["calibrate", "--from-trace", &f, "--device", "cpu"],
+        &["'--from-trace <FILE>' cannot be used with '--device <DEVICE>'"],
+    );
+    refused(
+        &["calibrate", "--json", "--device", "cpu", "--out", "x"],
+        &["go with --from-trace FILE"],
+    );
+    refused(&["calibrate"], &["--device <DEVICE>", "--out <OUT>"]);
+}
