@@ -11,6 +11,7 @@ use std::io::Write as _;
 #[macro_use]
 mod out;
 mod predicted_trace;
+mod trace_fit;
 
 mod args;
 mod cmd;

@@ -1,12 +1,13 @@
 //! `twin forward --trace-out FILE.json`: the predicted step as a Chrome trace-event
 //! file (Perfetto, chrome://tracing), to open beside a profiler trace of the real run.
 //!
-//! Tracks: one per stream and micro-batch (`compute mb0` = tid 0, `compute mb1` = 1,
-//! `comm mb0` = 10, `comm mb1` = 11; a serial step uses 0 and 10), a slice per
-//! operation named `twin::<category>` with `args.stream` (0 compute, 1 comm),
-//! `args.category`, `args.layer` and `args.micro_batch`; layers as
-//! `gpu_user_annotation` ranges on tid 100, steps (chunks) as `user_annotation` ranges
-//! on tid 101. `twin calibrate --from-trace` reads it back.
+//! Tracks: one per stream (tid 0 `compute`, tid 1 `comm`, as a GPU's streams: the two
+//! micro-batches take turns on each), a slice per operation named
+//! `twin::<category>` with `args.stream`, `args.category`, `args.layer` and
+//! `args.micro_batch`; layers as `gpu_user_annotation` ranges on tid 100, each from
+//! its first stage's start to the next layer's (so they tile the step, as a profile's
+//! layer windows do), and steps (chunks) as `user_annotation` ranges on tid 101.
+//! `twin calibrate --from-trace` reads it back.
 
 use anyhow::{Context, Result};
 use serde_json::{json, Value};
@@ -16,14 +17,6 @@ use std::path::Path;
 
 const LAYERS_TID: u32 = 100;
 const STEPS_TID: u32 = 101;
-
-fn tid(stream: Stream, micro_batch: Option<u8>) -> u32 {
-    let base = match stream {
-        Stream::Compute => 0,
-        Stream::Comm => 10,
-    };
-    base + micro_batch.unwrap_or(0) as u32
-}
 
 fn stream_number(stream: Stream) -> u32 {
     match stream {
@@ -44,10 +37,8 @@ fn thread_name(tid: u32, name: &str) -> Value {
 pub fn events(steps: &[StepTrace]) -> Vec<Value> {
     let mut ev = vec![
         json!({"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "twin forward (predicted, rank 0)"}}),
-        thread_name(0, "compute mb0"),
-        thread_name(1, "compute mb1"),
-        thread_name(10, "comm mb0"),
-        thread_name(11, "comm mb1"),
+        thread_name(0, "compute"),
+        thread_name(1, "comm"),
         thread_name(LAYERS_TID, "layers"),
         thread_name(STEPS_TID, "steps"),
     ];
@@ -57,7 +48,8 @@ pub fn events(steps: &[StepTrace]) -> Vec<Value> {
             "ph": "X", "cat": "user_annotation", "name": format!("step {k}"),
             "ts": us(t0), "dur": us(step.step_s), "pid": 0, "tid": STEPS_TID,
         }));
-        for (i, &(a, b)) in step.layers.iter().enumerate() {
+        for (i, &(a, last)) in step.layers.iter().enumerate() {
+            let b = step.layers.get(i + 1).map_or(last, |next| next.0);
             ev.push(json!({
                 "ph": "X", "cat": "gpu_user_annotation", "name": format!("layer {i}"),
                 "ts": us(t0 + a), "dur": us(b - a), "pid": 0, "tid": LAYERS_TID,
@@ -78,7 +70,7 @@ pub fn events(steps: &[StepTrace]) -> Vec<Value> {
             ev.push(json!({
                 "ph": "X", "cat": "kernel", "name": format!("twin::{}", s.category.key()),
                 "ts": us(t0 + s.start_s), "dur": us(s.dur_s), "pid": 0,
-                "tid": tid(s.stream, s.micro_batch), "args": args,
+                "tid": stream_number(s.stream), "args": args,
             }));
             end = end.max(s.start_s + s.dur_s);
         }

@@ -17,16 +17,42 @@ const UNMAPPED_SHOWN: usize = 20;
 /// Characters of a kernel name shown in the text.
 const NAME_CHARS: usize = 110;
 
-pub fn run(path: &Path, rules: Option<&Path>, show: Show) -> Result<()> {
+pub fn run(
+    path: &Path,
+    rules: Option<&Path>,
+    show: Show,
+    deployment: Option<&str>,
+    out: Option<&Path>,
+) -> Result<()> {
     let rules = match rules {
         Some(p) => Rules::with_user_file(p)?,
         None => Rules::shipped()?,
     };
     let report = trace::import(path, &rules)?;
+    let fit = match deployment {
+        Some(d) => Some(crate::trace_fit::fit(&report, d)?),
+        None if out.is_some() => {
+            anyhow::bail!("--out goes with --deployment when reading a trace (it writes the fitted in-situ factors)")
+        }
+        None => None,
+    };
     if show.json {
-        println!("{}", json(&report, show.layers_detail)?);
+        let mut v: serde_json::Value = serde_json::from_str(&json(&report, show.layers_detail)?)?;
+        if let Some(f) = &fit {
+            v["in_situ_fit"] = crate::trace_fit::json(f);
+        }
+        println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         print!("{}", text(&report, show.layers_detail));
+        if let Some(f) = &fit {
+            print!("{}", crate::trace_fit::text(f));
+        }
+    }
+    if let (Some(f), Some(out)) = (&fit, out) {
+        crate::trace_fit::write(f, path, out)?;
+        if !show.json {
+            println!("in-situ section: {}", out.display());
+        }
     }
     Ok(())
 }

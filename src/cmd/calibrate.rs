@@ -42,7 +42,8 @@ pub struct CalibrateArgs {
     /// Tiny shapes for tests of the pipeline itself (numbers are not meaningful).
     #[arg(long, hide = true)]
     pub smoke: bool,
-    /// Output directory for measurements.csv and profile.toml.
+    /// Output directory for measurements.csv and profile.toml (with --from-trace and
+    /// --deployment: the file the fitted `[in_situ]` section is written to).
     #[arg(long, required_unless_present = "from_trace")]
     pub out: Option<PathBuf>,
     /// `live`: measure the live engine's own ops at the shapes of `--model` (what
@@ -63,7 +64,7 @@ pub struct CalibrateArgs {
     /// Instead of measuring: read a profiler trace (Chrome trace-event JSON, `.json` or
     /// `.json.gz`, as the PyTorch profiler, vLLM and SGLang write it, or twin's own) and
     /// print the in-situ breakdown of its layers.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["device", "out", "ops", "quick", "smoke", "model", "cores"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["device", "ops", "quick", "smoke", "model", "cores"])]
     pub from_trace: Option<PathBuf>,
     /// With --from-trace: a rules file (kernel-name patterns to categories) tried before
     /// the shipped one.
@@ -75,6 +76,12 @@ pub struct CalibrateArgs {
     /// With --from-trace: a line per layer.
     #[arg(long)]
     pub layers_detail: bool,
+    /// With --from-trace: the traced deployment in `twin forward`'s words (e.g.
+    /// "--hardware h800 --model deepseek-v3 --phase prefill --dep 32 --batch-per-rank 4
+    /// --new-tokens 4096"): fit in-situ factors of its layers against twin's price of it
+    /// (and with --out FILE, write them as an `[in_situ]` section).
+    #[arg(long, value_name = "FORWARD ARGS", allow_hyphen_values = true)]
+    pub deployment: Option<String>,
 }
 
 #[derive(clap::Subcommand, Debug, Clone)]
@@ -95,10 +102,18 @@ pub fn run(args: &CalibrateArgs) -> Result<()> {
             json: args.json,
             layers_detail: args.layers_detail,
         };
-        return crate::trace_import::run(trace, args.rules.as_deref(), how);
+        return crate::trace_import::run(
+            trace,
+            args.rules.as_deref(),
+            how,
+            args.deployment.as_deref(),
+            args.out.as_deref(),
+        );
     }
-    if args.json || args.layers_detail || args.rules.is_some() {
-        anyhow::bail!("--json, --layers-detail and --rules go with --from-trace FILE");
+    if args.json || args.layers_detail || args.rules.is_some() || args.deployment.is_some() {
+        anyhow::bail!(
+            "--json, --layers-detail, --rules and --deployment go with --from-trace FILE"
+        );
     }
     match (&args.command, args.cores) {
         (Some(CalibrateCommand::Fit { measurements, out }), _) => fit(measurements, out),

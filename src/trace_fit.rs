@@ -1,0 +1,191 @@
+//! `twin calibrate --from-trace FILE --deployment "FORWARD ARGS"`: in-situ factors of a
+//! trace's layers against twin's own price of the same deployment.
+//!
+//! The deployment is given in `twin forward`'s words. twin prices it with the
+//! hardware's physical in-situ terms (SMs held, barriers, the kernel floor, the
+//! low-latency kernels' compute-stream time) but every residual factor at 1, so that a
+//! category's measured time over that price is the residual factor itself: the value
+//! of its `cost.in_situ.*` key. The trace's MoE layers are compared with twin's middle
+//! layer (the dense layers of a mostly-MoE model are left out, as the profile's
+//! per-layer tables do).
+
+use crate::step::{evaluate, ForwardArgs};
+use anyhow::{anyhow, Context, Result};
+use calibration::insitu::{fit_factors, to_toml, InSituFit};
+use calibration::trace::{Category, LayerBreakdown, TraceReport};
+use clap::Parser;
+use serde_json::json;
+use sim::cost::Phase;
+use std::path::Path;
+
+#[derive(Parser)]
+#[command(name = "--deployment")]
+struct DeploymentCli {
+    #[command(flatten)]
+    args: ForwardArgs,
+}
+
+/// The residual factors' keys, reset to 1 for the price the trace is compared with.
+const RESIDUALS: [&str; 10] = [
+    "prefill.moe",
+    "prefill.attention",
+    "prefill.gemm",
+    "prefill.elementwise",
+    "decode.moe",
+    "decode.attention",
+    "decode.gemm",
+    "decode.elementwise",
+    "dispatch",
+    "combine",
+];
+
+/// The `cost.in_situ` key a category's factor is the value of, in `phase`.
+fn key(c: Category, phase: Phase, comm_stream: bool) -> Option<String> {
+    let p = match phase {
+        Phase::Prefill => "prefill",
+        Phase::Decode => "decode",
+    };
+    Some(match c {
+        Category::Moe | Category::Attention | Category::Gemm | Category::Elementwise => {
+            format!("in_situ.{p}.{}", c.key())
+        }
+        Category::Dispatch | Category::Combine if comm_stream => format!("in_situ.{}", c.key()),
+        _ => return None,
+    })
+}
+
+/// The fit, what it was fitted against, and the keys it sets.
+pub struct TraceFit {
+    pub fit: InSituFit,
+    pub predicted: LayerBreakdown,
+    pub measured: LayerBreakdown,
+    pub keys: Vec<(Category, Option<String>)>,
+    pub deployment: String,
+}
+
+/// Fits `report`'s layers against the price of `deployment`.
+pub fn fit(report: &TraceReport, deployment: &str) -> Result<TraceFit> {
+    let mut argv = vec!["--deployment".to_string()];
+    argv.extend(deployment.split_whitespace().map(str::to_string));
+    let mut args = DeploymentCli::try_parse_from(&argv)
+        .map_err(|e| anyhow!("--deployment `{deployment}`: {e}"))?
+        .args;
+    args.set
+        .extend(RESIDUALS.iter().map(|k| format!("cost.in_situ.{k}=1")));
+    args.trace_out = None;
+    let f = evaluate(&args).with_context(|| format!("--deployment `{deployment}`"))?;
+    let layer = f.result.total.in_situ;
+    let predicted = layer.breakdown();
+    let moe = predicted.category(Category::Moe) > 0.0;
+    let measured: Vec<LayerBreakdown> = report
+        .per_layer
+        .iter()
+        .map(|l| l.breakdown.clone())
+        .filter(|b| !moe || b.category(Category::Moe) > 0.0)
+        .collect();
+    if measured.is_empty() {
+        return Err(anyhow!(
+            "{}: no layer of the trace has MoE kernels, but the deployment's model is an MoE model",
+            report.file
+        ));
+    }
+    let fit = fit_factors(&measured, &predicted);
+    let mut mean = LayerBreakdown::default();
+    for m in &measured {
+        for e in &m.entries {
+            mean.add(e.stream, e.category, e.seconds / measured.len() as f64);
+        }
+        mean.layer_s += m.layer_s / measured.len() as f64;
+    }
+    mean.layers = measured.len() as f64;
+    let phase = f.spec.phase;
+    let keys = fit
+        .factors
+        .iter()
+        .map(|x| (x.category, key(x.category, phase, layer.comm_stream)))
+        .collect();
+    Ok(TraceFit {
+        fit,
+        predicted,
+        measured: mean,
+        keys,
+        deployment: deployment.to_string(),
+    })
+}
+
+/// The fit as text: a row per category, then the `--set` flags that apply it.
+pub fn text(t: &TraceFit) -> String {
+    let mut out = format!(
+        "\nin-situ factors against twin's price of `twin forward {}` (residual factors at 1; {} MoE layers of the trace):\n",
+        t.deployment, t.fit.layers
+    );
+    out.push_str(&format!(
+        "{:<17} {:>11} {:>9} {:>7} {:>7} {:>7}  key\n",
+        "category", "measured ms", "twin ms", "factor", "p10", "p90"
+    ));
+    let mut sets = Vec::new();
+    for (f, (_, key)) in t.fit.factors.iter().zip(&t.keys) {
+        let c = f.category;
+        out.push_str(&format!(
+            "{:<17} {:>11.3} {:>9.3} {:>7.3} {:>7.3} {:>7.3}  {}\n",
+            c.key(),
+            t.measured.category(c) * 1e3,
+            t.predicted.category(c) * 1e3,
+            f.factor,
+            f.p10,
+            f.p90,
+            key.as_deref().unwrap_or("-")
+        ));
+        if let Some(k) = key {
+            sets.push(format!("--set cost.{k}={:.4}", f.factor));
+        }
+    }
+    out.push_str(&format!(
+        "layer             {:>11.3} {:>9.3}\n",
+        t.measured.layer_s * 1e3,
+        t.predicted.layer_s * 1e3
+    ));
+    if !sets.is_empty() {
+        out.push_str(&format!("price with them: {}\n", sets.join(" ")));
+    }
+    out
+}
+
+/// The fit as JSON.
+pub fn json(t: &TraceFit) -> serde_json::Value {
+    let rows: Vec<serde_json::Value> = t
+        .fit
+        .factors
+        .iter()
+        .zip(&t.keys)
+        .map(|(f, (_, key))| {
+            json!({
+                "category": f.category.key(), "factor": f.factor, "p10": f.p10, "p90": f.p90,
+                "cv": f.cv, "layers": f.layers, "key": key,
+                "measured_ms": t.measured.category(f.category) * 1e3,
+                "twin_ms": t.predicted.category(f.category) * 1e3,
+            })
+        })
+        .collect();
+    json!({
+        "deployment": t.deployment,
+        "layers": t.fit.layers,
+        "measured_layer_ms": t.measured.layer_s * 1e3,
+        "twin_layer_ms": t.predicted.layer_s * 1e3,
+        "factors": rows,
+    })
+}
+
+/// Writes the `[in_situ]` section of the fit to `out`.
+pub fn write(t: &TraceFit, trace: &Path, out: &Path) -> Result<()> {
+    let section = to_toml(
+        &t.fit,
+        trace,
+        &format!("twin forward {}", t.deployment),
+        &calibration::profile::utc_now(),
+    )?;
+    let tmp = out.with_extension("toml.tmp");
+    std::fs::write(&tmp, section).with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, out).with_context(|| format!("cannot write {}", out.display()))?;
+    Ok(())
+}
