@@ -12,6 +12,7 @@ use std::io::Write as _;
 mod out;
 
 mod args;
+mod band;
 mod cmd;
 mod finance;
 #[cfg(test)]

@@ -243,10 +243,26 @@ fn render_terms(out: &mut String, r: &ForwardResult) {
 
 pub fn run(args: &ForwardArgs) -> Result<()> {
     let f = evaluate(args)?;
+    // The p10-p90 band from the hardware's kernel-fit spreads (crate::band).
+    let band = match args.no_band {
+        true => None,
+        false => Some(crate::band::forward(&crate::step::prepare(args)?)?),
+    };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&to_json(&f))?);
+        let mut v = to_json(&f);
+        if let Some(b) = &band {
+            crate::band::forward_json(&mut v, b);
+        }
+        println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        print!("{}", render(&f));
+        let text = render(&f);
+        match &band {
+            Some(b) => print!(
+                "{}",
+                crate::band::under_step_line(&text, &crate::band::forward_line(b, &f.hardware))
+            ),
+            None => print!("{text}"),
+        }
     }
     Ok(())
 }
