@@ -195,7 +195,7 @@ pub fn simulate_text(band: &Option<SimBand>, hardware: &str) -> String {
     match band {
         None => format!("\nband: no spread is known for {hardware} (its hardware file has no [cost.spread])\n"),
         Some(b) => format!(
-            "\nband over {} draws of the cost parameters (kernel-fit spreads of {hardware}{}), p10-p90:\n  throughput {:.1}-{:.1} tok/s per GPU\n  TTFT p90 {:.1}-{:.1} ms\n  TPOT p90 {:.2}-{:.2} ms\n",
+            "\nband over {} draws of the cost parameters (kernel-fit spreads of {hardware}{}), p10-p90:\n  throughput {:.0}-{:.0} tok/s per GPU\n  TTFT p90 {:.1}-{:.1} ms\n  TPOT p90 {:.2}-{:.2} ms\n",
             b.draws,
             unknown_note(&b.unknown),
             b.throughput_tok_s_per_gpu.p10,

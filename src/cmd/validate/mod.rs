@@ -531,8 +531,14 @@ fn fit_kernels(
             }
         }
     }
-    if write.is_some() && !loo {
-        bail!("--write stores the spreads, estimated from the leave-one-out refits: drop --no-loo");
+    if !loo {
+        if write.is_some() {
+            bail!("--write stores the spreads, estimated from the leave-one-out refits: drop --no-loo");
+        }
+        if !json {
+            println!("spreads: estimated with the leave-one-out refits (drop --no-loo)");
+        }
+        return Ok(());
     }
     let held = kernel_fit::held_out(&t.rows, &fits)?;
     let spreads = spread_fit::estimate(&held);
