@@ -82,7 +82,7 @@ pub fn forward_line(band: &Option<ForwardBand>, hardware: &str) -> String {
             unknown_note(&b.unknown)
         ),
         None => format!(
-            "band: no spread is known for {hardware} (its hardware file has no [cost.spread])"
+            "band: no spread is known for {hardware} (no [cost.spread] in its hardware file, or --profile prices with measured values)"
         ),
     }
 }
@@ -193,7 +193,7 @@ pub fn simulate_args(
 /// The text of a simulation band (or the line saying none is known).
 pub fn simulate_text(band: &Option<SimBand>, hardware: &str) -> String {
     match band {
-        None => format!("\nband: no spread is known for {hardware} (its hardware file has no [cost.spread])\n"),
+        None => format!("\nband: no spread is known for {hardware} (no [cost.spread] in its hardware file, or --profile prices with measured values)\n"),
         Some(b) => format!(
             "\nband over {} draws of the cost parameters (kernel-fit spreads of {hardware}{}), p10-p90:\n  throughput {:.0}-{:.0} tok/s per GPU\n  TTFT p90 {:.1}-{:.1} ms\n  TPOT p90 {:.2}-{:.2} ms\n",
             b.draws,
