@@ -219,6 +219,12 @@ pub struct KernelOut {
 type Priced = (String, BenchResult);
 
 pub fn evaluate(args: &KernelArgs) -> Result<KernelOut> {
+    let (hw, p) = inputs(args)?;
+    evaluate_with(args, &hw, p)
+}
+
+/// The hardware and cost parameters `args` price with.
+pub fn inputs(args: &KernelArgs) -> Result<(Hardware, CostParams)> {
     let sets = Set::parse_all(&args.set)?;
     let (hw_sets, rest) = Set::split_prefix(&sets, "hardware");
     let (cost_sets, rest) = Set::split_prefix(&rest, "cost");
@@ -230,6 +236,12 @@ pub fn evaluate(args: &KernelArgs) -> Result<KernelOut> {
     }
     let hw = load_hardware(&args.hardware, &hw_sets)?;
     let p = crate::scenario::cost_params(&hw, args.profile.as_deref(), &cost_sets)?;
+    Ok((hw, p))
+}
+
+/// The kernel `args` names, priced on `hw` with `p` (a band's draw, or its own).
+pub fn evaluate_with(args: &KernelArgs, hw: &Hardware, p: CostParams) -> Result<KernelOut> {
+    let hw = hw.clone();
     let (what, result) = match &args.op {
         KernelOp::Gemm(g) => gemm(&hw, &p, g)?,
         KernelOp::Dispatch(a) => all_to_all(&hw, &p, a, false)?,

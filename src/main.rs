@@ -14,6 +14,7 @@ mod predicted_trace;
 mod trace_fit;
 
 mod args;
+mod band;
 mod cmd;
 mod finance;
 #[cfg(test)]

@@ -14,13 +14,21 @@ use std::sync::atomic::AtomicBool;
 
 /// The analytic cost models of a resolved scenario's prefill and decode pools.
 pub fn pool_costs(r: &Resolved) -> (AnalyticCostModel, AnalyticCostModel) {
+    pool_costs_with(r, &r.params)
+}
+
+/// `pool_costs` with other cost parameters (a band's draw).
+pub fn pool_costs_with(
+    r: &Resolved,
+    params: &sim::cost::CostParams,
+) -> (AnalyticCostModel, AnalyticCostModel) {
     let sc = &r.scenario;
     let pool = |p: &sim::serving::PoolConfig| {
         AnalyticCostModel::new(
             r.hardware.clone(),
             r.model.clone(),
             p.layout(),
-            r.params.clone(),
+            params.clone(),
         )
     };
     (pool(&sc.serving.prefill), pool(&sc.serving.decode))
@@ -39,8 +47,19 @@ pub fn run_seeded(
     seed: u64,
     progress: bool,
 ) -> Result<Report> {
+    run_seeded_with(r, trace, seed, progress, &r.params)
+}
+
+/// `run_seeded` with other cost parameters (a band's draw).
+pub fn run_seeded_with(
+    r: &Resolved,
+    trace: &[TraceRecord],
+    seed: u64,
+    progress: bool,
+    params: &sim::cost::CostParams,
+) -> Result<Report> {
     let sc = &r.scenario;
-    let (prefill_cost, decode_cost) = pool_costs(r);
+    let (prefill_cost, decode_cost) = pool_costs_with(r, params);
     let input = SimInput {
         scenario: sc,
         workload: &r.workload,

@@ -91,6 +91,9 @@ pub struct ForwardArgs {
     /// Print one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Do not draw the p10-p90 band from the hardware's kernel-fit spreads.
+    #[arg(long)]
+    pub no_band: bool,
 }
 
 /// Most chunks a chunked prefill may take (each is priced as one step): a 1M-token
@@ -133,6 +136,37 @@ pub fn flag(f: &Field) -> String {
 
 /// Loads, validates and prices the step described by `args`.
 pub fn evaluate(args: &ForwardArgs) -> Result<Forward> {
+    let p = prepare(args)?;
+    price(
+        p.spec,
+        p.hardware,
+        p.model,
+        p.layout,
+        p.params,
+        args.trace_out.is_some(),
+    )
+}
+
+/// A step described and checked, not yet priced: what a band re-prices per draw.
+#[derive(Clone)]
+pub struct Prepared {
+    pub spec: ForwardSpec,
+    pub hardware: Hardware,
+    pub model: Model,
+    pub layout: Layout,
+    pub params: CostParams,
+}
+
+impl Prepared {
+    /// The step priced with `params` instead of its own.
+    pub fn price_with(&self, params: CostParams) -> Result<Forward> {
+        let s = self.clone();
+        price(s.spec, s.hardware, s.model, s.layout, params, false)
+    }
+}
+
+/// Loads and validates the step described by `args`.
+pub fn prepare(args: &ForwardArgs) -> Result<Prepared> {
     let (hardware, model, params) = load(args)?;
     let dep = args.dep.unwrap_or(if args.tp > 1 { 1 } else { 8 });
     if args.expert_parallel && args.tp <= 1 {
@@ -187,14 +221,13 @@ pub fn evaluate(args: &ForwardArgs) -> Result<Forward> {
         draft_tokens,
         tokens_per_step,
     };
-    price(
+    Ok(Prepared {
         spec,
         hardware,
         model,
         layout,
         params,
-        args.trace_out.is_some(),
-    )
+    })
 }
 
 /// The hardware and model `args` name, with their `--set` overrides, and the cost

@@ -143,6 +143,11 @@ pub fn hardware(hw: &Hardware) -> Vec<Problem> {
             p.push(Problem::new(format!("cost.{k}"), e));
         }
     }
+    if let Some(t) = &hw.cost.spread {
+        if let Err(e) = crate::cost::Spread::from_table(t) {
+            p.push(Problem::new("cost.spread", e));
+        }
+    }
     p
 }
 

@@ -27,13 +27,46 @@ pub struct Hardware {
     pub power_w: f64,
     pub price: Price,
     /// Engine cost parameters as seen on this hardware, overriding the analytic defaults
-    /// (keys as in `CostParams::set`, e.g. `step_fixed_decode_s`, `moe.mem_eff`).
+    /// (keys as in `CostParams::set`, e.g. `step_fixed_decode_s`, `moe.mem_eff`), and
+    /// their spread (`[cost.spread]`).
     #[serde(default)]
-    pub cost: BTreeMap<String, f64>,
+    pub cost: CostTable,
     /// Where each number comes from: field path -> "published: ...", "derived: ...",
     /// "fitted: ...", or "assumed: ...".
     #[serde(default)]
     pub provenance: BTreeMap<String, String>,
+}
+
+/// A hardware file's `[cost]` table: cost parameters by key (it reads as that map), and
+/// the `[cost.spread]` sub-table, the relative spread of each kernel class's price
+/// (keys as in `sim::cost::Spread`; absent: no spread known).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct CostTable {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spread: Option<BTreeMap<String, f64>>,
+    #[serde(flatten)]
+    pub values: BTreeMap<String, f64>,
+}
+
+impl std::ops::Deref for CostTable {
+    type Target = BTreeMap<String, f64>;
+    fn deref(&self) -> &Self::Target {
+        &self.values
+    }
+}
+
+impl std::ops::DerefMut for CostTable {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.values
+    }
+}
+
+impl<'a> IntoIterator for &'a CostTable {
+    type Item = (&'a String, &'a f64);
+    type IntoIter = std::collections::btree_map::Iter<'a, String, f64>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.values.iter()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

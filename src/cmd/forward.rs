@@ -259,15 +259,30 @@ pub fn run(args: &ForwardArgs) -> Result<()> {
         });
         crate::predicted_trace::write(path, &f.traces, about)?;
     }
+    // The p10-p90 band from the hardware's kernel-fit spreads (crate::band).
+    let band = match args.no_band {
+        true => None,
+        false => Some(crate::band::forward(&crate::step::prepare(args)?)?),
+    };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&to_json(&f))?);
+        let mut v = to_json(&f);
+        if let Some(b) = &band {
+            crate::band::forward_json(&mut v, b);
+        }
+        println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         let mut text = render(&f);
         if args.in_situ_layer {
             let two_batch = f.result.total.timeline.is_some();
             crate::text::in_situ::render_layer(&mut text, &f.result.total.in_situ, two_batch);
         }
-        print!("{text}");
+        match &band {
+            Some(b) => print!(
+                "{}",
+                crate::band::under_step_line(&text, &crate::band::forward_line(b, &f.hardware))
+            ),
+            None => print!("{text}"),
+        }
     }
     Ok(())
 }

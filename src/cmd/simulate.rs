@@ -29,6 +29,11 @@ pub struct SimulateCmd {
     /// confidence interval of the mean.
     #[arg(long, value_name = "N")]
     pub seeds: Option<u32>,
+    /// Also run N simulations, each with one draw of the cost parameters from the
+    /// hardware's kernel-fit spreads, and print the p10-p90 of throughput per GPU,
+    /// TTFT p90 and TPOT p90 (default: off; each draw is a whole simulation).
+    #[arg(long, value_name = "N")]
+    pub band: Option<u32>,
 }
 
 /// Most runs `--seeds` takes.
@@ -220,6 +225,11 @@ pub fn run(cmd: &SimulateCmd) -> Result<()> {
         return replicate(cmd, n);
     }
     if !args.decode_deps.is_empty() {
+        if cmd.band.is_some() {
+            bail!(
+                "--band runs one scenario's ensemble; --decode-deps sweeps several: run them apart"
+            );
+        }
         return split_sweep(args);
     }
     let (r, report, trace_records) = execute_with(args, !args.json)?;
@@ -239,10 +249,17 @@ pub fn run(cmd: &SimulateCmd) -> Result<()> {
         let written = crate::report::simulate(&run, finance.as_ref(), dir, cmd.html.force)?;
         eprintln!("report: {written}");
     }
+    let band = cmd
+        .band
+        .map(|n| crate::band::simulate_args(args, n))
+        .transpose()?;
     if args.json {
         let mut out = to_json(&r, &report, trace_records)?;
         if let Some(f) = &finance {
             out["finance"] = serde_json::to_value(f)?;
+        }
+        if let Some((b, _)) = &band {
+            crate::band::simulate_json(&mut out, b);
         }
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
@@ -258,6 +275,9 @@ pub fn run(cmd: &SimulateCmd) -> Result<()> {
         print!("{}", report.render_text());
         if let Some(f) = &finance {
             print!("\n{}", finance_text(f));
+        }
+        if let Some((b, hw)) = &band {
+            print!("{}", crate::band::simulate_text(b, hw));
         }
     }
     match report.interrupted_at_s {
@@ -301,13 +321,20 @@ fn replicate(cmd: &SimulateCmd, n: u32) -> Result<()> {
         .collect::<Result<_>>()?;
     let runs: Vec<(u64, &Report)> = seeds.iter().copied().zip(reports.iter()).collect();
     let replicas = sim::serving::Replicas::of(&runs);
+    let band = cmd
+        .band
+        .map(|n| crate::band::simulate(&r, &trace, n))
+        .transpose()?;
     if args.json {
-        let out = json!({
+        let mut out = json!({
             "version": env!("CARGO_PKG_VERSION"),
             "scenario_file": r.scenario_origin,
             "notes": r.notes,
             "replicas": replicas,
         });
+        if let Some(b) = &band {
+            crate::band::simulate_json(&mut out, b);
+        }
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         println!(
@@ -316,6 +343,9 @@ fn replicate(cmd: &SimulateCmd, n: u32) -> Result<()> {
             r.scenario_origin
         );
         print!("{}", replicas.render_text());
+        if let Some(b) = &band {
+            print!("{}", crate::band::simulate_text(b, &r.hardware.name));
+        }
     }
     let stopped: Vec<String> = runs
         .iter()

@@ -30,6 +30,10 @@ pub fn cost_params(
             .unwrap_or("no provenance given");
         params.in_situ.source = format!("{}'s terms, {why}", hardware.name);
     }
+    if let Some(t) = &hardware.cost.spread {
+        params.spread = sim::cost::Spread::from_table(t)
+            .map_err(|e| anyhow!("hardware {}: cost.spread: {e}", hardware.name))?;
+    }
     let mut source = if hardware.cost.is_empty() {
         params.source.clone()
     } else {
@@ -43,6 +47,8 @@ pub fn cost_params(
         let prof = calibration::Profile::load(std::path::Path::new(path))
             .map_err(|e| anyhow!("--profile {path}: {e}"))?;
         params = prof.cost_params(&params);
+        // The spread describes the kernel fits, not a profile's measurements.
+        params.spread = sim::cost::Spread::default();
         source = format!("{source} + {}", prof.source());
     }
     for s in cost_sets {

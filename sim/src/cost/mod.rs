@@ -3,15 +3,18 @@
 //! models fitted from measurements (calibration profiles) both implement it.
 
 pub mod analytic;
+pub mod band;
 pub mod fitted;
 pub mod insitu;
 pub mod kernels;
 pub mod params;
+pub mod spread;
 
 pub use analytic::AnalyticCostModel;
 pub use fitted::FittedCostModel;
 pub use kernels::overlap::LayerTimeline;
 pub use params::{CostParams, OpRate};
+pub use spread::Spread;
 
 use crate::serde_defaults::{one, yes};
 use serde::Serialize;

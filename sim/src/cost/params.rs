@@ -142,6 +142,10 @@ pub struct CostParams {
     /// Fixed cost per step (scheduling, sampling, host synchronisation), per phase.
     pub step_fixed_decode_s: f64,
     pub step_fixed_prefill_s: f64,
+    /// How sure these numbers are: each kernel class's price spread (a hardware file's
+    /// `[cost.spread]`); empty: no spread known, no band.
+    #[serde(default, skip_serializing_if = "super::spread::Spread::is_unknown")]
+    pub spread: super::spread::Spread,
 }
 
 impl Default for CostParams {
@@ -221,6 +225,7 @@ impl Default for CostParams {
             },
             step_fixed_decode_s: 300e-6,
             step_fixed_prefill_s: 1e-3,
+            spread: super::spread::Spread::default(),
         }
     }
 }

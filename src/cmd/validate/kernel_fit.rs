@@ -5,6 +5,7 @@
 //! reported for groups with more fit rows than parameters.
 
 use super::rows::Evaluator;
+use super::spread_fit::{class_of, ClassSpread, Held, ARCHITECTURES};
 use anyhow::{anyhow, bail, Context, Result};
 use fitting::{least_squares, leave_one_out, rel_error, round5, Bounds, Row};
 
@@ -417,27 +418,99 @@ pub fn fit_groups(groups: &'static [Group], rows: &[Row], loo: bool) -> Result<V
     Ok(out)
 }
 
+/// The out-of-sample errors of `rows`: every check row's (priced with the stored
+/// values) and every fit row's leave-one-out error (from `fits`), in log space, with
+/// the row's kernel class and hardware.
+pub fn held_out(rows: &[Row], fits: &[GroupFit]) -> Result<Vec<Held>> {
+    let mut ev = Evaluator::default();
+    let mut out = Vec::new();
+    for r in rows {
+        let class = class_of(&r.id).ok_or_else(|| {
+            anyhow!(
+                "row {}: no kernel class for its id (add its prefix to spread_fit::CLASS_OF)",
+                r.id
+            )
+        })?;
+        let log_error = if r.role == "check" {
+            Some((ev.predict(r, &[])? / r.published).ln())
+        } else {
+            fits.iter()
+                .flat_map(|f| f.loo.iter())
+                .find(|(id, _)| *id == r.id)
+                .and_then(|(_, e)| *e)
+                .map(|e| (1.0 + e).ln())
+        };
+        if let Some(log_error) = log_error {
+            out.push(Held {
+                id: r.id.clone(),
+                hardware: ev.kernel_hardware(r)?,
+                class,
+                log_error,
+                check: r.role == "check",
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The hardware file `path` among `docs`, read on first use, with `[cost]` and
+/// `[provenance]` tables.
+fn doc_for<'a>(
+    docs: &'a mut Vec<(String, toml_edit::DocumentMut)>,
+    path: &str,
+) -> Result<&'a mut toml_edit::DocumentMut> {
+    if !docs.iter().any(|(p, _)| p == path) {
+        let doc: toml_edit::DocumentMut = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {path}"))?
+            .parse()
+            .with_context(|| format!("{path} is not valid TOML"))?;
+        docs.push((path.to_string(), doc));
+    }
+    let doc = &mut docs.iter_mut().find(|(p, _)| p == path).expect("loaded").1;
+    for t in ["cost", "provenance"] {
+        if !doc.contains_table(t) {
+            doc[t] = toml_edit::table();
+        }
+    }
+    Ok(doc)
+}
+
 /// Writes each group's values into the `[cost]` tables of its hardware files under
-/// `dir`, with provenance; returns the files written.
-pub fn write(dir: &str, fits: &[GroupFit], table: &str) -> Result<Vec<String>> {
+/// `dir`, and each architecture's class spreads into the `[cost.spread]` of its GPUs
+/// (rebuilt whole: a class without rows loses its old value), with provenance;
+/// returns the files written.
+pub fn write(
+    dir: &str,
+    fits: &[GroupFit],
+    spreads: &[ClassSpread],
+    table: &str,
+) -> Result<Vec<String>> {
     let mut docs: Vec<(String, toml_edit::DocumentMut)> = Vec::new();
+    for (arch, gpus) in ARCHITECTURES {
+        for hw in *gpus {
+            let path = format!("{dir}/hardware/{hw}.toml");
+            if !std::path::Path::new(&path).exists() {
+                continue;
+            }
+            let doc = doc_for(&mut docs, &path)?;
+            let mut t = toml_edit::Table::new();
+            let prov = doc["provenance"]
+                .as_table_mut()
+                .ok_or_else(|| anyhow!("{path}: [provenance] is not a table"))?;
+            prov.retain(|k, _| !k.starts_with("cost.spread."));
+            for s in spreads.iter().filter(|s| s.architecture == *arch) {
+                t[s.class.key()] = toml_edit::value(round5(s.spread));
+                prov[&format!("cost.spread.{}", s.class.key())] =
+                    toml_edit::value(s.provenance(table, hw));
+            }
+            doc["cost"]["spread"] = toml_edit::Item::Table(t);
+        }
+    }
     for f in fits {
         let rows: Vec<&str> = f.loo.iter().map(|(id, _)| id.as_str()).collect();
         for (hw, fitted) in f.group.targets() {
             let path = format!("{dir}/hardware/{hw}.toml");
-            if !docs.iter().any(|(p, _)| *p == path) {
-                let doc: toml_edit::DocumentMut = std::fs::read_to_string(&path)
-                    .with_context(|| format!("cannot read {path}"))?
-                    .parse()
-                    .with_context(|| format!("{path} is not valid TOML"))?;
-                docs.push((path.clone(), doc));
-            }
-            let doc = &mut docs.iter_mut().find(|(p, _)| *p == path).expect("loaded").1;
-            for t in ["cost", "provenance"] {
-                if !doc.contains_table(t) {
-                    doc[t] = toml_edit::table();
-                }
-            }
+            let doc = doc_for(&mut docs, &path)?;
             for (param, v) in f.group.params.iter().zip(&f.values) {
                 for key in std::iter::once(param.key).chain(param.also.iter().copied()) {
                     if hw == super::report_fit::FIT_HARDWARE

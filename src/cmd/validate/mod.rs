@@ -12,12 +12,14 @@ pub mod in_situ_fit;
 pub mod kernel_fit;
 pub mod report_fit;
 pub mod rows;
+pub mod spread_fit;
 
 use crate::scenario::embedded_file;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
 use fitting::{read_table, rel_error, Row};
 use rows::{is_simulation, Evaluator};
+use sim::cost::band::Band;
 use std::collections::BTreeMap;
 
 /// The embedded tables: name and path under `scenarios/`.
@@ -58,6 +60,13 @@ pub enum ValidateWhat {
         /// Skip the leave-one-out refits of the kernel table.
         #[arg(long)]
         no_loo: bool,
+        /// Do not draw each row's p10-p90 band from its hardware's kernel-fit spreads.
+        #[arg(long)]
+        no_band: bool,
+        /// With --simulate: give simulation rows a band of N simulations, one per draw
+        /// of the cost parameters (default: simulation rows have no band).
+        #[arg(long, value_name = "N", requires = "simulate", default_value_t = 0)]
+        sim_band: u32,
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
@@ -125,9 +134,44 @@ pub struct Outcome {
     pub error: Option<f64>,
     /// Leave-one-out error of a fit row.
     pub loo: Option<f64>,
+    /// The p10-p90 band of the prediction (None: no spread known, bands off, or a
+    /// simulation row run without a band).
+    pub band: Option<Band>,
 }
 
-fn evaluate(table: &Table, simulate: bool, loo: bool) -> Result<Vec<Outcome>> {
+impl Outcome {
+    /// Whether the published figure lies inside the band, if there is one.
+    pub fn in_band(&self) -> Option<bool> {
+        self.band.map(|b| b.contains(self.row.published))
+    }
+}
+
+/// A table's band coverage: check rows inside their band, of those with one.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct Coverage {
+    pub inside: usize,
+    pub with_band: usize,
+    pub check_rows: usize,
+}
+
+pub fn coverage(out: &[Outcome]) -> Coverage {
+    let checks: Vec<&Outcome> = out.iter().filter(|o| o.row.role == "check").collect();
+    Coverage {
+        inside: checks.iter().filter(|o| o.in_band() == Some(true)).count(),
+        with_band: checks.iter().filter(|o| o.band.is_some()).count(),
+        check_rows: checks.len(),
+    }
+}
+
+/// What `evaluate` draws bands for: off, or every forward and kernel row (and
+/// simulation rows with `sim_draws` > 0).
+#[derive(Debug, Clone, Copy)]
+pub struct Bands {
+    pub on: bool,
+    pub sim_draws: u32,
+}
+
+fn evaluate(table: &Table, simulate: bool, loo: bool, bands: Bands) -> Result<Vec<Outcome>> {
     let mut ev = Evaluator::new(report_fit::read_fitted()?);
     let mut loo_of: BTreeMap<String, f64> = BTreeMap::new();
     if loo && table.name == KERNELS {
@@ -149,22 +193,39 @@ fn evaluate(table: &Table, simulate: bool, loo: bool) -> Result<Vec<Outcome>> {
                     predicted: None,
                     error: None,
                     loo: None,
+                    band: None,
                 });
             }
             let predicted = ev.predict(r, &[])?;
+            let band = match bands.on {
+                true => ev.band(r, bands.sim_draws)?,
+                false => None,
+            };
             Ok(Outcome {
                 row: r.clone(),
                 predicted: Some(predicted),
                 error: Some(rel_error(predicted, r.published)),
                 loo: loo_of.get(&r.id).copied(),
+                band,
             })
         })
         .collect()
 }
 
 pub fn run(args: &ValidateArgs) -> Result<()> {
-    let (table, fit, write, simulate, no_loo, json, report, force) = match &args.what {
+    let (table, fit, write, simulate, no_loo, json, report, force, bands) = match &args.what {
         ValidateWhat::Published {
+            table,
+            fit,
+            write,
+            simulate,
+            no_loo,
+            no_band,
+            sim_band,
+            json,
+            report,
+            force,
+        } => (
             table,
             fit,
             write,
@@ -173,7 +234,11 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
             json,
             report,
             force,
-        } => (table, fit, write, simulate, no_loo, json, report, force),
+            Bands {
+                on: !*no_band,
+                sim_draws: *sim_band,
+            },
+        ),
         ValidateWhat::Live(a) => return crate::cmd::validate_live::run_live(a),
         ValidateWhat::Bench(a) => return crate::cmd::validate_live::run_bench(a),
     };
@@ -184,7 +249,8 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
     let mut all_json = Vec::new();
     let mut for_report = Vec::new();
     for t in &tables {
-        let out = evaluate(t, *simulate, !*no_loo)?;
+        let out = evaluate(t, *simulate, !*no_loo, bands)?;
+        let cov = coverage(&out);
         if report.is_some() {
             let rows = out
                 .iter()
@@ -208,6 +274,8 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
                     "predicted": o.predicted, "error": o.error, "loo_error": o.loo,
                     "role": o.row.role, "unit": o.row.unit, "command": o.row.command,
                     "source": o.row.source,
+                    "band": o.band.map(|b| [b.p10, b.p90]), "in_band": o.in_band(),
+                    "band_coverage": cov,
                 })
             }));
         } else {
@@ -234,9 +302,18 @@ fn fmt_num(v: f64, unit: &str) -> String {
 
 fn print_table(t: &Table, out: &[Outcome]) {
     println!("{}", t.origin);
-    let cells: Vec<[String; 7]> = out
+    let cells: Vec<[String; 8]> = out
         .iter()
         .map(|o| {
+            let band = match (o.band, o.in_band()) {
+                (Some(b), Some(inside)) => format!(
+                    "{}-{} {}",
+                    fmt_band(b.p10),
+                    fmt_band(b.p90),
+                    if inside { "in" } else { "out" }
+                ),
+                _ => String::new(),
+            };
             let (predicted, error) = match (o.predicted, o.error) {
                 (Some(p), Some(e)) => (fmt_num(p, &o.row.unit), format!("{:+.1}%", e * 100.0)),
                 _ => ("not run".to_string(), "--simulate".to_string()),
@@ -251,6 +328,7 @@ fn print_table(t: &Table, out: &[Outcome]) {
                 o.loo
                     .map(|e| format!("{:+.1}%", e * 100.0))
                     .unwrap_or_default(),
+                band,
             ]
         })
         .collect();
@@ -262,6 +340,7 @@ fn print_table(t: &Table, out: &[Outcome]) {
         "error",
         "role",
         "leave-one-out",
+        "band p10-p90",
     ];
     let mut w = head.map(str::len);
     for c in &cells {
@@ -269,9 +348,9 @@ fn print_table(t: &Table, out: &[Outcome]) {
             *wi = (*wi).max(x.chars().count());
         }
     }
-    let line = |c: [&str; 7]| {
-        println!(
-            "{:<w0$}  {:<w1$}  {:>w2$}  {:>w3$}  {:>w4$}  {:<w5$}  {}",
+    let line = |c: [&str; 8]| {
+        let text = format!(
+            "{:<w0$}  {:<w1$}  {:>w2$}  {:>w3$}  {:>w4$}  {:<w5$}  {:<w6$}  {}",
             c[0],
             c[1],
             c[2],
@@ -279,18 +358,27 @@ fn print_table(t: &Table, out: &[Outcome]) {
             c[4],
             c[5],
             c[6],
+            c[7],
             w0 = w[0],
             w1 = w[1],
             w2 = w[2],
             w3 = w[3],
             w4 = w[4],
             w5 = w[5],
-        )
+            w6 = w[6],
+        );
+        println!("{}", text.trim_end())
     };
     line(head);
     for c in &cells {
-        line([&c[0], &c[1], &c[2], &c[3], &c[4], &c[5], &c[6]]);
+        line([&c[0], &c[1], &c[2], &c[3], &c[4], &c[5], &c[6], &c[7]]);
     }
+    print_summary(out);
+}
+
+/// The lines under a table: errors of its check rows, leave-one-out errors, and band
+/// coverage.
+fn print_summary(out: &[Outcome]) {
     let checks: Vec<f64> = out
         .iter()
         .filter(|o| o.row.role == "check")
@@ -321,6 +409,34 @@ fn print_table(t: &Table, out: &[Outcome]) {
             String::new()
         }
     );
+    let c = coverage(out);
+    if c.with_band > 0 {
+        println!(
+            "band coverage: {} of {} check rows with a band lie inside their p10-p90 ({:.0}%; an honest band holds about 80%){}\n",
+            c.inside,
+            c.with_band,
+            c.inside as f64 / c.with_band as f64 * 100.0,
+            if c.with_band < c.check_rows {
+                format!(
+                    "; {} check rows without band (no spread known, or simulation rows: --simulate --sim-band N)",
+                    c.check_rows - c.with_band
+                )
+            } else {
+                String::new()
+            }
+        );
+    } else if c.check_rows > 0 {
+        println!("band coverage: no check row has a band (no spread known, bands off, or simulation rows run without --sim-band)\n");
+    }
+}
+
+/// A band end, short.
+fn fmt_band(v: f64) -> String {
+    if v.abs() >= 1e4 {
+        format!("{:.1}K", v / 1e3)
+    } else {
+        format!("{v:.2}")
+    }
 }
 
 fn run_fit(
@@ -333,46 +449,9 @@ fn run_fit(
     let mut items = Vec::new();
     for t in tables {
         match t.name.as_str() {
-            KERNELS | in_situ_fit::TABLE => {
-                let groups = if t.name == KERNELS {
-                    kernel_fit::GROUPS
-                } else {
-                    in_situ_fit::GROUPS
-                };
-                let fits = kernel_fit::fit_groups(groups, &t.rows, loo)?;
-                for f in &fits {
-                    for ((p, v), s) in f.group.params.iter().zip(&f.values).zip(&f.stored) {
-                        items.push(serde_json::json!({
-                            "table": t.name, "group": f.group.name, "name": format!("cost.{}", p.key),
-                            "fitted": v, "stored": s, "hardware": f.group.fitted_in,
-                            "cost_fitted": f.cost_fitted, "cost_stored": f.cost_stored,
-                        }));
-                    }
-                }
-                if !json {
-                    println!(
-                        "fitted to the `fit` rows of {} (least squares of log errors):",
-                        t.origin
-                    );
-                    for f in &fits {
-                        println!(
-                            "  {} [{}; sum of squares {:.3e}, stored {:.3e}]",
-                            f.group.name,
-                            f.group.fitted_in.join(", "),
-                            f.cost_fitted,
-                            f.cost_stored
-                        );
-                        for ((p, v), s) in f.group.params.iter().zip(&f.values).zip(&f.stored) {
-                            println!("    cost.{:<38} = {:<12.5e} (stored {:.5e})", p.key, v, s);
-                        }
-                    }
-                }
-                if let Some(dir) = write {
-                    let files = kernel_fit::write(dir, &fits, &t.name)?;
-                    if !json {
-                        println!("written to {}; rebuild to embed them", files.join(", "));
-                    }
-                }
+            KERNELS => fit_kernels(t, kernel_fit::GROUPS, write, json, loo, &mut items)?,
+            in_situ_fit::TABLE => {
+                fit_kernels(t, in_situ_fit::GROUPS, write, json, loo, &mut items)?
             }
             "vllm-gb300-deepseek-v4.1-flash" => {
                 let fitted = report_fit::fit(&t.rows, simulate)?;
@@ -416,6 +495,99 @@ fn run_fit(
         println!("{}", serde_json::to_string_pretty(&items)?);
     } else if write.is_none() {
         println!("store them with --write scenarios");
+    }
+    Ok(())
+}
+
+/// `--fit` of the kernel table: the groups' fits and the class spreads, printed (or
+/// pushed onto `items` for --json) and written with --write.
+fn fit_kernels(
+    t: &Table,
+    groups: &'static [kernel_fit::Group],
+    write: Option<&str>,
+    json: bool,
+    loo: bool,
+    items: &mut Vec<serde_json::Value>,
+) -> Result<()> {
+    let fits = kernel_fit::fit_groups(groups, &t.rows, loo)?;
+    for f in &fits {
+        for ((p, v), s) in f.group.params.iter().zip(&f.values).zip(&f.stored) {
+            items.push(serde_json::json!({
+                "table": t.name, "group": f.group.name, "name": format!("cost.{}", p.key),
+                "fitted": v, "stored": s, "hardware": f.group.fitted_in,
+                "cost_fitted": f.cost_fitted, "cost_stored": f.cost_stored,
+            }));
+        }
+    }
+    if !json {
+        println!(
+            "fitted to the `fit` rows of {} (least squares of log errors):",
+            t.origin
+        );
+        for f in &fits {
+            println!(
+                "  {} [{}; sum of squares {:.3e}, stored {:.3e}]",
+                f.group.name,
+                f.group.fitted_in.join(", "),
+                f.cost_fitted,
+                f.cost_stored
+            );
+            for ((p, v), s) in f.group.params.iter().zip(&f.values).zip(&f.stored) {
+                println!("    cost.{:<38} = {:<12.5e} (stored {:.5e})", p.key, v, s);
+            }
+        }
+    }
+    if !loo {
+        if write.is_some() {
+            bail!("--write stores the spreads, estimated from the leave-one-out refits: drop --no-loo");
+        }
+        if !json {
+            println!("spreads: estimated with the leave-one-out refits (drop --no-loo)");
+        }
+        return Ok(());
+    }
+    let held = kernel_fit::held_out(&t.rows, &fits)?;
+    let spreads = spread_fit::estimate(&held);
+    let (inside, judged) = spread_fit::held_out_coverage(&held);
+    for s in &spreads {
+        items.push(serde_json::json!({
+            "table": t.name, "spread": s.class.key(), "architecture": s.architecture,
+            "rows": s.rows.len(), "rms_log_error": s.rms, "fitted": s.spread,
+            "hardware_with_rows": s.hardware_with_rows(),
+        }));
+    }
+    if !json {
+        println!(
+            "spreads (log-space sd of a kernel class's price; {} out-of-sample rows: check rows and fit rows left out; RMS raised to its 90% upper confidence bound):",
+            held.len()
+        );
+        for s in &spreads {
+            let worst = s
+                .rows
+                .iter()
+                .max_by(|a, b| a.log_error.abs().total_cmp(&b.log_error.abs()))
+                .map(|r| format!("{} {:+.3}", r.id, r.log_error))
+                .unwrap_or_default();
+            println!(
+                "  {:<6} cost.spread.{:<16} = {:.5} ({} rows on {}; RMS {:.4}; worst {worst})",
+                s.architecture,
+                s.class.key(),
+                s.spread,
+                s.rows.len(),
+                s.hardware_with_rows().join(", "),
+                s.rms
+            );
+        }
+        println!(
+            "  held out one at a time, {inside} of {judged} rows fall inside the p10-p90 of their pool's spread without them ({:.0}%)",
+            inside as f64 / judged.max(1) as f64 * 100.0
+        );
+    }
+    if let Some(dir) = write {
+        let files = kernel_fit::write(dir, &fits, &spreads, &t.name)?;
+        if !json {
+            println!("written to {}; rebuild to embed them", files.join(", "));
+        }
     }
     Ok(())
 }

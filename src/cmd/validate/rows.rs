@@ -2,14 +2,18 @@
 //! with extra `--set` overrides (the values being fitted), and its metric read off.
 
 use crate::args::SimulateArgs;
-use crate::kernel::{evaluate as kernel, KernelArgs, KernelOut};
-use crate::simulation::{execute, to_json};
-use crate::step::{evaluate as forward, ForwardArgs};
+use crate::kernel::{
+    evaluate as kernel, evaluate_with as kernel_with, inputs as kernel_inputs, KernelArgs,
+    KernelOut,
+};
+use crate::simulation::{execute, run_seeded_with, to_json};
+use crate::step::{evaluate as forward, prepare, Forward, ForwardArgs};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Parser;
 use fitting::Row;
 use serde::Deserialize;
-use sim::cost::Op;
+use sim::cost::band::{Band, DEFAULT_DRAWS, DEFAULT_SEED};
+use sim::cost::{Op, Spread};
 use std::collections::BTreeMap;
 
 /// Values substituted for `{name}` in commands (`scenarios/published/fitted.toml`).
@@ -122,6 +126,8 @@ fn in_situ_s(l: &sim::cost::insitu::InSituLayer, key: &str) -> Option<f64> {
 pub struct Evaluator {
     pub fitted: Fitted,
     runs: BTreeMap<String, serde_json::Value>,
+    /// The `--json` objects of a simulation row's band draws, by command.
+    sim_bands: BTreeMap<String, Vec<serde_json::Value>>,
 }
 
 impl Evaluator {
@@ -129,6 +135,7 @@ impl Evaluator {
         Evaluator {
             fitted,
             runs: BTreeMap::new(),
+            sim_bands: BTreeMap::new(),
         }
     }
 
@@ -154,25 +161,135 @@ impl Evaluator {
 
     fn kernel(&self, row: &Row, extra: &[String]) -> Result<f64> {
         let k = self.kernel_time(&row.command, row, extra)?;
-        let r = &k.result;
-        Ok(match row.metric.as_str() {
-            "time_us" => r.time_s * 1e6,
-            "tflops" => r.tflops(),
-            "gb_s" => r.gb_s(),
+        let base = match row.metric.as_str() {
             "time_ratio" => {
                 if row.baseline.is_empty() {
                     bail!("row {}: metric time_ratio needs a baseline command", row.id);
                 }
-                let b = self.kernel_time(&row.baseline, row, extra)?;
-                r.time_s / b.result.time_s
+                Some(self.kernel_time(&row.baseline, row, extra)?)
             }
-            other => bail!(
-                "row {}: unknown kernel metric `{other}` (time_us, tflops, gb_s, time_ratio)",
-                row.id
-            ),
-        })
+            _ => None,
+        };
+        kernel_metric(row, &k, base.as_ref())
     }
 
+    /// The hardware a `twin kernel` row runs on (its `--hardware`, or the default).
+    pub fn kernel_hardware(&self, row: &Row) -> Result<String> {
+        Ok(self.kernel_args(&row.command, row)?.hardware)
+    }
+
+    fn kernel_args(&self, cmd: &str, row: &Row) -> Result<KernelArgs> {
+        KernelCli::try_parse_from(argv(cmd, "twin kernel", &self.fitted, &[])?)
+            .map(|c| c.args)
+            .map_err(|e| anyhow!("row {}: `{cmd}`: {e}", row.id))
+    }
+
+    /// A `twin kernel` row's band: every draw prices the kernel (and its baseline,
+    /// with the same draw) with the drawn parameters.
+    fn kernel_band(&self, row: &Row) -> Result<Option<Band>> {
+        let args = self.kernel_args(&row.command, row)?;
+        let (hw, p) = kernel_inputs(&args)?;
+        let base = match row.baseline.is_empty() {
+            true => None,
+            false => {
+                let a = self.kernel_args(&row.baseline, row)?;
+                let (bhw, bp) = kernel_inputs(&a)?;
+                Some((a, bhw, bp))
+            }
+        };
+        if p.spread.is_unknown() {
+            return Ok(None);
+        }
+        let mut v = Vec::new();
+        for z in Spread::normals(DEFAULT_DRAWS, DEFAULT_SEED) {
+            let k = kernel_with(&args, &hw, p.spread.apply(&p, &z))?;
+            let b = match &base {
+                Some((a, bhw, bp)) => Some(kernel_with(a, bhw, bp.spread.apply(bp, &z))?),
+                None => None,
+            };
+            v.push(kernel_metric(row, &k, b.as_ref())?);
+        }
+        Ok(Some(Band::of(&v)))
+    }
+
+    /// The band of a row's metric over the kernel-fit spreads' draws (`sim_draws`
+    /// simulations for a `twin simulate` row; 0: none); `None` when the row's
+    /// hardware knows no spread.
+    pub fn band(&mut self, row: &Row, sim_draws: u32) -> Result<Option<Band>> {
+        match Program::of(&row.command)? {
+            Program::Kernel => self.kernel_band(row),
+            Program::Forward => self.forward_band(row),
+            Program::Simulate if sim_draws == 0 => Ok(None),
+            Program::Simulate => self.simulation_band(row, sim_draws),
+        }
+    }
+
+    fn forward_band(&self, row: &Row) -> Result<Option<Band>> {
+        let prep = prepare(&self.forward_args(&row.command, row, &[])?)
+            .with_context(|| format!("row {}", row.id))?;
+        let base = match row.baseline.is_empty() {
+            true => None,
+            false => Some(prepare(&self.forward_args(&row.baseline, row, &[])?)?),
+        };
+        let p = &prep.params;
+        if p.spread.is_unknown() {
+            return Ok(None);
+        }
+        let mut v = Vec::new();
+        for z in Spread::normals(DEFAULT_DRAWS, DEFAULT_SEED) {
+            let f = prep.price_with(p.spread.apply(p, &z))?;
+            let b = match &base {
+                Some(b) => Some(b.price_with(b.params.spread.apply(&b.params, &z))?),
+                None => None,
+            };
+            v.push(forward_metric(row, &f, b.as_ref())?);
+        }
+        Ok(Some(Band::of(&v)))
+    }
+
+    fn simulation_band(&mut self, row: &Row, draws: u32) -> Result<Option<Band>> {
+        let key = format!("{} --band {draws}", row.command);
+        let runs = match self.sim_bands.get(&key) {
+            Some(v) => v.clone(),
+            None => {
+                let args = SimulateCli::try_parse_from(argv(
+                    &row.command,
+                    "twin simulate",
+                    &self.fitted,
+                    &[],
+                )?)
+                .map(|c| c.args)
+                .map_err(|e| anyhow!("row {}: {e}", row.id))?;
+                let (r, trace) = crate::scenario::resolve_with_trace(&args)
+                    .with_context(|| format!("row {}", row.id))?;
+                let mut runs = Vec::new();
+                if !r.params.spread.is_unknown() {
+                    for (i, z) in Spread::normals(draws as usize, DEFAULT_SEED)
+                        .iter()
+                        .enumerate()
+                    {
+                        let p = r.params.spread.apply(&r.params, z);
+                        let report = run_seeded_with(&r, &trace, r.seed, false, &p)
+                            .with_context(|| format!("row {}: band draw {i}", row.id))?;
+                        runs.push(to_json(&r, &report, trace.len())?);
+                    }
+                }
+                self.sim_bands.insert(key, runs.clone());
+                runs
+            }
+        };
+        if runs.is_empty() {
+            return Ok(None);
+        }
+        let v: Vec<f64> = runs
+            .iter()
+            .map(|j| json_metric(row, j))
+            .collect::<Result<_>>()?;
+        Ok(Some(Band::of(&v)))
+    }
+}
+
+impl Evaluator {
     fn forward_args(&self, cmd: &str, row: &Row, extra: &[String]) -> Result<ForwardArgs> {
         ForwardCli::try_parse_from(argv(cmd, "twin forward", &self.fitted, extra)?)
             .map(|c| c.args)
@@ -182,44 +299,16 @@ impl Evaluator {
     fn forward(&self, row: &Row, extra: &[String]) -> Result<f64> {
         let f = forward(&self.forward_args(&row.command, row, extra)?)
             .with_context(|| format!("row {}", row.id))?;
-        let r = &f.result;
-        let metric = row.metric.as_str();
-        Ok(match metric {
-            "step_ms" => r.step_s() * 1e3,
-            "target_step_ms" => r.target_step_s() * 1e3,
-            "user_tok_s" => r.tokens_per_s_per_user,
+        let base = match row.metric.as_str() {
             "gain_pct" => {
                 if row.baseline.is_empty() {
                     bail!("row {}: metric gain_pct needs a baseline command", row.id);
                 }
-                let b = forward(&self.forward_args(&row.baseline, row, extra)?)?;
-                (b.result.step_s() / r.step_s() - 1.0) * 100.0
+                Some(forward(&self.forward_args(&row.baseline, row, extra)?)?)
             }
-            m if m.starts_with("target_share_pct:") => {
-                let mut share = 0.0;
-                for key in m["target_share_pct:".len()..].split('+') {
-                    let op = Op::ALL
-                        .into_iter()
-                        .find(|o| o.key() == key)
-                        .ok_or_else(|| anyhow!("row {}: unknown operation `{key}`", row.id))?;
-                    share += r.target_share(op);
-                }
-                share * 100.0
-            }
-            m if m.starts_with("in_situ_ms:") => {
-                let key = &m["in_situ_ms:".len()..];
-                in_situ_s(&r.total.in_situ, key).ok_or_else(|| {
-                    anyhow!(
-                        "row {}: unknown in-situ figure `{key}` (layer, STREAM.total, or STREAM.CATEGORY with STREAM compute or comm)",
-                        row.id
-                    )
-                })? * 1e3
-            }
-            other => bail!(
-                "row {}: unknown metric `{other}` (step_ms, target_step_ms, user_tok_s, gain_pct, target_share_pct:OP[+OP], in_situ_ms:FIGURE)",
-                row.id
-            ),
-        })
+            _ => None,
+        };
+        forward_metric(row, &f, base.as_ref())
     }
 
     /// A `twin simulate ...` row: its metric is `json:PATH` (dotted path into the
@@ -245,27 +334,92 @@ impl Evaluator {
                 v
             }
         };
-        let path = row.metric.strip_prefix("json:").ok_or_else(|| {
-            anyhow!(
-                "row {}: a simulation row's metric is json:PATH, got `{}`",
-                row.id,
-                row.metric
-            )
-        })?;
-        let mut cur = &v;
-        for seg in path.split('.') {
-            cur = match seg.parse::<usize>() {
-                Ok(i) if cur.is_array() => &cur[i],
-                _ => &cur[seg],
-            };
-        }
-        let x = cur.as_f64().ok_or_else(|| {
-            anyhow!(
-                "row {}: `{path}` is not a number in the simulation's JSON",
-                row.id
-            )
-        })?;
-        // The JSON keeps fractions; a row published in % compares percentages.
-        Ok(if row.unit == "%" { 100.0 * x } else { x })
+        json_metric(row, &v)
     }
+}
+
+/// A kernel row's metric from its priced kernel (and baseline).
+fn kernel_metric(row: &Row, k: &KernelOut, base: Option<&KernelOut>) -> Result<f64> {
+    let r = &k.result;
+    Ok(match row.metric.as_str() {
+        "time_us" => r.time_s * 1e6,
+        "tflops" => r.tflops(),
+        "gb_s" => r.gb_s(),
+        "time_ratio" => {
+            let b = base.ok_or_else(|| {
+                anyhow!("row {}: metric time_ratio needs a baseline command", row.id)
+            })?;
+            r.time_s / b.result.time_s
+        }
+        other => bail!(
+            "row {}: unknown kernel metric `{other}` (time_us, tflops, gb_s, time_ratio)",
+            row.id
+        ),
+    })
+}
+
+/// A forward row's metric from its priced step (and baseline).
+fn forward_metric(row: &Row, f: &Forward, base: Option<&Forward>) -> Result<f64> {
+    let r = &f.result;
+    Ok(match row.metric.as_str() {
+        "step_ms" => r.step_s() * 1e3,
+        "target_step_ms" => r.target_step_s() * 1e3,
+        "user_tok_s" => r.tokens_per_s_per_user,
+        "gain_pct" => {
+            let b = base.ok_or_else(|| {
+                anyhow!("row {}: metric gain_pct needs a baseline command", row.id)
+            })?;
+            (b.result.step_s() / r.step_s() - 1.0) * 100.0
+        }
+        m if m.starts_with("target_share_pct:") => {
+            let mut share = 0.0;
+            for key in m["target_share_pct:".len()..].split('+') {
+                let op = Op::ALL
+                    .into_iter()
+                    .find(|o| o.key() == key)
+                    .ok_or_else(|| anyhow!("row {}: unknown operation `{key}`", row.id))?;
+                share += r.target_share(op);
+            }
+            share * 100.0
+        }
+        m if m.starts_with("in_situ_ms:") => {
+            let key = &m["in_situ_ms:".len()..];
+            in_situ_s(&r.total.in_situ, key).ok_or_else(|| {
+                anyhow!(
+                    "row {}: unknown in-situ figure `{key}` (layer, STREAM.total, or STREAM.CATEGORY with STREAM compute or comm)",
+                    row.id
+                )
+            })? * 1e3
+        }
+        other => bail!(
+            "row {}: unknown metric `{other}` (step_ms, target_step_ms, user_tok_s, gain_pct, target_share_pct:OP[+OP], in_situ_ms:FIGURE)",
+            row.id
+        ),
+    })
+}
+
+/// A simulation row's metric read off a run's `--json` object.
+fn json_metric(row: &Row, v: &serde_json::Value) -> Result<f64> {
+    let path = row.metric.strip_prefix("json:").ok_or_else(|| {
+        anyhow!(
+            "row {}: a simulation row's metric is json:PATH, got `{}`",
+            row.id,
+            row.metric
+        )
+    })?;
+    let mut cur = v;
+    for seg in path.split('.') {
+        cur = match seg.parse::<usize>() {
+            Ok(i) if cur.is_array() => &cur[i],
+            _ => &cur[seg],
+        };
+    }
+    let x = cur.as_f64().ok_or_else(|| {
+        anyhow!(
+            "row {}: `{path}` is not a number in the simulation's JSON",
+            row.id
+        )
+    })?;
+    // The JSON keeps fractions; a row published in % compares percentages.
+    Ok(if row.unit == "%" { 100.0 * x } else { x })
 }
