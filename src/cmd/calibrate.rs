@@ -4,6 +4,7 @@
 //! ```text
 //! twin calibrate --device cpu|cuda:N [--ops LIST] [--quick] --out DIR
 //! twin calibrate fit MEASUREMENTS.csv --out PROFILE
+//! twin calibrate fit-trace TRACE --out PROFILE
 //! ```
 //!
 //! The first form appends to `DIR/measurements.csv` point by point (each row fsynced),
@@ -69,11 +70,21 @@ pub enum CalibrateCommand {
         #[arg(long)]
         out: PathBuf,
     },
+    /// Fit a profile in situ from a live run's op trace (`twin live` writes
+    /// DIR/trace.json.gz), as `--plan live` fits its passes.
+    FitTrace {
+        /// trace.json.gz (or plain JSON) written by `twin live`.
+        trace: PathBuf,
+        /// Profile to write (TOML).
+        #[arg(long)]
+        out: PathBuf,
+    },
 }
 
 pub fn run(args: &CalibrateArgs) -> Result<()> {
     match (&args.command, args.cores) {
         (Some(CalibrateCommand::Fit { measurements, out }), _) => fit(measurements, out),
+        (Some(CalibrateCommand::FitTrace { trace, out }), _) => fit_trace(trace, out),
         (None, None) => measure(args),
         (None, Some(n)) => {
             let avail = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -102,6 +113,17 @@ fn fit(csv: &Path, out: &Path) -> Result<()> {
     }
     let profile = Profile::fit_rows(&log.rows, &calibration::profile::sha256_file(csv)?)?;
     profile.write(out)?;
+    print_summary(&profile, out);
+    Ok(())
+}
+
+/// `fit-trace`: a profile fitted from a live run's own op calls.
+fn fit_trace(trace: &Path, out: &Path) -> Result<()> {
+    let profile = calibration::live_trace::profile_from_live_trace(trace)?;
+    profile.write(out)?;
+    if let Some(s) = &profile.provenance.source {
+        println!("source: {s}");
+    }
     print_summary(&profile, out);
     Ok(())
 }
@@ -451,7 +473,7 @@ mod tests {
                 assert_eq!(measurements, PathBuf::from("m.csv"));
                 assert_eq!(out, PathBuf::from("p.toml"));
             }
-            None => panic!("expected fit"),
+            _ => panic!("expected fit"),
         }
         assert!(parse(&["--device", "cpu"]).is_err(), "--out is required");
         assert!(parse(&["--out", "d"]).is_err(), "--device is required");
