@@ -58,10 +58,11 @@ pub enum LiveTraceError {
     },
     #[error("{path}: no `live::` op slices: nothing to fit (was the run traced? `twin live` writes them unless --no-trace)")]
     Empty { path: PathBuf },
-    #[error("{path}: {source}")]
+    /// The fit's error is part of the message, not a `source` (printed once).
+    #[error("{path}: {error}")]
     Fit {
         path: PathBuf,
-        source: CalibrationError,
+        error: CalibrationError,
     },
 }
 
@@ -324,9 +325,9 @@ pub fn profile_from_live_trace(path: &Path) -> Result<Profile, LiveTraceError> {
     let t = read_live_trace(path)?;
     let m = &t.meta;
     let rows = trace_rows(&t.samples, &m.device, &m.written_utc);
-    let mut p = Profile::fit_rows(&rows, &t.sha256).map_err(|source| LiveTraceError::Fit {
+    let mut p = Profile::fit_rows(&rows, &t.sha256).map_err(|error| LiveTraceError::Fit {
         path: path.into(),
-        source,
+        error,
     })?;
     let file = path
         .file_name()
