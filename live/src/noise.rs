@@ -22,7 +22,9 @@ pub struct KindDistance {
 }
 
 /// Run `b` against run `a`: signed relative distances (`(b - a) / a`) of the figures,
-/// and of the mean step time per step class.
+/// and of the mean step time per step class. A latency percentile that one run has no
+/// samples of (no request completed in its window) has no distance (NaN; `null` in
+/// JSON).
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct RunDistance {
     pub throughput_distance: f64,
@@ -46,6 +48,16 @@ fn by_kind(run: &RunDir) -> BTreeMap<String, (usize, f64)> {
         e.1 += s.step_ms;
     }
     m
+}
+
+/// `rel(b, a)` of two percentiles, NaN unless both runs had samples (a percentile of
+/// none reads 0).
+fn sampled(b: f64, a: f64) -> f64 {
+    if a > 0.0 && b > 0.0 {
+        rel(b, a)
+    } else {
+        f64::NAN
+    }
 }
 
 /// How far run `b` is from run `a` (see [`RunDistance`]).
@@ -80,8 +92,8 @@ pub fn run_distance(a: &RunDir, b: &RunDir) -> RunDistance {
     });
     RunDistance {
         throughput_distance: rel(fb.token_throughput, fa.token_throughput),
-        ttft_p90_distance: rel(fb.ttft_ms.p90, fa.ttft_ms.p90),
-        tpot_p90_distance: rel(fb.tpot_ms.p90, fa.tpot_ms.p90),
+        ttft_p90_distance: sampled(fb.ttft_ms.p90, fa.ttft_ms.p90),
+        tpot_p90_distance: sampled(fb.tpot_ms.p90, fa.tpot_ms.p90),
         step_distance: if steps > 0 {
             weighted / steps as f64
         } else {
