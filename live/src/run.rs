@@ -221,27 +221,7 @@ pub fn run(cfg: &LiveConfig, progress: &mut dyn FnMut(&Progress)) -> Result<Summ
     // Records.
     std::fs::create_dir_all(out).map_err(|e| LiveError::io(out, e))?;
     if let Some(book) = &book {
-        let meta = crate::trace::TraceMeta {
-            producer: crate::trace::PRODUCER,
-            scenario: cfg.scenario_origin.clone(),
-            device: device_name.clone(),
-            seed: cfg.seed,
-            cores: cfg.cores,
-            idle: cfg.idle.name().into(),
-            twin_version: env!("CARGO_PKG_VERSION").to_string(),
-            written_utc: calibration::profile::utc_now(),
-            ranks: specs
-                .iter()
-                .map(|s| {
-                    format!(
-                        "rank {} (group {}, rank {} of {})",
-                        s.index, s.group, s.rank, s.ranks
-                    )
-                })
-                .collect(),
-            sampling: book.sampling(),
-        };
-        crate::trace::write_trace(&out.join(crate::trace::TRACE_FILE), &meta, book)?;
+        write_op_trace(cfg, &specs, &device_name, book)?;
     }
     let requests = request_records(&sched, &transfers);
     write_jsonl(&out.join(REQUESTS_FILE), &requests)?;
@@ -265,11 +245,7 @@ pub fn run(cfg: &LiveConfig, progress: &mut dyn FnMut(&Progress)) -> Result<Summ
         kv_bytes_per_token: live.kv_bytes_per_token(),
         draft_tokens: drafts,
         acceptance: acceptance.clone(),
-        mtp_rule: format!(
-            "declared, seeded: draft i of a step is accepted when drafts 1..i-1 were and a uniform draw (stream of seed {}, request, step) is below acceptance[i] = {:?}; the draft head runs for real, but random weights make real acceptance meaningless",
-            cfg.seed,
-            &acceptance[..drafts.min(acceptance.len())]
-        ),
+        mtp_rule: mtp_rule(cfg.seed, &acceptance[..drafts.min(acceptance.len())]),
         cores,
         started_utc: calibration::profile::utc_now(),
         load_start,
@@ -290,6 +266,43 @@ pub fn run(cfg: &LiveConfig, progress: &mut dyn FnMut(&Progress)) -> Result<Summ
         requests,
         steps,
     })
+}
+
+/// The declared MTP acceptance rule, in words.
+fn mtp_rule(seed: u64, acceptance: &[f64]) -> String {
+    format!(
+        "declared, seeded: draft i of a step is accepted when drafts 1..i-1 were and a uniform draw (stream of seed {seed}, request, step) is below acceptance[i] = {acceptance:?}; the draft head runs for real, but random weights make real acceptance meaningless"
+    )
+}
+
+/// Writes the run's op trace (`crate::trace`) into its directory.
+fn write_op_trace(
+    cfg: &LiveConfig,
+    specs: &[RankSpec],
+    device_name: &str,
+    book: &crate::trace::TraceBook,
+) -> Result<(), LiveError> {
+    let meta = crate::trace::TraceMeta {
+        producer: crate::trace::PRODUCER,
+        scenario: cfg.scenario_origin.clone(),
+        device: device_name.to_string(),
+        seed: cfg.seed,
+        cores: cfg.cores,
+        idle: cfg.idle.name().into(),
+        twin_version: env!("CARGO_PKG_VERSION").to_string(),
+        written_utc: calibration::profile::utc_now(),
+        ranks: specs
+            .iter()
+            .map(|s| {
+                format!(
+                    "rank {} (group {}, rank {} of {})",
+                    s.index, s.group, s.rank, s.ranks
+                )
+            })
+            .collect(),
+        sampling: book.sampling(),
+    };
+    crate::trace::write_trace(&cfg.out.join(crate::trace::TRACE_FILE), &meta, book)
 }
 
 /// How the serving loop waits for the ranks: it spins with them only where their cores
