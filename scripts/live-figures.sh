@@ -4,10 +4,17 @@
 # by a fresh quick calibration of the live engine's own ops (measured independently of
 # the run, never fitted to it) and followed by its validation; then one more
 # calibration, against which every run is validated again (how much the profile alone
-# moves the errors: the machine's noise floor).
+# moves the errors).
 #
-#   scripts/live-figures.sh                 # after `cargo build --release`
-#   OUT=dir QUIET=1.5 CORES=1 scripts/live-figures.sh
+# Each case runs twice, back to back with the same seed (NAME and NAME-b): how far the
+# second lands from the first (throughput, TTFT p90, TPOT p90, mean step time by step
+# class; `live/examples/run_distance.rs`) is the machine's noise floor, printed beside
+# the model's errors. In situ: a profile is fitted from the first case's own op trace
+# (`twin calibrate fit-trace`) and the other three cases are validated with it.
+#
+#   cargo build --release && cargo build --release -p live --example run_distance
+#   scripts/live-figures.sh
+#   OUT=dir QUIET=1.5 CORES=1 DURATION=20 scripts/live-figures.sh
 #
 # The machine may be shared: before each measurement the script waits (up to WAIT
 # seconds) for the 1-minute load average to fall below QUIET, and every run records the
@@ -16,6 +23,7 @@
 # AGENTX_LIGHT/AGENTX_HIGH concurrent sessions.
 set -eu
 TWIN=${TWIN:-target/release/twin}
+DISTANCE=${DISTANCE:-target/release/examples/run_distance}
 OUT=${OUT:-runs/figures-$(date +%Y%m%d-%H%M%S)}
 QUIET=${QUIET:-1.5}
 WAIT=${WAIT:-1800}
@@ -47,6 +55,10 @@ run() { # name scenario set...
     wait_quiet
     calibrate "$OUT/$name-profile"
     "$TWIN" live "$scenario" --cores "$CORES" --duration "$DURATION" "$@" --out "$OUT/$name"
+    # The same run again at once: the noise floor.
+    "$TWIN" live "$scenario" --cores "$CORES" --duration "$DURATION" "$@" --out "$OUT/$name-b"
+    "$DISTANCE" "$OUT/$name" "$OUT/$name-b" | tee "$OUT/$name-noise.txt"
+    "$DISTANCE" "$OUT/$name" "$OUT/$name-b" --json > "$OUT/$name-noise.json"
     "$TWIN" validate live "$OUT/$name" --profile "$OUT/$name-profile/profile.toml" | tee "$OUT/$name.txt"
     "$TWIN" validate live "$OUT/$name" --profile "$OUT/$name-profile/profile.toml" --json > "$OUT/$name.json"
 }
@@ -59,14 +71,34 @@ for name in poisson-light poisson-high agentx-light agentx-high; do
     "$TWIN" validate live "$OUT/$name" --profile "$OUT/after-profile/profile.toml" --json > "$OUT/$name-after.json"
 done
 
-val() { grep -m1 "^  \"$2\"" "$1" | sed 's/.*: *//; s/,$//'; }
-for suffix in "" "-after"; do
-    echo
-    echo "profile: ${suffix:-the run's own}"
-    printf "%-14s %10s %12s %10s %10s\n" run step_mape throughput ttft_p90 tpot_p90
-    for name in poisson-light poisson-high agentx-light agentx-high; do
-        f="$OUT/$name$suffix.json"
-        printf "%-14s %10s %12s %10s %10s\n" "$name" "$(val "$f" step_mape)" "$(val "$f" throughput_error)" \
-            "$(val "$f" ttft_p90_error)" "$(val "$f" tpot_p90_error)"
-    done
+# In situ: a profile fitted from the first case's own trace; the other cases validated
+# with it (trained on one run, checked on others).
+"$TWIN" calibrate fit-trace "$OUT/poisson-light/trace.json.gz" --out "$OUT/insitu-profile.toml" \
+    > "$OUT/insitu-profile.txt"
+for name in poisson-high agentx-light agentx-high; do
+    "$TWIN" validate live "$OUT/$name" --profile "$OUT/insitu-profile.toml" | tee "$OUT/$name-insitu.txt"
+    "$TWIN" validate live "$OUT/$name" --profile "$OUT/insitu-profile.toml" --json > "$OUT/$name-insitu.json"
 done
+
+val() { grep -m1 "^  \"$2\"" "$1" | sed 's/.*: *//; s/,$//'; }
+pct() { awk -v x="$1" 'BEGIN { if (x == "" || x == "null") print "-"; else printf "%+.1f%%", 100 * x }'; }
+abspct() { awk -v x="$1" 'BEGIN { if (x == "" || x == "null") print "-"; else printf "%.1f%%", 100 * (x < 0 ? -x : x) }'; }
+table() { # title suffix names...
+    local title=$1 suffix=$2
+    shift 2
+    echo
+    echo "profile: $title (noise: the same run again, measured against measured)"
+    printf "%-14s %10s %10s %10s %10s   %10s %10s %10s %10s\n" run step_mape throughput ttft_p90 tpot_p90 \
+        noise_step noise_tput noise_ttft noise_tpot
+    for name in "$@"; do
+        f="$OUT/$name$suffix.json" n="$OUT/$name-noise.json"
+        printf "%-14s %10s %10s %10s %10s   %10s %10s %10s %10s\n" "$name" \
+            "$(abspct "$(val "$f" step_mape)")" "$(pct "$(val "$f" throughput_error)")" \
+            "$(pct "$(val "$f" ttft_p90_error)")" "$(pct "$(val "$f" tpot_p90_error)")" \
+            "$(abspct "$(val "$n" step_distance)")" "$(pct "$(val "$n" throughput_distance)")" \
+            "$(pct "$(val "$n" ttft_p90_distance)")" "$(pct "$(val "$n" tpot_p90_distance)")"
+    done
+}
+table "the run's own calibration" "" poisson-light poisson-high agentx-light agentx-high
+table "one calibration after all runs" "-after" poisson-light poisson-high agentx-light agentx-high
+table "fitted in situ from poisson-light's trace" "-insitu" poisson-high agentx-light agentx-high

@@ -106,6 +106,9 @@ fn a_short_live_run_is_recorded_consistently_and_validates() {
         }
     }
     assert!(d.info.mtp_rule.contains("random weights"));
+    assert_eq!(d.info.idle, "spin", "the default idle mode");
+    check_op_trace(&d, &run.join("trace.json.gz"));
+    check_noise_floor(&d);
     let result: Value =
         serde_json::from_str(&std::fs::read_to_string(run.join("result.json")).unwrap()).unwrap();
     for k in [
@@ -169,6 +172,36 @@ fn a_short_live_run_is_recorded_consistently_and_validates() {
         p.to_str().unwrap(),
     ]));
     assert!(text.contains("MAPE") && text.contains("TTFT p90"), "{text}");
+
+    // In situ: a profile fitted from the run's own trace validates the run.
+    let tp = tmp.path().join("trace-profile.toml");
+    let trace = run.join("trace.json.gz");
+    let fitted = ok(&twin(&[
+        "calibrate",
+        "fit-trace",
+        trace.to_str().unwrap(),
+        "--out",
+        tp.to_str().unwrap(),
+    ]));
+    assert!(fitted.contains("from a live trace"), "{fitted}");
+    let v: Value = serde_json::from_str(&ok(&twin(&[
+        "validate",
+        "live",
+        r,
+        "--profile",
+        tp.to_str().unwrap(),
+        "--json",
+    ])))
+    .unwrap();
+    let mape = v["step_mape"].as_f64().unwrap();
+    assert!(mape.is_finite() && mape >= 0.0, "step MAPE {mape}");
+    assert!(
+        v["profile"]["source"]
+            .as_str()
+            .is_some_and(|s| s.contains("live trace")),
+        "{}",
+        v["profile"]
+    );
 
     // Bad inputs, each refused with nothing overwritten.
     let before = snapshot(&run);
@@ -240,6 +273,196 @@ fn a_short_live_run_is_recorded_consistently_and_validates() {
         &["requests.jsonl", &format!("line {n_lines}")],
     );
     assert_eq!(snapshot(&run), before);
+}
+
+/// The run's op trace: one slice per op call the executor ran in each traced step (as
+/// many as the forward pass's calls for the step's batch, which the composition test
+/// checks against the executor's own trace), times positive, every step of the first
+/// ones traced, the run named in `otherData`.
+fn check_op_trace(d: &RunDir, trace: &Path) {
+    use sim::cost::fitted::{LiveModel, LiveModelExt};
+    use sim::cost::{Phase, ReqSlice, StepShape};
+    let info = d
+        .info
+        .op_trace
+        .as_ref()
+        .expect("run.json names the op trace");
+    assert_eq!(info.file, "trace.json.gz");
+    assert!(calibration::live_trace::is_live_trace(trace));
+    let t = calibration::live_trace::read_live_trace(trace).unwrap();
+    assert_eq!(t.meta.device, d.info.device_name);
+    assert_eq!(
+        (t.meta.seed, t.meta.scenario.as_str()),
+        (d.info.seed, d.info.scenario_origin.as_str())
+    );
+    assert!(t
+        .samples
+        .iter()
+        .all(|s| s.seconds > 0.0 && s.seconds.is_finite()));
+    let mut per_step = std::collections::BTreeMap::<u64, usize>::new();
+    for s in &t.samples {
+        *per_step.entry(s.step.expect("a step")).or_default() += 1;
+    }
+    assert_eq!(per_step.len(), info.sampling.steps_kept);
+    assert_eq!(t.samples.len(), info.sampling.slices);
+    let first = info.sampling.first_steps.min(d.steps.len() as u64);
+    assert!(
+        (0..first).all(|i| per_step.contains_key(&i)),
+        "the first steps are all traced"
+    );
+    let lm = LiveModel::from_model(&d.info.model, d.info.page_tokens).unwrap();
+    for (&i, &n) in &per_step {
+        let s = &d.steps[i as usize];
+        let r = &s.ranks[0];
+        let prefill: Vec<ReqSlice> = r
+            .prefill
+            .iter()
+            .map(|c| ReqSlice::one(c[0] as u32, c[1]))
+            .collect();
+        let decode: Vec<ReqSlice> = r.decode.iter().map(|&c| ReqSlice::one(1, c)).collect();
+        let calls = |phase, rs: Vec<ReqSlice>, drafts| {
+            if rs.is_empty() {
+                return 0;
+            }
+            let ranks = vec![rs];
+            lm.step_calls(
+                &StepShape {
+                    phase,
+                    ranks: &ranks,
+                    draft_tokens: drafts,
+                },
+                0,
+            )
+            .len()
+        };
+        let want =
+            calls(Phase::Prefill, prefill, 0) + calls(Phase::Decode, decode, s.drafts as u32);
+        assert_eq!(
+            n, want,
+            "step {i} ({}): slices vs the executor's calls",
+            s.kind
+        );
+    }
+}
+
+/// A run is at distance zero from itself; with every step 10% slower, each step class's
+/// mean is 10% further and so is the step distance.
+fn check_noise_floor(d: &RunDir) {
+    let same = live::noise::run_distance(d, d);
+    assert_eq!((same.throughput_distance, same.step_distance), (0.0, 0.0));
+    // A percentile without samples (none completed in the window) has no distance.
+    let f = live::metrics::live_figures(d);
+    for (dist, p90) in [
+        (same.ttft_p90_distance, f.ttft_ms.p90),
+        (same.tpot_p90_distance, f.tpot_ms.p90),
+    ] {
+        if p90 > 0.0 {
+            assert_eq!(dist, 0.0);
+        } else {
+            assert!(dist.is_nan());
+        }
+    }
+    let mut slow = d.clone();
+    for s in &mut slow.steps {
+        s.step_ms *= 1.1;
+    }
+    let far = live::noise::run_distance(d, &slow);
+    assert!(
+        (far.step_distance - 0.1).abs() < 1e-9,
+        "{}",
+        far.step_distance
+    );
+    assert!(!far.by_kind.is_empty());
+    assert!(far
+        .by_kind
+        .iter()
+        .all(|k| (k.distance - 0.1).abs() < 1e-9 && k.steps_a == k.steps_b));
+    assert_eq!(far.throughput_distance, 0.0, "the requests did not change");
+}
+
+#[test]
+fn the_idle_mode_is_a_scenario_setting_and_a_flag() {
+    let tmp = tempfile::tempdir().unwrap();
+    let x = tmp.path().join("x");
+    let xs = x.to_str().unwrap();
+    fails(
+        &["live", "--idle", "nap", "--out", xs],
+        &["--idle", "nap", "spin", "sleep"],
+    );
+    fails(
+        &["live", "--set", "live.idle=nap", "--out", xs],
+        &["live.idle", "nap"],
+    );
+    assert!(!x.exists());
+    // Sleeping, untraced: run.json says so and no trace is written.
+    let run = tmp.path().join("sleep");
+    ok(&twin(&[
+        "live",
+        "cpu-live-poisson",
+        "--duration",
+        "2",
+        "--set",
+        "model=tiny-moe",
+        "--set",
+        "warmup_s=0.5",
+        "--set",
+        "live.idle=spin",
+        "--idle",
+        "sleep",
+        "--no-trace",
+        "--out",
+        run.to_str().unwrap(),
+    ]));
+    let d = RunDir::load(&run).unwrap();
+    assert_eq!(d.info.idle, "sleep", "--idle wins over the scenario");
+    assert!(d.info.op_trace.is_none() && !run.join("trace.json.gz").exists());
+}
+
+#[test]
+fn fit_trace_refuses_a_missing_or_corrupt_trace_clearly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("p.toml");
+    let o = out.to_str().unwrap();
+    let missing = tmp.path().join("nothing.json.gz");
+    fails(
+        &[
+            "calibrate",
+            "fit-trace",
+            missing.to_str().unwrap(),
+            "--out",
+            o,
+        ],
+        &["nothing.json.gz", "No such file"],
+    );
+    let corrupt = tmp.path().join("corrupt.json.gz");
+    std::fs::write(&corrupt, b"{\"traceEvents\": [{\"ph\": \"X\",").unwrap();
+    fails(
+        &[
+            "calibrate",
+            "fit-trace",
+            corrupt.to_str().unwrap(),
+            "--out",
+            o,
+        ],
+        &["corrupt.json.gz", "not a Chrome trace"],
+    );
+    let empty = tmp.path().join("empty.json");
+    std::fs::write(
+        &empty,
+        b"{\"traceEvents\": [], \"otherData\": {\"producer\": \"twin live\"}}",
+    )
+    .unwrap();
+    fails(
+        &[
+            "calibrate",
+            "fit-trace",
+            empty.to_str().unwrap(),
+            "--out",
+            o,
+        ],
+        &["empty.json", "no `live::` op slices"],
+    );
+    assert!(!out.exists(), "no profile written");
 }
 
 #[test]

@@ -7,7 +7,8 @@
 //! * [`profile`]: `profile.toml` (fits, reference peaks, provenance) and
 //!   [`Profile::cost_params`].
 //! * [`plan`]: which points `twin calibrate` measures.
-//! * [`live`]: the live engine's ops at a model's shapes, fitted per static key.
+//! * [`live`]: the live engine's ops at a model's shapes, fitted per static key;
+//!   [`live_trace`]: the same fits from a live run's own op trace.
 //! * [`trace`]: a profiler trace imported into an in-situ layer breakdown.
 //! * [`insitu`]: in-situ factors, measured over predicted, per category.
 
@@ -16,6 +17,7 @@ pub mod families;
 pub mod fit;
 pub mod insitu;
 pub mod live;
+pub mod live_trace;
 pub mod log;
 pub mod plan;
 pub mod profile;

@@ -24,6 +24,10 @@ pub struct Provenance {
     /// SHA-256 of the measurements CSV the fits were made from.
     pub measurements_sha256: String,
     pub measurement_rows: usize,
+    /// Where the measurements came from when not a `twin calibrate` run (a live run's
+    /// trace: `crate::live_trace`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 
 /// The device's own measured peaks; efficiencies are fractions of these.
@@ -146,6 +150,7 @@ impl Profile {
                 twin_version: env!("CARGO_PKG_VERSION").to_string(),
                 measurements_sha256: sha256.to_string(),
                 measurement_rows: rows.len(),
+                source: None,
             },
             reference,
             ops,
@@ -255,8 +260,12 @@ impl Profile {
     /// Path-independent description for `CostParams::source`.
     pub fn source(&self) -> String {
         let h = &self.provenance.measurements_sha256;
+        let what = match self.provenance.source {
+            Some(_) => "profile fitted from a live trace",
+            None => "calibration profile",
+        };
         format!(
-            "calibration profile: {}, {}, measurements sha256 {}",
+            "{what}: {}, {}, measurements sha256 {}",
             self.provenance.device,
             self.provenance.date,
             &h[..h.len().min(16)]

@@ -6,8 +6,10 @@
 //!   cache, admission, preemption, MTP acceptance), following `sim::serving`'s rules.
 //! * [`workers`]: rank threads (executors on disjoint cores) and KV links.
 //! * [`run`]: the wall-clock loop and the run directory.
-//! * [`records`], [`metrics`]: the run's records and figures.
-//! * [`compare`]: a run against a simulation of it; [`bench`]: a vLLM `bench serve`
+//! * [`records`], [`metrics`]: the run's records and figures; [`trace`]: its op trace
+//!   (`trace.json.gz`).
+//! * [`compare`]: a run against a simulation of it; [`noise`]: a run against another
+//!   run of it (the noise floor); [`bench`]: a vLLM `bench serve`
 //!   result against a simulation.
 
 pub mod bench;
@@ -15,10 +17,12 @@ pub mod blocks;
 pub mod compare;
 pub mod metrics;
 pub mod model;
+pub mod noise;
 pub mod records;
 pub mod run;
 pub mod sched;
 mod serving_loop;
+pub mod trace;
 pub mod workers;
 
 pub use run::{run, LiveConfig, Progress, Summary};

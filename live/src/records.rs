@@ -48,6 +48,28 @@ pub struct RunInfo {
     pub requests: usize,
     pub steps: usize,
     pub trace_records: usize,
+    /// How the ranks and the serving loop waited when idle: `spin` or `sleep` (runs
+    /// recorded before the setting existed slept).
+    #[serde(default = "slept")]
+    pub idle: String,
+    /// How the serving loop waited for the ranks: `spin` only where the ranks' cores
+    /// left it one of its own (`run::loop_idle`), else `sleep`.
+    #[serde(default = "slept")]
+    pub loop_idle: String,
+    /// The op trace the run wrote (`None`: not traced).
+    #[serde(default)]
+    pub op_trace: Option<OpTraceInfo>,
+}
+
+fn slept() -> String {
+    "sleep".into()
+}
+
+/// The op trace of a run: its file in the run directory and how it was sampled.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OpTraceInfo {
+    pub file: String,
+    pub sampling: crate::trace::Sampling,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -11,7 +11,7 @@ use crate::workers::{core_sets, RankSpec, Workers};
 use crate::LiveError;
 use engine::Device;
 use sim::cost::fitted::{LiveModel, LiveModelExt};
-use sim::serving::{Mode, ServingScenario, TraceRecord, WorkloadConfig};
+use sim::serving::{IdleMode, Mode, ServingScenario, TraceRecord, WorkloadConfig};
 use std::collections::HashMap;
 use std::path::PathBuf;
 
@@ -32,6 +32,11 @@ pub struct LiveConfig {
     /// Cores to spread the ranks over.
     pub cores: usize,
     pub out: PathBuf,
+    /// How the ranks and the loop wait when idle (the scenario's `[live] idle`, or
+    /// `twin live --idle`).
+    pub idle: IdleMode,
+    /// Write the op calls of the run's steps to `trace.json.gz` (`crate::trace`).
+    pub op_trace: bool,
 }
 
 /// Where a run stands (for a progress bar).
@@ -53,6 +58,8 @@ pub struct Summary {
     pub completed: usize,
     pub steps: usize,
     pub figures: crate::metrics::Figures,
+    /// The op trace written, and how it was sampled.
+    pub op_trace: Option<crate::records::OpTraceInfo>,
 }
 
 /// KV capacity per rank of the prefill and decode pools and the prefix cache's space:
@@ -193,9 +200,10 @@ pub fn run(cfg: &LiveConfig, progress: &mut dyn FnMut(&Progress)) -> Result<Summ
         cores,
     } = rank_layout(&sched, cfg.cores);
     let model_cfg = engine_config(&live);
-    let workers = Workers::start(cfg.device, &model_cfg, cfg.seed, &specs, links)?;
+    let workers = Workers::start(cfg.device, &model_cfg, cfg.seed, &specs, links, cfg.idle)?;
     // A CPU rank is named with its own threads: a profile must be measured with as many.
     let device_name = cuda_name.unwrap_or_else(|| workers.devices[0].clone());
+    let served_loop_idle = loop_idle(cfg.idle, &cores);
     let result = serve(
         Serving {
             cfg,
@@ -204,13 +212,17 @@ pub fn run(cfg: &LiveConfig, progress: &mut dyn FnMut(&Progress)) -> Result<Summ
             first_rank: &first_rank,
             link_of: &link_of,
             drafts,
+            loop_idle: served_loop_idle,
         },
         progress,
     );
     workers.stop();
-    let (steps, transfers, load_start) = result?;
+    let (steps, transfers, load_start, book) = result?;
     // Records.
     std::fs::create_dir_all(out).map_err(|e| LiveError::io(out, e))?;
+    if let Some(book) = &book {
+        write_op_trace(cfg, &specs, &device_name, book)?;
+    }
     let requests = request_records(&sched, &transfers);
     write_jsonl(&out.join(REQUESTS_FILE), &requests)?;
     write_jsonl(&out.join(STEPS_FILE), &steps)?;
@@ -233,11 +245,7 @@ pub fn run(cfg: &LiveConfig, progress: &mut dyn FnMut(&Progress)) -> Result<Summ
         kv_bytes_per_token: live.kv_bytes_per_token(),
         draft_tokens: drafts,
         acceptance: acceptance.clone(),
-        mtp_rule: format!(
-            "declared, seeded: draft i of a step is accepted when drafts 1..i-1 were and a uniform draw (stream of seed {}, request, step) is below acceptance[i] = {:?}; the draft head runs for real, but random weights make real acceptance meaningless",
-            cfg.seed,
-            &acceptance[..drafts.min(acceptance.len())]
-        ),
+        mtp_rule: mtp_rule(cfg.seed, &acceptance[..drafts.min(acceptance.len())]),
         cores,
         started_utc: calibration::profile::utc_now(),
         load_start,
@@ -245,6 +253,12 @@ pub fn run(cfg: &LiveConfig, progress: &mut dyn FnMut(&Progress)) -> Result<Summ
         requests: requests.len(),
         steps: steps.len(),
         trace_records: cfg.trace.len(),
+        idle: cfg.idle.name().into(),
+        loop_idle: served_loop_idle.name().into(),
+        op_trace: book.map(|b| OpTraceInfo {
+            file: crate::trace::TRACE_FILE.into(),
+            sampling: b.sampling(),
+        }),
     };
     finish_run_dir(RunDir {
         path: out.clone(),
@@ -252,6 +266,57 @@ pub fn run(cfg: &LiveConfig, progress: &mut dyn FnMut(&Progress)) -> Result<Summ
         requests,
         steps,
     })
+}
+
+/// The declared MTP acceptance rule, in words.
+fn mtp_rule(seed: u64, acceptance: &[f64]) -> String {
+    format!(
+        "declared, seeded: draft i of a step is accepted when drafts 1..i-1 were and a uniform draw (stream of seed {seed}, request, step) is below acceptance[i] = {acceptance:?}; the draft head runs for real, but random weights make real acceptance meaningless"
+    )
+}
+
+/// Writes the run's op trace (`crate::trace`) into its directory.
+fn write_op_trace(
+    cfg: &LiveConfig,
+    specs: &[RankSpec],
+    device_name: &str,
+    book: &crate::trace::TraceBook,
+) -> Result<(), LiveError> {
+    let meta = crate::trace::TraceMeta {
+        producer: crate::trace::PRODUCER,
+        scenario: cfg.scenario_origin.clone(),
+        device: device_name.to_string(),
+        seed: cfg.seed,
+        cores: cfg.cores,
+        idle: cfg.idle.name().into(),
+        twin_version: env!("CARGO_PKG_VERSION").to_string(),
+        written_utc: calibration::profile::utc_now(),
+        ranks: specs
+            .iter()
+            .map(|s| {
+                format!(
+                    "rank {} (group {}, rank {} of {})",
+                    s.index, s.group, s.rank, s.ranks
+                )
+            })
+            .collect(),
+        sampling: book.sampling(),
+    };
+    crate::trace::write_trace(&cfg.out.join(crate::trace::TRACE_FILE), &meta, book)
+}
+
+/// How the serving loop waits for the ranks: it spins with them only where their cores
+/// leave one free for it (spinning on a core a rank computes on would take from the
+/// rank); otherwise it blocks, and a rank's reply wakes it.
+pub fn loop_idle(idle: IdleMode, rank_cores: &[Vec<usize>]) -> IdleMode {
+    let avail = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let used: usize = rank_cores.iter().map(|c| c.len()).sum();
+    let pinned = rank_cores.iter().all(|c| !c.is_empty());
+    if idle == IdleMode::Spin && pinned && used < avail {
+        IdleMode::Spin
+    } else {
+        IdleMode::Sleep
+    }
 }
 
 /// Writes a run's figures (`result.json`), then `run.json`, whose presence marks
@@ -270,6 +335,7 @@ fn finish_run_dir(dir: RunDir) -> Result<Summary, LiveError> {
         completed: dir.requests.iter().filter(|r| r.completed).count(),
         steps: dir.steps.len(),
         figures,
+        op_trace: dir.info.op_trace.clone(),
     })
 }
 

@@ -6,11 +6,12 @@
 use crate::records::*;
 use crate::run::{load_avg, LiveConfig, Progress};
 use crate::sched::{Action, Scheduler, StepPlan};
-use crate::workers::{Cmd, Reply, Workers};
+use crate::trace::{RankTrace, StepTrace, TraceBook};
+use crate::workers::{spin_pause, Cmd, Reply, Workers};
 use crate::LiveError;
-use engine::serve::{Seq, SeqOut};
+use engine::serve::{Seq, SeqOut, TracedCall};
 use sim::serving::core::{secs_to_ns, stream};
-use sim::serving::{Driver, WlEvent};
+use sim::serving::{Driver, IdleMode, WlEvent};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::time::{Duration, Instant};
@@ -19,15 +20,20 @@ use std::time::{Duration, Instant};
 /// seconds, CPU seconds of the passes (one-thread ranks).
 pub(crate) type RankReply = (Vec<SeqOut>, Instant, Instant, f64, f64, f64, Option<f64>);
 
-/// A group's step in flight.
+/// A group's step in flight: its plan, its ranks' replies (and traced calls), its KV
+/// use, its dispatch number, and whether it is traced.
 pub(crate) struct InFlight {
     plan: StepPlan,
     replies: Vec<Option<RankReply>>,
+    calls: Vec<Vec<TracedCall>>,
     kv: Vec<(usize, usize)>,
+    dispatch: u64,
+    traced: bool,
 }
 
-/// Warm-up: every group runs one small prefill and decode before the clock starts
-/// (first-touch page faults, lazy initialisation), on page 0 of each rank.
+/// Warm-up: every group runs one prefill of its chunk budget and one decode of its
+/// batch cap before the clock starts (first-touch page faults of the largest buffers a
+/// step takes, lazy initialisation), on the first pages of each rank.
 pub(crate) fn warm_up(
     sched: &Scheduler,
     workers: &Workers,
@@ -36,21 +42,33 @@ pub(crate) fn warm_up(
     vocab: usize,
 ) -> Result<(), LiveError> {
     let mut waiting = 0;
+    let sc = &sched.cfg.scenario.serving;
+    let page = sched.cfg.page;
     for (g, grp) in sched.groups.iter().enumerate() {
+        let pool = match grp.role {
+            crate::sched::Role::Prefill => &sc.prefill,
+            _ => &sc.decode,
+        };
         for r in 0..grp.ranks.len() {
-            let tokens: Vec<u32> = (0..32u32).map(|i| i % vocab as u32).collect();
+            let pages = grp.ranks[r].kv.total().max(1);
+            let n = (pool.chunk_tokens_per_rank as usize).clamp(32, pages * page);
+            let tokens: Vec<u32> = (0..n as u32).map(|i| i % vocab as u32).collect();
             let prefill = vec![Seq {
                 tokens,
                 start: 0,
-                pages: vec![0],
+                pages: (0..n.div_ceil(page) as u32).collect(),
                 accept: None,
             }];
-            let decode = vec![Seq {
-                tokens: vec![1; 1 + drafts],
-                start: 32,
-                pages: vec![0],
-                accept: Some(0),
-            }];
+            // One page per sequence: its KV slots are its own.
+            let batch = (pool.max_batch_per_rank as usize).clamp(1, pages);
+            let decode = (0..batch as u32)
+                .map(|i| Seq {
+                    tokens: vec![1; 1 + drafts],
+                    start: 32,
+                    pages: vec![i],
+                    accept: Some(0),
+                })
+                .collect();
             workers.send(
                 first_rank[g] + r,
                 Cmd::Step {
@@ -60,6 +78,7 @@ pub(crate) fn warm_up(
                     drafts,
                     passes: (true, true),
                     imports: Vec::new(),
+                    trace: false,
                 },
             )?;
             waiting += 1;
@@ -89,6 +108,8 @@ pub(crate) struct Serving<'a> {
     pub(crate) first_rank: &'a [usize],
     pub(crate) link_of: &'a HashMap<(usize, usize), usize>,
     pub(crate) drafts: usize,
+    /// How the loop itself waits for replies (`run::loop_idle`).
+    pub(crate) loop_idle: IdleMode,
 }
 
 /// The serving loop's state: the workload driver and its pending events, the steps in
@@ -109,14 +130,22 @@ pub(crate) struct Loop<'a> {
     completed: u64,
     last_progress: Instant,
     actions: Vec<Action>,
+    /// The traced steps (`None`: the run is not traced), and the run's start on the
+    /// executors' trace clock (seconds).
+    book: Option<TraceBook>,
+    trace_off_s: f64,
 }
+
+/// What the serving loop hands back: the steps, the KV transfers, the load average when
+/// serving started, and the traced steps (when traced).
+pub(crate) type Served = (Vec<StepRecord>, Transfers, String, Option<TraceBook>);
 
 /// Warms the ranks up, then serves until the run's end and the last step in flight:
 /// the steps, the KV transfers, and the load average when serving started.
 pub(crate) fn serve(
     s: Serving<'_>,
     progress: &mut dyn FnMut(&Progress),
-) -> Result<(Vec<StepRecord>, Transfers, String), LiveError> {
+) -> Result<Served, LiveError> {
     warm_up(
         s.sched,
         s.workers,
@@ -132,13 +161,15 @@ pub(crate) fn serve(
     let mut out = Vec::new();
     driver.start(&mut out);
     queue(&mut heap, &mut events, &mut out);
+    let epoch = engine::serve::trace_epoch();
+    let t0 = Instant::now();
     let mut l = Loop {
         s,
         driver,
         heap,
         events,
         out,
-        t0: Instant::now(),
+        t0,
         end_ns: secs_to_ns(cfg.duration_s),
         inflight: HashMap::new(),
         steps: Vec::new(),
@@ -148,6 +179,8 @@ pub(crate) fn serve(
         completed: 0,
         last_progress: Instant::now(),
         actions: Vec::new(),
+        book: cfg.op_trace.then(TraceBook::default),
+        trace_off_s: (t0 - epoch).as_secs_f64(),
     };
     loop {
         let now = l.secs(Instant::now());
@@ -173,7 +206,7 @@ pub(crate) fn serve(
         };
         l.on_reply(reply)?;
     }
-    Ok((l.steps, l.transfers, load_start))
+    Ok((l.steps, l.transfers, load_start, l.book))
 }
 
 /// Moves the workload events the driver emitted (`out`) into `heap`, by time, with their
@@ -271,6 +304,8 @@ impl Loop<'_> {
                 plan.ranks.iter().any(|r| !r.decode.is_empty()),
             );
             let kv = sched.kv_use(g);
+            let dispatch = self.step_seq;
+            let traced = self.book.as_mut().is_some_and(|b| b.wants(dispatch));
             for (r, rp) in plan.ranks.iter().enumerate() {
                 let imports = rp
                     .decode_reqs
@@ -290,6 +325,7 @@ impl Loop<'_> {
                         drafts: plan.drafts,
                         passes,
                         imports,
+                        trace: traced,
                     },
                 )?;
             }
@@ -300,7 +336,10 @@ impl Loop<'_> {
                 InFlight {
                     plan,
                     replies: vec![None; n],
+                    calls: vec![Vec::new(); n],
                     kv,
+                    dispatch,
+                    traced,
                 },
             );
         }
@@ -317,7 +356,7 @@ impl Loop<'_> {
         let wait =
             Duration::from_nanos(next_ev.saturating_sub(secs_to_ns(self.secs(Instant::now()))))
                 .min(Duration::from_millis(50));
-        match self.s.workers.replies.recv_timeout(wait) {
+        match recv_within(&self.s.workers.replies, wait, self.s.loop_idle) {
             Ok(r) => Ok(Some(r)),
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
                 if self.last_progress.elapsed() > Duration::from_millis(250) {
@@ -349,10 +388,11 @@ impl Loop<'_> {
                 decode_s,
                 import_s,
                 cpu_s,
+                calls,
                 ..
             } => {
                 let reply = (outs, start, end, prefill_s, decode_s, import_s, cpu_s);
-                self.on_step_reply(rank, reply)?;
+                self.on_step_reply(rank, reply, calls)?;
             }
             Reply::Exported { req } => self.s.sched.exported(req),
             Reply::Transferred {
@@ -375,7 +415,12 @@ impl Loop<'_> {
 
     /// Rank `rank`'s answer to its group's step; once every rank answered, the step is
     /// recorded and the scheduler told.
-    fn on_step_reply(&mut self, rank: usize, reply: RankReply) -> Result<(), LiveError> {
+    fn on_step_reply(
+        &mut self,
+        rank: usize,
+        reply: RankReply,
+        calls: Vec<TracedCall>,
+    ) -> Result<(), LiveError> {
         let first_rank = self.s.first_rank;
         let g = first_rank.partition_point(|&f| f <= rank) - 1;
         let r = rank - first_rank[g];
@@ -385,10 +430,10 @@ impl Loop<'_> {
             )));
         };
         f.replies[r] = Some(reply);
+        f.calls[r] = calls;
         if f.replies.iter().all(|x| x.is_some()) {
-            let f = self.inflight.remove(&g).expect("present");
-            let rs: Vec<_> = f
-                .replies
+            let mut f = self.inflight.remove(&g).expect("present");
+            let rs: Vec<_> = std::mem::take(&mut f.replies)
                 .into_iter()
                 .map(|x| x.expect("all replied"))
                 .collect();
@@ -407,11 +452,77 @@ impl Loop<'_> {
                 end_s,
                 &f.kv,
             );
+            if f.traced {
+                let calls = std::mem::take(&mut f.calls);
+                self.trace_step((f.dispatch, f.plan.group), calls, &rs, &rec);
+            }
             self.steps.push(rec);
             self.actions
                 .extend(self.s.sched.step_done(&f.plan, &outs, end_s));
         }
         Ok(())
+    }
+}
+
+impl Loop<'_> {
+    /// Keeps a traced step's calls in the book, times from the run's start.
+    fn trace_step(
+        &mut self,
+        (dispatch, group): (u64, usize),
+        calls: Vec<Vec<TracedCall>>,
+        rs: &[RankReply],
+        rec: &StepRecord,
+    ) {
+        let first_rank = self.s.first_rank[group];
+        let ranks = rs
+            .iter()
+            .zip(calls)
+            .enumerate()
+            .map(|(r, (x, calls))| RankTrace {
+                rank: first_rank + r,
+                start_us: 1e6 * self.secs(x.1),
+                end_us: 1e6 * self.secs(x.2),
+                calls: crate::trace::to_run_us(calls, self.trace_off_s),
+            })
+            .collect();
+        let requests = rec
+            .ranks
+            .iter()
+            .map(|r| r.prefill.len() + r.decode.len())
+            .sum();
+        if let Some(b) = &mut self.book {
+            b.add(StepTrace {
+                dispatch,
+                index: rec.index,
+                kind: rec.kind.clone(),
+                requests,
+                ranks,
+            });
+        }
+    }
+}
+
+/// The next message within `wait`: spinning, by polling (no wake-up latency when it
+/// comes); sleeping, by blocking.
+fn recv_within<T>(
+    rx: &std::sync::mpsc::Receiver<T>,
+    wait: Duration,
+    idle: IdleMode,
+) -> Result<T, std::sync::mpsc::RecvTimeoutError> {
+    use std::sync::mpsc::{RecvTimeoutError, TryRecvError};
+    if idle == IdleMode::Sleep {
+        return rx.recv_timeout(wait);
+    }
+    let until = Instant::now() + wait;
+    loop {
+        match rx.try_recv() {
+            Ok(r) => return Ok(r),
+            Err(TryRecvError::Disconnected) => return Err(RecvTimeoutError::Disconnected),
+            Err(TryRecvError::Empty) if Instant::now() >= until => {
+                return Err(RecvTimeoutError::Timeout)
+            }
+            Err(TryRecvError::Empty) => spin_pause(),
+        }
     }
 }
 

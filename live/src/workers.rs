@@ -7,8 +7,10 @@
 //! group, or the ranks of a DEP group, do not share cores.
 
 use crate::LiveError;
+use engine::serve::TracedCall;
 use engine::serve::{Exchange, Executor, ModelConfig, Seq, SeqOut, Shard, Solo, ThreadExchange};
 use engine::Device;
+use sim::serving::IdleMode;
 use std::collections::HashMap;
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::{Arc, Mutex};
@@ -32,6 +34,8 @@ pub enum Cmd {
         passes: (bool, bool),
         /// Requests whose handed-over KV must be written in before the step.
         imports: Vec<u32>,
+        /// Record the passes' op calls with their times (`Reply::Step::calls`).
+        trace: bool,
     },
     /// Send request `req`'s KV (`pages` here) to decode link `link` for `to_pages`.
     Export {
@@ -62,6 +66,8 @@ pub enum Reply {
         /// CPU time of the passes on a one-thread rank (its wall time less what other
         /// processes took of its core); `None` with several threads.
         cpu_s: Option<f64>,
+        /// The passes' op calls with their times, when the step was traced.
+        calls: Vec<TracedCall>,
     },
     Exported {
         req: u32,
@@ -154,6 +160,7 @@ impl Workers {
         seed: u64,
         specs: &[RankSpec],
         links: usize,
+        idle: IdleMode,
     ) -> Result<Workers, LiveError> {
         let (reply_tx, replies) = mpsc::channel();
         let mut cmds = Vec::new();
@@ -207,6 +214,7 @@ impl Workers {
                             reply,
                             links,
                             staged: st,
+                            idle,
                         })
                     })
                     .map_err(|e| LiveError::Worker(format!("cannot start a rank thread: {e}")))?,
@@ -281,6 +289,45 @@ struct Rank {
     reply: Sender<Reply>,
     links: Vec<SyncSender<KvMsg>>,
     staged: Option<Staged>,
+    idle: IdleMode,
+}
+
+/// A short busy wait: spin hints, then a yield (so a spinning thread gives way at once
+/// where the machine has fewer cores than threads).
+pub fn spin_pause() {
+    for _ in 0..64 {
+        std::hint::spin_loop();
+    }
+    std::thread::yield_now();
+}
+
+/// The rank's next command (`None` once the coordinator is gone). Spinning, the
+/// calling thread polls and the rank's other pool threads spin beside it, so the next
+/// step finds every core of the rank awake; sleeping, the thread blocks.
+fn next_cmd(rx: &Receiver<Cmd>, idle: IdleMode) -> Option<Cmd> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    if idle == IdleMode::Sleep {
+        return rx.recv().ok();
+    }
+    let got = AtomicBool::new(false);
+    rayon::in_place_scope(|s| {
+        for _ in 1..rayon::current_num_threads() {
+            s.spawn(|_| {
+                while !got.load(Ordering::Acquire) {
+                    spin_pause();
+                }
+            });
+        }
+        let cmd = loop {
+            match rx.try_recv() {
+                Ok(c) => break Some(c),
+                Err(mpsc::TryRecvError::Empty) => spin_pause(),
+                Err(mpsc::TryRecvError::Disconnected) => break None,
+            }
+        };
+        got.store(true, Ordering::Release);
+        cmd
+    })
 }
 
 fn rank_loop(rank: Rank) {
@@ -336,8 +383,9 @@ fn open_executor(
     Executor::new(dev, model, shard).map_err(worker_error)
 }
 
-/// A step's outputs and its import, prefill and decode seconds and CPU seconds.
-type StepTimes = (Vec<SeqOut>, f64, f64, f64, f64);
+/// A step's outputs and its import, prefill and decode seconds and CPU seconds, and
+/// its traced calls.
+type StepTimes = (Vec<SeqOut>, f64, f64, f64, f64, Vec<TracedCall>);
 
 /// A rank's executor, with the KV staged for it and the KV links it sends to.
 struct RankState {
@@ -347,15 +395,15 @@ struct RankState {
 }
 
 impl RankState {
-    /// Writes in the KV of `imports`, then runs the passes of `passes`.
+    /// Writes in the KV of `imports`, then runs the passes of `passes` (their calls
+    /// traced when `trace`).
     fn step(
         &mut self,
         ex: &mut dyn Exchange,
         start: Instant,
         imports: Vec<u32>,
         (prefill, decode): (&[Seq], &[Seq]),
-        drafts: usize,
-        passes: (bool, bool),
+        (drafts, passes, trace): (usize, (bool, bool), bool),
     ) -> Result<StepTimes, String> {
         let exec = &mut self.exec;
         for req in imports {
@@ -366,6 +414,7 @@ impl RankState {
             let (pages, bytes) = got.ok_or(format!("no KV staged for request {req}"))?;
             exec.import_kv(&pages, &bytes).map_err(worker_error)?;
         }
+        exec.set_trace(trace);
         let t0 = Instant::now();
         let c0 = thread_cpu_s();
         if passes.0 {
@@ -379,12 +428,20 @@ impl RankState {
         };
         let t2 = Instant::now();
         let cpu = thread_cpu_s() - c0;
+        let calls = if trace {
+            let c = exec.take_trace_spans();
+            exec.set_trace(false);
+            c
+        } else {
+            Vec::new()
+        };
         Ok((
             outs,
             (t0 - start).as_secs_f64(),
             (t1 - t0).as_secs_f64(),
             (t2 - t1).as_secs_f64(),
             cpu,
+            calls,
         ))
     }
 
@@ -440,7 +497,13 @@ fn serve_rank(mut rank: Rank) {
         rank: rank.spec.index,
         device: device_name,
     });
-    while let Ok(cmd) = rank.rx.recv() {
+    // An unpinned rank shares its cores with the others: it blocks instead of spinning.
+    let idle = if rank.spec.cores.is_empty() {
+        IdleMode::Sleep
+    } else {
+        rank.idle
+    };
+    while let Some(cmd) = next_cmd(&rank.rx, idle) {
         let done = match cmd {
             Cmd::Stop => break,
             Cmd::Step {
@@ -450,6 +513,7 @@ fn serve_rank(mut rank: Rank) {
                 drafts,
                 passes,
                 imports,
+                trace,
             } => {
                 let start = Instant::now();
                 let r = state.step(
@@ -457,10 +521,9 @@ fn serve_rank(mut rank: Rank) {
                     start,
                     imports,
                     (&prefill, &decode),
-                    drafts,
-                    passes,
+                    (drafts, passes, trace),
                 );
-                r.map(|(outs, import_s, prefill_s, decode_s, cpu)| {
+                r.map(|(outs, import_s, prefill_s, decode_s, cpu, calls)| {
                     let _ = rank.reply.send(Reply::Step {
                         rank: rank.spec.index,
                         seq,
@@ -472,6 +535,7 @@ fn serve_rank(mut rank: Rank) {
                         import_s,
                         cpu_s: (rayon::current_num_threads() == 1 && cpu.is_finite())
                             .then_some(cpu),
+                        calls,
                     });
                 })
             }

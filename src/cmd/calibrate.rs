@@ -5,13 +5,18 @@
 //! twin calibrate --device cpu|cuda:N [--ops LIST] [--quick] --out DIR
 //! twin calibrate fit MEASUREMENTS.csv --out PROFILE
 //! twin calibrate --from-trace FILE [--rules FILE] [--json] [--layers-detail]
+//!                [--deployment "FORWARD ARGS" [--out SECTION.toml]]
+//! twin calibrate fit-trace TRACE --out PROFILE
 //! ```
 //!
 //! The first form appends to `DIR/measurements.csv` point by point (each row fsynced),
 //! skipping points already there (rerun with the same `--out` to resume), then fits and
 //! writes `DIR/profile.toml`. The second refits an existing CSV without measuring. The
 //! third reads a profiler trace of a real deployment and prints where each layer's time
-//! goes (`crate::trace_import`).
+//! goes (`crate::trace_import`); with `--deployment`, the in-situ factors of its layers
+//! against twin's price of that deployment (`crate::trace_fit`). The fourth fits the
+//! live engine's op costs from a `twin live` run's own op trace (`--from-trace` of such
+//! a trace with `--out` does the same).
 
 use anyhow::{anyhow, Context, Result};
 use calibration::plan::{expand_ops, plan, PlanSize};
@@ -94,10 +99,26 @@ pub enum CalibrateCommand {
         #[arg(long)]
         out: PathBuf,
     },
+    /// Fit a profile in situ from a live run's op trace (`twin live` writes
+    /// DIR/trace.json.gz), as `--plan live` fits its passes.
+    FitTrace {
+        /// trace.json.gz (or plain JSON) written by `twin live`.
+        trace: PathBuf,
+        /// Profile to write (TOML).
+        #[arg(long)]
+        out: PathBuf,
+    },
 }
 
 pub fn run(args: &CalibrateArgs) -> Result<()> {
     if let Some(trace) = &args.from_trace {
+        // A live run's own op trace with --out: the live engine's op costs fitted from
+        // it, as `calibrate fit-trace` does.
+        if let (None, Some(out)) = (&args.deployment, &args.out) {
+            if calibration::live_trace::is_live_trace(trace) {
+                return fit_trace(trace, out);
+            }
+        }
         let how = crate::trace_import::Show {
             json: args.json,
             layers_detail: args.layers_detail,
@@ -117,6 +138,7 @@ pub fn run(args: &CalibrateArgs) -> Result<()> {
     }
     match (&args.command, args.cores) {
         (Some(CalibrateCommand::Fit { measurements, out }), _) => fit(measurements, out),
+        (Some(CalibrateCommand::FitTrace { trace, out }), _) => fit_trace(trace, out),
         (None, None) => measure(args),
         (None, Some(n)) => {
             let avail = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -145,6 +167,17 @@ fn fit(csv: &Path, out: &Path) -> Result<()> {
     }
     let profile = Profile::fit_rows(&log.rows, &calibration::profile::sha256_file(csv)?)?;
     profile.write(out)?;
+    print_summary(&profile, out);
+    Ok(())
+}
+
+/// `fit-trace`: a profile fitted from a live run's own op calls.
+fn fit_trace(trace: &Path, out: &Path) -> Result<()> {
+    let profile = calibration::live_trace::profile_from_live_trace(trace)?;
+    profile.write(out)?;
+    if let Some(s) = &profile.provenance.source {
+        println!("source: {s}");
+    }
     print_summary(&profile, out);
     Ok(())
 }
@@ -494,7 +527,7 @@ mod tests {
                 assert_eq!(measurements, PathBuf::from("m.csv"));
                 assert_eq!(out, PathBuf::from("p.toml"));
             }
-            None => panic!("expected fit"),
+            _ => panic!("expected fit"),
         }
         assert!(parse(&["--device", "cpu"]).is_err(), "--out is required");
         assert!(parse(&["--out", "d"]).is_err(), "--device is required");

@@ -2,11 +2,14 @@
 //!
 //! ```text
 //! twin live [SCENARIO] --device cpu|cuda:N --duration S --out DIR [--seed N] [--set PATH=VALUE]
+//!           [--idle spin|sleep] [--no-trace]
 //! ```
 //!
 //! The scenario is resolved as `twin simulate` resolves it (same files, overrides and
 //! checks); the run directory holds `run.json`, `requests.jsonl`, `steps.jsonl` and
-//! `result.json` (see `live::records`).
+//! `result.json` (see `live::records`), and on a CPU `trace.json.gz`, the op calls of
+//! the run's steps with their times (`live::trace`; `--no-trace` leaves it out), from
+//! which `twin calibrate fit-trace` fits a profile.
 
 use crate::args::SimulateArgs;
 use crate::scenario::{read_trace_within, resolve_args};
@@ -15,6 +18,7 @@ use clap::{Args, ValueEnum};
 use engine::Device;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use live::{KvPolicy, LiveConfig};
+use sim::serving::IdleMode;
 use std::path::PathBuf;
 
 /// The scenario `twin live` runs when none is named.
@@ -27,6 +31,15 @@ pub enum Policy {
     /// vLLM's: prompt pages at admission, decode pages on demand, preemption by
     /// recompute (aggregated serving only).
     Vllm,
+}
+
+/// `--idle`: how the ranks and the serving loop wait for work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Idle {
+    /// Busy-poll, as a serving engine's loop does (no wake-up latency).
+    Spin,
+    /// Block until work comes.
+    Sleep,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -56,6 +69,13 @@ pub struct LiveArgs {
     /// Cores to use (default: all available).
     #[arg(long)]
     pub cores: Option<usize>,
+    /// How the ranks and the serving loop wait when idle (default: the scenario's
+    /// `[live] idle`, itself `spin` unless set).
+    #[arg(long, value_enum)]
+    pub idle: Option<Idle>,
+    /// Do not write the op trace (`trace.json.gz`, written by default on a CPU).
+    #[arg(long)]
+    pub no_trace: bool,
 }
 
 pub fn run(args: &LiveArgs) -> Result<()> {
@@ -84,6 +104,11 @@ pub fn run(args: &LiveArgs) -> Result<()> {
     for note in r.notes.iter().chain(&notes) {
         eprintln!("note: {note}");
     }
+    let idle = match args.idle {
+        Some(Idle::Spin) => IdleMode::Spin,
+        Some(Idle::Sleep) => IdleMode::Sleep,
+        None => r.scenario.live.idle,
+    };
     let cores = args
         .cores
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
@@ -104,16 +129,26 @@ pub fn run(args: &LiveArgs) -> Result<()> {
         },
         cores,
         out: args.out.clone(),
+        idle,
+        op_trace: device == Device::Cpu && !args.no_trace,
     };
     eprintln!(
-        "live: {} on {} ({} cores), {:.0} s ({:.0} s warm-up), seed {}, KV policy {:?}",
+        "live: {} on {} ({} cores), {:.0} s ({:.0} s warm-up), seed {}, KV policy {:?}, idle {}, {}",
         cfg.scenario_origin,
         cfg.device,
         cores,
         cfg.duration_s,
         cfg.warmup_s,
         cfg.seed,
-        args.kv_policy
+        args.kv_policy,
+        idle.name(),
+        if cfg.op_trace {
+            "op trace on"
+        } else if device == Device::Cpu {
+            "no op trace"
+        } else {
+            "no op trace (device launches are asynchronous: per-op host times mean nothing)"
+        }
     );
     let pb = ProgressBar::with_draw_target(
         Some((cfg.duration_s * 10.0) as u64),
@@ -155,5 +190,15 @@ fn print_summary(summary: &live::Summary) {
         "  TTFT p50 {:.0} ms p90 {:.0} ms; TPOT p50 {:.1} ms p90 {:.1} ms; ITL p50 {:.1} ms",
         f.ttft_ms.p50, f.ttft_ms.p90, f.tpot_ms.p50, f.tpot_ms.p90, f.itl_ms.p50
     );
+    if let Some(t) = &summary.op_trace {
+        let s = &t.sampling;
+        println!(
+            "op trace: {} ({} of {} steps, {} op calls; fit a profile from it with `twin calibrate fit-trace`)",
+            summary.dir.join(&t.file).display(),
+            s.steps_kept,
+            s.steps_dispatched,
+            s.slices
+        );
+    }
     println!("MTP acceptance follows a declared, seeded rule (random weights make real acceptance meaningless): see run.json mtp_rule");
 }

@@ -22,7 +22,9 @@ pub mod cuda {
 /// The in-situ calibration passes under their first name.
 pub use calibration_passes as situ;
 pub use device::{CpuDevice, ServeDevice};
-pub use exec::{Exchange, Executor, Seq, SeqOut, Shard, Solo, ThreadExchange};
+pub use exec::{
+    trace_epoch, Exchange, Executor, Seq, SeqOut, Shard, Solo, ThreadExchange, TracedCall,
+};
 pub use model::{
     AttnKind, IndexerConfig, LayerConfig, LinearDtype, LiveModel, ModelConfig, MoeConfig,
 };

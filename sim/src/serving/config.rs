@@ -48,8 +48,48 @@ pub struct ServingScenario {
     /// serialized form then, so plan grids keep their hashes).
     #[serde(default, skip_serializing_if = "Fidelity::is_exact")]
     pub fidelity: Fidelity,
+    /// How a live run (`twin live`) of the scenario runs; the simulator ignores it (left
+    /// out of the serialized form at its defaults, so plan grids keep their hashes).
+    #[serde(default, skip_serializing_if = "LiveSection::is_default")]
+    pub live: LiveSection,
     #[serde(default)]
     pub provenance: BTreeMap<String, String>,
+}
+
+/// The `[live]` section: settings of a live run of the scenario only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LiveSection {
+    /// How the live run's threads wait for work: `spin` (busy-poll, as a serving
+    /// engine's loop does: no wake-up latency, a core kept busy) or `sleep` (block).
+    #[serde(default)]
+    pub idle: IdleMode,
+}
+
+impl LiveSection {
+    pub fn is_default(&self) -> bool {
+        *self == LiveSection::default()
+    }
+}
+
+/// How a live run's rank threads and serving loop wait when idle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IdleMode {
+    /// Busy-poll (the default).
+    #[default]
+    Spin,
+    /// Block until work comes (the OS wakes the thread).
+    Sleep,
+}
+
+impl IdleMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            IdleMode::Spin => "spin",
+            IdleMode::Sleep => "sleep",
+        }
+    }
 }
 
 /// A coarse setting that trades a measured error for speed (docs/fidelity.md).

@@ -44,8 +44,9 @@ pub mod core {
 pub use money as price;
 
 pub use config::{
-    pool_copies, DecodeRouter, Fidelity, KvTransferConfig, Limits, Mode, MtpConfig, PoolConfig,
-    PrefillRank, PrefillRouter, RouterConfig, ServingConfig, ServingScenario, SloConfig,
+    pool_copies, DecodeRouter, Fidelity, IdleMode, KvTransferConfig, Limits, LiveSection, Mode,
+    MtpConfig, PoolConfig, PrefillRank, PrefillRouter, RouterConfig, ServingConfig,
+    ServingScenario, SloConfig,
 };
 pub use money::{Money, PriceConfig, PriceSheet, TokenPrices, UsdPerMTokens};
 pub use prompt::Prompt;

@@ -161,6 +161,7 @@ pub fn scenario(
         price: PriceConfig::default(),
         limits: Limits::default(),
         fidelity: Fidelity::default(),
+        live: Default::default(),
         provenance: BTreeMap::new(),
     }
 }

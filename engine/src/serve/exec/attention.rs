@@ -35,7 +35,7 @@ impl Executor {
         let kvv = self.dense(wkv, hn, n)?;
         let (kv, kv_scale) = (self.cache[l].kv, self.cache[l].kv_scale);
         self.dev.kv_write(kvv, lat, t.slots, kv, kv_scale)?;
-        self.rec(Call::kv_write(lat, n as u64));
+        rec!(self, Call::kv_write(lat, n as u64));
         let mut tmp = vec![hn, q, kvv];
         if let Some(sel) = self.select(l, hn, rows, t, &mut tmp)? {
             if let Some(old) = carry.sel.replace(sel) {
@@ -74,7 +74,7 @@ impl Executor {
         let iw = self.dense(wiw, hn, n)?;
         let ik = self.dense(wik, hn, n)?;
         self.dev.kv_write(ik, ix.dim, t.slots, ikeys, iscale)?;
-        self.rec(Call::kv_write(ix.dim, n as u64));
+        rec!(self, Call::kv_write(ix.dim, n as u64));
         let n_pos = rows.lens.iter().copied().max().unwrap_or(1).max(1) as usize;
         let scores = self.alloc(n * n_pos)?;
         let out = self.dev.alloc(Dt::I32, n * ix.topk)?;
@@ -96,7 +96,10 @@ impl Executor {
             out,
         })?;
         let positions: usize = rows.lens.iter().map(|&l| l as usize).sum();
-        self.rec(Call::indexer_paged(ix, page, n as u64, positions as u64));
+        rec!(
+            self,
+            Call::indexer_paged(ix, page, n as u64, positions as u64)
+        );
         tmp.extend([iq, iw, ik, scores]);
         Ok(Some(out))
     }
@@ -117,7 +120,7 @@ impl Executor {
             let o2 = self.alloc(n * hl)?;
             self.attend(a, AttnModeKind::Window(self.cfg.window), None, o2)?;
             self.dev.add(o, o2)?;
-            self.rec(Call::add(hl, n as u64));
+            rec!(self, Call::add(hl, n as u64));
             tmp.push(o2);
         }
         Ok(o)
@@ -164,7 +167,10 @@ impl Executor {
             })
             .sum();
         let key = attn_key(mode, heads, lat, page);
-        self.rec(Call::attention(key, a.rows.n as u64, positions as u64));
+        rec!(
+            self,
+            Call::attention(key, a.rows.n as u64, positions as u64)
+        );
         Ok(())
     }
 }

@@ -23,6 +23,17 @@ use crate::{EngineError, Result};
 use kernels::live::Group;
 use kernels::AttnModeKind;
 
+/// Records a traced call (`Executor::rec`), building the [`Call`] only when tracing
+/// is on: an untraced pass allocates nothing for its trace.
+macro_rules! rec {
+    ($s:expr, $call:expr) => {
+        if $s.trace.is_some() {
+            let c = $call;
+            $s.rec(c);
+        }
+    };
+}
+
 mod attention;
 mod exchange;
 mod kv;
@@ -114,6 +125,30 @@ pub struct Executor {
     last: f64,
     /// Trace times by the thread's CPU clock (one-thread ranks) instead of the wall.
     cpu_clock: bool,
+    /// Per traced call: the clock reading at its end and its layer (-1 outside the
+    /// layers: embedding, LM head, MTP drafts).
+    trace_at: Vec<(f64, i32)>,
+    /// The layer the pass is in (-1 outside the layers).
+    layer: i32,
+}
+
+/// A traced call with its times on the executor's trace clock (seconds since
+/// [`trace_epoch`] on the wall clock): its end, and its duration (the op and the host
+/// work since the call before it, or since the pass started), and its layer (-1
+/// outside the layers).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TracedCall {
+    pub call: Call,
+    pub end_s: f64,
+    pub dur_s: f64,
+    pub layer: i32,
+}
+
+/// The instant the executors' wall trace clock counts from (the first reading of it in
+/// this process).
+pub fn trace_epoch() -> std::time::Instant {
+    static T0: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    *T0.get_or_init(std::time::Instant::now)
 }
 
 fn bad(what: impl Into<String>) -> EngineError {
@@ -210,6 +245,8 @@ impl Executor {
             trace_s: Vec::new(),
             last: 0.0,
             cpu_clock: false,
+            trace_at: Vec::new(),
+            layer: -1,
         })
     }
 
@@ -228,11 +265,14 @@ impl Executor {
     /// Starts (or stops) recording the op calls of forward passes.
     pub fn set_trace(&mut self, on: bool) {
         self.trace = if on { Some(Vec::new()) } else { None };
+        self.trace_s.clear();
+        self.trace_at.clear();
     }
 
     /// The calls recorded since tracing started (or the last take).
     pub fn take_trace(&mut self) -> Vec<Call> {
         self.trace_s.clear();
+        self.trace_at.clear();
         self.trace.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
@@ -241,6 +281,21 @@ impl Executor {
     pub fn take_timed_trace(&mut self) -> Vec<(Call, f64)> {
         let s = std::mem::take(&mut self.trace_s);
         self.take_trace().into_iter().zip(s).collect()
+    }
+
+    /// The calls recorded, each with its end, duration and layer (see [`TracedCall`]).
+    pub fn take_trace_spans(&mut self) -> Vec<TracedCall> {
+        let at = std::mem::take(&mut self.trace_at);
+        self.take_timed_trace()
+            .into_iter()
+            .zip(at)
+            .map(|((call, dur_s), (end_s, layer))| TracedCall {
+                call,
+                end_s,
+                dur_s,
+                layer,
+            })
+            .collect()
     }
 
     /// Times traced calls by the calling thread's CPU clock (`true`; for one-thread
@@ -253,10 +308,7 @@ impl Executor {
         if self.cpu_clock {
             crate::stats::thread_cpu_s()
         } else {
-            static T0: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-            T0.get_or_init(std::time::Instant::now)
-                .elapsed()
-                .as_secs_f64()
+            trace_epoch().elapsed().as_secs_f64()
         }
     }
 
@@ -264,6 +316,7 @@ impl Executor {
         if self.trace.is_some() {
             let now = self.clock();
             self.trace_s.push(now - self.last);
+            self.trace_at.push((now, self.layer));
             self.last = now;
             if let Some(t) = &mut self.trace {
                 t.push(c);
@@ -280,13 +333,16 @@ impl Executor {
         self.dev.linear(&w, groups, x, y)?;
         let covered: u32 = groups.iter().map(|g| g.rows).sum();
         let touched = groups.iter().filter(|g| g.rows > 0).count();
-        self.rec(Call::linear(
-            w.dtype.name(),
-            w.n_out,
-            w.k_in,
-            touched as u64,
-            covered as u64,
-        ));
+        rec!(
+            self,
+            Call::linear(
+                w.dtype.name(),
+                w.n_out,
+                w.k_in,
+                touched as u64,
+                covered as u64,
+            )
+        );
         Ok(y)
     }
 
@@ -298,14 +354,17 @@ impl Executor {
         let dim = weight.len;
         let out = self.alloc(rows * dim)?;
         self.dev.rmsnorm(x, delta, weight, out, NORM_EPS)?;
-        self.rec(Call::rmsnorm(dim, delta.is_some() as usize, rows as u64));
+        rec!(
+            self,
+            Call::rmsnorm(dim, delta.is_some() as usize, rows as u64)
+        );
         Ok(out)
     }
 
     fn swiglu(&mut self, gu: Buf, rows: usize, ffn: usize) -> Result<Buf> {
         let out = self.alloc(rows * ffn)?;
         self.dev.swiglu(gu, out, ffn)?;
-        self.rec(Call::swiglu(ffn, rows as u64));
+        rec!(self, Call::swiglu(ffn, rows as u64));
         Ok(out)
     }
 
@@ -314,7 +373,7 @@ impl Executor {
         let out = self.alloc(idx.len() * dim)?;
         self.dev.gather_rows(src, dim, ib, out)?;
         self.dev.free(ib);
-        self.rec(Call::gather_rows(dim, idx.len() as u64));
+        rec!(self, Call::gather_rows(dim, idx.len() as u64));
         Ok(out)
     }
 
@@ -379,6 +438,7 @@ impl Executor {
         ex: &mut dyn Exchange,
     ) -> Result<Vec<SeqOut>> {
         self.last = self.clock();
+        self.layer = -1;
         let r = self.forward_inner(seqs, drafts, ex);
         if r.is_err() {
             ex.abort();
@@ -407,6 +467,7 @@ impl Executor {
         };
         let mut carry = Carry::default();
         for l in 0..self.layers.len() {
+            self.layer = l as i32;
             let h2 = match tables {
                 Some(t) => Some(self.attention_block(l, x, &mut carry, &rows, t)?),
                 None => None,
@@ -419,6 +480,7 @@ impl Executor {
                 self.dev.free(d);
             }
         }
+        self.layer = -1;
         let outs = if decode {
             self.decode_outputs(seqs, &rows, x, carry.delta, drafts)?
         } else {
@@ -465,7 +527,7 @@ impl Executor {
             let tok = self.dev.upload_i32(&rows.tokens)?;
             self.dev.gather_rows(self.embed, h, tok, x)?;
             self.dev.free(tok);
-            self.rec(Call::gather_rows(h, n as u64));
+            rec!(self, Call::gather_rows(h, n as u64));
         }
         Ok(x)
     }
@@ -514,7 +576,7 @@ impl Executor {
     fn argmax(&mut self, logits: Buf, rows: usize) -> Result<Vec<i32>> {
         let out = self.dev.alloc(Dt::I32, rows)?;
         self.dev.argmax(logits, self.cfg.vocab, out)?;
-        self.rec(Call::argmax(self.cfg.vocab, rows as u64));
+        rec!(self, Call::argmax(self.cfg.vocab, rows as u64));
         let v = self.dev.read_i32(out, 0, rows)?;
         self.dev.free(out);
         Ok(v)

@@ -39,7 +39,7 @@ impl Executor {
                 let ids = self.dev.alloc(Dt::I32, n * k)?;
                 let gw = self.alloc(n * k)?;
                 self.dev.gate_topk(logits, m.experts, k, ids, gw)?;
-                self.rec(Call::gate_topk(m.experts, k, n as u64));
+                rec!(self, Call::gate_topk(m.experts, k, n as u64));
                 let ids_h = self.dev.read_i32(ids, 0, n * k)?;
                 self.free(&[logits, ids]);
                 (ids_h, Some(gw))
@@ -72,7 +72,7 @@ impl Executor {
         let sb = self.dev.upload_i32(&slots)?;
         let gw = gw.expect("gate weights exist with rows");
         self.dev.moe_combine(yr, h, sb, gw, k, out)?;
-        self.rec(Call::moe_combine(k, h, n as u64));
+        rec!(self, Call::moe_combine(k, h, n as u64));
         self.free(&[sb, gw, yr]);
         Ok(out)
     }
@@ -141,7 +141,7 @@ impl Executor {
         let sent: usize = send.iter().map(|v| v.len()).sum();
         let recv = ex.all_to_all(send)?;
         let got: usize = recv.iter().map(|v| v.len()).sum();
-        self.rec(Call::copy(4 * (sent + got) as u64));
+        rec!(self, Call::copy(4 * (sent + got) as u64));
         // Local experts over everything received, grouped by expert.
         let mut ids_in = Vec::new();
         let mut src_of = Vec::new();
@@ -178,7 +178,7 @@ impl Executor {
         let sent: usize = back.iter().map(|v| v.len()).sum();
         let mine = ex.all_to_all(back)?;
         let got: usize = mine.iter().map(|v| v.len()).sum();
-        self.rec(Call::copy(4 * (sent + got) as u64));
+        rec!(self, Call::copy(4 * (sent + got) as u64));
         // Reassemble in (row, choice) order: each destination answered in send order.
         let mut next = vec![0usize; self.ranks];
         let mut yr = Vec::with_capacity(n * k * h);

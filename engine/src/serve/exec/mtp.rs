@@ -31,7 +31,7 @@ impl Executor {
             let en = self.norm(e, None, norm_e, b)?;
             let hn = self.norm(hb, None, norm_h, b)?;
             self.dev.add(en, hn)?;
-            self.rec(Call::add(h, b as u64));
+            rec!(self, Call::add(h, b as u64));
             let m = self.dense(proj, en, b)?;
             let mn = self.norm(m, None, ffn_norm, b)?;
             let gu = self.dense(w13, mn, b)?;
