@@ -25,20 +25,6 @@ struct DeploymentCli {
     args: ForwardArgs,
 }
 
-/// The residual factors' keys, reset to 1 for the price the trace is compared with.
-const RESIDUALS: [&str; 10] = [
-    "prefill.moe",
-    "prefill.attention",
-    "prefill.gemm",
-    "prefill.elementwise",
-    "decode.moe",
-    "decode.attention",
-    "decode.gemm",
-    "decode.elementwise",
-    "dispatch",
-    "combine",
-];
-
 /// The `cost.in_situ` key a category's factor is the value of, in `phase`.
 fn key(c: Category, phase: Phase, comm_stream: bool) -> Option<String> {
     let p = match phase {
@@ -70,8 +56,11 @@ pub fn fit(report: &TraceReport, deployment: &str) -> Result<TraceFit> {
     let mut args = DeploymentCli::try_parse_from(&argv)
         .map_err(|e| anyhow!("--deployment `{deployment}`: {e}"))?
         .args;
-    args.set
-        .extend(RESIDUALS.iter().map(|k| format!("cost.in_situ.{k}=1")));
+    args.set.extend(
+        sim::cost::insitu::InSitu::residual_keys()
+            .iter()
+            .map(|k| format!("cost.in_situ.{k}=1")),
+    );
     args.trace_out = None;
     let f = evaluate(&args).with_context(|| format!("--deployment `{deployment}`"))?;
     let layer = f.result.total.in_situ;

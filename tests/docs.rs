@@ -35,7 +35,7 @@ use std::process::Command;
 /// Relative tolerance on every number of an expected output.
 const REL_TOL: f64 = 1e-3;
 /// Blocks marked `<!-- not run: ... -->` across all the markdown files.
-const NOT_RUN: usize = 1;
+const NOT_RUN: usize = 2;
 const NOT_RUN_MARK: &str = "<!-- not run:";
 
 /// One `$ ...` command with its expected output.

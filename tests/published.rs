@@ -15,7 +15,32 @@ fn published() -> Vec<Value> {
 
 /// Check rows the model does not yet reproduce within their table's bound, each with
 /// the bound it must stay inside (so it cannot silently get worse) and why.
-const KNOWN_GAPS: [(&str, f64, &str); 21] = [
+const KNOWN_GAPS: [(&str, f64, &str); 26] = [
+    (
+        "deepep-initial-ep64-dispatch",
+        0.22,
+        "DeepEP's initial release ran EP64 as fast as EP32 (46 against 44 GB/s); the RDMA fanout model, with the one efficiency fitted to EP32, slows EP64 by its larger node fanout as it does for the update (51 against 58 GB/s, within 3%)",
+    ),
+    (
+        "deepep-initial-ep64-combine",
+        0.20,
+        "as deepep-initial-ep64-dispatch (45 against 47 GB/s at EP32)",
+    ),
+    (
+        "prefill-compute-bubble",
+        0.50,
+        "the two-stage schedule (four stages per micro-batch) idles the compute stream in longer, fewer waits than the real, finer interleaving; a small difference of two large stream totals, which are within 3.1%",
+    ),
+    (
+        "prefill-comm-bubble",
+        0.25,
+        "as prefill-compute-bubble, on the communication stream",
+    ),
+    (
+        "decode-launch",
+        0.40,
+        "the gap per graph node (0.58 us) is a consumer-GPU probe's (kernel-benchmarks-public.md 6.1); in the deployment the gaps are about 1.6 times that; no H800 figure is published",
+    ),
     (
         "trtllm-onesided-ep64-b1-combine",
         0.25,

@@ -105,6 +105,12 @@ impl InSitu {
         "decode.elementwise",
     ];
 
+    /// The residual factors among them (`KEYS` from `dispatch` on): what a fit of
+    /// in-situ times over twin's price with the physical terms sets.
+    pub fn residual_keys() -> &'static [&'static str] {
+        &Self::KEYS[5..]
+    }
+
     /// The isolated-kernel prices (every factor 1, no term).
     pub fn isolated() -> InSitu {
         InSitu {
@@ -301,6 +307,8 @@ mod tests {
         }
         assert!(!set.is_isolated());
         assert!(set.slot("prefill.speed").is_none() && set.slot("nope").is_none());
+        assert_eq!(InSitu::residual_keys()[0], "dispatch");
+        assert_eq!(InSitu::residual_keys().len(), 10);
         assert!(!held.is_isolated());
     }
 

@@ -105,6 +105,7 @@ impl Class {
             Class::A2aNormal => {
                 rate(&mut p.comm, factor);
                 p.comm_rdma_eff /= factor;
+                p.comm_rdma_eff_initial /= factor;
             }
             Class::A2aLowLatency => {
                 let l = &mut p.ll;

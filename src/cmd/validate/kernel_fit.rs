@@ -31,7 +31,8 @@ pub struct Group {
     pub why_assumed: &'static str,
 }
 
-const fn p(key: &'static str, lo: f64, hi: f64) -> Param {
+/// A parameter with no keys sharing its value.
+pub const fn p(key: &'static str, lo: f64, hi: f64) -> Param {
     Param {
         key,
         lo,

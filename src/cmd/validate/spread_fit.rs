@@ -20,6 +20,7 @@ pub const CLASS_OF: &[(&str, Class)] = &[
     ("deepgemm-", Class::Gemm),
     ("megamoe-", Class::Gemm),
     ("deepep-normal-", Class::A2aNormal),
+    ("deepep-initial-", Class::A2aNormal),
     ("deepep-v2-", Class::A2aNormal),
     ("deepep-ll-", Class::A2aLowLatency),
     ("trtllm-onesided-", Class::A2aLowLatency),
