@@ -142,7 +142,7 @@ pub fn situ_rows(
 
 /// A measurement row of samples: their median (at least 1 ns), p10 and p90; no bytes
 /// or flops. `at`: device, driver and timestamp.
-fn sample_row(
+pub(crate) fn sample_row(
     op: String,
     shape: String,
     dtype: String,

@@ -298,23 +298,9 @@ pub fn trace_rows(
     }
     by.into_iter()
         .map(|((op, shape, dtype), v)| {
-            let st = engine::Stats::from_samples(&v);
-            MeasurementRecord {
-                op,
-                shape,
-                dtype,
-                median_s: st.median_s.max(1e-9),
-                p10_s: st.p10_s,
-                p90_s: st.p90_s,
-                bytes: 0,
-                flops: 0,
-                achieved_bytes_per_s: 0.0,
-                achieved_flops_per_s: 0.0,
-                device: device.to_string(),
-                driver: "in situ: twin live trace".into(),
-                timestamp: timestamp.to_string(),
-                note: format!("live trace: {} samples", v.len()),
-            }
+            let note = format!("live trace: {} samples", v.len());
+            let at = (device, "in situ: twin live trace", timestamp);
+            crate::live::sample_row(op, shape, dtype, &v, at, note)
         })
         .collect()
 }
