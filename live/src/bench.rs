@@ -371,4 +371,63 @@ mod tests {
         assert!(v["x"].is_null() && v["y"].is_null());
         assert_eq!(v["s"], "Infinity NaN");
     }
+
+    /// A real `vllm bench serve --save-result --save-detailed` file of a newer vLLM
+    /// (Llama-3.1-70B-Instruct, 8x H100 SXM, TP8, random 2047/128, 500 prompts,
+    /// max_concurrency 50; provenance in tests/fixtures/bench/README.md). Its layout
+    /// adds `endpoint_type`, `label`, `failed`, `request_goodput` (null),
+    /// `start_times`, `generated_texts`, `errors`, `max_output_tokens_per_s` and
+    /// `max_concurrent_requests`, and writes `request_rate` as the string "inf".
+    /// The figures recomputed from its per-request lists must match the summary vLLM
+    /// wrote beside them.
+    #[test]
+    fn real_vllm_bench_serve_file_parses_and_matches_its_summary() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/fixtures/bench/llama31-70b-h100-tp8-c50.json"
+        );
+        let text = std::fs::read_to_string(path).unwrap();
+        let b = Bench::parse(&text, path).unwrap();
+        assert_eq!(b.requests.len(), 500);
+        assert_eq!(b.rate, None);
+        assert_eq!(b.max_concurrency, Some(50));
+        assert_eq!(b.burstiness, 1.0);
+        assert!((b.duration_s - 59.779716135933995).abs() < 1e-9);
+        assert!(b
+            .requests
+            .iter()
+            .all(|r| r.input == 2047 && r.output == 128));
+        // 127 gaps after the first token, except one request whose stream merged two
+        // tokens into one chunk (126 gaps): the file is kept as vLLM wrote it.
+        let short: Vec<usize> = b
+            .requests
+            .iter()
+            .map(|r| r.itls_s.len())
+            .filter(|&n| n != 127)
+            .collect();
+        assert_eq!(short, vec![126]);
+        let s: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let f = b.figures();
+        let close = |ours: f64, key: &str| {
+            let theirs = s[key].as_f64().unwrap();
+            assert!(
+                (ours - theirs).abs() <= 1e-6 * theirs.abs().max(1.0),
+                "{key}: ours {ours}, vLLM's {theirs}"
+            );
+        };
+        close(f.request_throughput, "request_throughput");
+        close(f.output_throughput, "output_throughput");
+        close(f.token_throughput, "total_token_throughput");
+        close(f.ttft_ms.mean, "mean_ttft_ms");
+        close(f.ttft_ms.p50, "median_ttft_ms");
+        close(f.ttft_ms.p99, "p99_ttft_ms");
+        close(f.tpot_ms.mean, "mean_tpot_ms");
+        close(f.tpot_ms.p50, "median_tpot_ms");
+        close(f.tpot_ms.p99, "p99_tpot_ms");
+        close(f.itl_ms.mean, "mean_itl_ms");
+        close(f.itl_ms.p50, "median_itl_ms");
+        close(f.itl_ms.p99, "p99_itl_ms");
+        close(f.e2el_ms.p50, "median_e2el_ms");
+        close(f.e2el_ms.p99, "p99_e2el_ms");
+    }
 }
