@@ -63,6 +63,8 @@ enum Command {
     Calibrate(cmd::calibrate::CalibrateArgs),
     /// Serve a scenario for real with the engine (CPU or one GPU) and record the run.
     Live(cmd::live::LiveArgs),
+    /// Import a Hugging Face config as a model file, or show what a model holds.
+    Model(cmd::model::ModelArgs),
     /// List the embedded hardware, models, workloads and scenarios.
     List,
 }
@@ -93,6 +95,7 @@ fn main() {
         Command::Calibrate(a) => cmd::calibrate::run(a),
         Command::Live(a) => cmd::live::run(a),
         Command::Validate(a) => cmd::validate::run(a),
+        Command::Model(a) => cmd::model::run(a),
         Command::List => cmd::list::run(),
     };
     if let Err(e) = result {

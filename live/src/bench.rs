@@ -231,6 +231,26 @@ impl Bench {
         }
     }
 
+    /// The share of requests within `ttft_ms` and `tpot_ms` (a one-token answer has no
+    /// TPOT) and their rate over the run: the benchmark's goodput under the scenario's
+    /// SLO, as the simulator counts its own (`sim::serving::metrics`).
+    pub fn goodput(&self, ttft_ms: f64, tpot_ms: f64) -> (f64, f64) {
+        let good = self
+            .requests
+            .iter()
+            .filter(|r| {
+                let tpot = if r.output > 1 {
+                    1e3 * r.itls_s.iter().sum::<f64>() / (r.output - 1) as f64
+                } else {
+                    0.0
+                };
+                1e3 * r.ttft_s <= ttft_ms && tpot <= tpot_ms
+            })
+            .count() as f64;
+        let n = self.requests.len().max(1) as f64;
+        (good / n, good / self.duration_s)
+    }
+
     /// The workload the simulator replays: the benchmark's requests in order, sent as
     /// it sent them (gaps drawn from its rate and burstiness with `seed`, vLLM's own
     /// random draws being unknown), or, with a concurrency cap and no rate, a closed
@@ -429,5 +449,31 @@ mod tests {
         close(f.itl_ms.p99, "p99_itl_ms");
         close(f.e2el_ms.p50, "median_e2el_ms");
         close(f.e2el_ms.p99, "p99_e2el_ms");
+    }
+}
+
+#[cfg(test)]
+mod goodput_tests {
+    use super::*;
+
+    /// Goodput counts the requests within both bounds: from the same real file, a
+    /// bound above every request keeps all of them, one below the fastest TTFT none,
+    /// and a TTFT bound at the measured median about half.
+    #[test]
+    fn goodput_counts_requests_within_both_bounds() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/fixtures/bench/llama31-70b-h100-tp8-c50.json"
+        );
+        let b = Bench::parse(&std::fs::read_to_string(path).unwrap(), path).unwrap();
+        let (all, rate) = b.goodput(1e9, 1e9);
+        assert_eq!(all, 1.0);
+        assert!((rate - 500.0 / b.duration_s).abs() < 1e-9);
+        assert_eq!(b.goodput(0.0, 1e9).0, 0.0);
+        let median = b.figures().ttft_ms.p50;
+        let half = b.goodput(median, 1e9).0;
+        assert!((0.45..=0.55).contains(&half), "{half}");
+        // A TPOT bound alone below every request's TPOT keeps none.
+        assert_eq!(b.goodput(1e9, 1.0).0, 0.0);
     }
 }

@@ -12,3 +12,4 @@ pub mod live_model;
 pub mod model;
 pub mod problem;
 pub mod serde_defaults;
+pub mod weights;

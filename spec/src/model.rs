@@ -32,8 +32,28 @@ pub struct Model {
     /// Data type of tokens sent to experts (dispatch) and back (combine).
     pub dispatch_dtype: Dtype,
     pub combine_dtype: Dtype,
+    /// The LM head shares the embedding table's weights (one copy in memory).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tied_embeddings: bool,
+    /// Weights per one-byte scale of the GEMMs outside the routed experts (attention
+    /// projections, shared experts, dense FFN); 0 = none (BF16, per-tensor FP8). The
+    /// default, 128, counts DeepSeek's FP8 128x128 block scales as one byte per 128
+    /// weights (an approximation the shipped DeepSeek files were fitted with).
+    #[serde(
+        default = "default_dense_scale_block",
+        skip_serializing_if = "is_default_dense_scale_block"
+    )]
+    pub dense_scale_block: u32,
     #[serde(default)]
     pub provenance: BTreeMap<String, String>,
+}
+
+fn default_dense_scale_block() -> u32 {
+    128
+}
+
+fn is_default_dense_scale_block(v: &u32) -> bool {
+    *v == 128
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,15 +83,15 @@ pub struct LayerGroup {
     pub ffn: FfnKind,
     pub attention: AttentionKind,
     /// Tokens per stored KV entry (1 = uncompressed).
-    #[serde(default = "one")]
+    #[serde(default = "one", skip_serializing_if = "is_one")]
     pub compress_ratio: u32,
     /// The layer also has a sliding-window branch over the last `attention.window`
     /// tokens (DeepSeek-V4 style), whose KV is not kept in the global cache.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub window_branch: bool,
     /// Sparse layers only: reuses the top-k selection of the layer before (no indexer
     /// pass of its own), as with cross-layer KV sharing.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub shares_selection: bool,
 }
 
@@ -108,6 +128,10 @@ pub struct Attention {
     /// Sliding window, tokens; 0 = none.
     #[serde(default)]
     pub window: u32,
+    /// A learned sink logit per head joins every softmax (gpt-oss): one more score
+    /// per query and head, no KV.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sinks: bool,
     /// Bytes of one sliding-window KV entry.
     #[serde(default)]
     pub window_entry_bytes: f64,
@@ -172,6 +196,10 @@ pub struct Moe {
     /// inside it.
     #[serde(default)]
     pub fused: bool,
+}
+
+fn is_one(v: &u32) -> bool {
+    *v == 1
 }
 
 fn fp8() -> Dtype {

@@ -9,6 +9,7 @@ pub mod forward;
 pub mod kernel;
 pub mod list;
 pub mod live;
+pub mod model;
 pub mod plan;
 pub mod simulate;
 pub mod sweep;

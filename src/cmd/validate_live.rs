@@ -298,7 +298,9 @@ pub fn run_bench(a: &BenchValidateArgs) -> Result<()> {
             .map(|s| s.start_s + s.step_s)
             .fold(0.0, f64::max)
     };
-    let measured = bench.figures();
+    let mut measured = bench.figures();
+    (measured.goodput_fraction, measured.goodput_req_s) =
+        bench.goodput(r.scenario.slo.ttft_ms, r.scenario.slo.tpot_ms);
     let predicted = sim_bench_figures(&report, finish, &bench.requests);
     let rows = live::compare::figure_rows(&measured, &predicted);
     let rel = live::compare::rel;

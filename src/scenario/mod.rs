@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 
 mod cost;
 mod deser;
+pub mod hf;
 pub mod resolve;
 
 pub use cost::cost_params;
@@ -466,10 +467,33 @@ pub fn load_hardware(name_or_path: &str, sets: &[Set]) -> Result<Hardware> {
 }
 
 pub fn load_model(name_or_path: &str, sets: &[Set]) -> Result<Model> {
-    let (origin, text) = resolve(Kind::Model, name_or_path)?;
+    let (origin, text) = if hf::is_config(name_or_path) {
+        imported(name_or_path)?
+    } else {
+        resolve(Kind::Model, name_or_path)?
+    };
     let parsed = parse_located::<Model>(&origin, &text, sets)?;
     let problems = sim::validate::model(&parsed.value);
     parsed.check(problems)
+}
+
+/// A Hugging Face config imported in memory, as a model file's origin and text; says
+/// so once on stderr.
+fn imported(path: &str) -> Result<(String, String)> {
+    let text =
+        read_text(path).map_err(|e| anyhow!("cannot read model config `{}`: {e}", clip(path)))?;
+    let model = hf::import(path, &text, &hf::ImportOptions::default())?;
+    static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
+    if said.iter().any(|p| p == path) {
+        return Ok((format!("{path} (imported)"), hf::to_toml(&model)?));
+    }
+    said.push(path.to_string());
+    eprintln!(
+        "note: imported {path} in memory as model `{}` (`twin model import {path}` writes it as a file to review)",
+        model.name
+    );
+    Ok((format!("{path} (imported)"), hf::to_toml(&model)?))
 }
 
 /// A TCO preset by name (`scenarios/tco/`) or path, checked.

@@ -176,7 +176,8 @@ pub struct ServingConfig {
 pub struct PoolConfig {
     pub instances: u32,
     /// Ranks per instance: data-parallel attention, expert-parallel MoE (with `tp`
-    /// 1, one GPU each).
+    /// 1, one GPU each); absent = 1 (a `tp`-only deployment).
+    #[serde(default = "one")]
     pub dep: u32,
     /// GPUs per rank splitting its layers (tensor parallelism; `dep` must then be 1).
     #[serde(default = "one")]

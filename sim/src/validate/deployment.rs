@@ -180,7 +180,9 @@ fn memory(
     tokens_per_request: u64,
 ) -> Vec<Problem> {
     let mut p = Vec::new();
-    let tp = layout.tp > 1;
+    // A dense model's weights spread only by tensor parallelism: a larger DEP holds
+    // a whole copy on every rank.
+    let tp = layout.tp > 1 || m.moe.is_none();
     let (grow, larger) = if tp {
         (Field::Tp, "TP")
     } else {
@@ -375,6 +377,25 @@ mod tests {
             .render(&scenario)
             .contains("use serving.decode.batch_per_rank "));
     }
+    /// A dense model whose weights do not fit one GPU is told to use TP: a larger DEP
+    /// keeps a whole copy of a dense model on every rank.
+    #[test]
+    fn a_dense_model_that_does_not_fit_is_told_to_use_tp() {
+        let hw: Hardware =
+            toml::from_str(include_str!("../../../scenarios/hardware/h100.toml")).unwrap();
+        let m: Model =
+            toml::from_str(include_str!("../../../scenarios/models/llama-3.1-70b.toml")).unwrap();
+        let p = deployment(&hw, &m, &layout(1, 0), 1, 0);
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert_eq!(p[0].field, Field::Tp);
+        let text = p[0].to_string();
+        assert!(text.ends_with("use a larger TP"), "{text}");
+        assert!(!text.contains("DEP"), "{text}");
+        // TP8 holds it: 141 GB of BF16 weights over 8 GPUs of 76 GB usable.
+        let tp8 = Layout::tensor_parallel(8);
+        assert!(deployment(&hw, &m, &tp8, 1, 0).is_empty());
+    }
+
     /// A step with a non-finite time names the operation, its bound and the inputs
     /// that set it; finite steps pass.
     #[test]

@@ -118,6 +118,9 @@ pub(super) struct Compiled {
     /// Attention flops per causal query-key pair: absorbed (decode, sparse) and
     /// un-absorbed (dense prefill of MLA) head widths.
     pub pair_flops_absorbed: f64,
+    /// Attention sinks: one more softmax term per query and head (its exponential and
+    /// its share of the sum, counted as 2 flops), no KV read; 0 without sinks.
+    pub sink_flops_per_query: f64,
     pub pair_flops_unabsorbed: f64,
     pub indexer_flops_per_pair: f64,
     pub expert_params: f64,
@@ -288,6 +291,9 @@ struct Split {
     slice: f64,
     /// The RoPE width of a query or key head.
     rope: f64,
+    /// The GPUs the K and V projections split over: grouped-query attention splits by
+    /// KV heads (up to their number); MLA's latent and MQA's one head stay whole.
+    kv_split: f64,
 }
 
 impl Split {
@@ -308,6 +314,11 @@ impl Split {
                 1.0
             },
             rope,
+            kv_split: if a.kv_up_params == 0 && a.kv_heads > 1 {
+                tp.min(a.kv_heads as f64)
+            } else {
+                1.0
+            },
         }
     }
 }
@@ -318,31 +329,32 @@ fn projection_gemms(hw: &Hardware, model: &Model, split: &Split) -> Vec<GemmSpec
     let a = &model.attention;
     let h = model.hidden as f64;
     let (tp, heads, aw) = (split.tp, split.heads, a.weight_dtype);
+    let sb = model.dense_scale_block;
     let mut proj = Vec::new();
     if a.q_lora > 0 {
-        proj.push(dense(hw, a.q_lora as f64 + a.kv_dim as f64, h, aw, 128));
+        proj.push(dense(hw, a.q_lora as f64 + a.kv_dim as f64, h, aw, sb));
         proj.push(dense(
             hw,
             heads * a.qk_head_dim as f64,
             a.q_lora as f64,
             aw,
-            128,
+            sb,
         ));
     } else {
         proj.push(dense(
             hw,
-            heads * a.qk_head_dim as f64 + a.kv_dim as f64,
+            heads * a.qk_head_dim as f64 + a.kv_dim as f64 / split.kv_split,
             h,
             aw,
-            128,
+            sb,
         ));
     }
     match a.o_lora {
         Some(r) => {
-            proj.push(dense(hw, r as f64, heads * a.v_head_dim as f64, aw, 128));
-            proj.push(dense(hw, h, r as f64 / tp, aw, 128));
+            proj.push(dense(hw, r as f64, heads * a.v_head_dim as f64, aw, sb));
+            proj.push(dense(hw, h, r as f64 / tp, aw, sb));
         }
-        None => proj.push(dense(hw, h, heads * a.v_head_dim as f64, aw, 128)),
+        None => proj.push(dense(hw, h, heads * a.v_head_dim as f64, aw, sb)),
     }
     proj
 }
@@ -417,8 +429,8 @@ fn moe_gemms(hw: &Hardware, model: &Model, split: &Split) -> MoeGemms {
     let sffn = ffn * m.shared_experts as f64 / split.tp;
     let shared = if m.shared_experts > 0 {
         vec![
-            dense(hw, 2.0 * sffn, h, sw, 128),
-            dense(hw, h, sffn, sw, 128),
+            dense(hw, 2.0 * sffn, h, sw, model.dense_scale_block),
+            dense(hw, h, sffn, sw, model.dense_scale_block),
         ]
     } else {
         Vec::new()
@@ -438,8 +450,20 @@ fn dense_ffn_gemms(hw: &Hardware, model: &Model, tp: f64) -> Vec<GemmSpec> {
     let h = model.hidden as f64;
     match &model.dense_ffn {
         Some(d) => vec![
-            dense(hw, 2.0 * d.ffn as f64 / tp, h, d.weight_dtype, 128),
-            dense(hw, h, d.ffn as f64 / tp, d.weight_dtype, 128),
+            dense(
+                hw,
+                2.0 * d.ffn as f64 / tp,
+                h,
+                d.weight_dtype,
+                model.dense_scale_block,
+            ),
+            dense(
+                hw,
+                h,
+                d.ffn as f64 / tp,
+                d.weight_dtype,
+                model.dense_scale_block,
+            ),
         ],
         None => Vec::new(),
     }
@@ -612,11 +636,20 @@ struct Weights {
 }
 
 impl Weights {
-    fn new(model: &Model, tp: f64) -> Weights {
+    fn new(model: &Model, split: &Split) -> Weights {
+        let tp = split.tp;
         let a = &model.attention;
         let h = model.hidden as f64;
-        // The down-projections to the latents stay whole under TP.
+        // The down-projections to the latents stay whole under TP; grouped-query K and
+        // V split by KV heads.
         let whole = h * (a.kv_dim as f64 + if a.q_lora > 0 { a.q_lora as f64 } else { 0.0 });
+        let rest = (model.attention_params_per_layer() - whole) / tp;
+        let attn_proj_params = if split.kv_split > 1.0 {
+            // No q latent here (grouped-query attention has none).
+            whole / split.kv_split + rest
+        } else {
+            whole + rest
+        };
         let (shared_params, shared_bytes) = match &model.moe {
             Some(m) => {
                 let p = 3.0 * h * m.expert_ffn as f64 * m.shared_experts as f64 / tp;
@@ -625,7 +658,7 @@ impl Weights {
             None => (0.0, 0.0),
         };
         Weights {
-            attn_proj_params: whole + (model.attention_params_per_layer() - whole) / tp,
+            attn_proj_params,
             shared_params,
             shared_bytes,
             dense_ffn_bytes: model
@@ -653,7 +686,7 @@ impl Compiled {
         let moe = moe_gemms(hw, model, &split);
         let elem = Elementwise::new(model, &split, proj.len());
         let experts = Experts::new(hw, model, layout, tp);
-        let weights = Weights::new(model, tp);
+        let weights = Weights::new(model, &split);
         let pair_flops_absorbed = 2.0 * heads * (a.score_dim + a.value_dim) as f64;
         let dispatch = model.dispatch_dtype.bytes();
         let mut compiled = Compiled {
@@ -690,6 +723,7 @@ impl Compiled {
             },
             elem_kernels_dense: elem.elem_kernels_dense,
             pair_flops_absorbed,
+            sink_flops_per_query: if a.sinks { 2.0 * heads } else { 0.0 },
             pair_flops_unabsorbed: if a.kv_up_params > 0 {
                 2.0 * heads * (a.qk_head_dim + a.v_head_dim) as f64
             } else {

@@ -466,7 +466,7 @@ impl AnalyticCostModel {
             + c.attn_proj_bytes * c.layers
             + c.shared_bytes * c.moe_layers
             + c.dense_ffn_bytes * c.dense_ffn_layers
-            + 2.0 * c.lm_head_bytes
+            + if self.model.tied_embeddings { 1.0 } else { 2.0 } * c.lm_head_bytes
             + mtp
     }
 

@@ -149,6 +149,11 @@ impl AnalyticCostModel {
             s.main_bytes += k * entries_read * entry_bytes;
             s.main_flops += k * pairs * c.pair_flops_absorbed;
             s.main_flops_unabsorbed += k * pairs * c.pair_flops_unabsorbed;
+            if c.sink_flops_per_query > 0.0 {
+                let sink = k * q as f64 * c.sink_flops_per_query;
+                s.main_flops += sink;
+                s.main_flops_unabsorbed += sink;
+            }
             if cl.window_branch {
                 s.win_bytes += k * window_read * a.window_entry_bytes * c.kv_share;
                 s.win_flops += k * window_pairs * c.pair_flops_absorbed;

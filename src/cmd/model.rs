@@ -1,0 +1,272 @@
+//! `twin model import` (a Hugging Face config as a model file) and `twin model show`
+//! (what a model holds, to check against its model card).
+
+use crate::scenario::hf::{self, ImportOptions, WeightChoice};
+use crate::scenario::{load_model, read_text, Set};
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Args, Subcommand};
+use sim::model::{AttentionKind, FfnKind};
+use sim::units::Dtype;
+use sim::Model;
+use std::path::PathBuf;
+
+#[derive(Args)]
+pub struct ModelArgs {
+    #[command(subcommand)]
+    pub what: ModelWhat,
+}
+
+#[derive(Subcommand)]
+pub enum ModelWhat {
+    /// Write a twin model file from a Hugging Face `config.json`: every field's
+    /// provenance is the config key it came from, or what was assumed and why.
+    Import(ImportArgs),
+    /// Parameters (total, active per token), weight bytes by dtype, KV bytes per token
+    /// and layers by kind of a model (embedded name, model file or config.json).
+    Show(ShowArgs),
+}
+
+#[derive(Args)]
+pub struct ImportArgs {
+    /// The model's Hugging Face `config.json`.
+    pub config: PathBuf,
+    /// A ModelOpt `hf_quant_config.json` beside it (NVFP4 or FP8 checkpoints).
+    #[arg(long)]
+    pub quant: Option<PathBuf>,
+    /// The weights' format, overriding the config's quantization: bf16, fp8 (128x128
+    /// blocks), fp4 (NVFP4), mxfp4 (routed experts only, as gpt-oss).
+    #[arg(long, value_enum, conflicts_with = "quant")]
+    pub weights: Option<WeightChoice>,
+    /// KV-cache dtype (default: the quantization config's, else bf16).
+    #[arg(long, value_parser = parse_dtype)]
+    pub kv_dtype: Option<Dtype>,
+    /// The model's name (default: the config's folder name, lowercased).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Write the model file here (default: stdout). An existing file is kept unless
+    /// --force.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Args)]
+pub struct ShowArgs {
+    /// Embedded model name, model file (.toml) or Hugging Face config (.json).
+    pub model: String,
+    /// Also show KV bytes per token at this dtype.
+    #[arg(long, value_parser = parse_dtype)]
+    pub kv_dtype: Option<Dtype>,
+    /// Override a field of the model, as `--set attention.kv_entry_bytes=576`.
+    #[arg(long = "set", value_name = "PATH=VALUE")]
+    pub set: Vec<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn parse_dtype(s: &str) -> Result<Dtype, String> {
+    match s {
+        "bf16" | "fp16" | "auto" => Ok(Dtype::Bf16),
+        "fp8" | "fp8_e4m3" | "fp8_e5m2" => Ok(Dtype::Fp8),
+        "fp4" => Ok(Dtype::Fp4),
+        "fp32" => Ok(Dtype::Fp32),
+        other => Err(format!("`{other}` is not a dtype (bf16, fp8, fp4, fp32)")),
+    }
+}
+
+pub fn run(a: &ModelArgs) -> Result<()> {
+    match &a.what {
+        ModelWhat::Import(i) => import(i),
+        ModelWhat::Show(s) => show(s),
+    }
+}
+
+fn import(a: &ImportArgs) -> Result<()> {
+    let origin = a.config.display().to_string();
+    let text = read_text(&origin).with_context(|| format!("cannot read {origin}"))?;
+    let quant = match &a.quant {
+        Some(p) => {
+            let o = p.display().to_string();
+            let t = read_text(&o).with_context(|| format!("cannot read {o}"))?;
+            Some((o, t))
+        }
+        None => None,
+    };
+    let opts = ImportOptions {
+        quant,
+        weights: a.weights,
+        kv_dtype: a.kv_dtype,
+        name: a.name.clone(),
+    };
+    let model = hf::import(&origin, &text, &opts)?;
+    let problems = sim::validate::model(&model);
+    if let Some(p) = problems.first() {
+        bail!("{origin}: the imported model is not valid: {p}");
+    }
+    let body = hf::file_text(&model, &import_command(a))?;
+    match &a.out {
+        None => print!("{body}"),
+        Some(path) => {
+            if path.exists() && !a.force {
+                bail!("{} exists; give --force to replace it", path.display());
+            }
+            std::fs::write(path, &body)
+                .map_err(|e| anyhow!("cannot write {}: {e}", path.display()))?;
+            eprintln!("wrote {} (model `{}`)", path.display(), model.name);
+        }
+    }
+    Ok(())
+}
+
+/// The command line that wrote a file, as its header repeats it (paths as given).
+fn import_command(a: &ImportArgs) -> String {
+    let mut c = format!("twin model import {}", a.config.display());
+    if let Some(q) = &a.quant {
+        c.push_str(&format!(" --quant {}", q.display()));
+    }
+    if let Some(w) = a.weights {
+        c.push_str(&format!(" --weights {}", format!("{w:?}").to_lowercase()));
+    }
+    if let Some(k) = a.kv_dtype {
+        c.push_str(&format!(" --kv-dtype {k}"));
+    }
+    if let Some(n) = &a.name {
+        c.push_str(&format!(" --name {n}"));
+    }
+    c
+}
+
+fn kind_name(a: AttentionKind, f: FfnKind) -> String {
+    let attn = match a {
+        AttentionKind::Dense => "full attention",
+        AttentionKind::Sparse => "sparse attention",
+        AttentionKind::Compressed => "compressed attention",
+        AttentionKind::Window => "sliding-window attention",
+    };
+    let ffn = match f {
+        FfnKind::Dense => "dense FFN",
+        FfnKind::Moe => "MoE FFN",
+    };
+    format!("{attn} + {ffn}")
+}
+
+/// The attention as a model card names it.
+fn attention_name(m: &Model) -> String {
+    let a = &m.attention;
+    let mut s = if a.kv_up_params > 0 {
+        format!(
+            "MLA, {} heads, latent {} + rope {} per token",
+            a.heads,
+            a.value_dim,
+            a.kv_dim.saturating_sub(a.value_dim)
+        )
+    } else if a.kv_heads >= a.heads {
+        format!("MHA, {} heads of {}", a.heads, a.qk_head_dim)
+    } else {
+        format!(
+            "GQA, {} query heads / {} KV heads of {}",
+            a.heads, a.kv_heads, a.qk_head_dim
+        )
+    };
+    if a.window > 0 {
+        s.push_str(&format!(", sliding window {}", a.window));
+    }
+    if a.sinks {
+        s.push_str(", attention sinks");
+    }
+    if let Some(i) = &a.indexer {
+        s.push_str(&format!(", indexer top-{}", i.top_k));
+    }
+    s
+}
+
+fn show(a: &ShowArgs) -> Result<()> {
+    let sets = Set::parse_all(&a.set)?;
+    let m = load_model(&a.model, &sets)?;
+    let w = m.weights();
+    let kv_at = a.kv_dtype.map(|d| {
+        let entry = m.attention.kv_dim as f64 * d.bytes();
+        (d, entry, m.kv_bytes_per_token_at(entry))
+    });
+    if a.json {
+        let parts: Vec<_> = w
+            .parts
+            .iter()
+            .map(|p| {
+                serde_json::json!({"part": p.name, "dtype": p.dtype.name(), "params": p.params,
+                    "active_params": p.active, "bytes": p.bytes})
+            })
+            .collect();
+        let v = serde_json::json!({
+            "model": m.name,
+            "total_params": w.total(),
+            "active_params": w.active(),
+            "active_params_without_embedding": w.active_without_embedding(),
+            "mtp_params": w.mtp_params,
+            "weight_bytes": w.bytes(),
+            "weight_bytes_by_dtype": w.bytes_by_dtype().iter().map(|(d, b)| (d.name().to_string(), *b)).collect::<std::collections::BTreeMap<_, _>>(),
+            "kv_bytes_per_token": m.kv.bytes_per_token,
+            "kv_bytes_per_token_at": kv_at.map(|(d, _, b)| serde_json::json!({"dtype": d.name(), "bytes": b})),
+            "layers": m.layers_by_kind().iter().map(|(at, f, c)| serde_json::json!({"kind": kind_name(*at, *f), "count": c})).collect::<Vec<_>>(),
+            "parts": parts,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    let g = |x: f64| format!("{:.2}B", x / 1e9);
+    println!("model: {}", m.name);
+    if !m.description.is_empty() {
+        println!("  {}", m.description);
+    }
+    println!(
+        "parameters: {} total, {} active per token ({} without the input embedding){}",
+        g(w.total()),
+        g(w.active()),
+        g(w.active_without_embedding()),
+        if w.mtp_params > 0.0 {
+            format!("; MTP module {} more", g(w.mtp_params))
+        } else {
+            String::new()
+        }
+    );
+    println!(
+        "  {:<16} {:>6} {:>10} {:>10} {:>10}",
+        "part", "dtype", "params", "active", "GB"
+    );
+    for p in &w.parts {
+        println!(
+            "  {:<16} {:>6} {:>10} {:>10} {:>10.2}",
+            p.name,
+            p.dtype.name(),
+            g(p.params),
+            g(p.active),
+            p.bytes / 1e9
+        );
+    }
+    let by: Vec<String> = w
+        .bytes_by_dtype()
+        .iter()
+        .map(|(d, b)| format!("{} {:.1} GB", d.name(), b / 1e9))
+        .collect();
+    println!(
+        "weights: {:.1} GB with block scales ({})",
+        w.bytes() / 1e9,
+        by.join(", ")
+    );
+    println!("attention: {}", attention_name(&m));
+    println!(
+        "KV per token: {:.0} B ({:.0} B per layer entry)",
+        m.kv.bytes_per_token, m.attention.kv_entry_bytes
+    );
+    if let Some((d, entry, b)) = kv_at {
+        println!("KV per token at {d}: {b:.0} B ({entry:.0} B per layer entry)");
+    }
+    let kinds: Vec<String> = m
+        .layers_by_kind()
+        .iter()
+        .map(|(at, f, c)| format!("{c} x {}", kind_name(*at, *f)))
+        .collect();
+    println!("layers: {} ({})", m.layer_count(), kinds.join(", "));
+    Ok(())
+}
