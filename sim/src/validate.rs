@@ -173,42 +173,6 @@ fn kernels_from(p: &mut Vec<Problem>, hw: &Hardware) {
     }
 }
 
-#[cfg(test)]
-mod hardware_tests {
-    use super::*;
-
-    fn h100() -> Hardware {
-        toml::from_str(include_str!("../../scenarios/hardware/h100.toml")).unwrap()
-    }
-
-    fn kernels_from_problems(hw: &Hardware) -> Vec<String> {
-        hardware(hw)
-            .iter()
-            .filter(|p| p.field == Field::Path("kernels_from".into()))
-            .map(|p| p.message.render(&|f| f.to_string()))
-            .collect()
-    }
-
-    #[test]
-    fn kernels_from_must_name_another_hardware() {
-        let mut hw = h100();
-        assert!(kernels_from_problems(&hw).is_empty());
-        hw.kernels_from = Some("h200".into());
-        assert!(kernels_from_problems(&hw).is_empty());
-        hw.kernels_from = Some("h100".into());
-        let p = kernels_from_problems(&hw);
-        assert_eq!(p.len(), 1, "{p:?}");
-        assert!(
-            p[0].contains("cannot carry kernel fits from itself"),
-            "{p:?}"
-        );
-        hw.kernels_from = Some("  ".into());
-        let p = kernels_from_problems(&hw);
-        assert_eq!(p.len(), 1, "{p:?}");
-        assert!(p[0].contains("must name a hardware"), "{p:?}");
-    }
-}
-
 /// Largest layer count a model may have: sixteen times the deepest shipped (61).
 pub const MAX_LAYERS: u32 = 1024;
 
@@ -519,5 +483,41 @@ fn mtp_problems(mtp: &Mtp, p: &mut Vec<Problem>) {
                 mtp.draft_tokens
             ),
         ));
+    }
+}
+
+#[cfg(test)]
+mod hardware_tests {
+    use super::*;
+
+    fn h100() -> Hardware {
+        toml::from_str(include_str!("../../scenarios/hardware/h100.toml")).unwrap()
+    }
+
+    fn kernels_from_problems(hw: &Hardware) -> Vec<String> {
+        hardware(hw)
+            .iter()
+            .filter(|p| p.field == Field::Path("kernels_from".into()))
+            .map(|p| p.message.render(&|f| f.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn kernels_from_must_name_another_hardware() {
+        let mut hw = h100();
+        assert!(kernels_from_problems(&hw).is_empty());
+        hw.kernels_from = Some("h200".into());
+        assert!(kernels_from_problems(&hw).is_empty());
+        hw.kernels_from = Some("h100".into());
+        let p = kernels_from_problems(&hw);
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(
+            p[0].contains("cannot carry kernel fits from itself"),
+            "{p:?}"
+        );
+        hw.kernels_from = Some("  ".into());
+        let p = kernels_from_problems(&hw);
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(p[0].contains("must name a hardware"), "{p:?}");
     }
 }
