@@ -479,3 +479,92 @@ fn blocks_split_into_commands_and_a_not_run_mark_needs_its_line() {
     assert_eq!(blocks[1].examples[1].expected, vec!["dense"]);
     assert_eq!(blocks[1].examples[1].line, 11);
 }
+
+/// The fenced block after `marker` in `text`, without its fences.
+fn block_after(text: &str, marker: &str) -> String {
+    let rest = &text[text.find(marker).expect("the marker") + marker.len()..];
+    let start = rest
+        .find("```toml\n")
+        .expect("a toml block after the marker")
+        + 8;
+    let end = rest[start..].find("```").expect("the block's end");
+    rest[start..start + end].to_string()
+}
+
+/// Every field path of a TOML document (tables and leaves), `provenance` left out.
+fn field_paths(prefix: &str, v: &toml::Value, out: &mut Vec<String>) {
+    if let toml::Value::Table(t) = v {
+        for (k, x) in t {
+            let p = if prefix.is_empty() {
+                k.clone()
+            } else {
+                format!("{prefix}.{k}")
+            };
+            if p != "provenance" {
+                field_paths(&p, x, out);
+            }
+        }
+    }
+    if !prefix.is_empty() && !matches!(v, toml::Value::Table(_)) {
+        out.push(prefix.to_string());
+    }
+}
+
+#[test]
+fn the_adding_hardware_example_file_loads_and_every_field_is_explained() {
+    let root = repo_root();
+    let doc = std::fs::read_to_string(root.join("docs/adding-hardware.md")).unwrap();
+    let example = block_after(&doc, "<!-- example hardware file -->");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("h100-pcie.toml");
+    std::fs::write(&path, &example).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_twin"))
+        .args(["forward", "--model", "tiny-moe", "--hardware"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.lines().any(|l| l
+            == "kernel fits: carried from h100 by datasheet ratio (no public kernel benchmark of h100-pcie)"),
+        "{text}"
+    );
+    // Every field of the example, of a file with FP4 and fits, and the optional
+    // tables has a row of the field table.
+    let mut fields = Vec::new();
+    for text in [
+        example.clone(),
+        std::fs::read_to_string(root.join("scenarios/hardware/b200.toml")).unwrap(),
+    ] {
+        let v: toml::Value = toml::from_str(&text).unwrap();
+        field_paths("", &v, &mut fields);
+    }
+    fields.retain(|f| !f.starts_with("cost.") || f == "cost.spread");
+    fields.extend([
+        "cost".to_string(),
+        "cost.spread".into(),
+        "provenance".into(),
+    ]);
+    for f in &fields {
+        assert!(
+            doc.contains(&format!("| `{f}` |")),
+            "docs/adding-hardware.md has no row for `{f}`"
+        );
+    }
+    // And every provenance line of the example starts with a kind.
+    let v: toml::Value = toml::from_str(&example).unwrap();
+    for (k, p) in v["provenance"].as_table().unwrap() {
+        let p = p.as_str().unwrap();
+        assert!(
+            ["published:", "secondary:", "derived:", "assumed:"]
+                .iter()
+                .any(|kind| p.starts_with(kind)),
+            "{k}: {p}"
+        );
+    }
+}

@@ -137,6 +137,7 @@ pub fn hardware(hw: &Hardware) -> Vec<Problem> {
             ));
         }
     }
+    kernels_from(&mut p, hw);
     let mut params = crate::cost::CostParams::default();
     for (k, v) in &hw.cost {
         if let Err(e) = params.set(k, *v) {
@@ -149,6 +150,27 @@ pub fn hardware(hw: &Hardware) -> Vec<Problem> {
         }
     }
     p
+}
+
+/// `kernels_from`, when given: the name of another hardware (whether it exists, and
+/// that it does not carry in turn, is the loader's check).
+fn kernels_from(p: &mut Vec<Problem>, hw: &Hardware) {
+    if let Some(src) = &hw.kernels_from {
+        if src.trim().is_empty() {
+            p.push(Problem::new(
+                "kernels_from",
+                "must name a hardware whose kernel fits to carry (e.g. \"h100\"), or be left out",
+            ));
+        } else if *src == hw.name {
+            p.push(Problem::new(
+                "kernels_from",
+                format!(
+                    "names this hardware itself (`{}`); a hardware cannot carry kernel fits from itself",
+                    hw.name
+                ),
+            ));
+        }
+    }
 }
 
 /// Largest layer count a model may have: sixteen times the deepest shipped (61).
@@ -461,5 +483,41 @@ fn mtp_problems(mtp: &Mtp, p: &mut Vec<Problem>) {
                 mtp.draft_tokens
             ),
         ));
+    }
+}
+
+#[cfg(test)]
+mod hardware_tests {
+    use super::*;
+
+    fn h100() -> Hardware {
+        toml::from_str(include_str!("../../scenarios/hardware/h100.toml")).unwrap()
+    }
+
+    fn kernels_from_problems(hw: &Hardware) -> Vec<String> {
+        hardware(hw)
+            .iter()
+            .filter(|p| p.field == Field::Path("kernels_from".into()))
+            .map(|p| p.message.render(&|f| f.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn kernels_from_must_name_another_hardware() {
+        let mut hw = h100();
+        assert!(kernels_from_problems(&hw).is_empty());
+        hw.kernels_from = Some("h200".into());
+        assert!(kernels_from_problems(&hw).is_empty());
+        hw.kernels_from = Some("h100".into());
+        let p = kernels_from_problems(&hw);
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(
+            p[0].contains("cannot carry kernel fits from itself"),
+            "{p:?}"
+        );
+        hw.kernels_from = Some("  ".into());
+        let p = kernels_from_problems(&hw);
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(p[0].contains("must name a hardware"), "{p:?}");
     }
 }

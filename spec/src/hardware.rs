@@ -26,6 +26,13 @@ pub struct Hardware {
     /// All-in power per GPU (GPU, its share of CPU, network, cooling), watts.
     pub power_w: f64,
     pub price: Price,
+    /// The hardware whose kernel fits this one carries: every `[cost]` and
+    /// `[cost.spread]` key this file does not set is taken from that hardware's file at
+    /// load (with a `carried:` provenance), as the same fractions of this hardware's own
+    /// datasheet peaks. For a GPU without public kernel benchmarks of its own; it must
+    /// name a hardware that does not itself carry (no chains).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernels_from: Option<String>,
     /// Engine cost parameters as seen on this hardware, overriding the analytic defaults
     /// (keys as in `CostParams::set`, e.g. `step_fixed_decode_s`, `moe.mem_eff`), and
     /// their spread (`[cost.spread]`).

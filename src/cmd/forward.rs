@@ -272,6 +272,7 @@ pub fn run(args: &ForwardArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         let mut text = render(&f);
+        crate::text::kernel_source::push_line(&mut text, &args.hardware, &args.set)?;
         if args.in_situ_layer {
             let two_batch = f.result.total.timeline.is_some();
             crate::text::in_situ::render_layer(&mut text, &f.result.total.in_situ, two_batch);

@@ -36,6 +36,8 @@ pub fn cost_params(
     }
     let mut source = if hardware.cost.is_empty() {
         params.source.clone()
+    } else if let Some(from) = &hardware.kernels_from {
+        carried_source(hardware, from)
     } else {
         format!(
             "analytic defaults + {} fitted cost parameters of {}",
@@ -67,4 +69,27 @@ pub fn cost_params(
     }
     params.source = source;
     Ok(params)
+}
+
+/// The cost source of a hardware that carries kernel fits: how many parameters came
+/// from `from` (their provenance says `carried:`), and how many the file sets itself.
+fn carried_source(hardware: &Hardware, from: &str) -> String {
+    let carried = hardware
+        .cost
+        .keys()
+        .filter(|k| {
+            hardware
+                .provenance
+                .get(&format!("cost.{k}"))
+                .is_some_and(|p| p.starts_with("carried:"))
+        })
+        .count();
+    let own = hardware.cost.len() - carried;
+    let mut s = format!(
+        "analytic defaults + {carried} cost parameters carried from {from} by datasheet ratio"
+    );
+    if own > 0 {
+        s.push_str(&format!(" + {own} set in {}", hardware.name));
+    }
+    s
 }

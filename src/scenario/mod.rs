@@ -8,6 +8,7 @@ use sim::validate::{Field, Problem};
 use sim::{Hardware, Model};
 use std::fmt::Write as _;
 
+mod carry;
 mod cost;
 mod deser;
 pub mod hf;
@@ -459,11 +460,15 @@ pub fn parse_with_sets<T: DeserializeOwned>(origin: &str, text: &str, sets: &[Se
     parse_located(origin, text, sets).map(|p| p.value)
 }
 
+/// A hardware file by embedded name or path, with `sets` applied, checked, and with
+/// the kernel fits of its `kernels_from` hardware carried in (`carry`).
 pub fn load_hardware(name_or_path: &str, sets: &[Set]) -> Result<Hardware> {
     let (origin, text) = resolve(Kind::Hardware, name_or_path)?;
     let parsed = parse_located::<Hardware>(&origin, &text, sets)?;
     let problems = sim::validate::hardware(&parsed.value);
-    parsed.check(problems)
+    let mut hardware = parsed.check(problems)?;
+    carry::kernel_fits(&mut hardware, &origin)?;
+    Ok(hardware)
 }
 
 pub fn load_model(name_or_path: &str, sets: &[Set]) -> Result<Model> {

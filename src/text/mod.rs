@@ -2,6 +2,7 @@
 //! the report of the same result say them the same way.
 
 pub mod in_situ;
+pub mod kernel_source;
 pub mod plan;
 pub mod vllm;
 

@@ -1,0 +1,312 @@
+//! The hardware users plan for (A100, H20, MI300X, MI325X, MI355X, B300): each loads and
+//! validates, carries its kernel fits from the hardware its `kernels_from` names (and
+//! says so once in `twin forward`), and prices a memory-bound kernel by its own
+//! datasheet bandwidth.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+
+/// The six files of issue 20 part 5, with the hardware each carries its fits from.
+const NEW: [(&str, &str); 6] = [
+    ("a100", "h100"),
+    ("h20", "h100"),
+    ("mi300x", "h100"),
+    ("mi325x", "h100"),
+    ("mi355x", "b200"),
+    ("b300", "b200"),
+];
+
+fn raw(name: &str) -> toml::Value {
+    let path = repo().join(format!("scenarios/hardware/{name}.toml"));
+    toml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// `twin forward --json` on `hardware` (a small decode step of the default model).
+fn forward_json(hardware: &str, extra: &[&str]) -> Value {
+    let mut args = vec!["forward", "--hardware", hardware, "--json", "--no-band"];
+    args.extend_from_slice(extra);
+    json(&twin(&args))
+}
+
+#[test]
+fn every_new_hardware_is_listed_and_forward_prices_it_naming_the_carry_once() {
+    let list = twin(&["list"]);
+    assert!(list.status.success(), "{}", stderr(&list));
+    let listed = stdout(&list);
+    for (name, from) in NEW {
+        assert!(listed.contains(name), "`twin list` lacks {name}:\n{listed}");
+        let o = twin(&["forward", "--hardware", name]);
+        assert!(o.status.success(), "forward on {name}: {}", stderr(&o));
+        let text = stdout(&o);
+        let line = format!(
+            "kernel fits: carried from {from} by datasheet ratio (no public kernel benchmark of {name})"
+        );
+        assert_eq!(
+            text.lines()
+                .filter(|l| l.starts_with("kernel fits:"))
+                .count(),
+            1,
+            "{name}:\n{text}"
+        );
+        assert!(
+            text.lines().any(|l| l == line),
+            "{name} lacks `{line}`:\n{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "cost parameters carried from {from} by datasheet ratio"
+            )),
+            "{name}: the cost-model line names the carry:\n{text}"
+        );
+    }
+}
+
+#[test]
+fn hardware_with_its_own_fits_prints_no_kernel_fits_line() {
+    for name in ["h100", "gb300", "b200", "cpu-host"] {
+        let o = twin(&["forward", "--hardware", name, "--model", "tiny-moe"]);
+        assert!(o.status.success(), "forward on {name}: {}", stderr(&o));
+        assert!(
+            !stdout(&o).contains("kernel fits:"),
+            "{name}:\n{}",
+            stdout(&o)
+        );
+    }
+}
+
+#[test]
+fn a_file_without_cost_and_kernels_from_says_it_prices_at_the_defaults() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(repo().join("scenarios/hardware/cpu-host.toml"))
+        .unwrap()
+        .replace("name = \"cpu-host\"", "name = \"bare\"");
+    let path = dir.path().join("bare.toml");
+    std::fs::write(&path, text).unwrap();
+    let o = twin(&[
+        "forward",
+        "--hardware",
+        path.to_str().unwrap(),
+        "--model",
+        "tiny-moe",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let lines: Vec<String> = stdout(&o)
+        .lines()
+        .filter(|l| l.starts_with("kernel fits:"))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(
+        lines,
+        ["kernel fits: built-in defaults (no [cost] table and no kernels_from in bare)"]
+    );
+}
+
+/// The `[cost]` of `twin forward --json`'s cost model is not printed; the carried
+/// values show in a `--set`-free comparison: a carried hardware prices every op with
+/// the source's efficiencies, so an op bound by memory scales by bandwidth alone.
+#[test]
+fn a_carried_key_has_the_sources_value_and_a_key_set_in_the_file_wins() {
+    // Carried: mi300x sets no [cost], so its attention.mem_eff is h100's 0.90222; a
+    // decode attention kernel bound by memory reads the same bytes on both.
+    let k = |hw: &str, extra: &[&str]| -> Value {
+        let mut args = vec![
+            "kernel",
+            "attention",
+            "--hardware",
+            hw,
+            "--kind",
+            "dense-decode",
+            "--batch",
+            "128",
+            "--heads",
+            "16",
+            "--q-tokens",
+            "1",
+            "--context",
+            "8192",
+            "--dqk",
+            "576",
+            "--dv",
+            "512",
+            "--kv-bytes",
+            "1152",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        json(&twin(&args))
+    };
+    let h100 = k("h100", &[]);
+    let mi = k("mi300x", &[]);
+    assert_eq!(h100["bound"], "memory");
+    assert_eq!(mi["bound"], "memory");
+    let m_h100 = h100["memory_us"].as_f64().unwrap();
+    let m_mi = mi["memory_us"].as_f64().unwrap();
+    // By hand: memory time = bytes / (HBM bandwidth x attention.mem_eff), the bytes
+    // the same on both GPUs and mem_eff carried, so the ratio is 3.35 / 5.3.
+    let want = 3.35e12 / 5.3e12;
+    assert!(
+        (m_mi / m_h100 - want).abs() < 1e-9,
+        "mi300x/h100 memory time {} against {want}",
+        m_mi / m_h100
+    );
+    // And the bytes: 128 requests x 8192 entries x 1152 bytes of KV (plus the small
+    // query reads) at 5.3 TB/s x 0.90222.
+    let kv_us = 128.0 * 8192.0 * 1152.0 / (5.3e12 * 0.90222) * 1e6;
+    assert!(
+        m_mi >= kv_us && m_mi < kv_us * 1.01,
+        "mi300x memory {m_mi} us against the KV read alone {kv_us} us"
+    );
+    // A key the file sets wins over the carried one.
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(repo().join("scenarios/hardware/mi300x.toml"))
+        .unwrap()
+        .replace(
+            "[provenance]",
+            "[cost]\n\"attention.mem_eff\" = 0.5\n\n[provenance]",
+        )
+        .replace(
+            "[provenance]\n",
+            "[provenance]\n\"cost.attention.mem_eff\" = \"assumed: a test's own value\"\n",
+        );
+    let path = dir.path().join("mi300x-own.toml");
+    std::fs::write(&path, text).unwrap();
+    let own = k(path.to_str().unwrap(), &[]);
+    let m_own = own["memory_us"].as_f64().unwrap();
+    assert!(
+        (m_own / m_mi - 0.90222 / 0.5).abs() < 1e-9,
+        "own mem_eff 0.5 against carried 0.90222: {m_own} vs {m_mi}"
+    );
+    let o = twin(&["forward", "--hardware", path.to_str().unwrap()]);
+    let text = stdout(&o);
+    assert!(
+        text.contains("(no public kernel benchmark of mi300x); 1 cost keys set in mi300x itself"),
+        "{text}"
+    );
+}
+
+#[test]
+fn every_new_file_gives_every_field_a_source_and_names_its_kernels_from() {
+    for (name, from) in NEW {
+        let doc = raw(name);
+        assert_eq!(doc["name"].as_str(), Some(name));
+        assert_eq!(doc["kernels_from"].as_str(), Some(from), "{name}");
+        let prov = doc["provenance"].as_table().unwrap();
+        let why = prov["kernels_from"].as_str().unwrap();
+        assert!(why.starts_with("assumed: "), "{name}: {why}");
+        // The files set no [cost] of their own: every fit is carried, none inherited
+        // silently.
+        assert!(doc.get("cost").is_none(), "{name} has its own [cost]");
+        assert!(
+            prov.keys().all(|k| !k.starts_with("cost.")),
+            "{name}: provenance of a cost key it does not set"
+        );
+    }
+    // AMD files say that no AMD kernel table exists.
+    for name in ["mi300x", "mi325x", "mi355x"] {
+        let why = raw(name)["provenance"]["kernels_from"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(why.contains("No AMD kernel table exists"), "{name}: {why}");
+    }
+    // FP4 only where the GPU has it; the A100's FP8 is its BF16 rate (no FP8 cores).
+    for (name, fp4) in [
+        ("a100", false),
+        ("h20", false),
+        ("mi300x", false),
+        ("mi325x", false),
+        ("mi355x", true),
+        ("b300", true),
+    ] {
+        assert_eq!(
+            raw(name)["tensor"].get("fp4_flops_per_s").is_some(),
+            fp4,
+            "{name}"
+        );
+    }
+    let a100 = raw("a100");
+    assert_eq!(
+        a100["tensor"]["fp8_flops_per_s"].as_float(),
+        a100["tensor"]["bf16_flops_per_s"].as_float()
+    );
+}
+
+#[test]
+fn the_forward_json_of_a_carried_hardware_prices_the_datasheet_it_names() {
+    // The same decode step on mi300x and mi325x (the same die, carried from the same
+    // h100 fits): the second has more bandwidth, so the step is no slower.
+    let a = forward_json("mi300x", &[]);
+    let b = forward_json("mi325x", &[]);
+    let step = |v: &Value| v["step_ms"].as_f64().unwrap();
+    assert!(step(&b) <= step(&a), "{} vs {}", step(&b), step(&a));
+    assert!(a["cost_model"]
+        .as_str()
+        .unwrap()
+        .contains("carried from h100 by datasheet ratio"));
+    // The in-situ terms are h100's, carried, and say where they come from.
+    assert!(
+        a["in_situ"]
+            .as_str()
+            .unwrap()
+            .contains("carried: from h100"),
+        "{}",
+        a["in_situ"]
+    );
+}
+
+#[test]
+fn unknown_and_self_kernels_from_are_refused_clearly() {
+    fails_with(
+        &[
+            "forward",
+            "--hardware",
+            "mi300x",
+            "--set",
+            "hardware.kernels_from=h1000",
+        ],
+        &[
+            "kernels_from = \"h1000\"",
+            "unknown hardware `h1000`",
+            "known:",
+            "h100",
+        ],
+    );
+    fails_with(
+        &[
+            "forward",
+            "--hardware",
+            "mi300x",
+            "--set",
+            "hardware.kernels_from=mi300x",
+        ],
+        &["kernels_from", "cannot carry kernel fits from itself"],
+    );
+    // A chain: a100 carries from h100; naming a100 is refused with the way out.
+    fails_with(
+        &[
+            "forward",
+            "--hardware",
+            "mi300x",
+            "--set",
+            "hardware.kernels_from=a100",
+        ],
+        &[
+            "a100 itself carries kernel fits from h100",
+            "chains are refused",
+            "kernels_from = \"h100\"",
+        ],
+    );
+    // A source with no fits to carry.
+    fails_with(
+        &[
+            "forward",
+            "--hardware",
+            "mi300x",
+            "--set",
+            "hardware.kernels_from=cpu-host",
+        ],
+        &["cpu-host has no [cost] table", "gb300"],
+    );
+}
