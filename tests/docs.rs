@@ -568,3 +568,52 @@ fn the_adding_hardware_example_file_loads_and_every_field_is_explained() {
         );
     }
 }
+
+#[test]
+fn the_adding_a_model_examples_load_and_every_field_is_explained() {
+    let root = repo_root();
+    let doc = std::fs::read_to_string(root.join("docs/adding-a-model.md")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut fields = Vec::new();
+    // (marker, total parameters in billions by hand, KV bytes per token by hand).
+    // GQA: embedding and head 2 x 128,256 x 4096 = 1.051B; per layer q and o 2 x 4096^2,
+    // K/V 4096 x 2048, FFN 3 x 4096 x 14,336: 218.1M x 32 = 6.979B; 8.030B in all.
+    // MLA: 671.0B (DeepSeek-V3's count, README of deepseek-ai/DeepSeek-V3).
+    for (marker, total_b, kv) in [
+        ("<!-- example GQA model file -->", 8.030, 131_072.0),
+        ("<!-- example MLA model file -->", 671.0, 35_136.0),
+    ] {
+        let example = block_after(&doc, marker);
+        let path = dir.path().join("model.toml");
+        std::fs::write(&path, &example).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_twin"))
+            .args(["model", "show", "--json"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{marker}: {}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let total = v["total_params"].as_f64().unwrap() / 1e9;
+        assert!((total - total_b).abs() < 0.005 * total_b, "{marker}: {total}B");
+        assert_eq!(v["kv_bytes_per_token"].as_f64().unwrap(), kv, "{marker}");
+        let out = Command::new(env!("CARGO_BIN_EXE_twin"))
+            .args(["forward", "--hardware", "h200", "--tp", "8", "--model"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{marker}: {}", String::from_utf8_lossy(&out.stderr));
+        field_paths("", &toml::from_str(&example).unwrap(), &mut fields);
+    }
+    // And every field any shipped model uses, and those left out at their defaults.
+    for entry in std::fs::read_dir(root.join("scenarios/models")).unwrap().flatten() {
+        let text = std::fs::read_to_string(entry.path()).unwrap();
+        field_paths("", &toml::from_str(&text).unwrap(), &mut fields);
+    }
+    fields.extend(["tied_embeddings".to_string(), "moe.balanced".into(), "provenance".into()]);
+    for f in &fields {
+        assert!(
+            doc.contains(&format!("| `{f}` |")),
+            "docs/adding-a-model.md has no row for `{f}`"
+        );
+    }
+}

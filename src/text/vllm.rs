@@ -22,7 +22,7 @@ pub struct PoolCommand {
 
 /// The command lines of `c` serving `model` (the model file's name; replace `$MODEL`
 /// with its Hugging Face id or a local path).
-pub fn commands(c: &Candidate) -> Vec<PoolCommand> {
+pub fn commands(c: &Candidate, moe: bool) -> Vec<PoolCommand> {
     let kv = r#"--kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'"#;
     let spec = |k: u32| {
         if k == 0 {
@@ -40,15 +40,20 @@ pub fn commands(c: &Candidate) -> Vec<PoolCommand> {
             format!(" --enable-eplb --num-redundant-experts {r}")
         }
     };
-    // A DEP group: data-parallel attention with experts spread over it; a TP replica:
-    // every layer split over its GPUs.
+    // A DEP group: data-parallel attention with experts spread over it (a dense model:
+    // data-parallel replicas); a TP replica: every layer split over its GPUs; one GPU:
+    // no parallel flags.
+    let ep = if moe { " --enable-expert-parallel" } else { "" };
     let layout = |p: &sim::plan::PoolChoice| {
         if p.tp > 1 {
             format!("--tensor-parallel-size {}", p.tp)
+        } else if p.dep > 1 {
+            format!("--data-parallel-size {}{ep}", p.dep)
         } else {
-            format!("--data-parallel-size {} --enable-expert-parallel", p.dep)
+            String::new()
         }
     };
+    let lead = |f: String| if f.is_empty() { f } else { format!(" {f}") };
     let mut out = Vec::new();
     if let Some(p) = &c.prefill {
         out.push(PoolCommand {
@@ -56,8 +61,8 @@ pub fn commands(c: &Candidate) -> Vec<PoolCommand> {
             instances: p.instances,
             gpus_per_instance: p.dep * p.tp.max(1),
             command: format!(
-                "vllm serve \"$MODEL\" {} --max-num-batched-tokens {}{} {kv}",
-                layout(p),
+                "vllm serve \"$MODEL\"{} --max-num-batched-tokens {}{} {kv}",
+                lead(layout(p)),
                 p.chunk_tokens_per_rank,
                 eplb(p.redundant_experts)
             ),
@@ -77,8 +82,8 @@ pub fn commands(c: &Candidate) -> Vec<PoolCommand> {
         instances: d.instances,
         gpus_per_instance: d.dep * d.tp.max(1),
         command: format!(
-            "vllm serve \"$MODEL\" {} --max-num-seqs {} --max-num-batched-tokens {tokens}{}{}{kv}",
-            layout(d),
+            "vllm serve \"$MODEL\"{} --max-num-seqs {} --max-num-batched-tokens {tokens}{}{}{kv}",
+            lead(layout(d)),
             d.max_batch_per_rank,
             eplb(d.redundant_experts),
             spec(c.mtp_draft_tokens)
@@ -110,7 +115,7 @@ mod tests {
             mtp_draft_tokens: 3,
             load_scale: 1.0,
         };
-        let v = commands(&c);
+        let v = commands(&c, true);
         assert_eq!(
             (v[0].role.as_str(), v[0].instances, v[0].gpus_per_instance),
             ("prefill", 20, 2)
@@ -131,11 +136,43 @@ mod tests {
         let mut tp = c.clone();
         tp.decode.dep = 1;
         tp.decode.tp = 8;
-        let v = commands(&tp);
+        let v = commands(&tp, true);
         assert_eq!(v[1].gpus_per_instance, 8);
         assert!(v[1]
             .command
             .contains("--tensor-parallel-size 8 --max-num-seqs 128"));
         assert!(!v[1].command.contains("--data-parallel-size"));
+    }
+
+    #[test]
+    fn dense_models_get_no_expert_flags_and_one_gpu_no_parallel_flags() {
+        let pool = |dep, tp| PoolChoice {
+            hardware: "h100".into(),
+            instances: 8 / (dep * tp),
+            dep,
+            tp,
+            redundant_experts: 0,
+            max_batch_per_rank: 256,
+            chunk_tokens_per_rank: 8192,
+        };
+        let c = |dep, tp| Candidate {
+            mode: Mode::Aggregated,
+            prefill: None,
+            decode: pool(dep, tp),
+            mtp_draft_tokens: 0,
+            load_scale: 1.0,
+        };
+        // Eight one-GPU replicas: no parallel flags at all.
+        let v = commands(&c(1, 1), false);
+        assert_eq!((v[0].role.as_str(), v[0].instances, v[0].gpus_per_instance), ("aggregated", 8, 1));
+        assert!(v[0].command.starts_with("vllm serve \"$MODEL\" --max-num-seqs 256"), "{}", v[0].command);
+        // A dense model's data parallelism has no experts to spread.
+        let v = commands(&c(2, 1), false);
+        assert!(v[0].command.contains("--data-parallel-size 2 --max-num-seqs"), "{}", v[0].command);
+        assert!(!v[0].command.contains("expert"));
+        // A MoE model's does.
+        let v = commands(&c(2, 1), true);
+        assert!(v[0].command.contains("--data-parallel-size 2 --enable-expert-parallel"));
+        assert!(!v[0].command.contains("NixlConnector"));
     }
 }

@@ -438,6 +438,10 @@ pub struct Header {
     pub version: String,
     pub scenario: String,
     pub model: String,
+    /// The model routes tokens to experts (its vLLM lines enable expert parallelism).
+    /// Left out of the JSON when true, so MoE grids keep their hash.
+    #[serde(default = "crate::serde_defaults::yes", skip_serializing_if = "is_true")]
+    pub moe: bool,
     pub workload: String,
     pub seed: u64,
     /// Seeds each simulated candidate runs (`seed` and the next ones); its figures are
@@ -475,6 +479,10 @@ impl Header {
         let json = serde_json::to_string(&h).unwrap_or_default();
         format!("{:016x}", fnv1a64(json.as_bytes()))
     }
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 /// Everything that can go wrong in planning.

@@ -299,6 +299,7 @@ fn header(slo: Slo) -> Header {
         version: "test".into(),
         scenario: "s".into(),
         model: "m".into(),
+        moe: true,
         workload: "w".into(),
         seed: 1,
         seeds: 1,

@@ -368,6 +368,7 @@ fn header_of(
         version: env!("CARGO_PKG_VERSION").to_string(),
         scenario: base.scenario_origin.clone(),
         model: base.model.name.clone(),
+        moe: base.model.moe.is_some(),
         workload: base.workload.name.clone(),
         seed: base.seed,
         seeds: run.seeds,

@@ -92,7 +92,7 @@ pub fn to_json(o: &Outcome) -> Value {
             "throughput_tok_s_per_gpu": b.report.as_ref().map(|r| r.throughput_tok_s_per_gpu),
             "finance": b.finance,
             "estimate": b.estimate,
-            "vllm": vllm::commands(&b.candidate),
+            "vllm": vllm::commands(&b.candidate, o.header.moe),
         },
         "frontier": o.frontier.iter().map(|&i| point(&o.records[i], o.feasible(i), &o.header.slo)).collect::<Vec<_>>(),
         "simulated": simulated,
@@ -115,7 +115,7 @@ pub fn text(o: &Outcome) -> String {
     if let Some(day) = curve_of(o) {
         write_day(&mut s, o.header.curve_peak, &day);
     }
-    write_vllm(&mut s, &o.header.model, best);
+    write_vllm(&mut s, &o.header.model, o.header.moe, best);
     s
 }
 
@@ -316,14 +316,14 @@ fn write_day(s: &mut String, curve_peak: f64, day: &CurveFinance) {
 }
 
 /// The best configuration's `vllm serve` command lines.
-fn write_vllm(s: &mut String, model: &str, best: &Record) {
+fn write_vllm(s: &mut String, model: &str, moe: bool, best: &Record) {
     let _ = writeln!(s);
     let _ = writeln!(
         s,
         "vLLM starting point (MODEL = the Hugging Face id or path of {}; flags as vLLM documents them, check against your version):",
         model
     );
-    for p in vllm::commands(&best.candidate) {
+    for p in vllm::commands(&best.candidate, moe) {
         let _ = writeln!(
             s,
             "  # {}: {} instance{} of {} GPUs",

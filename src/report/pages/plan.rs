@@ -69,7 +69,7 @@ pub fn plan(o: &Outcome, dir: &str, force: bool) -> Result<String> {
             .push(day_section(header.curve_peak, &day, best)?);
     }
     page.sections.push(not_simulated_section(o));
-    page.sections.push(vllm_section(best));
+    page.sections.push(vllm_section(best, o.header.moe));
     page.summary = json!(simulated
         .iter()
         .filter_map(|&i| record_summary(o, i))
@@ -377,9 +377,9 @@ fn not_simulated_section(o: &Outcome) -> Section {
 }
 
 /// The best configuration's `vllm serve` command lines.
-fn vllm_section(best: &Record) -> Section {
+fn vllm_section(best: &Record, moe: bool) -> Section {
     let mut section = Section::new("vllm", "A starting point for deployment", "vLLM command lines for the best configuration (MODEL: the model's Hugging Face id or path). They carry the planned sizes; check the flags against the vLLM version you deploy, then tune.");
-    for p in vllm::commands(&best.candidate) {
+    for p in vllm::commands(&best.candidate, moe) {
         section.pre.push(format!(
             "# {}: {} instance(s) of {} GPUs\n{}",
             p.role, p.instances, p.gpus_per_instance, p.command
