@@ -591,25 +591,43 @@ fn the_adding_a_model_examples_load_and_every_field_is_explained() {
             .arg(&path)
             .output()
             .unwrap();
-        assert!(out.status.success(), "{marker}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{marker}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         let total = v["total_params"].as_f64().unwrap() / 1e9;
-        assert!((total - total_b).abs() < 0.005 * total_b, "{marker}: {total}B");
+        assert!(
+            (total - total_b).abs() < 0.005 * total_b,
+            "{marker}: {total}B"
+        );
         assert_eq!(v["kv_bytes_per_token"].as_f64().unwrap(), kv, "{marker}");
         let out = Command::new(env!("CARGO_BIN_EXE_twin"))
             .args(["forward", "--hardware", "h200", "--tp", "8", "--model"])
             .arg(&path)
             .output()
             .unwrap();
-        assert!(out.status.success(), "{marker}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{marker}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         field_paths("", &toml::from_str(&example).unwrap(), &mut fields);
     }
     // And every field any shipped model uses, and those left out at their defaults.
-    for entry in std::fs::read_dir(root.join("scenarios/models")).unwrap().flatten() {
+    for entry in std::fs::read_dir(root.join("scenarios/models"))
+        .unwrap()
+        .flatten()
+    {
         let text = std::fs::read_to_string(entry.path()).unwrap();
         field_paths("", &toml::from_str(&text).unwrap(), &mut fields);
     }
-    fields.extend(["tied_embeddings".to_string(), "moe.balanced".into(), "provenance".into()]);
+    fields.extend([
+        "tied_embeddings".to_string(),
+        "moe.balanced".into(),
+        "provenance".into(),
+    ]);
     for f in &fields {
         assert!(
             doc.contains(&format!("| `{f}` |")),

@@ -24,14 +24,29 @@ fn import_writes_a_file_that_prices_as_the_config_itself() {
     let (_, e) = runs(&["model", "import", &cfg, "--out", out_s]);
     assert!(e.contains("wrote"), "{e}");
     // The file is kept unless --force.
-    refused(&["model", "import", &cfg, "--out", out_s], &["exists; give --force"]);
+    refused(
+        &["model", "import", &cfg, "--out", out_s],
+        &["exists; give --force"],
+    );
     let step = |model: &str| {
         let o = twin(&[
-            "forward", "--hardware", "h100", "--model", model, "--tp", "8", "--expert-parallel",
-            "--batch-per-rank", "32", "--context", "4096", "--json", "--no-band",
+            "forward",
+            "--hardware",
+            "h100",
+            "--model",
+            model,
+            "--tp",
+            "8",
+            "--expert-parallel",
+            "--batch-per-rank",
+            "32",
+            "--context",
+            "4096",
+            "--json",
+            "--no-band",
         ]);
         assert!(o.status.success(), "{}", err(&o));
-        (json(&o)["step_s"].as_f64().unwrap(), err(&o))
+        (json(&o)["step_ms"].as_f64().unwrap(), err(&o))
     };
     let (from_file, quiet) = step(out_s);
     let (from_config, note) = step(&cfg);
@@ -43,7 +58,14 @@ fn import_writes_a_file_that_prices_as_the_config_itself() {
 
 #[test]
 fn show_counts_parameters_weights_and_kv() {
-    let o = twin(&["model", "show", "llama-3.1-8b", "--kv-dtype", "fp8", "--json"]);
+    let o = twin(&[
+        "model",
+        "show",
+        "llama-3.1-8b",
+        "--kv-dtype",
+        "fp8",
+        "--json",
+    ]);
     assert!(o.status.success(), "{}", err(&o));
     let v = json(&o);
     // 8.03B (Meta's "8B"): embedding and head 2 x 128,256 x 4096 plus 32 layers of
@@ -54,24 +76,47 @@ fn show_counts_parameters_weights_and_kv() {
     // BF16 weights, no scales.
     assert_eq!(v["weight_bytes"].as_f64().unwrap(), 2.0 * by_hand);
     assert_eq!(v["kv_bytes_per_token"].as_f64().unwrap(), 131_072.0);
-    assert_eq!(v["kv_bytes_per_token_at"]["bytes"].as_f64().unwrap(), 65_536.0);
+    assert_eq!(
+        v["kv_bytes_per_token_at"]["bytes"].as_f64().unwrap(),
+        65_536.0
+    );
     let text = stdout(&twin(&["model", "show", "mixtral-8x7b"]));
-    assert!(text.contains("46.70B total, 12.88B active per token"), "{text}");
-    assert!(text.contains("layers: 32 (32 x full attention + MoE FFN)"), "{text}");
+    assert!(
+        text.contains("46.70B total, 12.88B active per token"),
+        "{text}"
+    );
+    assert!(
+        text.contains("layers: 32 (32 x full attention + MoE FFN)"),
+        "{text}"
+    );
 }
 
 #[test]
 fn a_config_of_an_unknown_architecture_is_refused_with_what_twin_reads() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("config.json");
-    std::fs::write(&p, r#"{"architectures": ["MambaForCausalLM"], "hidden_size": 768}"#).unwrap();
+    std::fs::write(
+        &p,
+        r#"{"architectures": ["MambaForCausalLM"], "hidden_size": 768}"#,
+    )
+    .unwrap();
     let p = p.to_str().unwrap();
     refused(
         &["model", "import", p],
-        &["MambaForCausalLM is not one twin imports", "supported: DeepseekV3ForCausalLM", "docs/adding-a-model.md"],
+        &[
+            "MambaForCausalLM is not one twin imports",
+            "supported: DeepseekV3ForCausalLM",
+            "docs/adding-a-model.md",
+        ],
     );
-    refused(&["forward", "--model", p], &["MambaForCausalLM is not one twin imports"]);
-    refused(&["model", "import", "/nonexistent/config.json"], &["cannot read /nonexistent/config.json"]);
+    refused(
+        &["forward", "--model", p],
+        &["MambaForCausalLM is not one twin imports"],
+    );
+    refused(
+        &["model", "import", "/nonexistent/config.json"],
+        &["cannot read /nonexistent/config.json"],
+    );
 }
 
 #[test]
@@ -105,6 +150,10 @@ tp = 2
     let v = json(&o);
     // One instance of DEP1 x TP2: two GPUs, every request served.
     let pool = &v["pools"][0];
-    assert_eq!((pool["dep"].as_u64(), pool["gpus"].as_u64()), (Some(1), Some(2)), "{pool}");
+    assert_eq!(
+        (pool["dep"].as_u64(), pool["gpus"].as_u64()),
+        (Some(1), Some(2)),
+        "{pool}"
+    );
     assert!(v["requests_completed"].as_u64().unwrap() > 0);
 }

@@ -1383,7 +1383,10 @@ mod tests {
             } else {
                 matches(ours_active, active, ad)
             };
-            assert!(within, "{name}: active {ours_active:e} against {active}B ({source})");
+            assert!(
+                within,
+                "{name}: active {ours_active:e} against {active}B ({source})"
+            );
         }
     }
 
@@ -1662,11 +1665,25 @@ mod tests {
             r#", "sliding_window": 64, "use_sliding_window": false, "max_window_layers": 2"#,
         ));
         assert_eq!(off, vec![D; 4]);
-        assert_eq!(kinds(base("MistralForCausalLM", r#", "sliding_window": 64"#)), vec![W; 4]);
-        assert_eq!(kinds(base("MistralForCausalLM", r#", "sliding_window": null"#)), vec![D; 4]);
+        assert_eq!(
+            kinds(base("MistralForCausalLM", r#", "sliding_window": 64"#)),
+            vec![W; 4]
+        );
+        assert_eq!(
+            kinds(base("MistralForCausalLM", r#", "sliding_window": null"#)),
+            vec![D; 4]
+        );
         // Head width from hidden / heads when head_dim is absent: 64; KV 2 x 2 x 64 x 2 B.
-        let m = import("t/config.json", &base("Qwen2ForCausalLM", ""), &ImportOptions::default()).unwrap();
-        assert_eq!((m.attention.qk_head_dim, m.attention.kv_entry_bytes), (64, 512.0));
+        let m = import(
+            "t/config.json",
+            &base("Qwen2ForCausalLM", ""),
+            &ImportOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            (m.attention.qk_head_dim, m.attention.kv_entry_bytes),
+            (64, 512.0)
+        );
         // A layer_types list of the wrong length is refused.
         let e = import(
             "t/config.json",
@@ -1675,6 +1692,9 @@ mod tests {
         )
         .unwrap_err()
         .to_string();
-        assert!(e.contains("lists 1 layers but num_hidden_layers is 4"), "{e}");
+        assert!(
+            e.contains("lists 1 layers but num_hidden_layers is 4"),
+            "{e}"
+        );
     }
 }

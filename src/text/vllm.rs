@@ -164,15 +164,30 @@ mod tests {
         };
         // Eight one-GPU replicas: no parallel flags at all.
         let v = commands(&c(1, 1), false);
-        assert_eq!((v[0].role.as_str(), v[0].instances, v[0].gpus_per_instance), ("aggregated", 8, 1));
-        assert!(v[0].command.starts_with("vllm serve \"$MODEL\" --max-num-seqs 256"), "{}", v[0].command);
+        assert_eq!(
+            (v[0].role.as_str(), v[0].instances, v[0].gpus_per_instance),
+            ("aggregated", 8, 1)
+        );
+        assert!(
+            v[0].command
+                .starts_with("vllm serve \"$MODEL\" --max-num-seqs 256"),
+            "{}",
+            v[0].command
+        );
         // A dense model's data parallelism has no experts to spread.
         let v = commands(&c(2, 1), false);
-        assert!(v[0].command.contains("--data-parallel-size 2 --max-num-seqs"), "{}", v[0].command);
+        assert!(
+            v[0].command
+                .contains("--data-parallel-size 2 --max-num-seqs"),
+            "{}",
+            v[0].command
+        );
         assert!(!v[0].command.contains("expert"));
         // A MoE model's does.
         let v = commands(&c(2, 1), true);
-        assert!(v[0].command.contains("--data-parallel-size 2 --enable-expert-parallel"));
+        assert!(v[0]
+            .command
+            .contains("--data-parallel-size 2 --enable-expert-parallel"));
         assert!(!v[0].command.contains("NixlConnector"));
     }
 }

@@ -440,7 +440,10 @@ pub struct Header {
     pub model: String,
     /// The model routes tokens to experts (its vLLM lines enable expert parallelism).
     /// Left out of the JSON when true, so MoE grids keep their hash.
-    #[serde(default = "crate::serde_defaults::yes", skip_serializing_if = "is_true")]
+    #[serde(
+        default = "crate::serde_defaults::yes",
+        skip_serializing_if = "is_true"
+    )]
     pub moe: bool,
     pub workload: String,
     pub seed: u64,
