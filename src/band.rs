@@ -51,9 +51,18 @@ pub fn forward(prep: &Prepared) -> Result<Option<ForwardBand>> {
     Ok(Some(ForwardBand {
         step_ms: Band::of(&step),
         tokens_per_s_per_gpu: Band::of(&tps),
-        hardware: prep.hardware.name.clone(),
+        hardware: spread_source(&prep.hardware),
         unknown: prep.params.spread.unknown_classes(),
     }))
+}
+
+/// Whose kernel-fit spreads a band draws from: the hardware's own, or those it carries
+/// (`kernels_from`).
+fn spread_source(hw: &sim::Hardware) -> String {
+    match &hw.kernels_from {
+        Some(from) => format!("{from}, carried to {}", hw.name),
+        None => hw.name.clone(),
+    }
 }
 
 fn unknown_note(unknown: &[Class]) -> String {
@@ -187,7 +196,7 @@ pub fn simulate_args(
 ) -> Result<(Option<SimBand>, String)> {
     let (r, trace) = crate::scenario::resolve_with_trace(args)?;
     eprintln!("band: {n} simulations, one per draw of the cost parameters");
-    Ok((simulate(&r, &trace, n)?, r.hardware.name.clone()))
+    Ok((simulate(&r, &trace, n)?, spread_source(&r.hardware)))
 }
 
 /// The text of a simulation band (or the line saying none is known).

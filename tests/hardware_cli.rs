@@ -310,3 +310,23 @@ fn unknown_and_self_kernels_from_are_refused_clearly() {
         &["cpu-host has no [cost] table", "gb300"],
     );
 }
+
+/// The band of a GPU that carries its kernel fits says whose spreads it draws.
+#[test]
+fn a_carrying_gpu_band_names_whose_spreads_it_draws() {
+    let o = twin(&["forward", "--hardware", "mi300x"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(
+        text.lines().any(|l| l.starts_with("band p10-p90:")
+            && l.contains("(from kernel-fit spreads of h100, carried to mi300x")),
+        "{text}"
+    );
+    // Hardware with its own fits names only itself.
+    let text = stdout(&twin(&["forward", "--hardware", "h100"]));
+    assert!(
+        text.contains("kernel-fit spreads of h100;")
+            || text.contains("kernel-fit spreads of h100)"),
+        "{text}"
+    );
+}
