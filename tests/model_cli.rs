@@ -157,3 +157,42 @@ tp = 2
     );
     assert!(v["requests_completed"].as_u64().unwrap() > 0);
 }
+
+#[test]
+fn validate_bench_refuses_a_benchmark_of_another_model() {
+    let bench = repo().join("tests/fixtures/bench/llama31-70b-h100-tp8-c50.json");
+    let bench = bench.to_str().unwrap();
+    // The default scenario prices DeepSeek-V4.1-Flash; the file ran Llama-3.1-70B.
+    refused(
+        &[
+            "validate",
+            "bench",
+            bench,
+            "--scenario",
+            "gb300-nvl72-v4.1-flash-agentx",
+        ],
+        &[
+            "benchmarked model `/root/models/Llama-3.1-70B-Instruct`",
+            "prices model `deepseek-v4.1-flash`",
+            "--allow-model-mismatch",
+        ],
+    );
+    let (out, _) = runs(&[
+        "validate",
+        "bench",
+        bench,
+        "--scenario",
+        "gb300-nvl72-v4.1-flash-agentx",
+        "--allow-model-mismatch",
+    ]);
+    assert!(out.contains("note: the file benchmarked model"), "{out}");
+    // Its own scenario names the model: no note about it.
+    let (out, _) = runs(&[
+        "validate",
+        "bench",
+        bench,
+        "--scenario",
+        "h100-llama-3.1-70b-tp8",
+    ]);
+    assert!(!out.contains("benchmarked model"), "{out}");
+}

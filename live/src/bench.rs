@@ -38,6 +38,9 @@ pub struct BenchResult {
     pub duration: Option<f64>,
     #[serde(default)]
     pub completed: Option<u64>,
+    /// The model the benchmark served (a Hugging Face id or a local path).
+    #[serde(default)]
+    pub model_id: Option<String>,
 }
 
 /// One request of the benchmark.
@@ -58,7 +61,19 @@ pub struct Bench {
     pub burstiness: f64,
     pub max_concurrency: Option<u64>,
     pub duration_s: f64,
+    /// The model the file says it served.
+    pub model_id: Option<String>,
+    /// Requests of the file left out as failed (no output or no first token).
+    pub failed: usize,
+    /// Tokens per inter-token gap, on average over the successful requests: above 1
+    /// when the server streamed several tokens per chunk (then ITL is compared per
+    /// token: each gap divided by this). 1 when at least 95% of the gaps are there.
+    pub tokens_per_gap: f64,
 }
+
+/// Share of the expected inter-token gaps (output - 1 per request) below which a
+/// benchmark counts as streamed in chunks.
+pub const CHUNKED_BELOW: f64 = 0.95;
 
 /// Python's `json.dump` writes `Infinity` and `NaN` for non-finite floats; JSON has no
 /// such tokens. Outside strings they become `null`.
@@ -163,6 +178,14 @@ impl Bench {
         if requests.is_empty() {
             return Err(LiveError::Bench(format!("{origin}: no successful request")));
         }
+        let failed = inp.len() - requests.len();
+        let gaps: usize = requests.iter().map(|r| r.itls_s.len()).sum();
+        let expected: u64 = requests.iter().map(|r| r.output - 1).sum();
+        let tokens_per_gap = if gaps > 0 && (gaps as f64) < CHUNKED_BELOW * expected as f64 {
+            expected as f64 / gaps as f64
+        } else {
+            1.0
+        };
         let rate = match &r.request_rate {
             Some(serde_json::Value::Number(n)) => n.as_f64().filter(|x| x.is_finite() && *x > 0.0),
             Some(serde_json::Value::String(s)) => {
@@ -187,7 +210,44 @@ impl Bench {
                 .unwrap_or(1.0),
             max_concurrency: r.max_concurrency.filter(|&c| c > 0),
             duration_s,
+            model_id: r.model_id.filter(|m| !m.trim().is_empty()),
+            failed,
+            tokens_per_gap,
         })
+    }
+
+    /// What the figures leave out or change, said beside them.
+    pub fn notes(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        if self.failed > 0 {
+            v.push(format!(
+                "{} failed request(s) of the file (no output or no first token) left out of the measured figures",
+                self.failed
+            ));
+        }
+        if self.tokens_per_gap > 1.0 {
+            v.push(format!(
+                "the server streamed several tokens per chunk ({:.2} tokens per inter-token gap on average): measured ITL is per token, each gap divided by that",
+                self.tokens_per_gap
+            ));
+        }
+        v
+    }
+
+    /// Whether the file's `model_id` names `model` (a twin model name): the id's last
+    /// path segment and the name, lowercased, one holding the other
+    /// (`meta-llama/Llama-3.1-70B-Instruct` names `llama-3.1-70b`). `None` when the file
+    /// names no model.
+    pub fn names_model(&self, model: &str) -> Option<bool> {
+        let id = self.model_id.as_ref()?;
+        let id = id
+            .trim_end_matches('/')
+            .rsplit('/')
+            .next()
+            .unwrap_or(id)
+            .to_lowercase();
+        let m = model.to_lowercase();
+        Some(id.contains(&m) || m.contains(&id))
     }
 
     /// The benchmark's figures (vLLM's definitions: tokens of the successful requests
@@ -201,10 +261,11 @@ impl Bench {
             .filter(|r| r.output > 1)
             .map(|r| 1e3 * r.itls_s.iter().sum::<f64>() / (r.output - 1) as f64)
             .collect();
+        let per_token = 1e3 / self.tokens_per_gap;
         let itl: Vec<f64> = self
             .requests
             .iter()
-            .flat_map(|r| r.itls_s.iter().map(|x| 1e3 * x))
+            .flat_map(|r| r.itls_s.iter().map(|x| per_token * x))
             .collect();
         let e2el: Vec<f64> = self
             .requests
@@ -475,5 +536,45 @@ mod goodput_tests {
         assert!((0.45..=0.55).contains(&half), "{half}");
         // A TPOT bound alone below every request's TPOT keeps none.
         assert_eq!(b.goodput(1e9, 1.0).0, 0.0);
+    }
+}
+
+#[cfg(test)]
+mod trust_tests {
+    use super::*;
+
+    /// Three requests: one failed (no output), two of 9 tokens whose 8 later tokens came
+    /// in 2 chunks each (4 tokens per gap).
+    const CHUNKED: &str = r#"{"model_id": "meta-llama/Llama-3.1-8B-Instruct", "duration": 10.0,
+        "input_lens": [100, 100, 100], "output_lens": [9, 0, 9], "ttfts": [0.1, 0.0, 0.2],
+        "itls": [[0.04, 0.08], [], [0.04, 0.04]], "completed": 2, "failed": 1}"#;
+
+    #[test]
+    fn failed_requests_are_counted_and_chunked_streams_compared_per_token() {
+        let b = Bench::parse(CHUNKED, "x.json").unwrap();
+        assert_eq!((b.requests.len(), b.failed), (2, 1));
+        // 16 tokens after the first, in 4 gaps: 4 tokens per gap.
+        assert_eq!(b.tokens_per_gap, 4.0);
+        let f = b.figures();
+        // Per-token ITL: 40, 80, 40, 40 ms over 4 tokens each -> 10, 20, 10, 10 ms.
+        assert!((f.itl_ms.p50 - 10.0).abs() < 1e-9, "{:?}", f.itl_ms);
+        // TPOT is unchanged by the chunking: (0.04 + 0.08) / 8 = 15 ms, 0.08 / 8 = 10 ms.
+        assert!((f.tpot_ms.p90 - 15.0).abs() < 0.6, "{:?}", f.tpot_ms);
+        let notes = b.notes().join("\n");
+        assert!(notes.contains("1 failed request(s)"), "{notes}");
+        assert!(notes.contains("4.00 tokens per inter-token gap"), "{notes}");
+        assert_eq!(b.names_model("llama-3.1-8b"), Some(true));
+        assert_eq!(b.names_model("deepseek-v4.1-flash"), Some(false));
+    }
+
+    #[test]
+    fn a_full_stream_is_not_chunked_and_a_file_without_model_id_is_unchecked() {
+        let text = CHUNKED
+            .replace(r#""model_id": "meta-llama/Llama-3.1-8B-Instruct", "#, "")
+            .replace("[[0.04, 0.08], [], [0.04, 0.04]]", "[[0.01,0.01,0.01,0.01,0.01,0.01,0.01,0.01], [], [0.01,0.01,0.01,0.01,0.01,0.01,0.01,0.01]]");
+        let b = Bench::parse(&text, "x.json").unwrap();
+        assert_eq!(b.tokens_per_gap, 1.0);
+        assert_eq!(b.names_model("llama-3.1-8b"), None);
+        assert!(b.notes().iter().all(|n| !n.contains("chunk")));
     }
 }

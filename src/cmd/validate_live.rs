@@ -45,6 +45,10 @@ pub struct BenchValidateArgs {
     /// Override any field of the scenario, as in `twin simulate`.
     #[arg(long = "set", value_name = "PATH=VALUE")]
     pub set: Vec<String>,
+    /// Compare even when the file's `model_id` does not name the scenario's model.
+    #[arg(long)]
+    pub allow_model_mismatch: bool,
+    /// Print one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
 }
@@ -269,7 +273,24 @@ pub fn run_bench(a: &BenchValidateArgs) -> Result<()> {
         profile: a.profile.clone(),
         decode_deps: Vec::new(),
     })?;
-    let (workload, trace, notes) = bench.workload(r.seed);
+    let mut notes = bench.notes();
+    match bench.names_model(&r.model.name) {
+        Some(true) => {}
+        Some(false) if !a.allow_model_mismatch => bail!(
+            "{origin} benchmarked model `{}` but {} prices model `{}`: give the scenario of that model (`--set model=...`), or --allow-model-mismatch",
+            bench.model_id.as_deref().unwrap_or_default(),
+            r.scenario_origin,
+            r.model.name
+        ),
+        Some(false) => notes.push(format!(
+            "the file benchmarked model `{}`, the scenario prices `{}` (--allow-model-mismatch)",
+            bench.model_id.as_deref().unwrap_or_default(),
+            r.model.name
+        )),
+        None => notes.push("the file names no model_id: the model is not checked".into()),
+    }
+    let (workload, trace, more) = bench.workload(r.seed);
+    notes.extend(more);
     r.workload = workload;
     // Long enough for every request to finish; latencies from all of them.
     r.scenario.warmup_s = 0.0;
