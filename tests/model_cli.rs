@@ -196,3 +196,32 @@ fn validate_bench_refuses_a_benchmark_of_another_model() {
     ]);
     assert!(!out.contains("benchmarked model"), "{out}");
 }
+
+/// `twin cost` of a deployment some TCO preset cannot price (the owned NVL72 preset
+/// has no H100 capex) prices it under the others and says which it skipped; naming
+/// that preset is still an error.
+#[test]
+fn cost_skips_a_tco_preset_that_cannot_price_the_hardware() {
+    let args = [
+        "cost",
+        "h100-gpt-oss-120b-chat",
+        "--duration",
+        "20",
+        "--set",
+        "warmup_s=5",
+    ];
+    let (out, _) = runs(&args);
+    assert!(
+        out.contains("note: TCO `owned-nvl72` has no capex for hardware `h100`"),
+        "{out}"
+    );
+    assert!(out.contains("preset skipped"), "{out}");
+    assert!(out.contains("hyperscaler-rental"), "{out}");
+    let mut json_args = args.to_vec();
+    json_args.push("--json");
+    let v = json(&twin(&json_args));
+    assert_eq!(v["skipped"].as_array().unwrap().len(), 1, "{v}");
+    let mut named = args.to_vec();
+    named.extend(["--tco", "owned-nvl72"]);
+    refused(&named, &["has no capex for hardware `h100`"]);
+}

@@ -133,15 +133,28 @@ pub fn run(args: &CostArgs) -> Result<()> {
             }
         }
     };
+    // Every preset by default: one that cannot price this hardware (no capex for it)
+    // is skipped with a note; one named by --tco must price it.
     let mut rows = Vec::new();
+    let mut priced_tcos = Vec::new();
+    let mut skipped = Vec::new();
     for t in &tcos {
-        rows.push(finance_of(
-            t,
-            &priced.pools,
-            &priced.prices,
-            &priced.throughput,
-        )?);
+        match finance_of(t, &priced.pools, &priced.prices, &priced.throughput) {
+            Ok(f) => {
+                rows.push(f);
+                priced_tcos.push(t.clone());
+            }
+            Err(e) if args.tco.is_none() => skipped.push(format!("{e:#}; preset skipped")),
+            Err(e) => return Err(e),
+        }
     }
+    if rows.is_empty() {
+        bail!(
+            "no TCO preset prices this deployment:\n  {}",
+            skipped.join("\n  ")
+        );
+    }
+    let tcos = priced_tcos;
     if args.json {
         println!(
             "{}",
@@ -155,11 +168,15 @@ pub fn run(args: &CostArgs) -> Result<()> {
                 "token_prices": priced.prices,
                 "tco": tcos,
                 "finance": rows,
+                "skipped": skipped,
             }))?
         );
         return Ok(());
     }
     print!("{}", text(&priced, &rows));
+    for n in &skipped {
+        println!("note: {n}");
+    }
     Ok(())
 }
 
