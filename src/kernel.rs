@@ -83,16 +83,20 @@ pub struct RoutedTokens {
     /// Tokens per rank.
     #[arg(long)]
     pub tokens: u32,
+    /// Hidden size: the width of one token's activation.
     #[arg(long, default_value_t = 7168)]
     pub hidden: u32,
+    /// Routed experts over the group.
     #[arg(long, default_value_t = 256)]
     pub experts: u32,
+    /// Experts each token is routed to.
     #[arg(long, default_value_t = 8)]
     pub top_k: u32,
 }
 
 #[derive(Debug, Clone, Args)]
 pub struct A2aArgs {
+    /// Which kernels: normal (prefill, throughput) or low-latency (decode).
     #[arg(long, value_enum, default_value = "normal")]
     pub kernels: CommArg,
     #[command(flatten)]
@@ -100,6 +104,7 @@ pub struct A2aArgs {
     /// Expert groups (group-limited routing); 1 = none.
     #[arg(long, default_value_t = 1)]
     pub groups: u32,
+    /// Groups a token's experts may come from (group-limited routing).
     #[arg(long, default_value_t = 1)]
     pub topk_groups: u32,
     /// Payload type (default: FP8 for dispatch, BF16 for combine).
@@ -128,19 +133,24 @@ pub enum KernelOp {
     Attention(AttentionArgs),
 }
 
-// The arguments of each kernel (their help is the variant's, above).
 #[derive(Debug, Clone, Args)]
 pub struct GemmArgs {
+    /// Rows of the activations (tokens), per group.
     #[arg(long)]
     pub m: u64,
+    /// Output columns (the weight's output width).
     #[arg(long)]
     pub n: u64,
+    /// Reduction width (the weight's input width).
     #[arg(long)]
     pub k: u64,
+    /// Groups (experts) of a grouped GEMM; 1 = one GEMM.
     #[arg(long, default_value_t = 1)]
     pub groups: u32,
+    /// dense, or a grouped layout: contiguous (prefill) or masked (decode).
     #[arg(long, value_enum, default_value = "dense")]
     pub layout: Layout,
+    /// Operand dtype (the tensor rate it runs at).
     #[arg(long, value_enum, default_value = "fp8")]
     pub dtype: DtypeArg,
 }
@@ -152,8 +162,10 @@ pub struct MoeArgs {
     /// Expert FFN width.
     #[arg(long, default_value_t = 2048)]
     pub ffn: u32,
+    /// Dtype of the expert weights.
     #[arg(long, value_enum, default_value = "fp8")]
     pub weights: DtypeArg,
+    /// Dtype of the activations entering the expert GEMMs.
     #[arg(long, value_enum, default_value = "fp8")]
     pub acts: DtypeArg,
     /// Dispatch, GEMMs, activation and combine in one kernel.
@@ -181,10 +193,13 @@ pub struct AllreduceArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct AttentionArgs {
+    /// Which attention kernel: dense or sparse, decode or prefill.
     #[arg(long, value_enum)]
     pub kind: AttnArg,
+    /// Sequences in the batch.
     #[arg(long, default_value_t = 1)]
     pub batch: u32,
+    /// Query heads.
     #[arg(long)]
     pub heads: u32,
     /// Query tokens per sequence (decode: 1 + MTP; prefill: the sequence length).
@@ -196,13 +211,16 @@ pub struct AttentionArgs {
     /// Sparse kernels: entries each query attends to.
     #[arg(long, default_value_t = 0)]
     pub top_k: u64,
+    /// Per-head width of the query-key product.
     #[arg(long)]
     pub dqk: u32,
+    /// Per-head width of the value product.
     #[arg(long)]
     pub dv: u32,
     /// Bytes of one cached entry (decode) or of one head's key and value (prefill).
     #[arg(long)]
     pub kv_bytes: f64,
+    /// Arithmetic of the attention kernel.
     #[arg(long, value_enum, default_value = "bf16")]
     pub dtype: DtypeArg,
 }

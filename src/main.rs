@@ -119,3 +119,37 @@ fn main() {
         std::process::exit(2);
     }
 }
+
+#[cfg(test)]
+mod help_tests {
+    use super::Cli;
+    use clap::CommandFactory;
+
+    /// Every option and argument of every command, `twin` down to the leaves, says
+    /// what it does in `--help`.
+    #[test]
+    fn every_option_of_every_command_has_a_help_text() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for a in cmd.get_arguments() {
+                let id = a.get_id().as_str();
+                if id == "help" || id == "version" {
+                    continue;
+                }
+                if a.get_help().is_none() && a.get_long_help().is_none() {
+                    missing.push(format!("{path} --{}", a.get_long().unwrap_or(id)));
+                }
+            }
+            for s in cmd.get_subcommands() {
+                walk(s, &format!("{path} {}", s.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&Cli::command(), "twin", &mut missing);
+        assert!(
+            missing.is_empty(),
+            "{} options without help:\n{}",
+            missing.len(),
+            missing.join("\n")
+        );
+    }
+}

@@ -24,6 +24,7 @@ pub struct ForwardArgs {
     /// Model name (`twin list`) or path to a model TOML.
     #[arg(long, default_value = "deepseek-v4.1-flash")]
     pub model: String,
+    /// Which step: decode (one token per request, plus MTP drafts) or prefill.
     #[arg(long, value_enum, default_value = "decode")]
     pub phase: PhaseArg,
     /// Ranks in the data + expert parallel group (default 8; 1 with --tp).

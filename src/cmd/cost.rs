@@ -27,13 +27,16 @@ pub struct CostArgs {
     /// One TCO preset or file (default: every preset in scenarios/tco).
     #[arg(long, value_name = "PRESET")]
     pub tco: Option<String>,
+    /// Seed of the simulation (default: the scenario's).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Simulated seconds (default: the scenario's `duration_s`).
     #[arg(long, value_name = "SECONDS")]
     pub duration: Option<f64>,
     /// Overrides as for `twin simulate`; `tco.FIELD=VALUE` changes the --tco preset.
     #[arg(long = "set", value_name = "PATH=VALUE")]
     pub set: Vec<String>,
+    /// Print one JSON object instead of the tables.
     #[arg(long)]
     pub json: bool,
 }

@@ -61,6 +61,9 @@ pub struct LiveArgs {
     /// Mooncake JSONL trace for trace-replay workloads.
     #[arg(long, value_name = "PATH")]
     pub trace: Option<String>,
+    /// KV admission: `reserve` (the simulator's: a request's input and output KV at
+    /// admission) or `vllm` (prompt pages at admission, decode pages on demand,
+    /// preemption by recompute).
     #[arg(long, value_enum, default_value = "reserve")]
     pub kv_policy: Policy,
     /// Run directory to create (must not exist, or be empty).

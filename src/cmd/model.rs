@@ -47,6 +47,7 @@ pub struct ImportArgs {
     /// --force.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Replace the --out file if it exists.
     #[arg(long)]
     pub force: bool,
 }
@@ -61,6 +62,7 @@ pub struct ShowArgs {
     /// Override a field of the model, as `--set attention.kv_entry_bytes=576`.
     #[arg(long = "set", value_name = "PATH=VALUE")]
     pub set: Vec<String>,
+    /// Print one JSON object instead of the text.
     #[arg(long)]
     pub json: bool,
 }

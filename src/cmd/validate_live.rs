@@ -27,6 +27,7 @@ pub struct LiveValidateArgs {
     /// Mooncake JSONL trace the run replayed (trace workloads only).
     #[arg(long)]
     pub trace: Option<PathBuf>,
+    /// Print one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
 }

@@ -47,6 +47,7 @@ pub struct PlanArgs {
     /// or path [default: rental at the scenario's price basis].
     #[arg(long, value_name = "PRESET")]
     pub tco: Option<String>,
+    /// Seed of the simulations (default: the scenario's).
     #[arg(long)]
     pub seed: Option<u64>,
     /// Seeds per simulated candidate (`--seed` and the next N - 1): its figures, and
@@ -65,8 +66,11 @@ pub struct PlanArgs {
     /// its pools split into).
     #[arg(long, value_name = "K")]
     pub cohort: Option<u32>,
+    /// A calibration profile to price with (as `twin simulate --profile`).
     #[arg(long, value_name = "PATH")]
     pub profile: Option<String>,
+    /// Replay this request trace instead of the scenario's workload (as `twin
+    /// simulate --trace`).
     #[arg(long, value_name = "PATH")]
     pub trace: Option<String>,
     /// Evaluate one slice of the candidates: `I/N`, or `N` with I from
