@@ -152,4 +152,24 @@ mod help_tests {
             missing.join("\n")
         );
     }
+
+    /// `kernel` and `forward` price on one default hardware.
+    #[test]
+    fn kernel_and_forward_share_the_default_hardware() {
+        use clap::Parser;
+        let k = match Cli::try_parse_from([
+            "twin", "kernel", "gemm", "--m", "1", "--n", "1", "--k", "1",
+        ])
+        .unwrap()
+        .command
+        {
+            super::Command::Kernel(k) => k.hardware,
+            _ => unreachable!(),
+        };
+        let f = match Cli::try_parse_from(["twin", "forward"]).unwrap().command {
+            super::Command::Forward(f) => f.hardware,
+            _ => unreachable!(),
+        };
+        assert_eq!(k, f);
+    }
 }

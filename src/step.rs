@@ -16,10 +16,14 @@ pub enum PhaseArg {
     Decode,
 }
 
+/// The hardware `forward`, `sweep` and `kernel` price on unless told: the default
+/// scenario's.
+pub const DEFAULT_HARDWARE: &str = "gb300";
+
 #[derive(Debug, Clone, Args)]
 pub struct ForwardArgs {
     /// Hardware name (`twin list`) or path to a hardware TOML.
-    #[arg(long, default_value = "gb300")]
+    #[arg(long, default_value = DEFAULT_HARDWARE)]
     pub hardware: String,
     /// Model name (`twin list`) or path to a model TOML.
     #[arg(long, default_value = "deepseek-v4.1-flash")]
