@@ -74,6 +74,18 @@ pub enum AttnArg {
     SparsePrefill,
 }
 
+impl AttnArg {
+    /// The kernel as the output names it (`sparse decode`), not its Rust name.
+    pub fn words(self) -> &'static str {
+        match self {
+            AttnArg::DenseDecode => "dense decode",
+            AttnArg::SparseDecode => "sparse decode",
+            AttnArg::DensePrefill => "dense prefill",
+            AttnArg::SparsePrefill => "sparse prefill",
+        }
+    }
+}
+
 // The tokens an expert-parallel kernel routes, and to how many experts: what the
 // all-to-all kernels and the MoE layer share.
 #[derive(Debug, Clone, Args)]
@@ -476,7 +488,10 @@ fn attention(hw: &Hardware, p: &CostParams, a: &AttentionArgs) -> Result<Priced>
         dtype: a.dtype.into(),
     };
     Ok((
-        format!("{kind:?} attention, batch {batch}, {heads} heads, {q_tokens} queries on {context} keys"),
+        format!(
+            "{} attention, batch {batch}, {heads} heads, {q_tokens} queries on {context} keys",
+            kind.words()
+        ),
         bench::attention(hw, p, &shape),
     ))
 }

@@ -511,3 +511,36 @@ fn tensor_parallel_layouts_price_and_sweep() {
     assert!(user(&point(8, 1)) > user(&point(1, 1)));
     assert!(gpu(&point(1, 128)) > gpu(&point(8, 128)));
 }
+
+/// Users see user words: the attention kernel is named as the flag names it, not by
+/// its Rust enum (`SparseDecode`).
+#[test]
+fn kernel_attention_names_its_kind_in_user_words() {
+    let o = twin(&[
+        "kernel",
+        "attention",
+        "--kind",
+        "sparse-decode",
+        "--heads",
+        "64",
+        "--q-tokens",
+        "2",
+        "--context",
+        "8192",
+        "--top-k",
+        "2048",
+        "--dqk",
+        "576",
+        "--dv",
+        "512",
+        "--kv-bytes",
+        "656",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(
+        text.starts_with("sparse decode attention, batch 1"),
+        "{text}"
+    );
+    assert!(!text.contains("SparseDecode"), "{text}");
+}
