@@ -510,6 +510,16 @@ fn field_paths(prefix: &str, v: &toml::Value, out: &mut Vec<String>) {
     }
 }
 
+/// Every field path has a row `| `PATH` |` in the field table of `doc` (named `name`).
+fn assert_every_field_has_a_row(doc: &str, name: &str, fields: &[String]) {
+    for f in fields {
+        assert!(
+            doc.contains(&format!("| `{f}` |")),
+            "{name} has no row for `{f}`"
+        );
+    }
+}
+
 #[test]
 fn the_adding_hardware_example_file_loads_and_every_field_is_explained() {
     let root = repo_root();
@@ -550,12 +560,7 @@ fn the_adding_hardware_example_file_loads_and_every_field_is_explained() {
         "cost.spread".into(),
         "provenance".into(),
     ]);
-    for f in &fields {
-        assert!(
-            doc.contains(&format!("| `{f}` |")),
-            "docs/adding-hardware.md has no row for `{f}`"
-        );
-    }
+    assert_every_field_has_a_row(&doc, "docs/adding-hardware.md", &fields);
     // And every provenance line of the example starts with a kind.
     let v: toml::Value = toml::from_str(&example).unwrap();
     for (k, p) in v["provenance"].as_table().unwrap() {
@@ -628,10 +633,5 @@ fn the_adding_a_model_examples_load_and_every_field_is_explained() {
         "moe.balanced".into(),
         "provenance".into(),
     ]);
-    for f in &fields {
-        assert!(
-            doc.contains(&format!("| `{f}` |")),
-            "docs/adding-a-model.md has no row for `{f}`"
-        );
-    }
+    assert_every_field_has_a_row(&doc, "docs/adding-a-model.md", &fields);
 }
