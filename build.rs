@@ -5,6 +5,10 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
+    collect_ext(dir, out, &["toml", "csv"]);
+}
+
+fn collect_ext(dir: &Path, out: &mut Vec<PathBuf>, exts: &[&str]) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
@@ -12,8 +16,8 @@ fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
     entries.sort();
     for p in entries {
         if p.is_dir() {
-            collect(&p, out);
-        } else if p.extension().is_some_and(|e| e == "toml" || e == "csv") {
+            collect_ext(&p, out, exts);
+        } else if p.extension().is_some_and(|e| exts.iter().any(|x| e == *x)) {
             out.push(p);
         }
     }
@@ -35,6 +39,25 @@ fn main() {
         writeln!(
             code,
             "    ({rel:?}, include_str!({:?})),",
+            f.display().to_string()
+        )
+        .unwrap();
+    }
+    code.push_str("];\n");
+    // Compressed files (the kernel-table profiles), as bytes.
+    let mut blobs = Vec::new();
+    collect_ext(&root, &mut blobs, &["gz"]);
+    code.push_str("pub static BLOBS: &[(&str, &[u8])] = &[\n");
+    for f in &blobs {
+        println!("cargo:rerun-if-changed={}", f.display());
+        let rel = f
+            .strip_prefix(&root)
+            .unwrap()
+            .to_string_lossy()
+            .replace('\\', "/");
+        writeln!(
+            code,
+            "    ({rel:?}, include_bytes!({:?})),",
             f.display().to_string()
         )
         .unwrap();

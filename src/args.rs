@@ -35,6 +35,12 @@ pub struct SimulateArgs {
     /// (layered over the hardware file's fitted `[cost]`).
     #[arg(long, value_name = "PATH")]
     pub profile: Option<String>,
+    /// Serving engine whose measured kernel tables price the GPU's dense GEMMs and
+    /// all-reduce: `trtllm`, `vllm`, with a version as `trtllm@1.3.0rc20` (default: the
+    /// shipped one), or a profile path from `twin calibrate --from-tables`; `twin`: twin's
+    /// own kernel model (the default).
+    #[arg(long, value_name = "ENGINE[@VERSION]")]
+    pub engine: Option<String>,
     /// Compare P/D splits: one run per decode-group DEP (e.g. `16,24,32,48`), the
     /// prefill pool's instances filling the rest of the scenario's GPUs.
     #[arg(long, value_name = "DEPS", value_delimiter = ',')]

@@ -384,6 +384,7 @@ fn fuzz_scenario_files_and_sets_never_panic() {
             json: false,
             trace: None,
             profile: None,
+            engine: None,
             decode_deps: Vec::new(),
         };
         let run = rng.random_bool(1.0 / 8.0);
@@ -437,6 +438,7 @@ fn base_sim_args() -> SimulateArgs {
         json: false,
         trace: None,
         profile: None,
+        engine: None,
         decode_deps: Vec::new(),
     }
 }

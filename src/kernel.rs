@@ -29,6 +29,11 @@ pub struct KernelArgs {
     /// A calibration profile to price with.
     #[arg(long, value_name = "PROFILE", global = true)]
     pub profile: Option<String>,
+    /// Serving engine whose measured kernel tables price the GEMM and all-reduce
+    /// (`trtllm`, `vllm`, `ENGINE@VERSION` or a profile path; default `twin`, twin's
+    /// own kernel model).
+    #[arg(long, value_name = "ENGINE[@VERSION]", global = true)]
+    pub engine: Option<String>,
     /// Print one JSON object.
     #[arg(long, global = true)]
     pub json: bool,
@@ -266,7 +271,12 @@ pub fn inputs(args: &KernelArgs) -> Result<(Hardware, CostParams)> {
         );
     }
     let hw = load_hardware(&args.hardware, &hw_sets)?;
-    let p = crate::scenario::cost_params(&hw, args.profile.as_deref(), &cost_sets)?;
+    let p = crate::scenario::cost_params(
+        &hw,
+        args.profile.as_deref(),
+        &cost_sets,
+        args.engine.as_deref(),
+    )?;
     Ok((hw, p))
 }
 

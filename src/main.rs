@@ -21,6 +21,7 @@ mod finance;
 mod fuzz;
 mod interrupt;
 mod kernel;
+mod kernel_tables;
 mod report;
 mod scenario;
 mod simulation;

@@ -81,6 +81,12 @@ pub struct ForwardArgs {
     /// with its measured efficiencies instead of the analytic defaults.
     #[arg(long, value_name = "PROFILE")]
     pub profile: Option<String>,
+    /// Serving engine whose measured kernel tables price the GPU's dense GEMMs and
+    /// all-reduce: `trtllm`, `vllm`, with a version as `trtllm@1.3.0rc20` (default: the
+    /// shipped one), or a profile path from `twin calibrate --from-tables`; `twin`: twin's
+    /// own kernel model (the default).
+    #[arg(long, value_name = "ENGINE[@VERSION]")]
+    pub engine: Option<String>,
     /// Price every kernel at its isolated-benchmark price: leave out the hardware's
     /// in-situ terms (`[cost.in_situ]`).
     #[arg(long)]
@@ -250,7 +256,12 @@ fn load(args: &ForwardArgs) -> Result<(Hardware, Model, CostParams)> {
     }
     let hardware = load_hardware(&args.hardware, &hw_sets)?;
     let model = load_model(&args.model, &model_sets)?;
-    let mut params = cost_params(&hardware, args.profile.as_deref(), &cost_sets)?;
+    let mut params = cost_params(
+        &hardware,
+        args.profile.as_deref(),
+        &cost_sets,
+        args.engine.as_deref(),
+    )?;
     if args.isolated {
         params.in_situ = sim::cost::insitu::InSitu::isolated();
     }

@@ -21,6 +21,7 @@ pub mod live_trace;
 pub mod log;
 pub mod plan;
 pub mod profile;
+pub mod tables;
 pub mod trace;
 
 pub use error::{CalibrationError, Result};

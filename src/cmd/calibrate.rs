@@ -34,7 +34,7 @@ pub struct CalibrateArgs {
     #[command(subcommand)]
     pub command: Option<CalibrateCommand>,
     /// Device to measure: `cpu` or `cuda:N` (not with --from-trace).
-    #[arg(long, required_unless_present = "from_trace")]
+    #[arg(long, required_unless_present_any = ["from_trace", "from_tables"])]
     pub device: Option<String>,
     /// Comma-separated ops or groups to measure (moe, attention, moe_decode,
     /// grouped_gemm, attn_dense, attn_sparse, attn_window, indexer, gather, copy).
@@ -49,7 +49,7 @@ pub struct CalibrateArgs {
     pub smoke: bool,
     /// Output directory for measurements.csv and profile.toml (with --from-trace and
     /// --deployment: the file the fitted `[in_situ]` section is written to).
-    #[arg(long, required_unless_present = "from_trace")]
+    #[arg(long, required_unless_present_any = ["from_trace", "from_tables"])]
     pub out: Option<PathBuf>,
     /// `live`: measure the live engine's own ops at the shapes of `--model` (what
     /// `twin validate live` prices a run of that model with) instead of the default
@@ -87,6 +87,8 @@ pub struct CalibrateArgs {
     /// (and with --out FILE, write them as an `[in_situ]` section).
     #[arg(long, value_name = "FORWARD ARGS", allow_hyphen_values = true)]
     pub deployment: Option<String>,
+    #[command(flatten)]
+    pub tables: crate::kernel_tables::TablesArgs,
 }
 
 #[derive(clap::Subcommand, Debug, Clone)]
@@ -111,6 +113,9 @@ pub enum CalibrateCommand {
 }
 
 pub fn run(args: &CalibrateArgs) -> Result<()> {
+    if let Some(dir) = &args.tables.from_tables {
+        return crate::kernel_tables::run(dir, &args.tables, args.out.as_deref(), args.json);
+    }
     if let Some(trace) = &args.from_trace {
         // A live run's own op trace with --out: the live engine's op costs fitted from
         // it, as `calibrate fit-trace` does.

@@ -43,6 +43,10 @@ pub struct BenchValidateArgs {
     /// Calibration profile to price with (layered over the hardware's fitted costs).
     #[arg(long)]
     pub profile: Option<String>,
+    /// Serving engine whose measured kernel tables price the run (as `twin simulate
+    /// --engine`; default: the scenario's `engine`, else twin's own kernel model).
+    #[arg(long, value_name = "ENGINE[@VERSION]")]
+    pub engine: Option<String>,
     /// Override any field of the scenario, as in `twin simulate`.
     #[arg(long = "set", value_name = "PATH=VALUE")]
     pub set: Vec<String>,
@@ -265,14 +269,10 @@ pub fn run_bench(a: &BenchValidateArgs) -> Result<()> {
     let bench = Bench::parse(&text, &origin)?;
     let mut r = resolve_args(&SimulateArgs {
         scenario: Some(a.scenario.clone()),
-        seed: None,
-        duration: None,
         set: a.set.clone(),
-        cohort: None,
-        json: false,
-        trace: None,
         profile: a.profile.clone(),
-        decode_deps: Vec::new(),
+        engine: a.engine.clone(),
+        ..SimulateArgs::default()
     })?;
     let mut notes = bench.notes();
     match bench.names_model(&r.model.name) {

@@ -190,7 +190,7 @@ fn prepare(dir: &str, force: bool) -> Result<PathBuf> {
 }
 
 /// Writes `bytes` to a temporary file beside `path`, then renames it over `path`.
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let tmp = path.with_extension(format!(
         "{}.tmp",
         path.extension().and_then(|e| e.to_str()).unwrap_or("")

@@ -9,11 +9,13 @@ use sim::Hardware;
 /// The cost parameters a command prices with, in layers: the analytic defaults; then
 /// the hardware file's `[cost]` (fitted to published figures); then a calibration
 /// profile's measured efficiencies and fixed costs (`--profile`), for the operations it
-/// has fits for; then `--set cost.KEY=VALUE` overrides.
+/// has fits for; then `--set cost.KEY=VALUE` overrides; and `engine`'s measured kernel
+/// tables (`--engine`, [`super::tables`]) over the ops they time.
 pub fn cost_params(
     hardware: &Hardware,
     profile: Option<&str>,
     cost_sets: &[Set],
+    engine: Option<&str>,
 ) -> Result<CostParams> {
     let mut params = CostParams::default();
     for (k, v) in &hardware.cost {
@@ -66,6 +68,14 @@ pub fn cost_params(
     }
     if !cost_sets.is_empty() {
         source = format!("{source} + {} --set overrides", cost_sets.len());
+    }
+    if let Some(t) = engine
+        .map(|e| super::tables::engine_tables(hardware, e))
+        .transpose()?
+        .flatten()
+    {
+        source = format!("{source} + {} (dense GEMMs and all-reduce)", t.describe());
+        params.tables = Some(t);
     }
     params.source = source;
     Ok(params)

@@ -13,6 +13,7 @@ mod cost;
 mod deser;
 pub mod hf;
 pub mod resolve;
+pub mod tables;
 
 pub use cost::cost_params;
 pub use resolve::{read_trace_within, resolve_args, resolve_with_trace, trace_fit, Resolved};

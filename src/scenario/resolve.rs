@@ -90,7 +90,12 @@ pub fn resolve_args(args: &SimulateArgs) -> Result<Resolved> {
         bail!("invalid scenario:\n  {}", problems.join("\n  "));
     }
 
-    let params = cost_params(&hardware, args.profile.as_deref(), &sets.cost)?;
+    let params = cost_params(
+        &hardware,
+        args.profile.as_deref(),
+        &sets.cost,
+        args.engine.as_deref().or(sc.engine.as_deref()),
+    )?;
     Ok(Resolved {
         scenario_origin: origin,
         scenario: sc,

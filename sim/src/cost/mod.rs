@@ -9,6 +9,7 @@ pub mod insitu;
 pub mod kernels;
 pub mod params;
 pub mod spread;
+pub mod tables;
 
 pub use analytic::AnalyticCostModel;
 pub use fitted::FittedCostModel;

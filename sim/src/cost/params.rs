@@ -146,6 +146,11 @@ pub struct CostParams {
     /// `[cost.spread]`); empty: no spread known, no band.
     #[serde(default, skip_serializing_if = "super::spread::Spread::is_unknown")]
     pub spread: super::spread::Spread,
+    /// Measured kernel tables of a serving engine on this GPU (`--engine`): where they
+    /// cover an op (dense GEMMs by format, the engine's all-reduce), they price it
+    /// instead of the parameters above.
+    #[serde(skip)]
+    pub tables: Option<std::sync::Arc<super::tables::KernelTables>>,
 }
 
 impl Default for CostParams {
@@ -226,6 +231,7 @@ impl Default for CostParams {
             step_fixed_decode_s: 300e-6,
             step_fixed_prefill_s: 1e-3,
             spread: super::spread::Spread::default(),
+            tables: None,
         }
     }
 }

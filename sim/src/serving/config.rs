@@ -24,6 +24,11 @@ pub struct ServingScenario {
     pub model: String,
     /// Name of a `scenarios/workloads/*.toml` file (or a path).
     pub workload: String,
+    /// The serving engine whose measured kernel tables price the GPU's kernels
+    /// (`trtllm`, `vllm`, `ENGINE@VERSION`, or a profile path); absent: twin's own
+    /// kernel model. `--engine` wins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
     /// Overrides of the workload's fields, `PATH = VALUE` as with `--set workload.PATH`
     /// (for example `agentx.sessions = 256`); a command line `--set` wins.
     #[serde(default)]

@@ -50,6 +50,7 @@ fn simulate_args(args: &PlanArgs) -> Result<(SimulateArgs, Vec<Set>)> {
             cohort: args.cohort,
             trace: args.trace.clone(),
             profile: args.profile.clone(),
+            engine: args.engine.clone(),
             ..SimulateArgs::default()
         },
         tco_sets,
@@ -260,7 +261,12 @@ fn pricing_of(
         let params = if *name == base.scenario.hardware {
             base.params.clone()
         } else {
-            cost_params(&hardware, args.profile.as_deref(), &cost_sets)?
+            cost_params(
+                &hardware,
+                args.profile.as_deref(),
+                &cost_sets,
+                args.engine.as_deref(),
+            )?
         };
         let gpu_hour = tco.gpu_hour(&hardware).map_err(|e| anyhow!("{e}"))?;
         pricing.insert(

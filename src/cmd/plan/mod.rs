@@ -69,6 +69,12 @@ pub struct PlanArgs {
     /// A calibration profile to price with (as `twin simulate --profile`).
     #[arg(long, value_name = "PATH")]
     pub profile: Option<String>,
+    /// Serving engine whose measured kernel tables price the GPU's dense GEMMs and
+    /// all-reduce: `trtllm`, `vllm`, with a version as `trtllm@1.3.0rc20` (default: the
+    /// shipped one), or a profile path from `twin calibrate --from-tables`; `twin`: twin's
+    /// own kernel model (the default).
+    #[arg(long, value_name = "ENGINE[@VERSION]")]
+    pub engine: Option<String>,
     /// Replay this request trace instead of the scenario's workload (as `twin
     /// simulate --trace`).
     #[arg(long, value_name = "PATH")]

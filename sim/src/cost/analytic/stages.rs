@@ -159,19 +159,29 @@ impl AnalyticCostModel {
     fn gemm(&self, spec: &super::layers::GemmSpec, m: f64) -> (f64, Bound) {
         let p = &self.params;
         let price = || {
+            let g = spec.at(m);
             let k = gemm::time(
-                &spec.at(m),
+                &g,
                 &self.device(),
                 &p.gemm,
                 &p.tile,
                 &self.compiled.roof_tile,
             );
-            (k.s, k.bound)
+            match self.table_gemm(&g) {
+                Some(s) => (s, k.bound),
+                None => (k.s, k.bound),
+            }
         };
         match spec.slot {
             Some(slot) => self.memo.gemm(slot as usize, m, price),
             None => price(),
         }
+    }
+
+    /// A dense GEMM's price from the engine's measured kernel tables, where they time
+    /// its format.
+    fn table_gemm(&self, g: &gemm::Gemm) -> Option<f64> {
+        self.params.tables.as_ref()?.price_gemm(&self.hardware, g)
     }
 
     /// Attention and indexer seconds of one layer of class `ci` for `w`, with `unabsorbed`
@@ -434,6 +444,15 @@ impl AnalyticCostModel {
         let c = &self.compiled;
         if c.allreduces_per_layer <= 0.0 {
             return 0.0;
+        }
+        let bytes = tokens * c.allreduce_bytes_per_token;
+        if let Some(s) = self
+            .params
+            .tables
+            .as_ref()
+            .and_then(|t| t.price_allreduce(&self.hardware, c.tp, bytes))
+        {
+            return s;
         }
         allreduce::time(
             tokens * c.allreduce_bytes_per_token,

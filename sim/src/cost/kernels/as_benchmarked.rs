@@ -76,13 +76,17 @@ pub fn gemm(
     } else {
         &p.moe
     };
-    let kt = gemm::time(
+    let mut kt = gemm::time(
         &g,
         &Device::of(hw),
         rate,
         &p.tile,
         &gemm::SoftMax::new(p.tile.overlap_p),
     );
+    if let Some(s) = p.tables.as_ref().and_then(|t| t.price_gemm(hw, &g)) {
+        // The measured tables' price has no compute and memory parts of its own.
+        (kt.s, kt.compute_s, kt.memory_s) = (s, 0.0, 0.0);
+    }
     BenchResult {
         time_s: kt.s,
         flops: kt.flops,
@@ -175,7 +179,12 @@ pub fn a2a(hw: &Hardware, p: &CostParams, b: &A2a) -> BenchResult {
 /// two-shot kernel.
 pub fn allreduce(hw: &Hardware, p: &CostParams, gpus: f64, bytes: f64, ring: bool) -> BenchResult {
     let step = if ring { p.allreduce_ring_step_s } else { 0.0 };
-    let s = super::allreduce::ring(bytes, gpus, hw, &p.allreduce, step);
+    let s = match p.tables.as_ref().filter(|_| !ring) {
+        Some(t) => t
+            .price_allreduce(hw, gpus, bytes)
+            .unwrap_or_else(|| super::allreduce::ring(bytes, gpus, hw, &p.allreduce, step)),
+        None => super::allreduce::ring(bytes, gpus, hw, &p.allreduce, step),
+    };
     BenchResult {
         time_s: s,
         flops: 0.0,

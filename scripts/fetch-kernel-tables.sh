@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Extracts AIConfigurator's measured per-op tables (Apache-2.0, github ai-dynamo/aiconfigurator)
+# for the GPUs and engines twin ships profiles of, from a local git copy of that repository,
+# into OUT/<gpu>/<family>/<engine>/<version>/ (the layout `twin calibrate --from-tables` reads).
+#
+#   scripts/fetch-kernel-tables.sh AIC_GIT_DIR OUT [COMMIT]
+#
+# AIC_GIT_DIR: a clone (`git clone https://github.com/ai-dynamo/aiconfigurator`) or a bare copy.
+# COMMIT defaults to the one the shipped profiles were fitted at.
+set -euo pipefail
+src=${1:?usage: $0 AIC_GIT_DIR OUT [COMMIT]}
+out=${2:?usage: $0 AIC_GIT_DIR OUT [COMMIT]}
+commit=${3:-095f58a51c4ca8e61b66ec108d86f223f8d559ce}
+base=aic-core/src/aiconfigurator_core/systems/data
+# gpu engine version, one set per line.
+sets="h100_sxm trtllm 1.3.0rc20
+h200_sxm trtllm 1.3.0rc20
+b200_sxm trtllm 1.3.0rc20
+gb200 trtllm 1.3.0rc20
+gb300 trtllm 1.3.0rc20
+h100_sxm vllm 0.24.0
+h200_sxm vllm 0.24.0
+b200_sxm vllm 0.24.0
+gb200 vllm 0.24.0
+gb300 vllm 0.24.0"
+mkdir -p "$out"
+git -C "$src" show "$commit:LICENSE" > "$out/LICENSE"
+n=0
+while read -r gpu engine version; do
+  for fam in gemm attention moe comm; do
+    for dir in "$base/$gpu/$fam/$engine/$version" "$base/$gpu/$fam/nccl/2.29.2"; do
+      [ "$fam" != comm ] && [ "${dir##*/nccl/}" != "$dir" ] && continue
+      files=$(git -C "$src" ls-tree --name-only "$commit" "$dir/" 2>/dev/null || true)
+      for f in $files; do
+        rel=${f#"$base/"}
+        mkdir -p "$out/$(dirname "$rel")"
+        git -C "$src" show "$commit:$f" > "$out/$rel"
+        n=$((n + 1))
+      done
+    done
+  done
+done <<< "$sets"
+echo "$n files from ai-dynamo/aiconfigurator@$commit into $out"

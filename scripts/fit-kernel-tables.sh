@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Refits the shipped kernel-table profiles from AIConfigurator's measured per-op tables:
+#   scripts/fetch-kernel-tables.sh AIC_GIT_DIR TABLES   # extract the tables (see there)
+#   scripts/fit-kernel-tables.sh TABLES [TWIN]          # fit, write, report
+# Writes scenarios/kernel-tables/<hardware>-<engine>-<version>.toml.gz and each set's
+# report (held-out errors per op family and key) to docs/measured/kernel-tables/.
+set -euo pipefail
+tables=${1:?usage: $0 TABLES_DIR [TWIN_BINARY]}
+twin=${2:-target/release/twin}
+out=scenarios/kernel-tables
+notes=docs/measured/kernel-tables
+mkdir -p "$out" "$notes"
+while read -r system hw engine version; do
+  name="$hw-$engine-$version"
+  echo "== $name"
+  "$twin" calibrate --from-tables "$tables" --system "$system" --engine "$engine" \
+    --engine-version "$version" --out "$out/$name.toml.gz" > "$notes/$name.txt"
+  sed -n 3,8p "$notes/$name.txt"
+done <<'SETS'
+h100_sxm h100 trtllm 1.3.0rc20
+h200_sxm h200 trtllm 1.3.0rc20
+b200_sxm b200 trtllm 1.3.0rc20
+gb200 gb200 trtllm 1.3.0rc20
+gb300 gb300 trtllm 1.3.0rc20
+h100_sxm h100 vllm 0.24.0
+h200_sxm h200 vllm 0.24.0
+b200_sxm b200 vllm 0.24.0
+gb200 gb200 vllm 0.24.0
+gb300 gb300 vllm 0.24.0
+SETS

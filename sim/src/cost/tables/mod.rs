@@ -1,0 +1,439 @@
+//! Measured kernel tables as a price. A table profile holds, per GPU and serving
+//! engine and for each op family and key (a GEMM's operand format, an attention
+//! kernel's KV dtype and head size, ...):
+//! - the physics parameters of twin's own kernel model, fitted to the tables'
+//!   training rows ([`family`]);
+//! - a smooth multiplicative correction over the family's shape axes, fitted to the
+//!   same rows' residuals ([`grid`]): what the physics does not explain (library
+//!   heuristics, kernel choices), interpolated between measured shapes and held at the
+//!   edge outside them;
+//! - the provenance of the rows and the errors on the held-out ones.
+//!
+//! `calibration::tables` reads the tables and fits profiles; this module only prices.
+
+pub mod family;
+pub mod grid;
+
+pub use family::{CollectiveOp, Family, Format, Prepared, Shape};
+pub use grid::{Axis, Grid};
+
+use crate::Hardware;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::OnceLock;
+
+/// Where a profile's rows come from.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct TableSource {
+    /// The repository and commit the tables were taken from.
+    pub repository: String,
+    pub commit: String,
+    /// The license of the data.
+    pub license: String,
+    /// Each table read: its path under the tables' root, rows used, SHA-256.
+    pub files: Vec<TableFile>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct TableFile {
+    pub path: String,
+    pub rows: usize,
+    pub sha256: String,
+}
+
+/// Errors of a fit on rows, as fractions (`measured`-relative).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Errors {
+    pub rows: usize,
+    /// Median of |predicted / measured - 1|.
+    pub median: f64,
+    /// Share of rows within 20%.
+    pub within_20: f64,
+}
+
+/// One family and key's fit.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Fit {
+    pub family: Family,
+    pub key: String,
+    /// Physics parameters by name ([`Family::params`]).
+    pub params: BTreeMap<String, f64>,
+    /// The correction: ln(measured / physics) over the family's shape axes.
+    pub correction: Grid,
+    /// Finer corrections along the family's sweep axis (MoE: token-expert pairs), one
+    /// per measured configuration (the other axes' values), fitted to what the
+    /// coarse correction leaves; a configuration the tables lack has none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sweeps: Vec<Sweep>,
+    /// Training rows: physics alone and with the correction.
+    pub fit_physics: Errors,
+    pub fit: Errors,
+    /// Held-out rows (every fifth distinct shape): physics alone and corrected.
+    pub check_physics: Errors,
+    pub check: Errors,
+    /// Leave-one-out over the distinct shapes, where they are few.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leave_one_out: Option<Errors>,
+    #[serde(skip)]
+    prepared: OnceLock<Prepared>,
+    #[serde(skip)]
+    sweep_index: OnceLock<HashMap<Vec<i64>, usize>>,
+}
+
+/// One configuration's correction along the sweep axis. Stored as one line of text,
+/// `AT; LO STEP N; VALUES`: the other axes' coordinates (log2, comma-separated), the
+/// sweep axis, and the values as [`grid::encode`] writes them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sweep {
+    /// The other axes' coordinates (log2), in feature order without the sweep axis.
+    pub at: Vec<f64>,
+    pub grid: Grid,
+}
+
+impl Serialize for Sweep {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let at: Vec<String> = self.at.iter().map(|x| format!("{x:.6}")).collect();
+        let a = self.grid.axes.first().copied().unwrap_or(Axis {
+            lo: 0.0,
+            step: 1.0,
+            n: 0,
+        });
+        s.serialize_str(&format!(
+            "{}; {} {} {}; {}",
+            at.join(","),
+            a.lo,
+            a.step,
+            a.n,
+            grid::encode(&self.grid.values)
+        ))
+    }
+}
+
+impl<'de> Deserialize<'de> for Sweep {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Sweep, D::Error> {
+        let text = String::deserialize(d)?;
+        parse_sweep(&text).map_err(|e| serde::de::Error::custom(format!("sweep {text:?}: {e}")))
+    }
+}
+
+fn parse_sweep(text: &str) -> Result<Sweep, String> {
+    let parts: Vec<&str> = text.split(';').map(str::trim).collect();
+    let [at, axis, values] = parts[..] else {
+        return Err("expected `AT; LO STEP N; VALUES`".into());
+    };
+    let at = at
+        .split(',')
+        .map(|x| {
+            x.trim()
+                .parse::<f64>()
+                .map_err(|_| format!("bad coordinate {x:?}"))
+        })
+        .collect::<Result<Vec<f64>, String>>()?;
+    let ax: Vec<&str> = axis.split_ascii_whitespace().collect();
+    let [lo, step, n] = ax[..] else {
+        return Err("expected the axis as `LO STEP N`".into());
+    };
+    let num = |x: &str| {
+        x.parse::<f64>()
+            .map_err(|_| format!("bad axis value {x:?}"))
+    };
+    let axis = Axis {
+        lo: num(lo)?,
+        step: num(step)?,
+        n: n.parse().map_err(|_| format!("bad node count {n:?}"))?,
+    };
+    let values = grid::decode(values)?;
+    if values.len() != axis.n {
+        return Err(format!("{} values for {} nodes", values.len(), axis.n));
+    }
+    Ok(Sweep {
+        at,
+        grid: Grid {
+            axes: vec![axis],
+            values,
+        },
+    })
+}
+
+/// A configuration's identity: its coordinates to 1e-6.
+pub fn config_key(at: &[f64]) -> Vec<i64> {
+    at.iter().map(|x| (x * 1e6).round() as i64).collect()
+}
+
+impl Fit {
+    pub fn new(family: Family, key: String, params: Vec<f64>, correction: Grid) -> Fit {
+        let params = family
+            .params()
+            .iter()
+            .zip(params)
+            .map(|(p, v)| (p.0.to_string(), v))
+            .collect();
+        Fit {
+            family,
+            key,
+            params,
+            correction,
+            fit_physics: Errors::default(),
+            fit: Errors::default(),
+            check_physics: Errors::default(),
+            check: Errors::default(),
+            leave_one_out: None,
+            sweeps: Vec::new(),
+            prepared: OnceLock::new(),
+            sweep_index: OnceLock::new(),
+        }
+    }
+
+    /// The parameters in [`Family::params`] order (a missing one at its start value).
+    pub fn param_vec(&self) -> Vec<f64> {
+        self.family
+            .params()
+            .iter()
+            .map(|p| self.params.get(p.0).copied().unwrap_or(p.1))
+            .collect()
+    }
+
+    fn prepared(&self) -> &Prepared {
+        self.prepared
+            .get_or_init(|| Prepared::new(self.family, self.param_vec()))
+    }
+
+    /// The physics price of `shape`, seconds.
+    pub fn physics(&self, hw: &Hardware, shape: &Shape) -> f64 {
+        shape.physics(hw, self.prepared())
+    }
+
+    /// The corrected price of `shape`, seconds.
+    pub fn price(&self, hw: &Hardware, shape: &Shape) -> f64 {
+        let x = shape.features();
+        self.physics(hw, shape) * (self.correction.at(&x) + self.sweep_at(&x)).exp()
+    }
+
+    /// The sweep correction at `x`, 0 where the configuration was not measured.
+    pub fn sweep_at(&self, x: &[f64]) -> f64 {
+        let Some(axis) = self.family.sweep_axis() else {
+            return 0.0;
+        };
+        if self.sweeps.is_empty() {
+            return 0.0;
+        }
+        let index = self.sweep_index.get_or_init(|| {
+            self.sweeps
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (config_key(&s.at), i))
+                .collect()
+        });
+        let (at, along) = split_sweep(x, axis);
+        index
+            .get(&config_key(&at))
+            .map_or(0.0, |&i| self.sweeps[i].grid.at(&[along]))
+    }
+}
+
+/// `x` without its sweep axis, and the sweep axis's value.
+pub fn split_sweep(x: &[f64], axis: usize) -> (Vec<f64>, f64) {
+    let at = x
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != axis)
+        .map(|(_, v)| *v)
+        .collect();
+    (at, x[axis])
+}
+
+impl PartialEq for Fit {
+    fn eq(&self, o: &Fit) -> bool {
+        (
+            self.family,
+            &self.key,
+            &self.params,
+            &self.correction,
+            &self.sweeps,
+        ) == (o.family, &o.key, &o.params, &o.correction, &o.sweeps)
+    }
+}
+
+/// A profile fitted to one GPU's tables for one engine and version.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct KernelTables {
+    /// The tables' system name (`h100_sxm`) and twin's hardware it prices on.
+    pub system: String,
+    pub hardware: String,
+    pub engine: String,
+    pub version: String,
+    /// When it was fitted, and by which twin.
+    pub fitted: String,
+    pub source: TableSource,
+    /// Held-out errors per family over all its keys: physics alone and corrected.
+    pub checks: Vec<FamilyCheck>,
+    pub fits: Vec<Fit>,
+    #[serde(skip)]
+    index: OnceLock<Index>,
+}
+
+/// Which fit prices what in the step model.
+#[derive(Debug, Clone, Default)]
+struct Index {
+    gemm: Vec<(Format, usize)>,
+    allreduce: Vec<(i64, usize)>,
+}
+
+impl PartialEq for KernelTables {
+    fn eq(&self, o: &KernelTables) -> bool {
+        (&self.system, &self.engine, &self.version, &self.fits)
+            == (&o.system, &o.engine, &o.version, &o.fits)
+    }
+}
+
+impl KernelTables {
+    /// A profile of `fits` (the index is built on first use).
+    pub fn new(
+        system: String,
+        hardware: String,
+        engine: String,
+        version: String,
+        source: TableSource,
+        checks: Vec<FamilyCheck>,
+        fits: Vec<Fit>,
+    ) -> KernelTables {
+        KernelTables {
+            system,
+            hardware,
+            engine,
+            version,
+            fitted: String::new(),
+            source,
+            checks,
+            fits,
+            index: OnceLock::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct FamilyCheck {
+    pub family: Family,
+    pub physics: Errors,
+    pub fitted: Errors,
+}
+
+impl KernelTables {
+    /// The GEMM fit of `format`: of its kernels, the one with the most rows (the
+    /// engine's usual path for that format).
+    pub fn gemm_fit(&self, format: Format) -> Option<&Fit> {
+        let idx = self.index.get_or_init(|| self.build_index());
+        idx.gemm
+            .iter()
+            .find(|(f, _)| *f == format)
+            .map(|&(_, i)| &self.fits[i])
+    }
+
+    /// The all-reduce fit over `gpus`: the engine's own all-reduce (its CUDA-graph
+    /// variant where it has one), else NCCL's in half precision.
+    pub fn allreduce_fit(&self, gpus: f64) -> Option<&Fit> {
+        let idx = self.index.get_or_init(|| self.build_index());
+        idx.allreduce
+            .iter()
+            .find(|(g, _)| *g == gpus as i64)
+            .map(|&(_, i)| &self.fits[i])
+    }
+
+    fn build_index(&self) -> Index {
+        let rows = |f: &Fit| f.fit.rows + f.check.rows;
+        let mut gemm: Vec<(Format, usize)> = Vec::new();
+        let mut allreduce: Vec<(i64, usize, u8)> = Vec::new();
+        for (i, f) in self.fits.iter().enumerate() {
+            match f.family {
+                Family::Gemm => {
+                    let Some(fmt) = f.key.split(',').next().and_then(Format::parse) else {
+                        continue;
+                    };
+                    match gemm.iter_mut().find(|(g, _)| *g == fmt) {
+                        Some(e) if rows(&self.fits[e.1]) >= rows(f) => {}
+                        Some(e) => e.1 = i,
+                        None => gemm.push((fmt, i)),
+                    }
+                }
+                Family::Collective => {
+                    // `<library> all_reduce x<gpus>`.
+                    let Some((lib, rest)) = f.key.split_once(" all_reduce x") else {
+                        continue;
+                    };
+                    let Ok(g) = rest.parse::<f64>() else { continue };
+                    let rank = if lib.starts_with("nccl") {
+                        if lib == "nccl half" {
+                            1
+                        } else {
+                            0
+                        }
+                    } else if lib.contains("eager") {
+                        2
+                    } else {
+                        3
+                    };
+                    match allreduce.iter_mut().find(|(x, _, _)| *x == g as i64) {
+                        Some(e) if e.2 >= rank => {}
+                        Some(e) => (e.1, e.2) = (i, rank),
+                        None => allreduce.push((g as i64, i, rank)),
+                    }
+                }
+                _ => {}
+            }
+        }
+        Index {
+            gemm,
+            allreduce: allreduce.into_iter().map(|(g, i, _)| (g, i)).collect(),
+        }
+    }
+
+    /// A dense GEMM's price, where the tables time its format.
+    pub fn price_gemm(&self, hw: &Hardware, g: &crate::cost::kernels::gemm::Gemm) -> Option<f64> {
+        if g.groups != 1.0 {
+            return None;
+        }
+        let format = Format::of_gemm(g.a_bytes, g.b_bytes)?;
+        let shape = Shape::Gemm {
+            kernel: String::new(),
+            format,
+            m: g.m,
+            n: g.n,
+            k: g.k,
+        };
+        Some(self.gemm_fit(format)?.price(hw, &shape))
+    }
+
+    /// An all-reduce of `bytes` over `gpus`, where the tables time one over as many.
+    pub fn price_allreduce(&self, hw: &Hardware, gpus: f64, bytes: f64) -> Option<f64> {
+        let shape = Shape::Collective {
+            library: String::new(),
+            op: CollectiveOp::AllReduce,
+            gpus,
+            bytes,
+        };
+        Some(self.allreduce_fit(gpus)?.price(hw, &shape))
+    }
+
+    /// What the profile prices in the step model, in words.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} {} kernel tables of {} ({}@{})",
+            self.engine,
+            self.version,
+            self.system,
+            self.source.repository.rsplit('/').next().unwrap_or(""),
+            &self.source.commit[..self.source.commit.len().min(7)]
+        )
+    }
+
+    /// The fit of `shape`'s family and key.
+    pub fn fit_of(&self, shape: &Shape) -> Option<&Fit> {
+        let (f, k) = (shape.family(), shape.key());
+        self.fits.iter().find(|x| x.family == f && x.key == k)
+    }
+
+    /// The measured-table price of `shape` on `hw`, if the profile covers its key.
+    pub fn price(&self, hw: &Hardware, shape: &Shape) -> Option<f64> {
+        self.fit_of(shape).map(|f| f.price(hw, shape))
+    }
+}
