@@ -35,6 +35,11 @@ pub struct TablesArgs {
     /// named like the system).
     #[arg(long = "tables-hardware", requires = "from_tables")]
     pub hardware: Option<String>,
+    /// With --from-tables: append held-out rows of the keys `--engine` prices with (dense
+    /// GEMMs by format, the all-reduce) to FILE as `twin validate` check rows (a
+    /// published table's CSV; its header is written when FILE is new).
+    #[arg(long, value_name = "FILE", requires = "from_tables")]
+    pub check_table: Option<std::path::PathBuf>,
     /// With --from-tables: where the rows come from, for the profile's provenance
     /// (default: AIConfigurator at the commit the shipped profiles use).
     #[arg(long, requires = "from_tables", default_value = AIC_COMMIT)]
@@ -119,6 +124,9 @@ pub fn run(dir: &Path, a: &TablesArgs, out: Option<&Path>, json: bool) -> Result
         );
     } else {
         print!("{}", render(&prof, &read.skipped));
+    }
+    if let Some(file) = &a.check_table {
+        append_checks(file, &prof, &read)?;
     }
     if let Some(out) = out {
         let text = toml::to_string(&prof)?;
@@ -210,4 +218,84 @@ fn summary_json(
         })).collect::<Vec<_>>(),
         "skipped": skipped,
     })
+}
+
+/// Held-out rows per key this many, evenly spaced.
+const CHECKS_PER_KEY: usize = 6;
+
+/// The header of a check table `--check-table` starts.
+const CHECK_HEADER: &str = "\
+# Measured per-op latencies from AIConfigurator's tables (github ai-dynamo/aiconfigurator,
+# Apache-2.0), held out of the shipped kernel-table profiles' fits (every fifth distinct
+# shape of each key; scripts/fit-kernel-tables.sh writes this file), each with the `twin
+# kernel` command that prices the same op with `--engine`: dense GEMMs by format (bf16;
+# fp8 = FP8 with block scales; fp4 = NVFP4) and the engine's all-reduce (`--bytes` the
+# buffer: the tables' elements x 2). Check rows only; nothing is fitted to them here.
+id,figure,metric,published,unit,role,command,baseline,source
+";
+
+fn append_checks(file: &Path, p: &KernelTables, read: &tables::Read) -> Result<()> {
+    use sim::cost::tables::{Format, Shape};
+    let groups = tables::fit::groups(read);
+    let mut lines = String::new();
+    let engine = format!("{}@{}", p.engine, p.version);
+    let src = format!(
+        "\"{} at {}, {}\"",
+        p.source.repository,
+        &p.source.commit[..12],
+        p.system
+    );
+    for (fmt, dtype) in [
+        (Format::Bf16, "bf16"),
+        (Format::Fp8Block, "fp8"),
+        (Format::Nvfp4, "fp4"),
+    ] {
+        let Some(fit) = p.gemm_fit(fmt) else { continue };
+        let Some(rows) = groups.get(&(fit.family, fit.key.clone())) else {
+            continue;
+        };
+        let (check, _) = tables::fit::split(rows, 5);
+        for m in spaced(&check) {
+            let Shape::Gemm { m: mm, n, k, .. } = m.shape else {
+                continue;
+            };
+            lines += &format!(
+                "tables-{}-{}-gemm-{dtype}-m{mm}-n{n}-k{k},\"{} {} GEMM M={mm} N={n} K={k} ({})\",time_us,{:.4},us,check,twin kernel gemm --hardware {} --m {mm} --n {n} --k {k} --dtype {dtype} --engine {engine},,{src}\n",
+                p.hardware, p.engine, p.engine, fmt.name(), fit.key, m.seconds * 1e6, p.hardware
+            );
+        }
+    }
+    for gpus in [2.0, 4.0, 8.0, 16.0, 36.0, 72.0] {
+        let Some(fit) = p.allreduce_fit(gpus) else {
+            continue;
+        };
+        let Some(rows) = groups.get(&(fit.family, fit.key.clone())) else {
+            continue;
+        };
+        let (check, _) = tables::fit::split(rows, 5);
+        for m in spaced(&check) {
+            let Shape::Collective { bytes, .. } = m.shape else {
+                continue;
+            };
+            lines += &format!(
+                "tables-{}-{}-allreduce-x{gpus}-{bytes},\"{} all-reduce of {bytes} B over {gpus} GPUs ({})\",time_us,{:.4},us,check,twin kernel allreduce --hardware {} --gpus {gpus} --bytes {bytes} --engine {engine},,{src}\n",
+                p.hardware, p.engine, p.engine, fit.key, m.seconds * 1e6, p.hardware
+            );
+        }
+    }
+    let mut text = std::fs::read_to_string(file).unwrap_or_else(|_| CHECK_HEADER.to_string());
+    text += &lines;
+    crate::report::write_atomic(file, text.as_bytes())?;
+    eprintln!(
+        "appended {} check rows to {}",
+        lines.lines().count(),
+        file.display()
+    );
+    Ok(())
+}
+
+/// At most [`CHECKS_PER_KEY`] of `rows`, evenly spaced.
+fn spaced<'a>(rows: &[&'a tables::Measured]) -> Vec<&'a tables::Measured> {
+    let step = rows.len().div_ceil(CHECKS_PER_KEY).max(1);
+    rows.iter().step_by(step).copied().collect()
 }

@@ -13,5 +13,10 @@ pub fn run() -> Result<()> {
     ] {
         println!("{title}: {}", embedded_names(kind).join(", "));
     }
+    let tables: Vec<String> = crate::scenario::tables::shipped()
+        .into_iter()
+        .map(|(h, e, v)| format!("{h} {e}@{v}"))
+        .collect();
+    println!("kernel tables (--engine): {}", tables.join(", "));
     Ok(())
 }

@@ -173,34 +173,11 @@ pub fn fit(
     source: TableSource,
     o: &Options,
 ) -> KernelTables {
-    let mut groups: BTreeMap<(Family, String), Vec<&Measured>> = BTreeMap::new();
-    for m in &read.rows {
-        groups
-            .entry((m.shape.family(), m.shape.key()))
-            .or_default()
-            .push(m);
-    }
     let mut fits = Vec::new();
     let mut by_family: BTreeMap<Family, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
-    for ((family, key), rows) in groups {
-        // Distinct shapes, sorted by their description.
-        let mut names: Vec<String> = rows.iter().map(|m| shape_id(&m.shape)).collect();
-        names.sort();
-        names.dedup();
-        let held: std::collections::HashSet<&String> = if o.holdout > 0 && names.len() >= o.holdout
-        {
-            names
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| i % o.holdout == o.holdout - 1)
-                .map(|(_, n)| n)
-                .collect()
-        } else {
-            Default::default()
-        };
-        let (check, train): (Vec<&Measured>, Vec<&Measured>) = rows
-            .iter()
-            .partition(|m| held.contains(&shape_id(&m.shape)));
+    for ((family, key), rows) in groups(read) {
+        let names = distinct_shapes(&rows);
+        let (check, train) = split(&rows, o.holdout);
         let mut f = fit_key(hw, family, &key, &train, o);
         let (pt, ft) = rel_errors(hw, &f, &train);
         let (pc, fc) = rel_errors(hw, &f, &check);
@@ -240,6 +217,44 @@ pub fn fit(
         checks,
         fits,
     )
+}
+
+/// The rows by family and key (each key is fitted on its own).
+pub fn groups(read: &Read) -> BTreeMap<(Family, String), Vec<&Measured>> {
+    let mut groups: BTreeMap<(Family, String), Vec<&Measured>> = BTreeMap::new();
+    for m in &read.rows {
+        groups
+            .entry((m.shape.family(), m.shape.key()))
+            .or_default()
+            .push(m);
+    }
+    groups
+}
+
+/// A key's distinct shapes, sorted by their description.
+fn distinct_shapes(rows: &[&Measured]) -> Vec<String> {
+    let mut names: Vec<String> = rows.iter().map(|m| shape_id(&m.shape)).collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// A key's rows as `(held out, fitted)`: every `holdout`-th distinct shape held out.
+#[allow(clippy::type_complexity)]
+pub fn split<'a>(rows: &[&'a Measured], holdout: usize) -> (Vec<&'a Measured>, Vec<&'a Measured>) {
+    let names = distinct_shapes(rows);
+    let held: std::collections::HashSet<&String> = if holdout > 0 && names.len() >= holdout {
+        names
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| i % holdout == holdout - 1)
+            .map(|(_, n)| n)
+            .collect()
+    } else {
+        Default::default()
+    };
+    rows.iter()
+        .partition(|m| held.contains(&shape_id(&m.shape)))
 }
 
 /// A shape's identity for the split (its fields, exactly).

@@ -144,6 +144,7 @@ pub fn scenario(
         hardware: "test-gpu".into(),
         model: "tiny-moe".into(),
         workload: "test".into(),
+        engine: None,
         workload_set: Vec::new(),
         seed: 1,
         duration_s,

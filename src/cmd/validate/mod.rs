@@ -23,8 +23,12 @@ use sim::cost::band::Band;
 use std::collections::BTreeMap;
 
 /// The embedded tables: name and path under `scenarios/`.
-pub const TABLES: [(&str, &str); 3] = [
+pub const TABLES: [(&str, &str); 4] = [
     ("kernels-public", "published/kernels-public.csv"),
+    (
+        "kernel-tables-measured",
+        "published/kernel-tables-measured.csv",
+    ),
     (
         "vllm-gb300-deepseek-v4.1-flash",
         "published/vllm-gb300-deepseek-v4.1-flash.csv",

@@ -209,6 +209,14 @@ impl Evaluator {
             };
             v.push(kernel_metric(row, &k, b.as_ref())?);
         }
+        // No draw moved it (measured kernel tables price the op, not the spread's
+        // parameters): no band, rather than one of zero width.
+        let (lo, hi) = v
+            .iter()
+            .fold((f64::MAX, f64::MIN), |(l, h), x| (l.min(*x), h.max(*x)));
+        if p.tables.is_some() && hi - lo <= 1e-12 * hi.abs() {
+            return Ok(None);
+        }
         Ok(Some(Band::of(&v)))
     }
 
