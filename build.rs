@@ -23,46 +23,37 @@ fn collect_ext(dir: &Path, out: &mut Vec<PathBuf>, exts: &[&str]) {
     }
 }
 
+/// A static list `name` of `(path under root, macro!(file))` for `files`.
+fn list(code: &mut String, root: &Path, files: &[PathBuf], name: &str, ty: &str, mac: &str) {
+    writeln!(code, "pub static {name}: &[(&str, {ty})] = &[").unwrap();
+    for f in files {
+        println!("cargo:rerun-if-changed={}", f.display());
+        let rel = f
+            .strip_prefix(root)
+            .unwrap()
+            .to_string_lossy()
+            .replace('\\', "/");
+        writeln!(
+            code,
+            "    ({rel:?}, {mac}!({:?})),",
+            f.display().to_string()
+        )
+        .unwrap();
+    }
+    code.push_str("];\n");
+}
+
 fn main() {
     let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("scenarios");
     println!("cargo:rerun-if-changed=scenarios");
     let mut files = Vec::new();
     collect(&root, &mut files);
-    let mut code = String::from("pub static FILES: &[(&str, &str)] = &[\n");
-    for f in &files {
-        println!("cargo:rerun-if-changed={}", f.display());
-        let rel = f
-            .strip_prefix(&root)
-            .unwrap()
-            .to_string_lossy()
-            .replace('\\', "/");
-        writeln!(
-            code,
-            "    ({rel:?}, include_str!({:?})),",
-            f.display().to_string()
-        )
-        .unwrap();
-    }
-    code.push_str("];\n");
+    let mut code = String::new();
+    list(&mut code, &root, &files, "FILES", "&str", "include_str");
     // Compressed files (the kernel-table profiles), as bytes.
     let mut blobs = Vec::new();
     collect_ext(&root, &mut blobs, &["gz"]);
-    code.push_str("pub static BLOBS: &[(&str, &[u8])] = &[\n");
-    for f in &blobs {
-        println!("cargo:rerun-if-changed={}", f.display());
-        let rel = f
-            .strip_prefix(&root)
-            .unwrap()
-            .to_string_lossy()
-            .replace('\\', "/");
-        writeln!(
-            code,
-            "    ({rel:?}, include_bytes!({:?})),",
-            f.display().to_string()
-        )
-        .unwrap();
-    }
-    code.push_str("];\n");
+    list(&mut code, &root, &blobs, "BLOBS", "&[u8]", "include_bytes");
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("embedded_scenarios.rs");
     std::fs::write(out, code).unwrap();
 }

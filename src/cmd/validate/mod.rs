@@ -432,6 +432,48 @@ fn print_summary(out: &[Outcome]) {
     } else if c.check_rows > 0 {
         println!("band coverage: no check row has a band (no spread known, bands off, or simulation rows run without --sim-band)\n");
     }
+    print_by_engine(out);
+}
+
+/// Check rows priced with an engine's kernel tables (`--engine`), summed by kernel,
+/// hardware and engine: count, median error, share within 20%.
+fn print_by_engine(out: &[Outcome]) {
+    let mut by: BTreeMap<(String, String, String), Vec<f64>> = BTreeMap::new();
+    for o in out.iter().filter(|o| o.row.role == "check") {
+        let words: Vec<&str> = o.row.command.split_whitespace().collect();
+        let flag = |f: &str| {
+            words
+                .iter()
+                .position(|w| *w == f)
+                .and_then(|i| words.get(i + 1))
+                .map(|s| s.to_string())
+        };
+        let (Some(engine), Some(e)) = (flag("--engine"), o.error) else {
+            continue;
+        };
+        let op = words.get(2).copied().unwrap_or("").to_string();
+        let hw = flag("--hardware").unwrap_or_default();
+        by.entry((op, hw, engine)).or_default().push(e.abs());
+    }
+    if by.is_empty() {
+        return;
+    }
+    println!("by kernel, hardware and engine (median error, rows within 20%):");
+    for ((op, hw, engine), mut e) in by {
+        e.sort_by(f64::total_cmp);
+        let n = e.len();
+        let median = if n % 2 == 1 {
+            e[n / 2]
+        } else {
+            0.5 * (e[n / 2 - 1] + e[n / 2])
+        };
+        let within = e.iter().filter(|x| **x <= 0.2).count();
+        println!(
+            "  {op:<10} {hw:<6} {engine:<18} {n:>3} rows  median {:>5.1}%  within 20% {within}/{n}",
+            median * 100.0
+        );
+    }
+    println!();
 }
 
 /// A band end, short.
