@@ -276,3 +276,57 @@ fn bad_choices_say_what_exists() {
         &["no vllm 0.24.0 tables", "engines here: trtllm"],
     );
 }
+
+#[test]
+fn a_corrupt_profile_is_refused_with_where() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("p.toml");
+    let fx = fixture();
+    let mut args = vec!["calibrate", "--from-tables", &fx];
+    args.extend(H100_TRTLLM);
+    args.extend(["--out", out.to_str().unwrap()]);
+    let o = twin(&args);
+    assert!(o.status.success(), "{}", err(&o));
+    let text = std::fs::read_to_string(&out).unwrap();
+    // Cut the first correction grid to two values.
+    let at = text.find("values = \"").unwrap() + "values = \"".len();
+    let end = at + text[at..].find('"').unwrap();
+    let bad = format!("{}1 2{}", &text[..at], &text[end..]);
+    let path = dir.path().join("bad.toml");
+    std::fs::write(&path, bad).unwrap();
+    refused(
+        &[
+            "kernel",
+            "gemm",
+            "--hardware",
+            "h100",
+            "--m",
+            "64",
+            "--n",
+            "64",
+            "--k",
+            "64",
+            "--engine",
+            path.to_str().unwrap(),
+        ],
+        &["invalid kernel-table profile", "correction grid of"],
+    );
+    std::fs::write(&path, "system = 1").unwrap();
+    refused(
+        &[
+            "kernel",
+            "gemm",
+            "--hardware",
+            "h100",
+            "--m",
+            "64",
+            "--n",
+            "64",
+            "--k",
+            "64",
+            "--engine",
+            path.to_str().unwrap(),
+        ],
+        &["not a kernel-table profile"],
+    );
+}

@@ -118,5 +118,9 @@ fn parse(origin: &str, bytes: &[u8]) -> Result<KernelTables> {
     } else {
         String::from_utf8(bytes.to_vec()).map_err(|_| anyhow!("{origin}: not UTF-8 text"))?
     };
-    toml::from_str(&text).map_err(|e| anyhow!("{origin}: not a kernel-table profile: {e}"))
+    let t: KernelTables =
+        toml::from_str(&text).map_err(|e| anyhow!("{origin}: not a kernel-table profile: {e}"))?;
+    t.check()
+        .map_err(|e| anyhow!("{origin}: invalid kernel-table profile: {e}"))?;
+    Ok(t)
 }

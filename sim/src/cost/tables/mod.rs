@@ -414,6 +414,53 @@ impl KernelTables {
         Some(self.allreduce_fit(gpus)?.price(hw, &shape))
     }
 
+    /// Whether every fit's grids match its family's axes (a hand-edited or corrupt
+    /// profile would otherwise index out of them): the first problem, in words.
+    pub fn check(&self) -> Result<(), String> {
+        for f in &self.fits {
+            let dims = match f.family {
+                Family::Gemm | Family::PrefillAttention => 3,
+                Family::DecodeAttention | Family::Moe => 4,
+                Family::Collective => 1,
+            };
+            let g = &f.correction;
+            let nodes: usize = g.axes.iter().map(|a| a.n).product();
+            let bad_axis = g
+                .axes
+                .iter()
+                .any(|a| a.n == 0 || !(a.step > 0.0) || !a.lo.is_finite());
+            if g.axes.len() != dims || nodes != g.values.len() || bad_axis {
+                return Err(format!(
+                    "{} [{}]: correction grid of {} axes and {} values, expected {dims} axes and one value per node",
+                    f.family.name(),
+                    f.key,
+                    g.axes.len(),
+                    g.values.len()
+                ));
+            }
+            for sw in &f.sweeps {
+                let a = sw.grid.axes.first();
+                if sw.at.len() + 1 != dims
+                    || a.is_none_or(|a| !(a.step > 0.0) || a.n != sw.grid.values.len())
+                {
+                    return Err(format!(
+                        "{} [{}]: a sweep does not match the family's axes",
+                        f.family.name(),
+                        f.key
+                    ));
+                }
+            }
+            if f.params.values().any(|v| !v.is_finite() || *v <= 0.0) {
+                return Err(format!(
+                    "{} [{}]: a parameter is not a positive number",
+                    f.family.name(),
+                    f.key
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// What the profile prices in the step model, in words.
     pub fn describe(&self) -> String {
         format!(
