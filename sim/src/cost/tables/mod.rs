@@ -428,7 +428,7 @@ impl KernelTables {
             let bad_axis = g
                 .axes
                 .iter()
-                .any(|a| a.n == 0 || !(a.step > 0.0) || !a.lo.is_finite());
+                .any(|a| a.n == 0 || (a.step.is_nan() || a.step <= 0.0) || !a.lo.is_finite());
             if g.axes.len() != dims || nodes != g.values.len() || bad_axis {
                 return Err(format!(
                     "{} [{}]: correction grid of {} axes and {} values, expected {dims} axes and one value per node",
@@ -441,7 +441,9 @@ impl KernelTables {
             for sw in &f.sweeps {
                 let a = sw.grid.axes.first();
                 if sw.at.len() + 1 != dims
-                    || a.is_none_or(|a| !(a.step > 0.0) || a.n != sw.grid.values.len())
+                    || a.is_none_or(|a| {
+                        (a.step.is_nan() || a.step <= 0.0) || a.n != sw.grid.values.len()
+                    })
                 {
                     return Err(format!(
                         "{} [{}]: a sweep does not match the family's axes",
