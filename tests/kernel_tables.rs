@@ -293,40 +293,25 @@ fn a_corrupt_profile_is_refused_with_where() {
     let end = at + text[at..].find('"').unwrap();
     let bad = format!("{}1 2{}", &text[..at], &text[end..]);
     let path = dir.path().join("bad.toml");
+    let gemm = [
+        "kernel",
+        "gemm",
+        "--hardware",
+        "h100",
+        "--m",
+        "64",
+        "--n",
+        "64",
+        "--k",
+        "64",
+        "--engine",
+        path.to_str().unwrap(),
+    ];
     std::fs::write(&path, bad).unwrap();
     refused(
-        &[
-            "kernel",
-            "gemm",
-            "--hardware",
-            "h100",
-            "--m",
-            "64",
-            "--n",
-            "64",
-            "--k",
-            "64",
-            "--engine",
-            path.to_str().unwrap(),
-        ],
+        &gemm,
         &["invalid kernel-table profile", "correction grid of"],
     );
     std::fs::write(&path, "system = 1").unwrap();
-    refused(
-        &[
-            "kernel",
-            "gemm",
-            "--hardware",
-            "h100",
-            "--m",
-            "64",
-            "--n",
-            "64",
-            "--k",
-            "64",
-            "--engine",
-            path.to_str().unwrap(),
-        ],
-        &["not a kernel-table profile"],
-    );
+    refused(&gemm, &["not a kernel-table profile"]);
 }

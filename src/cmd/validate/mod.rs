@@ -461,18 +461,13 @@ fn print_by_engine(out: &[Outcome]) {
         return;
     }
     println!("by kernel, hardware and engine (median error, rows within 20%):");
-    for ((op, hw, engine), mut e) in by {
-        e.sort_by(f64::total_cmp);
-        let n = e.len();
-        let median = if n % 2 == 1 {
-            e[n / 2]
-        } else {
-            0.5 * (e[n / 2 - 1] + e[n / 2])
-        };
-        let within = e.iter().filter(|x| **x <= 0.2).count();
+    for ((op, hw, engine), e) in by {
+        let s = calibration::tables::fit::errors(&e);
+        let n = s.rows;
+        let within = (s.within_20 * n as f64).round() as usize;
         println!(
             "  {op:<10} {hw:<6} {engine:<18} {n:>3} rows  median {:>5.1}%  within 20% {within}/{n}",
-            median * 100.0
+            s.median * 100.0
         );
     }
     println!();

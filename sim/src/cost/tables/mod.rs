@@ -12,9 +12,11 @@
 //! `calibration::tables` reads the tables and fits profiles; this module only prices.
 
 pub mod family;
+pub mod format;
 pub mod grid;
 
-pub use family::{CollectiveOp, Family, Format, Prepared, Shape};
+pub use family::{Family, Prepared, Shape};
+pub use format::{CollectiveOp, Format};
 pub use grid::{Axis, Grid};
 
 use crate::Hardware;
@@ -418,11 +420,7 @@ impl KernelTables {
     /// profile would otherwise index out of them): the first problem, in words.
     pub fn check(&self) -> Result<(), String> {
         for f in &self.fits {
-            let dims = match f.family {
-                Family::Gemm | Family::PrefillAttention => 3,
-                Family::DecodeAttention | Family::Moe => 4,
-                Family::Collective => 1,
-            };
+            let dims = f.family.steps().len();
             let g = &f.correction;
             let nodes: usize = g.axes.iter().map(|a| a.n).product();
             let bad_axis = g

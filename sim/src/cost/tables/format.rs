@@ -1,0 +1,144 @@
+//! The tables' operand formats and collective operations, and what they cost per
+//! element.
+
+use crate::units::Dtype;
+use crate::Hardware;
+use serde::{Deserialize, Serialize};
+
+/// Operand formats of the tables' GEMMs and MoE layers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Format {
+    Bf16,
+    /// FP8 with per-tensor scales.
+    Fp8,
+    /// FP8 with 1x128 activation and 128x128 weight block scales.
+    Fp8Block,
+    /// NVFP4: FP4 values, an FP8 scale per 16.
+    Nvfp4,
+    /// MXFP4 weights (an 8-bit scale per 32) with BF16 activations.
+    W4a16Mxfp4,
+    /// MXFP4 weights with FP8 activations.
+    W4a8Mxfp4,
+    /// INT4 weights (a BF16 scale per 128) with BF16 activations.
+    Int4Wo,
+}
+
+impl Format {
+    /// The format of a GEMM with `a` bytes per activation and `b` per weight (scales
+    /// in), as the step model builds it; `None` for mixed formats the tables' dense
+    /// GEMMs do not time.
+    pub fn of_gemm(a: f64, b: f64) -> Option<Format> {
+        match (a, b) {
+            (a, b) if a >= 1.9 && b >= 1.9 => Some(Format::Bf16),
+            (a, b) if (0.9..1.2).contains(&a) && b == 1.0 => Some(Format::Fp8),
+            (a, b) if (0.9..1.2).contains(&a) && b > 1.0 && b < 1.2 => Some(Format::Fp8Block),
+            (a, b) if a < 0.7 && b < 0.7 => Some(Format::Nvfp4),
+            _ => None,
+        }
+    }
+
+    /// The tables' name of the format.
+    pub fn parse(s: &str) -> Option<Format> {
+        Some(match s {
+            "bfloat16" | "bf16" | "float16" => Format::Bf16,
+            "fp8" => Format::Fp8,
+            "fp8_block" => Format::Fp8Block,
+            "nvfp4" => Format::Nvfp4,
+            "w4a16_mxfp4" => Format::W4a16Mxfp4,
+            "w4a8_mxfp4_fp8" | "w4a8_mxfp4_mxfp8" | "w4a8_mxfp4" => Format::W4a8Mxfp4,
+            "int4_wo" => Format::Int4Wo,
+            _ => return None,
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Bf16 => "bfloat16",
+            Format::Fp8 => "fp8",
+            Format::Fp8Block => "fp8_block",
+            Format::Nvfp4 => "nvfp4",
+            Format::W4a16Mxfp4 => "w4a16_mxfp4",
+            Format::W4a8Mxfp4 => "w4a8_mxfp4",
+            Format::Int4Wo => "int4_wo",
+        }
+    }
+
+    /// Bytes per activation element entering the GEMM (scales in).
+    pub fn act_bytes(self) -> f64 {
+        match self {
+            Format::Bf16 | Format::W4a16Mxfp4 | Format::Int4Wo => 2.0,
+            Format::Fp8 => 1.0,
+            Format::Fp8Block => 1.0 + 4.0 / 128.0,
+            Format::Nvfp4 => 0.5 + 1.0 / 16.0,
+            Format::W4a8Mxfp4 => 1.0,
+        }
+    }
+
+    /// Bytes per weight element (scales in).
+    pub fn weight_bytes(self) -> f64 {
+        match self {
+            Format::Bf16 => 2.0,
+            Format::Fp8 => 1.0,
+            Format::Fp8Block => 1.0 + 4.0 / (128.0 * 128.0),
+            Format::Nvfp4 => 0.5 + 1.0 / 16.0,
+            Format::W4a16Mxfp4 | Format::W4a8Mxfp4 => 0.5 + 1.0 / 32.0,
+            Format::Int4Wo => 0.5 + 2.0 / 128.0,
+        }
+    }
+
+    /// The tensor rate it runs at.
+    pub fn rate(self, hw: &Hardware) -> f64 {
+        let d = match self {
+            Format::Bf16 | Format::W4a16Mxfp4 | Format::Int4Wo => Dtype::Bf16,
+            Format::Fp8 | Format::Fp8Block | Format::W4a8Mxfp4 => Dtype::Fp8,
+            Format::Nvfp4 => Dtype::Fp4,
+        };
+        hw.tensor.flops_per_s(d)
+    }
+
+    /// Whether the engine quantises BF16 activations before the GEMM.
+    pub fn quantises(self) -> bool {
+        !matches!(self, Format::Bf16 | Format::W4a16Mxfp4 | Format::Int4Wo)
+    }
+}
+
+/// A collective's operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CollectiveOp {
+    AllReduce,
+    AllGather,
+    ReduceScatter,
+    AllToAll,
+}
+
+impl CollectiveOp {
+    pub fn parse(s: &str) -> Option<CollectiveOp> {
+        Some(match s {
+            "all_reduce" => CollectiveOp::AllReduce,
+            "all_gather" => CollectiveOp::AllGather,
+            "reduce_scatter" => CollectiveOp::ReduceScatter,
+            "alltoall" | "all_to_all" => CollectiveOp::AllToAll,
+            _ => return None,
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            CollectiveOp::AllReduce => "all_reduce",
+            CollectiveOp::AllGather => "all_gather",
+            CollectiveOp::ReduceScatter => "reduce_scatter",
+            CollectiveOp::AllToAll => "alltoall",
+        }
+    }
+
+    /// Bytes one GPU sends for a buffer of `bytes` over `n` GPUs (NCCL's bus bytes).
+    pub fn bus_bytes(self, bytes: f64, n: f64) -> f64 {
+        let share = (n - 1.0) / n;
+        match self {
+            CollectiveOp::AllReduce => 2.0 * share * bytes,
+            _ => share * bytes,
+        }
+    }
+}
