@@ -41,6 +41,13 @@ pub struct SimulateArgs {
     /// own kernel model (the default).
     #[arg(long, value_name = "ENGINE[@VERSION]")]
     pub engine: Option<String>,
+    /// Simulate a benchmark client's run exactly as it sends it, instead of the
+    /// scenario's workload: `'vllm --num-prompts 640 --max-concurrency 64
+    /// --random-input-len 8192 --random-output-len 1024 --random-range-ratio 0.8'`
+    /// (also `sglang ...` with `bench_serving`'s flags, `aiperf ...`). Every request
+    /// counts, TTFT runs from its send, the run ends with the last (docs/engine-schedulers.md).
+    #[arg(long, value_name = "'CLIENT FLAGS'")]
+    pub bench: Option<String>,
     /// Compare P/D splits: one run per decode-group DEP (e.g. `16,24,32,48`), the
     /// prefill pool's instances filling the rest of the scenario's GPUs.
     #[arg(long, value_name = "DEPS", value_delimiter = ',')]

@@ -385,6 +385,9 @@ fn fuzz_scenario_files_and_sets_never_panic() {
             trace: None,
             profile: None,
             engine: None,
+            bench: rng
+                .random_bool(0.05)
+                .then(|| BENCH_SPECS.choose(&mut rng).unwrap().to_string()),
             decode_deps: Vec::new(),
         };
         let run = rng.random_bool(1.0 / 8.0);
@@ -439,9 +442,21 @@ fn base_sim_args() -> SimulateArgs {
         trace: None,
         profile: None,
         engine: None,
+        bench: None,
         decode_deps: Vec::new(),
     }
 }
+
+/// `--bench` specs the scenario fuzzer tries, good and bad.
+const BENCH_SPECS: &[&str] = &[
+    "vllm --num-prompts 8 --max-concurrency 2 --random-input-len 64 --random-output-len 4",
+    "sglang --num-prompts 4 --random-input-len 32 --random-output-len 2 --request-rate 100",
+    "vllm --num-prompts 0",
+    "vllm --random-range-ratio 2",
+    "aiperf --request-count 3",
+    "tgi",
+    "",
+];
 
 /// Runs `args` for at most half a simulated second, with limits low enough that any
 /// resolved scenario ends in well under a second.

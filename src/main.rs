@@ -15,6 +15,7 @@ mod trace_fit;
 
 mod args;
 mod band;
+mod bench_client;
 mod cmd;
 mod finance;
 #[cfg(test)]

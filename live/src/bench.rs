@@ -14,8 +14,8 @@
 use crate::metrics::{Figures, Pcts};
 use crate::LiveError;
 use serde::Deserialize;
-use sim::serving::core::stream;
-use sim::serving::{Arrival, ClosedLoop, Dist, Driver, OpenLoop, TraceRecord, WorkloadConfig};
+use sim::serving::workload::bench::{BenchClient, Client};
+use sim::serving::WorkloadConfig;
 
 /// The fields of a vLLM benchmark result twin reads.
 #[derive(Debug, Clone, Deserialize)]
@@ -312,112 +312,39 @@ impl Bench {
         (good / n, good / self.duration_s)
     }
 
-    /// The workload the simulator replays: the benchmark's requests in order, sent as
-    /// it sent them (gaps drawn from its rate and burstiness with `seed`, vLLM's own
-    /// random draws being unknown), or, with a concurrency cap and no rate, a closed
-    /// loop of that many users drawing lengths log-normally with the benchmark's means
-    /// and spreads. Returns the workload, its trace records and what was assumed.
-    pub fn workload(&self, seed: u64) -> (WorkloadConfig, Vec<TraceRecord>, Vec<String>) {
+    /// The workload the simulator replays: the benchmark's requests in the file's
+    /// order with their lengths, sent as the client sent them
+    /// (`sim::serving::workload::bench`): at times drawn from its rate and burstiness
+    /// from the run's seed (vLLM's own draws are not in the file; `inf`: all at once),
+    /// each waiting for a free slot while `max_concurrency` are in flight; the run
+    /// ends with the last request. Returns the workload and what was assumed.
+    pub fn workload(&self) -> (WorkloadConfig, Vec<String>) {
         let mut notes = Vec::new();
-        let n = self.requests.len();
-        if let (None, Some(c)) = (self.rate, self.max_concurrency) {
-            let stat = |f: &dyn Fn(&BenchRequest) -> f64| {
-                let v: Vec<f64> = self.requests.iter().map(f).collect();
-                let m = v.iter().sum::<f64>() / n as f64;
-                let sd = (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / n as f64).sqrt();
-                Dist::Lognormal {
-                    mean: m.max(1.0),
-                    cv: if m > 0.0 { sd / m } else { 0.0 },
-                }
-            };
-            notes.push(format!(
-                "max_concurrency {c} with no request rate: replayed as a closed loop of {c} users with log-normal lengths of the benchmark's means and spreads"
-            ));
-            let wl = WorkloadConfig {
-                name: "vllm-bench".into(),
-                description: String::new(),
-                closed_loop: Some(ClosedLoop {
-                    concurrency: c.min(10_000_000) as u32,
-                    input_tokens: stat(&|r| r.input as f64),
-                    output_tokens: stat(&|r| r.output as f64),
-                    shared_prefix_tokens: 0,
-                    think_time_s: Dist::fixed(0.0),
-                }),
-                open_loop: None,
-                agentx: None,
-                trace: None,
-                rate_curve: None,
-                provenance: Default::default(),
-            };
-            return (wl, Vec::new(), notes);
-        }
-        if self.max_concurrency.is_some() {
-            notes.push("max_concurrency is not modelled with a request rate: arrivals follow the rate alone".into());
-        }
-        let times = match self.rate {
-            Some(rate) => send_times(n, rate, self.burstiness, seed),
-            None => vec![0.0; n],
-        };
-        let mut recs = Vec::with_capacity(n);
-        for (r, t) in self.requests.iter().zip(times) {
-            recs.push(TraceRecord {
-                timestamp: (t * 1e3).round() as u64,
-                input_length: r.input.min(u32::MAX as u64) as u32,
-                output_length: r.output.min(u32::MAX as u64) as u32,
-                hash_ids: Vec::new(),
-            });
-        }
+        let cap = self.max_concurrency.map(|c| c.min(u32::MAX as u64) as u32);
+        let requests = self
+            .requests
+            .iter()
+            .map(|r| [r.input, r.output].map(|x| x.min(u32::MAX as u64) as u32))
+            .collect();
+        let client = BenchClient::recorded(Client::Vllm, requests, cap, self.rate, self.burstiness);
         match self.rate {
             Some(r) => notes.push(format!(
-                "arrivals drawn at {r} requests/s (burstiness {}) by the simulator's open-loop driver with seed {seed}; vLLM's own draws are not in the file",
+                "sends drawn at {r} requests/s (burstiness {}) from the run's seed; vLLM's own draws are not in the file",
                 self.burstiness
             )),
-            None => notes.push("request rate inf: every request sent at t = 0".into()),
+            None => notes.push("request rate inf: every request due at t = 0".into()),
         }
-        let wl = WorkloadConfig::trace_replay("vllm-bench");
-        (wl, recs, notes)
+        if let Some(c) = cap {
+            notes.push(format!(
+                "max_concurrency {c}: a request waits for a free slot; its TTFT runs from when it was sent"
+            ));
+        }
+        let wl = WorkloadConfig {
+            bench: Some(client),
+            ..WorkloadConfig::trace_replay("vllm-bench")
+        };
+        (WorkloadConfig { trace: None, ..wl }, notes)
     }
-}
-
-/// `n` send times (seconds, the first at 0) of an open loop at `rate` requests/s whose
-/// gaps are gamma-distributed with shape `burstiness` (1 = Poisson), drawn by the
-/// simulator's own open-loop driver from `seed`.
-fn send_times(n: usize, rate: f64, burstiness: f64, seed: u64) -> Vec<f64> {
-    let wl = WorkloadConfig {
-        name: "vllm-bench-arrivals".into(),
-        description: String::new(),
-        closed_loop: None,
-        open_loop: Some(OpenLoop {
-            rate_per_s: rate,
-            arrival: if burstiness == 1.0 {
-                Arrival::Poisson
-            } else {
-                Arrival::Gamma {
-                    cv: 1.0 / burstiness.sqrt(),
-                }
-            },
-            input_tokens: Dist::fixed(1.0),
-            output_tokens: Dist::fixed(1.0),
-            shared_prefix_tokens: 0,
-        }),
-        agentx: None,
-        trace: None,
-        rate_curve: None,
-        provenance: Default::default(),
-    };
-    let Ok(mut d) = Driver::new(&wl, &[], stream(seed, "workload")) else {
-        return vec![0.0; n];
-    };
-    let mut out = Vec::new();
-    d.start(&mut out);
-    let mut times = Vec::with_capacity(n);
-    while times.len() < n {
-        let Some((t, ev)) = out.pop() else { break };
-        times.push(t as f64 / 1e9);
-        d.on_event(t, ev, &mut out);
-    }
-    let t0 = times.first().copied().unwrap_or(0.0);
-    times.iter().map(|t| t - t0).collect()
 }
 
 /// Figures of a simulated benchmark: latencies from the report; throughputs over the

@@ -56,6 +56,11 @@ pub struct BenchValidateArgs {
     /// Print one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Write every predicted step as CSV (pool, group, start_s, step_s,
+    /// prefill_tokens, prefill_chunks, decode_requests), to set beside the engine's
+    /// own step log.
+    #[arg(long, value_name = "FILE.csv")]
+    pub steps_out: Option<PathBuf>,
 }
 
 /// The fitted cost model of one pool of the run.
@@ -265,7 +270,7 @@ pub fn run_bench(a: &BenchValidateArgs) -> Result<()> {
     use crate::{args::SimulateArgs, scenario::resolve_args, simulation::pool_costs};
     use live::bench::{sim_bench_figures, Bench};
     let origin = a.file.display().to_string();
-    let text = std::fs::read_to_string(&a.file).with_context(|| format!("cannot read {origin}"))?;
+    let text = read_maybe_gzip(&a.file).with_context(|| format!("cannot read {origin}"))?;
     let bench = Bench::parse(&text, &origin)?;
     let mut r = resolve_args(&SimulateArgs {
         scenario: Some(a.scenario.clone()),
@@ -290,16 +295,13 @@ pub fn run_bench(a: &BenchValidateArgs) -> Result<()> {
         )),
         None => notes.push("the file names no model_id: the model is not checked".into()),
     }
-    let (workload, trace, more) = bench.workload(r.seed);
+    let (workload, more) = bench.workload();
     notes.extend(more);
     r.workload = workload;
-    // Long enough for every request to finish; latencies from all of them.
+    // Every request counts, and the run ends with the last (bounded at the limit).
     r.scenario.warmup_s = 0.0;
-    r.scenario.duration_s = if trace.is_empty() {
-        bench.duration_s
-    } else {
-        4.0 * bench.duration_s + 60.0
-    };
+    r.scenario.duration_s = r.scenario.limits.max_duration_s;
+    let trace = Vec::new();
     let (prefill_cost, decode_cost) = pool_costs(&r);
     let input = SimInput {
         scenario: &r.scenario,
@@ -312,14 +314,13 @@ pub fn run_bench(a: &BenchValidateArgs) -> Result<()> {
     };
     let (report, steps) =
         simulate_with_steps(&input, r.seed).map_err(|e| anyhow!("{}: {e}", r.scenario_origin))?;
-    let finish = if trace.is_empty() {
-        bench.duration_s
-    } else {
-        steps
-            .iter()
-            .map(|s| s.start_s + s.step_s)
-            .fold(0.0, f64::max)
-    };
+    if let Some(path) = &a.steps_out {
+        write_steps(path, &steps)?;
+    }
+    let finish = steps
+        .iter()
+        .map(|s| s.start_s + s.step_s)
+        .fold(0.0, f64::max);
     let mut measured = bench.figures();
     (measured.goodput_fraction, measured.goodput_req_s) =
         bench.goodput(r.scenario.slo.ttft_ms, r.scenario.slo.tpot_ms);
@@ -339,6 +340,7 @@ pub fn run_bench(a: &BenchValidateArgs) -> Result<()> {
             "bench": origin,
             "scenario": r.scenario_origin,
             "cost_model": r.params.source,
+            "scheduler": r.scenario.scheduler_line(),
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
@@ -349,6 +351,7 @@ pub fn run_bench(a: &BenchValidateArgs) -> Result<()> {
             r.scenario_origin,
             r.params.source
         );
+        println!("scheduler: {}", r.scenario.scheduler_line());
         println!("no step records in a vLLM benchmark: step time is not compared");
         print!("{}", live::compare::render_rows(&rows));
         for n in notes {
@@ -356,4 +359,32 @@ pub fn run_bench(a: &BenchValidateArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The predicted steps as CSV at `path` (written whole to a sibling file first, so a
+/// failed write leaves what was there).
+fn write_steps(path: &Path, steps: &[sim::serving::SimStep]) -> Result<()> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    for s in steps {
+        w.serialize(s)?;
+    }
+    let bytes = w.into_inner().map_err(|e| anyhow!("{e}"))?;
+    let tmp = path.with_extension("csv.partial");
+    std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// A text file, gunzipped when it starts with gzip's magic bytes (`FILE.json.gz`).
+fn read_maybe_gzip(path: &Path) -> Result<String> {
+    use std::io::Read;
+    let bytes = std::fs::read(path)?;
+    if bytes.starts_with(&[0x1f, 0x8b]) {
+        let mut text = String::new();
+        flate2::read::GzDecoder::new(&bytes[..])
+            .read_to_string(&mut text)
+            .context("not a readable gzip file of UTF-8 text")?;
+        Ok(text)
+    } else {
+        String::from_utf8(bytes).context("not UTF-8 text")
+    }
 }

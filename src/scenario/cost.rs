@@ -55,6 +55,11 @@ pub fn cost_params(
         params.spread = sim::cost::Spread::default();
         source = format!("{source} + {}", prof.source());
     }
+    // The engine's host work per step (before --set, which wins). A profile path
+    // names no engine: twin's defaults stand.
+    if let Some(h) = engine.and_then(sim::cost::host::Host::of_engine) {
+        params.host = h;
+    }
     for s in cost_sets {
         let key = s.path.join(".");
         let v = match &s.value {

@@ -84,7 +84,13 @@ pub fn resolve_args(args: &SimulateArgs) -> Result<Resolved> {
     let hardware = load_hardware(&sc.hardware, &sets.hardware)
         .with_context(|| format!("hardware of {origin}"))?;
     let model = load_model(&sc.model, &sets.model).with_context(|| format!("model of {origin}"))?;
-    let (wl_origin, workload) = load_workload(&sc, &origin, sets.workload)?;
+    let (wl_origin, mut workload) = load_workload(&sc, &origin, sets.workload)?;
+    if let Some(spec) = &args.bench {
+        bench_workload(spec, args, &mut sc, &mut workload, &mut notes)?;
+    }
+    if let Some(e) = &args.engine {
+        sc.engine = Some(e.clone());
+    }
     let problems = problems(&sc, &origin, &workload, &wl_origin, &hardware, &model);
     if !problems.is_empty() {
         bail!("invalid scenario:\n  {}", problems.join("\n  "));
@@ -107,6 +113,42 @@ pub fn resolve_args(args: &SimulateArgs) -> Result<Resolved> {
         notes,
         _validated: (),
     })
+}
+
+/// `--bench`: the client's run replaces the workload; no warm-up (every request
+/// counts), and the run lasts until its last request ends (`--duration` bounds it,
+/// else `limits.max_duration_s`).
+fn bench_workload(
+    spec: &str,
+    args: &SimulateArgs,
+    sc: &mut ServingScenario,
+    workload: &mut WorkloadConfig,
+    notes: &mut Vec<String>,
+) -> Result<()> {
+    if args.trace.is_some() {
+        bail!("--bench and --trace: a benchmark run sends its own requests; give one of them");
+    }
+    let (client, more) = crate::bench_client::parse(spec)?;
+    notes.extend(more);
+    *workload = WorkloadConfig {
+        name: format!(
+            "bench: {}",
+            spec.split_whitespace().collect::<Vec<_>>().join(" ")
+        ),
+        description: String::new(),
+        closed_loop: None,
+        open_loop: None,
+        agentx: None,
+        trace: None,
+        bench: Some(client),
+        rate_curve: None,
+        provenance: Default::default(),
+    };
+    sc.warmup_s = 0.0;
+    if args.duration.is_none() {
+        sc.duration_s = sc.limits.max_duration_s;
+    }
+    Ok(())
 }
 
 /// `--duration`: the run's length, and a warm-up shortened to fit it.

@@ -5,6 +5,7 @@
 pub mod analytic;
 pub mod band;
 pub mod fitted;
+pub mod host;
 pub mod insitu;
 pub mod kernels;
 pub mod params;

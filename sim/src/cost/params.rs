@@ -142,6 +142,9 @@ pub struct CostParams {
     /// Fixed cost per step (scheduling, sampling, host synchronisation), per phase.
     pub step_fixed_decode_s: f64,
     pub step_fixed_prefill_s: f64,
+    /// Host work per request and how much of it hides under the GPU (`super::host`).
+    #[serde(default)]
+    pub host: super::host::Host,
     /// How sure these numbers are: each kernel class's price spread (a hardware file's
     /// `[cost.spread]`); empty: no spread known, no band.
     #[serde(default, skip_serializing_if = "super::spread::Spread::is_unknown")]
@@ -230,6 +233,7 @@ impl Default for CostParams {
             },
             step_fixed_decode_s: 300e-6,
             step_fixed_prefill_s: 1e-3,
+            host: super::host::Host::default(),
             spread: super::spread::Spread::default(),
             tables: None,
         }
@@ -282,7 +286,7 @@ enum Kind {
 
 impl CostParams {
     /// Every key `set` accepts.
-    pub const KEYS: [&'static str; 69] = [
+    pub const KEYS: [&'static str; 72] = [
         "moe.mem_eff",
         "moe.compute_eff",
         "moe.fixed_s",
@@ -337,6 +341,9 @@ impl CostParams {
         "launch.graph_s",
         "step_fixed_decode_s",
         "step_fixed_prefill_s",
+        "host.per_request_s",
+        "host.overlap",
+        "host.gap_s",
         "in_situ.sm_hold",
         "in_situ.kernel_floor_s",
         "in_situ.barrier_frac",
@@ -376,6 +383,15 @@ impl CostParams {
             ("step_fixed_decode_s", None) => return Some((&mut self.step_fixed_decode_s, Seconds)),
             ("step_fixed_prefill_s", None) => {
                 return Some((&mut self.step_fixed_prefill_s, Seconds))
+            }
+            ("host", Some(f)) => {
+                let h = &mut self.host;
+                return match f {
+                    "per_request_s" => Some((&mut h.per_request_s, Seconds)),
+                    "overlap" => Some((&mut h.overlap, Share)),
+                    "gap_s" => Some((&mut h.gap_s, Seconds)),
+                    _ => None,
+                };
             }
             ("in_situ", Some(f)) => {
                 return self

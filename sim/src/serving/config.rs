@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 use super::price::PriceConfig;
+use super::scheduler::{Scheduler, SchedulerChoice};
 use crate::serde_defaults::{one, yes};
 use crate::validate::Problem;
 
@@ -170,6 +171,15 @@ pub struct ServingConfig {
     pub kv_transfer: KvTransferConfig,
     #[serde(default)]
     pub mtp: MtpConfig,
+    /// Whose scheduler forms the mixed pool's steps (`super::scheduler`): `auto` (the
+    /// engine's, else twin's own), `twin`, `vllm`, `sglang` or `trtllm`.
+    #[serde(default, skip_serializing_if = "SchedulerChoice::is_auto")]
+    pub scheduler: SchedulerChoice,
+    /// Whether the next step is formed while the current one runs (async scheduling,
+    /// overlap scheduler); absent: the scheduler's default (on for vllm, sglang,
+    /// trtllm; off for twin's own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub async_scheduling: Option<bool>,
     /// GPUs the deployment may occupy, e.g. 72 for one GB300 NVL72 rack: the pools the
     /// mode runs (instances x DEP each) must fit in them. Unset: no budget is checked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -673,6 +683,32 @@ impl Limits {
 }
 
 impl ServingScenario {
+    /// The scheduler of the mixed pool: `serving.scheduler`, or the engine's.
+    pub fn scheduler(&self) -> Scheduler {
+        Scheduler::resolve(self.serving.scheduler, self.engine.as_deref())
+    }
+
+    /// Whether the mixed pool forms each step while the last runs:
+    /// `serving.async_scheduling`, or the scheduler's default.
+    pub fn schedules_ahead(&self) -> bool {
+        self.serving
+            .async_scheduling
+            .unwrap_or_else(|| self.scheduler().schedules_ahead())
+    }
+
+    /// One line on the mixed pool's scheduler, for outputs.
+    pub fn scheduler_line(&self) -> String {
+        format!(
+            "{}{}",
+            self.scheduler().describe(),
+            if self.schedules_ahead() {
+                "; each step formed while the last runs"
+            } else {
+                ""
+            }
+        )
+    }
+
     /// Every problem with the scenario, each with its field path; empty when valid.
     pub fn problems(&self) -> Vec<Problem> {
         let mut p = Vec::new();

@@ -28,6 +28,7 @@ pub mod replicas;
 pub mod report;
 mod request;
 pub mod router;
+pub mod scheduler;
 pub mod stats;
 mod step;
 pub mod streams;

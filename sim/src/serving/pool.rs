@@ -8,6 +8,7 @@ use super::cache::PrefixCache;
 use super::config::{Mode, PoolConfig, ServingScenario};
 use super::metrics::PoolStats;
 use super::request::ReqId;
+use super::scheduler::Scheduler;
 use super::workload::BLOCK_TOKENS;
 use super::PoolCost;
 use std::cmp::Reverse;
@@ -129,6 +130,8 @@ pub(crate) struct Group {
     /// When the group's last step ended (0 before its first): how long it has idled
     /// when the next one starts.
     pub last_end_ns: u64,
+    /// When its last step started.
+    pub last_start_ns: u64,
     pub try_pending: bool,
     /// The current step's prefill work: (rank, request, chunk tokens).
     pub step_prefill: Vec<(u32, ReqId, u32)>,
@@ -153,6 +156,7 @@ impl Group {
             ranks,
             busy: false,
             last_end_ns: 0,
+            last_start_ns: 0,
             try_pending: false,
             step_prefill: Vec::new(),
             decode_in_step: false,
@@ -203,6 +207,10 @@ pub(crate) struct Pool<'a> {
     /// Requests placed so far (round-robin routing).
     pub placed: u64,
     pub stats: PoolStats,
+    /// How a mixed pool forms its steps (`serving.scheduler`; twin's own elsewhere).
+    pub scheduler: Scheduler,
+    /// Whether its steps are formed while the previous one runs (`serving.async_scheduling`).
+    pub ahead: bool,
 }
 
 impl Pool<'_> {
@@ -297,6 +305,12 @@ impl<'a> Pools<'a> {
                 waiting: 0,
                 placed: 0,
                 stats: PoolStats::default(),
+                scheduler: if role == Role::Mixed {
+                    sc.scheduler()
+                } else {
+                    Scheduler::Twin
+                },
+                ahead: role == Role::Mixed && sc.schedules_ahead(),
             });
         }
         pools

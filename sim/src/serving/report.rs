@@ -2,7 +2,7 @@
 //! an accounting section that the invariant tests check; its assembly from the rack's
 //! metrics and its text rendering.
 
-use super::config::Mode;
+use super::config::{Mode, ServingScenario};
 use super::money::Money;
 pub use super::money::UsdPerMTokens;
 use super::pool::Pool;
@@ -64,6 +64,10 @@ pub struct PoolReport {
     pub expert_parallel: bool,
     pub gpus: u64,
     pub cost_model: String,
+    /// Whose scheduler formed a mixed pool's steps (`super::scheduler`); absent for
+    /// prefill and decode pools (twin's own policy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduler: Option<String>,
     pub throughput_tok_s_per_gpu: Throughput,
     pub steps: u64,
     pub step_ms_mean: f64,
@@ -265,7 +269,7 @@ impl Rack<'_> {
         let pools: Vec<PoolReport> = self
             .pools
             .iter()
-            .map(|p| pool_report(p, measured_s))
+            .map(|p| pool_report(p, sc, measured_s))
             .collect();
         // Tokens by kind over all pools.
         let (mut cached, mut uncached, mut output) = (0u64, 0u64, 0u64);
@@ -361,7 +365,7 @@ impl Rack<'_> {
 }
 
 /// A pool's figures over the `measured_s` window.
-fn pool_report(p: &Pool<'_>, measured_s: f64) -> PoolReport {
+fn pool_report(p: &Pool<'_>, sc: &ServingScenario, measured_s: f64) -> PoolReport {
     let st = &p.stats;
     let op_sum: f64 = st.op_s.iter().sum();
     PoolReport {
@@ -372,6 +376,7 @@ fn pool_report(p: &Pool<'_>, measured_s: f64) -> PoolReport {
         expert_parallel: p.cfg.expert_parallel,
         gpus: p.cfg.gpus(),
         cost_model: p.cost.describe(),
+        scheduler: (p.role == super::pool::Role::Mixed).then(|| sc.scheduler_line()),
         throughput_tok_s_per_gpu: Throughput::of(
             st.cached_tokens,
             st.uncached_tokens,
@@ -428,6 +433,9 @@ impl PoolReport {
             self.gpus,
             self.cost_model
         );
+        if let Some(sched) = &self.scheduler {
+            let _ = writeln!(s, "  scheduler: {sched}");
+        }
         let _ = writeln!(
             s,
             "  tok/s per GPU {} (cached {}, uncached {}, output {}); {} steps, mean {:.2} ms, busy {:.0}%",

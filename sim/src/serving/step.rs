@@ -25,8 +25,21 @@ impl Rack<'_> {
             self.join_ready(g);
         }
         let mut cost = StepCost::default();
-        let prefill = role != Role::Decode && self.form_prefill(g, &mut cost);
-        let decode = role != Role::Prefill && self.form_decode(g, &mut cost);
+        // Formed ahead (async scheduling): while the step that just ended ran, from the
+        // requests there were when it started; else (and when that finds nothing to
+        // do: an idle engine schedules what arrives at once) now.
+        let grp = self.pools.group(g);
+        let ahead = self.pools.pool_of(g).ahead && grp.last_end_ns == self.now && self.now > 0;
+        let cutoff = if ahead { grp.last_start_ns } else { self.now };
+        let mut prefill = role != Role::Decode && self.form_prefill(g, cutoff, &mut cost);
+        // SGLang's prefill-first policy: a step with prefill work runs it alone.
+        let pauses = prefill && self.pools.pool_of(g).scheduler.prefill_pauses_decode();
+        let mut decode = role != Role::Prefill && !pauses && self.form_decode(g, &mut cost);
+        if ahead && !(prefill || decode) && role != Role::Decode {
+            prefill = self.form_prefill(g, self.now, &mut cost);
+            let pauses = prefill && self.pools.pool_of(g).scheduler.prefill_pauses_decode();
+            decode = role != Role::Prefill && !pauses && self.form_decode(g, &mut cost);
+        }
         self.pools.group_mut(g).decode_in_step = decode;
         if !(prefill || decode) {
             return Ok(());
@@ -79,30 +92,45 @@ impl Rack<'_> {
     }
 
     /// The step's prefill chunks: each rank works through its queue in order within its
-    /// token and request budgets. Adds their cost; false if there are none.
-    fn form_prefill(&mut self, g: GroupId, cost: &mut StepCost) -> bool {
+    /// token and request budgets, as the pool's scheduler shares them with decode
+    /// (`super::scheduler`), taking requests that arrived by `cutoff`. Adds their cost;
+    /// false if there are none.
+    fn form_prefill(&mut self, g: GroupId, cutoff: u64, cost: &mut StepCost) -> bool {
         let pool = self.pools.pool_of(g);
         let model = pool.cost;
         let (dep, sim_dep) = (pool.cfg.dep as usize, pool.sim_dep as usize);
         let chunk_tokens = pool.cfg.chunk_tokens_per_rank;
         let max_prefill = pool.cfg.max_prefill_requests_per_rank;
+        let sched = pool.scheduler;
+        let max_running = if sched.prefill_holds_slot() {
+            pool.cfg.max_batch_per_rank as usize
+        } else {
+            usize::MAX
+        };
         let mut work = std::mem::take(&mut self.pools.group_mut(g).step_prefill);
         work.clear();
         for r in 0..sim_dep {
             let slices = &mut self.slices[r];
             slices.clear();
-            let mut budget = chunk_tokens;
+            let rank = &self.pools.group(g).ranks[r];
+            let mut budget = sched.prefill_budget(chunk_tokens, rank.dec.n, self.mtp.draft_tokens);
             let mut n = 0;
-            for &id in &self.pools.group(g).ranks[r].prefill_q {
-                if budget == 0 || n >= max_prefill {
+            // `running`: the requests holding a slot before this one.
+            for (running, &id) in (rank.batch_slots_taken()..).zip(rank.prefill_q.iter()) {
+                let req = self.reqs.get(id);
+                if budget == 0 || n >= max_prefill || running >= max_running {
                     break;
                 }
-                let req = self.reqs.get(id);
+                if req.arrival_ns > cutoff {
+                    break;
+                }
                 let remaining = req.uncached() - req.prefill.computed;
                 if remaining == 0 {
                     continue;
                 }
-                let chunk = remaining.min(budget);
+                let Some(chunk) = sched.chunk(remaining, budget, chunk_tokens, n == 0) else {
+                    break;
+                };
                 slices.push(ReqSlice {
                     new_tokens: chunk,
                     context_tokens: req.prefill.cached as u64 + req.prefill.computed as u64,
@@ -206,7 +234,9 @@ impl Rack<'_> {
             }
             st.busy_ns += dur;
         }
-        self.pools.group_mut(g).busy = true;
+        let grp = self.pools.group_mut(g);
+        grp.busy = true;
+        grp.last_start_ns = self.now;
         self.q.push(end, Event::StepDone(g));
         Ok(())
     }
@@ -241,7 +271,10 @@ impl Rack<'_> {
         let step = self.pools.group(g).dstep;
         let req = self.reqs.get_mut(id);
         let (input, output, measured) = (req.input as u64, req.output, req.measured);
-        let steps = self.mtp.yield_.steps_for(output, &mut self.mtp.rng) as u64;
+        // The tokens still to decode: all, or all but the one its prefill sampled (at
+        // least one step: a one-token answer then decodes one token more than asked).
+        let left = output - (req.decode.first_token_ns.is_some() && output > 1) as u32;
+        let steps = self.mtp.yield_.steps_for(left, &mut self.mtp.rng) as u64;
         let piece = self
             .pools
             .pool_of(g)
@@ -345,6 +378,9 @@ impl Rack<'_> {
         if role == Role::Mixed {
             req.decode.group = g;
             req.decode.rank = r;
+            if self.pools.pool_of(g).scheduler.first_token_at_prefill() {
+                req.decode.first_token_ns = Some(self.now);
+            }
             self.pools.rank_mut(g, r).joining.push_back(id);
         } else if self.sc.serving.mode == Mode::PrefillOnly {
             // The faked decode side ends the request with its first token: its output
@@ -372,8 +408,10 @@ impl Rack<'_> {
         let mut joined_measured = 0u64;
         for &id in &grp.joined {
             let req = self.reqs.get_mut(id);
-            req.decode.first_token_ns = Some(now);
-            joined_measured += req.measured as u64;
+            if req.decode.first_token_ns.is_none() {
+                req.decode.first_token_ns = Some(now);
+                joined_measured += req.measured as u64;
+            }
         }
         grp.joined.clear();
         if in_window {

@@ -155,6 +155,8 @@ pub fn scenario(
             decode,
             kv_transfer: KvTransferConfig::default(),
             mtp: MtpConfig::default(),
+            scheduler: Default::default(),
+            async_scheduling: None,
             gpus: None,
         },
         router: RouterConfig::default(),
@@ -181,6 +183,7 @@ pub fn closed_loop(concurrency: u32, input: f64, output: f64) -> WorkloadConfig 
         open_loop: None,
         agentx: None,
         trace: None,
+        bench: None,
         rate_curve: None,
         provenance: BTreeMap::new(),
     }

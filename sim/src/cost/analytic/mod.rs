@@ -208,11 +208,14 @@ impl AnalyticCostModel {
         }
     }
 
-    fn step_fixed(&self, phase: Phase) -> f64 {
-        match phase {
+    /// Exposed host seconds of a step with `requests` on the busiest rank and `gpu_s`
+    /// of GPU work, launches included (`crate::cost::host`).
+    fn host_s(&self, phase: Phase, requests: f64, gpu_s: f64) -> f64 {
+        let fixed = match phase {
             Phase::Decode => self.params.step_fixed_decode_s,
             Phase::Prefill => self.params.step_fixed_prefill_s,
-        }
+        };
+        self.params.host.exposed_s(fixed, requests, gpu_s)
     }
 
     /// The faster of running `local`/`moe` serially and as two micro-batches, their
@@ -241,7 +244,8 @@ impl AnalyticCostModel {
     /// Wall time of a variant with its LM head, launches and fixed cost.
     fn total(&self, phase: Phase, v: &Variant, lm_s: f64) -> f64 {
         let gpu = v.sched.total_s + lm_s;
-        gpu + self.launch_s(phase, gpu, self.kernels(v.two_batch)) + self.step_fixed(phase)
+        let busy = gpu + self.launch_s(phase, gpu, self.kernels(v.two_batch));
+        busy + self.host_s(phase, v.local.requests, busy)
     }
 
     /// Prices the target model's step from each rank's work: the group's `n` ranks
@@ -295,9 +299,11 @@ impl AnalyticCostModel {
             (true, Some(lh)) => self.two_batch(phase, lh, m).sched,
             _ => self.serial(l, m).sched,
         };
+        let requests = local.requests;
         let total = |sched: Schedule, lm_s: f64| {
             let gpu = sched.total_s + lm_s;
-            gpu + self.launch_s(phase, gpu, self.kernels(two)) + self.step_fixed(phase)
+            let busy = gpu + self.launch_s(phase, gpu, self.kernels(two));
+            busy + self.host_s(phase, requests, busy)
         };
         let unskewed = same_way(
             &local,
@@ -379,12 +385,10 @@ impl AnalyticCostModel {
         set(Op::Communication, exposed + v.sm_penalty_s, Bound::Link);
         let gpu = v.sched.total_s + lm_s;
         let kernels = self.kernels(v.two_batch);
-        set(
-            Op::Launch,
-            self.launch_s(phase, gpu, kernels),
-            Bound::Latency,
-        );
-        set(Op::Overhead, self.step_fixed(phase), Bound::Latency);
+        let launch = self.launch_s(phase, gpu, kernels);
+        set(Op::Launch, launch, Bound::Latency);
+        let host = self.host_s(phase, v.local.requests, gpu + launch);
+        set(Op::Overhead, host, Bound::Latency);
         // Rounding: the schedule's compute equals the sum of the compute operations.
         let allreduces = c.layers * reps * c.allreduces_per_layer;
         out.comm = CommCost {

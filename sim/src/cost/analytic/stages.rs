@@ -78,6 +78,8 @@ pub(super) struct Local {
     pub tokens: f64,
     /// One tensor-parallel all-reduce of the step's tokens (0 without TP).
     pub allreduce_s: f64,
+    /// Requests of the busiest rank's whole batch (the host's work).
+    pub requests: f64,
 }
 
 /// The routed experts of the most loaded rank and the all-to-all of one MoE layer.
@@ -268,6 +270,7 @@ impl AnalyticCostModel {
             lm_s: 0.0,
             tokens: t,
             allreduce_s: 0.0,
+            requests: works.iter().map(|w| w.requests).fold(0.0, f64::max),
         };
         if t <= 0.0 {
             return out;

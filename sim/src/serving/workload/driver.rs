@@ -1,5 +1,6 @@
 //! The workload driver: users, sessions and trace cursors turned into requests.
 
+use super::bench::BenchRequest;
 use super::{
     gamma, AgentX, Arrival, Sampler, TraceRecord, WorkloadConfig, BLOCK_TOKENS, MAX_TOKENS,
 };
@@ -17,6 +18,8 @@ pub enum Origin {
     Slot(u32),
     Open,
     Trace,
+    /// A benchmark client's request (`[bench]`).
+    Bench,
 }
 
 /// A request as the workload creates it.
@@ -42,6 +45,8 @@ pub enum WlEvent {
     Slot(u32),
     OpenNext,
     TraceNext(usize),
+    /// The benchmark client's `k`-th request is due.
+    BenchNext(usize),
 }
 
 struct Session {
@@ -102,6 +107,12 @@ pub struct Driver<'a> {
     /// Sessions, users, arrivals or trace records each simulated one stands for
     /// (`with_cohort`).
     cohort: u32,
+    /// A benchmark client's requests (`[bench]`), those sent, those in flight, and the
+    /// one waiting for a free slot.
+    bench: Vec<BenchRequest>,
+    bench_sent: usize,
+    bench_in_flight: u32,
+    bench_blocked: Option<usize>,
 }
 
 /// The AgentX distributions a turn draws from (`Dist::sampler`).
@@ -193,6 +204,12 @@ impl<'a> Driver<'a> {
             output_tokens: a.output_tokens.sampler(),
             idle_gap_s: a.idle_gap_s.sampler(),
         });
+        let mut rng = rng;
+        let bench = cfg
+            .bench
+            .as_ref()
+            .map(|b| b.requests(&mut rng))
+            .unwrap_or_default();
         Ok(Driver {
             cfg,
             turn,
@@ -204,6 +221,10 @@ impl<'a> Driver<'a> {
             next_uid: 0,
             chained,
             cohort: 1,
+            bench,
+            bench_sent: 0,
+            bench_in_flight: 0,
+            bench_blocked: None,
         })
     }
 
@@ -216,6 +237,11 @@ impl<'a> Driver<'a> {
     /// its turns and their cache hits. Fails when the trace is too small to keep any.
     pub fn with_cohort(mut self, k: u32) -> Result<Self, SimError> {
         let k = k.max(1);
+        if k > 1 && self.cfg.bench.is_some() {
+            return Err(SimError::InvalidScenario(vec![format!(
+                "fidelity.cohort = {k}: a benchmark run ([bench]) is simulated whole; remove the cohort"
+            )]));
+        }
         self.cohort = k;
         if k > 1 && !self.trace_order.is_empty() {
             let trace = self.trace;
@@ -265,6 +291,11 @@ impl<'a> Driver<'a> {
         self.chained
     }
 
+    /// Whether a benchmark run (`[bench]`) is over: every request sent and ended.
+    pub fn done(&self) -> bool {
+        self.cfg.bench.is_some() && self.bench_sent >= self.bench.len() && self.bench_in_flight == 0
+    }
+
     fn uid(&mut self) -> u64 {
         self.next_uid += 1;
         self.next_uid
@@ -295,6 +326,9 @@ impl<'a> Driver<'a> {
                 let t = secs_to_ns(a.start_spread_s * self.rng.random::<f64>());
                 out.push((t, WlEvent::Slot(s)));
             }
+        }
+        if let Some(first) = self.bench.first() {
+            out.push((secs_to_ns(first.due_s), WlEvent::BenchNext(0)));
         }
         if let (Some(t), Some(&first)) = (&self.cfg.trace, self.trace_order.first()) {
             out.push((
@@ -379,6 +413,7 @@ impl<'a> Driver<'a> {
                     weight: self.cohort,
                 })
             }
+            WlEvent::BenchNext(k) => self.bench_request(now, k, out),
             WlEvent::TraceNext(k) => {
                 let t = self.cfg.trace.as_ref()?;
                 let &idx = self.trace_order.get(k)?;
@@ -398,6 +433,37 @@ impl<'a> Driver<'a> {
                 })
             }
         }
+    }
+
+    /// The benchmark client's `k`-th request, due now: sent if a slot is free (then the
+    /// next one is scheduled at its due time), else held until a request ends.
+    fn bench_request(
+        &mut self,
+        now: Nanos,
+        k: usize,
+        out: &mut Vec<(Nanos, WlEvent)>,
+    ) -> Option<NewRequest<'a>> {
+        let b = self.cfg.bench.as_ref()?;
+        let req = *self.bench.get(k)?;
+        if b.max_concurrency.is_some_and(|c| self.bench_in_flight >= c) {
+            self.bench_blocked = Some(k);
+            return None;
+        }
+        self.bench_in_flight += 1;
+        self.bench_sent = k + 1;
+        if let Some(next) = self.bench.get(k + 1) {
+            out.push((secs_to_ns(next.due_s).max(now), WlEvent::BenchNext(k + 1)));
+        }
+        let uid = self.uid();
+        let shared = b.prefix_len as u64;
+        Some(NewRequest {
+            input_tokens: req.input,
+            output_tokens: req.output,
+            prompt: unique_blocks(6, uid, shared, req.input as u64),
+            origin: Origin::Bench,
+            prewarm_tokens: 0,
+            weight: 1,
+        })
     }
 
     /// A closed-loop user's next request.
@@ -462,6 +528,13 @@ impl<'a> Driver<'a> {
         context_tokens: u64,
         out: &mut Vec<(Nanos, WlEvent)>,
     ) {
+        if origin == Origin::Bench {
+            self.bench_in_flight = self.bench_in_flight.saturating_sub(1);
+            if let Some(k) = self.bench_blocked.take() {
+                out.push((now, WlEvent::BenchNext(k)));
+            }
+            return;
+        }
         let Origin::Slot(slot) = origin else { return };
         if let Some(c) = &self.cfg.closed_loop {
             let think = secs_to_ns(c.think_time_s.sample(&mut self.rng));

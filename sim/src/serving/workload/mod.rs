@@ -10,6 +10,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+pub mod bench;
 mod curve;
 mod driver;
 mod trace;
@@ -183,14 +184,14 @@ impl Sampler {
     }
 }
 
-fn normal(rng: &mut ChaCha8Rng) -> f64 {
+pub(crate) fn normal(rng: &mut ChaCha8Rng) -> f64 {
     let u1: f64 = 1.0 - rng.random::<f64>(); // (0, 1]
     let u2: f64 = rng.random();
     (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
 }
 
 /// Gamma(shape k, scale 1) by Marsaglia and Tsang (with the k < 1 boost).
-fn gamma(rng: &mut ChaCha8Rng, k: f64) -> f64 {
+pub(crate) fn gamma(rng: &mut ChaCha8Rng, k: f64) -> f64 {
     if k < 1.0 {
         let u: f64 = 1.0 - rng.random::<f64>();
         return gamma(rng, k + 1.0) * u.powf(1.0 / k);
@@ -225,6 +226,10 @@ pub struct WorkloadConfig {
     pub agentx: Option<AgentX>,
     #[serde(default)]
     pub trace: Option<TraceReplay>,
+    /// A benchmark client's run (`bench::BenchClient`): a fixed list of prompts, sent
+    /// under a concurrency cap; the run ends with the last.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bench: Option<bench::BenchClient>,
     /// Load over the day as multipliers of the nominal load (`twin plan` plans for the
     /// peak; `twin simulate` applies it to open-loop arrivals only). None: constant.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -246,6 +251,7 @@ impl WorkloadConfig {
                 time_scale: 1.0,
                 max_requests: None,
             }),
+            bench: None,
             rate_curve: None,
             provenance: BTreeMap::new(),
         }
@@ -428,13 +434,17 @@ impl WorkloadConfig {
             self.open_loop.is_some(),
             self.agentx.is_some(),
             self.trace.is_some(),
+            self.bench.is_some(),
         ];
         check(
             &mut p,
             kinds.iter().filter(|k| **k).count() == 1,
             "workload",
-            "set exactly one of [closed_loop], [open_loop], [agentx], [trace]",
+            "set exactly one of [closed_loop], [open_loop], [agentx], [trace], [bench]",
         );
+        if let Some(b) = &self.bench {
+            p.extend(b.problems());
+        }
         if let Some(c) = &self.closed_loop {
             check(
                 &mut p,

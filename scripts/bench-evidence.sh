@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# twin against the public `vllm bench serve` sweeps in tests/fixtures/bench/ (every
+# point): TTFT p50, TPOT p50 and throughput, measured and predicted, under three cost
+# and scheduler settings. Prints a markdown table; docs/measured/bench-h100-*.md holds
+# its output with the date and commit.
+#   scripts/bench-evidence.sh [TWIN]    (default: target/release/twin)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+TWIN=${1:-target/release/twin}
+IN_SITU_OFF=(--set cost.in_situ.prefill.elementwise=1 --set cost.in_situ.prefill.gemm=1
+  --set cost.in_situ.prefill.attention=1 --set cost.in_situ.prefill.moe=1
+  --set cost.in_situ.decode.gemm=1 --set cost.in_situ.decode.attention=1
+  --set cost.in_situ.decode.moe=1 --set cost.in_situ.kernel_floor_s=0)
+declare -A SETTING=(
+  [a]="--engine twin --set serving.scheduler=twin"
+  [b]=""
+  [c]="${IN_SITU_OFF[*]}"
+)
+echo "| run | setting | throughput | TTFT p50 ms (measured / twin / error) | TPOT p50 ms (measured / twin / error) |"
+echo "| --- | --- | ---: | ---: | ---: |"
+for f in llama31-70b-h100-tp8-c10 llama31-70b-h100-tp8-c25 llama31-70b-h100-tp8-c50 \
+  llama31-70b-h100-tp8-c200 gpt-oss-120b-h100-tp8-c10 gpt-oss-120b-h100-tp8-c50 \
+  gpt-oss-120b-h100-tp8-c200; do
+  case $f in llama*) sc=h100-llama-3.1-70b-tp8 ;; *) sc=h100-gpt-oss-120b-tp8 ;; esac
+  file=tests/fixtures/bench/$f.json
+  [ -f "$file" ] || file=$file.gz
+  for k in a b c; do
+    # shellcheck disable=SC2086
+    "$TWIN" validate bench "$file" --scenario "$sc" ${SETTING[$k]} --json |
+      python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+m, p = d["measured"], d["predicted"]
+e = lambda a, b: 100 * (b - a) / a
+row = (sys.argv[1], sys.argv[2], e(m["token_throughput"], p["token_throughput"]),
+       m["ttft_ms"]["p50"], p["ttft_ms"]["p50"], e(m["ttft_ms"]["p50"], p["ttft_ms"]["p50"]),
+       m["tpot_ms"]["p50"], p["tpot_ms"]["p50"], e(m["tpot_ms"]["p50"], p["tpot_ms"]["p50"]))
+print("| %s | %s | %+.1f%% | %.0f / %.0f / %+.1f%% | %.2f / %.2f / %+.1f%% |" % row)
+' "$f" "$k"
+  done
+done

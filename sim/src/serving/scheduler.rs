@@ -1,0 +1,209 @@
+//! Engine schedulers: how a serving engine forms each step of an aggregated (mixed)
+//! pool from its running and waiting requests. Each engine does it its own way; the
+//! rules below are read from the engines' own source (files and commits in
+//! `docs/engine-schedulers.md`). The budgets themselves are the pool's fields, named
+//! there by each engine's flag: `chunk_tokens_per_rank` is vLLM's
+//! `max_num_batched_tokens`, SGLang's `chunked_prefill_size` and TensorRT-LLM's
+//! `max_num_tokens`; `max_batch_per_rank` is `max_num_seqs`, `max_running_requests` and
+//! `max_batch_size`.
+//!
+//! | rule | twin | vllm | sglang | trtllm |
+//! | --- | --- | --- | --- | --- |
+//! | decode tokens use the step's token budget first | no | yes | no (decode waits) | yes |
+//! | a prefilling request holds a running slot | no | yes | yes | yes |
+//! | a step with prefill work runs no decode | no | no | yes | no |
+//! | a prompt is scheduled whole (no chunking) | no | no | no | yes |
+//! | the next step is formed while this one runs | no | yes | yes | yes |
+//! | the first token comes with the last prompt chunk | no | yes | yes | yes |
+//!
+//! Every engine here serves waiting requests first come, first served and reserves a
+//! request's KV (input + output) when it is admitted, as TensorRT-LLM's
+//! `GUARANTEED_NO_EVICT` does; vLLM and SGLang allocate as they go and preempt when
+//! KV runs short, which twin does not model (the reservation is then conservative).
+
+use serde::{Deserialize, Serialize};
+
+/// `serving.scheduler`: which engine's scheduler forms the mixed pool's steps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum SchedulerChoice {
+    /// The scenario's `engine` (`vllm`, `sglang`, `trtllm`, with or without a
+    /// version); twin's own policy when it names none of them.
+    #[default]
+    Auto,
+    Twin,
+    Vllm,
+    Sglang,
+    Trtllm,
+}
+
+impl SchedulerChoice {
+    pub fn is_auto(&self) -> bool {
+        *self == SchedulerChoice::Auto
+    }
+}
+
+/// The scheduler a run uses, resolved from [`SchedulerChoice`] and the engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Scheduler {
+    /// twin's own policy: each step runs the whole decode batch and, beside it, prefill
+    /// chunks within their own token budget.
+    #[default]
+    Twin,
+    /// vLLM V1: running requests first (decode, then partial prefills), then waiting
+    /// ones, all within `max_num_batched_tokens`; chunked prefill on.
+    Vllm,
+    /// SGLang: prefill first; a step with prefill work is an extend batch alone
+    /// (`enable_mixed_chunk` off by default), decode runs when no prefill is ready.
+    Sglang,
+    /// TensorRT-LLM: in-flight batching, generation requests first within
+    /// `max_num_tokens`, context requests whole (`enable_chunked_prefill` off).
+    Trtllm,
+}
+
+impl Scheduler {
+    /// The scheduler of `choice`, `Auto` taking the engine's name (before any
+    /// `@VERSION`; a profile path names none).
+    pub fn resolve(choice: SchedulerChoice, engine: Option<&str>) -> Scheduler {
+        match choice {
+            SchedulerChoice::Twin => Scheduler::Twin,
+            SchedulerChoice::Vllm => Scheduler::Vllm,
+            SchedulerChoice::Sglang => Scheduler::Sglang,
+            SchedulerChoice::Trtllm => Scheduler::Trtllm,
+            SchedulerChoice::Auto => Scheduler::of_engine(engine.unwrap_or("")),
+        }
+    }
+
+    /// The scheduler an engine name stands for (`vllm@0.11.0` is vLLM's).
+    pub fn of_engine(engine: &str) -> Scheduler {
+        let name = engine.split('@').next().unwrap_or("").trim();
+        match name.to_ascii_lowercase().as_str() {
+            "vllm" => Scheduler::Vllm,
+            "sglang" => Scheduler::Sglang,
+            "trtllm" | "tensorrt-llm" | "tensorrt_llm" => Scheduler::Trtllm,
+            _ => Scheduler::Twin,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Scheduler::Twin => "twin",
+            Scheduler::Vllm => "vllm",
+            Scheduler::Sglang => "sglang",
+            Scheduler::Trtllm => "trtllm",
+        }
+    }
+
+    /// One line for outputs: whose policy forms the steps.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Scheduler::Twin => "twin's own (decode batch + prefill chunks within their own budget)",
+            Scheduler::Vllm => "vLLM V1 (decode first, then chunked prefill, in one token budget)",
+            Scheduler::Sglang => "SGLang (prefill first; decode waits while prefill runs)",
+            Scheduler::Trtllm => "TensorRT-LLM (in-flight batching, decode first, prompts whole)",
+        }
+    }
+
+    /// Whether the running decode requests take their tokens (1 + draft tokens each)
+    /// from the step's token budget before any prefill chunk.
+    pub fn decode_in_budget(self) -> bool {
+        matches!(self, Scheduler::Vllm | Scheduler::Trtllm)
+    }
+
+    /// Whether a request being prefilled counts against the batch limit.
+    pub fn prefill_holds_slot(self) -> bool {
+        !matches!(self, Scheduler::Twin)
+    }
+
+    /// Whether a step that runs prefill runs no decode.
+    pub fn prefill_pauses_decode(self) -> bool {
+        matches!(self, Scheduler::Sglang)
+    }
+
+    /// Whether the engine forms step N+1 while step N runs (vLLM's async scheduling,
+    /// default on since PR #27614; SGLang's overlap scheduler and TensorRT-LLM's
+    /// overlap scheduler, both default on): a request that arrives during step N
+    /// first runs in step N+2. twin's own policy forms each step when the last ends.
+    pub fn schedules_ahead(self) -> bool {
+        !matches!(self, Scheduler::Twin)
+    }
+
+    /// Whether a request's first token is sampled by the step that computes its last
+    /// prompt chunk (every engine here), not by its first decode step (twin's own
+    /// convention, as a disaggregated decode pool produces it).
+    pub fn first_token_at_prefill(self) -> bool {
+        !matches!(self, Scheduler::Twin)
+    }
+
+    /// Whether a prompt's uncached tokens must fit one step's budget whole.
+    pub fn whole_prompts(self) -> bool {
+        matches!(self, Scheduler::Trtllm)
+    }
+
+    /// The prefill token budget of a step on a rank with `decoding` running requests,
+    /// each producing `1 + draft_tokens` tokens, out of `budget` tokens.
+    pub fn prefill_budget(self, budget: u32, decoding: u32, draft_tokens: u32) -> u32 {
+        if self.decode_in_budget() {
+            let used = decoding as u64 * (1 + draft_tokens as u64);
+            budget.saturating_sub(used.min(u32::MAX as u64) as u32)
+        } else {
+            budget
+        }
+    }
+
+    /// The tokens of a waiting prompt with `remaining` uncached tokens a step may
+    /// compute now, out of `left` of the step's `budget`; `first`: nothing else is
+    /// prefilled on the rank this step. `None`: the prompt waits for a later step. A
+    /// whole-prompt scheduler runs a prompt longer than the whole budget alone, in
+    /// chunks (TensorRT-LLM refuses such prompts unless chunked prefill is on).
+    pub fn chunk(self, remaining: u32, left: u32, budget: u32, first: bool) -> Option<u32> {
+        if left == 0 {
+            return None;
+        }
+        if self.whole_prompts() && remaining > left && !(first && remaining > budget) {
+            return None;
+        }
+        Some(remaining.min(left))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_follows_the_engine_name() {
+        let r = |e: Option<&str>| Scheduler::resolve(SchedulerChoice::Auto, e);
+        assert_eq!(r(None), Scheduler::Twin);
+        assert_eq!(r(Some("vllm@0.24.0")), Scheduler::Vllm);
+        assert_eq!(r(Some("SGLang")), Scheduler::Sglang);
+        assert_eq!(r(Some("trtllm@1.3.0rc20")), Scheduler::Trtllm);
+        assert_eq!(r(Some("profiles/h100.toml.gz")), Scheduler::Twin);
+        assert_eq!(r(Some("twin")), Scheduler::Twin);
+        let explicit = Scheduler::resolve(SchedulerChoice::Sglang, Some("vllm"));
+        assert_eq!(explicit, Scheduler::Sglang);
+    }
+
+    #[test]
+    fn decode_first_budgets_leave_prefill_the_rest() {
+        // 8192 tokens, 50 decoding requests with 1 draft token: 100 tokens of decode.
+        assert_eq!(Scheduler::Vllm.prefill_budget(8192, 50, 1), 8092);
+        assert_eq!(Scheduler::Trtllm.prefill_budget(8192, 50, 0), 8142);
+        assert_eq!(Scheduler::Twin.prefill_budget(8192, 50, 1), 8192);
+        assert_eq!(Scheduler::Sglang.prefill_budget(8192, 50, 1), 8192);
+        assert_eq!(Scheduler::Vllm.prefill_budget(100, 200, 0), 0);
+    }
+
+    #[test]
+    fn whole_prompts_wait_for_room_unless_they_can_never_fit() {
+        let t = Scheduler::Trtllm;
+        assert_eq!(t.chunk(3000, 2000, 8192, false), None);
+        assert_eq!(t.chunk(3000, 2000, 8192, true), None);
+        assert_eq!(t.chunk(2000, 2000, 8192, false), Some(2000));
+        // Longer than the whole budget: alone, in chunks.
+        assert_eq!(t.chunk(9000, 8192, 8192, true), Some(8192));
+        assert_eq!(t.chunk(9000, 8000, 8192, false), None);
+        assert_eq!(Scheduler::Vllm.chunk(3000, 2000, 8192, false), Some(2000));
+        assert_eq!(Scheduler::Vllm.chunk(3000, 0, 8192, true), None);
+    }
+}

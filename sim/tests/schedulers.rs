@@ -1,0 +1,207 @@
+//! Engine schedulers against hand-traced schedules of a few requests (which step
+//! admits which chunk), and the benchmark client against hand-derived timelines.
+
+mod common;
+
+use common::*;
+use sim::serving::scheduler::SchedulerChoice;
+use sim::serving::workload::bench::{BenchClient, Client};
+use sim::serving::*;
+
+/// One mixed pool of one rank: a 1000-token budget, at most 2 running requests; KV
+/// for everything.
+fn mixed(choice: SchedulerChoice, async_scheduling: Option<bool>) -> ServingScenario {
+    let mut p = pool(1, 1);
+    p.chunk_tokens_per_rank = 1000;
+    p.max_batch_per_rank = 2;
+    p.max_prefill_requests_per_rank = 16;
+    p.kv_capacity_tokens_per_rank = Some(1_000_000);
+    let mut sc = scenario(Mode::Aggregated, pool(1, 1), p, 10.0, 0.0);
+    sc.serving.scheduler = choice;
+    sc.serving.async_scheduling = async_scheduling;
+    sc
+}
+
+/// 10 ms a step plus 1 us per token: steps are told apart by their contents.
+fn cost() -> LinearCost {
+    LinearCost {
+        fixed_s: 0.010,
+        per_token_s: 1e-6,
+        per_ctx_s: 0.0,
+        kv_tokens_per_rank: 1_000_000,
+    }
+}
+
+fn bench(requests: &[[u32; 2]], max_concurrency: Option<u32>) -> WorkloadConfig {
+    WorkloadConfig {
+        bench: Some(BenchClient::recorded(
+            Client::Vllm,
+            requests.to_vec(),
+            max_concurrency,
+            None,
+            1.0,
+        )),
+        trace: None,
+        ..WorkloadConfig::trace_replay("bench")
+    }
+}
+
+/// (prefill tokens, prefill chunks, decode requests) of the first `n` steps.
+fn schedule(
+    sc: &ServingScenario,
+    wl: &WorkloadConfig,
+    trace: &[TraceRecord],
+    n: usize,
+) -> Vec<(u64, u32, u32)> {
+    let (_, steps) = run_recorded(sc, wl, &model(0.0, None), &cost(), trace);
+    steps
+        .iter()
+        .take(n)
+        .map(|s| (s.prefill_tokens, s.prefill_chunks, s.decode_requests))
+        .collect()
+}
+
+/// Three prompts at t = 0 (600, 600, 300 tokens), 4 output tokens each.
+const THREE: [[u32; 2]; 3] = [[600, 4], [600, 4], [300, 4]];
+
+#[test]
+fn twin_chunks_prompts_beside_the_whole_batch() {
+    // Step 1: r0 600 + r1 400 of 1000. Step 2: r0 decodes (it joined); r1's last 200
+    // and r2's 300 (twin's prefill needs no batch slot). Step 3: r1 decodes beside r0;
+    // r2 waits for a slot (two running).
+    let s = schedule(
+        &mixed(SchedulerChoice::Twin, None),
+        &bench(&THREE, None),
+        &[],
+        3,
+    );
+    assert_eq!(s, vec![(1000, 2, 0), (500, 2, 1), (0, 0, 2)]);
+}
+
+#[test]
+fn vllm_counts_prefilling_requests_against_max_num_seqs_and_decodes_first() {
+    // Step 1: r0 600 + r1 400 (two running: r2 waits). Step 2: r0 decodes first (1 of
+    // the 1000 tokens), then r1's last 200; r2 still has no slot.
+    let s = schedule(
+        &mixed(SchedulerChoice::Vllm, Some(false)),
+        &bench(&THREE, None),
+        &[],
+        2,
+    );
+    assert_eq!(s, vec![(1000, 2, 0), (200, 1, 1)]);
+}
+
+#[test]
+fn sglang_runs_prefill_alone_and_decodes_when_none_is_ready() {
+    // Step 1: prefill r0 600 + r1 400. Step 2: r1's last 200 alone: r0, ready to
+    // decode, waits (prefill first). Step 3: nothing to prefill (r2 has no slot):
+    // decode r0 and r1.
+    let s = schedule(
+        &mixed(SchedulerChoice::Sglang, Some(false)),
+        &bench(&THREE, None),
+        &[],
+        3,
+    );
+    assert_eq!(s, vec![(1000, 2, 0), (200, 1, 0), (0, 0, 2)]);
+}
+
+#[test]
+fn trtllm_schedules_prompts_whole_after_the_generation_requests() {
+    // Step 1: r0 600; r1's 600 do not fit the 400 left (no chunking). Step 2: r0
+    // generates (1 token), r1's 600 fit the 999 left; r2 has no slot.
+    let s = schedule(
+        &mixed(SchedulerChoice::Trtllm, Some(false)),
+        &bench(&THREE, None),
+        &[],
+        2,
+    );
+    assert_eq!(s, vec![(600, 1, 0), (600, 1, 1)]);
+}
+
+#[test]
+fn a_step_formed_ahead_leaves_a_request_that_arrives_during_it_for_the_next() {
+    // r0 at 0 ms; r1 arrives at 5 ms, while step 1 (10.6 ms: r0's 600 tokens) runs.
+    let trace = [(0, 600), (5, 300)].map(|(t, input)| TraceRecord {
+        timestamp: t,
+        input_length: input,
+        output_length: 8,
+        hash_ids: Vec::new(),
+    });
+    let mut p = mixed(SchedulerChoice::Vllm, Some(false));
+    p.serving.decode.max_batch_per_rank = 8;
+    // Formed when step 1 ends: step 2 takes r1's prompt beside r0's decode.
+    let s = schedule(&p, &trace_workload(), &trace, 2);
+    assert_eq!(s, vec![(600, 1, 0), (300, 1, 1)]);
+    // Formed when step 1 started (async scheduling, vLLM's default): r1 was not there
+    // yet, so step 2 decodes r0 alone and step 3 takes r1.
+    p.serving.async_scheduling = None;
+    let s = schedule(&p, &trace_workload(), &trace, 3);
+    assert_eq!(s, vec![(600, 1, 0), (0, 0, 1), (300, 1, 1)]);
+}
+
+#[test]
+fn the_client_sends_each_prompt_when_a_slot_frees_and_the_run_ends_with_the_last() {
+    // One slot, three prompts of 100 tokens and 2 output tokens, 10 ms + 1 us per
+    // token a step, vLLM's scheduler (steps formed when the last ends): each request
+    // prefills (10.1 ms, sampling its first token), decodes once (10.001 ms), ends; the
+    // next is sent then. TTFT 10.1 ms each, E2E 20.101 ms, the run over at
+    // 3 x 20.101 = 60.303 ms although duration_s is 10 s.
+    let sc = mixed(SchedulerChoice::Vllm, Some(false));
+    let wl = bench(&[[100, 2]; 3], Some(1));
+    let (r, steps) = run_recorded(&sc, &wl, &model(0.0, None), &cost(), &[]);
+    assert_eq!(r.requests_completed, 3);
+    assert_eq!(steps.len(), 6);
+    let starts: Vec<f64> = steps.iter().map(|s| (s.start_s * 1e6).round()).collect();
+    assert_eq!(
+        starts,
+        vec![0.0, 10100.0, 20101.0, 30201.0, 40202.0, 50302.0]
+    );
+    assert!((r.ttft_ms.mean - 10.1).abs() < 1e-6, "{}", r.ttft_ms.mean);
+    assert!((r.e2e_ms.mean - 20.101).abs() < 1e-6, "{}", r.e2e_ms.mean);
+    assert!((r.measured_s - 0.060303).abs() < 1e-9, "{}", r.measured_s);
+    // Formed ahead (async scheduling, vLLM's default), the same: an engine with nothing
+    // to run schedules what arrives at once (the request sent when the last ended).
+    let (r2, steps2) = run_recorded(
+        &mixed(SchedulerChoice::Vllm, None),
+        &wl,
+        &model(0.0, None),
+        &cost(),
+        &[],
+    );
+    assert_eq!(r2.requests_completed, 3);
+    assert_eq!(steps2, steps);
+    // twin's own convention: the first token comes with the first decode step, and
+    // both tokens are decoded: 3 steps a request, TTFT 10.1 + 10.001 ms.
+    let (r, steps) = run_recorded(
+        &mixed(SchedulerChoice::Twin, None),
+        &wl,
+        &model(0.0, None),
+        &cost(),
+        &[],
+    );
+    assert_eq!(steps.len(), 9);
+    assert!((r.ttft_ms.mean - 20.101).abs() < 1e-6, "{}", r.ttft_ms.mean);
+}
+
+#[test]
+fn without_a_cap_every_prompt_is_sent_at_once() {
+    // Three at t = 0, no cap: all prefill in step 1 (2 x 100 + 100 = 300 tokens).
+    let sc = mixed(SchedulerChoice::Twin, None);
+    let wl = bench(&[[100, 2]; 3], None);
+    let (r, steps) = run_recorded(&sc, &wl, &model(0.0, None), &cost(), &[]);
+    assert_eq!((steps[0].prefill_tokens, steps[0].prefill_chunks), (300, 3));
+    assert_eq!(r.requests_completed, 3);
+}
+
+#[test]
+fn a_benchmark_run_refuses_a_cohort() {
+    let mut sc = mixed(SchedulerChoice::Twin, None);
+    sc.serving.decode.instances = 2;
+    sc.fidelity.cohort = 2;
+    let hw = hardware(72);
+    let m = model(0.0, None);
+    let c = cost();
+    let wl = bench(&[[100, 2]; 3], Some(1));
+    let e = simulate(&one_cost_input(&sc, &wl, &hw, &m, &c), 1).unwrap_err();
+    assert!(e.to_string().contains("simulated whole"), "{e}");
+}
