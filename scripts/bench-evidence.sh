@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# twin against the public `vllm bench serve` sweeps in tests/fixtures/bench/ (every
+# twin against the public `vllm bench serve` and SGLang `bench_serving` runs in
+# tests/fixtures/bench/ (every
 # point): TTFT p50, TPOT p50 and throughput, measured and predicted, under three cost
 # and scheduler settings. Prints a markdown table; docs/measured/bench-h100-*.md holds
 # its output with the date and commit.
@@ -20,10 +21,13 @@ echo "| run | setting | throughput | TTFT p50 ms (measured / twin / error) | TPO
 echo "| --- | --- | ---: | ---: | ---: |"
 for f in llama31-70b-h100-tp8-c10 llama31-70b-h100-tp8-c25 llama31-70b-h100-tp8-c50 \
   llama31-70b-h100-tp8-c200 gpt-oss-120b-h100-tp8-c10 gpt-oss-120b-h100-tp8-c50 \
-  gpt-oss-120b-h100-tp8-c200; do
-  case $f in llama*) sc=h100-llama-3.1-70b-tp8 ;; *) sc=h100-gpt-oss-120b-tp8 ;; esac
+  gpt-oss-120b-h100-tp8-c200 sglang-llama31-70b-h100-tp8-in1024-c100 \
+  sglang-llama31-70b-h100-tp8-in2048-c100 sglang-llama31-70b-h100-tp8-in4096-c100 \
+  sglang-llama31-70b-h100-tp8-in8192-c100; do
+  case $f in *llama*) sc=h100-llama-3.1-70b-tp8 ;; *) sc=h100-gpt-oss-120b-tp8 ;; esac
   file=tests/fixtures/bench/$f.json
   [ -f "$file" ] || file=$file.gz
+  [ -f "$file" ] || file=tests/fixtures/bench/$f.jsonl.gz
   for k in a b c; do
     # shellcheck disable=SC2086
     "$TWIN" validate bench "$file" --scenario "$sc" ${SETTING[$k]} --json |

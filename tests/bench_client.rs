@@ -151,3 +151,41 @@ fn bad_bench_specs_are_refused_with_what_and_where() {
         &["--bench and --trace"],
     );
 }
+
+#[test]
+fn an_sglang_result_runs_under_sglangs_scheduler_with_its_servers_own_arguments() {
+    // (file, SGLang's own median TTFT in the file, ms)
+    for (file, ttft) in [
+        ("sglang-llama31-70b-h100-tp8-in1024-c100.jsonl.gz", 1473.93),
+        ("sglang-llama31-70b-h100-tp8-in2048-c100.jsonl.gz", 1446.06),
+        ("sglang-llama31-70b-h100-tp8-in4096-c100.jsonl.gz", 2586.14),
+        ("sglang-llama31-70b-h100-tp8-in8192-c100.jsonl.gz", 4617.56),
+    ] {
+        let path = repo().join("tests/fixtures/bench").join(file);
+        let o = twin(&[
+            "validate",
+            "bench",
+            path.to_str().unwrap(),
+            "--scenario",
+            "h100-llama-3.1-70b-tp8",
+            "--json",
+        ]);
+        assert!(o.status.success(), "{file}: {}", err(&o));
+        let v = json(&o);
+        let got = v["measured"]["ttft_ms"]["p50"].as_f64().unwrap();
+        assert!((got - ttft).abs() < 0.006, "{file}: {got}");
+        assert!(
+            v["scheduler"].as_str().unwrap().starts_with("SGLang"),
+            "{file}"
+        );
+        let notes = v["notes"].to_string();
+        for want in [
+            "chunked_prefill_size 8192",
+            "SGLang 0.5.9",
+            "SGLang's scheduler",
+        ] {
+            assert!(notes.contains(want), "{file}: {want}: {notes}");
+        }
+        assert_eq!(v["predicted"]["completed"], 100, "{file}");
+    }
+}

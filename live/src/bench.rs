@@ -41,6 +41,42 @@ pub struct BenchResult {
     /// The model the benchmark served (a Hugging Face id or a local path).
     #[serde(default)]
     pub model_id: Option<String>,
+    /// The client's backend: `sglang` for SGLang's `bench_serving` (whose results are
+    /// JSON lines, one run a line), else a vLLM `bench serve` endpoint type.
+    #[serde(default)]
+    pub backend: Option<String>,
+    /// SGLang's server arguments, as its client saved them (`server_info`).
+    #[serde(default)]
+    pub server_info: Option<serde_json::Value>,
+}
+
+/// What an SGLang result says of the server that ran it (`server_info`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ServerInfo {
+    pub version: Option<String>,
+    pub chunked_prefill_size: Option<u64>,
+    pub max_running_requests: Option<u64>,
+    pub enable_mixed_chunk: Option<bool>,
+    pub disable_overlap_schedule: Option<bool>,
+    pub dp_size: Option<u64>,
+}
+
+impl ServerInfo {
+    fn of(v: &serde_json::Value) -> ServerInfo {
+        let u = |k: &str| v.get(k).and_then(|x| x.as_u64());
+        let b = |k: &str| v.get(k).and_then(|x| x.as_bool());
+        ServerInfo {
+            version: v
+                .get("version")
+                .and_then(|x| x.as_str())
+                .map(str::to_string),
+            chunked_prefill_size: u("chunked_prefill_size"),
+            max_running_requests: u("max_running_requests"),
+            enable_mixed_chunk: b("enable_mixed_chunk"),
+            disable_overlap_schedule: b("disable_overlap_schedule"),
+            dp_size: u("dp_size"),
+        }
+    }
 }
 
 /// One request of the benchmark.
@@ -69,6 +105,12 @@ pub struct Bench {
     /// when the server streamed several tokens per chunk (then ITL is compared per
     /// token: each gap divided by this). 1 when at least 95% of the gaps are there.
     pub tokens_per_gap: f64,
+    /// Whose client sent the requests (`backend`).
+    pub client: Client,
+    /// The server's arguments, when the file records them (SGLang).
+    pub server: Option<ServerInfo>,
+    /// Runs in the file (SGLang appends one JSON line per run; the last is read).
+    pub runs: usize,
 }
 
 /// Share of the expected inter-token gaps (output - 1 per request) below which a
@@ -125,10 +167,23 @@ fn python_json_to_json(text: &str) -> String {
     out
 }
 
+/// The run a result file holds, and how many it holds: SGLang's results are JSON
+/// lines, one run a line, of which the last is read; vLLM's are one JSON object.
+fn last_run(text: &str) -> (&str, usize) {
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let jsonl = lines.len() > 1 && lines.iter().all(|l| l.trim_start().starts_with('{'));
+    if jsonl {
+        (lines.last().copied().unwrap_or(""), lines.len())
+    } else {
+        (text, 1)
+    }
+}
+
 impl Bench {
     /// Parses a benchmark result; `origin` names it in errors.
     pub fn parse(text: &str, origin: &str) -> Result<Bench, LiveError> {
-        let clean = python_json_to_json(text);
+        let (one, runs) = last_run(text);
+        let clean = python_json_to_json(one);
         let r: BenchResult = serde_json::from_str(&clean)
             .map_err(|e| LiveError::Bench(format!("{origin}: not a vLLM bench result: {e}")))?;
         let missing: Vec<&str> = [
@@ -213,12 +268,24 @@ impl Bench {
             model_id: r.model_id.filter(|m| !m.trim().is_empty()),
             failed,
             tokens_per_gap,
+            client: match r.backend.as_deref() {
+                Some(b) if b.starts_with("sglang") => Client::Sglang,
+                _ => Client::Vllm,
+            },
+            server: r.server_info.as_ref().map(ServerInfo::of),
+            runs,
         })
     }
 
     /// What the figures leave out or change, said beside them.
     pub fn notes(&self) -> Vec<String> {
         let mut v = Vec::new();
+        if self.runs > 1 {
+            v.push(format!(
+                "the file holds {} runs (JSON lines): the last is compared",
+                self.runs
+            ));
+        }
         if self.failed > 0 {
             v.push(format!(
                 "{} failed request(s) of the file (no output or no first token) left out of the measured figures",
@@ -315,7 +382,7 @@ impl Bench {
     /// The workload the simulator replays: the benchmark's requests in the file's
     /// order with their lengths, sent as the client sent them
     /// (`sim::serving::workload::bench`): at times drawn from its rate and burstiness
-    /// from the run's seed (vLLM's own draws are not in the file; `inf`: all at once),
+    /// from the run's seed (the client's own draws are not in the file; `inf`: all at once),
     /// each waiting for a free slot while `max_concurrency` are in flight; the run
     /// ends with the last request. Returns the workload and what was assumed.
     pub fn workload(&self) -> (WorkloadConfig, Vec<String>) {
@@ -326,10 +393,10 @@ impl Bench {
             .iter()
             .map(|r| [r.input, r.output].map(|x| x.min(u32::MAX as u64) as u32))
             .collect();
-        let client = BenchClient::recorded(Client::Vllm, requests, cap, self.rate, self.burstiness);
+        let client = BenchClient::recorded(self.client, requests, cap, self.rate, self.burstiness);
         match self.rate {
             Some(r) => notes.push(format!(
-                "sends drawn at {r} requests/s (burstiness {}) from the run's seed; vLLM's own draws are not in the file",
+                "sends drawn at {r} requests/s (burstiness {}) from the run's seed; the client's own draws are not in the file",
                 self.burstiness
             )),
             None => notes.push("request rate inf: every request due at t = 0".into()),
@@ -370,6 +437,13 @@ pub fn sim_bench_figures(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_lines_are_runs_of_which_the_last_is_read() {
+        assert_eq!(last_run("{\"a\": 1}\n{\"a\": 2}\n\n"), ("{\"a\": 2}", 2));
+        let pretty = "{\n  \"a\": 1\n}\n";
+        assert_eq!(last_run(pretty), (pretty, 1));
+    }
 
     #[test]
     fn python_non_finite_floats_become_json() {

@@ -297,6 +297,7 @@ pub fn run_bench(a: &BenchValidateArgs) -> Result<()> {
     }
     let (workload, more) = bench.workload();
     notes.extend(more);
+    server_settings(&bench, &mut r.scenario, &mut notes);
     r.workload = workload;
     // Every request counts, and the run ends with the last (bounded at the limit).
     r.scenario.warmup_s = 0.0;
@@ -386,5 +387,49 @@ fn read_maybe_gzip(path: &Path) -> Result<String> {
         Ok(text)
     } else {
         String::from_utf8(bytes).context("not UTF-8 text")
+    }
+}
+
+/// What the result file says of its server, applied to the scenario's mixed pool: an
+/// SGLang client's file ran an SGLang server (its scheduler), and SGLang records its
+/// server's arguments (`server_info`): the token budget, the running cap, the overlap
+/// scheduler. Each change is a note.
+fn server_settings(
+    bench: &live::bench::Bench,
+    sc: &mut sim::serving::ServingScenario,
+    notes: &mut Vec<String>,
+) {
+    use sim::serving::scheduler::{Scheduler, SchedulerChoice};
+    use sim::serving::workload::bench::Client;
+    if bench.client != Client::Sglang || sc.serving.mode != sim::serving::Mode::Aggregated {
+        return;
+    }
+    if sc.scheduler() != Scheduler::Sglang {
+        sc.serving.scheduler = SchedulerChoice::Sglang;
+        notes.push("the file is SGLang's bench_serving's: SGLang's scheduler forms the steps (serving.scheduler = sglang)".into());
+    }
+    let Some(si) = &bench.server else { return };
+    let pool = &mut sc.serving.decode;
+    let dp = si.dp_size.unwrap_or(1).max(1);
+    if let Some(c) = si.chunked_prefill_size.filter(|&c| c > 0 && dp == 1) {
+        pool.chunk_tokens_per_rank = c.min(u32::MAX as u64) as u32;
+        notes.push(format!(
+            "server_info: chunked_prefill_size {c} (serving.decode.chunk_tokens_per_rank)"
+        ));
+    }
+    if let Some(m) = si.max_running_requests.filter(|&m| m > 0) {
+        pool.max_batch_per_rank = m.min(u32::MAX as u64) as u32;
+        notes.push(format!(
+            "server_info: max_running_requests {m} (serving.decode.max_batch_per_rank)"
+        ));
+    }
+    if let Some(off) = si.disable_overlap_schedule {
+        sc.serving.async_scheduling = Some(!off);
+    }
+    if si.enable_mixed_chunk == Some(true) {
+        notes.push("server_info: enable_mixed_chunk is on, which twin's SGLang scheduler does not model (its prefill steps run alone)".into());
+    }
+    if let Some(v) = &si.version {
+        notes.push(format!("server_info: SGLang {v}"));
     }
 }
