@@ -54,20 +54,25 @@ const SWEEP: [(&str, &str, f64, f64); 7] = [
     ),
 ];
 
+/// `twin validate bench` of a fixture under `scenario`, as JSON.
+fn validate_json(file: &str, scenario: &str) -> serde_json::Value {
+    let path = repo().join("tests/fixtures/bench").join(file);
+    let o = twin(&[
+        "validate",
+        "bench",
+        path.to_str().unwrap(),
+        "--scenario",
+        scenario,
+        "--json",
+    ]);
+    assert!(o.status.success(), "{file}: {}", err(&o));
+    json(&o)
+}
+
 #[test]
 fn every_public_sweep_point_reads_back_its_own_summary_and_runs_as_the_client_sent_it() {
     for (file, scenario, ttft, tpot) in SWEEP {
-        let path = repo().join("tests/fixtures/bench").join(file);
-        let o = twin(&[
-            "validate",
-            "bench",
-            path.to_str().unwrap(),
-            "--scenario",
-            scenario,
-            "--json",
-        ]);
-        assert!(o.status.success(), "{file}: {}", err(&o));
-        let v = json(&o);
+        let v = validate_json(file, scenario);
         let m = &v["measured"];
         let near = |a: f64, b: f64| (a - b).abs() <= 0.006 + 1e-4 * b.abs();
         assert!(
@@ -161,17 +166,7 @@ fn an_sglang_result_runs_under_sglangs_scheduler_with_its_servers_own_arguments(
         ("sglang-llama31-70b-h100-tp8-in4096-c100.jsonl.gz", 2586.14),
         ("sglang-llama31-70b-h100-tp8-in8192-c100.jsonl.gz", 4617.56),
     ] {
-        let path = repo().join("tests/fixtures/bench").join(file);
-        let o = twin(&[
-            "validate",
-            "bench",
-            path.to_str().unwrap(),
-            "--scenario",
-            "h100-llama-3.1-70b-tp8",
-            "--json",
-        ]);
-        assert!(o.status.success(), "{file}: {}", err(&o));
-        let v = json(&o);
+        let v = validate_json(file, "h100-llama-3.1-70b-tp8");
         let got = v["measured"]["ttft_ms"]["p50"].as_f64().unwrap();
         assert!((got - ttft).abs() < 0.006, "{file}: {got}");
         assert!(

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 use super::price::PriceConfig;
-use super::scheduler::{Scheduler, SchedulerChoice};
+use super::scheduler::SchedulerChoice;
 use crate::serde_defaults::{one, yes};
 use crate::validate::Problem;
 
@@ -683,32 +683,6 @@ impl Limits {
 }
 
 impl ServingScenario {
-    /// The scheduler of the mixed pool: `serving.scheduler`, or the engine's.
-    pub fn scheduler(&self) -> Scheduler {
-        Scheduler::resolve(self.serving.scheduler, self.engine.as_deref())
-    }
-
-    /// Whether the mixed pool forms each step while the last runs:
-    /// `serving.async_scheduling`, or the scheduler's default.
-    pub fn schedules_ahead(&self) -> bool {
-        self.serving
-            .async_scheduling
-            .unwrap_or_else(|| self.scheduler().schedules_ahead())
-    }
-
-    /// One line on the mixed pool's scheduler, for outputs.
-    pub fn scheduler_line(&self) -> String {
-        format!(
-            "{}{}",
-            self.scheduler().describe(),
-            if self.schedules_ahead() {
-                "; each step formed while the last runs"
-            } else {
-                ""
-            }
-        )
-    }
-
     /// Every problem with the scenario, each with its field path; empty when valid.
     pub fn problems(&self) -> Vec<Problem> {
         let mut p = Vec::new();

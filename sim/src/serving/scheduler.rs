@@ -21,6 +21,7 @@
 //! `GUARANTEED_NO_EVICT` does; vLLM and SGLang allocate as they go and preempt when
 //! KV runs short, which twin does not model (the reservation is then conservative).
 
+use super::config::ServingScenario;
 use serde::{Deserialize, Serialize};
 
 /// `serving.scheduler`: which engine's scheduler forms the mixed pool's steps.
@@ -164,6 +165,34 @@ impl Scheduler {
             return None;
         }
         Some(remaining.min(left))
+    }
+}
+
+impl ServingScenario {
+    /// The scheduler of the mixed pool: `serving.scheduler`, or the engine's.
+    pub fn scheduler(&self) -> Scheduler {
+        Scheduler::resolve(self.serving.scheduler, self.engine.as_deref())
+    }
+
+    /// Whether the mixed pool forms each step while the last runs:
+    /// `serving.async_scheduling`, or the scheduler's default.
+    pub fn schedules_ahead(&self) -> bool {
+        self.serving
+            .async_scheduling
+            .unwrap_or_else(|| self.scheduler().schedules_ahead())
+    }
+
+    /// One line on the mixed pool's scheduler, for outputs.
+    pub fn scheduler_line(&self) -> String {
+        format!(
+            "{}{}",
+            self.scheduler().describe(),
+            if self.schedules_ahead() {
+                "; each step formed while the last runs"
+            } else {
+                ""
+            }
+        )
     }
 }
 
