@@ -242,5 +242,6 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
 
 /// Files compiled only under `cfg(test)` (the binary's fuzz module).
 fn is_test_only(path: &Path) -> bool {
-    path.ends_with("src/fuzz.rs") || path.file_name().is_some_and(|n| n == "tests.rs")
+    path.to_string_lossy().contains("src/fuzz/")
+        || path.file_name().is_some_and(|n| n == "tests.rs")
 }
