@@ -406,11 +406,7 @@ impl Bench {
                 "max_concurrency {c}: a request waits for a free slot; its TTFT runs from when it was sent"
             ));
         }
-        let wl = WorkloadConfig {
-            bench: Some(client),
-            ..WorkloadConfig::trace_replay("vllm-bench")
-        };
-        (WorkloadConfig { trace: None, ..wl }, notes)
+        (WorkloadConfig::bench_run("vllm-bench", client), notes)
     }
 }
 

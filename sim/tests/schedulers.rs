@@ -33,17 +33,10 @@ fn cost() -> LinearCost {
 }
 
 fn bench(requests: &[[u32; 2]], max_concurrency: Option<u32>) -> WorkloadConfig {
-    WorkloadConfig {
-        bench: Some(BenchClient::recorded(
-            Client::Vllm,
-            requests.to_vec(),
-            max_concurrency,
-            None,
-            1.0,
-        )),
-        trace: None,
-        ..WorkloadConfig::trace_replay("bench")
-    }
+    WorkloadConfig::bench_run(
+        "bench",
+        BenchClient::recorded(Client::Vllm, requests.to_vec(), max_concurrency, None, 1.0),
+    )
 }
 
 /// (prefill tokens, prefill chunks, decode requests) of the first `n` steps.

@@ -130,20 +130,8 @@ fn bench_workload(
     }
     let (client, more) = crate::bench_client::parse(spec)?;
     notes.extend(more);
-    *workload = WorkloadConfig {
-        name: format!(
-            "bench: {}",
-            spec.split_whitespace().collect::<Vec<_>>().join(" ")
-        ),
-        description: String::new(),
-        closed_loop: None,
-        open_loop: None,
-        agentx: None,
-        trace: None,
-        bench: Some(client),
-        rate_curve: None,
-        provenance: Default::default(),
-    };
+    let name = spec.split_whitespace().collect::<Vec<_>>().join(" ");
+    *workload = WorkloadConfig::bench_run(&format!("bench: {name}"), client);
     sc.warmup_s = 0.0;
     if args.duration.is_none() {
         sc.duration_s = sc.limits.max_duration_s;

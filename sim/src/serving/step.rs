@@ -31,14 +31,9 @@ impl Rack<'_> {
         let grp = self.pools.group(g);
         let ahead = self.pools.pool_of(g).ahead && grp.last_end_ns == self.now && self.now > 0;
         let cutoff = if ahead { grp.last_start_ns } else { self.now };
-        let mut prefill = role != Role::Decode && self.form_prefill(g, cutoff, &mut cost);
-        // SGLang's prefill-first policy: a step with prefill work runs it alone.
-        let pauses = prefill && self.pools.pool_of(g).scheduler.prefill_pauses_decode();
-        let mut decode = role != Role::Prefill && !pauses && self.form_decode(g, &mut cost);
-        if ahead && !(prefill || decode) && role != Role::Decode {
-            prefill = self.form_prefill(g, self.now, &mut cost);
-            let pauses = prefill && self.pools.pool_of(g).scheduler.prefill_pauses_decode();
-            decode = role != Role::Prefill && !pauses && self.form_decode(g, &mut cost);
+        let (mut prefill, mut decode) = self.form_work(g, role, cutoff, &mut cost);
+        if ahead && !(prefill || decode) {
+            (prefill, decode) = self.form_work(g, role, self.now, &mut cost);
         }
         self.pools.group_mut(g).decode_in_step = decode;
         if !(prefill || decode) {
@@ -51,6 +46,22 @@ impl Rack<'_> {
             self.log_step(g, &cost, wake_s);
         }
         self.start_step(g, &cost, wake_s)
+    }
+
+    /// The step's prefill part (requests that arrived by `cutoff`) and decode part, their
+    /// costs added: whether each has work. SGLang's prefill-first policy runs a step
+    /// with prefill work alone.
+    fn form_work(
+        &mut self,
+        g: GroupId,
+        role: Role,
+        cutoff: u64,
+        cost: &mut StepCost,
+    ) -> (bool, bool) {
+        let prefill = role != Role::Decode && self.form_prefill(g, cutoff, cost);
+        let pauses = prefill && self.pools.pool_of(g).scheduler.prefill_pauses_decode();
+        let decode = role != Role::Prefill && !pauses && self.form_decode(g, cost);
+        (prefill, decode)
     }
 
     /// Records the step group `g` starts now (`simulate_with_steps`).
@@ -118,10 +129,8 @@ impl Rack<'_> {
             // `running`: the requests holding a slot before this one.
             for (running, &id) in (rank.batch_slots_taken()..).zip(rank.prefill_q.iter()) {
                 let req = self.reqs.get(id);
-                if budget == 0 || n >= max_prefill || running >= max_running {
-                    break;
-                }
-                if req.arrival_ns > cutoff {
+                let full = budget == 0 || n >= max_prefill || running >= max_running;
+                if full || req.arrival_ns > cutoff {
                     break;
                 }
                 let remaining = req.uncached() - req.prefill.computed;

@@ -239,6 +239,21 @@ pub struct WorkloadConfig {
 }
 
 impl WorkloadConfig {
+    /// A benchmark client's run named `name` (`bench::BenchClient`).
+    pub fn bench_run(name: &str, client: bench::BenchClient) -> WorkloadConfig {
+        WorkloadConfig {
+            name: name.into(),
+            description: String::new(),
+            closed_loop: None,
+            open_loop: None,
+            agentx: None,
+            trace: None,
+            bench: Some(client),
+            rate_curve: None,
+            provenance: BTreeMap::new(),
+        }
+    }
+
     /// A trace replay named `name`: every record, at the recorded pace.
     pub fn trace_replay(name: &str) -> WorkloadConfig {
         WorkloadConfig {
