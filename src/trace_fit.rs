@@ -47,6 +47,9 @@ pub struct TraceFit {
     pub measured: LayerBreakdown,
     pub keys: Vec<(Category, Option<String>)>,
     pub deployment: String,
+    /// The deployment runs no all-to-all (tensor parallel, one GPU): applying its
+    /// factors also sets `in_situ.tp_residuals` to 1.
+    pub no_all_to_all: bool,
 }
 
 /// Fits `report`'s layers against the price of `deployment`.
@@ -99,6 +102,7 @@ pub fn fit(report: &TraceReport, deployment: &str) -> Result<TraceFit> {
         measured: mean,
         keys,
         deployment: deployment.to_string(),
+        no_all_to_all: !(f.layout.tp <= 1 && f.layout.dep > 1),
     })
 }
 
@@ -134,6 +138,9 @@ pub fn text(t: &TraceFit) -> String {
         t.measured.layer_s * 1e3,
         t.predicted.layer_s * 1e3
     ));
+    if !sets.is_empty() && t.no_all_to_all {
+        sets.push("--set cost.in_situ.tp_residuals=1".to_string());
+    }
     if !sets.is_empty() {
         out.push_str(&format!("price with them: {}\n", sets.join(" ")));
     }

@@ -64,6 +64,13 @@ pub struct InSitu {
     /// apart in proportion to the work between two barriers.
     #[serde(default)]
     pub barrier_frac: f64,
+    /// Share of the residual factors that applies to a step without all-to-all (a
+    /// tensor-parallel replica, one GPU): 1 = all of them. Factors fitted on an
+    /// expert-parallel deployment, whose kernels run beside communication kernels and a
+    /// second micro-batch, need not describe kernels that run one after another like
+    /// their benchmarks; a fit to such a deployment's own trace applies in full.
+    #[serde(default = "unit")]
+    pub tp_residuals: f64,
     /// Seconds the send and receive kernels of one low-latency (decode) dispatch, and
     /// of one combine, spend on the compute stream.
     #[serde(default)]
@@ -87,12 +94,13 @@ fn unit() -> f64 {
 
 impl InSitu {
     /// The keys `CostParams::set` accepts under `in_situ.`.
-    pub const KEYS: [&'static str; 15] = [
+    pub const KEYS: [&'static str; 16] = [
         "sm_hold",
         "kernel_floor_s",
         "barrier_frac",
         "ll_dispatch_s",
         "ll_combine_s",
+        "tp_residuals",
         "dispatch",
         "combine",
         "prefill.moe",
@@ -108,7 +116,7 @@ impl InSitu {
     /// The residual factors among them (`KEYS` from `dispatch` on): what a fit of
     /// in-situ times over twin's price with the physical terms sets.
     pub fn residual_keys() -> &'static [&'static str] {
-        &Self::KEYS[5..]
+        &Self::KEYS[6..]
     }
 
     /// The isolated-kernel prices (every factor 1, no term).
@@ -116,6 +124,7 @@ impl InSitu {
         InSitu {
             dispatch: 1.0,
             combine: 1.0,
+            tp_residuals: 1.0,
             ..InSitu::default()
         }
     }
@@ -125,6 +134,7 @@ impl InSitu {
         *self
             == InSitu {
                 source: self.source.clone(),
+                tp_residuals: self.tp_residuals,
                 ..InSitu::isolated()
             }
     }
@@ -138,6 +148,23 @@ impl InSitu {
         }
     }
 
+    /// The factors of `phase` as they apply to a step with all-to-all (`a2a`) or
+    /// without: without, each factor's departure from 1 scaled by `tp_residuals`.
+    pub fn factors_of_step(&self, decode: bool, a2a: bool) -> Factors {
+        let f = *self.factors(decode);
+        if a2a || self.tp_residuals == 1.0 {
+            return f;
+        }
+        let w = self.tp_residuals;
+        let s = |x: f64| 1.0 + (x - 1.0) * w;
+        Factors {
+            moe: s(f.moe),
+            attention: s(f.attention),
+            gemm: s(f.gemm),
+            elementwise: s(f.elementwise),
+        }
+    }
+
     /// The field behind `key`, and whether it is a share in [0, 1] (else a factor
     /// or seconds, both non-negative).
     pub(crate) fn slot(&mut self, key: &str) -> Option<(&mut f64, bool)> {
@@ -147,6 +174,7 @@ impl InSitu {
             "barrier_frac" => (&mut self.barrier_frac, true),
             "ll_dispatch_s" => (&mut self.ll_dispatch_s, false),
             "ll_combine_s" => (&mut self.ll_combine_s, false),
+            "tp_residuals" => (&mut self.tp_residuals, true),
             "dispatch" => (&mut self.dispatch, false),
             "combine" => (&mut self.combine, false),
             _ => {
@@ -172,10 +200,16 @@ impl InSitu {
     /// with the phase's factor.
     #[inline]
     pub fn elementwise_s(&self, bytes_s: f64, kernels: f64, decode: bool) -> f64 {
+        self.elementwise_with(bytes_s, kernels, self.factors(decode).elementwise)
+    }
+
+    /// Element-wise seconds with the floor per kernel and `factor`.
+    #[inline]
+    pub fn elementwise_with(&self, bytes_s: f64, kernels: f64, factor: f64) -> f64 {
         if bytes_s <= 0.0 {
             return 0.0;
         }
-        bytes_s.max(kernels * self.kernel_floor_s) * self.factors(decode).elementwise
+        bytes_s.max(kernels * self.kernel_floor_s) * factor
     }
 
     /// How much longer compute runs on the SMs the communication kernels leave it,
@@ -340,6 +374,35 @@ mod tests {
             ..InSitu::isolated()
         };
         assert!((h.compute_stretch(0.25) - 1.0 / 0.875).abs() < 1e-12);
+    }
+
+    #[test]
+    fn residuals_without_all_to_all_by_hand() {
+        // Factors 1.4 (decode MoE) and 2.0 (decode element-wise); a step without
+        // all-to-all takes a quarter of each departure from 1: 1.1 and 1.25; with
+        // all-to-all the whole factor.
+        let s = InSitu {
+            tp_residuals: 0.25,
+            kernel_floor_s: 3e-6,
+            decode: Factors {
+                moe: 1.4,
+                elementwise: 2.0,
+                ..Factors::default()
+            },
+            ..InSitu::isolated()
+        };
+        let tp = s.factors_of_step(true, false);
+        assert!((tp.moe - 1.1).abs() < 1e-12 && (tp.elementwise - 1.25).abs() < 1e-12);
+        assert_eq!(tp.gemm, 1.0);
+        assert_eq!(s.factors_of_step(true, true), s.decode);
+        // The floor holds either way: 10 kernels of 3 us at factor 1.25.
+        assert!((s.elementwise_with(5e-6, 10.0, tp.elementwise) - 37.5e-6).abs() < 1e-15);
+        // Only the share set, every factor 1: still isolated prices.
+        let only = InSitu {
+            tp_residuals: 0.0,
+            ..InSitu::isolated()
+        };
+        assert!(only.is_isolated());
     }
 
     #[test]

@@ -301,8 +301,8 @@ impl AnalyticCostModel {
     fn in_situ_local(&self, phase: Phase, out: &mut Local) {
         let s = &self.params.in_situ;
         let decode = phase == Phase::Decode;
-        let f = s.factors(decode);
         let c = &self.compiled;
+        let f = s.factors_of_step(decode, c.a2a);
         for (ti, ty) in c.types.iter().enumerate() {
             let t = &mut out.types[ti];
             t.attention *= f.attention;
@@ -630,8 +630,10 @@ impl AnalyticCostModel {
     fn in_situ_moe(&self, phase: Phase, part: &mut MoePart) {
         let s = &self.params.in_situ;
         let decode = phase == Phase::Decode;
-        part.experts_s *= s.factors(decode).moe;
-        part.elem_s = s.elementwise_s(part.elem_s, self.compiled.elem_kernels_pair, decode);
+        let f = s.factors_of_step(decode, self.compiled.a2a);
+        part.experts_s *= f.moe;
+        part.elem_s =
+            s.elementwise_with(part.elem_s, self.compiled.elem_kernels_pair, f.elementwise);
         if !self.compiled.a2a || part.dispatch.s <= 0.0 {
             return;
         }
