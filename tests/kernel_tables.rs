@@ -315,3 +315,61 @@ fn a_corrupt_profile_is_refused_with_where() {
     std::fs::write(&path, "system = 1").unwrap();
     refused(&gemm, &["not a kernel-table profile"]);
 }
+
+#[test]
+fn forward_prices_routed_experts_at_the_tables_moe_fit() {
+    // gpt-oss-120b, TP8 decode on H100 with vLLM's tables: each of the 36 MoE layers is
+    // one call of the tables' MoE kernel over the replica's 10 tokens (MXFP4 weights,
+    // BF16 activations, gated, 8 GPUs of tensor parallelism, under the deployed
+    // power-law load), and H100's in-situ factors leave a tensor-parallel step's prices
+    // as they are: the step's `moe` line is 36 times the fit's price of that shape.
+    let o = twin(&[
+        "forward",
+        "--hardware",
+        "h100",
+        "--model",
+        "gpt-oss-120b",
+        "--tp",
+        "8",
+        "--phase",
+        "decode",
+        "--batch-per-rank",
+        "10",
+        "--context",
+        "2100",
+        "--engine",
+        "vllm",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", err(&o));
+    let j = json(&o);
+    let moe_ms = j["breakdown_ms"]["moe"].as_f64().unwrap();
+    let hw: sim::Hardware = toml::from_str(
+        &std::fs::read_to_string(repo().join("scenarios/hardware/h100.toml")).unwrap(),
+    )
+    .unwrap();
+    let prof = shipped("h100-vllm-0.24.0");
+    use sim::cost::tables::{Format, Shape, DEPLOYED_MOE_SKEW};
+    let format = Format::of_experts(sim::units::Dtype::Fp4, 32, sim::units::Dtype::Bf16).unwrap();
+    let shape = Shape::Moe {
+        kernel: String::new(),
+        format,
+        tokens: 10.0,
+        hidden: 2880.0,
+        inter: 2880.0,
+        top_k: 4.0,
+        experts: 128.0,
+        tp: 8.0,
+        ep: 1.0,
+        skew: DEPLOYED_MOE_SKEW,
+        gated: true,
+    };
+    let per_layer = prof
+        .price_moe(&hw, &shape)
+        .expect("vLLM's H100 tables time MXFP4 MoE");
+    let want = 36.0 * per_layer * 1e3;
+    assert!(
+        (moe_ms / want - 1.0).abs() < 1e-3,
+        "{moe_ms} ms, want {want} ms"
+    );
+}

@@ -79,7 +79,10 @@ pub fn cost_params(
         .transpose()?
         .flatten()
     {
-        source = format!("{source} + {} (dense GEMMs and all-reduce)", t.describe());
+        source = format!(
+            "{source} + {} (dense GEMMs, all-reduce, routed experts)",
+            t.describe()
+        );
         params.tables = Some(t);
     }
     params.source = source;

@@ -10,6 +10,7 @@ use crate::cost::kernels::allreduce;
 use crate::cost::kernels::attention::{self, AttnKernel, AttnWork};
 use crate::cost::kernels::gemm::{self, Device, GemmKind, KernelTime};
 use crate::cost::kernels::skew;
+use crate::cost::tables::{Fit, Format, Shape, DEPLOYED_MOE_SKEW};
 use crate::cost::{Bound, Phase};
 use crate::model::AttentionKind;
 
@@ -186,6 +187,35 @@ impl AnalyticCostModel {
         self.params.tables.as_ref()?.price_gemm(&self.hardware, g)
     }
 
+    /// The engine's measured MoE fit for one GPU's routed-expert shard, where the
+    /// tables time the experts' format, and the shard's shape at a group's tokens: the
+    /// tokens routed over `expert_ranks` GPUs, experts sliced over the rest of the
+    /// tensor-parallel GPUs, under the tables' power-law load (`skewed`,
+    /// AIConfigurator's default) or a balanced one. twin's experts are gated (gate and
+    /// up, then down).
+    fn experts_table(&self, skewed: bool) -> Option<(&Fit, impl Fn(f64) -> Shape + '_)> {
+        let t = self.params.tables.as_ref()?;
+        let m = self.model.moe.as_ref()?;
+        let c = &self.compiled;
+        let format = Format::of_experts(m.weight_dtype, m.scale_block, m.activation_dtype)?;
+        let skew = if skewed { DEPLOYED_MOE_SKEW } else { 0.0 };
+        let fit = t.moe_fit(format, skew, true)?;
+        let shape = move |tokens: f64| Shape::Moe {
+            kernel: String::new(),
+            format,
+            tokens,
+            hidden: self.model.hidden as f64,
+            inter: m.expert_ffn as f64,
+            top_k: m.top_k as f64,
+            experts: m.routed_experts as f64,
+            tp: (c.tp / c.expert_ranks).max(1.0),
+            ep: c.expert_ranks.max(1.0),
+            skew,
+            gated: true,
+        };
+        Some((fit, shape))
+    }
+
     /// Attention and indexer seconds of one layer of class `ci` for `w`, with `unabsorbed`
     /// widths for dense MLA prefill.
     fn class_attention(
@@ -311,13 +341,13 @@ impl AnalyticCostModel {
             t.dense_e *= f.gemm;
             t.shared *= f.gemm;
             t.replay *= f.gemm;
-            t.elem_a = s.elementwise_s(t.elem_a, c.elem_kernels_attn, decode);
+            t.elem_a = s.elementwise_with(t.elem_a, c.elem_kernels_attn, f.elementwise);
             let k = if ty.moe {
                 c.elem_kernels_moe
             } else {
                 c.elem_kernels_dense
             };
-            t.elem_e = s.elementwise_s(t.elem_e, k, decode);
+            t.elem_e = s.elementwise_with(t.elem_e, k, f.elementwise);
         }
         out.lm_s *= f.gemm;
     }
@@ -588,13 +618,23 @@ impl AnalyticCostModel {
         let slots = c.experts_per_rank + c.redundant_per_rank;
         let touched = slots * (1.0 - (1.0 - k / e).powf(group_tokens));
         // The grouped GEMMs depend on the group's tokens alone: remembered by them.
+        // Measured kernel tables, where they time the experts' format, price the whole
+        // shard (routing, permutation and activation in).
+        let tabled = self.experts_table(skewed && !m.balanced);
         let (experts_s, experts_bound) =
             self.memo
                 .experts(phase == Phase::Decode, skewed, group_tokens, || {
-                    self.experts_gemms(phase, touched, hot / touched.max(1e-9))
+                    let (s, b) = self.experts_gemms(phase, touched, hot / touched.max(1e-9));
+                    match &tabled {
+                        Some((fit, shape)) => (fit.price(&self.hardware, &shape(group_tokens)), b),
+                        None => (s, b),
+                    }
                 });
-        let elem_s =
-            hot * c.elem_pair_bytes / (self.hardware.hbm.bytes_per_s * p.elementwise.mem_eff);
+        let elem_s = if tabled.is_some() {
+            0.0
+        } else {
+            hot * c.elem_pair_bytes / (self.hardware.hbm.bytes_per_s * p.elementwise.mem_eff)
+        };
         // The busiest sender sends `max_tokens`; the hottest receiver takes its
         // share of the group's tokens scaled by its load: the slower side sets each
         // transfer, which every rank waits for.

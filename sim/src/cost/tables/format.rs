@@ -38,6 +38,22 @@ impl Format {
         }
     }
 
+    /// The format of a model's routed experts: weights of `weight` with a block scale
+    /// per `scale_block` weights (0 = none), activations of `act`; `None` for formats
+    /// the tables' MoE layers do not time (FP4 weights with FP4 activations at a scale
+    /// per 32, FP32).
+    pub fn of_experts(weight: Dtype, scale_block: u32, act: Dtype) -> Option<Format> {
+        Some(match (weight, act) {
+            (Dtype::Bf16, _) => Format::Bf16,
+            (Dtype::Fp8, _) if scale_block > 0 => Format::Fp8Block,
+            (Dtype::Fp8, _) => Format::Fp8,
+            (Dtype::Fp4, Dtype::Bf16) if scale_block == 32 => Format::W4a16Mxfp4,
+            (Dtype::Fp4, Dtype::Fp8) if scale_block == 32 => Format::W4a8Mxfp4,
+            (Dtype::Fp4, Dtype::Fp4) if scale_block == 16 => Format::Nvfp4,
+            _ => return None,
+        })
+    }
+
     /// The tables' name of the format.
     pub fn parse(s: &str) -> Option<Format> {
         Some(match s {

@@ -233,6 +233,24 @@ impl Fit {
     }
 }
 
+/// An MoE fit's key (`KERNEL, FORMAT, balanced|power law A, gated|non-gated`) as the
+/// index holds it.
+fn moe_key(key: &str) -> Option<MoeKey> {
+    let parts: Vec<&str> = key.rsplitn(4, ", ").collect();
+    let [gating, load, format, _kernel] = parts[..] else {
+        return None;
+    };
+    let skew = match load {
+        "balanced" => 0.0,
+        l => l.strip_prefix("power law ")?.parse::<f64>().ok()?,
+    };
+    Some((
+        Format::parse(format)?,
+        (skew * 100.0).round() as i64,
+        gating == "gated",
+    ))
+}
+
 /// `x` without its sweep axis, and the sweep axis's value.
 pub fn split_sweep(x: &[f64], axis: usize) -> (Vec<f64>, f64) {
     let at = x
@@ -279,7 +297,19 @@ pub struct KernelTables {
 struct Index {
     gemm: Vec<(Format, usize)>,
     allreduce: Vec<(i64, usize)>,
+    /// MoE fits by format, load distribution (power-law exponent in hundredths, 0 =
+    /// balanced) and gating.
+    moe: Vec<(MoeKey, usize)>,
 }
+
+/// Which MoE fit prices a layer: its format, the load distribution's power-law
+/// exponent in hundredths (0 = balanced) and whether its experts are gated.
+type MoeKey = (Format, i64, bool);
+
+/// The load distribution of a real deployment's MoE layer in the tables' terms:
+/// AIConfigurator's default (`workload_distribution = "power_law"`, alpha 1.01, in
+/// `aic-core/src/aiconfigurator_core/sdk/config.py` and the model classes at 095f58a5).
+pub const DEPLOYED_MOE_SKEW: f64 = 1.01;
 
 impl PartialEq for KernelTables {
     fn eq(&self, o: &KernelTables) -> bool {
@@ -341,12 +371,32 @@ impl KernelTables {
             .map(|&(_, i)| &self.fits[i])
     }
 
+    /// The MoE fit of `format` under a load of power-law exponent `skew` (0 =
+    /// balanced), gated or not: of its kernels, the one with the most rows.
+    pub fn moe_fit(&self, format: Format, skew: f64, gated: bool) -> Option<&Fit> {
+        let idx = self.index.get_or_init(|| self.build_index());
+        let key = (format, (skew * 100.0).round() as i64, gated);
+        idx.moe
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|&(_, i)| &self.fits[i])
+    }
+
     fn build_index(&self) -> Index {
         let rows = |f: &Fit| f.fit.rows + f.check.rows;
         let mut gemm: Vec<(Format, usize)> = Vec::new();
         let mut allreduce: Vec<(i64, usize, u8)> = Vec::new();
+        let mut moe: Vec<(MoeKey, usize)> = Vec::new();
         for (i, f) in self.fits.iter().enumerate() {
             match f.family {
+                Family::Moe => {
+                    let Some(key) = moe_key(&f.key) else { continue };
+                    match moe.iter_mut().find(|(k, _)| *k == key) {
+                        Some(e) if rows(&self.fits[e.1]) >= rows(f) => {}
+                        Some(e) => e.1 = i,
+                        None => moe.push((key, i)),
+                    }
+                }
                 Family::Gemm => {
                     let Some(fmt) = f.key.split(',').next().and_then(Format::parse) else {
                         continue;
@@ -386,7 +436,23 @@ impl KernelTables {
         Index {
             gemm,
             allreduce: allreduce.into_iter().map(|(g, i, _)| (g, i)).collect(),
+            moe,
         }
+    }
+
+    /// One GPU's shard of an MoE layer (`Shape::Moe`, its kernel left empty), where
+    /// the tables time its format, load and gating.
+    pub fn price_moe(&self, hw: &Hardware, shape: &Shape) -> Option<f64> {
+        let Shape::Moe {
+            format,
+            skew,
+            gated,
+            ..
+        } = *shape
+        else {
+            return None;
+        };
+        Some(self.moe_fit(format, skew, gated)?.price(hw, shape))
     }
 
     /// A dense GEMM's price, where the tables time its format.
