@@ -28,7 +28,7 @@ for f in llama31-70b-h100-tp8-c10 llama31-70b-h100-tp8-c25 llama31-70b-h100-tp8-
   file=tests/fixtures/bench/$f.json
   [ -f "$file" ] || file=$file.gz
   [ -f "$file" ] || file=tests/fixtures/bench/$f.jsonl.gz
-  for k in a b c; do
+  for k in ${KS:-a b c}; do
     # shellcheck disable=SC2086
     "$TWIN" validate bench "$file" --scenario "$sc" ${SETTING[$k]} --json |
       python3 -c '
