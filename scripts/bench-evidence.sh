@@ -5,6 +5,7 @@
 # and scheduler settings. Prints a markdown table; docs/measured/bench-h100-*.md holds
 # its output with the date and commit.
 #   scripts/bench-evidence.sh [TWIN]    (default: target/release/twin)
+#   KS="b" runs one setting; EXTRA="--set serving.frontend_s=0.02" adds options to all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TWIN=${1:-target/release/twin}
@@ -30,7 +31,7 @@ for f in llama31-70b-h100-tp8-c10 llama31-70b-h100-tp8-c25 llama31-70b-h100-tp8-
   [ -f "$file" ] || file=tests/fixtures/bench/$f.jsonl.gz
   for k in ${KS:-a b c}; do
     # shellcheck disable=SC2086
-    "$TWIN" validate bench "$file" --scenario "$sc" ${SETTING[$k]} --json |
+    "$TWIN" validate bench "$file" --scenario "$sc" ${SETTING[$k]} ${EXTRA:-} --json |
       python3 -c '
 import json, sys
 d = json.load(sys.stdin)

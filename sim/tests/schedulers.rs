@@ -9,7 +9,7 @@ use sim::serving::workload::bench::{BenchClient, Client};
 use sim::serving::*;
 
 /// One mixed pool of one rank: a 1000-token budget, at most 2 running requests; KV
-/// for everything.
+/// for everything; no front end (`serving.frontend_s` 0) unless a test sets one.
 fn mixed(choice: SchedulerChoice, async_scheduling: Option<bool>) -> ServingScenario {
     let mut p = pool(1, 1);
     p.chunk_tokens_per_rank = 1000;
@@ -19,6 +19,7 @@ fn mixed(choice: SchedulerChoice, async_scheduling: Option<bool>) -> ServingScen
     let mut sc = scenario(Mode::Aggregated, pool(1, 1), p, 10.0, 0.0);
     sc.serving.scheduler = choice;
     sc.serving.async_scheduling = async_scheduling;
+    sc.serving.frontend_s = Some(0.0);
     sc
 }
 
@@ -197,4 +198,43 @@ fn a_benchmark_run_refuses_a_cohort() {
     let wl = bench(&[[100, 2]; 3], Some(1));
     let e = simulate(&one_cost_input(&sc, &wl, &hw, &m, &c), 1).unwrap_err();
     assert!(e.to_string().contains("simulated whole"), "{e}");
+}
+
+#[test]
+fn the_front_end_delays_each_request_into_the_engine_and_into_its_ttft() {
+    // The one-slot run above with a 5 ms front end (`serving.frontend_s`): each request
+    // reaches the engine 5 ms after it was sent, its steps as before from then on. Sent
+    // at 0, 25.101 and 50.202 ms; steps at 5, 15.1, 30.101, 40.201, 55.202 and
+    // 65.302 ms; TTFT 15.1 ms and E2E 25.101 ms each (both from the send); the run
+    // over at 3 x 25.101 = 75.303 ms.
+    let mut sc = mixed(SchedulerChoice::Vllm, Some(false));
+    sc.serving.frontend_s = Some(0.005);
+    let wl = bench(&[[100, 2]; 3], Some(1));
+    let (r, steps) = run_recorded(&sc, &wl, &model(0.0, None), &cost(), &[]);
+    assert_eq!(r.requests_completed, 3);
+    let starts: Vec<f64> = steps.iter().map(|s| (s.start_s * 1e6).round()).collect();
+    assert_eq!(
+        starts,
+        vec![5000.0, 15100.0, 30101.0, 40201.0, 55202.0, 65302.0]
+    );
+    assert!((r.ttft_ms.mean - 15.1).abs() < 1e-6, "{}", r.ttft_ms.mean);
+    assert!((r.e2e_ms.mean - 25.101).abs() < 1e-6, "{}", r.e2e_ms.mean);
+    assert!((r.measured_s - 0.075303).abs() < 1e-9, "{}", r.measured_s);
+    // Unset, the engine's: vLLM's 12 ms (PR #21139), none for twin's own scheduler.
+    sc.serving.frontend_s = None;
+    assert_eq!(sc.frontend_s(), 0.012);
+    assert!(
+        sc.scheduler_line().ends_with("; front end 12 ms a request"),
+        "{}",
+        sc.scheduler_line()
+    );
+    assert_eq!(mixed(SchedulerChoice::Twin, None).frontend_s(), 0.0);
+    // A negative front end is refused by name.
+    sc.serving.frontend_s = Some(-0.001);
+    let p = sc.problems();
+    assert!(
+        p.iter()
+            .any(|p| p.to_string().contains("serving.frontend_s")),
+        "{p:?}"
+    );
 }

@@ -180,6 +180,14 @@ pub struct ServingConfig {
     /// trtllm; off for twin's own).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub async_scheduling: Option<bool>,
+    /// The engine's front end per request, seconds: from the client's send to the
+    /// engine's queue (the API server's parsing, tokenisation and hand-over) plus from
+    /// the first token to the client (output processing, streaming), taken as one delay
+    /// before the queue: both add to TTFT, and in a closed loop both delay the next send.
+    /// TTFT still runs from the send. Absent: the engine's
+    /// ([`super::scheduler::Scheduler::frontend_s`]; 0 for twin's own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frontend_s: Option<f64>,
     /// GPUs the deployment may occupy, e.g. 72 for one GB300 NVL72 rack: the pools the
     /// mode runs (instances x DEP each) must fit in them. Unset: no budget is checked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -705,6 +713,9 @@ impl ServingScenario {
         }
         self.serving.kv_transfer.problems(&mut p);
         self.serving.mtp.problems(&mut p);
+        if let Some(f) = self.serving.frontend_s {
+            check_num(&mut p, f, f >= 0.0, "serving.frontend_s", "must be >= 0");
+        }
         self.slo.problems(&mut p);
         self.limits.problems(&mut p);
         check_num(

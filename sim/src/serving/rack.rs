@@ -69,6 +69,9 @@ pub(crate) enum Event {
     Workload(WlEvent),
     /// The gauges are sampled.
     Sample,
+    /// The oldest request in the front end reaches the engine's queue
+    /// (`serving.frontend_s` after it was sent).
+    Ingress,
     /// A group may form its next step: after everything else at that instant, so the
     /// step sees every request that arrived then.
     TryStep(GroupId),
@@ -79,7 +82,7 @@ impl Classed for Event {
         match self {
             Event::StepDone(_) => 0,
             Event::TransferDone(_) => 1,
-            Event::Workload(_) => 2,
+            Event::Workload(_) | Event::Ingress => 2,
             Event::Sample => 3,
             Event::TryStep(_) => 4,
         }
@@ -139,6 +142,10 @@ pub(crate) struct Rack<'a> {
     pub driver: Driver<'a>,
     /// Scratch: workload events the driver just scheduled.
     pub wl_out: Vec<(Nanos, WlEvent)>,
+    /// Requests sent but not yet through the engine's front end, oldest first, with
+    /// the instants they were sent; `frontend_ns` is the front end's delay.
+    pub ingress: VecDeque<(Nanos, NewRequest<'a>)>,
+    pub frontend_ns: Nanos,
     pub mtp: Mtp,
     pub kv_bytes_per_token: f64,
     pub domain_gpus: u64,
@@ -285,6 +292,8 @@ impl<'a> Rack<'a> {
             reqs: Slots::default(),
             driver,
             wl_out: Vec::new(),
+            ingress: VecDeque::new(),
+            frontend_ns: secs_to_ns(sc.frontend_s()),
             mtp: Mtp {
                 draft_tokens,
                 mu: yield_.mean_tokens_per_step(),
@@ -345,6 +354,11 @@ impl<'a> Rack<'a> {
                 }
                 Event::StepDone(g) => self.on_step_done(g)?,
                 Event::TransferDone(id) => self.on_transfer_done(id),
+                Event::Ingress => {
+                    if let Some((sent, nr)) = self.ingress.pop_front() {
+                        self.arrive(nr, sent);
+                    }
+                }
                 Event::Sample => self.on_sample(),
             }
             if self.driver.done() {
@@ -377,17 +391,23 @@ impl<'a> Rack<'a> {
         let nr = self.driver.on_event(self.now, w, &mut self.wl_out);
         self.flush_workload();
         if let Some(nr) = nr {
-            self.arrive(nr);
+            if self.frontend_ns > 0 {
+                self.ingress.push_back((self.now, nr));
+                self.q.push(self.now + self.frontend_ns, Event::Ingress);
+            } else {
+                self.arrive(nr, self.now);
+            }
         }
     }
 
-    /// A new request: admitted to the entry pool (or dropped), placed on an instance
-    /// and rank, its cached prefix looked up there.
-    fn arrive(&mut self, nr: NewRequest<'a>) {
+    /// A new request, sent at `sent`, through the front end now: admitted to the entry
+    /// pool (or dropped), placed on an instance and rank, its cached prefix looked up
+    /// there.
+    fn arrive(&mut self, nr: NewRequest<'a>, sent: Nanos) {
         let w = nr.weight.max(1) as u64;
         self.acc.arrived += w;
         self.acc.input_tokens_arrived += nr.input_tokens as u64 * w;
-        let measured = self.window.starts_in(self.now);
+        let measured = self.window.starts_in(sent);
         let role = self.pools.entry();
         let (full, kv_cap) = {
             let pool = self.pools.pool(role);
@@ -398,7 +418,7 @@ impl<'a> Rack<'a> {
             return;
         }
         let prewarm = nr.prewarm_tokens;
-        let req = Request::new(nr, self.now, measured);
+        let req = Request::new(nr, sent, measured);
         if role == Role::Mixed && req.kv_need() > kv_cap {
             self.drop_request(req.origin, measured, w);
             return;

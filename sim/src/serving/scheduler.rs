@@ -62,6 +62,10 @@ pub enum Scheduler {
     Trtllm,
 }
 
+/// vLLM's V1 front end per request: the request preprocessing time, "~12-15 ms (almost
+/// always >12)" at a batch of 96 (vLLM PR #21139, 2025-07-17), its lower end.
+pub const VLLM_FRONTEND_S: f64 = 12e-3;
+
 impl Scheduler {
     /// The scheduler of `choice`, `Auto` taking the engine's name (before any
     /// `@VERSION`; a profile path names none).
@@ -136,6 +140,18 @@ impl Scheduler {
         !matches!(self, Scheduler::Twin)
     }
 
+    /// The engine's front end per request, seconds (`serving.frontend_s` when unset):
+    /// vLLM's request preprocessing in its V1 front end ([`VLLM_FRONTEND_S`]), the
+    /// output side not counted: a lower bound. SGLang's and TensorRT-LLM's are assumed as vLLM's (a
+    /// Python API server that tokenises and hands the request over, by the same
+    /// design; no published figure). twin's own: none.
+    pub fn frontend_s(self) -> f64 {
+        match self {
+            Scheduler::Twin => 0.0,
+            Scheduler::Vllm | Scheduler::Sglang | Scheduler::Trtllm => VLLM_FRONTEND_S,
+        }
+    }
+
     /// Whether a prompt's uncached tokens must fit one step's budget whole.
     pub fn whole_prompts(self) -> bool {
         matches!(self, Scheduler::Trtllm)
@@ -182,15 +198,32 @@ impl ServingScenario {
             .unwrap_or_else(|| self.scheduler().schedules_ahead())
     }
 
+    /// The front end's seconds per request: `serving.frontend_s`, or the engine's
+    /// (that of the scheduler it resolves to).
+    pub fn frontend_s(&self) -> f64 {
+        self.serving
+            .frontend_s
+            .unwrap_or_else(|| self.scheduler().frontend_s())
+    }
+
     /// One line on the mixed pool's scheduler, for outputs.
     pub fn scheduler_line(&self) -> String {
+        let fe = self.frontend_s();
         format!(
-            "{}{}",
+            "{}{}{}",
             self.scheduler().describe(),
             if self.schedules_ahead() {
                 "; each step formed while the last runs"
             } else {
                 ""
+            },
+            if fe > 0.0 {
+                format!(
+                    "; front end {} ms a request",
+                    crate::validate::show(fe * 1e3)
+                )
+            } else {
+                String::new()
             }
         )
     }

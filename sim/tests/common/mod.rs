@@ -157,6 +157,7 @@ pub fn scenario(
             mtp: MtpConfig::default(),
             scheduler: Default::default(),
             async_scheduling: None,
+            frontend_s: None,
             gpus: None,
         },
         router: RouterConfig::default(),
