@@ -10,12 +10,23 @@ use std::io::{BufRead, Read};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TraceRecord {
     /// Arrival, milliseconds from the trace start.
+    #[serde(deserialize_with = "whole_ms")]
     pub timestamp: u64,
     pub input_length: u32,
     pub output_length: u32,
     /// Prefix-block hashes, `BLOCK_TOKENS` tokens per block.
     #[serde(default)]
     pub hash_ids: Vec<u64>,
+}
+
+/// A Mooncake timestamp: whole milliseconds; anything else is refused with the unit.
+fn whole_ms<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    let v = serde_json::Number::deserialize(d)?;
+    v.as_u64().ok_or_else(|| {
+        serde::de::Error::custom(format!(
+            "timestamp {v}: Mooncake timestamps are whole milliseconds from the trace's start (seconds? multiply by 1000; another format? --trace-format)"
+        ))
+    })
 }
 
 /// A trace as read: its records, and what reading changed or left out, in words.
@@ -55,62 +66,73 @@ impl Tally {
     }
 }
 
+/// The trace's line `line_no` into `buf`, trimmed (a first line's byte-order mark
+/// skipped), within `limits` (`bytes` counts what was read so far); `None` at the end.
+fn next_line<'b, R: BufRead>(
+    reader: &mut R,
+    buf: &'b mut Vec<u8>,
+    line_no: usize,
+    limits: &Limits,
+    bytes: &mut u64,
+) -> Result<Option<&'b str>, SimError> {
+    let err = |message: String| SimError::Trace {
+        line: line_no,
+        message,
+    };
+    let max_line = limits.max_trace_line_bytes;
+    buf.clear();
+    let n = reader
+        .take(max_line.saturating_add(1))
+        .read_until(b'\n', buf)
+        .map_err(|e| err(e.to_string()))?;
+    if n == 0 {
+        return Ok(None);
+    }
+    *bytes += n as u64;
+    let content = n - usize::from(buf.last() == Some(&b'\n'));
+    if content as u64 > max_line {
+        return Err(err(format!(
+            "longer than limits.max_trace_line_bytes = {max_line} bytes (not a Mooncake JSONL trace? raise the limit if it is)"
+        )));
+    }
+    if *bytes > limits.max_trace_bytes {
+        return Err(err(format!(
+            "the trace is larger than limits.max_trace_bytes = {} bytes (raise the limit to read it)",
+            limits.max_trace_bytes
+        )));
+    }
+    let text = std::str::from_utf8(buf).map_err(|_| err("not UTF-8 text".into()))?;
+    let text = if line_no == 1 {
+        text.strip_prefix('\u{feff}').unwrap_or(text)
+    } else {
+        text
+    };
+    Ok(Some(text.trim()))
+}
+
 /// Reads Mooncake JSONL (one object per line; blank lines skipped) within `limits`
 /// (`max_trace_records`, `max_trace_bytes`, `max_trace_line_bytes`). A first line's
 /// byte-order mark is skipped. The first bad line is an error with its 1-based number;
 /// records that can be repaired or left out are, and `notes` says so:
 /// - `hash_ids` beyond the blocks of `input_length` (`BLOCK_TOKENS` each) are cut;
-/// - records with `input_length` or `output_length` above `MAX_TOKENS` are dropped;
+/// - records with `output_length` 0, or `input_length` or `output_length` above
+///   `MAX_TOKENS`, are dropped;
 /// - records out of timestamp order are counted (they replay in timestamp order).
 pub fn read_mooncake<R: BufRead>(mut reader: R, limits: &Limits) -> Result<TraceRead, SimError> {
     let mut out = TraceRead::default();
-    let (mut cut_ids, mut too_long, mut unsorted) =
-        (Tally::default(), Tally::default(), Tally::default());
+    let (mut cut_ids, mut too_long, mut unsorted, mut no_output) = (
+        Tally::default(),
+        Tally::default(),
+        Tally::default(),
+        Tally::default(),
+    );
     let mut latest = 0u64;
     let mut bytes = 0u64;
     let mut buf = Vec::new();
-    let max_line = limits.max_trace_line_bytes;
     for line_no in 1usize.. {
-        buf.clear();
-        let n = (&mut reader)
-            .take(max_line.saturating_add(1))
-            .read_until(b'\n', &mut buf)
-            .map_err(|e| SimError::Trace {
-                line: line_no,
-                message: e.to_string(),
-            })?;
-        if n == 0 {
+        let Some(t) = next_line(&mut reader, &mut buf, line_no, limits, &mut bytes)? else {
             break;
-        }
-        bytes += n as u64;
-        let content = n - usize::from(buf.last() == Some(&b'\n'));
-        if content as u64 > max_line {
-            return Err(SimError::Trace {
-                line: line_no,
-                message: format!(
-                    "longer than limits.max_trace_line_bytes = {max_line} bytes (not a Mooncake JSONL trace? raise the limit if it is)"
-                ),
-            });
-        }
-        if bytes > limits.max_trace_bytes {
-            return Err(SimError::Trace {
-                line: line_no,
-                message: format!(
-                    "the trace is larger than limits.max_trace_bytes = {} bytes (raise the limit to read it)",
-                    limits.max_trace_bytes
-                ),
-            });
-        }
-        let text = std::str::from_utf8(&buf).map_err(|_| SimError::Trace {
-            line: line_no,
-            message: "not UTF-8 text".into(),
-        })?;
-        let text = if line_no == 1 {
-            text.strip_prefix('\u{feff}').unwrap_or(text)
-        } else {
-            text
         };
-        let t = text.trim();
         if t.is_empty() {
             continue;
         }
@@ -123,6 +145,10 @@ pub fn read_mooncake<R: BufRead>(mut reader: R, limits: &Limits) -> Result<Trace
                 line: line_no,
                 message: "input_length must be >= 1".into(),
             });
+        }
+        if rec.output_length == 0 {
+            no_output.add(line_no);
+            continue;
         }
         if rec.input_length as f64 > MAX_TOKENS || rec.output_length as f64 > MAX_TOKENS {
             too_long.add(line_no);
@@ -148,6 +174,8 @@ pub fn read_mooncake<R: BufRead>(mut reader: R, limits: &Limits) -> Result<Trace
         }
         out.records.push(rec);
     }
+    out.notes
+        .extend(no_output.note("output_length 0 (a failed or empty request)", "dropped"));
     out.notes.extend(too_long.note(
         &format!("input_length or output_length above {MAX_TOKENS} tokens"),
         "dropped",
@@ -253,14 +281,28 @@ mod tests {
             parse_mooncake_str("not json"),
             Err(SimError::Trace { line: 1, .. })
         ));
+        // Seconds instead of milliseconds: the unit is named.
+        match parse_mooncake_str(
+            "{\"timestamp\": 12.5, \"input_length\": 3, \"output_length\": 1}\n",
+        ) {
+            Err(SimError::Trace { line: 1, message }) => {
+                assert!(
+                    message.contains("timestamp 12.5: Mooncake timestamps are whole milliseconds"),
+                    "{message}"
+                )
+            }
+            other => panic!("expected a trace error, got {other:?}"),
+        }
     }
     #[test]
     fn reading_repairs_what_it_can_and_says_so() {
         let text = "\u{feff}{\"timestamp\": 50, \"input_length\": 600, \"output_length\": 1, \"hash_ids\": [1, 2, 3, 4]}\n\
                     {\"timestamp\": 10, \"input_length\": 10, \"output_length\": 4000000000}\n\
-                    {\"timestamp\": 20, \"input_length\": 10, \"output_length\": 1}";
+                    {\"timestamp\": 20, \"input_length\": 10, \"output_length\": 1}\n\
+                    {\"timestamp\": 30, \"input_length\": 10, \"output_length\": 0}";
         let t = read_mooncake(text.as_bytes(), &Limits::default()).unwrap();
-        // The BOM is skipped; the absurd output drops; the ids past 2 blocks are cut.
+        // The BOM is skipped; the absurd and the empty outputs drop; the ids past 2
+        // blocks are cut.
         assert_eq!(t.records.len(), 2);
         assert_eq!(t.records[0].hash_ids, vec![1, 2]);
         // The last line has no newline and is kept.
@@ -268,6 +310,12 @@ mod tests {
         let notes = t.notes.join("\n");
         assert!(
             notes.contains("above 16000000 tokens: 1 record (first at line 2); dropped"),
+            "{notes}"
+        );
+        assert!(
+            notes.contains(
+                "output_length 0 (a failed or empty request): 1 record (first at line 4); dropped"
+            ),
             "{notes}"
         );
         assert!(notes.contains("more hash_ids than input_length covers (512 tokens per block): 1 record (first at line 1)"), "{notes}");
