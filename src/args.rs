@@ -28,9 +28,14 @@ pub struct SimulateArgs {
     /// Print one JSON object (report, resolved scenario, seed, twin version).
     #[arg(long)]
     pub json: bool,
-    /// Mooncake JSONL trace for trace-replay workloads.
+    /// Request trace for trace-replay workloads: Mooncake JSONL, Azure LLM inference
+    /// CSV, BurstGPT CSV or a `vllm bench serve --save-detailed` result (detected from
+    /// its first line, or --trace-format).
     #[arg(long, value_name = "PATH")]
     pub trace: Option<String>,
+    /// The --trace file's format, where its first line does not show it.
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub trace_format: Option<crate::trace_formats::TraceFormat>,
     /// Calibration profile whose measured efficiencies and fixed costs price the steps
     /// (layered over the hardware file's fitted `[cost]`).
     #[arg(long, value_name = "PATH")]

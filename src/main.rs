@@ -28,6 +28,7 @@ mod scenario;
 mod simulation;
 mod step;
 mod text;
+mod trace_formats;
 mod trace_import;
 
 #[derive(Parser)]

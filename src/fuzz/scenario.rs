@@ -90,6 +90,7 @@ fn fuzz_scenario_files_and_sets_never_panic() {
             cohort: None,
             json: false,
             trace: None,
+            trace_format: None,
             profile: None,
             engine: None,
             bench: rng
@@ -147,6 +148,7 @@ pub(super) fn base_sim_args() -> SimulateArgs {
         cohort: None,
         json: false,
         trace: None,
+        trace_format: None,
         profile: None,
         engine: None,
         bench: None,

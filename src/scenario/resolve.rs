@@ -10,9 +10,7 @@ use super::{
 use crate::args::SimulateArgs;
 use anyhow::{bail, Context, Result};
 use sim::cost::CostParams;
-use sim::serving::{
-    read_mooncake, trace_span, Limits, PoolConfig, ServingScenario, TraceRecord, WorkloadConfig,
-};
+use sim::serving::{trace_span, Limits, PoolConfig, ServingScenario, TraceRecord, WorkloadConfig};
 use sim::validate::Field;
 
 /// The scenario `twin simulate` runs when none is named.
@@ -298,18 +296,31 @@ pub fn read_trace_within(
     match (&workload.trace, &args.trace) {
         (Some(_), Some(path)) => {
             let shown = clip(path);
-            let file = std::fs::File::open(path)
-                .with_context(|| format!("cannot open trace `{shown}`"))?;
-            let t = read_mooncake(std::io::BufReader::new(file), limits)
-                .with_context(|| format!("trace `{shown}`"))?;
+            let (format, t) = crate::trace_formats::read_trace(
+                std::path::Path::new(path),
+                &shown,
+                args.trace_format,
+                limits,
+            )?;
             if t.records.is_empty() {
                 bail!("trace `{shown}` is empty: it has no records");
             }
-            let notes = t
+            let mut notes: Vec<String> = t
                 .notes
                 .into_iter()
                 .map(|n| format!("trace `{shown}`: {n}"))
                 .collect();
+            if format != crate::trace_formats::TraceFormat::Mooncake {
+                notes.insert(
+                    0,
+                    format!(
+                        "trace `{shown}`: read as {}, {} records, arrival times as {}",
+                        format.name(),
+                        t.records.len(),
+                        format.time_unit()
+                    ),
+                );
+            }
             Ok((t.records, notes))
         }
         (Some(_), None) => bail!(
@@ -317,7 +328,7 @@ pub fn read_trace_within(
             workload.name
         ),
         (None, Some(path)) => bail!(
-            "--trace {}: workload `{}` does not replay a trace; choose one with --set workload=mooncake-conversation",
+            "--trace {}: workload `{}` does not replay a trace; choose one with --set workload=trace-replay (or mooncake-conversation)",
             clip(path),
             workload.name
         ),

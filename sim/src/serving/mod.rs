@@ -58,7 +58,7 @@ pub use stats::{LogHistogram, Series, SeriesPoint, Summary};
 pub use workload::{
     parse_mooncake, parse_mooncake_str, read_mooncake, trace_span, AgentX, Arrival, ClosedLoop,
     CurvePreset, Dist, Driver, NewRequest, OpenLoop, Origin, RateCurve, TraceRead, TraceRecord,
-    TraceReplay, TraceSpan, WlEvent, WorkloadConfig, BLOCK_TOKENS,
+    TraceReplay, TraceSpan, WlEvent, WorkloadConfig, BLOCK_TOKENS, MAX_TOKENS,
 };
 
 use crate::cost::{CostModel, KvCapacity};
