@@ -544,3 +544,20 @@ fn kernel_attention_names_its_kind_in_user_words() {
     );
     assert!(!text.contains("SparseDecode"), "{text}");
 }
+
+#[test]
+fn a_scenario_without_a_price_sheet_is_told_which_one_values_its_tokens() {
+    let short = ["--set", "duration_s=4", "--set", "warmup_s=1"];
+    let mut a = vec!["simulate", "h100-llama-3.1-70b-tp8"];
+    a.extend(short);
+    let (_, e) = runs(&a);
+    assert!(
+        e.contains("price.sheet is not set: tokens are valued at the default sheet `deepseek-v41-flash-off-peak`"),
+        "{e}"
+    );
+    // The default rack names its sheet: no note.
+    let mut a = vec!["simulate"];
+    a.extend(short);
+    let (_, e) = runs(&a);
+    assert!(!e.contains("price.sheet is not set"), "{e}");
+}

@@ -74,6 +74,12 @@ pub fn resolve_args(args: &SimulateArgs) -> Result<Resolved> {
     let (origin, text) = load_scenario_text(name)?;
     let mut sc: ServingScenario = parse_with_sets(&origin, &text, &sets.scenario)?;
     let mut notes = pool_notes(&sc, &|path| declares(&text, &sets.scenario, path));
+    if !declares(&text, &sets.scenario, &["price", "sheet"]) {
+        notes.push(format!(
+            "price.sheet is not set: tokens are valued at the default sheet `{}` (DeepSeek-V4.1-Flash's API prices); set price.sheet, or price.sheet = \"custom\" with price.custom, for this model's",
+            sc.price.sheet.key()
+        ));
+    }
     apply_duration(&mut sc, args.duration, &mut notes)?;
     let seed = args.seed.unwrap_or(sc.seed);
     sc.seed = seed;
