@@ -8,7 +8,7 @@
 //! own (no cache hits, and `--cohort` keeps or leaves each record on its own).
 
 use anyhow::{anyhow, bail, Context, Result};
-use sim::serving::{read_mooncake, Limits, TraceRead, TraceRecord};
+use sim::serving::{read_mooncake, Limits, Tally, TraceRead, TraceRecord};
 use std::io::{BufRead, Read};
 
 /// A trace file's format.
@@ -208,17 +208,17 @@ fn finish(raw: Raw, limits: &Limits, what: &str) -> Result<TraceRead> {
             hash_ids: Vec::new(),
         });
     }
-    out.notes.extend(no_output.note(
+    out.notes.extend(no_output.note_at(
         what,
         "0 output tokens (a failed or empty request)",
         "dropped",
     ));
-    out.notes.extend(too_long.note(
+    out.notes.extend(too_long.note_at(
         what,
         &format!("prompt or output above {max} tokens"),
         "dropped",
     ));
-    out.notes.extend(unsorted.note(
+    out.notes.extend(unsorted.note_at(
         what,
         "arrivals out of order",
         "each is replayed at its time",
@@ -230,32 +230,6 @@ fn finish(raw: Raw, limits: &Limits, what: &str) -> Result<TraceRead> {
         );
     }
     Ok(out)
-}
-
-#[derive(Default)]
-struct Tally {
-    count: u64,
-    first: usize,
-}
-
-impl Tally {
-    fn add(&mut self, at: usize) {
-        if self.count == 0 {
-            self.first = at;
-        }
-        self.count += 1;
-    }
-
-    fn note(&self, what: &str, kind: &str, then: &str) -> Option<String> {
-        (self.count > 0).then(|| {
-            format!(
-                "{kind}: {} record{} (first at {what} {}); {then}",
-                self.count,
-                if self.count == 1 { "" } else { "s" },
-                self.first
-            )
-        })
-    }
 }
 
 /// Azure's and BurstGPT's CSV: columns found by header name, errors by line.

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{json, refused, repo, runs, write};
+use common::{json, refused, repo, write};
 
 fn path(rel: &str) -> String {
     repo().join(rel).display().to_string()
@@ -128,23 +128,7 @@ fn the_coarse_model_keeps_hash_less_records_on_every_seed() {
     // none of them).
     let t = path("examples/traces/azure-code-2023-100.csv");
     for seed in ["1", "2", "3", "4"] {
-        let (out, _) = runs(&[
-            "simulate",
-            "--set",
-            "workload=trace-replay",
-            "--set",
-            "duration_s=200",
-            "--set",
-            "warmup_s=0",
-            "--trace",
-            &t,
-            "--cohort",
-            "2",
-            "--seed",
-            seed,
-            "--json",
-        ]);
-        let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let j = run_json(&replay(&t, &["--cohort", "2", "--seed", seed]));
         let n = j["requests_completed"].as_u64().unwrap();
         // Kept records count twice: a binomial 50 +- 5 records, 100 +- 10 requests.
         assert!((60..=140).contains(&n), "seed {seed}: {n} requests");

@@ -57,8 +57,8 @@ pub use report::{Accounting, Distributions, PoolReport, Report, Throughput, Toke
 pub use stats::{LogHistogram, Series, SeriesPoint, Summary};
 pub use workload::{
     parse_mooncake, parse_mooncake_str, read_mooncake, trace_span, AgentX, Arrival, ClosedLoop,
-    CurvePreset, Dist, Driver, NewRequest, OpenLoop, Origin, RateCurve, TraceRead, TraceRecord,
-    TraceReplay, TraceSpan, WlEvent, WorkloadConfig, BLOCK_TOKENS, MAX_TOKENS,
+    CurvePreset, Dist, Driver, NewRequest, OpenLoop, Origin, RateCurve, Tally, TraceRead,
+    TraceRecord, TraceReplay, TraceSpan, WlEvent, WorkloadConfig, BLOCK_TOKENS, MAX_TOKENS,
 };
 
 use crate::cost::{CostModel, KvCapacity};

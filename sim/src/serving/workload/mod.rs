@@ -18,7 +18,7 @@ mod trace;
 pub use curve::{CurvePreset, RateCurve};
 pub use driver::{Driver, NewRequest, Origin, WlEvent};
 pub use trace::{
-    parse_mooncake, parse_mooncake_str, read_mooncake, trace_span, TraceRead, TraceRecord,
+    parse_mooncake, parse_mooncake_str, read_mooncake, trace_span, Tally, TraceRead, TraceRecord,
     TraceSpan,
 };
 

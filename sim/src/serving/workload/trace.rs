@@ -38,29 +38,34 @@ pub struct TraceRead {
     pub notes: Vec<String>,
 }
 
-/// Records of one kind, counted with the first line they occur on.
-#[derive(Default)]
-struct Tally {
+/// Records of one kind, counted with the first place (line, or index) they occur at.
+#[derive(Debug, Default)]
+pub struct Tally {
     count: u64,
-    first_line: usize,
+    first: usize,
 }
 
 impl Tally {
-    fn add(&mut self, line: usize) {
+    pub fn add(&mut self, at: usize) {
         if self.count == 0 {
-            self.first_line = line;
+            self.first = at;
         }
         self.count += 1;
     }
 
     /// "`what`: N records (first at line L); `then`".
-    fn note(&self, what: &str, then: &str) -> Option<String> {
+    pub fn note(&self, what: &str, then: &str) -> Option<String> {
+        self.note_at("line", what, then)
+    }
+
+    /// "`what`: N records (first at `unit` L); `then`".
+    pub fn note_at(&self, unit: &str, what: &str, then: &str) -> Option<String> {
         (self.count > 0).then(|| {
             format!(
-                "{what}: {} record{} (first at line {}); {then}",
+                "{what}: {} record{} (first at {unit} {}); {then}",
                 self.count,
                 if self.count == 1 { "" } else { "s" },
-                self.first_line
+                self.first
             )
         })
     }
