@@ -102,8 +102,14 @@ pub fn execute_with(
     args: &SimulateArgs,
     progress: bool,
 ) -> Result<(Resolved, sim::serving::Report, usize)> {
-    let (r, trace) = resolve_with_trace(args)?;
+    let (mut r, trace) = resolve_with_trace(args)?;
     let report = run_resolved(&r, &trace, progress)?;
+    if report.requests_completed == 0 {
+        r.notes.push(format!(
+            "no request completed in the {:.1} s measured window: TTFT, TPOT and the other latencies have no value (null in --json); the run is too short for its requests, or the deployment is overloaded",
+            report.measured_s
+        ));
+    }
     Ok((r, report, trace.len()))
 }
 

@@ -561,3 +561,36 @@ fn a_scenario_without_a_price_sheet_is_told_which_one_values_its_tokens() {
     let (_, e) = runs(&a);
     assert!(!e.contains("price.sheet is not set"), "{e}");
 }
+
+#[test]
+fn a_run_that_completes_nothing_says_so_and_has_no_latency() {
+    let a = [
+        "simulate",
+        "--set",
+        "duration_s=0.2",
+        "--set",
+        "warmup_s=0.1",
+    ];
+    let (out, e) = runs(&a);
+    assert!(
+        e.contains("note: no request completed in the 0.1 s measured window"),
+        "{e}"
+    );
+    let ttft = out.lines().find(|l| l.starts_with("TTFT (ms)")).unwrap();
+    assert!(!ttft.contains("0.0") && ttft.contains('-'), "{ttft}");
+    let mut a = a.to_vec();
+    a.push("--json");
+    let o = twin(&a);
+    let j = json(&o);
+    assert_eq!(j["requests_completed"], 0);
+    assert!(
+        j["ttft_ms"]["p50"].is_null() && j["tpot_ms"]["mean"].is_null(),
+        "{}",
+        j["ttft_ms"]
+    );
+    assert!(
+        j["notes"].to_string().contains("no request completed"),
+        "{}",
+        j["notes"]
+    );
+}

@@ -586,6 +586,11 @@ impl Report {
             ("end-to-end (ms)", &self.e2e_ms),
             ("per-user (tok/s)", &self.per_user_tok_s),
         ] {
+            if x.count == 0 {
+                // No samples: no value, not 0.
+                let _ = writeln!(s, "{name:<22}{:>10}{:>10}{:>10}{:>10}", "-", "-", "-", "-");
+                continue;
+            }
             let _ = writeln!(
                 s,
                 "{name:<22}{:>10.1}{:>10.1}{:>10.1}{:>10.1}",

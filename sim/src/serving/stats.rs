@@ -171,7 +171,10 @@ impl LogHistogram {
 }
 
 /// Mean and percentiles of one quantity (its unit is in the field name that holds it).
+/// Of no samples (`count` 0) the figures are written as `null`, not 0: a run that
+/// completed nothing has no latency.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[serde(into = "SummaryWire", from = "SummaryWire")]
 pub struct Summary {
     pub count: u64,
     pub mean: f64,
@@ -179,6 +182,45 @@ pub struct Summary {
     pub p90: f64,
     pub p99: f64,
     pub max: f64,
+}
+
+/// [`Summary`] as written: its figures absent when it has no samples.
+#[derive(Serialize, Deserialize)]
+struct SummaryWire {
+    count: u64,
+    mean: Option<f64>,
+    p50: Option<f64>,
+    p90: Option<f64>,
+    p99: Option<f64>,
+    max: Option<f64>,
+}
+
+impl From<Summary> for SummaryWire {
+    fn from(s: Summary) -> Self {
+        let v = |x: f64| (s.count > 0).then_some(x);
+        SummaryWire {
+            count: s.count,
+            mean: v(s.mean),
+            p50: v(s.p50),
+            p90: v(s.p90),
+            p99: v(s.p99),
+            max: v(s.max),
+        }
+    }
+}
+
+impl From<SummaryWire> for Summary {
+    fn from(w: SummaryWire) -> Self {
+        let v = |x: Option<f64>| x.unwrap_or(0.0);
+        Summary {
+            count: w.count,
+            mean: v(w.mean),
+            p50: v(w.p50),
+            p90: v(w.p90),
+            p99: v(w.p99),
+            max: v(w.max),
+        }
+    }
 }
 
 /// Time-weighted or sample mean and maximum of a gauge.
