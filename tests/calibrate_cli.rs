@@ -68,12 +68,16 @@ fn calibrate_cpu_writes_measurements_and_profile_and_resumes() {
     let forward = |extra: &[&str]| {
         let mut args = vec![
             "forward",
+            "--hardware",
+            "cpu-host",
+            "--model",
+            "cpu-live-moe",
             "--dep",
             "8",
             "--batch-per-rank",
             "16",
             "--context",
-            "32768",
+            "2048",
             "--json",
         ];
         args.extend_from_slice(extra);
@@ -93,6 +97,21 @@ fn calibrate_cpu_writes_measurements_and_profile_and_resumes() {
     assert_ne!(
         plain["step_ms"], profiled["step_ms"],
         "the profile changed nothing"
+    );
+    // A CPU's profile on a GPU is refused, naming both.
+    let p = out.join("profile.toml");
+    let o = twin(&[
+        "forward",
+        "--hardware",
+        "gb300",
+        "--profile",
+        p.to_str().unwrap(),
+    ]);
+    let e = text(&o);
+    assert!(!o.status.success(), "{e}");
+    assert!(
+        e.contains("measured on `cpu: ") && e.contains("a CPU, but the hardware is `gb300`, a GPU"),
+        "{e}"
     );
 
     // Rerun with the same --out: every point is already there, nothing is re-measured.

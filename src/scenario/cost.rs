@@ -6,6 +6,22 @@ use anyhow::{anyhow, bail, Result};
 use sim::cost::CostParams;
 use sim::Hardware;
 
+/// A profile's efficiencies carry between devices of one kind (GPU to GPU by datasheet
+/// ratios); a CPU's measured on a GPU scenario, or a GPU's on the CPU host, is refused
+/// with both names.
+fn same_kind(path: &str, device: &str, hardware: &str) -> Result<()> {
+    let kind = |cpu: bool| if cpu { "a CPU" } else { "a GPU" };
+    let (cpu_profile, cpu_hw) = (device.starts_with("cpu"), hardware.starts_with("cpu"));
+    if cpu_profile != cpu_hw {
+        bail!(
+            "--profile {path}: measured on `{device}`, {}, but the hardware is `{hardware}`, {}: a profile's efficiencies carry only between devices of one kind (calibrate on the {hardware}, or run without --profile)",
+            kind(cpu_profile),
+            kind(cpu_hw)
+        );
+    }
+    Ok(())
+}
+
 /// The cost parameters a command prices with, in layers: the analytic defaults; then
 /// the hardware file's `[cost]` (fitted to published figures); then a calibration
 /// profile's measured efficiencies and fixed costs (`--profile`), for the operations it
@@ -50,7 +66,14 @@ pub fn cost_params(
     if let Some(path) = profile {
         let prof = calibration::Profile::load(std::path::Path::new(path))
             .map_err(|e| anyhow!("--profile {path}: {e}"))?;
+        same_kind(path, &prof.provenance.device, &hardware.name)?;
+        let before = params.clone();
         params = prof.cost_params(&params);
+        if params == before {
+            source = format!(
+                "{source} (the profile changes nothing: it fits none of the operations priced here)"
+            );
+        }
         // The spread describes the kernel fits, not a profile's measurements.
         params.spread = sim::cost::Spread::default();
         source = format!("{source} + {}", prof.source());
