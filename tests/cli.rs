@@ -594,3 +594,26 @@ fn a_run_that_completes_nothing_says_so_and_has_no_latency() {
         j["notes"]
     );
 }
+
+#[test]
+fn sweep_refuses_the_forward_flags_it_would_ignore() {
+    for (flag, needle) in [
+        (
+            &["--batch-per-rank", "4"][..],
+            "--batch-per-rank is replaced by the grid",
+        ),
+        (
+            &["--trace-out", "x.json"][..],
+            "--trace-out describes one step",
+        ),
+        (
+            &["--in-situ-layer"][..],
+            "--in-situ-layer describes one step",
+        ),
+        (&["--no-band"][..], "--no-band describes one step"),
+    ] {
+        let mut a = vec!["sweep", "--deps", "8", "--batches", "16"];
+        a.extend(flag);
+        refused(&a, &[needle]);
+    }
+}

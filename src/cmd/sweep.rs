@@ -24,7 +24,8 @@ pub struct SweepArgs {
     #[arg(long, value_delimiter = ',', default_value = "8,16,32,64,128,256")]
     pub batches: Vec<u32>,
     /// Everything else as for `twin forward` (hardware, model, phase, context, MTP,
-    /// --set, --profile); its --dep and --batch-per-rank are replaced by the grid.
+    /// --set, --profile); its --dep, --tp and --batch-per-rank are replaced by the grid,
+    /// and its one-step outputs (--trace-out, --in-situ-layer, --no-band) are refused.
     #[command(flatten)]
     pub base: ForwardArgs,
     #[command(flatten)]
@@ -65,6 +66,18 @@ pub fn run(args: &SweepArgs) -> Result<()> {
     }
     if args.base.requests.is_some() {
         bail!("--requests does not combine with a sweep over --batches");
+    }
+    if args.base.batch_per_rank != 64 {
+        bail!("--batch-per-rank is replaced by the grid: use --batches");
+    }
+    for (set, flag) in [
+        (args.base.trace_out.is_some(), "--trace-out"),
+        (args.base.in_situ_layer, "--in-situ-layer"),
+        (args.base.no_band, "--no-band"),
+    ] {
+        if set {
+            bail!("{flag} describes one step of `twin forward`; a sweep prices many and draws no band: run `twin forward` for it");
+        }
     }
     let hardware = crate::scenario::load_hardware(&args.base.hardware, &[])?;
     let usd_per_gpu_hour = hardware.price.hyperscaler_usd_per_gpu_hour;
