@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{calibrate_smoke, twin};
+use common::{calibrate_smoke, refused, twin};
 use std::path::Path;
 use std::process::Output;
 
@@ -100,18 +100,18 @@ fn calibrate_cpu_writes_measurements_and_profile_and_resumes() {
     );
     // A CPU's profile on a GPU is refused, naming both.
     let p = out.join("profile.toml");
-    let o = twin(&[
-        "forward",
-        "--hardware",
-        "gb300",
-        "--profile",
-        p.to_str().unwrap(),
-    ]);
-    let e = text(&o);
-    assert!(!o.status.success(), "{e}");
-    assert!(
-        e.contains("measured on `cpu: ") && e.contains("a CPU, but the hardware is `gb300`, a GPU"),
-        "{e}"
+    refused(
+        &[
+            "forward",
+            "--hardware",
+            "gb300",
+            "--profile",
+            p.to_str().unwrap(),
+        ],
+        &[
+            "measured on `cpu: ",
+            "a CPU, but the hardware is `gb300`, a GPU",
+        ],
     );
 
     // Rerun with the same --out: every point is already there, nothing is re-measured.

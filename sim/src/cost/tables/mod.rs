@@ -355,56 +355,55 @@ impl KernelTables {
     /// engine's usual path for that format).
     pub fn gemm_fit(&self, format: Format) -> Option<&Fit> {
         let idx = self.index.get_or_init(|| self.build_index());
-        idx.gemm
-            .iter()
-            .find(|(f, _)| *f == format)
-            .map(|&(_, i)| &self.fits[i])
+        self.filed(&idx.gemm, &format)
     }
 
     /// The all-reduce fit over `gpus`: the engine's own all-reduce (its CUDA-graph
     /// variant where it has one), else NCCL's in half precision.
     pub fn allreduce_fit(&self, gpus: f64) -> Option<&Fit> {
         let idx = self.index.get_or_init(|| self.build_index());
-        idx.allreduce
-            .iter()
-            .find(|(g, _)| *g == gpus as i64)
-            .map(|&(_, i)| &self.fits[i])
+        self.filed(&idx.allreduce, &(gpus as i64))
     }
 
     /// The MoE fit of `format` under a load of power-law exponent `skew` (0 =
     /// balanced), gated or not: of its kernels, the one with the most rows.
     pub fn moe_fit(&self, format: Format, skew: f64, gated: bool) -> Option<&Fit> {
         let idx = self.index.get_or_init(|| self.build_index());
-        let key = (format, (skew * 100.0).round() as i64, gated);
-        idx.moe
-            .iter()
-            .find(|(k, _)| *k == key)
+        self.filed(&idx.moe, &(format, (skew * 100.0).round() as i64, gated))
+    }
+
+    /// Files fit `i` under `key` in `list`, unless a fit with at least as many rows is
+    /// there already (of an op's kernels, the engine's usual path has the most rows).
+    fn keep_most_rows<K: PartialEq>(&self, list: &mut Vec<(K, usize)>, key: K, i: usize) {
+        let rows = |j: usize| self.fits[j].fit.rows + self.fits[j].check.rows;
+        match list.iter_mut().find(|(k, _)| *k == key) {
+            Some(e) if rows(e.1) >= rows(i) => {}
+            Some(e) => e.1 = i,
+            None => list.push((key, i)),
+        }
+    }
+
+    /// The fit filed under `key` in one of the index's lists.
+    fn filed<'s, K: PartialEq>(&'s self, list: &[(K, usize)], key: &K) -> Option<&'s Fit> {
+        list.iter()
+            .find(|(k, _)| k == key)
             .map(|&(_, i)| &self.fits[i])
     }
 
     fn build_index(&self) -> Index {
-        let rows = |f: &Fit| f.fit.rows + f.check.rows;
         let mut gemm: Vec<(Format, usize)> = Vec::new();
         let mut allreduce: Vec<(i64, usize, u8)> = Vec::new();
         let mut moe: Vec<(MoeKey, usize)> = Vec::new();
         for (i, f) in self.fits.iter().enumerate() {
             match f.family {
                 Family::Moe => {
-                    let Some(key) = moe_key(&f.key) else { continue };
-                    match moe.iter_mut().find(|(k, _)| *k == key) {
-                        Some(e) if rows(&self.fits[e.1]) >= rows(f) => {}
-                        Some(e) => e.1 = i,
-                        None => moe.push((key, i)),
+                    if let Some(key) = moe_key(&f.key) {
+                        self.keep_most_rows(&mut moe, key, i);
                     }
                 }
                 Family::Gemm => {
-                    let Some(fmt) = f.key.split(',').next().and_then(Format::parse) else {
-                        continue;
-                    };
-                    match gemm.iter_mut().find(|(g, _)| *g == fmt) {
-                        Some(e) if rows(&self.fits[e.1]) >= rows(f) => {}
-                        Some(e) => e.1 = i,
-                        None => gemm.push((fmt, i)),
+                    if let Some(fmt) = f.key.split(',').next().and_then(Format::parse) {
+                        self.keep_most_rows(&mut gemm, fmt, i);
                     }
                 }
                 Family::Collective => {
