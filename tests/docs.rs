@@ -635,3 +635,111 @@ fn the_adding_a_model_examples_load_and_every_field_is_explained() {
     ]);
     assert_every_field_has_a_row(&doc, "docs/adding-a-model.md", &fields);
 }
+
+/// The README stays a page a newcomer reads in five minutes (issue 18); the manual lives
+/// in docs/.
+const README_MAX_LINES: usize = 250;
+
+#[test]
+fn the_readme_is_short() {
+    let text = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
+    let n = text.lines().count();
+    assert!(
+        n <= README_MAX_LINES,
+        "README.md has {n} lines, at most {README_MAX_LINES}: move the detail to a guide in docs/"
+    );
+}
+
+/// GitHub's anchor of a heading: lower case, spaces to hyphens, other punctuation
+/// dropped (letters, digits, `-` and `_` kept).
+fn heading_anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The anchors of a markdown file's headings (outside code blocks).
+fn anchors(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut in_code = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            in_code = !in_code;
+        } else if !in_code && line.starts_with('#') {
+            out.push(heading_anchor(line.trim_start_matches('#')));
+        }
+    }
+    out
+}
+
+/// The targets of a line's inline links `[text](target)`.
+fn link_targets(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = line;
+    while let Some(i) = rest.find("](") {
+        let after = &rest[i + 2..];
+        let Some(end) = after.find(')') else { break };
+        out.push(after[..end].to_string());
+        rest = &after[end..];
+    }
+    out
+}
+
+#[test]
+fn every_relative_link_in_the_readme_and_docs_resolves() {
+    let root = repo_root();
+    let mut broken = Vec::new();
+    for path in markdown_files(&root) {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut in_code = false;
+        for (n, line) in text.lines().enumerate() {
+            if line.trim_start().starts_with("```") {
+                in_code = !in_code;
+            }
+            if in_code {
+                continue;
+            }
+            for target in link_targets(line) {
+                if target.contains("://") || target.starts_with("mailto:") {
+                    continue;
+                }
+                let (file, anchor) = target.split_once('#').unwrap_or((&target, ""));
+                let dest = if file.is_empty() {
+                    path.clone()
+                } else {
+                    path.parent().unwrap().join(file)
+                };
+                let at = format!("{}:{}: {target}", path.display(), n + 1);
+                if !dest.exists() {
+                    broken.push(format!("{at} (no such file)"));
+                } else if !anchor.is_empty() && dest.extension().is_some_and(|e| e == "md") {
+                    let dest_text = std::fs::read_to_string(&dest).unwrap();
+                    if !anchors(&dest_text).iter().any(|a| a == anchor) {
+                        broken.push(format!("{at} (no such heading)"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
+
+#[test]
+fn heading_anchors_follow_github() {
+    assert_eq!(
+        heading_anchor(" A real run: Llama-3.1-70B on 8 x H100"),
+        "a-real-run-llama-31-70b-on-8-x-h100"
+    );
+    assert_eq!(
+        heading_anchor(" `twin validate bench FILE.json[.gz] --scenario SCENARIO`"),
+        "twin-validate-bench-filejsongz---scenario-scenario"
+    );
+    assert_eq!(link_targets("see [a](b.md#c) and [d](e)"), ["b.md#c", "e"]);
+}
