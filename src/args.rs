@@ -36,16 +36,8 @@ pub struct SimulateArgs {
     /// The --trace file's format, where its first line does not show it.
     #[arg(long, value_enum, value_name = "FORMAT")]
     pub trace_format: Option<crate::trace_formats::TraceFormat>,
-    /// Calibration profile whose measured efficiencies and fixed costs price the steps
-    /// (layered over the hardware file's fitted `[cost]`).
-    #[arg(long, value_name = "PATH")]
-    pub profile: Option<String>,
-    /// Serving engine whose measured kernel tables price the GPU's dense GEMMs and
-    /// all-reduce: `trtllm`, `vllm`, with a version as `trtllm@1.3.0rc20` (default: the
-    /// shipped one), or a profile path from `twin calibrate --from-tables`; `twin`: twin's
-    /// own kernel model (the default).
-    #[arg(long, value_name = "ENGINE[@VERSION]")]
-    pub engine: Option<String>,
+    #[command(flatten)]
+    pub pricing: PricingArgs,
     /// Simulate a benchmark client's run exactly as it sends it, instead of the
     /// scenario's workload: `'vllm --num-prompts 640 --max-concurrency 64
     /// --random-input-len 8192 --random-output-len 1024 --random-range-ratio 0.8'`
@@ -68,4 +60,22 @@ pub struct ReportArgs {
     /// Let --report write into a folder that is not empty.
     #[arg(long)]
     pub force: bool,
+}
+
+/// What prices the steps beside the hardware file: a calibration profile and the serving
+/// engine's measured kernel tables (`simulate`, `plan`, `forward`, `validate bench`).
+#[derive(Debug, Clone, Default, Args)]
+pub struct PricingArgs {
+    /// Calibration profile whose measured efficiencies and fixed costs price the steps,
+    /// layered over the hardware file's fitted `[cost]` (`twin calibrate --out DIR`
+    /// writes DIR/profile.toml).
+    #[arg(long, value_name = "PROFILE")]
+    pub profile: Option<String>,
+    /// Serving engine whose measured kernel tables price the GPU's dense GEMMs,
+    /// all-reduce and routed experts: `trtllm`, `vllm`, with a version as
+    /// `trtllm@1.3.0rc20` (default: the shipped one), or a profile path from `twin
+    /// calibrate --from-tables`; `twin`: twin's own kernel model (default: the
+    /// scenario's `engine`, else `twin`).
+    #[arg(long, value_name = "ENGINE[@VERSION]")]
+    pub engine: Option<String>,
 }

@@ -77,16 +77,8 @@ pub struct ForwardArgs {
     /// `cost.moe.mem_eff=0.9` (repeatable).
     #[arg(long = "set", value_name = "PATH=VALUE")]
     pub set: Vec<String>,
-    /// A calibration profile (`twin calibrate --out DIR` writes DIR/profile.toml): price
-    /// with its measured efficiencies instead of the analytic defaults.
-    #[arg(long, value_name = "PROFILE")]
-    pub profile: Option<String>,
-    /// Serving engine whose measured kernel tables price the GPU's dense GEMMs and
-    /// all-reduce: `trtllm`, `vllm`, with a version as `trtllm@1.3.0rc20` (default: the
-    /// shipped one), or a profile path from `twin calibrate --from-tables`; `twin`: twin's
-    /// own kernel model (the default).
-    #[arg(long, value_name = "ENGINE[@VERSION]")]
-    pub engine: Option<String>,
+    #[command(flatten)]
+    pub pricing: crate::args::PricingArgs,
     /// Price every kernel at its isolated-benchmark price: leave out the hardware's
     /// in-situ terms (`[cost.in_situ]`).
     #[arg(long)]
@@ -258,9 +250,9 @@ fn load(args: &ForwardArgs) -> Result<(Hardware, Model, CostParams)> {
     let model = load_model(&args.model, &model_sets)?;
     let mut params = cost_params(
         &hardware,
-        args.profile.as_deref(),
+        args.pricing.profile.as_deref(),
         &cost_sets,
-        args.engine.as_deref(),
+        args.pricing.engine.as_deref(),
     )?;
     if args.isolated {
         params.in_situ = sim::cost::insitu::InSitu::isolated();

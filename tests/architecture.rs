@@ -195,15 +195,9 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// The command a file under `src/cmd/` belongs to: `cmd/plan/exec.rs` is `plan`'s;
-/// `validate_live.rs` serves `twin validate live` and `bench`, so it is `validate`'s.
+/// The command a file under `src/cmd/` belongs to: `cmd/plan/exec.rs` is `plan`'s.
 fn command_of(module: &[String]) -> Option<String> {
-    let name = module.get(1)?;
-    Some(if name == "validate_live" {
-        "validate".into()
-    } else {
-        name.clone()
-    })
+    module.get(1).cloned()
 }
 
 /// The modules a file names through `crate::` or `super::` paths, as full paths from

@@ -14,4 +14,3 @@ pub mod plan;
 pub mod simulate;
 pub mod sweep;
 pub mod validate;
-pub mod validate_live;

@@ -91,8 +91,7 @@ fn fuzz_scenario_files_and_sets_never_panic() {
             json: false,
             trace: None,
             trace_format: None,
-            profile: None,
-            engine: None,
+            pricing: Default::default(),
             bench: rng
                 .random_bool(0.05)
                 .then(|| BENCH_SPECS.choose(&mut rng).unwrap().to_string()),
@@ -149,8 +148,7 @@ pub(super) fn base_sim_args() -> SimulateArgs {
         json: false,
         trace: None,
         trace_format: None,
-        profile: None,
-        engine: None,
+        pricing: Default::default(),
         bench: None,
         decode_deps: Vec::new(),
     }

@@ -92,7 +92,7 @@ pub fn resolve_args(args: &SimulateArgs) -> Result<Resolved> {
     if let Some(spec) = &args.bench {
         bench_workload(spec, args, &mut sc, &mut workload, &mut notes)?;
     }
-    if let Some(e) = &args.engine {
+    if let Some(e) = &args.pricing.engine {
         sc.engine = Some(e.clone());
     }
     let problems = problems(&sc, &origin, &workload, &wl_origin, &hardware, &model);
@@ -102,9 +102,9 @@ pub fn resolve_args(args: &SimulateArgs) -> Result<Resolved> {
 
     let params = cost_params(
         &hardware,
-        args.profile.as_deref(),
+        args.pricing.profile.as_deref(),
         &sets.cost,
-        args.engine.as_deref().or(sc.engine.as_deref()),
+        args.pricing.engine.as_deref().or(sc.engine.as_deref()),
     )?;
     Ok(Resolved {
         scenario_origin: origin,

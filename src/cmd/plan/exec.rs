@@ -49,8 +49,7 @@ fn simulate_args(args: &PlanArgs) -> Result<(SimulateArgs, Vec<Set>)> {
             set: rest,
             cohort: args.cohort,
             trace: args.trace.clone(),
-            profile: args.profile.clone(),
-            engine: args.engine.clone(),
+            pricing: args.pricing.clone(),
             ..SimulateArgs::default()
         },
         tco_sets,
@@ -263,9 +262,9 @@ fn pricing_of(
         } else {
             cost_params(
                 &hardware,
-                args.profile.as_deref(),
+                args.pricing.profile.as_deref(),
                 &cost_sets,
-                args.engine.as_deref(),
+                args.pricing.engine.as_deref(),
             )?
         };
         let gpu_hour = tco.gpu_hour(&hardware).map_err(|e| anyhow!("{e}"))?;

@@ -66,15 +66,8 @@ pub struct PlanArgs {
     /// its pools split into).
     #[arg(long, value_name = "K")]
     pub cohort: Option<u32>,
-    /// A calibration profile to price with (as `twin simulate --profile`).
-    #[arg(long, value_name = "PATH")]
-    pub profile: Option<String>,
-    /// Serving engine whose measured kernel tables price the GPU's dense GEMMs and
-    /// all-reduce: `trtllm`, `vllm`, with a version as `trtllm@1.3.0rc20` (default: the
-    /// shipped one), or a profile path from `twin calibrate --from-tables`; `twin`: twin's
-    /// own kernel model (the default).
-    #[arg(long, value_name = "ENGINE[@VERSION]")]
-    pub engine: Option<String>,
+    #[command(flatten)]
+    pub pricing: crate::args::PricingArgs,
     /// Replay this request trace instead of the scenario's workload (as `twin
     /// simulate --trace`).
     #[arg(long, value_name = "PATH")]

@@ -12,6 +12,7 @@ pub mod in_situ_fit;
 pub mod kernel_fit;
 pub mod report_fit;
 pub mod rows;
+pub mod runs;
 pub mod spread_fit;
 
 use crate::scenario::embedded_file;
@@ -84,10 +85,10 @@ pub enum ValidateWhat {
         force: bool,
     },
     /// A live run (`twin live --out DIR`) against twin's prediction of it.
-    Live(crate::cmd::validate_live::LiveValidateArgs),
+    Live(runs::LiveValidateArgs),
     /// A vLLM `bench serve` result (saved with per-request details) against twin's
     /// prediction of it.
-    Bench(crate::cmd::validate_live::BenchValidateArgs),
+    Bench(runs::BenchValidateArgs),
 }
 
 /// A table read: its name (embedded name, or the file's stem), where it came from,
@@ -245,8 +246,8 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
                 sim_draws: *sim_band,
             },
         ),
-        ValidateWhat::Live(a) => return crate::cmd::validate_live::run_live(a),
-        ValidateWhat::Bench(a) => return crate::cmd::validate_live::run_bench(a),
+        ValidateWhat::Live(a) => return runs::run_live(a),
+        ValidateWhat::Bench(a) => return runs::run_bench(a),
     };
     let tables = load_tables(table.as_deref())?;
     if *fit {

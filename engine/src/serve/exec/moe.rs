@@ -3,6 +3,20 @@
 
 use super::*;
 
+/// The routed-expert half of an MoE layer on this rank: `n` rows of `h2` (absent when
+/// the rank has no rows), their `k` expert choices `ids` (`[n][k]`), and the experts'
+/// weights with their FFN width.
+#[derive(Clone, Copy)]
+struct Routed<'a> {
+    h2: Option<Buf>,
+    ids: &'a [i32],
+    n: usize,
+    k: usize,
+    w13: DevWeights,
+    w2: DevWeights,
+    ffn: usize,
+}
+
 impl Executor {
     /// FFN of layer `l` over `n` rows of `h2` (absent when this rank has no rows; it
     /// still takes part in the exchanges). Returns the FFN output `[n][hidden]`.
@@ -46,10 +60,19 @@ impl Executor {
             }
             None => (Vec::new(), None),
         };
+        let routed = Routed {
+            h2,
+            ids: &ids_h,
+            n,
+            k,
+            w13,
+            w2,
+            ffn: m.expert_ffn,
+        };
         let (yr, slots) = if self.ranks == 1 {
-            self.experts_local(h2, &ids_h, n, k, w13, w2, m.expert_ffn)?
+            self.experts_local(&routed)?
         } else {
-            self.experts_exchanged(h2, &ids_h, n, k, w13, w2, m.expert_ffn, ex)?
+            self.experts_exchanged(&routed, ex)?
         };
         let Some(x) = h2 else {
             self.dev.free(yr);
@@ -80,17 +103,16 @@ impl Executor {
     /// One rank holds every expert: permute rows by expert on the device, run each
     /// touched expert on its rows; returns the outputs (expert order) and the slot of
     /// each (row, choice) among them.
-    #[allow(clippy::too_many_arguments)]
-    fn experts_local(
-        &mut self,
-        h2: Option<Buf>,
-        ids: &[i32],
-        n: usize,
-        k: usize,
-        w13: DevWeights,
-        w2: DevWeights,
-        ffn: usize,
-    ) -> Result<(Buf, Vec<i32>)> {
+    fn experts_local(&mut self, r: &Routed) -> Result<(Buf, Vec<i32>)> {
+        let Routed {
+            h2,
+            ids,
+            n,
+            k,
+            w13,
+            w2,
+            ffn,
+        } = *r;
         let h = self.cfg.hidden;
         let Some(x) = h2 else {
             return Ok((self.alloc(0)?, Vec::new()));
@@ -113,18 +135,16 @@ impl Executor {
     /// Experts spread over the group: dispatch each (row, choice) to the rank holding
     /// its expert, run the local experts, combine back. Returns outputs in (row,
     /// choice) order and their slots (an empty buffer when this rank has no rows).
-    #[allow(clippy::too_many_arguments)]
-    fn experts_exchanged(
-        &mut self,
-        h2: Option<Buf>,
-        ids: &[i32],
-        n: usize,
-        k: usize,
-        w13: DevWeights,
-        w2: DevWeights,
-        ffn: usize,
-        ex: &mut dyn Exchange,
-    ) -> Result<(Buf, Vec<i32>)> {
+    fn experts_exchanged(&mut self, r: &Routed, ex: &mut dyn Exchange) -> Result<(Buf, Vec<i32>)> {
+        let Routed {
+            h2,
+            ids,
+            n,
+            k,
+            w13,
+            w2,
+            ffn,
+        } = *r;
         let h = self.cfg.hidden;
         let local = w13.experts;
         let xh = match h2 {

@@ -40,13 +40,8 @@ pub struct BenchValidateArgs {
     /// model and serving configuration.
     #[arg(long)]
     pub scenario: String,
-    /// Calibration profile to price with (layered over the hardware's fitted costs).
-    #[arg(long)]
-    pub profile: Option<String>,
-    /// Serving engine whose measured kernel tables price the run (as `twin simulate
-    /// --engine`; default: the scenario's `engine`, else twin's own kernel model).
-    #[arg(long, value_name = "ENGINE[@VERSION]")]
-    pub engine: Option<String>,
+    #[command(flatten)]
+    pub pricing: crate::args::PricingArgs,
     /// Override any field of the scenario, as in `twin simulate`.
     #[arg(long = "set", value_name = "PATH=VALUE")]
     pub set: Vec<String>,
@@ -275,8 +270,7 @@ pub fn run_bench(a: &BenchValidateArgs) -> Result<()> {
     let mut r = resolve_args(&SimulateArgs {
         scenario: Some(a.scenario.clone()),
         set: a.set.clone(),
-        profile: a.profile.clone(),
-        engine: a.engine.clone(),
+        pricing: a.pricing.clone(),
         ..SimulateArgs::default()
     })?;
     let mut notes = bench.notes();
