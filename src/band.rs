@@ -29,6 +29,9 @@ pub struct ForwardBand {
     pub tokens_per_s_per_gpu: Band,
     pub hardware: String,
     pub unknown: Vec<Class>,
+    /// Measured kernel tables price some kernels: those stay at their measured price in
+    /// every draw (the spreads are those of twin's own kernel fits).
+    pub tables: bool,
 }
 
 /// The band of a prepared `twin forward` step over the default draws; `None` when its
@@ -53,6 +56,7 @@ pub fn forward(prep: &Prepared) -> Result<Option<ForwardBand>> {
         tokens_per_s_per_gpu: Band::of(&tps),
         hardware: spread_source(&prep.hardware),
         unknown: prep.params.spread.unknown_classes(),
+        tables: prep.params.tables.is_some(),
     }))
 }
 
@@ -84,11 +88,16 @@ fn unknown_note(unknown: &[Class]) -> String {
 pub fn forward_line(band: &Option<ForwardBand>, hardware: &str) -> String {
     match band {
         Some(b) => format!(
-            "band p10-p90: {:.3}-{:.3} ms (from kernel-fit spreads of {}{})",
+            "band p10-p90: {:.3}-{:.3} ms (from kernel-fit spreads of {}{}{})",
             b.step_ms.p10,
             b.step_ms.p90,
             b.hardware,
-            unknown_note(&b.unknown)
+            unknown_note(&b.unknown),
+            if b.tables {
+                "; kernels the tables price held at their measured price"
+            } else {
+                ""
+            }
         ),
         None => format!(
             "band: no spread is known for {hardware} (no [cost.spread] in its hardware file, or --profile prices with measured values)"

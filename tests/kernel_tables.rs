@@ -373,3 +373,158 @@ fn forward_prices_routed_experts_at_the_tables_moe_fit() {
         "{moe_ms} ms, want {want} ms"
     );
 }
+
+/// `twin forward`'s JSON for `args` (on H100 with vLLM's tables).
+fn forward_json(args: &[&str]) -> serde_json::Value {
+    let mut all = vec![
+        "forward",
+        "--hardware",
+        "h100",
+        "--engine",
+        "vllm",
+        "--json",
+    ];
+    all.extend_from_slice(args);
+    let o = twin(&all);
+    assert!(o.status.success(), "{}", err(&o));
+    json(&o)
+}
+
+fn h100() -> sim::Hardware {
+    toml::from_str(&std::fs::read_to_string(repo().join("scenarios/hardware/h100.toml")).unwrap())
+        .unwrap()
+}
+
+#[test]
+fn forward_prices_gqa_decode_attention_at_the_tables_fit() {
+    // Llama-3.1-70B, TP8 decode on H100 with vLLM's tables: 10 requests, each reading
+    // its 2100 cached tokens and the new one, 64/8 = 8 query heads and 8/8 = 1 KV head
+    // of 128 on each GPU, a BF16 cache, full attention; H100's in-situ factors leave a
+    // tensor-parallel step's prices as they are: the `attention` line is 80 layers
+    // times the fit's price of that shape.
+    let j = forward_json(&[
+        "--model",
+        "llama-3.1-70b",
+        "--tp",
+        "8",
+        "--phase",
+        "decode",
+        "--batch-per-rank",
+        "10",
+        "--context",
+        "2100",
+    ]);
+    let got = j["breakdown_ms"]["attention"].as_f64().unwrap();
+    let shape = sim::cost::tables::Shape::DecodeAttention {
+        kernel: String::new(),
+        batch: 10.0,
+        heads: 8.0,
+        kv_heads: 1.0,
+        head_dim: 128.0,
+        context: 2101.0,
+        window: 0.0,
+        kv_fp8: false,
+    };
+    let per_layer = shipped("h100-vllm-0.24.0")
+        .price_attention(&h100(), &shape)
+        .expect("vLLM's H100 tables time BF16-cache decode attention of head 128");
+    let want = 80.0 * per_layer * 1e3;
+    assert!((got / want - 1.0).abs() < 1e-6, "{got} ms, want {want} ms");
+}
+
+#[test]
+fn forward_prices_gqa_prefill_attention_at_the_tables_fit() {
+    // One 8192-token prompt of Llama-3.1-70B on TP8: 8192 x 8193 / 2 causal query-key
+    // pairs (the diagonal included) are those of a prompt of sqrt(8192 x 8193) tokens in
+    // the tables' accounting (L^2 / 2): 80 layers at the fit's price of that length.
+    let j = forward_json(&[
+        "--model",
+        "llama-3.1-70b",
+        "--tp",
+        "8",
+        "--phase",
+        "prefill",
+        "--batch-per-rank",
+        "1",
+        "--new-tokens",
+        "8192",
+    ]);
+    let got = j["breakdown_ms"]["attention"].as_f64().unwrap();
+    let shape = sim::cost::tables::Shape::PrefillAttention {
+        kernel: String::new(),
+        batch: 1.0,
+        isl: (8192.0f64 * 8193.0).sqrt(),
+        heads: 8.0,
+        kv_heads: 1.0,
+        head_dim: 128.0,
+        window: 0.0,
+        fp8: false,
+        kv_fp8: false,
+    };
+    let per_layer = shipped("h100-vllm-0.24.0")
+        .price_attention(&h100(), &shape)
+        .expect("vLLM's H100 tables time BF16 prefill attention of head 128");
+    let want = 80.0 * per_layer * 1e3;
+    assert!((got / want - 1.0).abs() < 1e-6, "{got} ms, want {want} ms");
+}
+
+#[test]
+fn forward_prices_sliding_window_layers_at_the_tables_window_fit() {
+    // gpt-oss-120b alternates 18 sliding-window layers (128 tokens) with 18 full ones,
+    // heads of 64, 64/8 = 8 query heads and 8/8 = 1 KV head per GPU on TP8. At decode
+    // with 2100 cached tokens a full layer reads 2101 entries and a window layer 129
+    // (the window and the new token): 18 x each fit's price.
+    let j = forward_json(&[
+        "--model",
+        "gpt-oss-120b",
+        "--tp",
+        "8",
+        "--phase",
+        "decode",
+        "--batch-per-rank",
+        "10",
+        "--context",
+        "2100",
+    ]);
+    let got = j["breakdown_ms"]["attention"].as_f64().unwrap();
+    let t = shipped("h100-vllm-0.24.0");
+    let price = |context: f64, window: f64| {
+        let shape = sim::cost::tables::Shape::DecodeAttention {
+            kernel: String::new(),
+            batch: 10.0,
+            heads: 8.0,
+            kv_heads: 1.0,
+            head_dim: 64.0,
+            context,
+            window,
+            kv_fp8: false,
+        };
+        t.price_attention(&h100(), &shape)
+            .expect("vLLM's H100 tables time head-64 decode attention, full and windowed")
+    };
+    let want = 18.0 * (price(2101.0, 0.0) + price(129.0, 128.0)) * 1e3;
+    assert!((got / want - 1.0).abs() < 1e-6, "{got} ms, want {want} ms");
+    // Without the tables, twin's own attention model prices the same step.
+    let o = twin(&[
+        "forward",
+        "--hardware",
+        "h100",
+        "--model",
+        "gpt-oss-120b",
+        "--tp",
+        "8",
+        "--phase",
+        "decode",
+        "--batch-per-rank",
+        "10",
+        "--context",
+        "2100",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", err(&o));
+    let own = json(&o)["breakdown_ms"]["attention"].as_f64().unwrap();
+    assert!(
+        (own / want - 1.0).abs() > 1e-3,
+        "{own} ms: the tables were not used"
+    );
+}

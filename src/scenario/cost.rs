@@ -103,7 +103,7 @@ pub fn cost_params(
         .flatten()
     {
         source = format!(
-            "{source} + {} (dense GEMMs, all-reduce, routed experts)",
+            "{source} + {} (dense GEMMs, all-reduce, routed experts, GQA/MHA attention)",
             t.describe()
         );
         params.tables = Some(t);

@@ -153,6 +153,17 @@ fn busiest(works: &[RankWork]) -> usize {
         .0
 }
 
+/// The sequence length whose causal query-key pairs are `pairs`: `L^2 / 2` over full
+/// attention; over a window of `w` tokens, `L w - w^2 / 2` once `L` passes `w` (the
+/// tables' own accounting of a prefill, `kernels::tables::family`).
+pub(super) fn causal_length(pairs: f64, window: f64) -> f64 {
+    if window > 0.0 && pairs > window * window / 2.0 {
+        (pairs + window * window / 2.0) / window
+    } else {
+        (2.0 * pairs).sqrt()
+    }
+}
+
 impl AnalyticCostModel {
     pub(super) fn device(&self) -> Device {
         Device::of(&self.hardware)
@@ -216,6 +227,78 @@ impl AnalyticCostModel {
         Some((fit, shape))
     }
 
+    /// One layer's attention of class `ci` for `w` from the engine's measured kernel
+    /// tables, where the model's attention is a GQA/MHA kernel (K and V cached per KV
+    /// head: no MLA latent, no indexer, no window branch) of a head size, KV dtype and
+    /// window kind the tables time. The rank's requests price as one batch at their
+    /// mean shape: decode at the mean KV entries read (one query per request; several,
+    /// as under speculative decoding, stay with twin's model); prefill at the
+    /// sequence length whose causal (or windowed) query-key pairs are the requests'
+    /// mean, so a chunk against a cached prefix prices its real arithmetic.
+    fn table_attention(&self, phase: Phase, w: &RankWork, ci: usize) -> Option<f64> {
+        let t = self.params.tables.as_ref()?;
+        let a = &self.model.attention;
+        let c = &self.compiled;
+        let cl = &c.classes[ci];
+        let plain = a.kv_up_params == 0 && a.indexer.is_none() && !cl.window_branch;
+        let windowed = match cl.kind {
+            AttentionKind::Dense => false,
+            AttentionKind::Window => true,
+            _ => return None,
+        };
+        if !plain || w.requests <= 0.0 || a.qk_head_dim == 0 {
+            return None;
+        }
+        let head_dim = a.qk_head_dim as f64;
+        let kv_heads = a.kv_heads.max(1) as f64;
+        let entry = if windowed {
+            a.window_entry_bytes
+        } else {
+            a.kv_entry_bytes
+        };
+        // Bytes of one cached token's K and V per KV head and dimension: 1 (FP8) or 2.
+        let kv_fp8 = entry / (2.0 * kv_heads * head_dim) < 1.5;
+        let window = if windowed { a.window as f64 } else { 0.0 };
+        let heads = (a.heads as f64 / c.tp).max(1.0);
+        let kv_gpu = (kv_heads / c.tp).max(1.0);
+        let s = &w.classes[ci];
+        let per_request = 1.0 / (cl.count * w.requests);
+        let shape = match phase {
+            Phase::Decode => {
+                if w.tokens > w.requests * 1.0001 {
+                    return None;
+                }
+                let read = s.main_bytes * per_request / (entry * c.kv_share);
+                Shape::DecodeAttention {
+                    kernel: String::new(),
+                    batch: w.requests,
+                    heads,
+                    kv_heads: kv_gpu,
+                    head_dim,
+                    context: read.max(1.0),
+                    window,
+                    kv_fp8,
+                }
+            }
+            Phase::Prefill => {
+                let sinks = w.tokens * c.sink_flops_per_query * cl.count;
+                let pairs = (s.main_flops - sinks).max(0.0) * per_request / c.pair_flops_absorbed;
+                Shape::PrefillAttention {
+                    kernel: String::new(),
+                    batch: w.requests,
+                    isl: causal_length(pairs, window).max(1.0),
+                    heads,
+                    kv_heads: kv_gpu,
+                    head_dim,
+                    window,
+                    fp8: a.compute_dtype.bytes() < 2.0,
+                    kv_fp8,
+                }
+            }
+        };
+        t.price_attention(&self.hardware, &shape)
+    }
+
     /// Attention and indexer seconds of one layer of class `ci` for `w`, with `unabsorbed`
     /// widths for dense MLA prefill.
     fn class_attention(
@@ -252,7 +335,10 @@ impl AnalyticCostModel {
             seq_tokens: seq,
         };
         let mut t = attention::time(p, &main, hbm, peak);
-        t.s += attention::rate(p, kernel, phase).fixed_s;
+        t.s = match self.table_attention(phase, w, ci) {
+            Some(s) => s,
+            None => t.s + attention::rate(p, kernel, phase).fixed_s,
+        };
         if cl.window_branch {
             let win = AttnWork {
                 kernel: AttnKernel::Dense,
@@ -765,5 +851,21 @@ impl AnalyticCostModel {
     /// Kernels of one layer of type `t`.
     pub(super) fn layer_kernels(&self, t: &LayerType) -> f64 {
         self.compiled.kernels_of(t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::causal_length;
+
+    #[test]
+    fn causal_length_inverts_the_tables_pair_count() {
+        // Full attention: a 1000-token prompt has 1000^2 / 2 = 500,000 pairs.
+        assert!((causal_length(500_000.0, 0.0) - 1000.0).abs() < 1e-9);
+        // A 128-token window: past the window, L w - w^2 / 2 pairs; L = 1000 gives
+        // 128,000 - 8,192 = 119,808.
+        assert!((causal_length(119_808.0, 128.0) - 1000.0).abs() < 1e-9);
+        // Within the window (at most w^2 / 2 = 8,192 pairs) it is full attention.
+        assert!((causal_length(5_000.0, 128.0) - 100.0).abs() < 1e-9);
     }
 }

@@ -300,6 +300,48 @@ struct Index {
     /// MoE fits by format, load distribution (power-law exponent in hundredths, 0 =
     /// balanced) and gating.
     moe: Vec<(MoeKey, usize)>,
+    /// Decode and prefill attention fits (GQA/MHA kernels) by their key's settings.
+    attention: Vec<(AttnKey, usize)>,
+}
+
+/// Which attention fit prices a layer: decode or prefill, the head size, whether the
+/// KV cache is FP8, whether the layer attends over a sliding window, and (prefill) FP8
+/// arithmetic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttnKey {
+    pub family: Family,
+    pub head_dim: u32,
+    pub kv_fp8: bool,
+    pub window: bool,
+    pub fp8: bool,
+}
+
+/// An attention fit's key as the index holds it: decode `KERNEL, kv D, head H, full|window`,
+/// prefill `KERNEL, D, kv D, head H, full|window`.
+fn attention_key(family: Family, key: &str) -> Option<AttnKey> {
+    let parts: Vec<&str> = key.rsplitn(5, ", ").collect();
+    let dtype = |s: &str| match s {
+        "fp8" => Some(true),
+        "bf16" => Some(false),
+        _ => None,
+    };
+    let (window, head, kv) = (parts.first()?, parts.get(1)?, parts.get(2)?);
+    let fp8 = match family {
+        Family::DecodeAttention => false,
+        Family::PrefillAttention => dtype(parts.get(3)?)?,
+        _ => return None,
+    };
+    Some(AttnKey {
+        family,
+        head_dim: head.strip_prefix("head ")?.parse().ok()?,
+        kv_fp8: dtype(kv.strip_prefix("kv ")?)?,
+        window: match *window {
+            "window" => true,
+            "full" => false,
+            _ => return None,
+        },
+        fp8,
+    })
 }
 
 /// Which MoE fit prices a layer: its format, the load distribution's power-law
@@ -372,6 +414,12 @@ impl KernelTables {
         self.filed(&idx.moe, &(format, (skew * 100.0).round() as i64, gated))
     }
 
+    /// The attention fit of `key`: of its kernels, the one with the most rows.
+    pub fn attention_fit(&self, key: &AttnKey) -> Option<&Fit> {
+        let idx = self.index.get_or_init(|| self.build_index());
+        self.filed(&idx.attention, key)
+    }
+
     /// Files fit `i` under `key` in `list`, unless a fit with at least as many rows is
     /// there already (of an op's kernels, the engine's usual path has the most rows).
     fn keep_most_rows<K: PartialEq>(&self, list: &mut Vec<(K, usize)>, key: K, i: usize) {
@@ -394,8 +442,14 @@ impl KernelTables {
         let mut gemm: Vec<(Format, usize)> = Vec::new();
         let mut allreduce: Vec<(i64, usize, u8)> = Vec::new();
         let mut moe: Vec<(MoeKey, usize)> = Vec::new();
+        let mut attention: Vec<(AttnKey, usize)> = Vec::new();
         for (i, f) in self.fits.iter().enumerate() {
             match f.family {
+                Family::DecodeAttention | Family::PrefillAttention => {
+                    if let Some(key) = attention_key(f.family, &f.key) {
+                        self.keep_most_rows(&mut attention, key, i);
+                    }
+                }
                 Family::Moe => {
                     if let Some(key) = moe_key(&f.key) {
                         self.keep_most_rows(&mut moe, key, i);
@@ -429,13 +483,13 @@ impl KernelTables {
                         None => allreduce.push((g as i64, i, rank)),
                     }
                 }
-                _ => {}
             }
         }
         Index {
             gemm,
             allreduce: allreduce.into_iter().map(|(g, i, _)| (g, i)).collect(),
             moe,
+            attention,
         }
     }
 
@@ -452,6 +506,41 @@ impl KernelTables {
             return None;
         };
         Some(self.moe_fit(format, skew, gated)?.price(hw, shape))
+    }
+
+    /// A GQA/MHA attention kernel (`Shape::DecodeAttention` or `PrefillAttention`, its
+    /// kernel left empty), where the tables time its head size, KV dtype and window
+    /// kind (and, prefill, its arithmetic).
+    pub fn price_attention(&self, hw: &Hardware, shape: &Shape) -> Option<f64> {
+        let key = match *shape {
+            Shape::DecodeAttention {
+                head_dim,
+                window,
+                kv_fp8,
+                ..
+            } => AttnKey {
+                family: Family::DecodeAttention,
+                head_dim: head_dim as u32,
+                kv_fp8,
+                window: window > 0.0,
+                fp8: false,
+            },
+            Shape::PrefillAttention {
+                head_dim,
+                window,
+                fp8,
+                kv_fp8,
+                ..
+            } => AttnKey {
+                family: Family::PrefillAttention,
+                head_dim: head_dim as u32,
+                kv_fp8,
+                window: window > 0.0,
+                fp8,
+            },
+            _ => return None,
+        };
+        Some(self.attention_fit(&key)?.price(hw, shape))
     }
 
     /// A dense GEMM's price, where the tables time its format.
@@ -547,5 +636,40 @@ impl KernelTables {
     /// The measured-table price of `shape` on `hw`, if the profile covers its key.
     pub fn price(&self, hw: &Hardware, shape: &Shape) -> Option<f64> {
         self.fit_of(shape).map(|f| f.price(hw, shape))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attention_keys_read_as_the_fitter_writes_them() {
+        let d = attention_key(
+            Family::DecodeAttention,
+            "vllm_flash_attn_fa3, kv fp8, head 64, window",
+        )
+        .unwrap();
+        assert_eq!(
+            d,
+            AttnKey {
+                family: Family::DecodeAttention,
+                head_dim: 64,
+                kv_fp8: true,
+                window: true,
+                fp8: false
+            }
+        );
+        let p = attention_key(
+            Family::PrefillAttention,
+            "torch_flow, fp8, kv bf16, head 128, full",
+        )
+        .unwrap();
+        assert_eq!(
+            (p.head_dim, p.kv_fp8, p.window, p.fp8),
+            (128, false, false, true)
+        );
+        assert!(attention_key(Family::DecodeAttention, "k, kv int4, head 64, full").is_none());
+        assert!(attention_key(Family::Gemm, "k, kv bf16, head 64, full").is_none());
     }
 }
