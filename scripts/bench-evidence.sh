@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # twin against the public `vllm bench serve` and SGLang `bench_serving` runs in
-# tests/fixtures/bench/ (every
-# point): TTFT p50, TPOT p50 and throughput, measured and predicted, under three cost
+# tests/fixtures/bench/ (every point): TTFT p50, TPOT p50, ITL p50 (the median gap
+# between tokens: a decode step, mostly) and throughput, measured and predicted, under three cost
 # and scheduler settings. Prints a markdown table; docs/measured/bench-h100-*.md holds
 # its output with the date and commit.
 #   scripts/bench-evidence.sh [TWIN]    (default: target/release/twin)
@@ -18,8 +18,8 @@ declare -A SETTING=(
   [b]=""
   [c]="${IN_SITU_OFF[*]}"
 )
-echo "| run | setting | throughput | TTFT p50 ms (measured / twin / error) | TPOT p50 ms (measured / twin / error) |"
-echo "| --- | --- | ---: | ---: | ---: |"
+echo "| run | setting | throughput | TTFT p50 ms (measured / twin / error) | TPOT p50 ms (measured / twin / error) | ITL p50 ms (measured / twin / error) |"
+echo "| --- | --- | ---: | ---: | ---: | ---: |"
 for f in llama31-70b-h100-tp8-c10 llama31-70b-h100-tp8-c25 llama31-70b-h100-tp8-c50 \
   llama31-70b-h100-tp8-c200 gpt-oss-120b-h100-tp8-c10 gpt-oss-120b-h100-tp8-c50 \
   gpt-oss-120b-h100-tp8-c200 sglang-llama31-70b-h100-tp8-in1024-c100 \
@@ -39,8 +39,9 @@ m, p = d["measured"], d["predicted"]
 e = lambda a, b: 100 * (b - a) / a
 row = (sys.argv[1], sys.argv[2], e(m["token_throughput"], p["token_throughput"]),
        m["ttft_ms"]["p50"], p["ttft_ms"]["p50"], e(m["ttft_ms"]["p50"], p["ttft_ms"]["p50"]),
-       m["tpot_ms"]["p50"], p["tpot_ms"]["p50"], e(m["tpot_ms"]["p50"], p["tpot_ms"]["p50"]))
-print("| %s | %s | %+.1f%% | %.0f / %.0f / %+.1f%% | %.2f / %.2f / %+.1f%% |" % row)
+       m["tpot_ms"]["p50"], p["tpot_ms"]["p50"], e(m["tpot_ms"]["p50"], p["tpot_ms"]["p50"]),
+       m["itl_ms"]["p50"], p["itl_ms"]["p50"], e(m["itl_ms"]["p50"], p["itl_ms"]["p50"]))
+print("| %s | %s | %+.1f%% | %.0f / %.0f / %+.1f%% | %.2f / %.2f / %+.1f%% | %.2f / %.2f / %+.1f%% |" % row)
 ' "$f" "$k"
   done
 done
