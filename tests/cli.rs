@@ -546,6 +546,36 @@ fn kernel_attention_names_its_kind_in_user_words() {
 }
 
 #[test]
+fn reports_and_refusals_name_modes_and_prices_in_the_scenarios_words() {
+    // The simulate report's run and money lines, and a refusal naming a mode, spell
+    // them as a scenario does (`serving.mode = "prefill-only"`, `price.basis =
+    // "hyperscaler"`), not as Rust enums (PrefillOnly, Hyperscaler).
+    let (out, _) = runs(&[
+        "simulate",
+        "gb300-prefill-only-agentx-c256",
+        "--set",
+        "duration_s=4",
+        "--set",
+        "warmup_s=1",
+    ]);
+    assert!(out.contains(", prefill-only)"), "{out}");
+    assert!(out.contains(", hyperscaler GPU cost)"), "{out}");
+    for internal in ["PrefillOnly", "Hyperscaler", "Disaggregated"] {
+        assert!(!out.contains(internal), "{internal} in:\n{out}");
+    }
+    let e = refused(
+        &[
+            "simulate",
+            "gb300-prefill-only-agentx-c256",
+            "--decode-deps",
+            "16",
+        ],
+        &["serving.mode = \"prefill-only\""],
+    );
+    assert!(!e.contains("PrefillOnly"), "{e}");
+}
+
+#[test]
 fn a_scenario_without_a_price_sheet_is_told_which_one_values_its_tokens() {
     let short = ["--set", "duration_s=4", "--set", "warmup_s=1"];
     let mut a = vec!["simulate", "h100-llama-3.1-70b-tp8"];

@@ -160,3 +160,14 @@ pub enum PriceBasis {
     Neocloud,
     Rental3yr,
 }
+
+impl PriceBasis {
+    /// The basis as a scenario writes it (`price.basis`).
+    pub fn name(self) -> &'static str {
+        match self {
+            PriceBasis::Hyperscaler => "hyperscaler",
+            PriceBasis::Neocloud => "neocloud",
+            PriceBasis::Rental3yr => "rental3yr",
+        }
+    }
+}

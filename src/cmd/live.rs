@@ -136,14 +136,14 @@ pub fn run(args: &LiveArgs) -> Result<()> {
         op_trace: device == Device::Cpu && !args.no_trace,
     };
     eprintln!(
-        "live: {} on {} ({} cores), {:.0} s ({:.0} s warm-up), seed {}, KV policy {:?}, idle {}, {}",
+        "live: {} on {} ({} cores), {:.0} s ({:.0} s warm-up), seed {}, KV policy {}, idle {}, {}",
         cfg.scenario_origin,
         cfg.device,
         cores,
         cfg.duration_s,
         cfg.warmup_s,
         cfg.seed,
-        args.kv_policy,
+        cfg.policy.name(),
         idle.name(),
         if cfg.op_trace {
             "op trace on"

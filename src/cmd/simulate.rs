@@ -66,9 +66,9 @@ fn split_sweep(args: &SimulateArgs) -> Result<()> {
     let sc = &base.scenario;
     if sc.serving.mode != Mode::Disaggregated {
         bail!(
-            "--decode-deps: {} runs mode {:?}; a P/D split needs mode = \"disaggregated\"",
+            "--decode-deps: {} runs serving.mode = \"{}\"; a P/D split needs serving.mode = \"disaggregated\"",
             base.scenario_origin,
-            sc.serving.mode
+            sc.serving.mode.name()
         );
     }
     // The GPU budget when the scenario declares one, else what it occupies.

@@ -157,6 +157,17 @@ pub enum Mode {
     PrefillOnly,
 }
 
+impl Mode {
+    /// The mode as a scenario writes it (`serving.mode`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Disaggregated => "disaggregated",
+            Mode::Aggregated => "aggregated",
+            Mode::PrefillOnly => "prefill-only",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ServingConfig {
     #[serde(default)]
@@ -780,5 +791,25 @@ impl ServingScenario {
 
     pub fn price_basis(&self) -> PriceBasis {
         self.price.basis
+    }
+}
+
+#[cfg(test)]
+mod user_word_tests {
+    use super::*;
+
+    #[test]
+    fn modes_and_price_bases_print_as_scenarios_write_them() {
+        for m in [Mode::Disaggregated, Mode::Aggregated, Mode::PrefillOnly] {
+            assert_eq!(serde_json::to_value(m).unwrap(), m.name());
+        }
+        use crate::hardware::PriceBasis;
+        for b in [
+            PriceBasis::Hyperscaler,
+            PriceBasis::Neocloud,
+            PriceBasis::Rental3yr,
+        ] {
+            assert_eq!(serde_json::to_value(b).unwrap(), b.name());
+        }
     }
 }

@@ -522,8 +522,11 @@ impl Report {
     fn render_run(&self, s: &mut String) {
         let _ = writeln!(
             s,
-            "scenario  {}  (workload {}, seed {}, {:?})",
-            self.scenario, self.workload, self.seed, self.mode
+            "scenario  {}  (workload {}, seed {}, {})",
+            self.scenario,
+            self.workload,
+            self.seed,
+            self.mode.name()
         );
         let _ = writeln!(
             s,
@@ -619,8 +622,12 @@ impl Report {
         let _ = writeln!(s);
         let _ = writeln!(
             s,
-            "money ({}, {:?} GPU cost): revenue ${:.2}/GPU-h, cost ${:.2}/GPU-h, margin ${:.2}/GPU-h",
-            self.price_sheet, self.price_basis, self.revenue_usd_per_gpu_hour, self.cost_usd_per_gpu_hour, self.margin_usd_per_gpu_hour
+            "money ({}, {} GPU cost): revenue ${:.2}/GPU-h, cost ${:.2}/GPU-h, margin ${:.2}/GPU-h",
+            self.price_sheet,
+            self.price_basis.name(),
+            self.revenue_usd_per_gpu_hour,
+            self.cost_usd_per_gpu_hour,
+            self.margin_usd_per_gpu_hour
         );
         let u = &self.usd_per_m_tokens;
         let _ = writeln!(

@@ -214,9 +214,9 @@ fn resolve_base(sim_args: &SimulateArgs) -> Result<(Resolved, Vec<TraceRecord>)>
         Mode::Disaggregated | Mode::Aggregated
     ) {
         bail!(
-            "{}: twin plan plans disaggregated and aggregated serving, not {:?}",
+            "{}: twin plan plans disaggregated and aggregated serving, not serving.mode = \"{}\"",
             base.scenario_origin,
-            base.scenario.serving.mode
+            base.scenario.serving.mode.name()
         );
     }
     let (trace, notes) = read_trace_within(sim_args, &base.workload, &base.scenario.limits)?;
