@@ -202,3 +202,38 @@ fn moe_weights_of_touched_experts_only() {
     assert_eq!(Format::of_gemm(2.0, 2.0), Some(Format::Bf16));
     assert_eq!(Format::of_gemm(2.0, 0.5), None);
 }
+
+#[test]
+fn moe_row_tiles_pad_half_a_tile_per_expert_when_counts_scatter() {
+    // 2048 tokens, top-1 of 8 experts on one GPU: 256 rows per expert on average.
+    // Exact counts fill two 128-row tiles per expert (16 row tiles); counts that scatter
+    // around 256 (routing, and more so a power-law load) pad half a tile per expert in
+    // expectation: 2.5 per expert, 20 row tiles.
+    use crate::cost::kernels::gemm::{tiling, GemmKind};
+    let row_tiles = |vary: bool| {
+        let t = tiling(GemmKind::Contiguous, 8.0, 256.0, 4096.0, 100.0, vary);
+        t.tiles / (4096.0 / t.bn).ceil()
+    };
+    assert_eq!(row_tiles(false), 16.0);
+    assert_eq!(row_tiles(true), 20.0);
+    // A load distribution is its own key, so its own fit and correction carry what the
+    // distribution does beyond the padding (the busiest expert's extra rows): the
+    // physics is shared, the keys are not.
+    let m = |skew| Shape::Moe {
+        kernel: "k".into(),
+        format: Format::Bf16,
+        tokens: 2048.0,
+        hidden: 4096.0,
+        inter: 2048.0,
+        top_k: 1.0,
+        experts: 8.0,
+        tp: 1.0,
+        ep: 1.0,
+        skew,
+        gated: true,
+    };
+    let (hw, p) = (gpu(), prep(Family::Moe, &[]));
+    assert_eq!(m(0.0).physics(&hw, &p), m(1.01).physics(&hw, &p));
+    assert_eq!(m(0.0).key(), "k, bfloat16, balanced, gated");
+    assert_eq!(m(1.01).key(), "k, bfloat16, power law 1.01, gated");
+}
