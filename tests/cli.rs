@@ -462,7 +462,7 @@ fn simulate_compares_pd_splits() {
         "8",
     ]);
     assert!(!aggregated.status.success());
-    assert!(stderr(&aggregated).contains("needs mode = \"disaggregated\""));
+    assert!(stderr(&aggregated).contains("needs serving.mode = \"disaggregated\""));
 }
 
 /// Tensor-parallel layouts: `forward --tp` names the layout and its all-reduces, and
