@@ -323,26 +323,7 @@ fn forward_prices_routed_experts_at_the_tables_moe_fit() {
     // BF16 activations, gated, 8 GPUs of tensor parallelism, under the deployed
     // power-law load), and H100's in-situ factors leave a tensor-parallel step's prices
     // as they are: the step's `moe` line is 36 times the fit's price of that shape.
-    let o = twin(&[
-        "forward",
-        "--hardware",
-        "h100",
-        "--model",
-        "gpt-oss-120b",
-        "--tp",
-        "8",
-        "--phase",
-        "decode",
-        "--batch-per-rank",
-        "10",
-        "--context",
-        "2100",
-        "--engine",
-        "vllm",
-        "--json",
-    ]);
-    assert!(o.status.success(), "{}", err(&o));
-    let j = json(&o);
+    let j = forward_json("vllm", &GPT_OSS_TP8_DECODE);
     let moe_ms = j["breakdown_ms"]["moe"].as_f64().unwrap();
     let hw: sim::Hardware = toml::from_str(
         &std::fs::read_to_string(repo().join("scenarios/hardware/h100.toml")).unwrap(),
@@ -375,19 +356,48 @@ fn forward_prices_routed_experts_at_the_tables_moe_fit() {
 }
 
 /// `twin forward`'s JSON for `args` (on H100 with vLLM's tables).
-fn forward_json(args: &[&str]) -> serde_json::Value {
+fn forward_json(engine: &str, args: &[&str]) -> serde_json::Value {
     let mut all = vec![
         "forward",
         "--hardware",
         "h100",
         "--engine",
-        "vllm",
+        engine,
         "--json",
     ];
     all.extend_from_slice(args);
     let o = twin(&all);
     assert!(o.status.success(), "{}", err(&o));
     json(&o)
+}
+
+/// gpt-oss-120b decode on one TP8 replica: 10 requests, 2100 cached tokens each.
+const GPT_OSS_TP8_DECODE: [&str; 10] = [
+    "--model",
+    "gpt-oss-120b",
+    "--tp",
+    "8",
+    "--phase",
+    "decode",
+    "--batch-per-rank",
+    "10",
+    "--context",
+    "2100",
+];
+
+/// A GQA decode attention shape as the step model asks the tables for it.
+fn decode_shape(batch: f64, head_dim: f64, context: f64, window: f64) -> sim::cost::tables::Shape {
+    // TP8 of 64 query heads and 8 KV heads: 8 and 1 per GPU, a BF16 cache.
+    sim::cost::tables::Shape::DecodeAttention {
+        kernel: String::new(),
+        batch,
+        heads: 8.0,
+        kv_heads: 1.0,
+        head_dim,
+        context,
+        window,
+        kv_fp8: false,
+    }
 }
 
 fn h100() -> sim::Hardware {
@@ -402,31 +412,24 @@ fn forward_prices_gqa_decode_attention_at_the_tables_fit() {
     // of 128 on each GPU, a BF16 cache, full attention; H100's in-situ factors leave a
     // tensor-parallel step's prices as they are: the `attention` line is 80 layers
     // times the fit's price of that shape.
-    let j = forward_json(&[
-        "--model",
-        "llama-3.1-70b",
-        "--tp",
-        "8",
-        "--phase",
-        "decode",
-        "--batch-per-rank",
-        "10",
-        "--context",
-        "2100",
-    ]);
+    let j = forward_json(
+        "vllm",
+        &[
+            "--model",
+            "llama-3.1-70b",
+            "--tp",
+            "8",
+            "--phase",
+            "decode",
+            "--batch-per-rank",
+            "10",
+            "--context",
+            "2100",
+        ],
+    );
     let got = j["breakdown_ms"]["attention"].as_f64().unwrap();
-    let shape = sim::cost::tables::Shape::DecodeAttention {
-        kernel: String::new(),
-        batch: 10.0,
-        heads: 8.0,
-        kv_heads: 1.0,
-        head_dim: 128.0,
-        context: 2101.0,
-        window: 0.0,
-        kv_fp8: false,
-    };
     let per_layer = shipped("h100-vllm-0.24.0")
-        .price_attention(&h100(), &shape)
+        .price_attention(&h100(), &decode_shape(10.0, 128.0, 2101.0, 0.0))
         .expect("vLLM's H100 tables time BF16-cache decode attention of head 128");
     let want = 80.0 * per_layer * 1e3;
     assert!((got / want - 1.0).abs() < 1e-6, "{got} ms, want {want} ms");
@@ -437,18 +440,21 @@ fn forward_prices_gqa_prefill_attention_at_the_tables_fit() {
     // One 8192-token prompt of Llama-3.1-70B on TP8: 8192 x 8193 / 2 causal query-key
     // pairs (the diagonal included) are those of a prompt of sqrt(8192 x 8193) tokens in
     // the tables' accounting (L^2 / 2): 80 layers at the fit's price of that length.
-    let j = forward_json(&[
-        "--model",
-        "llama-3.1-70b",
-        "--tp",
-        "8",
-        "--phase",
-        "prefill",
-        "--batch-per-rank",
-        "1",
-        "--new-tokens",
-        "8192",
-    ]);
+    let j = forward_json(
+        "vllm",
+        &[
+            "--model",
+            "llama-3.1-70b",
+            "--tp",
+            "8",
+            "--phase",
+            "prefill",
+            "--batch-per-rank",
+            "1",
+            "--new-tokens",
+            "8192",
+        ],
+    );
     let got = j["breakdown_ms"]["attention"].as_f64().unwrap();
     let shape = sim::cost::tables::Shape::PrefillAttention {
         kernel: String::new(),
@@ -474,55 +480,19 @@ fn forward_prices_sliding_window_layers_at_the_tables_window_fit() {
     // heads of 64, 64/8 = 8 query heads and 8/8 = 1 KV head per GPU on TP8. At decode
     // with 2100 cached tokens a full layer reads 2101 entries and a window layer 129
     // (the window and the new token): 18 x each fit's price.
-    let j = forward_json(&[
-        "--model",
-        "gpt-oss-120b",
-        "--tp",
-        "8",
-        "--phase",
-        "decode",
-        "--batch-per-rank",
-        "10",
-        "--context",
-        "2100",
-    ]);
+    let j = forward_json("vllm", &GPT_OSS_TP8_DECODE);
     let got = j["breakdown_ms"]["attention"].as_f64().unwrap();
     let t = shipped("h100-vllm-0.24.0");
     let price = |context: f64, window: f64| {
-        let shape = sim::cost::tables::Shape::DecodeAttention {
-            kernel: String::new(),
-            batch: 10.0,
-            heads: 8.0,
-            kv_heads: 1.0,
-            head_dim: 64.0,
-            context,
-            window,
-            kv_fp8: false,
-        };
-        t.price_attention(&h100(), &shape)
+        t.price_attention(&h100(), &decode_shape(10.0, 64.0, context, window))
             .expect("vLLM's H100 tables time head-64 decode attention, full and windowed")
     };
     let want = 18.0 * (price(2101.0, 0.0) + price(129.0, 128.0)) * 1e3;
     assert!((got / want - 1.0).abs() < 1e-6, "{got} ms, want {want} ms");
     // Without the tables, twin's own attention model prices the same step.
-    let o = twin(&[
-        "forward",
-        "--hardware",
-        "h100",
-        "--model",
-        "gpt-oss-120b",
-        "--tp",
-        "8",
-        "--phase",
-        "decode",
-        "--batch-per-rank",
-        "10",
-        "--context",
-        "2100",
-        "--json",
-    ]);
-    assert!(o.status.success(), "{}", err(&o));
-    let own = json(&o)["breakdown_ms"]["attention"].as_f64().unwrap();
+    let own = forward_json("twin", &GPT_OSS_TP8_DECODE)["breakdown_ms"]["attention"]
+        .as_f64()
+        .unwrap();
     assert!(
         (own / want - 1.0).abs() > 1e-3,
         "{own} ms: the tables were not used"

@@ -104,27 +104,18 @@ impl Executor {
     /// touched expert on its rows; returns the outputs (expert order) and the slot of
     /// each (row, choice) among them.
     fn experts_local(&mut self, r: &Routed) -> Result<(Buf, Vec<i32>)> {
-        let Routed {
-            h2,
-            ids,
-            n,
-            k,
-            w13,
-            w2,
-            ffn,
-        } = *r;
-        let h = self.cfg.hidden;
-        let Some(x) = h2 else {
+        let Some(x) = r.h2 else {
             return Ok((self.alloc(0)?, Vec::new()));
         };
-        let (order, groups) = group_by_expert(ids, w13.experts);
+        let (order, groups) = group_by_expert(r.ids, r.w13.experts);
         // order[i] = (row, choice) entry placed i-th; gather its row.
-        let perm: Vec<i32> = order.iter().map(|&e| (e / k) as i32).collect();
-        let xp = self.gather(x, h, &perm)?;
-        let gu = self.linear(w13, &groups, xp, n * k)?;
-        let act = self.swiglu(gu, n * k, ffn)?;
-        let yp = self.linear(w2, &groups, act, n * k)?;
-        let mut slots = vec![0i32; n * k];
+        let perm: Vec<i32> = order.iter().map(|&e| (e / r.k) as i32).collect();
+        let xp = self.gather(x, self.cfg.hidden, &perm)?;
+        let rows = r.n * r.k;
+        let gu = self.linear(r.w13, &groups, xp, rows)?;
+        let act = self.swiglu(gu, rows, r.ffn)?;
+        let yp = self.linear(r.w2, &groups, act, rows)?;
+        let mut slots = vec![0i32; rows];
         for (i, &e) in order.iter().enumerate() {
             slots[e] = i as i32;
         }
