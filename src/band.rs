@@ -29,8 +29,8 @@ pub struct ForwardBand {
     pub tokens_per_s_per_gpu: Band,
     pub hardware: String,
     pub unknown: Vec<Class>,
-    /// Measured kernel tables price some kernels: those stay at their measured price in
-    /// every draw (the spreads are those of twin's own kernel fits).
+    /// Measured kernel tables price some kernels: those move by their own fits' spread
+    /// on their training rows.
     pub tables: bool,
 }
 
@@ -55,7 +55,7 @@ pub fn forward(prep: &Prepared) -> Result<Option<ForwardBand>> {
         step_ms: Band::of(&step),
         tokens_per_s_per_gpu: Band::of(&tps),
         hardware: spread_source(&prep.hardware),
-        unknown: prep.params.spread.unknown_classes(),
+        unknown: unknown_classes(&prep.params),
         tables: prep.params.tables.is_some(),
     }))
 }
@@ -67,6 +67,21 @@ fn spread_source(hw: &sim::Hardware) -> String {
         Some(from) => format!("{from}, carried to {}", hw.name),
         None => hw.name.clone(),
     }
+}
+
+/// The classes a band cannot move: no spread in the hardware file, and (the all-reduce)
+/// no measured kernel tables that price it either.
+fn unknown_classes(params: &CostParams) -> Vec<Class> {
+    let tabled_allreduce = params.tables.as_ref().is_some_and(|t| {
+        t.training_spread(&[sim::cost::tables::Family::Collective])
+            .is_some()
+    });
+    params
+        .spread
+        .unknown_classes()
+        .into_iter()
+        .filter(|c| !(tabled_allreduce && *c == Class::Allreduce))
+        .collect()
 }
 
 fn unknown_note(unknown: &[Class]) -> String {
@@ -94,7 +109,7 @@ pub fn forward_line(band: &Option<ForwardBand>, hardware: &str) -> String {
             b.hardware,
             unknown_note(&b.unknown),
             if b.tables {
-                "; kernels the tables price held at their measured price"
+                "; the kernel tables' prices by their fits' training errors"
             } else {
                 ""
             }

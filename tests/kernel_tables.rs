@@ -498,3 +498,45 @@ fn forward_prices_sliding_window_layers_at_the_tables_window_fit() {
         "{own} ms: the tables were not used"
     );
 }
+
+#[test]
+fn a_band_moves_the_tables_prices_by_their_training_spread() {
+    // Llama-3.1-70B's TP8 decode step with vLLM's tables is priced by them almost
+    // whole (GEMMs, attention, all-reduce): its band has width, and the line says the
+    // tables' prices move by their fits' training errors; without the all-reduce's
+    // spread known to the hardware file, the tables' collective fits supply it.
+    let o = twin(&[
+        "forward",
+        "--hardware",
+        "h100",
+        "--engine",
+        "vllm",
+        "--model",
+        "llama-3.1-70b",
+        "--tp",
+        "8",
+        "--batch-per-rank",
+        "10",
+        "--context",
+        "2100",
+    ]);
+    assert!(o.status.success(), "{}", err(&o));
+    let text = out(&o);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("band p10-p90: "))
+        .unwrap_or_else(|| panic!("no band line:\n{text}"));
+    assert!(
+        line.contains("the kernel tables' prices by their fits' training errors"),
+        "{line}"
+    );
+    assert!(!line.contains("allreduce"), "{line}");
+    let (lo, hi) = line["band p10-p90: ".len()..]
+        .split(" ms")
+        .next()
+        .unwrap()
+        .split_once('-')
+        .unwrap();
+    let (lo, hi): (f64, f64) = (lo.parse().unwrap(), hi.parse().unwrap());
+    assert!(hi > lo * 1.01, "{line}");
+}

@@ -154,6 +154,10 @@ pub struct CostParams {
     /// instead of the parameters above.
     #[serde(skip)]
     pub tables: Option<std::sync::Arc<super::tables::KernelTables>>,
+    /// A band's draw of the tables' prices (`super::spread`): the factor each family's
+    /// tabled prices are multiplied by; 1 outside a band.
+    #[serde(skip)]
+    pub table_draw: super::tables::TableDraw,
 }
 
 impl Default for CostParams {
@@ -236,6 +240,7 @@ impl Default for CostParams {
             host: super::host::Host::default(),
             spread: super::spread::Spread::default(),
             tables: None,
+            table_draw: Default::default(),
         }
     }
 }

@@ -198,7 +198,9 @@ impl Spread {
             .collect()
     }
 
-    /// `params` with every known class's times multiplied by `exp(sd * z[class])`.
+    /// `params` with every known class's times multiplied by `exp(sd * z[class])`; where
+    /// measured kernel tables price a class's kernels, those prices move by their own
+    /// fits' training spread under the same draw (`KernelTables::training_spread`).
     pub fn apply(&self, params: &CostParams, z: &[f64; CLASSES]) -> CostParams {
         let mut p = params.clone();
         for (i, c) in Class::ALL.into_iter().enumerate() {
@@ -207,6 +209,23 @@ impl Spread {
                     c.scale(&mut p, (sd * z[i]).exp());
                 }
             }
+        }
+        if let Some(t) = &params.tables {
+            use super::tables::Family;
+            let z_of = |c: Class| z[Class::ALL.iter().position(|x| *x == c).unwrap()];
+            let f = |families: &[Family], c: Class| {
+                t.training_spread(families)
+                    .map_or(1.0, |sd| (sd * z_of(c)).exp())
+            };
+            p.table_draw = super::tables::TableDraw {
+                gemm: f(&[Family::Gemm], Class::Gemm),
+                moe: f(&[Family::Moe], Class::Gemm),
+                attention: f(
+                    &[Family::DecodeAttention, Family::PrefillAttention],
+                    Class::Attention,
+                ),
+                allreduce: f(&[Family::Collective], Class::Allreduce),
+            };
         }
         p
     }

@@ -195,7 +195,8 @@ impl AnalyticCostModel {
     /// A dense GEMM's price from the engine's measured kernel tables, where they time
     /// its format.
     fn table_gemm(&self, g: &gemm::Gemm) -> Option<f64> {
-        self.params.tables.as_ref()?.price_gemm(&self.hardware, g)
+        let s = self.params.tables.as_ref()?.price_gemm(&self.hardware, g)?;
+        Some(s * self.params.table_draw.gemm)
     }
 
     /// The engine's measured MoE fit for one GPU's routed-expert shard, where the
@@ -296,7 +297,7 @@ impl AnalyticCostModel {
                 }
             }
         };
-        t.price_attention(&self.hardware, &shape)
+        Some(t.price_attention(&self.hardware, &shape)? * self.params.table_draw.attention)
     }
 
     /// Attention and indexer seconds of one layer of class `ci` for `w`, with `unabsorbed`
@@ -571,7 +572,7 @@ impl AnalyticCostModel {
             .as_ref()
             .and_then(|t| t.price_allreduce(&self.hardware, c.tp, bytes))
         {
-            return s;
+            return s * self.params.table_draw.allreduce;
         }
         allreduce::time(
             tokens * c.allreduce_bytes_per_token,
@@ -712,7 +713,11 @@ impl AnalyticCostModel {
                 .experts(phase == Phase::Decode, skewed, group_tokens, || {
                     let (s, b) = self.experts_gemms(phase, touched, hot / touched.max(1e-9));
                     match &tabled {
-                        Some((fit, shape)) => (fit.price(&self.hardware, &shape(group_tokens)), b),
+                        Some((fit, shape)) => (
+                            fit.price(&self.hardware, &shape(group_tokens))
+                                * self.params.table_draw.moe,
+                            b,
+                        ),
                         None => (s, b),
                     }
                 });

@@ -85,7 +85,7 @@ pub fn gemm(
     );
     if let Some(s) = p.tables.as_ref().and_then(|t| t.price_gemm(hw, &g)) {
         // The measured tables' price has no compute and memory parts of its own.
-        (kt.s, kt.compute_s, kt.memory_s) = (s, 0.0, 0.0);
+        (kt.s, kt.compute_s, kt.memory_s) = (s * p.table_draw.gemm, 0.0, 0.0);
     }
     BenchResult {
         time_s: kt.s,
@@ -180,9 +180,10 @@ pub fn a2a(hw: &Hardware, p: &CostParams, b: &A2a) -> BenchResult {
 pub fn allreduce(hw: &Hardware, p: &CostParams, gpus: f64, bytes: f64, ring: bool) -> BenchResult {
     let step = if ring { p.allreduce_ring_step_s } else { 0.0 };
     let s = match p.tables.as_ref().filter(|_| !ring) {
-        Some(t) => t
-            .price_allreduce(hw, gpus, bytes)
-            .unwrap_or_else(|| super::allreduce::ring(bytes, gpus, hw, &p.allreduce, step)),
+        Some(t) => t.price_allreduce(hw, gpus, bytes).map_or_else(
+            || super::allreduce::ring(bytes, gpus, hw, &p.allreduce, step),
+            |s| s * p.table_draw.allreduce,
+        ),
         None => super::allreduce::ring(bytes, gpus, hw, &p.allreduce, step),
     };
     BenchResult {

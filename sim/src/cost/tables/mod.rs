@@ -274,6 +274,27 @@ impl PartialEq for Fit {
     }
 }
 
+/// The factors a band's draw multiplies the tables' prices by, one per family the step
+/// model prices from them (1 outside a band).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TableDraw {
+    pub gemm: f64,
+    pub moe: f64,
+    pub attention: f64,
+    pub allreduce: f64,
+}
+
+impl Default for TableDraw {
+    fn default() -> TableDraw {
+        TableDraw {
+            gemm: 1.0,
+            moe: 1.0,
+            attention: 1.0,
+            allreduce: 1.0,
+        }
+    }
+}
+
 /// A profile fitted to one GPU's tables for one engine and version.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct KernelTables {
@@ -615,6 +636,20 @@ impl KernelTables {
         Ok(())
     }
 
+    /// The log-space spread of a family's prices, from its fits' errors on their
+    /// training rows (never the held-out ones, which check the band): the median of
+    /// |predicted / measured - 1| over the rows of every key, as a normal's standard
+    /// deviation (median |z| = 0.6745 sd). `families` pools several (decode and prefill
+    /// attention); `None` where the profile has no fit of them.
+    pub fn training_spread(&self, families: &[Family]) -> Option<f64> {
+        let (mut rows, mut weighted) = (0usize, 0.0);
+        for f in self.fits.iter().filter(|f| families.contains(&f.family)) {
+            rows += f.fit.rows;
+            weighted += f.fit.median * f.fit.rows as f64;
+        }
+        (rows > 0).then(|| (1.0 + weighted / rows as f64).ln() / 0.6745)
+    }
+
     /// What the profile prices in the step model, in words.
     pub fn describe(&self) -> String {
         format!(
@@ -671,5 +706,42 @@ mod tests {
         );
         assert!(attention_key(Family::DecodeAttention, "k, kv int4, head 64, full").is_none());
         assert!(attention_key(Family::Gemm, "k, kv bf16, head 64, full").is_none());
+    }
+
+    #[test]
+    fn a_familys_training_spread_pools_its_keys_by_rows() {
+        // Two GEMM keys: 100 training rows at a median error of 2%, 300 at 6%: 5% pooled,
+        // ln(1.05) / 0.6745 = 0.07234 as a normal's deviation. The held-out rows (80% off
+        // here) do not enter it.
+        let fit = |family, rows, median| {
+            let mut f = Fit::new(family, "k".into(), Vec::new(), Grid::default());
+            f.fit = Errors {
+                rows,
+                median,
+                within_20: 1.0,
+            };
+            f.check = Errors {
+                rows,
+                median: 0.8,
+                within_20: 0.0,
+            };
+            f
+        };
+        let t = KernelTables::new(
+            "s".into(),
+            "h100".into(),
+            "vllm".into(),
+            "0".into(),
+            TableSource::default(),
+            Vec::new(),
+            vec![
+                fit(Family::Gemm, 100, 0.02),
+                fit(Family::Gemm, 300, 0.06),
+                fit(Family::Moe, 50, 0.5),
+            ],
+        );
+        let sd = t.training_spread(&[Family::Gemm]).unwrap();
+        assert!((sd - 1.05f64.ln() / 0.6745).abs() < 1e-12, "{sd}");
+        assert!(t.training_spread(&[Family::Collective]).is_none());
     }
 }
