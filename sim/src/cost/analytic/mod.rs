@@ -22,15 +22,18 @@
 //!   mean load (`balanced_step_s`) and with expert load at the mean
 //!   (`unskewed_step_s`) give the imbalance and skew losses.
 
+mod attention;
 mod layers;
 mod memo;
+mod routed;
 mod situ;
 mod stages;
 mod work;
 
 use self::layers::Compiled;
 use self::memo::Memo;
-use self::stages::{Local, MoePart, TypeLocal};
+use self::routed::MoePart;
+use self::stages::{Local, TypeLocal};
 use self::work::RankWork;
 use super::kernels::a2a;
 use super::kernels::overlap::{self, Schedule, Stages};

@@ -3,7 +3,8 @@
 //! operations per stream and micro-batch ([`StepTrace`], what `twin forward
 //! --trace-out` writes as a Chrome trace).
 
-use super::stages::{Local, MoePart};
+use super::routed::MoePart;
+use super::stages::Local;
 use super::{AnalyticCostModel, Variant};
 use crate::cost::insitu::{Category as C, InSituLayer, Stream};
 use crate::cost::kernels::overlap::{self, Stages};
