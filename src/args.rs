@@ -72,7 +72,7 @@ pub struct PricingArgs {
     #[arg(long, value_name = "PROFILE")]
     pub profile: Option<String>,
     /// Serving engine whose measured kernel tables price the GPU's dense GEMMs,
-    /// all-reduce and routed experts: `trtllm`, `vllm`, with a version as
+    /// all-reduce, routed experts and GQA/MHA attention: `trtllm`, `vllm`, with a version as
     /// `trtllm@1.3.0rc20` (default: the shipped one), or a profile path from `twin
     /// calibrate --from-tables`; `twin`: twin's own kernel model (default: the
     /// scenario's `engine`, else `twin`).

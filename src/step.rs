@@ -45,9 +45,9 @@ pub struct ForwardArgs {
     /// Redundant expert copies spread over the group (EPLB).
     #[arg(long, default_value_t = 0)]
     pub redundant_experts: u32,
-    /// Requests per rank.
-    #[arg(long, default_value_t = 64)]
-    pub batch_per_rank: u32,
+    /// Requests per rank [default: 64].
+    #[arg(long)]
+    pub batch_per_rank: Option<u32>,
     /// Requests over the whole group, placed round-robin over the ranks (instead of
     /// --batch-per-rank); `--requests 1` on DEP2 times one request, one rank idle.
     #[arg(long)]
@@ -97,6 +97,16 @@ pub struct ForwardArgs {
     /// Do not draw the p10-p90 band from the hardware's kernel-fit spreads.
     #[arg(long)]
     pub no_band: bool,
+}
+
+/// Requests per rank when `--batch-per-rank` is not given.
+pub const DEFAULT_BATCH_PER_RANK: u32 = 64;
+
+impl ForwardArgs {
+    /// `--batch-per-rank`, or its default.
+    pub fn batch_per_rank(&self) -> u32 {
+        self.batch_per_rank.unwrap_or(DEFAULT_BATCH_PER_RANK)
+    }
 }
 
 /// Most chunks a chunked prefill may take (each is priced as one step): a 1M-token
@@ -216,7 +226,7 @@ pub fn prepare(args: &ForwardArgs) -> Result<Prepared> {
         phase,
         dep,
         tp: args.tp,
-        batch_per_rank: args.batch_per_rank,
+        batch_per_rank: args.batch_per_rank(),
         total_requests: args.requests,
         context_tokens: args.context,
         new_tokens: args.new_tokens,
@@ -287,7 +297,7 @@ fn draft_tokens(args: &ForwardArgs, phase: Phase, model: &Model) -> Result<u32> 
 /// Checks the batch, prompt and chunk flags; returns the requests per rank the
 /// deployment check takes (the busiest rank's under `--requests`).
 fn check_batch(args: &ForwardArgs, phase: Phase, dep: u32) -> Result<u32> {
-    if args.batch_per_rank == 0 {
+    if args.batch_per_rank() == 0 {
         bail!("--batch-per-rank must be at least 1");
     }
     if args.requests == Some(0) {
@@ -295,7 +305,7 @@ fn check_batch(args: &ForwardArgs, phase: Phase, dep: u32) -> Result<u32> {
     }
     let batch_check = match args.requests {
         Some(n) => n.div_ceil(dep.max(1)),
-        None => args.batch_per_rank,
+        None => args.batch_per_rank(),
     };
     if phase == Phase::Prefill && args.new_tokens == 0 {
         bail!("--new-tokens must be at least 1 for a prefill step");

@@ -632,6 +632,11 @@ fn sweep_refuses_the_forward_flags_it_would_ignore() {
             &["--batch-per-rank", "4"][..],
             "--batch-per-rank is replaced by the grid",
         ),
+        // Given explicitly, even at the forward default.
+        (
+            &["--batch-per-rank", "64"][..],
+            "--batch-per-rank is replaced by the grid",
+        ),
         (
             &["--trace-out", "x.json"][..],
             "--trace-out describes one step",

@@ -67,7 +67,7 @@ pub fn run(args: &SweepArgs) -> Result<()> {
     if args.base.requests.is_some() {
         bail!("--requests does not combine with a sweep over --batches");
     }
-    if args.base.batch_per_rank != 64 {
+    if args.base.batch_per_rank.is_some() {
         bail!("--batch-per-rank is replaced by the grid: use --batches");
     }
     for (set, flag) in [
@@ -124,7 +124,7 @@ fn grid(args: &SweepArgs, usd_per_gpu_hour: f64) -> (Vec<Point>, Vec<Skipped>) {
             a.dep = Some(dep);
             a.tp = tp;
             a.expert_parallel = args.base.expert_parallel && tp > 1;
-            a.batch_per_rank = batch;
+            a.batch_per_rank = Some(batch);
             match evaluate(&a) {
                 Ok(f) => points.push(point(
                     &f,

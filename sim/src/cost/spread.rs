@@ -62,6 +62,12 @@ impl Class {
         Class::Launch,
     ];
 
+    /// The class's place in [`Class::ALL`] (its declaration order) and in a draw's
+    /// normals.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
     /// The key in `[cost.spread]`.
     pub fn key(self) -> &'static str {
         match self {
@@ -211,21 +217,11 @@ impl Spread {
             }
         }
         if let Some(t) = &params.tables {
-            use super::tables::Family;
-            let z_of = |c: Class| z[Class::ALL.iter().position(|x| *x == c).unwrap()];
-            let f = |families: &[Family], c: Class| {
-                t.training_spread(families)
-                    .map_or(1.0, |sd| (sd * z_of(c)).exp())
-            };
-            p.table_draw = super::tables::TableDraw {
-                gemm: f(&[Family::Gemm], Class::Gemm),
-                moe: f(&[Family::Moe], Class::Gemm),
-                attention: f(
-                    &[Family::DecodeAttention, Family::PrefillAttention],
-                    Class::Attention,
-                ),
-                allreduce: f(&[Family::Collective], Class::Allreduce),
-            };
+            p.table_draw = t.draw(
+                z[Class::Gemm.index()],
+                z[Class::Attention.index()],
+                z[Class::Allreduce.index()],
+            );
         }
         p
     }
@@ -302,6 +298,13 @@ mod tests {
         assert!((p.ll.nvlink_eff - base.ll.nvlink_eff / f).abs() < 1e-15);
         assert_eq!(p.gemm, base.gemm);
         assert_eq!(p.launch, base.launch);
+    }
+
+    #[test]
+    fn a_class_indexes_its_place_in_all() {
+        for (i, c) in Class::ALL.into_iter().enumerate() {
+            assert_eq!(c.index(), i, "{c:?}");
+        }
     }
 
     #[test]

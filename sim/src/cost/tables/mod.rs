@@ -650,6 +650,25 @@ impl KernelTables {
         (rows > 0).then(|| (1.0 + weighted / rows as f64).ln() / 0.6745)
     }
 
+    /// The factors one band draw moves the tables' prices by: each family's training
+    /// spread times the standard normal of the class it belongs to (GEMM and MoE share
+    /// the GEMM class's; decode and prefill attention pool their rows).
+    pub fn draw(&self, z_gemm: f64, z_attention: f64, z_allreduce: f64) -> TableDraw {
+        let f = |families: &[Family], z: f64| {
+            self.training_spread(families)
+                .map_or(1.0, |sd| (sd * z).exp())
+        };
+        TableDraw {
+            gemm: f(&[Family::Gemm], z_gemm),
+            moe: f(&[Family::Moe], z_gemm),
+            attention: f(
+                &[Family::DecodeAttention, Family::PrefillAttention],
+                z_attention,
+            ),
+            allreduce: f(&[Family::Collective], z_allreduce),
+        }
+    }
+
     /// What the profile prices in the step model, in words.
     pub fn describe(&self) -> String {
         format!(
