@@ -323,7 +323,7 @@ fn forward_prices_routed_experts_at_the_tables_moe_fit() {
     // BF16 activations, gated, 8 GPUs of tensor parallelism, under the deployed
     // power-law load), and H100's in-situ factors leave a tensor-parallel step's prices
     // as they are: the step's `moe` line is 36 times the fit's price of that shape.
-    let j = forward_json("vllm", &GPT_OSS_TP8_DECODE);
+    let j = forward_json("vllm", &tp8("gpt-oss-120b", &DECODE_10_AT_2100));
     let moe_ms = j["breakdown_ms"]["moe"].as_f64().unwrap();
     let hw: sim::Hardware = toml::from_str(
         &std::fs::read_to_string(repo().join("scenarios/hardware/h100.toml")).unwrap(),
@@ -371,12 +371,15 @@ fn forward_json(engine: &str, args: &[&str]) -> serde_json::Value {
     json(&o)
 }
 
-/// gpt-oss-120b decode on one TP8 replica: 10 requests, 2100 cached tokens each.
-const GPT_OSS_TP8_DECODE: [&str; 10] = [
-    "--model",
-    "gpt-oss-120b",
-    "--tp",
-    "8",
+/// `twin forward` arguments for `model` on one TP8 replica, then `rest`.
+fn tp8<'a>(model: &'a str, rest: &[&'a str]) -> Vec<&'a str> {
+    let mut a = vec!["--model", model, "--tp", "8"];
+    a.extend_from_slice(rest);
+    a
+}
+
+/// Decode of 10 requests per rank with 2100 cached tokens each.
+const DECODE_10_AT_2100: [&str; 6] = [
     "--phase",
     "decode",
     "--batch-per-rank",
@@ -412,21 +415,7 @@ fn forward_prices_gqa_decode_attention_at_the_tables_fit() {
     // of 128 on each GPU, a BF16 cache, full attention; H100's in-situ factors leave a
     // tensor-parallel step's prices as they are: the `attention` line is 80 layers
     // times the fit's price of that shape.
-    let j = forward_json(
-        "vllm",
-        &[
-            "--model",
-            "llama-3.1-70b",
-            "--tp",
-            "8",
-            "--phase",
-            "decode",
-            "--batch-per-rank",
-            "10",
-            "--context",
-            "2100",
-        ],
-    );
+    let j = forward_json("vllm", &tp8("llama-3.1-70b", &DECODE_10_AT_2100));
     let got = j["breakdown_ms"]["attention"].as_f64().unwrap();
     let per_layer = shipped("h100-vllm-0.24.0")
         .price_attention(&h100(), &decode_shape(10.0, 128.0, 2101.0, 0.0))
@@ -442,18 +431,17 @@ fn forward_prices_gqa_prefill_attention_at_the_tables_fit() {
     // the tables' accounting (L^2 / 2): 80 layers at the fit's price of that length.
     let j = forward_json(
         "vllm",
-        &[
-            "--model",
+        &tp8(
             "llama-3.1-70b",
-            "--tp",
-            "8",
-            "--phase",
-            "prefill",
-            "--batch-per-rank",
-            "1",
-            "--new-tokens",
-            "8192",
-        ],
+            &[
+                "--phase",
+                "prefill",
+                "--batch-per-rank",
+                "1",
+                "--new-tokens",
+                "8192",
+            ],
+        ),
     );
     let got = j["breakdown_ms"]["attention"].as_f64().unwrap();
     let shape = sim::cost::tables::Shape::PrefillAttention {
@@ -480,7 +468,7 @@ fn forward_prices_sliding_window_layers_at_the_tables_window_fit() {
     // heads of 64, 64/8 = 8 query heads and 8/8 = 1 KV head per GPU on TP8. At decode
     // with 2100 cached tokens a full layer reads 2101 entries and a window layer 129
     // (the window and the new token): 18 x each fit's price.
-    let j = forward_json("vllm", &GPT_OSS_TP8_DECODE);
+    let j = forward_json("vllm", &tp8("gpt-oss-120b", &DECODE_10_AT_2100));
     let got = j["breakdown_ms"]["attention"].as_f64().unwrap();
     let t = shipped("h100-vllm-0.24.0");
     let price = |context: f64, window: f64| {
@@ -490,7 +478,8 @@ fn forward_prices_sliding_window_layers_at_the_tables_window_fit() {
     let want = 18.0 * (price(2101.0, 0.0) + price(129.0, 128.0)) * 1e3;
     assert!((got / want - 1.0).abs() < 1e-6, "{got} ms, want {want} ms");
     // Without the tables, twin's own attention model prices the same step.
-    let own = forward_json("twin", &GPT_OSS_TP8_DECODE)["breakdown_ms"]["attention"]
+    let own = forward_json("twin", &tp8("gpt-oss-120b", &DECODE_10_AT_2100))["breakdown_ms"]
+        ["attention"]
         .as_f64()
         .unwrap();
     assert!(
