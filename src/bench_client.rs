@@ -133,6 +133,7 @@ fn defaults(client: Client) -> BenchClient {
         output_stddev: 0.0,
         prefix_len: 0,
         requests: Vec::new(),
+        held: Vec::new(),
     }
 }
 

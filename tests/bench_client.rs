@@ -184,3 +184,59 @@ fn an_sglang_result_runs_under_sglangs_scheduler_with_its_servers_own_arguments(
         assert_eq!(v["predicted"]["completed"], 100, "{file}");
     }
 }
+
+#[test]
+fn after_earlier_runs_of_the_same_server_their_shared_prefixes_are_held() {
+    // The SGLang sweep ran on one server process (the same server_info.random_seed)
+    // without flushing its radix cache: the 4096-token run's prompts begin with the
+    // 2048-token run's (one client seed). Held, they are not computed again: fewer
+    // prefill tokens, so an earlier first token and a shorter run.
+    let dir = repo().join("tests/fixtures/bench");
+    let f = |n: u32| {
+        dir.join(format!("sglang-llama31-70b-h100-tp8-in{n}-c100.jsonl.gz"))
+            .to_str()
+            .unwrap()
+            .to_string()
+    };
+    let run = |after: &[u32]| {
+        let mut args: Vec<String> = ["validate", "bench", &f(4096)]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        for &n in after {
+            args.extend(["--after".to_string(), f(n)]);
+        }
+        args.extend(["--scenario", "h100-llama-3.1-70b-tp8", "--json"].map(String::from));
+        let o = twin(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        assert!(o.status.success(), "{}", err(&o));
+        json(&o)
+    };
+    let cold = run(&[]);
+    let warm = run(&[1024, 2048]);
+    let notes = warm["notes"].to_string();
+    assert!(
+        notes.contains("108829 of the run's 209181 prompt tokens were sent before"),
+        "{notes}"
+    );
+    let p = |v: &serde_json::Value, k: &str| v["predicted"][k]["p50"].as_f64().unwrap();
+    assert!(p(&warm, "ttft_ms") < 0.8 * p(&cold, "ttft_ms"));
+    let tput = |v: &serde_json::Value| v["predicted"]["token_throughput"].as_f64().unwrap();
+    assert!(tput(&warm) > 1.2 * tput(&cold));
+    // A vLLM run is not an earlier run of an SGLang server.
+    let vllm = dir.join("llama31-70b-h100-tp8-c10.json.gz");
+    let o = twin(&[
+        "validate",
+        "bench",
+        &f(4096),
+        "--after",
+        vllm.to_str().unwrap(),
+        "--scenario",
+        "h100-llama-3.1-70b-tp8",
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        err(&o).contains("not an SGLang bench_serving run"),
+        "{}",
+        err(&o)
+    );
+}

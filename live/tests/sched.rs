@@ -41,6 +41,7 @@ fn request(input: u32, output: u32, blocks: &[u64]) -> NewRequest<'_> {
         prompt: Prompt::Listed(blocks),
         origin: Origin::Open,
         prewarm_tokens: 0,
+        held_tokens: 0,
         weight: 1,
     }
 }

@@ -238,3 +238,39 @@ fn the_front_end_delays_each_request_into_the_engine_and_into_its_ttft() {
         "{p:?}"
     );
 }
+
+#[test]
+fn tokens_an_earlier_run_left_on_the_server_are_cached_to_the_token() {
+    // THREE again, but the server holds 333 of r0's 600 tokens and all 300 of r2's
+    // (an earlier run sent their prefixes): not whole 512-token blocks, the tokens
+    // themselves; r2 still computes its last token. SGLang's scheduler: step 1
+    // prefills r0's 267 and r1's 600 (867 of the 1000); step 2 r1... no: r1 fits
+    // whole, so step 1 is 267 + 600 = 867, two chunks. Step 2: r2 has no slot (two
+    // running), nothing to prefill: decode r0 and r1.
+    let mut wl = bench(&THREE, None);
+    wl.bench.as_mut().unwrap().held = vec![333, 0, 300];
+    let s = schedule(&mixed(SchedulerChoice::Sglang, Some(false)), &wl, &[], 2);
+    assert_eq!(s, vec![(867, 2, 0), (0, 0, 2)]);
+    // Without a cap on running requests r2 joins step 1 with its one last token.
+    let mut sc = mixed(SchedulerChoice::Sglang, Some(false));
+    sc.serving.decode.max_batch_per_rank = 8;
+    let s = schedule(&sc, &wl, &[], 1);
+    assert_eq!(s, vec![(868, 3, 0)]);
+}
+
+#[test]
+fn held_tokens_must_fit_their_requests() {
+    let mut c = BenchClient::recorded(Client::Sglang, THREE.to_vec(), None, None, 1.0);
+    c.held = vec![1, 2];
+    assert!(c
+        .problems()
+        .iter()
+        .any(|p| p.contains("bench.held: 2 entries for 3")));
+    c.held = vec![0, 601, 0];
+    assert!(c
+        .problems()
+        .iter()
+        .any(|p| p.contains("bench.held[1]: 601 held tokens") && p.contains("600")));
+    c.held = vec![600, 0, 300];
+    assert!(c.problems().is_empty(), "{:?}", c.problems());
+}

@@ -417,15 +417,15 @@ impl<'a> Rack<'a> {
             self.drop_request(nr.origin, measured, w);
             return;
         }
-        let prewarm = nr.prewarm_tokens;
+        let (prewarm, held) = (nr.prewarm_tokens, nr.held_tokens);
         let req = Request::new(nr, sent, measured);
         if role == Role::Mixed && req.kv_need() > kv_cap {
             self.drop_request(req.origin, measured, w);
             return;
         }
         let id = self.reqs.alloc(req);
-        let g = self.route_prefill(role, id, prewarm);
-        let cached = self.look_up_prefix(g, id, prewarm);
+        let g = self.route_prefill(role, id, prewarm.max(held));
+        let cached = self.look_up_prefix(g, id, prewarm, held);
         let input = self.reqs.get(id).input as u64;
         let est = if role == Role::Prefill && self.sc.router.prefill_rank == PrefillRank::LeastCost
         {
@@ -489,8 +489,9 @@ impl<'a> Rack<'a> {
 
     /// Looks the request's prompt up in group `g`'s prefix cache (after adding the
     /// `prewarm` tokens a warm-started session brings); returns its cached tokens (at
-    /// most input - 1: the last token is always computed) and records the hit.
-    fn look_up_prefix(&mut self, g: GroupId, id: ReqId, prewarm: u64) -> u32 {
+    /// most input - 1: the last token is always computed) and records the hit. The
+    /// `held` tokens an earlier run left on the server count whole, not by block.
+    fn look_up_prefix(&mut self, g: GroupId, id: ReqId, prewarm: u64, held: u64) -> u32 {
         let req = self.reqs.get(id);
         let (input, measured, w) = (req.input as u64, req.measured, req.w());
         let prompt = req.prefill.prompt;
@@ -506,7 +507,7 @@ impl<'a> Rack<'a> {
             }
             None => Default::default(),
         };
-        let cached = (hit.blocks * BLOCK_TOKENS).min(input - 1) as u32;
+        let cached = (hit.blocks * BLOCK_TOKENS).max(held).min(input - 1) as u32;
         if measured {
             let st = &mut pool.stats;
             st.input_tokens_looked_up += input * w;

@@ -162,6 +162,7 @@ mod tests {
                 prompt: Prompt::Listed(&[]),
                 origin: Origin::Open,
                 prewarm_tokens: 0,
+                held_tokens: 0,
                 weight: 1,
             },
             0,

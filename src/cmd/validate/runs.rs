@@ -56,6 +56,13 @@ pub struct BenchValidateArgs {
     /// own step log.
     #[arg(long, value_name = "FILE.csv")]
     pub steps_out: Option<PathBuf>,
+    /// A result file of a run the same server served before this one without
+    /// flushing its prefix cache (repeat, in any order): the prompts it sent that
+    /// this run's prompts begin with are held. SGLang `random` runs of one server
+    /// only (checked by `server_info.random_seed`); the client's `--seed` must have
+    /// been the same.
+    #[arg(long, value_name = "EARLIER")]
+    pub after: Vec<PathBuf>,
 }
 
 /// The fitted cost model of one pool of the run.
@@ -289,7 +296,15 @@ pub fn run_bench(a: &BenchValidateArgs) -> Result<()> {
         )),
         None => notes.push("the file names no model_id: the model is not checked".into()),
     }
-    let (workload, more) = bench.workload();
+    let mut earlier = Vec::with_capacity(a.after.len());
+    for p in &a.after {
+        let name = p.display().to_string();
+        let text = read_maybe_gzip(p).with_context(|| format!("cannot read {name}"))?;
+        earlier.push((name.clone(), Bench::parse(&text, &name)?));
+    }
+    let (held, more) = bench.held(&earlier).with_context(|| origin.clone())?;
+    notes.extend(more);
+    let (workload, more) = bench.workload(held);
     notes.extend(more);
     server_settings(&bench, &mut r.scenario, &mut notes);
     r.workload = workload;

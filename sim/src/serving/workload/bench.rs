@@ -66,6 +66,11 @@ pub struct BenchClient {
     /// instead of drawing `num_prompts` lengths.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub requests: Vec<[u32; 2]>,
+    /// Per recorded request, its leading tokens the server already holds when it
+    /// arrives: sent before by the client's warm-up or by an earlier run on the same
+    /// server that kept its prefix cache (`twin validate bench --after`). Empty: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held: Vec<u32>,
 }
 
 /// One request of a benchmark run: when it is due (before waiting for a slot) and
@@ -75,6 +80,8 @@ pub struct BenchRequest {
     pub due_s: f64,
     pub input: u32,
     pub output: u32,
+    /// Leading tokens the server holds before the request arrives (`BenchClient::held`).
+    pub held: u32,
 }
 
 fn one_f64() -> f64 {
@@ -104,6 +111,7 @@ impl BenchClient {
             output_stddev: 0.0,
             prefix_len: 0,
             requests,
+            held: Vec::new(),
         }
     }
 
@@ -136,7 +144,27 @@ impl BenchClient {
             if self.output_len == 0 {
                 p.push("bench.output_len: must be >= 1".to_string());
             }
-        } else if self.requests.len() as u64 != self.num_prompts {
+        }
+        if !self.held.is_empty() && self.held.len() != self.requests.len() {
+            p.push(format!(
+                "bench.held: {} entries for {} recorded requests (one per request, or none)",
+                self.held.len(),
+                self.requests.len()
+            ));
+        }
+        if let Some((i, (h, r))) = self
+            .held
+            .iter()
+            .zip(&self.requests)
+            .enumerate()
+            .find(|(_, (h, r))| **h > r[0])
+        {
+            p.push(format!(
+                "bench.held[{i}]: {h} held tokens but the request's input is {} tokens",
+                r[0]
+            ));
+        }
+        if !self.requests.is_empty() && self.requests.len() as u64 != self.num_prompts {
             p.push(format!(
                 "bench.requests: {} recorded requests but num_prompts = {}",
                 self.requests.len(),
@@ -246,10 +274,12 @@ impl BenchClient {
                 ),
             };
             due += gaps.get(i).copied().unwrap_or(0.0);
+            let held = self.held.get(i).copied().unwrap_or(0).min(input);
             out.push(BenchRequest {
                 due_s: due,
                 input,
                 output,
+                held,
             });
         }
         out
@@ -275,6 +305,7 @@ mod tests {
             output_stddev: 0.0,
             prefix_len: 0,
             requests: Vec::new(),
+            held: Vec::new(),
         }
     }
 

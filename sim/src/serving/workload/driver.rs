@@ -34,6 +34,10 @@ pub struct NewRequest<'a> {
     /// Leading tokens assumed computed before the run started (warm start): the
     /// instance that receives the request holds them in its prefix cache.
     pub prewarm_tokens: u64,
+    /// Leading tokens the receiving instance holds exactly (not rounded to cache
+    /// blocks): a benchmark request whose prompt an earlier run on the same server, or
+    /// the client's warm-up, already sent (`BenchClient::held`).
+    pub held_tokens: u64,
     /// Requests this one stands for (a cohort's, `Driver::with_cohort`); 1 when
     /// every request is simulated.
     pub weight: u32,
@@ -417,6 +421,7 @@ impl<'a> Driver<'a> {
                     prompt,
                     origin: Origin::Open,
                     prewarm_tokens: 0,
+                    held_tokens: 0,
                     weight: self.cohort,
                 })
             }
@@ -436,6 +441,7 @@ impl<'a> Driver<'a> {
                     prompt: Prompt::Listed(&r.hash_ids),
                     origin: Origin::Trace,
                     prewarm_tokens: 0,
+                    held_tokens: 0,
                     weight: self.cohort,
                 })
             }
@@ -469,6 +475,7 @@ impl<'a> Driver<'a> {
             prompt: unique_blocks(6, uid, shared, req.input as u64),
             origin: Origin::Bench,
             prewarm_tokens: 0,
+            held_tokens: req.held as u64,
             weight: 1,
         })
     }
@@ -485,6 +492,7 @@ impl<'a> Driver<'a> {
             prompt: unique_blocks(4, uid, c.shared_prefix_tokens as u64, input as u64),
             origin: Origin::Slot(slot),
             prewarm_tokens: 0,
+            held_tokens: 0,
             weight: self.cohort,
         }
     }
@@ -520,6 +528,7 @@ impl<'a> Driver<'a> {
             prompt,
             origin: Origin::Slot(slot),
             prewarm_tokens,
+            held_tokens: 0,
             weight: self.cohort,
         })
     }
