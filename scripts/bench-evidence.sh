@@ -6,6 +6,10 @@
 # its output with the date and commit.
 #   scripts/bench-evidence.sh [TWIN]    (default: target/release/twin)
 #   KS="b" runs one setting; EXTRA="--set serving.frontend_s=0.02" adds options to all.
+# The four SGLang runs served one server process in turn (the same
+# server_info.random_seed) without flushing its radix cache, so each is replayed
+# `--after` the shorter ones before it (the sweep's ascending order, assumed: the
+# order of benchmaq's bench list; docs/measured/bench-h100-2026-12-04-held.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TWIN=${1:-target/release/twin}
@@ -20,6 +24,7 @@ declare -A SETTING=(
 )
 echo "| run | setting | throughput | TTFT p50 ms (measured / twin / error) | TPOT p50 ms (measured / twin / error) | ITL p50 ms (measured / twin / error) |"
 echo "| --- | --- | ---: | ---: | ---: | ---: |"
+AFTER=()
 for f in llama31-70b-h100-tp8-c10 llama31-70b-h100-tp8-c25 llama31-70b-h100-tp8-c50 \
   llama31-70b-h100-tp8-c200 gpt-oss-120b-h100-tp8-c10 gpt-oss-120b-h100-tp8-c50 \
   gpt-oss-120b-h100-tp8-c200 sglang-llama31-70b-h100-tp8-in1024-c100 \
@@ -31,7 +36,7 @@ for f in llama31-70b-h100-tp8-c10 llama31-70b-h100-tp8-c25 llama31-70b-h100-tp8-
   [ -f "$file" ] || file=tests/fixtures/bench/$f.jsonl.gz
   for k in ${KS:-a b c}; do
     # shellcheck disable=SC2086
-    "$TWIN" validate bench "$file" --scenario "$sc" ${SETTING[$k]} ${EXTRA:-} --json |
+    "$TWIN" validate bench "$file" --scenario "$sc" "${AFTER[@]}" ${SETTING[$k]} ${EXTRA:-} --json |
       python3 -c '
 import json, sys
 d = json.load(sys.stdin)
@@ -44,4 +49,5 @@ row = (sys.argv[1], sys.argv[2], e(m["token_throughput"], p["token_throughput"])
 print("| %s | %s | %+.1f%% | %.0f / %.0f / %+.1f%% | %.2f / %.2f / %+.1f%% | %.2f / %.2f / %+.1f%% |" % row)
 ' "$f" "$k"
   done
+  case $f in sglang-*) AFTER+=(--after "$file") ;; esac
 done
