@@ -90,6 +90,23 @@ fn every_public_sweep_point_reads_back_its_own_summary_and_runs_as_the_client_se
             v["scheduler"].as_str().unwrap().starts_with("vLLM V1"),
             "{file}"
         );
+        // gpt-oss-120b at 50 and 200 users stops three times for about 1.1 s (every
+        // decoding request sees the same gap at the same instant); no other run does.
+        let notes = v["notes"].to_string();
+        let paused = file.starts_with("gpt-oss-120b-h100-tp8-c50")
+            || file.starts_with("gpt-oss-120b-h100-tp8-c200");
+        assert_eq!(
+            notes.contains("the run sent no token for"),
+            paused,
+            "{file}: {notes}"
+        );
+        if paused {
+            assert_eq!(
+                notes.matches(" requests in flight)").count(),
+                3,
+                "{file}: {notes}"
+            );
+        }
     }
 }
 

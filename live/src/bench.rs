@@ -28,6 +28,10 @@ pub struct BenchResult {
     pub ttfts: Option<Vec<f64>>,
     #[serde(default)]
     pub itls: Option<Vec<Vec<f64>>>,
+    /// Per request, when the client sent it (seconds on the client's clock; vLLM's
+    /// newer layout).
+    #[serde(default)]
+    pub start_times: Option<Vec<f64>>,
     #[serde(default)]
     pub request_rate: Option<serde_json::Value>,
     #[serde(default)]
@@ -108,6 +112,9 @@ pub struct BenchRequest {
     pub output: u64,
     pub ttft_s: f64,
     pub itls_s: Vec<f64>,
+    /// When the client sent it, seconds after the run's first send (when the file
+    /// records `start_times`).
+    pub sent_s: Option<f64>,
 }
 
 /// A parsed benchmark: its successful requests and how they were sent.
@@ -194,6 +201,14 @@ fn python_json_to_json(text: &str) -> String {
     out
 }
 
+/// Each request's send, seconds after the run's first, from the file's `start_times`
+/// when it lists one finite time per request.
+fn sends(start_times: Option<Vec<f64>>, n: usize) -> Option<Vec<f64>> {
+    let s = start_times.filter(|s| s.len() == n && s.iter().all(|x| x.is_finite()))?;
+    let first = s.iter().copied().fold(f64::INFINITY, f64::min);
+    Some(s.iter().map(|x| x - first).collect())
+}
+
 /// The run a result file holds, and how many it holds: SGLang's results are JSON
 /// lines, one run a line, of which the last is read; vLLM's are one JSON object.
 fn last_run(text: &str) -> (&str, usize) {
@@ -248,6 +263,7 @@ impl Bench {
                 itl.len()
             )));
         }
+        let sent = sends(r.start_times, inp.len());
         let requests: Vec<BenchRequest> = (0..inp.len())
             .filter(|&i| out[i] > 0 && ttft[i] > 0.0 && ttft[i].is_finite())
             .map(|i| BenchRequest {
@@ -256,6 +272,7 @@ impl Bench {
                 output: out[i],
                 ttft_s: ttft[i],
                 itls_s: itl[i].clone(),
+                sent_s: sent.as_ref().map(|s| s[i]),
             })
             .collect();
         if requests.is_empty() {
@@ -345,6 +362,37 @@ impl Bench {
             .to_lowercase();
         let m = model.to_lowercase();
         Some(id.contains(&m) || m.contains(&id))
+    }
+
+    /// Spells longer than `min_s` in which the server sent no token at all (no first
+    /// token, no later one) while requests were in flight: pauses of the whole server,
+    /// as (start seconds after the first send, length seconds, requests in flight).
+    /// Needs the file's `start_times`; empty without them.
+    pub fn silences(&self, min_s: f64) -> Vec<(f64, f64, usize)> {
+        let mut tokens = Vec::new();
+        let mut spans = Vec::new();
+        for r in &self.requests {
+            let Some(sent) = r.sent_s else {
+                return Vec::new();
+            };
+            let mut t = sent + r.ttft_s;
+            tokens.push(t);
+            for g in &r.itls_s {
+                t += g;
+                tokens.push(t);
+            }
+            spans.push((sent, t));
+        }
+        tokens.sort_by(f64::total_cmp);
+        tokens
+            .windows(2)
+            .filter(|w| w[1] - w[0] > min_s)
+            .map(|w| {
+                let busy = spans.iter().filter(|(a, b)| *a < w[1] && *b > w[0]).count();
+                (w[0], w[1] - w[0], busy)
+            })
+            .filter(|&(_, _, busy)| busy > 0)
+            .collect()
     }
 
     /// The benchmark's figures (vLLM's definitions: tokens of the successful requests
@@ -769,12 +817,19 @@ mod held_tests {
             "{e}"
         );
         let vllm = fixture("llama31-70b-h100-tp8-c10.json.gz");
-        let e = second.held(std::slice::from_ref(&vllm)).unwrap_err().to_string();
+        let e = second
+            .held(std::slice::from_ref(&vllm))
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("--after llama31-70b-h100-tp8-c10.json.gz"),
             "{e}"
         );
-        let e = vllm.1.held(std::slice::from_ref(&first)).unwrap_err().to_string();
+        let e = vllm
+            .1
+            .held(std::slice::from_ref(&first))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("only for SGLang"), "{e}");
         let mut off = second.clone();
         off.server.as_mut().unwrap().disable_radix_cache = Some(true);
@@ -783,5 +838,36 @@ mod held_tests {
         // A vLLM run alone holds nothing (its client warms up with no request by default).
         let (h, _) = vllm.1.held(&[]).unwrap();
         assert!(h.iter().all(|&x| x == 0));
+    }
+}
+
+#[cfg(test)]
+mod silence_tests {
+    use super::*;
+
+    /// Two requests: A sent at 0 (first token at 0.1 s, gaps 0.1, 0.1, 1.5, 0.1), B
+    /// sent at 0.05 s (first token at 0.25 s, gaps 0.1, 1.4, 0.1). Their tokens: 0.1,
+    /// 0.2, 0.25, 0.3, 0.35, then 1.75, 1.8, 1.85, 1.9: one silence of 1.4 s from 0.35 s
+    /// with both in flight, however long A's own gap (1.5 s) is.
+    #[test]
+    fn a_silence_is_a_spell_with_no_token_from_any_busy_request() {
+        let text = r#"{"input_lens": [10, 10], "output_lens": [5, 4], "duration": 2.0,
+            "ttfts": [0.1, 0.2], "itls": [[0.1, 0.1, 1.5, 0.1], [0.1, 1.4, 0.1]],
+            "start_times": [100.0, 100.05]}"#;
+        let b = Bench::parse(text, "t").unwrap();
+        let s = b.silences(0.5);
+        assert_eq!(s.len(), 1, "{s:?}");
+        let (t, d, n) = s[0];
+        assert!(
+            (t - 0.35).abs() < 1e-9 && (d - 1.4).abs() < 1e-9 && n == 2,
+            "{s:?}"
+        );
+        assert!(b.silences(1.5).is_empty());
+        // Without send times nothing can be placed.
+        let no_starts = text.replace(r#""start_times": [100.0, 100.05]"#, r#""x": 0"#);
+        assert!(Bench::parse(&no_starts, "t")
+            .unwrap()
+            .silences(0.5)
+            .is_empty());
     }
 }

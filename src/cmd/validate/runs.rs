@@ -296,13 +296,7 @@ pub fn run_bench(a: &BenchValidateArgs) -> Result<()> {
         )),
         None => notes.push("the file names no model_id: the model is not checked".into()),
     }
-    let mut earlier = Vec::with_capacity(a.after.len());
-    for p in &a.after {
-        let name = p.display().to_string();
-        let text = read_maybe_gzip(p).with_context(|| format!("cannot read {name}"))?;
-        earlier.push((name.clone(), Bench::parse(&text, &name)?));
-    }
-    let (held, more) = bench.held(&earlier).with_context(|| origin.clone())?;
+    let (held, more) = held_after(&bench, &a.after).with_context(|| origin.clone())?;
     notes.extend(more);
     let (workload, more) = bench.workload(held);
     notes.extend(more);
@@ -331,6 +325,8 @@ pub fn run_bench(a: &BenchValidateArgs) -> Result<()> {
         .iter()
         .map(|s| s.start_s + s.step_s)
         .fold(0.0, f64::max);
+    let longest = steps.iter().map(|s| s.step_s).fold(0.0, f64::max);
+    notes.extend(pause_note(&bench, longest));
     let mut measured = bench.figures();
     (measured.goodput_fraction, measured.goodput_req_s) =
         bench.goodput(r.scenario.slo.ttft_ms, r.scenario.slo.tpot_ms);
@@ -369,6 +365,39 @@ pub fn run_bench(a: &BenchValidateArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// What the server held of each request of `bench` after the runs of `after` (result
+/// files, read here) and the client's warm-up, with its notes (`Bench::held`).
+fn held_after(bench: &live::bench::Bench, after: &[PathBuf]) -> Result<(Vec<u32>, Vec<String>)> {
+    let mut earlier = Vec::with_capacity(after.len());
+    for p in after {
+        let name = p.display().to_string();
+        let text = read_maybe_gzip(p).with_context(|| format!("cannot read {name}"))?;
+        earlier.push((name.clone(), live::bench::Bench::parse(&text, &name)?));
+    }
+    Ok(bench.held(&earlier)?)
+}
+
+/// The measured run's pauses, in a note: spells with no token at all from a busy
+/// server, longer than twice the longest step twin predicts for the run (so no step
+/// of its schedule explains them). `None` when there are none, or the file records no
+/// send times.
+fn pause_note(bench: &live::bench::Bench, longest_step_s: f64) -> Option<String> {
+    let pauses = bench.silences(2.0 * longest_step_s);
+    if pauses.is_empty() {
+        return None;
+    }
+    let total: f64 = pauses.iter().map(|p| p.1).sum();
+    let each: Vec<String> = pauses
+        .iter()
+        .map(|(t, d, n)| format!("{d:.2} s from {t:.1} s ({n} requests in flight)"))
+        .collect();
+    Some(format!(
+        "the run sent no token for {}: {total:.1} s of its {:.1} s, each longer than twice twin's longest step ({longest_step_s:.3} s). twin has no such pause of the whole server; the measured duration, and the TTFT and TPOT of the requests it held, include it",
+        each.join(", "),
+        bench.duration_s
+    ))
 }
 
 /// The predicted steps as CSV at `path` (written whole to a sibling file first, so a
