@@ -547,18 +547,29 @@ impl Elementwise {
             }
             None => (0.0, 0.0, 0.0),
         };
-        let (dense_bytes, kernels_dense) = match &model.dense_ffn {
-            Some(d) => (3.0 * h + 5.0 * d.ffn as f64 / tp, 4.0 + ar_kernel),
-            None => (0.0, 0.0),
+        // A dense FFN (its norm is the one after attention, above): with 8-bit
+        // weights, the input's quantisation and an activation that writes 8-bit
+        // values; with 16-bit weights (vLLM's `LlamaMLP`: gate-up GEMM, `SiluAndMul`,
+        // down GEMM) no quantisation, and the activation writes 16-bit values.
+        let (dense_bytes, kernels_dense, elem_kernels_dense) = match &model.dense_ffn {
+            Some(d) => {
+                let q = quant(h, d.weight_dtype);
+                let quantised = if q > 0.0 { 1.0 } else { 0.0 };
+                let act_bytes = if q > 0.0 { 5.0 } else { 6.0 };
+                (
+                    q + act_bytes * d.ffn as f64 / tp,
+                    3.0 + quantised + ar_kernel,
+                    1.0 + quantised,
+                )
+            }
+            None => (0.0, 0.0, 0.0),
         };
-        // Top-k and, with shared experts, their activation; a dense FFN's norm and
-        // activation.
+        // Top-k and, with shared experts, their activation.
         let elem_kernels_moe = match &model.moe {
             Some(m) if m.fused => 0.0,
             Some(m) => 1.0 + if m.shared_experts > 0 { 1.0 } else { 0.0 },
             None => 0.0,
         };
-        let elem_kernels_dense = if kernels_dense > 0.0 { 2.0 } else { 0.0 };
         Elementwise {
             attn_bytes,
             moe_bytes,
