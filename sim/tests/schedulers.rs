@@ -274,3 +274,26 @@ fn held_tokens_must_fit_their_requests() {
     c.held = vec![600, 0, 300];
     assert!(c.problems().is_empty(), "{:?}", c.problems());
 }
+
+#[test]
+fn a_first_gap_runs_from_the_first_token_a_prefill_step_sampled() {
+    // SGLang, two running at most, prompts 600, 600, 300 with 2 output tokens each
+    // (one gap each). Step 1 prefills r0 600 + r1 400 (11 ms: r0's first token at
+    // 11 ms); step 2 r1's last 200 alone (10.2 ms, to 21.2 ms: r1's first token); step
+    // 3 decodes both (10.002 ms, to 31.202 ms): r0's gap 20.202 ms, r1's 10.002 ms,
+    // not the 31.202 ms since the last decode step. Then r2: prefill 300 (10.3 ms, to
+    // 41.502), decode (10.001 ms): its gap 10.001 ms.
+    let wl = bench(&[[600, 2], [600, 2], [300, 2]], None);
+    let (r, steps) = run_recorded(
+        &mixed(SchedulerChoice::Sglang, Some(false)),
+        &wl,
+        &model(0.0, None),
+        &cost(),
+        &[],
+    );
+    assert_eq!(steps.len(), 5);
+    assert_eq!(r.itl_ms.count, 3);
+    assert!((r.itl_ms.max - 20.202).abs() < 1e-6, "{:?}", r.itl_ms);
+    let mean = (20.202 + 10.002 + 10.001) / 3.0;
+    assert!((r.itl_ms.mean - mean).abs() < 1e-6, "{:?}", r.itl_ms);
+}

@@ -407,6 +407,8 @@ impl Rack<'_> {
     /// step it was; then ranks admit what now fits.
     fn decode_progress(&mut self, g: GroupId, in_window: bool) -> Result<(), SimError> {
         let now = self.now;
+        // Every request stands for the rack's copies (`Pool::copies`).
+        let copies = self.pools.pool_of(g).copies as u64;
         let grp = self.pools.group_mut(g);
         let step = grp.dstep;
         if in_window && grp.window_first_step.is_none() {
@@ -417,15 +419,21 @@ impl Rack<'_> {
         let mut joined_measured = 0u64;
         for &id in &grp.joined {
             let req = self.reqs.get_mut(id);
-            if req.decode.first_token_ns.is_none() {
-                req.decode.first_token_ns = Some(now);
-                joined_measured += req.measured as u64;
+            match req.decode.first_token_ns {
+                None => req.decode.first_token_ns = Some(now),
+                // Its first token came with its last prompt chunk: its first gap runs
+                // from then, not from the last decode step (which may be long before,
+                // when prefill steps ran alone in between).
+                Some(first) => {
+                    if in_window && req.measured {
+                        self.m.itl_ms.record_n((now - first) as f64 / 1e6, copies);
+                    }
+                }
             }
+            joined_measured += req.measured as u64;
         }
         grp.joined.clear();
         if in_window {
-            // Every request stands for the rack's copies (`Pool::copies`).
-            let copies = self.pools.pool_of(g).copies as u64;
             self.m.itl_ms.record_n(
                 (now - prev_end) as f64 / 1e6,
                 (measured - joined_measured) * copies,
