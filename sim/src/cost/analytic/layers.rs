@@ -10,6 +10,9 @@ use crate::model::{AttentionKind, FfnKind, Layer};
 use crate::units::Dtype;
 use crate::{Hardware, Model};
 
+mod elementwise;
+use elementwise::Elementwise;
+
 /// Layers that cost the same per token.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct AttnClass {
@@ -481,107 +484,6 @@ fn lm_head_gemm(hw: &Hardware, model: &Model, tp: f64) -> GemmSpec {
         rate: hw.tensor.flops_per_s(ed),
         rows_vary: false,
         slot: None,
-    }
-}
-
-/// Per-token element-wise bytes and kernel counts per layer (see
-/// `cost/analytic/mod.rs`): before the router, MoE FFN, dense FFN, and per routed
-/// token-expert pair.
-struct Elementwise {
-    attn_bytes: f64,
-    moe_bytes: f64,
-    dense_bytes: f64,
-    pair_bytes: f64,
-    kernels_attn: f64,
-    kernels_moe: f64,
-    kernels_dense: f64,
-    elem_kernels_attn: f64,
-    elem_kernels_moe: f64,
-    elem_kernels_dense: f64,
-}
-
-impl Elementwise {
-    fn new(model: &Model, split: &Split, projections: usize) -> Elementwise {
-        let a = &model.attention;
-        let h = model.hidden as f64;
-        let (tp, heads, rope, aw) = (split.tp, split.heads, split.rope, a.weight_dtype);
-        let quant = |width: f64, w: Dtype| if w.bytes() <= 1.0 { 3.0 * width } else { 0.0 };
-        let mut attn_bytes = 8.0 * h // fused residual add + RMSNorm before attention
-            + quant(h, aw)
-            + 4.0 * rope * (heads + 1.0) // RoPE on queries and the key
-            + 2.0 * a.kv_dim as f64 + a.kv_entry_bytes // KV cache write
-            + quant(heads * a.v_head_dim as f64, aw)
-            + 8.0 * h; // fused residual add + RMSNorm after attention
-                       // With TP, one all-reduce kernel after attention and one after the FFN.
-        let ar_kernel = if tp > 1.0 { 1.0 } else { 0.0 };
-        let mut kernels_attn = 6.0 + projections as f64 + ar_kernel;
-        // Two norms, RoPE, the KV write and two more of the six are element-wise; the
-        // attention kernel itself is not.
-        let mut elem_kernels_attn = 5.0;
-        if a.q_lora > 0 {
-            attn_bytes += 4.0 * (a.q_lora as f64 + a.kv_dim as f64) + quant(a.q_lora as f64, aw);
-            kernels_attn += 2.0;
-            elem_kernels_attn += 2.0;
-        }
-        if aw.bytes() <= 1.0 {
-            kernels_attn += 2.0;
-            elem_kernels_attn += 2.0;
-        }
-        let (moe_bytes, pair_bytes, kernels_moe) = match &model.moe {
-            Some(m) => {
-                let ffn = m.expert_ffn as f64;
-                let shared = 5.0 * ffn * m.shared_experts as f64 / tp;
-                (
-                    4.0 * m.routed_experts as f64 + 8.0 * m.top_k as f64 + 3.0 * h + shared,
-                    5.0 * ffn / split.slice,
-                    // router GEMM, top-k, quantisation, dispatch, two expert GEMMs,
-                    // activation, combine (one kernel when fused; no dispatch or
-                    // combine under TP, whose all-reduce follows), and the shared
-                    // expert's three kernels.
-                    match (m.fused, tp > 1.0) {
-                        (true, _) => 3.0,
-                        (false, false) => 8.0,
-                        (false, true) => 6.0 + ar_kernel,
-                    } + if m.shared_experts > 0 { 3.0 } else { 0.0 },
-                )
-            }
-            None => (0.0, 0.0, 0.0),
-        };
-        // A dense FFN (its norm is the one after attention, above): with 8-bit
-        // weights, the input's quantisation and an activation that writes 8-bit
-        // values; with 16-bit weights (vLLM's `LlamaMLP`: gate-up GEMM, `SiluAndMul`,
-        // down GEMM) no quantisation, and the activation writes 16-bit values.
-        let (dense_bytes, kernels_dense, elem_kernels_dense) = match &model.dense_ffn {
-            Some(d) => {
-                let q = quant(h, d.weight_dtype);
-                let quantised = if q > 0.0 { 1.0 } else { 0.0 };
-                let act_bytes = if q > 0.0 { 5.0 } else { 6.0 };
-                (
-                    q + act_bytes * d.ffn as f64 / tp,
-                    3.0 + quantised + ar_kernel,
-                    1.0 + quantised,
-                )
-            }
-            None => (0.0, 0.0, 0.0),
-        };
-        // Top-k and, with shared experts, their activation.
-        let elem_kernels_moe = match &model.moe {
-            Some(m) if m.fused => 0.0,
-            Some(m) => 1.0 + if m.shared_experts > 0 { 1.0 } else { 0.0 },
-            None => 0.0,
-        };
-        Elementwise {
-            attn_bytes,
-            moe_bytes,
-            dense_bytes,
-            pair_bytes,
-            kernels_attn,
-            kernels_moe,
-            kernels_dense,
-            elem_kernels_attn,
-            elem_kernels_moe,
-            elem_kernels_dense,
-        }
     }
 }
 

@@ -17,6 +17,9 @@ use serde::Deserialize;
 use sim::serving::workload::bench::{BenchClient, Client};
 use sim::serving::WorkloadConfig;
 
+mod held;
+mod pauses;
+
 /// The fields of a vLLM benchmark result twin reads.
 #[derive(Debug, Clone, Deserialize)]
 pub struct BenchResult {
@@ -364,37 +367,6 @@ impl Bench {
         Some(id.contains(&m) || m.contains(&id))
     }
 
-    /// Spells longer than `min_s` in which the server sent no token at all (no first
-    /// token, no later one) while requests were in flight: pauses of the whole server,
-    /// as (start seconds after the first send, length seconds, requests in flight).
-    /// Needs the file's `start_times`; empty without them.
-    pub fn silences(&self, min_s: f64) -> Vec<(f64, f64, usize)> {
-        let mut tokens = Vec::new();
-        let mut spans = Vec::new();
-        for r in &self.requests {
-            let Some(sent) = r.sent_s else {
-                return Vec::new();
-            };
-            let mut t = sent + r.ttft_s;
-            tokens.push(t);
-            for g in &r.itls_s {
-                t += g;
-                tokens.push(t);
-            }
-            spans.push((sent, t));
-        }
-        tokens.sort_by(f64::total_cmp);
-        tokens
-            .windows(2)
-            .filter(|w| w[1] - w[0] > min_s)
-            .map(|w| {
-                let busy = spans.iter().filter(|(a, b)| *a < w[1] && *b > w[0]).count();
-                (w[0], w[1] - w[0], busy)
-            })
-            .filter(|&(_, _, busy)| busy > 0)
-            .collect()
-    }
-
     /// The benchmark's figures (vLLM's definitions: tokens of the successful requests
     /// over the benchmark's duration; TPOT from the inter-token gaps).
     pub fn figures(&self) -> Figures {
@@ -455,108 +427,6 @@ impl Bench {
             .count() as f64;
         let n = self.requests.len().max(1) as f64;
         (good / n, good / self.duration_s)
-    }
-
-    /// Per successful request, the leading tokens the server held when it arrived,
-    /// and what that rests on. Two sources, both the client's own behaviour:
-    /// - **the warm-up**: SGLang's `bench_serving` first sends its first request
-    ///   (`--warmup-requests`, default 1; the file does not record it, so the default
-    ///   is assumed), so that request's whole prompt is cached when the run sends it
-    ///   (`python/sglang/bench_serving.py`, `benchmark`). vLLM's `--num-warmups`
-    ///   defaults to 0.
-    /// - **earlier runs on the same server** (`earlier`, each with its name), which
-    ///   kept their prompts in the radix cache (no `--flush-cache`). SGLang's `random`
-    ///   dataset builds request `i` by repeating the `i`-th ShareGPT prompt of a
-    ///   shuffle seeded by `--seed` and cutting it to the drawn length
-    ///   (`sglang/benchmark/datasets/random.py`), so under one seed request `i` of two
-    ///   runs share their first min(length, length') tokens. Two SGLang files name the
-    ///   same server process when their `server_info.random_seed` (drawn at start) and
-    ///   model agree; the client's seed is not in the file, so passing a run asserts
-    ///   it was the same.
-    ///
-    /// Refused (with what and where) when an earlier run is not an SGLang `random` run
-    /// of the same server, or this server's radix cache was off.
-    pub fn held(&self, earlier: &[(String, Bench)]) -> Result<(Vec<u32>, Vec<String>), LiveError> {
-        let mut notes = Vec::new();
-        let mut by_index = vec![0u64; self.sent_inputs.len()];
-        if self.client == Client::Sglang {
-            if let Some(first) = by_index.first_mut() {
-                *first = self.sent_inputs[0];
-                notes.push("SGLang's client warms up with its first request (--warmup-requests, default 1, assumed): that prompt is cached when the run sends it".into());
-            }
-        }
-        if !earlier.is_empty() {
-            let server = self.same_server_check(earlier)?;
-            let mut kept = 0u64;
-            for (_, e) in earlier {
-                for (h, (&a, &b)) in by_index
-                    .iter_mut()
-                    .zip(self.sent_inputs.iter().zip(&e.sent_inputs))
-                {
-                    *h = (*h).max(a.min(b));
-                }
-                kept += e.sent_inputs.iter().sum::<u64>()
-                    + e.requests.iter().map(|r| r.output).sum::<u64>();
-            }
-            let held: u64 = by_index.iter().sum();
-            let total: u64 = self.sent_inputs.iter().sum();
-            notes.push(format!(
-                "after {}: {held} of the run's {total} prompt tokens were sent before on the same server (server_info.random_seed {server}; the client's --seed assumed the same) and are held in its radix cache",
-                earlier
-                    .iter()
-                    .map(|(n, _)| n.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
-            if let Some(cap) = self.server.as_ref().and_then(|s| s.token_capacity) {
-                if kept > cap {
-                    notes.push(format!(
-                        "the earlier runs sent {kept} tokens, more than the server's KV capacity ({cap}): its LRU eviction may have dropped some that twin counts as held"
-                    ));
-                }
-            }
-        }
-        let held = self
-            .requests
-            .iter()
-            .map(|r| by_index[r.index].min(r.input).min(u32::MAX as u64) as u32)
-            .collect();
-        Ok((held, notes))
-    }
-
-    /// That every earlier run is an SGLang `random` run of this run's server process
-    /// and the server kept a radix cache; returns the server's seed.
-    fn same_server_check(&self, earlier: &[(String, Bench)]) -> Result<u64, LiveError> {
-        let sglang_random =
-            |b: &Bench| b.client == Client::Sglang && b.dataset_name.as_deref() == Some("random");
-        let no = |m: String| Err(LiveError::Bench(m));
-        if !sglang_random(self) {
-            return no("--after: twin knows how prompts nest across runs only for SGLang bench_serving's `random` dataset, and this file is not such a run".into());
-        }
-        let Some(me) = self.server.as_ref().filter(|s| s.random_seed.is_some()) else {
-            return no("--after: this file records no server_info.random_seed, so twin cannot tell that the runs shared a server".into());
-        };
-        if me.disable_radix_cache == Some(true) {
-            return no("--after: this run's server had its radix cache off (server_info.disable_radix_cache): nothing is held from earlier runs".into());
-        }
-        for (name, e) in earlier {
-            if !sglang_random(e) {
-                return no(format!(
-                    "--after {name}: not an SGLang bench_serving run of the `random` dataset"
-                ));
-            }
-            let theirs = e.server.as_ref().and_then(|s| s.random_seed);
-            if theirs != me.random_seed
-                || e.server.as_ref().map(|s| &s.model_path) != Some(&me.model_path)
-            {
-                return no(format!(
-                    "--after {name}: it ran on another server process (server_info.random_seed {} against this run's {}, or another model_path): its radix cache is not this run's",
-                    theirs.map_or("absent".to_string(), |s| s.to_string()),
-                    me.random_seed.unwrap_or_default()
-                ));
-            }
-        }
-        Ok(me.random_seed.unwrap_or_default())
     }
 
     /// The workload the simulator replays: the benchmark's requests in the file's
@@ -757,117 +627,5 @@ mod trust_tests {
         assert_eq!(b.tokens_per_gap, 1.0);
         assert_eq!(b.names_model("llama-3.1-8b"), None);
         assert!(b.notes().iter().all(|n| !n.contains("chunk")));
-    }
-}
-
-#[cfg(test)]
-mod held_tests {
-    use super::*;
-    use std::io::Read;
-
-    /// A fixture of `tests/fixtures/bench/`, gunzipped.
-    fn fixture(name: &str) -> (String, Bench) {
-        let path = format!(
-            "{}/../tests/fixtures/bench/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        let mut text = String::new();
-        flate2::read::GzDecoder::new(std::fs::File::open(&path).unwrap())
-            .read_to_string(&mut text)
-            .unwrap();
-        let b = Bench::parse(&text, &path).unwrap();
-        (name.to_string(), b)
-    }
-
-    /// Two public SGLang runs of one server (the same `server_info.random_seed`),
-    /// prompts drawn up to 1024 and then up to 2048 tokens under one client seed:
-    /// request i of the second holds min(its length, the first's request i) tokens;
-    /// request 0 holds all of its own through the warm-up.
-    #[test]
-    fn an_earlier_run_of_the_same_server_leaves_each_prompts_shared_prefix() {
-        let first = fixture("sglang-llama31-70b-h100-tp8-in1024-c100.jsonl.gz");
-        let (_, second) = fixture("sglang-llama31-70b-h100-tp8-in2048-c100.jsonl.gz");
-        let (held, notes) = second.held(std::slice::from_ref(&first)).unwrap();
-        let (a, b) = (&first.1.sent_inputs, &second.sent_inputs);
-        assert_eq!((a[0], b[0], held[0]), (37, 1061, 1061), "warm-up");
-        for i in 1..100 {
-            assert_eq!(held[i] as u64, a[i].min(b[i]), "request {i}");
-        }
-        // Request 1 drew 235 tokens both times: all of it is held.
-        assert_eq!((a[1], b[1], held[1]), (235, 235, 235));
-        let sum: u64 = held.iter().map(|&h| h as u64).sum();
-        assert_eq!(sum, 51485);
-        assert!(notes
-            .iter()
-            .any(|n| n.contains("51485 of the run's 108829")));
-        // Alone, only the warm-up's prompt is held.
-        let (alone, _) = second.held(&[]).unwrap();
-        assert_eq!(alone.iter().map(|&h| h as u64).sum::<u64>(), 1061);
-    }
-
-    #[test]
-    fn runs_of_another_server_or_client_are_refused() {
-        let first = fixture("sglang-llama31-70b-h100-tp8-in1024-c100.jsonl.gz");
-        let (_, second) = fixture("sglang-llama31-70b-h100-tp8-in2048-c100.jsonl.gz");
-        let mut other = first.clone();
-        other.1.server.as_mut().unwrap().random_seed = Some(7);
-        let e = second.held(&[other]).unwrap_err().to_string();
-        assert!(
-            e.contains("another server process") && e.contains("random_seed 7"),
-            "{e}"
-        );
-        let vllm = fixture("llama31-70b-h100-tp8-c10.json.gz");
-        let e = second
-            .held(std::slice::from_ref(&vllm))
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("--after llama31-70b-h100-tp8-c10.json.gz"),
-            "{e}"
-        );
-        let e = vllm
-            .1
-            .held(std::slice::from_ref(&first))
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("only for SGLang"), "{e}");
-        let mut off = second.clone();
-        off.server.as_mut().unwrap().disable_radix_cache = Some(true);
-        let e = off.held(&[first]).unwrap_err().to_string();
-        assert!(e.contains("radix cache off"), "{e}");
-        // A vLLM run alone holds nothing (its client warms up with no request by default).
-        let (h, _) = vllm.1.held(&[]).unwrap();
-        assert!(h.iter().all(|&x| x == 0));
-    }
-}
-
-#[cfg(test)]
-mod silence_tests {
-    use super::*;
-
-    /// Two requests: A sent at 0 (first token at 0.1 s, gaps 0.1, 0.1, 1.5, 0.1), B
-    /// sent at 0.05 s (first token at 0.25 s, gaps 0.1, 1.4, 0.1). Their tokens: 0.1,
-    /// 0.2, 0.25, 0.3, 0.35, then 1.75, 1.8, 1.85, 1.9: one silence of 1.4 s from 0.35 s
-    /// with both in flight, however long A's own gap (1.5 s) is.
-    #[test]
-    fn a_silence_is_a_spell_with_no_token_from_any_busy_request() {
-        let text = r#"{"input_lens": [10, 10], "output_lens": [5, 4], "duration": 2.0,
-            "ttfts": [0.1, 0.2], "itls": [[0.1, 0.1, 1.5, 0.1], [0.1, 1.4, 0.1]],
-            "start_times": [100.0, 100.05]}"#;
-        let b = Bench::parse(text, "t").unwrap();
-        let s = b.silences(0.5);
-        assert_eq!(s.len(), 1, "{s:?}");
-        let (t, d, n) = s[0];
-        assert!(
-            (t - 0.35).abs() < 1e-9 && (d - 1.4).abs() < 1e-9 && n == 2,
-            "{s:?}"
-        );
-        assert!(b.silences(1.5).is_empty());
-        // Without send times nothing can be placed.
-        let no_starts = text.replace(r#""start_times": [100.0, 100.05]"#, r#""x": 0"#);
-        assert!(Bench::parse(&no_starts, "t")
-            .unwrap()
-            .silences(0.5)
-            .is_empty());
     }
 }
