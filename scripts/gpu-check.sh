@@ -20,11 +20,19 @@
 # Steps: (1) NVRTC compiles every kernel for sm_90 and sm_100 (if that test binary and
 # libnvrtc are present); (2) every CUDA kernel
 # against its CPU twin, and the live engine's serving device against the CPU one
-# (TWIN_REQUIRE_GPU=1: a missing GPU fails); (3) a quick
-# calibration on cuda:0 into $OUT/profile-h200; (4) achieved figures against the
-# roofline; (5) a live run of cpu-live-moe on cuda:0 with the live plan's calibration
-# and its validation (the same commands as the CPU figures of the README). Exit status is non-zero when any step fails (goals missed are reported,
-# not failed: they are performance targets, not correctness).
+# (TWIN_REQUIRE_GPU=1: a missing GPU fails); (3) live runs of cpu-live-moe on cuda:0:
+# the live plan's calibration, two untraced runs back to back (their distance is the
+# noise floor; run_distance, if it travelled as DISTANCE) and the first one's
+# validation; a traced run at the same load (--trace-ops: call times from CUDA events;
+# its distance from the first is what tracing costs); a traced run at another load, a
+# profile fitted in situ from its trace (calibrate fit-trace), and the untraced run
+# validated with it (trained on one run, checked on another); (4) a quick calibration
+# on cuda:0 into $OUT/profile-h200; (5) achieved
+# figures against the roofline. Each step has its own time limit (the lent machine's
+# minutes are few), most valuable first. Exit status is non-zero when any step fails
+# (goals missed are reported, not failed: they are performance targets, not
+# correctness). DURATION: seconds per live run (default 20); RATE and TRACED_RATE:
+# requests per second of the untraced and traced runs (default 20 and 10).
 set -u
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
@@ -55,15 +63,47 @@ bin=${CUDA_TEST:-$(find_test cuda_vs_cpu)}
 if [ -z "$bin" ]; then
     echo "FAIL: no test binary cuda_vs_cpu-* under target/*/deps"; status=1
 else
-    "$bin" --test-threads=1 --nocapture || status=1
+    timeout 180 "$bin" --test-threads=1 --nocapture || status=1
+fi
+
+TWIN=${TWIN:-target/release/twin}
+step "live runs on cuda:0, their validation and an in-situ fit from a traced run"
+DURATION=${DURATION:-20}
+RATE=${RATE:-20}
+TRACED_RATE=${TRACED_RATE:-10}
+DISTANCE=${DISTANCE:-target/release/examples/run_distance}
+if [ -x "$TWIN" ]; then
+    live_run() { # dir rate [flags]
+        local dir=$1 rate=$2
+        shift 2
+        rm -rf "$dir"
+        timeout 90 "$TWIN" live cpu-live-poisson --device cuda:0 --duration "$DURATION" \
+            --set workload.open_loop.rate_per_s="$rate" "$@" --out "$dir" || status=1
+    }
+    timeout 120 "$TWIN" calibrate --device cuda:0 --plan live --model cpu-live-moe --quick \
+        --out "$OUT/profile-live-h200" || status=1
+    live_run "$OUT/live-h200" "$RATE"
+    live_run "$OUT/live-h200-b" "$RATE"
+    if [ -x "$DISTANCE" ]; then
+        "$DISTANCE" "$OUT/live-h200" "$OUT/live-h200-b" || status=1
+    fi
+    timeout 60 "$TWIN" validate live "$OUT/live-h200" --profile "$OUT/profile-live-h200/profile.toml" || status=1
+    live_run "$OUT/live-h200-same-traced" "$RATE" --trace-ops
+    if [ -x "$DISTANCE" ]; then
+        "$DISTANCE" "$OUT/live-h200" "$OUT/live-h200-same-traced" || status=1
+    fi
+    live_run "$OUT/live-h200-traced" "$TRACED_RATE" --trace-ops
+    timeout 60 "$TWIN" calibrate fit-trace "$OUT/live-h200-traced/trace.json.gz" \
+        --out "$OUT/insitu-h200.toml" || status=1
+    timeout 60 "$TWIN" validate live "$OUT/live-h200" --profile "$OUT/insitu-h200.toml" || status=1
+    timeout 60 "$TWIN" validate live "$OUT/live-h200-traced" --profile "$OUT/insitu-h200.toml" || status=1
 fi
 
 step "twin calibrate --device cuda:0 --quick"
-TWIN=${TWIN:-target/release/twin}
 if [ ! -x "$TWIN" ]; then
     echo "FAIL: $TWIN not found"; status=1
 else
-    time "$TWIN" calibrate --device cuda:0 --quick --out "$OUT/profile-h200" || status=1
+    time timeout 200 "$TWIN" calibrate --device cuda:0 --quick --out "$OUT/profile-h200" || status=1
 fi
 
 CSV="$OUT/profile-h200/measurements.csv"
@@ -98,15 +138,6 @@ if [ -f "$CSV" ]; then
     [ -f "$OUT/profile-h200/profile.toml" ] && { step "profile.toml"; cat "$OUT/profile-h200/profile.toml"; }
 else
     echo "FAIL: no measurements"; status=1
-fi
-
-step "live run on cuda:0 and its validation"
-if [ -x "$TWIN" ]; then
-    "$TWIN" calibrate --device cuda:0 --plan live --model cpu-live-moe --quick --out "$OUT/profile-live-h200" || status=1
-    rm -rf "$OUT/live-h200"
-    "$TWIN" live cpu-live-poisson --device cuda:0 --duration 60 --set workload.open_loop.rate_per_s=20 \
-        --out "$OUT/live-h200" || status=1
-    "$TWIN" validate live "$OUT/live-h200" --profile "$OUT/profile-live-h200/profile.toml" || status=1
 fi
 
 echo

@@ -10,11 +10,14 @@
 # second lands from the first (throughput, TTFT p90, TPOT p90, mean step time by step
 # class; `live/examples/run_distance.rs`) is the machine's noise floor, printed beside
 # the model's errors. In situ: a profile is fitted from the first case's own op trace
-# (`twin calibrate fit-trace`) and the other three cases are validated with it.
+# (`twin calibrate fit-trace`) and the other three cases are validated with it. On a
+# GPU (DEVICE=cuda:N) untraced runs are measured and the first case is run once more
+# with its op trace (`--trace-ops`, call times from CUDA events) to train on.
 #
 #   cargo build --release && cargo build --release -p live --example run_distance
 #   scripts/live-figures.sh
 #   OUT=dir QUIET=1.5 CORES=1 DURATION=20 scripts/live-figures.sh
+#   DEVICE=cuda:0 POISSON_LIGHT=10 POISSON_HIGH=40 AGENTX_HIGH=32 scripts/live-figures.sh
 #
 # The machine may be shared: before each measurement the script waits (up to WAIT
 # seconds) for the 1-minute load average to fall below QUIET, and every run records the
@@ -29,6 +32,9 @@ QUIET=${QUIET:-1.5}
 WAIT=${WAIT:-1800}
 DURATION=${DURATION:-120}
 CORES=${CORES:-$(nproc)}
+DEVICE=${DEVICE:-cpu}
+# Where the ranks run: a CPU's cores, or a GPU.
+if [ "$DEVICE" = cpu ]; then on=(--device cpu --cores "$CORES"); else on=(--device "$DEVICE"); fi
 POISSON_LIGHT=${POISSON_LIGHT:-1.0}
 POISSON_HIGH=${POISSON_HIGH:-2.5}
 AGENTX_LIGHT=${AGENTX_LIGHT:-4}
@@ -45,7 +51,7 @@ wait_quiet() {
 }
 
 calibrate() { # dir
-    "$TWIN" calibrate --device cpu --cores "$CORES" --plan live --model cpu-live-moe --quick --out "$1" \
+    "$TWIN" calibrate "${on[@]}" --plan live --model cpu-live-moe --quick --out "$1" \
         > "$1.txt"
 }
 
@@ -54,9 +60,9 @@ run() { # name scenario set...
     shift 2
     wait_quiet
     calibrate "$OUT/$name-profile"
-    "$TWIN" live "$scenario" --cores "$CORES" --duration "$DURATION" "$@" --out "$OUT/$name"
+    "$TWIN" live "$scenario" "${on[@]}" --duration "$DURATION" "$@" --out "$OUT/$name"
     # The same run again at once: the noise floor.
-    "$TWIN" live "$scenario" --cores "$CORES" --duration "$DURATION" "$@" --out "$OUT/$name-b"
+    "$TWIN" live "$scenario" "${on[@]}" --duration "$DURATION" "$@" --out "$OUT/$name-b"
     "$DISTANCE" "$OUT/$name" "$OUT/$name-b" | tee "$OUT/$name-noise.txt"
     "$DISTANCE" "$OUT/$name" "$OUT/$name-b" --json > "$OUT/$name-noise.json"
     "$TWIN" validate live "$OUT/$name" --profile "$OUT/$name-profile/profile.toml" | tee "$OUT/$name.txt"
@@ -71,9 +77,15 @@ for name in poisson-light poisson-high agentx-light agentx-high; do
     "$TWIN" validate live "$OUT/$name" --profile "$OUT/after-profile/profile.toml" --json > "$OUT/$name-after.json"
 done
 
-# In situ: a profile fitted from the first case's own trace; the other cases validated
-# with it (trained on one run, checked on others).
-"$TWIN" calibrate fit-trace "$OUT/poisson-light/trace.json.gz" --out "$OUT/insitu-profile.toml" \
+# In situ: a profile fitted from the first case's own trace (on a GPU, from a traced
+# run of it); the other cases validated with it (trained on one run, checked on others).
+train="$OUT/poisson-light"
+if [ "$DEVICE" != cpu ]; then
+    train="$OUT/poisson-light-traced"
+    "$TWIN" live cpu-live-poisson "${on[@]}" --duration "$DURATION" --trace-ops \
+        --set workload.open_loop.rate_per_s="$POISSON_LIGHT" --out "$train"
+fi
+"$TWIN" calibrate fit-trace "$train/trace.json.gz" --out "$OUT/insitu-profile.toml" \
     > "$OUT/insitu-profile.txt"
 for name in poisson-high agentx-light agentx-high; do
     "$TWIN" validate live "$OUT/$name" --profile "$OUT/insitu-profile.toml" | tee "$OUT/$name-insitu.txt"

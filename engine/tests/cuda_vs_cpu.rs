@@ -156,3 +156,63 @@ fn serving_device_runs_the_model_like_the_cpu() {
         cpu_kv.len()
     );
 }
+
+/// A traced pass on the GPU: the same calls as on the CPU, each timed by CUDA events on
+/// the GPU's timeline (finite, positive, ends in order), together no longer than the
+/// pass as the host saw it.
+#[test]
+fn traced_pass_times_its_calls_by_gpu_events() {
+    use engine::serve::{Executor, Seq, Shard, Solo};
+    use engine::{CpuDevice, CudaDevice};
+    if gpu().is_none() {
+        return;
+    }
+    let cfg = common::tiny();
+    let traced = |dev: Box<dyn engine::serve::ServeDevice>| {
+        let mut e = Executor::new(
+            dev,
+            cfg.clone(),
+            Shard {
+                seed: 7,
+                rank: 0,
+                ranks: 1,
+                pages: 32,
+            },
+        )
+        .unwrap();
+        let p: Vec<u32> = (0..39u32).map(|i| (i * 37 + 11) % 512).collect();
+        e.set_trace(true);
+        let t0 = std::time::Instant::now();
+        e.forward(
+            &[Seq {
+                tokens: p,
+                start: 0,
+                pages: vec![3, 1, 2],
+                accept: None,
+            }],
+            0,
+            &mut Solo,
+        )
+        .unwrap();
+        let wall = t0.elapsed().as_secs_f64();
+        (e.take_trace_spans(), wall)
+    };
+    let (cpu, _) = traced(Box::new(CpuDevice::new()));
+    let (gpu, wall) = traced(Box::new(CudaDevice::open(0).unwrap()));
+    let calls =
+        |v: &[engine::serve::TracedCall]| v.iter().map(|c| c.call.clone()).collect::<Vec<_>>();
+    assert_eq!(calls(&gpu), calls(&cpu));
+    assert!(
+        gpu.iter().all(|c| c.dur_s.is_finite() && c.dur_s > 0.0),
+        "{gpu:?}"
+    );
+    assert!(gpu.windows(2).all(|w| w[0].end_s <= w[1].end_s), "{gpu:?}");
+    let sum: f64 = gpu.iter().map(|c| c.dur_s).sum();
+    assert!(sum <= wall * 1.01, "calls {sum} s, pass {wall} s");
+    eprintln!(
+        "{} calls: {:.1} µs on the GPU, pass {:.1} µs",
+        gpu.len(),
+        sum * 1e6,
+        wall * 1e6
+    );
+}

@@ -2,14 +2,17 @@
 //!
 //! ```text
 //! twin live [SCENARIO] --device cpu|cuda:N --duration S --out DIR [--seed N] [--set PATH=VALUE]
-//!           [--idle spin|sleep] [--no-trace]
+//!           [--idle spin|sleep] [--no-trace | --trace-ops]
 //! ```
 //!
 //! The scenario is resolved as `twin simulate` resolves it (same files, overrides and
 //! checks); the run directory holds `run.json`, `requests.jsonl`, `steps.jsonl` and
 //! `result.json` (see `live::records`), and on a CPU `trace.json.gz`, the op calls of
 //! the run's steps with their times (`live::trace`; `--no-trace` leaves it out), from
-//! which `twin calibrate fit-trace` fits a profile.
+//! which `twin calibrate fit-trace` fits a profile. On a GPU the trace is written only
+//! with `--trace-ops`: a traced call's time is read from CUDA events on the GPU's own
+//! timeline (its kernel, and any wait of an idle GPU for the host's launch), and a
+//! traced step waits for the GPU at the end of each pass.
 
 use crate::args::SimulateArgs;
 use crate::scenario::{read_trace_within, resolve_args};
@@ -79,6 +82,10 @@ pub struct LiveArgs {
     /// Do not write the op trace (`trace.json.gz`, written by default on a CPU).
     #[arg(long)]
     pub no_trace: bool,
+    /// Write the op trace on a GPU too (off there by default: each traced call records a
+    /// CUDA event, and each traced pass waits for the GPU at its end).
+    #[arg(long, conflicts_with = "no_trace")]
+    pub trace_ops: bool,
 }
 
 pub fn run(args: &LiveArgs) -> Result<()> {
@@ -133,7 +140,11 @@ pub fn run(args: &LiveArgs) -> Result<()> {
         cores,
         out: args.out.clone(),
         idle,
-        op_trace: device == Device::Cpu && !args.no_trace,
+        op_trace: if device == Device::Cpu {
+            !args.no_trace
+        } else {
+            args.trace_ops
+        },
     };
     eprintln!(
         "live: {} on {} ({} cores), {:.0} s ({:.0} s warm-up), seed {}, KV policy {}, idle {}, {}",
@@ -145,12 +156,11 @@ pub fn run(args: &LiveArgs) -> Result<()> {
         cfg.seed,
         cfg.policy.name(),
         idle.name(),
-        if cfg.op_trace {
-            "op trace on"
-        } else if device == Device::Cpu {
-            "no op trace"
-        } else {
-            "no op trace (device launches are asynchronous: per-op host times mean nothing)"
+        match (cfg.op_trace, device == Device::Cpu) {
+            (true, true) => "op trace on",
+            (true, false) => "op trace on (call times from CUDA events)",
+            (false, true) => "no op trace",
+            (false, false) => "no op trace (--trace-ops writes one, timed by CUDA events)",
         }
     );
     let pb = ProgressBar::with_draw_target(

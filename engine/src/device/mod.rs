@@ -192,6 +192,23 @@ pub trait Backend: Send {
     fn read_u8(&mut self, b: Buf, offset: usize, len: usize) -> Result<Vec<u8>>;
     /// Waits for every op issued so far (a no-op on the CPU).
     fn sync(&mut self) -> Result<()>;
+    /// Whether ops return before they finish (a GPU stream, `true`) or when done (the
+    /// CPU). A traced forward pass on such a device times its calls by [`Backend::mark`]s
+    /// on the device's own timeline, not by the host's clock (which sees launches only).
+    fn asynchronous(&self) -> bool {
+        false
+    }
+    /// Records a mark on the device's timeline once the ops issued so far are done,
+    /// without waiting for them (an asynchronous device; a no-op on the CPU).
+    fn mark(&mut self) -> Result<()> {
+        Ok(())
+    }
+    /// Waits for the device, then returns the seconds from the first mark recorded
+    /// since the last take to each mark, in order (the first is 0; empty when none),
+    /// and forgets them.
+    fn take_marks(&mut self) -> Result<Vec<f64>> {
+        Ok(Vec::new())
+    }
 
     // The live model's ops over buffers.
     /// `y[r] = W[expert] x[r]` for the rows of each group (rows in no group untouched).

@@ -7,7 +7,8 @@ use super::dptr;
 use crate::stats::{Stats, TimingConfig};
 use crate::{EngineError, Result};
 use cudarc::driver::{
-    sys, CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
+    sys, CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, LaunchConfig,
+    PushKernelArg,
 };
 use cudarc::nvrtc::Ptx;
 use kernels::KernelSource;
@@ -49,6 +50,10 @@ pub struct CudaDevice {
     pub(super) info: DeviceInfo,
     pub(super) modules: HashMap<&'static str, Arc<CudaModule>>,
     pub(super) bufs: Slots<DevStore>,
+    /// Timeline marks recorded since the last take (`Backend::mark`), and spent events
+    /// kept for reuse.
+    pub(super) marks: Vec<CudaEvent>,
+    pub(super) spare_marks: Vec<CudaEvent>,
 }
 
 // SAFETY: the device is used by one thread at a time (it is moved into a rank's worker
@@ -141,6 +146,8 @@ impl CudaDevice {
             stream,
             modules: HashMap::new(),
             bufs: Slots::new(),
+            marks: Vec::new(),
+            spare_marks: Vec::new(),
         };
         // Fail at open, not at the first kernel, when NVRTC (and a kernel cache) is missing.
         kernels::nvrtc::compile_cached(&kernels::COPY, &b.arch)?;

@@ -7,9 +7,10 @@
 //! created on the ordinal, NVRTC loads. Every driver error names the kernel (or the
 //! cuBLAS call) it came from.
 //!
-//! Not run here: this machine and CI have no GPU. It is compiled, and its kernels are
-//! compiled to CUBINs for sm_90 and sm_100 by the kernels' NVRTC test; the CPU twins
-//! they mirror are checked against references. `scripts/gpu-check.sh` runs it on a GPU.
+//! Not run in CI (no GPU there). It is compiled, and its kernels are compiled to CUBINs
+//! for sm_90 and sm_100 by the kernels' NVRTC test; the CPU twins they mirror are
+//! checked against references. `scripts/gpu-check.sh` runs it on a GPU (last on an H200,
+//! 2026-12-04: docs/measured/live-gpu-h200-2026-12-04).
 
 mod calib;
 mod context;
@@ -84,6 +85,37 @@ impl Backend for CudaDevice {
         self.stream
             .synchronize()
             .map_err(|e| kerr("synchronize", e))
+    }
+
+    fn asynchronous(&self) -> bool {
+        true
+    }
+
+    fn mark(&mut self) -> Result<()> {
+        let e = match self.spare_marks.pop() {
+            Some(e) => e,
+            None => self
+                .ctx
+                .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(|e| kerr("mark", e))?,
+        };
+        e.record(&self.stream).map_err(|e| kerr("mark", e))?;
+        self.marks.push(e);
+        Ok(())
+    }
+
+    fn take_marks(&mut self) -> Result<Vec<f64>> {
+        self.sync()?;
+        let marks = std::mem::take(&mut self.marks);
+        let mut out = Vec::with_capacity(marks.len());
+        if let Some(first) = marks.first() {
+            for m in &marks {
+                let ms = first.elapsed_ms(m).map_err(|e| kerr("take_marks", e))?;
+                out.push(f64::from(ms) * 1e-3);
+            }
+        }
+        self.spare_marks.extend(marks);
+        Ok(out)
     }
 
     fn linear(&mut self, w: &DevWeights, groups: &[Group], x: Buf, y: Buf) -> Result<()> {
@@ -484,6 +516,8 @@ impl Backend for CudaDevice {
             info: self.info.clone(),
             modules: self.modules.clone(),
             bufs: Slots::new(),
+            marks: Vec::new(),
+            spare_marks: Vec::new(),
         })
     }
 

@@ -24,12 +24,13 @@ use kernels::live::Group;
 use kernels::AttnModeKind;
 
 /// Records a traced call (`Executor::rec`), building the [`Call`] only when tracing
-/// is on: an untraced pass allocates nothing for its trace.
+/// is on: an untraced pass allocates nothing for its trace (and, on an asynchronous
+/// device, never waits for its calls).
 macro_rules! rec {
     ($s:expr, $call:expr) => {
         if $s.trace.is_some() {
             let c = $call;
-            $s.rec(c);
+            $s.rec(c)?;
         }
     };
 }
@@ -142,6 +143,31 @@ pub struct TracedCall {
     pub end_s: f64,
     pub dur_s: f64,
     pub layer: i32,
+}
+
+/// A pass's call times from its device marks (`marks[0]` the pass's start, `marks[i + 1]`
+/// call `i`'s end, seconds on the device's timeline): each call's duration is the time
+/// from the mark before it, and its end on the host clock is `now` (read once the
+/// device was done) less the time from its mark to the last one.
+fn times_from_marks(
+    marks: &[f64],
+    now: f64,
+    durs: &mut [f64],
+    ends: &mut [(f64, i32)],
+) -> Result<()> {
+    let calls = durs.len();
+    if marks.len() != calls + 1 || ends.len() != calls {
+        return Err(bad(format!(
+            "{} timeline marks for {calls} traced calls and the pass's start",
+            marks.len()
+        )));
+    }
+    let last = marks[calls];
+    for i in 0..calls {
+        durs[i] = marks[i + 1] - marks[i];
+        ends[i].0 = now - (last - marks[i + 1]);
+    }
+    Ok(())
 }
 
 /// The instant the executors' wall trace clock counts from (the first reading of it in
@@ -312,8 +338,20 @@ impl Executor {
         }
     }
 
-    fn rec(&mut self, c: Call) {
+    /// Records a traced call at the clock's reading now; on an asynchronous device
+    /// (a GPU stream) it records a mark on the device's timeline instead, and the pass
+    /// fills in the call's times from the marks when it ends ([`Executor::forward`]).
+    fn rec(&mut self, c: Call) -> Result<()> {
         if self.trace.is_some() {
+            if self.dev.asynchronous() {
+                self.dev.mark()?;
+                self.trace_s.push(f64::NAN);
+                self.trace_at.push((f64::NAN, self.layer));
+                if let Some(t) = &mut self.trace {
+                    t.push(c);
+                }
+                return Ok(());
+            }
             let now = self.clock();
             self.trace_s.push(now - self.last);
             self.trace_at.push((now, self.layer));
@@ -322,6 +360,7 @@ impl Executor {
                 t.push(c);
             }
         }
+        Ok(())
     }
 
     fn alloc(&mut self, n: usize) -> Result<Buf> {
@@ -437,13 +476,41 @@ impl Executor {
         drafts: usize,
         ex: &mut dyn Exchange,
     ) -> Result<Vec<SeqOut>> {
+        let marked = self.trace.is_some() && self.dev.asynchronous();
+        let first = self.trace_s.len();
+        if marked {
+            self.dev.take_marks()?;
+            self.dev.mark()?;
+        }
         self.last = self.clock();
         self.layer = -1;
         let r = self.forward_inner(seqs, drafts, ex);
         if r.is_err() {
             ex.abort();
+            return r;
+        }
+        if marked {
+            self.times_from_marks(first)?;
         }
         r
+    }
+
+    /// Fills in the times of the pass's traced calls (from index `first`) from the
+    /// device's marks: the pass's start mark, then one mark per call. A call's duration
+    /// is the device time from the mark before it to its own (its kernel, and any wait
+    /// of an idle device for the host's launch); its end is placed on the host clock by
+    /// the last mark, read when the device is done.
+    fn times_from_marks(&mut self, first: usize) -> Result<()> {
+        let marks = self.dev.take_marks()?;
+        let now = self.clock();
+        times_from_marks(
+            &marks,
+            now,
+            &mut self.trace_s[first..],
+            &mut self.trace_at[first..],
+        )?;
+        self.last = now;
+        Ok(())
     }
 
     fn forward_inner(
@@ -580,5 +647,34 @@ impl Executor {
         let v = self.dev.read_i32(out, 0, rows)?;
         self.dev.free(out);
         Ok(v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::times_from_marks;
+
+    /// Start mark at 0, calls ending at 10, 15 and 40 µs on the device; the host reads
+    /// its clock (100 ms) once the device is done, so the last call ends at 100 ms and
+    /// the first 30 µs before it.
+    #[test]
+    fn call_times_come_from_the_marks_between_them() {
+        let marks = [0.0, 10e-6, 15e-6, 40e-6];
+        let mut durs = [f64::NAN; 3];
+        let mut ends = [(f64::NAN, 0), (f64::NAN, 1), (f64::NAN, -1)];
+        times_from_marks(&marks, 0.1, &mut durs, &mut ends).unwrap();
+        let want = [10e-6, 5e-6, 25e-6];
+        for (d, w) in durs.iter().zip(want) {
+            assert!((d - w).abs() < 1e-12, "{durs:?}");
+        }
+        assert!((ends[0].0 - (0.1 - 30e-6)).abs() < 1e-12);
+        assert!((ends[1].0 - (0.1 - 25e-6)).abs() < 1e-12);
+        assert_eq!(ends[2].0, 0.1);
+        assert_eq!((ends[0].1, ends[2].1), (0, -1), "layers are kept");
+        // A mark missing (or one too many) is an error, not a shifted trace.
+        let err = times_from_marks(&marks[..3], 0.1, &mut durs, &mut ends).unwrap_err();
+        assert!(err
+            .to_string()
+            .contains("3 timeline marks for 3 traced calls"));
     }
 }
