@@ -337,10 +337,7 @@ impl Backend for CudaDevice {
         // Split-KV as the backend does: at least MIN_SPLIT_POSITIONS per split.
         let longest = match a.sel {
             AttnSel::Sparse { topk, .. } => topk,
-            _ => {
-                let lens = self.read_i32(a.seq_lens, 0, a.rows)?;
-                lens.iter().map(|&l| l.max(0) as usize).max().unwrap_or(1)
-            }
+            _ => a.longest.max(1),
         };
         let splits = self.attn_splits(a.rows, a.heads, longest);
         let ws = a.rows * splits * a.heads;

@@ -148,6 +148,13 @@ impl Executor {
             kv_scale: c.kv_scale,
             block_table: a.t.table,
             seq_lens: a.t.lens,
+            longest: a
+                .rows
+                .lens
+                .iter()
+                .map(|&l| l.max(0) as usize)
+                .max()
+                .unwrap_or(1),
             softmax_scale: 1.0 / (lat as f32).sqrt(),
             sel: s,
             out,
