@@ -94,28 +94,28 @@ fn gather_and_copy_match_cpu() {
     assert!(g.run_copy(&src).unwrap() == src);
 }
 
+/// The tiny model's rank 0 of 1 on `dev`, weights from seed 7, 32 KV pages.
+fn tiny_executor(dev: Box<dyn engine::serve::ServeDevice>) -> engine::serve::Executor {
+    let shard = engine::serve::Shard {
+        seed: 7,
+        rank: 0,
+        ranks: 1,
+        pages: 32,
+    };
+    engine::serve::Executor::new(dev, common::tiny(), shard).unwrap()
+}
+
 /// The serving device: every live-model op, and a whole forward pass of a small model,
 /// on the GPU against the CPU device.
 #[test]
 fn serving_device_runs_the_model_like_the_cpu() {
-    use engine::serve::{Executor, Seq, Shard, Solo};
+    use engine::serve::{Seq, Solo};
     use engine::{CpuDevice, CudaDevice};
     if gpu().is_none() {
         return;
     }
-    let cfg = common::tiny();
     let run = |dev: Box<dyn engine::serve::ServeDevice>| {
-        let mut e = Executor::new(
-            dev,
-            cfg.clone(),
-            Shard {
-                seed: 7,
-                rank: 0,
-                ranks: 1,
-                pages: 32,
-            },
-        )
-        .unwrap();
+        let mut e = tiny_executor(dev);
         let p: Vec<u32> = (0..40u32).map(|i| (i * 37 + 11) % 512).collect();
         e.forward(
             &[Seq {
@@ -162,24 +162,13 @@ fn serving_device_runs_the_model_like_the_cpu() {
 /// pass as the host saw it.
 #[test]
 fn traced_pass_times_its_calls_by_gpu_events() {
-    use engine::serve::{Executor, Seq, Shard, Solo};
+    use engine::serve::{Seq, Solo};
     use engine::{CpuDevice, CudaDevice};
     if gpu().is_none() {
         return;
     }
-    let cfg = common::tiny();
     let traced = |dev: Box<dyn engine::serve::ServeDevice>| {
-        let mut e = Executor::new(
-            dev,
-            cfg.clone(),
-            Shard {
-                seed: 7,
-                rank: 0,
-                ranks: 1,
-                pages: 32,
-            },
-        )
-        .unwrap();
+        let mut e = tiny_executor(dev);
         let p: Vec<u32> = (0..39u32).map(|i| (i * 37 + 11) % 512).collect();
         e.set_trace(true);
         let t0 = std::time::Instant::now();
