@@ -6,7 +6,10 @@
 //! - one `kernel` slice per op call, `name = "live::<op>"`, `ts`/`dur` in microseconds
 //!   from the run's start (the call's op and the host work since the call before it, as
 //!   the executor times it), `pid` the rank, and `args` `{stream, layer, step, op,
-//!   dtype, key, vars}` (`step`: the step's index in `steps.jsonl`);
+//!   dtype, key, vars}` (`step`: the step's index in `steps.jsonl`); on a GPU (times
+//!   from CUDA events on its timeline) also `host_gap_us` and `mark_us`, the host's
+//!   side of the call (`engine::serve::HostSide`: issuing it, and recording the event
+//!   before it), kept so that what tracing adds can be told from what the call costs;
 //! - one `gpu_user_annotation` range `layer <i>` per run of a pass's calls in layer `i`;
 //! - one `user_annotation` range `step <index> <kind> <n> req` per step and rank;
 //! - `process_name` and `thread_name` metadata per rank;
@@ -20,7 +23,7 @@
 //! traced at all (its ranks read no clock per call).
 
 use crate::LiveError;
-use engine::serve::TracedCall;
+use engine::serve::{HostSide, TracedCall};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::Path;
@@ -251,9 +254,16 @@ fn write_call(w: &mut impl Write, c: &TracedCall, rank: usize, step: u64) -> std
             .collect::<Vec<_>>()
             .join(",")
     };
+    let host = match c.host {
+        Some(h) => format!(
+            ",\"host_gap_us\":{:.3},\"mark_us\":{:.3}",
+            h.gap_s, h.mark_s
+        ),
+        None => String::new(),
+    };
     write!(
         w,
-        "{{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"live::{op}\",\"ts\":{:.3},\"dur\":{:.3},\"pid\":{rank},\"tid\":0,\"args\":{{\"stream\":0,\"layer\":{},\"step\":{step},\"op\":\"{op}\",\"dtype\":\"{}\",\"key\":{{{}}},\"vars\":{{{}}}}}}}",
+        "{{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"live::{op}\",\"ts\":{:.3},\"dur\":{:.3},\"pid\":{rank},\"tid\":0,\"args\":{{\"stream\":0,\"layer\":{},\"step\":{step},\"op\":\"{op}\",\"dtype\":\"{}\",\"key\":{{{}}},\"vars\":{{{}}}{host}}}}}",
         c.end_s - c.dur_s,
         c.dur_s,
         c.layer,
@@ -290,6 +300,10 @@ pub fn to_run_us(calls: Vec<TracedCall>, off_s: f64) -> Vec<TracedCall> {
         .map(|c| TracedCall {
             end_s: (c.end_s - off_s) * 1e6,
             dur_s: c.dur_s * 1e6,
+            host: c.host.map(|h| HostSide {
+                gap_s: h.gap_s * 1e6,
+                mark_s: h.mark_s * 1e6,
+            }),
             ..c
         })
         .collect()
@@ -299,6 +313,39 @@ pub fn to_run_us(calls: Vec<TracedCall>, off_s: f64) -> Vec<TracedCall> {
 mod tests {
     use super::*;
     use engine::op::live::Call;
+
+    /// A call traced on a GPU carries its host side in `args` (microseconds, as its
+    /// times); a CPU call has none.
+    #[test]
+    fn a_gpu_call_writes_its_host_side() {
+        let call = |host| TracedCall {
+            call: Call::add(8, 1),
+            end_s: 2e-6,
+            dur_s: 1.5e-6,
+            layer: 0,
+            host,
+        };
+        let side = HostSide {
+            gap_s: 2.5e-6,
+            mark_s: 0.75e-6,
+        };
+        let text = |c: TracedCall| {
+            let mut w = Vec::new();
+            write_call(&mut w, &to_run_us(vec![c], 0.0)[0], 0, 3).unwrap();
+            String::from_utf8(w).unwrap()
+        };
+        let gpu = text(call(Some(side)));
+        assert!(gpu.contains("\"dur\":1.500,"), "{gpu}");
+        assert!(
+            gpu.contains("\"host_gap_us\":2.500,\"mark_us\":0.750}}"),
+            "{gpu}"
+        );
+        let v: serde_json::Value = serde_json::from_str(&gpu).unwrap();
+        assert_eq!(v["args"]["mark_us"], 0.75);
+        let cpu = text(call(None));
+        assert!(!cpu.contains("host_gap_us"), "{cpu}");
+        serde_json::from_str::<serde_json::Value>(&cpu).unwrap();
+    }
 
     fn step(dispatch: u64, calls: usize) -> StepTrace {
         StepTrace {
@@ -316,6 +363,7 @@ mod tests {
                         end_s: i as f64 + 1.0,
                         dur_s: 1.0,
                         layer: (i / 2) as i32,
+                        host: None,
                     })
                     .collect(),
             }],

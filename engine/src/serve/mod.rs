@@ -23,7 +23,7 @@ pub mod cuda {
 pub use calibration_passes as situ;
 pub use device::{CpuDevice, ServeDevice};
 pub use exec::{
-    trace_epoch, Exchange, Executor, Seq, SeqOut, Shard, Solo, ThreadExchange, TracedCall,
+    trace_epoch, Exchange, Executor, HostSide, Seq, SeqOut, Shard, Solo, ThreadExchange, TracedCall,
 };
 pub use model::{
     AttnKind, IndexerConfig, LayerConfig, LinearDtype, LiveModel, ModelConfig, MoeConfig,

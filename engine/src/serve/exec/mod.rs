@@ -129,6 +129,11 @@ pub struct Executor {
     /// Per traced call: the clock reading at its end and its layer (-1 outside the
     /// layers: embedding, LM head, MTP drafts).
     trace_at: Vec<(f64, i32)>,
+    /// Per traced call, its host side on an asynchronous device (see [`HostSide`]).
+    trace_side: Vec<Option<HostSide>>,
+    /// The pass's marks on the host clock (just before and just after recording each):
+    /// its start mark, then one per traced call of the pass.
+    pass_marks: Vec<(f64, f64)>,
     /// The layer the pass is in (-1 outside the layers).
     layer: i32,
 }
@@ -143,6 +148,32 @@ pub struct TracedCall {
     pub end_s: f64,
     pub dur_s: f64,
     pub layer: i32,
+    /// On an asynchronous device, the host's side of the call; `None` on the CPU.
+    pub host: Option<HostSide>,
+}
+
+/// The host's side of a call traced on an asynchronous device, from the host clock read
+/// around each mark: `gap_s`, the host's time from the end of the mark before the call
+/// to the start of the call's own (issuing the call), and `mark_s`, what recording the
+/// mark before it cost the host. A call whose device waited for the host lasts about
+/// `gap_s + mark_s` on the device; untraced, about `gap_s`. Kept raw in the trace, so
+/// that what tracing adds can be told from what the call costs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HostSide {
+    pub gap_s: f64,
+    pub mark_s: f64,
+}
+
+/// Host sides of a pass's calls from its marks on the host clock (`marks[0]` the pass's
+/// start mark, `marks[i + 1]` call `i`'s; each (just before, just after) recording).
+fn host_sides(marks: &[(f64, f64)]) -> Vec<HostSide> {
+    marks
+        .windows(2)
+        .map(|w| HostSide {
+            gap_s: w[1].0 - w[0].1,
+            mark_s: w[0].1 - w[0].0,
+        })
+        .collect()
 }
 
 /// A pass's call times from its device marks (`marks[0]` the pass's start, `marks[i + 1]`
@@ -272,6 +303,8 @@ impl Executor {
             last: 0.0,
             cpu_clock: false,
             trace_at: Vec::new(),
+            trace_side: Vec::new(),
+            pass_marks: Vec::new(),
             layer: -1,
         })
     }
@@ -293,12 +326,14 @@ impl Executor {
         self.trace = if on { Some(Vec::new()) } else { None };
         self.trace_s.clear();
         self.trace_at.clear();
+        self.trace_side.clear();
     }
 
     /// The calls recorded since tracing started (or the last take).
     pub fn take_trace(&mut self) -> Vec<Call> {
         self.trace_s.clear();
         self.trace_at.clear();
+        self.trace_side.clear();
         self.trace.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
@@ -312,14 +347,17 @@ impl Executor {
     /// The calls recorded, each with its end, duration and layer (see [`TracedCall`]).
     pub fn take_trace_spans(&mut self) -> Vec<TracedCall> {
         let at = std::mem::take(&mut self.trace_at);
+        let side = std::mem::take(&mut self.trace_side);
         self.take_timed_trace()
             .into_iter()
             .zip(at)
-            .map(|((call, dur_s), (end_s, layer))| TracedCall {
+            .zip(side)
+            .map(|(((call, dur_s), (end_s, layer)), host)| TracedCall {
                 call,
                 end_s,
                 dur_s,
                 layer,
+                host,
             })
             .collect()
     }
@@ -344,9 +382,12 @@ impl Executor {
     fn rec(&mut self, c: Call) -> Result<()> {
         if self.trace.is_some() {
             if self.dev.asynchronous() {
+                let before = self.clock();
                 self.dev.mark()?;
+                self.pass_marks.push((before, self.clock()));
                 self.trace_s.push(f64::NAN);
                 self.trace_at.push((f64::NAN, self.layer));
+                self.trace_side.push(None);
                 if let Some(t) = &mut self.trace {
                     t.push(c);
                 }
@@ -355,6 +396,7 @@ impl Executor {
             let now = self.clock();
             self.trace_s.push(now - self.last);
             self.trace_at.push((now, self.layer));
+            self.trace_side.push(None);
             self.last = now;
             if let Some(t) = &mut self.trace {
                 t.push(c);
@@ -480,7 +522,10 @@ impl Executor {
         let first = self.trace_s.len();
         if marked {
             self.dev.take_marks()?;
+            let before = self.clock();
             self.dev.mark()?;
+            self.pass_marks.clear();
+            self.pass_marks.push((before, self.clock()));
         }
         self.last = self.clock();
         self.layer = -1;
@@ -509,6 +554,12 @@ impl Executor {
             &mut self.trace_s[first..],
             &mut self.trace_at[first..],
         )?;
+        for (slot, h) in self.trace_side[first..]
+            .iter_mut()
+            .zip(host_sides(&self.pass_marks))
+        {
+            *slot = Some(h);
+        }
         self.last = now;
         Ok(())
     }
@@ -652,7 +703,22 @@ impl Executor {
 
 #[cfg(test)]
 mod tests {
-    use super::times_from_marks;
+    use super::{host_sides, times_from_marks, HostSide};
+
+    /// The pass's start mark recorded from 1.0 to 1.5 us, call 0's from 4.0 to 6.0 us,
+    /// call 1's from 6.5 to 7.0 us: call 0 took the host 2.5 us to issue after a 0.5 us
+    /// mark, call 1 0.5 us after a 2 us mark.
+    #[test]
+    fn host_sides_split_issuing_from_marking() {
+        let us = |a: f64, b: f64| (a * 1e-6, b * 1e-6);
+        let sides = host_sides(&[us(1.0, 1.5), us(4.0, 6.0), us(6.5, 7.0)]);
+        let want = [(2.5, 0.5), (0.5, 2.0)];
+        assert_eq!(sides.len(), 2);
+        for (HostSide { gap_s, mark_s }, (g, m)) in sides.iter().zip(want) {
+            assert!((gap_s * 1e6 - g).abs() < 1e-9 && (mark_s * 1e6 - m).abs() < 1e-9);
+        }
+        assert!(host_sides(&[us(1.0, 2.0)]).is_empty());
+    }
 
     /// Start mark at 0, calls ending at 10, 15 and 40 µs on the device; the host reads
     /// its clock (100 ms) once the device is done, so the last call ends at 100 ms and
