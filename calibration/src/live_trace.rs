@@ -126,6 +126,9 @@ pub struct RunMeta {
     pub cores: usize,
     #[serde(default)]
     pub written_utc: String,
+    /// How the calls were timed (absent in traces written before 2026-12-04).
+    #[serde(default)]
+    pub clock: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -318,8 +321,13 @@ pub fn profile_from_live_trace(path: &Path) -> Result<Profile, LiveTraceError> {
     let file = path
         .file_name()
         .map_or(String::new(), |n| n.to_string_lossy().into_owned());
+    let clock = if m.clock.is_empty() {
+        String::new()
+    } else {
+        format!(", timed by {}", m.clock)
+    };
     p.provenance.source = Some(format!(
-        "in situ, from a live trace ({PRODUCER}): {file}, sha256 {}; run of scenario {}, seed {}, {} cores; {} op calls in {} distinct calls",
+        "in situ, from a live trace ({PRODUCER}): {file}, sha256 {}; run of scenario {}, seed {}, {} cores; {} op calls in {} distinct calls{clock}",
         t.sha256,
         m.scenario,
         m.seed,
@@ -379,7 +387,7 @@ mod tests {
         }
         ev.push("{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"step 0 decode 1 req\",\"ts\":0,\"dur\":5,\"pid\":0,\"tid\":0}".into());
         format!(
-            "{{\"traceEvents\": [{}], \"displayTimeUnit\": \"ms\", \"otherData\": {{\"producer\": \"twin live\", \"scenario\": \"s\", \"device\": \"cpu test\", \"seed\": 3, \"cores\": 2, \"written_utc\": \"2026-12-02T00:00:00Z\"}}}}",
+            "{{\"traceEvents\": [{}], \"displayTimeUnit\": \"ms\", \"otherData\": {{\"producer\": \"twin live\", \"scenario\": \"s\", \"device\": \"cpu test\", \"seed\": 3, \"cores\": 2, \"written_utc\": \"2026-12-02T00:00:00Z\", \"clock\": \"the host's wall clock\"}}}}",
             ev.join(",")
         )
     }
@@ -414,6 +422,10 @@ mod tests {
             assert_eq!(p.provenance.device, "cpu test");
             let src = p.provenance.source.as_deref().unwrap();
             assert!(src.contains("live trace") && src.contains("scenario s, seed 3, 2 cores"));
+            assert!(
+                src.ends_with("distinct calls, timed by the host's wall clock"),
+                "{src}"
+            );
             assert!(src.contains(&p.provenance.measurements_sha256));
         }
     }

@@ -289,6 +289,11 @@ fn write_op_trace(
         seed: cfg.seed,
         cores: cfg.cores,
         idle: cfg.idle.name().into(),
+        clock: if cfg.device == Device::Cpu {
+            crate::trace::HOST_CLOCK
+        } else {
+            crate::trace::GPU_EVENTS
+        },
         twin_version: env!("CARGO_PKG_VERSION").to_string(),
         written_utc: calibration::profile::utc_now(),
         ranks: specs

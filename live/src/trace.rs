@@ -13,7 +13,8 @@
 //! - one `gpu_user_annotation` range `layer <i>` per run of a pass's calls in layer `i`;
 //! - one `user_annotation` range `step <index> <kind> <n> req` per step and rank;
 //! - `process_name` and `thread_name` metadata per rank;
-//! - `otherData`: producer `twin live`, scenario, device, seed, cores, and the sampling
+//! - `otherData`: producer `twin live`, scenario, device, seed, cores, how the calls
+//!   were timed (`clock`: the host's wall clock, or CUDA events), and the sampling
 //!   rule ([`Sampling`]).
 //!
 //! Bounded: every step of the first [`FIRST_STEPS`] dispatched is traced; after them,
@@ -30,6 +31,10 @@ use std::path::Path;
 
 /// The trace file in a run directory.
 pub const TRACE_FILE: &str = "trace.json.gz";
+/// `otherData.clock` of a trace timed on the host (a CPU run).
+pub const HOST_CLOCK: &str = "the host's wall clock";
+/// `otherData.clock` of a trace timed on a GPU.
+pub const GPU_EVENTS: &str = "CUDA events on the GPU's timeline";
 /// `otherData.producer` of a live run's trace.
 pub const PRODUCER: &str = "twin live";
 /// Steps traced in full from the run's start.
@@ -167,6 +172,8 @@ pub struct TraceMeta {
     /// Cores of the run (all ranks).
     pub cores: usize,
     pub idle: String,
+    /// How the calls were timed: [`HOST_CLOCK`] or [`GPU_EVENTS`].
+    pub clock: &'static str,
     pub twin_version: String,
     /// When the trace was written (UTC, RFC 3339).
     pub written_utc: String,
