@@ -4,12 +4,14 @@
 # Build beforehand, on a machine with Rust and NVRTC (.nvrtc, see engine/README.md):
 #   cargo build --release --bin twin
 #   cargo test --release --no-run -p engine --test cuda_vs_cpu
+#   cargo build --release -p live --example run_distance -p engine --example launch_costs
 #   TWIN_KERNEL_CACHE=$PWD/kernel-cache TWIN_REQUIRE_NVRTC=1 \
 #     LD_LIBRARY_PATH=$PWD/.nvrtc/nvidia/cuda_nvrtc/lib \
 #     cargo test --release -p kernels --test nvrtc_compile
-# and carry target/release/twin, target/release/deps/cuda_vs_cpu-* and kernel-cache/
-# (strip the two binaries first: with debug info they exceed 64 MB together; stripped
-# about 4 + 1.5 MB; or pass their paths in TWIN and CUDA_TEST)
+# and carry target/release/twin, target/release/deps/cuda_vs_cpu-*, the two examples and
+# kernel-cache/ (strip the binaries first: with debug info they exceed 64 MB together;
+# stripped about 19 + 2 + 1 + 1 MB; or pass their paths in TWIN, CUDA_TEST, DISTANCE and
+# LAUNCH; 2026-12-04 they travelled in an ignored .gpu/ folder named in `carry`)
 # (CUBINs for sm_90 and sm_100). libnvrtc itself (about 100 MB) need not travel: the
 # engine loads the cached CUBINs when NVRTC is absent; when NVRTC is present (on the
 # loader path or in .nvrtc/) it compiles, and the NVRTC test runs there as well.
@@ -97,6 +99,14 @@ if [ -x "$TWIN" ]; then
         --out "$OUT/insitu-h200.toml" || status=1
     timeout 60 "$TWIN" validate live "$OUT/live-h200" --profile "$OUT/insitu-h200.toml" || status=1
     timeout 60 "$TWIN" validate live "$OUT/live-h200-traced" --profile "$OUT/insitu-h200.toml" || status=1
+fi
+
+# Launch costs (eager and CUDA graph), if the example travelled (LAUNCH; build it with
+# `cargo build --release -p engine --example launch_costs`).
+LAUNCH=${LAUNCH:-target/release/examples/launch_costs}
+if [ -x "$LAUNCH" ]; then
+    step "launch costs on cuda:0"
+    timeout 60 "$LAUNCH" 0 || status=1
 fi
 
 step "twin calibrate --device cuda:0 --quick"

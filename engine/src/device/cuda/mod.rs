@@ -14,10 +14,12 @@
 
 mod calib;
 mod context;
+mod launch;
 
 pub use context::arch_for;
 pub use context::CudaDevice;
 use context::*;
+pub use launch::LaunchCosts;
 
 use super::{AttnCall, AttnSel, Backend, Buf, DevWeights, DeviceInfo, Dt, IndexerCall, Slots};
 use crate::op::OpSpec;
