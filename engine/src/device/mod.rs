@@ -144,9 +144,9 @@ pub struct AttnCall {
     pub kv_scale: Buf,
     pub block_table: Buf,
     pub seq_lens: Buf,
-    /// The longest of `seq_lens` (the caller knows it on the host: a device sizes its
-    /// split-KV grid by it without reading `seq_lens` back, which would wait for the
-    /// device mid-pass).
+    /// The longest of `seq_lens`, at least 1 (the caller knows it on the host: a device
+    /// sizes its split-KV grid by it without reading `seq_lens` back, which would wait
+    /// for the device mid-pass).
     pub longest: usize,
     pub softmax_scale: f32,
     pub sel: AttnSel,

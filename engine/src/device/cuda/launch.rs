@@ -71,7 +71,7 @@ impl Tiny {
 
     /// Median GPU seconds of one replay of a graph of `k` kernels (after one replay to
     /// warm it).
-    fn graph_s(&mut self, k: usize, reps: usize) -> Result<f64> {
+    fn replay_s(&mut self, k: usize, reps: usize) -> Result<f64> {
         self.s
             .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
             .map_err(|e| kerr("launch_costs: begin_capture", e))?;
@@ -125,8 +125,8 @@ impl CudaDevice {
             );
             host.push(h / long as f64);
         }
-        let t_short = tiny.graph_s(short, reps)?;
-        let t_long = tiny.graph_s(long, reps)?;
+        let t_short = tiny.replay_s(short, reps)?;
+        let t_long = tiny.replay_s(long, reps)?;
         let (graph_s, graph_node_s) = graph_split((short, t_short), (long, t_long));
         Ok(LaunchCosts {
             eager_host_s: Stats::from_samples(&host).median_s,

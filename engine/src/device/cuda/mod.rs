@@ -346,7 +346,7 @@ impl Backend for CudaDevice {
         // Split-KV as the backend does: at least MIN_SPLIT_POSITIONS per split.
         let longest = match a.sel {
             AttnSel::Sparse { topk, .. } => topk,
-            _ => a.longest.max(1),
+            _ => a.longest,
         };
         let splits = self.attn_splits(a.rows, a.heads, longest);
         let ws = a.rows * splits * a.heads;

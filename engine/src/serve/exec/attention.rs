@@ -75,7 +75,7 @@ impl Executor {
         let ik = self.dense(wik, hn, n)?;
         self.dev.kv_write(ik, ix.dim, t.slots, ikeys, iscale)?;
         rec!(self, Call::kv_write(ix.dim, n as u64));
-        let n_pos = rows.lens.iter().copied().max().unwrap_or(1).max(1) as usize;
+        let n_pos = rows.longest;
         let scores = self.alloc(n * n_pos)?;
         let out = self.dev.alloc(Dt::I32, n * ix.topk)?;
         self.dev.indexer(&IndexerCall {
@@ -148,13 +148,7 @@ impl Executor {
             kv_scale: c.kv_scale,
             block_table: a.t.table,
             seq_lens: a.t.lens,
-            longest: a
-                .rows
-                .lens
-                .iter()
-                .map(|&l| l.max(0) as usize)
-                .max()
-                .unwrap_or(1),
+            longest: a.rows.longest,
             softmax_scale: 1.0 / (lat as f32).sqrt(),
             sel: s,
             out,

@@ -236,6 +236,9 @@ struct Rows {
     n: usize,
     /// Sequence length each row sees (its position + 1).
     lens: Vec<i32>,
+    /// The longest of `lens` (at least 1): the indexer's score width, and what a
+    /// device sizes attention's split-KV grid by.
+    longest: usize,
     max_pages: usize,
     table: Vec<i32>,
     slots: Vec<i32>,
@@ -380,28 +383,31 @@ impl Executor {
     /// (a GPU stream) it records a mark on the device's timeline instead, and the pass
     /// fills in the call's times from the marks when it ends ([`Executor::forward`]).
     fn rec(&mut self, c: Call) -> Result<()> {
-        if self.trace.is_some() {
-            if self.dev.asynchronous() {
-                let before = self.clock();
-                self.dev.mark()?;
-                self.pass_marks.push((before, self.clock()));
-                self.trace_s.push(f64::NAN);
-                self.trace_at.push((f64::NAN, self.layer));
-                self.trace_side.push(None);
-                if let Some(t) = &mut self.trace {
-                    t.push(c);
-                }
-                return Ok(());
-            }
+        let Some(t) = &mut self.trace else {
+            return Ok(());
+        };
+        t.push(c);
+        let (dur, at) = if self.dev.asynchronous() {
+            self.host_mark()?;
+            (f64::NAN, f64::NAN)
+        } else {
             let now = self.clock();
-            self.trace_s.push(now - self.last);
-            self.trace_at.push((now, self.layer));
-            self.trace_side.push(None);
+            let dur = now - self.last;
             self.last = now;
-            if let Some(t) = &mut self.trace {
-                t.push(c);
-            }
-        }
+            (dur, now)
+        };
+        self.trace_s.push(dur);
+        self.trace_at.push((at, self.layer));
+        self.trace_side.push(None);
+        Ok(())
+    }
+
+    /// Records a mark on the device's timeline, and around it the host clock
+    /// (`pass_marks`: what the host's side of each call is read from).
+    fn host_mark(&mut self) -> Result<()> {
+        let before = self.clock();
+        self.dev.mark()?;
+        self.pass_marks.push((before, self.clock()));
         Ok(())
     }
 
@@ -469,6 +475,7 @@ impl Executor {
         let mut r = Rows {
             n: 0,
             lens: Vec::new(),
+            longest: 1,
             max_pages: 1,
             table: Vec::new(),
             slots: Vec::new(),
@@ -501,6 +508,7 @@ impl Executor {
             }
         }
         r.n = r.lens.len();
+        r.longest = r.lens.iter().copied().max().unwrap_or(1).max(1) as usize;
         for s in seqs {
             for _ in 0..s.tokens.len() {
                 r.table
@@ -521,11 +529,11 @@ impl Executor {
         let marked = self.trace.is_some() && self.dev.asynchronous();
         let first = self.trace_s.len();
         if marked {
+            // Drain what was queued before the pass (and any marks a failed pass left),
+            // so that the first call's time holds only its own work.
             self.dev.take_marks()?;
-            let before = self.clock();
-            self.dev.mark()?;
             self.pass_marks.clear();
-            self.pass_marks.push((before, self.clock()));
+            self.host_mark()?;
         }
         self.last = self.clock();
         self.layer = -1;
