@@ -43,9 +43,7 @@ pub fn to_json(f: &Forward) -> serde_json::Value {
             "kernels": comm_kernels(&r.total.comm),
         },
         "timeline_us": r.total.timeline.map(|t| {
-            sim::cost::LayerTimeline::NAMES
-                .iter()
-                .zip(t.spans.iter())
+            t.named()
                 .map(|(n, (a, b))| json!({"stage": n, "start": a * 1e6, "end": b * 1e6}))
                 .collect::<Vec<_>>()
         }),
@@ -222,9 +220,8 @@ fn render_terms(out: &mut String, r: &ForwardResult) {
         writeln!(out).unwrap();
     }
     if let Some(tl) = &t.timeline {
-        let spans: Vec<String> = sim::cost::LayerTimeline::NAMES
-            .iter()
-            .zip(tl.spans.iter())
+        let spans: Vec<String> = tl
+            .named()
             .map(|(n, (a, b))| format!("{n} {:.0}-{:.0}", a * 1e6, b * 1e6))
             .collect();
         writeln!(out, "  middle layer (us): {}", spans.join(", ")).unwrap();

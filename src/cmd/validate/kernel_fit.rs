@@ -478,16 +478,17 @@ fn doc_for<'a>(
 
 /// Writes each group's values into the `[cost]` tables of its hardware files under
 /// `dir`, and each architecture's class spreads into the `[cost.spread]` of its GPUs
-/// (rebuilt whole: a class without rows loses its old value), with provenance;
-/// returns the files written.
+/// (rebuilt whole: a class without rows loses its old value; `None` leaves them as
+/// they are), with provenance; returns the files written.
 pub fn write(
     dir: &str,
     fits: &[GroupFit],
-    spreads: &[ClassSpread],
+    spreads: Option<&[ClassSpread]>,
     table: &str,
 ) -> Result<Vec<String>> {
     let mut docs: Vec<(String, toml_edit::DocumentMut)> = Vec::new();
-    for (arch, gpus) in ARCHITECTURES {
+    for (arch, gpus) in ARCHITECTURES.iter().filter(|_| spreads.is_some()) {
+        let spreads = spreads.unwrap_or_default();
         for hw in *gpus {
             let path = format!("{dir}/hardware/{hw}.toml");
             if !std::path::Path::new(&path).exists() {

@@ -589,6 +589,17 @@ fn fit_kernels(
             }
         }
     }
+    // The kernel classes' spreads come from the kernel table's out-of-sample rows
+    // only; the in-situ table's rows are op categories of one deployment.
+    if t.name != KERNELS {
+        if let Some(dir) = write {
+            let files = kernel_fit::write(dir, &fits, None, &t.name)?;
+            if !json {
+                println!("written to {}; rebuild to embed them", files.join(", "));
+            }
+        }
+        return Ok(());
+    }
     if !loo {
         if write.is_some() {
             bail!("--write stores the spreads, estimated from the leave-one-out refits: drop --no-loo");
@@ -636,7 +647,7 @@ fn fit_kernels(
         );
     }
     if let Some(dir) = write {
-        let files = kernel_fit::write(dir, &fits, &spreads, &t.name)?;
+        let files = kernel_fit::write(dir, &fits, Some(&spreads), &t.name)?;
         if !json {
             println!("written to {}; rebuild to embed them", files.join(", "));
         }

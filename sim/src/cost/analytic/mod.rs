@@ -72,6 +72,14 @@ struct Variant<'a> {
     sm_penalty_s: f64,
 }
 
+/// Whether two micro-batches of `phase` run the shared expert while their combine is
+/// in flight: prefill with normal kernels, as SGLang's reproduction of DeepSeek's
+/// prefill schedule does (`_compute_moe_deepseek_blog_prefill`, sglang
+/// `python/sglang/srt/operations_strategy.py`). Decode keeps it in the experts' stage.
+fn late_shared(phase: Phase, moe: &MoePart) -> bool {
+    phase == Phase::Prefill && !moe.hooked
+}
+
 impl AnalyticCostModel {
     pub fn new(hardware: Hardware, model: Model, layout: Layout, params: CostParams) -> Self {
         let compiled = Compiled::new(&hardware, &model, &layout, &params);
@@ -94,8 +102,17 @@ impl AnalyticCostModel {
     /// the in-situ `sm_hold` share of the step, every compute stage runs on the rest
     /// (`compute_stretch`); otherwise a compute stage running beside a dispatch or
     /// combine of the other micro-batch loses that share for as long as the kernel
-    /// runs. Low-latency kernels' send/receive halves run on the compute stream.
-    fn stages(&self, ti: usize, local: &Local, moe: &MoePart, sm_share: f64) -> (Stages, f64) {
+    /// runs. Low-latency kernels' send/receive halves run on the compute stream. With
+    /// `late_shared`, the shared expert runs after the combine is launched (the post
+    /// stage of [`overlap`]), not in the experts' stage.
+    fn stages(
+        &self,
+        ti: usize,
+        local: &Local,
+        moe: &MoePart,
+        sm_share: f64,
+        late_shared: bool,
+    ) -> (Stages, f64) {
         let t = &local.types[ti];
         let is_moe = self.compiled.types[ti].moe;
         let busy = |l: &a2a::Leg| {
@@ -124,13 +141,15 @@ impl AnalyticCostModel {
         let overlap = sm_share * (1.0 - hold);
         let attn = base_a * stretch + overlap * d + ll_d;
         let experts = base_e * stretch + overlap * c + ll_c;
+        let post = if late_shared { t.shared * stretch } else { 0.0 };
         let stages = Stages {
             attn,
             dispatch: on(moe.dispatch.s) + db + ar,
-            experts,
+            experts: experts - post,
             combine: on(moe.combine.s) + cb + ar,
             dispatch_busy: d,
             combine_busy: c,
+            post,
         };
         // Written so that the isolated price (stretch 1, no low-latency halves) is the
         // overlap term alone, bit for bit.
@@ -142,7 +161,7 @@ impl AnalyticCostModel {
         let mut sched = Schedule::default();
         let mut penalty = 0.0;
         for (ti, ty) in self.compiled.types.iter().enumerate() {
-            let (s, p) = self.stages(ti, local, &moe, 0.0);
+            let (s, p) = self.stages(ti, local, &moe, 0.0, false);
             sched.compute_s += ty.count * s.compute();
             sched.comm_s += ty.count * s.comm();
             penalty += ty.count * p;
@@ -164,6 +183,7 @@ impl AnalyticCostModel {
             Phase::Prefill => (self.params.comm_sms / sms).min(1.0),
             Phase::Decode => 0.0,
         };
+        let late = late_shared(phase, &moe);
         let seq = &self.compiled.sequence;
         let mut stages = [Stages::default(); stages::MAX_TYPES];
         let mut penalty = 0.0;
@@ -172,7 +192,7 @@ impl AnalyticCostModel {
             .enumerate()
             .take(self.compiled.types.len())
         {
-            let (st, p) = self.stages(ti, local, &moe, sm_share);
+            let (st, p) = self.stages(ti, local, &moe, sm_share, late);
             *s = st;
             penalty += 2.0 * self.compiled.types[ti].count * p;
         }

@@ -5,7 +5,7 @@
 
 use super::routed::MoePart;
 use super::stages::Local;
-use super::{AnalyticCostModel, Variant};
+use super::{late_shared, AnalyticCostModel, Variant};
 use crate::cost::insitu::{Category as C, InSituLayer, Stream};
 use crate::cost::kernels::overlap::{self, Stages};
 use crate::cost::{Phase, StepCost};
@@ -72,6 +72,8 @@ struct StageOps {
     stages: Stages,
     a: [(C, f64); 7],
     e: [(C, f64); 5],
+    /// Run after the combine is launched (the shared expert in prefill).
+    post: [(C, f64); 1],
     dispatch: [(C, f64); 2],
     combine: [(C, f64); 2],
     /// Whether the dispatch and combine run on a stream of their own (normal kernels).
@@ -91,14 +93,22 @@ impl AnalyticCostModel {
 
     /// The operations of layer type `ti` for one micro-batch (the whole batch when
     /// serial): each stage's stretch (SMs held, overlap) spread over its operations.
-    fn stage_ops(&self, ti: usize, local: &Local, m: &MoePart, sm_share: f64) -> StageOps {
-        let (st, _) = self.stages(ti, local, m, sm_share);
+    fn stage_ops(
+        &self,
+        ti: usize,
+        local: &Local,
+        m: &MoePart,
+        sm_share: f64,
+        late: bool,
+    ) -> StageOps {
+        let (st, _) = self.stages(ti, local, m, sm_share, late);
         let t = &local.types[ti];
         let is_moe = self.compiled.types[ti].moe;
         let on = |x: f64| if is_moe { x } else { 0.0 };
         let (ll_d, ll_c) = (on(m.dispatch_compute_s), on(m.combine_compute_s));
         let base_a = t.stage_a();
-        let base_e = t.stage_e() + on(m.experts_s + m.elem_s);
+        let late_s = if st.post > 0.0 { t.shared } else { 0.0 };
+        let base_e = t.stage_e() + on(m.experts_s + m.elem_s) - late_s;
         let ma = if base_a > 0.0 {
             (st.attn - ll_d) / base_a
         } else {
@@ -109,7 +119,7 @@ impl AnalyticCostModel {
         } else {
             1.0
         };
-        let barrier = on(m.barrier_frac * (base_a + base_e));
+        let barrier = on(m.barrier_frac * (base_a + base_e + late_s));
         let ar = local.allreduce_s;
         StageOps {
             stages: st,
@@ -123,12 +133,13 @@ impl AnalyticCostModel {
                 (C::Allreduce, ar),
             ],
             e: [
-                (C::Gemm, (t.shared + t.dense_e) * me),
+                (C::Gemm, (t.shared - late_s + t.dense_e) * me),
                 (C::Elementwise, (t.elem_e + on(m.elem_s)) * me),
                 (C::Moe, on(m.experts_s) * me),
                 (C::Combine, ll_c),
                 (C::Allreduce, ar),
             ],
+            post: [(C::Gemm, st.post)],
             dispatch: [
                 (C::DispatchBarrier, barrier),
                 (C::Dispatch, on(m.dispatch.s)),
@@ -158,9 +169,15 @@ impl AnalyticCostModel {
         } else {
             c.types.iter().position(|t| t.moe).unwrap_or(0)
         };
-        let ops = self.stage_ops(ti, v.local, &v.moe, self.sm_share(phase, v.two_batch));
+        let ops = self.stage_ops(
+            ti,
+            v.local,
+            &v.moe,
+            self.sm_share(phase, v.two_batch),
+            v.two_batch && late_shared(phase, &v.moe),
+        );
         let reps = if v.two_batch { 2.0 } else { 1.0 };
-        for &(cat, s) in ops.a.iter().chain(&ops.e) {
+        for &(cat, s) in ops.a.iter().chain(&ops.e).chain(&ops.post) {
             out.add(Stream::Compute, cat, reps * s);
         }
         out.comm_stream = ops.comm_stream;
@@ -194,8 +211,9 @@ impl AnalyticCostModel {
     pub(super) fn fill_trace(&self, phase: Phase, v: &Variant, t: &mut StepTrace) {
         let c = &self.compiled;
         let sm_share = self.sm_share(phase, v.two_batch);
+        let late = v.two_batch && late_shared(phase, &v.moe);
         let ops: Vec<StageOps> = (0..c.types.len())
-            .map(|ti| self.stage_ops(ti, v.local, &v.moe, sm_share))
+            .map(|ti| self.stage_ops(ti, v.local, &v.moe, sm_share, late))
             .collect();
         let seq = &c.sequence;
         t.two_batch = v.two_batch;
@@ -223,6 +241,7 @@ impl AnalyticCostModel {
                     t.run(&o.dispatch, comm(o), at, sp[2 + m].0);
                     t.run(&o.e, Stream::Compute, at, sp[4 + m].0);
                     t.run(&o.combine, comm(o), at, sp[6 + m].0);
+                    t.run(&o.post, Stream::Compute, at, sp[8 + m].0);
                 }
                 let first = sp.iter().map(|s| s.0).fold(f64::INFINITY, f64::min);
                 let last = sp.iter().map(|s| s.1).fold(0.0, f64::max);

@@ -10,6 +10,14 @@
 //! puts into the stage times: weights are read once per micro-batch, and smaller
 //! GEMMs run less efficiently.
 //!
+//! A fifth compute stage, `S_m` (`post`), runs work that needs neither exchange after
+//! the combine is launched: in prefill, SGLang's reproduction of DeepSeek's schedule
+//! computes the shared expert while the micro-batch's combine is in flight
+//! (`_compute_moe_deepseek_blog_prefill` in sglang `python/sglang/srt/operations_strategy.py`:
+//! `op_shared_experts` between `op_combine_a` and `op_combine_b`). The compute stream
+//! then runs `A0 A1 E0 E1 S0 A0' S1 A1' ...`: `S_m` after `E_1`, and the next layer's
+//! `A_m` after both `S_m` and `C_m`. With `post` zero the schedule is the four-stage one.
+//!
 //! A communication stage occupies its stream for `*_busy` and completes after its full
 //! time: normal kernels run on SMs for their whole time (busy = time); low-latency
 //! kernels post their sends and let a receive hook complete them in the background
@@ -28,11 +36,14 @@ pub struct Stages {
     /// full time).
     pub dispatch_busy: f64,
     pub combine_busy: f64,
+    /// Compute run after the combine is launched, while it is in flight (the shared
+    /// expert in prefill); the next layer's attention waits for it.
+    pub post: f64,
 }
 
 impl Stages {
     pub fn compute(&self) -> f64 {
-        self.attn + self.experts
+        self.attn + self.experts + self.post
     }
     /// Full communication time (what a serial schedule waits for).
     pub fn comm(&self) -> f64 {
@@ -43,9 +54,9 @@ impl Stages {
 /// Start and end of each stage of one layer, both micro-batches.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct LayerTimeline {
-    /// `[A0, A1, D0, D1, E0, E1, C0, C1]` as (start, end), seconds from the layer's
-    /// first start.
-    pub spans: [(f64, f64); 8],
+    /// `[A0, A1, D0, D1, E0, E1, C0, C1, S0, S1]` as (start, end), seconds from the
+    /// layer's first start (`S_m` empty at `E_m`'s end when there is no `post`).
+    pub spans: [(f64, f64); SPANS],
     /// Position of that layer in the model's layer sequence, and its period: from its
     /// first start to the next layer's (to the step's end for the last layer).
     pub layer: usize,
@@ -53,8 +64,21 @@ pub struct LayerTimeline {
 }
 
 impl LayerTimeline {
-    pub const NAMES: [&'static str; 8] = ["A0", "A1", "D0", "D1", "E0", "E1", "C0", "C1"];
+    pub const NAMES: [&'static str; SPANS] =
+        ["A0", "A1", "D0", "D1", "E0", "E1", "C0", "C1", "S0", "S1"];
+
+    /// The stages that take time, by name.
+    pub fn named(&self) -> impl Iterator<Item = (&'static str, (f64, f64))> + '_ {
+        Self::NAMES
+            .iter()
+            .zip(self.spans.iter())
+            .filter(|(n, (a, b))| b > a || !n.starts_with('S'))
+            .map(|(n, s)| (*n, *s))
+    }
 }
+
+/// Stages per layer of a two-batch timeline.
+pub const SPANS: usize = 10;
 
 /// A schedule's outcome.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -99,11 +123,11 @@ pub fn two_batch_with(n: usize, stage: impl Fn(usize) -> Stages) -> Schedule {
 }
 
 /// [`two_batch_with`], recording every layer's spans (`[A0, A1, D0, D1, E0, E1, C0,
-/// C1]`, seconds from the step's start) into `record`.
+/// C1, S0, S1]`, seconds from the step's start) into `record`.
 pub fn two_batch_recorded(
     n: usize,
     stage: impl Fn(usize) -> Stages,
-    mut record: Option<&mut Vec<[(f64, f64); 8]>>,
+    mut record: Option<&mut Vec<[(f64, f64); SPANS]>>,
 ) -> Schedule {
     let (mut comp, mut comm) = (0.0f64, 0.0f64);
     let mut ready = [0.0f64; 2];
@@ -111,15 +135,30 @@ pub fn two_batch_recorded(
     let mid = n / 2;
     let mut mid_start = 0.0;
     let (mut compute_s, mut comm_s) = (0.0, 0.0);
+    let run = |free: &mut f64, after: f64, d: f64, busy: f64| -> (f64, f64) {
+        let start = free.max(after);
+        *free = start + busy;
+        (start, start + d)
+    };
+    // The previous layer's post stages: when each may start (its `E_m`'s end), and
+    // how long they run.
+    let mut post_after = [0.0f64; 2];
+    let mut post = 0.0f64;
+    let mut prev = [(0.0, 0.0); SPANS];
     for i in 0..n {
         let s = &stage(i);
-        let mut spans = [(0.0, 0.0); 8];
-        let run = |free: &mut f64, after: f64, d: f64, busy: f64| -> (f64, f64) {
-            let start = free.max(after);
-            *free = start + busy;
-            (start, start + d)
-        };
+        let mut spans = [(0.0, 0.0); SPANS];
         spans[0] = run(&mut comp, ready[0], s.attn, s.attn);
+        if i > 0 {
+            // `S1` of the layer before runs between this layer's `A0` and `A1`.
+            prev[9] = run(&mut comp, post_after[1], post, post);
+            if let Some(r) = record.as_deref_mut() {
+                r[i - 1] = prev;
+            }
+            if i == mid + 1 {
+                timeline.spans[9] = (prev[9].0 - mid_start, prev[9].1 - mid_start);
+            }
+        }
         spans[1] = run(&mut comp, ready[1], s.attn, s.attn);
         spans[2] = run(&mut comm, spans[0].1, s.dispatch, s.dispatch_busy);
         spans[3] = run(&mut comm, spans[1].1, s.dispatch, s.dispatch_busy);
@@ -127,6 +166,12 @@ pub fn two_batch_recorded(
         spans[5] = run(&mut comp, spans[3].1, s.experts, s.experts);
         spans[6] = run(&mut comm, spans[4].1, s.combine, s.combine_busy);
         spans[7] = run(&mut comm, spans[5].1, s.combine, s.combine_busy);
+        // `S0` follows `E1` on the compute stream; `S1` waits for the next layer's `A0`.
+        spans[8] = run(&mut comp, spans[4].1, s.post, s.post);
+        spans[9] = (spans[5].1, spans[5].1);
+        (post_after, post) = ([spans[4].1, spans[5].1], s.post);
+        // The next layer's attention waits for its combine (and, on the compute
+        // stream, for the post stage before it).
         ready = [spans[6].1, spans[7].1];
         if let Some(r) = record.as_deref_mut() {
             r.push(spans);
@@ -140,6 +185,18 @@ pub fn two_batch_recorded(
             timeline.layer = i;
         } else if i == mid + 1 {
             timeline.period_s = spans[0].0 - mid_start;
+        }
+        prev = spans;
+    }
+    if n > 0 {
+        // The last layer's `S1`.
+        prev[9] = run(&mut comp, post_after[1], post, post);
+        ready[1] = ready[1].max(prev[9].1);
+        if let Some(r) = record.as_deref_mut() {
+            r[n - 1] = prev;
+        }
+        if mid + 1 == n {
+            timeline.spans[9] = (prev[9].0 - mid_start, prev[9].1 - mid_start);
         }
     }
     let total_s = comp.max(ready[0]).max(ready[1]);
@@ -166,7 +223,39 @@ mod tests {
             combine,
             dispatch_busy: dispatch,
             combine_busy: combine,
+            post: 0.0,
         }
+    }
+
+    #[test]
+    fn post_stage_runs_while_the_combine_flies() {
+        // Two layers of A 1, D 1, E 1, C 2 and a post stage of 1. Layer 0: A0 [0,1],
+        // A1 [1,2]; D0 [1,2], D1 [2,3]; E0 [2,3], E1 [3,4]; C0 [3,5], C1 [5,7]; S0
+        // after E1 [4,5]. Layer 1: A0 after C0 [5,6]; S1 of layer 0 [6,7]; A1 after C1
+        // [7,8]; D0 [7,8], D1 [8,9]; E0 [8,9], E1 [9,10]; C0 [9,11], C1 [11,13]; S0
+        // [10,11]; the last S1 [11,12]. The step ends with C1 at 13.
+        let s = Stages {
+            post: 1.0,
+            ..st(1.0, 1.0, 1.0, 2.0)
+        };
+        let mut rec = Vec::new();
+        let r = two_batch_recorded(2, |_| s, Some(&mut rec));
+        assert_eq!(r.total_s, 13.0);
+        assert_eq!(r.compute_s, 12.0);
+        assert_eq!(rec[0][8], (4.0, 5.0));
+        assert_eq!(rec[0][9], (6.0, 7.0));
+        assert_eq!(rec[1][1], (7.0, 8.0));
+        assert_eq!(rec[1][9], (11.0, 12.0));
+        // The middle layer is the last: from its A0 at 5 to the step's end.
+        assert_eq!(r.timeline.period_s, 8.0);
+        assert_eq!(r.timeline.spans[9], (6.0, 7.0));
+        // The same work inside the experts' stage (E 2) keeps the combine waiting:
+        // layer 0 E0 [2,4], E1 [4,6], C0 [4,6], C1 [6,8]; layer 1 A0 [6,7], A1 [8,9],
+        // D0 [8,9], D1 [9,10], E0 [9,11], E1 [11,13], C0 [11,13], C1 [13,15].
+        assert_eq!(two_batch(&[st(1.0, 1.0, 2.0, 2.0); 2]).total_s, 15.0);
+        // No post stage: the four-stage schedule, its S spans empty and not named.
+        let r = two_batch(&[st(1.0, 1.0, 1.0, 1.0); 3]);
+        assert!(r.timeline.named().all(|(n, _)| !n.starts_with('S')));
     }
 
     #[test]
