@@ -551,6 +551,26 @@ fn run_fit(
     Ok(())
 }
 
+/// Each group's fitted values against the stored ones.
+fn print_group_fits(t: &Table, fits: &[kernel_fit::GroupFit]) {
+    println!(
+        "fitted to the `fit` rows of {} (least squares of log errors):",
+        t.origin
+    );
+    for f in fits {
+        println!(
+            "  {} [{}; sum of squares {:.3e}, stored {:.3e}]",
+            f.group.name,
+            f.group.fitted_in.join(", "),
+            f.cost_fitted,
+            f.cost_stored
+        );
+        for ((p, v), s) in f.group.params.iter().zip(&f.values).zip(&f.stored) {
+            println!("    cost.{:<38} = {:<12.5e} (stored {:.5e})", p.key, v, s);
+        }
+    }
+}
+
 /// `--fit` of the kernel table: the groups' fits and the class spreads, printed (or
 /// pushed onto `items` for --json) and written with --write.
 fn fit_kernels(
@@ -572,22 +592,7 @@ fn fit_kernels(
         }
     }
     if !json {
-        println!(
-            "fitted to the `fit` rows of {} (least squares of log errors):",
-            t.origin
-        );
-        for f in &fits {
-            println!(
-                "  {} [{}; sum of squares {:.3e}, stored {:.3e}]",
-                f.group.name,
-                f.group.fitted_in.join(", "),
-                f.cost_fitted,
-                f.cost_stored
-            );
-            for ((p, v), s) in f.group.params.iter().zip(&f.values).zip(&f.stored) {
-                println!("    cost.{:<38} = {:<12.5e} (stored {:.5e})", p.key, v, s);
-            }
-        }
+        print_group_fits(t, &fits);
     }
     // The kernel classes' spreads come from the kernel table's out-of-sample rows
     // only; the in-situ table's rows are op categories of one deployment.
