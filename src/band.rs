@@ -9,6 +9,7 @@ use crate::step::{Forward, Prepared};
 use anyhow::{bail, Context, Result};
 use serde_json::json;
 use sim::cost::band::{Band, DEFAULT_DRAWS, DEFAULT_SEED};
+use sim::cost::insitu::Category;
 use sim::cost::spread::Class;
 use sim::cost::CostParams;
 
@@ -29,6 +30,8 @@ pub struct ForwardBand {
     pub tokens_per_s_per_gpu: Band,
     pub hardware: String,
     pub unknown: Vec<Class>,
+    /// In-situ categories whose terms the draws move (`in_situ.CATEGORY` spreads).
+    pub in_situ: Vec<Category>,
     /// Measured kernel tables price some kernels: those move by their own fits' spread
     /// on their training rows.
     pub tables: bool,
@@ -56,6 +59,7 @@ pub fn forward(prep: &Prepared) -> Result<Option<ForwardBand>> {
         tokens_per_s_per_gpu: Band::of(&tps),
         hardware: spread_source(&prep.hardware),
         unknown: unknown_classes(&prep.params),
+        in_situ: prep.params.spread.in_situ_drawn(),
         tables: prep.params.tables.is_some(),
     }))
 }
@@ -84,19 +88,24 @@ fn unknown_classes(params: &CostParams) -> Vec<Class> {
         .collect()
 }
 
-fn unknown_note(unknown: &[Class]) -> String {
-    if unknown.is_empty() {
-        String::new()
-    } else {
-        format!(
+/// What a band's draws leave still and what else they move: the classes with no
+/// spread known, and the in-situ categories drawn.
+fn unknown_note(unknown: &[Class], in_situ: &[Category]) -> String {
+    let list = |keys: Vec<&str>| keys.join(", ");
+    let mut out = String::new();
+    if !unknown.is_empty() {
+        out += &format!(
             "; no spread known for {}",
-            unknown
-                .iter()
-                .map(|c| c.key())
-                .collect::<Vec<_>>()
-                .join(", ")
-        )
+            list(unknown.iter().map(|c| c.key()).collect())
+        );
     }
+    if !in_situ.is_empty() {
+        out += &format!(
+            "; in-situ spreads of {}",
+            list(in_situ.iter().map(|c| c.key()).collect())
+        );
+    }
+    out
 }
 
 /// The band line `twin forward` prints under its step line.
@@ -107,7 +116,7 @@ pub fn forward_line(band: &Option<ForwardBand>, hardware: &str) -> String {
             b.step_ms.p10,
             b.step_ms.p90,
             b.hardware,
-            unknown_note(&b.unknown),
+            unknown_note(&b.unknown, &b.in_situ),
             if b.tables {
                 "; the kernel tables' prices by their fits' training errors"
             } else {
@@ -177,6 +186,7 @@ pub struct SimBand {
     pub ttft_ms_p90: Band,
     pub tpot_ms_p90: Band,
     pub unknown: Vec<Class>,
+    pub in_situ: Vec<Category>,
 }
 
 /// `n` simulations of `r` (its own seed), each with one draw of its cost parameters;
@@ -210,6 +220,7 @@ pub fn simulate(
         ttft_ms_p90: b(|f| f.ttft_ms_p90),
         tpot_ms_p90: b(|f| f.tpot_ms_p90),
         unknown: r.params.spread.unknown_classes(),
+        in_situ: r.params.spread.in_situ_drawn(),
     }))
 }
 
@@ -230,7 +241,7 @@ pub fn simulate_text(band: &Option<SimBand>, hardware: &str) -> String {
         Some(b) => format!(
             "\nband over {} draws of the cost parameters (kernel-fit spreads of {hardware}{}), p10-p90:\n  throughput {:.0}-{:.0} tok/s per GPU\n  TTFT p90 {:.1}-{:.1} ms\n  TPOT p90 {:.2}-{:.2} ms\n",
             b.draws,
-            unknown_note(&b.unknown),
+            unknown_note(&b.unknown, &b.in_situ),
             b.throughput_tok_s_per_gpu.p10,
             b.throughput_tok_s_per_gpu.p90,
             b.ttft_ms_p90.p10,

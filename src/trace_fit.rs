@@ -144,6 +144,24 @@ pub fn text(t: &TraceFit) -> String {
     if !sets.is_empty() {
         out.push_str(&format!("price with them: {}\n", sets.join(" ")));
     }
+    let spreads: Vec<String> = t
+        .fit
+        .factors
+        .iter()
+        .zip(&t.keys)
+        .filter(|(_, (_, key))| key.is_some())
+        // The log-space standard deviation of a factor with this coefficient of
+        // variation (log-normal); those that print as 0 are left out.
+        .map(|(f, _)| (f.category, (1.0 + f.cv * f.cv).ln().sqrt()))
+        .filter(|(_, sd)| *sd >= 5e-5)
+        .map(|(c, sd)| format!("\"in_situ.{}\" = {sd:.4}", c.key()))
+        .collect();
+    if !spreads.is_empty() {
+        out.push_str(&format!(
+            "their spread over the trace's layers, for the hardware file's [cost.spread] (forward's band draws them): {}\n",
+            spreads.join(", ")
+        ));
+    }
     out
 }
 

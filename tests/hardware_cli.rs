@@ -330,3 +330,61 @@ fn a_carrying_gpu_band_names_whose_spreads_it_draws() {
         "{text}"
     );
 }
+
+/// A hardware file's `in_situ.CATEGORY` spreads move the in-situ terms in the band's
+/// draws, and the band line names them; a category without an in-situ term is carried
+/// but not drawn.
+#[test]
+fn in_situ_spreads_widen_the_band_and_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(repo().join("scenarios/hardware/h800.toml")).unwrap();
+    let with = text.replace(
+        "[cost.spread]\n",
+        "[cost.spread]\n\"in_situ.moe\" = 1.0\n\"in_situ.indexer\" = 1.0\n",
+    );
+    assert_ne!(with, text, "h800.toml has no [cost.spread] table");
+    let path = dir.path().join("h800-spread.toml");
+    std::fs::write(&path, with).unwrap();
+    let step = [
+        "forward",
+        "--model",
+        "deepseek-v3",
+        "--phase",
+        "decode",
+        "--dep",
+        "128",
+        "--batch-per-rank",
+        "128",
+        "--context",
+        "4096",
+        "--set",
+        "model.moe.balanced=true",
+        "--hardware",
+    ];
+    let band = |hw: &str| {
+        let mut args = step.to_vec();
+        args.push(hw);
+        let o = twin(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let text = stdout(&o);
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("band p10-p90: "))
+            .unwrap_or_else(|| panic!("{text}"))
+            .to_string();
+        let (lo, hi) = line["band p10-p90: ".len()..]
+            .split_once(" ms")
+            .unwrap()
+            .0
+            .split_once('-')
+            .unwrap();
+        (lo.parse::<f64>().unwrap(), hi.parse::<f64>().unwrap(), line)
+    };
+    let (lo0, hi0, line0) = band("h800");
+    let (lo1, hi1, line1) = band(path.to_str().unwrap());
+    assert!(!line0.contains("in-situ spreads"), "{line0}");
+    assert!(line1.contains("; in-situ spreads of moe)"), "{line1}");
+    // A factor of e^(+-1.28) on a seventh of the step: the band grows by far more than
+    // the sampling noise of 64 draws' p10 and p90.
+    assert!(hi1 - lo1 > 1.5 * (hi0 - lo0), "{line0}\n{line1}");
+}

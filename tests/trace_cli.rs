@@ -132,3 +132,36 @@ fn bad_inputs_and_mixed_forms_are_refused_clearly() {
     );
     refused(&["calibrate"], &["--device <DEVICE>", "--out <OUT>"]);
 }
+
+/// A fit to a real trace prints each factor's spread over the trace's layers as the
+/// `[cost.spread]` keys that draw forward's band: the log-normal standard deviation of
+/// the factor's coefficient of variation in the JSON.
+#[test]
+fn a_fit_prints_its_factors_spreads_for_the_band() {
+    let f = fixture("vllm-b200-gpt-oss-120b-tp8-prefill.json.gz");
+    let dep = "--hardware b200 --model gpt-oss-120b --tp 8 --dep 1 --phase prefill --requests 1 --new-tokens 888";
+    let (out, _) = runs(&["calibrate", "--from-trace", &f, "--deployment", dep]);
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("their spread over the trace's layers"))
+        .unwrap_or_else(|| panic!("{out}"));
+    let v = json(&twin(&[
+        "calibrate",
+        "--from-trace",
+        &f,
+        "--deployment",
+        dep,
+        "--json",
+    ]));
+    let rows = v["in_situ_fit"]["factors"].as_array().expect("factors");
+    let moe = rows.iter().find(|r| r["category"] == "moe").unwrap();
+    let cv = moe["cv"].as_f64().unwrap();
+    assert!(cv > 0.0, "{moe}");
+    let sd = (1.0 + cv * cv).ln().sqrt();
+    assert!(
+        line.contains(&format!("\"in_situ.moe\" = {sd:.4}")),
+        "{line}"
+    );
+    // A category without an in-situ key (the all-reduce) has no spread to give.
+    assert!(!line.contains("allreduce"), "{line}");
+}

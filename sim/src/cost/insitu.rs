@@ -196,6 +196,32 @@ impl InSitu {
         })
     }
 
+    /// Multiplies the in-situ terms behind category `c` by `f` (the residual factors of
+    /// both phases; the low-latency kernels' compute-stream time with the dispatch and
+    /// combine; the barrier share with the barriers); false for a category no in-situ
+    /// term prices (indexer, all-reduce, copies, gathers, bubbles, launch gaps).
+    pub fn scale(&mut self, c: Category, f: f64) -> bool {
+        let both = |a: &mut f64, b: &mut f64| {
+            *a *= f;
+            *b *= f;
+        };
+        match c {
+            Category::Moe => both(&mut self.prefill.moe, &mut self.decode.moe),
+            Category::Attention => both(&mut self.prefill.attention, &mut self.decode.attention),
+            Category::Gemm => both(&mut self.prefill.gemm, &mut self.decode.gemm),
+            Category::Elementwise => {
+                both(&mut self.prefill.elementwise, &mut self.decode.elementwise)
+            }
+            Category::Dispatch => both(&mut self.dispatch, &mut self.ll_dispatch_s),
+            Category::Combine => both(&mut self.combine, &mut self.ll_combine_s),
+            Category::DispatchBarrier | Category::CombineBarrier => {
+                self.barrier_frac = (self.barrier_frac * f).min(1.0)
+            }
+            _ => return false,
+        }
+        true
+    }
+
     /// Element-wise seconds of `kernels` kernels moving bytes for `bytes_s` seconds,
     /// with the phase's factor.
     #[inline]

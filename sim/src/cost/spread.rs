@@ -143,9 +143,10 @@ impl Class {
 pub struct Spread {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub classes: BTreeMap<Class, f64>,
-    /// Spread of the in-situ correction of each category (filled by the in-situ
-    /// breakdown's fit; `in_situ.CATEGORY` keys). Carried here; the draws of
-    /// `Spread::draw` do not use it.
+    /// Spread of the in-situ correction of each category (`in_situ.CATEGORY` keys: the
+    /// log-space spread of a deployment's in-situ factor, for example over the layers
+    /// of its trace). `Spread::draw` moves the in-situ terms behind each category by
+    /// it ([`super::insitu::InSitu::scale`]), from draws of their own.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub in_situ: BTreeMap<Category, f64>,
 }
@@ -186,9 +187,29 @@ impl Spread {
         Ok(s)
     }
 
-    /// No spread is known for any class: no band can be drawn.
+    /// No spread is known for any class or in-situ category: no band can be drawn.
     pub fn is_unknown(&self) -> bool {
-        self.classes.is_empty()
+        self.classes.is_empty() && self.in_situ.is_empty()
+    }
+
+    /// The in-situ categories a draw moves (a spread above 0 and an in-situ term that
+    /// prices the category).
+    pub fn in_situ_drawn(&self) -> Vec<Category> {
+        self.in_situ
+            .iter()
+            .filter(|(c, sd)| **sd > 0.0 && crate::cost::insitu::InSitu::isolated().scale(**c, 1.0))
+            .map(|(c, _)| *c)
+            .collect()
+    }
+
+    /// `params` with the in-situ terms behind each known category multiplied by
+    /// `exp(sd * z[k])`, `k` the category's place in `in_situ` (key order).
+    pub fn apply_in_situ(&self, params: &mut CostParams, z: &[f64]) {
+        for ((c, sd), z) in self.in_situ.iter().zip(z) {
+            if *sd > 0.0 {
+                params.in_situ.scale(*c, (sd * z).exp());
+            }
+        }
     }
 
     /// The spread of `class`, if known.
@@ -233,28 +254,45 @@ impl Spread {
         (0..n)
             .map(|_| {
                 let mut z = [0.0; CLASSES];
-                for pair in z.chunks_mut(2) {
-                    // Box-Muller: two independent normals from two uniforms in (0, 1].
-                    let u1: f64 = 1.0 - rng.random::<f64>();
-                    let u2: f64 = rng.random::<f64>();
-                    let r = (-2.0 * u1.ln()).sqrt();
-                    let a = std::f64::consts::TAU * u2;
-                    pair[0] = r * a.cos();
-                    if pair.len() > 1 {
-                        pair[1] = r * a.sin();
-                    }
-                }
+                fill_normals(&mut rng, &mut z);
                 z
             })
             .collect()
     }
 
     /// `n` parameter sets drawn around `params` (seeded, deterministic).
+    /// The in-situ categories' normals come from a stream of their own
+    /// (`cost-band-in-situ`), so that the class draws are the same with or without
+    /// them.
     pub fn draw(&self, params: &CostParams, n: usize, seed: u64) -> Vec<CostParams> {
+        let mut situ = stream(seed, "cost-band-in-situ");
+        let mut zs = vec![0.0; self.in_situ.len()];
         Self::normals(n, seed)
             .iter()
-            .map(|z| self.apply(params, z))
+            .map(|z| {
+                let mut p = self.apply(params, z);
+                if !zs.is_empty() {
+                    fill_normals(&mut situ, &mut zs);
+                    self.apply_in_situ(&mut p, &zs);
+                }
+                p
+            })
             .collect()
+    }
+}
+
+/// Fills `z` with independent standard normals from `rng` (Box-Muller: two from two
+/// uniforms in (0, 1]).
+fn fill_normals(rng: &mut impl Rng, z: &mut [f64]) {
+    for pair in z.chunks_mut(2) {
+        let u1: f64 = 1.0 - rng.random::<f64>();
+        let u2: f64 = rng.random::<f64>();
+        let r = (-2.0 * u1.ln()).sqrt();
+        let a = std::f64::consts::TAU * u2;
+        pair[0] = r * a.cos();
+        if pair.len() > 1 {
+            pair[1] = r * a.sin();
+        }
     }
 }
 
@@ -298,6 +336,47 @@ mod tests {
         assert!((p.ll.nvlink_eff - base.ll.nvlink_eff / f).abs() < 1e-15);
         assert_eq!(p.gemm, base.gemm);
         assert_eq!(p.launch, base.launch);
+    }
+
+    #[test]
+    fn an_in_situ_draw_scales_its_category_terms_only() {
+        let mut base = CostParams::default();
+        base.in_situ.decode.moe = 1.3;
+        base.in_situ.prefill.moe = 1.2;
+        base.in_situ.ll_dispatch_s = 80e-6;
+        base.in_situ.dispatch = 1.1;
+        let mut s = Spread::default();
+        s.in_situ.insert(Category::Moe, 0.5);
+        s.in_situ.insert(Category::Dispatch, 0.25);
+        // A category with no in-situ term: carried, never drawn.
+        s.in_situ.insert(Category::Indexer, 0.4);
+        assert!(!s.is_unknown());
+        assert_eq!(s.in_situ_drawn(), vec![Category::Moe, Category::Dispatch]);
+        // In Category's order (moe, indexer, dispatch), z = [2, 7, -4]: moe x exp(0.5 *
+        // 2) = e, dispatch x exp(0.25 * -4) = 1/e; the indexer's 7 moves nothing.
+        let mut p = base.clone();
+        s.apply_in_situ(&mut p, &[2.0, 7.0, -4.0]);
+        let e = 1f64.exp();
+        assert!((p.in_situ.decode.moe - 1.3 * e).abs() < 1e-12);
+        assert!((p.in_situ.prefill.moe - 1.2 * e).abs() < 1e-12);
+        assert!((p.in_situ.dispatch - 1.1 / e).abs() < 1e-12);
+        assert!((p.in_situ.ll_dispatch_s - 80e-6 / e).abs() < 1e-18);
+        assert_eq!(p.in_situ.decode.attention, base.in_situ.decode.attention);
+        assert_eq!(p.in_situ.combine, base.in_situ.combine);
+        // Draws: seeded; the class draws are those of a spread without in-situ keys.
+        let mut classes = Spread::default();
+        classes.classes.insert(Class::Gemm, 0.1);
+        let mut both = classes.clone();
+        both.in_situ = s.in_situ.clone();
+        let (a, b) = (classes.draw(&base, 8, 3), both.draw(&base, 8, 3));
+        assert_eq!(both.draw(&base, 8, 3), b);
+        for (x, y) in a.iter().zip(&b) {
+            assert_eq!(x.gemm, y.gemm);
+            assert_eq!(x.in_situ.decode.attention, y.in_situ.decode.attention);
+        }
+        assert!(b
+            .iter()
+            .any(|y| y.in_situ.decode.moe != base.in_situ.decode.moe));
     }
 
     #[test]
