@@ -68,7 +68,8 @@ pub struct ReportArgs {
 pub struct PricingArgs {
     /// Calibration profile whose measured efficiencies and fixed costs price the steps,
     /// layered over the hardware file's fitted `[cost]` (`twin calibrate --out DIR`
-    /// writes DIR/profile.toml).
+    /// writes DIR/profile.toml); or the in-situ factors of a trace, layered the same
+    /// way (`twin calibrate --from-trace FILE --deployment ... --out SECTION`).
     #[arg(long, value_name = "PROFILE")]
     pub profile: Option<String>,
     /// Serving engine whose measured kernel tables price the GPU's dense GEMMs,

@@ -150,9 +150,8 @@ pub fn text(t: &TraceFit) -> String {
         .iter()
         .zip(&t.keys)
         .filter(|(_, (_, key))| key.is_some())
-        // The log-space standard deviation of a factor with this coefficient of
-        // variation (log-normal); those that print as 0 are left out.
-        .map(|(f, _)| (f.category, (1.0 + f.cv * f.cv).ln().sqrt()))
+        // Those that print as 0 are left out.
+        .map(|(f, _)| (f.category, f.log_spread()))
         .filter(|(_, sd)| *sd >= 5e-5)
         .map(|(c, sd)| format!("\"in_situ.{}\" = {sd:.4}", c.key()))
         .collect();
@@ -194,6 +193,8 @@ pub fn json(t: &TraceFit) -> serde_json::Value {
 pub fn write(t: &TraceFit, trace: &Path, out: &Path) -> Result<()> {
     let section = to_toml(
         &t.fit,
+        &t.keys,
+        t.no_all_to_all,
         trace,
         &format!("twin forward {}", t.deployment),
         &calibration::profile::utc_now(),

@@ -165,3 +165,81 @@ fn a_fit_prints_its_factors_spreads_for_the_band() {
     // A category without an in-situ key (the all-reduce) has no spread to give.
     assert!(!line.contains("allreduce"), "{line}");
 }
+
+/// The `[in_situ]` section `--out` writes is a profile: `forward --profile SECTION`
+/// prices exactly as the printed `--set` flags do, and its band draws the section's
+/// spreads.
+#[test]
+fn the_written_section_prices_as_its_set_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = fixture("vllm-b200-gpt-oss-120b-tp8-prefill.json.gz");
+    let out = dir.path().join("insitu.toml");
+    let out = out.to_str().unwrap();
+    let dep = "--hardware b200 --model gpt-oss-120b --tp 8 --dep 1 --phase prefill --requests 1 --new-tokens 888";
+    let (text, _) = runs(&[
+        "calibrate",
+        "--from-trace",
+        &f,
+        "--deployment",
+        dep,
+        "--out",
+        out,
+    ]);
+    let sets: Vec<&str> = text
+        .lines()
+        .find_map(|l| l.strip_prefix("price with them: "))
+        .unwrap_or_else(|| panic!("{text}"))
+        .split(' ')
+        .filter(|w| *w != "--set")
+        .collect();
+    assert!(
+        sets.iter()
+            .any(|s| s.starts_with("cost.in_situ.prefill.moe=")),
+        "{sets:?}"
+    );
+    let step = |extra: &[&str]| {
+        let mut args: Vec<&str> = vec!["forward", "--json"];
+        args.extend(dep.split(' '));
+        args.extend_from_slice(extra);
+        json(&twin(&args))
+    };
+    let mut flagged = Vec::new();
+    for s in &sets {
+        flagged.extend(["--set", s]);
+    }
+    let by_flags = step(&flagged);
+    let by_profile = step(&["--profile", out]);
+    // The flags print 4 decimals: the same step within their rounding.
+    let (a, b) = (
+        by_flags["step_ms"].as_f64().unwrap(),
+        by_profile["step_ms"].as_f64().unwrap(),
+    );
+    assert!((a - b).abs() <= 1e-4 * a, "{a} {b}");
+    assert!(by_profile["cost_model"]
+        .as_str()
+        .unwrap()
+        .contains("in-situ factors of trace vllm-b200-gpt-oss-120b-tp8-prefill.json.gz"));
+    let (text, _) = runs(&[
+        "forward",
+        "--hardware",
+        "b200",
+        "--model",
+        "gpt-oss-120b",
+        "--tp",
+        "8",
+        "--dep",
+        "1",
+        "--phase",
+        "prefill",
+        "--requests",
+        "1",
+        "--new-tokens",
+        "888",
+        "--profile",
+        out,
+    ]);
+    assert!(
+        text.contains("; in-situ spreads of moe, attention, gemm, elementwise)"),
+        "{text}"
+    );
+}

@@ -5,10 +5,11 @@
 //! prediction, the factor is the mean measured layer's seconds over the predicted
 //! seconds, with its spread over the layers (the 10th and 90th percentiles of the
 //! per-layer ratios, linearly interpolated, and their coefficient of variation).
-//! [`to_toml`] writes the `[in_situ]` section of a profile.
+//! [`to_toml`] writes the `[in_situ]` section of a profile; [`read_section`] reads it
+//! back as the cost keys it sets (what `--profile SECTION` applies).
 
 use crate::error::Result;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use spec::insitu::{Category, LayerBreakdown};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -82,62 +83,154 @@ pub fn fit_factors(measured: &[LayerBreakdown], predicted: &LayerBreakdown) -> I
     }
 }
 
-#[derive(Serialize)]
-struct Section<'a> {
-    in_situ: InSitu<'a>,
+impl Factor {
+    /// The log-space standard deviation of the factor over the layers (log-normal
+    /// with the factor's coefficient of variation): what a hardware file's
+    /// `[cost.spread]` `"in_situ.CATEGORY"` key holds.
+    pub fn log_spread(&self) -> f64 {
+        (1.0 + self.cv * self.cv).ln().sqrt()
+    }
 }
 
-#[derive(Serialize)]
-struct InSitu<'a> {
-    source: Source<'a>,
-    configuration: &'a str,
-    date: &'a str,
+#[derive(Serialize, Deserialize)]
+struct Section<S> {
+    in_situ: InSitu<S>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct InSitu<S> {
+    source: Source<S>,
+    configuration: S,
+    date: S,
+    /// Applying the factors also sets `in_situ.tp_residuals = 1` (a deployment
+    /// without all-to-all; absent in sections written before 2026-12-04).
+    #[serde(default)]
+    tp_residuals_one: bool,
     #[serde(flatten)]
-    categories: BTreeMap<&'static str, Row>,
+    categories: BTreeMap<String, Row>,
 }
 
-#[derive(Serialize)]
-struct Source<'a> {
-    file: &'a str,
+#[derive(Serialize, Deserialize)]
+struct Source<S> {
+    file: S,
     sha256: String,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, Deserialize)]
 struct Row {
     factor: f64,
     p10: f64,
     p90: f64,
     layers: usize,
+    /// The cost key the factor sets (absent: none prices the category).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    key: Option<String>,
+    /// [`Factor::log_spread`] (absent in sections written before 2026-12-04).
+    #[serde(default)]
+    spread: f64,
+}
+
+/// An `[in_situ]` section read back: the cost keys it sets, the spreads of its
+/// categories, and where it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Applied {
+    /// `(cost key, value)`, e.g. `("in_situ.prefill.moe", 1.21)`.
+    pub sets: Vec<(String, f64)>,
+    /// `(category, log-space spread)` of the categories with a cost key.
+    pub spreads: Vec<(Category, f64)>,
+    /// `trace FILE (sha256 ...), fitted to `CONFIGURATION` on DATE`.
+    pub source: String,
+}
+
+/// Whether `text` is an `[in_situ]` section as [`to_toml`] writes it (a top-level
+/// `in_situ` table and nothing else).
+pub fn is_section(text: &str) -> bool {
+    text.parse::<toml::Table>()
+        .is_ok_and(|t| t.len() == 1 && t.get("in_situ").is_some_and(|v| v.is_table()))
+}
+
+/// Reads an `[in_situ]` section: every category with a cost key sets it to its factor
+/// (and `in_situ.tp_residuals` to 1 where the section says so).
+pub fn read_section(path: &Path) -> Result<Applied> {
+    let bad = |msg: String| crate::CalibrationError::Profile {
+        path: path.to_path_buf(),
+        msg,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read: {e}")))?;
+    let s: Section<String> =
+        toml::from_str(&text).map_err(|e| bad(format!("not an [in_situ] section: {e}")))?;
+    let mut sets = Vec::new();
+    let mut spreads = Vec::new();
+    for (name, row) in &s.in_situ.categories {
+        let c = Category::from_key(name)
+            .ok_or_else(|| bad(format!("in_situ.{name}: not a category")))?;
+        if !(row.factor.is_finite() && row.factor > 0.0) {
+            return Err(bad(format!(
+                "in_situ.{name}.factor = {}: must be a positive number",
+                row.factor
+            )));
+        }
+        if let Some(k) = &row.key {
+            sets.push((k.clone(), row.factor));
+            spreads.push((c, row.spread));
+        }
+    }
+    if s.in_situ.tp_residuals_one {
+        sets.push(("in_situ.tp_residuals".to_string(), 1.0));
+    }
+    Ok(Applied {
+        sets,
+        spreads,
+        source: format!(
+            "in-situ factors of trace {} (sha256 {}), fitted to `{}` on {}",
+            s.in_situ.source.file, s.in_situ.source.sha256, s.in_situ.configuration, s.in_situ.date
+        ),
+    })
 }
 
 /// The `[in_situ]` TOML section for `fit`: `source` (the trace's file name and
 /// sha256), `configuration` (the caller's words for the deployment), `date`, and one
 /// table per category `{ factor, p10, p90, layers }`.
-pub fn to_toml(fit: &InSituFit, trace: &Path, configuration: &str, date: &str) -> Result<String> {
+pub fn to_toml(
+    fit: &InSituFit,
+    keys: &[(Category, Option<String>)],
+    tp_residuals_one: bool,
+    trace: &Path,
+    configuration: &str,
+    date: &str,
+) -> Result<String> {
     let sha256 = crate::profile::sha256_file(trace)?;
     let file = trace
         .file_name()
         .map(|f| f.to_string_lossy().into_owned())
         .unwrap_or_else(|| trace.display().to_string());
+    let key_of = |c: Category| {
+        keys.iter()
+            .find(|(k, _)| *k == c)
+            .and_then(|(_, k)| k.clone())
+    };
     let section = Section {
         in_situ: InSitu {
             source: Source {
-                file: &file,
+                file: file.as_str(),
                 sha256,
             },
             configuration,
             date,
+            tp_residuals_one,
             categories: fit
                 .factors
                 .iter()
                 .map(|f| {
                     (
-                        f.category.key(),
+                        f.category.key().to_string(),
                         Row {
                             factor: f.factor,
                             p10: f.p10,
                             p90: f.p90,
                             layers: f.layers,
+                            key: key_of(f.category),
+                            spread: f.log_spread(),
                         },
                     )
                 })
@@ -205,7 +298,16 @@ mod tests {
         let trace = dir.path().join("t.json");
         std::fs::write(&trace, b"[]").unwrap();
         let fit = fit_factors(&[layer(3.0, 1.0, 0.0)], &layer(2.0, 1.0, 0.0));
-        let text = to_toml(&fit, &trace, "dsv3 dep8 prefill", "2026-12-02").unwrap();
+        let keys = [(Category::Moe, Some("in_situ.prefill.moe".to_string()))];
+        let text = to_toml(
+            &fit,
+            &keys,
+            false,
+            &trace,
+            "dsv3 dep8 prefill",
+            "2026-12-02",
+        )
+        .unwrap();
         let v: toml::Value = toml::from_str(&text).unwrap();
         let s = &v["in_situ"];
         assert_eq!(s["source"]["file"].as_str(), Some("t.json"));
@@ -219,5 +321,44 @@ mod tests {
         assert_eq!(s["moe"]["factor"].as_float(), Some(1.5));
         assert_eq!(s["moe"]["layers"].as_integer(), Some(1));
         assert_eq!(s["attention"]["p90"].as_float(), Some(1.0));
+        assert_eq!(s["moe"]["key"].as_str(), Some("in_situ.prefill.moe"));
+        assert!(s["attention"].get("key").is_none());
+        // Read back: the keyed category sets its key; one layer has no spread.
+        assert!(is_section(&text));
+        let path = dir.path().join("s.toml");
+        std::fs::write(&path, &text).unwrap();
+        let a = read_section(&path).unwrap();
+        assert_eq!(a.sets, vec![("in_situ.prefill.moe".to_string(), 1.5)]);
+        assert_eq!(a.spreads, vec![(Category::Moe, 0.0)]);
+        assert!(a.source.contains("t.json") && a.source.contains("dsv3 dep8 prefill"));
+        // A deployment without all-to-all also sets tp_residuals; a bad factor or
+        // category is refused with the file.
+        let text = to_toml(&fit, &keys, true, &trace, "tp8", "2026-12-04").unwrap();
+        std::fs::write(&path, &text).unwrap();
+        let a = read_section(&path).unwrap();
+        assert_eq!(a.sets[1], ("in_situ.tp_residuals".to_string(), 1.0));
+        std::fs::write(&path, text.replace("factor = 1.5", "factor = -1.5")).unwrap();
+        let e = read_section(&path).unwrap_err().to_string();
+        assert!(
+            e.contains("s.toml") && e.contains("in_situ.moe.factor"),
+            "{e}"
+        );
+        std::fs::write(&path, text.replace("[in_situ.moe]", "[in_situ.moee]")).unwrap();
+        let e = read_section(&path).unwrap_err().to_string();
+        assert!(e.contains("in_situ.moee: not a category"), "{e}");
+        assert!(!is_section("[provenance]\ndevice = \"x\"\n"));
+    }
+
+    #[test]
+    fn a_factors_log_spread_is_the_log_normal_sd_of_its_cv() {
+        // Two layers at ratios 1 and 3: mean 2, sd 1, cv 0.5; sd of the log-normal
+        // with that cv: sqrt(ln(1.25)).
+        let fit = fit_factors(
+            &[layer(1.0, 1.0, 0.0), layer(3.0, 1.0, 0.0)],
+            &layer(1.0, 1.0, 0.0),
+        );
+        let moe = fit.get(Category::Moe).unwrap();
+        assert!((moe.cv - 0.5).abs() < 1e-12);
+        assert!((moe.log_spread() - 1.25f64.ln().sqrt()).abs() < 1e-12);
     }
 }

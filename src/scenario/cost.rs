@@ -63,7 +63,24 @@ pub fn cost_params(
             hardware.name
         )
     };
-    if let Some(path) = profile {
+    let section = profile
+        .filter(|p| std::fs::read_to_string(p).is_ok_and(|t| calibration::insitu::is_section(&t)));
+    if let Some(path) = section {
+        // A trace's in-situ factors (`calibrate --from-trace --deployment --out`): on
+        // top of the hardware's fits, their spreads beside the kernel classes'.
+        let a = calibration::insitu::read_section(std::path::Path::new(path))
+            .map_err(|e| anyhow!("--profile {path}: {e}"))?;
+        for (k, v) in &a.sets {
+            params
+                .set(k, *v)
+                .map_err(|e| anyhow!("--profile {path}: cost.{k}: {e}"))?;
+        }
+        for (c, sd) in &a.spreads {
+            params.spread.in_situ.insert(*c, *sd);
+        }
+        params.in_situ.source = a.source.clone();
+        source = format!("{source} + {}", a.source);
+    } else if let Some(path) = profile {
         let prof = calibration::Profile::load(std::path::Path::new(path))
             .map_err(|e| anyhow!("--profile {path}: {e}"))?;
         same_kind(path, &prof.provenance.device, &hardware.name)?;
