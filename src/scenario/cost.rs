@@ -66,20 +66,7 @@ pub fn cost_params(
     let section = profile
         .filter(|p| std::fs::read_to_string(p).is_ok_and(|t| calibration::insitu::is_section(&t)));
     if let Some(path) = section {
-        // A trace's in-situ factors (`calibrate --from-trace --deployment --out`): on
-        // top of the hardware's fits, their spreads beside the kernel classes'.
-        let a = calibration::insitu::read_section(std::path::Path::new(path))
-            .map_err(|e| anyhow!("--profile {path}: {e}"))?;
-        for (k, v) in &a.sets {
-            params
-                .set(k, *v)
-                .map_err(|e| anyhow!("--profile {path}: cost.{k}: {e}"))?;
-        }
-        for (c, sd) in &a.spreads {
-            params.spread.in_situ.insert(*c, *sd);
-        }
-        params.in_situ.source = a.source.clone();
-        source = format!("{source} + {}", a.source);
+        source = format!("{source} + {}", apply_section(path, &mut params)?);
     } else if let Some(path) = profile {
         let prof = calibration::Profile::load(std::path::Path::new(path))
             .map_err(|e| anyhow!("--profile {path}: {e}"))?;
@@ -127,6 +114,24 @@ pub fn cost_params(
     }
     params.source = source;
     Ok(params)
+}
+
+/// Applies a trace's in-situ factors (the section `calibrate --from-trace --deployment
+/// --out` writes) on top of the hardware's fits, their spreads beside the kernel
+/// classes'; returns where they came from.
+fn apply_section(path: &str, params: &mut CostParams) -> Result<String> {
+    let a = calibration::insitu::read_section(std::path::Path::new(path))
+        .map_err(|e| anyhow!("--profile {path}: {e}"))?;
+    for (k, v) in &a.sets {
+        params
+            .set(k, *v)
+            .map_err(|e| anyhow!("--profile {path}: cost.{k}: {e}"))?;
+    }
+    for (c, sd) in &a.spreads {
+        params.spread.in_situ.insert(*c, *sd);
+    }
+    params.in_situ.source = a.source.clone();
+    Ok(a.source)
 }
 
 /// The cost source of a hardware that carries kernel fits: how many parameters came
