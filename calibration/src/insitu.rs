@@ -149,6 +149,15 @@ pub fn is_section(text: &str) -> bool {
         .is_ok_and(|t| t.len() == 1 && t.get("in_situ").is_some_and(|v| v.is_table()))
 }
 
+/// Whether the file at `path` is an `[in_situ]` section; false when it cannot be read
+/// within a profile's size (its loader as a profile then says why).
+pub fn is_section_file(path: &Path) -> bool {
+    crate::log::read_bounded(path, crate::log::MAX_PROFILE_BYTES)
+        .ok()
+        .and_then(|b| String::from_utf8(b).ok())
+        .is_some_and(|t| is_section(&t))
+}
+
 /// Reads an `[in_situ]` section: every category with a cost key sets it to its factor
 /// (and `in_situ.tp_residuals` to 1 where the section says so).
 pub fn read_section(path: &Path) -> Result<Applied> {
@@ -156,7 +165,8 @@ pub fn read_section(path: &Path) -> Result<Applied> {
         path: path.to_path_buf(),
         msg,
     };
-    let text = std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read: {e}")))?;
+    let bytes = crate::log::read_bounded(path, crate::log::MAX_PROFILE_BYTES)?;
+    let text = String::from_utf8(bytes).map_err(|_| bad("not UTF-8 text".into()))?;
     let s: Section<String> =
         toml::from_str(&text).map_err(|e| bad(format!("not an [in_situ] section: {e}")))?;
     let mut sets = Vec::new();

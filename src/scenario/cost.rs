@@ -63,8 +63,7 @@ pub fn cost_params(
             hardware.name
         )
     };
-    let section = profile
-        .filter(|p| std::fs::read_to_string(p).is_ok_and(|t| calibration::insitu::is_section(&t)));
+    let section = profile.filter(|p| calibration::insitu::is_section_file(std::path::Path::new(p)));
     if let Some(path) = section {
         source = format!("{source} + {}", apply_section(path, &mut params)?);
     } else if let Some(path) = profile {
