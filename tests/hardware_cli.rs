@@ -387,4 +387,16 @@ fn in_situ_spreads_widen_the_band_and_are_named() {
     // A factor of e^(+-1.28) on a seventh of the step: the band grows by far more than
     // the sampling noise of 64 draws' p10 and p90.
     assert!(hi1 - lo1 > 1.5 * (hi0 - lo0), "{line0}\n{line1}");
+    // The same spreads from the command line, as quoted keys.
+    let mut args = step.to_vec();
+    args.extend([
+        "h800",
+        "--set",
+        r#"hardware.cost.spread."in_situ.moe"=1.0"#,
+        "--set",
+        r#"hardware.cost.spread."in_situ.indexer"=1.0"#,
+    ]);
+    let o = twin(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).lines().any(|l| l == line1), "{}", stdout(&o));
 }

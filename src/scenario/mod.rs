@@ -167,6 +167,27 @@ pub fn clip(s: &str) -> String {
     }
 }
 
+/// The segments of a field path: split at dots, except inside double quotes (a TOML
+/// quoted key, `cost.spread."in_situ.moe"`), the quotes removed; `None` when a quote is
+/// not closed.
+fn split_path(path: &str) -> Option<Vec<String>> {
+    let mut out = Vec::new();
+    let mut seg = String::new();
+    let mut quoted = false;
+    for c in path.chars() {
+        match c {
+            '"' => quoted = !quoted,
+            '.' if !quoted => out.push(std::mem::take(&mut seg).trim().to_string()),
+            _ => seg.push(c),
+        }
+    }
+    if quoted {
+        return None;
+    }
+    out.push(seg.trim().to_string());
+    Some(out)
+}
+
 impl Set {
     /// Parses `a.b.c=value`; the value is read as TOML (`2`, `1.5`, `true`, `[1, 2]`,
     /// `"x"`) and otherwise taken as a string (`2MiB`, `gb300`).
@@ -182,11 +203,12 @@ impl Set {
                 clip(s)
             )
         })?;
-        let path: Vec<String> = path
-            .trim()
-            .split('.')
-            .map(|p| p.trim().to_string())
-            .collect();
+        let path = split_path(path.trim()).ok_or_else(|| {
+            anyhow!(
+                "{from} `{}`: a quote in the field path is not closed",
+                clip(s)
+            )
+        })?;
         if path.iter().any(|p| p.is_empty()) {
             bail!("{from} `{}`: empty segment in the field path", clip(s));
         }
@@ -516,4 +538,23 @@ pub fn load_tco(name_or_path: &str, sets: &[Set]) -> Result<sim::tco::Tco> {
         })
         .collect();
     parsed.check(problems)
+}
+
+#[cfg(test)]
+mod set_tests {
+    use super::*;
+
+    #[test]
+    fn a_quoted_segment_keeps_its_dots() {
+        let s = Set::parse(r#"hardware.cost.spread."in_situ.moe"=0.25"#).unwrap();
+        assert_eq!(s.path, ["hardware", "cost", "spread", "in_situ.moe"]);
+        assert_eq!(s.value, toml::Value::Float(0.25));
+        assert_eq!(Set::parse(" a . b =1").unwrap().path, ["a", "b"]);
+        let e = Set::parse(r#"cost."in_situ.moe=1"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not closed"), "{e}");
+        let e = Set::parse(r#"cost..x=1"#).unwrap_err().to_string();
+        assert!(e.contains("empty segment"), "{e}");
+    }
 }
