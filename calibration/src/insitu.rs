@@ -5,7 +5,7 @@
 //! prediction, the factor is the mean measured layer's seconds over the predicted
 //! seconds, with its spread over the layers (the 10th and 90th percentiles of the
 //! per-layer ratios, linearly interpolated, and their coefficient of variation).
-//! [`to_toml`] writes the `[in_situ]` section of a profile; [`read_section`] reads it
+//! [`to_toml`] writes the `[in_situ]` section of a profile; [`section_of`] reads it
 //! back as the cost keys it sets (what `--profile SECTION` applies).
 
 use crate::error::Result;
@@ -93,15 +93,15 @@ impl Factor {
 }
 
 #[derive(Serialize, Deserialize)]
-struct Section<S> {
-    in_situ: InSitu<S>,
+struct Section {
+    in_situ: InSitu,
 }
 
 #[derive(Serialize, Deserialize)]
-struct InSitu<S> {
-    source: Source<S>,
-    configuration: S,
-    date: S,
+struct InSitu {
+    source: Source,
+    configuration: String,
+    date: String,
     /// Applying the factors also sets `in_situ.tp_residuals = 1` (a deployment
     /// without all-to-all; absent in sections written before 2026-12-04).
     #[serde(default)]
@@ -111,8 +111,8 @@ struct InSitu<S> {
 }
 
 #[derive(Serialize, Deserialize)]
-struct Source<S> {
-    file: S,
+struct Source {
+    file: String,
     sha256: String,
 }
 
@@ -142,33 +142,32 @@ pub struct Applied {
     pub source: String,
 }
 
-/// Whether `text` is an `[in_situ]` section as [`to_toml`] writes it (a top-level
-/// `in_situ` table and nothing else).
-pub fn is_section(text: &str) -> bool {
-    text.parse::<toml::Table>()
-        .is_ok_and(|t| t.len() == 1 && t.get("in_situ").is_some_and(|v| v.is_table()))
-}
-
-/// Whether the file at `path` is an `[in_situ]` section; false when it cannot be read
-/// within a profile's size (its loader as a profile then says why).
-pub fn is_section_file(path: &Path) -> bool {
-    crate::log::read_bounded(path, crate::log::MAX_PROFILE_BYTES)
-        .ok()
-        .and_then(|b| String::from_utf8(b).ok())
-        .is_some_and(|t| is_section(&t))
-}
-
-/// Reads an `[in_situ]` section: every category with a cost key sets it to its factor
-/// (and `in_situ.tp_residuals` to 1 where the section says so).
-pub fn read_section(path: &Path) -> Result<Applied> {
+/// Reads the file at `path` as an `[in_situ]` section (a top-level `in_situ` table
+/// and nothing else, as [`to_toml`] writes it): every category with a cost key sets it
+/// to its factor (and `in_situ.tp_residuals` to 1 where the section says so). `None`
+/// when the file is something else, or cannot be read within a profile's size (the
+/// profile loader then says why).
+pub fn section_of(path: &Path) -> Result<Option<Applied>> {
     let bad = |msg: String| crate::CalibrationError::Profile {
         path: path.to_path_buf(),
         msg,
     };
-    let bytes = crate::log::read_bounded(path, crate::log::MAX_PROFILE_BYTES)?;
-    let text = String::from_utf8(bytes).map_err(|_| bad("not UTF-8 text".into()))?;
-    let s: Section<String> =
-        toml::from_str(&text).map_err(|e| bad(format!("not an [in_situ] section: {e}")))?;
+    let Some(text) = crate::log::read_bounded(path, crate::log::MAX_PROFILE_BYTES)
+        .ok()
+        .and_then(|b| String::from_utf8(b).ok())
+    else {
+        return Ok(None);
+    };
+    let Some(table) = text
+        .parse::<toml::Table>()
+        .ok()
+        .filter(|t| t.len() == 1 && t.get("in_situ").is_some_and(|v| v.is_table()))
+    else {
+        return Ok(None);
+    };
+    let s: Section = toml::Value::Table(table)
+        .try_into()
+        .map_err(|e| bad(format!("not an [in_situ] section: {e}")))?;
     let mut sets = Vec::new();
     let mut spreads = Vec::new();
     for (name, row) in &s.in_situ.categories {
@@ -188,14 +187,14 @@ pub fn read_section(path: &Path) -> Result<Applied> {
     if s.in_situ.tp_residuals_one {
         sets.push(("in_situ.tp_residuals".to_string(), 1.0));
     }
-    Ok(Applied {
+    Ok(Some(Applied {
         sets,
         spreads,
         source: format!(
             "in-situ factors of trace {} (sha256 {}), fitted to `{}` on {}",
             s.in_situ.source.file, s.in_situ.source.sha256, s.in_situ.configuration, s.in_situ.date
         ),
-    })
+    }))
 }
 
 /// The `[in_situ]` TOML section for `fit`: `source` (the trace's file name and
@@ -221,12 +220,9 @@ pub fn to_toml(
     };
     let section = Section {
         in_situ: InSitu {
-            source: Source {
-                file: file.as_str(),
-                sha256,
-            },
-            configuration,
-            date,
+            source: Source { file, sha256 },
+            configuration: configuration.to_string(),
+            date: date.to_string(),
             tp_residuals_one,
             categories: fit
                 .factors
@@ -334,10 +330,9 @@ mod tests {
         assert_eq!(s["moe"]["key"].as_str(), Some("in_situ.prefill.moe"));
         assert!(s["attention"].get("key").is_none());
         // Read back: the keyed category sets its key; one layer has no spread.
-        assert!(is_section(&text));
         let path = dir.path().join("s.toml");
         std::fs::write(&path, &text).unwrap();
-        let a = read_section(&path).unwrap();
+        let a = section_of(&path).unwrap().unwrap();
         assert_eq!(a.sets, vec![("in_situ.prefill.moe".to_string(), 1.5)]);
         assert_eq!(a.spreads, vec![(Category::Moe, 0.0)]);
         assert!(a.source.contains("t.json") && a.source.contains("dsv3 dep8 prefill"));
@@ -345,18 +340,20 @@ mod tests {
         // category is refused with the file.
         let text = to_toml(&fit, &keys, true, &trace, "tp8", "2026-12-04").unwrap();
         std::fs::write(&path, &text).unwrap();
-        let a = read_section(&path).unwrap();
+        let a = section_of(&path).unwrap().unwrap();
         assert_eq!(a.sets[1], ("in_situ.tp_residuals".to_string(), 1.0));
         std::fs::write(&path, text.replace("factor = 1.5", "factor = -1.5")).unwrap();
-        let e = read_section(&path).unwrap_err().to_string();
+        let e = section_of(&path).unwrap_err().to_string();
         assert!(
             e.contains("s.toml") && e.contains("in_situ.moe.factor"),
             "{e}"
         );
         std::fs::write(&path, text.replace("[in_situ.moe]", "[in_situ.moee]")).unwrap();
-        let e = read_section(&path).unwrap_err().to_string();
+        let e = section_of(&path).unwrap_err().to_string();
         assert!(e.contains("in_situ.moee: not a category"), "{e}");
-        assert!(!is_section("[provenance]\ndevice = \"x\"\n"));
+        // A file that is not a section is not read as one.
+        std::fs::write(&path, "[provenance]\ndevice = \"x\"\n").unwrap();
+        assert_eq!(section_of(&path).unwrap(), None);
     }
 
     #[test]

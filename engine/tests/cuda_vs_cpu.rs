@@ -105,6 +105,21 @@ fn tiny_executor(dev: Box<dyn engine::serve::ServeDevice>) -> engine::serve::Exe
     engine::serve::Executor::new(dev, common::tiny(), shard).unwrap()
 }
 
+/// The prompt both GPU serving tests run (40 tokens), and its first 39 as a prefill on
+/// pages 3, 1, 2.
+fn prompt() -> Vec<u32> {
+    (0..40u32).map(|i| (i * 37 + 11) % 512).collect()
+}
+
+fn prefill(p: &[u32]) -> engine::serve::Seq {
+    engine::serve::Seq {
+        tokens: p[..39].to_vec(),
+        start: 0,
+        pages: vec![3, 1, 2],
+        accept: None,
+    }
+}
+
 /// The serving device: every live-model op, and a whole forward pass of a small model,
 /// on the GPU against the CPU device.
 #[test]
@@ -116,18 +131,8 @@ fn serving_device_runs_the_model_like_the_cpu() {
     }
     let run = |dev: Box<dyn engine::serve::ServeDevice>| {
         let mut e = tiny_executor(dev);
-        let p: Vec<u32> = (0..40u32).map(|i| (i * 37 + 11) % 512).collect();
-        e.forward(
-            &[Seq {
-                tokens: p[..39].to_vec(),
-                start: 0,
-                pages: vec![3, 1, 2],
-                accept: None,
-            }],
-            0,
-            &mut Solo,
-        )
-        .unwrap();
+        let p = prompt();
+        e.forward(&[prefill(&p)], 0, &mut Solo).unwrap();
         let out = e
             .forward(
                 &[Seq {
@@ -162,27 +167,16 @@ fn serving_device_runs_the_model_like_the_cpu() {
 /// pass as the host saw it.
 #[test]
 fn traced_pass_times_its_calls_by_gpu_events() {
-    use engine::serve::{Seq, Solo};
+    use engine::serve::Solo;
     use engine::{CpuDevice, CudaDevice};
     if gpu().is_none() {
         return;
     }
     let traced = |dev: Box<dyn engine::serve::ServeDevice>| {
         let mut e = tiny_executor(dev);
-        let p: Vec<u32> = (0..39u32).map(|i| (i * 37 + 11) % 512).collect();
         e.set_trace(true);
         let t0 = std::time::Instant::now();
-        e.forward(
-            &[Seq {
-                tokens: p,
-                start: 0,
-                pages: vec![3, 1, 2],
-                accept: None,
-            }],
-            0,
-            &mut Solo,
-        )
-        .unwrap();
+        e.forward(&[prefill(&prompt())], 0, &mut Solo).unwrap();
         let wall = t0.elapsed().as_secs_f64();
         (e.take_trace_spans(), wall)
     };

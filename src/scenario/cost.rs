@@ -63,9 +63,13 @@ pub fn cost_params(
             hardware.name
         )
     };
-    let section = profile.filter(|p| calibration::insitu::is_section_file(std::path::Path::new(p)));
-    if let Some(path) = section {
-        source = format!("{source} + {}", apply_section(path, &mut params)?);
+    let section = match profile {
+        Some(path) => calibration::insitu::section_of(std::path::Path::new(path))
+            .map_err(|e| anyhow!("--profile {path}: {e}"))?,
+        None => None,
+    };
+    if let (Some(path), Some(a)) = (profile, section) {
+        source = format!("{source} + {}", apply_section(path, a, &mut params)?);
     } else if let Some(path) = profile {
         let prof = calibration::Profile::load(std::path::Path::new(path))
             .map_err(|e| anyhow!("--profile {path}: {e}"))?;
@@ -118,9 +122,11 @@ pub fn cost_params(
 /// Applies a trace's in-situ factors (the section `calibrate --from-trace --deployment
 /// --out` writes) on top of the hardware's fits, their spreads beside the kernel
 /// classes'; returns where they came from.
-fn apply_section(path: &str, params: &mut CostParams) -> Result<String> {
-    let a = calibration::insitu::read_section(std::path::Path::new(path))
-        .map_err(|e| anyhow!("--profile {path}: {e}"))?;
+fn apply_section(
+    path: &str,
+    a: calibration::insitu::Applied,
+    params: &mut CostParams,
+) -> Result<String> {
     for (k, v) in &a.sets {
         params
             .set(k, *v)

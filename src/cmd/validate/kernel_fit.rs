@@ -487,25 +487,26 @@ pub fn write(
     table: &str,
 ) -> Result<Vec<String>> {
     let mut docs: Vec<(String, toml_edit::DocumentMut)> = Vec::new();
-    for (arch, gpus) in ARCHITECTURES.iter().filter(|_| spreads.is_some()) {
-        let spreads = spreads.unwrap_or_default();
-        for hw in *gpus {
-            let path = format!("{dir}/hardware/{hw}.toml");
-            if !std::path::Path::new(&path).exists() {
-                continue;
+    if let Some(spreads) = spreads {
+        for (arch, gpus) in ARCHITECTURES {
+            for hw in *gpus {
+                let path = format!("{dir}/hardware/{hw}.toml");
+                if !std::path::Path::new(&path).exists() {
+                    continue;
+                }
+                let doc = doc_for(&mut docs, &path)?;
+                let mut t = toml_edit::Table::new();
+                let prov = doc["provenance"]
+                    .as_table_mut()
+                    .ok_or_else(|| anyhow!("{path}: [provenance] is not a table"))?;
+                prov.retain(|k, _| !k.starts_with("cost.spread."));
+                for s in spreads.iter().filter(|s| s.architecture == *arch) {
+                    t[s.class.key()] = toml_edit::value(round5(s.spread));
+                    prov[&format!("cost.spread.{}", s.class.key())] =
+                        toml_edit::value(s.provenance(table, hw));
+                }
+                doc["cost"]["spread"] = toml_edit::Item::Table(t);
             }
-            let doc = doc_for(&mut docs, &path)?;
-            let mut t = toml_edit::Table::new();
-            let prov = doc["provenance"]
-                .as_table_mut()
-                .ok_or_else(|| anyhow!("{path}: [provenance] is not a table"))?;
-            prov.retain(|k, _| !k.starts_with("cost.spread."));
-            for s in spreads.iter().filter(|s| s.architecture == *arch) {
-                t[s.class.key()] = toml_edit::value(round5(s.spread));
-                prov[&format!("cost.spread.{}", s.class.key())] =
-                    toml_edit::value(s.provenance(table, hw));
-            }
-            doc["cost"]["spread"] = toml_edit::Item::Table(t);
         }
     }
     for f in fits {

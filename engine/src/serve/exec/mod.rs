@@ -155,9 +155,11 @@ pub struct TracedCall {
 /// The host's side of a call traced on an asynchronous device, from the host clock read
 /// around each mark: `gap_s`, the host's time from the end of the mark before the call
 /// to the start of the call's own (issuing the call), and `mark_s`, what recording the
-/// mark before it cost the host. A call whose device waited for the host lasts about
-/// `gap_s + mark_s` on the device; untraced, about `gap_s`. Kept raw in the trace, so
-/// that what tracing adds can be told from what the call costs.
+/// mark before it cost the host. On a device that waits for the host, a call's time
+/// from the mark before it to its own is about its `gap_s` plus the longer of its
+/// kernel and the recording of its own mark (the next call's `mark_s`); untraced, about
+/// `gap_s` plus its kernel. Kept raw in the trace, so that what tracing adds can be
+/// told from what the call costs.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct HostSide {
     pub gap_s: f64,

@@ -107,19 +107,21 @@ impl AnalyticCostModel {
         let on = |x: f64| if is_moe { x } else { 0.0 };
         let (ll_d, ll_c) = (on(m.dispatch_compute_s), on(m.combine_compute_s));
         let base_a = t.stage_a();
-        let late_s = if st.post > 0.0 { t.shared } else { 0.0 };
-        let base_e = t.stage_e() + on(m.experts_s + m.elem_s) - late_s;
+        // As `stages` prices them: the barrier from the whole layer's compute, the
+        // experts' stage without a shared expert that runs late.
+        let late_s = if late { t.shared } else { 0.0 };
+        let base_e = t.stage_e() + on(m.experts_s + m.elem_s);
         let ma = if base_a > 0.0 {
             (st.attn - ll_d) / base_a
         } else {
             1.0
         };
-        let me = if base_e > 0.0 {
-            (st.experts - ll_c) / base_e
+        let me = if base_e - late_s > 0.0 {
+            (st.experts - ll_c) / (base_e - late_s)
         } else {
             1.0
         };
-        let barrier = on(m.barrier_frac * (base_a + base_e + late_s));
+        let barrier = on(m.barrier_frac * (base_a + base_e));
         let ar = local.allreduce_s;
         StageOps {
             stages: st,
