@@ -478,8 +478,8 @@ fn doc_for<'a>(
 
 /// Writes each group's values into the `[cost]` tables of its hardware files under
 /// `dir`, and each architecture's class spreads into the `[cost.spread]` of its GPUs
-/// (rebuilt whole: a class without rows loses its old value; `None` leaves them as
-/// they are), with provenance; returns the files written.
+/// (rebuilt whole: a class without rows loses its old value, the in-situ keys stay;
+/// `None` leaves them as they are), with provenance; returns the files written.
 pub fn write(
     dir: &str,
     fits: &[GroupFit],
@@ -495,11 +495,19 @@ pub fn write(
                     continue;
                 }
                 let doc = doc_for(&mut docs, &path)?;
+                // The in-situ spreads are a deployment's, not the kernel table's: kept.
                 let mut t = toml_edit::Table::new();
+                if let Some(old) = doc["cost"].get("spread").and_then(|s| s.as_table()) {
+                    for (k, v) in old.iter().filter(|(k, _)| k.starts_with("in_situ.")) {
+                        t[k] = v.clone();
+                    }
+                }
                 let prov = doc["provenance"]
                     .as_table_mut()
                     .ok_or_else(|| anyhow!("{path}: [provenance] is not a table"))?;
-                prov.retain(|k, _| !k.starts_with("cost.spread."));
+                prov.retain(|k, _| {
+                    !k.starts_with("cost.spread.") || k.starts_with("cost.spread.in_situ.")
+                });
                 for s in spreads.iter().filter(|s| s.architecture == *arch) {
                     t[s.class.key()] = toml_edit::value(round5(s.spread));
                     prov[&format!("cost.spread.{}", s.class.key())] =
@@ -569,5 +577,37 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Rebuilding a GPU's `[cost.spread]` from the kernel table's classes keeps the
+    /// in-situ spreads (and their provenance) a deployment put there, and drops a class
+    /// spread with no rows.
+    #[test]
+    fn a_spread_rewrite_keeps_the_in_situ_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("hardware")).unwrap();
+        let (arch, gpus) = ARCHITECTURES[0];
+        let path = dir.path().join(format!("hardware/{}.toml", gpus[0]));
+        std::fs::write(
+            &path,
+            "[cost]\n\n[cost.spread]\ngemm = 0.5\n\"in_situ.moe\" = 0.2\n\n[provenance]\n\"cost.spread.gemm\" = \"old\"\n\"cost.spread.in_situ.moe\" = \"a trace\"\n",
+        )
+        .unwrap();
+        let spreads = [ClassSpread {
+            class: sim::cost::spread::Class::Attention,
+            architecture: arch,
+            rows: Vec::new(),
+            rms: 0.1,
+            spread: 0.125,
+        }];
+        write(dir.path().to_str().unwrap(), &[], Some(&spreads), "t").unwrap();
+        let v: toml::Value = toml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let s = &v["cost"]["spread"];
+        assert_eq!(s["in_situ.moe"].as_float(), Some(0.2));
+        assert_eq!(s["attention"].as_float(), Some(0.125));
+        assert!(s.get("gemm").is_none(), "{s}");
+        let prov = &v["provenance"];
+        assert_eq!(prov["cost.spread.in_situ.moe"].as_str(), Some("a trace"));
+        assert!(prov.get("cost.spread.gemm").is_none());
     }
 }
