@@ -67,6 +67,10 @@ pub struct ForwardArgs {
     /// Do not overlap dispatch/combine with compute (no two-micro-batch overlap).
     #[arg(long)]
     pub no_overlap: bool,
+    /// How two overlapped decode micro-batches are scheduled: `two-batch` (four stages
+    /// each) or `five-stage` (DeepSeek's decode pipeline, as SGLang runs it).
+    #[arg(long, value_name = "SCHEDULE", default_value = "two-batch", value_parser = parse_pipeline)]
+    pub pipeline: sim::cost::Pipeline,
     /// Launch decode kernels eagerly from the host instead of replaying CUDA graphs.
     #[arg(long)]
     pub eager_decode: bool,
@@ -193,6 +197,7 @@ pub fn prepare(args: &ForwardArgs) -> Result<Prepared> {
         overlap_microbatches: !args.no_overlap,
         decode_graphs: !args.eager_decode,
         prefill_graphs: args.prefill_graphs,
+        decode_pipeline: args.pipeline,
     };
     let phase = Phase::from(args.phase);
     let draft_tokens = draft_tokens(args, phase, &model)?;
@@ -356,4 +361,12 @@ fn price(
         in_situ,
         traces,
     })
+}
+
+fn parse_pipeline(s: &str) -> Result<sim::cost::Pipeline, String> {
+    match s {
+        "two-batch" => Ok(sim::cost::Pipeline::TwoBatch),
+        "five-stage" => Ok(sim::cost::Pipeline::FiveStage),
+        _ => Err(format!("{s:?}: expected two-batch or five-stage")),
+    }
 }

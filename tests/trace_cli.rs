@@ -243,3 +243,50 @@ fn the_written_section_prices_as_its_set_flags() {
         "{text}"
     );
 }
+
+/// The five-stage decode pipeline's predicted trace reads back as it was priced: its
+/// stages named in forward's timeline, the low-latency kernels' send and receive
+/// halves as the dispatch and combine (no kernel while the data flies), and an unknown
+/// schedule refused.
+#[test]
+fn a_five_stage_trace_reads_back_its_low_latency_halves() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("five.json");
+    let path = path.to_str().unwrap();
+    let dep = "--hardware h800 --model deepseek-v3 --phase decode --dep 128 --batch-per-rank 64 --context 4096 --pipeline five-stage";
+    let mut args: Vec<&str> = vec!["forward"];
+    args.extend(dep.split(' '));
+    args.extend(["--no-band", "--trace-out", path]);
+    let (out, _) = runs(&args);
+    assert!(
+        out.contains("two micro-batches in the five-stage pipeline"),
+        "{out}"
+    );
+    assert!(out.contains(", K0 ") && out.contains(", R1 "), "{out}");
+    let v = json(&twin(&[
+        "calibrate",
+        "--from-trace",
+        path,
+        "--deployment",
+        dep,
+        "--json",
+    ]));
+    let rows = v["in_situ_fit"]["factors"].as_array().expect("factors");
+    for cat in ["dispatch", "combine", "attention"] {
+        let r = rows.iter().find(|r| r["category"] == cat).unwrap();
+        let (m, t) = (
+            r["measured_ms"].as_f64().unwrap(),
+            r["twin_ms"].as_f64().unwrap(),
+        );
+        if cat == "attention" {
+            // The H800's own in-situ attention factor, read back.
+            assert!(m > t, "{r}");
+        } else {
+            assert!((m - t).abs() < 1e-6, "{r}");
+        }
+    }
+    refused(
+        &["forward", "--model", "deepseek-v3", "--pipeline", "five"],
+        &["\"five\": expected two-batch or five-stage"],
+    );
+}

@@ -11,7 +11,7 @@
 mod terms;
 
 use sim::cost::kernels::skew::expected_max_normal;
-use sim::cost::{AnalyticCostModel, KvCapacity, Layout, Op};
+use sim::cost::{AnalyticCostModel, KvCapacity, Layout, Op, Pipeline};
 use sim::Model;
 use terms::*;
 
@@ -594,4 +594,54 @@ fn tensor_parallel_weights_and_kv_per_gpu() {
     );
     // And half the bytes read per token of context.
     close(decode(&c, 1, 999, 0).op(Op::Attention), 0.5e-7);
+}
+
+#[test]
+fn five_stage_decode_hides_the_combine_behind_attention() {
+    // Decode with low-latency kernels whose combine flies 200 us and dispatch 50 us:
+    // the two-batch schedule hides the combine behind the other micro-batch's experts,
+    // the five-stage pipeline behind its attention core. With a long context (attention
+    // long against the experts) the pipeline is faster; with none it is slower. Both
+    // run the same kernels: the compute operations do not change, only the waiting.
+    // The hand-traced schedules are `sim::cost::kernels::pipeline`'s unit tests.
+    let mut p = ideal();
+    p.ll.dispatch_s = 50e-6;
+    p.ll.combine_s = 200e-6;
+    let mut m = model();
+    m.layers[0].count = 10;
+    let two = cm(m.clone(), 4, true, p.clone());
+    let five = AnalyticCostModel::new(
+        hw(),
+        m,
+        Layout {
+            decode_pipeline: Pipeline::FiveStage,
+            ..Layout::new(4)
+        },
+        p,
+    );
+    let long = (decode(&two, 64, 200_000, 0), decode(&five, 64, 200_000, 0));
+    assert!(long.0.comm.two_batch && long.1.comm.two_batch);
+    let tl = long.1.timeline.expect("a five-stage timeline");
+    assert!(tl.five_stage && tl.named().any(|(n, _)| n == "K1"));
+    for op in [Op::Attention, Op::Moe, Op::Dense, Op::Elementwise] {
+        close(long.1.op(op), long.0.op(op));
+    }
+    assert!(
+        long.1.step_s < long.0.step_s,
+        "{} {}",
+        long.1.step_s,
+        long.0.step_s
+    );
+    let short = (decode(&two, 64, 0, 0), decode(&five, 64, 0, 0));
+    assert!(
+        short.1.step_s > short.0.step_s,
+        "{} {}",
+        short.1.step_s,
+        short.0.step_s
+    );
+    // Prefill (normal kernels) keeps the two-batch schedule.
+    assert_eq!(
+        prefill(&five, 2000, 0).step_s,
+        prefill(&two, 2000, 0).step_s
+    );
 }

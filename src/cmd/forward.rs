@@ -40,6 +40,7 @@ pub fn to_json(f: &Forward) -> serde_json::Value {
             "nvlink_bytes_per_rank": r.total.comm.nvlink_bytes,
             "rdma_bytes_per_rank": r.total.comm.rdma_bytes,
             "two_batch_overlap": r.total.comm.two_batch,
+            "pipeline": r.total.timeline.map(|l| if l.five_stage { "five-stage" } else { "two-batch" }),
             "kernels": comm_kernels(&r.total.comm),
         },
         "timeline_us": r.total.timeline.map(|t| {
@@ -201,7 +202,11 @@ fn render_terms(out: &mut String, r: &ForwardResult) {
             out,
             "\ncommunication ({} kernels, {}): {:.3} ms in all, {:.3} ms hidden under compute, {:.3} ms exposed",
             comm_kernels(c),
-            if c.two_batch { "two overlapped micro-batches" } else { "serial" },
+            match (c.two_batch, t.timeline.is_some_and(|l| l.five_stage)) {
+                (true, true) => "two micro-batches in the five-stage pipeline",
+                (true, false) => "two overlapped micro-batches",
+                _ => "serial",
+            },
             c.total_s * 1e3,
             c.hidden_s * 1e3,
             c.exposed_s * 1e3

@@ -331,6 +331,32 @@ pub struct Layout {
     /// Prefill steps replay CUDA graphs (engines launch prefill eagerly by default).
     #[serde(default)]
     pub prefill_graphs: bool,
+    /// How two overlapped micro-batches of a decode step with low-latency all-to-all
+    /// kernels are scheduled.
+    #[serde(default)]
+    pub decode_pipeline: Pipeline,
+}
+
+/// The schedule of two overlapped decode micro-batches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Pipeline {
+    /// Four stages per micro-batch (attention, dispatch, experts, combine), the
+    /// communication of one hidden behind the other's compute ([`kernels::overlap`]).
+    #[default]
+    TwoBatch,
+    /// DeepSeek's five stages on one stream, the second micro-batch two stages behind
+    /// (SGLang's decode two-batch overlap; [`kernels::pipeline`]).
+    FiveStage,
+}
+
+impl Pipeline {
+    pub fn name(self) -> &'static str {
+        match self {
+            Pipeline::TwoBatch => "two-batch",
+            Pipeline::FiveStage => "five-stage",
+        }
+    }
 }
 
 impl Layout {
@@ -343,6 +369,7 @@ impl Layout {
             overlap_microbatches: true,
             decode_graphs: true,
             prefill_graphs: false,
+            decode_pipeline: Pipeline::TwoBatch,
         }
     }
 

@@ -225,6 +225,10 @@ pub struct PoolConfig {
     pub redundant_experts: u32,
     #[serde(default = "yes")]
     pub overlap_microbatches: bool,
+    /// How overlapped decode micro-batches are scheduled: `"two-batch"` (default) or
+    /// `"five-stage"` (DeepSeek's decode pipeline, as SGLang runs it).
+    #[serde(default)]
+    pub decode_pipeline: crate::cost::Pipeline,
     /// Decode: most requests one rank runs in a step.
     #[serde(default = "d_max_batch")]
     pub max_batch_per_rank: u32,
@@ -278,6 +282,7 @@ impl PoolConfig {
             expert_parallel: false,
             redundant_experts: 0,
             overlap_microbatches: true,
+            decode_pipeline: Default::default(),
             max_batch_per_rank: d_max_batch(),
             chunk_tokens_per_rank: d_chunk(),
             max_prefill_requests_per_rank: d_prefill_reqs(),
@@ -295,6 +300,7 @@ impl PoolConfig {
             expert_parallel: self.expert_parallel,
             redundant_experts: self.redundant_experts,
             overlap_microbatches: self.overlap_microbatches,
+            decode_pipeline: self.decode_pipeline,
             ..Layout::new(self.dep)
         }
     }

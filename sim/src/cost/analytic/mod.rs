@@ -37,8 +37,10 @@ use self::stages::{Local, TypeLocal};
 use self::work::RankWork;
 use super::kernels::a2a;
 use super::kernels::overlap::{self, Schedule, Stages};
+use super::kernels::pipeline;
 use super::{
-    Bound, CommCost, CostModel, CostParams, KvCapacity, Layout, Op, Phase, StepCost, StepShape,
+    Bound, CommCost, CostModel, CostParams, KvCapacity, Layout, Op, Phase, Pipeline, StepCost,
+    StepShape,
 };
 use crate::model::AttentionKind;
 use crate::{Hardware, Model};
@@ -81,6 +83,12 @@ fn late_shared(phase: Phase, moe: &MoePart) -> bool {
 }
 
 impl AnalyticCostModel {
+    /// Whether two micro-batches of `phase` run the five-stage decode pipeline
+    /// ([`pipeline`]): decode with low-latency kernels, where the layout asks for it.
+    fn five_stage(&self, phase: Phase, moe: &MoePart) -> bool {
+        phase == Phase::Decode && moe.hooked && self.layout.decode_pipeline == Pipeline::FiveStage
+    }
+
     pub fn new(hardware: Hardware, model: Model, layout: Layout, params: CostParams) -> Self {
         let compiled = Compiled::new(&hardware, &model, &layout, &params);
         let memo = Memo::new(compiled.gemm_slots);
@@ -150,6 +158,10 @@ impl AnalyticCostModel {
             dispatch_busy: d,
             combine_busy: c,
             post,
+            core: (t.attention + t.indexer) * stretch,
+            shared: if late_shared { 0.0 } else { t.shared * stretch },
+            dispatch_compute: ll_d,
+            combine_compute: ll_c,
         };
         // Written so that the isolated price (stretch 1, no low-latency halves) is the
         // overlap term alone, bit for bit.
@@ -196,7 +208,11 @@ impl AnalyticCostModel {
             *s = st;
             penalty += 2.0 * self.compiled.types[ti].count * p;
         }
-        let sched = overlap::two_batch_with(seq.len(), |i| stages[seq[i] as usize]);
+        let sched = if self.five_stage(phase, &moe) {
+            pipeline::five_stage_with(seq.len(), |i| stages[seq[i] as usize])
+        } else {
+            overlap::two_batch_with(seq.len(), |i| stages[seq[i] as usize])
+        };
         Variant {
             sched,
             local,

@@ -9,6 +9,7 @@ pub mod as_benchmarked;
 pub mod attention;
 pub mod gemm;
 pub mod overlap;
+pub mod pipeline;
 pub mod skew;
 
 pub use gemm::{Device, Gemm, GemmKind, KernelTime};

@@ -39,6 +39,15 @@ pub struct Stages {
     /// Compute run after the combine is launched, while it is in flight (the shared
     /// expert in prefill); the next layer's attention waits for it.
     pub post: f64,
+    /// Parts of `attn` and `experts` that the five-stage decode pipeline
+    /// ([`super::pipeline`]) runs in stages of their own: the attention core (with the
+    /// indexer), the shared expert, and the low-latency kernels' send/receive time on
+    /// the compute stream (in `attn` for the dispatch, in `experts` for the combine).
+    /// The two-batch schedule reads only the sums.
+    pub core: f64,
+    pub shared: f64,
+    pub dispatch_compute: f64,
+    pub combine_compute: f64,
 }
 
 impl Stages {
@@ -54,25 +63,33 @@ impl Stages {
 /// Start and end of each stage of one layer, both micro-batches.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct LayerTimeline {
-    /// `[A0, A1, D0, D1, E0, E1, C0, C1, S0, S1]` as (start, end), seconds from the
-    /// layer's first start (`S_m` empty at `E_m`'s end when there is no `post`).
-    pub spans: [(f64, f64); SPANS],
+    /// Two-batch schedule: `[A0, A1, D0, D1, E0, E1, C0, C1, S0, S1]` as (start, end),
+    /// seconds from the layer's first start (`S_m` empty at `E_m`'s end when there is
+    /// no `post`); the rest unused. Five-stage pipeline: [`super::pipeline::NAMES`].
+    pub spans: [(f64, f64); super::pipeline::SPANS],
     /// Position of that layer in the model's layer sequence, and its period: from its
     /// first start to the next layer's (to the step's end for the last layer).
     pub layer: usize,
     pub period_s: f64,
+    /// The spans are the five-stage pipeline's.
+    pub five_stage: bool,
 }
 
 impl LayerTimeline {
     pub const NAMES: [&'static str; SPANS] =
         ["A0", "A1", "D0", "D1", "E0", "E1", "C0", "C1", "S0", "S1"];
 
-    /// The stages that take time, by name.
+    /// The stages that take time, by name (two-batch: the four stages always).
     pub fn named(&self) -> impl Iterator<Item = (&'static str, (f64, f64))> + '_ {
-        Self::NAMES
+        let (names, five): (&'static [&'static str], bool) = if self.five_stage {
+            (&super::pipeline::NAMES, true)
+        } else {
+            (&Self::NAMES, false)
+        };
+        names
             .iter()
             .zip(self.spans.iter())
-            .filter(|(n, (a, b))| b > a || !n.starts_with('S'))
+            .filter(move |(n, (a, b))| b > a || !(five || n.starts_with('S')))
             .map(|(n, s)| (*n, *s))
     }
 }
@@ -181,7 +198,9 @@ pub fn two_batch_recorded(
         if i == mid {
             let t0 = spans[0].0;
             mid_start = t0;
-            timeline.spans = spans.map(|(a, b)| (a - t0, b - t0));
+            for (t, (a, b)) in timeline.spans.iter_mut().zip(spans) {
+                *t = (a - t0, b - t0);
+            }
             timeline.layer = i;
         } else if i == mid + 1 {
             timeline.period_s = spans[0].0 - mid_start;
@@ -222,7 +241,7 @@ mod tests {
             combine,
             dispatch_busy: dispatch,
             combine_busy: combine,
-            post: 0.0,
+            ..Stages::default()
         }
     }
 
