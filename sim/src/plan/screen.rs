@@ -72,8 +72,9 @@ pub struct AnalyticPricer<'a> {
     pub model: &'a Model,
     /// By hardware name.
     pub pricing: BTreeMap<String, PoolPricing>,
-    /// Two-micro-batch overlap (the scenario's setting).
+    /// Two-micro-batch overlap, and how decode schedules it (the scenario's settings).
     pub overlap: bool,
+    pub decode_pipeline: crate::cost::Pipeline,
 }
 
 impl AnalyticPricer<'_> {
@@ -87,6 +88,7 @@ impl AnalyticPricer<'_> {
         Layout {
             redundant_experts: p.redundant_experts,
             overlap_microbatches: self.overlap && p.tp <= 1,
+            decode_pipeline: self.decode_pipeline,
             ..base
         }
     }

@@ -314,6 +314,7 @@ fn build(args: &PlanArgs) -> Result<(Context_, Grid)> {
         model: &base.model,
         pricing: pricing.clone(),
         overlap: base.scenario.serving.decode.overlap_microbatches,
+        decode_pipeline: base.scenario.serving.decode.decode_pipeline,
     };
     // A target rate is the peak's: the candidates are sized for it.
     let inputs = ScreenInputs {
