@@ -484,7 +484,14 @@ impl AnalyticCostModel {
     pub fn moe_layer(&self, phase: Phase, tokens_per_rank: f64) -> (f64, Bound) {
         let d = self.layout.dep.max(1) as f64;
         let m = self.moe_part(phase, tokens_per_rank * d, tokens_per_rank, true);
-        let t = m.experts_s + m.elem_s + m.dispatch.s + m.combine.s;
+        // In situ, low-latency kernels' send/receive time on the compute stream is part
+        // of their latency (`MoePart::dispatch_compute_s`).
+        let t = m.experts_s
+            + m.elem_s
+            + m.dispatch.s
+            + m.combine.s
+            + m.dispatch_compute_s
+            + m.combine_compute_s;
         let bound = if m.dispatch.s + m.combine.s > m.experts_s {
             Bound::Link
         } else {

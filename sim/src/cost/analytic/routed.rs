@@ -190,6 +190,12 @@ impl AnalyticCostModel {
         if part.hooked {
             part.dispatch_compute_s = s.ll_dispatch_s;
             part.combine_compute_s = s.ll_combine_s;
+            // A low-latency kernel's benchmark latency runs from its launch until all
+            // data is received, its own send and receive work included (DeepEP issue
+            // #84). In situ that work is the send/receive time on the compute stream,
+            // so the data flies for the rest of the latency, not for all of it again.
+            part.dispatch.s = (part.dispatch.s - s.ll_dispatch_s).max(0.0);
+            part.combine.s = (part.combine.s - s.ll_combine_s).max(0.0);
         } else {
             part.dispatch.s *= s.dispatch;
             part.combine.s *= s.combine;
