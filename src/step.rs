@@ -189,6 +189,14 @@ pub fn prepare(args: &ForwardArgs) -> Result<Prepared> {
     if args.expert_parallel && args.tp <= 1 {
         bail!("--expert-parallel applies to a TP replica (--tp 2 or more); a DEP group is expert-parallel already");
     }
+    if args.pipeline == sim::cost::Pipeline::FiveStage {
+        if args.no_overlap {
+            bail!("--pipeline five-stage schedules two overlapped micro-batches; --no-overlap runs none");
+        }
+        if args.phase == PhaseArg::Prefill {
+            bail!("--pipeline five-stage schedules decode steps; a prefill step's micro-batches run the two-batch schedule");
+        }
+    }
     let layout = Layout {
         dep,
         tp: args.tp,

@@ -289,4 +289,19 @@ fn a_five_stage_trace_reads_back_its_low_latency_halves() {
         &["forward", "--model", "deepseek-v3", "--pipeline", "five"],
         &["\"five\": expected two-batch or five-stage"],
     );
+    let five = [
+        "forward",
+        "--model",
+        "deepseek-v3",
+        "--pipeline",
+        "five-stage",
+    ];
+    refused(
+        &[&five[..], &["--phase", "prefill"]].concat(),
+        &["--pipeline five-stage schedules decode steps"],
+    );
+    refused(
+        &[&five[..], &["--phase", "decode", "--no-overlap"]].concat(),
+        &["--no-overlap runs none"],
+    );
 }
