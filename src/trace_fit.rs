@@ -12,7 +12,7 @@
 use crate::step::{evaluate, ForwardArgs};
 use anyhow::{anyhow, Context, Result};
 use calibration::insitu::{fit_factors, to_toml, InSituFit};
-use calibration::trace::{Category, LayerBreakdown, TraceReport};
+use calibration::trace::{Category, LayerBreakdown, Stream, TraceReport};
 use clap::Parser;
 use serde_json::json;
 use sim::cost::Phase;
@@ -67,7 +67,19 @@ pub fn fit(report: &TraceReport, deployment: &str) -> Result<TraceFit> {
     args.trace_out = None;
     let f = evaluate(&args).with_context(|| format!("--deployment `{deployment}`"))?;
     let layer = f.result.total.in_situ;
-    let predicted = layer.breakdown();
+    let mut predicted = layer.breakdown();
+    if !layer.comm_stream {
+        // On one stream a profile sees the compute stream's waits (for a low-latency
+        // transfer, say) as gaps between kernels, which it counts as launch time.
+        let idle = predicted.get(Stream::Compute, Category::Bubble);
+        predicted
+            .entries
+            .retain(|e| !(e.stream == Stream::Compute && e.category == Category::Bubble));
+        // Less than a nanosecond is the rounding of a schedule that never waits.
+        if idle > 1e-9 {
+            predicted.add(Stream::Compute, Category::Launch, idle);
+        }
+    }
     let moe = predicted.category(Category::Moe) > 0.0;
     let measured: Vec<LayerBreakdown> = report
         .per_layer
