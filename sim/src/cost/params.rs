@@ -117,6 +117,15 @@ pub struct CostParams {
     pub deepep_release: f64,
     #[serde(default = "rdma_initial")]
     pub comm_rdma_eff_initial: f64,
+    /// The FlashMLA release priced for dense decode attention, as a date `YYYYMMDD`:
+    /// before its 2025-04-22 "performance update" the kernel reached 580 TFLOP/s on
+    /// compute-bound work (its README), `attention_compute_eff_initial` of the tensor
+    /// peak, instead of `attention.compute_eff` (660 TFLOP/s after). Its memory-bound
+    /// figure (3000 GB/s) did not change.
+    #[serde(default = "flashmla_update")]
+    pub flashmla_release: f64,
+    #[serde(default = "attention_initial")]
+    pub attention_compute_eff_initial: f64,
     /// SMs the normal all-to-all kernels occupy while they run (taken from compute when
     /// they overlap it).
     pub comm_sms: f64,
@@ -217,6 +226,8 @@ impl Default for CostParams {
             comm_rdma_eff: 0.87,
             deepep_release: deepep_update(),
             comm_rdma_eff_initial: rdma_initial(),
+            flashmla_release: flashmla_update(),
+            attention_compute_eff_initial: attention_initial(),
             comm_sms: 20.0,
             ll: LowLatency {
                 nvlink_eff: 0.65,
@@ -258,7 +269,32 @@ fn rdma_initial() -> f64 {
     0.68
 }
 
+/// FlashMLA's 2025-04-22 performance update, the release the kernel table's dense
+/// decode rows time.
+pub const FLASHMLA_UPDATE: f64 = 20250422.0;
+
+fn flashmla_update() -> f64 {
+    FLASHMLA_UPDATE
+}
+
+/// 580 against the update's 660 TFLOP/s on H800 (FlashMLA README) puts the initial
+/// release at about 0.88 of `attention.compute_eff`'s 0.67; the hardware files fit it to
+/// that row.
+fn attention_initial() -> f64 {
+    0.59
+}
+
 impl CostParams {
+    /// Dense decode attention's rates for the FlashMLA release priced.
+    #[inline]
+    pub fn dense_decode_attention(&self) -> OpRate {
+        let mut r = self.attention;
+        if self.flashmla_release < FLASHMLA_UPDATE {
+            r.compute_eff = self.attention_compute_eff_initial;
+        }
+        r
+    }
+
     /// The RDMA efficiency of the normal kernels of the release priced.
     #[inline]
     pub fn normal_rdma_eff(&self) -> f64 {
@@ -291,7 +327,7 @@ enum Kind {
 
 impl CostParams {
     /// Every key `set` accepts.
-    pub const KEYS: [&'static str; 72] = [
+    pub const KEYS: [&'static str; 74] = [
         "moe.mem_eff",
         "moe.compute_eff",
         "moe.fixed_s",
@@ -327,6 +363,8 @@ impl CostParams {
         "comm_rdma_eff",
         "deepep_release",
         "comm_rdma_eff_initial",
+        "flashmla_release",
+        "attention_compute_eff_initial",
         "comm_sms",
         "ll.nvlink_eff",
         "ll.rdma_eff",
@@ -381,6 +419,10 @@ impl CostParams {
                 return Some((&mut self.comm_rdma_eff_initial, Fraction))
             }
             ("deepep_release", None) => return Some((&mut self.deepep_release, Positive)),
+            ("flashmla_release", None) => return Some((&mut self.flashmla_release, Positive)),
+            ("attention_compute_eff_initial", None) => {
+                return Some((&mut self.attention_compute_eff_initial, Fraction))
+            }
             ("comm_sms", None) => return Some((&mut self.comm_sms, NonNegative)),
             ("allreduce_ring_step_s", None) => {
                 return Some((&mut self.allreduce_ring_step_s, Seconds))

@@ -103,6 +103,7 @@ impl Class {
             }
             Class::Attention => {
                 rate(&mut p.attention, factor);
+                p.attention_compute_eff_initial /= factor;
                 rate(&mut p.attention_sparse, factor);
                 rate(&mut p.attention_prefill, factor);
                 rate(&mut p.attention_sparse_prefill, factor);

@@ -198,6 +198,15 @@ pub const GROUPS: &[Group] = &[
         not_borrowed: &[],
     },
     Group {
+        name: "FlashMLA dense decode, initial release (H800)",
+        prefixes: &["flashmla-initial-"],
+        params: &[p("attention_compute_eff_initial", 0.1, 1.0)],
+        fitted_in: &["h800"],
+        assumed_in: &["h100", "h200"],
+        why_assumed: "FlashMLA's H800 figure of its initial release (the same SM90 kernel)",
+        not_borrowed: &[],
+    },
+    Group {
         name: "FlashMLA sparse (H800)",
         prefixes: &[
             "flashmla-sparse-decode-h800",

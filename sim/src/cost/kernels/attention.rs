@@ -21,13 +21,14 @@ pub enum AttnKernel {
     Sparse,
 }
 
-/// The efficiency class for a kernel in a phase.
-pub fn rate(p: &CostParams, kernel: AttnKernel, phase: Phase) -> &OpRate {
+/// The efficiency class for a kernel in a phase (dense decode: of the FlashMLA release
+/// priced).
+pub fn rate(p: &CostParams, kernel: AttnKernel, phase: Phase) -> OpRate {
     match (phase, kernel) {
-        (Phase::Decode, AttnKernel::Dense) => &p.attention,
-        (Phase::Decode, AttnKernel::Sparse) => &p.attention_sparse,
-        (Phase::Prefill, AttnKernel::Dense) => &p.attention_prefill,
-        (Phase::Prefill, AttnKernel::Sparse) => &p.attention_sparse_prefill,
+        (Phase::Decode, AttnKernel::Dense) => p.dense_decode_attention(),
+        (Phase::Decode, AttnKernel::Sparse) => p.attention_sparse,
+        (Phase::Prefill, AttnKernel::Dense) => p.attention_prefill,
+        (Phase::Prefill, AttnKernel::Sparse) => p.attention_sparse_prefill,
     }
 }
 
@@ -101,7 +102,7 @@ pub fn time(
         }
         _ => 1.0,
     };
-    roofline(bytes, hbm_bytes_per_s, flops, peak_flops_per_s, r, scale)
+    roofline(bytes, hbm_bytes_per_s, flops, peak_flops_per_s, &r, scale)
 }
 
 #[cfg(test)]
@@ -118,7 +119,7 @@ mod tests {
         p.attention = OpRate::new(1.0, 1.0, 0.0);
         let bytes = 128.0 * 4096.0 * 1152.0;
         let flops = 2.0 * 16.0 * 4096.0 * 128.0 * 1088.0;
-        let decode = |flops: f64, peak_flops_per_s: f64| {
+        let decode = |p: &CostParams, flops: f64, peak_flops_per_s: f64| {
             let w = AttnWork {
                 kernel: AttnKernel::Dense,
                 phase: Phase::Decode,
@@ -126,16 +127,39 @@ mod tests {
                 flops,
                 seq_tokens: 1.0,
             };
-            time(&p, &w, 1e12, peak_flops_per_s)
+            time(p, &w, 1e12, peak_flops_per_s)
         };
-        let k = decode(flops, 1e15);
+        let k = decode(&p, flops, 1e15);
         assert!((k.s - bytes / 1e12).abs() < 1e-15);
         assert_eq!(k.bound, Bound::Memory);
         // 128 heads x 2 queries: 16x the flops, 293 us... still below 604 us; at 1e14
         // flop/s it is compute-bound.
-        let k = decode(16.0 * flops, 1e14);
+        let k = decode(&p, 16.0 * flops, 1e14);
         assert_eq!(k.bound, Bound::Compute);
         assert!((k.s - 16.0 * flops / 1e14).abs() < 1e-15);
+        // FlashMLA before its 2025-04-22 update: compute-bound work at the initial
+        // release's efficiency (0.8 here: 1.25x the time), memory-bound work unchanged.
+        p.attention_compute_eff_initial = 0.8;
+        p.flashmla_release = 20250221.0;
+        let k = decode(&p, 16.0 * flops, 1e14);
+        assert!((k.s - 16.0 * flops / 0.8e14).abs() < 1e-15);
+        assert!((decode(&p, flops, 1e15).s - bytes / 1e12).abs() < 1e-15);
+        // The sparse kernel is not FlashMLA's dense one.
+        let sparse = AttnWork {
+            kernel: AttnKernel::Sparse,
+            phase: Phase::Decode,
+            bytes: 0.0,
+            flops,
+            seq_tokens: 1.0,
+        };
+        assert_eq!(
+            rate(&p, AttnKernel::Sparse, Phase::Decode),
+            p.attention_sparse
+        );
+        assert_eq!(
+            time(&p, &sparse, 1e12, 1e15).compute_s,
+            flops / (1e15 * p.attention_sparse.compute_eff)
+        );
     }
 
     #[test]
