@@ -3,7 +3,9 @@
 //! (NVIDIA's AIConfigurator Rust core reports 17-94 us per engine step).
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
-use sim::cost::{AnalyticCostModel, CostModel, CostParams, Layout, Phase, ReqSlice, StepShape};
+use sim::cost::{
+    AnalyticCostModel, CostModel, CostParams, Layout, Phase, Pipeline, ReqSlice, StepShape,
+};
 use sim::{Hardware, Model};
 
 fn model() -> (Hardware, Model) {
@@ -66,5 +68,45 @@ fn bench(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, bench);
+/// DeepSeek-V3 decode on H800, DEP128 with low-latency all-to-all: the two-batch
+/// schedule against DeepSeek's five-stage pipeline (one step each, 32 requests per
+/// rank at a 16K context).
+fn pipelines(c: &mut Criterion) {
+    let hw: Hardware = toml::from_str(include_str!("../../scenarios/hardware/h800.toml")).unwrap();
+    let m: Model = toml::from_str(include_str!("../../scenarios/models/deepseek-v3.toml")).unwrap();
+    let mut params = CostParams::default();
+    for (k, v) in &hw.cost {
+        params.set(k, *v).unwrap();
+    }
+    let dep = 128u32;
+    let ranks = vec![
+        vec![ReqSlice {
+            new_tokens: 1,
+            context_tokens: 16_384,
+            count: 32
+        }];
+        dep as usize
+    ];
+    for pipeline in [Pipeline::TwoBatch, Pipeline::FiveStage] {
+        let layout = Layout {
+            decode_pipeline: pipeline,
+            ..Layout::new(dep)
+        };
+        let cm = AnalyticCostModel::new(hw.clone(), m.clone(), layout, params.clone());
+        c.bench_function(
+            &format!("decode_step/v3-h800-dep128/b32_{}", pipeline.name()),
+            |b| {
+                b.iter(|| {
+                    cm.step(black_box(&StepShape {
+                        phase: Phase::Decode,
+                        ranks: &ranks,
+                        draft_tokens: 0,
+                    }))
+                })
+            },
+        );
+    }
+}
+
+criterion_group!(benches, bench, pipelines);
 criterion_main!(benches);

@@ -58,8 +58,10 @@ struct Pipe {
     link: f64,
     /// When each micro-batch's dispatched tokens and combined results arrive.
     arrive: [[f64; 2]; 2],
-    /// The stage times and spans of the (at most two) layers in flight, by parity.
+    /// The stage times (and the five stages') and spans of the (at most two) layers in
+    /// flight, by parity.
     stages: [Stages; 2],
+    five: [[f64; 5]; 2],
     spans: [[(f64, f64); SPANS]; 2],
     compute_s: f64,
     comm_s: f64,
@@ -80,7 +82,7 @@ impl Pipe {
     /// Runs stage `j` of layer `i` of micro-batch `m`.
     fn run(&mut self, m: usize, i: usize, j: usize) {
         let s = self.stages[i % 2];
-        let d = s.five()[j];
+        let d = self.five[i % 2][j];
         let wait = match j {
             3 => self.arrive[m][0],
             4 => self.arrive[m][1],
@@ -119,6 +121,7 @@ pub fn five_stage_recorded(
         link: 0.0,
         arrive: [[0.0; 2]; 2],
         stages: [Stages::default(); 2],
+        five: [[0.0; 5]; 2],
         spans: [[(0.0, 0.0); SPANS]; 2],
         compute_s: 0.0,
         comm_s: 0.0,
@@ -135,6 +138,7 @@ pub fn five_stage_recorded(
             let (i, j) = (k / 5, k % 5);
             if j == 0 {
                 p.stages[i % 2] = stage(i);
+                p.five[i % 2] = p.stages[i % 2].five();
                 p.spans[i % 2] = [(0.0, 0.0); SPANS];
             }
             p.run(0, i, j);
