@@ -69,7 +69,7 @@ pub struct ForwardArgs {
     pub no_overlap: bool,
     /// How two overlapped decode micro-batches are scheduled: `two-batch` (four stages
     /// each) or `five-stage` (DeepSeek's decode pipeline, as SGLang runs it).
-    #[arg(long, value_name = "SCHEDULE", default_value = "two-batch", value_parser = parse_pipeline)]
+    #[arg(long, value_name = "SCHEDULE", default_value = "two-batch", value_parser = str::parse::<sim::cost::Pipeline>)]
     pub pipeline: sim::cost::Pipeline,
     /// Launch decode kernels eagerly from the host instead of replaying CUDA graphs.
     #[arg(long)]
@@ -369,12 +369,4 @@ fn price(
         in_situ,
         traces,
     })
-}
-
-fn parse_pipeline(s: &str) -> Result<sim::cost::Pipeline, String> {
-    match s {
-        "two-batch" => Ok(sim::cost::Pipeline::TwoBatch),
-        "five-stage" => Ok(sim::cost::Pipeline::FiveStage),
-        _ => Err(format!("{s:?}: expected two-batch or five-stage")),
-    }
 }

@@ -636,7 +636,7 @@ fn five_stage_decode_hides_the_combine_behind_attention() {
     let long = (decode(&two, 64, 200_000, 0), decode(&five, 64, 200_000, 0));
     assert!(long.0.comm.two_batch && long.1.comm.two_batch);
     let tl = long.1.timeline.expect("a five-stage timeline");
-    assert!(tl.five_stage && tl.named().any(|(n, _)| n == "K1"));
+    assert!(tl.pipeline == Pipeline::FiveStage && tl.named().any(|(n, _)| n == "K1"));
     for op in [Op::Attention, Op::Moe, Op::Dense, Op::Elementwise] {
         close(long.1.op(op), long.0.op(op));
     }

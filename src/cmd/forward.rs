@@ -3,7 +3,7 @@
 use crate::step::{evaluate, Forward, ForwardArgs};
 use anyhow::Result;
 use serde_json::json;
-use sim::cost::{Bound, Op, Phase};
+use sim::cost::{Bound, Op, Phase, Pipeline};
 use sim::forward::ForwardResult;
 use std::fmt::Write as _;
 
@@ -40,7 +40,7 @@ pub fn to_json(f: &Forward) -> serde_json::Value {
             "nvlink_bytes_per_rank": r.total.comm.nvlink_bytes,
             "rdma_bytes_per_rank": r.total.comm.rdma_bytes,
             "two_batch_overlap": r.total.comm.two_batch,
-            "pipeline": r.total.timeline.map(|l| if l.five_stage { "five-stage" } else { "two-batch" }),
+            "pipeline": r.total.timeline.map(|l| l.pipeline.name()),
             "kernels": comm_kernels(&r.total.comm),
         },
         "timeline_us": r.total.timeline.map(|t| {
@@ -202,9 +202,9 @@ fn render_terms(out: &mut String, r: &ForwardResult) {
             out,
             "\ncommunication ({} kernels, {}): {:.3} ms in all, {:.3} ms hidden under compute, {:.3} ms exposed",
             comm_kernels(c),
-            match (c.two_batch, t.timeline.is_some_and(|l| l.five_stage)) {
-                (true, true) => "two micro-batches in the five-stage pipeline",
-                (true, false) => "two overlapped micro-batches",
+            match t.timeline.map(|l| l.pipeline) {
+                Some(Pipeline::FiveStage) => "two micro-batches in the five-stage pipeline",
+                _ if c.two_batch => "two overlapped micro-batches",
                 _ => "serial",
             },
             c.total_s * 1e3,

@@ -351,11 +351,24 @@ pub enum Pipeline {
 }
 
 impl Pipeline {
+    pub const ALL: [Pipeline; 2] = [Pipeline::TwoBatch, Pipeline::FiveStage];
+
+    /// The name a scenario and `--pipeline` use.
     pub fn name(self) -> &'static str {
         match self {
             Pipeline::TwoBatch => "two-batch",
             Pipeline::FiveStage => "five-stage",
         }
+    }
+}
+
+impl std::str::FromStr for Pipeline {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Pipeline::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| format!("{s:?}: expected two-batch or five-stage"))
     }
 }
 

@@ -94,9 +94,10 @@ struct StageOps {
 fn five_stage_trace(ops: &[StageOps], seq: &[u8], t: &mut StepTrace) -> f64 {
     let mut spans = Vec::with_capacity(seq.len());
     pipeline::five_stage_recorded(seq.len(), |i| ops[seq[i] as usize].stages, Some(&mut spans));
+    let fives: Vec<[FiveOps; 5]> = ops.iter().map(StageOps::five).collect();
     let mut end = 0.0f64;
     for (i, sp) in spans.iter().enumerate() {
-        let five = ops[seq[i] as usize].five();
+        let five = &fives[seq[i] as usize];
         for mb in 0..2u8 {
             let at = (Some(i as u32), Some(mb));
             for (j, stage) in five.iter().enumerate() {
@@ -114,8 +115,8 @@ type FiveOps = Vec<(C, f64)>;
 impl StageOps {
     /// The operations of the five-stage pipeline's stages (`A K S E R`), from the
     /// two-batch stages' lists: the attention core and indexer in `K`; each
-    /// low-latency kernel's compute time halved into a send and a receive
-    /// ([`pipeline`]); the shared expert in `S`. Each sums to its stage's time.
+    /// low-latency kernel's compute time split into a send and a receive
+    /// ([`Stages::halves`]); the shared expert in `S`. Each sums to its stage's time.
     fn five(&self) -> [FiveOps; 5] {
         let st = &self.stages;
         let core = |c: C| matches!(c, C::Attention | C::Indexer);
@@ -126,12 +127,12 @@ impl StageOps {
             .copied()
             .collect();
         let k = self.a.iter().filter(|(c, _)| core(*c)).copied().collect();
-        let (dh, ch) = (st.dispatch_compute / 2.0, st.combine_compute / 2.0);
+        let [d_send, d_recv, c_send, c_recv] = st.halves();
         // The experts' list leads with its GEMMs, the shared expert among them.
-        let mut e: FiveOps = vec![(C::Dispatch, dh)];
+        let mut e: FiveOps = vec![(C::Dispatch, d_recv)];
         for &(c, s) in &self.e {
             match c {
-                C::Combine => e.push((C::Combine, ch)),
+                C::Combine => e.push((C::Combine, c_send)),
                 C::Gemm => e.push((C::Gemm, (s - st.shared).max(0.0))),
                 _ => e.push((c, s)),
             }
@@ -139,9 +140,9 @@ impl StageOps {
         [
             prepare,
             k,
-            vec![(C::Dispatch, dh), (C::Gemm, st.shared)],
+            vec![(C::Dispatch, d_send), (C::Gemm, st.shared)],
             e,
-            vec![(C::Combine, ch)],
+            vec![(C::Combine, c_recv)],
         ]
     }
 }

@@ -24,6 +24,8 @@
 //! (DeepEP), so only the transfer occupies the link and their latency is a delay the
 //! other micro-batch's compute can fill.
 
+use crate::cost::Pipeline;
+
 /// One micro-batch's stage times at one layer (for the serial schedule: the whole
 /// batch's).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -71,8 +73,8 @@ pub struct LayerTimeline {
     /// first start to the next layer's (to the step's end for the last layer).
     pub layer: usize,
     pub period_s: f64,
-    /// The spans are the five-stage pipeline's.
-    pub five_stage: bool,
+    /// The schedule the spans are of.
+    pub pipeline: Pipeline,
 }
 
 impl LayerTimeline {
@@ -81,10 +83,11 @@ impl LayerTimeline {
 
     /// The stages that take time, by name (two-batch: the four stages always).
     pub fn named(&self) -> impl Iterator<Item = (&'static str, (f64, f64))> + '_ {
-        let (names, five): (&'static [&'static str], bool) = if self.five_stage {
-            (&super::pipeline::NAMES, true)
+        let five = self.pipeline == Pipeline::FiveStage;
+        let names: &'static [&'static str] = if five {
+            &super::pipeline::NAMES
         } else {
-            (&Self::NAMES, false)
+            &Self::NAMES
         };
         names
             .iter()

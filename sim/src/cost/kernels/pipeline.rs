@@ -40,11 +40,26 @@ pub const NAMES: [&str; SPANS] = [
     "A0", "A1", "K0", "K1", "S0", "S1", "E0", "E1", "R0", "R1", "D0", "D1", "C0", "C1",
 ];
 
+/// Share of a low-latency kernel's compute-stream time spent sending (the rest
+/// receives); assumed, see the module's doc.
+pub const SEND_SHARE: f64 = 0.5;
+
 impl Stages {
+    /// The low-latency kernels' compute-stream time split at [`SEND_SHARE`]: dispatch
+    /// send and receive, combine send and receive.
+    pub fn halves(&self) -> [f64; 4] {
+        let (d, c) = (self.dispatch_compute, self.combine_compute);
+        [
+            d * SEND_SHARE,
+            d * (1.0 - SEND_SHARE),
+            c * SEND_SHARE,
+            c * (1.0 - SEND_SHARE),
+        ]
+    }
+
     /// Compute-stream time of one micro-batch's five stages (`A K S E R`).
     pub fn five(&self) -> [f64; 5] {
-        let (ds, dr) = (self.dispatch_compute / 2.0, self.dispatch_compute / 2.0);
-        let (cs, cr) = (self.combine_compute / 2.0, self.combine_compute / 2.0);
+        let [ds, dr, cs, cr] = self.halves();
         let prepare = (self.attn - self.core - self.dispatch_compute).max(0.0);
         let routed = (self.experts - self.shared - self.combine_compute).max(0.0);
         [prepare, self.core, ds + self.shared, dr + routed + cs, cr]
@@ -95,7 +110,7 @@ impl Pipe {
         self.spans[i % 2][2 * j + m] = (start, end);
         if j == 2 {
             // The send half goes first; the shared expert runs while the tokens fly.
-            let issue = start + s.dispatch_compute / 2.0;
+            let issue = start + s.halves()[0];
             let span = self.send(issue, s.dispatch, s.dispatch_busy);
             self.spans[i % 2][10 + m] = span;
             self.arrive[m][0] = span.1;
@@ -127,7 +142,7 @@ pub fn five_stage_recorded(
         comm_s: 0.0,
     };
     let mut timeline = LayerTimeline {
-        five_stage: true,
+        pipeline: crate::cost::Pipeline::FiveStage,
         ..LayerTimeline::default()
     };
     let mid = n / 2;
