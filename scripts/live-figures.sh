@@ -23,7 +23,12 @@
 # seconds) for the 1-minute load average to fall below QUIET, and every run records the
 # load at its start and end (run.json). CORES: cores of the rank and of the calibration
 # (default: all). Loads: POISSON_LIGHT/POISSON_HIGH requests per second,
-# AGENTX_LIGHT/AGENTX_HIGH concurrent sessions.
+# AGENTX_LIGHT/AGENTX_HIGH concurrent sessions. REVALIDATE=1 with the OUT of an earlier
+# run validates its runs again with the current binary, without measuring.
+#
+# Beside each step MAPE: `drift`, what the machine's own drift costs (its pace in 5 s
+# windows, `twin validate live`'s `pace:` line), and `paced`, the step MAPE with each
+# window's pace taken out.
 set -eu
 TWIN=${TWIN:-target/release/twin}
 DISTANCE=${DISTANCE:-target/release/examples/run_distance}
@@ -63,36 +68,58 @@ run() { # name scenario set...
     "$TWIN" live "$scenario" "${on[@]}" --duration "$DURATION" "$@" --out "$OUT/$name"
     # The same run again at once: the noise floor.
     "$TWIN" live "$scenario" "${on[@]}" --duration "$DURATION" "$@" --out "$OUT/$name-b"
+}
+
+validate() { # name profile suffix: the run (text and JSON) against a profile
+    "$TWIN" validate live "$OUT/$1" --profile "$2" | tee "$OUT/$1$3.txt"
+    "$TWIN" validate live "$OUT/$1" --profile "$2" --json > "$OUT/$1$3.json"
+}
+
+cases=(poisson-light poisson-high agentx-light agentx-high)
+if [ -z "${REVALIDATE:-}" ]; then
+    run poisson-light cpu-live-poisson --set workload.open_loop.rate_per_s="$POISSON_LIGHT"
+    run poisson-high cpu-live-poisson --set workload.open_loop.rate_per_s="$POISSON_HIGH"
+    run agentx-light cpu-live-agentx --set workload.agentx.sessions="$AGENTX_LIGHT"
+    run agentx-high cpu-live-agentx --set workload.agentx.sessions="$AGENTX_HIGH"
+    calibrate "$OUT/after-profile"
+    # In situ: a profile fitted from the first case's own trace (on a GPU, from a traced
+    # run of it); the other cases validated with it (trained on one run, checked on others).
+    train="$OUT/poisson-light"
+    if [ "$DEVICE" != cpu ]; then
+        train="$OUT/poisson-light-traced"
+        "$TWIN" live cpu-live-poisson "${on[@]}" --duration "$DURATION" --trace-ops \
+            --set workload.open_loop.rate_per_s="$POISSON_LIGHT" --out "$train"
+    fi
+    "$TWIN" calibrate fit-trace "$train/trace.json.gz" --out "$OUT/insitu-profile.toml" \
+        > "$OUT/insitu-profile.txt"
+fi
+
+# Validations (REVALIDATE=1 redoes only these, with the current binary, on the runs and
+# profiles already in OUT).
+for name in "${cases[@]}"; do
     "$DISTANCE" "$OUT/$name" "$OUT/$name-b" | tee "$OUT/$name-noise.txt"
     "$DISTANCE" "$OUT/$name" "$OUT/$name-b" --json > "$OUT/$name-noise.json"
-    "$TWIN" validate live "$OUT/$name" --profile "$OUT/$name-profile/profile.toml" | tee "$OUT/$name.txt"
-    "$TWIN" validate live "$OUT/$name" --profile "$OUT/$name-profile/profile.toml" --json > "$OUT/$name.json"
-}
-run poisson-light cpu-live-poisson --set workload.open_loop.rate_per_s="$POISSON_LIGHT"
-run poisson-high cpu-live-poisson --set workload.open_loop.rate_per_s="$POISSON_HIGH"
-run agentx-light cpu-live-agentx --set workload.agentx.sessions="$AGENTX_LIGHT"
-run agentx-high cpu-live-agentx --set workload.agentx.sessions="$AGENTX_HIGH"
-calibrate "$OUT/after-profile"
-for name in poisson-light poisson-high agentx-light agentx-high; do
-    "$TWIN" validate live "$OUT/$name" --profile "$OUT/after-profile/profile.toml" --json > "$OUT/$name-after.json"
+    validate "$name" "$OUT/$name-profile/profile.toml" ""
+    # The second run against the same profile: its pace beside the first's.
+    validate "$name-b" "$OUT/$name-profile/profile.toml" "" > /dev/null
+    validate "$name" "$OUT/after-profile/profile.toml" -after > /dev/null
 done
-
-# In situ: a profile fitted from the first case's own trace (on a GPU, from a traced
-# run of it); the other cases validated with it (trained on one run, checked on others).
-train="$OUT/poisson-light"
-if [ "$DEVICE" != cpu ]; then
-    train="$OUT/poisson-light-traced"
-    "$TWIN" live cpu-live-poisson "${on[@]}" --duration "$DURATION" --trace-ops \
-        --set workload.open_loop.rate_per_s="$POISSON_LIGHT" --out "$train"
-fi
-"$TWIN" calibrate fit-trace "$train/trace.json.gz" --out "$OUT/insitu-profile.toml" \
-    > "$OUT/insitu-profile.txt"
 for name in poisson-high agentx-light agentx-high; do
-    "$TWIN" validate live "$OUT/$name" --profile "$OUT/insitu-profile.toml" | tee "$OUT/$name-insitu.txt"
-    "$TWIN" validate live "$OUT/$name" --profile "$OUT/insitu-profile.toml" --json > "$OUT/$name-insitu.json"
+    validate "$name" "$OUT/insitu-profile.toml" -insitu
 done
 
 val() { grep -m1 "^  \"$2\"" "$1" | sed 's/.*: *//; s/,$//'; }
+# A key of the `pace` object (one level down).
+paceval() { grep -m1 "^    \"$2\"" "$1" | sed 's/.*: *//; s/,$//'; }
+# The `pace.windows` array of a validation, one number per line.
+windows() { awk '/"windows": \[/ { on = 1; next } on && /\]/ { exit } on { gsub(/[ ,]/, ""); print }' "$1"; }
+# Pearson correlation of two runs' window paces (over the shorter run's windows).
+pace_corr() {
+    paste <(windows "$1") <(windows "$2") | awk -F'\t' '$1 != "" && $2 != "" {
+        n++; sx += $1; sy += $2; sxx += $1 * $1; syy += $2 * $2; sxy += $1 * $2 }
+        END { d = sqrt((n * sxx - sx * sx) * (n * syy - sy * sy))
+              if (n < 3 || d == 0) print "-"; else printf "%+.2f (%d windows)", (n * sxy - sx * sy) / d, n }'
+}
 pct() { awk -v x="$1" 'BEGIN { if (x == "" || x == "null") print "-"; else printf "%+.1f%%", 100 * x }'; }
 abspct() { awk -v x="$1" 'BEGIN { if (x == "" || x == "null") print "-"; else printf "%.1f%%", 100 * (x < 0 ? -x : x) }'; }
 table() { # title suffix names...
@@ -100,12 +127,13 @@ table() { # title suffix names...
     shift 2
     echo
     echo "profile: $title (noise: the same run again, measured against measured)"
-    printf "%-14s %10s %10s %10s %10s   %10s %10s %10s %10s\n" run step_mape throughput ttft_p90 tpot_p90 \
-        noise_step noise_tput noise_ttft noise_tpot
+    printf "%-14s %10s %10s %10s %10s %10s %10s   %10s %10s %10s %10s\n" run step_mape drift paced throughput \
+        ttft_p90 tpot_p90 noise_step noise_tput noise_ttft noise_tpot
     for name in "$@"; do
         f="$OUT/$name$suffix.json" n="$OUT/$name-noise.json"
-        printf "%-14s %10s %10s %10s %10s   %10s %10s %10s %10s\n" "$name" \
-            "$(abspct "$(val "$f" step_mape)")" "$(pct "$(val "$f" throughput_error)")" \
+        printf "%-14s %10s %10s %10s %10s %10s %10s   %10s %10s %10s %10s\n" "$name" \
+            "$(abspct "$(val "$f" step_mape)")" "$(abspct "$(paceval "$f" drift_mape)")" \
+            "$(abspct "$(paceval "$f" step_mape_paced)")" "$(pct "$(val "$f" throughput_error)")" \
             "$(pct "$(val "$f" ttft_p90_error)")" "$(pct "$(val "$f" tpot_p90_error)")" \
             "$(abspct "$(val "$n" step_distance)")" "$(pct "$(val "$n" throughput_distance)")" \
             "$(pct "$(val "$n" ttft_p90_distance)")" "$(pct "$(val "$n" tpot_p90_distance)")"
@@ -114,3 +142,10 @@ table() { # title suffix names...
 table "the run's own calibration" "" poisson-light poisson-high agentx-light agentx-high
 table "one calibration after all runs" "-after" poisson-light poisson-high agentx-light agentx-high
 table "fitted in situ from poisson-light's trace" "-insitu" poisson-high agentx-light agentx-high
+
+echo
+echo "pace, the same seed twice: correlation of the two runs' window paces (near 0: the machine drifted;"
+echo "near 1: the load moved them, i.e. the model's prices of its batches), the run's own calibration"
+for name in "${cases[@]}"; do
+    printf "%-14s %s\n" "$name" "$(pace_corr "$OUT/$name.json" "$OUT/$name-b.json")"
+done

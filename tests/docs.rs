@@ -293,7 +293,10 @@ fn output_matches(expected: &[String], actual: &[String]) -> Result<(), (usize, 
     go(&trimmed(expected), &trimmed(actual), 0)
 }
 
-/// A fresh directory that reads like the repository root: a link to each top-level entry.
+/// A fresh directory that reads like the repository root: a link to each top-level entry
+/// but the build and the local runs (`runs/`, where `scripts/live-figures.sh` writes by
+/// default): examples that write `runs/NAME` then write into the fresh directory, not
+/// into the checkout.
 fn workdir(root: &Path) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("a temporary directory");
     for entry in std::fs::read_dir(root)
@@ -301,7 +304,7 @@ fn workdir(root: &Path) -> tempfile::TempDir {
         .flatten()
     {
         let name = entry.file_name();
-        if name == ".git" || name == "target" {
+        if name == ".git" || name == "target" || name == "runs" {
             continue;
         }
         std::os::unix::fs::symlink(entry.path(), dir.path().join(&name)).expect("a link");

@@ -164,6 +164,16 @@ fn a_short_live_run_is_recorded_consistently_and_validates() {
     }
     let te = v["throughput_error"].as_f64().unwrap();
     assert!(te.abs() < 0.3, "throughput error {te}");
+    // The run's pace: one positive figure per window, and its two step MAPEs.
+    let pace = &v["pace"];
+    let windows = pace["windows"].as_array().expect("pace.windows");
+    assert!(
+        !windows.is_empty() && windows.iter().all(|w| w.as_f64().is_some_and(|x| x > 0.0)),
+        "{pace}"
+    );
+    for k in ["drift_mape", "step_mape_paced"] {
+        assert!(pace[k].as_f64().is_some_and(|x| x >= 0.0), "{k}: {pace}");
+    }
     let text = ok(&twin(&[
         "validate",
         "live",

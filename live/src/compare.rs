@@ -141,7 +141,33 @@ pub struct Comparison {
     pub interference: Option<f64>,
     /// Step MAPE against the steps' CPU time (one-thread ranks): the engine's own work.
     pub step_mape_cpu: Option<f64>,
+    /// How the machine's pace moved during the run (`None`: too few steps).
+    pub pace: Option<Pace>,
     pub notes: Vec<String>,
+}
+
+/// Seconds of one window of [`Pace`].
+pub const PACE_WINDOW_S: f64 = 5.0;
+/// Fewest steps a window of [`Pace`] needs (fewer: it takes the run's median pace).
+pub const PACE_MIN_STEPS: usize = 8;
+
+/// The run's pace: in windows of [`PACE_WINDOW_S`] by step start, the median of each
+/// step's measured over predicted time, over the same median of the whole run. A
+/// machine whose speed drifts (a shared or virtual machine: other tenants, clocks)
+/// moves it; the model cannot know it. Read from the model's own ratios, so a model
+/// error that follows the load over time moves it too: compare two runs of the same
+/// seed (their loads move together, a machine's drift does not).
+#[derive(Debug, Clone, Serialize)]
+pub struct Pace {
+    pub window_s: f64,
+    /// Each window's pace, in time order (1: the run's median).
+    pub windows: Vec<f64>,
+    /// Mean over steps of `|1/pace - 1|`: the step MAPE that a model exact for every
+    /// batch at the run's median pace would still show.
+    pub drift_mape: f64,
+    /// The step MAPE with each prediction scaled by its window's pace: what remains
+    /// for the model (its level over the whole run and its prices of the batches).
+    pub step_mape_paced: f64,
 }
 
 fn pct_rows(rows: &mut Vec<FigureRow>, name: &str, live: &Pcts, pred: &Pcts) {
@@ -190,6 +216,7 @@ pub fn compare(
             .push("disaggregated: KV hand-overs are priced by the profile's copy bandwidth".into());
     }
     let (interference, step_mape_cpu) = cpu_figures(run, predicted_step_s);
+    let pace = pace(&run.steps, predicted_step_s);
     if let Some(i) = interference {
         notes.push(format!(
             "steps took {:+.1}% longer than their CPU time: other processes' share of the rank's core (the model prices the engine's own work)",
@@ -211,8 +238,57 @@ pub fn compare(
         attribution,
         interference,
         step_mape_cpu,
+        pace,
         notes,
     }
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        0.5 * (v[n / 2 - 1] + v[n / 2])
+    }
+}
+
+/// The run's [`Pace`] from its steps' measured over predicted times (`None` with fewer
+/// than [`PACE_MIN_STEPS`] comparable steps).
+pub fn pace(steps: &[StepRecord], predicted_step_s: &[f64]) -> Option<Pace> {
+    // (window, measured s, predicted s) of every step with both times.
+    let steps: Vec<(usize, f64, f64)> = steps
+        .iter()
+        .zip(predicted_step_s)
+        .filter(|(s, &p)| s.step_ms > 0.0 && p > 0.0 && s.start_s >= 0.0)
+        .map(|(s, &p)| ((s.start_s / PACE_WINDOW_S) as usize, s.step_ms / 1e3, p))
+        .collect();
+    if steps.len() < PACE_MIN_STEPS {
+        return None;
+    }
+    let overall = median(&mut steps.iter().map(|x| x.1 / x.2).collect::<Vec<_>>());
+    let n_windows = steps.iter().map(|x| x.0).max().unwrap_or(0) + 1;
+    let mut ratios = vec![Vec::new(); n_windows];
+    for &(w, m, p) in &steps {
+        ratios[w].push(m / p);
+    }
+    let paces: Vec<Option<f64>> = ratios
+        .iter_mut()
+        .map(|r| (r.len() >= PACE_MIN_STEPS).then(|| median(r) / overall))
+        .collect();
+    let (mut drift, mut paced) = (0.0, 0.0);
+    for &(w, m, p) in &steps {
+        let k = paces[w].unwrap_or(1.0);
+        drift += (1.0 / k - 1.0).abs();
+        paced += ((p * k - m) / m).abs();
+    }
+    let n = steps.len() as f64;
+    Some(Pace {
+        window_s: PACE_WINDOW_S,
+        windows: paces.into_iter().flatten().collect(),
+        drift_mape: drift / n,
+        step_mape_paced: paced / n,
+    })
 }
 
 /// Every live step's time against its re-pricing: by kind, overall, and for the steps
@@ -476,6 +552,21 @@ impl Comparison {
                 _ => String::new(),
             }
         );
+        if let Some(p) = &self.pace {
+            let (lo, hi) = p
+                .windows
+                .iter()
+                .fold((f64::INFINITY, 0.0f64), |(l, h), &x| (l.min(x), h.max(x)));
+            let _ = writeln!(
+                s,
+                "pace: steps ran at {:.2}-{:.2}x the run's median (measured over model, {:.0} s windows): the machine's drift alone misses each step by {:.1}%; with each window's pace taken out the step MAPE is {:.1}%",
+                lo,
+                hi,
+                p.window_s,
+                100.0 * p.drift_mape,
+                100.0 * p.step_mape_paced
+            );
+        }
         let _ = writeln!(
             s,
             "  {:<28} {:>6} {:>10} {:>10} {:>7} {:>7}",
@@ -521,5 +612,72 @@ impl Comparison {
             let _ = writeln!(s, "note: {n}");
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(start_s: f64, step_ms: f64) -> StepRecord {
+        StepRecord {
+            index: 0,
+            group: 0,
+            pool: "mixed".into(),
+            kind: "decode".into(),
+            start_s,
+            end_s: start_s + step_ms / 1e3,
+            step_ms,
+            prefill_ms: 0.0,
+            decode_ms: step_ms,
+            import_ms: 0.0,
+            cpu_ms: None,
+            drafts: 1,
+            ranks: Vec::new(),
+        }
+    }
+
+    /// Three 5 s windows of ten steps each, every step predicted at 10 ms: the machine
+    /// takes 10, 12 and 8 ms in them. Median ratio of the run 1.0, so the windows' paces
+    /// are 1.0, 1.2, 0.8; a model exact at the median pace misses the steps by 0, 1/6
+    /// and 1/4 (mean 5/36); scaled by the paces it misses none.
+    #[test]
+    fn pace_follows_the_machine_window_by_window() {
+        let mut steps = Vec::new();
+        for (w, ms) in [(0.0, 10.0), (5.0, 12.0), (10.0, 8.0)] {
+            for i in 0..10 {
+                steps.push(step(w + 0.4 * i as f64, ms));
+            }
+        }
+        let predicted = vec![0.010; steps.len()];
+        let p = pace(&steps, &predicted).unwrap();
+        assert_eq!(p.windows.len(), 3);
+        for (got, want) in p.windows.iter().zip([1.0, 1.2, 0.8]) {
+            assert!((got - want).abs() < 1e-12, "{:?}", p.windows);
+        }
+        assert!(
+            (p.drift_mape - 5.0 / 36.0).abs() < 1e-12,
+            "{}",
+            p.drift_mape
+        );
+        assert!(p.step_mape_paced.abs() < 1e-12, "{}", p.step_mape_paced);
+        // The plain step MAPE of the same steps: |10/12 - 1| and |10/8 - 1|.
+        let plain = (10.0 * (2.0 / 12.0) + 10.0 * (2.0 / 8.0)) / 30.0;
+        assert!((p.drift_mape - plain).abs() < 1e-12);
+    }
+
+    /// A window with fewer than PACE_MIN_STEPS steps takes the run's median pace, and a
+    /// run with fewer steps than that has no pace.
+    #[test]
+    fn sparse_windows_take_the_median_pace() {
+        let mut steps: Vec<StepRecord> = (0..10).map(|i| step(0.1 * i as f64, 10.0)).collect();
+        steps.extend((0..3).map(|i| step(6.0 + 0.1 * i as f64, 20.0)));
+        let predicted = vec![0.010; steps.len()];
+        let p = pace(&steps, &predicted).unwrap();
+        assert_eq!(p.windows, vec![1.0]);
+        assert!(p.drift_mape.abs() < 1e-12);
+        // The three slow steps stay missed by half.
+        assert!((p.step_mape_paced - 3.0 * 0.5 / 13.0).abs() < 1e-12);
+        assert!(pace(&steps[..7], &predicted[..7]).is_none());
     }
 }
