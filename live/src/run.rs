@@ -167,6 +167,14 @@ pub fn validate(cfg: &LiveConfig) -> Result<LiveModel, LiveError> {
 }
 
 /// Runs the scenario live for `cfg.duration_s` seconds and writes the run directory.
+/// The scenario a run records: the one it served, with the MTP draws it made (per
+/// request, `sched::accepted`), so that its simulation draws them so too.
+fn recorded_scenario(sc: &ServingScenario) -> ServingScenario {
+    let mut s = sc.clone();
+    s.serving.mtp.draws = sim::serving::mtp::MtpDraws::PerRequest;
+    s
+}
+
 pub fn run(cfg: &LiveConfig, progress: &mut dyn FnMut(&Progress)) -> Result<Summary, LiveError> {
     let live = validate(cfg)?;
     let out = &cfg.out;
@@ -231,7 +239,7 @@ pub fn run(cfg: &LiveConfig, progress: &mut dyn FnMut(&Progress)) -> Result<Summ
         device: cfg.device.to_string(),
         device_name,
         scenario_origin: cfg.scenario_origin.clone(),
-        scenario: sc.clone(),
+        scenario: recorded_scenario(sc),
         workload: cfg.workload.clone(),
         model: cfg.model.clone(),
         hardware: cfg.hardware.clone(),

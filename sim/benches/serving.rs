@@ -92,6 +92,7 @@ fn rack(c: &mut Criterion) {
     sc.serving.mtp = MtpConfig {
         draft_tokens: Some(3),
         acceptance: Some(vec![0.87, 0.8, 0.75]),
+        ..Default::default()
     };
     let wl: WorkloadConfig =
         toml::from_str(include_str!("../../scenarios/workloads/agentx.toml")).unwrap();

@@ -101,6 +101,7 @@ fn disaggregated_agentx_report() {
     sc.serving.mtp = MtpConfig {
         draft_tokens: Some(3),
         acceptance: Some(vec![0.87, 0.8, 0.75]),
+        ..Default::default()
     };
     let r = run(&sc, &wl, &prefill_cost(), &decode_cost());
     check_golden("disaggregated_agentx.txt", &r.render_text());

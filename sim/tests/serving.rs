@@ -120,6 +120,54 @@ fn mtp_with_certain_acceptance() {
     assert_eq!(r.requests_completed, 100); // 4.0 s / 40 ms
 }
 
+/// `serving.mtp.draws = "per-request"`: request `i` (the `i`-th arrival) decodes its 11
+/// tokens in `keyed_steps_for(11, seed, i, [0.5], 1)` steps (`twin live`'s rule), at
+/// any decode speed: the same requests see the same acceptances whatever the timing.
+/// One closed-loop user, so the decode pool's steps come in one run per request
+/// (separated by the next request's 10 ms prefill): their lengths are the rule's.
+#[test]
+fn per_request_mtp_draws_follow_the_keyed_rule_at_any_speed() {
+    use sim::serving::mtp::{keyed_steps_for, MtpDraws};
+    for decode_s in [0.005, 0.010] {
+        let cost = ConstCost {
+            decode_s,
+            ..hand_cost()
+        };
+        let mut sc = scenario(Mode::Disaggregated, pool(1, 1), pool(1, 1), 2.0, 0.0);
+        sc.serving.mtp.draws = MtpDraws::PerRequest;
+        let wl = closed_loop(1, 1000.0, 11.0);
+        let (hw, m) = (hardware(72), model(0.0, Some((1, vec![0.5]))));
+        let input = SimInput {
+            scenario: &sc,
+            workload: &wl,
+            hardware: &hw,
+            model: &m,
+            prefill_cost: &cost,
+            decode_cost: &cost,
+            trace: &[],
+        };
+        let (r, steps) = simulate_with_steps(&input, sc.seed).expect("simulation runs");
+        // Lengths of the runs of back-to-back decode steps.
+        let mut runs: Vec<u32> = Vec::new();
+        let mut end = f64::NEG_INFINITY;
+        for st in steps.iter().filter(|st| st.pool == "decode") {
+            if (st.start_s - end).abs() < 1e-9 {
+                *runs.last_mut().unwrap() += 1;
+            } else {
+                runs.push(1);
+            }
+            end = st.start_s + st.step_s;
+        }
+        let done = r.requests_completed as usize;
+        assert!(done > 15 && runs.len() >= done, "{done} of {}", runs.len());
+        let rule: Vec<u32> = (0..done as u32)
+            .map(|i| keyed_steps_for(11, sc.seed, i, &[0.5], 1))
+            .collect();
+        assert_eq!(runs[..done], rule[..], "decode step {decode_s} s");
+        assert!(rule.iter().any(|&k| k != rule[0]), "the draws vary");
+    }
+}
+
 /// Aggregated mode, one DEP1 instance: a lone request's prefill step (10 ms) and its
 /// 11 decode steps (5 ms) run on the same GPU: same 65 ms cycle, but 1 GPU.
 #[test]
@@ -346,6 +394,7 @@ fn same_seed_same_report() {
     sc.serving.mtp = MtpConfig {
         draft_tokens: Some(2),
         acceptance: Some(vec![0.8, 0.6]),
+        ..Default::default()
     };
     let wl = small_agentx();
     let m = model(890.0, None);
@@ -450,6 +499,7 @@ fn per_request_decode_keeps_the_mtp_yield() {
     sc.serving.mtp = MtpConfig {
         draft_tokens: Some(2),
         acceptance: Some(vec![0.8, 0.6]),
+        ..Default::default()
     };
     let wl = closed_loop(32, 1000.0, 1000.0);
     let r = run(&sc, &wl, &model(0.0, None), &cost, &cost, &[]);

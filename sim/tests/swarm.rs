@@ -201,6 +201,7 @@ fn check_seed(seed: u64) -> Result<Accounting, String> {
     sc.serving.mtp = MtpConfig {
         draft_tokens: Some(drafts),
         acceptance: Some((0..drafts).map(|_| rng.random_range(0.0..=1.0)).collect()),
+        ..Default::default()
     };
     if rng.random_bool(0.5) {
         sc.serving.kv_transfer.domain_gpus = Some(rng.random_range(1..=8));

@@ -34,8 +34,6 @@ mod step;
 
 use crate::blocks::KvPages;
 use engine::serve::{Seq, SeqOut};
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 use sim::serving::core::hash_words;
 use sim::serving::{Mode, NewRequest, Origin, PrefillRouter, ServingScenario, BLOCK_TOKENS};
 use std::collections::VecDeque;
@@ -241,23 +239,11 @@ pub fn prompt_token(blocks: &[u64], pos: usize, vocab: usize) -> u32 {
     (hash_words(&[b, (pos % BLOCK_TOKENS as usize) as u64]) % vocab as u64) as u32
 }
 
-/// Drafts accepted by decode step `step` of request `req` under the declared rule: the
-/// i-th draft is accepted when the ones before it were and a uniform draw from the
-/// run's `mtp` stream for (request, step) falls below `acceptance[i]` (random weights
-/// make real acceptance meaningless; this reproduces the scenario's acceptance rates).
-pub fn accepted(seed: u64, req: u32, step: u32, acceptance: &[f64], drafts: usize) -> usize {
-    let mut rng = ChaCha8Rng::seed_from_u64(hash_words(&[seed, 0x6d7470, req as u64, step as u64]));
-    let mut a = 0;
-    for i in 0..drafts {
-        let u: f64 = rng.random();
-        if u < acceptance.get(i).copied().unwrap_or(0.0) {
-            a += 1;
-        } else {
-            break;
-        }
-    }
-    a
-}
+/// Drafts accepted by decode step `step` of request `req` under the declared rule (the
+/// simulator's [`sim::serving::mtp::keyed_accepted`], which `twin validate live`
+/// simulates the run with): random weights make real acceptance meaningless; this
+/// reproduces the scenario's acceptance rates.
+pub use sim::serving::mtp::keyed_accepted as accepted;
 
 impl Scheduler {
     pub fn new(cfg: SchedConfig) -> Scheduler {

@@ -401,6 +401,10 @@ pub struct MtpConfig {
     /// Acceptance of draft i given all before it were accepted.
     #[serde(default)]
     pub acceptance: Option<Vec<f64>>,
+    /// How the simulation draws them: `sampled` (default) or `per-request` (`twin
+    /// live`'s keyed rule: [`super::mtp::MtpDraws`]).
+    #[serde(default)]
+    pub draws: super::mtp::MtpDraws,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]

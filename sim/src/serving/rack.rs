@@ -128,6 +128,10 @@ pub(crate) struct Mtp {
     /// Expected tokens per request per decode step.
     pub mu: f64,
     pub rng: ChaCha8Rng,
+    /// `MtpDraws::PerRequest`: the run's seed and the acceptances, keyed per request.
+    pub keyed: Option<(u64, Vec<f64>)>,
+    /// Arrivals so far (the next request's `serial`).
+    pub arrivals: u32,
 }
 
 pub(crate) struct Rack<'a> {
@@ -299,6 +303,9 @@ impl<'a> Rack<'a> {
                 mu: yield_.mean_tokens_per_step(),
                 yield_,
                 rng: stream(seed, "mtp"),
+                keyed: (sc.serving.mtp.draws == super::mtp::MtpDraws::PerRequest)
+                    .then(|| (seed, acceptance[..draft_tokens as usize].to_vec())),
+                arrivals: 0,
             },
             kv_bytes_per_token: kvb,
             domain_gpus,
@@ -404,6 +411,8 @@ impl<'a> Rack<'a> {
     /// pool (or dropped), placed on an instance and rank, its cached prefix looked up
     /// there.
     fn arrive(&mut self, nr: NewRequest<'a>, sent: Nanos) {
+        let serial = self.mtp.arrivals;
+        self.mtp.arrivals = serial.wrapping_add(1);
         let w = nr.weight.max(1) as u64;
         self.acc.arrived += w;
         self.acc.input_tokens_arrived += nr.input_tokens as u64 * w;
@@ -418,7 +427,8 @@ impl<'a> Rack<'a> {
             return;
         }
         let (prewarm, held) = (nr.prewarm_tokens, nr.held_tokens);
-        let req = Request::new(nr, sent, measured);
+        let mut req = Request::new(nr, sent, measured);
+        req.serial = serial;
         if role == Role::Mixed && req.kv_need() > kv_cap {
             self.drop_request(req.origin, measured, w);
             return;

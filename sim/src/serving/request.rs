@@ -22,6 +22,9 @@ pub(crate) struct Request<'a> {
     /// Requests this one stands for: one in each of the rack's `fidelity.cohort`
     /// identical copies (1 when exact).
     pub weight: u32,
+    /// Its place in the run's arrivals, from 0 (dropped arrivals counted): the key of
+    /// its per-request MTP draws (`MtpDraws::PerRequest`), as `twin live` numbers it.
+    pub serial: u32,
     pub prefill: PrefillState<'a>,
     pub decode: DecodeState,
 }
@@ -68,6 +71,7 @@ impl<'a> Request<'a> {
             input: nr.input_tokens,
             output: nr.output_tokens,
             weight: nr.weight.max(1),
+            serial: 0,
             prefill: PrefillState {
                 prompt: nr.prompt,
                 cached: 0,

@@ -283,7 +283,12 @@ impl Rack<'_> {
         // The tokens still to decode: all, or all but the one its prefill sampled (at
         // least one step: a one-token answer then decodes one token more than asked).
         let left = output - (req.decode.first_token_ns.is_some() && output > 1) as u32;
-        let steps = self.mtp.yield_.steps_for(left, &mut self.mtp.rng) as u64;
+        let steps = match &self.mtp.keyed {
+            Some((seed, acc)) => {
+                super::mtp::keyed_steps_for(left, *seed, req.serial, acc, acc.len())
+            }
+            None => self.mtp.yield_.steps_for(left, &mut self.mtp.rng),
+        } as u64;
         let piece = self
             .pools
             .pool_of(g)

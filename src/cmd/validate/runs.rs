@@ -30,6 +30,11 @@ pub struct LiveValidateArgs {
     /// Print one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Write every step of the simulated run as CSV (pool, group, start_s, step_s,
+    /// prefill_tokens, prefill_chunks, decode_requests), to set beside the run's own
+    /// `steps.jsonl`.
+    #[arg(long, value_name = "FILE.csv")]
+    pub steps_out: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -103,8 +108,12 @@ pub fn run_live(a: &LiveValidateArgs) -> Result<()> {
     let predicted = price_live_steps(&run, &costs);
     let hw = simulated_hardware(info, &profile);
     let trace = run_trace(info, a.trace.as_deref())?;
+    // The live engine draws MTP acceptances per request (`live::sched::accepted`): so
+    // does the simulation of its run, so that both see the same ones.
+    let mut scenario = info.scenario.clone();
+    scenario.serving.mtp.draws = sim::serving::mtp::MtpDraws::PerRequest;
     let input = SimInput {
-        scenario: &info.scenario,
+        scenario: &scenario,
         workload: &info.workload,
         hardware: &hw,
         model: &info.model,
@@ -114,6 +123,9 @@ pub fn run_live(a: &LiveValidateArgs) -> Result<()> {
     };
     let (report, sim_steps) =
         simulate_with_steps(&input, info.seed).map_err(|e| anyhow!("simulating the run: {e}"))?;
+    if let Some(path) = &a.steps_out {
+        write_steps(path, &sim_steps)?;
+    }
     let c: Comparison = compare(
         &run,
         &predicted,
