@@ -243,16 +243,6 @@ pub fn compare(
     }
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        0.5 * (v[n / 2 - 1] + v[n / 2])
-    }
-}
-
 /// The run's [`Pace`] from its steps' measured over predicted times (`None` with fewer
 /// than [`PACE_MIN_STEPS`] comparable steps).
 pub fn pace(steps: &[StepRecord], predicted_step_s: &[f64]) -> Option<Pace> {
@@ -266,14 +256,15 @@ pub fn pace(steps: &[StepRecord], predicted_step_s: &[f64]) -> Option<Pace> {
     if steps.len() < PACE_MIN_STEPS {
         return None;
     }
-    let overall = median(&mut steps.iter().map(|x| x.1 / x.2).collect::<Vec<_>>());
+    let median = |v: Vec<f64>| Pcts::of(v).p50;
+    let overall = median(steps.iter().map(|x| x.1 / x.2).collect());
     let n_windows = steps.iter().map(|x| x.0).max().unwrap_or(0) + 1;
     let mut ratios = vec![Vec::new(); n_windows];
     for &(w, m, p) in &steps {
         ratios[w].push(m / p);
     }
     let paces: Vec<Option<f64>> = ratios
-        .iter_mut()
+        .into_iter()
         .map(|r| (r.len() >= PACE_MIN_STEPS).then(|| median(r) / overall))
         .collect();
     let (mut drift, mut paced) = (0.0, 0.0);

@@ -166,15 +166,16 @@ pub fn validate(cfg: &LiveConfig) -> Result<LiveModel, LiveError> {
     Ok(live)
 }
 
-/// Runs the scenario live for `cfg.duration_s` seconds and writes the run directory.
-/// The scenario a run records: the one it served, with the MTP draws it made (per
-/// request, `sched::accepted`), so that its simulation draws them so too.
-fn recorded_scenario(sc: &ServingScenario) -> ServingScenario {
+/// `sc` as the live engine serves it: with the MTP draws it makes (per request,
+/// `sched::accepted`). A run records it so, and `twin validate live` simulates any run
+/// so (runs recorded before the field existed included).
+pub fn as_served(sc: &ServingScenario) -> ServingScenario {
     let mut s = sc.clone();
     s.serving.mtp.draws = sim::serving::mtp::MtpDraws::PerRequest;
     s
 }
 
+/// Runs the scenario live for `cfg.duration_s` seconds and writes the run directory.
 pub fn run(cfg: &LiveConfig, progress: &mut dyn FnMut(&Progress)) -> Result<Summary, LiveError> {
     let live = validate(cfg)?;
     let out = &cfg.out;
@@ -239,7 +240,7 @@ pub fn run(cfg: &LiveConfig, progress: &mut dyn FnMut(&Progress)) -> Result<Summ
         device: cfg.device.to_string(),
         device_name,
         scenario_origin: cfg.scenario_origin.clone(),
-        scenario: recorded_scenario(sc),
+        scenario: as_served(sc),
         workload: cfg.workload.clone(),
         model: cfg.model.clone(),
         hardware: cfg.hardware.clone(),

@@ -108,10 +108,8 @@ pub fn run_live(a: &LiveValidateArgs) -> Result<()> {
     let predicted = price_live_steps(&run, &costs);
     let hw = simulated_hardware(info, &profile);
     let trace = run_trace(info, a.trace.as_deref())?;
-    // The live engine draws MTP acceptances per request (`live::sched::accepted`): so
-    // does the simulation of its run, so that both see the same ones.
-    let mut scenario = info.scenario.clone();
-    scenario.serving.mtp.draws = sim::serving::mtp::MtpDraws::PerRequest;
+    // The simulation draws the MTP acceptances the engine drew.
+    let scenario = live::run::as_served(&info.scenario);
     let input = SimInput {
         scenario: &scenario,
         workload: &info.workload,
