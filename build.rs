@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
-    collect_ext(dir, out, &["toml", "csv"]);
+    collect_ext(dir, out, &["toml", "csv", "json"]);
 }
 
 fn collect_ext(dir: &Path, out: &mut Vec<PathBuf>, exts: &[&str]) {

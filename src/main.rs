@@ -24,6 +24,7 @@ mod interrupt;
 mod kernel;
 mod kernel_tables;
 mod report;
+mod runs;
 mod scenario;
 mod simulation;
 mod step;
@@ -68,6 +69,9 @@ enum Command {
     Live(cmd::live::LiveArgs),
     /// Import a Hugging Face config as a model file, or show what a model holds.
     Model(cmd::model::ModelArgs),
+    /// Measured serving runs as a corpus of records: import them, show what one holds
+    /// (`twin validate runs` checks twin against them).
+    Runs(cmd::runs::RunsArgs),
     /// List the embedded hardware, models, workloads and scenarios.
     List,
 }
@@ -99,6 +103,7 @@ fn main() {
         Command::Live(a) => cmd::live::run(a),
         Command::Validate(a) => cmd::validate::run(a),
         Command::Model(a) => cmd::model::run(a),
+        Command::Runs(a) => cmd::runs::run(a),
         Command::List => cmd::list::run(),
     };
     if let Err(e) = result {

@@ -11,6 +11,7 @@ pub mod list;
 pub mod live;
 pub mod model;
 pub mod plan;
+pub mod runs;
 pub mod simulate;
 pub mod sweep;
 pub mod validate;

@@ -128,7 +128,10 @@ fn import_command(a: &ImportArgs) -> String {
         c.push_str(&format!(" --quant {}", q.display()));
     }
     if let Some(w) = a.weights {
-        c.push_str(&format!(" --weights {}", format!("{w:?}").to_lowercase()));
+        let name = clap::ValueEnum::to_possible_value(&w)
+            .map(|v| v.get_name().to_string())
+            .unwrap_or_default();
+        c.push_str(&format!(" --weights {name}"));
     }
     if let Some(k) = a.kv_dtype {
         c.push_str(&format!(" --kv-dtype {k}"));

@@ -16,7 +16,9 @@ pub mod resolve;
 pub mod tables;
 
 pub use cost::cost_params;
-pub use resolve::{read_trace_within, resolve_args, resolve_with_trace, trace_fit, Resolved};
+pub use resolve::{
+    read_trace_within, resolve_args, resolve_parts, resolve_with_trace, trace_fit, Parts, Resolved,
+};
 
 mod embedded {
     include!(concat!(env!("OUT_DIR"), "/embedded_scenarios.rs"));
@@ -73,6 +75,15 @@ pub fn embedded_file(rel: &str) -> Option<&'static str> {
         .iter()
         .find(|(p, _)| *p == rel)
         .map(|(_, t)| *t)
+}
+
+/// An embedded compressed file by its path under `scenarios/` (a corpus, a kernel
+/// table).
+pub fn embedded_blob(rel: &str) -> Option<&'static [u8]> {
+    embedded::BLOBS
+        .iter()
+        .find(|(p, _)| *p == rel)
+        .map(|(_, b)| *b)
 }
 
 /// Finds a file by embedded name or disk path. Returns (origin for messages, text).

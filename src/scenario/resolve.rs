@@ -119,6 +119,45 @@ pub fn resolve_args(args: &SimulateArgs) -> Result<Resolved> {
     })
 }
 
+/// The pieces of a run built in code rather than read from files (a measured run's
+/// record: `twin validate runs`), each already parsed.
+pub struct Parts {
+    pub origin: String,
+    pub scenario: ServingScenario,
+    pub workload: WorkloadConfig,
+    pub hardware: sim::Hardware,
+    pub model: sim::Model,
+    pub params: CostParams,
+    pub notes: Vec<String>,
+}
+
+/// Checks built pieces as [`resolve_args`] checks a scenario's, every problem at
+/// once: the other way to a [`Resolved`].
+pub fn resolve_parts(p: Parts) -> Result<Resolved> {
+    let problems = problems(
+        &p.scenario,
+        &p.origin,
+        &p.workload,
+        &p.origin,
+        &p.hardware,
+        &p.model,
+    );
+    if !problems.is_empty() {
+        bail!("{}", problems.join("; "));
+    }
+    Ok(Resolved {
+        seed: p.scenario.seed,
+        scenario_origin: p.origin,
+        scenario: p.scenario,
+        workload: p.workload,
+        hardware: p.hardware,
+        model: p.model,
+        params: p.params,
+        notes: p.notes,
+        _validated: (),
+    })
+}
+
 /// `--bench`: the client's run replaces the workload; no warm-up (every request
 /// counts), and the run lasts until its last request ends (`--duration` bounds it,
 /// else `limits.max_duration_s`).

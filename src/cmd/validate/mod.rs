@@ -8,6 +8,7 @@
 //! CLI's own argument parsers ([`rows`]); the fits live in [`kernel_fit`] and
 //! [`report_fit`], their solvers in the `fitting` crate.
 
+pub mod corpus;
 pub mod in_situ_fit;
 pub mod kernel_fit;
 pub mod report_fit;
@@ -89,6 +90,10 @@ pub enum ValidateWhat {
     /// A vLLM `bench serve` result (saved with per-request details) against twin's
     /// prediction of it.
     Bench(runs::BenchValidateArgs),
+    /// Every measured run of a corpus (`aic-silicon-train`, or a file of records)
+    /// simulated as it was measured: predicted against measured per record, and the
+    /// summary by engine, GPU, model, precision and regime.
+    Runs(corpus::RunsValidateArgs),
 }
 
 /// A table read: its name (embedded name, or the file's stem), where it came from,
@@ -248,6 +253,7 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
         ),
         ValidateWhat::Live(a) => return runs::run_live(a),
         ValidateWhat::Bench(a) => return runs::run_bench(a),
+        ValidateWhat::Runs(a) => return corpus::run(a),
     };
     let tables = load_tables(table.as_deref())?;
     if *fit {

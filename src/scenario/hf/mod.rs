@@ -41,6 +41,9 @@ pub enum WeightChoice {
     Bf16,
     /// FP8 E4M3 with 128x128 block scales (FP32) on every linear layer.
     Fp8,
+    /// FP8 E4M3 with one scale per tensor on every linear layer (ModelOpt's and
+    /// vLLM's `--quantization fp8` checkpoints).
+    Fp8Tensor,
     /// NVFP4: FP4 E2M1 with an FP8 scale per 16 weights on every linear layer.
     Fp4,
     /// MXFP4: FP4 E2M1 with an E8M0 scale per 32 weights on the routed experts only.

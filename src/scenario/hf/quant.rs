@@ -77,6 +77,10 @@ pub(super) fn quant(cfg: &Cfg, opts: &ImportOptions) -> Result<Quant> {
                     why("fp8 (128x128 blocks, an FP32 scale each)"),
                 ),
             ),
+            WeightChoice::Fp8Tensor => all(
+                &mut q,
+                f(Dtype::Fp8, 0, why("fp8-tensor (one scale per tensor)")),
+            ),
             WeightChoice::Fp4 => all(
                 &mut q,
                 f(

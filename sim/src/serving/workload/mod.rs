@@ -184,7 +184,8 @@ impl Sampler {
     }
 }
 
-pub(crate) fn normal(rng: &mut ChaCha8Rng) -> f64 {
+/// A standard normal draw (Box-Muller).
+pub fn normal(rng: &mut ChaCha8Rng) -> f64 {
     let u1: f64 = 1.0 - rng.random::<f64>(); // (0, 1]
     let u2: f64 = rng.random();
     (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()

@@ -1,0 +1,33 @@
+//! Measured serving runs as data twin learns from and is checked against.
+//!
+//! - [`record`]: the versioned record of one run (`twin.run.v1`): provenance, engine
+//!   and version, model and quantization, GPU, layout, the client's semantics, and
+//!   every measured statistic the source gives.
+//! - [`aic`]: AIConfigurator's silicon CSV read into records, with what its rows mean
+//!   established from the public code that produced them (docs/runs-corpus.md).
+//! - [`io`]: a corpus as JSON Lines (plain or gzip), read with every bad line
+//!   reported at once, written atomically.
+//! - [`filter`]: `--filter key=value` over records.
+//! - [`summary`]: predicted against measured, per record and per group.
+//!
+//! No simulator and no GPU: the binary turns a record into a simulation.
+
+pub mod aic;
+pub mod filter;
+pub mod io;
+pub mod record;
+pub mod summary;
+
+pub use record::*;
+
+/// What can go wrong reading or importing runs.
+#[derive(Debug, thiserror::Error)]
+pub enum CorpusError {
+    #[error("{origin}: {message}")]
+    Read { origin: String, message: String },
+    /// Every bad line of a file, each with its line number.
+    #[error("{origin}: {} bad record(s):\n  {}", .lines.len(), .lines.join("\n  "))]
+    Lines { origin: String, lines: Vec<String> },
+    #[error("{0}")]
+    Invalid(String),
+}

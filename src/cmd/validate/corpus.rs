@@ -1,0 +1,292 @@
+//! `twin validate runs CORPUS`: every measured run of a corpus simulated as it was
+//! measured (the client as the workload; the engine's scheduler, host terms and
+//! kernel tables; the layout), predicted against measured per record, and the summary
+//! by engine, GPU, model, precision and regime. A record twin cannot price is listed
+//! with its reason, never dropped.
+
+use crate::runs::predict::{compare, Center};
+use crate::runs::{load, predict_all, Cache};
+use anyhow::{bail, Result};
+use clap::Args;
+use corpus::filter::Filter;
+use corpus::summary::{summarize, Dim, GroupSummary, Groups, Outcome};
+use corpus::{Metric, RunRecord};
+
+#[derive(Debug, Clone, Args)]
+pub struct RunsValidateArgs {
+    /// The corpus: an embedded name (`aic-silicon-train`) or a file (`.jsonl` or
+    /// `.jsonl.gz` of twin.run.v1 records, or AIConfigurator's silicon CSV).
+    pub corpus: String,
+    /// Keep only records that pass: `KEY=V1,V2` (any of), `KEY~TEXT` (contains),
+    /// `concurrency<=N`, `concurrency>=N`; KEY one of id, engine, version, gpu,
+    /// model, precision, mode, concurrency, source (repeatable: all must hold).
+    #[arg(long = "filter", value_name = "KEY=VALUE")]
+    pub filter: Vec<String>,
+    /// The predicted statistic a record's unstated central figure (mean or median,
+    /// docs/runs-corpus.md) is compared with.
+    #[arg(long, value_enum, default_value = "p50")]
+    pub center: Center,
+    /// Seed of every simulation (each record's lengths are drawn from it and the
+    /// record's id).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Worst records listed (by the largest error of any metric).
+    #[arg(long, default_value_t = 15, value_name = "N")]
+    pub worst: usize,
+    /// Print every record's comparison, not only the worst.
+    #[arg(long)]
+    pub all: bool,
+    /// Print one JSON object instead of the tables.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One record's outcome with what priced it.
+struct Row<'a> {
+    rec: &'a RunRecord,
+    pricing: String,
+    outcome: Outcome,
+}
+
+pub fn run(a: &RunsValidateArgs) -> Result<()> {
+    let loaded = load(&a.corpus)?;
+    let filters = a
+        .filter
+        .iter()
+        .map(|f| Filter::parse(f))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(anyhow::Error::msg)?;
+    let records = corpus::filter::apply(&loaded.records, &filters);
+    if records.is_empty() {
+        bail!(
+            "{}: no record passes the filters ({} records in all)",
+            loaded.origin,
+            loaded.records.len()
+        );
+    }
+    let cache = Cache::default();
+    let one = records.len() == 1;
+    let mut predictions = predict_all(&records, &loaded.base, &cache, a.seed, one);
+    let report = predictions.first_mut().and_then(|p| p.report.take());
+    let rows: Vec<Row> = records
+        .iter()
+        .zip(predictions)
+        .map(|(rec, p)| Row {
+            rec,
+            pricing: p.pricing,
+            outcome: Outcome {
+                id: rec.id.clone(),
+                groups: Groups::of(rec),
+                result: p.result.map(|pred| compare(rec, &pred, a.center)),
+            },
+        })
+        .collect();
+    let outcomes: Vec<Outcome> = rows.iter().map(|r| r.outcome.clone()).collect();
+    let summaries: Vec<Vec<GroupSummary>> = Dim::SUMMARY
+        .iter()
+        .map(|d| summarize(&outcomes, *d))
+        .collect();
+    if a.json {
+        print_json(a, &loaded, &rows, &summaries)
+    } else {
+        print_text(a, &loaded, &rows, &summaries);
+        if let (Some(r), Some(row)) = (report, rows.first()) {
+            println!();
+            println!("the simulation of {} ({}):", row.rec.id, row.pricing);
+            print!("{}", r.render_text());
+        }
+        Ok(())
+    }
+}
+
+fn print_json(
+    a: &RunsValidateArgs,
+    loaded: &crate::runs::Loaded,
+    rows: &[Row],
+    summaries: &[Vec<GroupSummary>],
+) -> Result<()> {
+    let records: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|r| {
+            serde_json::json!({
+                "id": r.outcome.id,
+                "groups": r.outcome.groups,
+                "pricing": r.pricing,
+                "compared": r.outcome.result.as_ref().ok(),
+                "not_priced": r.outcome.result.as_ref().err(),
+            })
+        })
+        .collect();
+    let v = serde_json::json!({
+        "twin": env!("CARGO_PKG_VERSION"),
+        "corpus": loaded.origin,
+        "filters": a.filter,
+        "center": format!("{:?}", a.center).to_lowercase(),
+        "seed": a.seed,
+        "notes": loaded.notes,
+        "summary": summaries,
+        "records": records,
+    });
+    println!("{}", serde_json::to_string_pretty(&v)?);
+    Ok(())
+}
+
+/// `x` as a signed percentage.
+fn pct(x: f64) -> String {
+    format!("{:+.1}%", 100.0 * x)
+}
+
+fn print_text(
+    a: &RunsValidateArgs,
+    loaded: &crate::runs::Loaded,
+    rows: &[Row],
+    summaries: &[Vec<GroupSummary>],
+) {
+    let priced = rows.iter().filter(|r| r.outcome.result.is_ok()).count();
+    println!(
+        "twin {} validate runs: {} ({} of {} records{}); seed {}; a record's central figure is compared with the predicted {}",
+        env!("CARGO_PKG_VERSION"),
+        loaded.origin,
+        rows.len(),
+        loaded.records.len(),
+        if a.filter.is_empty() { String::new() } else { format!(" passing {}", a.filter.join(" ")) },
+        a.seed,
+        match a.center {
+            Center::P50 => "median",
+            Center::Mean => "mean",
+        }
+    );
+    for n in &loaded.notes {
+        println!("note: {n}");
+    }
+    println!(
+        "priced {priced} of {}; error = predicted / measured - 1",
+        rows.len()
+    );
+    for groups in summaries {
+        print_groups(groups);
+    }
+    print_records(a, rows);
+    print_unpriced(rows);
+}
+
+/// One grouping as a table: per group, each metric's median |error|, share within its
+/// tolerance, and median signed error.
+fn print_groups(groups: &[GroupSummary]) {
+    let Some(first) = groups.first() else { return };
+    println!();
+    println!(
+        "by {:<40} {:>7} {:>6}   {:>26}   {:>26}",
+        first.dim.name(),
+        "records",
+        "priced",
+        "TTFT |err| within bias",
+        "TPOT |err| within bias"
+    );
+    for g in groups {
+        let cell = |m: Metric| {
+            g.metrics
+                .iter()
+                .find(|s| s.metric == m)
+                .map(|s| {
+                    format!(
+                        "{:>6.1}% {:>5.0}% {:>7}",
+                        100.0 * s.median_abs_error,
+                        100.0 * s.within,
+                        pct(s.median_error)
+                    )
+                })
+                .unwrap_or_else(|| format!("{:>26}", "-"))
+        };
+        println!(
+            "   {:<40} {:>7} {:>6}   {}   {}",
+            crate::scenario::clip(&g.group),
+            g.records,
+            g.priced,
+            cell(Metric::TtftMs),
+            cell(Metric::TpotMs)
+        );
+    }
+}
+
+/// The worst records (or all with `--all`), by their largest |error|.
+fn print_records(a: &RunsValidateArgs, rows: &[Row]) {
+    let mut priced: Vec<(&Row, f64)> = rows
+        .iter()
+        .filter_map(|r| {
+            let cs = r.outcome.result.as_ref().ok()?;
+            let worst = cs.iter().map(|c| c.error().abs()).fold(0.0, f64::max);
+            Some((r, worst))
+        })
+        .collect();
+    if !a.all {
+        priced.sort_by(|x, y| y.1.total_cmp(&x.1));
+        priced.truncate(a.worst);
+    }
+    if priced.is_empty() {
+        return;
+    }
+    println!();
+    println!(
+        "{}",
+        if a.all {
+            "every record:"
+        } else {
+            "worst records:"
+        }
+    );
+    for (r, _) in priced {
+        let cs = r.outcome.result.as_ref().map(Vec::as_slice).unwrap_or(&[]);
+        let figs: Vec<String> = cs
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} {:.1} / {:.1} ({})",
+                    c.metric.key(),
+                    c.measured,
+                    c.predicted,
+                    pct(c.error())
+                )
+            })
+            .collect();
+        println!(
+            "  {} [{} {} c{}]: {}",
+            r.rec.id,
+            r.rec.engine.label(),
+            r.rec.gpu.hardware,
+            r.rec.concurrency().unwrap_or(0),
+            figs.join(", ")
+        );
+    }
+}
+
+/// Records twin could not price, by reason.
+fn print_unpriced(rows: &[Row]) {
+    let mut by_reason: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+    for r in rows {
+        if let Err(e) = &r.outcome.result {
+            let first = e.lines().next().unwrap_or_default();
+            by_reason.entry(first).or_default().push(&r.outcome.id);
+        }
+    }
+    if by_reason.is_empty() {
+        return;
+    }
+    println!();
+    println!(
+        "not priced ({} records), by reason:",
+        by_reason.values().map(Vec::len).sum::<usize>()
+    );
+    for (reason, ids) in by_reason {
+        let more = if ids.len() > 3 {
+            format!(" and {} more", ids.len() - 3)
+        } else {
+            String::new()
+        };
+        println!(
+            "  {} x {reason} ({}{more})",
+            ids.len(),
+            ids.iter().take(3).copied().collect::<Vec<_>>().join(", ")
+        );
+    }
+}

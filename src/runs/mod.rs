@@ -1,0 +1,14 @@
+//! Measured runs (the `corpus` crate's records) as twin's simulations of them: a
+//! corpus loaded by name or path ([`load`]), each record turned into the run it was
+//! (hardware, model as served, the engine's scheduler, host terms and kernel tables,
+//! the layout, the client as the workload: [`setup`]), simulated and read back as the
+//! record's statistics ([`predict`]). `twin validate runs` and `twin calibrate
+//! --from-runs` share it.
+
+pub mod load;
+pub mod predict;
+pub mod setup;
+
+pub use load::{load, Loaded};
+pub use predict::predict_all;
+pub use setup::Cache;

@@ -1,0 +1,153 @@
+//! Records simulated as they were measured, in parallel (rayon; results in the
+//! corpus's order, each a function of its record and the seed alone), and read back
+//! as the statistics the records give.
+
+use super::load::Base;
+use super::setup::{setup, Cache, Setup};
+use corpus::summary::Compared;
+use corpus::{Metric, RunRecord, Stat};
+use rayon::prelude::*;
+use sim::serving::{simulate, SimInput};
+use std::collections::BTreeMap;
+
+/// What twin predicts of one run: every statistic of every metric it simulates.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Predicted {
+    pub figures: BTreeMap<(Metric, Stat), f64>,
+    /// Requests the simulation completed, of those the client sent.
+    pub completed: u64,
+    pub sent: u64,
+}
+
+impl Predicted {
+    pub fn get(&self, m: Metric, s: Stat) -> Option<f64> {
+        self.figures.get(&(m, s)).copied()
+    }
+}
+
+/// One record's prediction, or why there is none.
+pub struct Prediction {
+    /// What priced it (empty when it could not be set up).
+    pub pricing: String,
+    pub result: Result<Predicted, String>,
+    /// The whole simulated report, kept when the caller asked (one record looked at
+    /// closely).
+    pub report: Option<Box<sim::serving::Report>>,
+}
+
+/// The simulation of one set-up record.
+pub fn simulate_setup(s: &Setup) -> Result<(Predicted, sim::serving::Report), String> {
+    let r = &s.resolved;
+    let (prefill, decode) = crate::simulation::pool_costs(r);
+    let input = SimInput {
+        scenario: &r.scenario,
+        workload: &r.workload,
+        hardware: &r.hardware,
+        model: &r.model,
+        prefill_cost: &prefill,
+        decode_cost: &decode,
+        trace: &[],
+    };
+    let report = simulate(&input, r.seed).map_err(|e| format!("simulation: {e}"))?;
+    let sent = r
+        .workload
+        .bench
+        .as_ref()
+        .map_or(0, |b| b.requests.len() as u64);
+    if report.requests_completed == 0 {
+        return Err(format!(
+            "simulation: no request of {sent} completed within the run's limit of {:.0} s",
+            r.scenario.duration_s
+        ));
+    }
+    let mut figures = BTreeMap::new();
+    for (m, s) in [
+        (Metric::TtftMs, &report.ttft_ms),
+        (Metric::TpotMs, &report.tpot_ms),
+        (Metric::ItlMs, &report.itl_ms),
+        (Metric::E2eMs, &report.e2e_ms),
+    ] {
+        for (stat, v) in [
+            (Stat::Mean, s.mean),
+            (Stat::P50, s.p50),
+            (Stat::P90, s.p90),
+            (Stat::P99, s.p99),
+        ] {
+            figures.insert((m, stat), v);
+        }
+    }
+    let gpus = report.gpus as f64;
+    let t = &report.throughput_tok_s_per_gpu;
+    figures.insert((Metric::OutputTokS, Stat::Value), t.output * gpus);
+    figures.insert((Metric::TotalTokS, Stat::Value), t.total * gpus);
+    figures.insert((Metric::RequestS, Stat::Value), report.requests_per_s);
+    let p = Predicted {
+        figures,
+        completed: report.requests_completed,
+        sent,
+    };
+    Ok((p, report))
+}
+
+/// Every record predicted, in order; each whole report kept when `keep_reports`.
+pub fn predict_all(
+    records: &[&RunRecord],
+    base: &Base,
+    cache: &Cache,
+    seed: u64,
+    keep_reports: bool,
+) -> Vec<Prediction> {
+    records
+        .par_iter()
+        .map(|rec| match setup(rec, base, cache, seed) {
+            Ok(s) => {
+                let (result, report) = match simulate_setup(&s) {
+                    Ok((p, r)) => (Ok(p), keep_reports.then(|| Box::new(r))),
+                    Err(e) => (Err(e), None),
+                };
+                Prediction {
+                    pricing: s.pricing.clone(),
+                    result,
+                    report,
+                }
+            }
+            Err(e) => Prediction {
+                pricing: String::new(),
+                result: Err(e),
+                report: None,
+            },
+        })
+        .collect()
+}
+
+/// Which predicted statistic a record's [`Stat::Center`] is compared with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Center {
+    /// The median (p50).
+    P50,
+    Mean,
+}
+
+/// The record's measured figures against the prediction (those twin predicts).
+pub fn compare(rec: &RunRecord, p: &Predicted, center: Center) -> Vec<Compared> {
+    let mut out = Vec::new();
+    for (m, stats) in &rec.measured {
+        for (s, v) in stats {
+            let as_predicted = match s {
+                Stat::Center if center == Center::Mean => Stat::Mean,
+                Stat::Center => Stat::P50,
+                other => *other,
+            };
+            if let Some(pred) = p.get(*m, as_predicted) {
+                out.push(Compared {
+                    metric: *m,
+                    stat: *s,
+                    measured: *v,
+                    predicted: pred,
+                    band: None,
+                });
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,373 @@
+//! One record as the run twin simulates: the hardware; the model as served (its
+//! config imported with the record's formats); the engine's scheduler and host terms
+//! and the nearest shipped kernel tables; the layout as pools; the client as a
+//! benchmark workload. A record twin cannot run as measured is refused with the one
+//! reason, never approximated silently.
+
+use super::load::Base;
+use crate::scenario::hf::{self, ImportOptions, WeightChoice};
+use crate::scenario::{Parts, Resolved};
+use corpus::{EngineName, Format, Layout, Lengths, Load, RunRecord, Workers};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use sim::cost::CostParams;
+use sim::serving::workload::bench::{BenchClient, Client};
+use sim::serving::{Mode, PoolConfig, ServingScenario, WorkloadConfig};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// Values built once per key, or why they could not be.
+type Built<T> = Mutex<HashMap<String, Result<Arc<T>, String>>>;
+
+/// Hardware, models and cost parameters built once and shared by the records (and
+/// the threads) that use them.
+#[derive(Default)]
+pub struct Cache {
+    hardware: Built<sim::Hardware>,
+    models: Built<sim::Model>,
+    params: Built<(CostParams, String)>,
+}
+
+/// The value of `key` in `map`, built by `make` on first use.
+fn cached<T>(
+    map: &Built<T>,
+    key: &str,
+    make: impl FnOnce() -> Result<T, String>,
+) -> Result<Arc<T>, String> {
+    if let Some(v) = map.lock().unwrap_or_else(|e| e.into_inner()).get(key) {
+        return v.clone();
+    }
+    let v = make().map(Arc::new);
+    map.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(key.to_string(), v.clone());
+    v
+}
+
+/// A record ready to simulate.
+pub struct Setup {
+    pub resolved: Resolved,
+    /// What prices it, in one line (the scheduler, host terms and kernel tables, and
+    /// which engine's they are when the record's own are not shipped).
+    pub pricing: String,
+}
+
+/// The record `rec` as a checked run under `seed` (its lengths drawn from a stream
+/// of `seed` and the record's id).
+pub fn setup(rec: &RunRecord, base: &Base, cache: &Cache, seed: u64) -> Result<Setup, String> {
+    let hw = cached(&cache.hardware, &rec.gpu.hardware, || {
+        crate::scenario::load_hardware(&rec.gpu.hardware, &[]).map_err(|e| format!("{e:#}"))
+    })?;
+    let model = model_of(rec, base, cache)?;
+    let priced = pricing(rec, &hw, cache)?;
+    let (mode, prefill, decode) = pools(rec, &hw, model.moe.is_some())?;
+    let mut sc = scenario(rec, &hw, &model, seed)?;
+    sc.serving.mode = mode;
+    sc.serving.prefill = prefill;
+    sc.serving.decode = decode;
+    sc.serving.gpus = Some(sc.gpus());
+    let workload = WorkloadConfig::bench_run(
+        &format!("{}: {}", rec.client.tool, rec.id),
+        client(rec, seed)?,
+    );
+    let resolved = crate::scenario::resolve_parts(Parts {
+        origin: "record".into(),
+        scenario: sc,
+        workload,
+        hardware: (*hw).clone(),
+        model: (*model).clone(),
+        params: priced.0.clone(),
+        notes: Vec::new(),
+    })
+    .map_err(|e| format!("{e:#}"))?;
+    Ok(Setup {
+        resolved,
+        pricing: priced.1.clone(),
+    })
+}
+
+/// The `--weights` choice of a record's formats.
+fn weights(gemm: Format, moe: Option<Format>) -> Result<WeightChoice, String> {
+    Ok(match (gemm, moe.unwrap_or(gemm)) {
+        (Format::Bf16, Format::Bf16) => WeightChoice::Bf16,
+        (Format::Bf16, Format::Mxfp4) => WeightChoice::Mxfp4,
+        (Format::Fp8Block, Format::Fp8Block) => WeightChoice::Fp8,
+        (Format::Fp8Tensor, Format::Fp8Tensor) => WeightChoice::Fp8Tensor,
+        (Format::Nvfp4, Format::Nvfp4) => WeightChoice::Fp4,
+        (g, m) => {
+            return Err(format!(
+                "weights {} with routed experts {}: twin imports a checkpoint in one format, or BF16 with MXFP4 experts",
+                g.key(),
+                m.key()
+            ))
+        }
+    })
+}
+
+/// The record's model as served.
+fn model_of(rec: &RunRecord, base: &Base, cache: &Cache) -> Result<Arc<sim::Model>, String> {
+    let m = &rec.model;
+    let key = format!("{}|{:?}|{:?}|{:?}", m.config, m.gemm, m.moe, m.kv);
+    cached(&cache.models, &key, || {
+        if !m.config.ends_with(".json") {
+            return crate::scenario::load_model(&m.config, &[]).map_err(|e| format!("{e:#}"));
+        }
+        let (origin, text) = base.text(&m.config).map_err(|e| format!("model: {e:#}"))?;
+        let name =
+            m.id.rsplit('/')
+                .next()
+                .unwrap_or(&m.id)
+                .to_ascii_lowercase();
+        let opts = ImportOptions {
+            weights: Some(weights(m.gemm, m.moe)?),
+            kv_dtype: m.kv.map(|k| match k {
+                Format::Bf16 => spec::dtype::Dtype::Bf16,
+                _ => spec::dtype::Dtype::Fp8,
+            }),
+            name: Some(format!("{name}-{}", corpus::filter::precision(rec))),
+            quant: None,
+        };
+        let model = hf::import(&origin, &text, &opts).map_err(|e| format!("model: {e:#}"))?;
+        let problems = sim::validate::model(&model);
+        if !problems.is_empty() {
+            let p: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
+            return Err(format!("model {}: {}", m.id, p.join("; ")));
+        }
+        Ok(model)
+    })
+}
+
+/// The engine whose shipped kernel tables price a record's kernels on `hw`, and why:
+/// its own where shipped; SGLang's runs on vLLM's (both run FlashInfer/FlashAttention
+/// attention and CUTLASS/DeepGEMM GEMMs; no SGLang tables are shipped); else twin's
+/// own kernel model.
+fn tables_engine(rec: &RunRecord, hw: &str) -> (Option<&'static str>, String) {
+    let shipped = crate::scenario::tables::shipped();
+    let has = |e: &str| shipped.iter().any(|(h, en, _)| h == hw && en == e);
+    let own = rec.engine.name.key();
+    if has(own) {
+        return (Some(own), String::new());
+    }
+    if rec.engine.name == EngineName::Sglang && has("vllm") {
+        return (
+            Some("vllm"),
+            "; no SGLang kernel tables are shipped: vLLM's price its kernels".into(),
+        );
+    }
+    (
+        None,
+        format!(
+            "; no {own} kernel tables of {hw} are shipped: twin's own kernel model prices them"
+        ),
+    )
+}
+
+/// The record's cost parameters and the line that says what they are.
+fn pricing(
+    rec: &RunRecord,
+    hw: &sim::Hardware,
+    cache: &Cache,
+) -> Result<Arc<(CostParams, String)>, String> {
+    let (tables, why) = tables_engine(rec, &hw.name);
+    let own = rec.engine.name.key();
+    let key = format!("{}|{own}|{tables:?}", hw.name);
+    cached(&cache.params, &key, || {
+        let mut p =
+            crate::scenario::cost_params(hw, None, &[], tables).map_err(|e| format!("{e:#}"))?;
+        if let Some(h) = sim::cost::host::Host::of_engine(own) {
+            p.host = h;
+        }
+        let line = format!("{} (record: {}){why}", p.source, rec.engine.label());
+        Ok((p, line))
+    })
+}
+
+/// The engine's defaults where the record gives no setting: (running requests per
+/// instance, tokens per step).
+fn engine_defaults(engine: EngineName, hw: &sim::Hardware) -> (u32, u32) {
+    match engine {
+        // vLLM's API server on a GPU of >= 70 GiB: max_num_seqs 1024,
+        // max_num_batched_tokens 8192 (vllm/engine/arg_utils.py get_batch_defaults).
+        EngineName::Vllm => (1024, 8192),
+        // SGLang sizes max_running_requests from the KV pool (no cap here) and
+        // chunked_prefill_size by GPU memory: 8192 below 160 GB, 16384 above
+        // (python/sglang/srt/server_args.py; assumed for the versions of the corpus).
+        EngineName::Sglang => (
+            4096,
+            if hw.hbm.capacity.as_f64() >= 160e9 {
+                16384
+            } else {
+                8192
+            },
+        ),
+        // TensorRT-LLM's LLM API: max_batch_size 2048, max_num_tokens 8192
+        // (tensorrt_llm/llmapi/llm_args.py).
+        EngineName::Trtllm => (2048, 8192),
+    }
+}
+
+/// One side of a layout as a pool.
+fn pool(w: &Workers, moe: bool, cap: (u32, u32), side: &str) -> Result<PoolConfig, String> {
+    let unsupported = |what: String| Err(format!("{side}: {what} is not modelled"));
+    if w.pp > 1 {
+        return unsupported(format!("pipeline parallelism (pp {})", w.pp));
+    }
+    let count = w
+        .count
+        .ok_or_else(|| format!("{side}: the record gives no worker count"))?;
+    let mut p = PoolConfig::default_decode();
+    let (t, d) = (w.tp, w.attention_dp);
+    match (d, t) {
+        (1, t) => {
+            p.tp = t;
+            p.dep = 1;
+            p.instances = count;
+            p.expert_parallel = moe && t > 1 && w.moe_ep == t && w.moe_tp == 1;
+            if moe && t > 1 && !p.expert_parallel && !(w.moe_tp == t && w.moe_ep == 1) {
+                return unsupported(format!(
+                    "routed experts split moe_tp {} x moe_ep {} inside TP{t} (twin slices each expert over the TP GPUs, or spreads them whole)",
+                    w.moe_tp, w.moe_ep
+                ));
+            }
+        }
+        (d, 1) if !moe => {
+            p.dep = 1;
+            p.tp = 1;
+            p.instances = count * d;
+        }
+        (d, 1) => {
+            if !(w.moe_ep == d && w.moe_tp == 1) {
+                return unsupported(format!(
+                    "attention DP{d} with routed experts moe_tp {} x moe_ep {} (twin's DEP spreads them over the DP ranks)",
+                    w.moe_tp, w.moe_ep
+                ));
+            }
+            p.dep = d;
+            p.tp = 1;
+            p.instances = count;
+        }
+        (d, t) => return unsupported(format!("attention TP{t} inside DP{d}")),
+    }
+    p.max_batch_per_rank = (cap.0 / p.dep).max(1);
+    p.chunk_tokens_per_rank = cap.1;
+    p.max_prefill_requests_per_rank = p.max_batch_per_rank;
+    Ok(p)
+}
+
+/// The record's layout as (mode, prefill pool, decode pool).
+fn pools(
+    rec: &RunRecord,
+    hw: &sim::Hardware,
+    moe: bool,
+) -> Result<(Mode, PoolConfig, PoolConfig), String> {
+    let d = engine_defaults(rec.engine.name, hw);
+    let s = &rec.engine.settings;
+    let cap = (
+        s.max_running.unwrap_or(d.0),
+        s.max_batched_tokens.unwrap_or(d.1),
+    );
+    if let Some(n) = rec
+        .provenance
+        .notes
+        .iter()
+        .find(|n| n.contains("mis-lowered"))
+    {
+        return Err(n.clone());
+    }
+    match &rec.layout {
+        Layout::Aggregated { workers } => {
+            let p = pool(workers, moe, cap, "layout")?;
+            Ok((Mode::Aggregated, PoolConfig::default_prefill(), p))
+        }
+        Layout::Disaggregated { prefill, decode } => Ok((
+            Mode::Disaggregated,
+            pool(prefill, moe, cap, "prefill")?,
+            pool(decode, moe, cap, "decode")?,
+        )),
+    }
+}
+
+/// The scenario around the pools: the engine (its scheduler), no speculation, the run
+/// lasting until its last request (bounded by the limit).
+fn scenario(
+    rec: &RunRecord,
+    hw: &sim::Hardware,
+    model: &sim::Model,
+    seed: u64,
+) -> Result<ServingScenario, String> {
+    let text = format!(
+        "name = {:?}\nhardware = {:?}\nmodel = {:?}\nworkload = \"bench\"\nduration_s = 1.0\n[serving]\nmode = \"aggregated\"\n",
+        rec.id, hw.name, model.name
+    );
+    let mut sc: ServingScenario = toml::from_str(&text).map_err(|e| format!("scenario: {e}"))?;
+    sc.engine = Some(rec.engine.name.key().to_string());
+    sc.seed = seed;
+    sc.warmup_s = 0.0;
+    sc.duration_s = sc.limits.max_duration_s;
+    sc.serving.mtp.draft_tokens = Some(0);
+    Ok(sc)
+}
+
+/// `n` lengths as the record's client drew them.
+fn draw(l: &Lengths, n: usize, rng: &mut ChaCha8Rng) -> Vec<u32> {
+    match l {
+        Lengths::Fixed { tokens } => vec![*tokens; n],
+        Lengths::Uniform { low, high } => (0..n).map(|_| rng.random_range(*low..=*high)).collect(),
+        Lengths::Normal { mean, stddev } => (0..n)
+            .map(|_| {
+                let z = sim::serving::workload::normal(rng);
+                (*mean as f64 + stddev * z).round().max(1.0) as u32
+            })
+            .collect(),
+        Lengths::Recorded { tokens } => tokens.iter().copied().cycle().take(n).collect(),
+    }
+}
+
+/// The client's run as a benchmark workload: its requests' lengths drawn from a
+/// stream of the seed and the record's id.
+fn client(rec: &RunRecord, seed: u64) -> Result<BenchClient, String> {
+    let c = &rec.client;
+    let recorded = |l: &Lengths| match l {
+        Lengths::Recorded { tokens } => Some(tokens.len()),
+        _ => None,
+    };
+    let n = c
+        .num_prompts
+        .map(|n| n as usize)
+        .or_else(|| recorded(&c.input).or(recorded(&c.output)))
+        .ok_or("client: the record gives no prompt count")?;
+    if n > 1_000_000 {
+        return Err(format!(
+            "client: {n} prompts: more than twin simulates per record (1,000,000)"
+        ));
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ sim::plan::fnv1a64(rec.id.as_bytes()));
+    let inputs = draw(&c.input, n, &mut rng);
+    let outputs = draw(&c.output, n, &mut rng);
+    let requests = inputs
+        .into_iter()
+        .zip(outputs)
+        .map(|(i, o)| [i, o])
+        .collect();
+    let (conc, rate, burst) = match &c.load {
+        Load::ClosedLoop { concurrency } => (Some(*concurrency), None, 1.0),
+        Load::Rate {
+            req_s,
+            burstiness,
+            concurrency,
+        } => (*concurrency, Some(*req_s), *burstiness),
+        Load::Stages { .. } => {
+            return Err(
+                "client: a staged load (inference-perf) is not simulated by validate runs yet"
+                    .into(),
+            )
+        }
+    };
+    Ok(BenchClient::recorded(
+        Client::Vllm,
+        requests,
+        conc,
+        rate,
+        burst,
+    ))
+}
