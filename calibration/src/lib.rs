@@ -11,6 +11,8 @@
 //!   [`live_trace`]: the same fits from a live run's own op trace.
 //! * [`trace`]: a profiler trace imported into an in-situ layer breakdown.
 //! * [`insitu`]: in-situ factors, measured over predicted, per category.
+//! * [`runs`]: terms fitted to measured serving runs, cross-validated by group, and
+//!   bands from the cross-validated residuals.
 
 mod error;
 pub mod families;
@@ -21,6 +23,7 @@ pub mod live_trace;
 pub mod log;
 pub mod plan;
 pub mod profile;
+pub mod runs;
 pub mod tables;
 pub mod trace;
 

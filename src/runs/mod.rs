@@ -5,8 +5,10 @@
 //! record's statistics ([`predict`]). `twin validate runs` and `twin calibrate
 //! --from-runs` share it.
 
+pub mod fit;
 pub mod load;
 pub mod predict;
+pub mod profile;
 pub mod setup;
 
 pub use load::{load, Loaded};

@@ -4,6 +4,7 @@
 
 use super::load::Base;
 use super::setup::{setup, Cache, Setup};
+use calibration::runs::RunsProfile;
 use corpus::summary::Compared;
 use corpus::{Metric, RunRecord, Stat};
 use rayon::prelude::*;
@@ -33,6 +34,9 @@ pub struct Prediction {
     /// The whole simulated report, kept when the caller asked (one record looked at
     /// closely).
     pub report: Option<Box<sim::serving::Report>>,
+    /// Per metric, the p10-p90 band (as factors on the prediction) of the profile's
+    /// terms that priced it; empty without.
+    pub band: std::collections::BTreeMap<String, [f64; 2]>,
 }
 
 /// The simulation of one set-up record.
@@ -89,32 +93,52 @@ pub fn simulate_setup(s: &Setup) -> Result<(Predicted, sim::serving::Report), St
     Ok((p, report))
 }
 
-/// Every record predicted, in order; each whole report kept when `keep_reports`.
+/// Every record predicted, in order, with the terms of `profile` where it has a group
+/// for the record's engine and GPU; each whole report kept when `keep_reports`.
 pub fn predict_all(
     records: &[&RunRecord],
     base: &Base,
     cache: &Cache,
     seed: u64,
+    profile: Option<&RunsProfile>,
     keep_reports: bool,
 ) -> Vec<Prediction> {
     records
         .par_iter()
-        .map(|rec| match setup(rec, base, cache, seed) {
+        .map(|rec| {
+            let group = profile.and_then(|p| p.group(rec.engine.name.key(), &rec.gpu.hardware));
+            let s = setup(rec, base, cache, seed).and_then(|mut s| {
+                if let Some(g) = group {
+                    super::fit::apply_group(&mut s, g)?;
+                }
+                Ok(s)
+            });
+            (s, group)
+        })
+        .map(|(s, group)| match s {
             Ok(s) => {
                 let (result, report) = match simulate_setup(&s) {
                     Ok((p, r)) => (Ok(p), keep_reports.then(|| Box::new(r))),
                     Err(e) => (Err(e), None),
                 };
                 Prediction {
-                    pricing: s.pricing.clone(),
+                    pricing: match group {
+                        Some(g) => format!(
+                            "{} + terms fitted to {} runs of {} on {}",
+                            s.pricing, g.records, g.engine, g.family
+                        ),
+                        None => s.pricing.clone(),
+                    },
                     result,
                     report,
+                    band: group.map(|g| g.band.clone()).unwrap_or_default(),
                 }
             }
             Err(e) => Prediction {
                 pricing: String::new(),
                 result: Err(e),
                 report: None,
+                band: Default::default(),
             },
         })
         .collect()
@@ -128,8 +152,14 @@ pub enum Center {
     Mean,
 }
 
-/// The record's measured figures against the prediction (those twin predicts).
-pub fn compare(rec: &RunRecord, p: &Predicted, center: Center) -> Vec<Compared> {
+/// The record's measured figures against the prediction (those twin predicts), each
+/// with its band where `band` has one for its metric.
+pub fn compare(
+    rec: &RunRecord,
+    p: &Predicted,
+    center: Center,
+    band: &std::collections::BTreeMap<String, [f64; 2]>,
+) -> Vec<Compared> {
     let mut out = Vec::new();
     for (m, stats) in &rec.measured {
         for (s, v) in stats {
@@ -144,7 +174,7 @@ pub fn compare(rec: &RunRecord, p: &Predicted, center: Center) -> Vec<Compared> 
                     stat: *s,
                     measured: *v,
                     predicted: pred,
-                    band: None,
+                    band: band.get(m.key()).map(|[lo, hi]| (pred * lo, pred * hi)),
                 });
             }
         }

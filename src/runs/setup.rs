@@ -45,6 +45,7 @@ fn cached<T>(
 }
 
 /// A record ready to simulate.
+#[derive(Clone)]
 pub struct Setup {
     pub resolved: Resolved,
     /// What prices it, in one line (the scheduler, host terms and kernel tables, and

@@ -63,12 +63,19 @@ pub fn cost_params(
             hardware.name
         )
     };
+    let runs = match profile {
+        Some(path) => crate::runs::profile::read(std::path::Path::new(path))?,
+        None => None,
+    };
     let section = match profile {
+        Some(_) if runs.is_some() => None,
         Some(path) => calibration::insitu::section_of(std::path::Path::new(path))
             .map_err(|e| anyhow!("--profile {path}: {e}"))?,
         None => None,
     };
-    if let (Some(path), Some(a)) = (profile, section) {
+    if runs.is_some() {
+        // Applied below, over the engine's host terms.
+    } else if let (Some(path), Some(a)) = (profile, section) {
         source = format!("{source} + {}", apply_section(path, a, &mut params)?);
     } else if let Some(path) = profile {
         let prof = calibration::Profile::load(std::path::Path::new(path))
@@ -89,6 +96,12 @@ pub fn cost_params(
     // names no engine: twin's defaults stand.
     if let Some(h) = engine.and_then(sim::cost::host::Host::of_engine) {
         params.host = h;
+    }
+    if let (Some(rp), Some(path)) = (&runs, profile) {
+        source = format!(
+            "{source} + {}",
+            runs_terms(rp, path, hardware, engine, &mut params)?
+        );
     }
     for s in cost_sets {
         let key = s.path.join(".");
@@ -160,4 +173,32 @@ fn carried_source(hardware: &Hardware, from: &str) -> String {
         s.push_str(&format!(" + {own} set in {}", hardware.name));
     }
     s
+}
+
+/// A runs profile's group for `engine` on `hardware`, applied to `params`; the words
+/// that say what priced the step.
+fn runs_terms(
+    rp: &calibration::runs::RunsProfile,
+    path: &str,
+    hardware: &Hardware,
+    engine: Option<&str>,
+    params: &mut CostParams,
+) -> Result<String> {
+    let engine = engine.unwrap_or("twin");
+    let family = calibration::runs::family(&hardware.name);
+    match rp.group(engine, &hardware.name) {
+        Some(g) => {
+            crate::runs::profile::apply_terms(params, g)
+                .map_err(|e| anyhow!("--profile {path}: {e}"))?;
+            Ok(crate::runs::profile::describe(g, std::path::Path::new(path)))
+        }
+        None => Ok(format!(
+            "no terms of --profile {path} apply (it fits {}; not {engine} on {family}): physics alone",
+            rp.groups
+                .iter()
+                .map(|g| format!("{} on {}", g.engine, g.family))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
 }

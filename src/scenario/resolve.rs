@@ -20,7 +20,8 @@ pub const DEFAULT_SCENARIO: &str = "gb300-nvl72-v4.1-flash-agentx";
 /// holding one means its scenario, workload and deployments passed every check. The
 /// fields stay public to read; a caller that changes the run afterwards (`validate
 /// bench` replaces the workload) leaves the simulator's own check of its input as the
-/// net.
+/// net. A clone is as checked as its original.
+#[derive(Clone)]
 pub struct Resolved {
     pub scenario_origin: String,
     pub scenario: ServingScenario,
@@ -100,12 +101,10 @@ pub fn resolve_args(args: &SimulateArgs) -> Result<Resolved> {
         bail!("invalid scenario:\n  {}", problems.join("\n  "));
     }
 
-    let params = cost_params(
-        &hardware,
-        args.pricing.profile.as_deref(),
-        &sets.cost,
-        args.pricing.engine.as_deref().or(sc.engine.as_deref()),
-    )?;
+    let engine = args.pricing.engine.clone().or(sc.engine.clone());
+    let profile = args.pricing.profile.as_deref();
+    let params = cost_params(&hardware, profile, &sets.cost, engine.as_deref())?;
+    runs_frontend(&mut sc, profile, &hardware, engine.as_deref(), &mut notes)?;
     Ok(Resolved {
         scenario_origin: origin,
         scenario: sc,
@@ -156,6 +155,35 @@ pub fn resolve_parts(p: Parts) -> Result<Resolved> {
         notes: p.notes,
         _validated: (),
     })
+}
+
+/// A runs profile's front end (`frontend_s`) for the scenario's engine and GPU, where
+/// the scenario sets none.
+fn runs_frontend(
+    sc: &mut ServingScenario,
+    profile: Option<&str>,
+    hardware: &sim::Hardware,
+    engine: Option<&str>,
+    notes: &mut Vec<String>,
+) -> Result<()> {
+    let Some(path) = profile else { return Ok(()) };
+    let Some(rp) = crate::runs::profile::read(std::path::Path::new(path))? else {
+        return Ok(());
+    };
+    let group = engine.and_then(|e| rp.group(e, &hardware.name));
+    if let (Some(g), None) = (group, sc.serving.frontend_s) {
+        if let Some(&f) = g.terms.get("frontend_s") {
+            sc.serving.frontend_s = Some(f);
+            notes.push(format!(
+                "--profile {path}: the front end takes {:.1} ms a request (fitted to {} runs of {} on {})",
+                f * 1e3,
+                g.records,
+                g.engine,
+                g.family
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `--bench`: the client's run replaces the workload; no warm-up (every request

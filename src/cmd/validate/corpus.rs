@@ -24,7 +24,7 @@ pub struct RunsValidateArgs {
     pub filter: Vec<String>,
     /// The predicted statistic a record's unstated central figure (mean or median,
     /// docs/runs-corpus.md) is compared with.
-    #[arg(long, value_enum, default_value = "p50")]
+    #[arg(long, value_enum, default_value = "mean")]
     pub center: Center,
     /// Seed of every simulation (each record's lengths are drawn from it and the
     /// record's id).
@@ -39,6 +39,11 @@ pub struct RunsValidateArgs {
     /// Print one JSON object instead of the tables.
     #[arg(long)]
     pub json: bool,
+    /// Terms fitted to measured runs (`twin calibrate --from-runs --out`): each record
+    /// is priced with its engine and GPU family's terms, and carries their p10-p90 band
+    /// (coverage is reported).
+    #[arg(long, value_name = "PROFILE")]
+    pub profile: Option<std::path::PathBuf>,
 }
 
 /// One record's outcome with what priced it.
@@ -66,7 +71,23 @@ pub fn run(a: &RunsValidateArgs) -> Result<()> {
     }
     let cache = Cache::default();
     let one = records.len() == 1;
-    let mut predictions = predict_all(&records, &loaded.base, &cache, a.seed, one);
+    let profile = match &a.profile {
+        Some(p) => Some(crate::runs::profile::read(p)?.ok_or_else(|| {
+            anyhow::anyhow!(
+                "--profile {}: not a profile of terms fitted to runs (`twin calibrate --from-runs --out`)",
+                p.display()
+            )
+        })?),
+        None => None,
+    };
+    let mut predictions = predict_all(
+        &records,
+        &loaded.base,
+        &cache,
+        a.seed,
+        profile.as_ref(),
+        one,
+    );
     let report = predictions.first_mut().and_then(|p| p.report.take());
     let rows: Vec<Row> = records
         .iter()
@@ -77,7 +98,7 @@ pub fn run(a: &RunsValidateArgs) -> Result<()> {
             outcome: Outcome {
                 id: rec.id.clone(),
                 groups: Groups::of(rec),
-                result: p.result.map(|pred| compare(rec, &pred, a.center)),
+                result: p.result.map(|pred| compare(rec, &pred, a.center, &p.band)),
             },
         })
         .collect();
@@ -190,10 +211,13 @@ fn print_groups(groups: &[GroupSummary]) {
                 .find(|s| s.metric == m)
                 .map(|s| {
                     format!(
-                        "{:>6.1}% {:>5.0}% {:>7}",
+                        "{:>6.1}% {:>5.0}% {:>7}{}",
                         100.0 * s.median_abs_error,
                         100.0 * s.within,
-                        pct(s.median_error)
+                        pct(s.median_error),
+                        s.band_coverage
+                            .map(|c| format!(" band {:>3.0}%", 100.0 * c))
+                            .unwrap_or_default()
                     )
                 })
                 .unwrap_or_else(|| format!("{:>26}", "-"))

@@ -18,6 +18,8 @@
 //! live engine's op costs from a `twin live` run's own op trace (`--from-trace` of such
 //! a trace with `--out` does the same).
 
+mod runs;
+
 use anyhow::{anyhow, Context, Result};
 use calibration::plan::{expand_ops, plan, PlanSize};
 use calibration::profile::utc_now;
@@ -34,7 +36,7 @@ pub struct CalibrateArgs {
     #[command(subcommand)]
     pub command: Option<CalibrateCommand>,
     /// Device to measure: `cpu` or `cuda:N` (not with --from-trace).
-    #[arg(long, required_unless_present_any = ["from_trace", "from_tables"])]
+    #[arg(long, required_unless_present_any = ["from_trace", "from_tables", "from_runs"])]
     pub device: Option<String>,
     /// Comma-separated ops or groups to measure (moe, attention, moe_decode,
     /// grouped_gemm, attn_dense, attn_sparse, attn_window, indexer, gather, copy).
@@ -49,7 +51,7 @@ pub struct CalibrateArgs {
     pub smoke: bool,
     /// Output directory for measurements.csv and profile.toml (with --from-trace and
     /// --deployment: the file the fitted `[in_situ]` section is written to).
-    #[arg(long, required_unless_present_any = ["from_trace", "from_tables"])]
+    #[arg(long, required_unless_present_any = ["from_trace", "from_tables", "from_runs"])]
     pub out: Option<PathBuf>,
     /// `live`: measure the live engine's own ops at the shapes of `--model` (what
     /// `twin validate live` prices a run of that model with) instead of the default
@@ -89,6 +91,8 @@ pub struct CalibrateArgs {
     pub deployment: Option<String>,
     #[command(flatten)]
     pub tables: crate::kernel_tables::TablesArgs,
+    #[command(flatten)]
+    pub runs: runs::FromRunsArgs,
 }
 
 #[derive(clap::Subcommand, Debug, Clone)]
@@ -113,6 +117,9 @@ pub enum CalibrateCommand {
 }
 
 pub fn run(args: &CalibrateArgs) -> Result<()> {
+    if let Some(corpus) = &args.runs.from_runs {
+        return runs::run(&args.runs, corpus, args.out.as_deref());
+    }
     if let Some(dir) = &args.tables.from_tables {
         return crate::kernel_tables::run(dir, &args.tables, args.out.as_deref(), args.json);
     }

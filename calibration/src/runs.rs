@@ -1,0 +1,453 @@
+//! Terms fitted to measured runs (`twin calibrate --from-runs`): the few
+//! interpretable corrections physics leaves open (in-situ factors per phase and op
+//! family, the host's exposed time per step, the front end's per request), fitted by
+//! ridge least squares on log errors, with group cross-validation and p10-p90 bands
+//! from the cross-validated residuals.
+//!
+//! A simulation is too slow to sit inside a fit's loop, so each observation (one
+//! record's prediction of one metric) is linearised once, at the prior terms, in the
+//! terms' values: `Y(v) ~ Y0 + sum_k g_k (v_k - prior_k)`, the gradient by forward
+//! differences of whole simulations (the binary computes them). Linear in the values
+//! because a step's time is: a factor scales its op family's time, a second adds
+//! itself. The fit minimises log errors of that model plus a ridge towards the priors
+//! (Levenberg-Marquardt, pure arithmetic), so every cross-validation fold and band is
+//! cheap; the binary simulates the fitted terms again to report true errors.
+
+use fitting::lsq::solve_linear;
+use serde::{Deserialize, Serialize};
+
+/// The GPU family a fit groups hardware by: one architecture generation of one
+/// vendor (kernels, libraries and engines' code paths are per generation).
+pub fn family(hardware: &str) -> &'static str {
+    match hardware {
+        "h100" | "h200" | "h20" | "h800" => "hopper",
+        "b200" | "b300" | "gb200" | "gb300" => "blackwell",
+        "a100" => "ampere",
+        "mi300x" | "mi325x" | "mi355x" => "cdna3",
+        "l40s" | "l4" => "ada",
+        "rtx-pro-6000" => "blackwell-pcie",
+        _ => "other",
+    }
+}
+
+/// One term: a cost key (or `frontend_s`), fitted as a log-factor or as seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Term {
+    pub key: &'static str,
+    /// Fitted as `ln(value)` (a factor) rather than the value (seconds).
+    pub log: bool,
+    /// The prior value (in the value's own units), which the ridge pulls towards.
+    pub prior: f64,
+    /// The prior's standard deviation, in the fitted parameter's units (`ln` for a
+    /// factor, seconds else).
+    pub sd: f64,
+    /// Forward-difference step of the Jacobian, in the parameter's units.
+    pub step: f64,
+}
+
+impl Term {
+    /// The parameter of a value (`ln` of a factor).
+    pub fn param(&self, value: f64) -> f64 {
+        if self.log {
+            value.ln()
+        } else {
+            value
+        }
+    }
+
+    /// The value of a parameter.
+    pub fn value(&self, param: f64) -> f64 {
+        if self.log {
+            param.exp()
+        } else {
+            param
+        }
+    }
+}
+
+/// One linearised observation: a record's prediction of one metric at the prior
+/// terms (in the metric's units), its gradient in the terms' values, and the log of
+/// what was measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Obs {
+    /// Which metric (the caller's index).
+    pub metric: usize,
+    pub y0: f64,
+    pub grad: Vec<f64>,
+    pub target: f64,
+}
+
+/// The least a linearised prediction may be, as a share of its prior prediction (a
+/// fit must not drive a time through zero).
+const FLOOR: f64 = 0.05;
+
+impl Obs {
+    /// The linear model's prediction at values `v` (priors `v0`).
+    pub fn value(&self, v: &[f64], v0: &[f64]) -> f64 {
+        let y = self.y0
+            + self
+                .grad
+                .iter()
+                .zip(v.iter().zip(v0))
+                .map(|(g, (x, x0))| g * (x - x0))
+                .sum::<f64>();
+        y.max(FLOOR * self.y0)
+    }
+
+    /// Its log at parameters `p` (the terms' own parameterisation).
+    pub fn predict(&self, p: &[f64], terms: &[Term]) -> f64 {
+        let v: Vec<f64> = terms.iter().zip(p).map(|(t, x)| t.value(*x)).collect();
+        let v0: Vec<f64> = terms.iter().map(|t| t.prior).collect();
+        self.value(&v, &v0).ln()
+    }
+}
+
+/// The parameters of the terms at their priors.
+pub fn priors(terms: &[Term]) -> Vec<f64> {
+    terms.iter().map(|t| t.param(t.prior)).collect()
+}
+
+/// The fit's objective at `p`: weighted squared log errors plus the ridge.
+fn objective(obs: &[&Obs], terms: &[Term], weights: &[f64], p: &[f64]) -> f64 {
+    let p0 = priors(terms);
+    let data: f64 = obs
+        .iter()
+        .map(|o| {
+            let w = weights.get(o.metric).copied().unwrap_or(1.0);
+            w * (o.predict(p, terms) - o.target).powi(2)
+        })
+        .sum();
+    let ridge: f64 = terms
+        .iter()
+        .zip(p.iter().zip(&p0))
+        .map(|(t, (x, x0))| ((x - x0) / t.sd).powi(2))
+        .sum();
+    data + ridge
+}
+
+/// Seconds held at zero or above.
+fn project(p: &mut [f64], terms: &[Term]) {
+    for (x, t) in p.iter_mut().zip(terms) {
+        if !t.log && *x < 0.0 {
+            *x = 0.0;
+        }
+    }
+}
+
+/// Ridge least squares on log errors: the parameters minimising `sum w_m (ln Y(p) -
+/// target)^2 + sum ((p_k - prior_k) / sd_k)^2`, `w_m` the weight of each
+/// observation's metric, by Levenberg-Marquardt from the priors (seconds held at zero
+/// or above). With no observation the priors stand.
+pub fn fit(obs: &[&Obs], terms: &[Term], weights: &[f64]) -> Vec<f64> {
+    let n = terms.len();
+    let p0 = priors(terms);
+    let mut p = p0.clone();
+    let mut f = objective(obs, terms, weights, &p);
+    let mut mu = 1e-3;
+    for _ in 0..100 {
+        // Gauss-Newton system of the data and the ridge at p.
+        let mut a = vec![vec![0.0; n]; n];
+        let mut b = vec![0.0; n];
+        let v: Vec<f64> = terms.iter().zip(&p).map(|(t, x)| t.value(*x)).collect();
+        let v0: Vec<f64> = terms.iter().map(|t| t.prior).collect();
+        for o in obs {
+            let w = weights.get(o.metric).copied().unwrap_or(1.0);
+            let y = o.value(&v, &v0);
+            let r = y.ln() - o.target;
+            let floored = y <= FLOOR * o.y0;
+            // d ln Y / d p_k = g_k (dv_k / dp_k) / Y.
+            let j: Vec<f64> = (0..n)
+                .map(|k| {
+                    let dv = if terms[k].log { v[k] } else { 1.0 };
+                    if floored {
+                        0.0
+                    } else {
+                        o.grad[k] * dv / y
+                    }
+                })
+                .collect();
+            for i in 0..n {
+                b[i] -= w * j[i] * r;
+                for k in 0..n {
+                    a[i][k] += w * j[i] * j[k];
+                }
+            }
+        }
+        for k in 0..n {
+            let prec = 1.0 / (terms[k].sd * terms[k].sd);
+            a[k][k] += prec;
+            b[k] -= prec * (p[k] - p0[k]);
+        }
+        let mut improved = false;
+        for _ in 0..20 {
+            let mut damped = a.clone();
+            for (k, row) in damped.iter_mut().enumerate() {
+                row[k] += mu * a[k][k].max(1e-12);
+            }
+            let Some(step) = solve_linear(damped, b.clone(), 1e-300) else {
+                break;
+            };
+            let mut q: Vec<f64> = p.iter().zip(&step).map(|(x, d)| x + d).collect();
+            project(&mut q, terms);
+            let fq = objective(obs, terms, weights, &q);
+            if fq < f {
+                let gain = f - fq;
+                p = q;
+                f = fq;
+                mu = (mu / 3.0).max(1e-9);
+                improved = gain > 1e-12 * f.max(1e-12);
+                break;
+            }
+            mu *= 4.0;
+        }
+        if !improved {
+            break;
+        }
+    }
+    p
+}
+
+/// Cross-validated residuals: each observation's `target - prediction` by the terms
+/// fitted to the observations of every other fold (`fold[i]` names observation i's).
+pub fn cross_validate(obs: &[Obs], fold: &[String], terms: &[Term], weights: &[f64]) -> Vec<f64> {
+    let mut names: Vec<&String> = fold.iter().collect();
+    names.sort();
+    names.dedup();
+    let mut out = vec![0.0; obs.len()];
+    for name in names {
+        let train: Vec<&Obs> = obs
+            .iter()
+            .zip(fold)
+            .filter(|(_, f)| *f != name)
+            .map(|(o, _)| o)
+            .collect();
+        let p = fit(&train, terms, weights);
+        for (i, o) in obs.iter().enumerate() {
+            if &fold[i] == name {
+                out[i] = o.target - o.predict(&p, terms);
+            }
+        }
+    }
+    out
+}
+
+/// The `q` quantile of `xs` (statrs' order statistics); `None` when empty.
+pub fn quantile(xs: &[f64], q: f64) -> Option<f64> {
+    use statrs::statistics::{Data, OrderStatistics};
+    (!xs.is_empty()).then(|| Data::new(xs.to_vec()).quantile(q.clamp(0.0, 1.0)))
+}
+
+/// A p10-p90 band of log residuals (measured over predicted), as factors on a
+/// prediction: `(exp(q10), exp(q90))`.
+pub fn band(residuals: &[f64]) -> Option<(f64, f64)> {
+    Some((
+        quantile(residuals, 0.1)?.exp(),
+        quantile(residuals, 0.9)?.exp(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn term(key: &'static str, log: bool, prior: f64, sd: f64) -> Term {
+        Term {
+            key,
+            log,
+            prior,
+            sd,
+            step: 0.1,
+        }
+    }
+
+    /// An observation made exactly by the linear model at the true values `v`.
+    fn made(y0: f64, grad: Vec<f64>, v: &[f64], terms: &[Term]) -> Obs {
+        let mut o = Obs {
+            metric: 0,
+            y0,
+            grad,
+            target: 0.0,
+        };
+        let v0: Vec<f64> = terms.iter().map(|t| t.prior).collect();
+        o.target = o.value(v, &v0).ln();
+        o
+    }
+
+    /// Observations made by a known model: Y = y0 + g_f (f - 1) + g_s s, truth f = 1.3
+    /// (a factor), s = 0.02 s. Under weak priors the fit recovers both; with no
+    /// observation the priors stand.
+    #[test]
+    fn known_terms_are_recovered_and_priors_stand_alone() {
+        let terms = [term("f", true, 1.0, 1e3), term("s", false, 0.0, 1e3)];
+        let truth = [1.3, 0.02];
+        let obs: Vec<Obs> = [
+            (10.0, 8.0, 1.0),
+            (20.0, 5.0, 1.0),
+            (5.0, 1.0, 1.0),
+            (40.0, 30.0, 1.0),
+        ]
+        .iter()
+        .map(|&(y0, gf, gs)| made(y0, vec![gf, gs * 1e3], &truth, &terms))
+        .collect();
+        let refs: Vec<&Obs> = obs.iter().collect();
+        let p = fit(&refs, &terms, &[1.0]);
+        assert!((p[0].exp() - 1.3).abs() < 1e-4, "{p:?}");
+        assert!((p[1] - 0.02).abs() < 1e-5, "{p:?}");
+        assert_eq!(fit(&[], &terms, &[1.0]), vec![0.0, 0.0]);
+    }
+
+    /// A seconds term the data would drive negative is held at zero: Y = 10 + 1000 s
+    /// with a target of 9 wants s = -1 ms.
+    #[test]
+    fn seconds_stay_non_negative() {
+        let terms = [term("s", false, 0.0, 1e3)];
+        let obs = [Obs {
+            metric: 0,
+            y0: 10.0,
+            grad: vec![1e3],
+            target: 9f64.ln(),
+        }];
+        let refs: Vec<&Obs> = obs.iter().collect();
+        assert_eq!(fit(&refs, &terms, &[1.0]), vec![0.0]);
+    }
+
+    /// A held-out fold never enters its own fit: fold "b" (which alone would want a
+    /// factor of 3) is predicted by the terms of fold "a" alone (1.2), and the other
+    /// way round. Y = 10 f: b's residual is ln(30) - ln(12).
+    #[test]
+    fn a_held_out_fold_never_enters_its_own_fit() {
+        let terms = [term("f", true, 1.0, 1e3)];
+        let obs = vec![
+            made(10.0, vec![10.0], &[1.2], &terms),
+            made(10.0, vec![10.0], &[1.2], &terms),
+            made(10.0, vec![10.0], &[3.0], &terms),
+        ];
+        let fold = vec!["a".to_string(), "a".into(), "b".into()];
+        let r = cross_validate(&obs, &fold, &terms, &[1.0]);
+        assert!((r[2] - (30f64.ln() - 12f64.ln())).abs() < 1e-4, "{r:?}");
+        assert!((r[0] - (12f64.ln() - 30f64.ln())).abs() < 1e-4, "{r:?}");
+    }
+
+    /// The ridge: one observation wanting a factor of e (ln 1) against a prior sd of 1
+    /// on ln f, with the model's log-slope 1 at the prior (Y = y0 f near f = 1): the
+    /// minimum of (ln f - 1)^2 + (ln f)^2 is ln f = 1/2 for a model exactly linear in
+    /// ln f; the value-linear model bends it, so between 0.4 and 0.6.
+    #[test]
+    fn the_ridge_pulls_towards_the_prior() {
+        let terms = [term("f", true, 1.0, 1.0)];
+        let obs = [Obs {
+            metric: 0,
+            y0: 1.0,
+            grad: vec![1.0],
+            target: 1.0,
+        }];
+        let refs: Vec<&Obs> = obs.iter().collect();
+        let p = fit(&refs, &terms, &[1.0]);
+        assert!(p[0] > 0.4 && p[0] < 0.6, "{p:?}");
+    }
+
+    #[test]
+    fn quantiles_and_bands_by_hand() {
+        let xs = [0.0, 1.0, 2.0, 3.0, 4.0];
+        assert_eq!(quantile(&xs, 0.5), Some(2.0));
+        assert!(quantile(&xs, 0.1).unwrap() < quantile(&xs, 0.9).unwrap());
+        let (lo, hi) = band(&[0.0; 3]).unwrap();
+        assert_eq!((lo, hi), (1.0, 1.0));
+        assert_eq!(quantile(&[], 0.5), None);
+    }
+}
+
+/// What `--from-runs` writes: per fit group, the fitted terms with what they were
+/// fitted to, their cross-validated figures and the bands of their residuals.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunsProfile {
+    /// Always `"runs"`: tells this file from the other profiles `--profile` reads.
+    pub kind: String,
+    pub version: u32,
+    pub created_by: String,
+    pub created_utc: String,
+    /// The corpus and filters the terms were fitted to.
+    pub corpus: String,
+    #[serde(default)]
+    pub filters: Vec<String>,
+    /// The predicted statistic a record's central figure was compared with.
+    pub center: String,
+    pub seed: u64,
+    pub groups: Vec<GroupFit>,
+}
+
+/// The terms of one fit group (an engine on a GPU family).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupFit {
+    pub engine: String,
+    pub family: String,
+    /// The GPUs and models of the records fitted.
+    pub gpus: Vec<String>,
+    pub models: Vec<String>,
+    /// Records fitted (observations: one per measured metric).
+    pub records: usize,
+    /// The terms, by key (`frontend_s` is the scenario's `serving.frontend_s`).
+    pub terms: std::collections::BTreeMap<String, f64>,
+    /// Per metric, the p10 and p90 of the leave-one-model-out residuals (measured
+    /// over predicted): a prediction's band for a model the group has not seen.
+    pub band: std::collections::BTreeMap<String, [f64; 2]>,
+    /// Per cross-validation scheme (`in-sample`, `leave-one-model-out`,
+    /// `leave-one-gpu-out`) and metric, the figures of the simulated check.
+    pub cv: std::collections::BTreeMap<String, std::collections::BTreeMap<String, CvFigures>>,
+}
+
+/// One metric's figures under one scheme.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CvFigures {
+    pub n: usize,
+    /// Share within the metric's tolerance (TTFT 25%, else 15%).
+    pub within: f64,
+    pub median_abs_error: f64,
+    /// Share of measured values inside their predicted p10-p90 band.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub band_coverage: Option<f64>,
+}
+
+impl RunsProfile {
+    pub const KIND: &'static str = "runs";
+
+    /// The group whose terms price `engine` on `hardware`, if the profile has one.
+    pub fn group(&self, engine: &str, hardware: &str) -> Option<&GroupFit> {
+        let engine = engine.split('@').next().unwrap_or(engine);
+        let fam = family(hardware);
+        self.groups
+            .iter()
+            .find(|g| g.engine == engine && g.family == fam)
+    }
+
+    /// Whether `text` is a runs profile (its `kind`), before reading it whole.
+    pub fn is_runs_profile(text: &str) -> bool {
+        text.lines()
+            .map(str::trim)
+            .any(|l| l.replace(' ', "") == format!("kind=\"{}\"", Self::KIND))
+    }
+
+    pub fn parse(text: &str) -> Result<RunsProfile, String> {
+        let p: RunsProfile = toml::from_str(text).map_err(|e| e.to_string())?;
+        if p.kind != Self::KIND || p.version != 1 {
+            return Err(format!(
+                "kind `{}` version {}: this twin reads kind \"runs\" version 1",
+                p.kind, p.version
+            ));
+        }
+        for g in &p.groups {
+            for (k, v) in &g.terms {
+                if !v.is_finite() || *v < 0.0 {
+                    return Err(format!(
+                        "group {} {}: term {k} = {v}: must be finite and >= 0",
+                        g.engine, g.family
+                    ));
+                }
+            }
+        }
+        Ok(p)
+    }
+}
