@@ -2,7 +2,7 @@
 //! derived in the comments, and the real vLLM and SGLang files of
 //! `tests/fixtures/bench/` checked against the console logs saved beside them.
 
-use corpus::clients::{self, ClientRun, Deployment, Format};
+use corpus::clients::{self, ClientRun, Deployment, Format, CONSTANT_ARRIVALS};
 use corpus::record::{self, *};
 use std::path::{Path, PathBuf};
 
@@ -155,6 +155,77 @@ fn sglang_lines_are_runs_of_their_own() {
     assert!(has_note(b, "mean_itl_ms"), "{:?}", b.notes);
 }
 
+/// aiperf 1: concurrency 8, 80 requests, 16 warm-up, lengths fixed at 1024 and 128
+/// (stddev 0) with `ignore_eos`. TTFT 250.5 ms; `inter_token_latency` 12.5 ms is TPOT;
+/// `inter_chunk_latency` 12500 us is an ITL of 12.5 ms; E2E 250.5 + 127 x 12.5 =
+/// 1838 ms. p95 and the other percentiles are not kept.
+#[test]
+fn an_aiperf_export_reads_with_its_units_and_config() {
+    let runs = read(fixture("profile_export_aiperf.json"));
+    let r = &runs[0];
+    assert_eq!(r.format, Format::Aiperf);
+    assert_eq!(r.client.load, Load::ClosedLoop { concurrency: 8 });
+    assert_eq!(
+        (r.client.num_prompts, r.client.warmup_requests),
+        (Some(80), 16)
+    );
+    assert_eq!(r.client.input, Lengths::Fixed { tokens: 1024 });
+    assert_eq!(r.client.output, Lengths::Fixed { tokens: 128 });
+    assert!(r.client.ignore_eos);
+    assert!(close(fig(r, Metric::TtftMs, Stat::Mean), 250.5));
+    assert!(close(fig(r, Metric::TpotMs, Stat::Mean), 12.5));
+    assert!(close(fig(r, Metric::ItlMs, Stat::Mean), 12.5));
+    assert!(close(fig(r, Metric::ItlMs, Stat::P99), 30.0));
+    assert!(close(
+        fig(r, Metric::E2eMs, Stat::Mean),
+        250.5 + 127.0 * 12.5
+    ));
+    assert!(close(fig(r, Metric::OutputTokS, Stat::Value), 557.1));
+    assert!(close(fig(r, Metric::RequestS, Stat::Value), 4.35));
+    assert_eq!(r.model.as_deref(), Some("Qwen/Qwen3-8B"));
+    assert_eq!(r.measured_on.as_deref(), Some("2025-10-07"));
+}
+
+/// genai-perf with a config file: `request_rate` 4 goes to perf_analyzer, whose gaps
+/// are constant; the input is normal 512 +- 32 as configured; the output length is
+/// unset (`""`), so it is the measured one, normal 200 +- 40; 100 requests measured,
+/// 10 warm-up.
+#[test]
+fn a_genai_perf_export_reads_its_config_file_dialect() {
+    let runs = read(fixture("profile_export_genai_perf.json"));
+    let r = &runs[0];
+    assert_eq!(r.format, Format::GenaiPerf);
+    assert_eq!(
+        r.client.load,
+        Load::Rate {
+            req_s: 4.0,
+            burstiness: CONSTANT_ARRIVALS,
+            concurrency: None
+        }
+    );
+    assert_eq!(
+        r.client.input,
+        Lengths::Normal {
+            mean: 512,
+            stddev: 32.0
+        }
+    );
+    assert_eq!(
+        r.client.output,
+        Lengths::Normal {
+            mean: 200,
+            stddev: 40.0
+        }
+    );
+    assert_eq!(
+        (r.client.num_prompts, r.client.warmup_requests),
+        (Some(100), 10)
+    );
+    assert!(close(fig(r, Metric::TpotMs, Stat::P90), 22.0));
+    assert_eq!(fig(r, Metric::ItlMs, Stat::Mean), None);
+    assert!(has_note(r, "as generated"), "{:?}", r.notes);
+}
+
 /// `(label, metric, stat)` of the console lines vLLM and SGLang print.
 const CONSOLE: [(&str, Metric, Stat); 19] = [
     ("Mean TTFT (ms):", Metric::TtftMs, Stat::Mean),
@@ -304,12 +375,17 @@ fn deployment() -> Deployment {
     }
 }
 
-/// Every run of the hand-made files and a real one made a record: no problem, and the
+/// Every run of every hand-made and real file made a record: no problem, and the
 /// corpus reads back as written.
 #[test]
 fn runs_become_records_that_read_back() {
     let mut runs = Vec::new();
-    for f in ["vllm-detailed.json", "sglang-two-runs.jsonl"] {
+    for f in [
+        "vllm-detailed.json",
+        "sglang-two-runs.jsonl",
+        "profile_export_aiperf.json",
+        "profile_export_genai_perf.json",
+    ] {
         runs.extend(read(fixture(f)));
     }
     runs.extend(read(

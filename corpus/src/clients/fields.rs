@@ -273,6 +273,19 @@ pub(crate) fn mean_length(total: u64, n: u64) -> Lengths {
     }
 }
 
+/// Lengths as a count (a mean) and a spread: fixed when the spread is 0.
+pub(crate) fn mean_and_spread(mean: f64, stddev: f64) -> Lengths {
+    let m = mean.round().clamp(1.0, u32::MAX as f64) as u32;
+    if stddev > 0.0 {
+        Lengths::Normal {
+            mean: m,
+            stddev: stddev.max(0.0),
+        }
+    } else {
+        Lengths::Fixed { tokens: m }
+    }
+}
+
 /// A closed loop, a rate, or every request at once, from a client's rate and its
 /// cap on requests in flight; `None` when all are sent at once with no cap and the
 /// count is unknown.

@@ -12,10 +12,17 @@
 //!   object, or one per line with `--append-result`.
 //! - [`Format::SglangBench`]: `python -m sglang.bench_serving --output-file`: one JSON
 //!   line per run.
+//! - [`Format::Aiperf`] and [`Format::GenaiPerf`]: `profile_export_aiperf.json` and
+//!   `profile_export_genai_perf.json`, metric statistics with units and the input
+//!   config.
 //!
-//! vLLM's and SGLang's per-request `(E2E - TTFT) / (output tokens - 1)` (`tpot`) is
-//! twin's TPOT; the gaps between a request's streamed chunks (`itl`) are twin's ITL.
+//! Metric names differ between tools: vLLM's, SGLang's, aiperf's and genai-perf's
+//! per-request `(E2E - TTFT) / (output tokens - 1)` is twin's TPOT whatever its name
+//! (aiperf and genai-perf call it `inter_token_latency`); the gaps between a request's
+//! streamed chunks are twin's ITL (vLLM's and SGLang's `itl`, aiperf's
+//! `inter_chunk_latency`).
 
+mod aiperf;
 mod fields;
 mod json;
 mod sglang;
@@ -35,16 +42,27 @@ pub enum Format {
     VllmBench,
     /// `sglang.bench_serving` result JSON lines.
     SglangBench,
+    /// aiperf's `profile_export_aiperf.json`.
+    Aiperf,
+    /// genai-perf's `profile_export_genai_perf.json`.
+    GenaiPerf,
 }
 
 impl Format {
-    pub const ALL: [Format; 2] = [Format::VllmBench, Format::SglangBench];
+    pub const ALL: [Format; 4] = [
+        Format::VllmBench,
+        Format::SglangBench,
+        Format::Aiperf,
+        Format::GenaiPerf,
+    ];
 
     /// The name `--format` takes.
     pub fn key(self) -> &'static str {
         match self {
             Format::VllmBench => "vllm",
             Format::SglangBench => "sglang",
+            Format::Aiperf => "aiperf",
+            Format::GenaiPerf => "genai-perf",
         }
     }
 
@@ -58,6 +76,8 @@ impl Format {
         match self {
             Format::VllmBench => "vllm bench serve",
             Format::SglangBench => "sglang.bench_serving",
+            Format::Aiperf => "aiperf",
+            Format::GenaiPerf => "genai-perf",
         }
     }
 
@@ -65,6 +85,25 @@ impl Format {
     fn of(v: &Value) -> Option<Format> {
         let o = v.as_object()?;
         let has = |k: &str| o.contains_key(k);
+        let cfg = o.get("input_config").and_then(Value::as_object);
+        let unit_block = |k: &str| o.get(k).is_some_and(|b| b.get("unit").is_some());
+        let metric_blocks = [
+            "time_to_first_token",
+            "request_latency",
+            "request_throughput",
+        ]
+        .iter()
+        .any(|k| unit_block(k));
+        if cfg.is_some() || metric_blocks || has("aiperf_version") {
+            let aiperf = has("aiperf_version")
+                || has("schema_version")
+                || cfg.is_some_and(|c| c.contains_key("loadgen") || c.contains_key("phases"));
+            return Some(if aiperf {
+                Format::Aiperf
+            } else {
+                Format::GenaiPerf
+            });
+        }
         if has("server_info")
             || has("mean_e2e_latency_ms")
             || has("random_range_ratio")
@@ -154,7 +193,7 @@ fn read_with(
         Some(f) => f,
         None => {
             return Err(file_err(vec![
-                "not a result file of vLLM bench serve or SGLang bench_serving (none of their keys found)".into(),
+                "not a result file of vLLM bench serve, SGLang bench_serving, aiperf or genai-perf (none of their keys found)".into(),
             ]))
         }
     };
@@ -166,6 +205,7 @@ fn read_with(
         let read = match format {
             Format::VllmBench => vllm::read(v, origin, part.clone()),
             Format::SglangBench => sglang::read(v, origin, part.clone()),
+            Format::Aiperf | Format::GenaiPerf => aiperf::read(v, origin, format),
         };
         match read {
             Ok(mut run) => {

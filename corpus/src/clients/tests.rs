@@ -21,6 +21,16 @@ fn the_format_is_told_from_keys_only_its_tool_writes() {
             Format::SglangBench,
         ),
         (r#"{"mean_e2e_latency_ms": 1}"#, Format::SglangBench),
+        (r#"{"input_config": {"loadgen": {}}}"#, Format::Aiperf),
+        (
+            r#"{"aiperf_version": "0.7", "input_config": {}}"#,
+            Format::Aiperf,
+        ),
+        (
+            r#"{"input_config": {"perf_analyzer": {}}}"#,
+            Format::GenaiPerf,
+        ),
+        (r#"{"input_config": {"concurrency": 4}}"#, Format::GenaiPerf),
     ];
     for (text, want) in cases {
         let v: Value = serde_json::from_str(text).unwrap();
@@ -30,7 +40,7 @@ fn the_format_is_told_from_keys_only_its_tool_writes() {
     for f in Format::ALL {
         assert_eq!(Format::parse(f.key()), Some(f));
     }
-    assert_eq!(Format::parse("SGLang"), Some(Format::SglangBench));
+    assert_eq!(Format::parse("Genai_Perf"), Some(Format::GenaiPerf));
 }
 
 #[test]
@@ -122,12 +132,75 @@ fn every_bad_line_of_an_sglang_file_is_named() {
     );
 }
 
-/// Forcing a format reads a file as that format, whatever its keys.
+/// aiperf's units are checked; a block of an unknown unit and a missing config are
+/// named; forcing a format reads a file as that format.
 #[test]
-fn a_forced_format_reads_the_file_as_that_format() {
+fn aiperf_units_and_configs_are_checked() {
+    let text = r#"{"aiperf_version": "0.3", "time_to_first_token": {"unit": "furlongs", "avg": 3.0},
+        "request_latency": {"unit": "ms", "avg": -1.0}}"#;
+    let p = problems(text);
+    assert!(
+        p.iter().any(|m| m.starts_with("input_config: missing")),
+        "{p:?}"
+    );
+    assert!(
+        p.iter()
+            .any(|m| m.contains("`furlongs`: not a unit of ttft_ms")),
+        "{p:?}"
+    );
+    assert!(
+        p.contains(&"request_latency.avg: -1: must not be negative".to_string()),
+        "{p:?}"
+    );
     let forced = read_as(r#"{"completed": 1}"#, "x", Format::SglangBench).unwrap_err();
     assert!(
         forced.to_string().contains("request_rate: missing"),
         "{forced}"
     );
+}
+
+/// aiperf 2's phases: the profiling phase's gamma load and the warm-up's requests;
+/// genai-perf's command-line namespace with an unset output mean (-1).
+#[test]
+fn aiperf_phases_and_genai_perf_arguments_are_read() {
+    let v2 = r#"{"schema_version": "1.4", "input_config": {"models": {"items": [{"name": "m"}]},
+        "phases": {"warmup": {"type": "concurrency", "kind": "warmup", "requests": 12, "concurrency": 4},
+                   "profiling": {"type": "gamma", "rate": 3.0, "smoothness": 0.5, "requests": 300, "concurrency": 64}}},
+        "time_to_first_token": {"unit": "ms", "avg": 40.0},
+        "input_sequence_length": {"unit": "tokens", "avg": 300.0, "std": 0.0, "min": 300, "max": 300},
+        "output_sequence_length": {"unit": "tokens", "avg": 99.6, "std": 3.0, "min": 90, "max": 100},
+        "request_count": {"unit": "requests", "avg": 300}}"#;
+    let r = read(v2, "v2.json").unwrap().remove(0);
+    assert_eq!(
+        r.client.load,
+        Load::Rate {
+            req_s: 3.0,
+            burstiness: 0.5,
+            concurrency: Some(64)
+        }
+    );
+    assert_eq!(r.client.warmup_requests, 12);
+    assert_eq!(r.client.input, Lengths::Fixed { tokens: 300 });
+    assert_eq!(
+        r.client.output,
+        Lengths::Normal {
+            mean: 100,
+            stddev: 3.0
+        }
+    );
+    assert_eq!(r.model.as_deref(), Some("m"));
+    let gp = r#"{"input_config": {"model": ["m"], "concurrency": 16, "request_rate": null,
+        "synthetic_input_tokens_mean": 2048, "synthetic_input_tokens_stddev": 0,
+        "output_tokens_mean": -1, "output_tokens_stddev": 0, "warmup_request_count": 0,
+        "extra_inputs": {"max_tokens": 256}},
+        "inter_token_latency": {"unit": "ms", "avg": 9.0},
+        "output_sequence_length": {"unit": "tokens", "avg": 256.0, "std": 0.0, "min": 256, "max": 256}}"#;
+    let r = read(gp, "gp.json").unwrap().remove(0);
+    assert_eq!(r.format, Format::GenaiPerf);
+    assert_eq!(r.client.load, Load::ClosedLoop { concurrency: 16 });
+    assert_eq!(r.client.input, Lengths::Fixed { tokens: 2048 });
+    assert_eq!(r.client.output, Lengths::Fixed { tokens: 256 });
+    let two = v2.replace(r#""kind": "warmup", "#, r#""kind": "profiling", "#);
+    let p = problems(&two);
+    assert!(p.iter().any(|m| m.contains("2 profiling phases")), "{p:?}");
 }
