@@ -5,8 +5,8 @@
 //!   every measured statistic the source gives.
 //! - [`aic`]: AIConfigurator's silicon CSV read into records, with what its rows mean
 //!   established from the public code that produced them (docs/runs-corpus.md).
-//! - [`clients`]: benchmark clients' result files (vLLM, SGLang, aiperf, genai-perf)
-//!   read into runs, made records with the deployment the user gives.
+//! - [`clients`]: benchmark clients' result files (vLLM, SGLang, aiperf, genai-perf,
+//!   inference-perf) read into runs, made records with the deployment the user gives.
 //! - [`io`]: a corpus as JSON Lines (plain or gzip), read with every bad line
 //!   reported at once, written atomically.
 //! - [`filter`]: `--filter key=value` over records.

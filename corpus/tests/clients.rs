@@ -226,6 +226,58 @@ fn a_genai_perf_export_reads_its_config_file_dialect() {
     assert!(has_note(r, "as generated"), "{:?}", r.notes);
 }
 
+/// Two stage reports and the summary, concatenated: two runs, the summary noted. Stage
+/// 1 at 2 req/s: TTFT 0.05 s = 50 ms, TPOT 10 ms, E2E 0.05 + 63 x 0.01 = 0.68 s;
+/// prompts 200 tokens, outputs 60 to 68 taken as their mean 64. A single report named
+/// `stage_3_...` of the concurrent type (6 in flight) is stage 3, from before per-token
+/// TPOT; the summary alone is refused.
+#[test]
+fn inference_perf_stages_are_runs_and_the_summary_is_not() {
+    let runs = read(fixture("inference-perf-stages.json"));
+    assert_eq!(runs.len(), 2);
+    let s0 = &runs[0];
+    assert_eq!(
+        s0.client.load,
+        Load::Rate {
+            req_s: 2.0,
+            burstiness: CONSTANT_ARRIVALS,
+            concurrency: None
+        }
+    );
+    assert!(close(fig(s0, Metric::TtftMs, Stat::Mean), 50.0));
+    assert!(close(fig(s0, Metric::TpotMs, Stat::P99), 12.0));
+    assert!(close(fig(s0, Metric::E2eMs, Stat::Mean), 680.0));
+    assert!(close(fig(s0, Metric::OutputTokS, Stat::Value), 128.0));
+    assert_eq!(fig(s0, Metric::ItlMs, Stat::Mean), None);
+    assert_eq!(s0.client.input, Lengths::Fixed { tokens: 200 });
+    assert_eq!(s0.client.output, Lengths::Fixed { tokens: 64 });
+    assert_eq!(s0.client.num_prompts, Some(20));
+    assert!(has_note(s0, "summary over all stages"), "{:?}", s0.notes);
+    assert!(has_note(s0, "output_len: lengths varied"), "{:?}", s0.notes);
+    assert_eq!(
+        runs[1].client.load,
+        Load::Rate {
+            req_s: 8.0,
+            burstiness: CONSTANT_ARRIVALS,
+            concurrency: None
+        }
+    );
+    let one = read(fixture("stage_3_lifecycle_metrics.json"));
+    assert_eq!(one[0].part.as_deref(), Some("stage 3"));
+    assert_eq!(one[0].client.load, Load::ClosedLoop { concurrency: 6 });
+    assert!(
+        has_note(&one[0], "predates inference-perf 3b882ba"),
+        "{:?}",
+        one[0].notes
+    );
+    let p = fixture("summary_lifecycle_metrics.json");
+    let err = clients::read(&text(&p), "summary_lifecycle_metrics.json").unwrap_err();
+    assert!(
+        err.to_string().contains("import the stage reports"),
+        "{err}"
+    );
+}
+
 /// `(label, metric, stat)` of the console lines vLLM and SGLang print.
 const CONSOLE: [(&str, Metric, Stat); 19] = [
     ("Mean TTFT (ms):", Metric::TtftMs, Stat::Mean),
@@ -385,6 +437,8 @@ fn runs_become_records_that_read_back() {
         "sglang-two-runs.jsonl",
         "profile_export_aiperf.json",
         "profile_export_genai_perf.json",
+        "inference-perf-stages.json",
+        "stage_3_lifecycle_metrics.json",
     ] {
         runs.extend(read(fixture(f)));
     }

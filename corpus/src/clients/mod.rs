@@ -15,6 +15,8 @@
 //! - [`Format::Aiperf`] and [`Format::GenaiPerf`]: `profile_export_aiperf.json` and
 //!   `profile_export_genai_perf.json`, metric statistics with units and the input
 //!   config.
+//! - [`Format::InferencePerf`]: inference-perf's per-stage
+//!   `stage_N_lifecycle_metrics.json` (one stage a file, or several concatenated).
 //!
 //! Metric names differ between tools: vLLM's, SGLang's, aiperf's and genai-perf's
 //! per-request `(E2E - TTFT) / (output tokens - 1)` is twin's TPOT whatever its name
@@ -24,6 +26,7 @@
 
 mod aiperf;
 mod fields;
+mod inference_perf;
 mod json;
 mod sglang;
 mod vllm;
@@ -46,14 +49,17 @@ pub enum Format {
     Aiperf,
     /// genai-perf's `profile_export_genai_perf.json`.
     GenaiPerf,
+    /// inference-perf's `stage_N_lifecycle_metrics.json`.
+    InferencePerf,
 }
 
 impl Format {
-    pub const ALL: [Format; 4] = [
+    pub const ALL: [Format; 5] = [
         Format::VllmBench,
         Format::SglangBench,
         Format::Aiperf,
         Format::GenaiPerf,
+        Format::InferencePerf,
     ];
 
     /// The name `--format` takes.
@@ -63,6 +69,7 @@ impl Format {
             Format::SglangBench => "sglang",
             Format::Aiperf => "aiperf",
             Format::GenaiPerf => "genai-perf",
+            Format::InferencePerf => "inference-perf",
         }
     }
 
@@ -78,6 +85,7 @@ impl Format {
             Format::SglangBench => "sglang.bench_serving",
             Format::Aiperf => "aiperf",
             Format::GenaiPerf => "genai-perf",
+            Format::InferencePerf => "inference-perf",
         }
     }
 
@@ -85,6 +93,9 @@ impl Format {
     fn of(v: &Value) -> Option<Format> {
         let o = v.as_object()?;
         let has = |k: &str| o.contains_key(k);
+        if has("load_summary") && has("successes") {
+            return Some(Format::InferencePerf);
+        }
         let cfg = o.get("input_config").and_then(Value::as_object);
         let unit_block = |k: &str| o.get(k).is_some_and(|b| b.get("unit").is_some());
         let metric_blocks = [
@@ -193,11 +204,14 @@ fn read_with(
         Some(f) => f,
         None => {
             return Err(file_err(vec![
-                "not a result file of vLLM bench serve, SGLang bench_serving, aiperf or genai-perf (none of their keys found)".into(),
+                "not a result file of vLLM bench serve, SGLang bench_serving, aiperf, genai-perf or inference-perf (none of their keys found)".into(),
             ]))
         }
     };
     let several = values.len() > 1;
+    if format == Format::InferencePerf {
+        return inference_perf::read_all(&values, origin).map_err(file_err);
+    }
     let mut runs = Vec::new();
     let mut problems = Vec::new();
     for (line, v) in &values {
@@ -206,6 +220,7 @@ fn read_with(
             Format::VllmBench => vllm::read(v, origin, part.clone()),
             Format::SglangBench => sglang::read(v, origin, part.clone()),
             Format::Aiperf | Format::GenaiPerf => aiperf::read(v, origin, format),
+            Format::InferencePerf => unreachable!("read above"),
         };
         match read {
             Ok(mut run) => {

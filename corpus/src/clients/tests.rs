@@ -31,6 +31,10 @@ fn the_format_is_told_from_keys_only_its_tool_writes() {
             Format::GenaiPerf,
         ),
         (r#"{"input_config": {"concurrency": 4}}"#, Format::GenaiPerf),
+        (
+            r#"{"load_summary": {}, "successes": {}}"#,
+            Format::InferencePerf,
+        ),
     ];
     for (text, want) in cases {
         let v: Value = serde_json::from_str(text).unwrap();
