@@ -1,0 +1,248 @@
+//! `python -m sglang.bench_serving --output-file F` results: one JSON line appended
+//! per run.
+//!
+//! What a line holds, read from
+//! `sgl-project/sglang@0033168f0f58b2bc05aa0273bd475d9c01bafb1c:python/sglang/bench_serving.py`
+//! (`benchmark`, `calculate_metrics`): `backend`, `dataset_name`, `request_rate` (a
+//! Python float: `Infinity` for `inf`), `max_concurrency`, `sharegpt_output_len`,
+//! `random_input_len`, `random_output_len`, `random_range_ratio`, `duration`,
+//! `completed`, `total_input_tokens`, `total_output_tokens`,
+//! `total_output_tokens_retokenized`, `request_throughput`, `input_throughput`,
+//! `output_throughput`, `mean_`/`median_`/`std_`/`p99_` of `e2e_latency_ms`,
+//! `ttft_ms`, `tpot_ms`, `itl_ms`, `p95_itl_ms`, `concurrency`, `accept_length`; with
+//! `--output-details` also `input_lens`, `output_lens` (0 for a failed request),
+//! `ttfts`, `itls`, `generated_texts`, `errors`. Later versions add `server_info`
+//! (the server's `/get_server_info`: its arguments and `version`), `total_throughput`,
+//! `p90_e2e_latency_ms`, `max_output_tokens_per_s` and `max_concurrent_requests`
+//! (`sgl-project/sglang:python/sglang/bench_serving.py` as stored in 2026, commit not
+//! recorded by the index; and the SGLang 0.5.9 files in `tests/fixtures/bench/`).
+//! There is no `num_prompts` key: the requests sent are `completed` plus the failed.
+//!
+//! Definitions (`calculate_metrics`): TPOT is `(latency - ttft) / (output_len - 1)`
+//! per request of more than one output token, `output_len` the server's
+//! `completion_tokens`: twin's `tpot_ms`; ITL is every gap between a request's
+//! streamed chunks: `itl_ms`; E2E is the request latency: `e2e_ms`. Requests go out
+//! with exponential gaps at `request_rate` (`get_request`; none at `inf`), at most
+//! `max_concurrency` in flight (a semaphore). `--warmup-requests` (default 1, not
+//! written to the file) copies of the first prompt, cut to 32 output tokens, are sent
+//! before. `ignore_eos` is on unless `--disable-ignore-eos`.
+
+use super::fields::{date_of, latency_figures, load_of, mean_length, Figures, Obj, Rate};
+use super::{vllm, ClientRun, Format, Hints};
+use crate::record::*;
+use serde_json::Value;
+
+/// SGLang's metric words (`mean_{word}_ms`).
+const LATENCIES: [(&str, Metric); 4] = [
+    ("ttft", Metric::TtftMs),
+    ("tpot", Metric::TpotMs),
+    ("itl", Metric::ItlMs),
+    ("e2e_latency", Metric::E2eMs),
+];
+
+const DEFINITIONS: &str = "client: sglang.bench_serving (python/sglang/bench_serving.py): TTFT to the first streamed chunk, TPOT (E2E - TTFT) / (output - 1) per request, ITL the gaps between streamed chunks, E2E the request latency; Poisson arrivals at a finite rate";
+
+/// One result line as a run.
+pub(super) fn read(
+    v: &Value,
+    origin: &str,
+    part: Option<String>,
+) -> Result<ClientRun, Vec<String>> {
+    let mut p = Vec::new();
+    let Some(o) = Obj::of(v, "", &mut p) else {
+        return Err(p);
+    };
+    let mut notes = vec![DEFINITIONS.to_string()];
+    let completed = o.required("completed", &mut p, Obj::count);
+    if completed == Some(0) {
+        p.push("completed: 0: no request completed".into());
+    }
+    let load = load(&o, completed, &mut p, &mut notes);
+    let (input, output) = lengths(&o, &mut p, &mut notes);
+    let mut f = Figures::default();
+    latency_figures(&o, &LATENCIES, &mut f, &mut p);
+    for (key, metric) in [
+        ("request_throughput", Metric::RequestS),
+        ("output_throughput", Metric::OutputTokS),
+        ("total_throughput", Metric::TotalTokS),
+    ] {
+        if let Some(x) = o.number(key, &mut p) {
+            f.put(metric, Stat::Value, x, key);
+        }
+    }
+    notes.extend(f.notes());
+    let (hints, model) = match o.child("server_info", "server_info", &mut p) {
+        Some(s) => server_info(&s, &mut notes),
+        None => (Hints::default(), None),
+    };
+    if !p.is_empty() {
+        return Err(p);
+    }
+    let (Some(load), Some(input), Some(output)) = (load, input, output) else {
+        return Err(vec!["the load or the lengths could not be read".into()]);
+    };
+    notes.push("warm-up: not in the file; SGLang's default of 1 request (the first prompt, at most 32 output tokens) taken".into());
+    let ignore_eos = true;
+    Ok(ClientRun {
+        format: Format::SglangBench,
+        origin: origin.to_string(),
+        part,
+        client: Client {
+            tool: Format::SglangBench.tool().into(),
+            load,
+            num_prompts: completed,
+            warmup_requests: 1,
+            input,
+            output,
+            shared_prefix: 0,
+            ignore_eos,
+        },
+        measured: f.measured,
+        model,
+        hints,
+        measured_on: o.text("date", &mut Vec::new()).and_then(date_of),
+        notes,
+    })
+}
+
+/// The load: `request_rate` (Poisson) and `max_concurrency`.
+fn load(
+    o: &Obj,
+    completed: Option<u64>,
+    p: &mut Vec<String>,
+    notes: &mut Vec<String>,
+) -> Option<Load> {
+    if o.get("request_rate").and_then(Value::as_str) == Some("trace") {
+        p.push("request_rate: \"trace\": a replay of a trace's timestamps is not a load a record holds".into());
+        return None;
+    }
+    let rate = o.required("request_rate", p, Obj::rate)?;
+    let cap = match o.count("max_concurrency", p) {
+        Some(0) => {
+            p.push("max_concurrency: 0: must be > 0".into());
+            None
+        }
+        c => c.map(|c| u32::try_from(c).unwrap_or(u32::MAX)),
+    };
+    let load = load_of(rate, 1.0, cap, completed, notes);
+    if load.is_none() && rate == Rate::AllAtOnce {
+        p.push("the load: every request at once, and no count of requests".into());
+    }
+    load
+}
+
+/// Each completed request's lengths with `--output-details`; else the mean of the
+/// totals, and the dataset's own words in a note.
+fn lengths(
+    o: &Obj,
+    p: &mut Vec<String>,
+    notes: &mut Vec<String>,
+) -> (Option<Lengths>, Option<Lengths>) {
+    if o.has("input_lens") || o.has("output_lens") {
+        return vllm::recorded(o, p, notes);
+    }
+    let inp = o.required("total_input_tokens", p, Obj::count);
+    let out = o.required("total_output_tokens", p, Obj::count);
+    // A missing or zero `completed` is named where it is read.
+    let completed = o.count("completed", &mut Vec::new()).filter(|&c| c > 0);
+    let (Some(inp), Some(out), Some(completed)) = (inp, out, completed) else {
+        return (None, None);
+    };
+    if inp == 0 || out == 0 {
+        p.push("total_input_tokens, total_output_tokens: no tokens to take lengths from".into());
+        return (None, None);
+    }
+    let (i, u) = (mean_length(inp, completed), mean_length(out, completed));
+    let mut dataset = o
+        .text("dataset_name", &mut Vec::new())
+        .unwrap_or("?")
+        .to_string();
+    if dataset.starts_with("random") {
+        let n = |k| {
+            o.number(k, &mut Vec::new())
+                .map_or("?".into(), |x| x.to_string())
+        };
+        dataset = format!(
+            "{dataset}, random_input_len {}, random_output_len {}, random_range_ratio {}",
+            n("random_input_len"),
+            n("random_output_len"),
+            n("random_range_ratio")
+        );
+    }
+    notes.push(format!(
+        "lengths: no per-request lists (run without --output-details): every request taken as the mean, {} input and {} output tokens (total / completed); the run's dataset: {dataset}",
+        i.mean(),
+        u.mean()
+    ));
+    (Some(i), Some(u))
+}
+
+/// The server's own words (`server_info`): engine, version, settings, layout.
+fn server_info(s: &Obj, notes: &mut Vec<String>) -> (Hints, Option<String>) {
+    let q = &mut Vec::new();
+    let size = |k: &str, q: &mut Vec<String>| {
+        s.count(k, q)
+            .filter(|&n| n > 0)
+            .map(|n| u32::try_from(n).unwrap_or(u32::MAX))
+    };
+    let settings = EngineSettings {
+        max_batched_tokens: size("chunked_prefill_size", q),
+        max_running: size("max_running_requests", q),
+        memory_fraction: s.number("mem_fraction_static", q),
+        prefix_caching: s
+            .get("disable_radix_cache")
+            .and_then(Value::as_bool)
+            .map(|d| !d),
+    };
+    let disagg = s
+        .text("disaggregation_mode", q)
+        .filter(|m| !matches!(*m, "null" | "none" | ""));
+    let workers = match disagg {
+        Some(mode) => {
+            notes.push(format!("the server is the {mode} side of a disaggregated deployment (server_info.disaggregation_mode): its arguments are of that side only"));
+            None
+        }
+        None => {
+            let (tp, dp) = (
+                size("tp_size", q).unwrap_or(1),
+                size("dp_size", q).unwrap_or(1),
+            );
+            let dp_attention = s.get("enable_dp_attention").and_then(Value::as_bool) == Some(true);
+            // With DP attention, `tp_size` GPUs hold `dp_size` attention replicas of
+            // `tp_size / dp_size` GPUs each; without it, `dp_size` is whole replicas.
+            let (count, tp, adp) = if dp_attention && dp > 1 {
+                (1, (tp / dp).max(1), dp)
+            } else {
+                (dp, tp, 1)
+            };
+            let ep = size("ep_size", q).unwrap_or(1);
+            Some(Workers {
+                count: Some(count),
+                tp,
+                pp: size("pp_size", q).unwrap_or(1),
+                attention_dp: adp,
+                moe_tp: (tp * adp / ep).max(1),
+                moe_ep: ep,
+                max_batch: None,
+            })
+        }
+    };
+    if let Some(alg) = s.text("speculative_algorithm", q) {
+        notes.push(format!(
+            "the server decoded speculatively ({alg}, server_info.speculative_algorithm): twin simulates no speculation"
+        ));
+    }
+    let kv = s.text("kv_cache_dtype", q).filter(|k| *k != "auto");
+    let model = s
+        .text("served_model_name", q)
+        .or_else(|| s.text("model_path", q))
+        .map(str::to_string);
+    let hints = Hints {
+        engine: Some(EngineName::Sglang),
+        version: s.text("version", q).map(str::to_string),
+        settings,
+        workers,
+        kv_cache: kv.map(str::to_string),
+    };
+    (hints, model)
+}
