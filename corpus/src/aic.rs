@@ -428,6 +428,7 @@ fn client(
         output: len(row.osl),
         shared_prefix: 0,
         ignore_eos: true,
+        held: Vec::new(),
     }
 }
 

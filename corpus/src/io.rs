@@ -178,6 +178,7 @@ pub(crate) mod tests {
                 output: Lengths::Fixed { tokens: 128 },
                 shared_prefix: 0,
                 ignore_eos: true,
+                held: Vec::new(),
             },
             measured: [(Metric::TpotMs, [(Stat::Center, 10.0)].into_iter().collect())]
                 .into_iter()

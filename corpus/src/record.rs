@@ -335,6 +335,11 @@ pub struct Client {
     /// Every request generates its full output length (`--ignore-eos`).
     #[serde(default = "yes")]
     pub ignore_eos: bool,
+    /// Per recorded request, its leading tokens the server already held in its
+    /// prefix cache when it arrived (an earlier run on the same server, the client's
+    /// warm-up); empty: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held: Vec<u32>,
 }
 
 fn yes() -> bool {
@@ -547,6 +552,18 @@ impl RunRecord {
         }
         if self.client.num_prompts == Some(0) {
             p.push("client.num_prompts: 0".into());
+        }
+        if !self.client.held.is_empty() {
+            let n = match &self.client.input {
+                Lengths::Recorded { tokens } => tokens.len(),
+                _ => 0,
+            };
+            if n != self.client.held.len() {
+                p.push(format!(
+                    "client.held: {} entries for {n} recorded input lengths (held prefixes need the run's own lengths, one each)",
+                    self.client.held.len()
+                ));
+            }
         }
         p.extend(self.client.input.problem("client.input"));
         p.extend(self.client.output.problem("client.output"));

@@ -268,6 +268,7 @@ mod tests {
                 output: Lengths::Fixed { tokens: output },
                 shared_prefix: 0,
                 ignore_eos: true,
+                held: Vec::new(),
             },
             measured: Default::default(),
         }

@@ -7,7 +7,10 @@ use corpus::RunRecord;
 use std::path::{Path, PathBuf};
 
 /// The embedded corpora: name and path under `scenarios/`.
-pub const EMBEDDED: [(&str, &str); 1] = [("aic-silicon-train", "runs/aic-silicon-train.jsonl.gz")];
+pub const EMBEDDED: [(&str, &str); 2] = [
+    ("aic-silicon-train", "runs/aic-silicon-train.jsonl.gz"),
+    ("h100-public-bench", "runs/h100-public-bench.jsonl.gz"),
+];
 
 /// Where a corpus's relative paths (model configs) are read from.
 #[derive(Debug, Clone)]
@@ -21,8 +24,14 @@ pub enum Base {
 impl Base {
     /// A file named relative to the corpus: its origin and text.
     pub fn text(&self, rel: &str) -> Result<(String, String)> {
-        if rel.starts_with('/') || rel.split('/').any(|p| p == "..") {
-            bail!("`{rel}`: a corpus names its files below its own folder");
+        if Path::new(rel).is_absolute() {
+            // A user's corpus may name a config where it lies.
+            let text =
+                crate::scenario::read_text(rel).with_context(|| format!("cannot read `{rel}`"))?;
+            return Ok((rel.to_string(), text));
+        }
+        if rel.split('/').any(|p| p == "..") {
+            bail!("`{rel}`: a corpus names its files below its own folder, or by an absolute path");
         }
         match self {
             Base::Embedded(dir) => {

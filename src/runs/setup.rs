@@ -364,11 +364,7 @@ fn client(rec: &RunRecord, seed: u64) -> Result<BenchClient, String> {
             )
         }
     };
-    Ok(BenchClient::recorded(
-        Client::Vllm,
-        requests,
-        conc,
-        rate,
-        burst,
-    ))
+    let mut b = BenchClient::recorded(Client::Vllm, requests, conc, rate, burst);
+    b.held = c.held.clone();
+    Ok(b)
 }

@@ -145,6 +145,7 @@ fn read(v: &Value, origin: &str, part: String) -> Result<ClientRun, Vec<String>>
             output,
             shared_prefix: 0,
             ignore_eos: true,
+            held: Vec::new(),
         },
         measured,
         model: None,

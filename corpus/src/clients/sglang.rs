@@ -96,6 +96,7 @@ pub(super) fn read(
             output,
             shared_prefix: 0,
             ignore_eos,
+            held: Vec::new(),
         },
         measured: f.measured,
         model,

@@ -98,6 +98,7 @@ pub(super) fn read(
             output,
             shared_prefix: 0,
             ignore_eos: true,
+            held: Vec::new(),
         },
         measured,
         model: o.text("model_id", &mut Vec::new()).map(str::to_string),

@@ -265,8 +265,9 @@ fn print_records(a: &RunsValidateArgs, rows: &[Row]) {
             .iter()
             .map(|c| {
                 format!(
-                    "{} {:.1} / {:.1} ({})",
+                    "{} {} {:.1} / {:.1} ({})",
                     c.metric.key(),
+                    c.stat.key(),
                     c.measured,
                     c.predicted,
                     pct(c.error())

@@ -1,0 +1,174 @@
+//! Measured runs at the command line: `twin runs import` reads AIConfigurator's CSV and
+//! benchmark clients' result files into a corpus, `twin validate runs` prices every
+//! record it can and lists every other with its reason, `twin calibrate --from-runs`
+//! writes a profile that `simulate --profile` prices with.
+
+mod common;
+
+use common::*;
+
+fn fixture(rel: &str) -> String {
+    repo().join(rel).to_str().unwrap().to_string()
+}
+
+/// The hand-made rows: the duplicate folds, the pipeline-parallel and the worker-less
+/// disaggregated rows are kept as records and refused at pricing with their reasons;
+/// the one left is priced (both its TTFT and TPOT compared).
+#[test]
+fn an_aic_csv_imports_and_validates_with_every_refusal_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("c.jsonl");
+    let out_s = out.to_str().unwrap();
+    let csv = fixture("tests/fixtures/runs/aic-rows.csv");
+    let o = twin(&["runs", "import", &csv, "--out", out_s]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("3 records (1 rows folded in"),
+        "{}",
+        stderr(&o)
+    );
+    let o = twin(&["validate", "runs", out_s]);
+    let text = stdout(&o);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(text.contains("priced 1 of 3"), "{text}");
+    assert!(
+        text.contains("pipeline parallelism (pp 2) is not modelled"),
+        "{text}"
+    );
+    assert!(text.contains("the record gives no worker count"), "{text}");
+    let v = json(&twin(&["validate", "runs", out_s, "--json"]));
+    let recs = v["records"].as_array().unwrap();
+    assert_eq!(recs.len(), 3);
+    let priced = &recs[0];
+    assert_eq!(priced["id"], "hand_l8b_h100_trtllm_c4");
+    let metrics: Vec<&str> = priced["compared"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["metric"].as_str().unwrap())
+        .collect();
+    assert_eq!(metrics, ["ttft_ms", "tpot_ms"]);
+    assert!(priced["pricing"].as_str().unwrap().contains("trtllm"));
+    assert_eq!(v["center"], "mean");
+    assert_eq!(v["summary"][0][0]["records"], 3);
+    assert_eq!(v["summary"][0][0]["priced"], 1);
+}
+
+/// A filter that leaves nothing is an error; a bad filter names the keys.
+#[test]
+fn filters_are_checked() {
+    fails_with(
+        &[
+            "validate",
+            "runs",
+            "h100-public-bench",
+            "--filter",
+            "engine=trtllm",
+        ],
+        &["no record passes the filters"],
+    );
+    fails_with(
+        &[
+            "validate",
+            "runs",
+            "h100-public-bench",
+            "--filter",
+            "colour=red",
+        ],
+        &["KEY one of id, engine"],
+    );
+    fails_with(
+        &["validate", "runs", "no-such-corpus"],
+        &["not an embedded corpus (aic-silicon-train, h100-public-bench)"],
+    );
+}
+
+/// A benchmark result file says nothing of its deployment: the flags it lacks are
+/// named; given them, the run is a record whose prediction is a simulation of it.
+#[test]
+fn a_vllm_result_file_needs_its_deployment_and_then_validates() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("mine.jsonl");
+    let out_s = out.to_str().unwrap();
+    let file = fixture("tests/fixtures/bench/llama31-70b-h100-tp8-c10.json.gz");
+    fails_with(
+        &["runs", "import", &file, "--out", out_s],
+        &["give --engine, --gpu, --model"],
+    );
+    let model = fixture("scenarios/runs/models/Llama-3.1-70B/config.json");
+    let o = twin(&[
+        "runs",
+        "import",
+        &file,
+        "--engine",
+        "vllm@0.15.0",
+        "--gpu",
+        "h100",
+        "--model",
+        &model,
+        "--tp",
+        "8",
+        "--out",
+        out_s,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = json(&twin(&["validate", "runs", out_s, "--json"]));
+    let compared = v["records"][0]["compared"].as_array().unwrap();
+    // The file's mean, median and p99 of TTFT, TPOT, ITL and E2E, and its three
+    // throughputs.
+    assert_eq!(compared.len(), 15, "{compared:?}");
+}
+
+/// The shipped public runs: `runs show` counts them by engine and model.
+#[test]
+fn the_embedded_public_runs_show() {
+    let o = twin(&["runs", "show", "h100-public-bench"]);
+    let text = stdout(&o);
+    assert!(text.contains("11 records"), "{text}");
+    assert!(
+        text.contains("by engine: sglang@0.5.9 4, vllm@0.15.0 7"),
+        "{text}"
+    );
+}
+
+/// A profile fitted to runs prices `simulate` (its terms and front end named) and is
+/// refused by `validate runs` when it is not one.
+#[test]
+fn a_runs_profile_prices_simulate() {
+    let dir = tempfile::tempdir().unwrap();
+    let prof = dir.path().join("p.toml");
+    let prof_s = prof.to_str().unwrap();
+    let o = twin(&[
+        "calibrate",
+        "--from-runs",
+        "h100-public-bench",
+        "--filter",
+        "model~gpt-oss",
+        "--out",
+        prof_s,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("vllm on hopper (h100; 3 records"), "{text}");
+    assert!(text.contains("leave-one-model-out"), "{text}");
+    let o = twin(&[
+        "simulate",
+        "h100-gpt-oss-120b-tp8",
+        "--profile",
+        prof_s,
+        "--duration",
+        "20",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("terms fitted to 3 measured runs of vllm on hopper"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(stderr(&o).contains("the front end takes"), "{}", stderr(&o));
+    let other = fixture("tests/fixtures/runs/aic-rows.csv");
+    fails_with(
+        &["validate", "runs", "h100-public-bench", "--profile", &other],
+        &["not a profile of terms fitted to runs"],
+    );
+}
