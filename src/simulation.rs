@@ -9,7 +9,9 @@ use anyhow::{anyhow, bail, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
 use sim::cost::AnalyticCostModel;
-use sim::serving::{simulate_controlled, Control, Report, SimInput, TraceRecord};
+use sim::serving::{
+    simulate_controlled, simulate_with_requests, Control, Report, SimInput, SimRequest, TraceRecord,
+};
 use std::sync::atomic::AtomicBool;
 
 /// The analytic cost models of a resolved scenario's prefill and decode pools.
@@ -58,6 +60,26 @@ pub fn run_seeded_with(
     progress: bool,
     params: &sim::cost::CostParams,
 ) -> Result<Report> {
+    run_core(r, trace, seed, progress, params, false).map(|(report, _)| report)
+}
+
+/// `run_resolved`, also returning every request completed (`--requests-out`).
+pub fn run_logging_requests(
+    r: &Resolved,
+    trace: &[TraceRecord],
+    progress: bool,
+) -> Result<(Report, Vec<SimRequest>)> {
+    run_core(r, trace, r.seed, progress, &r.params, true)
+}
+
+fn run_core(
+    r: &Resolved,
+    trace: &[TraceRecord],
+    seed: u64,
+    progress: bool,
+    params: &sim::cost::CostParams,
+    log_requests: bool,
+) -> Result<(Report, Vec<SimRequest>)> {
     let sc = &r.scenario;
     let (prefill_cost, decode_cost) = pool_costs_with(r, params);
     let input = SimInput {
@@ -86,10 +108,14 @@ pub fn run_seeded_with(
         stop: Some(stop),
         progress: Some(&show),
     };
-    let report = simulate_controlled(&input, seed, &control)
-        .map_err(|e| anyhow!("{}: {e}", r.scenario_origin));
+    let out = if log_requests {
+        simulate_with_requests(&input, seed, &control)
+    } else {
+        simulate_controlled(&input, seed, &control).map(|rep| (rep, Vec::new()))
+    }
+    .map_err(|e| anyhow!("{}: {e}", r.scenario_origin));
     bar.finish_and_clear();
-    report
+    out
 }
 
 /// Resolves and runs the scenario; returns the report with its resolved inputs.
@@ -102,15 +128,28 @@ pub fn execute_with(
     args: &SimulateArgs,
     progress: bool,
 ) -> Result<(Resolved, sim::serving::Report, usize)> {
+    execute_logged(args, progress, false).map(|(r, rep, n, _)| (r, rep, n))
+}
+
+/// `execute_with`, also returning every request completed when `log_requests`.
+pub fn execute_logged(
+    args: &SimulateArgs,
+    progress: bool,
+    log_requests: bool,
+) -> Result<(Resolved, sim::serving::Report, usize, Vec<SimRequest>)> {
     let (mut r, trace) = resolve_with_trace(args)?;
-    let report = run_resolved(&r, &trace, progress)?;
+    let (report, requests) = if log_requests {
+        run_logging_requests(&r, &trace, progress)?
+    } else {
+        (run_resolved(&r, &trace, progress)?, Vec::new())
+    };
     if report.requests_completed == 0 {
         r.notes.push(format!(
             "no request completed in the {:.1} s measured window: TTFT, TPOT and the other latencies have no value (null in --json); the run is too short for its requests, or the deployment is overloaded",
             report.measured_s
         ));
     }
-    Ok((r, report, trace.len()))
+    Ok((r, report, trace.len(), requests))
 }
 
 /// The `--json` object: the report's figures at the top level, then what produced them.

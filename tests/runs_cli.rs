@@ -172,3 +172,47 @@ fn a_runs_profile_prices_simulate() {
         &["not a profile of terms fitted to runs"],
     );
 }
+
+/// `simulate --requests-out` writes one row per completed request, in the columns a
+/// client's per-request file holds; the report's own figures are those of a run
+/// without it (20 requests of 1,000 prompt tokens and 50 output tokens each).
+#[test]
+fn simulate_writes_every_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("req.csv");
+    let out_s = out.to_str().unwrap();
+    let bench =
+        "vllm --num-prompts 20 --max-concurrency 4 --random-input-len 1000 --random-output-len 50";
+    let with = twin(&[
+        "simulate",
+        "h100-llama-3.1-70b-tp8",
+        "--bench",
+        bench,
+        "--requests-out",
+        out_s,
+    ]);
+    let without = twin(&["simulate", "h100-llama-3.1-70b-tp8", "--bench", bench]);
+    assert!(with.status.success(), "{}", stderr(&with));
+    assert_eq!(stdout(&with), stdout(&without));
+    let text = std::fs::read_to_string(&out).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("serial,arrival_s,first_token_s,finish_s,input_tokens,output_tokens,cached_tokens,measured,weight")
+    );
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 20);
+    for r in &rows {
+        assert_eq!(
+            (r[4], r[5], r[6], r[7]),
+            ("1000", "50", "0", "true"),
+            "{r:?}"
+        );
+        let (a, f, e): (f64, f64, f64) = (
+            r[1].parse().unwrap(),
+            r[2].parse().unwrap(),
+            r[3].parse().unwrap(),
+        );
+        assert!(a <= f && f < e, "{r:?}");
+    }
+}

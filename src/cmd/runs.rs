@@ -20,7 +20,7 @@ pub enum RunsWhat {
     /// Read measured runs into one corpus of twin.run.v1 records: AIConfigurator's
     /// silicon CSV (what each row means is read from the code that produced it:
     /// docs/runs-corpus.md), or corpora to merge.
-    Import(ImportArgs),
+    Import(Box<ImportArgs>),
     /// What a corpus holds: its records by engine, GPU, model, precision and layout.
     Show(ShowArgs),
 }

@@ -5,7 +5,7 @@ use crate::args::{ReportArgs, SimulateArgs};
 use crate::finance::{finance_text, simulate_finance};
 use crate::interrupt::Interrupted;
 use crate::scenario::{read_trace_within, resolve_args, resolve_with_trace, trace_fit, Resolved};
-use crate::simulation::{execute_with, run_resolved, run_seeded, stopped_early, to_json};
+use crate::simulation::{execute_logged, run_resolved, run_seeded, stopped_early, to_json};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use rayon::prelude::*;
@@ -34,6 +34,11 @@ pub struct SimulateCmd {
     /// TTFT p90 and TPOT p90 (default: off; each draw is a whole simulation).
     #[arg(long, value_name = "N")]
     pub band: Option<u32>,
+    /// Write every simulated request as CSV (serial, arrival_s, first_token_s,
+    /// finish_s, input_tokens, output_tokens, cached_tokens, measured, weight), to set
+    /// beside a measured run's per-request file.
+    #[arg(long, value_name = "FILE.csv")]
+    pub requests_out: Option<std::path::PathBuf>,
 }
 
 /// Most runs `--seeds` takes.
@@ -232,7 +237,11 @@ pub fn run(cmd: &SimulateCmd) -> Result<()> {
         }
         return split_sweep(args);
     }
-    let (r, report, trace_records) = execute_with(args, !args.json)?;
+    let (r, report, trace_records, requests) =
+        execute_logged(args, !args.json, cmd.requests_out.is_some())?;
+    if let Some(path) = &cmd.requests_out {
+        write_requests(path, &requests)?;
+    }
     for n in &r.notes {
         eprintln!("note: {n}");
     }
@@ -355,4 +364,17 @@ fn replicate(cmd: &SimulateCmd, n: u32) -> Result<()> {
         })
         .collect();
     stopped_early(&stopped)
+}
+
+/// The simulated requests as CSV at `path` (written whole to a sibling file first, so a
+/// failed write leaves what was there).
+fn write_requests(path: &std::path::Path, requests: &[sim::serving::SimRequest]) -> Result<()> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    for q in requests {
+        w.serialize(q)?;
+    }
+    let bytes = w.into_inner().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let tmp = path.with_extension("csv.partial");
+    std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))
 }

@@ -11,7 +11,9 @@ mod figures;
 mod pages;
 pub mod plots;
 
-pub use pages::{plan, simulate, sweep, validate, SimulatedRun, SweepPoint, ValidationRow};
+pub use pages::{
+    plan, runs, simulate, sweep, validate, RunRow, SimulatedRun, SweepPoint, ValidationRow,
+};
 
 use anyhow::{bail, Context, Result};
 use serde::Serialize;

@@ -51,7 +51,7 @@ pub use config::{
 };
 pub use money::{Money, PriceConfig, PriceSheet, TokenPrices, UsdPerMTokens};
 pub use prompt::Prompt;
-pub use rack::{resolve_mtp, SimInput, SimStep};
+pub use rack::{resolve_mtp, SimInput, SimRequest, SimStep};
 pub use replicas::{Replicas, Spread};
 pub use report::{Accounting, Distributions, PoolReport, Report, Throughput, TokenMix};
 pub use stats::{LogHistogram, Series, SeriesPoint, Summary};
@@ -120,6 +120,16 @@ pub fn simulate_controlled(
     control: &Control<'_>,
 ) -> Result<Report, SimError> {
     rack::run(input, seed, control)
+}
+
+/// [`simulate_controlled`], also returning every request completed (memory grows with
+/// the run: `simulate --requests-out` writes them beside a measured run's own).
+pub fn simulate_with_requests(
+    input: &SimInput<'_>,
+    seed: u64,
+    control: &Control<'_>,
+) -> Result<(Report, Vec<SimRequest>), SimError> {
+    rack::run_with_requests(input, seed, control)
 }
 
 /// [`simulate`], also returning every step the groups started (memory grows with the

@@ -164,6 +164,29 @@ pub(crate) struct Rack<'a> {
     pub hits: Vec<u64>,
     /// Every step started, when the caller asked for them (`simulate_with_steps`).
     pub steps: Option<Vec<SimStep>>,
+    /// Every request completed, when the caller asked for them
+    /// (`simulate_with_requests`).
+    pub requests: Option<Vec<SimRequest>>,
+}
+
+/// One completed request, as [`super::simulate_with_requests`] records it: what a
+/// benchmark client's per-request file holds, to set beside one.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SimRequest {
+    /// Its number in arrival order (dropped requests counted).
+    pub serial: u32,
+    /// Sent by the client, seconds from the start of the run.
+    pub arrival_s: f64,
+    pub first_token_s: f64,
+    pub finish_s: f64,
+    pub input_tokens: u32,
+    pub output_tokens: u32,
+    /// Leading input tokens found in a prefix cache (not computed).
+    pub cached_tokens: u32,
+    /// Whether it counts in the measured window.
+    pub measured: bool,
+    /// Requests it stands for (the coarse model's copies; 1 when exact).
+    pub weight: u32,
 }
 
 /// One step of a group, as [`super::simulate_with_steps`] records it.
@@ -198,12 +221,31 @@ pub(crate) fn run_with_steps(
     run_recording(input, seed, &Control::default(), true)
 }
 
+/// [`run`], also returning every request completed.
+pub(crate) fn run_with_requests(
+    input: &SimInput<'_>,
+    seed: u64,
+    control: &Control<'_>,
+) -> Result<(Report, Vec<SimRequest>), SimError> {
+    run_logged(input, seed, control, false, true).map(|(r, _, q)| (r, q))
+}
+
 fn run_recording(
     input: &SimInput<'_>,
     seed: u64,
     control: &Control<'_>,
     record_steps: bool,
 ) -> Result<(Report, Vec<SimStep>), SimError> {
+    run_logged(input, seed, control, record_steps, false).map(|(r, s, _)| (r, s))
+}
+
+fn run_logged(
+    input: &SimInput<'_>,
+    seed: u64,
+    control: &Control<'_>,
+    record_steps: bool,
+    record_requests: bool,
+) -> Result<(Report, Vec<SimStep>, Vec<SimRequest>), SimError> {
     let mut problems: Vec<String> = input
         .scenario
         .problems()
@@ -223,11 +265,15 @@ fn run_recording(
     if record_steps {
         rack.steps = Some(Vec::new());
     }
+    if record_requests {
+        rack.requests = Some(Vec::new());
+    }
     let stopped = rack.run_loop(control)?;
     let steps = rack.steps.take().unwrap_or_default();
+    let requests = rack.requests.take().unwrap_or_default();
     let mut report = rack.into_report(input, seed);
     report.interrupted_at_s = stopped.map(ns_to_secs);
-    Ok((report, steps))
+    Ok((report, steps, requests))
 }
 
 /// The MTP draft tokens and acceptance rates: the scenario's, else the model's.
@@ -314,6 +360,7 @@ impl<'a> Rack<'a> {
             slices: vec![Vec::new(); max_dep],
             finished: Vec::new(),
             steps: None,
+            requests: None,
             loads: Vec::new(),
             hits: Vec::new(),
         })
@@ -579,6 +626,24 @@ impl<'a> Rack<'a> {
         }
         self.m
             .complete(req, decoded, self.now, &self.window, &self.sc.slo);
+        if let Some(log) = &mut self.requests {
+            let first = if decoded {
+                req.decode.first_token_ns.unwrap_or(self.now)
+            } else {
+                self.now
+            };
+            log.push(SimRequest {
+                serial: req.serial,
+                arrival_s: ns_to_secs(req.arrival_ns),
+                first_token_s: ns_to_secs(first),
+                finish_s: ns_to_secs(self.now),
+                input_tokens: req.input,
+                output_tokens: if decoded { req.output } else { 0 },
+                cached_tokens: req.prefill.cached,
+                measured: req.measured && self.window.holds(req.arrival_ns, self.now),
+                weight: req.weight,
+            });
+        }
         self.end_in_driver(req.origin, true, req.kv_need());
     }
 }

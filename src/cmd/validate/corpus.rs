@@ -39,6 +39,13 @@ pub struct RunsValidateArgs {
     /// Print one JSON object instead of the tables.
     #[arg(long)]
     pub json: bool,
+    /// Write an HTML report (predicted against measured per metric, error against
+    /// concurrency, worst records, records not priced) here.
+    #[arg(long, value_name = "DIR")]
+    pub report: Option<String>,
+    /// Let --report write into a folder that is not empty.
+    #[arg(long)]
+    pub force: bool,
     /// Terms fitted to measured runs (`twin calibrate --from-runs --out`): each record
     /// is priced with its engine and GPU family's terms, and carries their p10-p90 band
     /// (coverage is reported).
@@ -107,6 +114,21 @@ pub fn run(a: &RunsValidateArgs) -> Result<()> {
         .iter()
         .map(|d| summarize(&outcomes, *d))
         .collect();
+    if let Some(dir) = &a.report {
+        let report_rows: Vec<crate::report::RunRow> = rows
+            .iter()
+            .map(|r| crate::report::RunRow {
+                id: r.outcome.id.clone(),
+                series: r.rec.engine.name.key().to_string(),
+                gpu: r.rec.gpu.hardware.clone(),
+                model: r.rec.model.id.clone(),
+                concurrency: r.rec.concurrency(),
+                result: r.outcome.result.clone(),
+            })
+            .collect();
+        let wrote = crate::report::runs(&loaded.origin, &report_rows, &summaries, dir, a.force)?;
+        eprintln!("report: {wrote}");
+    }
     if a.json {
         print_json(a, &loaded, &rows, &summaries)
     } else {
