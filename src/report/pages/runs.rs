@@ -102,9 +102,12 @@ fn summary_section(summaries: &[Vec<GroupSummary>]) -> Section {
     s
 }
 
-/// The points of `metric` by series: (measured, predicted, concurrency).
-fn points(rows: &[RunRow], metric: Metric) -> BTreeMap<&str, Vec<(f64, f64, Option<u32>)>> {
-    let mut by: BTreeMap<&str, Vec<(f64, f64, Option<u32>)>> = BTreeMap::new();
+/// One record's point: measured, predicted, concurrency.
+type Point = (f64, f64, Option<u32>);
+
+/// The points of `metric` by series.
+fn points(rows: &[RunRow], metric: Metric) -> BTreeMap<&str, Vec<Point>> {
+    let mut by: BTreeMap<&str, Vec<Point>> = BTreeMap::new();
     for r in rows {
         let Ok(cs) = &r.result else { continue };
         // One point a record: its central figure (center, mean or p50, in that order).
@@ -140,7 +143,7 @@ fn metric_section(rows: &[RunRow], metric: Metric) -> Result<Option<Section>> {
             "{key}: each record's measured central figure against twin's prediction, by engine."
         ),
     );
-    let series = |f: &dyn Fn(&(f64, f64, Option<u32>)) -> Option<(f64, f64)>| -> Vec<Series> {
+    let series = |f: &dyn Fn(&Point) -> Option<(f64, f64)>| -> Vec<Series> {
         by.iter()
             .enumerate()
             .map(|(i, (name, pts))| Series {
