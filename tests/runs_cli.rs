@@ -216,3 +216,32 @@ fn simulate_writes_every_request() {
         assert!(a <= f && f < e, "{r:?}");
     }
 }
+
+/// Issue 39, item 8: a summary-only `vllm bench serve` result (the common public form)
+/// is compared on what it holds, and the rest is named, instead of refused.
+#[test]
+fn validate_bench_compares_a_summary_only_result() {
+    let file = fixture("tests/fixtures/vllm-bench-summary-only.json");
+    let o = twin(&["validate", "bench", &file, "--scenario", "cpu-live-poisson"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    for needle in [
+        "a summary without per-request lists",
+        "output_tok_s value                      35.26",
+        "request_s value",
+        "every request taken as the mean, 254 input and 42 output tokens",
+        "not compared: per-request TTFT",
+    ] {
+        assert!(text.contains(needle), "{needle}: {text}");
+    }
+    let v = json(&twin(&[
+        "validate",
+        "bench",
+        &file,
+        "--scenario",
+        "cpu-live-poisson",
+        "--json",
+    ]));
+    assert_eq!(v["summary_only"], true);
+    assert_eq!(v["rows"].as_array().unwrap().len(), 3);
+}

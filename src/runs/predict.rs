@@ -155,13 +155,13 @@ pub enum Center {
 /// The record's measured figures against the prediction (those twin predicts), each
 /// with its band where `band` has one for its metric.
 pub fn compare(
-    rec: &RunRecord,
+    measured: &corpus::Measured,
     p: &Predicted,
     center: Center,
     band: &std::collections::BTreeMap<String, [f64; 2]>,
 ) -> Vec<Compared> {
     let mut out = Vec::new();
-    for (m, stats) in &rec.measured {
+    for (m, stats) in measured {
         for (s, v) in stats {
             let as_predicted = match s {
                 Stat::Center if center == Center::Mean => Stat::Mean,

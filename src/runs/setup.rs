@@ -327,7 +327,12 @@ fn draw(l: &Lengths, n: usize, rng: &mut ChaCha8Rng) -> Vec<u32> {
 /// The client's run as a benchmark workload: its requests' lengths drawn from a
 /// stream of the seed and the record's id.
 fn client(rec: &RunRecord, seed: u64) -> Result<BenchClient, String> {
-    let c = &rec.client;
+    client_of(&rec.client, &rec.id, seed)
+}
+
+/// A client's run as a benchmark workload, its lengths drawn from a stream of `seed`
+/// and `key` (a record's id).
+pub fn client_of(c: &corpus::Client, key: &str, seed: u64) -> Result<BenchClient, String> {
     let recorded = |l: &Lengths| match l {
         Lengths::Recorded { tokens } => Some(tokens.len()),
         _ => None,
@@ -342,7 +347,7 @@ fn client(rec: &RunRecord, seed: u64) -> Result<BenchClient, String> {
             "client: {n} prompts: more than twin simulates per record (1,000,000)"
         ));
     }
-    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ sim::plan::fnv1a64(rec.id.as_bytes()));
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ sim::plan::fnv1a64(key.as_bytes()));
     let inputs = draw(&c.input, n, &mut rng);
     let outputs = draw(&c.output, n, &mut rng);
     let requests = inputs

@@ -105,7 +105,9 @@ pub fn run(a: &RunsValidateArgs) -> Result<()> {
             outcome: Outcome {
                 id: rec.id.clone(),
                 groups: Groups::of(rec),
-                result: p.result.map(|pred| compare(rec, &pred, a.center, &p.band)),
+                result: p
+                    .result
+                    .map(|pred| compare(&rec.measured, &pred, a.center, &p.band)),
             },
         })
         .collect();

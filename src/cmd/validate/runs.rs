@@ -283,7 +283,13 @@ pub fn run_bench(a: &BenchValidateArgs) -> Result<()> {
     use live::bench::{sim_bench_figures, Bench};
     let origin = a.file.display().to_string();
     let text = read_maybe_gzip(&a.file).with_context(|| format!("cannot read {origin}"))?;
-    let bench = Bench::parse(&text, &origin)?;
+    let bench = match Bench::parse(&text, &origin) {
+        Ok(b) => b,
+        Err(e) if e.to_string().contains("no per-request data") => {
+            return run_bench_summary(a, &text, &origin)
+        }
+        Err(e) => return Err(e.into()),
+    };
     let mut r = resolve_args(&SimulateArgs {
         scenario: Some(a.scenario.clone()),
         set: a.set.clone(),
@@ -480,4 +486,70 @@ fn server_settings(
     if let Some(v) = &si.version {
         notes.push(format!("server_info: SGLang {v}"));
     }
+}
+
+/// `validate bench` of a summary-only result (the common public form): what the file
+/// holds (throughputs; TTFT, TPOT, ITL and E2E at the statistics it lists) against a
+/// simulation of the client's run with the file's mean lengths; said what cannot be
+/// compared without `--save-detailed`.
+fn run_bench_summary(a: &BenchValidateArgs, text: &str, origin: &str) -> Result<()> {
+    use crate::runs::predict::{compare, simulate_setup, Center};
+    let runs = corpus::clients::read(text, origin)?;
+    if runs.len() != 1 {
+        bail!("{origin}: {} runs in the file; validate bench compares one (split the file, or `twin runs import` it and `twin validate runs`)", runs.len());
+    }
+    let run = &runs[0];
+    let mut r = crate::scenario::resolve_args(&crate::args::SimulateArgs {
+        scenario: Some(a.scenario.clone()),
+        set: a.set.clone(),
+        pricing: a.pricing.clone(),
+        ..crate::args::SimulateArgs::default()
+    })?;
+    let client = crate::runs::setup::client_of(&run.client, origin, r.seed)
+        .map_err(|e| anyhow!("{origin}: {e}"))?;
+    r.workload = sim::serving::WorkloadConfig::bench_run("bench (summary)", client);
+    r.scenario.warmup_s = 0.0;
+    r.scenario.duration_s = r.scenario.limits.max_duration_s;
+    let setup = crate::runs::setup::Setup {
+        pricing: r.params.source.clone(),
+        resolved: r,
+    };
+    let (predicted, _) =
+        simulate_setup(&setup).map_err(|e| anyhow!("{}: {e}", setup.resolved.scenario_origin))?;
+    let rows = compare(&run.measured, &predicted, Center::Mean, &Default::default());
+    let missing = "per-request TTFT, TPOT and ITL beyond the percentiles listed, goodput and the server's pauses need the per-request lists (`vllm bench serve --save-result --save-detailed`)";
+    if a.json {
+        let v = serde_json::json!({
+            "bench": origin, "scenario": setup.resolved.scenario_origin, "summary_only": true,
+            "rows": rows, "notes": run.notes, "not_compared": missing,
+            "cost_model": setup.resolved.params.source,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    println!(
+        "twin {} validate bench: {origin} (a summary without per-request lists) against {} ({})",
+        env!("CARGO_PKG_VERSION"),
+        setup.resolved.scenario_origin,
+        setup.resolved.params.source
+    );
+    println!("scheduler: {}", setup.resolved.scenario.scheduler_line());
+    println!(
+        "  {:<32} {:>12} {:>12} {:>8}",
+        "figure", "measured", "predicted", "error"
+    );
+    for c in &rows {
+        let name = format!("{} {}", c.metric.key(), c.stat.key());
+        println!(
+            "  {name:<32} {:>12.2} {:>12.2} {:>+7.1}%",
+            c.measured,
+            c.predicted,
+            100.0 * c.error()
+        );
+    }
+    for n in &run.notes {
+        println!("note: {n}");
+    }
+    println!("not compared: {missing}");
+    Ok(())
 }
