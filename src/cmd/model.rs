@@ -145,12 +145,22 @@ fn kind_name(a: AttentionKind, f: FfnKind) -> String {
         AttentionKind::Sparse => "sparse attention",
         AttentionKind::Compressed => "compressed attention",
         AttentionKind::Window => "sliding-window attention",
+        AttentionKind::Chunked => "chunked attention",
+        AttentionKind::Linear => "linear attention",
+        AttentionKind::Mamba => "Mamba-2",
+        AttentionKind::None => "",
     };
     let ffn = match f {
         FfnKind::Dense => "dense FFN",
         FfnKind::Moe => "MoE FFN",
+        FfnKind::None => "",
     };
-    format!("{attn} + {ffn}")
+    match (attn.is_empty(), ffn.is_empty()) {
+        (false, false) => format!("{attn} + {ffn}"),
+        (true, false) => ffn.to_string(),
+        (false, true) => attn.to_string(),
+        (true, true) => "identity".to_string(),
+    }
 }
 
 /// The attention as a model card names it.

@@ -88,6 +88,8 @@ pub(super) fn mla_attention(
         window: 0,
         sinks: false,
         window_entry_bytes: 0.0,
+        chunk: 0,
+        output_gate: false,
         indexer,
         replay: None,
     };
@@ -258,6 +260,8 @@ pub(super) fn gqa_attention(
         window: if windowed { window } else { 0 },
         sinks,
         window_entry_bytes: if windowed { entry } else { 0.0 },
+        chunk: 0,
+        output_gate: false,
         indexer: None,
         replay: None,
     };

@@ -112,6 +112,9 @@ pub(super) fn moe(cfg: &Cfg, arch: &str, q: &Quant, prov: &mut Prov) -> Result<M
         expert_load_cv: 0.4,
         balanced: false,
         fused: false,
+        shared_ffn: None,
+        gated: true,
+        latent: None,
     })
 }
 
@@ -128,5 +131,6 @@ pub(super) fn mtp(cfg: &Cfg, prov: &mut Prov) -> Result<Option<Mtp>> {
     Ok(Some(Mtp {
         draft_tokens: n,
         acceptance: vec![0.8; n as usize],
+        modules: 1,
     }))
 }

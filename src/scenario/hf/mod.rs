@@ -194,6 +194,7 @@ pub fn import(origin: &str, text: &str, opts: &ImportOptions) -> Result<Model> {
         Some(DenseFfn {
             ffn,
             weight_dtype: quant.other.dtype,
+            gated: true,
         })
     } else {
         None
@@ -220,6 +221,8 @@ pub fn import(origin: &str, text: &str, opts: &ImportOptions) -> Result<Model> {
         engram: None,
         mhc: None,
         mtp: mtp(&cfg, &mut prov)?,
+        linear_attention: None,
+        mamba: None,
         dispatch_dtype: Dtype::Bf16,
         combine_dtype: Dtype::Bf16,
         tied_embeddings: tied,
@@ -332,6 +335,8 @@ fn groups(kinds: &[AttentionKind], ffns: &[FfnKind]) -> Vec<LayerGroup> {
                 compress_ratio: 1,
                 window_branch: false,
                 shares_selection: false,
+                attention_shape: None,
+                ffn_width: None,
             }),
         }
     }
