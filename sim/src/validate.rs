@@ -375,7 +375,16 @@ fn layer_problems(m: &Model, p: &mut Vec<Problem>) {
             l.compress_ratio,
             l.has_indexer,
             l.window_branch,
-            g.attention_shape.as_ref().map(|_| l.group),
+            g.attention_shape.as_ref().map(|s| {
+                (
+                    s.heads,
+                    s.kv_heads,
+                    s.qk_head_dim,
+                    s.v_head_dim,
+                    s.kv_dim,
+                    s.kv_entry_bytes.to_bits(),
+                )
+            }),
         );
         if !classes.contains(&class) {
             classes.push(class);

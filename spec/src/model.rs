@@ -35,6 +35,10 @@ pub struct Model {
     /// Mamba-2 layers' table (`mamba` layers).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mamba: Option<crate::state::Mamba>,
+    /// Parameters of a vision (or audio) encoder shipped with the model: named, not
+    /// priced (its tokens reach the model as input tokens); 0 = none.
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
+    pub vision_params: f64,
     /// Data type of tokens sent to experts (dispatch) and back (combine).
     pub dispatch_dtype: Dtype,
     pub combine_dtype: Dtype,
@@ -308,6 +312,10 @@ fn yes() -> bool {
 
 fn is_yes(v: &bool) -> bool {
     *v
+}
+
+fn is_zero_f64(v: &f64) -> bool {
+    *v == 0.0
 }
 
 fn is_zero(v: &u32) -> bool {

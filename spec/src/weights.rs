@@ -147,7 +147,7 @@ impl Model {
             push("shared_experts", m.shared_weight_dtype, s, s, sb);
             if let Some(latent) = m.latent {
                 let p = moe_layers * 2.0 * h * latent as f64;
-                push("latent_projections", m.shared_weight_dtype, p, p, sb);
+                push("latent_proj", m.shared_weight_dtype, p, p, sb);
             }
             let r = moe_layers * h * m.routed_experts as f64;
             push("router", Dtype::Bf16, r, r, 0);

@@ -237,9 +237,12 @@ fn weight_bytes(dtype: Dtype, scale_block: u32) -> f64 {
         }
 }
 
-/// Activations enter a GEMM in FP8 when its weights are 8-bit or narrower.
+/// Activations enter a GEMM in FP8 when its weights are 8-bit or narrower floats;
+/// weight-only INT4 GEMMs take BF16 activations (W4A16).
 fn act_dtype(w: Dtype) -> Dtype {
-    if w.bytes() <= 1.0 {
+    if w == Dtype::Int4 {
+        Dtype::Bf16
+    } else if w.bytes() <= 1.0 {
         Dtype::Fp8
     } else {
         w

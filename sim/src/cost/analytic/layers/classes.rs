@@ -6,13 +6,16 @@ use super::{dense, elementwise, AttnClass, Compiled, LayerType, Split, TypeFfn};
 use crate::model::{AttentionKind, FfnKind, Layer};
 use crate::{Hardware, Model};
 
-/// A class's identity: kind, compression, indexer, window branch, own shape.
-fn same_class(x: &AttnClass, l: &Layer, shape: Option<u32>) -> bool {
+/// A class's identity: kind, compression, indexer, window branch, own shape (the
+/// same shape, whichever group it is written in).
+fn same_class(model: &Model, x: &AttnClass, l: &Layer, shape: Option<u32>) -> bool {
+    let shape_of =
+        |g: Option<u32>| g.and_then(|g| model.layers[g as usize].attention_shape.as_ref());
     x.kind == l.attention
         && x.ratio == l.compress_ratio as f64
         && x.has_indexer == l.has_indexer
         && x.window_branch == (l.window_branch && l.attention != AttentionKind::Window)
-        && x.shape == shape
+        && shape_of(x.shape) == shape_of(shape)
 }
 
 /// A class with its identity set and its costs still to fill (`fill`).
@@ -76,7 +79,7 @@ pub(super) fn layer_types(
     for l in expanded {
         let g = &model.layers[l.group as usize];
         let shape = g.attention_shape.as_ref().map(|_| l.group);
-        let ci = match classes.iter().position(|x| same_class(x, l, shape)) {
+        let ci = match classes.iter().position(|x| same_class(model, x, l, shape)) {
             Some(i) => {
                 classes[i].count += 1.0;
                 i
