@@ -191,6 +191,11 @@ pub struct Attention {
     /// Low-rank output projection (grouped, V4 style); absent = full heads*v x hidden.
     #[serde(default)]
     pub o_lora: Option<u32>,
+    /// Groups of the low-rank output (DeepSeek-V4's `o_groups`): each group's heads
+    /// project to their own `o_lora` rank (a block-diagonal first projection), and the
+    /// groups' ranks together project to the hidden state; absent = one group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub o_groups: Option<u32>,
     pub weight_dtype: Dtype,
     /// Arithmetic of the attention kernels (FP8 on FlashMLA-class kernels).
     pub compute_dtype: Dtype,
@@ -481,7 +486,10 @@ impl Model {
         };
         let kv = h * a.kv_dim as f64 + a.kv_up_params as f64;
         let o = match a.o_lora {
-            Some(r) => a.heads as f64 * a.v_head_dim as f64 * r as f64 + r as f64 * h,
+            Some(r) => {
+                let g = a.o_groups.unwrap_or(1).max(1) as f64;
+                a.heads as f64 * a.v_head_dim as f64 * r as f64 + g * r as f64 * h
+            }
             None => a.heads as f64 * a.v_head_dim as f64 * h,
         };
         let gate = if a.output_gate {

@@ -77,6 +77,13 @@ impl LinearAttention {
             + conv_state_bytes(qk + v, self.conv_kernel)
     }
 
+    /// Bytes of one chunk's state as the chunked prefill kernel writes it and reads it
+    /// back: flash-linear-attention's `chunk_gated_delta_rule_fwd_h` allocates the
+    /// per-chunk states `h` as `k.new_empty(...)`, in the inputs' dtype (BF16).
+    pub fn chunk_state_bytes(&self) -> f64 {
+        self.value_heads as f64 * self.key_dim as f64 * self.value_dim as f64 * 2.0
+    }
+
     /// Flops of one decode token per layer: per value head, the delta rule's
     /// `S k` (2 dk dv), its rank-one update (2 dk dv), the decay (dk dv) and the output
     /// `S q` (2 dk dv).
@@ -149,6 +156,14 @@ impl Mamba {
         let (inner, bc) = self.widths();
         inner * self.state_size as f64 * self.state_dtype.bytes()
             + conv_state_bytes(inner + bc, self.conv_kernel)
+    }
+
+    /// Bytes of one chunk's state as the SSD prefill kernels write it and read it back:
+    /// mamba_ssm's `_chunk_state_fwd` keeps the per-chunk states in FP32
+    /// (`states_in_fp32`).
+    pub fn chunk_state_bytes(&self) -> f64 {
+        let (inner, _) = self.widths();
+        inner * self.state_size as f64 * 4.0
     }
 
     /// Flops of one decode token per layer: per head channel, the state's decay and

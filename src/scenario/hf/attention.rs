@@ -86,6 +86,7 @@ pub(super) fn mla_attention(
         kv_heads: 1,
         kv_up_params: kv_lora as u64 * heads as u64 * (nope + v) as u64,
         o_lora: None,
+        o_groups: None,
         weight_dtype: q.attention.dtype,
         compute_dtype: Dtype::Bf16,
         kv_entry_bytes: (kv_lora + rope) as f64 * kvb,
@@ -194,10 +195,14 @@ pub(super) fn v4_attention(
     prov.set("attention.heads", cfg.derived("num_attention_heads"));
     prov.set("attention.kv_heads", cfg.derived("num_key_value_heads"));
     prov.set("attention.q_lora", cfg.derived("q_lora_rank"));
-    prov.set(
-        "attention.o_lora",
-        cfg.derived("o_lora_rank (the o_groups groups priced as one low-rank output of that rank)"),
-    );
+    prov.set("attention.o_lora", cfg.derived("o_lora_rank"));
+    let o_groups = cfg.u32_opt("o_groups")?.filter(|g| *g > 1);
+    if o_groups.is_some() {
+        prov.set(
+            "attention.o_groups",
+            cfg.derived("o_groups (each group's heads to its own o_lora_rank, then all groups' ranks to the hidden state)"),
+        );
+    }
     prov.set(
         "attention.kv_up_params",
         "derived: DeepseekV4ForCausalLM caches its K/V head itself",
@@ -222,6 +227,7 @@ pub(super) fn v4_attention(
         kv_heads: 1,
         kv_up_params: 0,
         o_lora: Some(o_lora),
+        o_groups,
         weight_dtype: q.attention.dtype,
         compute_dtype: Dtype::Bf16,
         kv_entry_bytes: d as f64 * kvb,
@@ -403,6 +409,7 @@ pub(super) fn gqa_attention(
         kv_heads,
         kv_up_params: 0,
         o_lora: None,
+        o_groups: None,
         weight_dtype: q.attention.dtype,
         compute_dtype: Dtype::Bf16,
         kv_entry_bytes: entry,

@@ -48,6 +48,8 @@ pub(super) struct AttnClass {
     /// inputs and outputs per token, flops per token at decode and at prefill, and the
     /// prefill kernel's chunk.
     pub state_bytes: f64,
+    /// One chunk's state as the chunked prefill kernel writes and reads it, per GPU.
+    pub chunk_state_bytes: f64,
     pub io_bytes: f64,
     pub decode_flops: f64,
     pub prefill_flops: f64,
@@ -358,12 +360,20 @@ fn projection_gemms(hw: &Hardware, model: &Model, split: &Split) -> Vec<GemmSpec
         let q = if a.output_gate { 2.0 } else { 1.0 } * heads * a.qk_head_dim as f64;
         proj.push(dense(hw, q + a.kv_dim as f64 / split.kv_split, h, aw, sb));
     }
-    match a.o_lora {
-        Some(r) => {
+    match (a.o_lora, a.o_groups.unwrap_or(1).max(1)) {
+        (Some(r), 1) => {
             proj.push(dense(hw, r as f64, heads * a.v_head_dim as f64, aw, sb));
             proj.push(dense(hw, h, r as f64 / tp, aw, sb));
         }
-        None => proj.push(dense(hw, h, heads * a.v_head_dim as f64, aw, sb)),
+        // Grouped: each group's heads to its own rank (the groups split over TP),
+        // then all the ranks to the hidden state.
+        (Some(r), g) => {
+            let (g, r) = (g as f64, r as f64);
+            let group_in = a.heads as f64 * a.v_head_dim as f64 / g;
+            proj.push(dense(hw, g * r / tp, group_in, aw, sb));
+            proj.push(dense(hw, h, g * r / tp, aw, sb));
+        }
+        (None, _) => proj.push(dense(hw, h, heads * a.v_head_dim as f64, aw, sb)),
     }
     proj
 }

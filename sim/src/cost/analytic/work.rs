@@ -266,22 +266,18 @@ fn local_reads(q: u64, ctx: u64, span: u64, chunked: bool) -> (f64, f64) {
 }
 
 /// A recurrent mixer's state traffic and arithmetic for `k` request-layers of `q`
-/// tokens: the state read and written back once per step at decode, once per chunk
-/// at prefill (the chunked kernels pass a state between chunks), and the tokens'
-/// inputs and outputs.
+/// tokens: the request's state read and written back once per step; at prefill also
+/// every chunk's state, written by the chunked kernel and read back for the outputs;
+/// and the tokens' inputs and outputs.
 fn recurrent_sums(cl: &AttnClass, q: u64, k: f64, prefill: bool, s: &mut ClassSums) {
     let q = q as f64;
-    let passes = if prefill {
-        (q / cl.chunk).ceil().max(1.0)
+    let (chunks, flops) = if prefill {
+        ((q / cl.chunk).ceil().max(1.0), cl.prefill_flops)
     } else {
-        1.0
+        (0.0, cl.decode_flops)
     };
-    let flops = if prefill {
-        cl.prefill_flops
-    } else {
-        cl.decode_flops
-    };
-    s.main_bytes += k * (2.0 * cl.state_bytes * passes + q * cl.io_bytes);
+    s.main_bytes +=
+        k * (2.0 * cl.state_bytes + 2.0 * chunks * cl.chunk_state_bytes + q * cl.io_bytes);
     s.main_flops += k * q * flops;
     s.main_flops_unabsorbed += k * q * flops;
 }

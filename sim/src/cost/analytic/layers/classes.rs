@@ -38,6 +38,7 @@ fn blank(l: &Layer, shape: Option<u32>) -> AttnClass {
         pair_flops_unabsorbed: 0.0,
         sink_flops: 0.0,
         state_bytes: 0.0,
+        chunk_state_bytes: 0.0,
         io_bytes: 0.0,
         decode_flops: 0.0,
         prefill_flops: 0.0,
@@ -230,7 +231,7 @@ impl Compiled {
     /// state per request, and its kernels' arithmetic.
     fn fill_recurrent(&self, hw: &Hardware, model: &Model, split: &Split, c: &mut AttnClass) {
         let (h, tp) = (model.hidden as f64, split.tp);
-        let (inner, out, heads, w, state, dec, pre, chunk) = match c.kind {
+        let (inner, out, heads, w, state, chunk_state, dec, pre, chunk) = match c.kind {
             AttentionKind::Linear => {
                 let l = model
                     .linear_attention
@@ -243,6 +244,7 @@ impl Compiled {
                     l.value_heads,
                     l.weight_dtype,
                     l.state_bytes(),
+                    l.chunk_state_bytes(),
                     l.decode_flops_per_token(),
                     l.prefill_flops_per_token(),
                     l.chunk,
@@ -257,6 +259,7 @@ impl Compiled {
                     m.heads,
                     m.weight_dtype,
                     m.state_bytes(),
+                    m.chunk_state_bytes(),
                     m.decode_flops_per_token(),
                     m.prefill_flops_per_token(),
                     m.chunk,
@@ -278,6 +281,7 @@ impl Compiled {
         c.proj_bytes = (inner + out) * h * share * w.bytes();
         c.kv_share = share;
         c.state_bytes = state * share;
+        c.chunk_state_bytes = chunk_state * share;
         // The kernel reads its inputs (q, k, v, gates: BF16) and writes its output.
         c.io_bytes = 2.0 * (inner + out) * share;
         c.decode_flops = dec * share;
