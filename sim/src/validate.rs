@@ -255,7 +255,6 @@ fn size_limits(m: &Model) -> Vec<(String, u64, u64)> {
     }
     if let Some(t) = &m.mtp {
         v.push(("mtp.draft_tokens".into(), t.draft_tokens as u64, 16));
-        v.push(("mtp.modules".into(), t.modules as u64, 64));
     }
     state_size_limits(m, &mut v);
     v
@@ -264,6 +263,16 @@ fn size_limits(m: &Model) -> Vec<(String, u64, u64)> {
 /// Sizes of the recurrent mixers, the chunk, the groups' own shapes and widths.
 fn state_size_limits(m: &Model, v: &mut Vec<(String, u64, u64)>) {
     v.push(("attention.chunk".into(), m.attention.chunk as u64, 1 << 24));
+    v.push((
+        "attention.o_groups".into(),
+        m.attention.o_groups.unwrap_or(1) as u64,
+        1 << 12,
+    ));
+    v.push((
+        "mtp.modules".into(),
+        m.mtp.as_ref().map_or(1, |t| t.modules) as u64,
+        64,
+    ));
     if let Some(l) = &m.linear_attention {
         for (k, x) in [
             ("key_heads", l.key_heads),

@@ -233,7 +233,7 @@ pub fn pattern_line(m: &Model) -> String {
     for start in 0..runs.len().min(4) {
         let rest = &runs[start..];
         for p in 1..=rest.len() / 2 {
-            if rest.len() % p == 0 && (p..rest.len()).all(|i| rest[i] == rest[i - p]) {
+            if rest.len().is_multiple_of(p) && (p..rest.len()).all(|i| rest[i] == rest[i - p]) {
                 let head = if start > 0 {
                     format!("{}, ", show(&runs[..start]))
                 } else {

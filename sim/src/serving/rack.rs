@@ -139,6 +139,9 @@ pub(crate) struct Rack<'a> {
     pub hw: &'a Hardware,
     /// The model served (its fixed state and local layers' KV per request).
     pub model: &'a crate::Model,
+    /// A request's fixed recurrent state as KV tokens (0 without one): the KV gauges
+    /// count it for every request that holds memory (its windows' KV they leave out).
+    pub state_tokens: u64,
     pub q: Agenda,
     pub now: Nanos,
     pub window: Window,
@@ -301,6 +304,7 @@ impl<'a> Rack<'a> {
             sc,
             hw: input.hardware,
             model: input.model,
+            state_tokens: kv_extra_tokens(input.model, kvb, 0) as u64,
             q: Agenda::default(),
             now: 0,
             window: Window {

@@ -396,7 +396,7 @@ fn mixed(q: &mut Quant, origin: &str, file: &str, qz: &Value, layers: &[LayerSpe
                 None => counts.push((a, *g, 1)),
             }
         }
-        counts.sort_by(|a, b| b.2.cmp(&a.2));
+        counts.sort_by_key(|c| std::cmp::Reverse(c.2));
         let (algo, g, _) = counts[0];
         let why = format!(
             "derived: {file} quantized_layers ({} on {covered} of {have} layers):",
@@ -599,7 +599,7 @@ fn compressed_tensors(q: &mut Quant, cfg: &Cfg, qc: &Value, layers: &[LayerSpec]
             .and_then(|t| t.as_array())
             .map(|a| a.iter().filter_map(|x| x.as_str()).collect())
             .unwrap_or_default();
-        if targets.iter().any(|t| *t == "Linear") {
+        if targets.contains(&"Linear") {
             apply_except(
                 q,
                 &fm,
