@@ -3,3 +3,4 @@
 
 pub use spec::model::*;
 pub use spec::state::*;
+pub use spec::weights::{Part, Weights};

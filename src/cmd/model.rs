@@ -274,6 +274,37 @@ pub fn pattern_line(m: &Model) -> String {
     out.join(", ")
 }
 
+/// `model show --json`: the figures as one object.
+fn show_json(m: &Model, w: &sim::model::Weights, kv_at: Option<(Dtype, f64, f64)>) -> Result<()> {
+    let parts: Vec<_> = w
+        .parts
+        .iter()
+        .map(|p| {
+            serde_json::json!({"part": p.name, "dtype": p.dtype.name(), "params": p.params,
+                "active_params": p.active, "bytes": p.bytes})
+        })
+        .collect();
+    let v = serde_json::json!({
+        "model": m.name,
+        "total_params": w.total(),
+        "active_params": w.active(),
+        "active_params_without_embedding": w.active_without_embedding(),
+        "mtp_params": w.mtp_params,
+        "weight_bytes": w.bytes(),
+        "weight_bytes_by_dtype": w.bytes_by_dtype().iter().map(|(d, b)| (d.name().to_string(), *b)).collect::<std::collections::BTreeMap<_, _>>(),
+        "kv_bytes_per_token": m.kv.bytes_per_token,
+        "kv_bytes_per_token_at": kv_at.map(|(d, _, b)| serde_json::json!({"dtype": d.name(), "bytes": b})),
+        "state_bytes_per_request": m.state_bytes_per_request(),
+        "local_kv_bytes_per_request_max": m.local_kv_bytes(u64::MAX),
+        "vision_params": m.vision_params,
+        "layers": m.layers_by_kind().iter().map(|(at, f, c)| serde_json::json!({"kind": kind_name(*at, *f), "count": c})).collect::<Vec<_>>(),
+        "layer_pattern": pattern_line(&m),
+        "parts": parts,
+    });
+    println!("{}", serde_json::to_string_pretty(&v)?);
+    Ok(())
+}
+
 /// Bytes as MB or GB.
 fn mb(b: f64) -> String {
     if b >= 1e9 {
@@ -373,33 +404,7 @@ fn show(a: &ShowArgs) -> Result<()> {
         (d, entry, m.kv_bytes_per_token_at(entry))
     });
     if a.json {
-        let parts: Vec<_> = w
-            .parts
-            .iter()
-            .map(|p| {
-                serde_json::json!({"part": p.name, "dtype": p.dtype.name(), "params": p.params,
-                    "active_params": p.active, "bytes": p.bytes})
-            })
-            .collect();
-        let v = serde_json::json!({
-            "model": m.name,
-            "total_params": w.total(),
-            "active_params": w.active(),
-            "active_params_without_embedding": w.active_without_embedding(),
-            "mtp_params": w.mtp_params,
-            "weight_bytes": w.bytes(),
-            "weight_bytes_by_dtype": w.bytes_by_dtype().iter().map(|(d, b)| (d.name().to_string(), *b)).collect::<std::collections::BTreeMap<_, _>>(),
-            "kv_bytes_per_token": m.kv.bytes_per_token,
-            "kv_bytes_per_token_at": kv_at.map(|(d, _, b)| serde_json::json!({"dtype": d.name(), "bytes": b})),
-            "state_bytes_per_request": m.state_bytes_per_request(),
-            "local_kv_bytes_per_request_max": m.local_kv_bytes(u64::MAX),
-            "vision_params": m.vision_params,
-            "layers": m.layers_by_kind().iter().map(|(at, f, c)| serde_json::json!({"kind": kind_name(*at, *f), "count": c})).collect::<Vec<_>>(),
-            "layer_pattern": pattern_line(&m),
-            "parts": parts,
-        });
-        println!("{}", serde_json::to_string_pretty(&v)?);
-        return Ok(());
+        return show_json(&m, &w, kv_at);
     }
     let g = |x: f64| format!("{:.2}B", x / 1e9);
     println!("model: {}", m.name);

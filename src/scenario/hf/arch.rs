@@ -271,9 +271,9 @@ fn shared_selection(cfg: &Cfg, specs: &mut [LayerSpec]) -> Result<()> {
     Ok(())
 }
 
-/// Each layer's FFN: dense or MoE, by the keys the config gives.
-fn ffn_kinds(cfg: &Cfg, arch: &str, n: u32) -> Result<Vec<FfnKind>> {
-    let all = |k| vec![k; n as usize];
+/// Each layer's FFN where the config lists them (`mlp_layer_types`, or
+/// `moe_layer_freq` as a list).
+fn listed_ffn_kinds(cfg: &Cfg, n: u32) -> Result<Option<Vec<FfnKind>>> {
     // A list naming each layer's kind.
     if let Some(t) = cfg.str_list("mlp_layer_types") {
         if t.len() != n as usize {
@@ -294,7 +294,8 @@ fn ffn_kinds(cfg: &Cfg, arch: &str, n: u32) -> Result<Vec<FfnKind>> {
                     cfg.origin
                 ),
             })
-            .collect();
+            .collect::<Result<Vec<_>>>()
+            .map(Some);
     }
     if let Some(l) = cfg.u32_list("moe_layer_freq")? {
         if l.len() != n as usize {
@@ -304,16 +305,26 @@ fn ffn_kinds(cfg: &Cfg, arch: &str, n: u32) -> Result<Vec<FfnKind>> {
                 l.len()
             );
         }
-        return Ok(l
-            .iter()
-            .map(|x| {
-                if *x == 1 {
-                    FfnKind::Moe
-                } else {
-                    FfnKind::Dense
-                }
-            })
-            .collect());
+        return Ok(Some(
+            l.iter()
+                .map(|x| {
+                    if *x == 1 {
+                        FfnKind::Moe
+                    } else {
+                        FfnKind::Dense
+                    }
+                })
+                .collect(),
+        ));
+    }
+    Ok(None)
+}
+
+/// Each layer's FFN: dense or MoE, by the keys the config gives.
+fn ffn_kinds(cfg: &Cfg, arch: &str, n: u32) -> Result<Vec<FfnKind>> {
+    let all = |k| vec![k; n as usize];
+    if let Some(kinds) = listed_ffn_kinds(cfg, n)? {
+        return Ok(kinds);
     }
     Ok(match arch {
         "LlamaForCausalLM"
