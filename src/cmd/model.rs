@@ -298,7 +298,7 @@ fn show_json(m: &Model, w: &sim::model::Weights, kv_at: Option<(Dtype, f64, f64)
         "local_kv_bytes_per_request_max": m.local_kv_bytes(u64::MAX),
         "vision_params": m.vision_params,
         "layers": m.layers_by_kind().iter().map(|(at, f, c)| serde_json::json!({"kind": kind_name(*at, *f), "count": c})).collect::<Vec<_>>(),
-        "layer_pattern": pattern_line(&m),
+        "layer_pattern": pattern_line(m),
         "parts": parts,
     });
     println!("{}", serde_json::to_string_pretty(&v)?);
