@@ -587,9 +587,15 @@ fn the_adding_a_model_examples_load_and_every_field_is_explained() {
     // GQA: embedding and head 2 x 128,256 x 4096 = 1.051B; per layer q and o 2 x 4096^2,
     // K/V 4096 x 2048, FFN 3 x 4096 x 14,336: 218.1M x 32 = 6.979B; 8.030B in all.
     // MLA: 671.0B (DeepSeek-V3's count, README of deepseek-ai/DeepSeek-V3).
+    // Hybrid: embedding and head 2 x 100,000 x 2048 = 409.6M; the full-attention
+    // layer's q and its gate 2 x 2048 x 16 x 256, K/V 2048 x 1024, o 16 x 256 x 2048:
+    // 27.26M; each DeltaNet layer 2048 x (4096 + 2 x 4096 + 64) + 4096 x 2048 + 8192 x
+    // 4 = 33.72M, x 3; 4 MoE layers of 257 experts x 3 x 2048 x 512 and a 2048 x 256
+    // router: 3,233.8M; 3.774B in all. KV: the one full-attention layer's 2048 B.
     for (marker, total_b, kv) in [
         ("<!-- example GQA model file -->", 8.030, 131_072.0),
         ("<!-- example MLA model file -->", 671.0, 35_136.0),
+        ("<!-- example hybrid model file -->", 3.774, 2048.0),
     ] {
         let example = block_after(&doc, marker);
         let path = dir.path().join("model.toml");
@@ -611,6 +617,11 @@ fn the_adding_a_model_examples_load_and_every_field_is_explained() {
             "{marker}: {total}B"
         );
         assert_eq!(v["kv_bytes_per_token"].as_f64().unwrap(), kv, "{marker}");
+        if marker.contains("hybrid") {
+            // 3 DeltaNet layers x (32 x 128 x 128 x 4 B + (4096 + 4096) x 3 x 2 B).
+            let state = v["state_bytes_per_request"].as_f64().unwrap();
+            assert_eq!(state, 3.0 * (2_097_152.0 + 49_152.0), "{marker}");
+        }
         let out = Command::new(env!("CARGO_BIN_EXE_twin"))
             .args(["forward", "--hardware", "h200", "--tp", "8", "--model"])
             .arg(&path)

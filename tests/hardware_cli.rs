@@ -400,3 +400,87 @@ fn in_situ_spreads_widen_the_band_and_are_named() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stdout(&o).lines().any(|l| l == line1), "{}", stdout(&o));
 }
+
+/// The PCIe cards planners also serve on (issue 40 part 6): listed, and a TP2 decode
+/// step of Llama-3.1-8B priced with its all-reduces over PCIe. One request at 1000
+/// cached tokens: 32 layers x 2 all-reduces of 1 token x 2 x 4096 B = 8192 B; TP2 moves
+/// 2 x (1/2) x 8192 = 8192 bus bytes each, at 0.44 of the PCIe link (32 GB/s Gen4,
+/// 64 GB/s Gen5), after NCCL's 42 us latency over PCIe.
+#[test]
+fn pcie_cards_are_listed_and_price_a_tp2_llama_decode_over_pcie() {
+    let listed = stdout(&twin(&["list"]));
+    for (name, link) in [("l40s", 3.2e10), ("l4", 3.2e10), ("rtx-pro-6000", 6.4e10)] {
+        assert!(listed.contains(name), "`twin list` lacks {name}:\n{listed}");
+        let v = forward_json(
+            name,
+            &[
+                "--model",
+                "llama-3.1-8b",
+                "--tp",
+                "2",
+                "--requests",
+                "1",
+                "--context",
+                "1000",
+            ],
+        );
+        let step = v["step_ms"].as_f64().unwrap();
+        assert!(step.is_finite() && step > 0.0, "{name}: {v}");
+        let comm = v["comm"]["total_ms"].as_f64().unwrap();
+        let want = 64.0 * (42e-6 + 8192.0 / (link * 0.44)) * 1e3;
+        assert!(
+            (comm - want).abs() < 1e-9 * want,
+            "{name}: {comm} ms, want {want} ms"
+        );
+        assert_eq!(v["comm"]["kernels"], "all-reduce", "{name}");
+    }
+}
+
+/// Every number of the PCIe files says where it comes from, their own all-reduce
+/// included, and none has NVLink's FP4 where the GPU lacks it.
+#[test]
+fn pcie_files_give_every_number_a_source() {
+    fn leaves(prefix: &str, t: &toml::Table, out: &mut Vec<String>) {
+        for (k, v) in t {
+            if k == "provenance" || k == "name" || k == "description" {
+                continue;
+            }
+            let path = if prefix.is_empty() {
+                k.clone()
+            } else {
+                format!("{prefix}.{k}")
+            };
+            match v {
+                toml::Value::Table(sub) => leaves(&path, sub, out),
+                _ => out.push(path),
+            }
+        }
+    }
+    for (name, fp4) in [("l40s", false), ("l4", false), ("rtx-pro-6000", true)] {
+        let doc = raw(name);
+        let mut fields = Vec::new();
+        leaves("", doc.as_table().unwrap(), &mut fields);
+        let prov = doc["provenance"].as_table().unwrap();
+        for f in &fields {
+            let why = prov
+                .get(f)
+                .and_then(|v| v.as_str())
+                .unwrap_or_else(|| panic!("{name}: {f} has no provenance"));
+            assert!(
+                ["published: ", "derived: ", "assumed: ", "secondary: "]
+                    .iter()
+                    .any(|p| why.starts_with(p)),
+                "{name} {f}: {why}"
+            );
+        }
+        assert_eq!(
+            doc["tensor"].get("fp4_flops_per_s").is_some(),
+            fp4,
+            "{name}"
+        );
+        assert!(
+            doc["description"].as_str().unwrap().contains("no NVLink"),
+            "{name}"
+        );
+    }
+}

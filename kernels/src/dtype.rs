@@ -19,7 +19,7 @@ impl WeightDtype {
         match d {
             Dtype::Bf16 => Some(WeightDtype::Bf16),
             Dtype::Fp8 => Some(WeightDtype::Fp8),
-            Dtype::Fp32 | Dtype::Fp4 => None,
+            Dtype::Fp32 | Dtype::Fp4 | Dtype::Int4 => None,
         }
     }
 

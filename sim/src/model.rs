@@ -2,3 +2,5 @@
 //! Defined in `spec::model`; this path is kept for the crates that name it here.
 
 pub use spec::model::*;
+pub use spec::state::*;
+pub use spec::weights::{Part, Weights};

@@ -256,7 +256,73 @@ fn size_limits(m: &Model) -> Vec<(String, u64, u64)> {
     if let Some(t) = &m.mtp {
         v.push(("mtp.draft_tokens".into(), t.draft_tokens as u64, 16));
     }
+    state_size_limits(m, &mut v);
     v
+}
+
+/// Sizes of the recurrent mixers, the chunk, the groups' own shapes and widths.
+fn state_size_limits(m: &Model, v: &mut Vec<(String, u64, u64)>) {
+    v.push(("attention.chunk".into(), m.attention.chunk as u64, 1 << 24));
+    v.push((
+        "attention.o_groups".into(),
+        m.attention.o_groups.unwrap_or(1) as u64,
+        1 << 12,
+    ));
+    v.push((
+        "mtp.modules".into(),
+        m.mtp.as_ref().map_or(1, |t| t.modules) as u64,
+        64,
+    ));
+    if let Some(l) = &m.linear_attention {
+        for (k, x) in [
+            ("key_heads", l.key_heads),
+            ("value_heads", l.value_heads),
+            ("key_dim", l.key_dim),
+            ("value_dim", l.value_dim),
+            ("conv_kernel", l.conv_kernel),
+            ("chunk", l.chunk),
+        ] {
+            v.push((format!("linear_attention.{k}"), x as u64, 1 << 12));
+        }
+    }
+    if let Some(x) = &m.mamba {
+        for (k, n) in [
+            ("heads", x.heads),
+            ("head_dim", x.head_dim),
+            ("state_size", x.state_size),
+            ("groups", x.groups),
+            ("conv_kernel", x.conv_kernel),
+            ("chunk", x.chunk),
+        ] {
+            v.push((format!("mamba.{k}"), n as u64, 1 << 12));
+        }
+    }
+    if let Some(moe) = &m.moe {
+        v.push((
+            "moe.shared_ffn".into(),
+            moe.shared_ffn.unwrap_or(0) as u64,
+            1 << 22,
+        ));
+        v.push(("moe.latent".into(), moe.latent.unwrap_or(0) as u64, 1 << 20));
+    }
+    for (i, g) in m.layers.iter().enumerate() {
+        v.push((
+            format!("layers[{i}].ffn_width"),
+            g.ffn_width.unwrap_or(0) as u64,
+            1 << 22,
+        ));
+        if let Some(s) = &g.attention_shape {
+            for (k, x, max) in [
+                ("heads", s.heads, 1 << 12),
+                ("kv_heads", s.kv_heads, 1 << 12),
+                ("qk_head_dim", s.qk_head_dim, 1 << 16),
+                ("v_head_dim", s.v_head_dim, 1 << 16),
+                ("kv_dim", s.kv_dim, 1 << 20),
+            ] {
+                v.push((format!("layers[{i}].attention_shape.{k}"), x as u64, max));
+            }
+        }
+    }
 }
 
 pub fn model(m: &Model) -> Vec<Problem> {
@@ -308,20 +374,40 @@ fn layer_problems(m: &Model, p: &mut Vec<Problem>) {
     if m.layers.is_empty() || m.layer_count() == 0 {
         p.push(Problem::new("layers", "the model needs at least one layer"));
     }
-    // The cost model prices layers by kind: a bounded number of distinct kinds.
+    // The cost model prices layers by kind: a bounded number of distinct kinds (a
+    // group with its own attention shape or FFN width is a kind of its own).
     let (mut classes, mut kinds) = (Vec::new(), Vec::new());
     for l in m.expand_layers() {
+        let g = &m.layers[l.group as usize];
         let class = (
             l.attention,
             l.compress_ratio,
             l.has_indexer,
             l.window_branch,
+            g.attention_shape.as_ref().map(|s| {
+                (
+                    s.heads,
+                    s.kv_heads,
+                    s.qk_head_dim,
+                    s.v_head_dim,
+                    s.kv_dim,
+                    s.kv_entry_bytes.to_bits(),
+                )
+            }),
         );
         if !classes.contains(&class) {
             classes.push(class);
         }
-        if !kinds.contains(&(class, l.ffn)) {
-            kinds.push((class, l.ffn));
+        let ffn = (
+            l.ffn,
+            if l.ffn == FfnKind::Dense {
+                m.ffn_width_of(g)
+            } else {
+                0
+            },
+        );
+        if !kinds.contains(&(class, ffn)) {
+            kinds.push((class, ffn));
         }
     }
     let (max_c, max_k) = (
@@ -351,6 +437,62 @@ fn layer_problems(m: &Model, p: &mut Vec<Problem>) {
             "dense_ffn",
             "dense FFN layers need a [dense_ffn] table",
         ));
+    }
+    let has = |k: AttentionKind| m.layers.iter().any(|g| g.attention == k);
+    if has(AttentionKind::Linear) && m.linear_attention.is_none() {
+        p.push(Problem::new(
+            "linear_attention",
+            "linear layers need a [linear_attention] table",
+        ));
+    }
+    if has(AttentionKind::Mamba) && m.mamba.is_none() {
+        p.push(Problem::new("mamba", "mamba layers need a [mamba] table"));
+    }
+    if has(AttentionKind::Chunked) && m.attention.chunk == 0 {
+        p.push(Problem::new(
+            "attention.chunk",
+            "chunked layers need attention.chunk > 0 (tokens per chunk)",
+        ));
+    }
+    if !m.layers.iter().any(|g| g.attention.caches_every_token()) {
+        p.push(Problem::new(
+            "layers",
+            "no layer caches every token (dense, sparse or compressed attention): twin sizes the KV cache by them",
+        ));
+    }
+    state_problems(m, p);
+}
+
+/// The recurrent mixers' tables: every width at least 1.
+fn state_problems(m: &Model, p: &mut Vec<Problem>) {
+    if let Some(l) = &m.linear_attention {
+        for (k, x) in [
+            ("key_heads", l.key_heads),
+            ("value_heads", l.value_heads),
+            ("key_dim", l.key_dim),
+            ("value_dim", l.value_dim),
+            ("chunk", l.chunk),
+        ] {
+            if x == 0 {
+                p.push(Problem::new(
+                    format!("linear_attention.{k}"),
+                    "must be at least 1",
+                ));
+            }
+        }
+    }
+    if let Some(x) = &m.mamba {
+        for (k, n) in [
+            ("heads", x.heads),
+            ("head_dim", x.head_dim),
+            ("state_size", x.state_size),
+            ("groups", x.groups),
+            ("chunk", x.chunk),
+        ] {
+            if n == 0 {
+                p.push(Problem::new(format!("mamba.{k}"), "must be at least 1"));
+            }
+        }
     }
 }
 
@@ -384,6 +526,41 @@ fn group_problems(m: &Model, i: usize, g: &LayerGroup, p: &mut Vec<Problem>) {
         p.push(Problem::new(
             format!("layers[{i}].shares_selection"),
             "only sparse layers share a top-k selection",
+        ));
+    }
+    if let Some(s) = &g.attention_shape {
+        let gqa = matches!(
+            g.attention,
+            AttentionKind::Dense | AttentionKind::Window | AttentionKind::Chunked
+        );
+        if !gqa || m.attention.kv_up_params > 0 || g.window_branch {
+            p.push(Problem::new(
+                format!("layers[{i}].attention_shape"),
+                "a group's own attention shape is grouped-query attention (dense, window or chunked layers of a model without MLA, no window branch)",
+            ));
+        }
+        if s.heads == 0 || s.kv_heads == 0 || !s.heads.is_multiple_of(s.kv_heads) {
+            p.push(Problem::new(
+                format!("layers[{i}].attention_shape.kv_heads"),
+                format!("must be at least 1 and divide heads {}", s.heads),
+            ));
+        }
+        positive(
+            p,
+            &format!("layers[{i}].attention_shape.kv_entry_bytes"),
+            s.kv_entry_bytes,
+        );
+    }
+    if g.ffn_width.is_some() && g.ffn != FfnKind::Dense {
+        p.push(Problem::new(
+            format!("layers[{i}].ffn_width"),
+            "only dense FFN layers have a width of their own",
+        ));
+    }
+    if g.ffn_width == Some(0) {
+        p.push(Problem::new(
+            format!("layers[{i}].ffn_width"),
+            "must be at least 1",
         ));
     }
 }

@@ -486,6 +486,7 @@ fn mtp_verifies_drafts_and_runs_draft_passes() {
     let mtp = sim::model::Mtp {
         draft_tokens: 2,
         acceptance: vec![0.8, 0.5],
+        modules: 1,
     };
     close(mtp.expected_tokens_per_step(2), 2.2);
     close(mtp.expected_tokens_per_step(0), 1.0);

@@ -105,6 +105,7 @@ fn a_dense_model_prices_its_ffn_and_no_experts() {
     m.dense_ffn = Some(sim::model::DenseFfn {
         ffn: 1000,
         weight_dtype: sim::units::Dtype::Fp8,
+        gated: true,
     });
     let c = cm(m.clone(), 1, false, ideal());
     let s = decode(&c, 1, 0, 0);
@@ -133,6 +134,7 @@ fn a_sixteen_bit_dense_ffn_has_no_quantisation_kernel() {
         m.dense_ffn = Some(sim::model::DenseFfn {
             ffn: 1000,
             weight_dtype: w,
+            gated: true,
         });
         m
     };

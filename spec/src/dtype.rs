@@ -12,6 +12,9 @@ pub enum Dtype {
     Bf16,
     Fp8,
     Fp4,
+    /// Weight-only 4-bit integers (AWQ, GPTQ, compressed-tensors' pack-quantized):
+    /// the kernels (Marlin, Machete) multiply in BF16.
+    Int4,
 }
 
 impl Dtype {
@@ -21,7 +24,7 @@ impl Dtype {
             Dtype::Fp32 => 4.0,
             Dtype::Bf16 => 2.0,
             Dtype::Fp8 => 1.0,
-            Dtype::Fp4 => 0.5,
+            Dtype::Fp4 | Dtype::Int4 => 0.5,
         }
     }
 
@@ -31,6 +34,7 @@ impl Dtype {
             Dtype::Bf16 => "bf16",
             Dtype::Fp8 => "fp8",
             Dtype::Fp4 => "fp4",
+            Dtype::Int4 => "int4",
         }
     }
 }

@@ -101,7 +101,8 @@ impl TensorRates {
         match dtype {
             Dtype::Fp4 => self.fp4_flops_per_s.unwrap_or(self.fp8_flops_per_s),
             Dtype::Fp8 => self.fp8_flops_per_s,
-            Dtype::Bf16 | Dtype::Fp32 => self.bf16_flops_per_s,
+            // Weight-only INT4 is dequantized and multiplied in BF16.
+            Dtype::Bf16 | Dtype::Fp32 | Dtype::Int4 => self.bf16_flops_per_s,
         }
     }
 }

@@ -12,4 +12,5 @@ pub mod live_model;
 pub mod model;
 pub mod problem;
 pub mod serde_defaults;
+pub mod state;
 pub mod weights;

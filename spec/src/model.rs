@@ -29,6 +29,16 @@ pub struct Model {
     pub mhc: Option<Mhc>,
     #[serde(default)]
     pub mtp: Option<Mtp>,
+    /// Linear-attention layers' table (`linear` layers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub linear_attention: Option<crate::state::LinearAttention>,
+    /// Mamba-2 layers' table (`mamba` layers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mamba: Option<crate::state::Mamba>,
+    /// Parameters of a vision (or audio) encoder shipped with the model: named, not
+    /// priced (its tokens reach the model as input tokens); 0 = none.
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
+    pub vision_params: f64,
     /// Data type of tokens sent to experts (dispatch) and back (combine).
     pub dispatch_dtype: Dtype,
     pub combine_dtype: Dtype,
@@ -61,6 +71,9 @@ fn is_default_dense_scale_block(v: &u32) -> bool {
 pub enum FfnKind {
     Dense,
     Moe,
+    /// No FFN: the layer is its mixer alone (Nemotron-H's Mamba and attention layers,
+    /// a DeciLM layer whose FFN is a no-op).
+    None,
 }
 
 /// How a layer attends to its context.
@@ -75,6 +88,39 @@ pub enum AttentionKind {
     Compressed,
     /// Sliding window only.
     Window,
+    /// Local attention within fixed chunks of `attention.chunk` tokens (Llama-4's
+    /// chunked attention): a query attends to the tokens of its own chunk only.
+    Chunked,
+    /// Linear attention with a recurrent state per request (gated DeltaNet, as in
+    /// Qwen3-Next and Qwen3.5): the `[linear_attention]` table.
+    Linear,
+    /// A Mamba-2 state-space mixer (Nemotron-H): the `[mamba]` table.
+    Mamba,
+    /// No token mixer: the layer is its FFN alone.
+    None,
+}
+
+impl AttentionKind {
+    /// The layer keeps a fixed-size recurrent state per request instead of KV.
+    pub fn is_recurrent(self) -> bool {
+        matches!(self, AttentionKind::Linear | AttentionKind::Mamba)
+    }
+    /// The layer caches K/V (or a latent) for every token of the context: what
+    /// `kv.bytes_per_token` counts.
+    pub fn caches_every_token(self) -> bool {
+        matches!(
+            self,
+            AttentionKind::Dense | AttentionKind::Sparse | AttentionKind::Compressed
+        )
+    }
+    /// The layer keeps at most a bounded span of tokens (a window or a chunk).
+    pub fn is_local(self) -> bool {
+        matches!(self, AttentionKind::Window | AttentionKind::Chunked)
+    }
+    /// A softmax attention over cached K/V (every kind but the recurrent ones and none).
+    pub fn is_softmax(self) -> bool {
+        !self.is_recurrent() && self != AttentionKind::None
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -93,6 +139,31 @@ pub struct LayerGroup {
     /// pass of its own), as with cross-layer KV sharing.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub shares_selection: bool,
+    /// This group's own attention shape where it differs from `[attention]` (heads,
+    /// widths, KV entry): Gemma-4's global layers, MiMo-V2's sliding-window layers. The
+    /// weight and compute dtypes, window and chunk stay the model's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention_shape: Option<AttentionShape>,
+    /// This group's dense FFN width where it differs from `dense_ffn.ffn` (DeciLM's
+    /// per-layer widths).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ffn_width: Option<u32>,
+}
+
+/// A layer group's own grouped-query attention shape.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttentionShape {
+    pub heads: u32,
+    pub kv_heads: u32,
+    /// Per-head query (and key) width.
+    pub qk_head_dim: u32,
+    /// Per-head value width.
+    pub v_head_dim: u32,
+    /// Width of the K/V projection's output per token (one projection when keys are
+    /// the values: Gemma-4's `attention_k_eq_v`).
+    pub kv_dim: u32,
+    /// Bytes of one cached token of one layer, scales included.
+    pub kv_entry_bytes: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -120,6 +191,11 @@ pub struct Attention {
     /// Low-rank output projection (grouped, V4 style); absent = full heads*v x hidden.
     #[serde(default)]
     pub o_lora: Option<u32>,
+    /// Groups of the low-rank output (DeepSeek-V4's `o_groups`): each group's heads
+    /// project to their own `o_lora` rank (a block-diagonal first projection), and the
+    /// groups' ranks together project to the hidden state; absent = one group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub o_groups: Option<u32>,
     pub weight_dtype: Dtype,
     /// Arithmetic of the attention kernels (FP8 on FlashMLA-class kernels).
     pub compute_dtype: Dtype,
@@ -135,6 +211,13 @@ pub struct Attention {
     /// Bytes of one sliding-window KV entry.
     #[serde(default)]
     pub window_entry_bytes: f64,
+    /// Chunk of chunked-attention layers, tokens; 0 = none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub chunk: u32,
+    /// The query projection also produces a sigmoid gate on the attention output
+    /// (Qwen3-Next, Qwen3.5: `attn_output_gate`): heads x qk_head_dim more outputs.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub output_gate: bool,
     #[serde(default)]
     pub indexer: Option<Indexer>,
     #[serde(default)]
@@ -196,6 +279,52 @@ pub struct Moe {
     /// inside it.
     #[serde(default)]
     pub fused: bool,
+    /// Width of the shared experts together where it is not `shared_experts x
+    /// expert_ffn` (Qwen3.5's `shared_expert_intermediate_size`, Gemma-4's dense MLP
+    /// beside its experts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared_ffn: Option<u32>,
+    /// Gated experts (gate, up and down projections: SwiGLU); false: up and down only
+    /// (Nemotron-H's squared ReLU).
+    #[serde(default = "yes", skip_serializing_if = "is_yes")]
+    pub gated: bool,
+    /// The routed experts work at this width instead of `hidden` (a latent MoE:
+    /// Nemotron-3's `moe_latent_size`): tokens are projected down to it before the
+    /// dispatch and back up after the combine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latent: Option<u32>,
+}
+
+impl Moe {
+    /// Width of all shared experts together.
+    pub fn shared_width(&self) -> u32 {
+        self.shared_ffn
+            .unwrap_or(self.shared_experts.saturating_mul(self.expert_ffn))
+    }
+    /// Weight matrices of one expert: 3 gated, 2 not.
+    pub fn matrices(&self) -> f64 {
+        if self.gated {
+            3.0
+        } else {
+            2.0
+        }
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_yes(v: &bool) -> bool {
+    *v
+}
+
+fn is_zero_f64(v: &f64) -> bool {
+    *v == 0.0
+}
+
+fn is_zero(v: &u32) -> bool {
+    *v == 0
 }
 
 fn is_one(v: &u32) -> bool {
@@ -210,6 +339,20 @@ fn fp8() -> Dtype {
 pub struct DenseFfn {
     pub ffn: u32,
     pub weight_dtype: Dtype,
+    /// Gated (gate, up and down projections); false: up and down only.
+    #[serde(default = "yes", skip_serializing_if = "is_yes")]
+    pub gated: bool,
+}
+
+impl DenseFfn {
+    /// Weight matrices: 3 gated, 2 not.
+    pub fn matrices(&self) -> f64 {
+        if self.gated {
+            3.0
+        } else {
+            2.0
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -265,6 +408,10 @@ pub struct Mtp {
     pub draft_tokens: u32,
     /// Acceptance of draft i given drafts before it were accepted.
     pub acceptance: Vec<f64>,
+    /// Modules shipped (MiniMax-M2 ships 3, DeepSeek 1): what the parameter count of
+    /// the MTP part multiplies; the draft passes price one module's layer each.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub modules: u32,
 }
 
 impl Mtp {
@@ -290,6 +437,8 @@ pub struct Layer {
     pub window_branch: bool,
     pub has_indexer: bool,
     pub engram: bool,
+    /// The group it comes from (its own attention shape, FFN width).
+    pub group: u32,
 }
 
 impl Model {
@@ -308,7 +457,7 @@ impl Model {
             .as_ref()
             .map(|e| &e.at_layers[..])
             .unwrap_or(&[]);
-        for g in &self.layers {
+        for (gi, g) in self.layers.iter().enumerate() {
             for _ in 0..g.count {
                 let index = out.len() as u32;
                 out.push(Layer {
@@ -319,6 +468,7 @@ impl Model {
                     window_branch: g.window_branch || g.attention == AttentionKind::Window,
                     has_indexer: g.attention == AttentionKind::Sparse && !g.shares_selection,
                     engram: engram_layers.contains(&index),
+                    group: gi as u32,
                 });
             }
         }
@@ -336,18 +486,108 @@ impl Model {
         };
         let kv = h * a.kv_dim as f64 + a.kv_up_params as f64;
         let o = match a.o_lora {
-            Some(r) => a.heads as f64 * a.v_head_dim as f64 * r as f64 + r as f64 * h,
+            Some(r) => {
+                let g = a.o_groups.unwrap_or(1).max(1) as f64;
+                a.heads as f64 * a.v_head_dim as f64 * r as f64 + g * r as f64 * h
+            }
             None => a.heads as f64 * a.v_head_dim as f64 * h,
         };
-        q + kv + o
+        let gate = if a.output_gate {
+            h * a.heads as f64 * a.qk_head_dim as f64
+        } else {
+            0.0
+        };
+        q + kv + o + gate
     }
 
-    /// Parameters of one routed expert (gate, up, down).
+    /// Token-mixer parameters of one layer of group `g`: its attention projections
+    /// (the model's, or the group's own shape), a linear-attention or Mamba layer's
+    /// projections and convolution, or none.
+    pub fn mixer_params(&self, g: &LayerGroup) -> f64 {
+        let h = self.hidden as f64;
+        match g.attention {
+            AttentionKind::None => 0.0,
+            AttentionKind::Linear => self
+                .linear_attention
+                .as_ref()
+                .map_or(0.0, |l| l.params(self.hidden)),
+            AttentionKind::Mamba => self.mamba.as_ref().map_or(0.0, |m| m.params(self.hidden)),
+            _ => match &g.attention_shape {
+                Some(s) => {
+                    let gate = if self.attention.output_gate { 2.0 } else { 1.0 };
+                    gate * h * s.heads as f64 * s.qk_head_dim as f64
+                        + h * s.kv_dim as f64
+                        + s.heads as f64 * s.v_head_dim as f64 * h
+                }
+                None => self.attention_params_per_layer(),
+            },
+        }
+    }
+
+    /// The dense FFN width of group `g` (its own, or `dense_ffn.ffn`).
+    pub fn ffn_width_of(&self, g: &LayerGroup) -> u32 {
+        g.ffn_width
+            .or(self.dense_ffn.as_ref().map(|d| d.ffn))
+            .unwrap_or(0)
+    }
+
+    /// The width the routed experts work at: the latent width, or `hidden`.
+    pub fn expert_width(&self) -> u32 {
+        self.moe
+            .as_ref()
+            .and_then(|m| m.latent)
+            .unwrap_or(self.hidden)
+    }
+
+    /// Parameters of one routed expert (gate, up, down; up and down when not gated).
     pub fn expert_params(&self) -> f64 {
         self.moe
             .as_ref()
-            .map(|m| 3.0 * self.hidden as f64 * m.expert_ffn as f64)
+            .map(|m| m.matrices() * self.expert_width() as f64 * m.expert_ffn as f64)
             .unwrap_or(0.0)
+    }
+
+    /// Recurrent state one request keeps, all layers together, bytes: the
+    /// linear-attention and Mamba layers' states and their convolution windows.
+    pub fn state_bytes_per_request(&self) -> f64 {
+        self.layers
+            .iter()
+            .map(|g| {
+                g.count as f64
+                    * match g.attention {
+                        AttentionKind::Linear => self
+                            .linear_attention
+                            .as_ref()
+                            .map_or(0.0, |l| l.state_bytes()),
+                        AttentionKind::Mamba => {
+                            self.mamba.as_ref().map_or(0.0, |m| m.state_bytes())
+                        }
+                        _ => 0.0,
+                    }
+            })
+            .sum()
+    }
+
+    /// KV bytes one request of `tokens` tokens holds in its sliding-window and
+    /// chunked layers (at most the window or the chunk per layer; engines free the
+    /// blocks behind it).
+    pub fn local_kv_bytes(&self, tokens: u64) -> f64 {
+        let a = &self.attention;
+        self.layers
+            .iter()
+            .map(|g| {
+                let (span, entry) = match g.attention {
+                    AttentionKind::Window => (a.window, a.window_entry_bytes),
+                    AttentionKind::Chunked => (a.chunk, a.kv_entry_bytes),
+                    _ => return 0.0,
+                };
+                let entry = g
+                    .attention_shape
+                    .as_ref()
+                    .map_or(entry, |s| s.kv_entry_bytes);
+                g.count as f64 * tokens.min(span as u64) as f64 * entry
+            })
+            .sum()
     }
 
     /// Bytes of one routed expert, block scales included.

@@ -75,9 +75,7 @@ impl Model {
     pub fn weights(&self) -> Weights {
         let h = self.hidden as f64;
         let layers = self.expand_layers();
-        let n = layers.len() as f64;
         let moe_layers = layers.iter().filter(|l| l.ffn == FfnKind::Moe).count() as f64;
-        let dense_layers = n - moe_layers;
         let indexer_layers = layers.iter().filter(|l| l.has_indexer).count() as f64;
         let a = &self.attention;
         let mut parts = Vec::new();
@@ -97,7 +95,7 @@ impl Model {
         if !self.tied_embeddings {
             push("lm_head", self.embedding_dtype, table, table, 0);
         }
-        let attn = self.attention_params_per_layer() * n;
+        let attn = self.mixer_params_where(|k| k.is_softmax());
         push(
             "attention",
             a.weight_dtype,
@@ -105,6 +103,21 @@ impl Model {
             attn,
             self.dense_scale_block_of(a.weight_dtype),
         );
+        if let Some(l) = &self.linear_attention {
+            let p = self.mixer_params_where(|k| k == AttentionKind::Linear);
+            let block = self.dense_scale_block_of(l.weight_dtype);
+            push("linear_attention", l.weight_dtype, p, p, block);
+        }
+        if let Some(m) = &self.mamba {
+            let p = self.mixer_params_where(|k| k == AttentionKind::Mamba);
+            push(
+                "mamba",
+                m.weight_dtype,
+                p,
+                p,
+                self.dense_scale_block_of(m.weight_dtype),
+            );
+        }
         if let Some(i) = &a.indexer {
             // Query from the q latent (or the hidden state), one key, head weights.
             let q_in = if a.q_lora > 0 { a.q_lora as f64 } else { h };
@@ -129,19 +142,18 @@ impl Model {
                 moe_layers * m.top_k as f64 * e,
                 m.scale_block,
             );
-            let s = moe_layers * m.shared_experts as f64 * e;
-            push(
-                "shared_experts",
-                m.shared_weight_dtype,
-                s,
-                s,
-                self.dense_scale_block_of(m.shared_weight_dtype),
-            );
+            let s = moe_layers * self.shared_params_per_layer();
+            let sb = self.dense_scale_block_of(m.shared_weight_dtype);
+            push("shared_experts", m.shared_weight_dtype, s, s, sb);
+            if let Some(latent) = m.latent {
+                let p = moe_layers * 2.0 * h * latent as f64;
+                push("latent_proj", m.shared_weight_dtype, p, p, sb);
+            }
             let r = moe_layers * h * m.routed_experts as f64;
             push("router", Dtype::Bf16, r, r, 0);
         }
         if let Some(d) = &self.dense_ffn {
-            let p = dense_layers * 3.0 * h * d.ffn as f64;
+            let p = self.dense_ffn_params();
             push(
                 "dense_ffn",
                 d.weight_dtype,
@@ -150,23 +162,73 @@ impl Model {
                 self.dense_scale_block_of(d.weight_dtype),
             );
         }
-        // One more decoder layer (attention and the FFN of the last layer's kind) and
-        // a projection of the two hidden states it joins.
-        let mtp_params = match (&self.mtp, layers.last()) {
-            (Some(_), Some(last)) => {
-                let ffn = match (last.ffn, &self.moe, &self.dense_ffn) {
-                    (FfnKind::Moe, Some(m), _) => {
-                        (m.routed_experts + m.shared_experts) as f64 * self.expert_params()
-                            + h * m.routed_experts as f64
-                    }
-                    (FfnKind::Dense, _, Some(d)) => 3.0 * h * d.ffn as f64,
-                    _ => 0.0,
-                };
-                self.attention_params_per_layer() + ffn + 2.0 * h * h
+        Weights {
+            parts,
+            mtp_params: self.mtp_params(&layers),
+        }
+    }
+
+    /// Token-mixer parameters of the layers whose kind `keep` accepts.
+    fn mixer_params_where(&self, keep: impl Fn(AttentionKind) -> bool) -> f64 {
+        self.layers
+            .iter()
+            .filter(|g| keep(g.attention))
+            .map(|g| g.count as f64 * self.mixer_params(g))
+            .sum()
+    }
+
+    /// Parameters of one MoE layer's shared experts.
+    pub fn shared_params_per_layer(&self) -> f64 {
+        match &self.moe {
+            // Written as the shared experts' count times one expert's parameters (at
+            // the hidden width) where that is what they are.
+            Some(m) if m.shared_ffn.is_none() && m.latent.is_none() => {
+                m.shared_experts as f64 * self.expert_params()
             }
+            Some(m) => m.matrices() * self.hidden as f64 * m.shared_width() as f64,
+            None => 0.0,
+        }
+    }
+
+    /// Parameters of the dense FFNs, all dense layers together.
+    fn dense_ffn_params(&self) -> f64 {
+        let Some(d) = &self.dense_ffn else {
+            return 0.0;
+        };
+        let h = self.hidden as f64;
+        let dense = self.layers.iter().filter(|g| g.ffn == FfnKind::Dense);
+        if dense.clone().all(|g| g.ffn_width.is_none()) {
+            let n = dense.map(|g| g.count as f64).sum::<f64>();
+            return n * d.matrices() * h * d.ffn as f64;
+        }
+        dense
+            .map(|g| g.count as f64 * d.matrices() * h * self.ffn_width_of(g) as f64)
+            .sum()
+    }
+
+    /// The MTP modules' parameters: each one more decoder layer (attention and the
+    /// FFN of the last layer's kind, MoE where the last layer has none) and a
+    /// projection of the two hidden states it joins.
+    fn mtp_params(&self, layers: &[crate::model::Layer]) -> f64 {
+        let (Some(mtp), Some(last)) = (&self.mtp, layers.last()) else {
+            return 0.0;
+        };
+        let h = self.hidden as f64;
+        let kind = match (last.ffn, &self.moe) {
+            (FfnKind::None, Some(_)) => FfnKind::Moe,
+            (FfnKind::None, None) => FfnKind::Dense,
+            (k, _) => k,
+        };
+        let ffn = match (kind, &self.moe, &self.dense_ffn) {
+            (FfnKind::Moe, Some(m), _) => {
+                m.routed_experts as f64 * self.expert_params()
+                    + self.shared_params_per_layer()
+                    + h * m.routed_experts as f64
+            }
+            (FfnKind::Dense, _, Some(d)) => d.matrices() * h * d.ffn as f64,
             _ => 0.0,
         };
-        Weights { parts, mtp_params }
+        mtp.modules.max(1) as f64 * (self.attention_params_per_layer() + ffn + 2.0 * h * h)
     }
 
     /// The block scale of a non-expert GEMM's weights: none at two bytes or wider.
@@ -193,14 +255,26 @@ impl Model {
         out
     }
 
-    /// KV bytes one token adds to the cache at `entry_bytes` per layer entry (the
-    /// sliding-window layers keep only their window and are left out).
+    /// KV bytes one token adds to the cache at `entry_bytes` per layer entry of the
+    /// model's `[attention]` (a group with its own shape scaled alike): the layers that
+    /// cache every token (sliding-window and chunked layers keep only their span,
+    /// linear-attention and Mamba layers a fixed state: `local_kv_bytes`,
+    /// `state_bytes_per_request`).
     pub fn kv_bytes_per_token_at(&self, entry_bytes: f64) -> f64 {
+        let main = self.attention.kv_entry_bytes;
         let kept = self
             .expand_layers()
             .iter()
-            .filter(|l| l.attention != AttentionKind::Window)
-            .map(|l| 1.0 / l.compress_ratio.max(1) as f64)
+            .filter(|l| l.attention.caches_every_token())
+            .map(|l| {
+                let shape = self.layers[l.group as usize].attention_shape.as_ref();
+                match shape {
+                    Some(s) if main > 0.0 => {
+                        s.kv_entry_bytes / main / l.compress_ratio.max(1) as f64
+                    }
+                    _ => 1.0 / l.compress_ratio.max(1) as f64,
+                }
+            })
             .sum::<f64>();
         let index = self
             .attention

@@ -72,8 +72,11 @@ pub fn parse_dtype(s: &str) -> Result<Dtype, String> {
         "bf16" | "fp16" | "auto" => Ok(Dtype::Bf16),
         "fp8" | "fp8_e4m3" | "fp8_e5m2" => Ok(Dtype::Fp8),
         "fp4" => Ok(Dtype::Fp4),
+        "int4" => Ok(Dtype::Int4),
         "fp32" => Ok(Dtype::Fp32),
-        other => Err(format!("`{other}` is not a dtype (bf16, fp8, fp4, fp32)")),
+        other => Err(format!(
+            "`{other}` is not a dtype (bf16, fp8, fp4, int4, fp32)"
+        )),
     }
 }
 
@@ -92,6 +95,15 @@ fn import(a: &ImportArgs) -> Result<()> {
             let o = p.display().to_string();
             let t = read_text(&o).with_context(|| format!("cannot read {o}"))?;
             Some((o, t))
+        }
+        // A ModelOpt quantization config beside the config is read unless the
+        // weights are given.
+        None if a.weights.is_none() => {
+            let found = hf::default_options(&origin)?.quant;
+            if let Some((o, _)) = &found {
+                eprintln!("note: read the quantization of {origin} from {o} beside it");
+            }
+            found
         }
         None => None,
     };
@@ -148,12 +160,212 @@ fn kind_name(a: AttentionKind, f: FfnKind) -> String {
         AttentionKind::Sparse => "sparse attention",
         AttentionKind::Compressed => "compressed attention",
         AttentionKind::Window => "sliding-window attention",
+        AttentionKind::Chunked => "chunked attention",
+        AttentionKind::Linear => "linear attention",
+        AttentionKind::Mamba => "Mamba-2",
+        AttentionKind::None => "",
     };
     let ffn = match f {
         FfnKind::Dense => "dense FFN",
         FfnKind::Moe => "MoE FFN",
+        FfnKind::None => "",
     };
-    format!("{attn} + {ffn}")
+    match (attn.is_empty(), ffn.is_empty()) {
+        (false, false) => format!("{attn} + {ffn}"),
+        (true, false) => ffn.to_string(),
+        (false, true) => attn.to_string(),
+        (true, true) => "identity".to_string(),
+    }
+}
+
+/// A layer in a few letters, for the pattern line: its mixer and its FFN.
+fn short(a: AttentionKind, ratio: u32, f: FfnKind) -> String {
+    let attn = match a {
+        AttentionKind::Dense => "attn".to_string(),
+        AttentionKind::Sparse => format!(
+            "sparse{}",
+            if ratio > 1 {
+                format!("/{ratio}")
+            } else {
+                String::new()
+            }
+        ),
+        AttentionKind::Compressed => format!("comp/{ratio}"),
+        AttentionKind::Window => "swa".to_string(),
+        AttentionKind::Chunked => "chunk".to_string(),
+        AttentionKind::Linear => "linear".to_string(),
+        AttentionKind::Mamba => "mamba".to_string(),
+        AttentionKind::None => String::new(),
+    };
+    let ffn = match f {
+        FfnKind::Dense => "mlp",
+        FfnKind::Moe => "moe",
+        FfnKind::None => "",
+    };
+    match (attn.is_empty(), ffn.is_empty()) {
+        (false, false) => format!("{attn}+{ffn}"),
+        (true, _) => ffn.to_string(),
+        (false, true) => attn,
+    }
+}
+
+/// The layer schedule in one line: runs of one kind (`3 linear+moe`), and a
+/// repeating block of runs written once with its count (`(3 linear+moe, attn+moe) x 15`).
+pub fn pattern_line(m: &Model) -> String {
+    let mut runs: Vec<(String, u32)> = Vec::new();
+    for l in m.expand_layers() {
+        let k = short(l.attention, l.compress_ratio, l.ffn);
+        match runs.last_mut() {
+            Some((r, n)) if *r == k => *n += 1,
+            _ => runs.push((k, 1)),
+        }
+    }
+    let show = |rs: &[(String, u32)]| {
+        rs.iter()
+            .map(|(k, n)| {
+                if *n > 1 {
+                    format!("{n} {k}")
+                } else {
+                    k.clone()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    // The shortest block that repeats from some start to the end, at least twice.
+    for start in 0..runs.len().min(4) {
+        let rest = &runs[start..];
+        for p in 1..=rest.len() / 2 {
+            if rest.len().is_multiple_of(p) && (p..rest.len()).all(|i| rest[i] == rest[i - p]) {
+                let head = if start > 0 {
+                    format!("{}, ", show(&runs[..start]))
+                } else {
+                    String::new()
+                };
+                return format!("{head}({}) x {}", show(&rest[..p]), rest.len() / p);
+            }
+        }
+    }
+    // Else, greedily, the block that repeats longest from each place.
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < runs.len() {
+        let best = (1..=8.min(runs.len() - i))
+            .map(|p| {
+                let r = (1..)
+                    .take_while(|k| {
+                        i + (k + 1) * p <= runs.len()
+                            && runs[i + k * p..i + (k + 1) * p] == runs[i..i + p]
+                    })
+                    .count()
+                    + 1;
+                (p, r)
+            })
+            .filter(|(_, r)| *r >= 2)
+            .max_by_key(|(p, r)| (p * r, std::cmp::Reverse(*p)));
+        match best {
+            Some((p, r)) => {
+                out.push(format!("({}) x {r}", show(&runs[i..i + p])));
+                i += p * r;
+            }
+            None => {
+                out.push(show(&runs[i..i + 1]));
+                i += 1;
+            }
+        }
+    }
+    out.join(", ")
+}
+
+/// `model show --json`: the figures as one object.
+fn show_json(m: &Model, w: &sim::model::Weights, kv_at: Option<(Dtype, f64, f64)>) -> Result<()> {
+    let parts: Vec<_> = w
+        .parts
+        .iter()
+        .map(|p| {
+            serde_json::json!({"part": p.name, "dtype": p.dtype.name(), "params": p.params,
+                "active_params": p.active, "bytes": p.bytes})
+        })
+        .collect();
+    let v = serde_json::json!({
+        "model": m.name,
+        "total_params": w.total(),
+        "active_params": w.active(),
+        "active_params_without_embedding": w.active_without_embedding(),
+        "mtp_params": w.mtp_params,
+        "weight_bytes": w.bytes(),
+        "weight_bytes_by_dtype": w.bytes_by_dtype().iter().map(|(d, b)| (d.name().to_string(), *b)).collect::<std::collections::BTreeMap<_, _>>(),
+        "kv_bytes_per_token": m.kv.bytes_per_token,
+        "kv_bytes_per_token_at": kv_at.map(|(d, _, b)| serde_json::json!({"dtype": d.name(), "bytes": b})),
+        "state_bytes_per_request": m.state_bytes_per_request(),
+        "local_kv_bytes_per_request_max": m.local_kv_bytes(u64::MAX),
+        "vision_params": m.vision_params,
+        "layers": m.layers_by_kind().iter().map(|(at, f, c)| serde_json::json!({"kind": kind_name(*at, *f), "count": c})).collect::<Vec<_>>(),
+        "layer_pattern": pattern_line(m),
+        "parts": parts,
+    });
+    println!("{}", serde_json::to_string_pretty(&v)?);
+    Ok(())
+}
+
+/// Bytes as MB or GB.
+fn mb(b: f64) -> String {
+    if b >= 1e9 {
+        format!("{:.2} GB", b / 1e9)
+    } else {
+        format!("{:.2} MB", b / 1e6)
+    }
+}
+
+/// The state a request keeps beside its KV: recurrent states, and the KV of its
+/// sliding-window and chunked layers (at most their span).
+fn state_lines(m: &Model) -> Vec<String> {
+    let mut out = Vec::new();
+    let state = m.state_bytes_per_request();
+    if state > 0.0 {
+        let n = |k: AttentionKind| {
+            m.expand_layers()
+                .iter()
+                .filter(|l| l.attention == k)
+                .count()
+        };
+        let mut parts = Vec::new();
+        if let Some(l) = &m.linear_attention {
+            parts.push(format!(
+                "{} linear-attention layers x {}",
+                n(AttentionKind::Linear),
+                mb(l.state_bytes())
+            ));
+        }
+        if let Some(x) = &m.mamba {
+            parts.push(format!(
+                "{} Mamba-2 layers x {}",
+                n(AttentionKind::Mamba),
+                mb(x.state_bytes())
+            ));
+        }
+        out.push(format!(
+            "state per request: {} fixed ({}), reserved from the KV pool as {:.0} KV tokens",
+            mb(state),
+            parts.join(", "),
+            (state / m.kv.bytes_per_token.max(1.0)).ceil()
+        ));
+    }
+    let a = &m.attention;
+    let span = m.local_kv_bytes(u64::MAX);
+    if span > 0.0 {
+        out.push(format!(
+            "local KV per request: at most {} ({})",
+            mb(span),
+            [(a.window, "sliding window"), (a.chunk, "chunk")]
+                .iter()
+                .filter(|(t, _)| *t > 0)
+                .map(|(t, what)| format!("{what} {t} tokens"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    out
 }
 
 /// The attention as a model card names it.
@@ -195,29 +407,7 @@ fn show(a: &ShowArgs) -> Result<()> {
         (d, entry, m.kv_bytes_per_token_at(entry))
     });
     if a.json {
-        let parts: Vec<_> = w
-            .parts
-            .iter()
-            .map(|p| {
-                serde_json::json!({"part": p.name, "dtype": p.dtype.name(), "params": p.params,
-                    "active_params": p.active, "bytes": p.bytes})
-            })
-            .collect();
-        let v = serde_json::json!({
-            "model": m.name,
-            "total_params": w.total(),
-            "active_params": w.active(),
-            "active_params_without_embedding": w.active_without_embedding(),
-            "mtp_params": w.mtp_params,
-            "weight_bytes": w.bytes(),
-            "weight_bytes_by_dtype": w.bytes_by_dtype().iter().map(|(d, b)| (d.name().to_string(), *b)).collect::<std::collections::BTreeMap<_, _>>(),
-            "kv_bytes_per_token": m.kv.bytes_per_token,
-            "kv_bytes_per_token_at": kv_at.map(|(d, _, b)| serde_json::json!({"dtype": d.name(), "bytes": b})),
-            "layers": m.layers_by_kind().iter().map(|(at, f, c)| serde_json::json!({"kind": kind_name(*at, *f), "count": c})).collect::<Vec<_>>(),
-            "parts": parts,
-        });
-        println!("{}", serde_json::to_string_pretty(&v)?);
-        return Ok(());
+        return show_json(&m, &w, kv_at);
     }
     let g = |x: f64| format!("{:.2}B", x / 1e9);
     println!("model: {}", m.name);
@@ -267,11 +457,23 @@ fn show(a: &ShowArgs) -> Result<()> {
     if let Some((d, entry, b)) = kv_at {
         println!("KV per token at {d}: {b:.0} B ({entry:.0} B per layer entry)");
     }
+    for l in state_lines(&m) {
+        println!("{l}");
+    }
     let kinds: Vec<String> = m
         .layers_by_kind()
         .iter()
         .map(|(at, f, c)| format!("{c} x {}", kind_name(*at, *f)))
         .collect();
     println!("layers: {} ({})", m.layer_count(), kinds.join(", "));
+    if m.layers.len() > 1 || m.layers.iter().any(|g| g.count > 1) {
+        println!("pattern: {}", pattern_line(&m));
+    }
+    if m.vision_params > 0.0 {
+        println!(
+            "vision tower: {} parameters, not priced",
+            g(m.vision_params)
+        );
+    }
     Ok(())
 }

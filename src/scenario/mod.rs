@@ -521,7 +521,7 @@ pub fn load_model(name_or_path: &str, sets: &[Set]) -> Result<Model> {
 fn imported(path: &str) -> Result<(String, String)> {
     let text =
         read_text(path).map_err(|e| anyhow!("cannot read model config `{}`: {e}", clip(path)))?;
-    let model = hf::import(path, &text, &hf::ImportOptions::default())?;
+    let model = hf::import(path, &text, &hf::default_options(path)?)?;
     static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
     let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
     if said.iter().any(|p| p == path) {

@@ -131,14 +131,27 @@ fn live_layers(m: &Model, p: &mut Vec<String>) -> Vec<LayerConfig> {
             AttentionKind::Dense => AttnKind::Dense,
             AttentionKind::Sparse => AttnKind::Sparse,
             AttentionKind::Window => AttnKind::Window,
-            AttentionKind::Compressed => {
+            other => {
                 p.push(format!(
-                    "layer {}: compressed attention is not supported by the live engine",
-                    l.index
+                    "layer {}: {} attention is not supported by the live engine",
+                    l.index,
+                    match other {
+                        AttentionKind::Compressed => "compressed",
+                        AttentionKind::Chunked => "chunked",
+                        AttentionKind::Linear => "linear",
+                        AttentionKind::Mamba => "mamba",
+                        _ => "no",
+                    }
                 ));
                 AttnKind::Dense
             }
         };
+        if l.ffn == FfnKind::None {
+            p.push(format!(
+                "layer {}: a layer without an FFN is not supported by the live engine",
+                l.index
+            ));
+        }
         if l.compress_ratio != 1 {
             p.push(format!(
                 "layer {}: compress_ratio {} (the live engine caches every token)",

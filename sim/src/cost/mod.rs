@@ -417,4 +417,10 @@ impl Layout {
 pub trait KvCapacity {
     /// Tokens of KV cache one rank can hold after weights and reserves.
     fn kv_capacity_tokens_per_rank(&self) -> u64;
+    /// KV-token equivalents a request of `tokens` tokens holds beyond them (a
+    /// recurrent state, its sliding-window and chunked layers' KV); 0 by default.
+    fn kv_extra_tokens(&self, tokens: u64) -> u64 {
+        let _ = tokens;
+        0
+    }
 }

@@ -103,6 +103,14 @@ pub struct CostParams {
     pub prefill_diag_tokens: f64,
     /// Sparse-attention indexer.
     pub indexer: OpRate,
+    /// Recurrent mixers at decode (gated DeltaNet, Mamba-2): each request's state read
+    /// and written back once per step, a few products per head.
+    #[serde(default = "recurrent_default")]
+    pub recurrent: OpRate,
+    /// Recurrent mixers at prefill: the chunked algorithms (flash-linear-attention's
+    /// chunked gated delta rule, Mamba-2's SSD).
+    #[serde(default = "recurrent_prefill_default")]
+    pub recurrent_prefill: OpRate,
     /// Engram gathers (mem_eff applies to the host link or HBM bandwidth).
     pub gather: OpRate,
     /// Normal (high-throughput, prefill) all-to-all: mem_eff of the NVLink leg,
@@ -183,6 +191,16 @@ impl Default for CostParams {
     ///   prefill, 640 TFLOP/s on H800.
     /// - indexer 0.85 / 0.60: DeepGEMM's FP8 MQA-logits kernels, no published figure;
     ///   assumed slightly below attention.
+    /// - recurrent 0.80 / 0.20, recurrent_prefill 0.80 / 0.30: no kernel benchmark of
+    ///   flash-linear-attention's or mamba_ssm's inference kernels gives a fraction of
+    ///   peak; assumed. A decode step streams each request's state through HBM once
+    ///   each way, as element-wise kernels stream theirs (0.85 of HBM there), slightly
+    ///   below it for the state's strided per-head tiles; the per-head products are
+    ///   thin (one token against a 128 x 128 state), so their arithmetic runs far from
+    ///   the tensor peak. The chunked prefill algorithms run their products on tensor
+    ///   cores, but as several kernels over 64- to 256-token chunks with 64- to
+    ///   128-wide heads: well below dense attention's 0.62 (the Mamba-2 paper puts SSD
+    ///   at about the speed of FlashAttention-2 at 2K tokens while doing fewer flops).
     /// - gather.mem_eff 0.40: random 256-byte rows reach well under half of a link's
     ///   streaming bandwidth; assumed.
     /// - comm 0.65 of NVLink, comm_rdma_eff 0.87 of the NIC, comm_sms 20: DeepEP normal
@@ -221,6 +239,8 @@ impl Default for CostParams {
             attention_sparse_prefill: OpRate::new(0.90, 0.65, 3e-6),
             prefill_diag_tokens: 0.0,
             indexer: OpRate::new(0.85, 0.60, 3e-6),
+            recurrent: recurrent_default(),
+            recurrent_prefill: recurrent_prefill_default(),
             gather: OpRate::new(0.40, 0.0, 2e-6),
             comm: OpRate::new(0.65, 0.0, 0.0),
             comm_rdma_eff: 0.87,
@@ -306,6 +326,14 @@ impl CostParams {
     }
 }
 
+fn recurrent_default() -> OpRate {
+    OpRate::new(0.80, 0.20, 3e-6)
+}
+
+fn recurrent_prefill_default() -> OpRate {
+    OpRate::new(0.80, 0.30, 3e-6)
+}
+
 fn allreduce_default() -> OpRate {
     OpRate::new(0.80, 1.0, 5e-6)
 }
@@ -327,7 +355,7 @@ enum Kind {
 
 impl CostParams {
     /// Every key `set` accepts.
-    pub const KEYS: [&'static str; 74] = [
+    pub const KEYS: [&'static str; 80] = [
         "moe.mem_eff",
         "moe.compute_eff",
         "moe.fixed_s",
@@ -354,6 +382,12 @@ impl CostParams {
         "indexer.mem_eff",
         "indexer.compute_eff",
         "indexer.fixed_s",
+        "recurrent.mem_eff",
+        "recurrent.compute_eff",
+        "recurrent.fixed_s",
+        "recurrent_prefill.mem_eff",
+        "recurrent_prefill.compute_eff",
+        "recurrent_prefill.fixed_s",
         "gather.mem_eff",
         "gather.compute_eff",
         "gather.fixed_s",
@@ -484,6 +518,8 @@ impl CostParams {
             ("attention_prefill", Some(_)) => &mut self.attention_prefill,
             ("attention_sparse_prefill", Some(_)) => &mut self.attention_sparse_prefill,
             ("indexer", Some(_)) => &mut self.indexer,
+            ("recurrent", Some(_)) => &mut self.recurrent,
+            ("recurrent_prefill", Some(_)) => &mut self.recurrent_prefill,
             ("gather", Some(_)) => &mut self.gather,
             ("comm", Some(_)) => &mut self.comm,
             ("allreduce", Some(_)) => &mut self.allreduce,

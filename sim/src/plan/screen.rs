@@ -298,7 +298,8 @@ fn decode_batch_cap(
     decode_cost: &dyn PoolCost,
     shape: &WorkShape,
 ) -> Result<f64, Reason> {
-    let per_req = shape.tokens().max(1.0);
+    let tokens = shape.tokens().max(1.0);
+    let per_req = tokens + decode_cost.kv_extra_tokens(tokens as u64) as f64;
     let kv_reqs = decode_cost.kv_capacity_tokens_per_rank() as f64 / per_req;
     est.kv_requests_per_rank = kv_reqs;
     let cap = (c.decode.max_batch_per_rank as f64).min(kv_reqs.floor());

@@ -154,6 +154,7 @@ impl Rack<'_> {
     /// Samples every pool's queue, batch and KV gauges; schedules the next sample.
     pub(super) fn on_sample(&mut self) {
         let mu = self.mtp.mu;
+        let state = self.state_tokens;
         let super::pool::Pools { list, groups } = &mut self.pools;
         for pool in list.iter_mut() {
             let cap = pool.kv_cap as f64;
@@ -163,7 +164,7 @@ impl Rack<'_> {
             for grp in &groups[pool.groups.start as usize..pool.groups.end as usize] {
                 for rk in &grp.ranks {
                     queue += (rk.prefill_q.len() + rk.pending.len()) as u64;
-                    used.record(rk.kv_used(grp.dstep, mu) as f64 / cap);
+                    used.record(rk.kv_used_with_state(grp.dstep, mu, state) as f64 / cap);
                     batch.record(match pool.role {
                         Role::Prefill => rk.prefill_q.len() as f64,
                         _ => rk.dec.n as f64,
@@ -216,7 +217,7 @@ impl Rack<'_> {
         // could set a new peak needs its batch's context summed.
         let bound = (rank.kv_held + rank.dec.reserved) as f64 / cap;
         if bound > acc.kv_peak_used_fraction {
-            let used = rank.kv_used(grp.dstep, self.mtp.mu);
+            let used = rank.kv_used_with_state(grp.dstep, self.mtp.mu, self.state_tokens);
             acc.kv_peak_used_fraction = acc.kv_peak_used_fraction.max(used as f64 / cap);
         }
     }

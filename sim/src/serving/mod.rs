@@ -51,7 +51,7 @@ pub use config::{
 };
 pub use money::{Money, PriceConfig, PriceSheet, TokenPrices, UsdPerMTokens};
 pub use prompt::Prompt;
-pub use rack::{resolve_mtp, SimInput, SimRequest, SimStep};
+pub use rack::{kv_extra_tokens, resolve_mtp, SimInput, SimRequest, SimStep};
 pub use replicas::{Replicas, Spread};
 pub use report::{Accounting, Distributions, PoolReport, Report, Throughput, TokenMix};
 pub use stats::{LogHistogram, Series, SeriesPoint, Summary};

@@ -113,6 +113,14 @@ impl Rank {
         self.kv_held + self.dec.context(step, mu).min(self.dec.reserved)
     }
 
+    /// KV tokens in use with each request that holds memory here also holding a fixed
+    /// state of `state` KV-token equivalents (a hybrid model's recurrent state): the
+    /// requests past admission, in the batch or on their way into it or prefilling.
+    pub fn kv_used_with_state(&self, step: u64, mu: f64, state: u64) -> u64 {
+        let holding = (self.requests() - self.pending.len()) as u64;
+        self.kv_used(step, mu) + state.saturating_mul(holding)
+    }
+
     /// Requests in the batch or on their way into it (they hold a batch slot).
     pub fn batch_slots_taken(&self) -> usize {
         self.dec.n as usize + self.joining.len() + self.transferring as usize

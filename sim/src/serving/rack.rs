@@ -137,6 +137,11 @@ pub(crate) struct Mtp {
 pub(crate) struct Rack<'a> {
     pub sc: &'a ServingScenario,
     pub hw: &'a Hardware,
+    /// The model served (its fixed state and local layers' KV per request).
+    pub model: &'a crate::Model,
+    /// A request's fixed recurrent state as KV tokens (0 without one): the KV gauges
+    /// count it for every request that holds memory (its windows' KV they leave out).
+    pub state_tokens: u64,
     pub q: Agenda,
     pub now: Nanos,
     pub window: Window,
@@ -187,6 +192,19 @@ pub struct SimRequest {
     pub measured: bool,
     /// Requests it stands for (the coarse model's copies; 1 when exact).
     pub weight: u32,
+}
+
+/// KV-token equivalents of a request of `tokens` tokens beyond its tokens: its
+/// recurrent state and its sliding-window and chunked layers' KV, at the model's KV
+/// bytes per token `kvb` (rounded up; 0 for a model that caches every token of every
+/// layer). Tensor parallelism splits a state by its heads as it splits KV by KV heads;
+/// the equivalents are taken over the whole model.
+pub fn kv_extra_tokens(model: &crate::Model, kvb: f64, tokens: u64) -> u32 {
+    let extra = model.state_bytes_per_request() + model.local_kv_bytes(tokens);
+    if extra <= 0.0 || kvb <= 0.0 {
+        return 0;
+    }
+    (extra / kvb).ceil().min(u32::MAX as f64) as u32
 }
 
 /// One step of a group, as [`super::simulate_with_steps`] records it.
@@ -331,6 +349,8 @@ impl<'a> Rack<'a> {
         Ok(Rack {
             sc,
             hw: input.hardware,
+            model: input.model,
+            state_tokens: kv_extra_tokens(input.model, kvb, 0) as u64,
             q: Agenda::default(),
             now: 0,
             window: Window {
@@ -476,7 +496,8 @@ impl<'a> Rack<'a> {
         let (prewarm, held) = (nr.prewarm_tokens, nr.held_tokens);
         let mut req = Request::new(nr, sent, measured);
         req.serial = serial;
-        if role == Role::Mixed && req.kv_need() > kv_cap {
+        req.kv_extra = kv_extra_tokens(self.model, self.kv_bytes_per_token, req.kv_need());
+        if role == Role::Mixed && req.kv_reserve() > kv_cap {
             self.drop_request(req.origin, measured, w);
             return;
         }
@@ -498,7 +519,7 @@ impl<'a> Rack<'a> {
         req.prefill.cached = cached;
         req.prefill.group = g;
         req.prefill.rank = r;
-        let (uncached, kv_need) = (req.uncached() as u64, req.kv_need());
+        let (uncached, kv_need) = (req.uncached() as u64, req.kv_reserve());
         self.pools.pool_mut(role).waiting += 1;
         let rank = self.pools.rank_mut(g, r);
         if role == Role::Mixed {
@@ -583,7 +604,7 @@ impl<'a> Rack<'a> {
                 break;
             };
             let req = self.reqs.get_mut(id);
-            let need = req.kv_need();
+            let need = req.kv_reserve();
             if rank.kv_reserved + need > cap {
                 break;
             }

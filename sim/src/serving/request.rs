@@ -25,6 +25,10 @@ pub(crate) struct Request<'a> {
     /// Its place in the run's arrivals, from 0 (dropped arrivals counted): the key of
     /// its per-request MTP draws (`MtpDraws::PerRequest`), as `twin live` numbers it.
     pub serial: u32,
+    /// KV-token equivalents it holds beyond its tokens: a recurrent state and its
+    /// sliding-window and chunked layers' KV (`Model::state_bytes_per_request`,
+    /// `Model::local_kv_bytes`), at the model's KV bytes per token.
+    pub kv_extra: u32,
     pub prefill: PrefillState<'a>,
     pub decode: DecodeState,
 }
@@ -72,6 +76,7 @@ impl<'a> Request<'a> {
             output: nr.output_tokens,
             weight: nr.weight.max(1),
             serial: 0,
+            kv_extra: 0,
             prefill: PrefillState {
                 prompt: nr.prompt,
                 cached: 0,
@@ -93,6 +98,13 @@ impl<'a> Request<'a> {
     /// KV tokens the request holds at most: its input and its whole output.
     pub fn kv_need(&self) -> u64 {
         self.input as u64 + self.output as u64
+    }
+
+    /// KV tokens a rank reserves for it: `kv_need` and the token equivalents of its
+    /// fixed state and local layers' KV, as vLLM's hybrid allocator takes a request's
+    /// state pages from the same pool as its KV blocks.
+    pub fn kv_reserve(&self) -> u64 {
+        self.kv_need() + self.kv_extra as u64
     }
 
     /// Requests it stands for, as a count.

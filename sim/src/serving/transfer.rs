@@ -15,7 +15,7 @@ impl Rack<'_> {
     /// if no rank could ever hold it or the decode pool's queue is full.
     pub(super) fn route_decode(&mut self, id: ReqId) {
         let pool = self.pools.pool(Role::Decode);
-        let need = self.reqs.get(id).kv_need();
+        let need = self.reqs.get(id).kv_reserve();
         if need > pool.kv_cap || pool.full() {
             let req = self.reqs.release(id);
             self.acc.input_tokens_dropped_after_prefill += req.input as u64 * req.w();
@@ -64,17 +64,19 @@ impl Rack<'_> {
                 break;
             };
             let req = self.reqs.get(id);
-            let need = req.kv_need();
+            let need = req.kv_reserve();
             if rank.batch_slots_taken() >= max_batch || rank.kv_reserved + need > cap {
                 break;
             }
             let input = req.input;
+            // Its recurrent state and local layers' KV travel with its KV.
+            let extra = req.kv_extra;
             let src_gpu = self
                 .pools
                 .group(req.prefill.group)
                 .first_gpu(req.prefill.rank);
             let link = self.link(src_gpu, dst_gpu);
-            let bytes = self.kv_bytes_per_token * input as f64;
+            let bytes = self.kv_bytes_per_token * (input as f64 + extra as f64);
             let bw = (link.bytes_per_s * kt.link_efficiency).max(1.0);
             let serial = secs_to_ns(bytes / bw);
             let latency = secs_to_ns(link.latency_s + kt.setup_s);

@@ -119,6 +119,7 @@ pub fn model(kv_bytes_per_token: f64, mtp: Option<(u32, Vec<f64>)>) -> Model {
     m.mtp = mtp.map(|(draft_tokens, acceptance)| sim::model::Mtp {
         draft_tokens,
         acceptance,
+        modules: 1,
     });
     m
 }

@@ -1,20 +1,30 @@
 //! Hugging Face `config.json` (and a quantization config) as a twin model file: every
 //! field derived from a named key of the config, or assumed with its reason.
 //!
+//! One reading for every architecture: `arch.rs` turns the config's layer keys into a
+//! plan, one `LayerSpec` per layer (its token mixer, FFN, compression, own shape or
+//! width); `attention.rs`, `mixers.rs` and `ffn.rs` read the tables those layers need;
+//! `quant.rs` the number formats, part by part. A vision-language wrapper's
+//! `text_config` is the language model priced; its vision tower is named as not
+//! priced.
+//!
 //! `twin model import` writes the result; `--model config.json` imports in memory.
 
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{Map, Value};
-use sim::model::{Attention, AttentionKind, DenseFfn, FfnKind, Indexer, Kv, LayerGroup, Moe, Mtp};
+use sim::model::{AttentionKind, AttentionShape, FfnKind, Kv, LayerGroup};
 use sim::units::Dtype;
 use sim::Model;
 use std::collections::BTreeMap;
 
-/// The architectures twin imports, with the family that reads them.
+/// The architectures twin imports, with the family that reads their attention.
 pub const ARCHITECTURES: &[(&str, Family)] = &[
     ("DeepseekV3ForCausalLM", Family::Mla),
     ("DeepseekV32ForCausalLM", Family::Mla),
     ("DeepseekV2ForCausalLM", Family::Mla),
+    ("GlmMoeDsaForCausalLM", Family::Mla),
+    ("KimiK25ForConditionalGeneration", Family::Mla),
+    ("DeepseekV4ForCausalLM", Family::V4),
     ("Qwen3MoeForCausalLM", Family::Gqa),
     ("MixtralForCausalLM", Family::Gqa),
     ("GptOssForCausalLM", Family::Gqa),
@@ -23,7 +33,28 @@ pub const ARCHITECTURES: &[(&str, Family)] = &[
     ("MistralForCausalLM", Family::Gqa),
     ("Qwen2ForCausalLM", Family::Gqa),
     ("Qwen3ForCausalLM", Family::Gqa),
+    ("MiniMaxM2ForCausalLM", Family::Gqa),
+    ("MiniMaxM3ForCausalLM", Family::Gqa),
+    ("MiniMaxM3SparseForConditionalGeneration", Family::Gqa),
+    ("Qwen3VLForConditionalGeneration", Family::Gqa),
+    ("Qwen3VLMoeForConditionalGeneration", Family::Gqa),
+    ("Qwen3NextForCausalLM", Family::Gqa),
+    ("Qwen3_5ForConditionalGeneration", Family::Gqa),
+    ("Qwen3_5MoeForConditionalGeneration", Family::Gqa),
+    ("NemotronHForCausalLM", Family::Gqa),
+    ("Llama4ForConditionalGeneration", Family::Gqa),
+    ("Gemma4ForConditionalGeneration", Family::Gqa),
+    ("MiMoForCausalLM", Family::Gqa),
+    ("MiMoV2FlashForCausalLM", Family::Gqa),
+    ("Step3p7FlashForCausalLM", Family::Gqa),
+    ("DeciLMForCausalLM", Family::Gqa),
 ];
+
+/// Architectures twin recognises and refuses, each with the one thing it cannot price.
+pub const REFUSED: &[(&str, &str)] = &[(
+    "KimiK3ForConditionalGeneration",
+    "its Kimi Delta Attention layers (text_config.linear_attn_config.kda_layers): twin's linear-attention layer is gated DeltaNet's, and KDA's projections (a full-rank forget gate, a low-rank output gate) and its attention-residual blocks (attn_res_block_size) are described by no model card or public kernel benchmark twin could price them from",
+)];
 
 /// How an architecture's attention is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,6 +63,9 @@ pub enum Family {
     Mla,
     /// Multi-head, grouped-query or multi-query attention: K and V per KV head.
     Gqa,
+    /// DeepSeek-V4: one shared K/V head per token, compressed and sparse layers with a
+    /// sliding-window branch, a grouped low-rank output.
+    V4,
 }
 
 /// Weights as `--weights` names them.
@@ -48,6 +82,9 @@ pub enum WeightChoice {
     Fp4,
     /// MXFP4: FP4 E2M1 with an E8M0 scale per 32 weights on the routed experts only.
     Mxfp4,
+    /// INT4 weight-only (AWQ/GPTQ-style, W4A16): groups of 128 with a BF16 scale and a
+    /// 4-bit zero point each, on every linear layer.
+    Int4,
 }
 
 /// What `import` is told beside the config.
@@ -60,27 +97,38 @@ pub struct ImportOptions {
     pub name: Option<String>,
 }
 
+mod arch;
 mod attention;
+mod exclude;
 mod ffn;
+mod mixers;
 mod quant;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_aic;
+mod vision;
 
-use attention::{gqa_attention, mla_attention};
-use ffn::{ffn_kinds, moe, mtp};
+use arch::{plan, LayerSpec};
 use quant::{quant, Quant};
 
-/// The config's keys, read with their names kept for provenance.
+/// The config's keys, read with their names kept for provenance: the language
+/// model's (`text_config` of a vision-language wrapper), then the wrapper's own.
 struct Cfg<'a> {
     map: &'a Map<String, Value>,
-    /// The file's name as provenance cites it (`config.json`).
+    root: &'a Map<String, Value>,
+    /// The file's name as provenance cites it (`config.json`), with `text_config.`
+    /// when the keys are the wrapper's language model's.
     file: String,
     origin: &'a str,
 }
 
 impl Cfg<'_> {
     fn get(&self, key: &str) -> Option<&Value> {
-        self.map.get(key).filter(|v| !v.is_null())
+        self.map
+            .get(key)
+            .filter(|v| !v.is_null())
+            .or_else(|| self.root.get(key).filter(|v| !v.is_null()))
     }
     fn u32_opt(&self, key: &str) -> Result<Option<u32>> {
         match self.get(key) {
@@ -118,6 +166,36 @@ impl Cfg<'_> {
             }),
         }
     }
+    fn str(&self, key: &str) -> Option<&str> {
+        self.get(key).and_then(|v| v.as_str())
+    }
+    /// A list of integers (`moe_layer_freq = [0, 1, ...]`), if the key holds one.
+    fn u32_list(&self, key: &str) -> Result<Option<Vec<u32>>> {
+        match self.get(key) {
+            Some(Value::Array(a)) => a
+                .iter()
+                .map(|x| {
+                    x.as_u64()
+                        .and_then(|n| u32::try_from(n).ok())
+                        .ok_or_else(|| {
+                            anyhow!(
+                                "{}: `{key}` must list non-negative integers, found {x}",
+                                self.origin
+                            )
+                        })
+                })
+                .collect::<Result<Vec<_>>>()
+                .map(Some),
+            _ => Ok(None),
+        }
+    }
+    /// A list of strings (`layer_types`), if the key holds one.
+    fn str_list(&self, key: &str) -> Option<Vec<&str>> {
+        match self.get(key) {
+            Some(Value::Array(a)) => Some(a.iter().map(|x| x.as_str().unwrap_or("?")).collect()),
+            _ => None,
+        }
+    }
     fn derived(&self, keys: &str) -> String {
         format!("derived: {} {keys}", self.file)
     }
@@ -147,73 +225,218 @@ pub fn is_config(name_or_path: &str) -> bool {
     name_or_path.ends_with(".json")
 }
 
+/// The ModelOpt quantization config beside the config at `path`, if there is one:
+/// `<org>--<name>_hf_quant_config.json` beside `<org>--<name>_config.json` (as
+/// AIConfigurator keeps them), or `hf_quant_config.json` in the same folder.
+pub fn sibling_quant(path: &std::path::Path) -> Option<std::path::PathBuf> {
+    let name = path.file_name()?.to_str()?;
+    let dir = path.parent().unwrap_or_else(|| std::path::Path::new(""));
+    let named = name
+        .strip_suffix("_config.json")
+        .filter(|stem| !stem.is_empty() && !stem.ends_with("_hf_quant"))
+        .map(|stem| dir.join(format!("{stem}_hf_quant_config.json")));
+    named
+        .into_iter()
+        .chain(std::iter::once(dir.join("hf_quant_config.json")))
+        .find(|p| p.is_file())
+}
+
+/// The options a config at `path` imports with by default: its sibling quantization
+/// config, read (`sibling_quant`).
+pub fn default_options(path: &str) -> Result<ImportOptions> {
+    let mut o = ImportOptions::default();
+    if let Some(q) = sibling_quant(std::path::Path::new(path)) {
+        let origin = q.display().to_string();
+        let text =
+            crate::scenario::read_text(&origin).with_context(|| format!("cannot read {origin}"))?;
+        o.quant = Some((origin, text));
+    }
+    Ok(o)
+}
+
+/// The language model's keys of a config: a vision-language wrapper's `text_config`
+/// (or `language_config`, `llm_config`), with the key's name; else the config itself.
+fn text_part(root: &Map<String, Value>) -> (&Map<String, Value>, Option<&'static str>) {
+    for k in ["text_config", "language_config", "llm_config"] {
+        if let Some(Value::Object(m)) = root.get(k) {
+            return (m, Some(k));
+        }
+    }
+    (root, None)
+}
+
 /// The twin model of the config `text` (read from `origin`).
 pub fn import(origin: &str, text: &str, opts: &ImportOptions) -> Result<Model> {
-    let root: Value =
-        serde_json::from_str(text).map_err(|e| anyhow!("{origin}: not valid JSON: {e}"))?;
-    let map = root
+    let root: Value = serde_json::from_str(&json_numbers(text))
+        .map_err(|e| anyhow!("{origin}: not valid JSON: {e}"))?;
+    let root = root
         .as_object()
         .ok_or_else(|| anyhow!("{origin}: a Hugging Face config is a JSON object"))?;
-    let file = std::path::Path::new(origin)
+    let (map, wrapper) = text_part(root);
+    let name = std::path::Path::new(origin)
         .file_name()
         .map(|f| f.to_string_lossy().into_owned())
         .unwrap_or_else(|| "config.json".into());
-    let cfg = Cfg { map, file, origin };
+    let file = match wrapper {
+        Some(k) => format!("{name} {k}"),
+        None => name,
+    };
+    let cfg = Cfg {
+        map,
+        root,
+        file,
+        origin,
+    };
     let arch = architecture(&cfg)?;
     let family = ARCHITECTURES
         .iter()
         .find(|(a, _)| *a == arch)
         .map(|(_, f)| *f)
         .expect("architecture() returns a supported one");
-    let quant = quant(&cfg, opts)?;
     let mut prov = Prov::default();
+    // The sizes every model has, read first: a config without them is refused for
+    // them, not for what its layers lack.
+    cfg.u32("hidden_size")?;
+    cfg.u32("vocab_size")?;
+    let layers = plan(&cfg, arch, family)?;
+    let quant = quant(&cfg, opts, &layers)?;
+    let mut model = build(&cfg, arch, family, &layers, &quant, &mut prov)?;
+    if let Some(k) = wrapper {
+        model.vision_params = vision::params(&cfg, model.hidden);
+        prov.set("vision_params", vision_note(&cfg, k));
+    }
+    model.name = opts
+        .name
+        .clone()
+        .unwrap_or_else(|| default_name(origin, arch));
+    finish(&mut model, arch, prov);
+    Ok(model)
+}
+
+/// The config's text with Python's non-standard numbers (`Infinity`, `-Infinity`,
+/// `NaN`, which transformers writes for unbounded limits such as Nemotron-H's
+/// `time_step_limit`) as `null`: no key twin reads holds one.
+fn json_numbers(text: &str) -> std::borrow::Cow<'_, str> {
+    if !(text.contains("Infinity") || text.contains("NaN")) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let (mut in_str, mut escaped) = (false, false);
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        if in_str {
+            out.push(c);
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_str = false,
+                _ => {}
+            }
+            rest = &rest[c.len_utf8()..];
+            continue;
+        }
+        if let Some(t) = ["-Infinity", "Infinity", "NaN"]
+            .iter()
+            .find(|t| rest.starts_with(**t))
+        {
+            out.push_str("null");
+            rest = &rest[t.len()..];
+            continue;
+        }
+        in_str = c == '"';
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// What a vision-language wrapper holds beside the language model: named, not priced.
+fn vision_note(cfg: &Cfg, key: &str) -> String {
+    let tower = ["vision_config", "vision_tower", "audio_config"]
+        .iter()
+        .filter(|k| cfg.root.get(**k).is_some_and(|v| !v.is_null()))
+        .copied()
+        .collect::<Vec<_>>();
+    format!(
+        "derived: {} {key} is the language model priced; {}",
+        cfg.origin_file(),
+        if tower.is_empty() {
+            "the config describes no vision tower".to_string()
+        } else {
+            format!(
+                "its {} (the vision/audio encoder) is not priced (a prompt's image or audio tokens arrive as input tokens); its parameters {}",
+                tower.join(", "),
+                vision::HOW
+            )
+        }
+    )
+}
+
+impl Cfg<'_> {
+    /// The file's name without the `text_config` part.
+    fn origin_file(&self) -> String {
+        std::path::Path::new(self.origin)
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "config.json".into())
+    }
+}
+
+/// The model's tables from the plan: attention (and a group's own shape), the
+/// recurrent mixers, the FFNs, MTP.
+fn build(
+    cfg: &Cfg,
+    arch: &str,
+    family: Family,
+    layers: &[LayerSpec],
+    quant: &Quant,
+    prov: &mut Prov,
+) -> Result<Model> {
     let hidden = cfg.u32("hidden_size")?;
     let vocab = cfg.u32("vocab_size")?;
     prov.set("hidden", cfg.derived("hidden_size"));
     prov.set("vocab", cfg.derived("vocab_size"));
-    let n_layers = cfg.u32("num_hidden_layers")?;
-    if n_layers == 0 {
-        bail!("{origin}: `num_hidden_layers` is 0");
-    }
     // Written only when true (an untied model leaves the field out).
     let tied = cfg.bool("tie_word_embeddings")?.unwrap_or(false);
     if tied {
         prov.set("tied_embeddings", cfg.derived("tie_word_embeddings"));
     }
-    let (attention, kinds) = match family {
-        Family::Mla => mla_attention(&cfg, arch, n_layers, &quant, &mut prov)?,
-        Family::Gqa => gqa_attention(&cfg, arch, hidden, n_layers, &quant, &mut prov)?,
+    let (attention, shape) = match family {
+        Family::Mla => attention::mla_attention(cfg, layers, quant, prov)?,
+        Family::V4 => attention::v4_attention(cfg, quant, prov)?,
+        Family::Gqa => attention::gqa_attention(cfg, arch, hidden, layers, quant, prov)?,
     };
-    let ffns = ffn_kinds(&cfg, arch, n_layers)?;
-    let moe = if ffns.contains(&FfnKind::Moe) {
-        Some(moe(&cfg, arch, &quant, &mut prov)?)
+    let has = |k: AttentionKind| layers.iter().any(|l| l.attention == k);
+    let linear_attention = if has(AttentionKind::Linear) {
+        Some(mixers::linear(cfg, quant, prov)?)
     } else {
         None
     };
-    let dense_ffn = if ffns.contains(&FfnKind::Dense) {
-        let ffn = cfg.u32("intermediate_size")?;
-        prov.set("dense_ffn.ffn", cfg.derived("intermediate_size"));
-        prov.set("dense_ffn.weight_dtype", quant.other.why.clone());
-        Some(DenseFfn {
-            ffn,
-            weight_dtype: quant.other.dtype,
-        })
+    let mamba = if has(AttentionKind::Mamba) {
+        Some(mixers::mamba(cfg, quant, prov)?)
     } else {
         None
     };
-    let layers = groups(&kinds, &ffns);
-    prov.set("layers", layer_story(&cfg, arch, &layers));
-    let kv_entry = attention.kv_entry_bytes;
-    let mut model = Model {
-        name: opts
-            .name
-            .clone()
-            .unwrap_or_else(|| default_name(origin, arch)),
+    let moe = if layers.iter().any(|l| l.ffn == FfnKind::Moe) {
+        Some(ffn::moe(cfg, arch, hidden, quant, prov)?)
+    } else {
+        None
+    };
+    let dense_ffn = if layers.iter().any(|l| l.ffn == FfnKind::Dense) {
+        Some(ffn::dense(cfg, arch, layers, quant, prov)?)
+    } else {
+        None
+    };
+    let groups = groups(layers, shape.as_ref());
+    prov.set("layers", arch::layer_story(cfg, arch, &groups));
+    prov.set("dense_scale_block", quant.scale_block_why());
+    Ok(Model {
+        name: String::new(),
         description: String::new(),
         hidden,
         vocab,
         embedding_dtype: Dtype::Bf16,
-        layers,
+        layers: groups,
         attention,
         moe,
         dense_ffn,
@@ -221,22 +444,22 @@ pub fn import(origin: &str, text: &str, opts: &ImportOptions) -> Result<Model> {
             bytes_per_token: 0.0,
         },
         engram: None,
-        mhc: None,
-        mtp: mtp(&cfg, &mut prov)?,
+        mhc: ffn::mhc(cfg, prov)?,
+        mtp: ffn::mtp(cfg, prov)?,
+        linear_attention,
+        mamba,
+        vision_params: 0.0,
         dispatch_dtype: Dtype::Bf16,
         combine_dtype: Dtype::Bf16,
         tied_embeddings: tied,
-        dense_scale_block: quant.other.scale_block,
+        dense_scale_block: quant.dense_scale_block(),
         provenance: BTreeMap::new(),
-    };
-    prov.set("dense_scale_block", quant.other.why.clone());
-    finish(&mut model, arch, kv_entry, prov);
-    Ok(model)
+    })
 }
 
 /// The dtypes of what moves between GPUs, the KV bytes per token, the description and
 /// the provenance of a model whose sizes are set.
-fn finish(model: &mut Model, arch: &str, kv_entry: f64, mut prov: Prov) {
+fn finish(model: &mut Model, arch: &str, mut prov: Prov) {
     prov.set(
         "embedding_dtype",
         "assumed: BF16 embedding and LM head (quantized checkpoints keep them unquantized)",
@@ -262,18 +485,24 @@ fn finish(model: &mut Model, arch: &str, kv_entry: f64, mut prov: Prov) {
         "combine_dtype",
         "assumed: BF16 combine (expert outputs are summed in BF16)",
     );
+    let kv_entry = model.attention.kv_entry_bytes;
     model.kv.bytes_per_token = model.kv_bytes_per_token_at(kv_entry);
+    let kept = model
+        .expand_layers()
+        .iter()
+        .filter(|l| l.attention.caches_every_token())
+        .count();
     prov.set(
         "kv.bytes_per_token",
         format!(
-            "derived: {kv_entry} B per entry x {} layers keeping their whole context{}",
-            model
-                .expand_layers()
-                .iter()
-                .filter(|l| l.attention != AttentionKind::Window)
-                .count(),
+            "derived: {kv_entry} B per entry x {kept} layers keeping their whole context{}{}",
+            if model.layers.iter().any(|g| g.compress_ratio > 1) {
+                " (compressed layers: one entry per compress_ratio tokens)"
+            } else {
+                ""
+            },
             if model.attention.indexer.is_some() {
-                " + one indexer key per layer"
+                " + one indexer key per layer with an indexer"
             } else {
                 ""
             }
@@ -284,15 +513,26 @@ fn finish(model: &mut Model, arch: &str, kv_entry: f64, mut prov: Prov) {
 }
 
 fn architecture<'a>(cfg: &'a Cfg) -> Result<&'a str> {
-    let archs: Vec<&str> = match cfg.get("architectures") {
-        Some(Value::Array(a)) => a.iter().filter_map(|v| v.as_str()).collect(),
-        _ => Vec::new(),
+    let list = |m: &'a Map<String, Value>| -> Vec<&'a str> {
+        match m.get("architectures") {
+            Some(Value::Array(a)) => a.iter().filter_map(|v| v.as_str()).collect(),
+            _ => Vec::new(),
+        }
     };
+    // The wrapper's own architecture names the model; its text config's may name the
+    // language model alone.
+    let archs: Vec<&str> = list(cfg.root).into_iter().chain(list(cfg.map)).collect();
     if let Some(a) = archs
         .iter()
         .find(|a| ARCHITECTURES.iter().any(|(s, _)| s == *a))
     {
         return Ok(a);
+    }
+    if let Some((a, why)) = archs
+        .iter()
+        .find_map(|a| REFUSED.iter().find(|(r, _)| r == a))
+    {
+        bail!("{}: {a} is refused: twin cannot price {why}", cfg.origin);
     }
     let named = if archs.is_empty() {
         "no `architectures` list".to_string()
@@ -311,8 +551,19 @@ fn architecture<'a>(cfg: &'a Cfg) -> Result<&'a str> {
     )
 }
 
+/// The default name: the config's folder, or the model of an `<org>--<name>_config.json`
+/// file, lowercased.
 fn default_name(origin: &str, arch: &str) -> String {
     let p = std::path::Path::new(origin);
+    if let Some(stem) = p
+        .file_name()
+        .and_then(|f| f.to_str())
+        .and_then(|f| f.strip_suffix("_config.json"))
+        .filter(|s| !s.is_empty())
+    {
+        let model = stem.rsplit("--").next().unwrap_or(stem);
+        return model.to_lowercase();
+    }
     let stem = p
         .parent()
         .and_then(|d| d.file_name())
@@ -322,45 +573,28 @@ fn default_name(origin: &str, arch: &str) -> String {
     stem.to_lowercase()
 }
 
-/// Consecutive layers of one kind as groups.
-fn groups(kinds: &[AttentionKind], ffns: &[FfnKind]) -> Vec<LayerGroup> {
-    let mut out: Vec<LayerGroup> = Vec::new();
-    for (a, f) in kinds.iter().zip(ffns) {
+/// Consecutive layers of one kind as groups; a layer with `own_shape` takes `shape`.
+fn groups(specs: &[LayerSpec], shape: Option<&AttentionShape>) -> Vec<LayerGroup> {
+    let mut out: Vec<(LayerSpec, LayerGroup)> = Vec::new();
+    for l in specs {
         match out.last_mut() {
-            Some(g) if g.attention == *a && g.ffn == *f => g.count += 1,
-            _ => out.push(LayerGroup {
-                count: 1,
-                ffn: *f,
-                attention: *a,
-                compress_ratio: 1,
-                window_branch: false,
-                shares_selection: false,
-            }),
+            Some((s, g)) if s == l => g.count += 1,
+            _ => out.push((
+                *l,
+                LayerGroup {
+                    count: 1,
+                    ffn: l.ffn,
+                    attention: l.attention,
+                    compress_ratio: l.ratio.max(1),
+                    window_branch: l.window_branch,
+                    shares_selection: l.shares_selection,
+                    attention_shape: if l.own_shape { shape.cloned() } else { None },
+                    ffn_width: l.ffn_width,
+                },
+            )),
         }
     }
-    out
-}
-
-fn layer_story(cfg: &Cfg, arch: &str, layers: &[LayerGroup]) -> String {
-    let n: u32 = layers.iter().map(|g| g.count).sum();
-    let mut keys = vec!["num_hidden_layers"];
-    if cfg.get("layer_types").is_some() {
-        keys.push("layer_types");
-    }
-    if cfg.get("first_k_dense_replace").is_some() {
-        keys.push("first_k_dense_replace");
-    }
-    if cfg.get("mlp_only_layers").is_some() {
-        keys.push("mlp_only_layers");
-    }
-    if cfg.get("decoder_sparse_step").is_some() {
-        keys.push("decoder_sparse_step");
-    }
-    format!(
-        "{} ({arch}: {n} layers in {} groups)",
-        cfg.derived(&keys.join(", ")),
-        layers.len()
-    )
+    out.into_iter().map(|(_, g)| g).collect()
 }
 
 fn describe(m: &Model, arch: &str) -> String {
@@ -377,8 +611,8 @@ fn describe(m: &Model, arch: &str) -> String {
             "{} experts top-{}{}",
             moe.routed_experts,
             moe.top_k,
-            if moe.shared_experts > 0 {
-                format!(" + {} shared", moe.shared_experts)
+            if moe.shared_width() > 0 {
+                format!(" + {} shared", moe.shared_experts.max(1))
             } else {
                 String::new()
             }

@@ -37,7 +37,8 @@ impl AnalyticCostModel {
         let a = &self.model.attention;
         let c = &self.compiled;
         let cl = &c.classes[ci];
-        let plain = a.kv_up_params == 0 && a.indexer.is_none() && !cl.window_branch;
+        let plain =
+            a.kv_up_params == 0 && a.indexer.is_none() && !cl.window_branch && cl.shape.is_none();
         let windowed = match cl.kind {
             AttentionKind::Dense => false,
             AttentionKind::Window => true,
@@ -112,11 +113,21 @@ impl AnalyticCostModel {
         let p = &self.params;
         let a = &self.model.attention;
         let hbm = self.hardware.hbm.bytes_per_s;
-        let peak = self.hardware.tensor.flops_per_s(a.compute_dtype);
-        let kernel = if cl.kind == AttentionKind::Sparse {
-            AttnKernel::Sparse
+        if cl.kind == AttentionKind::None {
+            return (KernelTime::default(), KernelTime::default());
+        }
+        // Recurrent mixers compute in BF16 (their state in FP32 is read, not
+        // multiplied at a narrower width).
+        let compute = if cl.kind.is_recurrent() {
+            crate::units::Dtype::Bf16
         } else {
-            AttnKernel::Dense
+            a.compute_dtype
+        };
+        let peak = self.hardware.tensor.flops_per_s(compute);
+        let kernel = match cl.kind {
+            AttentionKind::Sparse => AttnKernel::Sparse,
+            k if k.is_recurrent() => AttnKernel::Recurrent,
+            _ => AttnKernel::Dense,
         };
         let main_flops = if unabsorbed && kernel == AttnKernel::Dense {
             s.main_flops_unabsorbed

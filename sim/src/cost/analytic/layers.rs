@@ -10,6 +10,7 @@ use crate::model::{AttentionKind, FfnKind, Layer};
 use crate::units::Dtype;
 use crate::{Hardware, Model};
 
+mod classes;
 mod elementwise;
 use elementwise::Elementwise;
 
@@ -21,13 +22,60 @@ pub(super) struct AttnClass {
     pub ratio: f64,
     pub has_indexer: bool,
     pub window_branch: bool,
+    /// The layer group whose own attention shape the class has (None: `[attention]`).
+    pub shape: Option<u32>,
+    /// Priced with the model's own projections (`Compiled::proj`) and its MLA path;
+    /// otherwise with `proj` (a group's own shape, a recurrent mixer, none).
+    pub main: bool,
+    /// Its own projections per GPU (empty when `main`).
+    pub proj: Vec<GemmSpec>,
+    /// Bytes of one layer's projection weights per GPU (when not `main`).
+    pub proj_bytes: f64,
+    /// The share of a token's KV (or a request's state) one GPU holds and reads.
+    pub kv_share: f64,
+    /// Bytes of one cached entry and of one sliding-window entry (whole, before
+    /// `kv_share`).
+    pub entry_bytes: f64,
+    pub window_entry_bytes: f64,
+    /// Tokens a local layer attends over: the window, or the chunk.
+    pub span: u64,
+    /// Attention flops per query-key pair (absorbed and un-absorbed widths) and per
+    /// query for sinks.
+    pub pair_flops: f64,
+    pub pair_flops_unabsorbed: f64,
+    pub sink_flops: f64,
+    /// Recurrent mixers, per GPU: the state one request keeps in one layer, bytes of
+    /// inputs and outputs per token, flops per token at decode and at prefill, and the
+    /// prefill kernel's chunk.
+    pub state_bytes: f64,
+    /// One chunk's state as the chunked prefill kernel writes and reads it, per GPU.
+    pub chunk_state_bytes: f64,
+    pub io_bytes: f64,
+    pub decode_flops: f64,
+    pub prefill_flops: f64,
+    pub chunk: f64,
+    /// Element-wise bytes per token before the router, its kernels, and the
+    /// element-wise ones among them.
+    pub elem_bytes: f64,
+    pub kernels: f64,
+    pub elem_kernels: f64,
 }
 
-/// A distinct (attention class, FFN kind) pair; the step is priced per type.
+/// The FFN of a layer type.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum TypeFfn {
+    Moe,
+    /// A dense FFN: its width's index in `Compiled::dense_ffns`.
+    Dense(usize),
+    None,
+}
+
+/// A distinct (attention class, FFN) pair; the step is priced per type.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) struct LayerType {
     pub class: usize,
     pub moe: bool,
+    pub ffn: TypeFfn,
     pub count: f64,
 }
 
@@ -79,7 +127,8 @@ impl GemmSpec {
 pub(super) struct Compiled {
     pub layers: f64,
     pub moe_layers: f64,
-    pub dense_ffn_layers: f64,
+    /// Dense FFN layers, per width of `dense_ffns`.
+    pub dense_ffn_layers: Vec<f64>,
     pub classes: Vec<AttnClass>,
     pub types: Vec<LayerType>,
     /// Type index of every layer, in order.
@@ -93,7 +142,8 @@ pub(super) struct Compiled {
     pub kv_up: Option<GemmSpec>,
     pub router: Option<GemmSpec>,
     pub shared: Vec<GemmSpec>,
-    pub dense_ffn: Vec<GemmSpec>,
+    /// The dense FFNs' gate+up and down GEMMs, one pair per width (the model's first).
+    pub dense_ffns: Vec<Vec<GemmSpec>>,
     /// Routed experts: gate+up, then down (groups set per step).
     pub experts: Vec<GemmSpec>,
     pub lm_head: GemmSpec,
@@ -103,7 +153,8 @@ pub(super) struct Compiled {
     /// and dense FFN layers).
     pub elem_attn_bytes: f64,
     pub elem_moe_bytes: f64,
-    pub elem_dense_bytes: f64,
+    /// A dense FFN's element-wise bytes per token, per width.
+    pub elem_dense_bytes: Vec<f64>,
     /// Element-wise bytes per routed token-expert pair (activation and quantisation).
     pub elem_pair_bytes: f64,
     /// Kernels per layer: before the router, MoE FFN, dense FFN; and per step.
@@ -144,6 +195,9 @@ pub(super) struct Compiled {
     /// All-reduces per layer (two with TP: after attention and after the FFN) and the
     /// bytes each sums per token.
     pub allreduces_per_layer: f64,
+    /// All-reduces of one pass through the layers (a layer without a token mixer or
+    /// without an FFN has one partial output fewer to sum).
+    pub allreduces_per_pass: f64,
     pub allreduce_bytes_per_token: f64,
     /// Dispatch/combine: fanout per token, bytes per copy (normal and low-latency
     /// dispatch, combine).
@@ -159,7 +213,10 @@ pub(super) struct Compiled {
     pub attn_proj_bytes: f64,
     pub shared_params: f64,
     pub shared_bytes: f64,
-    pub dense_ffn_bytes: f64,
+    /// Bytes of one dense FFN per GPU, per width.
+    pub dense_ffn_bytes: Vec<f64>,
+    /// Token-mixer projection bytes of all layers per GPU.
+    pub mixer_bytes: f64,
     pub lm_head_bytes: f64,
     /// Soft maxima of the GEMM tile model and the low-latency all-to-all.
     pub roof_tile: SoftMax,
@@ -182,9 +239,12 @@ fn weight_bytes(dtype: Dtype, scale_block: u32) -> f64 {
         }
 }
 
-/// Activations enter a GEMM in FP8 when its weights are 8-bit or narrower.
+/// Activations enter a GEMM in FP8 when its weights are 8-bit or narrower floats;
+/// weight-only INT4 GEMMs take BF16 activations (W4A16).
 fn act_dtype(w: Dtype) -> Dtype {
-    if w.bytes() <= 1.0 {
+    if w == Dtype::Int4 {
+        Dtype::Bf16
+    } else if w.bytes() <= 1.0 {
         Dtype::Fp8
     } else {
         w
@@ -204,54 +264,6 @@ fn dense(hw: &Hardware, n: f64, k: f64, w: Dtype, scale_block: u32) -> GemmSpec 
         rows_vary: false,
         slot: None,
     }
-}
-
-/// The attention classes, the layer types and every layer's type index, in order.
-fn layer_types(expanded: &[Layer]) -> (Vec<AttnClass>, Vec<LayerType>, Vec<u8>) {
-    let mut classes: Vec<AttnClass> = Vec::new();
-    let mut types: Vec<LayerType> = Vec::new();
-    let mut sequence = Vec::with_capacity(expanded.len());
-    for l in expanded {
-        let c = AttnClass {
-            kind: l.attention,
-            count: 1.0,
-            ratio: l.compress_ratio as f64,
-            has_indexer: l.has_indexer,
-            window_branch: l.window_branch && l.attention != AttentionKind::Window,
-        };
-        let ci = match classes.iter().position(|x| {
-            x.kind == c.kind
-                && x.ratio == c.ratio
-                && x.has_indexer == c.has_indexer
-                && x.window_branch == c.window_branch
-        }) {
-            Some(i) => {
-                classes[i].count += 1.0;
-                i
-            }
-            None => {
-                classes.push(c);
-                classes.len() - 1
-            }
-        };
-        let moe = l.ffn == FfnKind::Moe;
-        let ti = match types.iter().position(|t| t.class == ci && t.moe == moe) {
-            Some(i) => {
-                types[i].count += 1.0;
-                i
-            }
-            None => {
-                types.push(LayerType {
-                    class: ci,
-                    moe,
-                    count: 1.0,
-                });
-                types.len() - 1
-            }
-        };
-        sequence.push(ti as u8);
-    }
-    (classes, types, sequence)
 }
 
 /// The window layers that replay cached context, and how many tokens each replays.
@@ -344,20 +356,24 @@ fn projection_gemms(hw: &Hardware, model: &Model, split: &Split) -> Vec<GemmSpec
             sb,
         ));
     } else {
-        proj.push(dense(
-            hw,
-            heads * a.qk_head_dim as f64 + a.kv_dim as f64 / split.kv_split,
-            h,
-            aw,
-            sb,
-        ));
+        // An output gate is one more query-wide output of the same projection.
+        let q = if a.output_gate { 2.0 } else { 1.0 } * heads * a.qk_head_dim as f64;
+        proj.push(dense(hw, q + a.kv_dim as f64 / split.kv_split, h, aw, sb));
     }
-    match a.o_lora {
-        Some(r) => {
+    match (a.o_lora, a.o_groups.unwrap_or(1).max(1)) {
+        (Some(r), 1) => {
             proj.push(dense(hw, r as f64, heads * a.v_head_dim as f64, aw, sb));
             proj.push(dense(hw, h, r as f64 / tp, aw, sb));
         }
-        None => proj.push(dense(hw, h, heads * a.v_head_dim as f64, aw, sb)),
+        // Grouped: each group's heads to its own rank (the groups split over TP),
+        // then all the ranks to the hidden state.
+        (Some(r), g) => {
+            let (g, r) = (g as f64, r as f64);
+            let group_in = a.heads as f64 * a.v_head_dim as f64 / g;
+            proj.push(dense(hw, g * r / tp, group_in, aw, sb));
+            proj.push(dense(hw, h, g * r / tp, aw, sb));
+        }
+        (None, _) => proj.push(dense(hw, h, heads * a.v_head_dim as f64, aw, sb)),
     }
     proj
 }
@@ -414,6 +430,8 @@ fn moe_gemms(hw: &Hardware, model: &Model, split: &Split) -> MoeGemms {
         return MoeGemms::default();
     };
     let h = model.hidden as f64;
+    // The experts' input width: the latent of a latent MoE, else the hidden state.
+    let ew = model.expert_width() as f64;
     let ffn = m.expert_ffn as f64;
     let act = m.activation_dtype;
     let wb = weight_bytes(m.weight_dtype, m.scale_block);
@@ -429,47 +447,69 @@ fn moe_gemms(hw: &Hardware, model: &Model, split: &Split) -> MoeGemms {
         slot: None,
     };
     let sw = m.shared_weight_dtype;
-    let sffn = ffn * m.shared_experts as f64 / split.tp;
-    let shared = if m.shared_experts > 0 {
-        vec![
-            dense(hw, 2.0 * sffn, h, sw, model.dense_scale_block),
-            dense(hw, h, sffn, sw, model.dense_scale_block),
-        ]
+    let sb = model.dense_scale_block;
+    let sffn = match m.shared_ffn {
+        None => ffn * m.shared_experts as f64 / split.tp,
+        Some(w) => w as f64 / split.tp,
+    };
+    // Gate and up together (up alone when not gated), then down.
+    let up = m.matrices() - 1.0;
+    let mut shared = if m.shared_width() > 0 {
+        vec![dense(hw, up * sffn, h, sw, sb), dense(hw, h, sffn, sw, sb)]
     } else {
         Vec::new()
     };
+    if let Some(l) = m.latent {
+        // A latent MoE projects every token down before the experts and back up
+        // after them (whole on every GPU).
+        shared.push(dense(hw, l as f64, h, sw, sb));
+        shared.push(dense(hw, h, l as f64, sw, sb));
+    }
     let slice = split.slice;
     MoeGemms {
         router: Some(dense(hw, m.routed_experts as f64, h, Dtype::Bf16, 0)),
         shared,
-        experts: vec![grouped(2.0 * ffn / slice, h), grouped(h, ffn / slice)],
+        experts: vec![grouped(up * ffn / slice, ew), grouped(ew, ffn / slice)],
         expert_bytes: model.expert_bytes() / slice,
         expert_params: model.expert_params() / slice,
     }
 }
 
-/// The dense FFN's gate+up and down GEMMs per GPU (none without a dense FFN).
-fn dense_ffn_gemms(hw: &Hardware, model: &Model, tp: f64) -> Vec<GemmSpec> {
+/// The dense FFN's gate+up and down GEMMs per GPU at width `ffn` (up and down when not
+/// gated).
+fn dense_ffn_gemms(hw: &Hardware, model: &Model, ffn: f64, tp: f64) -> Vec<GemmSpec> {
     let h = model.hidden as f64;
     match &model.dense_ffn {
         Some(d) => vec![
             dense(
                 hw,
-                2.0 * d.ffn as f64 / tp,
+                (d.matrices() - 1.0) * ffn / tp,
                 h,
                 d.weight_dtype,
                 model.dense_scale_block,
             ),
-            dense(
-                hw,
-                h,
-                d.ffn as f64 / tp,
-                d.weight_dtype,
-                model.dense_scale_block,
-            ),
+            dense(hw, h, ffn / tp, d.weight_dtype, model.dense_scale_block),
         ],
         None => Vec::new(),
     }
+}
+
+/// The dense FFN widths of the model's dense layers, the model's own first, and the
+/// dense layers of each.
+fn dense_widths(model: &Model) -> (Vec<u32>, Vec<f64>) {
+    let mut widths: Vec<u32> = model.dense_ffn.iter().map(|d| d.ffn).collect();
+    let mut layers = vec![0.0; widths.len()];
+    for g in model.layers.iter().filter(|g| g.ffn == FfnKind::Dense) {
+        let w = model.ffn_width_of(g);
+        match widths.iter().position(|x| *x == w) {
+            Some(i) => layers[i] += g.count as f64,
+            None => {
+                widths.push(w);
+                layers.push(g.count as f64);
+            }
+        }
+    }
+    (widths, layers)
 }
 
 fn lm_head_gemm(hw: &Hardware, model: &Model, tp: f64) -> GemmSpec {
@@ -544,7 +584,6 @@ struct Weights {
     attn_proj_params: f64,
     shared_params: f64,
     shared_bytes: f64,
-    dense_ffn_bytes: f64,
     lm_head_params: f64,
 }
 
@@ -565,7 +604,14 @@ impl Weights {
         };
         let (shared_params, shared_bytes) = match &model.moe {
             Some(m) => {
-                let p = 3.0 * h * m.expert_ffn as f64 * m.shared_experts as f64 / tp;
+                let p = match (m.shared_ffn, m.latent) {
+                    (None, None) => 3.0 * h * m.expert_ffn as f64 * m.shared_experts as f64 / tp,
+                    // The latent projections run whole on every GPU.
+                    _ => {
+                        m.matrices() * h * m.shared_width() as f64 / tp
+                            + 2.0 * h * m.latent.unwrap_or(0) as f64
+                    }
+                };
                 (p, p * m.shared_weight_dtype.bytes())
             }
             None => (0.0, 0.0),
@@ -574,12 +620,40 @@ impl Weights {
             attn_proj_params,
             shared_params,
             shared_bytes,
-            dense_ffn_bytes: model
-                .dense_ffn
-                .as_ref()
-                .map(|d| 3.0 * h * d.ffn as f64 * d.weight_dtype.bytes() / tp)
-                .unwrap_or(0.0),
             lm_head_params: model.vocab as f64 * h / tp,
+        }
+    }
+}
+
+/// The dense FFNs per width: GEMMs, element-wise bytes per token, bytes per GPU and
+/// layers.
+struct DenseFfns {
+    gemms: Vec<Vec<GemmSpec>>,
+    elem_bytes: Vec<f64>,
+    bytes: Vec<f64>,
+    layers: Vec<f64>,
+}
+
+impl DenseFfns {
+    fn new(hw: &Hardware, model: &Model, tp: f64) -> DenseFfns {
+        let h = model.hidden as f64;
+        let (widths, layers) = dense_widths(model);
+        let d = model.dense_ffn.as_ref();
+        let bytes = |w: u32| {
+            d.map(|d| d.matrices() * h * w as f64 * d.weight_dtype.bytes() / tp)
+                .unwrap_or(0.0)
+        };
+        DenseFfns {
+            gemms: widths
+                .iter()
+                .map(|w| dense_ffn_gemms(hw, model, *w as f64, tp))
+                .collect(),
+            elem_bytes: widths
+                .iter()
+                .map(|w| elementwise::dense_bytes(model, *w as f64, tp))
+                .collect(),
+            bytes: widths.iter().map(|w| bytes(*w)).collect(),
+            layers,
         }
     }
 }
@@ -589,7 +663,6 @@ impl Compiled {
         let expanded = model.expand_layers();
         let layers = expanded.len() as f64;
         let moe_layers = expanded.iter().filter(|l| l.ffn == FfnKind::Moe).count() as f64;
-        let (classes, types, sequence) = layer_types(&expanded);
         let a = &model.attention;
         let h = model.hidden as f64;
         let split = Split::new(model, layout);
@@ -600,28 +673,31 @@ impl Compiled {
         let elem = Elementwise::new(model, &split, proj.len());
         let experts = Experts::new(hw, model, layout, tp);
         let weights = Weights::new(model, &split);
+        let dense_ffns = DenseFfns::new(hw, model, tp);
         let pair_flops_absorbed = 2.0 * heads * (a.score_dim + a.value_dim) as f64;
         let dispatch = model.dispatch_dtype.bytes();
+        // The experts' tokens travel at the experts' width (a latent MoE's latent).
+        let ew = model.expert_width() as f64;
         let mut compiled = Compiled {
             layers,
             moe_layers,
-            dense_ffn_layers: layers - moe_layers,
-            classes,
-            types,
-            sequence,
+            dense_ffn_layers: dense_ffns.layers,
+            classes: Vec::new(),
+            types: Vec::new(),
+            sequence: Vec::new(),
             replay: replay_layers(model, &expanded),
             proj,
             absorb,
             kv_up,
             router: moe.router,
             shared: moe.shared,
-            dense_ffn: dense_ffn_gemms(hw, model, tp),
+            dense_ffns: dense_ffns.gemms,
             experts: moe.experts,
             lm_head: lm_head_gemm(hw, model, tp),
             gemm_slots: 0,
             elem_attn_bytes: elem.attn_bytes,
             elem_moe_bytes: elem.moe_bytes,
-            elem_dense_bytes: elem.dense_bytes,
+            elem_dense_bytes: dense_ffns.elem_bytes,
             elem_pair_bytes: elem.pair_bytes,
             kernels_attn: elem.kernels_attn,
             kernels_moe: elem.kernels_moe,
@@ -656,22 +732,25 @@ impl Compiled {
             tp,
             kv_share: 1.0 / tp.min(a.kv_heads.max(1) as f64),
             allreduces_per_layer: if tp > 1.0 { 2.0 } else { 0.0 },
+            allreduces_per_pass: 0.0,
             allreduce_bytes_per_token: 2.0 * h,
             fanout: experts.fanout,
-            copy_normal: a2a::copy_bytes(h, dispatch, 0.0),
-            copy_ll: a2a::copy_bytes(h, dispatch, 16.0),
-            copy_combine: a2a::copy_bytes(h, model.combine_dtype.bytes(), 0.0),
+            copy_normal: a2a::copy_bytes(ew, dispatch, 0.0),
+            copy_ll: a2a::copy_bytes(ew, dispatch, 16.0),
+            copy_combine: a2a::copy_bytes(ew, model.combine_dtype.bytes(), 0.0),
             popularity_skew: experts.popularity_skew,
             z_dep: skew::expected_max_normal(experts.ranks),
             attn_proj_params: weights.attn_proj_params,
             attn_proj_bytes: weights.attn_proj_params * a.weight_dtype.bytes(),
             shared_params: weights.shared_params,
             shared_bytes: weights.shared_bytes,
-            dense_ffn_bytes: weights.dense_ffn_bytes,
+            dense_ffn_bytes: dense_ffns.bytes,
+            mixer_bytes: 0.0,
             lm_head_bytes: weights.lm_head_params * model.embedding_dtype.bytes(),
             roof_tile: SoftMax::new(params.tile.overlap_p),
             roof_ll: SoftMax::new(params.ll.overlap_p),
         };
+        compiled.add_classes(hw, model, &split, &expanded);
         compiled.number_gemms();
         compiled
     }
@@ -685,8 +764,9 @@ impl Compiled {
             .chain(self.kv_up.iter_mut())
             .chain(self.router.iter_mut())
             .chain(self.shared.iter_mut())
-            .chain(self.dense_ffn.iter_mut())
-            .chain(std::iter::once(&mut self.lm_head));
+            .chain(self.dense_ffns.iter_mut().flatten())
+            .chain(std::iter::once(&mut self.lm_head))
+            .chain(self.classes.iter_mut().flat_map(|c| c.proj.iter_mut()));
         let mut n = 0;
         for (i, g) in specs.enumerate() {
             g.slot = u8::try_from(i).ok();
@@ -698,14 +778,17 @@ impl Compiled {
     /// Kernels of one layer of type `t`.
     pub fn kernels_of(&self, t: &LayerType) -> f64 {
         let c = &self.classes[t.class];
-        let attn =
-            1.0 + if c.window_branch { 1.0 } else { 0.0 } + if c.has_indexer { 2.0 } else { 0.0 };
-        self.kernels_attn
+        let attn = if c.kind == AttentionKind::None {
+            0.0
+        } else {
+            1.0 + if c.window_branch { 1.0 } else { 0.0 } + if c.has_indexer { 2.0 } else { 0.0 }
+        };
+        c.kernels
             + attn
-            + if t.moe {
-                self.kernels_moe
-            } else {
-                self.kernels_dense
+            + match t.ffn {
+                TypeFfn::Moe => self.kernels_moe,
+                TypeFfn::Dense(_) => self.kernels_dense,
+                TypeFfn::None => 0.0,
             }
     }
 }

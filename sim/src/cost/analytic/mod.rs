@@ -132,8 +132,19 @@ impl AnalyticCostModel {
         };
         let on = |x: f64| if is_moe { x } else { 0.0 };
         // Tensor parallelism sums attention's and the FFN's partial outputs (every
-        // layer), where DEP dispatches and combines (MoE layers).
+        // layer that has them), where DEP dispatches and combines (MoE layers).
+        let ty = &self.compiled.types[ti];
         let ar = local.allreduce_s;
+        let ar_a = if self.compiled.classes[ty.class].kind == AttentionKind::None {
+            0.0
+        } else {
+            ar
+        };
+        let ar_e = if ty.ffn == layers::TypeFfn::None {
+            0.0
+        } else {
+            ar
+        };
         let base_a = t.stage_a();
         let base_e = t.stage_e() + on(moe.experts_s + moe.elem_s);
         let barrier = on(moe.barrier_frac * (base_a + base_e));
@@ -152,9 +163,9 @@ impl AnalyticCostModel {
         let post = if late_shared { t.shared * stretch } else { 0.0 };
         let stages = Stages {
             attn,
-            dispatch: on(moe.dispatch.s) + db + ar,
+            dispatch: on(moe.dispatch.s) + db + ar_a,
             experts: experts - post,
-            combine: on(moe.combine.s) + cb + ar,
+            combine: on(moe.combine.s) + cb + ar_e,
             dispatch_busy: d,
             combine_busy: c,
             post,
@@ -429,7 +440,7 @@ impl AnalyticCostModel {
         let host = self.host_s(phase, v.local.requests, gpu + launch);
         set(Op::Overhead, host, Bound::Latency);
         // Rounding: the schedule's compute equals the sum of the compute operations.
-        let allreduces = c.layers * reps * c.allreduces_per_layer;
+        let allreduces = reps * c.allreduces_per_pass;
         out.comm = CommCost {
             total_s: v.sched.comm_s,
             hidden_s: (v.sched.comm_s - exposed).max(0.0),
@@ -512,10 +523,16 @@ impl AnalyticCostModel {
         } else {
             0.0
         };
+        let dense_ffn: f64 = c
+            .dense_ffn_bytes
+            .iter()
+            .zip(&c.dense_ffn_layers)
+            .map(|(b, n)| b * n)
+            .sum();
         routed
-            + c.attn_proj_bytes * c.layers
+            + c.mixer_bytes
             + c.shared_bytes * c.moe_layers
-            + c.dense_ffn_bytes * c.dense_ffn_layers
+            + dense_ffn
             + if self.model.tied_embeddings { 1.0 } else { 2.0 } * c.lm_head_bytes
             + mtp
     }
@@ -632,6 +649,7 @@ impl CostModel for AnalyticCostModel {
         for q in [1u64, 1 + draft_tokens as u64] {
             let straddle = |bp: &mut Vec<u64>, cap: u64| bp.extend(cap.saturating_sub(q)..=cap);
             straddle(&mut bp, a.window as u64);
+            straddle(&mut bp, a.chunk as u64);
             for c in &self.compiled.classes {
                 if c.kind == AttentionKind::Sparse {
                     if let Some(k) = top_k {
@@ -661,5 +679,9 @@ impl KvCapacity for AnalyticCostModel {
         } else {
             (bytes / per_gpu) as u64
         }
+    }
+
+    fn kv_extra_tokens(&self, tokens: u64) -> u64 {
+        crate::serving::kv_extra_tokens(&self.model, self.model.kv.bytes_per_token, tokens) as u64
     }
 }

@@ -2,7 +2,7 @@
 //! what precedes the router; shared expert, router and dense FFN). Attention itself is
 //! priced in `attention.rs`, the routed experts and their all-to-all in `routed.rs`.
 
-use super::layers::LayerType;
+use super::layers::{LayerType, TypeFfn};
 use super::work::RankWork;
 use super::AnalyticCostModel;
 use crate::cost::kernels::allreduce;
@@ -152,12 +152,24 @@ impl AnalyticCostModel {
         if t <= 0.0 {
             return out;
         }
-        // Projections at M = tokens.
-        let (proj, dense_bound) = self.gemms_s(&c.proj, t);
+        // Projections at M = tokens: the model's own, and each class's own.
+        let (proj, mut dense_bound) = self.gemms_s(&c.proj, t);
         self.token_stages(&mut out, t);
         let (mla_max, replay_max) = self.rank_attention(phase, works, scale, proj, &mut out);
-        for x in out.types.iter_mut().take(c.types.len()) {
-            x.dense_a = proj + mla_max;
+        let mut own = [0.0; super::work::MAX_CLASSES];
+        for (ci, cl) in c.classes.iter().enumerate().filter(|(_, cl)| !cl.main) {
+            let (s, b) = self.gemms_s(&cl.proj, t);
+            own[ci] = s;
+            if b == Bound::Compute {
+                dense_bound = Bound::Compute;
+            }
+        }
+        for (x, ty) in out.types.iter_mut().zip(c.types.iter()) {
+            x.dense_a = if c.classes[ty.class].main {
+                proj + mla_max
+            } else {
+                own[ty.class]
+            };
             x.replay = replay_max;
         }
         out.dense_bound = dense_bound;
@@ -188,11 +200,12 @@ impl AnalyticCostModel {
             t.dense_e *= f.gemm;
             t.shared *= f.gemm;
             t.replay *= f.gemm;
-            t.elem_a = s.elementwise_with(t.elem_a, c.elem_kernels_attn, f.elementwise);
-            let k = if ty.moe {
-                c.elem_kernels_moe
-            } else {
-                c.elem_kernels_dense
+            let ka = c.classes[ty.class].elem_kernels;
+            t.elem_a = s.elementwise_with(t.elem_a, ka, f.elementwise);
+            let k = match ty.ffn {
+                TypeFfn::Moe => c.elem_kernels_moe,
+                TypeFfn::Dense(_) => c.elem_kernels_dense,
+                TypeFfn::None => 0.0,
             };
             t.elem_e = s.elementwise_with(t.elem_e, k, f.elementwise);
         }
@@ -226,20 +239,21 @@ impl AnalyticCostModel {
         let mhc = self.mhc_s(t);
         let router = c.router.as_ref().map(|g| self.gemm(g, t).0).unwrap_or(0.0);
         let (shared, shared_bound) = self.gemms_s(&c.shared, t);
-        let dense_ffn: f64 = c.dense_ffn.iter().map(|g| self.gemm(g, t).0).sum();
-        let elem_a = t * c.elem_attn_bytes / elem_bw;
+        let dense_ffn =
+            |i: usize| -> f64 { c.dense_ffns[i].iter().map(|g| self.gemm(g, t).0).sum() };
         for (ti, ty) in c.types.iter().enumerate() {
+            let (dense_e, elem_e) = match ty.ffn {
+                TypeFfn::Moe => (router, t * c.elem_moe_bytes / elem_bw),
+                TypeFfn::Dense(i) => (dense_ffn(i), t * c.elem_dense_bytes[i] / elem_bw),
+                TypeFfn::None => (0.0, 0.0),
+            };
             out.types[ti] = TypeLocal {
                 engram,
                 mhc,
-                elem_a,
+                elem_a: t * c.classes[ty.class].elem_bytes / elem_bw,
                 shared: if ty.moe { shared } else { 0.0 },
-                dense_e: if ty.moe { router } else { dense_ffn },
-                elem_e: t * if ty.moe {
-                    c.elem_moe_bytes
-                } else {
-                    c.elem_dense_bytes
-                } / elem_bw,
+                dense_e,
+                elem_e,
                 ..TypeLocal::default()
             };
         }

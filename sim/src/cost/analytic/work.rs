@@ -1,7 +1,7 @@
 //! What one rank does in a step, before pricing: tokens, and the attention, indexer and
 //! replay traffic and arithmetic summed over its requests, per attention class.
 
-use super::layers::Compiled;
+use super::layers::{AttnClass, Compiled};
 use super::AnalyticCostModel;
 use crate::cost::{clamped_positions, Phase, ReqSlice};
 use crate::model::AttentionKind;
@@ -112,9 +112,11 @@ impl RankWork {
 
 impl AnalyticCostModel {
     /// Adds the attention and indexer bytes and flops of `n` requests with `q` queries
-    /// each on `ctx` cached tokens, over every class's layers.
+    /// each on `ctx` cached tokens, over every class's layers (`prefill`: a prefill
+    /// chunk, which chunked attention and the recurrent mixers price by their chunked
+    /// algorithms).
     #[inline]
-    fn attn_sums(&self, c: &Compiled, q: u64, ctx: u64, n: f64, w: &mut RankWork) {
+    fn attn_sums(&self, c: &Compiled, q: u64, ctx: u64, n: f64, prefill: bool, w: &mut RankWork) {
         let a = &self.model.attention;
         let idx = a.indexer.as_ref();
         let window = a.window as u64;
@@ -124,6 +126,12 @@ impl AnalyticCostModel {
         let window_read = (ctx + q).min(window + q) as f64;
         let window_pairs = clamped_positions(q, ctx, window);
         for (ci, cl) in c.classes.iter().enumerate() {
+            let k = n * cl.count;
+            let s = &mut w.classes[ci];
+            if cl.kind.is_recurrent() {
+                recurrent_sums(cl, q, k, prefill, s);
+                continue;
+            }
             let (entries_read, pairs) = match cl.kind {
                 AttentionKind::Dense => (stored, all_pairs),
                 AttentionKind::Compressed => (stored / cl.ratio, all_pairs / cl.ratio),
@@ -136,27 +144,27 @@ impl AnalyticCostModel {
                     (read, pairs)
                 }
                 AttentionKind::Window => (window_read, window_pairs),
+                AttentionKind::Chunked => local_reads(q, ctx, cl.span, prefill),
+                _ => (0.0, 0.0),
             };
             // Under TP a GPU reads its KV heads' share (the whole latent with MLA).
-            let entry_bytes = c.kv_share
+            let entry_bytes = cl.kv_share
                 * if cl.kind == AttentionKind::Window {
-                    a.window_entry_bytes
+                    cl.window_entry_bytes
                 } else {
-                    a.kv_entry_bytes
+                    cl.entry_bytes
                 };
-            let k = n * cl.count;
-            let s = &mut w.classes[ci];
             s.main_bytes += k * entries_read * entry_bytes;
-            s.main_flops += k * pairs * c.pair_flops_absorbed;
-            s.main_flops_unabsorbed += k * pairs * c.pair_flops_unabsorbed;
-            if c.sink_flops_per_query > 0.0 {
-                let sink = k * q as f64 * c.sink_flops_per_query;
+            s.main_flops += k * pairs * cl.pair_flops;
+            s.main_flops_unabsorbed += k * pairs * cl.pair_flops_unabsorbed;
+            if cl.sink_flops > 0.0 {
+                let sink = k * q as f64 * cl.sink_flops;
                 s.main_flops += sink;
                 s.main_flops_unabsorbed += sink;
             }
             if cl.window_branch {
-                s.win_bytes += k * window_read * a.window_entry_bytes * c.kv_share;
-                s.win_flops += k * window_pairs * c.pair_flops_absorbed;
+                s.win_bytes += k * window_read * a.window_entry_bytes * cl.kv_share;
+                s.win_flops += k * window_pairs * cl.pair_flops;
             }
             if cl.has_indexer {
                 if let Some(i) = idx {
@@ -199,13 +207,13 @@ impl AnalyticCostModel {
                 Phase::Prefill => n,
             };
             w.kv_up_tokens += n * (ctx + q) as f64;
-            self.attn_sums(c, q, ctx, n, w);
+            self.attn_sums(c, q, ctx, n, phase == Phase::Prefill, w);
             if let Some(d) = draft.as_deref_mut() {
                 d.requests += n;
                 d.tokens += n;
                 d.lm_tokens += n;
                 d.kv_up_tokens += n * (ctx + 1) as f64;
-                self.attn_sums(c, 1, ctx, n, d);
+                self.attn_sums(c, 1, ctx, n, false, d);
             }
             if phase == Phase::Prefill && ctx > 0 {
                 let top_k = idx.map(|i| i.top_k as f64).unwrap_or(f64::INFINITY);
@@ -217,7 +225,7 @@ impl AnalyticCostModel {
                         AttentionKind::Dense => ctx as f64,
                         AttentionKind::Compressed => ctx as f64 / r.ratio,
                         AttentionKind::Sparse => (ctx as f64 / r.ratio).min(top_k),
-                        AttentionKind::Window => 0.0,
+                        _ => 0.0,
                     } + window as f64;
                     w.replay_attn_flops += t * entries * c.pair_flops_absorbed;
                     if r.has_indexer {
@@ -228,4 +236,48 @@ impl AnalyticCostModel {
             }
         }
     }
+}
+
+/// Entries read and query-key pairs of `q` queries after `ctx` cached tokens in a
+/// local layer over `span` tokens: a sliding window (the last `span` tokens), or, at
+/// prefill, chunked attention (each query attends to its own chunk's tokens so far:
+/// `(p mod span) + 1` at position `p`). A decode step of chunked attention is priced
+/// as a window of the chunk: the kernel reads from the chunk's start, `span / 2`
+/// tokens on average over a long decode and at most `span`; twin takes the most,
+/// since the simulator prices decode steps as affine in the context between the
+/// breakpoints the model declares.
+fn local_reads(q: u64, ctx: u64, span: u64, chunked: bool) -> (f64, f64) {
+    if !chunked || span == 0 {
+        return (
+            (ctx + q).min(span + q) as f64,
+            clamped_positions(q, ctx, span),
+        );
+    }
+    // Sum of (p mod span) + 1 over positions 0..n.
+    let f = |n: u64| {
+        let (whole, r) = (n / span, n % span);
+        whole as f64 * (span as f64 * (span as f64 + 1.0) / 2.0)
+            + (r as f64 * (r as f64 + 1.0) / 2.0)
+    };
+    let pairs = f(ctx + q) - f(ctx);
+    // The chunk(s) the queries fall in, read once.
+    let first = ctx - ctx % span;
+    ((ctx + q - first) as f64, pairs)
+}
+
+/// A recurrent mixer's state traffic and arithmetic for `k` request-layers of `q`
+/// tokens: the request's state read and written back once per step; at prefill also
+/// every chunk's state, written by the chunked kernel and read back for the outputs;
+/// and the tokens' inputs and outputs.
+fn recurrent_sums(cl: &AttnClass, q: u64, k: f64, prefill: bool, s: &mut ClassSums) {
+    let q = q as f64;
+    let (chunks, flops) = if prefill {
+        ((q / cl.chunk).ceil().max(1.0), cl.prefill_flops)
+    } else {
+        (0.0, cl.decode_flops)
+    };
+    s.main_bytes +=
+        k * (2.0 * cl.state_bytes + 2.0 * chunks * cl.chunk_state_bytes + q * cl.io_bytes);
+    s.main_flops += k * q * flops;
+    s.main_flops_unabsorbed += k * q * flops;
 }

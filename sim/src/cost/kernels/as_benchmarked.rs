@@ -240,6 +240,9 @@ pub fn attention(hw: &Hardware, p: &CostParams, a: &Attn) -> BenchResult {
             a.q_tokens * (a.q_tokens + 1.0) / 2.0,
             a.context * a.kv_bytes * hq,
         ),
+        // No benchmark times a recurrent mixer (`twin kernel` offers none): its state
+        // (`kv_bytes`) read and written once.
+        (_, AttnKernel::Recurrent) => (0.0, 2.0 * a.kv_bytes),
     };
     let flops = a.batch * 2.0 * hq * pairs_per_seq * (a.d_qk + a.d_v);
     // Queries in and outputs out in BF16.

@@ -19,6 +19,9 @@ pub enum AttnKernel {
     Dense,
     /// Attention over the indexer's top-k selection.
     Sparse,
+    /// A recurrent mixer's state update (decode) or chunked scan (prefill): gated
+    /// DeltaNet, Mamba-2.
+    Recurrent,
 }
 
 /// The efficiency class for a kernel in a phase (dense decode: of the FlashMLA release
@@ -29,6 +32,8 @@ pub fn rate(p: &CostParams, kernel: AttnKernel, phase: Phase) -> OpRate {
         (Phase::Decode, AttnKernel::Sparse) => p.attention_sparse,
         (Phase::Prefill, AttnKernel::Dense) => p.attention_prefill,
         (Phase::Prefill, AttnKernel::Sparse) => p.attention_sparse_prefill,
+        (Phase::Decode, AttnKernel::Recurrent) => p.recurrent,
+        (Phase::Prefill, AttnKernel::Recurrent) => p.recurrent_prefill,
     }
 }
 

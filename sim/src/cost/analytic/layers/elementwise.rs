@@ -11,7 +11,6 @@ use crate::Model;
 pub(super) struct Elementwise {
     pub(super) attn_bytes: f64,
     pub(super) moe_bytes: f64,
-    pub(super) dense_bytes: f64,
     pub(super) pair_bytes: f64,
     pub(super) kernels_attn: f64,
     pub(super) kernels_moe: f64,
@@ -72,18 +71,16 @@ impl Elementwise {
         // weights, the input's quantisation and an activation that writes 8-bit
         // values; with 16-bit weights (vLLM's `LlamaMLP`: gate-up GEMM, `SiluAndMul`,
         // down GEMM) no quantisation, and the activation writes 16-bit values.
-        let (dense_bytes, kernels_dense, elem_kernels_dense) = match &model.dense_ffn {
+        let (kernels_dense, elem_kernels_dense) = match &model.dense_ffn {
             Some(d) => {
-                let q = quant(h, d.weight_dtype);
-                let quantised = if q > 0.0 { 1.0 } else { 0.0 };
-                let act_bytes = if q > 0.0 { 5.0 } else { 6.0 };
-                (
-                    q + act_bytes * d.ffn as f64 / tp,
-                    3.0 + quantised + ar_kernel,
-                    1.0 + quantised,
-                )
+                let quantised = if d.weight_dtype.bytes() <= 1.0 {
+                    1.0
+                } else {
+                    0.0
+                };
+                (3.0 + quantised + ar_kernel, 1.0 + quantised)
             }
-            None => (0.0, 0.0, 0.0),
+            None => (0.0, 0.0),
         };
         // Top-k and, with shared experts, their activation.
         let elem_kernels_moe = match &model.moe {
@@ -94,7 +91,6 @@ impl Elementwise {
         Elementwise {
             attn_bytes,
             moe_bytes,
-            dense_bytes,
             pair_bytes,
             kernels_attn,
             kernels_moe,
@@ -104,4 +100,55 @@ impl Elementwise {
             elem_kernels_dense,
         }
     }
+}
+
+/// A dense FFN's element-wise bytes per token at width `ffn` (its norm is the one after
+/// attention): with 8-bit weights, the input's quantisation and an activation that
+/// writes 8-bit values; with 16-bit weights (vLLM's `LlamaMLP`: gate-up GEMM,
+/// `SiluAndMul`, down GEMM) no quantisation, and the activation writes 16-bit values.
+pub(in crate::cost::analytic) fn dense_bytes(model: &Model, ffn: f64, tp: f64) -> f64 {
+    let Some(d) = &model.dense_ffn else {
+        return 0.0;
+    };
+    let h = model.hidden as f64;
+    let q = if d.weight_dtype.bytes() <= 1.0 {
+        3.0 * h
+    } else {
+        0.0
+    };
+    let act_bytes = if q > 0.0 { 5.0 } else { 6.0 };
+    q + act_bytes * ffn / tp
+}
+
+/// Element-wise bytes per token and kernels (all, element-wise) of one layer of a
+/// grouped-query attention with its own shape: `heads` query heads per GPU of value
+/// width `v`, `kv_dim` K/V outputs and `entry` bytes of KV written per token.
+pub(in crate::cost::analytic) fn shaped_attention(
+    model: &Model,
+    heads: f64,
+    v: f64,
+    kv_dim: f64,
+    entry: f64,
+) -> f64 {
+    let h = model.hidden as f64;
+    let aw = model.attention.weight_dtype;
+    let quant = |width: f64| if aw.bytes() <= 1.0 { 3.0 * width } else { 0.0 };
+    let rope = 64f64.min(model.attention.qk_head_dim as f64);
+    16.0 * h + quant(h) + 4.0 * rope * (heads + 1.0) + 2.0 * kv_dim + entry + quant(heads * v)
+}
+
+/// Element-wise bytes per token of a recurrent mixer's layer on one GPU with input
+/// projection outputs `inner` and output projection inputs `out` (per GPU), weights of
+/// `w`: two fused residual adds and norms, the short convolution reading and writing
+/// its inputs (BF16), the gated norm reading the output and its gate, quantisation of
+/// the projections' inputs with 8-bit weights.
+pub(in crate::cost::analytic) fn recurrent_bytes(
+    model: &Model,
+    inner: f64,
+    out: f64,
+    w: crate::units::Dtype,
+) -> f64 {
+    let h = model.hidden as f64;
+    let quant = |width: f64| if w.bytes() <= 1.0 { 3.0 * width } else { 0.0 };
+    16.0 * h + 4.0 * inner + 6.0 * out + quant(h) + quant(out)
 }
