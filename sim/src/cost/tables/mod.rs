@@ -435,6 +435,25 @@ impl KernelTables {
         self.filed(&idx.moe, &(format, (skew * 100.0).round() as i64, gated))
     }
 
+    /// The format the engine runs a model's routed experts of `format` in on `hw`:
+    /// TensorRT-LLM quantises the activations of MXFP4 experts to MXFP8 on Blackwell
+    /// (GPUs with FP4 tensor cores); its BF16-activation path is Hopper's
+    /// (`examples/models/core/gpt_oss/README.md`, MoE support matrix: "bf16 (Hopper) or
+    /// mxfp8 (Blackwell)"; Blackwell's backends, CUTLASS and TRTLLM, take MXFP8). The
+    /// tables' B200 `w4a16_mxfp4` rows time a path TensorRT-LLM does not deploy there,
+    /// and untuned (AIConfigurator's collector skips the tactic cache for them): 618 us
+    /// for 32 tokens of gpt-oss-120b on one B200, against 153 us for `w4a8_mxfp4`.
+    /// Other engines and formats run as the checkpoint says (vLLM's default on
+    /// Blackwell is the BF16-activation FlashInfer kernel).
+    pub fn deployed_experts_format(&self, format: Format, hw: &Hardware) -> Format {
+        let blackwell = hw.tensor.fp4_flops_per_s.is_some_and(|r| r > 0.0);
+        if self.engine == "trtllm" && format == Format::W4a16Mxfp4 && blackwell {
+            Format::W4a8Mxfp4
+        } else {
+            format
+        }
+    }
+
     /// The attention fit of `key`: of its kernels, the one with the most rows.
     pub fn attention_fit(&self, key: &AttnKey) -> Option<&Fit> {
         let idx = self.index.get_or_init(|| self.build_index());
@@ -792,6 +811,37 @@ mod tests {
         assert_eq!(a, b);
         assert!(t.price_gemm(&hw, &gemm(2.0, 2.0)).is_none());
         assert_eq!(t.gemm_substitutes(), vec![(Format::Fp8Block, Format::Fp8)]);
+    }
+
+    #[test]
+    fn issue_38_trtllm_runs_mxfp4_experts_with_mxfp8_activations_on_blackwell() {
+        // TensorRT-LLM's MoE support matrix: MXFP4 weights take BF16 activations on
+        // Hopper, MXFP8 on Blackwell (FP4 tensor cores); vLLM's default on Blackwell
+        // keeps BF16 activations; other formats run as the checkpoint says.
+        let tables = |engine: &str| {
+            KernelTables::new(
+                "s".into(),
+                "h".into(),
+                engine.into(),
+                "0".into(),
+                TableSource::default(),
+                Vec::new(),
+                Vec::new(),
+            )
+        };
+        let b200: Hardware =
+            toml::from_str(include_str!("../../../../scenarios/hardware/b200.toml")).unwrap();
+        let h100: Hardware =
+            toml::from_str(include_str!("../../../../scenarios/hardware/h100.toml")).unwrap();
+        let (trt, vllm) = (tables("trtllm"), tables("vllm"));
+        let w4a16 = Format::W4a16Mxfp4;
+        assert_eq!(trt.deployed_experts_format(w4a16, &b200), Format::W4a8Mxfp4);
+        assert_eq!(trt.deployed_experts_format(w4a16, &h100), w4a16);
+        assert_eq!(vllm.deployed_experts_format(w4a16, &b200), w4a16);
+        assert_eq!(
+            trt.deployed_experts_format(Format::Nvfp4, &b200),
+            Format::Nvfp4
+        );
     }
 
     #[test]
