@@ -122,8 +122,13 @@ pub fn cost_params(
         .transpose()?
         .flatten()
     {
+        let by: String = t
+            .gemm_substitutes()
+            .iter()
+            .map(|(f, by)| format!("; {} GEMMs by its {} fit", f.name(), by.name()))
+            .collect();
         source = format!(
-            "{source} + {} (dense GEMMs, all-reduce, routed experts, GQA/MHA attention)",
+            "{source} + {} (dense GEMMs, all-reduce, routed experts, GQA/MHA attention{by})",
             t.describe()
         );
         params.tables = Some(t);
