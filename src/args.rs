@@ -79,4 +79,9 @@ pub struct PricingArgs {
     /// scenario's `engine`, else `twin`).
     #[arg(long, value_name = "ENGINE[@VERSION]")]
     pub engine: Option<String>,
+    /// Price with physics alone: leave out the terms fitted to measured runs that
+    /// otherwise correct an engine's steps (scenarios/runs/fitted.toml,
+    /// docs/runs-corpus.md).
+    #[arg(long)]
+    pub physics_only: bool,
 }

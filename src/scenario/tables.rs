@@ -42,8 +42,21 @@ pub fn engine_tables(hw: &Hardware, choice: &str) -> Result<Option<Arc<KernelTab
     }) {
         return Ok(Some(t));
     }
-    let (origin, bytes) = locate(hw, choice)?;
-    let t = Arc::new(parse(&origin, &bytes)?);
+    let (origin, bytes, carried) = match locate(hw, choice) {
+        Ok((o, b)) => (o, b, false),
+        Err(e) => match carried_from(hw, choice) {
+            Some((o, b)) => (o, b, true),
+            None => return Err(e),
+        },
+    };
+    let mut t = parse(&origin, &bytes)?;
+    if carried {
+        // The fits are efficiencies of the sibling's datasheet: priced on this GPU's
+        // own rates, as `kernels_from` carries the hardware file's `[cost]`.
+        t.system = format!("{}, carried to {} by datasheet ratio", t.system, hw.name);
+        t.hardware = hw.name.clone();
+    }
+    let t = Arc::new(t);
     if t.hardware != hw.name {
         bail!(
             "--engine {choice}: {origin} holds tables of {} ({}), not of {}",
@@ -56,6 +69,20 @@ pub fn engine_tables(hw: &Hardware, choice: &str) -> Result<Option<Arc<KernelTab
         c.push((hw.name.clone(), choice.to_string(), t.clone()));
     }
     Ok(Some(t))
+}
+
+/// The shipped tables of `choice` on the hardware `hw` carries its kernels from
+/// (`kernels_from`), when `hw` has none of its own.
+fn carried_from(hw: &Hardware, choice: &str) -> Option<(String, Vec<u8>)> {
+    let from = hw.kernels_from.as_deref()?;
+    if choice.contains('/') || choice.ends_with(".toml") || choice.ends_with(".gz") {
+        return None;
+    }
+    let sibling = Hardware {
+        name: from.to_string(),
+        ..hw.clone()
+    };
+    locate(&sibling, choice).ok()
 }
 
 /// The file `choice` names: `(origin, bytes)`.
