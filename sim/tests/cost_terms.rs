@@ -693,3 +693,52 @@ fn five_stage_decode_hides_the_combine_behind_attention() {
         prefill(&two, 2000, 0).step_s
     );
 }
+
+#[test]
+fn issue_38_a_mixed_steps_experts_see_the_groups_tokens_once() {
+    // DEP2: rank 0 runs a 4-token chunk and two decode requests, rank 1 two decode
+    // requests. The routed experts (and their dispatch and combine, the normal
+    // kernels of a step that prefills) see the group's 8 tokens once, 6 from rank 0:
+    // the same as a prefill step of 6 and 2 tokens. Its attention is the chunk's plus
+    // each rank's decodes', and its tokens are 8.
+    use sim::cost::{CostModel, Phase, ReqSlice, StepShape};
+    let c = cm(model(), 2, false, ideal());
+    let two = ReqSlice {
+        new_tokens: 1,
+        context_tokens: 300,
+        count: 2,
+    };
+    let step = |phase, ranks: &[Vec<ReqSlice>], decode_ranks: &[Vec<ReqSlice>]| {
+        c.step(&StepShape {
+            phase,
+            ranks,
+            decode_ranks,
+            draft_tokens: 0,
+        })
+    };
+    let mixed = step(
+        Phase::Prefill,
+        &[vec![ReqSlice::one(4, 100)], vec![]],
+        &[vec![two], vec![two]],
+    );
+    let as_chunks = step(
+        Phase::Prefill,
+        &[vec![ReqSlice::one(6, 100)], vec![ReqSlice::one(2, 100)]],
+        &[],
+    );
+    assert_eq!(mixed.tokens_processed, 8);
+    close(mixed.op(Op::Moe), as_chunks.op(Op::Moe));
+    close(
+        mixed.moe_weight_bytes_per_rank,
+        as_chunks.moe_weight_bytes_per_rank,
+    );
+    close(mixed.comm.nvlink_bytes, as_chunks.comm.nvlink_bytes);
+    let chunk = step(Phase::Prefill, &[vec![ReqSlice::one(4, 100)], vec![]], &[]);
+    let decodes = step(Phase::Decode, &[vec![two], vec![two]], &[]);
+    // The slowest rank's: rank 0's chunk and its two decodes (each rank's decodes
+    // alike).
+    close(
+        mixed.op(Op::Attention),
+        chunk.op(Op::Attention) + decodes.op(Op::Attention),
+    );
+}

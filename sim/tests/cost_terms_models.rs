@@ -6,7 +6,7 @@
 
 mod terms;
 
-use sim::cost::Op;
+use sim::cost::{CostModel, Op, Phase, ReqSlice, StepShape};
 use sim::Model;
 use terms::*;
 
@@ -154,4 +154,55 @@ fn a_sixteen_bit_dense_ffn_has_no_quantisation_kernel() {
     let mut floored = ideal();
     floored.in_situ.kernel_floor_s = 1e-6;
     close(elem(fp8, floored.clone()) - elem(bf16, floored), 1e-6);
+}
+
+/// The dense-FFN model of `a_dense_model_prices_its_ffn_and_no_experts`.
+fn dense_model() -> Model {
+    let mut m = model();
+    m.layers[0].ffn = sim::model::FfnKind::Dense;
+    m.moe = None;
+    m.dense_ffn = Some(sim::model::DenseFfn {
+        ffn: 1000,
+        weight_dtype: sim::units::Dtype::Fp8,
+    });
+    m
+}
+
+#[test]
+fn issue_38_a_mixed_step_reads_its_weights_once() {
+    // One rank runs a 4-token prefill chunk (on 100 cached tokens) and two decode
+    // requests (contexts 500) in one step. Ideal rates: every GEMM is memory-bound
+    // (m k + k n w + 2 m n bytes, linear in m but for the weights), element-wise work
+    // and each request's attention are per token or per request, launches and host
+    // work are free. One forward pass over all 6 tokens therefore costs the chunk's
+    // step plus the decode step less one read of every weight: q+kv 900,000 + o
+    // 800,000 + gate+up 2,000,000 + down 1,000,000, each with 1/128 of scales, and the
+    // LM head's 1,000,000: 5,736,718.75 B, 5.73671875 us at 1e12 B/s.
+    let c = cm(dense_model(), 1, false, ideal());
+    let chunk = vec![vec![ReqSlice::one(4, 100)]];
+    let decodes = vec![vec![ReqSlice {
+        new_tokens: 1,
+        context_tokens: 500,
+        count: 2,
+    }]];
+    let step = |phase, ranks: &[Vec<ReqSlice>], decode_ranks: &[Vec<ReqSlice>]| {
+        c.step(&StepShape {
+            phase,
+            ranks,
+            decode_ranks,
+            draft_tokens: 0,
+        })
+    };
+    let p = step(Phase::Prefill, &chunk, &[]);
+    let d = step(Phase::Decode, &decodes, &[]);
+    let mixed = step(Phase::Prefill, &chunk, &decodes);
+    let weights = (900_000.0 + 800_000.0 + 2e6 + 1e6) * (1.0 + 1.0 / 128.0) + 1e6;
+    close(weights, 5_736_718.75);
+    close(p.step_s + d.step_s - mixed.step_s, weights / 1e12);
+    // Attention is each part's own kernel: the chunk's prefill and the decodes'.
+    close(
+        mixed.op(Op::Attention),
+        p.op(Op::Attention) + d.op(Op::Attention),
+    );
+    assert_eq!(mixed.tokens_processed, 6);
 }
