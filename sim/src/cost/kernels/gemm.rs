@@ -18,10 +18,10 @@
 //! small-M kernels, and take whichever is faster ([`small_m`]): the operands swapped
 //! (swap-AB, `transposeMmaOutput`), so the weight's rows fill the MMA's 64- or 128-wide
 //! M side and the tokens its narrow N side (8, 16 or 32), with the K loop spread over
-//! every SM (stream-K / split-K; the FP32 partial sums meet in L2, a few hundred KB at
-//! these sizes, and cost no HBM traffic). A 1-row GEMM then loads 8 rows of activations
-//! per tile instead of 64 and streams its weights on every SM: memory-bound, near the
-//! weight read. Sources: vLLM's SM90 FP8 dispatch (M in [1, 16]: 64x16x256 tiles with
+//! every SM (stream-K / split-K; the FP32 partial sums meet in L2, at most rows x SMs x
+//! 128 x 4 B, a few MB, and cost no HBM traffic). A 1-row GEMM then loads 8 rows of
+//! activations per tile instead of 64 and streams its weights on every SM:
+//! memory-bound, near the weight read. Sources: vLLM's SM90 FP8 dispatch (M in [1, 16]: 64x16x256 tiles with
 //! swap-AB; `csrc/quantization/w8a8/cutlass/c3x/scaled_mm_sm90_fp8_dispatch.cuh` at
 //! 68f442eb), vLLM 0.24's block-FP8 dispatch (FlashInfer's swap-AB kernel below M = 32,
 //! DeepGEMM above: AIConfigurator's `collector/vllm/collect_gemm.py` at 095f58a5 reads
