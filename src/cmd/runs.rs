@@ -134,7 +134,7 @@ fn import(a: &ImportArgs) -> Result<()> {
                 loaded.records
             }
         };
-        sources.push(format!("{shown} ({} records)", read.len()));
+        sources.push(format!("{shown} ({})", records_word(read.len())));
         records.extend(read);
     }
     if let Some(dir) = a.out.as_deref().and_then(|o| o.parent()).and_then(|d| {
@@ -172,7 +172,7 @@ fn import(a: &ImportArgs) -> Result<()> {
     match &a.out {
         Some(out) => {
             corpus::io::write_atomic(out, &text)?;
-            eprintln!("wrote {} ({} records)", out.display(), records.len());
+            eprintln!("wrote {} ({})", out.display(), records_word(records.len()));
         }
         None => print!("{text}"),
     }
@@ -389,4 +389,9 @@ fn deployment(d: &DeploymentArgs) -> Result<corpus::clients::Deployment> {
             },
         },
     })
+}
+
+/// "1 record", "2 records".
+fn records_word(n: usize) -> String {
+    format!("{n} record{}", if n == 1 { "" } else { "s" })
 }

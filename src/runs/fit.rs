@@ -18,17 +18,20 @@ pub const METRICS: [Metric; 2] = [Metric::TtftMs, Metric::TpotMs];
 pub const WEIGHTS: [f64; 2] = [0.25, 1.0];
 
 /// The fitted terms: in-situ factors per phase and op family (element-wise kernels
-/// with the GEMMs), the host's exposed time per step and the front end's per
-/// request. Priors: isolated-kernel prices (factor 1) and the engines' own host terms
+/// apart from the GEMMs: how many an engine fuses is its own, not a model's), the
+/// host's exposed time per step and the front end's per request. Priors:
+/// isolated-kernel prices (factor 1) and the engines' own host terms
 /// (`sim::cost::host`, `sim::serving::scheduler`); a factor's prior sd is ln 2, a
 /// second's 20 ms (front end) and 2 ms (per step).
-pub const TERMS: [Term; 8] = [
+pub const TERMS: [Term; 10] = [
     factor("in_situ.decode.gemm"),
     factor("in_situ.decode.attention"),
     factor("in_situ.decode.moe"),
+    factor("in_situ.decode.elementwise"),
     factor("in_situ.prefill.gemm"),
     factor("in_situ.prefill.attention"),
     factor("in_situ.prefill.moe"),
+    factor("in_situ.prefill.elementwise"),
     Term {
         key: "host.gap_s",
         log: false,
@@ -285,8 +288,8 @@ mod tests {
         let cache = Cache::default();
         let mut truth: Vec<f64> = TERMS.iter().map(|t| t.prior).collect();
         truth[0] = 1.3; // in_situ.decode.gemm
-        truth[3] = 0.8; // in_situ.prefill.gemm
-        truth[7] = 0.030; // frontend_s
+        truth[4] = 0.8; // in_situ.prefill.gemm
+        truth[9] = 0.030; // frontend_s
         let shapes = [
             (1, 1, 1024, 128),
             (1, 4, 2048, 256),
@@ -328,7 +331,7 @@ mod tests {
         let p = calibration::runs::fit(&all, &weak, &WEIGHTS);
         let v: Vec<f64> = TERMS.iter().zip(&p).map(|(t, x)| t.value(*x)).collect();
         assert!((v[0] / 1.3 - 1.0).abs() < 0.05, "decode gemm {v:?}");
-        assert!((v[3] / 0.8 - 1.0).abs() < 0.10, "prefill gemm {v:?}");
-        assert!((v[7] - 0.030).abs() < 0.005, "front end {v:?}");
+        assert!((v[4] / 0.8 - 1.0).abs() < 0.10, "prefill gemm {v:?}");
+        assert!((v[9] - 0.030).abs() < 0.005, "front end {v:?}");
     }
 }

@@ -54,8 +54,7 @@ pub fn read(path: &Path) -> Result<Option<RunsProfile>> {
 }
 
 /// Sets a group's cost terms on `params` (every factor applying to every step, as
-/// fitted; element-wise kernels with their phase's GEMMs); returns its front end, if
-/// it has one.
+/// fitted); returns its front end, if it has one.
 pub fn apply_terms(params: &mut CostParams, g: &GroupFit) -> Result<Option<f64>, String> {
     params.set("in_situ.tp_residuals", 1.0)?;
     let mut frontend = None;
@@ -65,9 +64,6 @@ pub fn apply_terms(params: &mut CostParams, g: &GroupFit) -> Result<Option<f64>,
             continue;
         }
         params.set(key, v)?;
-        if let Some(phase) = key.strip_suffix(".gemm") {
-            params.set(&format!("{phase}.elementwise"), v)?;
-        }
     }
     Ok(frontend)
 }
@@ -82,4 +78,40 @@ pub fn describe(g: &GroupFit, from: &str) -> String {
         g.family,
         g.models.len()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The shipped profile reads (a file that does not would price every run by
+    /// physics alone without a word) and holds only the fit's terms and
+    /// groups that passed the gate of `scripts/runs-fit.sh` (`--only-improving`).
+    #[test]
+    fn the_shipped_terms_read_and_passed_their_gate() {
+        let text = crate::scenario::embedded_file("runs/fitted.toml").expect("shipped");
+        let p = RunsProfile::parse(text).expect("scenarios/runs/fitted.toml reads");
+        assert!(shipped().is_some());
+        assert!(!p.groups.is_empty());
+        for g in &p.groups {
+            for k in g.terms.keys() {
+                assert!(
+                    super::super::fit::TERMS.iter().any(|t| t.key == k),
+                    "{} on {}: {k} is no term",
+                    g.engine,
+                    g.family
+                );
+            }
+            let score = |row: &str| -> f64 {
+                let f = &g.cv[row];
+                f["tpot_ms"].median_abs_error + 0.25 * f["ttft_ms"].median_abs_error
+            };
+            assert!(
+                score("leave-one-model-out") < score("physics alone"),
+                "{} on {}",
+                g.engine,
+                g.family
+            );
+        }
+    }
 }

@@ -8,12 +8,13 @@ use crate::runs::fit::{group_of, linearise_all, simulate_with, METRICS, TERMS, W
 use crate::runs::predict::Center;
 use crate::runs::{load, Cache};
 use anyhow::{bail, Result};
-use calibration::runs::{band, cross_validate, fit, CvFigures, GroupFit, Obs, RunsProfile};
+use calibration::runs::{band, cross_validate, fit, CvFigures, GroupFit, Obs, RunsProfile, Term};
 use corpus::filter::Filter;
 use corpus::summary::tolerance;
 use corpus::RunRecord;
 use rayon::prelude::*;
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct FromRunsArgs {
@@ -33,6 +34,28 @@ pub struct FromRunsArgs {
     /// With --from-runs: the seed of every simulation.
     #[arg(long, default_value_t = 1, requires = "from_runs")]
     pub seed: u64,
+    /// With --from-runs: fit only these terms (comma-separated keys of the term table,
+    /// docs/guide/calibrate.md); the others stay at their priors.
+    #[arg(long, value_delimiter = ',', requires = "from_runs")]
+    pub terms: Vec<String>,
+    /// With --from-runs: scale every prior's standard deviation (below 1: terms kept
+    /// nearer their priors).
+    #[arg(long, default_value_t = 1.0, requires = "from_runs")]
+    pub prior_scale: f64,
+    /// With --from-runs: keep the linearised records in this file and read them from it
+    /// when it holds this corpus, filters, seed and statistic (the linearisation is the
+    /// slow part: one simulation a record and one more per term).
+    #[arg(long, value_name = "FILE", requires = "from_runs")]
+    pub linearised: Option<PathBuf>,
+    /// With --from-runs: report the linear model's cross-validation, without simulating
+    /// the records again under each fold's terms (fast, for comparing term sets).
+    #[arg(long, requires = "from_runs")]
+    pub no_check: bool,
+    /// With --from-runs: keep only the groups whose leave-one-model-out check beats
+    /// physics alone (their priors) on the fit's objective, the median |error| of TPOT
+    /// plus a quarter of TTFT's; the others are left out of --out and price by physics.
+    #[arg(long, requires = "from_runs")]
+    pub only_improving: bool,
 }
 
 /// The fold a record falls in under a cross-validation scheme.
@@ -63,12 +86,8 @@ pub fn run(a: &FromRunsArgs, corpus_name: &str, out: Option<&std::path::Path>) -
         bail!("{}: no record passes the filters", loaded.origin);
     }
     let cache = Cache::default();
-    eprintln!(
-        "linearising {} records ({} simulations each) ...",
-        records.len(),
-        TERMS.len() + 1
-    );
-    let lins = linearise_all(&records, &loaded.base, &cache, a.seed, a.center);
+    let terms = chosen_terms(a)?;
+    let lins = linearised(a, &records, &loaded, &cache)?;
     let mut groups: BTreeMap<(String, String), Vec<Lin>> = BTreeMap::new();
     let mut skipped: BTreeMap<String, usize> = BTreeMap::new();
     for (rec, l) in records.iter().zip(lins) {
@@ -86,9 +105,18 @@ pub fn run(a: &FromRunsArgs, corpus_name: &str, out: Option<&std::path::Path>) -
     }
     let fits: Vec<GroupFit> = groups
         .iter()
-        .map(|((engine, family), lins)| fit_group(engine, family, lins, a, &loaded, &cache))
+        .map(|((engine, family), lins)| {
+            let ctx = Ctx {
+                a,
+                loaded: &loaded,
+                cache: &cache,
+                terms: &terms,
+            };
+            fit_group(engine, family, lins, &ctx)
+        })
         .collect();
-    print_fits(&fits, &skipped, records.len());
+    print_fits(&fits, &skipped, records.len(), a.no_check);
+    let fits = if a.only_improving { gate(fits) } else { fits };
     let profile = RunsProfile {
         kind: RunsProfile::KIND.into(),
         version: 1,
@@ -114,20 +142,60 @@ pub fn run(a: &FromRunsArgs, corpus_name: &str, out: Option<&std::path::Path>) -
     Ok(())
 }
 
+/// The fit's objective on a row of the cross-validation (`None` without both metrics):
+/// the weighted sum of each metric's median |error|.
+fn objective(figs: &BTreeMap<String, CvFigures>) -> Option<f64> {
+    METRICS
+        .iter()
+        .zip(WEIGHTS)
+        .map(|(m, w)| figs.get(m.key()).map(|f| w * f.median_abs_error))
+        .sum()
+}
+
+/// The groups whose leave-one-model-out objective beats physics alone's; says which
+/// are left out and why.
+fn gate(fits: Vec<GroupFit>) -> Vec<GroupFit> {
+    println!();
+    fits.into_iter()
+        .filter(|g| {
+            let cv = g.cv.get("leave-one-model-out").and_then(objective);
+            let prior = g.cv.get("physics alone").and_then(objective);
+            let keep = matches!((cv, prior), (Some(c), Some(p)) if c < p);
+            let shown = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{:.1}%", 100.0 * x));
+            println!(
+                "{} {} on {}: leave-one-model-out {} against physics alone {} (median |error| of TPOT + TTFT / 4)",
+                if keep { "kept:" } else { "left out:" },
+                g.engine,
+                g.family,
+                shown(cv),
+                shown(prior)
+            );
+            keep
+        })
+        .collect()
+}
+
 /// The log residuals (measured over predicted) of every observation of `lins` under
 /// the terms each record's fold was fitted to, by simulation; `None` where the
 /// simulation failed.
-fn simulated_residuals(
-    lins: &[Lin],
-    params: &[Vec<f64>],
-    a: &FromRunsArgs,
-    loaded: &crate::runs::Loaded,
-    cache: &Cache,
-) -> Vec<Vec<Option<f64>>> {
+fn simulated_residuals(lins: &[Lin], params: &[Vec<f64>], ctx: &Ctx) -> Vec<Vec<Option<f64>>> {
+    let (a, loaded, cache) = (ctx.a, ctx.loaded, ctx.cache);
+    if a.no_check {
+        return lins
+            .iter()
+            .zip(params)
+            .map(|(l, p)| {
+                l.obs
+                    .iter()
+                    .map(|o| Some(o.target - o.predict(p, ctx.terms)))
+                    .collect()
+            })
+            .collect();
+    }
     lins.par_iter()
         .zip(params)
         .map(|(l, p)| {
-            let values: Vec<f64> = TERMS.iter().zip(p).map(|(t, x)| t.value(*x)).collect();
+            let values: Vec<f64> = ctx.terms.iter().zip(p).map(|(t, x)| t.value(*x)).collect();
             let y = simulate_with(l.rec, &loaded.base, cache, a.seed, a.center, &values).ok();
             l.obs
                 .iter()
@@ -142,7 +210,7 @@ fn simulated_residuals(
 fn figures(
     lins: &[Lin],
     res: &[Vec<Option<f64>>],
-    bands: Option<&[Vec<(f64, f64)>]>,
+    bands: Option<&[Vec<Option<(f64, f64)>>]>,
 ) -> BTreeMap<String, CvFigures> {
     let mut out = BTreeMap::new();
     for (m, metric) in METRICS.iter().enumerate() {
@@ -153,8 +221,9 @@ fn figures(
                 let Some(r) = res[i][j] else { continue };
                 // predicted / measured - 1 = exp(-r) - 1.
                 errs.push((-r).exp() - 1.0);
-                if let Some(b) = bands {
-                    let (lo, hi) = b[i][j];
+                // A fold whose band no other fold could give (one fold in all) counts
+                // in neither share.
+                if let Some((lo, hi)) = bands.and_then(|b| b[i][j]) {
                     inside.push(r >= lo.ln() && r <= hi.ln());
                 }
             }
@@ -178,19 +247,27 @@ fn figures(
     out
 }
 
+/// What a group's fit works with.
+struct Ctx<'a> {
+    a: &'a FromRunsArgs,
+    loaded: &'a crate::runs::Loaded,
+    cache: &'a Cache,
+    terms: &'a [Term],
+}
+
 /// The fit of one group, its cross-validation and bands.
-fn fit_group(
-    engine: &str,
-    family: &str,
-    lins: &[Lin],
-    a: &FromRunsArgs,
-    loaded: &crate::runs::Loaded,
-    cache: &Cache,
-) -> GroupFit {
+fn fit_group(engine: &str, family: &str, lins: &[Lin], ctx: &Ctx) -> GroupFit {
+    let terms = ctx.terms;
     let all: Vec<&Obs> = lins.iter().flat_map(|l| &l.obs).collect();
-    let p_all = fit(&all, &TERMS, &WEIGHTS);
+    let p_all = fit(&all, terms, &WEIGHTS);
     let mut cv = BTreeMap::new();
-    let in_sample = simulated_residuals(lins, &vec![p_all.clone(); lins.len()], a, loaded, cache);
+    // The priors' residuals are the linearisation's own predictions: simulations.
+    let physics: Vec<Vec<Option<f64>>> = lins
+        .iter()
+        .map(|l| l.obs.iter().map(|o| Some(o.target - o.y0.ln())).collect())
+        .collect();
+    cv.insert("physics alone".to_string(), figures(lins, &physics, None));
+    let in_sample = simulated_residuals(lins, &vec![p_all.clone(); lins.len()], ctx);
     cv.insert("in-sample".to_string(), figures(lins, &in_sample, None));
     let mut band_of = BTreeMap::new();
     for (name, fold_of) in SCHEMES {
@@ -204,14 +281,14 @@ fn fit_group(
                     .filter(|(_, g)| *g != f)
                     .flat_map(|(l, _)| &l.obs)
                     .collect();
-                fit(&train, &TERMS, &WEIGHTS)
+                fit(&train, terms, &WEIGHTS)
             })
             .collect();
-        let bands = nested_bands(lins, &folds);
-        let res = simulated_residuals(lins, &params, a, loaded, cache);
+        let bands = nested_bands(lins, &folds, terms);
+        let res = simulated_residuals(lins, &params, ctx);
         cv.insert(name.to_string(), figures(lins, &res, Some(&bands)));
         if name == "leave-one-model-out" {
-            band_of = profile_bands(lins, &folds);
+            band_of = profile_bands(lins, &folds, terms);
         }
     }
     let uniq = |f: fn(&RunRecord) -> String| {
@@ -226,7 +303,7 @@ fn fit_group(
         gpus: uniq(|r| r.gpu.hardware.clone()),
         models: uniq(|r| r.model.id.clone()),
         records: lins.len(),
-        terms: TERMS
+        terms: terms
             .iter()
             .zip(&p_all)
             .map(|(t, p)| (t.key.to_string(), t.value(*p)))
@@ -239,7 +316,7 @@ fn fit_group(
 /// Per observation, the band its fold's prediction carries: the p10-p90 of the
 /// cross-validated residuals of the other folds, each from a fit that saw neither
 /// that fold nor this one (nested: no band is drawn from its own record's data).
-fn nested_bands(lins: &[Lin], folds: &[String]) -> Vec<Vec<(f64, f64)>> {
+fn nested_bands(lins: &[Lin], folds: &[String], terms: &[Term]) -> Vec<Vec<Option<(f64, f64)>>> {
     let mut names: Vec<&String> = folds.iter().collect();
     names.sort();
     names.dedup();
@@ -251,7 +328,7 @@ fn nested_bands(lins: &[Lin], folds: &[String]) -> Vec<Vec<(f64, f64)>> {
             .filter(|(_, f)| f != held)
             .flat_map(|(l, f)| l.obs.iter().map(move |o| (o.clone(), f.clone())))
             .unzip();
-        let res = cross_validate(&obs, &inner, &TERMS, &WEIGHTS);
+        let res = cross_validate(&obs, &inner, terms, &WEIGHTS);
         let mut b = [None, None];
         for (m, slot) in b.iter_mut().enumerate() {
             let r: Vec<f64> = obs
@@ -266,24 +343,19 @@ fn nested_bands(lins: &[Lin], folds: &[String]) -> Vec<Vec<(f64, f64)>> {
     }
     lins.iter()
         .zip(folds)
-        .map(|(l, f)| {
-            l.obs
-                .iter()
-                .map(|o| by_fold[f][o.metric].unwrap_or((1.0, 1.0)))
-                .collect()
-        })
+        .map(|(l, f)| l.obs.iter().map(|o| by_fold[f][o.metric]).collect())
         .collect()
 }
 
 /// The profile's bands: per metric, the p10-p90 of the group's cross-validated
 /// residuals under `folds`.
-fn profile_bands(lins: &[Lin], folds: &[String]) -> BTreeMap<String, [f64; 2]> {
+fn profile_bands(lins: &[Lin], folds: &[String], terms: &[Term]) -> BTreeMap<String, [f64; 2]> {
     let (obs, f): (Vec<Obs>, Vec<String>) = lins
         .iter()
         .zip(folds)
         .flat_map(|(l, f)| l.obs.iter().map(move |o| (o.clone(), f.clone())))
         .unzip();
-    let res = cross_validate(&obs, &f, &TERMS, &WEIGHTS);
+    let res = cross_validate(&obs, &f, terms, &WEIGHTS);
     METRICS
         .iter()
         .enumerate()
@@ -299,9 +371,17 @@ fn profile_bands(lins: &[Lin], folds: &[String]) -> BTreeMap<String, [f64; 2]> {
         .collect()
 }
 
-fn print_fits(fits: &[GroupFit], skipped: &BTreeMap<String, usize>, n: usize) {
+fn print_fits(fits: &[GroupFit], skipped: &BTreeMap<String, usize>, n: usize, no_check: bool) {
     let fitted: usize = fits.iter().map(|g| g.records).sum();
-    println!("fitted {fitted} of {n} records in {} groups (engine x GPU family); errors from simulating each record again:", fits.len());
+    let how = if no_check {
+        "errors of the linear model (--no-check: the records not simulated again)"
+    } else {
+        "errors from simulating each record again"
+    };
+    println!(
+        "fitted {fitted} of {n} records in {} groups (engine x GPU family); {how}:",
+        fits.len()
+    );
     println!("  in-sample: terms fitted to every record of the group; leave-one-model-out / -gpu-out: terms fitted without the record's model / GPU");
     println!("  within: TTFT within 25%, TPOT within 15%; band: measured inside the p10-p90 band from nested cross-validated residuals");
     for g in fits {
@@ -346,4 +426,110 @@ fn print_fits(fits: &[GroupFit], skipped: &BTreeMap<String, usize>, n: usize) {
     for (why, k) in skipped {
         println!("not fitted: {k} x {why}");
     }
+}
+
+/// The terms to fit: every term of the table, those not named by `--terms` pinned at
+/// their priors, every prior's sd scaled by `--prior-scale`.
+fn chosen_terms(a: &FromRunsArgs) -> Result<Vec<Term>> {
+    for k in &a.terms {
+        if !TERMS.iter().any(|t| t.key == k) {
+            bail!(
+                "--terms {k}: not a term; the terms are {}",
+                TERMS.iter().map(|t| t.key).collect::<Vec<_>>().join(", ")
+            );
+        }
+    }
+    if !(a.prior_scale.is_finite() && a.prior_scale > 0.0) {
+        bail!("--prior-scale {}: must be a positive number", a.prior_scale);
+    }
+    Ok(TERMS
+        .iter()
+        .map(|t| {
+            let free = a.terms.is_empty() || a.terms.iter().any(|k| k == t.key);
+            Term {
+                sd: if free { t.sd * a.prior_scale } else { 1e-9 },
+                ..*t
+            }
+        })
+        .collect())
+}
+
+/// The linearised records: read from `--linearised` when it holds this corpus, filters,
+/// seed and statistic, else computed (and written there).
+fn linearised(
+    a: &FromRunsArgs,
+    records: &[&RunRecord],
+    loaded: &crate::runs::Loaded,
+    cache: &Cache,
+) -> Result<Vec<Result<Vec<Obs>, String>>> {
+    let key = serde_json::json!({
+        "corpus": loaded.origin, "filters": a.filter, "seed": a.seed,
+        "center": format!("{:?}", a.center), "records": records.len(),
+        "terms": TERMS.iter().map(|t| t.key).collect::<Vec<_>>(),
+        "twin": env!("CARGO_PKG_VERSION"),
+    });
+    if let Some(path) = &a.linearised {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            let v: serde_json::Value = serde_json::from_str(&text)?;
+            if v["key"] == key {
+                eprintln!("linearised records read from {}", path.display());
+                return Ok(v["records"]
+                    .as_array()
+                    .map(|rs| rs.iter().map(obs_of_json).collect())
+                    .unwrap_or_default());
+            }
+            eprintln!(
+                "{}: linearised for another corpus, filters or seed: computed again",
+                path.display()
+            );
+        }
+    }
+    eprintln!(
+        "linearising {} records ({} simulations each) ...",
+        records.len(),
+        TERMS.len() + 1
+    );
+    let lins = linearise_all(records, &loaded.base, cache, a.seed, a.center);
+    if let Some(path) = &a.linearised {
+        let rs: Vec<serde_json::Value> = lins.iter().map(obs_to_json).collect();
+        let text = serde_json::to_string(&serde_json::json!({"key": key, "records": rs}))?;
+        let tmp = path.with_extension("partial");
+        std::fs::write(&tmp, text)?;
+        std::fs::rename(&tmp, path)?;
+    }
+    Ok(lins)
+}
+
+fn obs_to_json(l: &Result<Vec<Obs>, String>) -> serde_json::Value {
+    match l {
+        Ok(obs) => {
+            serde_json::json!({"obs": obs.iter().map(|o| serde_json::json!([o.metric, o.y0, o.grad, o.target])).collect::<Vec<_>>()})
+        }
+        Err(e) => serde_json::json!({"err": e}),
+    }
+}
+
+fn obs_of_json(v: &serde_json::Value) -> Result<Vec<Obs>, String> {
+    if let Some(e) = v["err"].as_str() {
+        return Err(e.to_string());
+    }
+    let bad = || "a linearised record that does not read".to_string();
+    v["obs"]
+        .as_array()
+        .ok_or_else(bad)?
+        .iter()
+        .map(|o| {
+            Ok(Obs {
+                metric: o[0].as_u64().ok_or_else(bad)? as usize,
+                y0: o[1].as_f64().ok_or_else(bad)?,
+                grad: o[2]
+                    .as_array()
+                    .ok_or_else(bad)?
+                    .iter()
+                    .map(|g| g.as_f64().ok_or_else(bad))
+                    .collect::<Result<_, _>>()?,
+                target: o[3].as_f64().ok_or_else(bad)?,
+            })
+        })
+        .collect()
 }
