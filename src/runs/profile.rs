@@ -57,6 +57,7 @@ pub fn read(path: &Path) -> Result<Option<RunsProfile>> {
 /// fitted); returns its front end, if it has one.
 pub fn apply_terms(params: &mut CostParams, g: &GroupFit) -> Result<Option<f64>, String> {
     params.set("in_situ.tp_residuals", 1.0)?;
+    let before = std::mem::take(&mut params.in_situ.source);
     let mut frontend = None;
     for (key, &v) in &g.terms {
         if key == "frontend_s" {
@@ -65,6 +66,17 @@ pub fn apply_terms(params: &mut CostParams, g: &GroupFit) -> Result<Option<f64>,
         }
         params.set(key, v)?;
     }
+    // `forward`'s in-situ line says where the factors came from, and what set the
+    // rest of the in-situ terms.
+    let fitted = format!(
+        "factors fitted to {} measured runs of {} on {}",
+        g.records, g.engine, g.family
+    );
+    params.in_situ.source = if before.is_empty() {
+        fitted
+    } else {
+        format!("{fitted}; the other terms: {before}")
+    };
     Ok(frontend)
 }
 

@@ -62,10 +62,17 @@ pub struct FromRunsArgs {
 type FoldOf = fn(&RunRecord) -> String;
 
 /// The cross-validation schemes: name and the fold of a record.
-const SCHEMES: [(&str, FoldOf); 2] = [
+const SCHEMES: [(&str, FoldOf); 3] = [
     ("leave-one-model-out", |r| r.model.id.clone()),
     ("leave-one-gpu-out", |r| r.gpu.hardware.clone()),
+    // A user's own runs are often one model on one GPU: each run under terms fitted
+    // to the others.
+    ("leave-one-run-out", |r| r.id.clone()),
 ];
+
+/// The most folds a scheme's bands are nested over (one fit per pair of folds): a
+/// scheme of more folds (leave-one-run-out of a large corpus) reports no band.
+const MAX_NESTED_FOLDS: usize = 64;
 
 /// One record's linearised observations, by record.
 struct Lin<'a> {
@@ -272,21 +279,27 @@ fn fit_group(engine: &str, family: &str, lins: &[Lin], ctx: &Ctx) -> GroupFit {
     let mut band_of = BTreeMap::new();
     for (name, fold_of) in SCHEMES {
         let folds: Vec<String> = lins.iter().map(|l| fold_of(l.rec)).collect();
-        let params: Vec<Vec<f64>> = folds
-            .iter()
+        let mut distinct: Vec<&String> = folds.iter().collect();
+        distinct.sort();
+        distinct.dedup();
+        // One fit per fold, without any of its records (in parallel: a run per fold
+        // when leaving one run out).
+        let by_fold: BTreeMap<&String, Vec<f64>> = distinct
+            .par_iter()
             .map(|f| {
                 let train: Vec<&Obs> = lins
                     .iter()
                     .zip(&folds)
-                    .filter(|(_, g)| *g != f)
+                    .filter(|(_, g)| g != f)
                     .flat_map(|(l, _)| &l.obs)
                     .collect();
-                fit(&train, terms, &WEIGHTS)
+                (*f, fit(&train, terms, &WEIGHTS))
             })
             .collect();
-        let bands = nested_bands(lins, &folds, terms);
+        let params: Vec<Vec<f64>> = folds.iter().map(|f| by_fold[f].clone()).collect();
+        let bands = (distinct.len() <= MAX_NESTED_FOLDS).then(|| nested_bands(lins, &folds, terms));
         let res = simulated_residuals(lins, &params, ctx);
-        cv.insert(name.to_string(), figures(lins, &res, Some(&bands)));
+        cv.insert(name.to_string(), figures(lins, &res, bands.as_deref()));
         if name == "leave-one-model-out" {
             band_of = profile_bands(lins, &folds, terms);
         }
@@ -382,7 +395,7 @@ fn print_fits(fits: &[GroupFit], skipped: &BTreeMap<String, usize>, n: usize, no
         "fitted {fitted} of {n} records in {} groups (engine x GPU family); {how}:",
         fits.len()
     );
-    println!("  in-sample: terms fitted to every record of the group; leave-one-model-out / -gpu-out: terms fitted without the record's model / GPU");
+    println!("  in-sample: terms fitted to every record of the group; leave-one-model-out / -gpu-out / -run-out: terms fitted without the record's model / GPU / itself");
     println!("  within: TTFT within 25%, TPOT within 15%; band: measured inside the p10-p90 band from nested cross-validated residuals");
     for g in fits {
         println!();
@@ -532,4 +545,54 @@ fn obs_of_json(v: &serde_json::Value) -> Result<Vec<Obs>, String> {
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(tpot: f64, ttft: f64) -> BTreeMap<String, CvFigures> {
+        let f = |e| CvFigures {
+            n: 10,
+            within: 0.5,
+            median_abs_error: e,
+            band_coverage: None,
+        };
+        BTreeMap::from([("tpot_ms".into(), f(tpot)), ("ttft_ms".into(), f(ttft))])
+    }
+
+    fn group(engine: &str, lomo: Option<(f64, f64)>, physics: (f64, f64)) -> GroupFit {
+        let mut cv = BTreeMap::from([("physics alone".to_string(), row(physics.0, physics.1))]);
+        if let Some((p, t)) = lomo {
+            cv.insert("leave-one-model-out".into(), row(p, t));
+        }
+        GroupFit {
+            engine: engine.into(),
+            family: "hopper".into(),
+            gpus: vec![],
+            models: vec![],
+            records: 10,
+            terms: Default::default(),
+            band: Default::default(),
+            cv,
+        }
+    }
+
+    /// The gate weighs TPOT's median |error| by 1 and TTFT's by a quarter, keeps a
+    /// group only strictly below physics alone, and a group without the check (one
+    /// model) never.
+    #[test]
+    fn the_gate_keeps_what_beats_physics_on_unseen_models() {
+        let kept = gate(vec![
+            // 0.10 + 0.40 / 4 = 0.20 against 0.12 + 0.40 / 4 = 0.22: kept.
+            group("a", Some((0.10, 0.40)), (0.12, 0.40)),
+            // 0.10 + 0.60 / 4 = 0.25 against 0.12 + 0.40 / 4 = 0.22: TTFT's loss wins.
+            group("b", Some((0.10, 0.60)), (0.12, 0.40)),
+            // Equal: no gain, left out.
+            group("c", Some((0.12, 0.40)), (0.12, 0.40)),
+            group("d", None, (0.12, 0.40)),
+        ]);
+        let names: Vec<&str> = kept.iter().map(|g| g.engine.as_str()).collect();
+        assert_eq!(names, ["a"]);
+    }
 }
