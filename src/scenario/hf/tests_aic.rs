@@ -57,6 +57,7 @@ fn prices(m: &Model) -> std::result::Result<(), String> {
         let s = cm.step(&StepShape {
             phase,
             ranks: &ranks,
+            decode_ranks: &[],
             draft_tokens: 0,
         });
         if !(s.step_s.is_finite() && s.step_s > 0.0) {
@@ -407,6 +408,7 @@ fn attention_s(m: &Model, phase: Phase, new: u32, ctx: u64) -> f64 {
     cm.step(&StepShape {
         phase,
         ranks: &ranks,
+        decode_ranks: &[],
         draft_tokens: 0,
     })
     .op(Op::Attention)
