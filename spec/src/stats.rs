@@ -1,4 +1,4 @@
-//! Shared numerics, defined once: percentiles, the median and a stable hash.
+//! Shared numerics, defined once: percentiles, the median, a stable hash, bisection.
 //!
 //! - [`percentile`] is the one percentile definition: linear interpolation between
 //!   order statistics ("type 7" of Hyndman and Fan, numpy's and R's default), as vLLM's
@@ -8,6 +8,7 @@
 //!   `percentile(v, 0.5)` up to rounding.
 //! - [`fnv1a64`] is a hash that does not change between runs, machines or Rust
 //!   versions (unlike `std`'s `DefaultHasher`).
+//! - [`bisect`] finds where an increasing function crosses zero.
 //!
 //! One estimator stays elsewhere on purpose: the run validation's residual bands
 //! (`calibration::runs::quantile`) take statrs' median-unbiased quantile ("type 8").
@@ -55,6 +56,21 @@ pub fn fnv1a64(bytes: &[u8]) -> u64 {
     h
 }
 
+/// The smallest `x` in `[lo, hi]` with `f(x) >= 0`, for an increasing `f`, by 60
+/// halvings of the bracket (the upper end of the last one): `hi` when `f` never
+/// changes sign.
+pub fn bisect(mut lo: f64, mut hi: f64, f: impl Fn(f64) -> f64) -> f64 {
+    for _ in 0..60 {
+        let mid = 0.5 * (lo + hi);
+        if f(mid) >= 0.0 {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    hi
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -77,6 +93,13 @@ mod tests {
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
         assert!(median(&[]).is_nan());
+    }
+
+    #[test]
+    fn bisection_finds_the_crossing() {
+        let x = bisect(0.0, 10.0, |x| x * x - 2.0);
+        assert!((x - 2f64.sqrt()).abs() < 1e-12 && x * x >= 2.0, "{x}");
+        assert_eq!(bisect(0.0, 1.0, |x| x - 5.0), 1.0);
     }
 
     #[test]
