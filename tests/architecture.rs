@@ -161,6 +161,10 @@ fn crate_dependencies_keep_the_architecture() {
             "live is a library: no {banned} ({live:?})"
         );
     }
+    assert!(
+        !live.contains(&"calibration".to_string()),
+        "live records runs; it takes nothing from calibration (dates come from chrono): {live:?}"
+    );
     // sim, spec and fitting do no file IO.
     for dir in ["sim/src", "spec/src", "fitting/src"] {
         for e in walk(&repo().join(dir)) {
