@@ -10,8 +10,10 @@
 //!   versions (unlike `std`'s `DefaultHasher`).
 //! - [`bisect`] finds where an increasing function crosses zero.
 //!
-//! One estimator stays elsewhere on purpose: the run validation's residual bands
-//! (`calibration::runs::quantile`) take statrs' median-unbiased quantile ("type 8").
+//! Two estimators stay elsewhere on purpose: the run validation's residual bands
+//! (`calibration::runs::quantile`) take statrs' median-unbiased quantile ("type 8"),
+//! and the simulator's latency histograms (`sim::serving::stats`) keep no samples, so
+//! their quantiles are nearest-rank over log-spaced buckets.
 
 /// The `q` (0..=1) percentile of `sorted` (ascending), by linear interpolation between
 /// order statistics: with `h = q (n - 1)`, `v[floor h] + (h - floor h) (v[floor h + 1]
