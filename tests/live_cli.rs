@@ -68,6 +68,7 @@ fn copy_dir(from: &Path, to: &Path, skip: &[&str]) {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // a test reads as one story; tests are exempt
 fn a_short_live_run_is_recorded_consistently_and_validates() {
     let tmp = tempfile::tempdir().unwrap();
     let run = tmp.path().join("run");

@@ -115,6 +115,7 @@ fn write_conf(dir: &Path) -> PathBuf {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // a test reads as one story; tests are exempt
 fn the_slurm_array_merges_into_the_unsharded_plan() {
     if let Some(why) = unavailable() {
         assert!(

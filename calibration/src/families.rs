@@ -17,6 +17,7 @@ use crate::error::{CalibrationError, Result};
 use crate::fit::{fit_linear, LinearFit};
 use crate::log::MeasurementRecord;
 use serde::{Deserialize, Serialize};
+use spec::stats::median;
 use std::collections::BTreeMap;
 
 /// The fitted parameters of one op and how well they fit.
@@ -123,19 +124,6 @@ fn op_fit(model: &str, rows: usize, f: &LinearFit, params: &[(&str, f64)]) -> Op
     }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        0.5 * (v[n / 2 - 1] + v[n / 2])
-    }
-}
-
 /// Fits the family of `op` to its rows.
 pub fn fit_op(op: &str, rows: &[&MeasurementRecord]) -> Result<OpFit> {
     match op {
@@ -187,10 +175,11 @@ pub fn fit_op(op: &str, rows: &[&MeasurementRecord]) -> Result<OpFit> {
                 Ok(vec![1.0, positions(r)?])
             })?;
             let bytes_per_pos = median(
-                rows.iter()
+                &rows
+                    .iter()
                     .zip(&x)
                     .map(|(r, xi)| r.bytes as f64 / xi[1])
-                    .collect(),
+                    .collect::<Vec<f64>>(),
             );
             Ok(op_fit(
                 "t = fixed_s + per_position_s * positions; bandwidth_bytes_per_s = bytes_per_position / per_position_s",
@@ -275,9 +264,10 @@ fn fit_gather(rows: &[&MeasurementRecord]) -> Result<OpFit> {
         what: "no solvable TLB reach".into(),
     })?;
     let bytes_per_row = median(
-        rows.iter()
+        &rows
+            .iter()
             .map(|r| r.bytes as f64 / r.shape_u64("rows").unwrap_or(1).max(1) as f64)
-            .collect(),
+            .collect::<Vec<f64>>(),
     );
     // The largest table measured and, for it, the largest page it ran with: the regime
     // an Engram-sized table is priced in (see `Profile::cost_params`).

@@ -41,13 +41,6 @@ impl InSituFit {
     }
 }
 
-/// Percentile `q` (0..=1) of sorted `v`, linear between closest ranks.
-fn percentile(v: &[f64], q: f64) -> f64 {
-    let pos = q * (v.len() - 1) as f64;
-    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
-    v[lo] + (v[hi] - v[lo]) * (pos - lo as f64)
-}
-
 /// Factors per category from `measured` layers (one breakdown each) against
 /// `predicted` (twin's isolated prices of one layer of the same deployment). A category
 /// counts when the prediction gives it positive time and some measured layer does too;
@@ -71,8 +64,8 @@ pub fn fit_factors(measured: &[LayerBreakdown], predicted: &LayerBreakdown) -> I
         factors.push(Factor {
             category: c,
             factor: (per.iter().sum::<f64>() / n) / p,
-            p10: percentile(&ratios, 0.1),
-            p90: percentile(&ratios, 0.9),
+            p10: spec::stats::percentile_sorted(&ratios, 0.1),
+            p90: spec::stats::percentile_sorted(&ratios, 0.9),
             cv: if mean > 0.0 { var.sqrt() / mean } else { 0.0 },
             layers: per.len(),
         });

@@ -7,7 +7,6 @@
 use crate::filter::precision;
 use crate::{Layout, Metric, RunRecord, Stat};
 use serde::Serialize;
-use statrs::statistics::{Data, Median};
 use std::collections::BTreeMap;
 
 /// The tolerance a metric's "within" share counts against: 25% for TTFT (a queueing
@@ -180,10 +179,8 @@ pub struct GroupSummary {
     pub metrics: Vec<MetricSummary>,
 }
 
-/// The median of `xs` (not empty).
-pub fn median(xs: &[f64]) -> f64 {
-    Data::new(xs.to_vec()).median()
-}
+/// The median of `xs` (the one definition, `spec::stats::median`).
+pub use spec::stats::median;
 
 /// A metric's summary over comparisons (`None` when there are none).
 pub fn metric_summary(metric: Metric, cs: &[Compared]) -> Option<MetricSummary> {

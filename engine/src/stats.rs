@@ -60,8 +60,8 @@ pub struct Stats {
 }
 
 impl Stats {
-    /// Percentiles by linear interpolation between order statistics. `samples` must be
-    /// non-empty and finite.
+    /// Percentiles by linear interpolation between order statistics
+    /// (`spec::stats::percentile`). `samples` must be finite; NaN when empty.
     pub fn from_samples(samples: &[f64]) -> Stats {
         let mut s: Vec<f64> = samples.to_vec();
         s.sort_by(f64::total_cmp);
@@ -69,13 +69,7 @@ impl Stats {
             if s.is_empty() {
                 return f64::NAN;
             }
-            let x = f * (s.len() - 1) as f64;
-            let (i, frac) = (x.floor() as usize, x - x.floor());
-            if i + 1 < s.len() {
-                s[i] * (1.0 - frac) + s[i + 1] * frac
-            } else {
-                s[i]
-            }
+            spec::stats::percentile_sorted(&s, f)
         };
         Stats {
             median_s: q(0.5),

@@ -9,6 +9,7 @@
 
 use crate::{KernelError, KernelSource, Result};
 use cudarc::nvrtc::{result, sys};
+use spec::stats::fnv1a64;
 use std::collections::HashMap;
 use std::ffi::{CStr, CString};
 use std::path::PathBuf;
@@ -23,13 +24,6 @@ pub fn available() -> bool {
     unsafe { sys::is_culib_present() }
 }
 
-/// FNV-1a, 64-bit: a stable content hash for cache names.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
-        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
-    })
-}
-
 /// Cache file name of `k` compiled for `arch` (`sm_90`, `compute_90`, ...): changes
 /// whenever the source changes.
 pub fn cache_name(k: &KernelSource, arch: &str) -> String {
@@ -38,7 +32,11 @@ pub fn cache_name(k: &KernelSource, arch: &str) -> String {
     } else {
         "ptx"
     };
-    format!("{}-{arch}-{:016x}.{ext}", k.id, fnv1a(k.source.as_bytes()))
+    format!(
+        "{}-{arch}-{:016x}.{ext}",
+        k.id,
+        fnv1a64(k.source.as_bytes())
+    )
 }
 
 /// The on-disk cache directory from `TWIN_KERNEL_CACHE`, if set and non-empty.
@@ -167,7 +165,7 @@ mod tests {
             cache_name(&crate::COPY, "sm_90"),
             cache_name(&crate::GATHER, "sm_90")
         );
-        assert_ne!(fnv1a(b"a"), fnv1a(b"b"));
+        assert_ne!(fnv1a64(b"a"), fnv1a64(b"b"));
     }
 
     #[test]

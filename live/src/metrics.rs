@@ -20,22 +20,15 @@ pub struct Pcts {
 
 impl Pcts {
     /// Exact percentiles by linear interpolation between order statistics (numpy's
-    /// default, as vLLM's benchmark reports them); zeros for no samples.
+    /// default, as vLLM's benchmark reports them: `spec::stats::percentile`); zeros for
+    /// no samples.
     pub fn of(mut v: Vec<f64>) -> Pcts {
         v.retain(|x| x.is_finite());
         if v.is_empty() {
             return Pcts::default();
         }
         v.sort_by(f64::total_cmp);
-        let q = |f: f64| {
-            let x = f * (v.len() - 1) as f64;
-            let (i, frac) = (x.floor() as usize, x - x.floor());
-            if i + 1 < v.len() {
-                v[i] * (1.0 - frac) + v[i + 1] * frac
-            } else {
-                v[i]
-            }
-        };
+        let q = |f: f64| spec::stats::percentile_sorted(&v, f);
         Pcts {
             mean: v.iter().sum::<f64>() / v.len() as f64,
             p50: q(0.5),

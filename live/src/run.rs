@@ -256,7 +256,7 @@ pub fn run(cfg: &LiveConfig, progress: &mut dyn FnMut(&Progress)) -> Result<Summ
         acceptance: acceptance.clone(),
         mtp_rule: mtp_rule(cfg.seed, &acceptance[..drafts.min(acceptance.len())]),
         cores,
-        started_utc: calibration::profile::utc_now(),
+        started_utc: utc_now(),
         load_start,
         load_end: load_avg(),
         requests: requests.len(),
@@ -278,6 +278,11 @@ pub fn run(cfg: &LiveConfig, progress: &mut dyn FnMut(&Progress)) -> Result<Summ
 }
 
 /// The declared MTP acceptance rule, in words.
+/// Current UTC time as RFC 3339 (seconds), as the records carry it.
+fn utc_now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
 fn mtp_rule(seed: u64, acceptance: &[f64]) -> String {
     format!(
         "declared, seeded: draft i of a step is accepted when drafts 1..i-1 were and a uniform draw (stream of seed {seed}, request, step) is below acceptance[i] = {acceptance:?}; the draft head runs for real, but random weights make real acceptance meaningless"
@@ -304,7 +309,7 @@ fn write_op_trace(
             crate::trace::GPU_EVENTS
         },
         twin_version: env!("CARGO_PKG_VERSION").to_string(),
-        written_utc: calibration::profile::utc_now(),
+        written_utc: utc_now(),
         ranks: specs
             .iter()
             .map(|s| {

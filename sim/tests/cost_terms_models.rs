@@ -164,6 +164,7 @@ fn dense_model() -> Model {
     m.dense_ffn = Some(sim::model::DenseFfn {
         ffn: 1000,
         weight_dtype: sim::units::Dtype::Fp8,
+        gated: true,
     });
     m
 }

@@ -13,4 +13,5 @@ pub mod model;
 pub mod problem;
 pub mod serde_defaults;
 pub mod state;
+pub mod stats;
 pub mod weights;

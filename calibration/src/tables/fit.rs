@@ -44,17 +44,11 @@ pub fn errors(rel: &[f64]) -> Errors {
     if rel.is_empty() {
         return Errors::default();
     }
-    let mut a: Vec<f64> = rel.iter().map(|e| e.abs()).collect();
-    a.sort_by(f64::total_cmp);
+    let a: Vec<f64> = rel.iter().map(|e| e.abs()).collect();
     let n = a.len();
-    let median = if n % 2 == 1 {
-        a[n / 2]
-    } else {
-        0.5 * (a[n / 2 - 1] + a[n / 2])
-    };
     Errors {
         rows: n,
-        median,
+        median: spec::stats::median(&a),
         within_20: a.iter().filter(|&&e| e <= 0.2).count() as f64 / n as f64,
     }
 }

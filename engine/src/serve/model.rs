@@ -39,10 +39,7 @@ pub fn kernel_dtype(d: LinearDtype) -> WeightDtype {
 
 /// A stable 64-bit mix of a seed and a weight's name (SplitMix64 over FNV-1a).
 pub fn weight_seed(seed: u64, name: &str, layer: usize, expert: usize) -> u64 {
-    let mut h = 0xcbf2_9ce4_8422_2325u64;
-    for b in name.bytes() {
-        h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
-    }
+    let h = spec::stats::fnv1a64(name.as_bytes());
     let mut z =
         seed ^ h ^ ((layer as u64) << 32) ^ (expert as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);

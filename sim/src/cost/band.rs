@@ -24,18 +24,13 @@ pub struct Band {
 
 impl Band {
     /// The percentiles of `values` (linear interpolation between order statistics,
-    /// the usual "type 7" definition). Panics on an empty slice (a programmer's bug:
+    /// the usual "type 7" definition: `spec::stats::percentile`). Panics on an empty slice (a programmer's bug:
     /// a band has at least one draw).
     pub fn of(values: &[f64]) -> Band {
         assert!(!values.is_empty(), "a band needs at least one draw");
         let mut v = values.to_vec();
         v.sort_by(f64::total_cmp);
-        let q = |p: f64| {
-            let h = p * (v.len() - 1) as f64;
-            let lo = h.floor() as usize;
-            let hi = (lo + 1).min(v.len() - 1);
-            v[lo] + (h - lo as f64) * (v[hi] - v[lo])
-        };
+        let q = |p: f64| spec::stats::percentile_sorted(&v, p);
         Band {
             p10: q(0.1),
             p50: q(0.5),

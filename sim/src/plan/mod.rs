@@ -156,16 +156,9 @@ impl Candidate {
     }
 }
 
-/// FNV-1a, 64 bits: a stable hash for keys that must not change between runs,
-/// machines or Rust versions (unlike `std`'s `DefaultHasher`).
-pub fn fnv1a64(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in bytes {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
-}
+/// FNV-1a, 64 bits: a stable hash for keys that must not change between runs (the
+/// one definition is `spec::stats`).
+pub use spec::stats::fnv1a64;
 
 /// Latency and speed objectives; each is met by the simulated P90.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]

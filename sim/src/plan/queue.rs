@@ -98,17 +98,7 @@ pub fn mmc_wait_s(c: u64, mu: f64, lambda: f64) -> (f64, f64) {
 }
 
 /// Smallest x in [lo, hi] with f(x) >= 0 for increasing f (60 halvings).
-pub(super) fn bisect(mut lo: f64, mut hi: f64, f: impl Fn(f64) -> f64) -> f64 {
-    for _ in 0..60 {
-        let mid = 0.5 * (lo + hi);
-        if f(mid) >= 0.0 {
-            hi = mid;
-        } else {
-            lo = mid;
-        }
-    }
-    hi
-}
+pub(super) use spec::stats::bisect;
 
 /// A response at arrival rate lambda.
 #[derive(Debug, Clone, Copy)]

@@ -426,13 +426,6 @@ fn merge_rebuilds_the_grid_and_refuses_mixtures() {
     );
 }
 
-#[test]
-fn fnv_matches_the_published_vectors() {
-    // FNV-1a 64 test vectors: "" and "a".
-    assert_eq!(fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
-    assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
-}
-
 /// Two candidates with equal estimates are simulated once (the later one); one whose
 /// prefill would run above the target utilisation ranks after the others.
 #[test]

@@ -209,6 +209,10 @@ impl Rack<'_> {
         let grp = self.pools.group(g);
         let cap = self.pools.pool(grp.role).kv_cap as f64;
         let rank = &grp.ranks[r as usize];
+        debug_assert!(
+            rank.kv_within(self.pools.pool(grp.role).kv_cap),
+            "KV in use past what the rank reserved or its capacity"
+        );
         let acc = &mut self.acc;
         acc.kv_peak_reserved_fraction = acc
             .kv_peak_reserved_fraction

@@ -72,6 +72,18 @@ impl DecodeSet {
     pub fn context(&self, step: u64, mu: f64) -> u64 {
         self.pieces.iter().map(|p| p.context(step, mu)).sum()
     }
+
+    /// The batch's sums agree: its pieces hold its `n` requests and their inputs,
+    /// within what it reserved, and an empty batch holds nothing. Asserted (debug
+    /// builds) where a request joins and where it leaves.
+    pub fn conserved(&self) -> bool {
+        let n: u64 = self.pieces.iter().map(|p| p.n).sum();
+        let input: u64 = self.pieces.iter().map(|p| p.input).sum();
+        n == u64::from(self.n)
+            && self.measured <= self.n
+            && input <= self.reserved
+            && (self.n > 0 || (self.reserved == 0 && input == 0))
+    }
 }
 
 #[derive(Default)]
@@ -119,6 +131,13 @@ impl Rank {
     pub fn kv_used_with_state(&self, step: u64, mu: f64, state: u64) -> u64 {
         let holding = (self.requests() - self.pending.len()) as u64;
         self.kv_used(step, mu) + state.saturating_mul(holding)
+    }
+
+    /// The rank's KV accounting holds: what is held outside the batch and what the
+    /// batch reserved lie within what admission reserved, and that within `cap`.
+    /// Asserted (debug builds) where KV is reserved, observed and released.
+    pub fn kv_within(&self, cap: u64) -> bool {
+        self.kv_held + self.dec.reserved <= self.kv_reserved && self.kv_reserved <= cap
     }
 
     /// Requests in the batch or on their way into it (they hold a batch slot).

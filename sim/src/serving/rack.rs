@@ -617,6 +617,10 @@ impl<'a> Rack<'a> {
             rank.pending_kv -= need;
             rank.kv_reserved += need;
             rank.kv_held += req.prefill.cached as u64;
+            debug_assert!(
+                rank.kv_within(cap),
+                "KV admitted past the mixed rank's capacity"
+            );
             rank.prefill_q.push_back(id);
             rank.prefill_tokens += req.uncached() as u64;
             self.note_kv(g, r);

@@ -314,6 +314,7 @@ impl Rack<'_> {
         p.n += 1;
         p.input += input;
         p.join_steps += step;
+        debug_assert!(d.conserved(), "a join broke the batch's sums");
         grp.finishing.push(Reverse((step + steps - 1, id)));
         grp.joined.push(id);
     }
@@ -342,6 +343,10 @@ impl Rack<'_> {
         for &(r, id, chunk) in &work {
             let req = self.reqs.get_mut(id);
             req.prefill.computed += chunk;
+            debug_assert!(
+                req.prefill.computed <= req.uncached(),
+                "more prompt tokens computed than the prompt left uncached"
+            );
             let done = req.prefill.computed == req.uncached();
             let (cached, w) = (req.prefill.cached as u64, req.w());
             let rank = self.pools.rank_mut(g, r);
@@ -502,6 +507,8 @@ impl Rack<'_> {
         p.n -= 1;
         p.input -= input;
         p.join_steps -= q.decode.join_step;
+        debug_assert!(d.conserved(), "a leave broke the batch's sums");
+        debug_assert!(generated <= output, "more tokens emitted than asked for");
         self.acc.output_tokens_emitted += generated * w;
         self.m.mtp_steps += steps * w;
         self.m.mtp_tokens += generated * w;
@@ -525,7 +532,10 @@ impl Rack<'_> {
                 g.0, req.decode.group.0, req.prefill.done
             )));
         }
-        self.pools.rank_mut(g, req.decode.rank).kv_reserved -= req.decode.kv_reserved;
+        let cap = self.pools.pool_of(g).kv_cap;
+        let rank = self.pools.rank_mut(g, req.decode.rank);
+        rank.kv_reserved -= req.decode.kv_reserved;
+        debug_assert!(rank.kv_within(cap), "KV released below what the rank holds");
         self.complete(&req, true);
         Ok(())
     }

@@ -87,6 +87,10 @@ impl Rack<'_> {
             rank.kv_reserved += need;
             rank.kv_held += input as u64;
             rank.transferring += 1;
+            debug_assert!(
+                rank.kv_within(cap),
+                "KV admitted past the decode rank's capacity"
+            );
             let start = rank.link_free_ns.max(now);
             rank.link_free_ns = start.saturating_add(serial);
             let done = rank.link_free_ns.saturating_add(latency);

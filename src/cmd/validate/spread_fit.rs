@@ -14,6 +14,7 @@
 //! architecture gets no spread there ("no spread known"), never a guess.
 
 use sim::cost::spread::Class;
+use statrs::distribution::{ChiSquared, ContinuousCDF};
 
 /// Kernel-table rows by id prefix: the class of kernel each prices.
 pub const CLASS_OF: &[(&str, Class)] = &[
@@ -168,93 +169,12 @@ pub fn held_out_coverage(held: &[Held]) -> (usize, usize) {
     (inside, judged)
 }
 
-/// ln Gamma(x) for x > 0 (Lanczos, g = 7, 9 terms: about 15 digits).
-fn ln_gamma(x: f64) -> f64 {
-    const C: [f64; 9] = [
-        0.999_999_999_999_809_9,
-        676.520_368_121_885_1,
-        -1_259.139_216_722_402_8,
-        771.323_428_777_653_1,
-        -176.615_029_162_140_6,
-        12.507_343_278_686_905,
-        -0.138_571_095_265_720_12,
-        9.984_369_578_019_572e-6,
-        1.505_632_735_149_311_6e-7,
-    ];
-    if x < 0.5 {
-        // Reflection.
-        let pi = std::f64::consts::PI;
-        return (pi / (pi * x).sin()).ln() - ln_gamma(1.0 - x);
-    }
-    let x = x - 1.0;
-    let mut a = C[0];
-    let t = x + 7.5;
-    for (i, c) in C.iter().enumerate().skip(1) {
-        a += c / (x + i as f64);
-    }
-    0.5 * (2.0 * std::f64::consts::PI).ln() + (x + 0.5) * t.ln() - t + a.ln()
-}
-
-/// The regularised lower incomplete gamma function P(a, x): a series below a + 1, a
-/// continued fraction above (the classic split, each converging fast there).
-fn gamma_p(a: f64, x: f64) -> f64 {
-    if x <= 0.0 {
-        return 0.0;
-    }
-    let lead = a * x.ln() - x - ln_gamma(a);
-    if x < a + 1.0 {
-        let (mut sum, mut term, mut ap) = (1.0 / a, 1.0 / a, a);
-        for _ in 0..1000 {
-            ap += 1.0;
-            term *= x / ap;
-            sum += term;
-            if term.abs() < sum.abs() * 1e-16 {
-                break;
-            }
-        }
-        sum * lead.exp()
-    } else {
-        // Lentz's continued fraction for Q(a, x).
-        let tiny = 1e-300;
-        let mut b = x + 1.0 - a;
-        let mut c = 1.0 / tiny;
-        let mut d = 1.0 / b;
-        let mut h = d;
-        for i in 1..1000 {
-            let an = -(i as f64) * (i as f64 - a);
-            b += 2.0;
-            d = an * d + b;
-            if d.abs() < tiny {
-                d = tiny;
-            }
-            c = b + an / c;
-            if c.abs() < tiny {
-                c = tiny;
-            }
-            d = 1.0 / d;
-            let del = d * c;
-            h *= del;
-            if (del - 1.0).abs() < 1e-16 {
-                break;
-            }
-        }
-        1.0 - lead.exp() * h
-    }
-}
-
 /// The `p` quantile of the chi-square distribution with `k` degrees of freedom, by
-/// bisection on its distribution function P(k/2, x/2).
+/// bisection on statrs' distribution function (statrs' own `inverse_cdf` loses its
+/// way above about 260 degrees of freedom).
 pub fn chi2_quantile(p: f64, k: f64) -> f64 {
-    let (mut lo, mut hi) = (0.0, k + 20.0 * k.sqrt() + 50.0);
-    for _ in 0..200 {
-        let mid = 0.5 * (lo + hi);
-        if gamma_p(k / 2.0, mid / 2.0) < p {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    0.5 * (lo + hi)
+    let d = ChiSquared::new(k).expect("degrees of freedom are positive");
+    spec::stats::bisect(0.0, k + 20.0 * k.sqrt() + 50.0, |x| d.cdf(x) - p)
 }
 
 #[cfg(test)]
@@ -279,6 +199,12 @@ mod tests {
         }
         // 2 degrees of freedom is exponential: P = 1 - exp(-x/2), so x = -2 ln 0.9.
         assert!((chi2_quantile(0.10, 2.0) + 2.0 * 0.9f64.ln()).abs() < 1e-9);
+        // Many degrees of freedom: the Wilson-Hilferty approximation (about 1e-5 off at
+        // 300), k (1 - 2/(9k) + z sqrt(2/(9k)))^3 with z the normal 10% point.
+        let (k, z) = (300.0f64, -1.281_551_565_545);
+        let wh = k * (1.0 - 2.0 / (9.0 * k) + z * (2.0 / (9.0 * k)).sqrt()).powi(3);
+        let got = chi2_quantile(0.10, k);
+        assert!((got - wh).abs() < 1e-4 * wh, "k {k}: {got} vs {wh}");
     }
 
     fn held(id: &str, hw: &str, e: f64) -> Held {

@@ -138,6 +138,7 @@ fn matches(ours: f64, published_b: f64, decimals: i32) -> bool {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // a test reads as one story; tests are exempt
 fn parameter_counts_match_the_published_counts() {
     use Active::*;
     // (config, total B, its decimals, active B, its decimals, how the publisher
