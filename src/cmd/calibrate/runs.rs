@@ -74,6 +74,10 @@ const SCHEMES: [(&str, FoldOf); 3] = [
 /// scheme of more folds (leave-one-run-out of a large corpus) reports no band.
 const MAX_NESTED_FOLDS: usize = 64;
 
+/// An observation's p10-p90 band as factors on its prediction (`None`: no other fold
+/// could give one).
+type Band = Option<(f64, f64)>;
+
 /// One record's linearised observations, by record.
 struct Lin<'a> {
     rec: &'a RunRecord,
@@ -217,7 +221,7 @@ fn simulated_residuals(lins: &[Lin], params: &[Vec<f64>], ctx: &Ctx) -> Vec<Vec<
 fn figures(
     lins: &[Lin],
     res: &[Vec<Option<f64>>],
-    bands: Option<&[Vec<Option<(f64, f64)>>]>,
+    bands: Option<&[Vec<Band>]>,
 ) -> BTreeMap<String, CvFigures> {
     let mut out = BTreeMap::new();
     for (m, metric) in METRICS.iter().enumerate() {
@@ -329,7 +333,7 @@ fn fit_group(engine: &str, family: &str, lins: &[Lin], ctx: &Ctx) -> GroupFit {
 /// Per observation, the band its fold's prediction carries: the p10-p90 of the
 /// cross-validated residuals of the other folds, each from a fit that saw neither
 /// that fold nor this one (nested: no band is drawn from its own record's data).
-fn nested_bands(lins: &[Lin], folds: &[String], terms: &[Term]) -> Vec<Vec<Option<(f64, f64)>>> {
+fn nested_bands(lins: &[Lin], folds: &[String], terms: &[Term]) -> Vec<Vec<Band>> {
     let mut names: Vec<&String> = folds.iter().collect();
     names.sort();
     names.dedup();
