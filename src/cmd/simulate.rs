@@ -87,7 +87,7 @@ fn split_sweep(args: &SimulateArgs) -> Result<()> {
         &runs
             .iter()
             .map(|r| match &r.outcome {
-                Ok(rep) => (rep.throughput_tok_s_per_gpu.total, rep.per_user_tok_s.p90),
+                Ok(rep) => (rep.throughput_tok_s_per_gpu.total, rep.per_user_tok_s.p10),
                 Err(_) => (f64::NEG_INFINITY, f64::NEG_INFINITY),
             })
             .collect::<Vec<_>>(),
@@ -157,7 +157,7 @@ fn print_splits_json(runs: &[SplitRun], frontier: &[bool]) -> Result<()> {
 fn print_splits_text(base: &Resolved, budget: &SplitBudget, runs: &[SplitRun], frontier: &[bool]) {
     let (gpus, prefill_dep) = (budget.gpus, budget.prefill_dep);
     println!(
-        "twin {} simulate: {} — P/D splits of {gpus} GPUs (DEP{prefill_dep} prefill instances take what decode leaves), seed {}; * = Pareto-optimal (tok/s per GPU vs P90 tok/s per user)",
+        "twin {} simulate: {} — P/D splits of {gpus} GPUs (DEP{prefill_dep} prefill instances take what decode leaves), seed {}; * = Pareto-optimal (tok/s per GPU vs tok/s per user that 90% of users reach, user p10)",
         env!("CARGO_PKG_VERSION"),
         base.scenario_origin,
         base.seed
@@ -168,8 +168,8 @@ fn print_splits_text(base: &Resolved, budget: &SplitBudget, runs: &[SplitRun], f
         "prefill",
         "GPUs",
         "tok/s/GPU",
+        "user p10",
         "user p50",
-        "user p90",
         "TTFT p90",
         "TPOT p90",
         "$/GPU-h",
@@ -192,8 +192,8 @@ fn print_splits_text(base: &Resolved, budget: &SplitBudget, runs: &[SplitRun], f
                     prefill,
                     rep.gpus,
                     rep.throughput_tok_s_per_gpu.total,
+                    rep.per_user_tok_s.p10,
                     rep.per_user_tok_s.p50,
-                    rep.per_user_tok_s.p90,
                     rep.ttft_ms.p90,
                     rep.tpot_ms.p90,
                     rep.revenue_usd_per_gpu_hour,

@@ -38,7 +38,8 @@ pub struct Outcome {
     /// Position in `records` of the best feasible candidate.
     pub best: Option<usize>,
     /// Positions of the simulated candidates on the Pareto frontier (tokens/s per GPU
-    /// against P90 tokens/s per user), by tokens/s per GPU.
+    /// against the tokens/s per user 90% of users reach, their p10), by tokens/s per
+    /// GPU.
     pub frontier: Vec<usize>,
     pub counts: Counts,
 }
@@ -190,7 +191,7 @@ pub fn select(header: Header, mut records: Vec<Record>) -> Result<Outcome, PlanE
     let metrics = |i: usize| records[i].metrics.expect("simulated");
     let pts: Vec<(f64, f64)> = simulated
         .iter()
-        .map(|&i| (metrics(i).tok_s_per_gpu, metrics(i).user_tok_s_p90))
+        .map(|&i| (metrics(i).tok_s_per_gpu, metrics(i).user_tok_s_p10))
         .collect();
     let mut frontier: Vec<usize> = simulated
         .iter()

@@ -1,7 +1,7 @@
 //! The screen, its rejection rules, the selection and the merge, on a linear test
 //! cost whose figures are derived by hand in each test's comment.
 
-use super::select::{merge, select, ShardFile};
+use super::select::{merge, select, simulated_reasons, ShardFile};
 use super::shape::{Arrivals, WorkShape};
 use super::*;
 use crate::cost::{CostModel, KvCapacity, Phase, StepCost, StepShape};
@@ -245,12 +245,12 @@ fn rejection_rules_say_why() {
     );
     assert!(rule(&disagg(), open(40.0), tpot(8.0), Sizing::Gpus(12)).is_empty());
     let user = Slo {
-        user_tok_s_p90: Some(200.0),
+        user_tok_s_p10: Some(200.0),
         ..Slo::default()
     };
     assert_eq!(
         rule(&disagg(), open(40.0), user, Sizing::Gpus(12)),
-        ["user_tok_s_p90"]
+        ["user_tok_s_p10"]
     );
     // A budget of 8 leaves the DEP2 prefill nothing.
     let mut c = disagg();
@@ -337,7 +337,8 @@ fn record(h: &Header, index: usize, tok: f64, user: f64, tpot: f64) -> Record {
         metrics: Some(Metrics {
             gpus: 12,
             tok_s_per_gpu: tok,
-            user_tok_s_p90: user,
+            user_tok_s_p10: user,
+            user_tok_s_p90: 1.5 * user,
             tpot_p90_ms: tpot,
             requests_per_s: 10.0,
             ..Metrics::default()
@@ -378,12 +379,33 @@ fn selection_marks_the_frontier_and_the_best() {
     assert_eq!(o.counts.by_rule["kv"], 1);
 }
 
+/// Issue 39 item 2: an SLO on per-user speed holds for 90% of users, so it is
+/// checked against the speeds' p10, not their p90 (which the fastest 10% reach). A
+/// candidate with p10 120 and p90 250 tok/s misses 196 and meets 100.
+#[test]
+fn a_per_user_speed_slo_holds_for_nine_users_in_ten() {
+    let at = |limit| {
+        let h = header(Slo {
+            user_tok_s_p10: Some(limit),
+            ..Slo::default()
+        });
+        let mut rs = records(&h);
+        let m = rs[0].metrics.as_mut().unwrap();
+        (m.user_tok_s_p10, m.user_tok_s_p90) = (120.0, 250.0);
+        simulated_reasons(&h, &rs[0].metrics.unwrap())
+    };
+    let why = at(196.0);
+    assert_eq!(why.len(), 1, "{why:?}");
+    assert_eq!(why[0].rule, "user_tok_s_p10");
+    assert!(at(100.0).is_empty());
+}
+
 /// With TPOT <= 4 ms nothing is feasible: the closest is A at 5 ms, 25% over.
 #[test]
 fn infeasible_slos_name_the_binding_constraint() {
     let h = header(Slo {
         tpot_p90_ms: Some(4.0),
-        user_tok_s_p90: Some(50.0),
+        user_tok_s_p10: Some(50.0),
         ..Slo::default()
     });
     let e = select(h.clone(), records(&h)).unwrap_err().to_string();
@@ -484,19 +506,19 @@ fn slos_within_the_seed_noise_are_flagged() {
     let slo = Slo {
         ttft_p90_ms: Some(500.0),
         tpot_p90_ms: Some(20.0),
-        user_tok_s_p90: Some(150.0),
+        user_tok_s_p10: Some(150.0),
     };
     let m = Metrics {
         ttft_p90_ms: 480.0,
         tpot_p90_ms: 20.3,
-        user_tok_s_p90: 200.0,
+        user_tok_s_p10: 200.0,
         ..Metrics::default()
     };
     let spread = SeedSpread {
         seeds: 3,
         ttft_p90_ms: 10.0,
         tpot_p90_ms: 0.4,
-        user_tok_s_p90: 5.0,
+        user_tok_s_p10: 5.0,
         ..SeedSpread::default()
     };
     let flagged = spread.slos_within_noise(&slo, &m);
