@@ -52,3 +52,75 @@ fn item2_per_user_speed_slo_holds_for_ninety_percent_of_users() {
         stdout(&o)
     );
 }
+
+/// Item 4: a figure without data is absent, never 0 or a contradiction. A 30 s run of
+/// the Llama-70B node completes nothing: goodput is no share of no requests, MTP (off)
+/// shows no yield, and the prefix-cache hit rate says its prompts' prefills did not
+/// finish (cached throughput 0); a plan whose only candidate completes nothing names no
+/// "best ttft_p90_ms simulated: 0.0"; an in-situ factor outside its own p10-p90 comes
+/// with its per-layer range.
+#[test]
+fn item4_figures_without_data_are_absent() {
+    let o = twin(&["simulate", "h100-llama-3.1-70b-tp8", "--duration", "30"]);
+    let out = stdout(&o);
+    assert!(out.contains("0 completed"), "{out}");
+    assert!(
+        out.contains("goodput (TTFT<=2000 ms, TPOT<=50.0 ms): - (no request completed)"),
+        "{out}"
+    );
+    assert!(out.contains("MTP: off (no draft tokens)"), "{out}");
+    assert!(
+        out.contains("(none of their prefills finished in it: cached throughput 0)"),
+        "{out}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let space = dir.path().join("tp8.toml");
+    std::fs::write(
+        &space,
+        "modes = [\"aggregated\"]\naggregated_deps = []\naggregated_tps = [8]\ndecode_batch_caps = [1024]\n",
+    )
+    .unwrap();
+    let err = fails_with(
+        &[
+            "plan",
+            "h100-llama-3.1-70b-tp8",
+            "--space",
+            space.to_str().unwrap(),
+            "--duration",
+            "30",
+            "--slo",
+            "ttft_p90_ms=100000",
+        ],
+        &["ttft_p90_ms has no simulated value: no candidate completed a request"],
+    );
+    assert!(!err.contains("simulated: 0.0"), "{err}");
+    // The predicted trace read back: its bubble factor's mean lies outside p10-p90.
+    let trace = dir.path().join("predicted.json");
+    let deployment = "--hardware h800 --model deepseek-v3 --phase prefill --dep 32 --batch-per-rank 4 --new-tokens 4096";
+    let mut fwd: Vec<&str> = vec!["forward"];
+    fwd.extend(deployment.split(' '));
+    fwd.extend(["--trace-out", trace.to_str().unwrap()]);
+    assert!(twin(&fwd).status.success());
+    let o = twin(&[
+        "calibrate",
+        "--from-trace",
+        trace.to_str().unwrap(),
+        "--deployment",
+        deployment,
+    ]);
+    let out = stdout(&o);
+    let bubble = out
+        .lines()
+        .find(|l| l.starts_with("bubble ") && l.contains("  -"))
+        .unwrap_or_else(|| panic!("{out}"));
+    let f: Vec<f64> = bubble
+        .split_whitespace()
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    let (factor, p10, p90) = (f[2], f[3], f[4]);
+    assert!(factor > p90 || factor < p10, "{bubble}");
+    assert!(
+        out.contains("bubble: the factor 1.040 is the mean over the layers, outside their p10-p90"),
+        "{out}"
+    );
+}

@@ -186,16 +186,23 @@ fn print_splits_text(base: &Resolved, budget: &SplitBudget, runs: &[SplitRun], f
         match &r.outcome {
             Ok(rep) => {
                 let mark = if pareto { "*" } else { "" };
+                // Of a split that completed nothing, latencies and speeds are absent.
+                let fig = |x: &sim::serving::Summary, q: fn(&sim::serving::Summary) -> f64, d| {
+                    match x.count {
+                        0 => "-".to_string(),
+                        _ => format!("{:.d$}", q(x)),
+                    }
+                };
                 println!(
-                    "{:>7} {:>10} {:>5} {:>10.0} {:>9.1} {:>9.1} {:>9.0} {:>9.2} {:>8.2} {:>7.0}% {:>8.1}  {mark}",
+                    "{:>7} {:>10} {:>5} {:>10.0} {:>9} {:>9} {:>9} {:>9} {:>8.2} {:>7.0}% {:>8.1}  {mark}",
                     decode,
                     prefill,
                     rep.gpus,
                     rep.throughput_tok_s_per_gpu.total,
-                    rep.per_user_tok_s.p10,
-                    rep.per_user_tok_s.p50,
-                    rep.ttft_ms.p90,
-                    rep.tpot_ms.p90,
+                    fig(&rep.per_user_tok_s, |x| x.p10, 1),
+                    fig(&rep.per_user_tok_s, |x| x.p50, 1),
+                    fig(&rep.ttft_ms, |x| x.p90, 0),
+                    fig(&rep.tpot_ms, |x| x.p90, 2),
                     rep.revenue_usd_per_gpu_hour,
                     100.0 * rep.pools[0].busy_fraction,
                     rep.pools[1].batch_per_rank.mean

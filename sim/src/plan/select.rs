@@ -271,20 +271,35 @@ pub fn diagnose(o: &Outcome) -> String {
             r.message
         ));
     }
+    // A candidate that completed nothing has no latency or speed: its zeros are no
+    // figures, so the best is taken over those that completed requests.
+    let completed: Vec<&Metrics> = simulated
+        .iter()
+        .map(|r| r.metrics.as_ref().expect("simulated"))
+        .filter(|m| completed_any(m))
+        .collect();
     for &(name, limit, lb) in &cons {
-        let best = simulated
-            .iter()
-            .map(|r| r.metrics.expect("simulated").slo_value(name))
-            .fold(if lb { f64::MIN } else { f64::MAX }, |a, v| {
-                if lb {
-                    a.max(v)
-                } else {
-                    a.min(v)
-                }
-            });
-        s.push_str(&format!("; best {name} simulated: {best:.1} (SLO {limit})"));
+        let best = completed.iter().map(|m| m.slo_value(name)).reduce(|a, v| {
+            if lb {
+                a.max(v)
+            } else {
+                a.min(v)
+            }
+        });
+        match best {
+            Some(best) => s.push_str(&format!("; best {name} simulated: {best:.1} (SLO {limit})")),
+            None => s.push_str(&format!(
+                "; {name} has no simulated value: no candidate completed a request in its window"
+            )),
+        }
     }
     s
+}
+
+/// Whether a simulated candidate completed any request in its measured window (else
+/// its latencies and speeds are absent, not 0).
+pub fn completed_any(m: &Metrics) -> bool {
+    m.requests_per_s > 0.0
 }
 
 /// Nothing reached the simulator: the screen's rejections, and how close its
@@ -320,6 +335,10 @@ fn screen_diagnosis(o: &Outcome, cons: &[(&'static str, f64, bool)], rules: &str
 /// for too many drops, `rate` for a missed target rate, empty for none).
 fn worst_miss(r: &Record, cons: &[(&'static str, f64, bool)]) -> (f64, &'static str) {
     let m = r.metrics.expect("simulated");
+    if !completed_any(&m) {
+        // Nothing completed: the farthest from any SLO, whatever its zeros say.
+        return (f64::INFINITY, "");
+    }
     let mut w = (0.0, "");
     for &(name, limit, lb) in cons {
         let x = miss(m.slo_value(name), limit, lb);

@@ -470,10 +470,17 @@ impl PoolReport {
             );
         }
         if self.prefix_cache_hit_fraction > 0.0 {
+            // Hits are counted when a prompt is looked up (it arrived in the window);
+            // its cached tokens count in the throughput when its prefill finishes.
             let _ = writeln!(
                 s,
-                "  prefix cache hit {:.1}% of input tokens",
-                100.0 * self.prefix_cache_hit_fraction
+                "  prefix cache hit {:.1}% of the input tokens looked up in the window{}",
+                100.0 * self.prefix_cache_hit_fraction,
+                if self.throughput_tok_s_per_gpu.cached_input > 0.0 {
+                    ""
+                } else {
+                    " (none of their prefills finished in it: cached throughput 0)"
+                }
             );
         }
         let shares: Vec<String> = self
@@ -614,20 +621,45 @@ impl Report {
             );
         }
         let g = &self.goodput;
-        let _ = writeln!(
-            s,
-            "goodput (TTFT<={:.0} ms, TPOT<={:.1} ms): {:.1}% of requests, {:.2} req/s, {} tok/s per GPU",
-            g.slo_ttft_ms,
-            g.slo_tpot_ms,
-            100.0 * g.fraction,
-            g.requests_per_s,
-            k(g.tok_s_per_gpu)
-        );
-        let _ = writeln!(
-            s,
-            "MTP: {} drafts, {:.2} tokens per request-step",
-            self.mtp_draft_tokens, self.mtp_tokens_per_step
-        );
+        if self.requests_completed == 0 {
+            // A share of no requests is no figure.
+            let _ = writeln!(
+                s,
+                "goodput (TTFT<={:.0} ms, TPOT<={:.1} ms): - (no request completed)",
+                g.slo_ttft_ms, g.slo_tpot_ms
+            );
+        } else {
+            let _ = writeln!(
+                s,
+                "goodput (TTFT<={:.0} ms, TPOT<={:.1} ms): {:.1}% of requests, {:.2} req/s, {} tok/s per GPU",
+                g.slo_ttft_ms,
+                g.slo_tpot_ms,
+                100.0 * g.fraction,
+                g.requests_per_s,
+                k(g.tok_s_per_gpu)
+            );
+        }
+        self.render_mtp(s);
+    }
+
+    /// MTP's yield, or that it is off (without drafts a step emits one token; the
+    /// first token, sampled at prefill, would make a yield over 1 appear).
+    fn render_mtp(&self, s: &mut String) {
+        if self.mtp_draft_tokens == 0 {
+            let _ = writeln!(s, "MTP: off (no draft tokens)");
+        } else if self.mtp_tokens_per_step > 0.0 {
+            let _ = writeln!(
+                s,
+                "MTP: {} drafts, {:.2} tokens per request-step",
+                self.mtp_draft_tokens, self.mtp_tokens_per_step
+            );
+        } else {
+            let _ = writeln!(
+                s,
+                "MTP: {} drafts, tokens per request-step - (no decode step ended)",
+                self.mtp_draft_tokens
+            );
+        }
     }
 
     /// Revenue, cost and margin per GPU-hour, and per million tokens.
@@ -643,10 +675,18 @@ impl Report {
             self.margin_usd_per_gpu_hour
         );
         let u = &self.usd_per_m_tokens;
+        let t = &self.throughput_tok_s_per_gpu;
+        // Per million of no tokens is no figure.
+        let per = |x: f64, tokens: f64, decimals: usize| match tokens > 0.0 {
+            true => format!("${x:.decimals$}"),
+            false => "-".to_string(),
+        };
         let _ = writeln!(
             s,
-            "per M tokens: cost ${:.4} (all), ${:.3} (output); mean price ${:.4}",
-            u.cost_all_tokens, u.cost_output_tokens, u.revenue_all_tokens
+            "per M tokens: cost {} (all), {} (output); mean price {}",
+            per(u.cost_all_tokens, t.total, 4),
+            per(u.cost_output_tokens, t.output, 3),
+            per(u.revenue_all_tokens, t.total, 4)
         );
     }
 }

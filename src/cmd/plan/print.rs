@@ -7,6 +7,7 @@ use crate::text::plan::{curve_of, sizing_text, slo_text, verdict, within_noise};
 use crate::text::{break_even_text, short_figure, vllm};
 use anyhow::Result;
 use serde_json::{json, Value};
+use sim::plan::select::completed_any;
 use sim::plan::{select, Header, Outcome, Record, Slo, Status};
 use sim::tco::CurveFinance;
 use std::fmt::Write;
@@ -28,11 +29,13 @@ pub fn answer(header: Header, records: Vec<Record>, out: &OutputArgs) -> Result<
 
 fn point(r: &Record, feasible: bool, slo: &Slo) -> Value {
     let m = r.metrics.unwrap_or_default();
+    // A candidate that completed nothing has no latency or speed (null, not 0).
+    let v = |x: f64| completed_any(&m).then_some(x);
     json!({
         "index": r.index, "key": r.key, "label": r.candidate.label(), "config": r.candidate,
         "gpus": m.gpus, "tok_s_per_gpu": m.tok_s_per_gpu,
-        "user_tok_s_p10": m.user_tok_s_p10, "user_tok_s_p90": m.user_tok_s_p90,
-        "ttft_p90_ms": m.ttft_p90_ms, "tpot_p90_ms": m.tpot_p90_ms,
+        "user_tok_s_p10": v(m.user_tok_s_p10), "user_tok_s_p90": v(m.user_tok_s_p90),
+        "ttft_p90_ms": v(m.ttft_p90_ms), "tpot_p90_ms": v(m.tpot_p90_ms),
         "usd_per_m_tokens": m.usd_per_m_tokens, "requests_per_s": m.requests_per_s,
         "feasible": feasible, "reasons": r.reasons, "ci95": r.spread,
         "slos_within_noise": within_noise(r, slo).iter().map(|f| f.0).collect::<Vec<_>>(),
@@ -227,16 +230,25 @@ fn write_simulated(s: &mut String, o: &Outcome) {
             continue;
         }
         let m = r.metrics.unwrap_or_default();
+        // Of a candidate that completed nothing, latencies and speeds are absent.
+        let fig = |x: f64, decimals: usize| match completed_any(&m) {
+            true => format!("{x:.decimals$}"),
+            false => "-".to_string(),
+        };
+        let usd = match m.tok_s_per_gpu > 0.0 {
+            true => format!("{:.4}", m.usd_per_m_tokens),
+            false => "-".to_string(),
+        };
         let _ = writeln!(
             s,
-            "  {:<44} {:>5} {:>10} {:>9.1} {:>9.0} {:>9.2} {:>9.4}  {}{}",
+            "  {:<44} {:>5} {:>10} {:>9} {:>9} {:>9} {:>9}  {}{}",
             r.candidate.label(),
             m.gpus,
             short_figure(m.tok_s_per_gpu),
-            m.user_tok_s_p10,
-            m.ttft_p90_ms,
-            m.tpot_p90_ms,
-            m.usd_per_m_tokens,
+            fig(m.user_tok_s_p10, 1),
+            fig(m.ttft_p90_ms, 0),
+            fig(m.tpot_p90_ms, 2),
+            usd,
             if o.frontier.contains(&i) { "* " } else { "  " },
             verdict(o, i)
         );
