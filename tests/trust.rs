@@ -124,3 +124,84 @@ fn item4_figures_without_data_are_absent() {
         "{out}"
     );
 }
+
+/// Item 5: `plan` says why. `--gpus 16` on a scenario of `serving.gpus = 8` simulates
+/// its 16-GPU candidates under the plan's budget (they failed as `simulation 1`, with
+/// no reason); `--set serving.gpus=16` is a budget of 16 (it planned 8, the deployed
+/// GPUs); `--json` answers in JSON when it fails; and at a fixed arrival rate, where
+/// every 8-GPU candidate ties on tok/s per GPU, the screen's TPOT picks which to
+/// simulate (it took the first enumerated, 8xDEP1) and the heading says so.
+#[test]
+fn item5_plan_says_why_and_ranks_what_separates() {
+    let dir = tempfile::tempdir().unwrap();
+    let space = dir.path().join("tp8.toml");
+    std::fs::write(
+        &space,
+        "modes = [\"aggregated\"]\naggregated_deps = []\naggregated_tps = [8]\ndecode_batch_caps = [128]\n",
+    )
+    .unwrap();
+    let space = space.to_str().unwrap();
+    let base = [
+        "plan",
+        "h100-gpt-oss-120b-chat",
+        "--space",
+        space,
+        "--duration",
+        "60",
+        "--set",
+        "warmup_s=10",
+    ];
+    let with = |extra: &[&'static str]| -> Vec<String> {
+        base.iter().chain(extra).map(|s| s.to_string()).collect()
+    };
+    let v = json(&twin(&with(&["--gpus", "16", "--json"])));
+    assert_eq!(v["best"]["gpus"], 16, "{v}");
+    let v = json(&twin(&with(&["--set", "serving.gpus=16", "--json"])));
+    assert_eq!(v["sizing"]["gpus"], 16, "{v}");
+    let o = twin(&with(&["--slo", "ttft_p90_ms=1", "--json"]));
+    assert!(!o.status.success());
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("JSON on failure");
+    assert!(v["best"].is_null(), "{v}");
+    assert!(v["error"].as_str().unwrap().contains("ttft_p90_ms"), "{v}");
+    let o = twin(&["plan", "--slo", "nonsense=1", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("JSON on failure");
+    assert!(v["error"].as_str().unwrap().contains("unknown SLO"), "{v}");
+    // A fixed arrival rate: one simulation of seven 8-GPU candidates.
+    let one = dir.path().join("one.toml");
+    std::fs::write(
+        &one,
+        "modes = [\"aggregated\"]\naggregated_deps = [1, 2, 4, 8]\naggregated_tps = [2, 4, 8]\ndecode_batch_caps = [512]\nmax_simulations = 1\nmax_gpus = 8\n",
+    )
+    .unwrap();
+    let args = [
+        "plan",
+        "h100-gpt-oss-120b-tp8",
+        "--space",
+        one.to_str().unwrap(),
+        "--duration",
+        "60",
+        "--set",
+        "warmup_s=10",
+        "--set",
+        "workload=poisson",
+        "--set",
+        "workload.open_loop.rate_per_s=2",
+    ];
+    let text = stdout(&twin(&args));
+    assert!(
+        text.contains("ranking: at this fixed arrival rate"),
+        "{text}"
+    );
+    let v = json(&twin(&[&args[..], &["--json"]].concat()));
+    let sim = &v["simulated"][0]["estimate"];
+    let tok = sim["tok_s_per_gpu"].as_f64().unwrap();
+    for r in v["ranked_out"].as_array().unwrap() {
+        let e = &r["estimate"];
+        // Every other candidate either carries less or is slower per token.
+        assert!(
+            e["tok_s_per_gpu"].as_f64().unwrap() < 0.99 * tok
+                || e["tpot_ms"].as_f64().unwrap() >= sim["tpot_ms"].as_f64().unwrap(),
+            "{r}\nsimulated: {sim}"
+        );
+    }
+}

@@ -187,12 +187,13 @@ fn print_splits_text(base: &Resolved, budget: &SplitBudget, runs: &[SplitRun], f
             Ok(rep) => {
                 let mark = if pareto { "*" } else { "" };
                 // Of a split that completed nothing, latencies and speeds are absent.
-                let fig = |x: &sim::serving::Summary, q: fn(&sim::serving::Summary) -> f64, d| {
-                    match x.count {
+                let fig =
+                    |x: &sim::serving::Summary, q: fn(&sim::serving::Summary) -> f64, d| match x
+                        .count
+                    {
                         0 => "-".to_string(),
                         _ => format!("{:.d$}", q(x)),
-                    }
-                };
+                    };
                 println!(
                     "{:>7} {:>10} {:>5} {:>10.0} {:>9} {:>9} {:>9} {:>9} {:>8.2} {:>7.0}% {:>8.1}  {mark}",
                     decode,

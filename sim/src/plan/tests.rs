@@ -317,9 +317,17 @@ fn header(slo: Slo) -> Header {
         to_simulate: vec![0, 1, 2],
         curve_hourly: None,
         curve_peak: 1.0,
+        fixed_load: false,
     };
     h.grid = h.compute_grid();
     h
+}
+
+fn ranking(objective: Objective) -> Ranking {
+    Ranking {
+        objective,
+        fixed_load: false,
+    }
 }
 
 fn record(h: &Header, index: usize, tok: f64, user: f64, tpot: f64) -> Record {
@@ -451,6 +459,71 @@ fn fnv_matches_the_published_vectors() {
     assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
 }
 
+/// Issue 39 item 5: at a fixed arrival rate every candidate on as many GPUs carries
+/// the same tokens per GPU (here 1000 and 1004, within 1%), so the screen's TPOT
+/// decides which are simulated (the TP candidate at index 2, TPOT 4 ms, before the
+/// DEP ones at 9 and 7 ms), and the best among simulated ones; a candidate that carries
+/// 10% less still ranks below. Without a fixed load the objective alone ranks.
+#[test]
+fn a_fixed_load_ranks_its_ties_by_latency() {
+    let est = |tok: f64, tpot: f64| Estimate {
+        tok_s_per_gpu: tok,
+        tpot_ms: tpot,
+        gpus: 8,
+        ..Estimate::default()
+    };
+    let c = disagg();
+    let screened = vec![
+        (c.clone(), est(1004.0, 9.0), vec![]),
+        (c.clone(), est(1000.0, 7.0), vec![]),
+        (c.clone(), est(1000.0, 4.0), vec![]),
+        (c.clone(), est(900.0, 1.0), vec![]),
+    ];
+    let fixed = Ranking {
+        objective: Objective::TokSPerGpu,
+        fixed_load: true,
+    };
+    assert_eq!(to_simulate(&screened, fixed, 1, 0.8), vec![2]);
+    assert_eq!(to_simulate(&screened, fixed, 3, 0.8), vec![0, 1, 2]);
+    assert_eq!(
+        to_simulate(&screened, ranking(Objective::TokSPerGpu), 1, 0.8),
+        vec![0]
+    );
+    let mut h = header(Slo::default());
+    h.fixed_load = true;
+    let mut rs = records(&h);
+    for (r, (tok, tpot)) in rs
+        .iter_mut()
+        .zip([(1000.0, 5.0), (1003.0, 6.0), (1001.0, 4.0)])
+    {
+        let m = r.metrics.as_mut().unwrap();
+        (m.tok_s_per_gpu, m.tpot_p90_ms) = (tok, tpot);
+    }
+    assert_eq!(select(h.clone(), rs.clone()).unwrap().best, Some(2));
+    h.fixed_load = false;
+    assert_eq!(select(h, rs).unwrap().best, Some(1));
+    assert!(fixed.tie_break().unwrap().contains("ranked by TPOT p90"));
+}
+
+/// Issue 39 item 5: a simulation that fails is not a screen rejection: the answer
+/// says it could not be simulated and gives the error (it said "no configuration
+/// passed the screen ... simulation 1", no reason).
+#[test]
+fn failed_simulations_are_named_with_their_errors() {
+    let h = header(Slo::default());
+    let mut rs = records(&h);
+    rs.truncate(1);
+    rs[0].status = Status::SimulationFailed;
+    rs[0].metrics = None;
+    rs[0].reasons = vec![Reason::new("simulation", "the deployment needs 16 GPUs")];
+    let e = select(h, rs).unwrap_err().to_string();
+    assert!(e.contains("no configuration could be simulated"), "{e}");
+    assert!(
+        e.contains("1 simulation failed: 2xDEP2 test c4096 + 1xDEP8 test b64 mtp0: the deployment needs 16 GPUs"),
+        "{e}"
+    );
+}
+
 /// Two candidates with equal estimates are simulated once (the later one); one whose
 /// prefill would run above the target utilisation ranks after the others.
 #[test]
@@ -474,11 +547,11 @@ fn simulation_list_skips_twins_and_defers_saturated_ones() {
         ),
     ];
     assert_eq!(
-        to_simulate(&screened, Objective::TokSPerGpu, 2, 0.8),
+        to_simulate(&screened, ranking(Objective::TokSPerGpu), 2, 0.8),
         vec![1, 3]
     );
     assert_eq!(
-        to_simulate(&screened, Objective::TokSPerGpu, 3, 0.8),
+        to_simulate(&screened, ranking(Objective::TokSPerGpu), 3, 0.8),
         vec![1, 2, 3]
     );
 }

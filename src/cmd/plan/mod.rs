@@ -234,8 +234,27 @@ fn hardware_named(name: &str, base: &Resolved) -> Result<sim::Hardware> {
 }
 
 pub fn run(args: &PlanArgs) -> Result<()> {
-    if let Some(PlanAction::Merge { files, output }) = &args.action {
-        return exec::merge_files(files, output);
+    let (result, json) = match &args.action {
+        Some(PlanAction::Merge { files, output }) => {
+            (exec::merge_files(files, output), output.json)
+        }
+        None => (exec::plan(args), args.output.json),
+    };
+    // `--json` answers in JSON even when it fails: an infeasible plan has printed its
+    // object (with `error`); any other failure prints `{"error": ...}` here.
+    if let Err(e) = &result {
+        let infeasible = e
+            .downcast_ref::<sim::plan::PlanError>()
+            .is_some_and(|p| matches!(p, sim::plan::PlanError::Infeasible(_)));
+        if json && !infeasible {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&serde_json::json!({
+                    "version": env!("CARGO_PKG_VERSION"),
+                    "error": format!("{e:#}"),
+                }))?
+            );
+        }
     }
-    exec::plan(args)
+    result
 }

@@ -8,13 +8,25 @@ use crate::text::{break_even_text, short_figure, vllm};
 use anyhow::Result;
 use serde_json::{json, Value};
 use sim::plan::select::completed_any;
-use sim::plan::{select, Header, Outcome, Record, Slo, Status};
+use sim::plan::select::{diagnose, outcome};
+use sim::plan::{Header, Outcome, Record, Slo, Status};
 use sim::tco::CurveFinance;
 use std::fmt::Write;
 
-/// Selects from the records and shows the answer as `out` asks.
+/// Selects from the records and shows the answer as `out` asks. When nothing is
+/// feasible the answer is an error saying why; `--json` then prints the same object
+/// with `best` null, the reason in `error`, and every candidate's verdict.
 pub fn answer(header: Header, records: Vec<Record>, out: &OutputArgs) -> Result<()> {
-    let o = select(header, records)?;
+    let o = outcome(header, records);
+    if o.best.is_none() {
+        let why = diagnose(&o);
+        if out.json {
+            let mut v = to_json(&o);
+            v["error"] = json!(why);
+            println!("{}", serde_json::to_string_pretty(&v)?);
+        }
+        return Err(sim::plan::PlanError::Infeasible(why).into());
+    }
     if let Some(dir) = &out.html.report {
         let written = crate::report::plan(&o, dir, out.html.force)?;
         eprintln!("report: {written}");
@@ -42,11 +54,8 @@ fn point(r: &Record, feasible: bool, slo: &Slo) -> Value {
     })
 }
 
-/// The JSON answer.
+/// The JSON answer (`best` null when nothing is feasible).
 pub fn to_json(o: &Outcome) -> Value {
-    let best_i = o.best.expect("select returns a best");
-    let b = &o.records[best_i];
-    let m = b.metrics.unwrap_or_default();
     let by_status = |s: Status| -> Vec<Value> {
         o.records
             .iter()
@@ -82,7 +91,21 @@ pub fn to_json(o: &Outcome) -> Value {
         "price_sheet": o.header.price_sheet,
         "token_prices": o.header.token_prices,
         "evaluated": o.counts,
-        "best": {
+        "best": o.best.map(|i| best_json(o, &o.records[i])),
+        "frontier": o.frontier.iter().map(|&i| point(&o.records[i], o.feasible(i), &o.header.slo)).collect::<Vec<_>>(),
+        "simulated": simulated,
+        "rejected_by_screen": by_status(Status::RejectedByScreen),
+        "ranked_out": by_status(Status::RankedOut),
+        "simulation_failed": by_status(Status::SimulationFailed),
+        "curve": curve_of(o),
+        "space": o.header.space,
+    })
+}
+
+/// The best configuration as JSON.
+fn best_json(o: &Outcome, b: &Record) -> Value {
+    let m = b.metrics.unwrap_or_default();
+    json!({
             "label": b.candidate.label(),
             "config": b.candidate,
             "gpus": m.gpus,
@@ -98,14 +121,6 @@ pub fn to_json(o: &Outcome) -> Value {
             "finance": b.finance,
             "estimate": b.estimate,
             "vllm": vllm::commands(&b.candidate, o.header.moe),
-        },
-        "frontier": o.frontier.iter().map(|&i| point(&o.records[i], o.feasible(i), &o.header.slo)).collect::<Vec<_>>(),
-        "simulated": simulated,
-        "rejected_by_screen": by_status(Status::RejectedByScreen),
-        "ranked_out": by_status(Status::RankedOut),
-        "simulation_failed": by_status(Status::SimulationFailed),
-        "curve": curve_of(o),
-        "space": o.header.space,
     })
 }
 
@@ -149,6 +164,9 @@ fn write_heading(s: &mut String, o: &Outcome) {
         h.duration_s,
         h.warmup_s
     );
+    if let Some(why) = sim::plan::Ranking::of(h).tie_break() {
+        let _ = writeln!(s, "ranking: {why}");
+    }
     let _ = writeln!(
         s,
         "screened {} configurations: {} rejected by the screen, {} passed but ranked below the {} simulated; {} simulated: {} feasible, {} rejected{}",
