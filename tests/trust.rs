@@ -205,3 +205,54 @@ fn item5_plan_says_why_and_ranks_what_separates() {
         );
     }
 }
+
+/// Item 9: a trace with bad lines reports every one at once (it stopped at the first,
+/// 1 of 4), and a 0-token Azure prompt is skipped with a note (it aborted the replay).
+#[test]
+fn item9_trace_problems_all_at_once_and_empty_prompts_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = r#"{"timestamp": 1, "input_length": 500, "output_length": 20}"#;
+    let lines = [
+        good,
+        r#"{"timestamp": 2, "input_length": "many", "output_length": 1}"#,
+        "not json",
+        good,
+        r#"{"timestamp": 2.5, "input_length": 5, "output_length": 1}"#,
+        r#"{"timestamp": 4}"#,
+    ];
+    let bad = dir.path().join("bad.jsonl");
+    std::fs::write(&bad, lines.join("\n")).unwrap();
+    let replay = |path: &std::path::Path| {
+        twin(&[
+            "simulate",
+            "--set",
+            "workload=trace-replay",
+            "--trace",
+            path.to_str().unwrap(),
+            "--set",
+            "duration_s=20",
+            "--set",
+            "warmup_s=0",
+        ])
+    };
+    let o = replay(&bad);
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(err.contains("4 bad lines"), "{err}");
+    for l in ["line 2: ", "line 3: ", "line 5: ", "line 6: "] {
+        assert!(err.contains(l), "{l}: {err}");
+    }
+    let azure = dir.path().join("azure.csv");
+    std::fs::write(
+        &azure,
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.0,500,20\n2023-11-16 18:15:47.0,0,20\n2023-11-16 18:15:48.0,700,30\n",
+    )
+    .unwrap();
+    let o = replay(&azure);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("0 prompt tokens (an empty prompt): 1 record (first at line 3); dropped"),
+        "{}",
+        stderr(&o)
+    );
+}
