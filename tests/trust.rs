@@ -251,8 +251,42 @@ fn item9_trace_problems_all_at_once_and_empty_prompts_skipped() {
     let o = replay(&azure);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
-        stderr(&o).contains("0 prompt tokens (an empty prompt): 1 record (first at line 3); dropped"),
+        stderr(&o)
+            .contains("0 prompt tokens (an empty prompt): 1 record (first at line 3); dropped"),
         "{}",
         stderr(&o)
+    );
+}
+
+/// Item 10: an unknown name gets its close match, and an unknown field the valid
+/// fields of its table (it said `unknown field` and listed every name).
+#[test]
+fn item10_unknown_names_suggest_the_close_match() {
+    fails_with(
+        &["simulate", "--set", "model=qwen3-32"],
+        &["unknown model `qwen3-32`; did you mean `qwen3-32b`?"],
+    );
+    fails_with(&["forward", "--hardware", "h10"], &["did you mean `h100`?"]);
+    fails_with(
+        &["simulate", "gb300-nvl72-v4.1-flash-agentx-aggregatd"],
+        &["did you mean `gb300-nvl72-v4.1-flash-agentx-aggregated`?"],
+    );
+    fails_with(
+        &["simulate", "--set", "warmup=10"],
+        &[
+            "warmup: unknown field; did you mean `warmup_s`?",
+            "the fields of the file's top level: name, description, hardware",
+        ],
+    );
+    fails_with(
+        &["simulate", "--set", "serving.decode.max_batch=3"],
+        &[
+            "did you mean `max_batch_per_rank`?",
+            "the fields of [serving.decode]: instances, dep, tp,",
+        ],
+    );
+    fails_with(
+        &["simulate", "--set", "cost.moe.mem_ef=0.9"],
+        &["did you mean cost.moe.mem_eff?"],
     );
 }

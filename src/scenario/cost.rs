@@ -110,9 +110,15 @@ pub fn cost_params(
             toml::Value::Integer(i) => *i as f64,
             _ => bail!("--set {}: a cost parameter takes a number", s.text),
         };
-        params
-            .set(&key, v)
-            .map_err(|e| anyhow!("--set {}: {e}", s.text))?;
+        params.set(&key, v).map_err(|e| {
+            // An unknown key: its close match first (the list of every key is long).
+            match super::fields::closest(&key, CostParams::KEYS.iter().copied()) {
+                Some(c) if params.get(&key).is_none() => {
+                    anyhow!("--set {}: did you mean cost.{c}? {e}", s.text)
+                }
+                _ => anyhow!("--set {}: {e}", s.text),
+            }
+        })?;
     }
     if !cost_sets.is_empty() {
         source = format!("{source} + {} --set overrides", cost_sets.len());

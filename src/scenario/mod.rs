@@ -11,6 +11,7 @@ use std::fmt::Write as _;
 mod carry;
 mod cost;
 mod deser;
+pub mod fields;
 pub mod hf;
 pub mod resolve;
 pub mod tables;
@@ -105,10 +106,14 @@ pub fn resolve(kind: Kind, name_or_path: &str) -> Result<(String, String)> {
     if let Some(text) = embedded_file(&rel) {
         return Ok((format!("scenarios/{rel} (embedded)"), text.to_string()));
     }
+    let known = embedded_names(kind);
+    let guess = fields::closest(name_or_path, known.iter().map(|s| s.as_str()))
+        .map(|c| format!("did you mean `{c}`? "))
+        .unwrap_or_default();
     bail!(
-        "unknown {} `{name_or_path}`; known: {} (or give a path to a .toml file)",
+        "unknown {} `{name_or_path}`; {guess}known: {} (or give a path to a .toml file)",
         kind.noun(),
-        embedded_names(kind).join(", ")
+        known.join(", ")
     )
 }
 
