@@ -290,3 +290,35 @@ fn item10_unknown_names_suggest_the_close_match() {
         &["did you mean cost.moe.mem_eff?"],
     );
 }
+
+/// Item 11: the shipped Llama-70B node runs at an operating point that meets its SLOs
+/// (1024 users overloaded it: TTFT p50 54 s, goodput 0%), and a scenario's
+/// `workload_set` is not applied to a workload `--set workload=` puts in its place.
+#[test]
+fn item11_shipped_examples_run_at_a_sensible_point() {
+    let r = json(&twin(&["simulate", "h100-llama-3.1-70b-tp8", "--json"]));
+    assert!(
+        r["goodput"]["fraction"].as_f64().unwrap() > 0.95,
+        "{}",
+        r["goodput"]
+    );
+    assert!(
+        r["ttft_ms"]["p90"].as_f64().unwrap() < r["goodput"]["slo_ttft_ms"].as_f64().unwrap(),
+        "{}",
+        r["ttft_ms"]
+    );
+    let o = twin(&[
+        "simulate",
+        "h100-gpt-oss-120b-chat",
+        "--set",
+        "workload=poisson",
+        "--duration",
+        "20",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("tunes its workload `chat-closed-loop`, not `poisson`: not applied"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -89,6 +89,7 @@ pub fn resolve_args(args: &SimulateArgs) -> Result<Resolved> {
     let hardware = load_hardware(&sc.hardware, &sets.hardware)
         .with_context(|| format!("hardware of {origin}"))?;
     let model = load_model(&sc.model, &sets.model).with_context(|| format!("model of {origin}"))?;
+    notes.extend(drop_workload_set(&mut sc, &origin, &text, &sets.scenario));
     let (wl_origin, mut workload) = load_workload(&sc, &origin, sets.workload)?;
     if let Some(spec) = &args.bench {
         bench_workload(spec, args, &mut sc, &mut workload, &mut notes)?;
@@ -248,6 +249,32 @@ fn cohort_note(sc: &ServingScenario) -> Option<String> {
     } else {
         format!("fidelity.cohort = {asked}: the pools split into {copies} copies, the largest divisor of {asked} they allow; one of {copies} is simulated")
     })
+}
+
+/// A scenario's `workload_set` tunes its own workload: when `--set workload=NAME`
+/// replaces that workload, the entries are not applied to the new one (they would name
+/// fields it may not have), and a note says so.
+fn drop_workload_set(
+    sc: &mut ServingScenario,
+    origin: &str,
+    text: &str,
+    sets: &[Set],
+) -> Option<String> {
+    if sc.workload_set.is_empty() || !sets.iter().any(|s| s.path == ["workload"]) {
+        return None;
+    }
+    let own = toml::from_str::<toml::Value>(text)
+        .ok()
+        .and_then(|v| v.get("workload")?.as_str().map(str::to_string))?;
+    if own == sc.workload {
+        return None;
+    }
+    let dropped = std::mem::take(&mut sc.workload_set);
+    Some(format!(
+        "workload_set of {origin} ({}) tunes its workload `{own}`, not `{}`: not applied",
+        dropped.join("; "),
+        sc.workload
+    ))
 }
 
 /// The scenario's workload file with its `workload_set` and then `--set workload.*`
