@@ -511,9 +511,18 @@ pub fn load_hardware(name_or_path: &str, sets: &[Set]) -> Result<Hardware> {
 }
 
 pub fn load_model(name_or_path: &str, sets: &[Set]) -> Result<Model> {
+    load_model_quant(name_or_path, sets, None)
+}
+
+/// As [`load_model`]; a config (or checkpoint folder) is imported with the
+/// quantization config `quant` when one is given, else with the one beside it.
+pub fn load_model_quant(name_or_path: &str, sets: &[Set], quant: Option<&str>) -> Result<Model> {
     let (origin, text) = if hf::is_config(name_or_path) {
-        imported(name_or_path)?
+        imported(&hf::config_path(name_or_path), quant)?
     } else {
+        if let Some(q) = quant {
+            bail!("--quant {}: a quantization config goes with a Hugging Face config (.json) or checkpoint folder, not model `{}`", clip(q), clip(name_or_path));
+        }
         resolve(Kind::Model, name_or_path)?
     };
     let parsed = parse_located::<Model>(&origin, &text, sets)?;
@@ -522,21 +531,34 @@ pub fn load_model(name_or_path: &str, sets: &[Set]) -> Result<Model> {
 }
 
 /// A Hugging Face config imported in memory, as a model file's origin and text; says
-/// so once on stderr.
-fn imported(path: &str) -> Result<(String, String)> {
+/// so once on stderr, with every fallback it took.
+fn imported(path: &str, quant: Option<&str>) -> Result<(String, String)> {
     let text =
         read_text(path).map_err(|e| anyhow!("cannot read model config `{}`: {e}", clip(path)))?;
-    let model = hf::import(path, &text, &hf::default_options(path)?)?;
+    let mut opts = hf::default_options(path)?;
+    if let Some(q) = quant {
+        let qtext = read_text(q)
+            .map_err(|e| anyhow!("cannot read quantization config `{}`: {e}", clip(q)))?;
+        opts.quant = Some((q.to_string(), qtext));
+    }
+    let (model, notes) = hf::import_noted(path, &text, &opts)?;
     static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
     let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
     if said.iter().any(|p| p == path) {
         return Ok((format!("{path} (imported)"), hf::to_toml(&model)?));
     }
     said.push(path.to_string());
+    let with = match &opts.quant {
+        Some((q, _)) => format!(" with the quantization of {q}"),
+        None => String::new(),
+    };
     eprintln!(
-        "note: imported {path} in memory as model `{}` (`twin model import {path}` writes it as a file to review)",
+        "note: imported {path} in memory as model `{}`{with} (`twin model import {path}` writes it as a file to review)",
         model.name
     );
+    for n in notes {
+        eprintln!("note: assumed: {n}");
+    }
     Ok((format!("{path} (imported)"), hf::to_toml(&model)?))
 }
 
