@@ -27,6 +27,28 @@ fn same_kind(path: &str, device: &str, hardware: &str) -> Result<()> {
 /// profile's measured efficiencies and fixed costs (`--profile`), for the operations it
 /// has fits for; then `--set cost.KEY=VALUE` overrides; and `engine`'s measured kernel
 /// tables (`--engine`, [`super::tables`]) over the ops they time.
+/// The `--set cost.*` overrides, in order; an unknown key names its close match first
+/// (the list of every key is long).
+fn apply_cost_sets(cost_sets: &[Set], params: &mut CostParams) -> Result<()> {
+    for s in cost_sets {
+        let key = s.path.join(".");
+        let v = match &s.value {
+            toml::Value::Float(f) => *f,
+            toml::Value::Integer(i) => *i as f64,
+            _ => bail!("--set {}: a cost parameter takes a number", s.text),
+        };
+        params.set(&key, v).map_err(|e| {
+            match super::fields::closest(&key, CostParams::KEYS.iter().copied()) {
+                Some(c) if params.get(&key).is_none() => {
+                    anyhow!("--set {}: did you mean cost.{c}? {e}", s.text)
+                }
+                _ => anyhow!("--set {}: {e}", s.text),
+            }
+        })?;
+    }
+    Ok(())
+}
+
 pub fn cost_params(
     hardware: &Hardware,
     profile: Option<&str>,
@@ -103,23 +125,7 @@ pub fn cost_params(
             runs_terms(rp, path, hardware, engine, &mut params)?
         );
     }
-    for s in cost_sets {
-        let key = s.path.join(".");
-        let v = match &s.value {
-            toml::Value::Float(f) => *f,
-            toml::Value::Integer(i) => *i as f64,
-            _ => bail!("--set {}: a cost parameter takes a number", s.text),
-        };
-        params.set(&key, v).map_err(|e| {
-            // An unknown key: its close match first (the list of every key is long).
-            match super::fields::closest(&key, CostParams::KEYS.iter().copied()) {
-                Some(c) if params.get(&key).is_none() => {
-                    anyhow!("--set {}: did you mean cost.{c}? {e}", s.text)
-                }
-                _ => anyhow!("--set {}: {e}", s.text),
-            }
-        })?;
-    }
+    apply_cost_sets(cost_sets, &mut params)?;
     if !cost_sets.is_empty() {
         source = format!("{source} + {} --set overrides", cost_sets.len());
     }
