@@ -76,7 +76,10 @@ pub struct PricingArgs {
     /// all-reduce, routed experts and GQA/MHA attention: `trtllm`, `vllm`, with a version as
     /// `trtllm@1.3.0rc20` (default: the shipped one), or a profile path from `twin
     /// calibrate --from-tables`; `twin`: twin's own kernel model (default: the
-    /// scenario's `engine`, else `twin`).
+    /// scenario's `engine`, else `twin`). An engine or version without tables on the
+    /// GPU (`sglang`; `vllm` on a100) keeps its scheduler and host terms and prices
+    /// kernels by the nearest shipped tables (SGLang by vLLM's) or twin's own model,
+    /// said in the cost model's line.
     #[arg(long, value_name = "ENGINE[@VERSION]")]
     pub engine: Option<String>,
 }

@@ -163,6 +163,18 @@ pub fn to_json(
         serde_json::Value::Object(m) => m,
         _ => bail!("the report did not serialise to an object"),
     };
+    // Without a price sheet revenue is not computed: absent, not 0.
+    if !sc.price.sheet.values_tokens() {
+        for k in ["revenue_usd_per_gpu_hour", "margin_usd_per_gpu_hour"] {
+            out.insert(k.into(), serde_json::Value::Null);
+        }
+        if let Some(u) = out
+            .get_mut("usd_per_m_tokens")
+            .and_then(|u| u.as_object_mut())
+        {
+            u.insert("revenue_all_tokens".into(), serde_json::Value::Null);
+        }
+    }
     out.insert("version".into(), json!(env!("CARGO_PKG_VERSION")));
     out.insert("seed".into(), json!(r.seed));
     out.insert("scenario_file".into(), json!(r.scenario_origin));

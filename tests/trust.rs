@@ -385,3 +385,93 @@ fn item6_checkpoints_read_with_every_assumption_said() {
         .unwrap();
     assert!(stdout(&o).contains("model: my-qwen3-32b"), "{}", stdout(&o));
 }
+
+/// Item 7: engines and prices. SGLang (no tables of its own) simulates under its own
+/// scheduler with the nearest tables named (`kernel_tables.rs` checks each case); the
+/// TCO presets say what their figures are (an owner's cost is no rental: renamed, the
+/// old names refused with the new), every published or secondary price of a hardware
+/// file is dated and no placeholder is called published; a model without a public API
+/// price sheet computes no revenue and says so in one whole sentence (it valued
+/// Llama's tokens at DeepSeek-V4.1-Flash's prices, in a sentence cut off).
+#[test]
+fn item7_engines_and_prices_say_what_they_are() {
+    let o = twin(&[
+        "simulate",
+        "h100-llama-3.1-70b-tp8",
+        "--set",
+        "engine=sglang",
+        "--duration",
+        "20",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("engine sglang: its scheduler and host terms"),
+        "{}",
+        stdout(&o)
+    );
+    let o = twin(&["list"]);
+    let list = stdout(&o);
+    assert!(
+        list.contains(
+            "tco presets: hyperscaler-tco, neocloud-tco, on-demand-rental, owned-nvl72, rental-3yr"
+        ),
+        "{list}"
+    );
+    fails_with(
+        &["cost", "--tco", "hyperscaler-rental"],
+        &["is now `hyperscaler-tco`", "not what a renter pays"],
+    );
+    let dated = regex_year();
+    for entry in std::fs::read_dir(repo().join("scenarios/hardware")).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        for line in text.lines().filter(|l| l.starts_with("\"price.")) {
+            let why = line.split_once(" = ").unwrap().1;
+            let ok_tag = ["\"published:", "\"secondary:", "\"assumed:", "\"derived:"]
+                .iter()
+                .any(|t| why.starts_with(t));
+            assert!(ok_tag, "{}: {line}", path.display());
+            if why.starts_with("\"published:") || why.starts_with("\"secondary:") {
+                assert!(!why.contains("placeholder"), "{}: {line}", path.display());
+                assert!(dated(why), "{}: undated: {line}", path.display());
+            }
+        }
+    }
+    let o = twin(&["simulate", "h100-llama-3.1-70b-tp8", "--duration", "20"]);
+    let (out, err) = (stdout(&o), stderr(&o));
+    let note = err
+        .lines()
+        .find(|l| l.contains("price.sheet"))
+        .unwrap_or_else(|| panic!("{err}"));
+    assert_eq!(
+        note,
+        "note: price.sheet is not set and twin knows no public API price sheet of model `llama-3.1-70b`, so revenue is not computed (set price.sheet = \"custom\" with price.custom to value its tokens)."
+    );
+    assert!(!err.contains("DeepSeek"), "{err}");
+    assert!(
+        out.contains("money (no price sheet, hyperscaler GPU cost): cost $1.30/GPU-h; revenue and margin not computed"),
+        "{out}"
+    );
+    let v = json(&twin(&[
+        "simulate",
+        "h100-llama-3.1-70b-tp8",
+        "--duration",
+        "20",
+        "--json",
+    ]));
+    assert!(
+        v["revenue_usd_per_gpu_hour"].is_null(),
+        "{}",
+        v["revenue_usd_per_gpu_hour"]
+    );
+    assert_eq!(v["price_sheet"], "none");
+}
+
+/// Whether a provenance names a year (2000-2099): a dated source.
+fn regex_year() -> impl Fn(&str) -> bool {
+    |s: &str| {
+        s.as_bytes()
+            .windows(4)
+            .any(|w| w[0] == b'2' && w[1] == b'0' && w[2].is_ascii_digit() && w[3].is_ascii_digit())
+    }
+}

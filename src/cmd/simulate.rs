@@ -194,8 +194,13 @@ fn print_splits_text(base: &Resolved, budget: &SplitBudget, runs: &[SplitRun], f
                         0 => "-".to_string(),
                         _ => format!("{:.d$}", q(x)),
                     };
+                // Without a price sheet revenue is not computed.
+                let revenue = match rep.price_sheet.as_str() {
+                    "none" => "-".to_string(),
+                    _ => format!("{:.2}", rep.revenue_usd_per_gpu_hour),
+                };
                 println!(
-                    "{:>7} {:>10} {:>5} {:>10.0} {:>9} {:>9} {:>9} {:>9} {:>8.2} {:>7.0}% {:>8.1}  {mark}",
+                    "{:>7} {:>10} {:>5} {:>10.0} {:>9} {:>9} {:>9} {:>9} {:>8} {:>7.0}% {:>8.1}  {mark}",
                     decode,
                     prefill,
                     rep.gpus,
@@ -204,7 +209,7 @@ fn print_splits_text(base: &Resolved, budget: &SplitBudget, runs: &[SplitRun], f
                     fig(&rep.per_user_tok_s, |x| x.p50, 1),
                     fig(&rep.ttft_ms, |x| x.p90, 0),
                     fig(&rep.tpot_ms, |x| x.p90, 2),
-                    rep.revenue_usd_per_gpu_hour,
+                    revenue,
                     100.0 * rep.pools[0].busy_fraction,
                     rep.pools[1].batch_per_rank.mean
                 );
@@ -291,7 +296,10 @@ pub fn run(cmd: &SimulateCmd) -> Result<()> {
         );
         print!("{}", report.render_text());
         if let Some(f) = &finance {
-            print!("\n{}", finance_text(f));
+            print!(
+                "\n{}",
+                finance_text(f, r.scenario.price.sheet.values_tokens())
+            );
         }
         if let Some((b, hw)) = &band {
             print!("{}", crate::band::simulate_text(b, hw));

@@ -129,16 +129,20 @@ pub fn cost_params(
     if !cost_sets.is_empty() {
         source = format!("{source} + {} --set overrides", cost_sets.len());
     }
-    if let Some(t) = engine
-        .map(|e| super::tables::engine_tables(hardware, e))
-        .transpose()?
-        .flatten()
-    {
+    let (tables, note) = match engine {
+        Some(e) => super::tables::engine_tables(hardware, e)?,
+        None => (None, None),
+    };
+    if let Some(t) = tables {
         source = format!(
             "{source} + {} (dense GEMMs, all-reduce, routed experts, GQA/MHA attention)",
             t.describe()
         );
         params.tables = Some(t);
+    }
+    if let (Some(n), Some(e)) = (note, engine) {
+        // The engine's scheduler and host terms follow its name; its kernels did not.
+        source = format!("{source}; engine {e}: its scheduler and host terms, {n}");
     }
     params.source = source;
     Ok(params)

@@ -564,6 +564,17 @@ fn imported(path: &str, quant: Option<&str>) -> Result<(String, String)> {
 
 /// A TCO preset by name (`scenarios/tco/`) or path, checked.
 pub fn load_tco(name_or_path: &str, sets: &[Set]) -> Result<sim::tco::Tco> {
+    // Renamed: their figures are an owner's cost, not what a renter pays.
+    for (old, new) in [
+        ("hyperscaler-rental", "hyperscaler-tco"),
+        ("neocloud-rental", "neocloud-tco"),
+    ] {
+        if name_or_path == old {
+            bail!(
+                "TCO preset `{old}` is now `{new}`: its figure is what a GPU-hour costs its owner (SemiAnalysis AI Cloud TCO), not what a renter pays; for a renter's price use `on-demand-rental` or `rental-3yr`"
+            );
+        }
+    }
     let (origin, text) = resolve(Kind::Tco, name_or_path)?;
     let parsed = parse_located::<sim::tco::Tco>(&origin, &text, sets)?;
     let problems = parsed

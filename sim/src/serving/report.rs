@@ -665,15 +665,26 @@ impl Report {
     /// Revenue, cost and margin per GPU-hour, and per million tokens.
     fn render_money(&self, s: &mut String) {
         let _ = writeln!(s);
-        let _ = writeln!(
-            s,
-            "money ({}, {} GPU cost): revenue ${:.2}/GPU-h, cost ${:.2}/GPU-h, margin ${:.2}/GPU-h",
-            self.price_sheet,
-            self.price_basis.name(),
-            self.revenue_usd_per_gpu_hour,
-            self.cost_usd_per_gpu_hour,
-            self.margin_usd_per_gpu_hour
-        );
+        // Without a price sheet the tokens have no price: revenue is not computed.
+        let priced = self.price_sheet != super::PriceSheet::None.key();
+        if priced {
+            let _ = writeln!(
+                s,
+                "money ({}, {} GPU cost): revenue ${:.2}/GPU-h, cost ${:.2}/GPU-h, margin ${:.2}/GPU-h",
+                self.price_sheet,
+                self.price_basis.name(),
+                self.revenue_usd_per_gpu_hour,
+                self.cost_usd_per_gpu_hour,
+                self.margin_usd_per_gpu_hour
+            );
+        } else {
+            let _ = writeln!(
+                s,
+                "money (no price sheet, {} GPU cost): cost ${:.2}/GPU-h; revenue and margin not computed",
+                self.price_basis.name(),
+                self.cost_usd_per_gpu_hour
+            );
+        }
         let u = &self.usd_per_m_tokens;
         let t = &self.throughput_tok_s_per_gpu;
         // Per million of no tokens is no figure.
@@ -686,7 +697,10 @@ impl Report {
             "per M tokens: cost {} (all), {} (output); mean price {}",
             per(u.cost_all_tokens, t.total, 4),
             per(u.cost_output_tokens, t.output, 3),
-            per(u.revenue_all_tokens, t.total, 4)
+            match priced {
+                true => per(u.revenue_all_tokens, t.total, 4),
+                false => "-".to_string(),
+            }
         );
     }
 }

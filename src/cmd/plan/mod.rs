@@ -45,8 +45,9 @@ pub struct PlanArgs {
     /// TOML file overriding the search space's axes (see docs/guide/plan.md).
     #[arg(long, value_name = "FILE")]
     pub space: Option<String>,
-    /// TCO preset (`scenarios/tco`: hyperscaler-rental, neocloud-rental, owned-nvl72)
-    /// or path [default: rental at the scenario's price basis].
+    /// TCO preset (`scenarios/tco`: hyperscaler-tco and neocloud-tco, an owner's cost
+    /// per GPU-hour; on-demand-rental and rental-3yr, a renter's price; owned-nvl72) or
+    /// path [default: the hardware's price at the scenario's basis].
     #[arg(long, value_name = "PRESET")]
     pub tco: Option<String>,
     /// Seed of the simulations (default: the scenario's).

@@ -129,11 +129,16 @@ pub fn text(o: &Outcome) -> String {
     let mut s = String::new();
     write_heading(&mut s, o);
     let best = &o.records[o.best.expect("a best")];
-    write_best(&mut s, best);
+    write_best(&mut s, best, o.header.price_sheet != "none");
     write_simulated(&mut s, o);
     write_not_simulated(&mut s, o);
     if let Some(day) = curve_of(o) {
-        write_day(&mut s, o.header.curve_peak, &day);
+        write_day(
+            &mut s,
+            o.header.curve_peak,
+            &day,
+            o.header.price_sheet != "none",
+        );
     }
     write_vllm(&mut s, &o.header.model, o.header.moe, best);
     s
@@ -190,7 +195,7 @@ fn write_heading(s: &mut String, o: &Outcome) {
 }
 
 /// The best configuration: its figures, their spread over the seeds, its money.
-fn write_best(s: &mut String, best: &Record) {
+fn write_best(s: &mut String, best: &Record, priced: bool) {
     let m = best.metrics.unwrap_or_default();
     let _ = writeln!(s);
     let _ = writeln!(s, "best: {}", best.candidate.label());
@@ -217,8 +222,18 @@ fn write_best(s: &mut String, best: &Record) {
             x.requests_per_s
         );
     }
-    if let Some(f) = &best.finance {
-        let _ = writeln!(
+    match &best.finance {
+        Some(f) if !priced => {
+            let _ = writeln!(
+                s,
+                "  money ({}): cost ${:.2}/GPU-h; ${:.4} per M tokens; revenue, margin and break-even not computed (no price sheet)",
+                f.tco,
+                f.cost_usd_per_gpu_hour.total,
+                f.usd_per_m_tokens.cost_all_tokens
+            );
+        }
+        Some(f) => {
+            let _ = writeln!(
             s,
             "  money ({}): revenue ${:.2}/GPU-h, cost ${:.2}/GPU-h, margin ${:.2}/GPU-h; ${:.4} per M tokens; break-even utilisation {}",
             f.tco,
@@ -228,6 +243,8 @@ fn write_best(s: &mut String, best: &Record) {
             f.usd_per_m_tokens.cost_all_tokens,
             break_even_text(f.break_even_utilisation)
         );
+        }
+        None => {}
     }
 }
 
@@ -328,16 +345,23 @@ fn write_not_simulated(s: &mut String, o: &Outcome) {
 }
 
 /// The best configuration over the day's rate curve, planned for its peak.
-fn write_day(s: &mut String, curve_peak: f64, day: &CurveFinance) {
+fn write_day(s: &mut String, curve_peak: f64, day: &CurveFinance, priced: bool) {
     let _ = writeln!(s);
+    let money = match priced {
+        true => format!(
+            "revenue ${:.2}/GPU-h, cost ${:.2}/GPU-h, margin ${:.2}/GPU-h",
+            day.revenue_usd_per_gpu_hour, day.cost_usd_per_gpu_hour, day.margin_usd_per_gpu_hour
+        ),
+        false => format!(
+            "cost ${:.2}/GPU-h (revenue not computed: no price sheet)",
+            day.cost_usd_per_gpu_hour
+        ),
+    };
     let _ = writeln!(
         s,
-        "over the day's rate curve (planned for its peak, x{:.2}): mean load {:.0}% of the peak; revenue ${:.2}/GPU-h, cost ${:.2}/GPU-h, margin ${:.2}/GPU-h; ${:.4} per M tokens",
+        "over the day's rate curve (planned for its peak, x{:.2}): mean load {:.0}% of the peak; {money}; ${:.4} per M tokens",
         curve_peak,
         100.0 * day.mean_load_fraction,
-        day.revenue_usd_per_gpu_hour,
-        day.cost_usd_per_gpu_hour,
-        day.margin_usd_per_gpu_hour,
         day.cost_usd_per_m_tokens
     );
     let hours: Vec<String> = day
