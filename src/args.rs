@@ -82,4 +82,9 @@ pub struct PricingArgs {
     /// said in the cost model's line.
     #[arg(long, value_name = "ENGINE[@VERSION]")]
     pub engine: Option<String>,
+    /// Price with physics alone: leave out the terms fitted to measured runs that
+    /// otherwise correct an engine's steps (scenarios/runs/fitted.toml,
+    /// docs/runs-corpus.md).
+    #[arg(long)]
+    pub physics_only: bool,
 }

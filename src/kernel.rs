@@ -272,11 +272,13 @@ pub fn inputs(args: &KernelArgs) -> Result<(Hardware, CostParams)> {
         );
     }
     let hw = load_hardware(&args.hardware, &hw_sets)?;
+    // A kernel as its benchmark reports it: physics alone.
     let p = crate::scenario::cost_params(
         &hw,
         args.profile.as_deref(),
         &cost_sets,
         args.engine.as_deref(),
+        true,
     )?;
     Ok((hw, p))
 }

@@ -276,6 +276,7 @@ fn load(args: &ForwardArgs) -> Result<(Hardware, Model, CostParams)> {
         args.pricing.profile.as_deref(),
         &cost_sets,
         args.pricing.engine.as_deref(),
+        args.pricing.physics_only || args.isolated,
     )?;
     if args.isolated {
         params.in_situ = sim::cost::insitu::InSitu::isolated();

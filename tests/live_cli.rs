@@ -339,6 +339,7 @@ fn check_op_trace(d: &RunDir, trace: &Path) {
                 &StepShape {
                     phase,
                     ranks: &ranks,
+                    decode_ranks: &[],
                     draft_tokens: drafts,
                 },
                 0,

@@ -61,7 +61,16 @@ fn item2_per_user_speed_slo_holds_for_ninety_percent_of_users() {
 /// with its per-layer range.
 #[test]
 fn item4_figures_without_data_are_absent() {
-    let o = twin(&["simulate", "h100-llama-3.1-70b-tp8", "--duration", "30"]);
+    // 1024 users overload the node (its scenario runs 128 since item 11).
+    let overload = "workload.closed_loop.concurrency=1024";
+    let o = twin(&[
+        "simulate",
+        "h100-llama-3.1-70b-tp8",
+        "--duration",
+        "30",
+        "--set",
+        overload,
+    ]);
     let out = stdout(&o);
     assert!(out.contains("0 completed"), "{out}");
     assert!(
@@ -88,6 +97,8 @@ fn item4_figures_without_data_are_absent() {
             space.to_str().unwrap(),
             "--duration",
             "30",
+            "--set",
+            overload,
             "--slo",
             "ttft_p90_ms=100000",
         ],

@@ -70,6 +70,7 @@ pub fn price_step(model: &dyn CostModel, s: &StepRecord) -> f64 {
             .step(&StepShape {
                 phase: Phase::Prefill,
                 ranks: &prefill,
+                decode_ranks: &[],
                 draft_tokens: 0,
             })
             .step_s;
@@ -79,6 +80,7 @@ pub fn price_step(model: &dyn CostModel, s: &StepRecord) -> f64 {
             .step(&StepShape {
                 phase: Phase::Decode,
                 ranks: &decode,
+                decode_ranks: &[],
                 draft_tokens: s.drafts as u32,
             })
             .step_s;

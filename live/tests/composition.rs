@@ -115,6 +115,7 @@ fn one_rank_traces_are_the_composed_calls() {
             let shape = StepShape {
                 phase,
                 ranks: &ranks,
+                decode_ranks: &[],
                 draft_tokens: drafts as u32,
             };
             let composed: Vec<LiveCall> = lm
@@ -198,6 +199,7 @@ fn dep2_traces_are_the_composed_calls() {
     let shape = StepShape {
         phase: Phase::Decode,
         ranks: &ranks,
+        decode_ranks: &[],
         draft_tokens: 1,
     };
     for (r, t) in traces.iter().enumerate() {

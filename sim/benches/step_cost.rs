@@ -42,6 +42,7 @@ fn bench(c: &mut Criterion) {
                         cm.step(black_box(&StepShape {
                             phase: Phase::Decode,
                             ranks: &uniform,
+                            decode_ranks: &[],
                             draft_tokens: draft,
                         }))
                     })
@@ -61,6 +62,7 @@ fn bench(c: &mut Criterion) {
                 cm.step(black_box(&StepShape {
                     phase: Phase::Decode,
                     ranks: &each,
+                    decode_ranks: &[],
                     draft_tokens: 3,
                 }))
             })
@@ -100,6 +102,7 @@ fn pipelines(c: &mut Criterion) {
                     cm.step(black_box(&StepShape {
                         phase: Phase::Decode,
                         ranks: &ranks,
+                        decode_ranks: &[],
                         draft_tokens: 0,
                     }))
                 })

@@ -156,6 +156,7 @@ fn each_step(spec: &ForwardSpec, per_rank: &[u32], mut f: impl FnMut(&StepShape)
             f(&StepShape {
                 phase: Phase::Decode,
                 ranks: &ranks,
+                decode_ranks: &[],
                 draft_tokens: spec.draft_tokens,
             });
             1
@@ -172,6 +173,7 @@ fn each_step(spec: &ForwardSpec, per_rank: &[u32], mut f: impl FnMut(&StepShape)
                 f(&StepShape {
                     phase: Phase::Prefill,
                     ranks: &ranks,
+                    decode_ranks: &[],
                     draft_tokens: 0,
                 });
                 done += n;

@@ -45,6 +45,7 @@ fn zero_spread_gives_the_point_price() {
         let shape = StepShape {
             phase: Phase::Decode,
             ranks: &r,
+            decode_ranks: &[],
             draft_tokens: 0,
         };
         let point = AnalyticCostModel::new(hw.clone(), m.clone(), layout.clone(), p.clone())
@@ -73,6 +74,7 @@ fn a_band_is_deterministic_and_brackets_the_point() {
     let shape = StepShape {
         phase: Phase::Decode,
         ranks: &r,
+        decode_ranks: &[],
         draft_tokens: 0,
     };
     let a = step_band(&hw, &m, &layout, &p, &shape, 64, 1).unwrap();

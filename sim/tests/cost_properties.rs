@@ -88,6 +88,7 @@ fn step(
     c.step(&StepShape {
         phase,
         ranks: &ranks,
+        decode_ranks: &[],
         draft_tokens: draft,
     })
 }
@@ -309,6 +310,7 @@ fn decode_cost_is_affine_between_breakpoints() {
             c.step(&StepShape {
                 phase: Phase::Decode,
                 ranks,
+                decode_ranks: &[],
                 draft_tokens: draft,
             })
         };
@@ -491,6 +493,7 @@ fn repeated_ranks_price_as_the_whole_group() {
             let shape = StepShape {
                 phase,
                 ranks: &ranks,
+                decode_ranks: &[],
                 draft_tokens: rng.random_range(0..4u32),
             };
             let why = format!("case {case}: {hw} {m} DEP{dep} period {p} {phase:?} {ranks:?}");

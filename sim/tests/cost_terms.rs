@@ -33,6 +33,37 @@ fn moe_reads_the_experts_that_tokens_touch() {
 }
 
 #[test]
+fn issue_38_experts_at_a_few_tokens_each_stream_their_weights() {
+    // MXFP4 experts (0.5 + 1/32 B a weight) with BF16 activations, as gpt-oss runs
+    // them; 4 decode tokens: 8 * (1 - 0.75^4) = 5.46875 experts of 8/5.46875 =
+    // 1.4629 rows each. Operand loads of 2e10 B/s per SM (2e12 over the 100 SMs, twice
+    // HBM: load_bytes_per_flop 1e-3 of the 2e13 FP8 flop/s per SM).
+    // Before, each expert's rows filled a 64-row tile: gate+up (N 2000, K 1000) ran
+    // 98.4 tiles of 64 x 112 in one wave, each 7.8125 K blocks of (64 x 2 + 112 x
+    // 0.53125) x 128 B = 24,000 B at 2e10 B/s: 9.375 us, compute bound.
+    // Now 8-token tiles of 128 weight rows: 5.46875 x 16 = 87.5 tiles x 7.8125 blocks
+    // over 100 SMs, 7 each of (8 x 2 + 128 x 0.53125) x 128 = 10,752 B: 3.763 us, under
+    // the HBM time, so both GEMMs stream their weights: the experts cost their bytes,
+    // g (2 m k + k n w + 2 m n) per GEMM, at 1e12 B/s.
+    let mut m = model();
+    let e = m.moe.as_mut().unwrap();
+    e.weight_dtype = sim::units::Dtype::Fp4;
+    e.scale_block = 32;
+    e.activation_dtype = sim::units::Dtype::Bf16;
+    let mut p = ideal();
+    p.tile.load_bytes_per_flop = 1e-3;
+    let c = cm(m, 1, false, p);
+    let (g, rows, w) = (5.46875, 8.0 / 5.46875, 0.5 + 1.0 / 32.0);
+    let bytes = |n: f64, k: f64| g * (2.0 * rows * k + k * n * w + 2.0 * rows * n);
+    let s = decode(&c, 4, 0, 0);
+    close(
+        s.op(Op::Moe),
+        (bytes(2000.0, 1000.0) + bytes(1000.0, 1000.0)) / 1e12,
+    );
+    assert_eq!(s.op_bound[Op::Moe.index()], sim::cost::Bound::Memory);
+}
+
+#[test]
 fn wide_ep_cuts_the_weight_bytes_per_rank() {
     // DEP2, 2 tokens per rank (4 in the group): each rank holds 4 experts, of which
     // 4 * (1 - 0.75^4) = 2.734375 are hit -> 8.203125e6 B of weights.
@@ -109,12 +140,14 @@ fn dense_gemms_read_weights_once_at_small_batch() {
     // q+kv 1000 -> 900: 1000 + 900,000 * (1 + 1/128) + 1800 = 909,831.25 B;
     // o 800 -> 1000: 800 + 800,000 * (1 + 1/128) + 2000 = 809,050 B;
     // LM head (FP8) 1000 -> 1000: 1000 + 1e6 + 2000 = 1,003,000 B.
-    // The router (BF16, 1000 -> 8) reads only 18,016 B (18.016 ns) but is tile-bound:
-    // one 64 x 16 tile, its 7.8125 K blocks split over 8 SMs, each block
-    // 2 * 64 * 16 * 128 / 1e13 (BF16 per SM) = 26.2144 ns: 25.6 ns.
-    // Sum 2,721,881.25 B -> 2.72188125 us + 25.6 ns.
+    // The router (BF16, 1000 -> 8) reads 18,016 B (18.016 ns). On row tiles it was
+    // tile-bound (one 64 x 16 tile, its 7.8125 K blocks split over 8 SMs, each block
+    // 2 * 64 * 16 * 128 / 1e13 = 26.2144 ns: 25.6 ns); a small-M tile of 8 tokens by
+    // 64 weight rows spreads its 7.8125 blocks over the SMs, one each of
+    // 2 * 8 * 64 * 128 / 1e13 = 13.1072 ns: memory-bound at its read (issue 38).
+    // Sum 2,721,881.25 + 18,016 B -> 2.73989725 us.
     let c = cm(model(), 1, false, ideal());
-    close(decode(&c, 1, 0, 0).op(Op::Dense), 2.72188125e-6 + 25.6e-9);
+    close(decode(&c, 1, 0, 0).op(Op::Dense), 2.73989725e-6);
 }
 
 #[test]
@@ -541,12 +574,12 @@ fn tensor_parallelism_splits_the_layers_and_sums_by_all_reduce() {
     // scales): q+kv 1000 -> 8/2 * 100 + 100 (the KV projection stays whole): 1000 +
     // 500,000 * (1 + 1/128) + 1000 = 505,906.25 B; o 400 -> 1000: 400 + 400,000 *
     // (1 + 1/128) + 2000 = 405,525 B; LM head 1000 -> 500: 1000 + 500,000 + 1000 =
-    // 502,000 B; the router stays whole (25.6 ns, as on one GPU).
+    // 502,000 B; the router stays whole (18,016 B, as on one GPU).
     let mut p = ideal();
     p.allreduce.fixed_s = 1e-6;
     let c = tp(model(), 2, false, p);
     let s = decode(&c, 1, 999, 0);
-    close(s.op(Op::Dense), 1_413_431.25e-12 + 25.6e-9);
+    close(s.op(Op::Dense), (1_413_431.25 + 18_016.0) * 1e-12);
     // Both experts the token picks, each sliced in two: gate+up 1000 -> 1000 and down
     // 500 -> 1000: 2 * (1000 + 1e6 + 2000) + 2 * (500 + 500,000 + 2000) B.
     close(s.experts_touched_per_rank, 2.0);
@@ -658,5 +691,54 @@ fn five_stage_decode_hides_the_combine_behind_attention() {
     assert_eq!(
         prefill(&five, 2000, 0).step_s,
         prefill(&two, 2000, 0).step_s
+    );
+}
+
+#[test]
+fn issue_38_a_mixed_steps_experts_see_the_groups_tokens_once() {
+    // DEP2: rank 0 runs a 4-token chunk and two decode requests, rank 1 two decode
+    // requests. The routed experts (and their dispatch and combine, the normal
+    // kernels of a step that prefills) see the group's 8 tokens once, 6 from rank 0:
+    // the same as a prefill step of 6 and 2 tokens. Its attention is the chunk's plus
+    // each rank's decodes', and its tokens are 8.
+    use sim::cost::{CostModel, Phase, ReqSlice, StepShape};
+    let c = cm(model(), 2, false, ideal());
+    let two = ReqSlice {
+        new_tokens: 1,
+        context_tokens: 300,
+        count: 2,
+    };
+    let step = |phase, ranks: &[Vec<ReqSlice>], decode_ranks: &[Vec<ReqSlice>]| {
+        c.step(&StepShape {
+            phase,
+            ranks,
+            decode_ranks,
+            draft_tokens: 0,
+        })
+    };
+    let mixed = step(
+        Phase::Prefill,
+        &[vec![ReqSlice::one(4, 100)], vec![]],
+        &[vec![two], vec![two]],
+    );
+    let as_chunks = step(
+        Phase::Prefill,
+        &[vec![ReqSlice::one(6, 100)], vec![ReqSlice::one(2, 100)]],
+        &[],
+    );
+    assert_eq!(mixed.tokens_processed, 8);
+    close(mixed.op(Op::Moe), as_chunks.op(Op::Moe));
+    close(
+        mixed.moe_weight_bytes_per_rank,
+        as_chunks.moe_weight_bytes_per_rank,
+    );
+    close(mixed.comm.nvlink_bytes, as_chunks.comm.nvlink_bytes);
+    let chunk = step(Phase::Prefill, &[vec![ReqSlice::one(4, 100)], vec![]], &[]);
+    let decodes = step(Phase::Decode, &[vec![two], vec![two]], &[]);
+    // The slowest rank's: rank 0's chunk and its two decodes (each rank's decodes
+    // alike).
+    close(
+        mixed.op(Op::Attention),
+        chunk.op(Op::Attention) + decodes.op(Op::Attention),
     );
 }

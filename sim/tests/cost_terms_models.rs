@@ -6,7 +6,7 @@
 
 mod terms;
 
-use sim::cost::Op;
+use sim::cost::{CostModel, Op, Phase, ReqSlice, StepShape};
 use sim::Model;
 use terms::*;
 
@@ -71,14 +71,15 @@ fn gqa_kv_projection_splits_by_kv_heads_under_tp() {
     // move m*k*2 + k*n*2 + 2*m*n bytes.
     // TP2: q+kv 1000 -> 4 * 100 + 400 / 2 = 600: 2000 + 1.2e6 + 1200 = 1,203,200 B;
     // o 400 -> 1000: 800 + 800,000 + 2000 = 802,800 B; LM head (FP8) 1000 -> 500:
-    // 1000 + 500,000 + 1000 = 502,000 B; the router 25.6 ns as on one GPU.
+    // 1000 + 500,000 + 1000 = 502,000 B; the router's 18,016 B as on one GPU
+    // (memory-bound on a small-M tile, `cost_terms::dense_gemms_read_weights_once...`).
     let s = decode(&tp(gqa_model(), 2, false, ideal()), 1, 0, 0);
-    close(s.op(Op::Dense), 2_508_000e-12 + 25.6e-9);
+    close(s.op(Op::Dense), (2_508_000.0 + 18_016.0) * 1e-12);
     // TP4: K/V split over min(4, 2) = 2: q+kv 1000 -> 2 * 100 + 200 = 400: 2000 +
     // 800,000 + 800 = 802,800 B; o 200 -> 1000: 400 + 400,000 + 2000 = 402,400 B;
     // LM head 1000 -> 250: 1000 + 250,000 + 500 = 251,500 B.
     let s = decode(&tp(gqa_model(), 4, false, ideal()), 1, 0, 0);
-    close(s.op(Op::Dense), 1_456_700e-12 + 25.6e-9);
+    close(s.op(Op::Dense), (1_456_700.0 + 18_016.0) * 1e-12);
 }
 
 #[test]
@@ -153,4 +154,56 @@ fn a_sixteen_bit_dense_ffn_has_no_quantisation_kernel() {
     let mut floored = ideal();
     floored.in_situ.kernel_floor_s = 1e-6;
     close(elem(fp8, floored.clone()) - elem(bf16, floored), 1e-6);
+}
+
+/// The dense-FFN model of `a_dense_model_prices_its_ffn_and_no_experts`.
+fn dense_model() -> Model {
+    let mut m = model();
+    m.layers[0].ffn = sim::model::FfnKind::Dense;
+    m.moe = None;
+    m.dense_ffn = Some(sim::model::DenseFfn {
+        ffn: 1000,
+        weight_dtype: sim::units::Dtype::Fp8,
+        gated: true,
+    });
+    m
+}
+
+#[test]
+fn issue_38_a_mixed_step_reads_its_weights_once() {
+    // One rank runs a 4-token prefill chunk (on 100 cached tokens) and two decode
+    // requests (contexts 500) in one step. Ideal rates: every GEMM is memory-bound
+    // (m k + k n w + 2 m n bytes, linear in m but for the weights), element-wise work
+    // and each request's attention are per token or per request, launches and host
+    // work are free. One forward pass over all 6 tokens therefore costs the chunk's
+    // step plus the decode step less one read of every weight: q+kv 900,000 + o
+    // 800,000 + gate+up 2,000,000 + down 1,000,000, each with 1/128 of scales, and the
+    // LM head's 1,000,000: 5,736,718.75 B, 5.73671875 us at 1e12 B/s.
+    let c = cm(dense_model(), 1, false, ideal());
+    let chunk = vec![vec![ReqSlice::one(4, 100)]];
+    let decodes = vec![vec![ReqSlice {
+        new_tokens: 1,
+        context_tokens: 500,
+        count: 2,
+    }]];
+    let step = |phase, ranks: &[Vec<ReqSlice>], decode_ranks: &[Vec<ReqSlice>]| {
+        c.step(&StepShape {
+            phase,
+            ranks,
+            decode_ranks,
+            draft_tokens: 0,
+        })
+    };
+    let p = step(Phase::Prefill, &chunk, &[]);
+    let d = step(Phase::Decode, &decodes, &[]);
+    let mixed = step(Phase::Prefill, &chunk, &decodes);
+    let weights = (900_000.0 + 800_000.0 + 2e6 + 1e6) * (1.0 + 1.0 / 128.0) + 1e6;
+    close(weights, 5_736_718.75);
+    close(p.step_s + d.step_s - mixed.step_s, weights / 1e12);
+    // Attention is each part's own kernel: the chunk's prefill and the decodes'.
+    close(
+        mixed.op(Op::Attention),
+        p.op(Op::Attention) + d.op(Op::Attention),
+    );
+    assert_eq!(mixed.tokens_processed, 6);
 }

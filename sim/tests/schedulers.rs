@@ -297,3 +297,50 @@ fn a_first_gap_runs_from_the_first_token_a_prefill_step_sampled() {
     let mean = (20.202 + 10.002 + 10.001) / 3.0;
     assert!((r.itl_ms.mean - mean).abs() < 1e-6, "{:?}", r.itl_ms);
 }
+
+/// `cost()`, recording whether each step it prices is a mixed one.
+struct Recording {
+    cost: LinearCost,
+    mixed: std::sync::Mutex<Vec<bool>>,
+}
+
+impl sim::cost::CostModel for Recording {
+    fn step(&self, shape: &sim::cost::StepShape<'_>) -> sim::cost::StepCost {
+        self.mixed.lock().unwrap().push(shape.is_mixed());
+        self.cost.step(shape)
+    }
+    fn describe(&self) -> String {
+        "recording test cost".into()
+    }
+}
+
+impl sim::cost::KvCapacity for Recording {
+    fn kv_capacity_tokens_per_rank(&self) -> u64 {
+        self.cost.kv_tokens_per_rank
+    }
+}
+
+#[test]
+fn issue_38_a_step_of_chunks_and_decodes_is_priced_once_as_a_mixed_step() {
+    // twin's scheduler on THREE: step 2 runs r0's decode beside r1's and r2's chunks
+    // (`twin_chunks_prompts_beside_the_whole_batch`). The cost model sees it as one
+    // mixed step (one forward pass), not a prefill step and a decode step.
+    let rec = Recording {
+        cost: cost(),
+        mixed: Default::default(),
+    };
+    let (_, steps) = run_recorded(
+        &mixed(SchedulerChoice::Twin, None),
+        &bench(&THREE, None),
+        &model(0.0, None),
+        &rec,
+        &[],
+    );
+    let both = steps
+        .iter()
+        .filter(|s| s.prefill_chunks > 0 && s.decode_requests > 0)
+        .count();
+    let priced_mixed = rec.mixed.lock().unwrap().iter().filter(|&&m| m).count();
+    assert!(both >= 1);
+    assert_eq!(priced_mixed, both);
+}

@@ -8,6 +8,39 @@ use calibration::runs::{GroupFit, RunsProfile};
 use sim::cost::CostParams;
 use std::path::Path;
 
+/// The shipped terms (`scenarios/runs/fitted.toml`, fitted to the embedded corpus by
+/// `scripts/runs-fit.sh`), which price every run of an engine twin has them for
+/// unless `--physics-only`; `None` when none are shipped.
+pub fn shipped() -> Option<&'static RunsProfile> {
+    static SHIPPED: std::sync::OnceLock<Option<RunsProfile>> = std::sync::OnceLock::new();
+    SHIPPED
+        .get_or_init(|| {
+            let text = crate::scenario::embedded_file("runs/fitted.toml")?;
+            RunsProfile::parse(text).ok()
+        })
+        .as_ref()
+}
+
+/// The runs profile that prices a run: `--profile`'s when it is one (its path), else
+/// the shipped one unless `physics_only`.
+pub fn choose(profile: Option<&str>, physics_only: bool) -> Result<Option<(RunsProfile, String)>> {
+    if let Some(path) = profile {
+        if let Some(p) = read(Path::new(path))? {
+            return Ok(Some((p, format!("--profile {path}"))));
+        }
+        return Ok(None);
+    }
+    if physics_only {
+        return Ok(None);
+    }
+    Ok(shipped().map(|p| {
+        (
+            p.clone(),
+            "scenarios/runs/fitted.toml (shipped; --physics-only leaves them out)".to_string(),
+        )
+    }))
+}
+
 /// The runs profile at `path`, or `None` when the file is another kind of profile.
 pub fn read(path: &Path) -> Result<Option<RunsProfile>> {
     let shown = path.display().to_string();
@@ -39,14 +72,14 @@ pub fn apply_terms(params: &mut CostParams, g: &GroupFit) -> Result<Option<f64>,
     Ok(frontend)
 }
 
-/// How a group's terms read in a cost model's source line.
-pub fn describe(g: &GroupFit, profile: &Path) -> String {
+/// How a group's terms read in a cost model's source line (`from`: where the profile
+/// came from).
+pub fn describe(g: &GroupFit, from: &str) -> String {
     format!(
-        "terms fitted to {} measured runs of {} on {} ({}; --profile {})",
+        "terms fitted to {} measured runs of {} on {} ({} models; {from})",
         g.records,
         g.engine,
         g.family,
-        g.models.len().to_string() + " models",
-        profile.display()
+        g.models.len()
     )
 }

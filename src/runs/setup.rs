@@ -144,7 +144,14 @@ fn model_of(rec: &RunRecord, base: &Base, cache: &Cache) -> Result<Arc<sim::Mode
 /// own kernel model.
 fn tables_engine(rec: &RunRecord, hw: &str) -> (Option<&'static str>, String) {
     let shipped = crate::scenario::tables::shipped();
-    let has = |e: &str| shipped.iter().any(|(h, en, _)| h == hw && en == e);
+    let from = crate::scenario::load_hardware(hw, &[])
+        .ok()
+        .and_then(|h| h.kernels_from.clone());
+    let has = |e: &str| {
+        shipped
+            .iter()
+            .any(|(h, en, _)| (h == hw || Some(h) == from.as_ref()) && en == e)
+    };
     let own = rec.engine.name.key();
     if has(own) {
         return (Some(own), String::new());
@@ -173,8 +180,8 @@ fn pricing(
     let own = rec.engine.name.key();
     let key = format!("{}|{own}|{tables:?}", hw.name);
     cached(&cache.params, &key, || {
-        let mut p =
-            crate::scenario::cost_params(hw, None, &[], tables).map_err(|e| format!("{e:#}"))?;
+        let mut p = crate::scenario::cost_params(hw, None, &[], tables, true)
+            .map_err(|e| format!("{e:#}"))?;
         if let Some(h) = sim::cost::host::Host::of_engine(own) {
             p.host = h;
         }

@@ -54,6 +54,7 @@ pub fn cost_params(
     profile: Option<&str>,
     cost_sets: &[Set],
     engine: Option<&str>,
+    physics_only: bool,
 ) -> Result<CostParams> {
     let mut params = CostParams::default();
     for (k, v) in &hardware.cost {
@@ -85,17 +86,18 @@ pub fn cost_params(
             hardware.name
         )
     };
-    let runs = match profile {
-        Some(path) => crate::runs::profile::read(std::path::Path::new(path))?,
-        None => None,
+    let given_runs = match profile {
+        Some(path) => crate::runs::profile::read(std::path::Path::new(path))?.is_some(),
+        None => false,
     };
+    let runs = crate::runs::profile::choose(profile, physics_only)?;
     let section = match profile {
-        Some(_) if runs.is_some() => None,
+        Some(_) if given_runs => None,
         Some(path) => calibration::insitu::section_of(std::path::Path::new(path))
             .map_err(|e| anyhow!("--profile {path}: {e}"))?,
         None => None,
     };
-    if runs.is_some() {
+    if given_runs {
         // Applied below, over the engine's host terms.
     } else if let (Some(path), Some(a)) = (profile, section) {
         source = format!("{source} + {}", apply_section(path, a, &mut params)?);
@@ -119,23 +121,41 @@ pub fn cost_params(
     if let Some(h) = engine.and_then(sim::cost::host::Host::of_engine) {
         params.host = h;
     }
-    if let (Some(rp), Some(path)) = (&runs, profile) {
-        source = format!(
-            "{source} + {}",
-            runs_terms(rp, path, hardware, engine, &mut params)?
-        );
+    if let Some((rp, from)) = &runs {
+        if let Some(words) = runs_terms(rp, from, hardware, engine, &mut params, given_runs)? {
+            source = format!("{source} + {words}");
+        }
     }
     apply_cost_sets(cost_sets, &mut params)?;
     if !cost_sets.is_empty() {
         source = format!("{source} + {} --set overrides", cost_sets.len());
     }
+    let source = engine_tables_source(source, hardware, engine, &mut params)?;
+    params.source = source;
+    Ok(params)
+}
+
+/// The engine's kernel tables on `hardware` put into `params`, and the cost model's
+/// line with what priced the kernels (the nearest tables or twin's own model when the
+/// engine has none here: its scheduler and host terms still follow its name).
+fn engine_tables_source(
+    mut source: String,
+    hardware: &Hardware,
+    engine: Option<&str>,
+    params: &mut CostParams,
+) -> Result<String> {
     let (tables, note) = match engine {
         Some(e) => super::tables::engine_tables(hardware, e)?,
         None => (None, None),
     };
     if let Some(t) = tables {
+        let by: String = t
+            .gemm_substitutes()
+            .iter()
+            .map(|(f, by)| format!("; {} GEMMs by its {} fit", f.name(), by.name()))
+            .collect();
         source = format!(
-            "{source} + {} (dense GEMMs, all-reduce, routed experts, GQA/MHA attention)",
+            "{source} + {} (dense GEMMs, all-reduce, routed experts, GQA/MHA attention{by})",
             t.describe()
         );
         params.tables = Some(t);
@@ -144,8 +164,7 @@ pub fn cost_params(
         // The engine's scheduler and host terms follow its name; its kernels did not.
         source = format!("{source}; engine {e}: its scheduler and host terms, {n}");
     }
-    params.source = source;
-    Ok(params)
+    Ok(source)
 }
 
 /// Applies a trace's in-situ factors (the section `calibrate --from-trace --deployment
@@ -192,29 +211,31 @@ fn carried_source(hardware: &Hardware, from: &str) -> String {
 }
 
 /// A runs profile's group for `engine` on `hardware`, applied to `params`; the words
-/// that say what priced the step.
+/// that say what priced the step (`from`: where the profile came from). A profile the
+/// user gave that fits nothing here says so; the shipped one says nothing then.
 fn runs_terms(
     rp: &calibration::runs::RunsProfile,
-    path: &str,
+    from: &str,
     hardware: &Hardware,
     engine: Option<&str>,
     params: &mut CostParams,
-) -> Result<String> {
+    given: bool,
+) -> Result<Option<String>> {
     let engine = engine.unwrap_or("twin");
     let family = calibration::runs::family(&hardware.name);
     match rp.group(engine, &hardware.name) {
         Some(g) => {
-            crate::runs::profile::apply_terms(params, g)
-                .map_err(|e| anyhow!("--profile {path}: {e}"))?;
-            Ok(crate::runs::profile::describe(g, std::path::Path::new(path)))
+            crate::runs::profile::apply_terms(params, g).map_err(|e| anyhow!("{from}: {e}"))?;
+            Ok(Some(crate::runs::profile::describe(g, from)))
         }
-        None => Ok(format!(
-            "no terms of --profile {path} apply (it fits {}; not {engine} on {family}): physics alone",
+        None if given => Ok(Some(format!(
+            "no terms of {from} apply (it fits {}; not {engine} on {family}): physics alone",
             rp.groups
                 .iter()
                 .map(|g| format!("{} on {}", g.engine, g.family))
                 .collect::<Vec<_>>()
                 .join(", ")
-        )),
+        ))),
+        None => Ok(None),
     }
 }

@@ -102,8 +102,22 @@ pub fn resolve_args(args: &SimulateArgs) -> Result<Resolved> {
 
     let engine = args.pricing.engine.clone().or(sc.engine.clone());
     let profile = args.pricing.profile.as_deref();
-    let params = cost_params(&hardware, profile, &sets.cost, engine.as_deref())?;
-    runs_frontend(&mut sc, profile, &hardware, engine.as_deref(), &mut notes)?;
+    let physics_only = args.pricing.physics_only;
+    let params = cost_params(
+        &hardware,
+        profile,
+        &sets.cost,
+        engine.as_deref(),
+        physics_only,
+    )?;
+    runs_frontend(
+        &mut sc,
+        profile,
+        physics_only,
+        &hardware,
+        engine.as_deref(),
+        &mut notes,
+    )?;
     Ok(Resolved {
         scenario_origin: origin,
         scenario: sc,
@@ -161,12 +175,12 @@ pub fn resolve_parts(p: Parts) -> Result<Resolved> {
 fn runs_frontend(
     sc: &mut ServingScenario,
     profile: Option<&str>,
+    physics_only: bool,
     hardware: &sim::Hardware,
     engine: Option<&str>,
     notes: &mut Vec<String>,
 ) -> Result<()> {
-    let Some(path) = profile else { return Ok(()) };
-    let Some(rp) = crate::runs::profile::read(std::path::Path::new(path))? else {
+    let Some((rp, path)) = crate::runs::profile::choose(profile, physics_only)? else {
         return Ok(());
     };
     let group = engine.and_then(|e| rp.group(e, &hardware.name));
@@ -174,7 +188,7 @@ fn runs_frontend(
         if let Some(&f) = g.terms.get("frontend_s") {
             sc.serving.frontend_s = Some(f);
             notes.push(format!(
-                "--profile {path}: the front end takes {:.1} ms a request (fitted to {} runs of {} on {})",
+                "{path}: the front end takes {:.1} ms a request (fitted to {} runs of {} on {})",
                 f * 1e3,
                 g.records,
                 g.engine,

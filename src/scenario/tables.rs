@@ -49,9 +49,10 @@ pub fn engine_tables(hw: &Hardware, choice: &str) -> Result<EngineTables> {
         Some((e, v)) => (e, Some(v)),
         None => (choice, None),
     };
+    let gpu = tables_gpu(hw);
     let here: Vec<String> = shipped()
         .into_iter()
-        .filter(|(h, e, _)| h == &hw.name && e == engine)
+        .filter(|(h, e, _)| h == &gpu && e == engine)
         .map(|(_, _, v)| v)
         .collect();
     let Some(nearest) = nearest_version(&here, version) else {
@@ -59,7 +60,7 @@ pub fn engine_tables(hw: &Hardware, choice: &str) -> Result<EngineTables> {
         // corpus prices SGLang's runs (src/runs/setup.rs).
         let vllm: Vec<String> = shipped()
             .into_iter()
-            .filter(|(h, e, _)| h == &hw.name && e == "vllm")
+            .filter(|(h, e, _)| h == &gpu && e == "vllm")
             .map(|(_, _, v)| v)
             .collect();
         if engine == "sglang" {
@@ -75,7 +76,7 @@ pub fn engine_tables(hw: &Hardware, choice: &str) -> Result<EngineTables> {
         }
         let others: Vec<String> = shipped()
             .into_iter()
-            .filter(|(h, _, _)| h == &hw.name)
+            .filter(|(h, _, _)| h == &gpu)
             .map(|(_, e, v)| format!("{e}@{v}"))
             .collect();
         return Ok((
@@ -100,6 +101,16 @@ pub fn engine_tables(hw: &Hardware, choice: &str) -> Result<EngineTables> {
         _ => None,
     };
     Ok((Some(load(hw, &named)?), note))
+}
+
+/// The GPU whose shipped tables price `hw`: its own, else those of the GPU it carries
+/// its kernels from (`kernels_from`, carried by datasheet ratio in `load`).
+fn tables_gpu(hw: &Hardware) -> String {
+    let has = |g: &str| shipped().iter().any(|(h, _, _)| h == g);
+    match hw.kernels_from.as_deref() {
+        Some(from) if !has(&hw.name) && has(from) => from.to_string(),
+        _ => hw.name.clone(),
+    }
 }
 
 /// Whether an `--engine` value is a profile's path.
@@ -147,8 +158,21 @@ fn load(hw: &Hardware, choice: &str) -> Result<Arc<KernelTables>> {
     }) {
         return Ok(t);
     }
-    let (origin, bytes) = locate(hw, choice)?;
-    let t = Arc::new(parse(&origin, &bytes)?);
+    let (origin, bytes, carried) = match locate(hw, choice) {
+        Ok((o, b)) => (o, b, false),
+        Err(e) => match carried_from(hw, choice) {
+            Some((o, b)) => (o, b, true),
+            None => return Err(e),
+        },
+    };
+    let mut t = parse(&origin, &bytes)?;
+    if carried {
+        // The fits are efficiencies of the sibling's datasheet: priced on this GPU's
+        // own rates, as `kernels_from` carries the hardware file's `[cost]`.
+        t.system = format!("{}, carried to {} by datasheet ratio", t.system, hw.name);
+        t.hardware = hw.name.clone();
+    }
+    let t = Arc::new(t);
     if t.hardware != hw.name {
         bail!(
             "--engine {choice}: {origin} holds tables of {} ({}), not of {}",
@@ -161,6 +185,20 @@ fn load(hw: &Hardware, choice: &str) -> Result<Arc<KernelTables>> {
         c.push((hw.name.clone(), choice.to_string(), t.clone()));
     }
     Ok(t)
+}
+
+/// The shipped tables of `choice` on the hardware `hw` carries its kernels from
+/// (`kernels_from`), when `hw` has none of its own.
+fn carried_from(hw: &Hardware, choice: &str) -> Option<(String, Vec<u8>)> {
+    let from = hw.kernels_from.as_deref()?;
+    if choice.contains('/') || choice.ends_with(".toml") || choice.ends_with(".gz") {
+        return None;
+    }
+    let sibling = Hardware {
+        name: from.to_string(),
+        ..hw.clone()
+    };
+    locate(&sibling, choice).ok()
 }
 
 /// The file `choice` names: `(origin, bytes)`.

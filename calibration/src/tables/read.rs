@@ -284,6 +284,12 @@ fn shape_of(
             let Some(format) = Format::parse(d) else {
                 return Ok(Err(format!("gemm: format {d}")));
             };
+            if timed_eagerly(engine, format) {
+                return Ok(Err(format!(
+                    "gemm: {engine} {} rows timed without CUDA graphs",
+                    format.name()
+                )));
+            }
             Shape::Gemm {
                 kernel: kernel(),
                 format,
@@ -316,6 +322,21 @@ fn shape_of(
         Kind::Moe => return moe(r, path),
         Kind::Custom | Kind::Nccl => return collective(r, kind, engine, path),
     }))
+}
+
+/// Whether `engine`'s GEMM rows of `format` were timed without CUDA graphs, one
+/// eager call after another, so that a small GEMM's row times the host's launch path
+/// (Python, quantisation, dispatch) and not the kernel an engine replays in a graph.
+/// AIConfigurator's vLLM collector times block-FP8 GEMMs so
+/// (`collector/vllm/collect_gemm.py`: `use_cuda_graph=gemm_type != "fp8_block"`, since
+/// its commit 4bed48d9 of 2026-05-11, still so at 095f58a5, which the shipped profiles
+/// read). Their rows show it: the smallest vLLM 0.24.0 block-FP8 GEMM takes 55-150 us
+/// on H100 and B200 and 240 us on GB200 (a slower host), every other format's 2-6 us
+/// on the same GPU, and a 13 x 1024 x 10240 one 237 us on B200, where reading its
+/// 10.5 MB of weights takes 1.3 us. Such rows are not fitted: an engine serving that
+/// format runs its GEMMs under CUDA graphs.
+fn timed_eagerly(engine: &str, format: Format) -> bool {
+    engine == "vllm" && format == Format::Fp8Block
 }
 
 /// An MoE row's shape (`Err`: a format or distribution twin does not price).
@@ -393,4 +414,54 @@ fn kernel_of(r: &Record, path: &Path) -> String {
     text(r, "kernel_source", path)
         .map(|s| s.to_string())
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A GEMM table of `engine` with one BF16 and one block-FP8 row, read back.
+    fn read_gemms(engine: &str) -> Read {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("b200_sxm/gemm").join(engine).join("1");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("gemm_perf.csv"),
+            "framework,version,device,op_name,kernel_source,gemm_dtype,m,n,k,latency\n\
+             x,1,b200,gemm,linear,bfloat16,13,1024,10240,0.006\n\
+             x,1,b200,gemm,deepgemm,fp8_block,13,1024,10240,0.23673\n",
+        )
+        .unwrap();
+        let sel = Selection {
+            system: "b200_sxm".into(),
+            engine: engine.into(),
+            version: "1".into(),
+        };
+        read(root.path(), &sel).unwrap()
+    }
+
+    #[test]
+    fn issue_38_vllm_block_fp8_gemm_rows_timed_eagerly_are_not_fitted() {
+        // vLLM's block-FP8 rows were timed without CUDA graphs (the host's launch path:
+        // 237 us for a GEMM whose weights read in 1.3 us): counted as not priced, by
+        // reason; the BF16 row of the same table is read. Another engine's block-FP8
+        // rows (timed in graphs) are read.
+        let v = read_gemms("vllm");
+        assert_eq!(v.rows.len(), 1);
+        assert!(matches!(
+            v.rows[0].shape,
+            Shape::Gemm {
+                format: Format::Bf16,
+                ..
+            }
+        ));
+        assert_eq!(
+            v.skipped
+                .get("gemm: vllm fp8_block rows timed without CUDA graphs"),
+            Some(&1)
+        );
+        let t = read_gemms("trtllm");
+        assert_eq!(t.rows.len(), 2);
+        assert!(t.skipped.is_empty());
+    }
 }

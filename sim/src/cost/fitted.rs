@@ -239,6 +239,7 @@ fn probe_calls(lm: &LiveModel, dep: usize, drafts: u32) -> Vec<LiveCall> {
         let shape = StepShape {
             phase,
             ranks: &ranks,
+            decode_ranks: &[],
             draft_tokens: d,
         };
         calls.extend(lm.step_calls(&shape, 0).into_iter().map(|(_, c)| c));
@@ -348,7 +349,12 @@ impl CostModel for FittedCostModel {
         self.wake.map_or(0.0, |w| w.after(idle_s))
     }
 
+    /// A mixed step is twin's live engine's two passes, its prefill pass then its
+    /// decode pass (`live::compare::price_step` times them so).
     fn step(&self, shape: &StepShape<'_>) -> StepCost {
+        if shape.is_mixed() {
+            return super::two_passes(self, shape);
+        }
         let mut best = StepCost::default();
         let mut op_s_mean = [0.0f64; super::OPS];
         let dep = shape.ranks.len().max(1);

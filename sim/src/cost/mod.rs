@@ -51,13 +51,72 @@ impl ReqSlice {
 }
 
 /// One step of a DEP group: the requests on each rank.
+///
+/// A mixed step (prefill chunks and decode requests in one engine step, as chunked
+/// prefill runs them) is a `Prefill` step whose `decode_ranks` hold each rank's decode
+/// requests: engines run it as one forward pass over both, so a cost model prices
+/// the weight GEMMs once at all of its tokens and each request's attention by its
+/// kind.
 #[derive(Debug, Clone, Copy)]
 pub struct StepShape<'a> {
     pub phase: Phase,
     /// One entry per rank of the group (its length must equal the layout's DEP size).
     pub ranks: &'a [Vec<ReqSlice>],
-    /// MTP draft tokens per request (decode only; 0 = no speculation).
+    /// A mixed step's decode requests, one entry per rank as `ranks` (empty: none;
+    /// only with `phase` Prefill).
+    pub decode_ranks: &'a [Vec<ReqSlice>],
+    /// MTP draft tokens per decode request (of a decode step, or of a mixed step's
+    /// decode requests; 0 = no speculation).
     pub draft_tokens: u32,
+}
+
+impl<'a> StepShape<'a> {
+    /// Whether the step runs prefill chunks and decode requests together.
+    pub fn is_mixed(&self) -> bool {
+        self.phase == Phase::Prefill && self.decode_ranks.iter().any(|r| !r.is_empty())
+    }
+
+    /// The step's prefill chunks alone.
+    pub fn prefill_part(&self) -> StepShape<'a> {
+        StepShape {
+            phase: Phase::Prefill,
+            ranks: self.ranks,
+            decode_ranks: &[],
+            draft_tokens: 0,
+        }
+    }
+
+    /// A mixed step's decode requests alone.
+    pub fn decode_part(&self) -> StepShape<'a> {
+        StepShape {
+            phase: Phase::Decode,
+            ranks: self.decode_ranks,
+            decode_ranks: &[],
+            draft_tokens: self.draft_tokens,
+        }
+    }
+}
+
+/// A mixed step priced as two passes, its prefill chunks' and then its decode
+/// requests' (each part priced by `model`), their times and operations added: what
+/// an engine that runs them one after another costs (twin's live engine does), and
+/// what the test costs keep. A step that is not mixed is priced as it is.
+pub fn two_passes<M: CostModel + ?Sized>(model: &M, shape: &StepShape<'_>) -> StepCost {
+    if !shape.is_mixed() {
+        return model.step(shape);
+    }
+    let mut cost = model.step(&shape.prefill_part());
+    let d = model.step(&shape.decode_part());
+    cost.step_s += d.step_s;
+    cost.balanced_step_s += d.balanced_step_s;
+    cost.unskewed_step_s += d.unskewed_step_s;
+    for (a, b) in cost.op_s.iter_mut().zip(d.op_s.iter()) {
+        *a += *b;
+    }
+    cost.kernels += d.kernels;
+    cost.moe_weight_bytes_per_rank += d.moe_weight_bytes_per_rank;
+    cost.tokens_processed += d.tokens_processed;
+    cost
 }
 
 /// Operations the breakdown reports, in display order.

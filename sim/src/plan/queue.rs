@@ -40,6 +40,7 @@ impl DecodeCurve {
                 let c = cost.step(&StepShape {
                     phase: Phase::Decode,
                     ranks: &ranks,
+                    decode_ranks: &[],
                     draft_tokens: drafts,
                 });
                 (b as f64, c.step_s)
@@ -255,6 +256,7 @@ pub(super) fn prefill_rate(
         cost.step(&StepShape {
             phase: Phase::Prefill,
             ranks: &ranks,
+            decode_ranks: &[],
             draft_tokens: 0,
         })
         .step_s

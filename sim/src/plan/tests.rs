@@ -17,6 +17,10 @@ struct Linear {
 
 impl CostModel for Linear {
     fn step(&self, shape: &StepShape<'_>) -> StepCost {
+        // A mixed step: its prefill and decode parts, added.
+        if shape.is_mixed() {
+            return crate::cost::two_passes(self, shape);
+        }
         let per_rank = |f: &dyn Fn(&crate::cost::ReqSlice) -> f64| {
             shape
                 .ranks

@@ -160,8 +160,11 @@ pub(crate) struct Rack<'a> {
     pub domain_gpus: u64,
     pub acc: Accounting,
     pub m: Metrics,
-    /// Scratch: a step's slices per rank.
+    /// Scratch: a step's slices per rank (its prefill chunks, or its decode batch when
+    /// it has no prefill).
     pub slices: Vec<Vec<ReqSlice>>,
+    /// Scratch: a mixed step's decode slices per rank.
+    pub decode_slices: Vec<Vec<ReqSlice>>,
     /// Scratch: prefill requests that finished in the current step, (rank, request).
     pub finished: Vec<(u32, ReqId)>,
     /// Scratch: the prefill router's view of each instance.
@@ -378,6 +381,7 @@ impl<'a> Rack<'a> {
             acc: Accounting::default(),
             m: Metrics::new(),
             slices: vec![Vec::new(); max_dep],
+            decode_slices: vec![Vec::new(); max_dep],
             finished: Vec::new(),
             steps: None,
             requests: None,

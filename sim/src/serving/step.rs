@@ -48,9 +48,10 @@ impl Rack<'_> {
         self.start_step(g, &cost, wake_s)
     }
 
-    /// The step's prefill part (requests that arrived by `cutoff`) and decode part, their
-    /// costs added: whether each has work. SGLang's prefill-first policy runs a step
-    /// with prefill work alone.
+    /// The step's prefill part (requests that arrived by `cutoff`) and decode part,
+    /// priced as one step (a mixed one when it has both: one forward pass over all its
+    /// tokens): whether each has work. SGLang's prefill-first policy runs a step with
+    /// prefill work alone.
     fn form_work(
         &mut self,
         g: GroupId,
@@ -58,10 +59,38 @@ impl Rack<'_> {
         cutoff: u64,
         cost: &mut StepCost,
     ) -> (bool, bool) {
-        let prefill = role != Role::Decode && self.form_prefill(g, cutoff, cost);
+        let prefill = role != Role::Decode && self.form_prefill(g, cutoff);
         let pauses = prefill && self.pools.pool_of(g).scheduler.prefill_pauses_decode();
-        let decode = role != Role::Prefill && !pauses && self.form_decode(g, cost);
+        let decode = role != Role::Prefill && !pauses && self.form_decode(g);
+        if prefill || decode {
+            *cost = self.price_work(g, prefill, decode);
+        }
         (prefill, decode)
+    }
+
+    /// The cost model's price of the step `form_prefill` and `form_decode` formed:
+    /// its prefill chunks (`slices`), its decode batch (`decode_slices`), or both in
+    /// one mixed step.
+    fn price_work(&self, g: GroupId, prefill: bool, decode: bool) -> StepCost {
+        let pool = self.pools.pool_of(g);
+        let dep = pool.cfg.dep as usize;
+        let decodes = &self.decode_slices[..dep];
+        let shape = if prefill {
+            StepShape {
+                phase: Phase::Prefill,
+                ranks: &self.slices[..dep],
+                decode_ranks: if decode { decodes } else { &[] },
+                draft_tokens: if decode { self.mtp.draft_tokens } else { 0 },
+            }
+        } else {
+            StepShape {
+                phase: Phase::Decode,
+                ranks: decodes,
+                decode_ranks: &[],
+                draft_tokens: self.mtp.draft_tokens,
+            }
+        };
+        pool.cost.step(&shape)
     }
 
     /// Records the step group `g` starts now (`simulate_with_steps`).
@@ -104,11 +133,10 @@ impl Rack<'_> {
 
     /// The step's prefill chunks: each rank works through its queue in order within its
     /// token and request budgets, as the pool's scheduler shares them with decode
-    /// (`super::scheduler`), taking requests that arrived by `cutoff`. Adds their cost;
+    /// (`super::scheduler`), taking requests that arrived by `cutoff`, into `slices`;
     /// false if there are none.
-    fn form_prefill(&mut self, g: GroupId, cutoff: u64, cost: &mut StepCost) -> bool {
+    fn form_prefill(&mut self, g: GroupId, cutoff: u64) -> bool {
         let pool = self.pools.pool_of(g);
-        let model = pool.cost;
         let (dep, sim_dep) = (pool.cfg.dep as usize, pool.sim_dep as usize);
         let chunk_tokens = pool.cfg.chunk_tokens_per_rank;
         let max_prefill = pool.cfg.max_prefill_requests_per_rank;
@@ -152,30 +180,23 @@ impl Rack<'_> {
         }
         let any = !work.is_empty();
         if any {
-            self.repeat_ranks(sim_dep, dep);
-            let c = model.step(&StepShape {
-                phase: Phase::Prefill,
-                ranks: &self.slices[..dep],
-                draft_tokens: 0,
-            });
-            add_cost(cost, &c);
+            repeat_ranks(&mut self.slices, sim_dep, dep);
         }
         self.pools.group_mut(g).step_prefill = work;
         any
     }
 
     /// The step's decode part: each piece of a rank's batch as (at most) two slices
-    /// whose contexts sum exactly to the piece's. Adds its cost; false if no rank has
-    /// a running request.
-    fn form_decode(&mut self, g: GroupId, cost: &mut StepCost) -> bool {
+    /// whose contexts sum exactly to the piece's, into `decode_slices`; false if no
+    /// rank has a running request.
+    fn form_decode(&mut self, g: GroupId) -> bool {
         let pool = self.pools.pool_of(g);
-        let model = pool.cost;
         let (dep, sim_dep) = (pool.cfg.dep as usize, pool.sim_dep as usize);
         let grp = self.pools.group(g);
         let step = grp.dstep;
         let mut decode = false;
         for r in 0..sim_dep {
-            let slices = &mut self.slices[r];
+            let slices = &mut self.decode_slices[r];
             slices.clear();
             for p in &grp.ranks[r].dec.pieces {
                 if p.n == 0 {
@@ -199,25 +220,9 @@ impl Rack<'_> {
             decode |= !slices.is_empty();
         }
         if decode {
-            self.repeat_ranks(sim_dep, dep);
-            let c = model.step(&StepShape {
-                phase: Phase::Decode,
-                ranks: &self.slices[..dep],
-                draft_tokens: self.mtp.draft_tokens,
-            });
-            add_cost(cost, &c);
+            repeat_ranks(&mut self.decode_slices, sim_dep, dep);
         }
         decode
-    }
-
-    /// The whole group's ranks for the cost model: the `sim_dep` simulated ranks'
-    /// slices repeated up to `dep` (one copy of the rack simulated: every copy of a
-    /// rank has the same batch); nothing to do when they are equal.
-    fn repeat_ranks(&mut self, sim_dep: usize, dep: usize) {
-        let (sim, rest) = self.slices[..dep].split_at_mut(sim_dep);
-        for (j, dst) in rest.iter_mut().enumerate() {
-            dst.clone_from(&sim[j % sim_dep]);
-        }
     }
 
     /// Starts a step of `cost` now; its statistics count if it lies in the window.
@@ -265,6 +270,7 @@ impl Rack<'_> {
         let c = pool.cost.step(&StepShape {
             phase: Phase::Prefill,
             ranks: &self.slices[..dep],
+            decode_ranks: &[],
             draft_tokens: 0,
         });
         if c.step_s.is_finite() && c.step_s > 0.0 {
@@ -545,11 +551,12 @@ impl Rack<'_> {
     }
 }
 
-fn add_cost(acc: &mut StepCost, c: &StepCost) {
-    acc.step_s += c.step_s;
-    acc.balanced_step_s += c.balanced_step_s;
-    for (a, b) in acc.op_s.iter_mut().zip(c.op_s.iter()) {
-        *a += *b;
+/// The whole group's ranks for the cost model: the `sim_dep` simulated ranks' slices
+/// repeated up to `dep` (one copy of the rack simulated: every copy of a rank has the
+/// same batch); nothing to do when they are equal.
+fn repeat_ranks(slices: &mut [Vec<ReqSlice>], sim_dep: usize, dep: usize) {
+    let (sim, rest) = slices[..dep].split_at_mut(sim_dep);
+    for (j, dst) in rest.iter_mut().enumerate() {
+        dst.clone_from(&sim[j % sim_dep]);
     }
-    acc.tokens_processed += c.tokens_processed;
 }

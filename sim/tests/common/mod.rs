@@ -17,6 +17,10 @@ pub struct ConstCost {
 
 impl CostModel for ConstCost {
     fn step(&self, shape: &StepShape<'_>) -> StepCost {
+        // A mixed step: its prefill and decode parts, added.
+        if shape.is_mixed() {
+            return sim::cost::two_passes(self, shape);
+        }
         let s = match shape.phase {
             Phase::Prefill => self.prefill_s,
             Phase::Decode => self.decode_s,
@@ -54,6 +58,10 @@ pub struct LinearCost {
 
 impl CostModel for LinearCost {
     fn step(&self, shape: &StepShape<'_>) -> StepCost {
+        // A mixed step: its prefill and decode parts, added.
+        if shape.is_mixed() {
+            return sim::cost::two_passes(self, shape);
+        }
         let per_q = match shape.phase {
             Phase::Prefill => 1,
             Phase::Decode => 1 + shape.draft_tokens,

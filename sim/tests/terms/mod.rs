@@ -148,6 +148,7 @@ pub fn decode(c: &AnalyticCostModel, per_rank: u32, ctx: u64, draft: u32) -> sim
     c.step(&StepShape {
         phase: Phase::Decode,
         ranks: &ranks,
+        decode_ranks: &[],
         draft_tokens: draft,
     })
 }
@@ -157,6 +158,7 @@ pub fn prefill(c: &AnalyticCostModel, new: u32, ctx: u64) -> sim::StepCost {
     c.step(&StepShape {
         phase: Phase::Prefill,
         ranks: &ranks,
+        decode_ranks: &[],
         draft_tokens: 0,
     })
 }

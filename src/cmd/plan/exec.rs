@@ -271,6 +271,7 @@ fn pricing_of(
                 args.pricing.profile.as_deref(),
                 &cost_sets,
                 args.pricing.engine.as_deref(),
+                args.pricing.physics_only,
             )?
         };
         let gpu_hour = tco.gpu_hour(&hardware).map_err(|e| anyhow!("{e}"))?;

@@ -51,6 +51,11 @@ pub struct RunsValidateArgs {
     /// (coverage is reported).
     #[arg(long, value_name = "PROFILE")]
     pub profile: Option<std::path::PathBuf>,
+    /// Price with physics alone: leave out the shipped terms fitted to measured runs
+    /// (scenarios/runs/fitted.toml), which otherwise price every record of an engine
+    /// and GPU family they have terms for.
+    #[arg(long, conflicts_with = "profile")]
+    pub physics_only: bool,
 }
 
 /// One record's outcome with what priced it.
@@ -85,8 +90,10 @@ pub fn run(a: &RunsValidateArgs) -> Result<()> {
                 p.display()
             )
         })?),
-        None => None,
+        None if a.physics_only => None,
+        None => crate::runs::profile::shipped().cloned(),
     };
+    let terms_line = terms_line(a, profile.as_ref(), &loaded.origin);
     let mut predictions = predict_all(
         &records,
         &loaded.base,
@@ -132,8 +139,9 @@ pub fn run(a: &RunsValidateArgs) -> Result<()> {
         eprintln!("report: {wrote}");
     }
     if a.json {
-        print_json(a, &loaded, &rows, &summaries)
+        print_json(a, &loaded, &rows, &summaries, &terms_line)
     } else {
+        println!("{terms_line}");
         print_text(a, &loaded, &rows, &summaries);
         if let (Some(r), Some(row)) = (report, rows.first()) {
             println!();
@@ -144,11 +152,46 @@ pub fn run(a: &RunsValidateArgs) -> Result<()> {
     }
 }
 
+/// What priced the records beyond physics, in one line: the terms, and whether they
+/// were fitted to these very records (in-sample).
+fn terms_line(
+    a: &RunsValidateArgs,
+    profile: Option<&calibration::runs::RunsProfile>,
+    origin: &str,
+) -> String {
+    match (profile, &a.profile) {
+        (None, _) => "priced by physics alone (--physics-only)".to_string(),
+        (Some(p), given) => {
+            let from = match given {
+                Some(path) => format!("--profile {}", path.display()),
+                None => "the shipped terms (scenarios/runs/fitted.toml)".to_string(),
+            };
+            let same = p.corpus == origin;
+            format!(
+                "priced with {from}, fitted to {} ({} groups: {}){}",
+                p.corpus,
+                p.groups.len(),
+                p.groups
+                    .iter()
+                    .map(|g| format!("{} on {}", g.engine, g.family))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                if same {
+                    ": these records were fitted to, so the figures are in-sample; `twin calibrate --from-runs` prints the cross-validated ones (docs/fidelity.md)"
+                } else {
+                    ""
+                }
+            )
+        }
+    }
+}
+
 fn print_json(
     a: &RunsValidateArgs,
     loaded: &crate::runs::Loaded,
     rows: &[Row],
     summaries: &[Vec<GroupSummary>],
+    terms_line: &str,
 ) -> Result<()> {
     let records: Vec<serde_json::Value> = rows
         .iter()
@@ -168,6 +211,7 @@ fn print_json(
         "filters": a.filter,
         "center": format!("{:?}", a.center).to_lowercase(),
         "seed": a.seed,
+        "terms": terms_line,
         "notes": loaded.notes,
         "summary": summaries,
         "records": records,

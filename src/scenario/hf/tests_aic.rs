@@ -58,6 +58,7 @@ fn prices(m: &Model) -> std::result::Result<(), String> {
             phase,
             ranks: &ranks,
             draft_tokens: 0,
+            decode_ranks: &[],
         });
         if !(s.step_s.is_finite() && s.step_s > 0.0) {
             return Err(format!("{phase:?} step of {} s", s.step_s));
@@ -408,6 +409,7 @@ fn attention_s(m: &Model, phase: Phase, new: u32, ctx: u64) -> f64 {
         phase,
         ranks: &ranks,
         draft_tokens: 0,
+        decode_ranks: &[],
     })
     .op(Op::Attention)
 }

@@ -197,14 +197,25 @@ impl AnalyticCostModel {
                 break;
             }
             let w = w0.scaled(scale);
-            if w.tokens <= 0.0 {
+            if w.all_tokens() <= 0.0 {
                 continue;
             }
             let (unabsorbed, mla_s) = self.mla_path(phase, &w);
             mla_max = mla_max.max(mla_s);
             replay_max = replay_max.max(self.replay_s(&w, proj_s, out.tokens));
+            let riders = w.riders_work();
             for (ti, ty) in c.types.iter().enumerate() {
-                let (at, ix) = self.class_attention(phase, &w, ty.class, unabsorbed);
+                let (mut at, mut ix) = if w.tokens > 0.0 {
+                    self.class_attention(phase, &w, ty.class, unabsorbed)
+                } else {
+                    Default::default()
+                };
+                // A mixed step's decode requests: a decode kernel over their contexts.
+                if let Some(rw) = &riders {
+                    let (ra, ri) = self.class_attention(Phase::Decode, rw, ty.class, false);
+                    at = then(at, ra);
+                    ix = then(ix, ri);
+                }
                 let x = &mut out.types[ti];
                 if at.s > x.attention {
                     x.attention = at.s;
@@ -225,7 +236,11 @@ impl AnalyticCostModel {
     #[inline]
     fn mla_path(&self, phase: Phase, w: &RankWork) -> (bool, f64) {
         let c = &self.compiled;
-        let absorb: f64 = c.absorb.iter().map(|g| self.gemm(g, w.tokens).0).sum();
+        let absorb: f64 = c
+            .absorb
+            .iter()
+            .map(|g| self.gemm(g, w.all_tokens()).0)
+            .sum();
         match (&c.kv_up, phase) {
             (Some(up), Phase::Prefill) => {
                 let up_s = self.gemm(up, w.kv_up_tokens).0;
@@ -285,6 +300,15 @@ impl AnalyticCostModel {
             + w.replay_attn_flops / attn_rate
             + w.replay_indexer_flops / idx_rate)
             / c.layers
+    }
+}
+
+/// Two kernels one after the other: their times added, bound by the longer one's.
+fn then(a: KernelTime, b: KernelTime) -> KernelTime {
+    KernelTime {
+        s: a.s + b.s,
+        bound: if b.s > a.s { b.bound } else { a.bound },
+        ..a
     }
 }
 

@@ -317,7 +317,7 @@ impl AnalyticCostModel {
         if group_tokens <= 0.0 {
             return out;
         }
-        let max_tokens = works.iter().map(|w| w.tokens).fold(0.0, f64::max);
+        let max_tokens = works.iter().map(|w| w.all_tokens()).fold(0.0, f64::max);
         let local = self.local(phase, works, 1.0);
         let uniform = works.iter().all(|w| *w == works[0]);
         // Two micro-batches can only pay by hiding dispatch and combine, which a fused
@@ -371,6 +371,7 @@ impl AnalyticCostModel {
             let mut mean = RankWork::mean(works, n);
             mean.tokens = mean.tokens.round();
             mean.lm_tokens = mean.lm_tokens.round();
+            mean.riders.tokens = mean.riders.tokens.round();
             let lm = self.local(phase, std::slice::from_ref(&mean), 1.0);
             let lmh = two.then(|| self.local(phase, std::slice::from_ref(&mean), 0.5));
             let b = same_way(
@@ -555,9 +556,20 @@ pub(crate) fn period<T: PartialEq>(ranks: &[T]) -> usize {
         .unwrap_or(n)
 }
 
+/// The period of a step's ranks: of its slices, and of its decode requests too in a
+/// mixed step.
+fn step_period(shape: &StepShape<'_>) -> usize {
+    if shape.is_mixed() {
+        let both: Vec<_> = shape.ranks.iter().zip(shape.decode_ranks).collect();
+        period(&both)
+    } else {
+        period(shape.ranks)
+    }
+}
+
 /// The tokens of `n` ranks that are `works` repeated, summed in rank order.
 fn repeated_sum(works: &[RankWork], n: usize) -> f64 {
-    (0..n).map(|i| works[i % works.len()].tokens).sum()
+    (0..n).map(|i| works[i % works.len()].all_tokens()).sum()
 }
 
 impl AnalyticCostModel {
@@ -571,7 +583,7 @@ impl AnalyticCostModel {
     /// communication streams, per micro-batch, split into their operations.
     pub fn step_trace(&self, shape: &StepShape<'_>) -> (StepCost, StepTrace) {
         let mut t = StepTrace::default();
-        let cost = self.step_in_periods(shape, period(shape.ranks), Some(&mut t));
+        let cost = self.step_in_periods(shape, step_period(shape), Some(&mut t));
         t.finish(&cost);
         (cost, t)
     }
@@ -590,7 +602,8 @@ impl AnalyticCostModel {
             shape.ranks.len(),
             self.layout.dep
         );
-        let drafting = shape.phase == Phase::Decode && shape.draft_tokens > 0;
+        let mixed = shape.is_mixed();
+        let drafting = (shape.phase == Phase::Decode || mixed) && shape.draft_tokens > 0;
         let q = 1 + if drafting {
             shape.draft_tokens as u64
         } else {
@@ -600,12 +613,20 @@ impl AnalyticCostModel {
         let mut works = vec![RankWork::default(); p];
         let mut draft_works = vec![RankWork::default(); if drafting { p } else { 0 }];
         for (i, rank) in shape.ranks[..p].iter().enumerate() {
-            let d = if drafting {
+            let d = if drafting && !mixed {
                 Some(&mut draft_works[i])
             } else {
                 None
             };
             self.rank_work(shape.phase, rank, q, &mut works[i], d);
+            if mixed {
+                // One forward pass: the decode requests' queries join the GEMMs, their
+                // attention stays a decode kernel's (their MTP drafts run after it).
+                let mut riders = RankWork::default();
+                let d = draft_works.get_mut(i);
+                self.rank_work(Phase::Decode, &shape.decode_ranks[i], q, &mut riders, d);
+                works[i].ride(&riders);
+            }
         }
         let mut cost = self.price_step(shape.phase, &works, n, trace);
         if drafting && cost.tokens_processed > 0 {
@@ -625,7 +646,7 @@ impl CostModel for AnalyticCostModel {
     /// is priced from one period of them: the same figures, bit for bit, as
     /// [`AnalyticCostModel::step_rank_by_rank`].
     fn step(&self, shape: &StepShape<'_>) -> StepCost {
-        self.step_in_periods(shape, period(shape.ranks), None)
+        self.step_in_periods(shape, step_period(shape), None)
     }
 
     fn describe(&self) -> String {

@@ -75,6 +75,7 @@ impl AnalyticCostModel {
         let m = self.model.moe.as_ref()?;
         let c = &self.compiled;
         let format = Format::of_experts(m.weight_dtype, m.scale_block, m.activation_dtype)?;
+        let format = t.deployed_experts_format(format, &self.hardware);
         let skew = if skewed { DEPLOYED_MOE_SKEW } else { 0.0 };
         let fit = t.moe_fit(format, skew, true)?;
         let shape = move |tokens: f64| Shape::Moe {

@@ -85,8 +85,8 @@ fn busiest(works: &[RankWork]) -> usize {
         .iter()
         .enumerate()
         .fold((0, f64::MIN), |b, (i, w)| {
-            if w.tokens > b.1 {
-                (i, w.tokens)
+            if w.all_tokens() > b.1 {
+                (i, w.all_tokens())
             } else {
                 b
             }
@@ -136,7 +136,7 @@ impl AnalyticCostModel {
     /// rank (they depend on each rank's contexts).
     pub(super) fn local(&self, phase: Phase, works: &[RankWork], scale: f64) -> Local {
         let c = &self.compiled;
-        let t = works[busiest(works)].scaled(scale).tokens;
+        let t = works[busiest(works)].scaled(scale).all_tokens();
         let mut out = Local {
             types: [TypeLocal::default(); MAX_TYPES],
             attn_bound: Bound::None,
@@ -147,7 +147,7 @@ impl AnalyticCostModel {
             lm_s: 0.0,
             tokens: t,
             allreduce_s: 0.0,
-            requests: works.iter().map(|w| w.requests).fold(0.0, f64::max),
+            requests: works.iter().map(|w| w.all_requests()).fold(0.0, f64::max),
         };
         if t <= 0.0 {
             return out;
@@ -176,7 +176,7 @@ impl AnalyticCostModel {
         out.allreduce_s = self.allreduce_s(t);
         let lm_tokens = works
             .iter()
-            .map(|w| w.lm_tokens * scale)
+            .map(|w| w.all_lm_tokens() * scale)
             .fold(0.0, f64::max);
         out.lm_s = self.gemm(&c.lm_head, lm_tokens).0;
         if self.in_situ {

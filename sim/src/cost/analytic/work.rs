@@ -36,11 +36,22 @@ impl ClassSums {
     }
 }
 
+/// A mixed step's decode requests on one rank: their queries join the weight GEMMs,
+/// their attention is a decode kernel's over their own contexts.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(super) struct Riders {
+    pub requests: f64,
+    /// Query tokens (one per request, more with MTP drafts), all reaching the LM head.
+    pub tokens: f64,
+    pub classes: [ClassSums; MAX_CLASSES],
+}
+
 /// Per-rank work of one step.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub(super) struct RankWork {
+    /// Requests and query tokens of the step's phase (a mixed step's prefill chunks);
+    /// `riders` holds a mixed step's decode requests, and `all_*` the totals.
     pub requests: f64,
-    /// Query tokens through the target model.
     pub tokens: f64,
     /// Tokens that reach the LM head.
     pub lm_tokens: f64,
@@ -52,9 +63,44 @@ pub(super) struct RankWork {
     pub replay_tokens_layers: f64,
     pub replay_attn_flops: f64,
     pub replay_indexer_flops: f64,
+    pub riders: Riders,
 }
 
 impl RankWork {
+    /// Query tokens through the weight GEMMs: the step's and its riders'.
+    pub fn all_tokens(&self) -> f64 {
+        self.tokens + self.riders.tokens
+    }
+
+    /// Tokens that reach the LM head, riders included.
+    pub fn all_lm_tokens(&self) -> f64 {
+        self.lm_tokens + self.riders.tokens
+    }
+
+    /// Requests the host serves, riders included.
+    pub fn all_requests(&self) -> f64 {
+        self.requests + self.riders.requests
+    }
+
+    /// The riders as work of their own (their attention's), if any.
+    pub fn riders_work(&self) -> Option<RankWork> {
+        (self.riders.requests > 0.0).then(|| RankWork {
+            requests: self.riders.requests,
+            tokens: self.riders.tokens,
+            lm_tokens: self.riders.tokens,
+            classes: self.riders.classes,
+            ..RankWork::default()
+        })
+    }
+
+    /// Takes `d`'s decode work as this step's riders.
+    pub fn ride(&mut self, d: &RankWork) {
+        self.riders = Riders {
+            requests: d.requests,
+            tokens: d.tokens,
+            classes: d.classes,
+        };
+    }
     /// The same work split `f` ways evenly (a micro-batch's share).
     pub fn scaled(&self, f: f64) -> RankWork {
         let mut w = *self;
@@ -68,10 +114,15 @@ impl RankWork {
         w.replay_tokens_layers *= f;
         w.replay_attn_flops *= f;
         w.replay_indexer_flops *= f;
+        w.riders.requests *= f;
+        w.riders.tokens *= f;
+        for c in w.riders.classes.iter_mut() {
+            c.scale(f);
+        }
         w
     }
 
-    /// Mean query tokens per request (a prefill sequence's length).
+    /// Mean query tokens per request of the step's phase (a prefill sequence's length).
     pub fn seq_tokens(&self) -> f64 {
         if self.requests > 0.0 {
             self.tokens / self.requests
@@ -95,18 +146,25 @@ impl RankWork {
         self.tokens += w.tokens;
         self.lm_tokens += w.lm_tokens;
         self.kv_up_tokens += w.kv_up_tokens;
-        for (a, b) in self.classes.iter_mut().zip(w.classes.iter()) {
-            a.main_bytes += b.main_bytes;
-            a.main_flops += b.main_flops;
-            a.main_flops_unabsorbed += b.main_flops_unabsorbed;
-            a.win_bytes += b.win_bytes;
-            a.win_flops += b.win_flops;
-            a.idx_bytes += b.idx_bytes;
-            a.idx_flops += b.idx_flops;
-        }
+        add_classes(&mut self.classes, &w.classes);
         self.replay_tokens_layers += w.replay_tokens_layers;
         self.replay_attn_flops += w.replay_attn_flops;
         self.replay_indexer_flops += w.replay_indexer_flops;
+        self.riders.requests += w.riders.requests;
+        self.riders.tokens += w.riders.tokens;
+        add_classes(&mut self.riders.classes, &w.riders.classes);
+    }
+}
+
+fn add_classes(acc: &mut [ClassSums; MAX_CLASSES], w: &[ClassSums; MAX_CLASSES]) {
+    for (a, b) in acc.iter_mut().zip(w.iter()) {
+        a.main_bytes += b.main_bytes;
+        a.main_flops += b.main_flops;
+        a.main_flops_unabsorbed += b.main_flops_unabsorbed;
+        a.win_bytes += b.win_bytes;
+        a.win_flops += b.win_flops;
+        a.idx_bytes += b.idx_bytes;
+        a.idx_flops += b.idx_flops;
     }
 }
 

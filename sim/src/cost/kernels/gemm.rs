@@ -14,6 +14,23 @@
 //!   (`M K + N K + 2 M N` per group, as DeepGEMM counts) at HBM bandwidth; the two
 //!   overlap imperfectly: `t = (t_c^p + t_m^p)^(1/p) + fixed`.
 //!
+//! At decode sizes (at most [`SMALL_M_MAX`] rows per group) the engines also have
+//! small-M kernels, and take whichever is faster ([`small_m`]): the operands swapped
+//! (swap-AB, `transposeMmaOutput`), so the weight's rows fill the MMA's 64- or 128-wide
+//! M side and the tokens its narrow N side (8, 16 or 32), with the K loop spread over
+//! every SM (stream-K / split-K; the FP32 partial sums meet in L2, at most rows x SMs x
+//! 128 x 4 B, a few MB, and cost no HBM traffic). A 1-row GEMM then loads 8 rows of
+//! activations per tile instead of 64 and streams its weights on every SM:
+//! memory-bound, near the weight read. Sources: vLLM's SM90 FP8 dispatch (M in [1, 16]: 64x16x256 tiles with
+//! swap-AB; `csrc/quantization/w8a8/cutlass/c3x/scaled_mm_sm90_fp8_dispatch.cuh` at
+//! 68f442eb), vLLM 0.24's block-FP8 dispatch (FlashInfer's swap-AB kernel below M = 32,
+//! DeepGEMM above: AIConfigurator's `collector/vllm/collect_gemm.py` at 095f58a5 reads
+//! it so), TensorRT-LLM's Blackwell GEMMs (`tile128x8x256 ...
+//! splitK4_transposeMmaOutput` in `cpp/tensorrt_llm/kernels/trtllmGenKernels/
+//! gemmGatedAct`), the MoE kernels' token tiles of 8 to 64
+//! (`calculate_tile_tokens_dim` in vLLM's FlashInfer TRT-LLM MoE path) and CUTLASS's
+//! stream-K tile scheduler.
+//!
 //! Every GEMM of the step model goes through [`time`], and so does `twin kernel gemm`.
 
 use crate::cost::params::{OpRate, TileParams};
@@ -235,9 +252,64 @@ pub fn tiling(kind: GemmKind, groups: f64, m: f64, n: f64, sms: f64, rows_vary: 
     best.map(|b| b.2).expect("at least one tile height")
 }
 
+/// Rows per group up to which the small-M (swap-AB) kernels compete: vLLM 0.24 sends
+/// block-FP8 GEMMs below M = 32 to FlashInfer's swap-AB kernel, and 32 tokens are the
+/// widest N side twin gives them. Above it the row tiles of [`tiling`] stand alone, so
+/// DeepGEMM's published shapes (M >= 64) price as before.
+pub const SMALL_M_MAX: f64 = 32.0;
+
+/// Token widths (the MMA's N side) of the small-M tiles.
+const SMALL_M_TOKENS: [f64; 3] = [8.0, 16.0, 32.0];
+/// Weight rows (the MMA's M side) of the small-M tiles: one Hopper warpgroup's 64, or
+/// a Blackwell 128-row MMA.
+const SMALL_M_WEIGHT_ROWS: [f64; 2] = [64.0, 128.0];
+
+/// The rates tiles run at: the device's MMA flop/s at full-tile efficiency, and one
+/// SM's operand-load bytes/s.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct SmRates {
+    flops: f64,
+    load: f64,
+}
+
+/// The row-tiled kernel of [`tiling`] (64-, 128- or 256-row tiles), split-K over idle
+/// SMs when there are fewer tiles than SMs.
+fn row_tiled(g: &Gemm, dev: &Device, tile: &TileParams, sm: SmRates) -> f64 {
+    let t = tiling(g.kind, g.groups, g.m, g.n, dev.sms, g.rows_vary);
+    let small = if t.bm <= 64.0 {
+        tile.small_tile_eff
+    } else {
+        1.0
+    };
+    let flops_per_sm = sm.flops * small / dev.sms;
+    let k_blocks = g.k / 128.0;
+    let mma = 2.0 * t.bm * t.bn * 128.0 / flops_per_sm;
+    let load = (t.bm * g.a_bytes + t.bn * g.b_bytes) * 128.0 / sm.load;
+    let split = floor(dev.sms / t.tiles).clamp(1.0, ceil(k_blocks).max(1.0));
+    let tile_s =
+        k_blocks / split * mma.max(load) + tile.epilogue_k * 2.0 * t.bm * t.bn / flops_per_sm;
+    t.waves * tile_s
+}
+
+/// A small-M kernel with tiles of `bt` tokens by `bw` weight rows (swap-AB), its K
+/// blocks spread evenly over every SM (stream-K): each SM runs `ceil(units / SMs)`
+/// blocks of 128 K and the epilogues of its share of tiles.
+fn small_m(g: &Gemm, dev: &Device, tile: &TileParams, sm: SmRates, bt: f64, bw: f64) -> f64 {
+    let flops_per_sm = sm.flops * tile.small_tile_eff / dev.sms;
+    let row_tiles = row_tiles(g.m, bt, g.rows_vary) * g.groups;
+    let tiles = row_tiles * ceil(g.n / bw);
+    let k_blocks = g.k / 128.0;
+    let mma = 2.0 * bt * bw * 128.0 / flops_per_sm;
+    let load = (bt * g.a_bytes + bw * g.b_bytes) * 128.0 / sm.load;
+    let blocks_per_sm = ceil(tiles * k_blocks / dev.sms).max(1.0);
+    let epilogues = ceil(tiles / dev.sms);
+    blocks_per_sm * mma.max(load) + epilogues * tile.epilogue_k * 2.0 * bt * bw / flops_per_sm
+}
+
 /// Prices one GEMM on `dev` with efficiency `rate` (mem_eff of HBM, compute_eff of the
 /// tensor rate at the best tile, fixed_s per launch), tile constants `tile`, and
-/// `roof` the soft maximum at `tile.overlap_p`.
+/// `roof` the soft maximum at `tile.overlap_p`: the faster of the row-tiled kernel and,
+/// at most [`SMALL_M_MAX`] rows per group, the small-M kernels.
 pub fn time(
     g: &Gemm,
     dev: &Device,
@@ -248,31 +320,28 @@ pub fn time(
     if g.m <= 0.0 || g.n <= 0.0 || g.k <= 0.0 || g.groups <= 0.0 {
         return KernelTime::default();
     }
-    let t = tiling(g.kind, g.groups, g.m, g.n, dev.sms, g.rows_vary);
-    let small = if t.bm <= 64.0 {
-        tile.small_tile_eff
-    } else {
-        1.0
-    };
-    let flops_per_sm = g.rate * rate.compute_eff * small / dev.sms;
-    let k_blocks = g.k / 128.0;
-    let mma = 2.0 * t.bm * t.bn * 128.0 / flops_per_sm;
-    let sm_load = tile.load_bytes_per_flop * dev.fp8_flops_per_s / dev.sms;
-    let load = (t.bm * g.a_bytes + t.bn * g.b_bytes) * 128.0 / sm_load;
-    let split = floor(dev.sms / t.tiles).clamp(1.0, ceil(k_blocks).max(1.0));
-    let tile_s =
-        k_blocks / split * mma.max(load) + tile.epilogue_k * 2.0 * t.bm * t.bn / flops_per_sm;
-    let compute_s = t.waves * tile_s;
-    let bytes =
-        g.groups * (g.m * g.k * g.a_bytes + g.k * g.n * g.b_bytes + g.m * g.n * g.out_bytes);
-    let memory_s = bytes / (dev.hbm_bytes_per_s * rate.mem_eff);
     debug_assert_eq!(
         roof.p, tile.overlap_p,
         "the soft maximum of another exponent"
     );
-    let s = roof.of(compute_s, memory_s) + rate.fixed_s;
+    let sm = SmRates {
+        flops: g.rate * rate.compute_eff,
+        load: tile.load_bytes_per_flop * dev.fp8_flops_per_s / dev.sms,
+    };
+    let bytes =
+        g.groups * (g.m * g.k * g.a_bytes + g.k * g.n * g.b_bytes + g.m * g.n * g.out_bytes);
+    let memory_s = bytes / (dev.hbm_bytes_per_s * rate.mem_eff);
+    let mut compute_s = row_tiled(g, dev, tile, sm);
+    if g.m <= SMALL_M_MAX {
+        for bt in SMALL_M_TOKENS {
+            for bw in SMALL_M_WEIGHT_ROWS {
+                compute_s = compute_s.min(small_m(g, dev, tile, sm, bt, bw));
+            }
+        }
+    }
+    let s = roof.of(compute_s, memory_s);
     KernelTime {
-        s,
+        s: s + rate.fixed_s,
         compute_s,
         memory_s,
         flops: 2.0 * g.groups * g.m * g.n * g.k,
@@ -421,6 +490,106 @@ mod tests {
         t.load_bytes_per_flop = 1e-4;
         let k = priced(fp8(GemmKind::Dense, 1.0, 64.0, 320.0, 12800.0), &r, &t);
         assert!((k.compute_s - 204.8e-6).abs() < 1e-12, "{}", k.compute_s);
+    }
+
+    /// A device whose SMs together load operands at 1.125x its HBM bandwidth (an
+    /// A100-like balance): 100 SMs, 1e12 B/s, a 1.5e14 flop/s tensor rate for BF16 and
+    /// FP8 alike, the H800 fit's load constant: `0.0075 * 1.5e14 / 100` = 1.125e10 B/s
+    /// per SM.
+    const THIN: Device = Device {
+        sms: 100.0,
+        hbm_bytes_per_s: 1e12,
+        fp8_flops_per_s: 1.5e14,
+    };
+
+    fn bf16(m: f64) -> Gemm {
+        Gemm {
+            a_bytes: 2.0,
+            b_bytes: 2.0,
+            rate: 1.5e14,
+            ..fp8(GemmKind::Dense, 1.0, m, 8192.0, 8192.0)
+        }
+    }
+
+    #[test]
+    fn one_row_gemms_stream_their_weights_on_small_m_tiles() {
+        // Issue 38, item 6: a 1-row GEMM was padded to 64-row tiles and priced
+        // compute-bound. M = 1, N = K = 8192, BF16 on THIN, ideal rates, p -> inf.
+        let (r, mut t) = ideal();
+        t.load_bytes_per_flop = 0.0075;
+        let sm = SmRates {
+            flops: 1.5e14,
+            load: 1.125e10,
+        };
+        // Row tiles (before): one row of 64-row tiles; N / 160 = 52 columns fit one wave
+        // of 100 SMs, the narrowest tile keeping it is ceil(8192 / 100 / 8) * 8 = 88
+        // wide. A K block loads (64 x 2 + 88 x 2) x 128 = 38,912 B in 3.4588 us; 64
+        // blocks: 221.36 us, above the 134.23 us of reading the weights.
+        let rows = row_tiled(&bf16(1.0), &THIN, &t, sm);
+        assert!((rows - 64.0 * 38_912.0 / 1.125e10).abs() < 1e-12);
+        // Small-M tiles of 8 tokens by 128 weight rows: 64 tiles x 64 K blocks = 4096
+        // blocks over 100 SMs, 41 each, of (8 x 2 + 128 x 2) x 128 = 34,816 B: 126.88
+        // us.
+        let small = small_m(&bf16(1.0), &THIN, &t, sm, 8.0, 128.0);
+        assert!((small - 41.0 * 34_816.0 / 1.125e10).abs() < 1e-12);
+        // The kernel takes the faster: memory-bound, at the weight read (operands
+        // 8192 x 2 + 8192^2 x 2 + 8192 x 2 = 134,250,496 B at 1e12 B/s).
+        let k = time(&bf16(1.0), &THIN, &r, &t, &SoftMax::new(t.overlap_p));
+        assert_eq!(k.bound, Bound::Memory);
+        assert!((k.compute_s - small).abs() < 1e-15);
+        assert!((k.s - 134_250_496.0 / 1e12).abs() < 1e-12, "{}", k.s);
+        // Up to 32 rows the small-M kernels compete; at 33 the row tiles stand alone.
+        for m in [1.0, 4.0, 16.0] {
+            let k = time(&bf16(m), &THIN, &r, &t, &SoftMax::new(t.overlap_p));
+            assert_eq!(k.bound, Bound::Memory, "m = {m}");
+        }
+        let k33 = time(&bf16(33.0), &THIN, &r, &t, &SoftMax::new(t.overlap_p));
+        assert_eq!(k33.compute_s, row_tiled(&bf16(33.0), &THIN, &t, sm));
+    }
+
+    #[test]
+    fn small_m_tiles_leave_large_gemms_as_they_were() {
+        // Above SMALL_M_MAX rows the price is the row-tiled kernel's alone, bit for bit
+        // (DeepGEMM's published shapes have M >= 64).
+        let (r, t) = ideal();
+        let g = fp8(GemmKind::Dense, 1.0, 64.0, 2000.0, 1280.0);
+        let k = priced(g, &r, &t);
+        let sm = SmRates {
+            flops: 1e15,
+            load: 0.1 * 1e15 / 100.0,
+        };
+        let v = row_tiled(&g, &DEV, &t, sm);
+        let memory_s = g.k * g.n + g.m * g.k + 2.0 * g.m * g.n;
+        assert_eq!(k.compute_s, v);
+        assert_eq!(k.s, soft_max(v, memory_s / 1e12, 1e9));
+    }
+
+    #[test]
+    fn grouped_gemms_at_a_few_rows_per_expert_stream_their_weights() {
+        // 64 experts of about 2 rows each (scattered counts), N = 4096, K = 2048, FP8 on
+        // DEV with thin loads (1e9 B/s per SM, 1e11 B/s over the SMs, a tenth of HBM).
+        // Row tiles: each expert pads its 2 rows to one 64-row tile; 64 x 26 tiles of
+        // 160 columns run in 17 waves of 16 K blocks of (64 + 160) x 128 B at 1e9
+        // B/s: 7.7988 ms. Small-M tiles pad them to 8 (m / 8 + 1/2 < 1: one tile per
+        // expert), 128 weight rows wide: 64 x 32 = 2048 tiles x 16 K blocks over 100
+        // SMs = 328 blocks of (8 + 128) x 128 B: 5.7098 ms.
+        let (r, mut t) = ideal();
+        t.load_bytes_per_flop = 1e-4;
+        let mut g = fp8(GemmKind::Masked, 64.0, 2.0, 4096.0, 2048.0);
+        g.rows_vary = true;
+        let sm = SmRates {
+            flops: 1e15,
+            load: 1e9,
+        };
+        let small = small_m(&g, &DEV, &t, sm, 8.0, 128.0);
+        assert!((small - 328.0 * 136.0 * 128.0 / 1e9).abs() < 1e-12);
+        let k = priced(g, &r, &t);
+        assert!(k.compute_s <= small);
+        let rows = row_tiled(&g, &DEV, &t, sm);
+        assert!(
+            (rows - 17.0 * 16.0 * 224.0 * 128.0 / 1e9).abs() < 1e-12,
+            "{rows}"
+        );
     }
 
     #[test]

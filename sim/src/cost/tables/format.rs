@@ -113,6 +113,19 @@ impl Format {
         hw.tensor.flops_per_s(d)
     }
 
+    /// The format whose measured GEMMs price this one's where a profile has none of
+    /// its own: FP8 with per-tensor and with block scales read the same bytes (the
+    /// scales aside) at the same tensor rate, so either stands for the other (a vLLM
+    /// profile has no block-FP8 GEMMs: their rows were timed without CUDA graphs,
+    /// `calibration::tables::read`); `None` for the others.
+    pub fn nearest_gemm(self) -> Option<Format> {
+        match self {
+            Format::Fp8Block => Some(Format::Fp8),
+            Format::Fp8 => Some(Format::Fp8Block),
+            _ => None,
+        }
+    }
+
     /// Whether the engine quantises BF16 activations before the GEMM.
     pub fn quantises(self) -> bool {
         !matches!(self, Format::Bf16 | Format::W4a16Mxfp4 | Format::Int4Wo)

@@ -435,6 +435,25 @@ impl KernelTables {
         self.filed(&idx.moe, &(format, (skew * 100.0).round() as i64, gated))
     }
 
+    /// The format the engine runs a model's routed experts of `format` in on `hw`:
+    /// TensorRT-LLM quantises the activations of MXFP4 experts to MXFP8 on Blackwell
+    /// (GPUs with FP4 tensor cores); its BF16-activation path is Hopper's
+    /// (`examples/models/core/gpt_oss/README.md`, MoE support matrix: "bf16 (Hopper) or
+    /// mxfp8 (Blackwell)"; Blackwell's backends, CUTLASS and TRTLLM, take MXFP8). The
+    /// tables' B200 `w4a16_mxfp4` rows time a path TensorRT-LLM does not deploy there,
+    /// and untuned (AIConfigurator's collector skips the tactic cache for them): 618 us
+    /// for 32 tokens of gpt-oss-120b on one B200, against 153 us for `w4a8_mxfp4`.
+    /// Other engines and formats run as the checkpoint says (vLLM's default on
+    /// Blackwell is the BF16-activation FlashInfer kernel).
+    pub fn deployed_experts_format(&self, format: Format, hw: &Hardware) -> Format {
+        let blackwell = hw.tensor.fp4_flops_per_s.is_some_and(|r| r > 0.0);
+        if self.engine == "trtllm" && format == Format::W4a16Mxfp4 && blackwell {
+            Format::W4a8Mxfp4
+        } else {
+            format
+        }
+    }
+
     /// The attention fit of `key`: of its kernels, the one with the most rows.
     pub fn attention_fit(&self, key: &AttnKey) -> Option<&Fit> {
         let idx = self.index.get_or_init(|| self.build_index());
@@ -564,12 +583,36 @@ impl KernelTables {
         Some(self.attention_fit(&key)?.price(hw, shape))
     }
 
-    /// A dense GEMM's price, where the tables time its format.
+    /// The fit that prices dense GEMMs of `format`, and the format it was fitted to:
+    /// the format's own, else its nearest measured one ([`Format::nearest_gemm`]).
+    pub fn gemm_fit_for(&self, format: Format) -> Option<(&Fit, Format)> {
+        match self.gemm_fit(format) {
+            Some(f) => Some((f, format)),
+            None => {
+                let near = format.nearest_gemm()?;
+                Some((self.gemm_fit(near)?, near))
+            }
+        }
+    }
+
+    /// Formats whose dense GEMMs the profile prices by another format's fit, as
+    /// `(format, priced by)`, in words for the cost-model line.
+    pub fn gemm_substitutes(&self) -> Vec<(Format, Format)> {
+        [Format::Bf16, Format::Fp8, Format::Fp8Block, Format::Nvfp4]
+            .into_iter()
+            .filter_map(|f| match self.gemm_fit_for(f) {
+                Some((_, by)) if by != f => Some((f, by)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// A dense GEMM's price, where the tables time its format (or its nearest).
     pub fn price_gemm(&self, hw: &Hardware, g: &crate::cost::kernels::gemm::Gemm) -> Option<f64> {
         if g.groups != 1.0 {
             return None;
         }
-        let format = Format::of_gemm(g.a_bytes, g.b_bytes)?;
+        let (fit, format) = self.gemm_fit_for(Format::of_gemm(g.a_bytes, g.b_bytes)?)?;
         let shape = Shape::Gemm {
             kernel: String::new(),
             format,
@@ -577,7 +620,7 @@ impl KernelTables {
             n: g.n,
             k: g.k,
         };
-        Some(self.gemm_fit(format)?.price(hw, &shape))
+        Some(fit.price(hw, &shape))
     }
 
     /// An all-reduce of `bytes` over `gpus`, where the tables time one over as many.
@@ -725,6 +768,80 @@ mod tests {
         );
         assert!(attention_key(Family::DecodeAttention, "k, kv int4, head 64, full").is_none());
         assert!(attention_key(Family::Gemm, "k, kv bf16, head 64, full").is_none());
+    }
+
+    #[test]
+    fn issue_38_a_gemm_format_without_a_fit_prices_by_its_nearest() {
+        // A profile with a per-tensor FP8 GEMM fit and no block-FP8 one (vLLM's
+        // block-FP8 rows are not fitted): a block-FP8 GEMM prices as the FP8 fit's
+        // GEMM of the same shape; BF16, with no fit and no neighbour, is left to twin.
+        let fit = Fit::new(
+            Family::Gemm,
+            "fp8, CutlassFP8ScaledMMLinearKernel".into(),
+            Vec::new(),
+            Grid::default(),
+        );
+        let t = KernelTables::new(
+            "b200_sxm".into(),
+            "b200".into(),
+            "vllm".into(),
+            "0".into(),
+            TableSource::default(),
+            Vec::new(),
+            vec![fit],
+        );
+        let hw: Hardware =
+            toml::from_str(include_str!("../../../../scenarios/hardware/b200.toml")).unwrap();
+        let gemm = |a_bytes: f64, b_bytes: f64| crate::cost::kernels::gemm::Gemm {
+            kind: crate::cost::kernels::gemm::GemmKind::Dense,
+            groups: 1.0,
+            m: 4.0,
+            n: 8192.0,
+            k: 1024.0,
+            a_bytes,
+            b_bytes,
+            out_bytes: 2.0,
+            rate: hw.tensor.fp8_flops_per_s,
+            rows_vary: false,
+        };
+        let block = gemm(1.0 + 4.0 / 128.0, 1.0 + 4.0 / (128.0 * 128.0));
+        let per_tensor = gemm(1.0, 1.0);
+        let a = t.price_gemm(&hw, &block).unwrap();
+        let b = t.price_gemm(&hw, &per_tensor).unwrap();
+        assert_eq!(a, b);
+        assert!(t.price_gemm(&hw, &gemm(2.0, 2.0)).is_none());
+        assert_eq!(t.gemm_substitutes(), vec![(Format::Fp8Block, Format::Fp8)]);
+    }
+
+    #[test]
+    fn issue_38_trtllm_runs_mxfp4_experts_with_mxfp8_activations_on_blackwell() {
+        // TensorRT-LLM's MoE support matrix: MXFP4 weights take BF16 activations on
+        // Hopper, MXFP8 on Blackwell (FP4 tensor cores); vLLM's default on Blackwell
+        // keeps BF16 activations; other formats run as the checkpoint says.
+        let tables = |engine: &str| {
+            KernelTables::new(
+                "s".into(),
+                "h".into(),
+                engine.into(),
+                "0".into(),
+                TableSource::default(),
+                Vec::new(),
+                Vec::new(),
+            )
+        };
+        let b200: Hardware =
+            toml::from_str(include_str!("../../../../scenarios/hardware/b200.toml")).unwrap();
+        let h100: Hardware =
+            toml::from_str(include_str!("../../../../scenarios/hardware/h100.toml")).unwrap();
+        let (trt, vllm) = (tables("trtllm"), tables("vllm"));
+        let w4a16 = Format::W4a16Mxfp4;
+        assert_eq!(trt.deployed_experts_format(w4a16, &b200), Format::W4a8Mxfp4);
+        assert_eq!(trt.deployed_experts_format(w4a16, &h100), w4a16);
+        assert_eq!(vllm.deployed_experts_format(w4a16, &b200), w4a16);
+        assert_eq!(
+            trt.deployed_experts_format(Format::Nvfp4, &b200),
+            Format::Nvfp4
+        );
     }
 
     #[test]
