@@ -18,7 +18,9 @@ pub struct SimulateArgs {
     pub duration: Option<f64>,
     /// Override any field: `serving.decode.dep=32`, `workload.agentx.sessions=2048`,
     /// `model.mtp.draft_tokens=1`, `hardware.nvlink.bytes_per_s=1.8e12`,
-    /// `cost.moe.mem_eff=0.9`, `workload=poisson` (repeatable).
+    /// `cost.moe.mem_eff=0.9`, `workload=poisson`, `serving.max_model_len=32768` (the
+    /// longest prompt + output accepted; default: the model's max_position_embeddings;
+    /// longer requests are refused and counted) (repeatable).
     #[arg(long = "set", value_name = "PATH=VALUE")]
     pub set: Vec<String>,
     /// The coarse model: simulate one of K identical copies of the rack, each request

@@ -486,3 +486,62 @@ fn regex_year() -> impl Fn(&str) -> bool {
             .any(|w| w[0] == b'2' && w[1] == b'0' && w[2].is_ascii_digit() && w[3].is_ascii_digit())
     }
 }
+
+/// Item 3: a model's context limit. A request whose prompt plus output exceed the
+/// model's `max_position_embeddings` (Llama-3.1-70B: 131,072) is refused on arrival,
+/// as the engine refuses it, and counted with its reason in text and `--json` (it was
+/// simulated: a 1M-token prompt on Qwen3-32B took 224 s to its first token);
+/// `serving.max_model_len` sets a shorter limit, and a longer one than the model's
+/// positions is an error.
+#[test]
+fn item3_requests_over_the_context_limit_are_refused_with_the_reason() {
+    let bench = |input: &str| {
+        format!(
+            "vllm --num-prompts 4 --max-concurrency 1 --random-input-len {input} --random-output-len 16"
+        )
+    };
+    let long = bench("200000");
+    let o = twin(&["simulate", "h100-llama-3.1-70b-tp8", "--bench", &long]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains(
+            "0 completed (0.00/s), 4 dropped (4 refused: prompt + output over the context limit of 131072 tokens)"
+        ),
+        "{out}"
+    );
+    let v = json(&twin(&[
+        "simulate",
+        "h100-llama-3.1-70b-tp8",
+        "--bench",
+        &long,
+        "--json",
+    ]));
+    assert_eq!(v["requests_refused_context"], 4);
+    assert_eq!(v["context_limit_tokens"], 131072);
+    // A user's max_model_len below the request refuses it; above, it runs.
+    let short = bench("4000");
+    for (len, refused) in [("4000", 4), ("8192", 0)] {
+        let set = format!("serving.max_model_len={len}");
+        let v = json(&twin(&[
+            "simulate",
+            "h100-llama-3.1-70b-tp8",
+            "--bench",
+            &short,
+            "--set",
+            &set,
+            "--json",
+        ]));
+        assert_eq!(v["requests_refused_context"], refused, "{len}");
+        assert_eq!(v["context_limit_tokens"], len.parse::<u64>().unwrap());
+    }
+    fails_with(
+        &[
+            "simulate",
+            "h100-llama-3.1-70b-tp8",
+            "--set",
+            "serving.max_model_len=200000",
+        ],
+        &["serving.max_model_len: 200000 tokens is more than model `llama-3.1-70b`'s max_position_embeddings, 131072"],
+    );
+}

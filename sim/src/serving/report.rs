@@ -120,6 +120,9 @@ pub struct Accounting {
     pub arrived: u64,
     pub completed: u64,
     pub dropped: u64,
+    /// Of the dropped, those refused for prompt + output over the context limit.
+    #[serde(default)]
+    pub refused_context: u64,
     pub in_flight_end: u64,
     pub input_tokens_arrived: u64,
     pub uncached_tokens_prefilled: u64,
@@ -192,6 +195,14 @@ pub struct Report {
     pub requests_completed: u64,
     pub requests_per_s: f64,
     pub requests_dropped: u64,
+    /// Of `requests_dropped`, those refused on arrival because their prompt plus output
+    /// tokens exceed `context_limit_tokens` (the engine answers them with an error).
+    #[serde(default)]
+    pub requests_refused_context: u64,
+    /// The longest request the engine accepts: `serving.max_model_len`, else the
+    /// model's `max_position_embeddings`; null: no limit known.
+    #[serde(default)]
+    pub context_limit_tokens: Option<u64>,
     pub throughput_tok_s_per_gpu: Throughput,
     pub token_mix: TokenMix,
     /// Arrival to the first output token (prefill queue, prefill, KV transfer and the
@@ -309,6 +320,8 @@ impl Rack<'_> {
             requests_completed: m.completed,
             requests_per_s: m.completed as f64 / measured_s,
             requests_dropped: m.dropped,
+            requests_refused_context: m.refused_context,
+            context_limit_tokens: self.context_limit,
             throughput_tok_s_per_gpu: rack,
             token_mix,
             ttft_ms: m.ttft_ms.summary(),
@@ -578,9 +591,16 @@ impl Report {
             100.0 * m.uncached_input,
             100.0 * m.output
         );
+        // Refused requests are dropped ones with a reason: said beside the count.
+        let refused = match (self.requests_refused_context, self.context_limit_tokens) {
+            (0, _) | (_, None) => String::new(),
+            (r, Some(l)) => {
+                format!(" ({r} refused: prompt + output over the context limit of {l} tokens)")
+            }
+        };
         let _ = writeln!(
             s,
-            "requests                     {} completed ({:.2}/s), {} dropped",
+            "requests                     {} completed ({:.2}/s), {} dropped{refused}",
             self.requests_completed, self.requests_per_s, self.requests_dropped
         );
     }

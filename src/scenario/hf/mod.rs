@@ -474,6 +474,13 @@ fn build(
     let groups = groups(layers, shape.as_ref());
     prov.set("layers", arch::layer_story(cfg, arch, &groups));
     prov.set("dense_scale_block", quant.scale_block_why());
+    let max_position_embeddings = cfg.u32_opt("max_position_embeddings")?.map(u64::from);
+    if max_position_embeddings.is_some() {
+        prov.set(
+            "max_position_embeddings",
+            cfg.derived("max_position_embeddings"),
+        );
+    }
     Ok(Model {
         name: String::new(),
         description: String::new(),
@@ -496,6 +503,7 @@ fn build(
         dispatch_dtype: Dtype::Bf16,
         combine_dtype: Dtype::Bf16,
         tied_embeddings: tied,
+        max_position_embeddings,
         dense_scale_block: quant.dense_scale_block(),
         provenance: BTreeMap::new(),
     })
