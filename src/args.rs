@@ -18,7 +18,9 @@ pub struct SimulateArgs {
     pub duration: Option<f64>,
     /// Override any field: `serving.decode.dep=32`, `workload.agentx.sessions=2048`,
     /// `model.mtp.draft_tokens=1`, `hardware.nvlink.bytes_per_s=1.8e12`,
-    /// `cost.moe.mem_eff=0.9`, `workload=poisson` (repeatable).
+    /// `cost.moe.mem_eff=0.9`, `workload=poisson`, `serving.max_model_len=32768` (the
+    /// longest prompt + output accepted; default: the model's max_position_embeddings;
+    /// longer requests are refused and counted) (repeatable).
     #[arg(long = "set", value_name = "PATH=VALUE")]
     pub set: Vec<String>,
     /// The coarse model: simulate one of K identical copies of the rack, each request
@@ -76,7 +78,10 @@ pub struct PricingArgs {
     /// all-reduce, routed experts and GQA/MHA attention: `trtllm`, `vllm`, with a version as
     /// `trtllm@1.3.0rc20` (default: the shipped one), or a profile path from `twin
     /// calibrate --from-tables`; `twin`: twin's own kernel model (default: the
-    /// scenario's `engine`, else `twin`).
+    /// scenario's `engine`, else `twin`). An engine or version without tables on the
+    /// GPU (`sglang`; `vllm` on a100) keeps its scheduler and host terms and prices
+    /// kernels by the nearest shipped tables (SGLang by vLLM's) or twin's own model,
+    /// said in the cost model's line.
     #[arg(long, value_name = "ENGINE[@VERSION]")]
     pub engine: Option<String>,
     /// Price with physics alone: leave out the terms fitted to measured runs that

@@ -66,8 +66,9 @@ pub fn break_even_text(u: f64) -> String {
     }
 }
 
-/// The finance as the text report's section.
-pub fn finance_text(f: &Finance) -> String {
+/// The finance as the text report's section; `priced`: the tokens have prices (a
+/// sheet), else revenue, margin and break-even are not computed.
+pub fn finance_text(f: &Finance, priced: bool) -> String {
     let mut s = String::new();
     let c = &f.cost_usd_per_gpu_hour;
     let parts: Vec<String> = c
@@ -83,6 +84,14 @@ pub fn finance_text(f: &Finance) -> String {
         c.total,
         parts.join(" + ")
     );
+    if !priced {
+        let _ = writeln!(
+            s,
+            "revenue, margin and break-even not computed (no price sheet); per M tokens: cost ${:.5} (all), ${:.4} (output)",
+            f.usd_per_m_tokens.cost_all_tokens, f.usd_per_m_tokens.cost_output_tokens
+        );
+        return s;
+    }
     let r = &f.revenue_by_kind_usd_per_gpu_hour;
     let _ = writeln!(
         s,

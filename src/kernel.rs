@@ -31,7 +31,8 @@ pub struct KernelArgs {
     pub profile: Option<String>,
     /// Serving engine whose measured kernel tables price the GEMM and all-reduce
     /// (`trtllm`, `vllm`, `ENGINE@VERSION` or a profile path; default `twin`, twin's
-    /// own kernel model).
+    /// own kernel model); one without tables on the GPU prices by the nearest shipped
+    /// (SGLang by vLLM's) or twin's own model.
     #[arg(long, value_name = "ENGINE[@VERSION]", global = true)]
     pub engine: Option<String>,
     /// Print one JSON object.

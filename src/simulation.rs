@@ -144,8 +144,15 @@ pub fn execute_logged(
         (run_resolved(&r, &trace, progress)?, Vec::new())
     };
     if report.requests_completed == 0 {
+        // Every request refused for its length: that is why, not the run or the load.
+        let why = match (report.requests_refused_context, report.context_limit_tokens) {
+            (n, Some(l)) if n > 0 && n == report.requests_dropped => format!(
+                "every request was refused: its prompt + output exceed the context limit of {l} tokens (serving.max_model_len, else the model's max_position_embeddings)"
+            ),
+            _ => "the run is too short for its requests, or the deployment is overloaded".into(),
+        };
         r.notes.push(format!(
-            "no request completed in the {:.1} s measured window: TTFT, TPOT and the other latencies have no value (null in --json); the run is too short for its requests, or the deployment is overloaded",
+            "no request completed in the {:.1} s measured window: TTFT, TPOT and the other latencies have no value (null in --json); {why}",
             report.measured_s
         ));
     }
@@ -163,6 +170,18 @@ pub fn to_json(
         serde_json::Value::Object(m) => m,
         _ => bail!("the report did not serialise to an object"),
     };
+    // Without a price sheet revenue is not computed: absent, not 0.
+    if !sc.price.sheet.values_tokens() {
+        for k in ["revenue_usd_per_gpu_hour", "margin_usd_per_gpu_hour"] {
+            out.insert(k.into(), serde_json::Value::Null);
+        }
+        if let Some(u) = out
+            .get_mut("usd_per_m_tokens")
+            .and_then(|u| u.as_object_mut())
+        {
+            u.insert("revenue_all_tokens".into(), serde_json::Value::Null);
+        }
+    }
     out.insert("version".into(), json!(env!("CARGO_PKG_VERSION")));
     out.insert("seed".into(), json!(r.seed));
     out.insert("scenario_file".into(), json!(r.scenario_origin));

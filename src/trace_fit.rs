@@ -150,6 +150,17 @@ pub fn text(t: &TraceFit) -> String {
         t.measured.layer_s * 1e3,
         t.predicted.layer_s * 1e3
     ));
+    for f in t.fit.factors.iter().filter(|f| f.mean_outside_p10_p90()) {
+        out.push_str(&format!(
+            "{}: the factor {:.3} is the mean over the layers, outside their p10-p90 ({:.3}-{:.3}): a few layers lie far from the rest (per-layer range {:.3}-{:.3})\n",
+            f.category.key(),
+            f.factor,
+            f.p10,
+            f.p90,
+            f.min,
+            f.max
+        ));
+    }
     if !sets.is_empty() && t.no_all_to_all {
         sets.push("--set cost.in_situ.tp_residuals=1".to_string());
     }
@@ -186,6 +197,7 @@ pub fn json(t: &TraceFit) -> serde_json::Value {
         .map(|(f, (_, key))| {
             json!({
                 "category": f.category.key(), "factor": f.factor, "p10": f.p10, "p90": f.p90,
+                "min": f.min, "max": f.max,
                 "cv": f.cv, "layers": f.layers, "key": key,
                 "measured_ms": t.measured.category(f.category) * 1e3,
                 "twin_ms": t.predicted.category(f.category) * 1e3,

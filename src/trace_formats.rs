@@ -8,7 +8,7 @@
 //! own (no cache hits, and `--cohort` keeps or leaves each record on its own).
 
 use anyhow::{anyhow, bail, Context, Result};
-use sim::serving::{read_mooncake, Limits, Tally, TraceRead, TraceRecord};
+use sim::serving::{read_mooncake, BadLines, Limits, Tally, TraceRead, TraceRecord};
 use std::io::{BufRead, Read};
 
 /// A trace file's format.
@@ -170,18 +170,23 @@ struct Raw {
     rows: Vec<(usize, f64, u64, u64)>,
 }
 
-/// Arrivals relative to the first, whole ms; input >= 1 or an error with where;
-/// output 0, and lengths above twin's limit, dropped with a note; `max_trace_records`.
+/// Arrivals relative to the first, whole ms; input 0 or output 0, and lengths above
+/// twin's limit, dropped with a note; `max_trace_records`.
 fn finish(raw: Raw, limits: &Limits, what: &str) -> Result<TraceRead> {
     let mut out = TraceRead::default();
     let origin = raw.rows.iter().map(|r| r.1).fold(f64::INFINITY, f64::min);
-    let (mut no_output, mut too_long, mut unsorted) =
-        (Tally::default(), Tally::default(), Tally::default());
+    let (mut no_input, mut no_output, mut too_long, mut unsorted) = (
+        Tally::default(),
+        Tally::default(),
+        Tally::default(),
+        Tally::default(),
+    );
     let mut latest = f64::NEG_INFINITY;
     let max = sim::serving::MAX_TOKENS as u64;
     for (at, t_ms, input, output) in raw.rows {
         if input == 0 {
-            bail!("{what} {at}: the prompt has 0 tokens (at least 1)");
+            no_input.add(at);
+            continue;
         }
         if output == 0 {
             no_output.add(at);
@@ -208,6 +213,8 @@ fn finish(raw: Raw, limits: &Limits, what: &str) -> Result<TraceRead> {
             hash_ids: Vec::new(),
         });
     }
+    out.notes
+        .extend(no_input.note_at(what, "0 prompt tokens (an empty prompt)", "dropped"));
     out.notes.extend(no_output.note_at(
         what,
         "0 output tokens (a failed or empty request)",
@@ -266,9 +273,17 @@ fn read_csv<R: BufRead>(reader: R, limits: &Limits, format: TraceFormat) -> Resu
     };
     let mut raw = Raw { rows: Vec::new() };
     let mut bytes = 0u64;
+    // Every bad line is found before the error, which lists them.
+    let mut bad = BadLines::default();
     for (k, rec) in rdr.records().enumerate() {
         let line = k + 2;
-        let rec = rec.map_err(|e| anyhow!("line {line}: {e}"))?;
+        let rec = match rec {
+            Ok(rec) => rec,
+            Err(e) => {
+                bad.add(line, e.to_string());
+                continue;
+            }
+        };
         bytes += rec.as_slice().len() as u64 + rec.len() as u64;
         if bytes > limits.max_trace_bytes {
             bail!(
@@ -276,42 +291,62 @@ fn read_csv<R: BufRead>(reader: R, limits: &Limits, format: TraceFormat) -> Resu
                 limits.max_trace_bytes
             );
         }
-        let field = |c: usize| rec.get(c).unwrap_or("");
-        let count = |c: usize, name: &str| -> Result<u64> {
-            let v = field(c);
-            v.parse::<u64>()
-                .or_else(|_| {
-                    v.parse::<f64>()
-                        .ok()
-                        .filter(|x| x.is_finite() && *x >= 0.0 && x.fract() == 0.0)
-                        .map(|x| x as u64)
-                        .ok_or(())
-                })
-                .map_err(|_| anyhow!("line {line}: {name} `{v}` is not a whole number of tokens"))
-        };
-        let t_ms = match format {
-            TraceFormat::Azure => azure_time_ms(field(t))
-                .ok_or_else(|| anyhow!("line {line}: TIMESTAMP `{}` is not a date and time like `2023-11-16 18:15:46.6805900`", field(t)))?,
-            _ => {
-                let v = field(t);
-                let s: f64 = v
-                    .parse()
-                    .ok()
-                    .filter(|x: &f64| x.is_finite() && *x >= 0.0)
-                    .ok_or_else(|| anyhow!("line {line}: Timestamp `{v}` is not a number of seconds"))?;
-                s * 1e3
-            }
-        };
-        let (ni, no) = match format {
-            TraceFormat::Azure => ("ContextTokens", "GeneratedTokens"),
-            _ => ("Request tokens", "Response tokens"),
-        };
-        raw.rows.push((line, t_ms, count(i, ni)?, count(o, no)?));
+        match csv_row(&rec, format, (t, i, o)) {
+            Ok((t_ms, input, output)) => raw.rows.push((line, t_ms, input, output)),
+            Err(why) => bad.add(line, why),
+        }
+    }
+    if let Some(e) = bad.into_error() {
+        return Err(e.into());
     }
     if raw.rows.is_empty() {
         bail!("no records after the header line");
     }
     finish(raw, limits, "line")
+}
+
+/// One CSV row's arrival (ms), prompt and output tokens, from columns `(t, i, o)`;
+/// or what is wrong with it.
+fn csv_row(
+    rec: &csv::StringRecord,
+    format: TraceFormat,
+    (t, i, o): (usize, usize, usize),
+) -> std::result::Result<(f64, u64, u64), String> {
+    let field = |c: usize| rec.get(c).unwrap_or("");
+    let count = |c: usize, name: &str| -> std::result::Result<u64, String> {
+        let v = field(c);
+        v.parse::<u64>()
+            .or_else(|_| {
+                v.parse::<f64>()
+                    .ok()
+                    .filter(|x| x.is_finite() && *x >= 0.0 && x.fract() == 0.0)
+                    .map(|x| x as u64)
+                    .ok_or(())
+            })
+            .map_err(|_| format!("{name} `{}` is not a whole number of tokens", clip(v, 40)))
+    };
+    let t_ms = match format {
+        TraceFormat::Azure => azure_time_ms(field(t)).ok_or_else(|| {
+            format!(
+                "TIMESTAMP `{}` is not a date and time like `2023-11-16 18:15:46.6805900`",
+                clip(field(t), 40)
+            )
+        })?,
+        _ => {
+            let v = field(t);
+            let s: f64 = v
+                .parse()
+                .ok()
+                .filter(|x: &f64| x.is_finite() && *x >= 0.0)
+                .ok_or_else(|| format!("Timestamp `{}` is not a number of seconds", clip(v, 40)))?;
+            s * 1e3
+        }
+    };
+    let (ni, no) = match format {
+        TraceFormat::Azure => ("ContextTokens", "GeneratedTokens"),
+        _ => ("Request tokens", "Response tokens"),
+    };
+    Ok((t_ms, count(i, ni)?, count(o, no)?))
 }
 
 /// Milliseconds since 1970 of Azure's `YYYY-MM-DD HH:MM:SS[.fraction][+HH:MM]`.
@@ -510,6 +545,25 @@ mod tests {
         );
     }
 
+    /// Issue 39 item 9: a 0-token prompt is dropped with a note, as a 0-token output
+    /// is (it aborted the whole replay).
+    #[test]
+    fn empty_prompts_are_dropped_with_a_note() {
+        let (_, t) = read_text(
+            "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46,0,3\n2023-11-16 18:15:47,12,3\n2023-11-16 18:15:48,0,3\n",
+            None,
+        )
+        .unwrap();
+        assert_eq!(t.records.len(), 1);
+        let notes = t.notes.join("\n");
+        assert!(
+            notes.contains(
+                "0 prompt tokens (an empty prompt): 2 records (first at line 2); dropped"
+            ),
+            "{notes}"
+        );
+    }
+
     #[test]
     fn bad_traces_say_what_and_where() {
         let e =
@@ -529,11 +583,20 @@ mod tests {
             Some(TraceFormat::Azure),
         );
         assert!(s.contains("no `generatedtokens` column"), "{s}");
+        // Issue 39 item 9: every bad line at once (reading stopped at the first).
         let s = e(
-            "Timestamp,Model,Request tokens,Response tokens\n1,a,0,5\n",
+            "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46,12x,3\n2023-11-16 18:15:47,12,3\n16/11/2023,12,3\n2023-11-16 18:15:48,1,2,3\n2023-11-16 18:15:49,7,y\n",
             None,
         );
-        assert!(s.contains("line 2: the prompt has 0 tokens"), "{s}");
+        assert!(s.contains("trace: 4 bad lines:"), "{s}");
+        for want in [
+            "line 2: ContextTokens `12x`",
+            "line 4: TIMESTAMP `16/11/2023`",
+            "line 5: ",
+            "line 6: GeneratedTokens `y`",
+        ] {
+            assert!(s.contains(want), "{want}: {s}");
+        }
         let s = e("id,len\n1,2\n", None);
         assert!(
             s.contains("none of the trace formats") && s.contains("--trace-format"),

@@ -582,7 +582,7 @@ fn a_scenario_without_a_price_sheet_is_told_which_one_values_its_tokens() {
     a.extend(short);
     let (_, e) = runs(&a);
     assert!(
-        e.contains("price.sheet is not set: tokens are valued at the default sheet `deepseek-v41-flash-off-peak`"),
+        e.contains("price.sheet is not set and twin knows no public API price sheet of model `llama-3.1-70b`, so revenue is not computed"),
         "{e}"
     );
     // The default rack names its sheet: no note.

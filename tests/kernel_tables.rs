@@ -235,18 +235,57 @@ fn forward_names_the_tables_it_prices_with() {
     assert_ne!(ja["step_ms"], jb["step_ms"]);
 }
 
+/// Issue 39 item 7: an engine without tables on a GPU is no error (it was): its
+/// scheduler and host terms apply, its kernels are priced by the nearest tables (a
+/// shipped version nearest the one named; SGLang's by vLLM's) or twin's own model,
+/// and the cost model's line says which.
+#[test]
+fn engines_without_tables_price_from_the_nearest() {
+    let line = |args: &[&str]| {
+        let mut all = vec!["simulate", "h100-llama-3.1-70b-tp8", "--duration", "20"];
+        all.extend(args);
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_twin"))
+            .args(&all)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", err(&o));
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        out.lines()
+            .find(|l| l.contains("cost model:"))
+            .unwrap_or_default()
+            .to_string()
+    };
+    let l = line(&["--set", "engine=sglang"]);
+    assert!(
+        l.contains("vllm 0.24.0 kernel tables")
+            && l.contains("engine sglang: its scheduler and host terms, kernels priced by vLLM 0.24.0's tables"),
+        "{l}"
+    );
+    // a100 carries h100's tables (`kernels_from`); h800 carries none.
+    let l = line(&["--set", "hardware=a100"]);
+    assert!(
+        l.contains("vllm 0.24.0 kernel tables of h100_sxm, carried to a100"),
+        "{l}"
+    );
+    let l = line(&["--set", "hardware=h800"]);
+    assert!(
+        l.contains(
+            "kernels priced by twin's own model: no vllm kernel tables are shipped for h800"
+        ),
+        "{l}"
+    );
+    let l = line(&["--engine", "vllm@0.11.0"]);
+    assert!(
+        l.contains("kernels priced by vllm 0.24.0's tables, the nearest shipped for h100 (vllm 0.11.0 has none)"),
+        "{l}"
+    );
+}
+
 #[test]
 fn bad_choices_say_what_exists() {
     refused(
-        &["forward", "--hardware", "mi300x", "--engine", "trtllm"],
-        &[
-            "no shipped kernel tables of trtllm on mi300x",
-            "shipped for:",
-        ],
-    );
-    refused(
-        &["forward", "--hardware", "h100", "--engine", "sglang"],
-        &["h100 has: trtllm@1.3.0rc20"],
+        &["forward", "--engine", "tables/none.toml"],
+        &["--engine tables/none.toml: cannot read it"],
     );
     let fx = fixture();
     refused(

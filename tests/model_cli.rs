@@ -216,7 +216,7 @@ fn cost_skips_a_tco_preset_that_cannot_price_the_hardware() {
         "{out}"
     );
     assert!(out.contains("preset skipped"), "{out}");
-    assert!(out.contains("hyperscaler-rental"), "{out}");
+    assert!(out.contains("hyperscaler-tco"), "{out}");
     let mut json_args = args.to_vec();
     json_args.push("--json");
     let v = json(&twin(&json_args));

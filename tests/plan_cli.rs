@@ -338,7 +338,12 @@ fn cost_arithmetic_by_hand() {
         .collect();
     assert_eq!(
         names,
-        ["hyperscaler-rental", "neocloud-rental", "owned-nvl72"]
+        [
+            "hyperscaler-tco",
+            "neocloud-tco",
+            "owned-nvl72",
+            "rental-3yr"
+        ]
     );
     let hyper = &all["finance"][0];
     assert!(near(

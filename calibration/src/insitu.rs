@@ -22,6 +22,10 @@ pub struct Factor {
     pub factor: f64,
     pub p10: f64,
     pub p90: f64,
+    /// The smallest and largest per-layer ratio: a mean outside p10-p90 (a few layers
+    /// far from the rest) is read with them.
+    pub min: f64,
+    pub max: f64,
     /// Standard deviation over mean of the per-layer ratios (population).
     pub cv: f64,
     /// Layers the spread is taken over.
@@ -66,6 +70,8 @@ pub fn fit_factors(measured: &[LayerBreakdown], predicted: &LayerBreakdown) -> I
             factor: (per.iter().sum::<f64>() / n) / p,
             p10: spec::stats::percentile_sorted(&ratios, 0.1),
             p90: spec::stats::percentile_sorted(&ratios, 0.9),
+            min: ratios[0],
+            max: ratios[ratios.len() - 1],
             cv: if mean > 0.0 { var.sqrt() / mean } else { 0.0 },
             layers: per.len(),
         });
@@ -77,6 +83,13 @@ pub fn fit_factors(measured: &[LayerBreakdown], predicted: &LayerBreakdown) -> I
 }
 
 impl Factor {
+    /// Whether the mean lies outside p10-p90 (beyond rounding): a few layers far
+    /// from the rest pull it there, and p10-p90 alone would contradict it.
+    pub fn mean_outside_p10_p90(&self) -> bool {
+        let tol = 5e-4 * self.factor.abs().max(1e-12);
+        self.factor < self.p10 - tol || self.factor > self.p90 + tol
+    }
+
     /// The log-space standard deviation of the factor over the layers (log-normal
     /// with the factor's coefficient of variation): what a hardware file's
     /// `[cost.spread]` `"in_situ.CATEGORY"` key holds.
@@ -259,6 +272,21 @@ mod tests {
             b.add(Stream::Comm, Category::Dispatch, dispatch);
         }
         b
+    }
+
+    /// Issue 39 item 4: 19 layers at the prediction and one at twice it: the mean
+    /// ratio 1.05 lies outside p10-p90 (both 1), which the factor says with the
+    /// per-layer range 1-2 instead of contradicting its own spread.
+    #[test]
+    fn a_mean_outside_p10_p90_comes_with_its_range() {
+        let mut measured: Vec<LayerBreakdown> = (0..19).map(|_| layer(2.0, 1.0, 0.0)).collect();
+        measured.push(layer(4.0, 1.0, 0.0));
+        let fit = fit_factors(&measured, &layer(2.0, 1.0, 0.0));
+        let moe = fit.get(Category::Moe).unwrap();
+        assert!((moe.factor - 1.05).abs() < 1e-12, "{}", moe.factor);
+        assert_eq!((moe.p10, moe.p90, moe.min, moe.max), (1.0, 1.0, 1.0, 2.0));
+        assert!(moe.mean_outside_p10_p90());
+        assert!(!fit.get(Category::Attention).unwrap().mean_outside_p10_p90());
     }
 
     #[test]

@@ -28,6 +28,10 @@ pub struct Tco {
     /// Rented GPUs: a price per GPU-hour, all-in.
     #[serde(default)]
     pub rental_usd_per_gpu_hour: Option<f64>,
+    /// Rented GPUs: a price per GPU-hour by hardware name (`h100 = 4.25`), all-in: a
+    /// list price that differs by GPU; a GPU it does not name is an error.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub rental_usd_per_gpu_hour_by_hardware: BTreeMap<String, f64>,
     /// Rented GPUs at the hardware file's `[price]` of this basis (`hyperscaler`,
     /// `neocloud`, `rental3yr`), when `rental_usd_per_gpu_hour` is not set.
     #[serde(default)]
@@ -132,9 +136,10 @@ impl Tco {
     /// The TCO the scenario's price basis implies: rent at the hardware's price.
     pub fn rental_at(basis: PriceBasis) -> Tco {
         Tco {
-            name: format!("rental at the hardware's {} price", basis_key(basis)),
+            name: basis_words(basis).to_string(),
             description: String::new(),
             rental_usd_per_gpu_hour: None,
+            rental_usd_per_gpu_hour_by_hardware: BTreeMap::new(),
             rental_basis: Some(basis),
             capex_usd_per_gpu: BTreeMap::new(),
             amortisation_years: d_years(),
@@ -160,6 +165,13 @@ impl Tco {
         };
         if let Some(r) = self.rental_usd_per_gpu_hour {
             need(nonneg(r), "rental_usd_per_gpu_hour", "must be >= 0");
+        }
+        for (hw, r) in &self.rental_usd_per_gpu_hour_by_hardware {
+            need(
+                nonneg(*r),
+                &format!("rental_usd_per_gpu_hour_by_hardware.{hw}"),
+                "must be >= 0",
+            );
         }
         for (hw, c) in &self.capex_usd_per_gpu {
             need(
@@ -197,7 +209,9 @@ impl Tco {
         ] {
             need(nonneg(v), f, "must be >= 0");
         }
-        let rents = self.rental_usd_per_gpu_hour.is_some() || self.rental_basis.is_some();
+        let rents = self.rental_usd_per_gpu_hour.is_some()
+            || self.rental_basis.is_some()
+            || !self.rental_usd_per_gpu_hour_by_hardware.is_empty();
         need(
             !rents || self.capex_usd_per_gpu.is_empty(),
             "capex_usd_per_gpu",
@@ -213,12 +227,21 @@ impl Tco {
 
     /// What one GPU of `hw` costs per hour; an error names what is missing.
     pub fn gpu_hour(&self, hw: &Hardware) -> Result<GpuHourCost, String> {
+        let by_hw = &self.rental_usd_per_gpu_hour_by_hardware;
         let rental = match (self.rental_usd_per_gpu_hour, self.rental_basis) {
             (Some(r), _) => r,
             (None, Some(b)) => hw.price.usd_per_gpu_hour(b),
+            (None, None) if !by_hw.is_empty() => *by_hw.get(&hw.name).ok_or_else(|| {
+                format!(
+                    "TCO `{}` has no rental price for hardware `{}` (it prices {}: no dated public list price of the others was found)",
+                    self.name,
+                    hw.name,
+                    by_hw.keys().cloned().collect::<Vec<_>>().join(", ")
+                )
+            })?,
             (None, None) => 0.0,
         };
-        let capex = if rental > 0.0 || self.rental_basis.is_some() {
+        let capex = if rental > 0.0 || self.rental_basis.is_some() || !by_hw.is_empty() {
             0.0
         } else {
             let per_gpu = self.capex_usd_per_gpu.get(&hw.name).ok_or_else(|| {
@@ -253,11 +276,16 @@ impl Tco {
     }
 }
 
-fn basis_key(b: PriceBasis) -> &'static str {
+/// What a price basis of a hardware file's `[price]` is, in words: SemiAnalysis's AI
+/// Cloud TCO columns are what an owning hyperscaler or neocloud's GPU-hour costs it,
+/// and what a renter pays on a 3-year contract.
+pub fn basis_words(b: PriceBasis) -> &'static str {
     match b {
-        PriceBasis::Hyperscaler => "hyperscaler",
-        PriceBasis::Neocloud => "neocloud",
-        PriceBasis::Rental3yr => "rental3yr",
+        PriceBasis::Hyperscaler => {
+            "an owning hyperscaler's cost (the hardware's price.hyperscaler)"
+        }
+        PriceBasis::Neocloud => "an owning neocloud's cost (the hardware's price.neocloud)",
+        PriceBasis::Rental3yr => "a 3-year rental (the hardware's price.rental_3yr)",
     }
 }
 

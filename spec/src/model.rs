@@ -45,6 +45,12 @@ pub struct Model {
     /// The LM head shares the embedding table's weights (one copy in memory).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub tied_embeddings: bool,
+    /// The longest sequence, prompt plus output tokens, the model's positions reach:
+    /// its config's `max_position_embeddings`, which vLLM's default `max_model_len` and
+    /// SGLang's `context_length` follow. Absent: not known, so no limit unless the
+    /// scenario sets `serving.max_model_len`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_position_embeddings: Option<u64>,
     /// Weights per one-byte scale of the GEMMs outside the routed experts (attention
     /// projections, shared experts, dense FFN); 0 = none (BF16, per-tensor FP8). The
     /// default, 128, counts DeepSeek's FP8 128x128 block scales as one byte per 128

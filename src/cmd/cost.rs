@@ -184,6 +184,11 @@ pub fn run(args: &CostArgs) -> Result<()> {
 }
 
 fn text(p: &Priced, rows: &[Finance]) -> String {
+    let priced = p.sheet != "none";
+    let money = |x: f64, d: usize| match priced {
+        true => format!("{x:.d$}"),
+        false => "-".to_string(),
+    };
     let mut s = String::new();
     let t = &p.throughput;
     let hw: Vec<String> = p
@@ -194,16 +199,22 @@ fn text(p: &Priced, rows: &[Finance]) -> String {
     let _ = writeln!(s, "twin {} cost: {}", env!("CARGO_PKG_VERSION"), p.source);
     let _ = writeln!(
         s,
-        "GPUs {}; tok/s per GPU {:.0} (cached {:.0}, uncached {:.0}, output {:.0}); prices {} (${} / ${} / ${} per M cached / uncached / output)",
+        "GPUs {}; tok/s per GPU {:.0} (cached {:.0}, uncached {:.0}, output {:.0}); {}",
         hw.join(" + "),
         t.total,
         t.cached_input,
         t.uncached_input,
         t.output,
-        p.sheet,
-        p.prices.cached_input_usd_per_m,
-        p.prices.uncached_input_usd_per_m,
-        p.prices.output_usd_per_m
+        match priced {
+            true => format!(
+                "prices {} (${} / ${} / ${} per M cached / uncached / output)",
+                p.sheet,
+                p.prices.cached_input_usd_per_m,
+                p.prices.uncached_input_usd_per_m,
+                p.prices.output_usd_per_m
+            ),
+            false => "no price sheet: revenue, margin and break-even are not computed".into(),
+        }
     );
     let _ = writeln!(s);
     let _ = writeln!(
@@ -228,18 +239,21 @@ fn text(p: &Priced, rows: &[Finance]) -> String {
     for f in rows {
         let _ = writeln!(
             s,
-            "{:<22} {:>9.2} {:>8.3} {:>8.2} {:>7.1}% {:>10.5} {:>10.4} {:>10}",
+            "{:<22} {:>9} {:>8.3} {:>8} {:>8} {:>10.5} {:>10.4} {:>10}",
             f.tco,
-            f.revenue_usd_per_gpu_hour,
+            money(f.revenue_usd_per_gpu_hour, 2),
             f.cost_usd_per_gpu_hour.total,
-            f.margin_usd_per_gpu_hour,
-            100.0 * f.margin_fraction,
+            money(f.margin_usd_per_gpu_hour, 2),
+            money(100.0 * f.margin_fraction, 1) + if priced { "%" } else { "" },
             f.usd_per_m_tokens.cost_all_tokens,
             f.usd_per_m_tokens.cost_output_tokens,
-            break_even_text(f.break_even_utilisation)
+            match priced {
+                true => break_even_text(f.break_even_utilisation),
+                false => "-".into(),
+            }
         );
     }
-    if let Some(f) = rows.first() {
+    if let Some(f) = rows.first().filter(|_| priced) {
         let r = &f.revenue_by_kind_usd_per_gpu_hour;
         let _ = writeln!(
             s,

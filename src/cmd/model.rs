@@ -2,7 +2,7 @@
 //! (what a model holds, to check against its model card).
 
 use crate::scenario::hf::{self, ImportOptions, WeightChoice};
-use crate::scenario::{load_model, read_text, Set};
+use crate::scenario::{load_model_quant, read_text, Set};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
 use sim::model::{AttentionKind, FfnKind};
@@ -28,7 +28,7 @@ pub enum ModelWhat {
 
 #[derive(Args)]
 pub struct ImportArgs {
-    /// The model's Hugging Face `config.json`.
+    /// The model's Hugging Face `config.json`, or the checkpoint's folder holding it.
     pub config: PathBuf,
     /// A ModelOpt `hf_quant_config.json` beside it (NVFP4 or FP8 checkpoints).
     #[arg(long)]
@@ -54,8 +54,13 @@ pub struct ImportArgs {
 
 #[derive(Args)]
 pub struct ShowArgs {
-    /// Embedded model name, model file (.toml) or Hugging Face config (.json).
+    /// Embedded model name, model file (.toml), Hugging Face config (.json) or a
+    /// checkpoint folder holding its config.json.
     pub model: String,
+    /// A ModelOpt `hf_quant_config.json` for the config (default: the one beside it,
+    /// if any).
+    #[arg(long, value_name = "FILE")]
+    pub quant: Option<String>,
     /// Also show KV bytes per token at this dtype.
     #[arg(long, value_parser = parse_dtype)]
     pub kv_dtype: Option<Dtype>,
@@ -88,7 +93,7 @@ pub fn run(a: &ModelArgs) -> Result<()> {
 }
 
 fn import(a: &ImportArgs) -> Result<()> {
-    let origin = a.config.display().to_string();
+    let origin = hf::config_path(&a.config.display().to_string());
     let text = read_text(&origin).with_context(|| format!("cannot read {origin}"))?;
     let quant = match &a.quant {
         Some(p) => {
@@ -113,7 +118,10 @@ fn import(a: &ImportArgs) -> Result<()> {
         kv_dtype: a.kv_dtype,
         name: a.name.clone(),
     };
-    let model = hf::import(&origin, &text, &opts)?;
+    let (model, notes) = hf::import_noted(&origin, &text, &opts)?;
+    for n in notes {
+        eprintln!("note: assumed: {n}");
+    }
     let problems = sim::validate::model(&model);
     if let Some(p) = problems.first() {
         bail!("{origin}: the imported model is not valid: {p}");
@@ -296,6 +304,7 @@ fn show_json(m: &Model, w: &sim::model::Weights, kv_at: Option<(Dtype, f64, f64)
         "weight_bytes": w.bytes(),
         "weight_bytes_by_dtype": w.bytes_by_dtype().iter().map(|(d, b)| (d.name().to_string(), *b)).collect::<std::collections::BTreeMap<_, _>>(),
         "kv_bytes_per_token": m.kv.bytes_per_token,
+        "kv_cache": kv_dtype_line(m),
         "kv_bytes_per_token_at": kv_at.map(|(d, _, b)| serde_json::json!({"dtype": d.name(), "bytes": b})),
         "state_bytes_per_request": m.state_bytes_per_request(),
         "local_kv_bytes_per_request_max": m.local_kv_bytes(u64::MAX),
@@ -306,6 +315,29 @@ fn show_json(m: &Model, w: &sim::model::Weights, kv_at: Option<(Dtype, f64, f64)
     });
     println!("{}", serde_json::to_string_pretty(&v)?);
     Ok(())
+}
+
+/// The KV cache's element type (bytes per element of an entry, scales included) and
+/// where it came from (the entry's provenance).
+fn kv_dtype_line(m: &Model) -> String {
+    let a = &m.attention;
+    let per = if a.kv_dim > 0 {
+        a.kv_entry_bytes / a.kv_dim as f64
+    } else {
+        0.0
+    };
+    let dtype = match per {
+        x if x >= 3.5 => "fp32",
+        x if x >= 1.75 => "bf16",
+        x if x >= 0.9 => "fp8",
+        x if x > 0.0 => "fp4",
+        _ => "none",
+    };
+    let source = m
+        .provenance
+        .get("attention.kv_entry_bytes")
+        .map_or("no provenance given", String::as_str);
+    format!("{dtype} ({per:.3} B per element, scales included); {source}")
 }
 
 /// Bytes as MB or GB.
@@ -400,7 +432,7 @@ fn attention_name(m: &Model) -> String {
 
 fn show(a: &ShowArgs) -> Result<()> {
     let sets = Set::parse_all(&a.set)?;
-    let m = load_model(&a.model, &sets)?;
+    let m = load_model_quant(&a.model, &sets, a.quant.as_deref())?;
     let w = m.weights();
     let kv_at = a.kv_dtype.map(|d| {
         let entry = m.attention.kv_dim as f64 * d.bytes();
@@ -454,6 +486,7 @@ fn show(a: &ShowArgs) -> Result<()> {
         "KV per token: {:.0} B ({:.0} B per layer entry)",
         m.kv.bytes_per_token, m.attention.kv_entry_bytes
     );
+    println!("KV cache: {}", kv_dtype_line(&m));
     if let Some((d, entry, b)) = kv_at {
         println!("KV per token at {d}: {b:.0} B ({entry:.0} B per layer entry)");
     }

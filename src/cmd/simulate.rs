@@ -87,7 +87,7 @@ fn split_sweep(args: &SimulateArgs) -> Result<()> {
         &runs
             .iter()
             .map(|r| match &r.outcome {
-                Ok(rep) => (rep.throughput_tok_s_per_gpu.total, rep.per_user_tok_s.p90),
+                Ok(rep) => (rep.throughput_tok_s_per_gpu.total, rep.per_user_tok_s.p10),
                 Err(_) => (f64::NEG_INFINITY, f64::NEG_INFINITY),
             })
             .collect::<Vec<_>>(),
@@ -157,7 +157,7 @@ fn print_splits_json(runs: &[SplitRun], frontier: &[bool]) -> Result<()> {
 fn print_splits_text(base: &Resolved, budget: &SplitBudget, runs: &[SplitRun], frontier: &[bool]) {
     let (gpus, prefill_dep) = (budget.gpus, budget.prefill_dep);
     println!(
-        "twin {} simulate: {} — P/D splits of {gpus} GPUs (DEP{prefill_dep} prefill instances take what decode leaves), seed {}; * = Pareto-optimal (tok/s per GPU vs P90 tok/s per user)",
+        "twin {} simulate: {} — P/D splits of {gpus} GPUs (DEP{prefill_dep} prefill instances take what decode leaves), seed {}; * = Pareto-optimal (tok/s per GPU vs tok/s per user that 90% of users reach, user p10)",
         env!("CARGO_PKG_VERSION"),
         base.scenario_origin,
         base.seed
@@ -168,8 +168,8 @@ fn print_splits_text(base: &Resolved, budget: &SplitBudget, runs: &[SplitRun], f
         "prefill",
         "GPUs",
         "tok/s/GPU",
+        "user p10",
         "user p50",
-        "user p90",
         "TTFT p90",
         "TPOT p90",
         "$/GPU-h",
@@ -186,17 +186,30 @@ fn print_splits_text(base: &Resolved, budget: &SplitBudget, runs: &[SplitRun], f
         match &r.outcome {
             Ok(rep) => {
                 let mark = if pareto { "*" } else { "" };
+                // Of a split that completed nothing, latencies and speeds are absent.
+                let fig =
+                    |x: &sim::serving::Summary, q: fn(&sim::serving::Summary) -> f64, d| match x
+                        .count
+                    {
+                        0 => "-".to_string(),
+                        _ => format!("{:.d$}", q(x)),
+                    };
+                // Without a price sheet revenue is not computed.
+                let revenue = match rep.price_sheet.as_str() {
+                    "none" => "-".to_string(),
+                    _ => format!("{:.2}", rep.revenue_usd_per_gpu_hour),
+                };
                 println!(
-                    "{:>7} {:>10} {:>5} {:>10.0} {:>9.1} {:>9.1} {:>9.0} {:>9.2} {:>8.2} {:>7.0}% {:>8.1}  {mark}",
+                    "{:>7} {:>10} {:>5} {:>10.0} {:>9} {:>9} {:>9} {:>9} {:>8} {:>7.0}% {:>8.1}  {mark}",
                     decode,
                     prefill,
                     rep.gpus,
                     rep.throughput_tok_s_per_gpu.total,
-                    rep.per_user_tok_s.p50,
-                    rep.per_user_tok_s.p90,
-                    rep.ttft_ms.p90,
-                    rep.tpot_ms.p90,
-                    rep.revenue_usd_per_gpu_hour,
+                    fig(&rep.per_user_tok_s, |x| x.p10, 1),
+                    fig(&rep.per_user_tok_s, |x| x.p50, 1),
+                    fig(&rep.ttft_ms, |x| x.p90, 0),
+                    fig(&rep.tpot_ms, |x| x.p90, 2),
+                    revenue,
                     100.0 * rep.pools[0].busy_fraction,
                     rep.pools[1].batch_per_rank.mean
                 );
@@ -283,7 +296,10 @@ pub fn run(cmd: &SimulateCmd) -> Result<()> {
         );
         print!("{}", report.render_text());
         if let Some(f) = &finance {
-            print!("\n{}", finance_text(f));
+            print!(
+                "\n{}",
+                finance_text(f, r.scenario.price.sheet.values_tokens())
+            );
         }
         if let Some((b, hw)) = &band {
             print!("{}", crate::band::simulate_text(b, hw));

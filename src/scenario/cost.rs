@@ -27,6 +27,28 @@ fn same_kind(path: &str, device: &str, hardware: &str) -> Result<()> {
 /// profile's measured efficiencies and fixed costs (`--profile`), for the operations it
 /// has fits for; then `--set cost.KEY=VALUE` overrides; and `engine`'s measured kernel
 /// tables (`--engine`, [`super::tables`]) over the ops they time.
+/// The `--set cost.*` overrides, in order; an unknown key names its close match first
+/// (the list of every key is long).
+fn apply_cost_sets(cost_sets: &[Set], params: &mut CostParams) -> Result<()> {
+    for s in cost_sets {
+        let key = s.path.join(".");
+        let v = match &s.value {
+            toml::Value::Float(f) => *f,
+            toml::Value::Integer(i) => *i as f64,
+            _ => bail!("--set {}: a cost parameter takes a number", s.text),
+        };
+        params.set(&key, v).map_err(|e| {
+            match super::fields::closest(&key, CostParams::KEYS.iter().copied()) {
+                Some(c) if params.get(&key).is_none() => {
+                    anyhow!("--set {}: did you mean cost.{c}? {e}", s.text)
+                }
+                _ => anyhow!("--set {}: {e}", s.text),
+            }
+        })?;
+    }
+    Ok(())
+}
+
 pub fn cost_params(
     hardware: &Hardware,
     profile: Option<&str>,
@@ -104,25 +126,29 @@ pub fn cost_params(
             source = format!("{source} + {words}");
         }
     }
-    for s in cost_sets {
-        let key = s.path.join(".");
-        let v = match &s.value {
-            toml::Value::Float(f) => *f,
-            toml::Value::Integer(i) => *i as f64,
-            _ => bail!("--set {}: a cost parameter takes a number", s.text),
-        };
-        params
-            .set(&key, v)
-            .map_err(|e| anyhow!("--set {}: {e}", s.text))?;
-    }
+    apply_cost_sets(cost_sets, &mut params)?;
     if !cost_sets.is_empty() {
         source = format!("{source} + {} --set overrides", cost_sets.len());
     }
-    if let Some(t) = engine
-        .map(|e| super::tables::engine_tables(hardware, e))
-        .transpose()?
-        .flatten()
-    {
+    let source = engine_tables_source(source, hardware, engine, &mut params)?;
+    params.source = source;
+    Ok(params)
+}
+
+/// The engine's kernel tables on `hardware` put into `params`, and the cost model's
+/// line with what priced the kernels (the nearest tables or twin's own model when the
+/// engine has none here: its scheduler and host terms still follow its name).
+fn engine_tables_source(
+    mut source: String,
+    hardware: &Hardware,
+    engine: Option<&str>,
+    params: &mut CostParams,
+) -> Result<String> {
+    let (tables, note) = match engine {
+        Some(e) => super::tables::engine_tables(hardware, e)?,
+        None => (None, None),
+    };
+    if let Some(t) = tables {
         let by: String = t
             .gemm_substitutes()
             .iter()
@@ -134,8 +160,11 @@ pub fn cost_params(
         );
         params.tables = Some(t);
     }
-    params.source = source;
-    Ok(params)
+    if let (Some(n), Some(e)) = (note, engine) {
+        // The engine's scheduler and host terms follow its name; its kernels did not.
+        source = format!("{source}; engine {e}: its scheduler and host terms, {n}");
+    }
+    Ok(source)
 }
 
 /// Applies a trace's in-situ factors (the section `calibrate --from-trace --deployment

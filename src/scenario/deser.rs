@@ -108,7 +108,10 @@ pub fn deserialize_all<T: DeserializeOwned>(mut value: toml::Value) -> (Option<T
     }
     let mut problems: Vec<Problem> = unknown
         .into_iter()
-        .map(|u| Problem::new(u, "unknown field"))
+        .map(|u| {
+            let advice = super::fields::unknown_field_advice::<T>(&u);
+            Problem::new(u, format!("unknown field{advice}"))
+        })
         .collect();
     problems.extend(errors.into_iter().map(|(p, m)| Problem::new(p, m)));
     (first, problems)

@@ -11,6 +11,7 @@ use std::fmt::Write as _;
 mod carry;
 mod cost;
 mod deser;
+pub mod fields;
 pub mod hf;
 pub mod resolve;
 pub mod tables;
@@ -105,10 +106,14 @@ pub fn resolve(kind: Kind, name_or_path: &str) -> Result<(String, String)> {
     if let Some(text) = embedded_file(&rel) {
         return Ok((format!("scenarios/{rel} (embedded)"), text.to_string()));
     }
+    let known = embedded_names(kind);
+    let guess = fields::closest(name_or_path, known.iter().map(|s| s.as_str()))
+        .map(|c| format!("did you mean `{c}`? "))
+        .unwrap_or_default();
     bail!(
-        "unknown {} `{name_or_path}`; known: {} (or give a path to a .toml file)",
+        "unknown {} `{name_or_path}`; {guess}known: {} (or give a path to a .toml file)",
         kind.noun(),
-        embedded_names(kind).join(", ")
+        known.join(", ")
     )
 }
 
@@ -506,9 +511,18 @@ pub fn load_hardware(name_or_path: &str, sets: &[Set]) -> Result<Hardware> {
 }
 
 pub fn load_model(name_or_path: &str, sets: &[Set]) -> Result<Model> {
+    load_model_quant(name_or_path, sets, None)
+}
+
+/// As [`load_model`]; a config (or checkpoint folder) is imported with the
+/// quantization config `quant` when one is given, else with the one beside it.
+pub fn load_model_quant(name_or_path: &str, sets: &[Set], quant: Option<&str>) -> Result<Model> {
     let (origin, text) = if hf::is_config(name_or_path) {
-        imported(name_or_path)?
+        imported(&hf::config_path(name_or_path), quant)?
     } else {
+        if let Some(q) = quant {
+            bail!("--quant {}: a quantization config goes with a Hugging Face config (.json) or checkpoint folder, not model `{}`", clip(q), clip(name_or_path));
+        }
         resolve(Kind::Model, name_or_path)?
     };
     let parsed = parse_located::<Model>(&origin, &text, sets)?;
@@ -517,26 +531,50 @@ pub fn load_model(name_or_path: &str, sets: &[Set]) -> Result<Model> {
 }
 
 /// A Hugging Face config imported in memory, as a model file's origin and text; says
-/// so once on stderr.
-fn imported(path: &str) -> Result<(String, String)> {
+/// so once on stderr, with every fallback it took.
+fn imported(path: &str, quant: Option<&str>) -> Result<(String, String)> {
     let text =
         read_text(path).map_err(|e| anyhow!("cannot read model config `{}`: {e}", clip(path)))?;
-    let model = hf::import(path, &text, &hf::default_options(path)?)?;
+    let mut opts = hf::default_options(path)?;
+    if let Some(q) = quant {
+        let qtext = read_text(q)
+            .map_err(|e| anyhow!("cannot read quantization config `{}`: {e}", clip(q)))?;
+        opts.quant = Some((q.to_string(), qtext));
+    }
+    let (model, notes) = hf::import_noted(path, &text, &opts)?;
     static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
     let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
     if said.iter().any(|p| p == path) {
         return Ok((format!("{path} (imported)"), hf::to_toml(&model)?));
     }
     said.push(path.to_string());
+    let with = match &opts.quant {
+        Some((q, _)) => format!(" with the quantization of {q}"),
+        None => String::new(),
+    };
     eprintln!(
-        "note: imported {path} in memory as model `{}` (`twin model import {path}` writes it as a file to review)",
+        "note: imported {path} in memory as model `{}`{with} (`twin model import {path}` writes it as a file to review)",
         model.name
     );
+    for n in notes {
+        eprintln!("note: assumed: {n}");
+    }
     Ok((format!("{path} (imported)"), hf::to_toml(&model)?))
 }
 
 /// A TCO preset by name (`scenarios/tco/`) or path, checked.
 pub fn load_tco(name_or_path: &str, sets: &[Set]) -> Result<sim::tco::Tco> {
+    // Renamed: their figures are an owner's cost, not what a renter pays.
+    for (old, new) in [
+        ("hyperscaler-rental", "hyperscaler-tco"),
+        ("neocloud-rental", "neocloud-tco"),
+    ] {
+        if name_or_path == old {
+            bail!(
+                "TCO preset `{old}` is now `{new}`: its figure is what a GPU-hour costs its owner (SemiAnalysis AI Cloud TCO), not what a renter pays; for a renter's price use `on-demand-rental` or `rental-3yr`"
+            );
+        }
+    }
     let (origin, text) = resolve(Kind::Tco, name_or_path)?;
     let parsed = parse_located::<sim::tco::Tco>(&origin, &text, sets)?;
     let problems = parsed

@@ -75,12 +75,7 @@ pub fn resolve_args(args: &SimulateArgs) -> Result<Resolved> {
     let (origin, text) = load_scenario_text(name)?;
     let mut sc: ServingScenario = parse_with_sets(&origin, &text, &sets.scenario)?;
     let mut notes = pool_notes(&sc, &|path| declares(&text, &sets.scenario, path));
-    if !declares(&text, &sets.scenario, &["price", "sheet"]) {
-        notes.push(format!(
-            "price.sheet is not set: tokens are valued at the default sheet `{}` (DeepSeek-V4.1-Flash's API prices); set price.sheet, or price.sheet = \"custom\" with price.custom, for this model's",
-            sc.price.sheet.key()
-        ));
-    }
+    let sheet_declared = declares(&text, &sets.scenario, &["price", "sheet"]);
     apply_duration(&mut sc, args.duration, &mut notes)?;
     let seed = args.seed.unwrap_or(sc.seed);
     sc.seed = seed;
@@ -89,6 +84,10 @@ pub fn resolve_args(args: &SimulateArgs) -> Result<Resolved> {
     let hardware = load_hardware(&sc.hardware, &sets.hardware)
         .with_context(|| format!("hardware of {origin}"))?;
     let model = load_model(&sc.model, &sets.model).with_context(|| format!("model of {origin}"))?;
+    if !sheet_declared {
+        notes.push(default_sheet(&mut sc, &model.name));
+    }
+    notes.extend(drop_workload_set(&mut sc, &origin, &text, &sets.scenario));
     let (wl_origin, mut workload) = load_workload(&sc, &origin, sets.workload)?;
     if let Some(spec) = &args.bench {
         bench_workload(spec, args, &mut sc, &mut workload, &mut notes)?;
@@ -262,6 +261,54 @@ fn cohort_note(sc: &ServingScenario) -> Option<String> {
     } else {
         format!("fidelity.cohort = {asked}: the pools split into {copies} copies, the largest divisor of {asked} they allow; one of {copies} is simulated")
     })
+}
+
+/// The price sheet of a scenario that sets none: its model's own public API prices
+/// when twin knows them, else none (revenue is not computed); and the note that says
+/// which, in one sentence.
+fn default_sheet(sc: &mut ServingScenario, model: &str) -> String {
+    use sim::serving::PriceSheet;
+    match PriceSheet::of_model(model) {
+        Some(s) => {
+            sc.price.sheet = s;
+            format!(
+                "price.sheet is not set, so the tokens are valued at `{}`, the public API prices of model `{model}`.",
+                s.key()
+            )
+        }
+        None => {
+            sc.price.sheet = PriceSheet::None;
+            format!(
+                "price.sheet is not set and twin knows no public API price sheet of model `{model}`, so revenue is not computed (set price.sheet = \"custom\" with price.custom to value its tokens)."
+            )
+        }
+    }
+}
+
+/// A scenario's `workload_set` tunes its own workload: when `--set workload=NAME`
+/// replaces that workload, the entries are not applied to the new one (they would name
+/// fields it may not have), and a note says so.
+fn drop_workload_set(
+    sc: &mut ServingScenario,
+    origin: &str,
+    text: &str,
+    sets: &[Set],
+) -> Option<String> {
+    if sc.workload_set.is_empty() || !sets.iter().any(|s| s.path == ["workload"]) {
+        return None;
+    }
+    let own = toml::from_str::<toml::Value>(text)
+        .ok()
+        .and_then(|v| v.get("workload")?.as_str().map(str::to_string))?;
+    if own == sc.workload {
+        return None;
+    }
+    let dropped = std::mem::take(&mut sc.workload_set);
+    Some(format!(
+        "workload_set of {origin} ({}) tunes its workload `{own}`, not `{}`: not applied",
+        dropped.join("; "),
+        sc.workload
+    ))
 }
 
 /// The scenario's workload file with its `workload_set` and then `--set workload.*`

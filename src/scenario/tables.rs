@@ -28,19 +28,135 @@ pub fn shipped() -> Vec<(String, String, String)> {
         .collect()
 }
 
-/// The tables `choice` names for `hw`, or `None` for twin's own kernel model.
-pub fn engine_tables(hw: &Hardware, choice: &str) -> Result<Option<Arc<KernelTables>>> {
+/// What prices an engine's kernels on a GPU: its measured tables (`Some`), or twin's
+/// own kernel model (`None`); and, when that is not what was named, why, in words.
+pub type EngineTables = (Option<Arc<KernelTables>>, Option<String>);
+
+/// The tables `choice` names for `hw`: the engine's shipped tables on this GPU (the
+/// named version, else the nearest shipped one), or a profile path; `None` for twin's
+/// own kernel model, which also prices an engine without tables on this GPU (its
+/// scheduler and host terms still apply: they follow the engine's name), said in the
+/// note. A path that cannot be read is an error.
+pub fn engine_tables(hw: &Hardware, choice: &str) -> Result<EngineTables> {
     let choice = choice.trim();
     if choice.is_empty() || choice == OWN {
-        return Ok(None);
+        return Ok((None, None));
     }
+    if is_path(choice) {
+        return Ok((Some(load(hw, choice)?), None));
+    }
+    let (engine, version) = match choice.split_once('@') {
+        Some((e, v)) => (e, Some(v)),
+        None => (choice, None),
+    };
+    let gpu = tables_gpu(hw);
+    let here: Vec<String> = shipped()
+        .into_iter()
+        .filter(|(h, e, _)| h == &gpu && e == engine)
+        .map(|(_, _, v)| v)
+        .collect();
+    let Some(nearest) = nearest_version(&here, version) else {
+        // SGLang's nearest: vLLM's tables (no SGLang tables are shipped), as the runs
+        // corpus prices SGLang's runs (src/runs/setup.rs).
+        let vllm: Vec<String> = shipped()
+            .into_iter()
+            .filter(|(h, e, _)| h == &gpu && e == "vllm")
+            .map(|(_, _, v)| v)
+            .collect();
+        if engine == "sglang" {
+            if let Some(v) = nearest_version(&vllm, None) {
+                return Ok((
+                    Some(load(hw, &format!("vllm@{v}"))?),
+                    Some(format!(
+                        "kernels priced by vLLM {v}'s tables, the nearest shipped for {}: no SGLang tables are shipped, and both engines run FlashInfer/FlashAttention attention and CUTLASS/DeepGEMM GEMMs",
+                        hw.name
+                    )),
+                ));
+            }
+        }
+        let others: Vec<String> = shipped()
+            .into_iter()
+            .filter(|(h, _, _)| h == &gpu)
+            .map(|(_, e, v)| format!("{e}@{v}"))
+            .collect();
+        return Ok((
+            None,
+            Some(format!(
+                "kernels priced by twin's own model: no {engine} kernel tables are shipped for {}{}",
+                hw.name,
+                if others.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (it has {}: --engine one of them prices with its tables)", others.join(", "))
+                }
+            )),
+        ));
+    };
+    let named = format!("{engine}@{nearest}");
+    let note = match version {
+        Some(v) if v != nearest => Some(format!(
+            "kernels priced by {engine} {nearest}'s tables, the nearest shipped for {} ({engine} {v} has none)",
+            hw.name
+        )),
+        _ => None,
+    };
+    Ok((Some(load(hw, &named)?), note))
+}
+
+/// The GPU whose shipped tables price `hw`: its own, else those of the GPU it carries
+/// its kernels from (`kernels_from`, carried by datasheet ratio in `load`).
+fn tables_gpu(hw: &Hardware) -> String {
+    let has = |g: &str| shipped().iter().any(|(h, _, _)| h == g);
+    match hw.kernels_from.as_deref() {
+        Some(from) if !has(&hw.name) && has(from) => from.to_string(),
+        _ => hw.name.clone(),
+    }
+}
+
+/// Whether an `--engine` value is a profile's path.
+fn is_path(choice: &str) -> bool {
+    choice.contains('/') || choice.ends_with(".toml") || choice.ends_with(".gz")
+}
+
+/// Of shipped versions, `want` if shipped, else the nearest to it (by their numeric
+/// parts, the later on a tie), or the latest when none is asked.
+fn nearest_version(shipped: &[String], want: Option<&str>) -> Option<String> {
+    let parts = |v: &str| -> Vec<f64> {
+        v.split(|c: char| !c.is_ascii_digit())
+            .filter(|p| !p.is_empty())
+            .map(|p| p.parse().unwrap_or(0.0))
+            .collect()
+    };
+    let key = |v: &str| {
+        let p = parts(v);
+        p.iter()
+            .take(4)
+            .enumerate()
+            .map(|(i, x)| x * 1e3f64.powi(3 - i as i32))
+            .sum::<f64>()
+    };
+    let mut sorted = shipped.to_vec();
+    sorted.sort_by(|a, b| key(a).total_cmp(&key(b)).then(a.cmp(b)));
+    match want {
+        None => sorted.last().cloned(),
+        Some(w) if sorted.iter().any(|v| v == w) => Some(w.to_string()),
+        Some(w) => sorted
+            .iter()
+            .rev()
+            .min_by(|a, b| (key(a) - key(w)).abs().total_cmp(&(key(b) - key(w)).abs()))
+            .cloned(),
+    }
+}
+
+/// The shipped tables (or the profile at a path) `choice` names for `hw`, cached.
+fn load(hw: &Hardware, choice: &str) -> Result<Arc<KernelTables>> {
     static CACHE: Mutex<Vec<(String, String, Arc<KernelTables>)>> = Mutex::new(Vec::new());
     if let Some(t) = CACHE.lock().ok().and_then(|c| {
         c.iter()
             .find(|(h, c, _)| h == &hw.name && c == choice)
             .map(|x| x.2.clone())
     }) {
-        return Ok(Some(t));
+        return Ok(t);
     }
     let (origin, bytes, carried) = match locate(hw, choice) {
         Ok((o, b)) => (o, b, false),
@@ -68,7 +184,7 @@ pub fn engine_tables(hw: &Hardware, choice: &str) -> Result<Option<Arc<KernelTab
     if let Ok(mut c) = CACHE.lock() {
         c.push((hw.name.clone(), choice.to_string(), t.clone()));
     }
-    Ok(Some(t))
+    Ok(t)
 }
 
 /// The shipped tables of `choice` on the hardware `hw` carries its kernels from
@@ -87,7 +203,7 @@ fn carried_from(hw: &Hardware, choice: &str) -> Option<(String, Vec<u8>)> {
 
 /// The file `choice` names: `(origin, bytes)`.
 fn locate(hw: &Hardware, choice: &str) -> Result<(String, Vec<u8>)> {
-    if choice.contains('/') || choice.ends_with(".toml") || choice.ends_with(".gz") {
+    if is_path(choice) {
         let bytes =
             std::fs::read(choice).with_context(|| format!("--engine {choice}: cannot read it"))?;
         return Ok((choice.to_string(), bytes));

@@ -29,7 +29,7 @@ pub fn sizing_text(s: Sizing) -> String {
     }
 }
 
-/// The SLOs as `tpot_p90_ms <= 20, user_tok_s_p90 >= 150`, or `no SLO`.
+/// The SLOs as `tpot_p90_ms <= 20, user_tok_s_p10 >= 150`, or `no SLO`.
 pub fn slo_text(h: &Header) -> String {
     let v: Vec<String> = h
         .slo

@@ -152,6 +152,12 @@ impl Candidate {
         }
         set(&mut sc.serving.decode, &self.decode);
         sc.serving.mtp.draft_tokens = Some(self.mtp_draft_tokens);
+        // The plan's budget replaces the scenario's (the screen checked the candidate
+        // against it): a 16-GPU candidate of `--gpus 16` runs under a scenario that
+        // said `serving.gpus = 8`.
+        if sc.serving.gpus.is_some() {
+            sc.serving.gpus = Some(sc.gpus());
+        }
         sc
     }
 }
@@ -167,8 +173,9 @@ pub struct Slo {
     pub ttft_p90_ms: Option<f64>,
     /// P90 time per output token at most this.
     pub tpot_p90_ms: Option<f64>,
-    /// P90 of the per-user output speed at least this.
-    pub user_tok_s_p90: Option<f64>,
+    /// Per-user output speed that 90% of users reach (its P10) at least this. (The
+    /// P90 of the speeds is what the fastest 10% reach: no SLO.)
+    pub user_tok_s_p10: Option<f64>,
 }
 
 impl Slo {
@@ -181,8 +188,8 @@ impl Slo {
         if let Some(x) = self.tpot_p90_ms {
             v.push(("tpot_p90_ms", x, false));
         }
-        if let Some(x) = self.user_tok_s_p90 {
-            v.push(("user_tok_s_p90", x, true));
+        if let Some(x) = self.user_tok_s_p10 {
+            v.push(("user_tok_s_p10", x, true));
         }
         v
     }
@@ -244,7 +251,12 @@ pub struct Metrics {
     pub output_tok_s_per_gpu: f64,
     pub ttft_p90_ms: f64,
     pub tpot_p90_ms: f64,
+    /// The per-user output speed the fastest 10% of users reach (the published
+    /// figure's definition).
     pub user_tok_s_p90: f64,
+    /// The per-user output speed 90% of users reach (the SLO's).
+    #[serde(default)]
+    pub user_tok_s_p10: f64,
     pub requests_per_s: f64,
     /// Dropped requests over arrived ones (whole run).
     pub dropped_fraction: f64,
@@ -253,11 +265,11 @@ pub struct Metrics {
 
 /// The field of SLO metric `name` among a candidate's three SLO figures (NaN for
 /// another name).
-fn slo_field(name: &str, ttft_p90_ms: f64, tpot_p90_ms: f64, user_tok_s_p90: f64) -> f64 {
+fn slo_field(name: &str, ttft_p90_ms: f64, tpot_p90_ms: f64, user_tok_s_p10: f64) -> f64 {
     match name {
         "ttft_p90_ms" => ttft_p90_ms,
         "tpot_p90_ms" => tpot_p90_ms,
-        "user_tok_s_p90" => user_tok_s_p90,
+        "user_tok_s_p10" => user_tok_s_p10,
         _ => f64::NAN,
     }
 }
@@ -269,7 +281,7 @@ impl Metrics {
             name,
             self.ttft_p90_ms,
             self.tpot_p90_ms,
-            self.user_tok_s_p90,
+            self.user_tok_s_p10,
         )
     }
 
@@ -285,6 +297,7 @@ impl Metrics {
             ttft_p90_ms: avg(|m| m.ttft_p90_ms),
             tpot_p90_ms: avg(|m| m.tpot_p90_ms),
             user_tok_s_p90: avg(|m| m.user_tok_s_p90),
+            user_tok_s_p10: avg(|m| m.user_tok_s_p10),
             requests_per_s: avg(|m| m.requests_per_s),
             dropped_fraction: avg(|m| m.dropped_fraction),
             usd_per_m_tokens: finance.usd_per_m_tokens.cost_all_tokens,
@@ -303,6 +316,7 @@ impl Metrics {
             ttft_p90_ms: ci(|m| m.ttft_p90_ms),
             tpot_p90_ms: ci(|m| m.tpot_p90_ms),
             user_tok_s_p90: ci(|m| m.user_tok_s_p90),
+            user_tok_s_p10: ci(|m| m.user_tok_s_p10),
             requests_per_s: ci(|m| m.requests_per_s),
         }
     }
@@ -317,6 +331,7 @@ impl Metrics {
             ttft_p90_ms: report.ttft_ms.p90,
             tpot_p90_ms: report.tpot_ms.p90,
             user_tok_s_p90: report.per_user_tok_s.p90,
+            user_tok_s_p10: report.per_user_tok_s.p10,
             requests_per_s: report.requests_per_s,
             dropped_fraction: if a.arrived > 0 {
                 a.dropped as f64 / a.arrived as f64
@@ -337,6 +352,8 @@ pub struct SeedSpread {
     pub ttft_p90_ms: f64,
     pub tpot_p90_ms: f64,
     pub user_tok_s_p90: f64,
+    #[serde(default)]
+    pub user_tok_s_p10: f64,
     pub requests_per_s: f64,
 }
 
@@ -354,7 +371,7 @@ impl SeedSpread {
                         name,
                         self.ttft_p90_ms,
                         self.tpot_p90_ms,
-                        self.user_tok_s_p90,
+                        self.user_tok_s_p10,
                     ),
                 );
                 (ci > 0.0 && (v - limit).abs() <= ci).then_some((name, v, ci, limit))
@@ -465,6 +482,12 @@ pub struct Header {
     /// The rate curve's 24 hourly multipliers and its peak (none: constant load).
     pub curve_hourly: Option<Vec<f64>>,
     pub curve_peak: f64,
+    /// The workload arrives at a fixed rate (open loop, trace) into a GPU budget: every
+    /// candidate that carries it on as many GPUs has the same tokens per GPU, so ties
+    /// on the objective are broken by latency ([`Ranking`]). Left out of the JSON when
+    /// false, so other grids keep their hash.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub fixed_load: bool,
 }
 
 impl Header {
@@ -479,6 +502,95 @@ impl Header {
 
 fn is_true(b: &bool) -> bool {
     *b
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// How candidates are ranked: on the objective; and at a fixed load, where the
+/// objective ties for every candidate that carries the load on as many GPUs, those
+/// within [`TIE`] of the best on it rank first, among themselves by TPOT P90, then
+/// TTFT P90, the figures that still separate them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ranking {
+    pub objective: Objective,
+    pub fixed_load: bool,
+}
+
+/// Relative distance from the best on the objective within which a fixed load's
+/// candidates tie (simulated throughputs of one offered load differ by their windows'
+/// noise).
+pub const TIE: f64 = 0.01;
+
+impl Ranking {
+    pub fn of(h: &Header) -> Ranking {
+        Ranking {
+            objective: h.objective,
+            fixed_load: h.fixed_load,
+        }
+    }
+
+    /// Positions in `ms`, best first (ties in position order).
+    pub fn order(&self, ms: &[Metrics]) -> Vec<usize> {
+        use std::cmp::Ordering;
+        let on_objective = |a: &Metrics, b: &Metrics| {
+            if self.objective.better(a, b) {
+                Ordering::Less
+            } else if self.objective.better(b, a) {
+                Ordering::Greater
+            } else {
+                Ordering::Equal
+            }
+        };
+        let mut idx: Vec<usize> = (0..ms.len()).collect();
+        let top = idx
+            .iter()
+            .copied()
+            .min_by(|&a, &b| on_objective(&ms[a], &ms[b]).then(a.cmp(&b)));
+        let tied = |m: &Metrics| match (self.fixed_load, top) {
+            (true, Some(t)) => self.ties(m, &ms[t]),
+            _ => false,
+        };
+        let by_latency = |a: &Metrics, b: &Metrics| {
+            a.tpot_p90_ms
+                .total_cmp(&b.tpot_p90_ms)
+                .then(a.ttft_p90_ms.total_cmp(&b.ttft_p90_ms))
+        };
+        idx.sort_by(|&a, &b| {
+            let (ma, mb) = (&ms[a], &ms[b]);
+            match (tied(ma), tied(mb)) {
+                (true, true) => by_latency(ma, mb),
+                (true, false) => Ordering::Less,
+                (false, true) => Ordering::Greater,
+                (false, false) => on_objective(ma, mb),
+            }
+            .then(a.cmp(&b))
+        });
+        idx
+    }
+
+    /// Whether `m` ties with `top`, the best on the objective, at a fixed load.
+    fn ties(&self, m: &Metrics, top: &Metrics) -> bool {
+        let near = |x: f64, best: f64| (x - best).abs() <= TIE * best.abs();
+        match self.objective {
+            Objective::TokSPerGpu => near(m.tok_s_per_gpu, top.tok_s_per_gpu),
+            Objective::UsdPerMTokens => near(m.usd_per_m_tokens, top.usd_per_m_tokens),
+            Objective::Gpus => m.gpus == top.gpus && near(m.tok_s_per_gpu, top.tok_s_per_gpu),
+        }
+    }
+
+    /// What the ranking says beyond the objective, for the plan's heading (none when
+    /// the objective alone ranks).
+    pub fn tie_break(&self) -> Option<String> {
+        self.fixed_load.then(|| {
+            format!(
+                "at this fixed arrival rate candidates on as many GPUs carry the same tokens, so those within {:.0}% on {} are ranked by TPOT p90, then TTFT p90",
+                100.0 * TIE,
+                self.objective.key()
+            )
+        })
+    }
 }
 
 /// Everything that can go wrong in planning.

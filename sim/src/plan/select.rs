@@ -3,7 +3,7 @@
 //! Shards' records merge here into exactly one run's.
 
 use super::{
-    Candidate, Estimate, Header, Metrics, Objective, PlanError, Reason, Record, Sizing, Status,
+    Candidate, Estimate, Header, Metrics, PlanError, Ranking, Reason, Record, Sizing, Status,
 };
 use crate::forward::pareto_max;
 use serde::{Deserialize, Serialize};
@@ -38,7 +38,8 @@ pub struct Outcome {
     /// Position in `records` of the best feasible candidate.
     pub best: Option<usize>,
     /// Positions of the simulated candidates on the Pareto frontier (tokens/s per GPU
-    /// against P90 tokens/s per user), by tokens/s per GPU.
+    /// against the tokens/s per user 90% of users reach, their p10), by tokens/s per
+    /// GPU.
     pub frontier: Vec<usize>,
     pub counts: Counts,
 }
@@ -106,7 +107,7 @@ pub fn simulated_reasons(h: &Header, m: &Metrics) -> Vec<Reason> {
 /// cache misses it does not model take the difference). Returned in index order.
 pub fn to_simulate(
     screened: &[(Candidate, Estimate, Vec<Reason>)],
-    objective: Objective,
+    ranking: Ranking,
     k: usize,
     target_utilisation: f64,
 ) -> Vec<usize> {
@@ -121,21 +122,19 @@ pub fn to_simulate(
         gpus: e.gpus,
         tok_s_per_gpu: e.tok_s_per_gpu,
         usd_per_m_tokens: e.usd_per_m_tokens,
+        tpot_p90_ms: e.tpot_ms,
+        ttft_p90_ms: e.ttft_p90_ms,
         ..Metrics::default()
     };
     let risky = |i: usize| screened[i].1.prefill_utilisation > target_utilisation;
-    ok.sort_by(|&a, &b| {
-        let (ma, mb) = (as_metrics(&screened[a].1), as_metrics(&screened[b].1));
-        risky(a).cmp(&risky(b)).then_with(|| {
-            if objective.better(&ma, &mb) {
-                std::cmp::Ordering::Less
-            } else if objective.better(&mb, &ma) {
-                std::cmp::Ordering::Greater
-            } else {
-                a.cmp(&b)
-            }
-        })
-    });
+    ok.sort();
+    let (risky, safe): (Vec<usize>, Vec<usize>) = ok.into_iter().partition(|&i| risky(i));
+    let ranked = |set: Vec<usize>| -> Vec<usize> {
+        let ms: Vec<Metrics> = set.iter().map(|&i| as_metrics(&screened[i].1)).collect();
+        ranking.order(&ms).into_iter().map(|j| set[j]).collect()
+    };
+    let mut ok = ranked(safe);
+    ok.extend(ranked(risky));
     ok.truncate(k);
     ok.sort();
     ok
@@ -152,8 +151,18 @@ fn miss(v: f64, limit: f64, larger_better: bool) -> f64 {
 }
 
 /// The answer from every candidate's record (sorted and checked by the caller, or
-/// by `merge`).
-pub fn select(header: Header, mut records: Vec<Record>) -> Result<Outcome, PlanError> {
+/// by `merge`); an error saying what binds when nothing is feasible.
+pub fn select(header: Header, records: Vec<Record>) -> Result<Outcome, PlanError> {
+    let out = outcome(header, records);
+    if out.best.is_none() {
+        return Err(PlanError::Infeasible(diagnose(&out)));
+    }
+    Ok(out)
+}
+
+/// Every candidate's verdict, the frontier and the best (none when nothing is
+/// feasible: then [`diagnose`] says why).
+pub fn outcome(header: Header, mut records: Vec<Record>) -> Outcome {
     records.sort_by_key(|r| r.index);
     let mut counts = Counts {
         screened: records.len(),
@@ -190,7 +199,7 @@ pub fn select(header: Header, mut records: Vec<Record>) -> Result<Outcome, PlanE
     let metrics = |i: usize| records[i].metrics.expect("simulated");
     let pts: Vec<(f64, f64)> = simulated
         .iter()
-        .map(|&i| (metrics(i).tok_s_per_gpu, metrics(i).user_tok_s_p90))
+        .map(|&i| (metrics(i).tok_s_per_gpu, metrics(i).user_tok_s_p10))
         .collect();
     let mut frontier: Vec<usize> = simulated
         .iter()
@@ -204,26 +213,23 @@ pub fn select(header: Header, mut records: Vec<Record>) -> Result<Outcome, PlanE
             .total_cmp(&metrics(b).tok_s_per_gpu)
             .then(a.cmp(&b))
     });
-    let mut best: Option<usize> = None;
-    for &i in &simulated {
-        if !records[i].reasons.is_empty() {
-            continue;
-        }
-        if best.is_none_or(|b| header.objective.better(&metrics(i), &metrics(b))) {
-            best = Some(i);
-        }
-    }
-    let out = Outcome {
+    let feasible: Vec<usize> = simulated
+        .iter()
+        .copied()
+        .filter(|&i| records[i].reasons.is_empty())
+        .collect();
+    let ms: Vec<Metrics> = feasible.iter().map(|&i| metrics(i)).collect();
+    let best = Ranking::of(&header)
+        .order(&ms)
+        .first()
+        .map(|&j| feasible[j]);
+    Outcome {
         header,
         records,
         best,
         frontier,
         counts,
-    };
-    if out.best.is_none() {
-        return Err(PlanError::Infeasible(diagnose(&out)));
     }
-    Ok(out)
 }
 
 /// Which constraint binds when nothing is feasible, and how close the best came.
@@ -241,7 +247,14 @@ pub fn diagnose(o: &Outcome) -> String {
         .map(|(k, v)| format!("{k} {v}"))
         .collect::<Vec<_>>()
         .join(", ");
+    let failed = failures(o);
     if simulated.is_empty() {
+        if !failed.is_empty() {
+            return format!(
+                "no configuration could be simulated ({} screened; rejections by rule: {rules}){failed}",
+                o.counts.screened
+            );
+        }
         return screen_diagnosis(o, &cons, &rules);
     }
     let worst = |r: &Record| worst_miss(r, &cons);
@@ -270,20 +283,64 @@ pub fn diagnose(o: &Outcome) -> String {
             r.message
         ));
     }
+    // A candidate that completed nothing has no latency or speed: its zeros are no
+    // figures, so the best is taken over those that completed requests.
+    let completed: Vec<&Metrics> = simulated
+        .iter()
+        .map(|r| r.metrics.as_ref().expect("simulated"))
+        .filter(|m| completed_any(m))
+        .collect();
     for &(name, limit, lb) in &cons {
-        let best = simulated
-            .iter()
-            .map(|r| r.metrics.expect("simulated").slo_value(name))
-            .fold(if lb { f64::MIN } else { f64::MAX }, |a, v| {
-                if lb {
-                    a.max(v)
-                } else {
-                    a.min(v)
-                }
-            });
-        s.push_str(&format!("; best {name} simulated: {best:.1} (SLO {limit})"));
+        let best = completed.iter().map(|m| m.slo_value(name)).reduce(|a, v| {
+            if lb {
+                a.max(v)
+            } else {
+                a.min(v)
+            }
+        });
+        match best {
+            Some(best) => s.push_str(&format!("; best {name} simulated: {best:.1} (SLO {limit})")),
+            None => s.push_str(&format!(
+                "; {name} has no simulated value: no candidate completed a request in its window"
+            )),
+        }
     }
+    s.push_str(&failed);
     s
+}
+
+/// Whether a simulated candidate completed any request in its measured window (else
+/// its latencies and speeds are absent, not 0).
+pub fn completed_any(m: &Metrics) -> bool {
+    m.requests_per_s > 0.0
+}
+
+/// The simulations that failed, with their errors (the first three), as a clause to
+/// append; empty when none failed.
+fn failures(o: &Outcome) -> String {
+    let failed: Vec<&Record> = o
+        .records
+        .iter()
+        .filter(|r| r.status == Status::SimulationFailed)
+        .collect();
+    if failed.is_empty() {
+        return String::new();
+    }
+    let shown: Vec<String> = failed
+        .iter()
+        .take(3)
+        .map(|r| {
+            let why: Vec<&str> = r.reasons.iter().map(|x| x.message.as_str()).collect();
+            format!("{}: {}", r.candidate.label(), why.join("; "))
+        })
+        .collect();
+    format!(
+        "; {} simulation{} failed: {}{}",
+        failed.len(),
+        if failed.len() == 1 { "" } else { "s" },
+        shown.join("; "),
+        if failed.len() > 3 { "; ..." } else { "" }
+    )
 }
 
 /// Nothing reached the simulator: the screen's rejections, and how close its
@@ -319,6 +376,10 @@ fn screen_diagnosis(o: &Outcome, cons: &[(&'static str, f64, bool)], rules: &str
 /// for too many drops, `rate` for a missed target rate, empty for none).
 fn worst_miss(r: &Record, cons: &[(&'static str, f64, bool)]) -> (f64, &'static str) {
     let m = r.metrics.expect("simulated");
+    if !completed_any(&m) {
+        // Nothing completed: the farthest from any SLO, whatever its zeros say.
+        return (f64::INFINITY, "");
+    }
     let mut w = (0.0, "");
     for &(name, limit, lb) in cons {
         let x = miss(m.slo_value(name), limit, lb);

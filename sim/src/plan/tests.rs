@@ -1,7 +1,7 @@
 //! The screen, its rejection rules, the selection and the merge, on a linear test
 //! cost whose figures are derived by hand in each test's comment.
 
-use super::select::{merge, select, ShardFile};
+use super::select::{merge, select, simulated_reasons, ShardFile};
 use super::shape::{Arrivals, WorkShape};
 use super::*;
 use crate::cost::{CostModel, KvCapacity, Phase, StepCost, StepShape};
@@ -249,12 +249,12 @@ fn rejection_rules_say_why() {
     );
     assert!(rule(&disagg(), open(40.0), tpot(8.0), Sizing::Gpus(12)).is_empty());
     let user = Slo {
-        user_tok_s_p90: Some(200.0),
+        user_tok_s_p10: Some(200.0),
         ..Slo::default()
     };
     assert_eq!(
         rule(&disagg(), open(40.0), user, Sizing::Gpus(12)),
-        ["user_tok_s_p90"]
+        ["user_tok_s_p10"]
     );
     // A budget of 8 leaves the DEP2 prefill nothing.
     let mut c = disagg();
@@ -321,9 +321,17 @@ fn header(slo: Slo) -> Header {
         to_simulate: vec![0, 1, 2],
         curve_hourly: None,
         curve_peak: 1.0,
+        fixed_load: false,
     };
     h.grid = h.compute_grid();
     h
+}
+
+fn ranking(objective: Objective) -> Ranking {
+    Ranking {
+        objective,
+        fixed_load: false,
+    }
 }
 
 fn record(h: &Header, index: usize, tok: f64, user: f64, tpot: f64) -> Record {
@@ -341,7 +349,8 @@ fn record(h: &Header, index: usize, tok: f64, user: f64, tpot: f64) -> Record {
         metrics: Some(Metrics {
             gpus: 12,
             tok_s_per_gpu: tok,
-            user_tok_s_p90: user,
+            user_tok_s_p10: user,
+            user_tok_s_p90: 1.5 * user,
             tpot_p90_ms: tpot,
             requests_per_s: 10.0,
             ..Metrics::default()
@@ -382,12 +391,33 @@ fn selection_marks_the_frontier_and_the_best() {
     assert_eq!(o.counts.by_rule["kv"], 1);
 }
 
+/// Issue 39 item 2: an SLO on per-user speed holds for 90% of users, so it is
+/// checked against the speeds' p10, not their p90 (which the fastest 10% reach). A
+/// candidate with p10 120 and p90 250 tok/s misses 196 and meets 100.
+#[test]
+fn a_per_user_speed_slo_holds_for_nine_users_in_ten() {
+    let at = |limit| {
+        let h = header(Slo {
+            user_tok_s_p10: Some(limit),
+            ..Slo::default()
+        });
+        let mut rs = records(&h);
+        let m = rs[0].metrics.as_mut().unwrap();
+        (m.user_tok_s_p10, m.user_tok_s_p90) = (120.0, 250.0);
+        simulated_reasons(&h, &rs[0].metrics.unwrap())
+    };
+    let why = at(196.0);
+    assert_eq!(why.len(), 1, "{why:?}");
+    assert_eq!(why[0].rule, "user_tok_s_p10");
+    assert!(at(100.0).is_empty());
+}
+
 /// With TPOT <= 4 ms nothing is feasible: the closest is A at 5 ms, 25% over.
 #[test]
 fn infeasible_slos_name_the_binding_constraint() {
     let h = header(Slo {
         tpot_p90_ms: Some(4.0),
-        user_tok_s_p90: Some(50.0),
+        user_tok_s_p10: Some(50.0),
         ..Slo::default()
     });
     let e = select(h.clone(), records(&h)).unwrap_err().to_string();
@@ -426,6 +456,71 @@ fn merge_rebuilds_the_grid_and_refuses_mixtures() {
     );
 }
 
+/// Issue 39 item 5: at a fixed arrival rate every candidate on as many GPUs carries
+/// the same tokens per GPU (here 1000 and 1004, within 1%), so the screen's TPOT
+/// decides which are simulated (the TP candidate at index 2, TPOT 4 ms, before the
+/// DEP ones at 9 and 7 ms), and the best among simulated ones; a candidate that carries
+/// 10% less still ranks below. Without a fixed load the objective alone ranks.
+#[test]
+fn a_fixed_load_ranks_its_ties_by_latency() {
+    let est = |tok: f64, tpot: f64| Estimate {
+        tok_s_per_gpu: tok,
+        tpot_ms: tpot,
+        gpus: 8,
+        ..Estimate::default()
+    };
+    let c = disagg();
+    let screened = vec![
+        (c.clone(), est(1004.0, 9.0), vec![]),
+        (c.clone(), est(1000.0, 7.0), vec![]),
+        (c.clone(), est(1000.0, 4.0), vec![]),
+        (c.clone(), est(900.0, 1.0), vec![]),
+    ];
+    let fixed = Ranking {
+        objective: Objective::TokSPerGpu,
+        fixed_load: true,
+    };
+    assert_eq!(to_simulate(&screened, fixed, 1, 0.8), vec![2]);
+    assert_eq!(to_simulate(&screened, fixed, 3, 0.8), vec![0, 1, 2]);
+    assert_eq!(
+        to_simulate(&screened, ranking(Objective::TokSPerGpu), 1, 0.8),
+        vec![0]
+    );
+    let mut h = header(Slo::default());
+    h.fixed_load = true;
+    let mut rs = records(&h);
+    for (r, (tok, tpot)) in rs
+        .iter_mut()
+        .zip([(1000.0, 5.0), (1003.0, 6.0), (1001.0, 4.0)])
+    {
+        let m = r.metrics.as_mut().unwrap();
+        (m.tok_s_per_gpu, m.tpot_p90_ms) = (tok, tpot);
+    }
+    assert_eq!(select(h.clone(), rs.clone()).unwrap().best, Some(2));
+    h.fixed_load = false;
+    assert_eq!(select(h, rs).unwrap().best, Some(1));
+    assert!(fixed.tie_break().unwrap().contains("ranked by TPOT p90"));
+}
+
+/// Issue 39 item 5: a simulation that fails is not a screen rejection: the answer
+/// says it could not be simulated and gives the error (it said "no configuration
+/// passed the screen ... simulation 1", no reason).
+#[test]
+fn failed_simulations_are_named_with_their_errors() {
+    let h = header(Slo::default());
+    let mut rs = records(&h);
+    rs.truncate(1);
+    rs[0].status = Status::SimulationFailed;
+    rs[0].metrics = None;
+    rs[0].reasons = vec![Reason::new("simulation", "the deployment needs 16 GPUs")];
+    let e = select(h, rs).unwrap_err().to_string();
+    assert!(e.contains("no configuration could be simulated"), "{e}");
+    assert!(
+        e.contains("1 simulation failed: 2xDEP2 test c4096 + 1xDEP8 test b64 mtp0: the deployment needs 16 GPUs"),
+        "{e}"
+    );
+}
+
 /// Two candidates with equal estimates are simulated once (the later one); one whose
 /// prefill would run above the target utilisation ranks after the others.
 #[test]
@@ -449,11 +544,11 @@ fn simulation_list_skips_twins_and_defers_saturated_ones() {
         ),
     ];
     assert_eq!(
-        to_simulate(&screened, Objective::TokSPerGpu, 2, 0.8),
+        to_simulate(&screened, ranking(Objective::TokSPerGpu), 2, 0.8),
         vec![1, 3]
     );
     assert_eq!(
-        to_simulate(&screened, Objective::TokSPerGpu, 3, 0.8),
+        to_simulate(&screened, ranking(Objective::TokSPerGpu), 3, 0.8),
         vec![1, 2, 3]
     );
 }
@@ -481,19 +576,19 @@ fn slos_within_the_seed_noise_are_flagged() {
     let slo = Slo {
         ttft_p90_ms: Some(500.0),
         tpot_p90_ms: Some(20.0),
-        user_tok_s_p90: Some(150.0),
+        user_tok_s_p10: Some(150.0),
     };
     let m = Metrics {
         ttft_p90_ms: 480.0,
         tpot_p90_ms: 20.3,
-        user_tok_s_p90: 200.0,
+        user_tok_s_p10: 200.0,
         ..Metrics::default()
     };
     let spread = SeedSpread {
         seeds: 3,
         ttft_p90_ms: 10.0,
         tpot_p90_ms: 0.4,
-        user_tok_s_p90: 5.0,
+        user_tok_s_p10: 5.0,
         ..SeedSpread::default()
     };
     let flagged = spread.slos_within_noise(&slo, &m);

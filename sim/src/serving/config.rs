@@ -205,6 +205,14 @@ pub struct ServingConfig {
     /// mode runs (instances x DEP each) must fit in them. Unset: no budget is checked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpus: Option<u64>,
+    /// The longest request, prompt plus output tokens, the engine accepts (vLLM's
+    /// `--max-model-len`, SGLang's `--context-length`, TensorRT-LLM's `max_seq_len`): a
+    /// longer one is refused on arrival, as the engine answers it with an error, and
+    /// counted with its reason. Absent: the model's `max_position_embeddings`, the
+    /// engines' default; neither known: no limit. More than the model's positions is an
+    /// error (vLLM refuses it too).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_model_len: Option<u64>,
 }
 
 /// A pool of identical DEP groups or tensor-parallel replicas ("instances").

@@ -51,6 +51,8 @@ pub(crate) struct Metrics {
     pub transfer_ms: LogHistogram,
     pub completed: u64,
     pub dropped: u64,
+    /// Of the dropped, those refused for prompt + output over the context limit.
+    pub refused_context: u64,
     /// Completed requests that met both SLOs, and their tokens (input + output).
     pub good: u64,
     pub good_tokens: u64,
@@ -71,6 +73,7 @@ impl Metrics {
             transfer_ms: LogHistogram::new(),
             completed: 0,
             dropped: 0,
+            refused_context: 0,
             good: 0,
             good_tokens: 0,
             transfers: 0,

@@ -56,9 +56,10 @@ pub use replicas::{Replicas, Spread};
 pub use report::{Accounting, Distributions, PoolReport, Report, Throughput, TokenMix};
 pub use stats::{LogHistogram, Series, SeriesPoint, Summary};
 pub use workload::{
-    parse_mooncake, parse_mooncake_str, read_mooncake, trace_span, AgentX, Arrival, ClosedLoop,
-    CurvePreset, Dist, Driver, NewRequest, OpenLoop, Origin, RateCurve, Tally, TraceRead,
-    TraceRecord, TraceReplay, TraceSpan, WlEvent, WorkloadConfig, BLOCK_TOKENS, MAX_TOKENS,
+    parse_mooncake, parse_mooncake_str, read_mooncake, trace_span, AgentX, Arrival, BadLines,
+    ClosedLoop, CurvePreset, Dist, Driver, NewRequest, OpenLoop, Origin, RateCurve, Tally,
+    TraceRead, TraceRecord, TraceReplay, TraceSpan, WlEvent, WorkloadConfig, BLOCK_TOKENS,
+    MAX_TOKENS,
 };
 
 use crate::cost::{CostModel, KvCapacity};
@@ -75,6 +76,12 @@ pub enum SimError {
     InvalidScenario(Vec<String>),
     #[error("trace line {line}: {message}")]
     Trace { line: usize, message: String },
+    /// Several bad lines, each with its number (at most `BAD_LINES_SHOWN` of `bad`).
+    #[error("trace: {bad} bad lines{}:\n  {}", if *.bad as usize > .lines.len() { format!(" (the first {} shown)", .lines.len()) } else { String::new() }, .lines.iter().map(|(l, m)| format!("line {l}: {m}")).collect::<Vec<_>>().join("\n  "))]
+    TraceLines {
+        bad: u64,
+        lines: Vec<(usize, String)>,
+    },
     #[error("the workload replays a trace but no trace records were given (pass --trace PATH)")]
     MissingTrace,
     #[error("event limit of {limit} reached at t = {at_s:.3} s (raise limits.max_events or shorten duration_s)")]

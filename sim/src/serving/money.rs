@@ -33,6 +33,9 @@ pub enum PriceSheet {
     DeepseekV41FlashOffPeak,
     /// The `custom` prices of the `[price]` table.
     Custom,
+    /// No sheet: no public API price sheet of the model is known, so revenue is not
+    /// computed (what the tokens cost still is).
+    None,
 }
 
 impl PriceSheet {
@@ -57,8 +60,24 @@ impl PriceSheet {
             PriceSheet::DeepseekV3R1OffPeak => Some(p(0.035, 0.135, 0.55)),
             PriceSheet::DeepseekV41FlashPeak => Some(p(0.006, 0.30, 1.20)),
             PriceSheet::DeepseekV41FlashOffPeak => Some(p(0.003, 0.15, 0.60)),
-            PriceSheet::Custom => None,
+            PriceSheet::Custom | PriceSheet::None => None,
         }
+    }
+
+    /// The public sheet of a model's own API by twin's model name, if there is one:
+    /// DeepSeek-V3's list prices, V4.1-Flash's off-peak (the reference report's).
+    pub fn of_model(model: &str) -> Option<PriceSheet> {
+        match model {
+            "deepseek-v3" => Some(PriceSheet::DeepseekV3),
+            "deepseek-v4.1-flash" => Some(PriceSheet::DeepseekV41FlashOffPeak),
+            _ => None,
+        }
+    }
+
+    /// Whether it values tokens (a sheet or custom prices), else revenue is not
+    /// computed.
+    pub fn values_tokens(self) -> bool {
+        self != PriceSheet::None
     }
 
     pub fn key(self) -> &'static str {
@@ -69,6 +88,7 @@ impl PriceSheet {
             PriceSheet::DeepseekV41FlashPeak => "deepseek-v41-flash-peak",
             PriceSheet::DeepseekV41FlashOffPeak => "deepseek-v41-flash-off-peak",
             PriceSheet::Custom => "custom",
+            PriceSheet::None => "none",
         }
     }
 }
@@ -96,6 +116,7 @@ impl PriceConfig {
     pub fn problems(&self) -> Vec<Problem> {
         let mut p = Vec::new();
         match self.token_prices() {
+            None if self.sheet == PriceSheet::None => {}
             None => p.push(Problem::new(
                 "price.custom",
                 "required when price.sheet = \"custom\"",

@@ -139,6 +139,9 @@ pub(crate) struct Rack<'a> {
     pub hw: &'a Hardware,
     /// The model served (its fixed state and local layers' KV per request).
     pub model: &'a crate::Model,
+    /// The longest request (prompt + output tokens) the engine accepts
+    /// (`context_limit`); `None`: no limit known.
+    pub context_limit: Option<u64>,
     /// A request's fixed recurrent state as KV tokens (0 without one): the KV gauges
     /// count it for every request that holds memory (its windows' KV they leave out).
     pub state_tokens: u64,
@@ -322,6 +325,23 @@ pub fn resolve_mtp(sc: &ServingScenario, model: &Model) -> Result<(u32, Vec<f64>
     Ok((n, a))
 }
 
+/// The longest request (prompt + output tokens) the engine accepts: the scenario's
+/// `serving.max_model_len`, else the model's `max_position_embeddings` (the engines'
+/// default), else none. A `max_model_len` beyond the model's positions is an error, as
+/// vLLM refuses it unless told to allow it.
+fn context_limit(sc: &ServingScenario, model: &crate::Model) -> Result<Option<u64>, SimError> {
+    let bad = |why: String| Err(SimError::InvalidScenario(vec![why]));
+    match (sc.serving.max_model_len, model.max_position_embeddings) {
+        (Some(0), _) => bad("serving.max_model_len: must be > 0".into()),
+        (Some(l), Some(p)) if l > p => bad(format!(
+            "serving.max_model_len: {l} tokens is more than model `{}`'s max_position_embeddings, {p}; set at most {p}",
+            model.name
+        )),
+        (Some(l), _) => Ok(Some(l)),
+        (None, p) => Ok(p),
+    }
+}
+
 impl<'a> Rack<'a> {
     fn new(input: &SimInput<'a>, seed: u64) -> Result<Self, SimError> {
         let sc = input.scenario;
@@ -332,6 +352,7 @@ impl<'a> Rack<'a> {
                 "model.kv.bytes_per_token: must be >= 0".into(),
             ]));
         }
+        let context_limit = context_limit(sc, input.model)?;
         let driver = Driver::new(input.workload, input.trace, stream(seed, "workload"))?;
         let pools = Pools::build(
             sc,
@@ -353,6 +374,7 @@ impl<'a> Rack<'a> {
             sc,
             hw: input.hardware,
             model: input.model,
+            context_limit,
             state_tokens: kv_extra_tokens(input.model, kvb, 0) as u64,
             q: Agenda::default(),
             now: 0,
@@ -488,6 +510,16 @@ impl<'a> Rack<'a> {
         self.acc.arrived += w;
         self.acc.input_tokens_arrived += nr.input_tokens as u64 * w;
         let measured = self.window.starts_in(sent);
+        let tokens = nr.input_tokens as u64 + nr.output_tokens as u64;
+        if self.context_limit.is_some_and(|l| tokens > l) {
+            // The engine answers it with an error: dropped, and counted with why.
+            self.acc.refused_context += w;
+            if measured {
+                self.m.refused_context += w;
+            }
+            self.drop_request(nr.origin, measured, w);
+            return;
+        }
         let role = self.pools.entry();
         let (full, kv_cap) = {
             let pool = self.pools.pool(role);

@@ -109,6 +109,7 @@ impl Replicas {
             spread("TTFT p99", "ms", take(|r| r.ttft_ms.p99)),
             spread("TPOT mean", "ms", take(|r| r.tpot_ms.mean)),
             spread("TPOT p90", "ms", take(|r| r.tpot_ms.p90)),
+            spread("per-user p10", "tok/s", take(|r| r.per_user_tok_s.p10)),
             spread("per-user p50", "tok/s", take(|r| r.per_user_tok_s.p50)),
             spread("per-user p90", "tok/s", take(|r| r.per_user_tok_s.p90)),
             spread("end-to-end p90", "ms", take(|r| r.e2e_ms.p90)),

@@ -120,6 +120,9 @@ pub struct Accounting {
     pub arrived: u64,
     pub completed: u64,
     pub dropped: u64,
+    /// Of the dropped, those refused for prompt + output over the context limit.
+    #[serde(default)]
+    pub refused_context: u64,
     pub in_flight_end: u64,
     pub input_tokens_arrived: u64,
     pub uncached_tokens_prefilled: u64,
@@ -192,6 +195,14 @@ pub struct Report {
     pub requests_completed: u64,
     pub requests_per_s: f64,
     pub requests_dropped: u64,
+    /// Of `requests_dropped`, those refused on arrival because their prompt plus output
+    /// tokens exceed `context_limit_tokens` (the engine answers them with an error).
+    #[serde(default)]
+    pub requests_refused_context: u64,
+    /// The longest request the engine accepts: `serving.max_model_len`, else the
+    /// model's `max_position_embeddings`; null: no limit known.
+    #[serde(default)]
+    pub context_limit_tokens: Option<u64>,
     pub throughput_tok_s_per_gpu: Throughput,
     pub token_mix: TokenMix,
     /// Arrival to the first output token (prefill queue, prefill, KV transfer and the
@@ -203,7 +214,11 @@ pub struct Report {
     /// MTP a step emits 1 + accepted drafts tokens at once).
     pub itl_ms: Summary,
     pub e2e_ms: Summary,
-    /// Output speed seen by one user: (output tokens - 1) / (last - first token).
+    /// Output speed seen by one user: (output tokens - 1) / (last - first token). Its
+    /// p90 is the speed the fastest 10% of users reach or beat (the published
+    /// figure `rack-p90-user`, the GB300 report's "P90 tokens/s per user", is read
+    /// this way); its p10 is the speed 90% of users reach, which an SLO on per-user
+    /// speed means (`--slo user_tok_s_p10`).
     pub per_user_tok_s: Summary,
     /// The same distributions as CDF points, for plots.
     #[serde(default)]
@@ -305,6 +320,8 @@ impl Rack<'_> {
             requests_completed: m.completed,
             requests_per_s: m.completed as f64 / measured_s,
             requests_dropped: m.dropped,
+            requests_refused_context: m.refused_context,
+            context_limit_tokens: self.context_limit,
             throughput_tok_s_per_gpu: rack,
             token_mix,
             ttft_ms: m.ttft_ms.summary(),
@@ -466,10 +483,17 @@ impl PoolReport {
             );
         }
         if self.prefix_cache_hit_fraction > 0.0 {
+            // Hits are counted when a prompt is looked up (it arrived in the window);
+            // its cached tokens count in the throughput when its prefill finishes.
             let _ = writeln!(
                 s,
-                "  prefix cache hit {:.1}% of input tokens",
-                100.0 * self.prefix_cache_hit_fraction
+                "  prefix cache hit {:.1}% of the input tokens looked up in the window{}",
+                100.0 * self.prefix_cache_hit_fraction,
+                if self.throughput_tok_s_per_gpu.cached_input > 0.0 {
+                    ""
+                } else {
+                    " (none of their prefills finished in it: cached throughput 0)"
+                }
             );
         }
         let shares: Vec<String> = self
@@ -567,9 +591,16 @@ impl Report {
             100.0 * m.uncached_input,
             100.0 * m.output
         );
+        // Refused requests are dropped ones with a reason: said beside the count.
+        let refused = match (self.requests_refused_context, self.context_limit_tokens) {
+            (0, _) | (_, None) => String::new(),
+            (r, Some(l)) => {
+                format!(" ({r} refused: prompt + output over the context limit of {l} tokens)")
+            }
+        };
         let _ = writeln!(
             s,
-            "requests                     {} completed ({:.2}/s), {} dropped",
+            "requests                     {} completed ({:.2}/s), {} dropped{refused}",
             self.requests_completed, self.requests_per_s, self.requests_dropped
         );
     }
@@ -600,40 +631,96 @@ impl Report {
                 x.mean, x.p50, x.p90, x.p99
             );
         }
+        // A speed's slow tail is its low percentiles: the p90 above is what the
+        // fastest 10% of users reach; what 90% of users reach is the p10.
+        if self.per_user_tok_s.count > 0 {
+            let _ = writeln!(
+                s,
+                "per-user speed 90% of users reach: {:.1} tok/s (p10; --slo user_tok_s_p10)",
+                self.per_user_tok_s.p10
+            );
+        }
         let g = &self.goodput;
-        let _ = writeln!(
-            s,
-            "goodput (TTFT<={:.0} ms, TPOT<={:.1} ms): {:.1}% of requests, {:.2} req/s, {} tok/s per GPU",
-            g.slo_ttft_ms,
-            g.slo_tpot_ms,
-            100.0 * g.fraction,
-            g.requests_per_s,
-            k(g.tok_s_per_gpu)
-        );
-        let _ = writeln!(
-            s,
-            "MTP: {} drafts, {:.2} tokens per request-step",
-            self.mtp_draft_tokens, self.mtp_tokens_per_step
-        );
+        if self.requests_completed == 0 {
+            // A share of no requests is no figure.
+            let _ = writeln!(
+                s,
+                "goodput (TTFT<={:.0} ms, TPOT<={:.1} ms): - (no request completed)",
+                g.slo_ttft_ms, g.slo_tpot_ms
+            );
+        } else {
+            let _ = writeln!(
+                s,
+                "goodput (TTFT<={:.0} ms, TPOT<={:.1} ms): {:.1}% of requests, {:.2} req/s, {} tok/s per GPU",
+                g.slo_ttft_ms,
+                g.slo_tpot_ms,
+                100.0 * g.fraction,
+                g.requests_per_s,
+                k(g.tok_s_per_gpu)
+            );
+        }
+        self.render_mtp(s);
+    }
+
+    /// MTP's yield, or that it is off (without drafts a step emits one token; the
+    /// first token, sampled at prefill, would make a yield over 1 appear).
+    fn render_mtp(&self, s: &mut String) {
+        if self.mtp_draft_tokens == 0 {
+            let _ = writeln!(s, "MTP: off (no draft tokens)");
+        } else if self.mtp_tokens_per_step > 0.0 {
+            let _ = writeln!(
+                s,
+                "MTP: {} drafts, {:.2} tokens per request-step",
+                self.mtp_draft_tokens, self.mtp_tokens_per_step
+            );
+        } else {
+            let _ = writeln!(
+                s,
+                "MTP: {} drafts, tokens per request-step - (no decode step ended)",
+                self.mtp_draft_tokens
+            );
+        }
     }
 
     /// Revenue, cost and margin per GPU-hour, and per million tokens.
     fn render_money(&self, s: &mut String) {
         let _ = writeln!(s);
-        let _ = writeln!(
-            s,
-            "money ({}, {} GPU cost): revenue ${:.2}/GPU-h, cost ${:.2}/GPU-h, margin ${:.2}/GPU-h",
-            self.price_sheet,
-            self.price_basis.name(),
-            self.revenue_usd_per_gpu_hour,
-            self.cost_usd_per_gpu_hour,
-            self.margin_usd_per_gpu_hour
-        );
+        // Without a price sheet the tokens have no price: revenue is not computed.
+        let priced = self.price_sheet != super::PriceSheet::None.key();
+        if priced {
+            let _ = writeln!(
+                s,
+                "money ({}, {} GPU cost): revenue ${:.2}/GPU-h, cost ${:.2}/GPU-h, margin ${:.2}/GPU-h",
+                self.price_sheet,
+                self.price_basis.name(),
+                self.revenue_usd_per_gpu_hour,
+                self.cost_usd_per_gpu_hour,
+                self.margin_usd_per_gpu_hour
+            );
+        } else {
+            let _ = writeln!(
+                s,
+                "money (no price sheet, {} GPU cost): cost ${:.2}/GPU-h; revenue and margin not computed",
+                self.price_basis.name(),
+                self.cost_usd_per_gpu_hour
+            );
+        }
         let u = &self.usd_per_m_tokens;
+        let t = &self.throughput_tok_s_per_gpu;
+        // Per million of no tokens is no figure.
+        let per = |x: f64, tokens: f64, decimals: usize| match tokens > 0.0 {
+            true => format!("${x:.decimals$}"),
+            false => "-".to_string(),
+        };
         let _ = writeln!(
             s,
-            "per M tokens: cost ${:.4} (all), ${:.3} (output); mean price ${:.4}",
-            u.cost_all_tokens, u.cost_output_tokens, u.revenue_all_tokens
+            "per M tokens: cost {} (all), {} (output); mean price {}",
+            per(u.cost_all_tokens, t.total, 4),
+            per(u.cost_output_tokens, t.output, 3),
+            match priced {
+                true => per(u.revenue_all_tokens, t.total, 4),
+                false => "-".to_string(),
+            }
         );
     }
 }

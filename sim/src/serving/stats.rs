@@ -162,6 +162,7 @@ impl LogHistogram {
         Summary {
             count: self.count,
             mean: self.mean(),
+            p10: self.quantile(0.10),
             p50: self.quantile(0.50),
             p90: self.quantile(0.90),
             p99: self.quantile(0.99),
@@ -178,6 +179,8 @@ impl LogHistogram {
 pub struct Summary {
     pub count: u64,
     pub mean: f64,
+    /// The 10th percentile: of a speed (per-user tok/s), what 90% of samples reach.
+    pub p10: f64,
     pub p50: f64,
     pub p90: f64,
     pub p99: f64,
@@ -189,6 +192,8 @@ pub struct Summary {
 struct SummaryWire {
     count: u64,
     mean: Option<f64>,
+    #[serde(default)]
+    p10: Option<f64>,
     p50: Option<f64>,
     p90: Option<f64>,
     p99: Option<f64>,
@@ -201,6 +206,7 @@ impl From<Summary> for SummaryWire {
         SummaryWire {
             count: s.count,
             mean: v(s.mean),
+            p10: v(s.p10),
             p50: v(s.p50),
             p90: v(s.p90),
             p99: v(s.p99),
@@ -215,6 +221,7 @@ impl From<SummaryWire> for Summary {
         Summary {
             count: w.count,
             mean: v(w.mean),
+            p10: v(w.p10),
             p50: v(w.p50),
             p90: v(w.p90),
             p99: v(w.p99),

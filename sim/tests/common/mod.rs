@@ -159,6 +159,7 @@ pub fn scenario(
         duration_s,
         warmup_s,
         serving: ServingConfig {
+            max_model_len: None,
             mode,
             prefill,
             decode,

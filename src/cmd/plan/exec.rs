@@ -13,9 +13,8 @@ use rayon::prelude::*;
 use sim::cost::AnalyticCostModel;
 use sim::plan::select::ShardFile;
 use sim::plan::{
-    enumerate, screen, AnalyticPricer, Candidate, Estimate, Header, Metrics, Objective,
-    PoolPricing, Reason, Record, ScreenInputs, SearchSpace, SeedSpread, Sizing, Slo, Status,
-    WorkShape,
+    enumerate, screen, AnalyticPricer, Candidate, Estimate, Header, Metrics, PoolPricing, Reason,
+    Record, ScreenInputs, SearchSpace, SeedSpread, Sizing, Slo, Status, WorkShape,
 };
 use sim::serving::{simulate, Mode, Report, SimInput, TraceRecord, WorkloadConfig};
 use sim::tco::{blended, finance, Finance, Tco};
@@ -226,13 +225,20 @@ fn resolve_base(sim_args: &SimulateArgs) -> Result<(Resolved, Vec<TraceRecord>)>
     Ok((base, trace))
 }
 
-/// What the plan sizes for: `--target-rate`, else `--gpus`, else the scenario's GPUs.
+/// What the plan sizes for: `--target-rate`, else `--gpus`, else the scenario's GPU
+/// budget (`serving.gpus`, else its deployment's GPUs).
 fn sizing_of(args: &PlanArgs, base: &Resolved) -> Result<Sizing> {
     Ok(match (&args.target_rate, args.gpus) {
         (Some(r), _) => parse_rate(r)?,
         (None, Some(0)) => bail!("--gpus must be >= 1"),
         (None, Some(n)) => Sizing::Gpus(n),
-        (None, None) => Sizing::Gpus(base.scenario.gpus()),
+        // The scenario's budget (`serving.gpus`), else the GPUs its deployment uses.
+        (None, None) => Sizing::Gpus(
+            base.scenario
+                .serving
+                .gpus
+                .unwrap_or_else(|| base.scenario.gpus()),
+        ),
     })
 }
 
@@ -328,9 +334,13 @@ fn build(args: &PlanArgs) -> Result<(Context_, Grid)> {
     };
     let screened: Vec<(Candidate, Estimate, Vec<Reason>)> =
         candidates.par_iter().map(|c| screen(c, &inputs)).collect();
+    let ranking = sim::plan::Ranking {
+        objective,
+        fixed_load: fixed_load(&base.workload, sizing),
+    };
     let to_simulate = sim::plan::to_simulate(
         &screened,
-        objective,
+        ranking,
         space.max_simulations as usize,
         space.target_utilisation,
     );
@@ -338,7 +348,7 @@ fn build(args: &PlanArgs) -> Result<(Context_, Grid)> {
         seeds: args.seeds,
         sizing,
         slo,
-        objective,
+        ranking,
     };
     let header = header_of(&base, &tco, run, space, &screened, to_simulate);
     Ok((
@@ -352,12 +362,19 @@ fn build(args: &PlanArgs) -> Result<(Context_, Grid)> {
     ))
 }
 
-/// What the plan was asked for: seeds per candidate, sizing, SLOs and objective.
+/// What the plan was asked for: seeds per candidate, sizing, SLOs and ranking.
 struct RunChoice {
     seeds: u32,
     sizing: Sizing,
     slo: Slo,
-    objective: Objective,
+    ranking: sim::plan::Ranking,
+}
+
+/// Whether the load arrives at a fixed rate into a GPU budget (an open loop or a
+/// trace's arrival times): then every candidate carrying it on as many GPUs has the
+/// same tokens per GPU, and latency breaks the ties.
+fn fixed_load(wl: &WorkloadConfig, sizing: Sizing) -> bool {
+    matches!(sizing, Sizing::Gpus(_)) && (wl.open_loop.is_some() || wl.trace.is_some())
 }
 
 /// The grid's header: what was planned, on what, and its grid hash.
@@ -384,7 +401,7 @@ fn header_of(
         warmup_s: base.scenario.warmup_s,
         sizing: run.sizing,
         slo: run.slo,
-        objective: run.objective,
+        objective: run.ranking.objective,
         tco: tco.name.clone(),
         price_sheet: base.scenario.price.sheet.key().to_string(),
         token_prices: base
@@ -397,6 +414,7 @@ fn header_of(
         to_simulate,
         curve_hourly: curve.map(|c| c.hourly()),
         curve_peak: curve.map_or(1.0, |c| c.peak()),
+        fixed_load: run.ranking.fixed_load,
     };
     header.grid = header.compute_grid();
     header

@@ -33,8 +33,10 @@ pub struct PlanArgs {
     /// `68Mtok/s` (input + output tokens per second); the pools are sized for it.
     #[arg(long, value_name = "RATE")]
     pub target_rate: Option<String>,
-    /// An SLO on simulated P90s, repeatable: `ttft_p90_ms=500`, `tpot_p90_ms=20`,
-    /// `user_tok_s_p90=150`.
+    /// An SLO on the simulated figures, repeatable: `ttft_p90_ms=500` (90% of first
+    /// tokens within), `tpot_p90_ms=20`, `user_tok_s_p10=150` (90% of users at
+    /// least this output speed: the speeds' 10th percentile; `user_tok_s_p90`,
+    /// which only the fastest 10% reach, is refused).
     #[arg(long = "slo", value_name = "NAME=VALUE")]
     pub slo: Vec<String>,
     /// What to optimise: tok_s_per_gpu, usd_per_m_tokens or gpus.
@@ -43,8 +45,9 @@ pub struct PlanArgs {
     /// TOML file overriding the search space's axes (see docs/guide/plan.md).
     #[arg(long, value_name = "FILE")]
     pub space: Option<String>,
-    /// TCO preset (`scenarios/tco`: hyperscaler-rental, neocloud-rental, owned-nvl72)
-    /// or path [default: rental at the scenario's price basis].
+    /// TCO preset (`scenarios/tco`: hyperscaler-tco and neocloud-tco, an owner's cost
+    /// per GPU-hour; on-demand-rental and rental-3yr, a renter's price; owned-nvl72) or
+    /// path [default: the hardware's price at the scenario's basis].
     #[arg(long, value_name = "PRESET")]
     pub tco: Option<String>,
     /// Seed of the simulations (default: the scenario's).
@@ -123,9 +126,12 @@ pub fn parse_slos(list: &[String]) -> Result<Slo> {
         match k.trim() {
             "ttft_p90_ms" => slo.ttft_p90_ms = Some(v),
             "tpot_p90_ms" => slo.tpot_p90_ms = Some(v),
-            "user_tok_s_p90" => slo.user_tok_s_p90 = Some(v),
+            "user_tok_s_p10" => slo.user_tok_s_p10 = Some(v),
+            "user_tok_s_p90" => bail!(
+                "--slo {s}: `user_tok_s_p90` is no longer an SLO: the P90 of per-user speed is what only the fastest 10% of users reach; for 90% of users at {v} tok/s or more use --slo user_tok_s_p10={v}"
+            ),
             other => bail!(
-                "--slo {s}: unknown SLO `{other}`; use ttft_p90_ms, tpot_p90_ms or user_tok_s_p90"
+                "--slo {s}: unknown SLO `{other}`; use ttft_p90_ms, tpot_p90_ms or user_tok_s_p10"
             ),
         }
     }
@@ -229,8 +235,27 @@ fn hardware_named(name: &str, base: &Resolved) -> Result<sim::Hardware> {
 }
 
 pub fn run(args: &PlanArgs) -> Result<()> {
-    if let Some(PlanAction::Merge { files, output }) = &args.action {
-        return exec::merge_files(files, output);
+    let (result, json) = match &args.action {
+        Some(PlanAction::Merge { files, output }) => {
+            (exec::merge_files(files, output), output.json)
+        }
+        None => (exec::plan(args), args.output.json),
+    };
+    // `--json` answers in JSON even when it fails: an infeasible plan has printed its
+    // object (with `error`); any other failure prints `{"error": ...}` here.
+    if let Err(e) = &result {
+        let infeasible = e
+            .downcast_ref::<sim::plan::PlanError>()
+            .is_some_and(|p| matches!(p, sim::plan::PlanError::Infeasible(_)));
+        if json && !infeasible {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&serde_json::json!({
+                    "version": env!("CARGO_PKG_VERSION"),
+                    "error": format!("{e:#}"),
+                }))?
+            );
+        }
     }
-    exec::plan(args)
+    result
 }

@@ -7,13 +7,26 @@ use crate::text::plan::{curve_of, sizing_text, slo_text, verdict, within_noise};
 use crate::text::{break_even_text, short_figure, vllm};
 use anyhow::Result;
 use serde_json::{json, Value};
-use sim::plan::{select, Header, Outcome, Record, Slo, Status};
+use sim::plan::select::completed_any;
+use sim::plan::select::{diagnose, outcome};
+use sim::plan::{Header, Outcome, Record, Slo, Status};
 use sim::tco::CurveFinance;
 use std::fmt::Write;
 
-/// Selects from the records and shows the answer as `out` asks.
+/// Selects from the records and shows the answer as `out` asks. When nothing is
+/// feasible the answer is an error saying why; `--json` then prints the same object
+/// with `best` null, the reason in `error`, and every candidate's verdict.
 pub fn answer(header: Header, records: Vec<Record>, out: &OutputArgs) -> Result<()> {
-    let o = select(header, records)?;
+    let o = outcome(header, records);
+    if o.best.is_none() {
+        let why = diagnose(&o);
+        if out.json {
+            let mut v = to_json(&o);
+            v["error"] = json!(why);
+            println!("{}", serde_json::to_string_pretty(&v)?);
+        }
+        return Err(sim::plan::PlanError::Infeasible(why).into());
+    }
     if let Some(dir) = &out.html.report {
         let written = crate::report::plan(&o, dir, out.html.force)?;
         eprintln!("report: {written}");
@@ -28,21 +41,21 @@ pub fn answer(header: Header, records: Vec<Record>, out: &OutputArgs) -> Result<
 
 fn point(r: &Record, feasible: bool, slo: &Slo) -> Value {
     let m = r.metrics.unwrap_or_default();
+    // A candidate that completed nothing has no latency or speed (null, not 0).
+    let v = |x: f64| completed_any(&m).then_some(x);
     json!({
         "index": r.index, "key": r.key, "label": r.candidate.label(), "config": r.candidate,
-        "gpus": m.gpus, "tok_s_per_gpu": m.tok_s_per_gpu, "user_tok_s_p90": m.user_tok_s_p90,
-        "ttft_p90_ms": m.ttft_p90_ms, "tpot_p90_ms": m.tpot_p90_ms,
+        "gpus": m.gpus, "tok_s_per_gpu": m.tok_s_per_gpu,
+        "user_tok_s_p10": v(m.user_tok_s_p10), "user_tok_s_p90": v(m.user_tok_s_p90),
+        "ttft_p90_ms": v(m.ttft_p90_ms), "tpot_p90_ms": v(m.tpot_p90_ms),
         "usd_per_m_tokens": m.usd_per_m_tokens, "requests_per_s": m.requests_per_s,
         "feasible": feasible, "reasons": r.reasons, "ci95": r.spread,
         "slos_within_noise": within_noise(r, slo).iter().map(|f| f.0).collect::<Vec<_>>(),
     })
 }
 
-/// The JSON answer.
+/// The JSON answer (`best` null when nothing is feasible).
 pub fn to_json(o: &Outcome) -> Value {
-    let best_i = o.best.expect("select returns a best");
-    let b = &o.records[best_i];
-    let m = b.metrics.unwrap_or_default();
     let by_status = |s: Status| -> Vec<Value> {
         o.records
             .iter()
@@ -78,22 +91,7 @@ pub fn to_json(o: &Outcome) -> Value {
         "price_sheet": o.header.price_sheet,
         "token_prices": o.header.token_prices,
         "evaluated": o.counts,
-        "best": {
-            "label": b.candidate.label(),
-            "config": b.candidate,
-            "gpus": m.gpus,
-            "tok_s_per_gpu": m.tok_s_per_gpu,
-            "ttft_p90_ms": m.ttft_p90_ms,
-            "tpot_p90_ms": m.tpot_p90_ms,
-            "user_tok_s_p90": m.user_tok_s_p90,
-            "requests_per_s": m.requests_per_s,
-            "usd_per_m_tokens": m.usd_per_m_tokens,
-            "ci95": b.spread,
-            "throughput_tok_s_per_gpu": b.report.as_ref().map(|r| r.throughput_tok_s_per_gpu),
-            "finance": b.finance,
-            "estimate": b.estimate,
-            "vllm": vllm::commands(&b.candidate, o.header.moe),
-        },
+        "best": o.best.map(|i| best_json(o, &o.records[i])),
         "frontier": o.frontier.iter().map(|&i| point(&o.records[i], o.feasible(i), &o.header.slo)).collect::<Vec<_>>(),
         "simulated": simulated,
         "rejected_by_screen": by_status(Status::RejectedByScreen),
@@ -104,16 +102,43 @@ pub fn to_json(o: &Outcome) -> Value {
     })
 }
 
+/// The best configuration as JSON.
+fn best_json(o: &Outcome, b: &Record) -> Value {
+    let m = b.metrics.unwrap_or_default();
+    json!({
+            "label": b.candidate.label(),
+            "config": b.candidate,
+            "gpus": m.gpus,
+            "tok_s_per_gpu": m.tok_s_per_gpu,
+            "ttft_p90_ms": m.ttft_p90_ms,
+            "tpot_p90_ms": m.tpot_p90_ms,
+            "user_tok_s_p10": m.user_tok_s_p10,
+            "user_tok_s_p90": m.user_tok_s_p90,
+            "requests_per_s": m.requests_per_s,
+            "usd_per_m_tokens": m.usd_per_m_tokens,
+            "ci95": b.spread,
+            "throughput_tok_s_per_gpu": b.report.as_ref().map(|r| r.throughput_tok_s_per_gpu),
+            "finance": b.finance,
+            "estimate": b.estimate,
+            "vllm": vllm::commands(&b.candidate, o.header.moe),
+    })
+}
+
 /// The text answer.
 pub fn text(o: &Outcome) -> String {
     let mut s = String::new();
     write_heading(&mut s, o);
     let best = &o.records[o.best.expect("a best")];
-    write_best(&mut s, best);
+    write_best(&mut s, best, o.header.price_sheet != "none");
     write_simulated(&mut s, o);
     write_not_simulated(&mut s, o);
     if let Some(day) = curve_of(o) {
-        write_day(&mut s, o.header.curve_peak, &day);
+        write_day(
+            &mut s,
+            o.header.curve_peak,
+            &day,
+            o.header.price_sheet != "none",
+        );
     }
     write_vllm(&mut s, &o.header.model, o.header.moe, best);
     s
@@ -144,6 +169,9 @@ fn write_heading(s: &mut String, o: &Outcome) {
         h.duration_s,
         h.warmup_s
     );
+    if let Some(why) = sim::plan::Ranking::of(h).tie_break() {
+        let _ = writeln!(s, "ranking: {why}");
+    }
     let _ = writeln!(
         s,
         "screened {} configurations: {} rejected by the screen, {} passed but ranked below the {} simulated; {} simulated: {} feasible, {} rejected{}",
@@ -167,34 +195,45 @@ fn write_heading(s: &mut String, o: &Outcome) {
 }
 
 /// The best configuration: its figures, their spread over the seeds, its money.
-fn write_best(s: &mut String, best: &Record) {
+fn write_best(s: &mut String, best: &Record, priced: bool) {
     let m = best.metrics.unwrap_or_default();
     let _ = writeln!(s);
     let _ = writeln!(s, "best: {}", best.candidate.label());
     let _ = writeln!(
         s,
-        "  {} GPUs; {} tok/s per GPU; TTFT p90 {:.0} ms; TPOT p90 {:.2} ms; P90 {:.1} tok/s per user; {:.2} req/s",
+        "  {} GPUs; {} tok/s per GPU; TTFT p90 {:.0} ms; TPOT p90 {:.2} ms; per user {:.1} tok/s for 90% of users (p10; p90 {:.1}); {:.2} req/s",
         m.gpus,
         short_figure(m.tok_s_per_gpu),
         m.ttft_p90_ms,
         m.tpot_p90_ms,
+        m.user_tok_s_p10,
         m.user_tok_s_p90,
         m.requests_per_s
     );
     if let Some(x) = &best.spread {
         let _ = writeln!(
             s,
-            "  ±95% over {} seeds: tok/s per GPU ±{}; TTFT p90 ±{:.0} ms; TPOT p90 ±{:.2} ms; P90 per user ±{:.1} tok/s; ±{:.2} req/s",
+            "  ±95% over {} seeds: tok/s per GPU ±{}; TTFT p90 ±{:.0} ms; TPOT p90 ±{:.2} ms; per user (p10) ±{:.1} tok/s; ±{:.2} req/s",
             x.seeds,
             short_figure(x.tok_s_per_gpu),
             x.ttft_p90_ms,
             x.tpot_p90_ms,
-            x.user_tok_s_p90,
+            x.user_tok_s_p10,
             x.requests_per_s
         );
     }
-    if let Some(f) = &best.finance {
-        let _ = writeln!(
+    match &best.finance {
+        Some(f) if !priced => {
+            let _ = writeln!(
+                s,
+                "  money ({}): cost ${:.2}/GPU-h; ${:.4} per M tokens; revenue, margin and break-even not computed (no price sheet)",
+                f.tco,
+                f.cost_usd_per_gpu_hour.total,
+                f.usd_per_m_tokens.cost_all_tokens
+            );
+        }
+        Some(f) => {
+            let _ = writeln!(
             s,
             "  money ({}): revenue ${:.2}/GPU-h, cost ${:.2}/GPU-h, margin ${:.2}/GPU-h; ${:.4} per M tokens; break-even utilisation {}",
             f.tco,
@@ -204,6 +243,8 @@ fn write_best(s: &mut String, best: &Record) {
             f.usd_per_m_tokens.cost_all_tokens,
             break_even_text(f.break_even_utilisation)
         );
+        }
+        None => {}
     }
 }
 
@@ -212,28 +253,37 @@ fn write_simulated(s: &mut String, o: &Outcome) {
     let _ = writeln!(s);
     let _ = writeln!(
         s,
-        "simulated (* = Pareto-optimal, tok/s per GPU vs P90 tok/s per user; screen estimates in brackets):"
+        "simulated (* = Pareto-optimal, tok/s per GPU vs tok/s per user that 90% of users reach (user p10); screen estimates in brackets, the user speed's as its mean):"
     );
     let _ = writeln!(
         s,
         "  {:<44} {:>5} {:>10} {:>9} {:>9} {:>9} {:>9}  verdict",
-        "configuration", "GPUs", "tok/s/GPU", "user p90", "TTFT p90", "TPOT p90", "$/M tok"
+        "configuration", "GPUs", "tok/s/GPU", "user p10", "TTFT p90", "TPOT p90", "$/M tok"
     );
     for (i, r) in o.records.iter().enumerate() {
         if r.status != Status::Simulated {
             continue;
         }
         let m = r.metrics.unwrap_or_default();
+        // Of a candidate that completed nothing, latencies and speeds are absent.
+        let fig = |x: f64, decimals: usize| match completed_any(&m) {
+            true => format!("{x:.decimals$}"),
+            false => "-".to_string(),
+        };
+        let usd = match m.tok_s_per_gpu > 0.0 {
+            true => format!("{:.4}", m.usd_per_m_tokens),
+            false => "-".to_string(),
+        };
         let _ = writeln!(
             s,
-            "  {:<44} {:>5} {:>10} {:>9.1} {:>9.0} {:>9.2} {:>9.4}  {}{}",
+            "  {:<44} {:>5} {:>10} {:>9} {:>9} {:>9} {:>9}  {}{}",
             r.candidate.label(),
             m.gpus,
             short_figure(m.tok_s_per_gpu),
-            m.user_tok_s_p90,
-            m.ttft_p90_ms,
-            m.tpot_p90_ms,
-            m.usd_per_m_tokens,
+            fig(m.user_tok_s_p10, 1),
+            fig(m.ttft_p90_ms, 0),
+            fig(m.tpot_p90_ms, 2),
+            usd,
             if o.frontier.contains(&i) { "* " } else { "  " },
             verdict(o, i)
         );
@@ -295,16 +345,23 @@ fn write_not_simulated(s: &mut String, o: &Outcome) {
 }
 
 /// The best configuration over the day's rate curve, planned for its peak.
-fn write_day(s: &mut String, curve_peak: f64, day: &CurveFinance) {
+fn write_day(s: &mut String, curve_peak: f64, day: &CurveFinance, priced: bool) {
     let _ = writeln!(s);
+    let money = match priced {
+        true => format!(
+            "revenue ${:.2}/GPU-h, cost ${:.2}/GPU-h, margin ${:.2}/GPU-h",
+            day.revenue_usd_per_gpu_hour, day.cost_usd_per_gpu_hour, day.margin_usd_per_gpu_hour
+        ),
+        false => format!(
+            "cost ${:.2}/GPU-h (revenue not computed: no price sheet)",
+            day.cost_usd_per_gpu_hour
+        ),
+    };
     let _ = writeln!(
         s,
-        "over the day's rate curve (planned for its peak, x{:.2}): mean load {:.0}% of the peak; revenue ${:.2}/GPU-h, cost ${:.2}/GPU-h, margin ${:.2}/GPU-h; ${:.4} per M tokens",
+        "over the day's rate curve (planned for its peak, x{:.2}): mean load {:.0}% of the peak; {money}; ${:.4} per M tokens",
         curve_peak,
         100.0 * day.mean_load_fraction,
-        day.revenue_usd_per_gpu_hour,
-        day.cost_usd_per_gpu_hour,
-        day.margin_usd_per_gpu_hour,
         day.cost_usd_per_m_tokens
     );
     let hours: Vec<String> = day

@@ -278,6 +278,32 @@ fn run_trace(info: &RunInfo, trace: Option<&Path>) -> Result<Vec<TraceRecord>> {
     })
 }
 
+/// Whether the file benchmarked the model the scenario prices: an error when it did
+/// not (unless `--allow-model-mismatch`), else a note when it cannot be told or was
+/// allowed.
+fn model_check(
+    bench: &live::bench::Bench,
+    r: &crate::scenario::Resolved,
+    a: &BenchValidateArgs,
+    origin: &str,
+) -> Result<Option<String>> {
+    Ok(match bench.names_model(&r.model.name) {
+        Some(true) => None,
+        Some(false) if !a.allow_model_mismatch => bail!(
+            "{origin} benchmarked model `{}` but {} prices model `{}`: give the scenario of that model (`--set model=...`), or --allow-model-mismatch",
+            bench.model_id.as_deref().unwrap_or_default(),
+            r.scenario_origin,
+            r.model.name
+        ),
+        Some(false) => Some(format!(
+            "the file benchmarked model `{}`, the scenario prices `{}` (--allow-model-mismatch)",
+            bench.model_id.as_deref().unwrap_or_default(),
+            r.model.name
+        )),
+        None => Some("the file names no model_id: the model is not checked".into()),
+    })
+}
+
 pub fn run_bench(a: &BenchValidateArgs) -> Result<()> {
     // 101 lines: over the limit since 2c12a4f; issue 39 splits it.
     #![allow(clippy::too_many_lines)]
@@ -299,21 +325,7 @@ pub fn run_bench(a: &BenchValidateArgs) -> Result<()> {
         ..SimulateArgs::default()
     })?;
     let mut notes = bench.notes();
-    match bench.names_model(&r.model.name) {
-        Some(true) => {}
-        Some(false) if !a.allow_model_mismatch => bail!(
-            "{origin} benchmarked model `{}` but {} prices model `{}`: give the scenario of that model (`--set model=...`), or --allow-model-mismatch",
-            bench.model_id.as_deref().unwrap_or_default(),
-            r.scenario_origin,
-            r.model.name
-        ),
-        Some(false) => notes.push(format!(
-            "the file benchmarked model `{}`, the scenario prices `{}` (--allow-model-mismatch)",
-            bench.model_id.as_deref().unwrap_or_default(),
-            r.model.name
-        )),
-        None => notes.push("the file names no model_id: the model is not checked".into()),
-    }
+    notes.extend(model_check(&bench, &r, a, &origin)?);
     let (held, more) = held_after(&bench, &a.after).with_context(|| origin.clone())?;
     notes.extend(more);
     let (workload, more) = bench.workload(held);

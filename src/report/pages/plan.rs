@@ -32,7 +32,7 @@ pub fn plan(o: &Outcome, dir: &str, force: bool) -> Result<String> {
     let counts = &o.counts;
     page.fact("evaluated", format!("{} screened: {} rejected by the screen, {} ranked out, {} simulated ({} feasible, {} rejected)", counts.screened, counts.rejected_by_screen, counts.ranked_out, counts.simulated, counts.feasible, counts.rejected_after_simulation));
     page.fact("best", best.candidate.label());
-    page.fact("best figures", format!("{} GPUs; {:.0} tok/s per GPU; TTFT P90 {:.0} ms; TPOT P90 {:.2} ms; P90 {:.1} tok/s per user; ${:.5} per M tokens", best_metrics.gpus, best_metrics.tok_s_per_gpu, best_metrics.ttft_p90_ms, best_metrics.tpot_p90_ms, best_metrics.user_tok_s_p90, best_metrics.usd_per_m_tokens));
+    page.fact("best figures", format!("{} GPUs; {:.0} tok/s per GPU; TTFT P90 {:.0} ms; TPOT P90 {:.2} ms; {:.1} tok/s for 90% of users (per-user p10; p90 {:.1}); ${:.5} per M tokens", best_metrics.gpus, best_metrics.tok_s_per_gpu, best_metrics.ttft_p90_ms, best_metrics.tpot_p90_ms, best_metrics.user_tok_s_p10, best_metrics.user_tok_s_p90, best_metrics.usd_per_m_tokens));
     page.fact(
         "grid",
         format!(
@@ -77,10 +77,11 @@ pub fn plan(o: &Outcome, dir: &str, force: bool) -> Result<String> {
     page.write(dir, force)
 }
 
-/// Record `i`'s simulated figures: (P90 tokens/s per user, tokens/s per GPU).
+/// Record `i`'s simulated figures: (tokens/s per user that 90% of users reach,
+/// tokens/s per GPU).
 fn frontier_point(o: &Outcome, i: usize) -> (f64, f64) {
     let m = o.records[i].metrics.expect("simulated");
-    (m.user_tok_s_p90, m.tok_s_per_gpu)
+    (m.user_tok_s_p10, m.tok_s_per_gpu)
 }
 
 /// The simulated configurations on the plane of speed per user and throughput per
@@ -102,7 +103,7 @@ fn frontier_section(o: &Outcome, simulated: &[usize], best: &Metrics) -> Result<
     let n_points = feasible.len() + infeasible.len();
     let chart = Chart {
         title: "Pareto frontier of the simulated configurations".into(),
-        x_label: "P90 output tokens/s per user".into(),
+        x_label: "output tokens/s per user, reached by 90% of users (p10)".into(),
         y_label: "tokens/s per GPU (all kinds)".into(),
         series: vec![
             Series {
@@ -125,7 +126,7 @@ fn frontier_section(o: &Outcome, simulated: &[usize], best: &Metrics) -> Result<
             },
             Series {
                 name: "best".into(),
-                points: vec![(best.user_tok_s_p90, best.tok_s_per_gpu)],
+                points: vec![(best.user_tok_s_p10, best.tok_s_per_gpu)],
                 mark: Mark::Points,
                 color: 1,
             },
@@ -135,7 +136,7 @@ fn frontier_section(o: &Outcome, simulated: &[usize], best: &Metrics) -> Result<
     };
     section.figures.push(Figure::new(
         "pareto",
-        "Tokens/s per GPU against P90 tokens/s per user.",
+        "Tokens/s per GPU against the tokens/s per user 90% of users reach (p10).",
         xy(&chart)?,
         n_points,
     ));
@@ -147,8 +148,8 @@ fn frontier_section(o: &Outcome, simulated: &[usize], best: &Metrics) -> Result<
 fn slo_rules(o: &Outcome) -> Vec<Rule> {
     let slo = &o.header.slo;
     let mut rules = Vec::new();
-    if let Some(u) = slo.user_tok_s_p90 {
-        rules.push(Rule::X(u, format!("SLO: P90 >= {u} tok/s per user")));
+    if let Some(u) = slo.user_tok_s_p10 {
+        rules.push(Rule::X(u, format!("SLO: 90% of users >= {u} tok/s (p10)")));
     } else if let Some(t) = slo.tpot_p90_ms {
         rules.push(Rule::X(
             1000.0 / t,
@@ -168,7 +169,7 @@ fn simulated_table(o: &Outcome, simulated: &[usize]) -> Table {
             "GPUs",
             "tok/s per GPU",
             "estimated",
-            "P90 tok/s per user",
+            "tok/s per user, p10 (90% reach)",
             "TTFT P90 ms",
             "estimated",
             "TPOT P90 ms",
@@ -187,7 +188,7 @@ fn simulated_table(o: &Outcome, simulated: &[usize]) -> Table {
             m.gpus.to_string(),
             fixed(m.tok_s_per_gpu, 0),
             fixed(e.tok_s_per_gpu, 0),
-            fixed(m.user_tok_s_p90, 1),
+            fixed(m.user_tok_s_p10, 1),
             fixed(m.ttft_p90_ms, 0),
             fixed(e.ttft_p90_ms, 0),
             fixed(m.tpot_p90_ms, 2),

@@ -249,6 +249,7 @@ fn gqa_heads(cfg: &Cfg, arch: &str, hidden: u32, prov: &mut Prov) -> Result<(u32
     if heads == 0 {
         bail!("{}: `num_attention_heads` is 0", cfg.origin);
     }
+    let family = TransformersDefaults::of(arch);
     let kv_heads = match (cfg.u32_opt("num_key_value_heads")?, arch) {
         (Some(k), _) => {
             prov.set("attention.kv_heads", cfg.derived("num_key_value_heads"));
@@ -256,11 +257,27 @@ fn gqa_heads(cfg: &Cfg, arch: &str, hidden: u32, prov: &mut Prov) -> Result<(u32
         }
         (None, "DeciLMForCausalLM") => decilm_kv_heads(cfg, heads, prov)?,
         (None, _) => {
-            prov.set(
+            let (k, why) = match family.as_ref().and_then(|f| f.kv_heads.map(|k| (k, f))) {
+                Some((k, f)) => (k, format!("{} default {k} ({})", f.class, f.source)),
+                None => (
+                    heads,
+                    match &family {
+                        Some(f) => format!(
+                            "{} default: num_attention_heads, one KV head per query head (MHA) ({})",
+                            f.class, f.source
+                        ),
+                        None => format!("no transformers default known to twin for {arch}: one KV head per query head (MHA), as LlamaConfig does"),
+                    },
+                ),
+            };
+            prov.fallback(
                 "attention.kv_heads",
-                "derived: num_key_value_heads absent, so one KV head per query head (MHA)",
+                format!(
+                    "{}: num_key_value_heads absent: {k}, transformers' {why}",
+                    cfg.file
+                ),
             );
-            heads
+            k
         }
     };
     if kv_heads == 0 || heads % kv_heads != 0 {
@@ -271,10 +288,24 @@ fn gqa_heads(cfg: &Cfg, arch: &str, hidden: u32, prov: &mut Prov) -> Result<(u32
     }
     let (d, why) = match cfg.first(&["head_dim", "attention_head_dim"])? {
         Some((d, k)) => (d, cfg.derived(k)),
-        None => (
-            hidden / heads,
-            cfg.derived("hidden_size / num_attention_heads (head_dim absent)"),
-        ),
+        None => {
+            let (d, how) = match family.as_ref().and_then(|f| f.head_dim.map(|d| (d, f))) {
+                Some((d, f)) => (d, format!("transformers' {} default {d} ({})", f.class, f.source)),
+                None => (
+                    hidden / heads,
+                    match &family {
+                        Some(f) => format!(
+                            "hidden_size / num_attention_heads, as transformers' {} derives it ({})",
+                            f.class, f.source
+                        ),
+                        None => format!("hidden_size / num_attention_heads (no transformers default known to twin for {arch}; LlamaConfig's rule)"),
+                    },
+                ),
+            };
+            let why = format!("{}: head_dim absent: {d}, {how}", cfg.file);
+            prov.fallback("attention.qk_head_dim", why.clone());
+            (d, format!("assumed: {why}"))
+        }
     };
     let (v, vwhy) = match cfg.u32_opt("v_head_dim")? {
         Some(v) => (v, cfg.derived("v_head_dim")),
@@ -287,6 +318,49 @@ fn gqa_heads(cfg: &Cfg, arch: &str, hidden: u32, prov: &mut Prov) -> Result<(u32
         prov.set(f, vwhy.clone());
     }
     Ok((heads, kv_heads, d, v))
+}
+
+/// What transformers' configuration class of an architecture gives `num_key_value_heads`
+/// and `head_dim` when a config leaves them out (None: derived, MHA and
+/// `hidden_size / num_attention_heads`), read from the classes' sources
+/// (huggingface/transformers, src/transformers/models/*/configuration_*.py, commit
+/// 008e574; Mistral's at 001f85b, gpt-oss's at 02b8f42).
+struct TransformersDefaults {
+    class: &'static str,
+    source: &'static str,
+    kv_heads: Option<u32>,
+    head_dim: Option<u32>,
+}
+
+impl TransformersDefaults {
+    fn of(arch: &str) -> Option<TransformersDefaults> {
+        let (class, source, kv_heads, head_dim) = match arch {
+            "LlamaForCausalLM" => ("LlamaConfig", "configuration_llama.py", None, None),
+            "MistralForCausalLM" => ("MistralConfig", "configuration_mistral.py", Some(8), None),
+            "MixtralForCausalLM" => ("MixtralConfig", "configuration_mixtral.py", Some(8), None),
+            "Qwen2ForCausalLM" => ("Qwen2Config", "configuration_qwen2.py", Some(32), None),
+            "Qwen3ForCausalLM" => ("Qwen3Config", "configuration_qwen3.py", Some(32), Some(128)),
+            "Qwen3MoeForCausalLM" => (
+                "Qwen3MoeConfig",
+                "configuration_qwen3_moe.py",
+                Some(4),
+                None,
+            ),
+            "GptOssForCausalLM" => (
+                "GptOssConfig",
+                "configuration_gpt_oss.py",
+                Some(8),
+                Some(64),
+            ),
+            _ => return None,
+        };
+        Some(TransformersDefaults {
+            class,
+            source,
+            kv_heads,
+            head_dim,
+        })
+    }
 }
 
 /// DeciLM's KV heads: `num_attention_heads / n_heads_in_group` of its attention

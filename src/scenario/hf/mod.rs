@@ -201,13 +201,24 @@ impl Cfg<'_> {
     }
 }
 
-/// Provenance as it is built.
+/// Provenance as it is built, and the fallbacks taken for keys the config leaves
+/// out (each also an `assumed:` provenance), which the import says aloud.
 #[derive(Default)]
-struct Prov(BTreeMap<String, String>);
+struct Prov(BTreeMap<String, String>, Vec<String>);
 
 impl Prov {
     fn set(&mut self, field: &str, why: impl Into<String>) {
         self.0.insert(field.to_string(), why.into());
+    }
+
+    /// `field` took a default because the config leaves a key out: `assumed: why`,
+    /// and a note.
+    fn fallback(&mut self, field: &str, why: impl Into<String>) {
+        let why = why.into();
+        if !self.1.contains(&why) {
+            self.1.push(why.clone());
+        }
+        self.set(field, format!("assumed: {why}"));
     }
 }
 
@@ -220,9 +231,22 @@ pub fn supported() -> String {
         .join(", ")
 }
 
-/// Whether a model name or path names a Hugging Face config (`.json`).
+/// Whether a model name or path names a Hugging Face config: a `.json` file, or a
+/// folder (a downloaded checkpoint) with a `config.json`.
 pub fn is_config(name_or_path: &str) -> bool {
-    name_or_path.ends_with(".json")
+    name_or_path.ends_with(".json") || config_in(name_or_path).is_some()
+}
+
+/// The `config.json` of a checkpoint folder.
+fn config_in(dir: &str) -> Option<std::path::PathBuf> {
+    let p = std::path::Path::new(dir);
+    let c = p.join("config.json");
+    (p.is_dir() && c.is_file()).then_some(c)
+}
+
+/// The config file a model path names: itself, or a folder's `config.json`.
+pub fn config_path(name_or_path: &str) -> String {
+    config_in(name_or_path).map_or_else(|| name_or_path.to_string(), |c| c.display().to_string())
 }
 
 /// The ModelOpt quantization config beside the config at `path`, if there is one:
@@ -267,6 +291,17 @@ fn text_part(root: &Map<String, Value>) -> (&Map<String, Value>, Option<&'static
 
 /// The twin model of the config `text` (read from `origin`).
 pub fn import(origin: &str, text: &str, opts: &ImportOptions) -> Result<Model> {
+    import_noted(origin, text, opts).map(|(m, _)| m)
+}
+
+/// As [`import`], with the fallbacks it took for keys the config leaves out (a
+/// family default of transformers, BF16 weights without a quantization config), in
+/// words, for the caller to print.
+pub fn import_noted(
+    origin: &str,
+    text: &str,
+    opts: &ImportOptions,
+) -> Result<(Model, Vec<String>)> {
     let root: Value = serde_json::from_str(&json_numbers(text))
         .map_err(|e| anyhow!("{origin}: not valid JSON: {e}"))?;
     let root = root
@@ -300,6 +335,14 @@ pub fn import(origin: &str, text: &str, opts: &ImportOptions) -> Result<Model> {
     cfg.u32("vocab_size")?;
     let layers = plan(&cfg, arch, family)?;
     let quant = quant(&cfg, opts, &layers)?;
+    if opts.weights.is_none() && opts.quant.is_none() && cfg.get("quantization_config").is_none() {
+        prov.1.push(format!(
+            "{} has no quantization_config and no hf_quant_config.json is beside it: the weights are taken as {} ({}), unquantized; give --quant FILE or --weights if the checkpoint is quantized",
+            cfg.file,
+            quant.dense.dtype.name(),
+            quant.dense.why
+        ));
+    }
     let mut model = build(&cfg, arch, family, &layers, &quant, &mut prov)?;
     if let Some(k) = wrapper {
         model.vision_params = vision::params(&cfg, model.hidden);
@@ -309,8 +352,9 @@ pub fn import(origin: &str, text: &str, opts: &ImportOptions) -> Result<Model> {
         .name
         .clone()
         .unwrap_or_else(|| default_name(origin, arch));
+    let notes = std::mem::take(&mut prov.1);
     finish(&mut model, arch, prov);
-    Ok(model)
+    Ok((model, notes))
 }
 
 /// The config's text with Python's non-standard numbers (`Infinity`, `-Infinity`,
@@ -430,6 +474,13 @@ fn build(
     let groups = groups(layers, shape.as_ref());
     prov.set("layers", arch::layer_story(cfg, arch, &groups));
     prov.set("dense_scale_block", quant.scale_block_why());
+    let max_position_embeddings = cfg.u32_opt("max_position_embeddings")?.map(u64::from);
+    if max_position_embeddings.is_some() {
+        prov.set(
+            "max_position_embeddings",
+            cfg.derived("max_position_embeddings"),
+        );
+    }
     Ok(Model {
         name: String::new(),
         description: String::new(),
@@ -452,6 +503,7 @@ fn build(
         dispatch_dtype: Dtype::Bf16,
         combine_dtype: Dtype::Bf16,
         tied_embeddings: tied,
+        max_position_embeddings,
         dense_scale_block: quant.dense_scale_block(),
         provenance: BTreeMap::new(),
     })
@@ -564,6 +616,11 @@ fn default_name(origin: &str, arch: &str) -> String {
         let model = stem.rsplit("--").next().unwrap_or(stem);
         return model.to_lowercase();
     }
+    // The folder's own name, also for a config given as `config.json` or
+    // `./config.json` (its real path's folder), never the architecture's when a folder
+    // names the model: two imported configs then do not share a name.
+    let real = std::fs::canonicalize(p).ok();
+    let p = real.as_deref().unwrap_or(p);
     let stem = p
         .parent()
         .and_then(|d| d.file_name())

@@ -18,8 +18,8 @@ mod trace;
 pub use curve::{CurvePreset, RateCurve};
 pub use driver::{Driver, NewRequest, Origin, WlEvent};
 pub use trace::{
-    parse_mooncake, parse_mooncake_str, read_mooncake, trace_span, Tally, TraceRead, TraceRecord,
-    TraceSpan,
+    parse_mooncake, parse_mooncake_str, read_mooncake, trace_span, BadLines, Tally, TraceRead,
+    TraceRecord, TraceSpan, BAD_LINES_SHOWN,
 };
 
 /// Tokens per prefix-cache block (the Mooncake traces' `hash_ids` granularity).

@@ -115,22 +115,60 @@ fn next_line<'b, R: BufRead>(
     Ok(Some(text.trim()))
 }
 
+/// Bad lines of a trace an error lists (all are counted).
+pub const BAD_LINES_SHOWN: usize = 20;
+
+/// The bad lines of a trace as read, each with its 1-based number.
+#[derive(Debug, Default)]
+pub struct BadLines {
+    bad: u64,
+    lines: Vec<(usize, String)>,
+}
+
+impl BadLines {
+    pub fn add(&mut self, line: usize, message: String) {
+        self.bad += 1;
+        if self.lines.len() < BAD_LINES_SHOWN {
+            self.lines.push((line, message));
+        }
+    }
+
+    /// None when every line was good; one bad line is `SimError::Trace`, several
+    /// are `SimError::TraceLines`.
+    pub fn into_error(mut self) -> Option<SimError> {
+        match self.bad {
+            0 => None,
+            1 => self
+                .lines
+                .pop()
+                .map(|(line, message)| SimError::Trace { line, message }),
+            _ => Some(SimError::TraceLines {
+                bad: self.bad,
+                lines: self.lines,
+            }),
+        }
+    }
+}
+
 /// Reads Mooncake JSONL (one object per line; blank lines skipped) within `limits`
 /// (`max_trace_records`, `max_trace_bytes`, `max_trace_line_bytes`). A first line's
-/// byte-order mark is skipped. The first bad line is an error with its 1-based number;
-/// records that can be repaired or left out are, and `notes` says so:
+/// byte-order mark is skipped. Every bad line is found before the error, which lists
+/// them with their 1-based numbers (the first `BAD_LINES_SHOWN`); records that can be
+/// repaired or left out are, and `notes` says so:
 /// - `hash_ids` beyond the blocks of `input_length` (`BLOCK_TOKENS` each) are cut;
-/// - records with `output_length` 0, or `input_length` or `output_length` above
+/// - records with `input_length` 0 or `output_length` 0, or either above
 ///   `MAX_TOKENS`, are dropped;
 /// - records out of timestamp order are counted (they replay in timestamp order).
 pub fn read_mooncake<R: BufRead>(mut reader: R, limits: &Limits) -> Result<TraceRead, SimError> {
     let mut out = TraceRead::default();
-    let (mut cut_ids, mut too_long, mut unsorted, mut no_output) = (
+    let (mut cut_ids, mut too_long, mut unsorted, mut no_output, mut no_input) = (
+        Tally::default(),
         Tally::default(),
         Tally::default(),
         Tally::default(),
         Tally::default(),
     );
+    let mut bad = BadLines::default();
     let mut latest = 0u64;
     let mut bytes = 0u64;
     let mut buf = Vec::new();
@@ -141,15 +179,16 @@ pub fn read_mooncake<R: BufRead>(mut reader: R, limits: &Limits) -> Result<Trace
         if t.is_empty() {
             continue;
         }
-        let mut rec: TraceRecord = serde_json::from_str(t).map_err(|e| SimError::Trace {
-            line: line_no,
-            message: e.to_string(),
-        })?;
+        let mut rec: TraceRecord = match serde_json::from_str(t) {
+            Ok(rec) => rec,
+            Err(e) => {
+                bad.add(line_no, e.to_string());
+                continue;
+            }
+        };
         if rec.input_length == 0 {
-            return Err(SimError::Trace {
-                line: line_no,
-                message: "input_length must be >= 1".into(),
-            });
+            no_input.add(line_no);
+            continue;
         }
         if rec.output_length == 0 {
             no_output.add(line_no);
@@ -179,6 +218,11 @@ pub fn read_mooncake<R: BufRead>(mut reader: R, limits: &Limits) -> Result<Trace
         }
         out.records.push(rec);
     }
+    if let Some(e) = bad.into_error() {
+        return Err(e);
+    }
+    out.notes
+        .extend(no_input.note("input_length 0 (an empty prompt)", "dropped"));
     out.notes
         .extend(no_output.note("output_length 0 (a failed or empty request)", "dropped"));
     out.notes.extend(too_long.note(
@@ -277,11 +321,6 @@ mod tests {
             Err(SimError::Trace { line, .. }) => assert_eq!(line, 5),
             other => panic!("expected a trace error, got {other:?}"),
         }
-        match parse_mooncake_str("{\"timestamp\": 1, \"input_length\": 0, \"output_length\": 1}\n")
-        {
-            Err(SimError::Trace { line: 1, message }) => assert!(message.contains("input_length")),
-            other => panic!("expected a trace error, got {other:?}"),
-        }
         assert!(matches!(
             parse_mooncake_str("not json"),
             Err(SimError::Trace { line: 1, .. })
@@ -299,6 +338,56 @@ mod tests {
             other => panic!("expected a trace error, got {other:?}"),
         }
     }
+    /// Issue 39 item 9: every bad line is reported at once (it stopped at the first:
+    /// 1 of 4 problems), and a 0-token prompt is dropped with a note, not an error.
+    #[test]
+    fn every_bad_line_is_reported_at_once() {
+        let good = "{\"timestamp\": 1, \"input_length\": 5, \"output_length\": 1}";
+        let text = [
+            good,
+            "{\"timestamp\": 2, \"input_length\": \"many\", \"output_length\": 1}",
+            good,
+            "not json",
+            "{\"timestamp\": 2.5, \"input_length\": 5, \"output_length\": 1}",
+            "{\"timestamp\": 3, \"input_length\": 0, \"output_length\": 1}",
+            "{\"timestamp\": 4}",
+        ]
+        .join("\n");
+        let e = read_mooncake(text.as_bytes(), &Limits::default()).unwrap_err();
+        let SimError::TraceLines { bad, lines } = &e else {
+            panic!("{e:?}")
+        };
+        assert_eq!(*bad, 4);
+        let at: Vec<usize> = lines.iter().map(|l| l.0).collect();
+        assert_eq!(at, [2, 4, 5, 7]);
+        let shown = e.to_string();
+        assert!(
+            shown.starts_with("trace: 4 bad lines:\n  line 2: "),
+            "{shown}"
+        );
+        // More than BAD_LINES_SHOWN: all counted, the first ones listed.
+        let many = vec!["x"; BAD_LINES_SHOWN + 5].join("\n");
+        let e = read_mooncake(many.as_bytes(), &Limits::default()).unwrap_err();
+        assert!(
+            e.to_string().starts_with(&format!(
+                "trace: {} bad lines (the first {BAD_LINES_SHOWN} shown)",
+                BAD_LINES_SHOWN + 5
+            )),
+            "{e}"
+        );
+        let empty =
+            format!("{good}\n{{\"timestamp\": 3, \"input_length\": 0, \"output_length\": 1}}");
+        let t = read_mooncake(empty.as_bytes(), &Limits::default()).unwrap();
+        assert_eq!(t.records.len(), 1);
+        assert!(
+            t.notes
+                .join("\n")
+                .contains("input_length 0 (an empty prompt): 1 record (first at line 2); dropped"),
+            "{:?}",
+            t.notes
+        );
+    }
+
     #[test]
     fn reading_repairs_what_it_can_and_says_so() {
         let text = "\u{feff}{\"timestamp\": 50, \"input_length\": 600, \"output_length\": 1, \"hash_ids\": [1, 2, 3, 4]}\n\
