@@ -20,7 +20,8 @@ pub struct SimulateArgs {
     /// `model.mtp.draft_tokens=1`, `hardware.nvlink.bytes_per_s=1.8e12`,
     /// `cost.moe.mem_eff=0.9`, `workload=poisson`, `serving.max_model_len=32768` (the
     /// longest prompt + output accepted; default: the model's max_position_embeddings;
-    /// longer requests are refused and counted) (repeatable).
+    /// longer requests are refused and counted), `serving.gpu_memory_utilization=0.95`
+    /// (the engine's memory knob: its KV pool by its own arithmetic) (repeatable).
     #[arg(long = "set", value_name = "PATH=VALUE")]
     pub set: Vec<String>,
     /// The coarse model: simulate one of K identical copies of the rack, each request

@@ -67,6 +67,7 @@ pub fn setup(rec: &RunRecord, base: &Base, cache: &Cache, seed: u64) -> Result<S
     sc.serving.prefill = prefill;
     sc.serving.decode = decode;
     sc.serving.gpus = Some(sc.gpus());
+    sc.serving.gpu_memory_utilization = rec.engine.settings.memory_fraction;
     let workload = WorkloadConfig::bench_run(
         &format!("{}: {}", rec.client.tool, rec.id),
         client(rec, seed)?,
@@ -184,6 +185,9 @@ fn pricing(
             .map_err(|e| format!("{e:#}"))?;
         if let Some(h) = sim::cost::host::Host::of_engine(own) {
             p.host = h;
+        }
+        if let Some(m) = sim::cost::memory::KvMemory::of_engine(own) {
+            p.memory = m;
         }
         let line = format!("{} (record: {}){why}", p.source, rec.engine.label());
         Ok((p, line))

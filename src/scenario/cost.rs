@@ -121,6 +121,11 @@ pub fn cost_params(
     if let Some(h) = engine.and_then(sim::cost::host::Host::of_engine) {
         params.host = h;
     }
+    // The engine's KV pool arithmetic (its memory knob, `serving.gpu_memory_utilization`,
+    // is the scenario's).
+    if let Some(m) = engine.and_then(sim::cost::memory::KvMemory::of_engine) {
+        params.memory = m;
+    }
     if let Some((rp, from)) = &runs {
         if let Some(words) = runs_terms(rp, from, hardware, engine, &mut params, given_runs)? {
             source = format!("{source} + {words}");

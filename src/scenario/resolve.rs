@@ -103,13 +103,14 @@ pub fn resolve_args(args: &SimulateArgs) -> Result<Resolved> {
     let engine = args.pricing.engine.clone().or(sc.engine.clone());
     let profile = args.pricing.profile.as_deref();
     let physics_only = args.pricing.physics_only;
-    let params = cost_params(
+    let mut params = cost_params(
         &hardware,
         profile,
         &sets.cost,
         engine.as_deref(),
         physics_only,
     )?;
+    memory_knob(&sc, &mut params)?;
     runs_frontend(
         &mut sc,
         profile,
@@ -145,7 +146,8 @@ pub struct Parts {
 
 /// Checks built pieces as [`resolve_args`] checks a scenario's, every problem at
 /// once: the other way to a [`Resolved`].
-pub fn resolve_parts(p: Parts) -> Result<Resolved> {
+pub fn resolve_parts(mut p: Parts) -> Result<Resolved> {
+    memory_knob(&p.scenario, &mut p.params)?;
     let problems = problems(
         &p.scenario,
         &p.origin,
@@ -168,6 +170,17 @@ pub fn resolve_parts(p: Parts) -> Result<Resolved> {
         notes: p.notes,
         _validated: (),
     })
+}
+
+/// The scenario's `serving.gpu_memory_utilization` on the engine's KV memory rule.
+pub fn memory_knob(sc: &ServingScenario, params: &mut CostParams) -> Result<()> {
+    if let Some(f) = sc.serving.gpu_memory_utilization {
+        if !(f > 0.0 && f <= 1.0) {
+            bail!("serving.gpu_memory_utilization = {f}: must lie in (0, 1]");
+        }
+        params.memory.fraction = Some(f);
+    }
+    Ok(())
 }
 
 /// A runs profile's front end (`frontend_s`) for the scenario's engine and GPU, where

@@ -8,6 +8,7 @@ pub mod fitted;
 pub mod host;
 pub mod insitu;
 pub mod kernels;
+pub mod memory;
 pub mod params;
 pub mod spread;
 pub mod tables;

@@ -162,6 +162,10 @@ pub struct CostParams {
     /// Host work per request and how much of it hides under the GPU (`super::host`).
     #[serde(default)]
     pub host: super::host::Host,
+    /// GPU memory left for the KV cache, by the serving engine's arithmetic
+    /// (`super::memory`; default: twin's own).
+    #[serde(default)]
+    pub memory: super::memory::KvMemory,
     /// How sure these numbers are: each kernel class's price spread (a hardware file's
     /// `[cost.spread]`); empty: no spread known, no band.
     #[serde(default, skip_serializing_if = "super::spread::Spread::is_unknown")]
@@ -269,6 +273,7 @@ impl Default for CostParams {
             step_fixed_decode_s: 300e-6,
             step_fixed_prefill_s: 1e-3,
             host: super::host::Host::default(),
+            memory: super::memory::KvMemory::default(),
             spread: super::spread::Spread::default(),
             tables: None,
             table_draw: Default::default(),

@@ -213,6 +213,13 @@ pub struct ServingConfig {
     /// error (vLLM refuses it too).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_model_len: Option<u64>,
+    /// The engine's memory knob: the share of GPU memory it sizes its KV pool from
+    /// (vLLM's `--gpu-memory-utilization`, SGLang's `--mem-fraction-static`,
+    /// TensorRT-LLM's `free_gpu_memory_fraction`; each engine's own arithmetic,
+    /// `sim::cost::memory`). Absent: the engine's default; twin's own serving keeps
+    /// 92% of `hbm.usable`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_memory_utilization: Option<f64>,
 }
 
 /// A pool of identical DEP groups or tensor-parallel replicas ("instances").

@@ -160,6 +160,7 @@ pub fn scenario(
         warmup_s,
         serving: ServingConfig {
             max_model_len: None,
+            gpu_memory_utilization: None,
             mode,
             prefill,
             decode,

@@ -266,13 +266,15 @@ fn pricing_of(
         let params = if *name == base.scenario.hardware {
             base.params.clone()
         } else {
-            cost_params(
+            let mut p = cost_params(
                 &hardware,
                 args.pricing.profile.as_deref(),
                 &cost_sets,
                 args.pricing.engine.as_deref(),
                 args.pricing.physics_only,
-            )?
+            )?;
+            crate::scenario::memory_knob(&base.scenario, &mut p)?;
+            p
         };
         let gpu_hour = tco.gpu_hour(&hardware).map_err(|e| anyhow!("{e}"))?;
         pricing.insert(

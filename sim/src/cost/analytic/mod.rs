@@ -538,11 +538,15 @@ impl AnalyticCostModel {
             + mtp
     }
 
-    /// HBM left for KV on one GPU after weights and an activation/graph reserve
-    /// (assumed 8% of usable HBM).
+    /// HBM left for KV on one GPU after weights, by the serving engine's arithmetic
+    /// (`params.memory`; twin's own: 92% of usable HBM, 8% kept for activations).
     pub fn kv_bytes_per_rank(&self) -> f64 {
-        let usable = self.hardware.hbm.usable.as_f64();
-        usable * 0.92 - self.weight_bytes_per_rank()
+        self.params.memory.kv_bytes(
+            self.hardware.hbm.usable.as_f64(),
+            self.hardware.hbm.capacity.as_f64(),
+            self.weight_bytes_per_rank(),
+            self.layout.tp,
+        )
     }
 }
 
