@@ -545,3 +545,47 @@ fn item3_requests_over_the_context_limit_are_refused_with_the_reason() {
         &["serving.max_model_len: 200000 tokens is more than model `llama-3.1-70b`'s max_position_embeddings, 131072"],
     );
 }
+
+/// Item 3, the memory knob: the KV pool follows the engine's own arithmetic. vLLM
+/// takes `gpu_memory_utilization` of the driver's total (an H100's 80 GB read as 80
+/// GiB) less the weights and a fixed reserve, so lowering the knob from 0.9 to 0.5
+/// removes 0.4 x 80 GiB of KV per GPU whatever the weights: on Llama-3.1-70B at TP8
+/// (327,680 KV bytes a token, 40,960 per GPU) 0.4 x 85,899,345,920 / 40,960 =
+/// 838,860.8 tokens per replica. A knob outside (0, 1] is refused.
+#[test]
+fn item3_the_engines_memory_knob_sizes_its_kv_pool() {
+    let cap = |extra: &[&str]| -> f64 {
+        let mut args = vec![
+            "simulate",
+            "h100-llama-3.1-70b-tp8",
+            "--duration",
+            "5",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let v = json(&twin(&args));
+        v["pools"][0]["kv_capacity_tokens_per_rank"]
+            .as_f64()
+            .unwrap()
+    };
+    let default = cap(&[]);
+    let half = cap(&["--set", "serving.gpu_memory_utilization=0.5"]);
+    let dropped = default - half;
+    assert!(
+        (dropped - 838_860.8).abs() <= 2.0,
+        "{default} - {half} = {dropped}"
+    );
+    assert_eq!(
+        cap(&["--set", "serving.gpu_memory_utilization=0.9"]),
+        default
+    );
+    fails_with(
+        &[
+            "simulate",
+            "h100-llama-3.1-70b-tp8",
+            "--set",
+            "serving.gpu_memory_utilization=1.5",
+        ],
+        &["serving.gpu_memory_utilization = 1.5: must lie in (0, 1]"],
+    );
+}

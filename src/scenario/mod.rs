@@ -18,8 +18,8 @@ pub mod tables;
 
 pub use cost::cost_params;
 pub use resolve::{
-    memory_knob, read_trace_within, resolve_args, resolve_parts, resolve_with_trace, trace_fit, Parts,
-    Resolved,
+    memory_knob, read_trace_within, resolve_args, resolve_parts, resolve_with_trace, trace_fit,
+    Parts, Resolved,
 };
 
 mod embedded {
