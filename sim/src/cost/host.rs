@@ -38,17 +38,22 @@ pub const ASYNC_GAP_S: f64 = 0.25e-3;
 /// C++ scheduler; TensorRT-LLM PR #10273): about 29 us per request.
 pub const TRTLLM_PER_REQUEST_S: f64 = 45.11e-3 / 1536.0;
 
+/// An engine's name as its terms are keyed: lower case, without any `@VERSION`
+/// (`vLLM@0.11.0` is `vllm`).
+pub fn engine_key(engine: &str) -> String {
+    engine
+        .split('@')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase()
+}
+
 impl Host {
     /// The host terms of a serving engine by name (`vllm`, `sglang`, `trtllm`, before
     /// any `@VERSION`); `None` for any other (twin's defaults stand).
     pub fn of_engine(engine: &str) -> Option<Host> {
-        let name = engine
-            .split('@')
-            .next()
-            .unwrap_or("")
-            .trim()
-            .to_ascii_lowercase();
-        let (per_request_s, source) = match name.as_str() {
+        let (per_request_s, source) = match engine_key(engine).as_str() {
             "vllm" => (
                 VLLM_PER_REQUEST_S,
                 "vllm: 21 us per request (issue #10634), async scheduling on by default (PR #27614), 0.25 ms gap (issue #10634's estimate)",

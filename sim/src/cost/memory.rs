@@ -86,13 +86,7 @@ impl KvMemory {
     /// The rule of a serving engine by name (`vllm`, `sglang`, `trtllm`, before any
     /// `@VERSION`); `None` for any other (twin's own stands).
     pub fn of_engine(engine: &str) -> Option<KvMemory> {
-        let name = engine
-            .split('@')
-            .next()
-            .unwrap_or("")
-            .trim()
-            .to_ascii_lowercase();
-        let (rule, reserve_bytes, source) = match name.as_str() {
+        let (rule, reserve_bytes, source) = match super::host::engine_key(engine).as_str() {
             "vllm" => (
                 MemoryRule::Vllm,
                 ENGINE_RESERVE_BYTES,

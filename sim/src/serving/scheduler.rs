@@ -81,8 +81,7 @@ impl Scheduler {
 
     /// The scheduler an engine name stands for (`vllm@0.11.0` is vLLM's).
     pub fn of_engine(engine: &str) -> Scheduler {
-        let name = engine.split('@').next().unwrap_or("").trim();
-        match name.to_ascii_lowercase().as_str() {
+        match crate::cost::host::engine_key(engine).as_str() {
             "vllm" => Scheduler::Vllm,
             "sglang" => Scheduler::Sglang,
             "trtllm" | "tensorrt-llm" | "tensorrt_llm" => Scheduler::Trtllm,
