@@ -113,3 +113,29 @@ pub fn finance_text(f: &Finance, priced: bool) -> String {
     );
     s
 }
+
+/// A finance as JSON; without a price sheet (`priced` false) what revenue decides
+/// (revenue, margin, break-even, the tokens' mean price) is null, not 0.
+pub fn finance_json(f: &Finance, priced: bool) -> serde_json::Value {
+    let mut v = serde_json::to_value(f).unwrap_or(serde_json::Value::Null);
+    if !priced {
+        if let Some(o) = v.as_object_mut() {
+            for k in [
+                "revenue_usd_per_gpu_hour",
+                "revenue_by_kind_usd_per_gpu_hour",
+                "margin_usd_per_gpu_hour",
+                "margin_fraction",
+                "break_even_utilisation",
+            ] {
+                o.insert(k.into(), serde_json::Value::Null);
+            }
+            if let Some(u) = o
+                .get_mut("usd_per_m_tokens")
+                .and_then(|u| u.as_object_mut())
+            {
+                u.insert("price_all_tokens".into(), serde_json::Value::Null);
+            }
+        }
+    }
+    v
+}

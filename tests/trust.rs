@@ -589,3 +589,32 @@ fn item3_the_engines_memory_knob_sizes_its_kv_pool() {
         &["serving.gpu_memory_utilization = 1.5: must lie in (0, 1]"],
     );
 }
+
+/// Item 7, what was left: a model without a public price sheet has no revenue in
+/// `plan --json` either (its finance said revenue $0.00 and a margin of minus the
+/// cost), while its cost stays.
+#[test]
+fn item7_plan_json_has_no_revenue_without_a_price_sheet() {
+    let v = json(&twin(&[
+        "plan",
+        "h100-llama-3.1-70b-tp8",
+        "--space",
+        "examples/plan-space-h100-node.toml",
+        "--duration",
+        "20",
+        "--json",
+    ]));
+    let f = &v["best"]["finance"];
+    for k in [
+        "revenue_usd_per_gpu_hour",
+        "margin_usd_per_gpu_hour",
+        "break_even_utilisation",
+    ] {
+        assert!(f[k].is_null(), "{k}: {f}");
+    }
+    assert!(f["usd_per_m_tokens"]["price_all_tokens"].is_null(), "{f}");
+    assert!(
+        f["cost_usd_per_gpu_hour"]["total"].as_f64().unwrap() > 0.0,
+        "{f}"
+    );
+}

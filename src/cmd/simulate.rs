@@ -278,7 +278,8 @@ pub fn run(cmd: &SimulateCmd) -> Result<()> {
     if args.json {
         let mut out = to_json(&r, &report, trace_records)?;
         if let Some(f) = &finance {
-            out["finance"] = serde_json::to_value(f)?;
+            out["finance"] =
+                crate::finance::finance_json(f, r.scenario.price.sheet.values_tokens());
         }
         if let Some((b, _)) = &band {
             crate::band::simulate_json(&mut out, b);

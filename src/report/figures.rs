@@ -283,7 +283,9 @@ fn op_shares_table(pools: &[PoolReport], shares: &[(String, Vec<f64>)], prefix: 
 }
 
 /// USD per million tokens by cost component, for one or more labelled finances.
-pub fn money_section(items: &[(String, &Finance)], prefix: &str) -> Result<Section> {
+/// `priced`: whether a price sheet values the tokens; without one, revenue, margin,
+/// price and break-even are shown as `-` (not computed), never 0.
+pub fn money_section(items: &[(String, &Finance)], prefix: &str, priced: bool) -> Result<Section> {
     let mut s = Section::new(
         &format!("{prefix}money"),
         "Cost per million tokens",
@@ -351,11 +353,27 @@ pub fn money_section(items: &[(String, &Finance)], prefix: &str) -> Result<Secti
             l.clone(),
             fi.tco.clone(),
             fixed(fi.cost_usd_per_gpu_hour.total, 3),
-            fixed(fi.revenue_usd_per_gpu_hour, 2),
-            fixed(fi.margin_usd_per_gpu_hour, 2),
+            if priced {
+                fixed(fi.revenue_usd_per_gpu_hour, 2)
+            } else {
+                "-".into()
+            },
+            if priced {
+                fixed(fi.margin_usd_per_gpu_hour, 2)
+            } else {
+                "-".into()
+            },
             fixed(fi.usd_per_m_tokens.cost_all_tokens, 5),
-            fixed(fi.usd_per_m_tokens.price_all_tokens, 5),
-            break_even_text(fi.break_even_utilisation),
+            if priced {
+                fixed(fi.usd_per_m_tokens.price_all_tokens, 5)
+            } else {
+                "-".into()
+            },
+            if priced {
+                break_even_text(fi.break_even_utilisation)
+            } else {
+                "-".into()
+            },
         ]);
     }
     s.tables.push(t);

@@ -63,7 +63,8 @@ pub fn plan(o: &Outcome, dir: &str, force: bool) -> Result<String> {
                 .map(|x| (o.records[i].candidate.label(), x))
         })
         .collect();
-    page.sections.push(money_section(&finances, "")?);
+    page.sections
+        .push(money_section(&finances, "", header.price_sheet != "none")?);
     if let Some(day) = curve_of(o) {
         page.sections
             .push(day_section(header.curve_peak, &day, best)?);

@@ -84,8 +84,11 @@ pub fn simulate(
             &rental
         }
     };
-    page.sections
-        .push(money_section(&[(rep.scenario.clone(), fin)], "")?);
+    page.sections.push(money_section(
+        &[(rep.scenario.clone(), fin)],
+        "",
+        run.price.sheet.values_tokens(),
+    )?);
     page.summary = json!([vllm_summary(&rep.scenario, rep)]);
     page.write(dir, force)
 }
