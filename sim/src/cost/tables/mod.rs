@@ -371,9 +371,32 @@ impl KernelTables {
         Some(self.attention_fit(&key)?.price(hw, shape))
     }
 
+    /// Whether the tables' per-tensor FP8 GEMMs were timed with dynamic activation
+    /// quantisation, which a served checkpoint does not run. AIConfigurator's
+    /// TensorRT-LLM collector (`collector/trtllm/collect_gemm.py`) loads an FP8
+    /// `Linear` with a weight scale and no input scale, so TensorRT-LLM's
+    /// `FP8QDQLinearMethod` drops the input scale after loading and quantises every
+    /// input per tensor at run time (`quantize_e4m3_per_tensor`: an amax reduction
+    /// over the whole activation, then the cast) before each GEMM. FP8 checkpoints
+    /// served per tensor (ModelOpt's) carry static input scales: one fused cast, as
+    /// the block-FP8 path's per-group quantisation is. Their fits show it: the
+    /// per-tensor rows' fixed cost is 12 us a GEMM on every GPU, block FP8's 2-4 us,
+    /// BF16's 3 us.
+    fn per_tensor_fp8_rows_quantise_dynamically(&self) -> bool {
+        self.engine == "trtllm"
+    }
+
     /// The fit that prices dense GEMMs of `format`, and the format it was fitted to:
     /// the format's own, else its nearest measured one ([`Format::nearest_gemm`]).
+    /// Per-tensor FP8 GEMMs of tables that timed them with dynamic quantisation are
+    /// priced by the block-FP8 fit where there is one (same bytes and tensor rate, the
+    /// activations cast once).
     pub fn gemm_fit_for(&self, format: Format) -> Option<(&Fit, Format)> {
+        if format == Format::Fp8 && self.per_tensor_fp8_rows_quantise_dynamically() {
+            if let Some(f) = self.gemm_fit(Format::Fp8Block) {
+                return Some((f, Format::Fp8Block));
+            }
+        }
         match self.gemm_fit(format) {
             Some(f) => Some((f, format)),
             None => {
@@ -599,6 +622,76 @@ mod tests {
         assert_eq!(a, b);
         assert!(t.price_gemm(&hw, &gemm(2.0, 2.0)).is_none());
         assert_eq!(t.gemm_substitutes(), vec![(Format::Fp8Block, Format::Fp8)]);
+    }
+
+    #[test]
+    fn issue_38_trtllm_per_tensor_fp8_gemms_price_by_the_block_fit() {
+        // TensorRT-LLM's per-tensor FP8 rows carry a dynamic quantisation a served
+        // checkpoint does not run (12 us fixed against the block rows' 2 us here, as
+        // in the shipped tables): their GEMMs price by the block fit; a vLLM profile
+        // with the same two fits keeps each format's own.
+        let params = |fixed_s: f64| vec![0.7, 0.8, fixed_s, 0.7, 0.0075, 200.0, 1.5, 1e-6];
+        let fits = || {
+            vec![
+                Fit::new(
+                    Family::Gemm,
+                    "fp8, torch_flow".into(),
+                    params(12e-6),
+                    Grid::default(),
+                ),
+                Fit::new(
+                    Family::Gemm,
+                    "fp8_block, torch_flow".into(),
+                    params(2e-6),
+                    Grid::default(),
+                ),
+            ]
+        };
+        let tables = |engine: &str| {
+            KernelTables::new(
+                "h200_sxm".into(),
+                "h200".into(),
+                engine.into(),
+                "0".into(),
+                TableSource::default(),
+                Vec::new(),
+                fits(),
+            )
+        };
+        let hw: Hardware =
+            toml::from_str(include_str!("../../../../scenarios/hardware/h200.toml")).unwrap();
+        let gemm = |a_bytes: f64, b_bytes: f64| crate::cost::kernels::gemm::Gemm {
+            kind: crate::cost::kernels::gemm::GemmKind::Dense,
+            groups: 1.0,
+            m: 4.0,
+            n: 1280.0,
+            k: 8192.0,
+            a_bytes,
+            b_bytes,
+            out_bytes: 2.0,
+            rate: hw.tensor.fp8_flops_per_s,
+            rows_vary: false,
+        };
+        let block = gemm(1.0 + 4.0 / 128.0, 1.0 + 4.0 / (128.0 * 128.0));
+        let per_tensor = gemm(1.0, 1.0);
+        let trt = tables("trtllm");
+        assert_eq!(
+            trt.price_gemm(&hw, &per_tensor).unwrap(),
+            trt.price_gemm(&hw, &block).unwrap()
+        );
+        assert_eq!(
+            trt.gemm_substitutes(),
+            vec![(Format::Fp8, Format::Fp8Block)]
+        );
+        let vllm = tables("vllm");
+        let (own, block_price) = (
+            vllm.price_gemm(&hw, &per_tensor).unwrap(),
+            vllm.price_gemm(&hw, &block).unwrap(),
+        );
+        // The per-tensor fit's fixed cost is 10 us above the block fit's (the block
+        // format's scales read a little more).
+        assert!(own - block_price > 9e-6, "{own} {block_price}");
+        assert!(vllm.gemm_substitutes().is_empty());
     }
 
     #[test]
