@@ -224,6 +224,13 @@ fn inferencex_settings(row: &Row, engine: EngineName) -> EngineSettings {
             s.max_batched_tokens = Some(8192);
         }
         ("meta-llama/Llama-3.1-70B", EngineName::Trtllm) => s.max_batched_tokens = Some(16384),
+        // `gptoss_fp4_{b200,h200}_trt.sh` (InferenceX 34bc7c40 and 187f5756): `--max_num_tokens
+        // 20000`, `free_gpu_memory_fraction: 0.85`; its running cap (`--max_batch_size`
+        // 512 on B200, the concurrency on H200) never binds a closed loop of at most 512.
+        ("openai/gpt-oss-120b", EngineName::Trtllm) => {
+            s.max_batched_tokens = Some(20000);
+            s.memory_fraction = Some(0.85);
+        }
         // `--mem-fraction-static 0.82`. The script's `--max-running-requests 128` (at
         // 868ed43d) is not taken: the rows at concurrency 256 ran all 256 at once
         // (their TPOT grows from 128 to 256 users, and their TTFT stays at seconds
@@ -627,6 +634,20 @@ mod tests {
 
     fn csv(rows: &[&str]) -> String {
         format!("{HEADER}\n{}\n", rows.join("\n"))
+    }
+
+    /// InferenceX's gpt-oss scripts for TensorRT-LLM set a 20,000-token step budget and
+    /// 85% of free memory for the KV cache (an 8K prompt fits a step beside 64 decodes;
+    /// TensorRT-LLM's own default budget, 8192, would not hold it).
+    #[test]
+    fn an_inferencex_gpt_oss_trtllm_row_carries_its_scripts_budget() {
+        let text = csv(&["2026_04_06_gpt_oss_120b_h200_sxm_trtllm_fp4_agg_8192x1024_c64_tp2_ep1_444,source_file=2026-04-06.csv; model=GPT-OSS-120B; silicon_concurrency=64; measured=2025-11-02T00:00:00.000Z; wip=False,trtllm,,openai/gpt-oss-120b,h200_sxm,fp4,agg,8192,1024,nvfp4,nvfp4,64,2,1,1,2,1,,,,,,,,,,,,,,,770.1,21.96"]);
+        let imp = import(&text).unwrap();
+        assert!(imp.refused.is_empty(), "{:?}", imp.refused);
+        let s = &imp.records[0].engine.settings;
+        assert_eq!(s.max_batched_tokens, Some(20000));
+        assert_eq!(s.memory_fraction, Some(0.85));
+        assert_eq!(s.prefix_caching, Some(false));
     }
 
     /// An InferenceX row measured after the warm-up was added: lengths uniform on
