@@ -219,8 +219,13 @@ fn locate(hw: &Hardware, choice: &str) -> Result<(String, Vec<u8>)> {
             p if p.is_dir() => p.join(MEASURED_PROFILE),
             p => p.to_path_buf(),
         };
-        let bytes = std::fs::read(&file)
-            .with_context(|| format!("--engine {choice}: cannot read {}", file.display()))?;
+        let bytes = std::fs::read(&file).with_context(|| {
+            if file == std::path::Path::new(choice) {
+                format!("--engine {choice}: cannot read it")
+            } else {
+                format!("--engine {choice}: cannot read {}", file.display())
+            }
+        })?;
         return Ok((file.display().to_string(), bytes));
     }
     let (engine, version) = match choice.split_once('@') {
