@@ -17,27 +17,43 @@
 # loader path or in .nvrtc/) it compiles, and the NVRTC test runs there as well.
 #
 # Then, from the repository root on the GPU machine:
+#   scripts/gpu-check.sh            # results under out/gpu-check-<date>-<gpu>/
 #   OUT=/some/dir scripts/gpu-check.sh
 #
-# Steps: (1) NVRTC compiles every kernel for sm_90 and sm_100 (if that test binary and
-# libnvrtc are present); (2) every CUDA kernel
-# against its CPU twin, and the live engine's serving device against the CPU one
-# (TWIN_REQUIRE_GPU=1: a missing GPU fails); (3) live runs of cpu-live-moe on cuda:0:
-# the live plan's calibration, two untraced runs back to back (their distance is the
-# noise floor; run_distance, if it travelled as DISTANCE) and the first one's
-# validation; a traced run at the same load (--trace-ops: call times from CUDA events;
-# its distance from the first is what tracing costs); a traced run at another load, a
-# profile fitted in situ from its trace (calibrate fit-trace), and the untraced run
-# validated with it (trained on one run, checked on another); (4) a quick calibration
-# on cuda:0 into $OUT/profile-h200; (5) achieved
-# figures against the roofline. Each step has its own time limit (the lent machine's
-# minutes are few), most valuable first. Exit status is non-zero when any step fails
-# (goals missed are reported, not failed: they are performance targets, not
-# correctness). DURATION: seconds per live run (default 20); RATE and TRACED_RATE:
-# requests per second of the untraced and traced runs (default 20 and 10).
+# One run of about 8 minutes on a lent GPU, most valuable first, each step under its own
+# time limit: (1) NVRTC compiles every kernel for sm_90 and sm_100 (if that test binary
+# and libnvrtc are present); (2) every CUDA kernel against its CPU twin, and the live
+# engine's serving device against the CPU one (TWIN_REQUIRE_GPU=1: a missing GPU
+# fails); (3) kernel tables measured through production libraries (`twin calibrate
+# --tables-out`, cuBLASLt GEMMs in BF16 and FP8) for a DeepSeek-like MoE (deepseek-v3)
+# and a dense GQA model (llama-3.1-8b), each compared shape by shape with the shipped
+# vLLM and TensorRT-LLM tables of this GPU (DIR/compare-*.csv, median ratio per format;
+# goal: within 15%), and `forward --engine DIR` against `--engine vllm` on each model's
+# decode and prefill step (goal: within 10%); (4) live runs of cpu-live-moe on cuda:0:
+# the live plan's calibration, a run and its validation (the live engine's own runs are
+# priced with its own profile), then, while time is left, a second run (the noise
+# floor, with run_distance if it travelled as DISTANCE), a traced run and an in-situ fit;
+# (5) a quick calibration of twin's own kernels and their fractions of the roofline
+# (printed; not a price: such a profile is refused by forward, simulate and plan).
+# HARDWARE: twin's name of the GPU (default from nvidia-smi: h100, h200, b200, ...).
+# BUDGET_S: seconds after which the optional steps are skipped (default 420). Exit
+# status is non-zero when any step fails (goals missed are reported, not failed: they
+# are performance targets, not correctness). DURATION: seconds per live run (default
+# 20); RATE and TRACED_RATE: requests per second of the untraced and traced runs
+# (default 20 and 10).
 set -u
-OUT=${OUT:-$PWD/out}
+GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+if [ -z "${HARDWARE:-}" ]; then
+    for h in gb300 gb200 b300 b200 h200 h100 h800 h20 a100 l40s l4; do
+        case "$(echo "$GPU_NAME" | tr 'A-Z' 'a-z')" in *"$h"*) HARDWARE=$h; break ;; esac
+    done
+fi
+HARDWARE=${HARDWARE:-h200}
+OUT=${OUT:-$PWD/out/gpu-check-$(date -u +%F)-$HARDWARE}
 mkdir -p "$OUT"
+BUDGET_S=${BUDGET_S:-420}
+# Whether time is left for an optional step (bash's SECONDS: since the script began).
+time_left() { [ "$SECONDS" -lt "$BUDGET_S" ] || { echo "(skipped: ${SECONDS}s of the ${BUDGET_S}s budget used)"; false; }; }
 if [ -d "$PWD/.nvrtc/nvidia/cuda_nvrtc/lib" ]; then
     export LD_LIBRARY_PATH="$PWD/.nvrtc/nvidia/cuda_nvrtc/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
@@ -69,6 +85,44 @@ else
 fi
 
 TWIN=${TWIN:-target/release/twin}
+
+# (3) Kernel tables through production libraries, compared with the shipped ones.
+BATCHES=${BATCHES:-1,2,4,8,16,32,64,128,256,512,1024,2048,4096,8192}
+step_ms() { sed -n 's/^ *"step_ms": *\([0-9.e+-]*\),*$/\1/p' "$1" | head -1; }
+forward_pair() { # model label flags...: the step with the measured tables and with vLLM's
+    local model=$1 label=$2 dir=$3
+    shift 3
+    timeout 60 "$TWIN" forward --hardware "$HARDWARE" --model "$model" "$@" --engine "$dir" \
+        --allow-slow-profile --json > "$dir/forward-$label-measured.json" || status=1
+    timeout 60 "$TWIN" forward --hardware "$HARDWARE" --model "$model" "$@" --engine vllm \
+        --json > "$dir/forward-$label-vllm.json" || status=1
+    local a b
+    a=$(step_ms "$dir/forward-$label-measured.json"); b=$(step_ms "$dir/forward-$label-vllm.json")
+    awk -v a="$a" -v b="$b" -v m="$model" -v l="$label" 'BEGIN {
+        if (a > 0 && b > 0) printf "%-14s %-8s measured tables %9.3f ms, vllm tables %9.3f ms: %+.1f%% (goal within 10%%; attention priced by twin where not measured)\n", m, l, a, b, 100 * (a / b - 1)
+        else print m " " l ": no step time" }'
+}
+if [ -x "$TWIN" ]; then
+    for model in deepseek-v3 llama-3.1-8b; do
+        dir="$OUT/tables-$model"
+        step "calibrate --tables-out $dir ($model on $HARDWARE: cuBLASLt GEMMs, BF16 and FP8)"
+        rm -rf "$dir"
+        time timeout 150 "$TWIN" calibrate --device cuda:0 --tables-out "$dir" --hardware "$HARDWARE" \
+            --model "$model" --batches "$BATCHES" --quick --compare vllm,trtllm || status=1
+    done
+    step "forward --engine <measured tables> against --engine vllm"
+    d="$OUT/tables-deepseek-v3"
+    [ -f "$d/kernel-tables.toml" ] && {
+        forward_pair deepseek-v3 decode "$d" --phase decode --dep 8 --batch-per-rank 64 --context 4096
+        forward_pair deepseek-v3 prefill "$d" --phase prefill --dep 8 --batch-per-rank 1 --new-tokens 4096
+    }
+    d="$OUT/tables-llama-3.1-8b"
+    [ -f "$d/kernel-tables.toml" ] && {
+        forward_pair llama-3.1-8b decode "$d" --phase decode --tp 1 --batch-per-rank 64 --context 4096
+        forward_pair llama-3.1-8b prefill "$d" --phase prefill --tp 1 --batch-per-rank 1 --new-tokens 4096
+    }
+fi
+
 step "live runs on cuda:0, their validation and an in-situ fit from a traced run"
 DURATION=${DURATION:-20}
 RATE=${RATE:-20}
@@ -85,34 +139,33 @@ if [ -x "$TWIN" ]; then
     timeout 120 "$TWIN" calibrate --device cuda:0 --plan live --model cpu-live-moe --quick \
         --out "$OUT/profile-live-h200" || status=1
     live_run "$OUT/live-h200" "$RATE"
-    live_run "$OUT/live-h200-b" "$RATE"
-    if [ -x "$DISTANCE" ]; then
-        "$DISTANCE" "$OUT/live-h200" "$OUT/live-h200-b" || status=1
-    fi
     timeout 60 "$TWIN" validate live "$OUT/live-h200" --profile "$OUT/profile-live-h200/profile.toml" || status=1
-    live_run "$OUT/live-h200-same-traced" "$RATE" --trace-ops
-    if [ -x "$DISTANCE" ]; then
-        "$DISTANCE" "$OUT/live-h200" "$OUT/live-h200-same-traced" || status=1
+    if time_left; then
+        live_run "$OUT/live-h200-b" "$RATE"
+        if [ -x "$DISTANCE" ]; then
+            "$DISTANCE" "$OUT/live-h200" "$OUT/live-h200-b" || status=1
+        fi
     fi
-    live_run "$OUT/live-h200-traced" "$TRACED_RATE" --trace-ops
-    timeout 60 "$TWIN" calibrate fit-trace "$OUT/live-h200-traced/trace.json.gz" \
-        --out "$OUT/insitu-h200.toml" || status=1
-    timeout 60 "$TWIN" validate live "$OUT/live-h200" --profile "$OUT/insitu-h200.toml" || status=1
-    timeout 60 "$TWIN" validate live "$OUT/live-h200-traced" --profile "$OUT/insitu-h200.toml" || status=1
+    if time_left; then
+        live_run "$OUT/live-h200-traced" "$TRACED_RATE" --trace-ops
+        timeout 60 "$TWIN" calibrate fit-trace "$OUT/live-h200-traced/trace.json.gz" \
+            --out "$OUT/insitu-h200.toml" || status=1
+        timeout 60 "$TWIN" validate live "$OUT/live-h200" --profile "$OUT/insitu-h200.toml" || status=1
+    fi
 fi
 
 # Launch costs (eager and CUDA graph), if the example travelled (LAUNCH; build it with
 # `cargo build --release -p engine --example launch_costs`).
 LAUNCH=${LAUNCH:-target/release/examples/launch_costs}
-if [ -x "$LAUNCH" ]; then
+if [ -x "$LAUNCH" ] && time_left; then
     step "launch costs on cuda:0"
     timeout 60 "$LAUNCH" 0 || status=1
 fi
 
-step "twin calibrate --device cuda:0 --quick"
+step "twin calibrate --device cuda:0 --quick (twin's own kernels, for their roofline fractions)"
 if [ ! -x "$TWIN" ]; then
     echo "FAIL: $TWIN not found"; status=1
-else
+elif time_left; then
     time timeout 200 "$TWIN" calibrate --device cuda:0 --quick --out "$OUT/profile-h200" || status=1
 fi
 
@@ -151,5 +204,6 @@ else
 fi
 
 echo
+echo "results under $OUT (${SECONDS}s); nvidia-smi: $GPU_NAME"
 [ $status -eq 0 ] && echo "gpu-check: all steps ran" || echo "gpu-check: some steps FAILED"
 exit $status

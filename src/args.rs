@@ -90,4 +90,10 @@ pub struct PricingArgs {
     /// docs/runs-corpus.md).
     #[arg(long)]
     pub physics_only: bool,
+    /// Price with a GPU profile (`--profile`) or kernel-table path (`--engine PATH`)
+    /// even when an operation of the steps costs more than 3x the reference price of
+    /// the same GPU and shapes (the shipped tables, or twin's kernel model): without
+    /// it such a profile is refused, naming the operation and the ratio.
+    #[arg(long)]
+    pub allow_slow_profile: bool,
 }

@@ -247,6 +247,8 @@ pub fn prepare(args: &ForwardArgs) -> Result<Prepared> {
         draft_tokens,
         tokens_per_step,
     };
+    let mut params = params;
+    slow_guard(args, &hardware, &model, &layout, &spec, &mut params)?;
     Ok(Prepared {
         spec,
         hardware,
@@ -254,6 +256,49 @@ pub fn prepare(args: &ForwardArgs) -> Result<Prepared> {
         layout,
         params,
     })
+}
+
+/// A GPU profile or table path that prices an op of this step far slower than the
+/// reference is refused (`scenario::slow`), or said in the cost model's line with
+/// `--allow-slow-profile`.
+fn slow_guard(
+    args: &ForwardArgs,
+    hardware: &Hardware,
+    model: &Model,
+    layout: &Layout,
+    spec: &ForwardSpec,
+    params: &mut CostParams,
+) -> Result<()> {
+    let sets = Set::parse_all(&args.set)?;
+    let (_, rest) = Set::split_prefix(&sets, "hardware");
+    let (_, rest) = Set::split_prefix(&rest, "model");
+    let (cost_sets, _) = Set::split_prefix(&rest, "cost");
+    let p = &args.pricing;
+    let Some(r) = crate::scenario::slow::reference(
+        hardware,
+        p.profile.as_deref(),
+        &cost_sets,
+        p.engine.as_deref(),
+        p.physics_only || args.isolated,
+    )?
+    else {
+        return Ok(());
+    };
+    let mut r = r;
+    if args.isolated {
+        r.params.in_situ = sim::cost::insitu::InSitu::isolated();
+    }
+    let probe = crate::scenario::slow::Probe {
+        layout: layout.clone(),
+        spec: spec.clone(),
+        label: "this step".into(),
+    };
+    if let Some(words) =
+        crate::scenario::slow::check(hardware, model, &[probe], params, &r, p.allow_slow_profile)?
+    {
+        params.source = format!("{}; {words}", params.source);
+    }
+    Ok(())
 }
 
 /// The hardware and model `args` name, with their `--set` overrides, and the cost

@@ -665,3 +665,107 @@ fn issue_38_mxfp4_experts_at_a_few_tokens_each_price_near_their_weight_read() {
         );
     }
 }
+
+#[test]
+fn tables_out_writes_tables_that_engine_dir_prices_with_and_checks() {
+    // The whole `--tables-out` pipeline on the CPU (twin's f32 reference GEMM stands in
+    // for cuBLASLt: same shapes, timing, tables, fit): tables in the shipped layout and
+    // a profile that `--engine DIR` loads. CPU timings priced as an H200's are far
+    // slower than its kernel model, so `forward` refuses them, naming the op and the
+    // ratio, until --allow-slow-profile.
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("measured");
+    let ds = d.to_str().unwrap();
+    let (o, e) = runs(&[
+        "calibrate",
+        "--device",
+        "cpu",
+        "--tables-out",
+        ds,
+        "--hardware",
+        "h200",
+        "--model",
+        "tiny-moe",
+        "--batches",
+        "1,2,4,8",
+        "--smoke",
+    ]);
+    assert!(e.contains("not a production library"), "{e}");
+    assert!(
+        o.contains("not measured") && o.contains("communication: not measured"),
+        "{o}"
+    );
+    let csv = d.join("h200_sxm/gemm/measured");
+    let version = std::fs::read_dir(&csv)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let text = std::fs::read_to_string(version.join("gemm_perf.csv")).unwrap();
+    assert!(
+        text.starts_with("framework,version,device,kernel_source,gemm_dtype,m,n,k,latency"),
+        "{text}"
+    );
+    assert!(
+        text.contains(",fp8,") && text.contains(",bfloat16,"),
+        "{text}"
+    );
+    assert!(d.join("kernel-tables.toml").is_file());
+    let step = [
+        "forward",
+        "--hardware",
+        "h200",
+        "--model",
+        "tiny-moe",
+        "--dep",
+        "1",
+        "--batch-per-rank",
+        "4",
+        "--context",
+        "128",
+        "--engine",
+        ds,
+    ];
+    refused(
+        &step,
+        &["--engine", "x slower than twin's kernel model of h200"],
+    );
+    let mut allowed = step.to_vec();
+    allowed.push("--allow-slow-profile");
+    let (o, _) = runs(&allowed);
+    assert!(
+        o.contains("measured") && o.contains("--allow-slow-profile"),
+        "{o}"
+    );
+}
+
+#[test]
+fn tables_out_on_cuda_without_a_driver_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("t");
+    let o = twin(&[
+        "calibrate",
+        "--device",
+        "cuda:0",
+        "--tables-out",
+        d.to_str().unwrap(),
+        "--hardware",
+        "h200",
+        "--model",
+        "tiny-moe",
+        "--batches",
+        "1",
+        "--smoke",
+    ]);
+    let e = err(&o);
+    assert!(!e.contains("panicked"), "{e}");
+    if !o.status.success() {
+        // No GPU here (CI): the driver check names the cause.
+        assert_eq!(o.status.code(), Some(2), "{e}");
+        assert!(
+            e.contains("no CUDA driver found") || e.contains("CUDA device 0"),
+            "{e}"
+        );
+    }
+}

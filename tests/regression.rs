@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{calibrate, err, out, refused, runs, write};
+use common::{calibrate, err, json, out, refused, repo, runs, twin, write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -598,4 +598,106 @@ fn regression_advice_uses_unwrapped_sums() {
         ],
     );
     assert!(!e.contains("divides 383"), "{e}");
+}
+
+#[test]
+fn regression_issue_42_a_slow_gpu_profile_is_refused_naming_op_and_ratio() {
+    // The H200 calibration of 2026-12-04 (twin's own kernels: MoE weight streaming at
+    // 33% of HBM, decode attention at 0.9%) made this DeepSeek-V3 decode step 538 ms
+    // against 70 ms without it, silently. It is refused, naming the op and its ratio
+    // over twin's kernel model of the H200; --allow-slow-profile prices with it and
+    // says so in the cost model's line.
+    let p = repo().join("docs/measured/live-gpu-h200-2026-12-04/h200-kernels.profile.toml");
+    let p = p.to_str().unwrap();
+    let step = [
+        "forward",
+        "--hardware",
+        "h200",
+        "--model",
+        "deepseek-v3",
+        "--phase",
+        "decode",
+        "--dep",
+        "8",
+        "--batch-per-rank",
+        "64",
+        "--context",
+        "4096",
+        "--profile",
+        p,
+    ];
+    let e = refused(
+        &step,
+        &[
+            "prices attention",
+            "x slower than twin's kernel model of h200",
+            "--allow-slow-profile",
+        ],
+    );
+    let ratio: f64 = e
+        .split("prices attention ")
+        .nth(1)
+        .and_then(|s| s.split('x').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no ratio in: {e}"));
+    assert!(ratio > 3.0, "{e}");
+    let mut allowed = step.to_vec();
+    allowed.extend(["--allow-slow-profile", "--json"]);
+    let o = twin(&allowed);
+    assert!(o.status.success(), "{}", err(&o));
+    let j = json(&o);
+    let s = j.to_string();
+    assert!(
+        s.contains("priced with it anyway (--allow-slow-profile)"),
+        "{s}"
+    );
+    // Without the profile the same step is several times faster (70 ms against 538).
+    let (plain, _) = runs(&[
+        "forward",
+        "--hardware",
+        "h200",
+        "--model",
+        "deepseek-v3",
+        "--phase",
+        "decode",
+        "--dep",
+        "8",
+        "--batch-per-rank",
+        "64",
+        "--context",
+        "4096",
+        "--json",
+    ]);
+    let plain: serde_json::Value = serde_json::from_str(&plain).unwrap();
+    let (a, b) = (step_ms(&j), step_ms(&plain));
+    assert!(a > 3.0 * b, "{a} ms with the profile, {b} ms without");
+    // A scenario's run is refused the same way (its decode pool's probe step).
+    refused(
+        &[
+            "simulate",
+            "h100-llama-3.1-70b-tp8",
+            "--set",
+            "hardware=h200",
+            "--engine",
+            "twin",
+            "--profile",
+            p,
+            "--set",
+            "duration_s=5",
+            "--set",
+            "warmup_s=0",
+        ],
+        &[
+            "x slower than twin's kernel model of h200",
+            "a decode step of 64 requests per rank",
+        ],
+    );
+}
+
+/// A `forward --json` object's step time in ms.
+fn step_ms(j: &serde_json::Value) -> f64 {
+    j["step_ms"]
+        .as_f64()
+        .or_else(|| j["result"]["step_ms"].as_f64())
+        .unwrap_or_else(|| panic!("no step_ms in {j}"))
 }

@@ -17,6 +17,7 @@
 pub mod device;
 mod error;
 pub mod hugepage;
+pub mod library;
 pub mod op;
 pub mod serve;
 pub mod stats;

@@ -14,6 +14,7 @@ mod deser;
 pub mod fields;
 pub mod hf;
 pub mod resolve;
+pub mod slow;
 pub mod tables;
 
 pub use cost::cost_params;

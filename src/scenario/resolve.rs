@@ -110,6 +110,19 @@ pub fn resolve_args(args: &SimulateArgs) -> Result<Resolved> {
         engine.as_deref(),
         physics_only,
     )?;
+    if let Some(r) = super::slow::reference(
+        &hardware,
+        profile,
+        &sets.cost,
+        engine.as_deref(),
+        physics_only,
+    )? {
+        let probes = super::slow::scenario_probes(&sc);
+        let allow = args.pricing.allow_slow_profile;
+        if let Some(words) = super::slow::check(&hardware, &model, &probes, &params, &r, allow)? {
+            params.source = format!("{}; {words}", params.source);
+        }
+    }
     memory_knob(&sc, &mut params)?;
     runs_frontend(
         &mut sc,

@@ -11,6 +11,10 @@ use sim::Hardware;
 use std::io::Read;
 use std::sync::{Arc, Mutex};
 
+/// The profile a folder of measured tables holds (`twin calibrate --tables-out DIR`
+/// writes it; `--engine DIR` reads it).
+pub const MEASURED_PROFILE: &str = "kernel-tables.toml";
+
 /// The name of "no tables": twin's own kernel model.
 pub const OWN: &str = "twin";
 
@@ -113,9 +117,15 @@ fn tables_gpu(hw: &Hardware) -> String {
     }
 }
 
-/// Whether an `--engine` value is a profile's path.
-fn is_path(choice: &str) -> bool {
-    choice.contains('/') || choice.ends_with(".toml") || choice.ends_with(".gz")
+/// Whether an `--engine` value is a profile's path (or a folder holding the profile
+/// `twin calibrate --tables-out` writes).
+pub fn is_path(choice: &str) -> bool {
+    choice.contains('/')
+        || choice.ends_with(".toml")
+        || choice.ends_with(".gz")
+        || std::path::Path::new(choice)
+            .join(MEASURED_PROFILE)
+            .is_file()
 }
 
 /// Of shipped versions, `want` if shipped, else the nearest to it (by their numeric
@@ -191,7 +201,7 @@ fn load(hw: &Hardware, choice: &str) -> Result<Arc<KernelTables>> {
 /// (`kernels_from`), when `hw` has none of its own.
 fn carried_from(hw: &Hardware, choice: &str) -> Option<(String, Vec<u8>)> {
     let from = hw.kernels_from.as_deref()?;
-    if choice.contains('/') || choice.ends_with(".toml") || choice.ends_with(".gz") {
+    if is_path(choice) {
         return None;
     }
     let sibling = Hardware {
@@ -204,9 +214,19 @@ fn carried_from(hw: &Hardware, choice: &str) -> Option<(String, Vec<u8>)> {
 /// The file `choice` names: `(origin, bytes)`.
 fn locate(hw: &Hardware, choice: &str) -> Result<(String, Vec<u8>)> {
     if is_path(choice) {
-        let bytes =
-            std::fs::read(choice).with_context(|| format!("--engine {choice}: cannot read it"))?;
-        return Ok((choice.to_string(), bytes));
+        // A folder `twin calibrate --tables-out` wrote: its fitted profile.
+        let file = match std::path::Path::new(choice) {
+            p if p.is_dir() => p.join(MEASURED_PROFILE),
+            p => p.to_path_buf(),
+        };
+        let bytes = std::fs::read(&file).with_context(|| {
+            if file == std::path::Path::new(choice) {
+                format!("--engine {choice}: cannot read it")
+            } else {
+                format!("--engine {choice}: cannot read {}", file.display())
+            }
+        })?;
+        return Ok((file.display().to_string(), bytes));
     }
     let (engine, version) = match choice.split_once('@') {
         Some((e, v)) => (e, Some(v)),

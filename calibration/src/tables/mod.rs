@@ -1,10 +1,13 @@
 //! Measured kernel tables (AIConfigurator's open per-op data, or any table in its
 //! layout) as calibration: [`read`] the rows, [`fit`] a profile
-//! ([`sim::cost::tables::KernelTables`]), [`smooth`] the correction grid's solver.
+//! ([`sim::cost::tables::KernelTables`]), [`smooth`] the correction grid's solver,
+//! [`write`] measured rows in the same layout (`twin calibrate --tables-out`).
 
 pub mod fit;
 pub mod read;
 pub mod smooth;
+pub mod write;
 
 pub use fit::{fit, Options};
 pub use read::{read, Measured, Read, Selection};
+pub use write::write;

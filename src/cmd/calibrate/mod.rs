@@ -19,6 +19,7 @@
 //! a trace with `--out` does the same).
 
 mod runs;
+pub mod tables_out;
 
 use anyhow::{anyhow, Context, Result};
 use calibration::plan::{expand_ops, plan, PlanSize};
@@ -51,7 +52,7 @@ pub struct CalibrateArgs {
     pub smoke: bool,
     /// Output directory for measurements.csv and profile.toml (with --from-trace and
     /// --deployment: the file the fitted `[in_situ]` section is written to).
-    #[arg(long, required_unless_present_any = ["from_trace", "from_tables", "from_runs"])]
+    #[arg(long, required_unless_present_any = ["from_trace", "from_tables", "from_runs", "tables_out"])]
     pub out: Option<PathBuf>,
     /// `live`: measure the live engine's own ops at the shapes of `--model` (what
     /// `twin validate live` prices a run of that model with) instead of the default
@@ -93,6 +94,8 @@ pub struct CalibrateArgs {
     pub tables: crate::kernel_tables::TablesArgs,
     #[command(flatten)]
     pub runs: runs::FromRunsArgs,
+    #[command(flatten)]
+    pub tables_out: tables_out::TablesOutArgs,
 }
 
 #[derive(clap::Subcommand, Debug, Clone)]
@@ -119,6 +122,9 @@ pub enum CalibrateCommand {
 pub fn run(args: &CalibrateArgs) -> Result<()> {
     if let Some(corpus) = &args.runs.from_runs {
         return runs::run(&args.runs, corpus, args.out.as_deref());
+    }
+    if let Some(dir) = &args.tables_out.tables_out {
+        return tables_out::run(args, &args.tables_out, dir);
     }
     if let Some(dir) = &args.tables.from_tables {
         return crate::kernel_tables::run(dir, &args.tables, args.out.as_deref(), args.json);

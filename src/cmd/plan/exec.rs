@@ -273,6 +273,21 @@ fn pricing_of(
                 args.pricing.engine.as_deref(),
                 args.pricing.physics_only,
             )?;
+            if let Some(r) = crate::scenario::slow::reference(
+                &hardware,
+                args.pricing.profile.as_deref(),
+                &cost_sets,
+                args.pricing.engine.as_deref(),
+                args.pricing.physics_only,
+            )? {
+                let probes = crate::scenario::slow::scenario_probes(&base.scenario);
+                let allow = args.pricing.allow_slow_profile;
+                if let Some(words) =
+                    crate::scenario::slow::check(&hardware, &base.model, &probes, &p, &r, allow)?
+                {
+                    p.source = format!("{}; {words}", p.source);
+                }
+            }
             crate::scenario::memory_knob(&base.scenario, &mut p)?;
             p
         };

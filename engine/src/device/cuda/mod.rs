@@ -15,6 +15,7 @@
 mod calib;
 mod context;
 mod launch;
+mod lt;
 
 pub use context::arch_for;
 pub use context::CudaDevice;

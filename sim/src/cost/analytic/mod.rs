@@ -104,6 +104,31 @@ impl AnalyticCostModel {
         }
     }
 
+    /// The dense weight GEMMs a step of this model and layout prices, each once, as
+    /// `(n, k, activation bytes, weight bytes)` per element (block scales in): the
+    /// attention projections, the MoE router and shared experts, the dense FFNs and
+    /// the LM head (the shapes `twin calibrate --tables-out` measures). Batched and
+    /// grouped GEMMs (MLA absorption, routed experts) are not among them.
+    pub fn dense_gemm_shapes(&self) -> Vec<(f64, f64, f64, f64)> {
+        let c = &self.compiled;
+        let mut out: Vec<(f64, f64, f64, f64)> = Vec::new();
+        let all = c
+            .proj
+            .iter()
+            .chain(c.kv_up.iter())
+            .chain(c.router.iter())
+            .chain(c.shared.iter())
+            .chain(c.dense_ffns.iter().flatten())
+            .chain(std::iter::once(&c.lm_head));
+        for g in all.filter(|g| g.groups == 1.0) {
+            let s = (g.n, g.k, g.a_bytes, g.b_bytes);
+            if !out.contains(&s) {
+                out.push(s);
+            }
+        }
+        out
+    }
+
     /// Stage times of layer type `ti` from a rank-local pricing and the MoE part, and
     /// the compute time the communication kernels cost the compute stream in them.
     /// `sm_share` of the SMs is taken by overlapped communication kernels: held for
