@@ -390,6 +390,10 @@ pub struct GroupFit {
     pub records: usize,
     /// The terms, by key (`frontend_s` is the scenario's `serving.frontend_s`).
     pub terms: std::collections::BTreeMap<String, f64>,
+    /// The keys of the terms fitted (the others are at their priors); empty in
+    /// profiles written before it was recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fitted: Vec<String>,
     /// Per metric, the p10 and p90 of the leave-one-model-out residuals (measured
     /// over predicted): a prediction's band for a model the group has not seen.
     pub band: std::collections::BTreeMap<String, [f64; 2]>,

@@ -88,6 +88,7 @@ fn empty_group() -> calibration::runs::GroupFit {
         models: Vec::new(),
         records: 0,
         terms: Default::default(),
+        fitted: Vec::new(),
         band: Default::default(),
         cv: Default::default(),
     }

@@ -56,6 +56,11 @@ pub struct FromRunsArgs {
     /// plus a quarter of TTFT's; the others are left out of --out and price by physics.
     #[arg(long, requires = "from_runs")]
     pub only_improving: bool,
+    /// With --only-improving: another term set (comma-separated keys), tried for each
+    /// group whose fit of the sets before it does not beat physics alone; the group
+    /// keeps the first set that does (repeatable, tried in order).
+    #[arg(long = "or-terms", value_name = "TERMS", requires = "only_improving")]
+    pub or_terms: Vec<String>,
 }
 
 /// The fold a record falls in under a cross-validation scheme.
@@ -97,7 +102,15 @@ pub fn run(a: &FromRunsArgs, corpus_name: &str, out: Option<&std::path::Path>) -
         bail!("{}: no record passes the filters", loaded.origin);
     }
     let cache = Cache::default();
-    let terms = chosen_terms(a)?;
+    let terms = chosen_terms(&a.terms, a.prior_scale)?;
+    let alternatives = a
+        .or_terms
+        .iter()
+        .map(|set| {
+            let keys: Vec<String> = set.split(',').map(|k| k.trim().to_string()).collect();
+            chosen_terms(&keys, a.prior_scale)
+        })
+        .collect::<Result<Vec<_>>>()?;
     let lins = linearised(a, &records, &loaded, &cache)?;
     let mut groups: BTreeMap<(String, String), Vec<Lin>> = BTreeMap::new();
     let mut skipped: BTreeMap<String, usize> = BTreeMap::new();
@@ -117,13 +130,18 @@ pub fn run(a: &FromRunsArgs, corpus_name: &str, out: Option<&std::path::Path>) -
     let fits: Vec<GroupFit> = groups
         .iter()
         .map(|((engine, family), lins)| {
-            let ctx = Ctx {
-                a,
-                loaded: &loaded,
-                cache: &cache,
-                terms: &terms,
+            let fit_with = |terms: &[Term]| {
+                let ctx = Ctx {
+                    a,
+                    loaded: &loaded,
+                    cache: &cache,
+                    terms,
+                };
+                fit_group(engine, family, lins, &ctx)
             };
-            fit_group(engine, family, lins, &ctx)
+            first_improving(1 + alternatives.len(), |i| {
+                fit_with(if i == 0 { &terms } else { &alternatives[i - 1] })
+            })
         })
         .collect();
     print_fits(&fits, &skipped, records.len(), a.no_check);
@@ -163,15 +181,37 @@ fn objective(figs: &BTreeMap<String, CvFigures>) -> Option<f64> {
         .sum()
 }
 
+/// The first of `sets` term sets whose fit (`fit(i)`, called in order and only while
+/// none before it did) beats physics alone; the first set's fit when none does.
+fn first_improving(sets: usize, mut fit: impl FnMut(usize) -> GroupFit) -> GroupFit {
+    let first = fit(0);
+    if beats_physics(&first).0 {
+        return first;
+    }
+    (1..sets)
+        .map(&mut fit)
+        .find(|g| beats_physics(g).0)
+        .unwrap_or(first)
+}
+
+/// Whether a group's leave-one-model-out objective beats physics alone's, and the two.
+fn beats_physics(g: &GroupFit) -> (bool, Option<f64>, Option<f64>) {
+    let cv = g.cv.get("leave-one-model-out").and_then(objective);
+    let prior = g.cv.get("physics alone").and_then(objective);
+    (
+        matches!((cv, prior), (Some(c), Some(p)) if c < p),
+        cv,
+        prior,
+    )
+}
+
 /// The groups whose leave-one-model-out objective beats physics alone's; says which
 /// are left out and why.
 fn gate(fits: Vec<GroupFit>) -> Vec<GroupFit> {
     println!();
     fits.into_iter()
         .filter(|g| {
-            let cv = g.cv.get("leave-one-model-out").and_then(objective);
-            let prior = g.cv.get("physics alone").and_then(objective);
-            let keep = matches!((cv, prior), (Some(c), Some(p)) if c < p);
+            let (keep, cv, prior) = beats_physics(g);
             let shown = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{:.1}%", 100.0 * x));
             println!(
                 "{} {} on {}: leave-one-model-out {} against physics alone {} (median |error| of TPOT + TTFT / 4)",
@@ -325,6 +365,11 @@ fn fit_group(engine: &str, family: &str, lins: &[Lin], ctx: &Ctx) -> GroupFit {
             .zip(&p_all)
             .map(|(t, p)| (t.key.to_string(), t.value(*p)))
             .collect(),
+        fitted: terms
+            .iter()
+            .filter(|t| t.sd > PINNED_SD)
+            .map(|t| t.key.to_string())
+            .collect(),
         band: band_of,
         cv,
     }
@@ -423,6 +468,12 @@ fn print_fits(fits: &[GroupFit], skipped: &BTreeMap<String, usize>, n: usize, no
             })
             .collect();
         println!("  terms: {}", terms.join(", "));
+        if !g.fitted.is_empty() {
+            println!(
+                "  fitted: {} (the others at their priors)",
+                g.fitted.join(", ")
+            );
+        }
         for (scheme, figs) in &g.cv {
             let cells: Vec<String> = figs
                 .iter()
@@ -445,10 +496,13 @@ fn print_fits(fits: &[GroupFit], skipped: &BTreeMap<String, usize>, n: usize, no
     }
 }
 
+/// A pinned term's prior sd: it stays at its prior.
+const PINNED_SD: f64 = 1e-9;
+
 /// The terms to fit: every term of the table, those not named by `--terms` pinned at
 /// their priors, every prior's sd scaled by `--prior-scale`.
-fn chosen_terms(a: &FromRunsArgs) -> Result<Vec<Term>> {
-    for k in &a.terms {
+fn chosen_terms(keys: &[String], prior_scale: f64) -> Result<Vec<Term>> {
+    for k in keys {
         if !TERMS.iter().any(|t| t.key == k) {
             bail!(
                 "--terms {k}: not a term; the terms are {}",
@@ -456,15 +510,15 @@ fn chosen_terms(a: &FromRunsArgs) -> Result<Vec<Term>> {
             );
         }
     }
-    if !(a.prior_scale.is_finite() && a.prior_scale > 0.0) {
-        bail!("--prior-scale {}: must be a positive number", a.prior_scale);
+    if !(prior_scale.is_finite() && prior_scale > 0.0) {
+        bail!("--prior-scale {prior_scale}: must be a positive number");
     }
     Ok(TERMS
         .iter()
         .map(|t| {
-            let free = a.terms.is_empty() || a.terms.iter().any(|k| k == t.key);
+            let free = keys.is_empty() || keys.iter().any(|k| k == t.key);
             Term {
-                sd: if free { t.sd * a.prior_scale } else { 1e-9 },
+                sd: if free { t.sd * prior_scale } else { PINNED_SD },
                 ..*t
             }
         })
@@ -577,6 +631,7 @@ mod tests {
             models: vec![],
             records: 10,
             terms: Default::default(),
+            fitted: Vec::new(),
             band: Default::default(),
             cv,
         }
@@ -598,5 +653,25 @@ mod tests {
         ]);
         let names: Vec<&str> = kept.iter().map(|g| g.engine.as_str()).collect();
         assert_eq!(names, ["a"]);
+    }
+
+    /// `--or-terms`: a group takes the first term set that beats physics alone, fits
+    /// no set after it, and keeps the first set's fit when none does.
+    #[test]
+    fn a_group_takes_the_first_term_set_that_beats_physics() {
+        let sets = [
+            group("all three", Some((0.10, 0.60)), (0.12, 0.40)),
+            group("element-wise", Some((0.10, 0.40)), (0.12, 0.40)),
+            group("never fitted", Some((0.05, 0.10)), (0.12, 0.40)),
+        ];
+        let mut asked = Vec::new();
+        let g = first_improving(3, |i| {
+            asked.push(i);
+            sets[i].clone()
+        });
+        assert_eq!(g.engine, "element-wise");
+        assert_eq!(asked, [0, 1]);
+        let none = first_improving(2, |i| group(["first", "second"][i], None, (0.1, 0.1)));
+        assert_eq!(none.engine, "first");
     }
 }
