@@ -4,8 +4,9 @@
 # which twin ships and prices every engine's steps with unless --physics-only.
 # Which terms: those that improved the leave-one-model-out cross-validation over
 # physics alone when this was last run (docs/measured/runs-aic-2026-12-05.md), per
-# group the first of TERMS and OR_TERMS that did; the others stay at their priors. Checked afterwards on records the fit never saw: the
-# eleven public H100 runs (h100-public-bench).
+# group the first of TERMS and OR_TERMS that did; the others stay at their priors.
+# Checked afterwards on records the fit never saw: the eleven public H100 runs
+# (h100-public-bench).
 #
 #   scripts/runs-fit.sh            # fit, write, then check on h100-public-bench
 #   TERMS=a,b scripts/runs-fit.sh  # another term set
