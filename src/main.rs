@@ -64,7 +64,7 @@ enum Command {
     /// Compare predictions with published figures (and refit the fitted parameters).
     Validate(cmd::validate::ValidateArgs),
     /// Measure per-layer operations on a device and fit a cost profile.
-    Calibrate(cmd::calibrate::CalibrateArgs),
+    Calibrate(Box<cmd::calibrate::CalibrateArgs>),
     /// Serve a scenario for real with the engine (CPU or one GPU) and record the run.
     Live(cmd::live::LiveArgs),
     /// Import a Hugging Face config as a model file, or show what a model holds.
