@@ -30,6 +30,5 @@ pub mod trace;
 pub use error::{CalibrationError, Result};
 pub use families::OpFit;
 /// The name `MeasurementRecord` had before it said what it holds.
-pub use log::MeasurementRecord as Row;
 pub use log::{DirLock, MeasurementLog, MeasurementRecord};
 pub use profile::{Profile, Provenance, Reference};

@@ -5,9 +5,9 @@ use crate::scenario::hf::{self, ImportOptions, WeightChoice};
 use crate::scenario::{load_model_quant, read_text, Set};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
-use sim::model::{AttentionKind, FfnKind};
-use sim::units::Dtype;
-use sim::Model;
+use spec::dtype::Dtype;
+use spec::model::Model;
+use spec::model::{AttentionKind, FfnKind};
 use std::path::PathBuf;
 
 #[derive(Args)]
@@ -286,7 +286,11 @@ pub fn pattern_line(m: &Model) -> String {
 }
 
 /// `model show --json`: the figures as one object.
-fn show_json(m: &Model, w: &sim::model::Weights, kv_at: Option<(Dtype, f64, f64)>) -> Result<()> {
+fn show_json(
+    m: &Model,
+    w: &spec::weights::Weights,
+    kv_at: Option<(Dtype, f64, f64)>,
+) -> Result<()> {
     let parts: Vec<_> = w
         .parts
         .iter()

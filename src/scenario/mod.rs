@@ -4,8 +4,8 @@
 
 use anyhow::{anyhow, bail, Result};
 use serde::de::DeserializeOwned;
-use sim::validate::{Field, Problem};
-use sim::{Hardware, Model};
+use spec::problem::{Field, Problem};
+use spec::{hardware::Hardware, model::Model};
 use std::fmt::Write as _;
 
 mod carry;

@@ -19,7 +19,7 @@ pub mod spread_fit;
 use crate::scenario::embedded_file;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
-use fitting::{read_table, rel_error, Row};
+use fitting::{read_table, rel_error, PublishedFigure};
 use rows::{is_simulation, Evaluator};
 use sim::cost::band::Band;
 use std::collections::BTreeMap;
@@ -101,7 +101,7 @@ pub enum ValidateWhat {
 struct Table {
     name: String,
     origin: String,
-    rows: Vec<Row>,
+    rows: Vec<PublishedFigure>,
 }
 
 fn load_tables(which: Option<&str>) -> Result<Vec<Table>> {
@@ -140,7 +140,7 @@ fn load_tables(which: Option<&str>) -> Result<Vec<Table>> {
 
 /// One evaluated row.
 pub struct Outcome {
-    pub row: Row,
+    pub row: PublishedFigure,
     /// None: a simulation row left out (run with --simulate).
     pub predicted: Option<f64>,
     pub error: Option<f64>,

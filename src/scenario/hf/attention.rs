@@ -6,7 +6,7 @@
 
 use super::arch::LayerSpec;
 use super::*;
-use sim::model::{Attention, Indexer};
+use spec::model::{Attention, Indexer};
 
 /// MLA attention (DeepSeek): the latent and its rope part per token.
 pub(super) fn mla_attention(

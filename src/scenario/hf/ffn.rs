@@ -3,7 +3,7 @@
 
 use super::arch::LayerSpec;
 use super::*;
-use sim::model::{DenseFfn, Mhc, Moe, Mtp};
+use spec::model::{DenseFfn, Mhc, Moe, Mtp};
 
 /// The shared experts' count and total width (None: `count x expert width`), from the
 /// key the architecture names them with, and the provenance of each.

@@ -12,9 +12,9 @@
 
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{Map, Value};
-use sim::model::{AttentionKind, AttentionShape, FfnKind, Kv, LayerGroup};
-use sim::units::Dtype;
-use sim::Model;
+use spec::dtype::Dtype;
+use spec::model::Model;
+use spec::model::{AttentionKind, AttentionShape, FfnKind, Kv, LayerGroup};
 use std::collections::BTreeMap;
 
 /// The architectures twin imports, with the family that reads their attention.

@@ -40,7 +40,7 @@ fn configs() -> Vec<String> {
 /// A decode step of 4 requests at 2048 tokens and a prefill of 2048 tokens on one
 /// H200 TP8 replica: both finite and positive.
 fn prices(m: &Model) -> std::result::Result<(), String> {
-    let hw: sim::Hardware =
+    let hw: spec::hardware::Hardware =
         toml::from_str(include_str!("../../../scenarios/hardware/h200.toml")).unwrap();
     let cm = AnalyticCostModel::new(
         hw,
@@ -391,7 +391,7 @@ rental_3yr_usd_per_gpu_hour = 1.0
 /// The attention operation of one step of one request on the round GPU (1 TB/s, 1e15
 /// BF16 flop/s) with ideal attention and recurrent kernels.
 fn attention_s(m: &Model, phase: Phase, new: u32, ctx: u64) -> f64 {
-    let hw: sim::Hardware = toml::from_str(ROUND_GPU).unwrap();
+    let hw: spec::hardware::Hardware = toml::from_str(ROUND_GPU).unwrap();
     let r = OpRate::new(1.0, 1.0, 0.0);
     let p = CostParams {
         attention: r,
