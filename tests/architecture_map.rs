@@ -17,7 +17,7 @@
 use std::path::{Path, PathBuf};
 
 /// The workspace's crates and their source roots; `twin` is the binary.
-const CRATES: [(&str, &str); 9] = [
+const CRATES: [(&str, &str); 10] = [
     ("spec", "spec/src"),
     ("sim", "sim/src"),
     ("engine", "engine/src"),
@@ -26,6 +26,7 @@ const CRATES: [(&str, &str); 9] = [
     ("fitting", "fitting/src"),
     ("live", "live/src"),
     ("corpus", "corpus/src"),
+    ("hf", "hf/src"),
     ("twin", "src"),
 ];
 

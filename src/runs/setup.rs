@@ -5,9 +5,9 @@
 //! reason, never approximated silently.
 
 use super::load::Base;
-use crate::scenario::hf::{self, ImportOptions, WeightChoice};
 use crate::scenario::{Parts, Resolved};
 use corpus::{EngineName, Format, Layout, Lengths, Load, RunRecord, Workers};
+use hf::{ImportOptions, WeightChoice};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use sim::cost::CostParams;
