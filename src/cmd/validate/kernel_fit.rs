@@ -5,8 +5,8 @@
 //! reported for groups with more fit rows than parameters.
 
 use super::rows::Evaluator;
-use super::spread_fit::{class_of, ClassSpread, Held, ARCHITECTURES};
 use anyhow::{anyhow, bail, Context, Result};
+use calibration::spread_fit::{class_of, ClassSpread, Held, ARCHITECTURES};
 use fitting::{least_squares, leave_one_out, rel_error, round5, Bounds, PublishedFigure};
 
 /// A fitted cost parameter and the keys that take the same value.

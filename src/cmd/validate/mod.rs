@@ -14,7 +14,6 @@ pub mod kernel_fit;
 pub mod report_fit;
 pub mod rows;
 pub mod runs;
-pub mod spread_fit;
 
 use crate::scenario::embedded_file;
 use anyhow::{anyhow, bail, Context, Result};
@@ -621,8 +620,8 @@ fn fit_kernels(
         return Ok(());
     }
     let held = kernel_fit::held_out(&t.rows, &fits)?;
-    let spreads = spread_fit::estimate(&held);
-    let (inside, judged) = spread_fit::held_out_coverage(&held);
+    let spreads = calibration::spread_fit::estimate(&held);
+    let (inside, judged) = calibration::spread_fit::held_out_coverage(&held);
     for s in &spreads {
         items.push(serde_json::json!({
             "table": t.name, "spread": s.class.key(), "architecture": s.architecture,
