@@ -9,9 +9,9 @@ use crate::step::{Forward, Prepared};
 use anyhow::{bail, Context, Result};
 use serde_json::json;
 use sim::cost::band::{Band, DEFAULT_DRAWS, DEFAULT_SEED};
-use sim::cost::insitu::Category;
 use sim::cost::spread::Class;
 use sim::cost::CostParams;
+use spec::insitu::Category;
 
 /// Most draws `simulate --band` takes (each is a whole simulation).
 pub const MAX_SIM_DRAWS: u32 = 64;
@@ -66,7 +66,7 @@ pub fn forward(prep: &Prepared) -> Result<Option<ForwardBand>> {
 
 /// Whose kernel-fit spreads a band draws from: the hardware's own, or those it carries
 /// (`kernels_from`).
-fn spread_source(hw: &sim::Hardware) -> String {
+fn spread_source(hw: &spec::hardware::Hardware) -> String {
     match &hw.kernels_from {
         Some(from) => format!("{from}, carried to {}", hw.name),
         None => hw.name.clone(),
@@ -77,7 +77,7 @@ fn spread_source(hw: &sim::Hardware) -> String {
 /// no measured kernel tables that price it either.
 fn unknown_classes(params: &CostParams) -> Vec<Class> {
     let tabled_allreduce = params.tables.as_ref().is_some_and(|t| {
-        t.training_spread(&[sim::cost::tables::Family::Collective])
+        t.training_spread(&[sim::cost::tables::family::Family::Collective])
             .is_some()
     });
     params

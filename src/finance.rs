@@ -6,14 +6,14 @@ use crate::scenario::{load_tco, Resolved, Set};
 use anyhow::{anyhow, bail, Result};
 use sim::serving::{Report, Throughput, TokenPrices};
 use sim::tco::{blended, finance, Finance, GpuHourCost, Tco};
-use sim::Hardware;
+use spec::hardware::Hardware;
 use std::fmt::Write;
 
 /// The TCO: a preset or file with `--set tco.*`, or rental at the scenario's basis.
 pub fn resolve_tco(
     name: Option<&str>,
     sets: &[Set],
-    basis: sim::hardware::PriceBasis,
+    basis: spec::hardware::PriceBasis,
 ) -> Result<sim::tco::Tco> {
     match name {
         Some(n) => load_tco(n, sets),

@@ -7,12 +7,12 @@ use anyhow::{bail, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::json;
 use sim::cost::kernels::a2a::Routing;
+use sim::cost::kernels::as_benchmarked::{self, BenchResult, CommKernel};
 use sim::cost::kernels::attention::AttnKernel;
-use sim::cost::kernels::bench::{self, BenchResult, CommKernel};
 use sim::cost::kernels::GemmKind;
 use sim::cost::{CostParams, Phase};
-use sim::units::Dtype;
-use sim::Hardware;
+use spec::dtype::Dtype;
+use spec::hardware::Hardware;
 
 #[derive(Debug, Clone, Args)]
 pub struct KernelArgs {
@@ -328,7 +328,7 @@ fn gemm(hw: &Hardware, p: &CostParams, g: &GemmArgs) -> Result<Priced> {
             kind.name(),
             Dtype::from(dtype)
         ),
-        bench::gemm(
+        as_benchmarked::gemm(
             hw,
             p,
             kind,
@@ -376,7 +376,7 @@ fn all_to_all(hw: &Hardware, p: &CostParams, a: &A2aArgs, combine: bool) -> Resu
             } else {
                 0.0
             });
-    let b = bench::A2a {
+    let b = as_benchmarked::A2a {
         kernel,
         combine,
         ep: r.ep as f64,
@@ -403,7 +403,7 @@ fn all_to_all(hw: &Hardware, p: &CostParams, a: &A2aArgs, combine: bool) -> Resu
             r.ep,
             r.tokens
         ),
-        bench::a2a(hw, p, &b),
+        as_benchmarked::a2a(hw, p, &b),
     ))
 }
 
@@ -450,7 +450,7 @@ fn moe_layer(hw: &Hardware, p: &CostParams, a: &MoeArgs) -> Result<Priced> {
 }
 
 fn allreduce(hw: &Hardware, p: &CostParams, a: &AllreduceArgs) -> Result<Priced> {
-    let b = sim::units::ByteSize::parse(&a.bytes).map_err(|e| anyhow::anyhow!("--bytes: {e}"))?;
+    let b = spec::dtype::ByteSize::parse(&a.bytes).map_err(|e| anyhow::anyhow!("--bytes: {e}"))?;
     if a.gpus < 2 || b.as_f64() <= 0.0 {
         bail!("--gpus must be at least 2 and --bytes positive");
     }
@@ -460,7 +460,7 @@ fn allreduce(hw: &Hardware, p: &CostParams, a: &AllreduceArgs) -> Result<Priced>
             if a.ring { "ring " } else { "" },
             a.gpus
         ),
-        bench::allreduce(hw, p, a.gpus as f64, b.as_f64(), a.ring),
+        as_benchmarked::allreduce(hw, p, a.gpus as f64, b.as_f64(), a.ring),
     ))
 }
 
@@ -487,7 +487,7 @@ fn attention(hw: &Hardware, p: &CostParams, a: &AttentionArgs) -> Result<Priced>
     if kernel == AttnKernel::Sparse && top_k == 0 {
         bail!("sparse attention needs --top-k");
     }
-    let shape = bench::Attn {
+    let shape = as_benchmarked::Attn {
         phase,
         kernel,
         batch: batch as f64,
@@ -505,7 +505,7 @@ fn attention(hw: &Hardware, p: &CostParams, a: &AttentionArgs) -> Result<Priced>
             "{} attention, batch {batch}, {heads} heads, {q_tokens} queries on {context} keys",
             kind.words()
         ),
-        bench::attention(hw, p, &shape),
+        as_benchmarked::attention(hw, p, &shape),
     ))
 }
 
@@ -519,7 +519,7 @@ fn moe_model(
     w: Dtype,
     a: Dtype,
     fused: bool,
-) -> Result<sim::Model> {
+) -> Result<spec::model::Model> {
     let text = format!(
         r#"
 name = "kernel-moe"

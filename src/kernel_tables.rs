@@ -235,7 +235,8 @@ id,figure,metric,published,unit,role,command,baseline,source
 ";
 
 fn append_checks(file: &Path, p: &KernelTables, read: &tables::Read) -> Result<()> {
-    use sim::cost::tables::{Format, Shape};
+    use sim::cost::tables::family::Shape;
+    use sim::cost::tables::format::Format;
     let groups = tables::fit::groups(read);
     let mut lines = String::new();
     let engine = format!("{}@{}", p.engine, p.version);

@@ -12,7 +12,7 @@
 use anyhow::{Context, Result};
 use serde_json::{json, Value};
 use sim::cost::analytic::StepTrace;
-use sim::cost::insitu::Stream;
+use spec::insitu::Stream;
 use std::path::Path;
 
 const LAYERS_TID: u32 = 100;

@@ -7,8 +7,8 @@ use anyhow::{anyhow, bail, Result};
 use clap::{Args, ValueEnum};
 use sim::cost::{AnalyticCostModel, CostModel, CostParams, Layout, Phase};
 use sim::forward::{forward, ForwardResult, ForwardSpec};
-use sim::validate::Field;
-use sim::{Hardware, Model};
+use spec::problem::Field;
+use spec::{hardware::Hardware, model::Model};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum PhaseArg {

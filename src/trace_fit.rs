@@ -12,10 +12,11 @@
 use crate::step::{evaluate, ForwardArgs};
 use anyhow::{anyhow, Context, Result};
 use calibration::insitu::{fit_factors, to_toml, InSituFit};
-use calibration::trace::{Category, LayerBreakdown, Stream, TraceReport};
+use calibration::trace::TraceReport;
 use clap::Parser;
 use serde_json::json;
 use sim::cost::Phase;
+use spec::insitu::{Category, LayerBreakdown, Stream};
 use std::path::Path;
 
 #[derive(Parser)]

@@ -2,7 +2,8 @@
 //! (`calibration::trace` computes; this file prints).
 
 use anyhow::Result;
-use calibration::trace::{self, Category, LayerBreakdown, LayerDetail, Rules, Stream, TraceReport};
+use calibration::trace::{self, LayerDetail, Rules, TraceReport};
+use spec::insitu::{Category, LayerBreakdown, Stream};
 use std::path::Path;
 
 /// What to print.

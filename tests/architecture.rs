@@ -185,6 +185,29 @@ fn crate_dependencies_keep_the_architecture() {
             "fitting solves; it must not depend on {banned}"
         );
     }
+    // hf reads Hugging Face configs into spec's model: of the workspace it knows spec
+    // only, and it reads no file (the binary reads them and hands it their text).
+    for d in deps("hf").iter().filter(|d| members.contains(d)) {
+        assert_eq!(
+            d, "spec",
+            "hf may depend on spec of the workspace, not on {d}"
+        );
+    }
+    for e in walk(&repo().join("hf/src")) {
+        if e.file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("tests"))
+        {
+            continue;
+        }
+        let text = std::fs::read_to_string(&e).unwrap();
+        for banned in ["File::open", "read_to_string(", "fs::read(", "fs::write("] {
+            assert!(
+                !text.contains(banned),
+                "{} uses {banned}: hf reads no file",
+                e.display()
+            );
+        }
+    }
 }
 
 fn walk(dir: &Path) -> Vec<PathBuf> {

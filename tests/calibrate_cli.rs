@@ -15,7 +15,7 @@ fn text(o: &Output) -> String {
     )
 }
 
-fn rows(p: &Path) -> Vec<calibration::Row> {
+fn rows(p: &Path) -> Vec<calibration::MeasurementRecord> {
     calibration::log::read_rows(p).expect("measurements.csv parses")
 }
 

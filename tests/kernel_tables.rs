@@ -106,7 +106,7 @@ fn the_shipped_h100_profile_prices_the_extract_as_measured() {
     // (training and held-out alike): it prices them within a few percent; twin's own
     // kernel model, fitted to DeepGEMM's FP8 tables, does not price these libraries'
     // BF16 GEMMs as well.
-    let hw: sim::Hardware = toml::from_str(
+    let hw: spec::hardware::Hardware = toml::from_str(
         &std::fs::read_to_string(repo().join("scenarios/hardware/h100.toml")).unwrap(),
     )
     .unwrap();
@@ -157,15 +157,15 @@ fn the_shipped_h100_profile_prices_the_extract_as_measured() {
     ]);
     assert!(o.status.success(), "{}", err(&o));
     let cli = json(&o)["time_us"].as_f64().unwrap() * 1e-6;
-    let shape = sim::cost::tables::Shape::Gemm {
+    let shape = sim::cost::tables::family::Shape::Gemm {
         kernel: String::new(),
-        format: sim::cost::tables::Format::Bf16,
+        format: sim::cost::tables::format::Format::Bf16,
         m: 1024.0,
         n: 4096.0,
         k: 16384.0,
     };
     let direct = prof
-        .gemm_fit(sim::cost::tables::Format::Bf16)
+        .gemm_fit(sim::cost::tables::format::Format::Bf16)
         .unwrap()
         .price(&hw, &shape);
     assert!((cli / direct - 1.0).abs() < 1e-9, "{cli} {direct}");
@@ -364,13 +364,15 @@ fn forward_prices_routed_experts_at_the_tables_moe_fit() {
     // as they are: the step's `moe` line is 36 times the fit's price of that shape.
     let j = forward_json("vllm", &tp8("gpt-oss-120b", &DECODE_10_AT_2100));
     let moe_ms = j["breakdown_ms"]["moe"].as_f64().unwrap();
-    let hw: sim::Hardware = toml::from_str(
+    let hw: spec::hardware::Hardware = toml::from_str(
         &std::fs::read_to_string(repo().join("scenarios/hardware/h100.toml")).unwrap(),
     )
     .unwrap();
     let prof = shipped("h100-vllm-0.24.0");
-    use sim::cost::tables::{Format, Shape, DEPLOYED_MOE_SKEW};
-    let format = Format::of_experts(sim::units::Dtype::Fp4, 32, sim::units::Dtype::Bf16).unwrap();
+    use sim::cost::tables::family::Shape;
+    use sim::cost::tables::format::Format;
+    use sim::cost::tables::DEPLOYED_MOE_SKEW;
+    let format = Format::of_experts(spec::dtype::Dtype::Fp4, 32, spec::dtype::Dtype::Bf16).unwrap();
     let shape = Shape::Moe {
         kernel: String::new(),
         format,
@@ -428,9 +430,14 @@ const DECODE_10_AT_2100: [&str; 6] = [
 ];
 
 /// A GQA decode attention shape as the step model asks the tables for it.
-fn decode_shape(batch: f64, head_dim: f64, context: f64, window: f64) -> sim::cost::tables::Shape {
+fn decode_shape(
+    batch: f64,
+    head_dim: f64,
+    context: f64,
+    window: f64,
+) -> sim::cost::tables::family::Shape {
     // TP8 of 64 query heads and 8 KV heads: 8 and 1 per GPU, a BF16 cache.
-    sim::cost::tables::Shape::DecodeAttention {
+    sim::cost::tables::family::Shape::DecodeAttention {
         kernel: String::new(),
         batch,
         heads: 8.0,
@@ -442,7 +449,7 @@ fn decode_shape(batch: f64, head_dim: f64, context: f64, window: f64) -> sim::co
     }
 }
 
-fn h100() -> sim::Hardware {
+fn h100() -> spec::hardware::Hardware {
     toml::from_str(&std::fs::read_to_string(repo().join("scenarios/hardware/h100.toml")).unwrap())
         .unwrap()
 }
@@ -483,7 +490,7 @@ fn forward_prices_gqa_prefill_attention_at_the_tables_fit() {
         ),
     );
     let got = j["breakdown_ms"]["attention"].as_f64().unwrap();
-    let shape = sim::cost::tables::Shape::PrefillAttention {
+    let shape = sim::cost::tables::family::Shape::PrefillAttention {
         kernel: String::new(),
         batch: 1.0,
         isl: (8192.0f64 * 8193.0).sqrt(),

@@ -291,8 +291,9 @@ fn a_short_live_run_is_recorded_consistently_and_validates() {
 /// checks against the executor's own trace), times positive, every step of the first
 /// ones traced, the run named in `otherData`.
 fn check_op_trace(d: &RunDir, trace: &Path) {
-    use sim::cost::fitted::{LiveModel, LiveModelExt};
+    use sim::cost::fitted::LiveModelExt;
     use sim::cost::{Phase, ReqSlice, StepShape};
+    use spec::live_model::LiveModel;
     let info = d
         .info
         .op_trace

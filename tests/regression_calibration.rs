@@ -12,10 +12,10 @@ use std::process::Command;
 /// left out (with why); a profile with one is refused when written and when read.
 #[test]
 fn regression_profiles_never_hold_non_finite_values() {
-    use calibration::Row;
+    use calibration::MeasurementRecord;
     // Copy times that do not grow with the bytes: the bandwidth term fits to zero,
     // an infinite bandwidth.
-    let row = |op: &str, shape: &str, bytes: u64, t: f64| Row {
+    let row = |op: &str, shape: &str, bytes: u64, t: f64| MeasurementRecord {
         op: op.into(),
         shape: shape.into(),
         dtype: "u8".into(),
@@ -31,7 +31,7 @@ fn regression_profiles_never_hold_non_finite_values() {
         timestamp: "2026-01-01T00:00:00Z".into(),
         note: String::new(),
     };
-    let mut rows: Vec<Row> = [1u64 << 16, 1 << 18, 1 << 20, 1 << 22]
+    let mut rows: Vec<MeasurementRecord> = [1u64 << 16, 1 << 18, 1 << 20, 1 << 22]
         .iter()
         .map(|&b| row("copy", &format!("bytes={b};peers=1"), b, 1e-3))
         .collect();

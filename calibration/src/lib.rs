@@ -13,6 +13,8 @@
 //! * [`insitu`]: in-situ factors, measured over predicted, per category.
 //! * [`runs`]: terms fitted to measured serving runs, cross-validated by group, and
 //!   bands from the cross-validated residuals.
+//! * [`spread_fit`]: each kernel class's price spread, from the kernel table's
+//!   out-of-sample errors (`twin validate published --fit`).
 
 mod error;
 pub mod families;
@@ -24,12 +26,11 @@ pub mod log;
 pub mod plan;
 pub mod profile;
 pub mod runs;
+pub mod spread_fit;
 pub mod tables;
 pub mod trace;
 
 pub use error::{CalibrationError, Result};
 pub use families::OpFit;
-/// The name `MeasurementRecord` had before it said what it holds.
-pub use log::MeasurementRecord as Row;
 pub use log::{DirLock, MeasurementLog, MeasurementRecord};
 pub use profile::{Profile, Provenance, Reference};

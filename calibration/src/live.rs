@@ -1,7 +1,7 @@
 //! Calibration of the live engine's own ops at a model's shapes (`twin calibrate --plan
 //! live --model M`), and their fits: one cost function per op and static key (the
 //! widths the model fixes), linear in the call's variables with nonnegative
-//! coefficients, `t = c0 + c1 * var1 + ...` (variables as `engine::op::live::Call`
+//! coefficients, `t = c0 + c1 * var1 + ...` (variables as `spec::call::Call`
 //! names them: rows, expert groups, positions read, bytes). The simulator's fitted
 //! cost model (`sim::cost::fitted`) prices a step's calls with these coefficients.
 //!
@@ -17,7 +17,7 @@ use crate::log::MeasurementRecord;
 use crate::plan::PlanSize;
 use engine::{CopyShape, OpSpec, Point};
 use serde::{Deserialize, Serialize};
-use sim::cost::fitted::{CallKey, LiveCall};
+use spec::call::{Call, CallKey};
 use std::collections::{BTreeMap, HashMap};
 
 /// The fitted cost function of one static key.
@@ -69,7 +69,7 @@ pub fn point_key(p: &Point) -> Option<(CallKey, Vec<String>, Vec<f64>)> {
         ));
     }
     let c = OpSpec::from_point(p)?.call()?;
-    let c = LiveCall {
+    let c = Call {
         op: c.op,
         dtype: c.dtype,
         key: c.key,
@@ -117,7 +117,7 @@ pub fn situ_passes(size: PlanSize) -> Vec<engine::serve::situ::Pass> {
 /// In-situ samples as measurement rows: one row per distinct call (median, p10 and p90
 /// of its samples).
 pub fn situ_rows(
-    samples: &[(engine::op::live::Call, f64)],
+    samples: &[(spec::call::Call, f64)],
     device: &str,
     driver: &str,
     timestamp: &str,
@@ -460,7 +460,7 @@ mod tests {
 
     #[test]
     fn in_situ_rows_aggregate_samples_and_parse_back() {
-        let call = |rows: u64| engine::op::live::Call {
+        let call = |rows: u64| spec::call::Call {
             op: "rmsnorm",
             dtype: "",
             key: vec![("dim", 512), ("residual", 1)],

@@ -21,6 +21,4 @@ pub mod table;
 pub use gauss_seidel::{gauss_seidel, Param, RoundsError};
 pub use lsq::{least_squares, leave_one_out, Bounds, LsqError};
 pub use solve1d::{round5, solve, Solve};
-/// The name `PublishedFigure` had before it said what it holds.
-pub use table::PublishedFigure as Row;
 pub use table::{read_table, rel_error, PublishedFigure, Role, TableError};

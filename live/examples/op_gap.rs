@@ -13,8 +13,8 @@ fn main() {
         env!("CARGO_MANIFEST_DIR"),
         "/../scenarios/models/cpu-live-moe.toml"
     );
-    let m: sim::Model = toml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let lm = sim::cost::fitted::LiveModel::from_model(&m, live::model::PAGE_TOKENS).unwrap();
+    let m: spec::model::Model = toml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let lm = spec::live_model::LiveModel::from_model(&m, live::model::PAGE_TOKENS).unwrap();
     let cfg = live::model::engine_config(&lm);
     let mut exec = Executor::new(
         Box::new(CpuDevice::new()),
@@ -63,7 +63,7 @@ fn main() {
             continue;
         }
         for (c, t) in tr {
-            let sc = sim::cost::fitted::LiveCall {
+            let sc = spec::call::Call {
                 op: c.op,
                 dtype: c.dtype,
                 key: c.key.clone(),

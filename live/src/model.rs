@@ -3,7 +3,7 @@
 //! its prediction see the same widths), which is the executor's configuration.
 
 use engine::serve::ModelConfig;
-use sim::cost::fitted::LiveModel;
+use spec::live_model::LiveModel;
 
 /// KV cache page of live runs, tokens (a prefix-cache block is 512 / 64 = 8 pages).
 pub const PAGE_TOKENS: usize = 64;

@@ -10,8 +10,9 @@ use crate::serving_loop::{serve, Serving, Transfers};
 use crate::workers::{core_sets, RankSpec, Workers};
 use crate::LiveError;
 use engine::Device;
-use sim::cost::fitted::{LiveModel, LiveModelExt};
+use sim::cost::fitted::LiveModelExt;
 use sim::serving::{IdleMode, Mode, ServingScenario, TraceRecord, WorkloadConfig};
+use spec::live_model::LiveModel;
 use std::collections::HashMap;
 use std::path::PathBuf;
 
@@ -22,8 +23,8 @@ pub struct LiveConfig {
     pub scenario_origin: String,
     pub scenario: ServingScenario,
     pub workload: WorkloadConfig,
-    pub model: sim::Model,
-    pub hardware: sim::Hardware,
+    pub model: spec::model::Model,
+    pub hardware: spec::hardware::Hardware,
     pub trace: Vec<TraceRecord>,
     pub seed: u64,
     pub duration_s: f64,

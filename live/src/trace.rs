@@ -319,7 +319,7 @@ pub fn to_run_us(calls: Vec<TracedCall>, off_s: f64) -> Vec<TracedCall> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use engine::op::live::Call;
+    use spec::call::Call;
 
     /// A call traced on a GPU carries its host side in `args` (microseconds, as its
     /// times); a CPU call has none.

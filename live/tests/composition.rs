@@ -6,22 +6,24 @@
 
 use engine::serve::{CpuDevice, Executor, Seq, Shard, Solo, ThreadExchange};
 use live::model::{engine_config, PAGE_TOKENS};
-use sim::cost::fitted::{expected_touched, LiveCall, LiveModel, LiveModelExt};
+use sim::cost::fitted::LiveModelExt;
 use sim::cost::{Phase, ReqSlice, StepShape};
+use spec::call::{expected_touched, Call};
+use spec::live_model::LiveModel;
 
 fn model(name: &str) -> LiveModel {
     let path = format!(
         "{}/../scenarios/models/{name}.toml",
         env!("CARGO_MANIFEST_DIR")
     );
-    let m: sim::Model = toml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let m: spec::model::Model = toml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     LiveModel::from_model(&m, PAGE_TOKENS).unwrap()
 }
 
 /// Calls with routing-decided values blanked: every linear's expert groups, the
 /// exchanges' bytes, and with several ranks the rows each rank's experts receive.
-fn canonical(calls: &[LiveCall], dep: bool) -> Vec<LiveCall> {
-    let mut v: Vec<LiveCall> = calls
+fn canonical(calls: &[Call], dep: bool) -> Vec<Call> {
+    let mut v: Vec<Call> = calls
         .iter()
         .cloned()
         .map(|mut c| {
@@ -110,7 +112,7 @@ fn one_rank_traces_are_the_composed_calls() {
                 )
             };
             ex.forward(&s, drafts, &mut Solo).unwrap();
-            let traced: Vec<LiveCall> = ex.take_trace();
+            let traced: Vec<Call> = ex.take_trace();
             let ranks = vec![slices];
             let shape = StepShape {
                 phase,
@@ -118,7 +120,7 @@ fn one_rank_traces_are_the_composed_calls() {
                 decode_ranks: &[],
                 draft_tokens: drafts as u32,
             };
-            let composed: Vec<LiveCall> = lm
+            let composed: Vec<Call> = lm
                 .step_calls(&shape, 0)
                 .into_iter()
                 .map(|(_, c)| c)
@@ -178,7 +180,7 @@ fn dep2_traces_are_the_composed_calls() {
     // assumes its expected share, never none).
     let per_rank = [vec![100usize, 900, 30, 5], vec![20, 40, 60, 80]];
     let work: Vec<Vec<Seq>> = per_rank.iter().map(|d| seqs(&lm, &[], d, 1).1).collect();
-    let traces: Vec<Vec<LiveCall>> = std::thread::scope(|s| {
+    let traces: Vec<Vec<Call>> = std::thread::scope(|s| {
         let hs: Vec<_> = execs
             .iter_mut()
             .zip(ThreadExchange::group(2))
@@ -203,7 +205,7 @@ fn dep2_traces_are_the_composed_calls() {
         draft_tokens: 1,
     };
     for (r, t) in traces.iter().enumerate() {
-        let composed: Vec<LiveCall> = lm
+        let composed: Vec<Call> = lm
             .step_calls(&shape, r)
             .into_iter()
             .map(|(_, c)| c)

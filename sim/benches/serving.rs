@@ -15,7 +15,7 @@ mod common;
 use common::*;
 use sim::cost::{AnalyticCostModel, CostParams};
 use sim::serving::*;
-use sim::{Hardware, Model};
+use spec::{hardware::Hardware, model::Model};
 
 fn default_scenario(c: &mut Criterion) {
     let sc: ServingScenario = toml::from_str(include_str!(

@@ -6,7 +6,7 @@ use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use sim::cost::{
     AnalyticCostModel, CostModel, CostParams, Layout, Phase, Pipeline, ReqSlice, StepShape,
 };
-use sim::{Hardware, Model};
+use spec::{hardware::Hardware, model::Model};
 
 fn model() -> (Hardware, Model) {
     let hw: Hardware = toml::from_str(include_str!("../../scenarios/hardware/gb300.toml")).unwrap();

@@ -6,15 +6,10 @@
 
 pub mod cost;
 pub mod forward;
-pub mod hardware;
-pub mod model;
 pub mod plan;
 mod serde_defaults;
 pub mod serving;
 pub mod tco;
-pub mod units;
 pub mod validate;
 
 pub use cost::{CostModel, Layout, Op, Phase, ReqSlice, StepCost, StepShape};
-pub use hardware::Hardware;
-pub use model::Model;

@@ -8,10 +8,10 @@
 //! PUE and tariff, colocation per kW, network and operations per GPU-hour). `twin
 //! cost`, `twin simulate --tco` and `twin plan` all price through [`finance`].
 
-use crate::hardware::{Hardware, PriceBasis};
 use crate::serving::report::Throughput;
 use crate::serving::TokenPrices;
 use serde::{Deserialize, Serialize};
+use spec::hardware::{Hardware, PriceBasis};
 use std::collections::BTreeMap;
 
 /// Hours in a (non-leap) year: the amortisation clock.

@@ -3,14 +3,13 @@
 //! name fields, not command-line flags: the caller names each `Field` in its user's
 //! words (`--dep` for `twin forward`, `serving.decode.dep` in a scenario).
 
-use crate::model::{AttentionKind, Engram, FfnKind, LayerGroup, Moe, Mtp};
-use crate::{Hardware, Model};
+use spec::model::{AttentionKind, Engram, FfnKind, LayerGroup, Moe, Mtp};
+use spec::{hardware::Hardware, model::Model};
 
 mod deployment;
 
 pub use deployment::{deployment, non_finite_step, MAX_DEP, MAX_TP};
-/// The problem type is spec's; these paths are kept for the crates that name it here.
-pub use spec::problem::{Field, Form, Message, Problem};
+use spec::problem::{Field, Message, Problem};
 
 /// Plausible range of a datasheet rate (bytes/s or flop/s per GPU): from a slow host
 /// link (1 MB/s) to a hundred times the fastest tensor rate shipped (about 1e16 flop/s

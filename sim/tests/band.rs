@@ -5,7 +5,7 @@
 use sim::cost::band::{step_band, Band};
 use sim::cost::spread::{Class, Spread};
 use sim::cost::{AnalyticCostModel, CostModel, CostParams, Layout, Phase, ReqSlice, StepShape};
-use sim::{Hardware, Model};
+use spec::{hardware::Hardware, model::Model};
 
 fn inputs() -> (Hardware, Model, CostParams) {
     let hw: Hardware = toml::from_str(include_str!("../../scenarios/hardware/gb300.toml")).unwrap();

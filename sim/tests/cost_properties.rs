@@ -4,8 +4,8 @@
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use sim::cost::{AnalyticCostModel, CostModel, CostParams, Layout, Op, Phase, ReqSlice, StepShape};
-use sim::units::ByteSize;
-use sim::{Hardware, Model};
+use spec::dtype::ByteSize;
+use spec::{hardware::Hardware, model::Model};
 
 fn hardware() -> Vec<Hardware> {
     [

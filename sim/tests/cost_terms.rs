@@ -12,7 +12,7 @@ mod terms;
 
 use sim::cost::kernels::skew::expected_max_normal;
 use sim::cost::{AnalyticCostModel, KvCapacity, Layout, Op, Pipeline};
-use sim::Model;
+use spec::model::Model;
 use terms::*;
 
 #[test]
@@ -47,9 +47,9 @@ fn issue_38_experts_at_a_few_tokens_each_stream_their_weights() {
     // g (2 m k + k n w + 2 m n) per GEMM, at 1e12 B/s.
     let mut m = model();
     let e = m.moe.as_mut().unwrap();
-    e.weight_dtype = sim::units::Dtype::Fp4;
+    e.weight_dtype = spec::dtype::Dtype::Fp4;
     e.scale_block = 32;
-    e.activation_dtype = sim::units::Dtype::Bf16;
+    e.activation_dtype = spec::dtype::Dtype::Bf16;
     let mut p = ideal();
     p.tile.load_bytes_per_flop = 1e-3;
     let c = cm(m, 1, false, p);
@@ -186,12 +186,12 @@ fn dense_attention_reads_the_whole_context() {
 
 fn sparse_model() -> Model {
     let mut m = model();
-    m.layers[0].attention = sim::model::AttentionKind::Sparse;
+    m.layers[0].attention = spec::model::AttentionKind::Sparse;
     m.layers[0].compress_ratio = 4;
-    m.attention.indexer = Some(sim::model::Indexer {
+    m.attention.indexer = Some(spec::model::Indexer {
         heads: 4,
         head_dim: 32,
-        dtype: sim::units::Dtype::Fp8,
+        dtype: spec::dtype::Dtype::Fp8,
         top_k: 64,
         key_bytes: 16.0,
     });
@@ -233,14 +233,14 @@ fn attention_kernels_have_their_own_efficiency() {
 fn compressed_and_window_attention() {
     // Compressed 128:1, context 12,799 + 1: 100 entries * 100 B = 1e4 B -> 10 ns.
     let mut m = model();
-    m.layers[0].attention = sim::model::AttentionKind::Compressed;
+    m.layers[0].attention = spec::model::AttentionKind::Compressed;
     m.layers[0].compress_ratio = 128;
     let c = cm(m, 1, false, ideal());
     close(decode(&c, 1, 12_799, 0).op(Op::Attention), 10e-9);
     // Window of 128 with 50-byte entries, context 1000: min(1001, 128 + 1) = 129
     // entries * 50 B = 6450 B -> 6.45 ns.
     let mut m = model();
-    m.layers[0].attention = sim::model::AttentionKind::Window;
+    m.layers[0].attention = spec::model::AttentionKind::Window;
     m.attention.window = 128;
     m.attention.window_entry_bytes = 50.0;
     let c = cm(m, 1, false, ideal());
@@ -376,7 +376,7 @@ fn low_latency_kernels_pay_latency_per_kernel() {
     q.in_situ.ll_combine_s = 6e-6;
     let situ = cm(model(), 4, false, q);
     let t = decode(&situ, 1, 0, 0);
-    use sim::cost::insitu::{Category, Stream};
+    use spec::insitu::{Category, Stream};
     close(t.in_situ.get(Stream::Compute, Category::Dispatch), 4e-6);
     close(t.in_situ.get(Stream::Compute, Category::Combine), 6e-6);
     close(t.op(Op::Communication), 30e-6 + skew * rdma);
@@ -453,15 +453,15 @@ fn launches_by_graph_or_eager() {
 
 fn engram_model(page: &str) -> Model {
     let mut m = model();
-    m.engram = Some(sim::model::Engram {
+    m.engram = Some(spec::model::Engram {
         at_layers: vec![0],
         orders: vec![2],
         heads_per_order: 1,
         dim_per_order: 100,
         rows_per_table: 1_000_000,
-        dtype: sim::units::Dtype::Fp8,
+        dtype: spec::dtype::Dtype::Fp8,
         host_resident: true,
-        page_size: sim::units::ByteSize::parse(page).unwrap(),
+        page_size: spec::dtype::ByteSize::parse(page).unwrap(),
     });
     m
 }
@@ -484,7 +484,7 @@ fn mhc_moves_stream_activations() {
     // 4 streams fused: (2*4 + 2) * 1000 elements * 2 B = 20 kB per token per layer;
     // 10 tokens -> 2e5 B -> 0.2 us. Unfused: (4*4 + 4) -> 0.4 us.
     let mut m = model();
-    m.mhc = Some(sim::model::Mhc {
+    m.mhc = Some(spec::model::Mhc {
         streams: 4,
         fused: true,
     });
@@ -492,7 +492,7 @@ fn mhc_moves_stream_activations() {
         decode(&cm(m.clone(), 1, false, ideal()), 10, 0, 0).op(Op::Mhc),
         0.2e-6,
     );
-    m.mhc = Some(sim::model::Mhc {
+    m.mhc = Some(spec::model::Mhc {
         streams: 4,
         fused: false,
     });
@@ -516,7 +516,7 @@ fn fixed_cost_per_step() {
 fn mtp_verifies_drafts_and_runs_draft_passes() {
     // Expected tokens per step with acceptance [0.8, 0.5] and 2 drafts:
     // 1 + 0.8 + 0.8 * 0.5 = 2.2.
-    let mtp = sim::model::Mtp {
+    let mtp = spec::model::Mtp {
         draft_tokens: 2,
         acceptance: vec![0.8, 0.5],
         modules: 1,
@@ -543,10 +543,10 @@ fn window_replay_recomputes_cached_context() {
     // window entries (128 * 3200 flops at 1e15).
     let mut m = model();
     m.layers[0].count = 2;
-    m.layers[0].attention = sim::model::AttentionKind::Window;
+    m.layers[0].attention = spec::model::AttentionKind::Window;
     m.attention.window = 128;
     m.attention.window_entry_bytes = 100.0;
-    m.attention.replay = Some(sim::model::Replay {
+    m.attention.replay = Some(spec::model::Replay {
         bounded_tokens: 100,
         bounded_layers: 1,
     });

@@ -8,9 +8,10 @@
 mod terms;
 
 use sim::cost::{Op, OpRate};
-use sim::model::{AttentionKind, FfnKind, LinearAttention};
-use sim::units::Dtype;
-use sim::Model;
+use spec::dtype::Dtype;
+use spec::model::Model;
+use spec::model::{AttentionKind, FfnKind};
+use spec::state::LinearAttention;
 use terms::*;
 
 /// `terms`' model with a gated DeltaNet layer before its dense-attention MoE layer: 2

@@ -7,7 +7,7 @@
 mod terms;
 
 use sim::cost::{CostModel, Op, Phase, ReqSlice, StepShape};
-use sim::Model;
+use spec::model::Model;
 use terms::*;
 
 /// A grouped-query model: 8 query heads and 2 KV heads of 100 dims, BF16 weights
@@ -20,7 +20,7 @@ fn gqa_model() -> Model {
     a.kv_heads = 2;
     a.kv_dim = 400;
     a.kv_entry_bytes = 800.0;
-    a.weight_dtype = sim::units::Dtype::Bf16;
+    a.weight_dtype = spec::dtype::Dtype::Bf16;
     m
 }
 
@@ -101,11 +101,11 @@ fn a_dense_model_prices_its_ffn_and_no_experts() {
     // plus gate+up 1000 -> 2000: 1000 + 2e6 * (1 + 1/128) + 4000 = 2,020,625 B and
     // down 1000 -> 1000: 1000 + 1e6 * (1 + 1/128) + 2000 = 1,010,812.5 B, no router.
     let mut m = model();
-    m.layers[0].ffn = sim::model::FfnKind::Dense;
+    m.layers[0].ffn = spec::model::FfnKind::Dense;
     m.moe = None;
-    m.dense_ffn = Some(sim::model::DenseFfn {
+    m.dense_ffn = Some(spec::model::DenseFfn {
         ffn: 1000,
-        weight_dtype: sim::units::Dtype::Fp8,
+        weight_dtype: spec::dtype::Dtype::Fp8,
         gated: true,
     });
     let c = cm(m.clone(), 1, false, ideal());
@@ -128,11 +128,11 @@ fn a_sixteen_bit_dense_ffn_has_no_quantisation_kernel() {
     // 5 x 1000 B), two kernels; with BF16 weights (vLLM's LlamaMLP: gate-up GEMM,
     // SiluAndMul, down GEMM) only the activation, writing BF16 (6 x 1000 B), one
     // kernel. At 1e12 B/s: 8 ns against 6 ns.
-    let dense = |w: sim::units::Dtype| {
+    let dense = |w: spec::dtype::Dtype| {
         let mut m = model();
-        m.layers[0].ffn = sim::model::FfnKind::Dense;
+        m.layers[0].ffn = spec::model::FfnKind::Dense;
         m.moe = None;
-        m.dense_ffn = Some(sim::model::DenseFfn {
+        m.dense_ffn = Some(spec::model::DenseFfn {
             ffn: 1000,
             weight_dtype: w,
             gated: true,
@@ -143,8 +143,8 @@ fn a_sixteen_bit_dense_ffn_has_no_quantisation_kernel() {
         decode(&cm(m, 1, false, p), 1, 0, 0).op(Op::Elementwise)
     };
     let (fp8, bf16) = (
-        dense(sim::units::Dtype::Fp8),
-        dense(sim::units::Dtype::Bf16),
+        dense(spec::dtype::Dtype::Fp8),
+        dense(spec::dtype::Dtype::Bf16),
     );
     close(
         elem(fp8.clone(), ideal()) - elem(bf16.clone(), ideal()),
@@ -159,11 +159,11 @@ fn a_sixteen_bit_dense_ffn_has_no_quantisation_kernel() {
 /// The dense-FFN model of `a_dense_model_prices_its_ffn_and_no_experts`.
 fn dense_model() -> Model {
     let mut m = model();
-    m.layers[0].ffn = sim::model::FfnKind::Dense;
+    m.layers[0].ffn = spec::model::FfnKind::Dense;
     m.moe = None;
-    m.dense_ffn = Some(sim::model::DenseFfn {
+    m.dense_ffn = Some(spec::model::DenseFfn {
         ffn: 1000,
-        weight_dtype: sim::units::Dtype::Fp8,
+        weight_dtype: spec::dtype::Dtype::Fp8,
         gated: true,
     });
     m

@@ -8,7 +8,7 @@ use sim::serving::*;
 fn run(
     sc: &ServingScenario,
     wl: &WorkloadConfig,
-    model: &sim::Model,
+    model: &spec::model::Model,
     prefill: &dyn PoolCost,
     decode: &dyn PoolCost,
     trace: &[TraceRecord],

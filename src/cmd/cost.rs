@@ -13,7 +13,7 @@ use clap::Args;
 use serde_json::{json, Value};
 use sim::serving::{PriceConfig, Throughput, TokenPrices};
 use sim::tco::{Finance, Tco};
-use sim::Hardware;
+use spec::hardware::Hardware;
 use std::fmt::Write;
 
 #[derive(Debug, Clone, Args)]

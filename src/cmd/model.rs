@@ -1,13 +1,13 @@
 //! `twin model import` (a Hugging Face config as a model file) and `twin model show`
 //! (what a model holds, to check against its model card).
 
-use crate::scenario::hf::{self, ImportOptions, WeightChoice};
 use crate::scenario::{load_model_quant, read_text, Set};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
-use sim::model::{AttentionKind, FfnKind};
-use sim::units::Dtype;
-use sim::Model;
+use hf::{ImportOptions, WeightChoice};
+use spec::dtype::Dtype;
+use spec::model::Model;
+use spec::model::{AttentionKind, FfnKind};
 use std::path::PathBuf;
 
 #[derive(Args)]
@@ -104,7 +104,7 @@ fn import(a: &ImportArgs) -> Result<()> {
         // A ModelOpt quantization config beside the config is read unless the
         // weights are given.
         None if a.weights.is_none() => {
-            let found = hf::default_options(&origin)?.quant;
+            let found = crate::scenario::hf_options(&origin)?.quant;
             if let Some((o, _)) = &found {
                 eprintln!("note: read the quantization of {origin} from {o} beside it");
             }
@@ -286,7 +286,11 @@ pub fn pattern_line(m: &Model) -> String {
 }
 
 /// `model show --json`: the figures as one object.
-fn show_json(m: &Model, w: &sim::model::Weights, kv_at: Option<(Dtype, f64, f64)>) -> Result<()> {
+fn show_json(
+    m: &Model,
+    w: &spec::weights::Weights,
+    kv_at: Option<(Dtype, f64, f64)>,
+) -> Result<()> {
     let parts: Vec<_> = w
         .parts
         .iter()

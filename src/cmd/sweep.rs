@@ -9,7 +9,7 @@ use clap::Args;
 use serde_json::json;
 use sim::cost::Op;
 use sim::forward::pareto_max;
-use sim::serving::price::usd_per_m_tokens;
+use sim::serving::money::usd_per_m_tokens;
 
 #[derive(Debug, Clone, Args)]
 pub struct SweepArgs {

@@ -74,7 +74,7 @@ fn fuzz_trace_lines_never_panic() {
             if let Ok(mut d) = sim::serving::Driver::new(
                 &wl,
                 &t.records,
-                sim::serving::core::stream(seed, "workload"),
+                sim::serving::streams::stream(seed, "workload"),
             ) {
                 let mut out = Vec::new();
                 d.start(&mut out);

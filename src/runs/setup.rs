@@ -5,9 +5,9 @@
 //! reason, never approximated silently.
 
 use super::load::Base;
-use crate::scenario::hf::{self, ImportOptions, WeightChoice};
 use crate::scenario::{Parts, Resolved};
 use corpus::{EngineName, Format, Layout, Lengths, Load, RunRecord, Workers};
+use hf::{ImportOptions, WeightChoice};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use sim::cost::CostParams;
@@ -23,8 +23,8 @@ type Built<T> = Mutex<HashMap<String, Result<Arc<T>, String>>>;
 /// the threads) that use them.
 #[derive(Default)]
 pub struct Cache {
-    hardware: Built<sim::Hardware>,
-    models: Built<sim::Model>,
+    hardware: Built<spec::hardware::Hardware>,
+    models: Built<spec::model::Model>,
     params: Built<(CostParams, String)>,
 }
 
@@ -107,7 +107,11 @@ fn weights(gemm: Format, moe: Option<Format>) -> Result<WeightChoice, String> {
 }
 
 /// The record's model as served.
-fn model_of(rec: &RunRecord, base: &Base, cache: &Cache) -> Result<Arc<sim::Model>, String> {
+fn model_of(
+    rec: &RunRecord,
+    base: &Base,
+    cache: &Cache,
+) -> Result<Arc<spec::model::Model>, String> {
     let m = &rec.model;
     let key = format!("{}|{:?}|{:?}|{:?}", m.config, m.gemm, m.moe, m.kv);
     cached(&cache.models, &key, || {
@@ -174,7 +178,7 @@ fn tables_engine(rec: &RunRecord, hw: &str) -> (Option<&'static str>, String) {
 /// The record's cost parameters and the line that says what they are.
 fn pricing(
     rec: &RunRecord,
-    hw: &sim::Hardware,
+    hw: &spec::hardware::Hardware,
     cache: &Cache,
 ) -> Result<Arc<(CostParams, String)>, String> {
     let (tables, why) = tables_engine(rec, &hw.name);
@@ -196,7 +200,7 @@ fn pricing(
 
 /// The engine's defaults where the record gives no setting: (running requests per
 /// instance, tokens per step).
-fn engine_defaults(engine: EngineName, hw: &sim::Hardware) -> (u32, u32) {
+fn engine_defaults(engine: EngineName, hw: &spec::hardware::Hardware) -> (u32, u32) {
     match engine {
         // vLLM's API server on a GPU of >= 70 GiB: max_num_seqs 1024,
         // max_num_batched_tokens 8192 (vllm/engine/arg_utils.py get_batch_defaults).
@@ -269,7 +273,7 @@ fn pool(w: &Workers, moe: bool, cap: (u32, u32), side: &str) -> Result<PoolConfi
 /// The record's layout as (mode, prefill pool, decode pool).
 fn pools(
     rec: &RunRecord,
-    hw: &sim::Hardware,
+    hw: &spec::hardware::Hardware,
     moe: bool,
 ) -> Result<(Mode, PoolConfig, PoolConfig), String> {
     let d = engine_defaults(rec.engine.name, hw);
@@ -303,8 +307,8 @@ fn pools(
 /// lasting until its last request (bounded by the limit).
 fn scenario(
     rec: &RunRecord,
-    hw: &sim::Hardware,
-    model: &sim::Model,
+    hw: &spec::hardware::Hardware,
+    model: &spec::model::Model,
     seed: u64,
 ) -> Result<ServingScenario, String> {
     let text = format!(
@@ -358,7 +362,7 @@ pub fn client_of(c: &corpus::Client, key: &str, seed: u64) -> Result<BenchClient
             "client: {n} prompts: more than twin simulates per record (1,000,000)"
         ));
     }
-    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ sim::plan::fnv1a64(key.as_bytes()));
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ spec::stats::fnv1a64(key.as_bytes()));
     let inputs = draw(&c.input, n, &mut rng);
     let outputs = draw(&c.output, n, &mut rng);
     let requests = inputs

@@ -10,7 +10,7 @@
 
 use super::{clip, parse_located, resolve, Kind};
 use anyhow::{anyhow, bail, Result};
-use sim::Hardware;
+use spec::hardware::Hardware;
 
 /// The provenance a carried key gets.
 fn carried_provenance(src: &str, src_provenance: Option<&str>) -> String {

@@ -4,7 +4,7 @@
 use super::Set;
 use anyhow::{anyhow, bail, Result};
 use sim::cost::CostParams;
-use sim::Hardware;
+use spec::hardware::Hardware;
 
 /// A profile's efficiencies carry between devices of one kind (GPU to GPU by datasheet
 /// ratios); a CPU's measured on a GPU scenario, or a GPU's on the CPU host, is refused

@@ -5,7 +5,7 @@
 //! at most `MAX_TYPE_ERRORS` times.
 
 use serde::de::DeserializeOwned;
-use sim::validate::Problem;
+use spec::problem::Problem;
 use std::collections::BTreeSet;
 
 /// Type errors reported per file, at most (each costs one more read of the file).

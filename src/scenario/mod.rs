@@ -2,17 +2,16 @@
 //! overrides, deserializing with every unknown field collected, and reporting every
 //! problem at once with its file, line and field path.
 
-use anyhow::{anyhow, bail, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use serde::de::DeserializeOwned;
-use sim::validate::{Field, Problem};
-use sim::{Hardware, Model};
+use spec::problem::{Field, Problem};
+use spec::{hardware::Hardware, model::Model};
 use std::fmt::Write as _;
 
 mod carry;
 mod cost;
 mod deser;
 pub mod fields;
-pub mod hf;
 pub mod resolve;
 pub mod slow;
 pub mod tables;
@@ -537,7 +536,7 @@ pub fn load_model_quant(name_or_path: &str, sets: &[Set], quant: Option<&str>) -
 fn imported(path: &str, quant: Option<&str>) -> Result<(String, String)> {
     let text =
         read_text(path).map_err(|e| anyhow!("cannot read model config `{}`: {e}", clip(path)))?;
-    let mut opts = hf::default_options(path)?;
+    let mut opts = hf_options(path)?;
     if let Some(q) = quant {
         let qtext = read_text(q)
             .map_err(|e| anyhow!("cannot read quantization config `{}`: {e}", clip(q)))?;
@@ -589,6 +588,18 @@ pub fn load_tco(name_or_path: &str, sets: &[Set]) -> Result<sim::tco::Tco> {
         })
         .collect();
     parsed.check(problems)
+}
+
+/// The options a Hugging Face config at `path` imports with by default: its sibling
+/// quantization config, read (`hf::sibling_quant`).
+pub fn hf_options(path: &str) -> Result<hf::ImportOptions> {
+    let mut o = hf::ImportOptions::default();
+    if let Some(q) = hf::sibling_quant(std::path::Path::new(path)) {
+        let origin = q.display().to_string();
+        let text = read_text(&origin).with_context(|| format!("cannot read {origin}"))?;
+        o.quant = Some((origin, text));
+    }
+    Ok(o)
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use crate::args::SimulateArgs;
 use anyhow::{bail, Context, Result};
 use sim::cost::CostParams;
 use sim::serving::{trace_span, Limits, PoolConfig, ServingScenario, TraceRecord, WorkloadConfig};
-use sim::validate::Field;
+use spec::problem::Field;
 
 /// The scenario `twin simulate` runs when none is named.
 pub const DEFAULT_SCENARIO: &str = "gb300-nvl72-v4.1-flash-agentx";
@@ -26,8 +26,8 @@ pub struct Resolved {
     pub scenario_origin: String,
     pub scenario: ServingScenario,
     pub workload: WorkloadConfig,
-    pub hardware: sim::Hardware,
-    pub model: sim::Model,
+    pub hardware: spec::hardware::Hardware,
+    pub model: spec::model::Model,
     pub params: CostParams,
     pub seed: u64,
     /// What resolving (and reading the trace) chose for the user or left out: defaults
@@ -151,8 +151,8 @@ pub struct Parts {
     pub origin: String,
     pub scenario: ServingScenario,
     pub workload: WorkloadConfig,
-    pub hardware: sim::Hardware,
-    pub model: sim::Model,
+    pub hardware: spec::hardware::Hardware,
+    pub model: spec::model::Model,
     pub params: CostParams,
     pub notes: Vec<String>,
 }
@@ -202,7 +202,7 @@ fn runs_frontend(
     sc: &mut ServingScenario,
     profile: Option<&str>,
     physics_only: bool,
-    hardware: &sim::Hardware,
+    hardware: &spec::hardware::Hardware,
     engine: Option<&str>,
     notes: &mut Vec<String>,
 ) -> Result<()> {
@@ -362,8 +362,8 @@ fn problems(
     origin: &str,
     workload: &WorkloadConfig,
     wl_origin: &str,
-    hardware: &sim::Hardware,
-    model: &sim::Model,
+    hardware: &spec::hardware::Hardware,
+    model: &spec::model::Model,
 ) -> Vec<String> {
     let mut problems: Vec<String> = sc
         .problems()

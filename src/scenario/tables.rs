@@ -7,7 +7,7 @@
 use super::embedded;
 use anyhow::{anyhow, bail, Context, Result};
 use sim::cost::tables::KernelTables;
-use sim::Hardware;
+use spec::hardware::Hardware;
 use std::io::Read;
 use std::sync::{Arc, Mutex};
 

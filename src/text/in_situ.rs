@@ -2,8 +2,8 @@
 //! (one line, always), and one layer as an in-situ breakdown reports it.
 
 use serde_json::json;
-use sim::cost::insitu::{Category, Stream};
 use sim::cost::insitu::{InSitu, InSituLayer, LAYER_CATEGORIES};
+use spec::insitu::{Category, Stream};
 use std::fmt::Write as _;
 
 /// One line: the in-situ terms' source, or that the prices are isolated-kernel ones.

@@ -4,7 +4,7 @@
 
 use crate::scenario::{embedded_file, load_hardware, Set};
 use anyhow::Result;
-use sim::Hardware;
+use spec::hardware::Hardware;
 
 /// Shipped hardware without a `[cost]` table whose output stays as it was: `cpu-host`
 /// is the live engine's device, priced by a calibration profile of the machine

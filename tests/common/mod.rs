@@ -35,7 +35,7 @@ pub fn repo() -> PathBuf {
 }
 
 /// The source folders of the binary and every library crate (not their tests).
-pub const SOURCE_DIRS: [&str; 8] = [
+pub const SOURCE_DIRS: [&str; 10] = [
     "src",
     "spec/src",
     "sim/src",
@@ -44,6 +44,8 @@ pub const SOURCE_DIRS: [&str; 8] = [
     "calibration/src",
     "fitting/src",
     "live/src",
+    "corpus/src",
+    "hf/src",
 ];
 
 /// Runs `twin` expecting failure whose stderr holds every needle; returns stderr.

@@ -9,11 +9,11 @@
 
 use super::read::{Measured, Read, Selection};
 use super::smooth::{self, Smoothing};
-use sim::cost::tables::{
-    config_key, split_sweep, Axis, Errors, Family, FamilyCheck, Fit, Grid, KernelTables, Prepared,
-    Shape, Sweep, TableSource,
-};
-use sim::Hardware;
+use sim::cost::tables::family::{Family, Prepared, Shape};
+use sim::cost::tables::fit::{config_key, split_sweep, Errors, Fit, Sweep};
+use sim::cost::tables::grid::{Axis, Grid};
+use sim::cost::tables::{FamilyCheck, KernelTables, TableSource};
+use spec::hardware::Hardware;
 use std::collections::BTreeMap;
 
 /// How a profile is fitted.

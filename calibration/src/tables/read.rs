@@ -17,7 +17,9 @@ use crate::error::{io_err, CalibrationError, Result};
 use parquet::file::reader::{FileReader, SerializedFileReader};
 use parquet::record::Field;
 use sha2::{Digest, Sha256};
-use sim::cost::tables::{CollectiveOp, Format, Shape, TableFile};
+use sim::cost::tables::family::Shape;
+use sim::cost::tables::format::{CollectiveOp, Format};
+use sim::cost::tables::TableFile;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 

@@ -9,7 +9,7 @@
 //! equations, matrix-free. `lambda` and `mu` are per point per node, so their effect
 //! does not depend on how many rows a table has.
 
-use sim::cost::tables::Grid;
+use sim::cost::tables::grid::Grid;
 
 /// Smoothing strengths.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -110,7 +110,7 @@ pub fn fit(grid: &mut Grid, x: &[Vec<f64>], r: &[f64], s: Smoothing) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sim::cost::tables::Axis;
+    use sim::cost::tables::grid::Axis;
 
     #[test]
     fn reproduces_a_plane_and_fills_a_gap() {

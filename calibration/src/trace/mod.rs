@@ -34,8 +34,7 @@ pub mod timeline;
 
 pub use error::{Result, TraceError};
 pub use rules::Rules;
-/// The vocabulary the reports speak, re-exported for the binary.
-pub use spec::insitu::{Category, Entry, LayerBreakdown, Stream};
+use spec::insitu::{Category, Entry, LayerBreakdown, Stream};
 pub use structure::LayerSource;
 
 use read::{GpuOp, RawTrace};

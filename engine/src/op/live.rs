@@ -15,7 +15,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use spec::call::AttnKey;
-pub use spec::call::Call;
+use spec::call::Call;
 use spec::live_model::{AttnKind, IndexerConfig};
 
 fn bad<T>(op: &str, reason: impl Into<String>) -> Result<T> {

@@ -10,7 +10,7 @@ pub use calib::{
     AttnShape, CopyShape, GatherShape, GemmShape, IndexerShape, MoeShape, StreamShape,
 };
 pub use live::{
-    AddShape, ArgmaxShape, Call, CombineShape, GateShape, GatherRowsShape, IndexerPagedShape,
+    AddShape, ArgmaxShape, CombineShape, GateShape, GatherRowsShape, IndexerPagedShape,
     KvWriteShape, LinearShape, NormShape, SwigluShape,
 };
 

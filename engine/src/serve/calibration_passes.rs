@@ -10,8 +10,8 @@
 //! context and batch need no further prefill.
 
 use super::exec::{Executor, Seq, Solo};
-use crate::op::live::Call;
 use crate::{EngineError, Result};
+use spec::call::Call;
 
 /// A forward pass to time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -34,7 +34,7 @@ mod step;
 
 use crate::blocks::KvPages;
 use engine::serve::{Seq, SeqOut};
-use sim::serving::core::hash_words;
+use sim::serving::streams::hash_words;
 use sim::serving::{Mode, NewRequest, Origin, PrefillRouter, ServingScenario, BLOCK_TOKENS};
 use std::collections::VecDeque;
 use std::sync::Arc;

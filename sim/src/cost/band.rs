@@ -5,8 +5,8 @@
 
 use super::spread::{Class, Spread};
 use super::{AnalyticCostModel, CostModel, CostParams, Layout, StepShape};
-use crate::{Hardware, Model};
 use serde::Serialize;
+use spec::{hardware::Hardware, model::Model};
 
 /// Draws a band takes by default.
 pub const DEFAULT_DRAWS: usize = 64;

@@ -15,13 +15,10 @@
 //! runs. A DEP step costs its slowest rank.
 
 use super::{clamped_positions, CostModel, KvCapacity, Layout, Op, Phase, StepCost, StepShape};
-use crate::model::{AttentionKind, FfnKind, Model};
-use spec::call::{forward_pass, Part, Pass, Positions};
-use spec::live_model::{AttnKind, IndexerConfig, LayerConfig, LinearDtype, MoeConfig};
+use spec::call::{forward_pass, Call, CallKey, Part, Pass, Positions};
+use spec::live_model::{AttnKind, IndexerConfig, LayerConfig, LinearDtype, LiveModel, MoeConfig};
+use spec::model::{AttentionKind, FfnKind, Model};
 use std::collections::HashMap;
-
-pub use spec::call::{expected_touched, Call as LiveCall, CallKey};
-pub use spec::live_model::LiveModel;
 
 /// The simulator's side of the live model (defined in `spec`, which knows no model
 /// files and no step shapes): its conversion from a model file, and a step's calls.
@@ -34,7 +31,7 @@ pub trait LiveModelExt: Sized {
 
     /// The calls rank `rank` runs for one forward pass of `shape` on a DEP group of
     /// `shape.ranks.len()` ranks, each with its breakdown category.
-    fn step_calls(&self, shape: &StepShape<'_>, rank: usize) -> Vec<(Op, LiveCall)>;
+    fn step_calls(&self, shape: &StepShape<'_>, rank: usize) -> Vec<(Op, Call)>;
 
     /// Every distinct static key a run on `dep` ranks with `drafts` MTP drafts prices:
     /// what a profile must hold.
@@ -89,7 +86,7 @@ impl LiveModelExt for LiveModel {
         })
     }
 
-    fn step_calls(&self, shape: &StepShape<'_>, rank: usize) -> Vec<(Op, LiveCall)> {
+    fn step_calls(&self, shape: &StepShape<'_>, rank: usize) -> Vec<(Op, Call)> {
         let decode = shape.phase == Phase::Decode;
         let drafts = if decode { shape.draft_tokens } else { 0 };
         let rr = rank_rows(self, &shape.ranks[rank], decode, drafts);
@@ -115,7 +112,7 @@ impl LiveModelExt for LiveModel {
     fn required_keys(&self, dep: usize, drafts: u32) -> Vec<CallKey> {
         let mut keys: Vec<CallKey> = probe_calls(self, dep, drafts)
             .iter()
-            .map(LiveCall::static_key)
+            .map(Call::static_key)
             .collect();
         keys.sort();
         keys.dedup();
@@ -232,7 +229,7 @@ fn rank_rows(lm: &LiveModel, slices: &[super::ReqSlice], decode: bool, drafts: u
 
 /// The calls of a one-request prefill and a one-request decode step with `drafts`
 /// drafts on rank 0 of `dep`: every static key a run prices, in the order first priced.
-fn probe_calls(lm: &LiveModel, dep: usize, drafts: u32) -> Vec<LiveCall> {
+fn probe_calls(lm: &LiveModel, dep: usize, drafts: u32) -> Vec<Call> {
     let ranks = vec![vec![super::ReqSlice::one(2, 1)]; dep.max(1)];
     let mut calls = Vec::new();
     for (phase, d) in [(Phase::Prefill, 0), (Phase::Decode, drafts)] {
@@ -337,7 +334,7 @@ impl FittedCostModel {
     }
 
     /// Seconds of one call (0 for a key without a fit: `new` rejects those).
-    pub fn price(&self, c: &LiveCall) -> f64 {
+    pub fn price(&self, c: &Call) -> f64 {
         self.fits.get(&c.static_key()).map_or(0.0, |coef| {
             coef.iter().zip(c.features()).map(|(a, x)| a * x).sum()
         })

@@ -16,7 +16,7 @@
 //! published breakdown is compared with.
 
 use serde::{Deserialize, Serialize};
-pub use spec::insitu::{Category, Entry, LayerBreakdown, Stream};
+use spec::insitu::{Category, LayerBreakdown, Stream};
 
 /// Residual factors of one phase's compute kernels: in-situ time over the isolated
 /// price once the physical terms are counted. Prefill (compute-bound GEMMs and

@@ -164,7 +164,7 @@ impl Candidate {
 
 /// FNV-1a, 64 bits: a stable hash for keys that must not change between runs (the
 /// one definition is `spec::stats`).
-pub use spec::stats::fnv1a64;
+use spec::stats::fnv1a64;
 
 /// Latency and speed objectives; each is met by the simulated P90.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]

@@ -25,16 +25,15 @@
 //!   utilisation stays at or below the space's `target_utilisation`.
 
 use super::queue::{bisect, prefill_rate, DecodeCurve, Prefill, QueueModel, Response};
-pub use super::queue::{erlang_c, mmc_wait_s};
 use super::shape::{Arrivals, WorkShape};
 use super::{Candidate, PoolChoice, Reason, SearchSpace, Sizing, Slo};
 use crate::cost::{AnalyticCostModel, CostParams, Layout};
 use crate::serving::mtp::MtpYield;
 use crate::serving::{Mode, PoolCost};
 use crate::tco::GpuHourCost;
-use crate::validate::{Field, Problem};
-use crate::{Hardware, Model};
 use serde::{Deserialize, Serialize};
+use spec::problem::{Field, Problem};
+use spec::{hardware::Hardware, model::Model};
 use std::collections::BTreeMap;
 
 /// What prices a candidate's pools: a cost model per pool (or why the deployment
@@ -510,6 +509,7 @@ fn slo_misses(est: &Estimate, inp: &ScreenInputs<'_>) -> Vec<Reason> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::queue::{erlang_c, mmc_wait_s};
     use super::*;
 
     /// Erlang C by hand: c = 1 is M/M/1, P(wait) = rho. c = 2, a = 1 (rho 0.5):

@@ -2,8 +2,8 @@
 
 use super::{Candidate, PlanError, PoolChoice, Sizing};
 use crate::serving::{Mode, ServingScenario};
-use crate::validate::Problem;
 use serde::{Deserialize, Serialize};
+use spec::problem::Problem;
 
 /// What `twin plan` tries. Every list is an axis of the grid; defaults cover the
 /// reference rack's neighbourhood (`--space FILE` overrides any of them).

@@ -7,7 +7,7 @@ use super::*;
 use crate::cost::{CostModel, KvCapacity, Phase, StepCost, StepShape};
 use crate::serving::{Mode, PoolCost};
 use crate::tco::GpuHourCost;
-use crate::validate::Problem;
+use spec::problem::Problem;
 
 /// Decode step: 10 ms + 0.1 ms per request on the fullest rank. Prefill step: 10 us
 /// per new token on the fullest rank. `kv` tokens per rank. DEP 3 cannot run.

@@ -3,16 +3,16 @@
 //! problem at once with its field path.
 
 use crate::cost::Layout;
-use crate::hardware::PriceBasis;
 use serde::{Deserialize, Serialize};
+use spec::hardware::PriceBasis;
 use std::collections::BTreeMap;
 
-use super::price::PriceConfig;
+use super::money::PriceConfig;
 use super::scheduler::SchedulerChoice;
 use crate::serde_defaults::{one, yes};
-use crate::validate::Problem;
+use spec::problem::Problem;
 
-pub use super::limits::Limits;
+use super::limits::Limits;
 
 /// One serving experiment: hardware, model and workload by name (files the caller
 /// loads), the deployment, the router, the SLOs and the price sheet.
@@ -705,7 +705,7 @@ mod user_word_tests {
         for m in [Mode::Disaggregated, Mode::Aggregated, Mode::PrefillOnly] {
             assert_eq!(serde_json::to_value(m).unwrap(), m.name());
         }
-        use crate::hardware::PriceBasis;
+        use spec::hardware::PriceBasis;
         for b in [
             PriceBasis::Hyperscaler,
             PriceBasis::Neocloud,

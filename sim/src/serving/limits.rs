@@ -5,8 +5,9 @@
 
 use super::config::{check, check_num, ServingScenario};
 use super::workload::WorkloadConfig;
-use crate::validate::{show, Problem};
+use crate::validate::show;
 use serde::{Deserialize, Serialize};
+use spec::problem::Problem;
 
 /// Bounds that keep every run finite in time and memory. Each is checked when the
 /// scenario, its workload and its trace are loaded (`limits::problems`,

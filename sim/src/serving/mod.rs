@@ -35,20 +35,12 @@ pub mod streams;
 mod transfer;
 pub mod workload;
 
-/// The old path of [`clock`] and [`streams`] (they were one module, `core`), kept for
-/// callers outside this crate.
-pub mod core {
-    pub use super::clock::*;
-    pub use super::streams::*;
-}
-/// The old path of [`money`], kept for callers outside this crate.
-pub use money as price;
-
 pub use config::{
-    pool_copies, DecodeRouter, Fidelity, IdleMode, KvTransferConfig, Limits, LiveSection, Mode,
-    MtpConfig, PoolConfig, PrefillRank, PrefillRouter, RouterConfig, ServingConfig,
-    ServingScenario, SloConfig,
+    pool_copies, DecodeRouter, Fidelity, IdleMode, KvTransferConfig, LiveSection, Mode, MtpConfig,
+    PoolConfig, PrefillRank, PrefillRouter, RouterConfig, ServingConfig, ServingScenario,
+    SloConfig,
 };
+pub use limits::Limits;
 pub use money::{Money, PriceConfig, PriceSheet, TokenPrices, UsdPerMTokens};
 pub use prompt::Prompt;
 pub use rack::{kv_extra_tokens, resolve_mtp, SimInput, SimRequest, SimStep};

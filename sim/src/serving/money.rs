@@ -4,9 +4,9 @@
 //! price pages [P] except V3.2, which is not offered here.
 
 use super::report::Throughput;
-use crate::hardware::{self, PriceBasis};
-use crate::validate::Problem;
 use serde::{Deserialize, Serialize};
+use spec::hardware::{self, PriceBasis};
+use spec::problem::Problem;
 
 /// USD per million tokens by token kind.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

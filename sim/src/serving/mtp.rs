@@ -40,7 +40,7 @@ pub enum MtpDraws {
 /// `acceptance[i]`. The declared rule of `twin live` (random weights make a real
 /// acceptance meaningless), which [`MtpDraws::PerRequest`] simulates.
 pub fn keyed_accepted(seed: u64, req: u32, step: u32, acceptance: &[f64], drafts: usize) -> usize {
-    let key = crate::serving::core::hash_words(&[seed, 0x6d7470, req as u64, step as u64]);
+    let key = crate::serving::streams::hash_words(&[seed, 0x6d7470, req as u64, step as u64]);
     let mut rng = ChaCha8Rng::seed_from_u64(key);
     let mut a = 0;
     for i in 0..drafts {

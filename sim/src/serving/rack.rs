@@ -38,8 +38,8 @@ use super::streams::stream;
 use super::workload::{Driver, NewRequest, Origin, WlEvent, WorkloadConfig, BLOCK_TOKENS};
 use super::{Control, PoolCost, SimError, TraceRecord, CONTROL_EVENTS};
 use crate::cost::ReqSlice;
-use crate::{Hardware, Model};
 use rand_chacha::ChaCha8Rng;
+use spec::{hardware::Hardware, model::Model};
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 
@@ -138,7 +138,7 @@ pub(crate) struct Rack<'a> {
     pub sc: &'a ServingScenario,
     pub hw: &'a Hardware,
     /// The model served (its fixed state and local layers' KV per request).
-    pub model: &'a crate::Model,
+    pub model: &'a spec::model::Model,
     /// The longest request (prompt + output tokens) the engine accepts
     /// (`context_limit`); `None`: no limit known.
     pub context_limit: Option<u64>,
@@ -205,7 +205,7 @@ pub struct SimRequest {
 /// bytes per token `kvb` (rounded up; 0 for a model that caches every token of every
 /// layer). Tensor parallelism splits a state by its heads as it splits KV by KV heads;
 /// the equivalents are taken over the whole model.
-pub fn kv_extra_tokens(model: &crate::Model, kvb: f64, tokens: u64) -> u32 {
+pub fn kv_extra_tokens(model: &spec::model::Model, kvb: f64, tokens: u64) -> u32 {
     let extra = model.state_bytes_per_request() + model.local_kv_bytes(tokens);
     if extra <= 0.0 || kvb <= 0.0 {
         return 0;
@@ -329,7 +329,10 @@ pub fn resolve_mtp(sc: &ServingScenario, model: &Model) -> Result<(u32, Vec<f64>
 /// `serving.max_model_len`, else the model's `max_position_embeddings` (the engines'
 /// default), else none. A `max_model_len` beyond the model's positions is an error, as
 /// vLLM refuses it unless told to allow it.
-fn context_limit(sc: &ServingScenario, model: &crate::Model) -> Result<Option<u64>, SimError> {
+fn context_limit(
+    sc: &ServingScenario,
+    model: &spec::model::Model,
+) -> Result<Option<u64>, SimError> {
     let bad = |why: String| Err(SimError::InvalidScenario(vec![why]));
     match (sc.serving.max_model_len, model.max_position_embeddings) {
         (Some(0), _) => bad("serving.max_model_len: must be > 0".into()),

@@ -4,14 +4,14 @@
 
 use super::config::{Mode, ServingScenario};
 use super::money::Money;
-pub use super::money::UsdPerMTokens;
+use super::money::UsdPerMTokens;
 use super::pool::Pool;
 use super::rack::{Rack, SimInput};
 use super::stats::{SeriesPoint, Summary};
 use crate::cost::{Layout, Op};
-use crate::hardware::PriceBasis;
 use crate::serde_defaults::{is_one, one};
 use serde::{Deserialize, Serialize};
+use spec::hardware::PriceBasis;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 

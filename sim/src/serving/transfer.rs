@@ -8,7 +8,7 @@ use super::pool::{GroupId, Role};
 use super::rack::{Event, Rack};
 use super::request::ReqId;
 use super::router;
-use crate::hardware::Link;
+use spec::hardware::Link;
 
 impl Rack<'_> {
     /// A prefilled request goes to a decode rank (`router::decode_rank`), or is dropped

@@ -5,7 +5,7 @@
 
 use super::{Field, Message, Problem};
 use crate::cost::{AnalyticCostModel, Bound, KvCapacity, Layout, Op, StepCost};
-use crate::{Hardware, Model};
+use spec::{hardware::Hardware, model::Model};
 
 /// The largest DEP (ranks in one data + expert parallel group) any check accepts:
 /// 4096 ranks, ten times the most routed experts of a shipped model (384) and 56 GB300

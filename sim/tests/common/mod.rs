@@ -3,9 +3,9 @@
 #![allow(dead_code)]
 
 use sim::cost::{CostModel, KvCapacity, Op, Phase, StepCost, StepShape};
-use sim::hardware::Hardware;
-use sim::model::Model;
 use sim::serving::*;
+use spec::hardware::Hardware;
+use spec::model::Model;
 use std::collections::BTreeMap;
 
 /// A step costs a fixed time per phase whatever its contents.
@@ -110,7 +110,7 @@ pub fn hardware(domain_gpus: u32) -> Hardware {
     let mut h: Hardware = toml::from_str(include_str!("../../../scenarios/hardware/gb300.toml"))
         .expect("gb300 parses");
     h.nvlink.latency_s = 0.0;
-    h.scaleout = sim::hardware::Link {
+    h.scaleout = spec::hardware::Link {
         bytes_per_s: 100e9,
         latency_s: 5e-6,
     };
@@ -124,7 +124,7 @@ pub fn model(kv_bytes_per_token: f64, mtp: Option<(u32, Vec<f64>)>) -> Model {
     let mut m: Model = toml::from_str(include_str!("../../../scenarios/models/tiny-moe.toml"))
         .expect("tiny-moe parses");
     m.kv.bytes_per_token = kv_bytes_per_token;
-    m.mtp = mtp.map(|(draft_tokens, acceptance)| sim::model::Mtp {
+    m.mtp = mtp.map(|(draft_tokens, acceptance)| spec::model::Mtp {
         draft_tokens,
         acceptance,
         modules: 1,

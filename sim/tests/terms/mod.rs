@@ -8,7 +8,7 @@ use sim::cost::params::{Launch, LowLatency, TileParams};
 use sim::cost::{
     AnalyticCostModel, CostModel, CostParams, Layout, OpRate, Phase, ReqSlice, StepShape,
 };
-use sim::{Hardware, Model};
+use spec::{hardware::Hardware, model::Model};
 
 pub const HW: &str = r#"
 name = "unit"

@@ -24,7 +24,7 @@ pub mod tables_out;
 use anyhow::{anyhow, Context, Result};
 use calibration::plan::{expand_ops, plan, PlanSize};
 use calibration::profile::utc_now;
-use calibration::{MeasurementLog, Profile, Row};
+use calibration::{MeasurementLog, MeasurementRecord, Profile};
 use engine::{Device, TimingConfig};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use sim::cost::fitted::LiveModelExt;
@@ -281,7 +281,7 @@ fn measure(args: &CalibrateArgs) -> Result<()> {
 
 /// The live plan's model (and its MTP draft tokens): the model whose engine ops to
 /// time in situ; `None` for the default plan.
-fn live_model_of(args: &CalibrateArgs) -> Result<Option<(sim::cost::fitted::LiveModel, usize)>> {
+fn live_model_of(args: &CalibrateArgs) -> Result<Option<(spec::live_model::LiveModel, usize)>> {
     if args.plan != "live" {
         return Ok(None);
     }
@@ -295,7 +295,7 @@ fn live_model_of(args: &CalibrateArgs) -> Result<Option<(sim::cost::fitted::Live
         .as_deref()
         .context("--plan live needs --model MODEL (the model whose ops to measure)")?;
     let model = crate::scenario::load_model(name, &[])?;
-    let lm = sim::cost::fitted::LiveModel::from_model(&model, live::model::PAGE_TOKENS)
+    let lm = spec::live_model::LiveModel::from_model(&model, live::model::PAGE_TOKENS)
         .map_err(|e| anyhow!("model {name}: {}", e.join("; ")))?;
     Ok(Some((
         lm,
@@ -324,7 +324,7 @@ fn measure_points(
         let point = op.point();
         pb.set_message(format!("{} {} {}", point.op, point.dtype, point.shape));
         match backend.measure(op, timing) {
-            Ok(m) => log.append(&Row::from_measurement(
+            Ok(m) => log.append(&MeasurementRecord::from_measurement(
                 &m,
                 &info.device,
                 &info.driver,
@@ -358,7 +358,7 @@ fn measure_points(
 /// becomes a row (median of its samples).
 fn measure_in_situ(
     device: Device,
-    lm: &sim::cost::fitted::LiveModel,
+    lm: &spec::live_model::LiveModel,
     drafts: usize,
     size: PlanSize,
     timing: &TimingConfig,

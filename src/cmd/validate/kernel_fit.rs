@@ -5,9 +5,9 @@
 //! reported for groups with more fit rows than parameters.
 
 use super::rows::Evaluator;
-use super::spread_fit::{class_of, ClassSpread, Held, ARCHITECTURES};
 use anyhow::{anyhow, bail, Context, Result};
-use fitting::{least_squares, leave_one_out, rel_error, round5, Bounds, Row};
+use calibration::spread_fit::{class_of, ClassSpread, Held, ARCHITECTURES};
+use fitting::{least_squares, leave_one_out, rel_error, round5, Bounds, PublishedFigure};
 
 /// A fitted cost parameter and the keys that take the same value.
 pub struct Param {
@@ -284,7 +284,7 @@ pub const GROUPS: &[Group] = &[
 ];
 
 impl Group {
-    fn has(&self, row: &Row) -> bool {
+    fn has(&self, row: &PublishedFigure) -> bool {
         self.prefixes.iter().any(|p| row.id.starts_with(p))
     }
 
@@ -346,14 +346,24 @@ fn stored(group: &Group) -> Result<Vec<f64>> {
         .collect())
 }
 
-fn residuals(ev: &mut Evaluator, group: &Group, rows: &[&Row], values: &[f64]) -> Result<Vec<f64>> {
+fn residuals(
+    ev: &mut Evaluator,
+    group: &Group,
+    rows: &[&PublishedFigure],
+    values: &[f64],
+) -> Result<Vec<f64>> {
     let sets = group.sets(values);
     rows.iter()
         .map(|r| Ok((ev.predict(r, &sets)? / r.published).ln()))
         .collect()
 }
 
-fn fit_rows(ev: &mut Evaluator, group: &Group, rows: &[&Row], start: &[f64]) -> Result<Vec<f64>> {
+fn fit_rows(
+    ev: &mut Evaluator,
+    group: &Group,
+    rows: &[&PublishedFigure],
+    start: &[f64],
+) -> Result<Vec<f64>> {
     let bounds: Vec<Bounds> = group
         .params
         .iter()
@@ -364,16 +374,20 @@ fn fit_rows(ev: &mut Evaluator, group: &Group, rows: &[&Row], start: &[f64]) -> 
 }
 
 /// Fits every group of the kernel table to its fit rows of `rows`.
-pub fn fit(rows: &[Row], loo: bool) -> Result<Vec<GroupFit>> {
+pub fn fit(rows: &[PublishedFigure], loo: bool) -> Result<Vec<GroupFit>> {
     fit_groups(GROUPS, rows, loo)
 }
 
 /// Fits every group of `groups` to its fit rows of `rows`.
-pub fn fit_groups(groups: &'static [Group], rows: &[Row], loo: bool) -> Result<Vec<GroupFit>> {
+pub fn fit_groups(
+    groups: &'static [Group],
+    rows: &[PublishedFigure],
+    loo: bool,
+) -> Result<Vec<GroupFit>> {
     let mut ev = Evaluator::default();
     let mut out = Vec::new();
     for group in groups {
-        let fit_rows_: Vec<&Row> = rows
+        let fit_rows_: Vec<&PublishedFigure> = rows
             .iter()
             .filter(|r| r.role == "fit" && group.has(r))
             .collect();
@@ -399,7 +413,7 @@ pub fn fit_groups(groups: &'static [Group], rows: &[Row], loo: bool) -> Result<V
                 .map(|p| Bounds { lo: p.lo, hi: p.hi })
                 .collect();
             let refits = leave_one_out(&bounds, &values, fit_rows_.len(), |x, subset| {
-                let sub: Vec<&Row> = subset.iter().map(|&i| fit_rows_[i]).collect();
+                let sub: Vec<&PublishedFigure> = subset.iter().map(|&i| fit_rows_[i]).collect();
                 residuals(&mut ev, group, &sub, x)
             })
             .map_err(|e| anyhow!("leave-one-out of {}: {e}", group.name))?;
@@ -431,7 +445,7 @@ pub fn fit_groups(groups: &'static [Group], rows: &[Row], loo: bool) -> Result<V
 /// The out-of-sample errors of `rows`: every check row's (priced with the stored
 /// values) and every fit row's leave-one-out error (from `fits`), in log space, with
 /// the row's kernel class and hardware.
-pub fn held_out(rows: &[Row], fits: &[GroupFit]) -> Result<Vec<Held>> {
+pub fn held_out(rows: &[PublishedFigure], fits: &[GroupFit]) -> Result<Vec<Held>> {
     let mut ev = Evaluator::default();
     let mut out = Vec::new();
     for r in rows {

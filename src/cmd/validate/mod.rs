@@ -14,12 +14,11 @@ pub mod kernel_fit;
 pub mod report_fit;
 pub mod rows;
 pub mod runs;
-pub mod spread_fit;
 
 use crate::scenario::embedded_file;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
-use fitting::{read_table, rel_error, Row};
+use fitting::{read_table, rel_error, PublishedFigure};
 use rows::{is_simulation, Evaluator};
 use sim::cost::band::Band;
 use std::collections::BTreeMap;
@@ -101,7 +100,7 @@ pub enum ValidateWhat {
 struct Table {
     name: String,
     origin: String,
-    rows: Vec<Row>,
+    rows: Vec<PublishedFigure>,
 }
 
 fn load_tables(which: Option<&str>) -> Result<Vec<Table>> {
@@ -140,7 +139,7 @@ fn load_tables(which: Option<&str>) -> Result<Vec<Table>> {
 
 /// One evaluated row.
 pub struct Outcome {
-    pub row: Row,
+    pub row: PublishedFigure,
     /// None: a simulation row left out (run with --simulate).
     pub predicted: Option<f64>,
     pub error: Option<f64>,
@@ -621,8 +620,8 @@ fn fit_kernels(
         return Ok(());
     }
     let held = kernel_fit::held_out(&t.rows, &fits)?;
-    let spreads = spread_fit::estimate(&held);
-    let (inside, judged) = spread_fit::held_out_coverage(&held);
+    let spreads = calibration::spread_fit::estimate(&held);
+    let (inside, judged) = calibration::spread_fit::held_out_coverage(&held);
     for s in &spreads {
         items.push(serde_json::json!({
             "table": t.name, "spread": s.class.key(), "architecture": s.architecture,

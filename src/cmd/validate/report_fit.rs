@@ -7,7 +7,7 @@
 use super::rows::{format_value, Evaluator, Fitted};
 use crate::scenario::embedded_file;
 use anyhow::{anyhow, bail, Context, Result};
-use fitting::{rel_error, round5, Row, Solve};
+use fitting::{rel_error, round5, PublishedFigure, Solve};
 
 /// Where a fitted value is stored.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -194,8 +194,8 @@ pub struct Fitted1 {
 
 /// Fits the parameters to their `fit` rows: first those of `forward` rows, then, with
 /// `simulate`, those of simulation rows (which see the others' fitted values).
-pub fn fit(rows: &[Row], simulate: bool) -> Result<Vec<Fitted1>> {
-    let targets: Vec<&Row> = FIT_PARAMS
+pub fn fit(rows: &[PublishedFigure], simulate: bool) -> Result<Vec<Fitted1>> {
+    let targets: Vec<&PublishedFigure> = FIT_PARAMS
         .iter()
         .map(|p| {
             let r = rows

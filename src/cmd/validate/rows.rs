@@ -10,7 +10,7 @@ use crate::simulation::{execute, run_seeded_with, to_json};
 use crate::step::{evaluate as forward, prepare, Forward, ForwardArgs};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Parser;
-use fitting::Row;
+use fitting::PublishedFigure;
 use serde::Deserialize;
 use sim::cost::band::{Band, DEFAULT_DRAWS, DEFAULT_SEED};
 use sim::cost::{Op, Spread};
@@ -69,7 +69,7 @@ impl Program {
 }
 
 /// Whether a row is computed by a (slow) simulation.
-pub fn is_simulation(row: &Row) -> bool {
+pub fn is_simulation(row: &PublishedFigure) -> bool {
     Program::of(&row.command).ok() == Some(Program::Simulate)
 }
 
@@ -108,7 +108,7 @@ pub fn format_value(v: f64) -> String {
 /// `STREAM.total` (the stream's kernels, bubbles and launch gaps), or
 /// `STREAM.CATEGORY`.
 fn in_situ_s(l: &sim::cost::insitu::InSituLayer, key: &str) -> Option<f64> {
-    use sim::cost::insitu::{Category, Stream};
+    use spec::insitu::{Category, Stream};
     if key == "layer" {
         return Some(l.layer_s);
     }
@@ -140,7 +140,7 @@ impl Evaluator {
     }
 
     /// The row's metric with `extra` `--set` overrides.
-    pub fn predict(&mut self, row: &Row, extra: &[String]) -> Result<f64> {
+    pub fn predict(&mut self, row: &PublishedFigure, extra: &[String]) -> Result<f64> {
         let x = match Program::of(&row.command)? {
             Program::Simulate => self.simulation(row, extra)?,
             Program::Forward => self.forward(row, extra)?,
@@ -152,14 +152,14 @@ impl Evaluator {
         Ok(x)
     }
 
-    fn kernel_time(&self, cmd: &str, row: &Row, extra: &[String]) -> Result<KernelOut> {
+    fn kernel_time(&self, cmd: &str, row: &PublishedFigure, extra: &[String]) -> Result<KernelOut> {
         let args = KernelCli::try_parse_from(argv(cmd, "twin kernel", &self.fitted, extra)?)
             .map(|c| c.args)
             .map_err(|e| anyhow!("row {}: `{cmd}`: {e}", row.id))?;
         kernel(&args).with_context(|| format!("row {}", row.id))
     }
 
-    fn kernel(&self, row: &Row, extra: &[String]) -> Result<f64> {
+    fn kernel(&self, row: &PublishedFigure, extra: &[String]) -> Result<f64> {
         let k = self.kernel_time(&row.command, row, extra)?;
         let base = match row.metric.as_str() {
             "time_ratio" => {
@@ -174,11 +174,11 @@ impl Evaluator {
     }
 
     /// The hardware a `twin kernel` row runs on (its `--hardware`, or the default).
-    pub fn kernel_hardware(&self, row: &Row) -> Result<String> {
+    pub fn kernel_hardware(&self, row: &PublishedFigure) -> Result<String> {
         Ok(self.kernel_args(&row.command, row)?.hardware)
     }
 
-    fn kernel_args(&self, cmd: &str, row: &Row) -> Result<KernelArgs> {
+    fn kernel_args(&self, cmd: &str, row: &PublishedFigure) -> Result<KernelArgs> {
         KernelCli::try_parse_from(argv(cmd, "twin kernel", &self.fitted, &[])?)
             .map(|c| c.args)
             .map_err(|e| anyhow!("row {}: `{cmd}`: {e}", row.id))
@@ -186,7 +186,7 @@ impl Evaluator {
 
     /// A `twin kernel` row's band: every draw prices the kernel (and its baseline,
     /// with the same draw) with the drawn parameters.
-    fn kernel_band(&self, row: &Row) -> Result<Option<Band>> {
+    fn kernel_band(&self, row: &PublishedFigure) -> Result<Option<Band>> {
         let args = self.kernel_args(&row.command, row)?;
         let (hw, p) = kernel_inputs(&args)?;
         let base = match row.baseline.is_empty() {
@@ -223,7 +223,7 @@ impl Evaluator {
     /// The band of a row's metric over the kernel-fit spreads' draws (`sim_draws`
     /// simulations for a `twin simulate` row; 0: none); `None` when the row's
     /// hardware knows no spread.
-    pub fn band(&mut self, row: &Row, sim_draws: u32) -> Result<Option<Band>> {
+    pub fn band(&mut self, row: &PublishedFigure, sim_draws: u32) -> Result<Option<Band>> {
         match Program::of(&row.command)? {
             Program::Kernel => self.kernel_band(row),
             Program::Forward => self.forward_band(row),
@@ -232,7 +232,7 @@ impl Evaluator {
         }
     }
 
-    fn forward_band(&self, row: &Row) -> Result<Option<Band>> {
+    fn forward_band(&self, row: &PublishedFigure) -> Result<Option<Band>> {
         let prep = prepare(&self.forward_args(&row.command, row, &[])?)
             .with_context(|| format!("row {}", row.id))?;
         let base = match row.baseline.is_empty() {
@@ -255,7 +255,7 @@ impl Evaluator {
         Ok(Some(Band::of(&v)))
     }
 
-    fn simulation_band(&mut self, row: &Row, draws: u32) -> Result<Option<Band>> {
+    fn simulation_band(&mut self, row: &PublishedFigure, draws: u32) -> Result<Option<Band>> {
         let key = format!("{} --band {draws}", row.command);
         let runs = match self.sim_bands.get(&key) {
             Some(v) => v.clone(),
@@ -298,13 +298,18 @@ impl Evaluator {
 }
 
 impl Evaluator {
-    fn forward_args(&self, cmd: &str, row: &Row, extra: &[String]) -> Result<ForwardArgs> {
+    fn forward_args(
+        &self,
+        cmd: &str,
+        row: &PublishedFigure,
+        extra: &[String],
+    ) -> Result<ForwardArgs> {
         ForwardCli::try_parse_from(argv(cmd, "twin forward", &self.fitted, extra)?)
             .map(|c| c.args)
             .map_err(|e| anyhow!("row {}: `{cmd}`: {e}", row.id))
     }
 
-    fn forward(&self, row: &Row, extra: &[String]) -> Result<f64> {
+    fn forward(&self, row: &PublishedFigure, extra: &[String]) -> Result<f64> {
         let f = forward(&self.forward_args(&row.command, row, extra)?)
             .with_context(|| format!("row {}", row.id))?;
         let base = match row.metric.as_str() {
@@ -321,7 +326,7 @@ impl Evaluator {
 
     /// A `twin simulate ...` row: its metric is `json:PATH` (dotted path into the
     /// `--json` object, numeric segments index lists).
-    fn simulation(&mut self, row: &Row, extra: &[String]) -> Result<f64> {
+    fn simulation(&mut self, row: &PublishedFigure, extra: &[String]) -> Result<f64> {
         let key = format!("{} {}", row.command, extra.join(" "));
         let v = match self.runs.get(&key) {
             Some(v) => v.clone(),
@@ -347,7 +352,7 @@ impl Evaluator {
 }
 
 /// A kernel row's metric from its priced kernel (and baseline).
-fn kernel_metric(row: &Row, k: &KernelOut, base: Option<&KernelOut>) -> Result<f64> {
+fn kernel_metric(row: &PublishedFigure, k: &KernelOut, base: Option<&KernelOut>) -> Result<f64> {
     let r = &k.result;
     Ok(match row.metric.as_str() {
         "time_us" => r.time_s * 1e6,
@@ -367,7 +372,7 @@ fn kernel_metric(row: &Row, k: &KernelOut, base: Option<&KernelOut>) -> Result<f
 }
 
 /// A forward row's metric from its priced step (and baseline).
-fn forward_metric(row: &Row, f: &Forward, base: Option<&Forward>) -> Result<f64> {
+fn forward_metric(row: &PublishedFigure, f: &Forward, base: Option<&Forward>) -> Result<f64> {
     let r = &f.result;
     Ok(match row.metric.as_str() {
         "step_ms" => r.step_s() * 1e3,
@@ -407,7 +412,7 @@ fn forward_metric(row: &Row, f: &Forward, base: Option<&Forward>) -> Result<f64>
 }
 
 /// A simulation row's metric read off a run's `--json` object.
-fn json_metric(row: &Row, v: &serde_json::Value) -> Result<f64> {
+fn json_metric(row: &PublishedFigure, v: &serde_json::Value) -> Result<f64> {
     let path = row.metric.strip_prefix("json:").ok_or_else(|| {
         anyhow!(
             "row {}: a simulation row's metric is json:PATH, got `{}`",

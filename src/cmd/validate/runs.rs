@@ -12,9 +12,10 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use live::compare::{compare, price_step, Comparison};
 use live::records::{RunDir, RunInfo};
-use sim::cost::fitted::{FittedCostModel, LiveModel, LiveModelExt};
+use sim::cost::fitted::{FittedCostModel, LiveModelExt};
 use sim::cost::CostModel;
 use sim::serving::{read_mooncake, simulate_with_steps, Mode, SimInput, TraceRecord};
+use spec::live_model::LiveModel;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, Args)]
@@ -249,7 +250,7 @@ fn price_live_steps(run: &RunDir, costs: &RunCosts) -> Vec<f64> {
 
 /// The hardware the run's simulation uses: the KV hand-over link at the profile's
 /// measured device-local copy bandwidth (when it has one), not the run's.
-fn simulated_hardware(info: &RunInfo, profile: &calibration::Profile) -> sim::Hardware {
+fn simulated_hardware(info: &RunInfo, profile: &calibration::Profile) -> spec::hardware::Hardware {
     let mut hw = info.hardware.clone();
     if let Some(bw) = profile
         .ops

@@ -7,7 +7,7 @@ use anyhow::Result;
 use serde_json::json;
 use sim::serving::{PriceConfig, Report, TokenPrices};
 use sim::tco::{finance, Finance, Tco};
-use sim::Hardware;
+use spec::hardware::Hardware;
 
 /// What the simulate report shows: the simulator's report of the run and what of the
 /// resolved scenario it names.

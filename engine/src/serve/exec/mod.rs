@@ -18,10 +18,11 @@
 
 use super::device::{AttnCall, AttnSel, Buf, DevWeights, Dt, IndexerCall, ServeDevice};
 use super::model::*;
-use crate::op::live::{attn_key, Call};
+use crate::op::live::attn_key;
 use crate::{EngineError, Result};
 use kernels::live::Group;
 use kernels::AttnModeKind;
+use spec::call::Call;
 
 /// Records a traced call (`Executor::rec`), building the [`Call`] only when tracing
 /// is on: an untraced pass allocates nothing for its trace (and, on an asynchronous

@@ -8,9 +8,9 @@ use super::work::RankWork;
 use super::AnalyticCostModel;
 use crate::cost::kernels::attention::{self, AttnKernel, AttnWork};
 use crate::cost::kernels::gemm::KernelTime;
-use crate::cost::tables::Shape;
+use crate::cost::tables::family::Shape;
 use crate::cost::Phase;
-use crate::model::AttentionKind;
+use spec::model::AttentionKind;
 
 /// The sequence length whose causal query-key pairs are `pairs`: `L^2 / 2` over full
 /// attention; over a window of `w` tokens, `L w - w^2 / 2` once `L` passes `w` (the
@@ -119,7 +119,7 @@ impl AnalyticCostModel {
         // Recurrent mixers compute in BF16 (their state in FP32 is read, not
         // multiplied at a narrower width).
         let compute = if cl.kind.is_recurrent() {
-            crate::units::Dtype::Bf16
+            spec::dtype::Dtype::Bf16
         } else {
             a.compute_dtype
         };

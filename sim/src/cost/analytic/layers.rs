@@ -6,9 +6,9 @@ use crate::cost::kernels::gemm::{Gemm, GemmKind, SoftMax};
 use crate::cost::kernels::skew;
 use crate::cost::CostParams;
 use crate::cost::Layout;
-use crate::model::{AttentionKind, FfnKind, Layer};
-use crate::units::Dtype;
-use crate::{Hardware, Model};
+use spec::dtype::Dtype;
+use spec::model::{AttentionKind, FfnKind, Layer};
+use spec::{hardware::Hardware, model::Model};
 
 mod classes;
 mod elementwise;

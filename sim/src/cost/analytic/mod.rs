@@ -42,8 +42,8 @@ use super::{
     Bound, CommCost, CostModel, CostParams, KvCapacity, Layout, Op, Phase, Pipeline, StepCost,
     StepShape,
 };
-use crate::model::AttentionKind;
-use crate::{Hardware, Model};
+use spec::model::AttentionKind;
+use spec::{hardware::Hardware, model::Model};
 
 pub use self::situ::{StepTrace, TraceSlice};
 pub use self::stages::MAX_TYPES;

@@ -6,7 +6,10 @@ use super::AnalyticCostModel;
 use crate::cost::kernels::a2a::{self, Leg, Links};
 use crate::cost::kernels::gemm::{self, GemmKind};
 use crate::cost::kernels::skew;
-use crate::cost::tables::{Fit, Format, Shape, DEPLOYED_MOE_SKEW};
+use crate::cost::tables::family::Shape;
+use crate::cost::tables::fit::Fit;
+use crate::cost::tables::format::Format;
+use crate::cost::tables::DEPLOYED_MOE_SKEW;
 use crate::cost::{Bound, Phase};
 
 /// The routed experts of the most loaded rank and the all-to-all of one MoE layer.

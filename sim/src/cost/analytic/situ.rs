@@ -6,10 +6,11 @@
 use super::routed::MoePart;
 use super::stages::Local;
 use super::{late_shared, AnalyticCostModel, Variant};
-use crate::cost::insitu::{Category as C, InSituLayer, Stream};
+use crate::cost::insitu::InSituLayer;
 use crate::cost::kernels::overlap::{self, Stages};
 use crate::cost::kernels::pipeline;
 use crate::cost::{Phase, StepCost};
+use spec::insitu::{Category as C, Stream};
 
 /// One operation of a step's timeline.
 #[derive(Debug, Clone, Copy, PartialEq)]

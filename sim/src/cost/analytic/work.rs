@@ -4,7 +4,7 @@
 use super::layers::{AttnClass, Compiled};
 use super::AnalyticCostModel;
 use crate::cost::{clamped_positions, Phase, ReqSlice};
-use crate::model::AttentionKind;
+use spec::model::AttentionKind;
 
 /// Attention classes a model may have (distinct kind, ratio, indexer, window branch).
 pub const MAX_CLASSES: usize = 4;

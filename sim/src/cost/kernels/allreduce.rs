@@ -8,7 +8,7 @@
 //! `2 (n - 1)` steps, each with its own latency (`ring`).
 
 use crate::cost::OpRate;
-use crate::Hardware;
+use spec::hardware::Hardware;
 
 /// Bytes each GPU moves in an all-reduce of `bytes` over `gpus` (NCCL's bus bytes).
 pub fn bus_bytes(bytes: f64, gpus: f64) -> f64 {

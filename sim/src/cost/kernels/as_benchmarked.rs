@@ -11,8 +11,8 @@ use super::a2a::{self, Links, Routing};
 use super::attention::{self, AttnKernel};
 use super::gemm::{self, Device, Gemm, GemmKind, KernelTime};
 use crate::cost::{CostParams, Phase};
-use crate::units::Dtype;
-use crate::Hardware;
+use spec::dtype::Dtype;
+use spec::hardware::Hardware;
 
 /// What a benchmark reports.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]

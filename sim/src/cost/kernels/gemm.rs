@@ -96,7 +96,7 @@ pub struct Device {
 impl Device {
     /// The device of hardware `hw`.
     #[inline]
-    pub fn of(hw: &crate::Hardware) -> Device {
+    pub fn of(hw: &spec::hardware::Hardware) -> Device {
         Device {
             sms: hw.sms.max(1) as f64,
             hbm_bytes_per_s: hw.hbm.bytes_per_s,

@@ -13,6 +13,3 @@ pub mod pipeline;
 pub mod skew;
 
 pub use gemm::{Device, Gemm, GemmKind, KernelTime};
-
-/// The old path of [`as_benchmarked`], kept for callers outside this crate.
-pub use as_benchmarked as bench;

@@ -18,8 +18,8 @@ use super::format::{CollectiveOp, Format};
 use super::grid::Axis;
 use crate::cost::kernels::gemm::{self, Device, Gemm, GemmKind, SoftMax};
 use crate::cost::params::{OpRate, TileParams};
-use crate::Hardware;
 use serde::{Deserialize, Serialize};
+use spec::hardware::Hardware;
 
 /// The op families a table profile prices.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

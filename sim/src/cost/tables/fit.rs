@@ -4,8 +4,8 @@
 
 use super::family::{Family, Prepared, Shape};
 use super::grid::{self, Axis, Grid};
-use crate::Hardware;
 use serde::{Deserialize, Serialize};
+use spec::hardware::Hardware;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::OnceLock;
 

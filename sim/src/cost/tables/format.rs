@@ -1,9 +1,9 @@
 //! The tables' operand formats and collective operations, and what they cost per
 //! element.
 
-use crate::units::Dtype;
-use crate::Hardware;
 use serde::{Deserialize, Serialize};
+use spec::dtype::Dtype;
+use spec::hardware::Hardware;
 
 /// Operand formats of the tables' GEMMs and MoE layers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

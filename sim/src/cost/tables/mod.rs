@@ -16,13 +16,12 @@ pub mod fit;
 pub mod format;
 pub mod grid;
 
-pub use family::{Family, Prepared, Shape};
-pub use fit::{config_key, split_sweep, Errors, Fit, Sweep};
-pub use format::{CollectiveOp, Format};
-pub use grid::{Axis, Grid};
+use family::{Family, Shape};
+use fit::{Errors, Fit};
+use format::{CollectiveOp, Format};
 
-use crate::Hardware;
 use serde::{Deserialize, Serialize};
+use spec::hardware::Hardware;
 use std::sync::OnceLock;
 
 /// Where a profile's rows come from.
@@ -549,6 +548,7 @@ impl KernelTables {
 
 #[cfg(test)]
 mod tests {
+    use super::grid::Grid;
     use super::*;
 
     #[test]

@@ -6,8 +6,8 @@
 //! `period_s` simulated seconds.
 
 use super::super::config::check;
-use crate::validate::Problem;
 use serde::{Deserialize, Serialize};
+use spec::problem::Problem;
 
 /// Named curve shapes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

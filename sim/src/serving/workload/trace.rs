@@ -1,7 +1,7 @@
 //! Mooncake trace records and their JSONL parser.
 
 use super::{TraceReplay, BLOCK_TOKENS, MAX_TOKENS};
-use crate::serving::config::Limits;
+use crate::serving::limits::Limits;
 use crate::serving::SimError;
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Read};

@@ -3,8 +3,8 @@
 //! group's own attention shape, a recurrent mixer, or none).
 
 use super::{dense, elementwise, AttnClass, Compiled, LayerType, Split, TypeFfn};
-use crate::model::{AttentionKind, FfnKind, Layer};
-use crate::{Hardware, Model};
+use spec::model::{AttentionKind, FfnKind, Layer};
+use spec::{hardware::Hardware, model::Model};
 
 /// A class's identity: kind, compression, indexer, window branch, own shape (the
 /// same shape, whichever group it is written in).

@@ -2,8 +2,8 @@
 //! quantisation, activations and KV writes, by layer part.
 
 use super::Split;
-use crate::units::Dtype;
-use crate::Model;
+use spec::dtype::Dtype;
+use spec::model::Model;
 
 /// Per-token element-wise bytes and kernel counts per layer (see
 /// `cost/analytic/mod.rs`): before the router, MoE FFN, dense FFN, and per routed
@@ -146,7 +146,7 @@ pub(in crate::cost::analytic) fn recurrent_bytes(
     model: &Model,
     inner: f64,
     out: f64,
-    w: crate::units::Dtype,
+    w: spec::dtype::Dtype,
 ) -> f64 {
     let h = model.hidden as f64;
     let quant = |width: f64| if w.bytes() <= 1.0 { 3.0 * width } else { 0.0 };

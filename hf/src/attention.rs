@@ -6,7 +6,7 @@
 
 use super::arch::LayerSpec;
 use super::*;
-use sim::model::{Attention, Indexer};
+use spec::model::{Attention, Indexer};
 
 /// MLA attention (DeepSeek): the latent and its rope part per token.
 pub(super) fn mla_attention(
@@ -138,7 +138,7 @@ fn block_indexer(cfg: &Cfg, prov: &mut Prov) -> Result<Indexer> {
         s.get(k)
             .and_then(|v| v.as_u64())
             .and_then(|v| u32::try_from(v).ok())
-            .ok_or_else(|| anyhow!("{}: `sparse_attention_config.{k}` is missing", cfg.origin))
+            .ok_or_else(|| err!("{}: `sparse_attention_config.{k}` is missing", cfg.origin))
     };
     let (heads, dim) = (num("sparse_num_index_heads")?, num("sparse_index_dim")?);
     let (blocks, block) = (num("sparse_topk_blocks")?, num("sparse_block_size")?);

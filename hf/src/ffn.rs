@@ -3,7 +3,7 @@
 
 use super::arch::LayerSpec;
 use super::*;
-use sim::model::{DenseFfn, Mhc, Moe, Mtp};
+use spec::model::{DenseFfn, Mhc, Moe, Mtp};
 
 /// The shared experts' count and total width (None: `count x expert width`), from the
 /// key the architecture names them with, and the provenance of each.
@@ -79,7 +79,7 @@ fn gated(cfg: &Cfg) -> bool {
 pub(super) fn moe(cfg: &Cfg, arch: &str, hidden: u32, q: &Quant, prov: &mut Prov) -> Result<Moe> {
     let (experts, ek) = cfg
         .first(&["n_routed_experts", "num_experts", "num_local_experts"])?
-        .ok_or_else(|| anyhow!("{}: MoE layers but no expert count (n_routed_experts, num_experts or num_local_experts)", cfg.origin))?;
+        .ok_or_else(|| err!("{}: MoE layers but no expert count (n_routed_experts, num_experts or num_local_experts)", cfg.origin))?;
     let (top_k, tk) = cfg
         .first(&[
             "num_experts_per_tok",
@@ -87,11 +87,11 @@ pub(super) fn moe(cfg: &Cfg, arch: &str, hidden: u32, q: &Quant, prov: &mut Prov
             "top_k_experts",
             "num_experts_per_token",
         ])?
-        .ok_or_else(|| anyhow!("{}: MoE layers but no `num_experts_per_tok`", cfg.origin))?;
+        .ok_or_else(|| err!("{}: MoE layers but no `num_experts_per_tok`", cfg.origin))?;
     let (ffn, fk) = cfg
         .first(&["moe_intermediate_size", "intermediate_size"])?
         .ok_or_else(|| {
-            anyhow!(
+            err!(
                 "{}: MoE layers but no expert width (moe_intermediate_size)",
                 cfg.origin
             )
@@ -175,7 +175,7 @@ pub(super) fn dense(
             let w = layers
                 .iter()
                 .find_map(|l| l.ffn_width)
-                .ok_or_else(|| anyhow!("{}: no dense FFN block in block_configs", cfg.origin))?;
+                .ok_or_else(|| err!("{}: no dense FFN block in block_configs", cfg.origin))?;
             (
                 w,
                 cfg.derived("block_configs[].ffn.ffn_mult: 2 x ffn_mult x hidden_size / 3, rounded up to a multiple of 256 (the first dense layer's; layers.ffn_width the others')"),
@@ -189,7 +189,7 @@ pub(super) fn dense(
                     "intermediate_size",
                 ])?
                 .ok_or_else(|| {
-                    anyhow!(
+                    err!(
                         "{}: dense FFN layers but no `intermediate_size`",
                         cfg.origin
                     )

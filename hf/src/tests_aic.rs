@@ -1,4 +1,4 @@
-//! AIConfigurator's model configs (`tests/fixtures/models-hf/aic/`, a copy of the 81
+//! AIConfigurator's model configs (the repository's `tests/fixtures/models-hf/aic/`, a copy of the 81
 //! configs and 27 ModelOpt quantization configs it ships): every one imported,
 //! validated and priced, the refused ones each for its named reason; parameter counts
 //! against the model cards; KV and state bytes, and priced steps, checked by hand.
@@ -9,7 +9,7 @@ use sim::cost::{ReqSlice, StepShape};
 use std::path::{Path, PathBuf};
 
 fn dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/models-hf/aic")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/models-hf/aic")
 }
 
 /// The folder's config of `name` (`MiniMaxAI--MiniMax-M2.5`), imported with the
@@ -17,8 +17,15 @@ fn dir() -> PathBuf {
 fn try_aic(name: &str) -> Result<Model> {
     let path = dir().join(format!("{name}_config.json"));
     let p = path.display().to_string();
-    let text = std::fs::read_to_string(&path)?;
-    import(&p, &text, &default_options(&p)?)
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut opts = ImportOptions::default();
+    if let Some(q) = sibling_quant(&path) {
+        opts.quant = Some((
+            q.display().to_string(),
+            std::fs::read_to_string(&q).unwrap(),
+        ));
+    }
+    import(&p, &text, &opts)
 }
 
 fn aic(name: &str) -> Model {
@@ -40,8 +47,8 @@ fn configs() -> Vec<String> {
 /// A decode step of 4 requests at 2048 tokens and a prefill of 2048 tokens on one
 /// H200 TP8 replica: both finite and positive.
 fn prices(m: &Model) -> std::result::Result<(), String> {
-    let hw: sim::Hardware =
-        toml::from_str(include_str!("../../../scenarios/hardware/h200.toml")).unwrap();
+    let hw: spec::hardware::Hardware =
+        toml::from_str(include_str!("../../scenarios/hardware/h200.toml")).unwrap();
     let cm = AnalyticCostModel::new(
         hw,
         m.clone(),
@@ -391,7 +398,7 @@ rental_3yr_usd_per_gpu_hour = 1.0
 /// The attention operation of one step of one request on the round GPU (1 TB/s, 1e15
 /// BF16 flop/s) with ideal attention and recurrent kernels.
 fn attention_s(m: &Model, phase: Phase, new: u32, ctx: u64) -> f64 {
-    let hw: sim::Hardware = toml::from_str(ROUND_GPU).unwrap();
+    let hw: spec::hardware::Hardware = toml::from_str(ROUND_GPU).unwrap();
     let r = OpRate::new(1.0, 1.0, 0.0);
     let p = CostParams {
         attention: r,

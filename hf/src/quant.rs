@@ -309,10 +309,9 @@ fn apply_except(
 
 /// A ModelOpt `hf_quant_config.json` beside the config.
 fn modelopt_file(q: &mut Quant, origin: &str, text: &str, layers: &[LayerSpec]) -> Result<()> {
-    let v: Value =
-        serde_json::from_str(text).map_err(|e| anyhow!("{origin}: not valid JSON: {e}"))?;
+    let v: Value = serde_json::from_str(text).map_err(|e| err!("{origin}: not valid JSON: {e}"))?;
     let qz = v.get("quantization").ok_or_else(|| {
-        anyhow!("{origin}: no `quantization` table (a ModelOpt hf_quant_config.json has one)")
+        err!("{origin}: no `quantization` table (a ModelOpt hf_quant_config.json has one)")
     })?;
     let file = std::path::Path::new(origin)
         .file_name()
@@ -339,7 +338,7 @@ fn modelopt(
     } else {
         let fm = algo_format(algo, group, &format!("derived: {file} quant_algo"))
             .ok_or_else(|| {
-                anyhow!(
+                err!(
                     "{origin}: quant_algo `{algo}` is not one twin reads (FP8, NVFP4, W4A16_NVFP4, MXFP4, MXFP8, W4A16_AWQ, MIXED_PRECISION); give --weights instead"
                 )
             })?;
@@ -415,7 +414,7 @@ fn mixed(q: &mut Quant, origin: &str, file: &str, qz: &Value, layers: &[LayerSpe
             &why,
         )
         .ok_or_else(|| {
-            anyhow!("{origin}: quantized_layers names quant_algo `{algo}`, not one twin reads")
+            err!("{origin}: quantized_layers names quant_algo `{algo}`, not one twin reads")
         })?;
     }
     Ok(())
@@ -561,7 +560,7 @@ fn compressed_tensors(q: &mut Quant, cfg: &Cfg, qc: &Value, layers: &[LayerSpec]
         .get("config_groups")
         .and_then(|g| g.as_object())
         .ok_or_else(|| {
-            anyhow!(
+            err!(
                 "{}: compressed-tensors quantization_config without config_groups",
                 cfg.origin
             )

@@ -3,7 +3,7 @@
 //! `ssm_state_size`, `n_groups`).
 
 use super::*;
-use sim::model::{LinearAttention, Mamba};
+use spec::state::{LinearAttention, Mamba};
 
 /// The recurrent state's dtype: the config's `mamba_ssm_dtype` or
 /// `mamba_ssm_cache_dtype` where it names one, else the activations' BF16.

@@ -250,7 +250,7 @@ mod tests {
 
     #[test]
     fn every_table_row_has_a_class() {
-        let text = include_str!("../../../scenarios/published/kernels-public.csv");
+        let text = include_str!("../../scenarios/published/kernels-public.csv");
         let rows = fitting::read_table("kernels-public", text).unwrap();
         for r in rows {
             assert!(

@@ -6,67 +6,67 @@ use super::*;
 const CONFIGS: &[(&str, &str)] = &[
     (
         "DeepSeek-V3",
-        include_str!("../../../tests/fixtures/models-hf/DeepSeek-V3/config.json"),
+        include_str!("../../tests/fixtures/models-hf/DeepSeek-V3/config.json"),
     ),
     (
         "DeepSeek-V3.2",
-        include_str!("../../../tests/fixtures/models-hf/DeepSeek-V3.2/config.json"),
+        include_str!("../../tests/fixtures/models-hf/DeepSeek-V3.2/config.json"),
     ),
     (
         "Kimi-K2-Instruct",
-        include_str!("../../../tests/fixtures/models-hf/Kimi-K2-Instruct/config.json"),
+        include_str!("../../tests/fixtures/models-hf/Kimi-K2-Instruct/config.json"),
     ),
     (
         "GLM-4.5",
-        include_str!("../../../tests/fixtures/models-hf/GLM-4.5/config.json"),
+        include_str!("../../tests/fixtures/models-hf/GLM-4.5/config.json"),
     ),
     (
         "Qwen3-235B-A22B",
-        include_str!("../../../tests/fixtures/models-hf/Qwen3-235B-A22B/config.json"),
+        include_str!("../../tests/fixtures/models-hf/Qwen3-235B-A22B/config.json"),
     ),
     (
         "Qwen3-235B-A22B-FP8",
-        include_str!("../../../tests/fixtures/models-hf/Qwen3-235B-A22B-FP8/config.json"),
+        include_str!("../../tests/fixtures/models-hf/Qwen3-235B-A22B-FP8/config.json"),
     ),
     (
         "Qwen3-235B-A22B-NVFP4",
-        include_str!("../../../tests/fixtures/models-hf/Qwen3-235B-A22B-NVFP4/config.json"),
+        include_str!("../../tests/fixtures/models-hf/Qwen3-235B-A22B-NVFP4/config.json"),
     ),
     (
         "Qwen3-30B-A3B",
-        include_str!("../../../tests/fixtures/models-hf/Qwen3-30B-A3B/config.json"),
+        include_str!("../../tests/fixtures/models-hf/Qwen3-30B-A3B/config.json"),
     ),
     (
         "Qwen3-32B",
-        include_str!("../../../tests/fixtures/models-hf/Qwen3-32B/config.json"),
+        include_str!("../../tests/fixtures/models-hf/Qwen3-32B/config.json"),
     ),
     (
         "Qwen3-8B",
-        include_str!("../../../tests/fixtures/models-hf/Qwen3-8B/config.json"),
+        include_str!("../../tests/fixtures/models-hf/Qwen3-8B/config.json"),
     ),
     (
         "gpt-oss-120b",
-        include_str!("../../../tests/fixtures/models-hf/gpt-oss-120b/config.json"),
+        include_str!("../../tests/fixtures/models-hf/gpt-oss-120b/config.json"),
     ),
     (
         "gpt-oss-20b",
-        include_str!("../../../tests/fixtures/models-hf/gpt-oss-20b/config.json"),
+        include_str!("../../tests/fixtures/models-hf/gpt-oss-20b/config.json"),
     ),
     (
         "Llama-3.1-8B",
-        include_str!("../../../tests/fixtures/models-hf/Llama-3.1-8B/config.json"),
+        include_str!("../../tests/fixtures/models-hf/Llama-3.1-8B/config.json"),
     ),
     (
         "Llama-3.1-70B",
-        include_str!("../../../tests/fixtures/models-hf/Llama-3.1-70B/config.json"),
+        include_str!("../../tests/fixtures/models-hf/Llama-3.1-70B/config.json"),
     ),
     (
         "Llama-3.1-70B-Instruct-FP8",
-        include_str!("../../../tests/fixtures/models-hf/Llama-3.1-70B-Instruct-FP8/config.json"),
+        include_str!("../../tests/fixtures/models-hf/Llama-3.1-70B-Instruct-FP8/config.json"),
     ),
     (
         "Mixtral-8x7B-v0.1",
-        include_str!("../../../tests/fixtures/models-hf/Mixtral-8x7B-v0.1/config.json"),
+        include_str!("../../tests/fixtures/models-hf/Mixtral-8x7B-v0.1/config.json"),
     ),
 ];
 
@@ -353,9 +353,8 @@ fn quantized_checkpoints_are_priced_as_what_they_are() {
     assert_eq!(m.attention.weight_dtype, Dtype::Fp8);
     assert_eq!(moe.activation_dtype, Dtype::Fp8);
     // NVFP4 from its hf_quant_config.json: FP4 with an FP8 scale per 16, FP8 KV.
-    let q = include_str!(
-        "../../../tests/fixtures/models-hf/Qwen3-235B-A22B-NVFP4/hf_quant_config.json"
-    );
+    let q =
+        include_str!("../../tests/fixtures/models-hf/Qwen3-235B-A22B-NVFP4/hf_quant_config.json");
     let m = load_with(
         "Qwen3-235B-A22B-NVFP4",
         &ImportOptions {
@@ -382,7 +381,7 @@ fn quantized_checkpoints_are_priced_as_what_they_are() {
     assert_eq!(m.dense_scale_block, 0);
     // Llama FP8 (ModelOpt, per-tensor): FP8 weights without block scales, FP8 KV.
     let q = include_str!(
-        "../../../tests/fixtures/models-hf/Llama-3.1-70B-Instruct-FP8/hf_quant_config.json"
+        "../../tests/fixtures/models-hf/Llama-3.1-70B-Instruct-FP8/hf_quant_config.json"
     );
     let m = load_with(
         "Llama-3.1-70B-Instruct-FP8",
@@ -421,7 +420,7 @@ fn imported_deepseek_v3_prices_as_the_shipped_file() {
         },
     );
     let shipped: Model =
-        toml::from_str(include_str!("../../../scenarios/models/deepseek-v3.toml")).unwrap();
+        toml::from_str(include_str!("../../scenarios/models/deepseek-v3.toml")).unwrap();
     assert_eq!(m.moe.as_ref().unwrap().scale_block, 4096);
     m.moe.as_mut().unwrap().scale_block = 128;
     m.dense_scale_block = 128;
@@ -492,47 +491,47 @@ fn shipped_imported_models_are_current() {
         (
             "llama-3.1-8b",
             "Llama-3.1-8B",
-            include_str!("../../../scenarios/models/llama-3.1-8b.toml"),
+            include_str!("../../scenarios/models/llama-3.1-8b.toml"),
         ),
         (
             "llama-3.1-70b",
             "Llama-3.1-70B",
-            include_str!("../../../scenarios/models/llama-3.1-70b.toml"),
+            include_str!("../../scenarios/models/llama-3.1-70b.toml"),
         ),
         (
             "mixtral-8x7b",
             "Mixtral-8x7B-v0.1",
-            include_str!("../../../scenarios/models/mixtral-8x7b.toml"),
+            include_str!("../../scenarios/models/mixtral-8x7b.toml"),
         ),
         (
             "qwen3-32b",
             "Qwen3-32B",
-            include_str!("../../../scenarios/models/qwen3-32b.toml"),
+            include_str!("../../scenarios/models/qwen3-32b.toml"),
         ),
         (
             "qwen3-30b-a3b",
             "Qwen3-30B-A3B",
-            include_str!("../../../scenarios/models/qwen3-30b-a3b.toml"),
+            include_str!("../../scenarios/models/qwen3-30b-a3b.toml"),
         ),
         (
             "qwen3-235b-a22b-fp8",
             "Qwen3-235B-A22B-FP8",
-            include_str!("../../../scenarios/models/qwen3-235b-a22b-fp8.toml"),
+            include_str!("../../scenarios/models/qwen3-235b-a22b-fp8.toml"),
         ),
         (
             "gpt-oss-120b",
             "gpt-oss-120b",
-            include_str!("../../../scenarios/models/gpt-oss-120b.toml"),
+            include_str!("../../scenarios/models/gpt-oss-120b.toml"),
         ),
         (
             "kimi-k2",
             "Kimi-K2-Instruct",
-            include_str!("../../../scenarios/models/kimi-k2.toml"),
+            include_str!("../../scenarios/models/kimi-k2.toml"),
         ),
         (
             "glm-4.5",
             "GLM-4.5",
-            include_str!("../../../scenarios/models/glm-4.5.toml"),
+            include_str!("../../scenarios/models/glm-4.5.toml"),
         ),
     ];
     for (name, dir, text) in shipped {

@@ -8,13 +8,35 @@
 //! `text_config` is the language model priced; its vision tower is named as not
 //! priced.
 //!
-//! `twin model import` writes the result; `--model config.json` imports in memory.
+//! `twin model import` writes the result; `--model config.json` imports in memory. The
+//! binary reads the files (a checkpoint folder's config, the quantization config beside
+//! it); this crate reads their text.
 
-use anyhow::{anyhow, bail, Context, Result};
+/// Why a config cannot be imported: one message naming the file and the key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ImportError(pub String);
+
+/// A result of the import.
+pub type Result<T> = std::result::Result<T, ImportError>;
+
+/// An [`ImportError`] from a format string.
+macro_rules! err {
+    ($($t:tt)*) => {
+        $crate::ImportError(format!($($t)*))
+    };
+}
+
+/// Returns an [`ImportError`] from a format string.
+macro_rules! bail {
+    ($($t:tt)*) => {
+        return Err(err!($($t)*))
+    };
+}
 use serde_json::{Map, Value};
-use sim::model::{AttentionKind, AttentionShape, FfnKind, Kv, LayerGroup};
-use sim::units::Dtype;
-use sim::Model;
+use spec::dtype::Dtype;
+use spec::model::Model;
+use spec::model::{AttentionKind, AttentionShape, FfnKind, Kv, LayerGroup};
 use std::collections::BTreeMap;
 
 /// The architectures twin imports, with the family that reads their attention.
@@ -69,7 +91,8 @@ pub enum Family {
 }
 
 /// Weights as `--weights` names them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum WeightChoice {
     /// BF16 everywhere.
     Bf16,
@@ -138,7 +161,7 @@ impl Cfg<'_> {
                 .and_then(|n| u32::try_from(n).ok())
                 .map(Some)
                 .ok_or_else(|| {
-                    anyhow!(
+                    err!(
                         "{}: `{key}` must be a non-negative integer, found {v}",
                         self.origin
                     )
@@ -147,7 +170,7 @@ impl Cfg<'_> {
     }
     fn u32(&self, key: &str) -> Result<u32> {
         self.u32_opt(key)?
-            .ok_or_else(|| anyhow!("{}: `{key}` is missing (needed by twin)", self.origin))
+            .ok_or_else(|| err!("{}: `{key}` is missing (needed by twin)", self.origin))
     }
     /// The first of `keys` present: its value and name.
     fn first(&self, keys: &[&'static str]) -> Result<Option<(u32, &'static str)>> {
@@ -161,9 +184,10 @@ impl Cfg<'_> {
     fn bool(&self, key: &str) -> Result<Option<bool>> {
         match self.get(key) {
             None => Ok(None),
-            Some(v) => v.as_bool().map(Some).ok_or_else(|| {
-                anyhow!("{}: `{key}` must be true or false, found {v}", self.origin)
-            }),
+            Some(v) => v
+                .as_bool()
+                .map(Some)
+                .ok_or_else(|| err!("{}: `{key}` must be true or false, found {v}", self.origin)),
         }
     }
     fn str(&self, key: &str) -> Option<&str> {
@@ -178,7 +202,7 @@ impl Cfg<'_> {
                     x.as_u64()
                         .and_then(|n| u32::try_from(n).ok())
                         .ok_or_else(|| {
-                            anyhow!(
+                            err!(
                                 "{}: `{key}` must list non-negative integers, found {x}",
                                 self.origin
                             )
@@ -265,19 +289,6 @@ pub fn sibling_quant(path: &std::path::Path) -> Option<std::path::PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// The options a config at `path` imports with by default: its sibling quantization
-/// config, read (`sibling_quant`).
-pub fn default_options(path: &str) -> Result<ImportOptions> {
-    let mut o = ImportOptions::default();
-    if let Some(q) = sibling_quant(std::path::Path::new(path)) {
-        let origin = q.display().to_string();
-        let text =
-            crate::scenario::read_text(&origin).with_context(|| format!("cannot read {origin}"))?;
-        o.quant = Some((origin, text));
-    }
-    Ok(o)
-}
-
 /// The language model's keys of a config: a vision-language wrapper's `text_config`
 /// (or `language_config`, `llm_config`), with the key's name; else the config itself.
 fn text_part(root: &Map<String, Value>) -> (&Map<String, Value>, Option<&'static str>) {
@@ -303,10 +314,10 @@ pub fn import_noted(
     opts: &ImportOptions,
 ) -> Result<(Model, Vec<String>)> {
     let root: Value = serde_json::from_str(&json_numbers(text))
-        .map_err(|e| anyhow!("{origin}: not valid JSON: {e}"))?;
+        .map_err(|e| err!("{origin}: not valid JSON: {e}"))?;
     let root = root
         .as_object()
-        .ok_or_else(|| anyhow!("{origin}: a Hugging Face config is a JSON object"))?;
+        .ok_or_else(|| err!("{origin}: a Hugging Face config is a JSON object"))?;
     let (map, wrapper) = text_part(root);
     let name = std::path::Path::new(origin)
         .file_name()
@@ -686,7 +697,7 @@ fn describe(m: &Model, arch: &str) -> String {
 
 /// A model file's TOML, provenance last.
 pub fn to_toml(m: &Model) -> Result<String> {
-    toml::to_string(m).context("serialising the imported model")
+    toml::to_string(m).map_err(|e| err!("serialising the imported model: {e}"))
 }
 
 /// The model file `twin model import` writes: a header naming the command, then the

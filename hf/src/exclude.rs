@@ -6,7 +6,7 @@
 //! layers that have it (a model file has one format per part).
 
 use super::arch::LayerSpec;
-use sim::model::{AttentionKind, FfnKind};
+use spec::model::{AttentionKind, FfnKind};
 
 /// The parts of a model that have a format of their own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

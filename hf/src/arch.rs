@@ -140,7 +140,7 @@ fn mixer_kinds(
 /// A list key of `n` entries.
 fn listed(cfg: &Cfg, key: &str, n: u32) -> Result<Vec<u32>> {
     let v = cfg.u32_list(key)?.ok_or_else(|| {
-        anyhow!(
+        err!(
             "{}: `{key}` (a list, one entry per layer) is missing",
             cfg.origin
         )
@@ -163,7 +163,7 @@ fn minimax_m3(cfg: &Cfg, n: u32) -> Result<Vec<(AttentionKind, bool)>> {
         .and_then(|s| s.get("sparse_attention_freq"))
         .and_then(|f| f.as_array())
         .ok_or_else(|| {
-            anyhow!(
+            err!(
                 "{}: `sparse_attention_config.sparse_attention_freq` is missing",
                 cfg.origin
             )
@@ -473,7 +473,7 @@ fn decilm(cfg: &Cfg) -> Result<Vec<LayerSpec>> {
                 .and_then(|f| f.get("ffn_mult"))
                 .and_then(|m| m.as_f64())
                 .ok_or_else(|| {
-                    anyhow!("{}: block_configs[{i}].ffn.ffn_mult is missing", cfg.origin)
+                    err!("{}: block_configs[{i}].ffn.ffn_mult is missing", cfg.origin)
                 })?;
             let w = (2.0 * mult * hidden / 3.0).floor() as u64;
             (FfnKind::Dense, Some(w.div_ceil(256) as u32 * 256))
@@ -493,7 +493,7 @@ fn decilm(cfg: &Cfg) -> Result<Vec<LayerSpec>> {
 fn deepseek_v4(cfg: &Cfg) -> Result<Vec<LayerSpec>> {
     let n = cfg.u32("num_hidden_layers")?;
     let ratios = cfg.u32_list("compress_ratios")?.ok_or_else(|| {
-        anyhow!(
+        err!(
             "{}: DeepseekV4ForCausalLM needs `compress_ratios`",
             cfg.origin
         )
