@@ -17,7 +17,8 @@ use super::{cost_params, Set};
 use anyhow::{bail, Result};
 use sim::cost::{AnalyticCostModel, CostParams, Layout, Op, Phase};
 use sim::forward::{forward, ForwardSpec};
-use sim::{Hardware, Model};
+use spec::hardware::Hardware;
+use spec::model::Model;
 
 /// How many times the reference price an operation may cost before a profile is
 /// refused. The shipped vLLM and TensorRT-LLM tables and twin's kernel model agree per

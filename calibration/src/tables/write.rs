@@ -15,7 +15,7 @@
 
 use super::read::{Measured, Selection};
 use crate::error::{io_err, CalibrationError, Result};
-use sim::cost::tables::Shape;
+use sim::cost::tables::family::Shape;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -323,7 +323,7 @@ pub fn write(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sim::cost::tables::{CollectiveOp, Format};
+    use sim::cost::tables::format::{CollectiveOp, Format};
 
     fn shapes() -> Vec<Shape> {
         vec![

@@ -17,9 +17,12 @@ use anyhow::{bail, Context, Result};
 use calibration::tables::{self, Measured, Options, Selection};
 use engine::library::{LibraryFormat, LibraryGemm, LibraryTimer, NOT_MEASURED};
 use engine::{Device, TimingConfig};
-use sim::cost::tables::{Format, KernelTables, Shape, TableSource};
+use sim::cost::tables::family::Shape;
+use sim::cost::tables::format::Format;
+use sim::cost::tables::{KernelTables, TableSource};
 use sim::cost::{AnalyticCostModel, CostParams, Layout};
-use sim::{Hardware, Model};
+use spec::hardware::Hardware;
+use spec::model::Model;
 use std::path::Path;
 
 /// The profile `--tables-out DIR` writes and `--engine DIR` reads.
