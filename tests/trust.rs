@@ -663,11 +663,12 @@ fn item1_prefix_caching_counts_in_the_engines_block() {
 /// block too. One user sends 2,000-token prompts: every prompt after the first finds
 /// the prefix's whole blocks: 496 tokens on vLLM, 500 on SGLang, 480 on TensorRT-LLM,
 /// 500 with `serving.kv_block_tokens = 100` (5 x 100); twin's own serving (no engine)
-/// keeps its 512-token block, in which a 500-token prefix is no whole block. A block
-/// of 0 tokens is refused, and `twin help simulate` names the knob.
+/// keeps its 512-token block, in which a 500-token prefix is no whole block; `--json`
+/// names the block (`prefix_cache_block_tokens`). A block of 0 tokens is refused, and
+/// `twin help simulate` names the knob.
 #[test]
 fn item1_a_shared_prefix_is_cached_in_the_engines_block() {
-    let per_hit = |extra: &[&str]| -> u64 {
+    let per_hit = |extra: &[&str]| -> (u64, u64) {
         let mut args = vec![
             "simulate",
             "h100-llama-3.1-70b-tp8",
@@ -685,18 +686,22 @@ fn item1_a_shared_prefix_is_cached_in_the_engines_block() {
         ];
         args.extend_from_slice(extra);
         let v = json(&twin(&args));
+        let block = v["prefix_cache_block_tokens"].as_u64().unwrap();
         let a = &v["accounting"];
         let cached = a["cached_tokens_credited"].as_u64().unwrap();
         let prompts = (cached + a["uncached_tokens_prefilled"].as_u64().unwrap()) / 2000;
         assert!(prompts >= 3, "{a}");
-        cached / (prompts - 1)
+        (block, cached / (prompts - 1))
     };
-    assert_eq!(per_hit(&[]), 496, "vllm (the scenario's engine)");
-    assert_eq!(per_hit(&["--set", "engine=sglang"]), 500);
-    assert_eq!(per_hit(&["--set", "engine=trtllm"]), 480);
-    assert_eq!(per_hit(&["--set", "serving.kv_block_tokens=100"]), 500);
+    assert_eq!(per_hit(&[]), (16, 496), "vllm (the scenario's engine)");
+    assert_eq!(per_hit(&["--set", "engine=sglang"]), (1, 500));
+    assert_eq!(per_hit(&["--set", "engine=trtllm"]), (32, 480));
+    assert_eq!(
+        per_hit(&["--set", "serving.kv_block_tokens=100"]),
+        (100, 500)
+    );
     let twin_own = ["--set", "serving.scheduler=twin"];
-    assert_eq!(per_hit(&twin_own), 0);
+    assert_eq!(per_hit(&twin_own), (512, 0));
     fails_with(
         &[
             "simulate",
