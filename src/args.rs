@@ -21,7 +21,10 @@ pub struct SimulateArgs {
     /// `cost.moe.mem_eff=0.9`, `workload=poisson`, `serving.max_model_len=32768` (the
     /// longest prompt + output accepted; default: the model's max_position_embeddings;
     /// longer requests are refused and counted), `serving.gpu_memory_utilization=0.95`
-    /// (the engine's memory knob: its KV pool by its own arithmetic) (repeatable).
+    /// (the engine's memory knob: its KV pool by its own arithmetic),
+    /// `serving.kv_block_tokens=64` (the engine's prefix-cache block: a cached prefix is
+    /// whole blocks; default vLLM 16, SGLang 1, TensorRT-LLM 32, twin's own 512)
+    /// (repeatable).
     #[arg(long = "set", value_name = "PATH=VALUE")]
     pub set: Vec<String>,
     /// The coarse model: simulate one of K identical copies of the rack, each request

@@ -618,3 +618,99 @@ fn item7_plan_json_has_no_revenue_without_a_price_sheet() {
         "{f}"
     );
 }
+
+/// Item 1: prefix caching counts in the engine's own block, not in the Mooncake
+/// traces' 512 tokens. `vllm bench serve --random-prefix-len P` sends one prefix of P
+/// tokens before every prompt; one at a time, the first request computes it and each
+/// of the 19 others finds its whole blocks cached: vLLM's 16-token blocks hold 496 of
+/// 500 (31 x 16), 992 of 1,000 (62 x 16), 1,488 of 1,500 (93 x 16); SGLang's radix
+/// cache (page size 1) the whole prefix; TensorRT-LLM's 32-token blocks 480 (15 x 32),
+/// 992 (31 x 32), 1,472 (46 x 32). In 512-token blocks it was 0, 512 and 1,024.
+#[test]
+fn item1_prefix_caching_counts_in_the_engines_block() {
+    let credited = |engine: &str, prefix: u32| -> u64 {
+        let bench = format!(
+            "vllm --num-prompts 20 --max-concurrency 1 --random-prefix-len {prefix} --random-input-len 100 --random-output-len 4"
+        );
+        let v = json(&twin(&[
+            "simulate",
+            "h100-llama-3.1-70b-tp8",
+            "--set",
+            &format!("engine={engine}"),
+            "--bench",
+            &bench,
+            "--json",
+        ]));
+        assert_eq!(v["accounting"]["completed"], 20, "{engine} {prefix}");
+        v["accounting"]["cached_tokens_credited"].as_u64().unwrap()
+    };
+    for (engine, cached) in [
+        ("vllm", [496, 992, 1488]),
+        ("sglang", [500, 1000, 1500]),
+        ("trtllm", [480, 992, 1472]),
+    ] {
+        for (prefix, want) in [500, 1000, 1500].into_iter().zip(cached) {
+            assert_eq!(
+                credited(engine, prefix),
+                19 * want,
+                "{engine}, --random-prefix-len {prefix}"
+            );
+        }
+    }
+}
+
+/// Item 1: a closed loop's `shared_prefix_tokens = 500` is cached in the engine's
+/// block too. One user sends 2,000-token prompts: every prompt after the first finds
+/// the prefix's whole blocks: 496 tokens on vLLM, 500 on SGLang, 480 on TensorRT-LLM,
+/// 500 with `serving.kv_block_tokens = 100` (5 x 100); twin's own serving (no engine)
+/// keeps its 512-token block, in which a 500-token prefix is no whole block; `--json`
+/// names the block (`prefix_cache_block_tokens`). A block of 0 tokens is refused, and
+/// `twin help simulate` names the knob.
+#[test]
+fn item1_a_shared_prefix_is_cached_in_the_engines_block() {
+    let per_hit = |extra: &[&str]| -> (u64, u64) {
+        let mut args = vec![
+            "simulate",
+            "h100-llama-3.1-70b-tp8",
+            "--duration",
+            "20",
+            "--set",
+            "warmup_s=0",
+            "--set",
+            "workload.closed_loop.concurrency=1",
+            "--set",
+            "workload.closed_loop.input_tokens={dist=\"fixed\",value=2000}",
+            "--set",
+            "workload.closed_loop.shared_prefix_tokens=500",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let v = json(&twin(&args));
+        let block = v["prefix_cache_block_tokens"].as_u64().unwrap();
+        let a = &v["accounting"];
+        let cached = a["cached_tokens_credited"].as_u64().unwrap();
+        let prompts = (cached + a["uncached_tokens_prefilled"].as_u64().unwrap()) / 2000;
+        assert!(prompts >= 3, "{a}");
+        (block, cached / (prompts - 1))
+    };
+    assert_eq!(per_hit(&[]), (16, 496), "vllm (the scenario's engine)");
+    assert_eq!(per_hit(&["--set", "engine=sglang"]), (1, 500));
+    assert_eq!(per_hit(&["--set", "engine=trtllm"]), (32, 480));
+    assert_eq!(
+        per_hit(&["--set", "serving.kv_block_tokens=100"]),
+        (100, 500)
+    );
+    let twin_own = ["--set", "serving.scheduler=twin"];
+    assert_eq!(per_hit(&twin_own), (512, 0));
+    fails_with(
+        &[
+            "simulate",
+            "h100-llama-3.1-70b-tp8",
+            "--set",
+            "serving.kv_block_tokens=0",
+        ],
+        &["serving.kv_block_tokens", "must be 1 to 65536 tokens"],
+    );
+    let help = stdout(&twin(&["help", "simulate"]));
+    assert!(help.contains("serving.kv_block_tokens"), "{help}");
+}

@@ -1,7 +1,7 @@
 //! KV pages of one rank and its prefix cache.
 //!
 //! Pages of `page` tokens are handed to requests (block tables). The prefix cache keeps
-//! the pages of full prompt blocks (`BLOCK_TOKENS` tokens, the Mooncake `hash_ids`
+//! the pages of full prompt blocks (`TRACE_BLOCK_TOKENS` tokens, the Mooncake `hash_ids`
 //! granularity) keyed by the block's hash: a later prompt whose leading blocks have the
 //! same hashes reuses those pages instead of recomputing them (the hashes chain: block
 //! `i` only matches after blocks `0..i` did). Cached pages are reference-counted; pages

@@ -3,7 +3,7 @@
 
 use engine::serve::SeqOut;
 use live::sched::{accepted, Action, KvPolicy, SchedConfig, Scheduler, StepPlan};
-use sim::serving::{NewRequest, Origin, Prompt, ServingScenario, BLOCK_TOKENS};
+use sim::serving::{NewRequest, Origin, Prompt, ServingScenario, TRACE_BLOCK_TOKENS};
 
 fn scenario() -> ServingScenario {
     let path = format!(
@@ -107,13 +107,13 @@ fn a_shared_prefix_is_served_from_the_cache() {
     while step(&mut s, 1.0).is_some() {}
     // Two full blocks (1024 tokens) were prefilled whole: the next prompt reuses them.
     s.arrive(2.0, request(1200, 2, &[shared.clone(), vec![99]].concat()));
-    assert_eq!(s.reqs[1].cached as u64, 2 * BLOCK_TOKENS);
+    assert_eq!(s.reqs[1].cached as u64, 2 * TRACE_BLOCK_TOKENS);
     let (p, _) = step(&mut s, 2.0).unwrap();
     assert_eq!(p.ranks[0].prefill[0].start, 1024);
     assert_eq!(p.ranks[0].prefill[0].tokens.len(), 1200 - 1 - 1024);
     // A prompt that shares only the first block.
     s.arrive(3.0, request(900, 2, &[11, 55]));
-    assert_eq!(s.reqs[2].cached as u64, BLOCK_TOKENS);
+    assert_eq!(s.reqs[2].cached as u64, TRACE_BLOCK_TOKENS);
     // A prompt whose only block is its last: nothing usable (the last token is computed).
     s.arrive(4.0, request(512, 2, &[11]));
     assert_eq!(s.reqs[3].cached, 0);

@@ -72,8 +72,9 @@ impl Scheduler {
         q.prefill_done_s = Some(now);
         if q.gen_tokens.is_empty() {
             // Blocks the prefill wrote whole (the last prompt token is the decode's).
-            let full = ((Self::prefill_len(q) as u64 / BLOCK_TOKENS) as usize).min(q.blocks.len());
-            let ppb = BLOCK_TOKENS as usize / self.cfg.page;
+            let full =
+                ((Self::prefill_len(q) as u64 / TRACE_BLOCK_TOKENS) as usize).min(q.blocks.len());
+            let ppb = TRACE_BLOCK_TOKENS as usize / self.cfg.page;
             if full * ppb <= q.table.len() {
                 let held = q.held.len();
                 let private = rank.kv.insert(&q.blocks[..full], &q.table, held);

@@ -35,7 +35,7 @@ mod step;
 use crate::blocks::KvPages;
 use engine::serve::{Seq, SeqOut};
 use sim::serving::streams::hash_words;
-use sim::serving::{Mode, NewRequest, Origin, PrefillRouter, ServingScenario, BLOCK_TOKENS};
+use sim::serving::{Mode, NewRequest, Origin, PrefillRouter, ServingScenario, TRACE_BLOCK_TOKENS};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -233,10 +233,10 @@ pub struct Scheduler {
 /// equal block hashes mean equal tokens (the prefix cache's KV is valid to reuse).
 pub fn prompt_token(blocks: &[u64], pos: usize, vocab: usize) -> u32 {
     let b = blocks
-        .get(pos / BLOCK_TOKENS as usize)
+        .get(pos / TRACE_BLOCK_TOKENS as usize)
         .copied()
         .unwrap_or(0);
-    (hash_words(&[b, (pos % BLOCK_TOKENS as usize) as u64]) % vocab as u64) as u32
+    (hash_words(&[b, (pos % TRACE_BLOCK_TOKENS as usize) as u64]) % vocab as u64) as u32
 }
 
 /// Drafts accepted by decode step `step` of request `req` under the declared rule (the
@@ -249,7 +249,7 @@ impl Scheduler {
     pub fn new(cfg: SchedConfig) -> Scheduler {
         let sc = &cfg.scenario;
         let mut groups = Vec::new();
-        let ppb = BLOCK_TOKENS as usize / cfg.page;
+        let ppb = TRACE_BLOCK_TOKENS as usize / cfg.page;
         let mut add = |role: Role, pool: &sim::serving::PoolConfig, cap: u64, cache: u64| {
             let start = groups.len();
             for _ in 0..pool.instances {
@@ -265,7 +265,7 @@ impl Scheduler {
                             joining: VecDeque::new(),
                             running: Vec::new(),
                             reserved: 0,
-                            kv: KvPages::new(pages, cfg.page, BLOCK_TOKENS as usize),
+                            kv: KvPages::new(pages, cfg.page, TRACE_BLOCK_TOKENS as usize),
                         }
                     })
                     .collect();
@@ -404,11 +404,11 @@ impl Scheduler {
         // Prefix cache: the leading cached blocks, held from now on. A request never
         // writes into a cached block: at most the blocks before its last token.
         let rank = &mut self.groups[g].ranks[r];
-        let usable = ((req.input as u64 - 1) / BLOCK_TOKENS) as usize;
+        let usable = ((req.input as u64 - 1) / TRACE_BLOCK_TOKENS) as usize;
         let hits = rank.kv.peek(&req.blocks[..usable.min(req.blocks.len())]);
         req.held = req.blocks[..hits].to_vec();
         req.table = rank.kv.acquire(&req.held);
-        req.cached = (hits as u64 * BLOCK_TOKENS) as u32;
+        req.cached = (hits as u64 * TRACE_BLOCK_TOKENS) as u32;
         req.pf = (g, r);
         if mixed {
             req.state = State::Pending;

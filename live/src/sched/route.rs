@@ -58,8 +58,14 @@ impl Scheduler {
             hits.extend(range.clone().map(hit));
         }
         let placed = self.rr.0;
-        let i =
-            router::prefill_instance(&self.sc().router, placed, req.input as u64, &loads, &hits);
+        let i = router::prefill_instance(
+            &self.sc().router,
+            placed,
+            req.input as u64,
+            &loads,
+            &hits,
+            TRACE_BLOCK_TOKENS,
+        );
         self.rr.0 += 1;
         range.start + i
     }

@@ -220,6 +220,13 @@ pub struct ServingConfig {
     /// 92% of `hbm.usable`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_memory_utilization: Option<f64>,
+    /// Tokens per prefix-cache block, the engine's own: a prompt's cached prefix is a
+    /// whole number of them (vLLM's `--block-size`, SGLang's `--page-size`,
+    /// TensorRT-LLM's `tokens_per_block`). Absent: the engine's default
+    /// ([`super::scheduler::Scheduler::kv_block_tokens`]: vLLM 16, SGLang 1,
+    /// TensorRT-LLM 32; twin's own 512).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_block_tokens: Option<u64>,
 }
 
 /// A pool of identical DEP groups or tensor-parallel replicas ("instances").
@@ -517,6 +524,10 @@ impl Default for SloConfig {
     }
 }
 
+/// The largest prefix-cache block `serving.kv_block_tokens` may name (a bound, far
+/// above any engine's: vLLM's largest `--block-size` choice is 256).
+pub const MAX_KV_BLOCK_TOKENS: u64 = 1 << 16;
+
 pub(crate) fn check<P: From<Problem>>(problems: &mut Vec<P>, ok: bool, path: &str, msg: &str) {
     if !ok {
         problems.push(Problem::new(path, msg).into());
@@ -628,6 +639,14 @@ impl ServingScenario {
         self.serving.mtp.problems(&mut p);
         if let Some(f) = self.serving.frontend_s {
             check_num(&mut p, f, f >= 0.0, "serving.frontend_s", "must be >= 0");
+        }
+        if let Some(b) = self.serving.kv_block_tokens {
+            check(
+                &mut p,
+                (1..=MAX_KV_BLOCK_TOKENS).contains(&b),
+                "serving.kv_block_tokens",
+                &format!("must be 1 to {MAX_KV_BLOCK_TOKENS} tokens"),
+            );
         }
         self.slo.problems(&mut p);
         self.limits.problems(&mut p);

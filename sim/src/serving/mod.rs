@@ -50,8 +50,8 @@ pub use stats::{LogHistogram, Series, SeriesPoint, Summary};
 pub use workload::{
     parse_mooncake, parse_mooncake_str, read_mooncake, trace_span, AgentX, Arrival, BadLines,
     ClosedLoop, CurvePreset, Dist, Driver, NewRequest, OpenLoop, Origin, RateCurve, Tally,
-    TraceRead, TraceRecord, TraceReplay, TraceSpan, WlEvent, WorkloadConfig, BLOCK_TOKENS,
-    MAX_TOKENS,
+    TraceRead, TraceRecord, TraceReplay, TraceSpan, WlEvent, WorkloadConfig, MAX_TOKENS,
+    TRACE_BLOCK_TOKENS,
 };
 
 use crate::cost::{CostModel, KvCapacity};

@@ -9,7 +9,6 @@ use super::config::{Mode, PoolConfig, ServingScenario};
 use super::metrics::PoolStats;
 use super::request::ReqId;
 use super::scheduler::Scheduler;
-use super::workload::BLOCK_TOKENS;
 use super::PoolCost;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -256,13 +255,15 @@ pub(crate) struct Pools<'a> {
 impl<'a> Pools<'a> {
     /// The pools `sc`'s mode runs, priced by `prefill_cost` and `decode_cost` (the
     /// mixed pool by `decode_cost`), GPUs numbered prefill pool first; `chained`: the
-    /// workload's block identities name their whole prefix.
+    /// workload's block identities name their whole prefix; `block_tokens`: tokens per
+    /// identity (the caches' capacities are counted in them).
     pub fn build(
         sc: &ServingScenario,
         prefill_cost: &'a dyn PoolCost,
         decode_cost: &'a dyn PoolCost,
         draft_tokens: u32,
         chained: bool,
+        block_tokens: u64,
     ) -> Self {
         let s = &sc.serving;
         let specs: Vec<(&'static str, Role, &PoolConfig, &'a dyn PoolCost)> = match s.mode {
@@ -312,8 +313,8 @@ impl<'a> Pools<'a> {
                     / rank_copies as u64;
                 PrefixCache::new(
                     (cfg.instances / group_copies) as usize,
-                    hbm_tokens / BLOCK_TOKENS,
-                    cfg.host_cache_tokens / BLOCK_TOKENS,
+                    hbm_tokens / block_tokens,
+                    cfg.host_cache_tokens / block_tokens,
                     chained,
                 )
             });

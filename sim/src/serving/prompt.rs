@@ -1,4 +1,4 @@
-//! A prompt's prefix-cache block identities (one per `BLOCK_TOKENS` tokens, the last
+//! A prompt's prefix-cache block identities (one per `TRACE_BLOCK_TOKENS` tokens, the last
 //! possibly partial), computed on demand: a trace lists them; a generated workload
 //! derives each from its owner (a system prompt, a session, a request) and position,
 //! so no list is stored or copied, and a cache node's run is a window on a prompt.

@@ -35,7 +35,7 @@ use super::report::{Accounting, Report};
 use super::request::{ReqId, Request, Slots};
 use super::router;
 use super::streams::stream;
-use super::workload::{Driver, NewRequest, Origin, WlEvent, WorkloadConfig, BLOCK_TOKENS};
+use super::workload::{Driver, NewRequest, Origin, WlEvent, WorkloadConfig};
 use super::{Control, PoolCost, SimError, TraceRecord, CONTROL_EVENTS};
 use crate::cost::ReqSlice;
 use rand_chacha::ChaCha8Rng;
@@ -145,6 +145,11 @@ pub(crate) struct Rack<'a> {
     /// A request's fixed recurrent state as KV tokens (0 without one): the KV gauges
     /// count it for every request that holds memory (its windows' KV they leave out).
     pub state_tokens: u64,
+    /// Tokens per block identity of the workload's prompts (`Driver::block_tokens`).
+    pub id_tokens: u64,
+    /// The engine's prefix-cache block (`ServingScenario::kv_block_tokens`): a cached
+    /// prefix is a whole number of them.
+    pub kv_block_tokens: u64,
     pub q: Agenda,
     pub now: Nanos,
     pub window: Window,
@@ -326,6 +331,15 @@ pub fn resolve_mtp(sc: &ServingScenario, model: &Model) -> Result<(u32, Vec<f64>
 }
 
 /// The longest request (prompt + output tokens) the engine accepts: the scenario's
+/// The tokens a prompt of `input` tokens takes from a prefix cache that matched
+/// `matched` leading tokens, counted in the engine's blocks of `block` tokens: whole
+/// blocks within the first `input - 1` tokens (the last token is always computed;
+/// vLLM then recomputes the whole block it lies in).
+pub(crate) fn cached_tokens(matched: u64, input: u64, block: u64) -> u64 {
+    let usable = matched.min(input.saturating_sub(1));
+    usable / block.max(1) * block.max(1)
+}
+
 /// `serving.max_model_len`, else the model's `max_position_embeddings` (the engines'
 /// default), else none. A `max_model_len` beyond the model's positions is an error, as
 /// vLLM refuses it unless told to allow it.
@@ -356,13 +370,17 @@ impl<'a> Rack<'a> {
             ]));
         }
         let context_limit = context_limit(sc, input.model)?;
-        let driver = Driver::new(input.workload, input.trace, stream(seed, "workload"))?;
+        let kv_block_tokens = sc.kv_block_tokens();
+        let driver = Driver::new(input.workload, input.trace, stream(seed, "workload"))?
+            .with_block_tokens(kv_block_tokens);
+        let id_tokens = driver.block_tokens();
         let pools = Pools::build(
             sc,
             input.prefill_cost,
             input.decode_cost,
             draft_tokens,
             driver.chained_blocks(),
+            id_tokens,
         );
         let driver = driver.with_cohort(pools.copies())?;
         let yield_ = MtpYield::new(&acceptance[..draft_tokens as usize]);
@@ -379,6 +397,8 @@ impl<'a> Rack<'a> {
             model: input.model,
             context_limit,
             state_tokens: kv_extra_tokens(input.model, kvb, 0) as u64,
+            id_tokens,
+            kv_block_tokens,
             q: Agenda::default(),
             now: 0,
             window: Window {
@@ -588,7 +608,7 @@ impl<'a> Rack<'a> {
             if let Some(c) = pool.prefix.as_mut() {
                 c.peek_all(&req.prefill.prompt, &mut self.hits);
             }
-            let warm = (prewarm / BLOCK_TOKENS).min(req.prefill.prompt.len() as u64);
+            let warm = (prewarm / self.id_tokens).min(req.prefill.prompt.len() as u64);
             for h in &mut self.hits {
                 *h = (*h).max(warm);
             }
@@ -599,37 +619,43 @@ impl<'a> Rack<'a> {
             req.input as u64,
             &self.loads,
             &self.hits,
+            self.id_tokens,
         );
         pool.placed += 1;
         GroupId(pool.groups.start + i as u32)
     }
 
     /// Looks the request's prompt up in group `g`'s prefix cache (after adding the
-    /// `prewarm` tokens a warm-started session brings); returns its cached tokens (at
-    /// most input - 1: the last token is always computed) and records the hit. The
-    /// `held` tokens an earlier run left on the server count whole, not by block.
+    /// `prewarm` tokens a warm-started session brings); returns its cached tokens and
+    /// records the hit. The cached tokens are whole engine blocks within the first
+    /// input - 1 (the last token is always computed), as vLLM counts a hit
+    /// (`KVCacheManager::get_computed_blocks`: `max_cache_hit_length = num_tokens - 1`,
+    /// then whole blocks; SGLang matches at most input - 1 tokens, in whole pages), see
+    /// [`cached_tokens`]. The `held` tokens an earlier run left on the server count
+    /// whole, not by block.
     fn look_up_prefix(&mut self, g: GroupId, id: ReqId, prewarm: u64, held: u64) -> u32 {
         let req = self.reqs.get(id);
         let (input, measured, w) = (req.input as u64, req.measured, req.w());
+        let (id, block) = (self.id_tokens, self.kv_block_tokens);
         let prompt = req.prefill.prompt;
         let inst = self.pools.instance(g);
         let pool = self.pools.pool_of_mut(g);
         let hit = match pool.prefix.as_mut() {
             Some(c) => {
                 if prewarm > 0 {
-                    let n = ((prewarm / BLOCK_TOKENS) as usize).min(prompt.len());
+                    let n = ((prewarm / id) as usize).min(prompt.len());
                     c.insert(inst, &prompt.prefix(n));
                 }
                 c.lookup(inst, &prompt)
             }
             None => Default::default(),
         };
-        let cached = (hit.blocks * BLOCK_TOKENS).max(held).min(input - 1) as u32;
+        let cached = cached_tokens(hit.blocks * id, input, block).max(held.min(input - 1)) as u32;
         if measured {
             let st = &mut pool.stats;
             st.input_tokens_looked_up += input * w;
             st.cache_hit_tokens += cached as u64 * w;
-            st.host_hit_tokens += (hit.host_blocks * BLOCK_TOKENS).min(cached as u64) * w;
+            st.host_hit_tokens += (hit.host_blocks * id).min(cached as u64) * w;
         }
         cached
     }
@@ -715,6 +741,24 @@ impl<'a> Rack<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Cached tokens in the engine's block, by hand: a 500-token shared prefix before
+    /// a 600-token prompt is 31 whole vLLM blocks (496), 500 single SGLang tokens, 15
+    /// TensorRT-LLM blocks (480) and no whole 512-token block. A prompt matched whole
+    /// keeps its last token to compute: 1,000 matched of 1,000 gives 999 at one token,
+    /// 992 (62 x 16) in vLLM's block, and 512 in twin's own, not 999.
+    #[test]
+    fn cached_tokens_are_whole_engine_blocks_within_input_minus_one() {
+        let hit = |matched, block| cached_tokens(matched, 600, block);
+        assert_eq!(
+            [hit(500, 16), hit(500, 1), hit(500, 32), hit(500, 512)],
+            [496, 500, 480, 0]
+        );
+        assert_eq!(cached_tokens(1000, 1000, 1), 999);
+        assert_eq!(cached_tokens(1024, 1000, 16), 992);
+        assert_eq!(cached_tokens(1024, 1000, 512), 512);
+        assert_eq!(cached_tokens(0, 1, 16), 0);
+    }
 
     /// At one instant: finished steps free capacity first, then KV arrivals, then the
     /// workload's arrivals, the gauges, and last the groups form their next steps, in

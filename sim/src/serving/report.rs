@@ -203,6 +203,11 @@ pub struct Report {
     /// model's `max_position_embeddings`; null: no limit known.
     #[serde(default)]
     pub context_limit_tokens: Option<u64>,
+    /// Tokens per prefix-cache block, the engine's (`serving.kv_block_tokens`, else its
+    /// default: vLLM 16, SGLang 1, TensorRT-LLM 32, twin's own 512): a cached prefix is
+    /// a whole number of them.
+    #[serde(default)]
+    pub prefix_cache_block_tokens: u64,
     pub throughput_tok_s_per_gpu: Throughput,
     pub token_mix: TokenMix,
     /// Arrival to the first output token (prefill queue, prefill, KV transfer and the
@@ -322,6 +327,7 @@ impl Rack<'_> {
             requests_dropped: m.dropped,
             requests_refused_context: m.refused_context,
             context_limit_tokens: self.context_limit,
+            prefix_cache_block_tokens: self.kv_block_tokens,
             throughput_tok_s_per_gpu: rack,
             token_mix,
             ttft_ms: m.ttft_ms.summary(),

@@ -8,7 +8,6 @@
 
 use super::config::{DecodeRouter, PrefillRank, PrefillRouter, RouterConfig};
 use super::pool::{Group, Rank};
-use super::workload::BLOCK_TOKENS;
 
 /// What the rank routers read of one rank.
 pub trait RankLoad {
@@ -56,13 +55,15 @@ impl RankLoad for Rank {
 /// The prefill instance (position in its pool) for a request of `input` tokens.
 /// `loads[i]` is instance `i`'s queued prefill work (`Group::prefill_load`);
 /// `hit_blocks[i]` the leading prompt blocks its prefix cache holds (read by
-/// `PrefixAffinity` only); `placed` counts the pool's earlier placements.
+/// `PrefixAffinity` only), `block_tokens` tokens each; `placed` counts the pool's
+/// earlier placements.
 pub fn prefill_instance(
     cfg: &RouterConfig,
     placed: u64,
     input: u64,
     loads: &[u64],
     hit_blocks: &[u64],
+    block_tokens: u64,
 ) -> usize {
     let n = loads.len();
     match cfg.prefill {
@@ -75,7 +76,7 @@ pub fn prefill_instance(
             // alone does not pile every session onto the first instance that cached it.
             let w = cfg.prefill_recompute_weight;
             argmin(loads.iter().zip(hit_blocks).map(|(&load, &hit)| {
-                let uncached = input - (hit * BLOCK_TOKENS).min(input - 1);
+                let uncached = input - (hit * block_tokens).min(input - 1);
                 load as f64 + w * uncached as f64
             }))
         }
@@ -139,6 +140,7 @@ mod tests {
     use super::*;
     use crate::serving::pool::Role;
     use crate::serving::request::ReqId;
+    use crate::serving::workload::TRACE_BLOCK_TOKENS;
 
     fn cfg(prefill: PrefillRouter) -> RouterConfig {
         RouterConfig {
@@ -161,7 +163,7 @@ mod tests {
     fn prefill_round_robin_cycles() {
         let c = cfg(PrefillRouter::RoundRobin);
         let picks: Vec<usize> = (0..5)
-            .map(|k| prefill_instance(&c, k, 1000, &[9, 0, 0], &[]))
+            .map(|k| prefill_instance(&c, k, 1000, &[9, 0, 0], &[], TRACE_BLOCK_TOKENS))
             .collect();
         assert_eq!(picks, [0, 1, 2, 0, 1]);
     }
@@ -169,7 +171,10 @@ mod tests {
     #[test]
     fn prefill_least_load_takes_the_first_lightest() {
         let c = cfg(PrefillRouter::LeastLoad);
-        assert_eq!(prefill_instance(&c, 0, 1000, &[5, 3, 3, 7], &[]), 1);
+        assert_eq!(
+            prefill_instance(&c, 0, 1000, &[5, 3, 3, 7], &[], TRACE_BLOCK_TOKENS),
+            1
+        );
     }
 
     /// Work there = queued + 2 x uncached. A 10-block (5120-token) prompt: instance 0
@@ -179,11 +184,20 @@ mod tests {
     #[test]
     fn prefix_affinity_weighs_queue_against_recompute() {
         let c = cfg(PrefillRouter::PrefixAffinity);
-        assert_eq!(prefill_instance(&c, 0, 5120, &[0, 5000, 0], &[0, 8, 2]), 1);
+        assert_eq!(
+            prefill_instance(&c, 0, 5120, &[0, 5000, 0], &[0, 8, 2], TRACE_BLOCK_TOKENS),
+            1
+        );
         // Instance 1 busier: 6200 + 2 x 1024 = 8248 > 8192, so instance 2.
-        assert_eq!(prefill_instance(&c, 0, 5120, &[0, 6200, 0], &[0, 8, 2]), 2);
+        assert_eq!(
+            prefill_instance(&c, 0, 5120, &[0, 6200, 0], &[0, 8, 2], TRACE_BLOCK_TOKENS),
+            2
+        );
         // Everything cached everywhere: one token each; the least loaded wins.
-        assert_eq!(prefill_instance(&c, 0, 5120, &[4, 3, 9], &[10, 10, 10]), 1);
+        assert_eq!(
+            prefill_instance(&c, 0, 5120, &[4, 3, 9], &[10, 10, 10], TRACE_BLOCK_TOKENS),
+            1
+        );
     }
 
     #[test]

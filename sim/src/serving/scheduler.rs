@@ -66,6 +66,9 @@ pub enum Scheduler {
 /// always >12)" at a batch of 96 (vLLM PR #21139, 2025-07-17), its lower end.
 pub const VLLM_FRONTEND_S: f64 = 12e-3;
 
+/// twin's own prefix-cache block, in tokens: the Mooncake traces' block.
+pub const TWIN_KV_BLOCK_TOKENS: u64 = super::workload::TRACE_BLOCK_TOKENS;
+
 impl Scheduler {
     /// The scheduler of `choice`, `Auto` taking the engine's name (before any
     /// `@VERSION`; a profile path names none).
@@ -151,6 +154,26 @@ impl Scheduler {
         }
     }
 
+    /// Tokens per prefix-cache block, the engine's default (`serving.kv_block_tokens`
+    /// when unset); a cached prefix is a whole number of them:
+    /// - vLLM: `--block-size`, 16 on CUDA (`CacheConfig.block_size`; some attention
+    ///   backends raise it, FlashMLA to 64: set the knob then);
+    /// - SGLang: the radix cache's `--page-size`, 1 by default (`ServerArgs.page_size`):
+    ///   a prefix is matched token by token;
+    /// - TensorRT-LLM: `KvCacheConfig.tokens_per_block`, 32 by default
+    ///   (`tensorrt_llm/llmapi/llm_args.py`, NVIDIA/TensorRT-LLM@fcd3f31); partial
+    ///   reuse of a block (`enable_partial_reuse`) is not modelled;
+    /// - twin's own: 512, the Mooncake traces' `hash_ids` granularity (the AgentX
+    ///   workload's token mix is tuned on it).
+    pub fn kv_block_tokens(self) -> u64 {
+        match self {
+            Scheduler::Twin => TWIN_KV_BLOCK_TOKENS,
+            Scheduler::Vllm => 16,
+            Scheduler::Sglang => 1,
+            Scheduler::Trtllm => 32,
+        }
+    }
+
     /// Whether a prompt's uncached tokens must fit one step's budget whole.
     pub fn whole_prompts(self) -> bool {
         matches!(self, Scheduler::Trtllm)
@@ -195,6 +218,15 @@ impl ServingScenario {
         self.serving
             .async_scheduling
             .unwrap_or_else(|| self.scheduler().schedules_ahead())
+    }
+
+    /// Tokens per prefix-cache block: `serving.kv_block_tokens`, or the engine's (that
+    /// of the scheduler it resolves to).
+    pub fn kv_block_tokens(&self) -> u64 {
+        self.serving
+            .kv_block_tokens
+            .unwrap_or_else(|| self.scheduler().kv_block_tokens())
+            .max(1)
     }
 
     /// The front end's seconds per request: `serving.frontend_s`, or the engine's

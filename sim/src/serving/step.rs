@@ -7,7 +7,6 @@ use super::config::Mode;
 use super::pool::{GroupId, Role};
 use super::rack::{Event, Rack};
 use super::request::{ReqId, Request};
-use super::workload::BLOCK_TOKENS;
 use super::SimError;
 use crate::cost::{Phase, ReqSlice, StepCost, StepShape};
 use std::cmp::Reverse;
@@ -392,7 +391,7 @@ impl Rack<'_> {
         // (the cached prefix was just used too, so it is stamped again; a radix walk,
         // not a per-block cost).
         let prompt = req.prefill.prompt;
-        let full = ((req.input as u64 / BLOCK_TOKENS) as usize).min(prompt.len());
+        let full = ((req.input as u64 / self.id_tokens) as usize).min(prompt.len());
         let inst = self.pools.instance(g);
         if let Some(c) = self.pools.pool_of_mut(g).prefix.as_mut() {
             c.insert(inst, &prompt.prefix(full));

@@ -161,6 +161,7 @@ pub fn scenario(
         serving: ServingConfig {
             max_model_len: None,
             gpu_memory_utilization: None,
+            kv_block_tokens: None,
             mode,
             prefill,
             decode,

@@ -332,7 +332,7 @@ fn build(args: &PlanArgs) -> Result<(Context_, Grid)> {
         _ => 1.0,
     };
     let candidates = enumerate(&space, sizing, load_scale)?;
-    let shape = WorkShape::of(&base.workload, &trace);
+    let shape = WorkShape::of(&base.workload, &trace, base.scenario.kv_block_tokens());
     let acceptance = mtp_acceptance(&base);
     let pricer = AnalyticPricer {
         model: &base.model,

@@ -1,4 +1,4 @@
-//! The prefix caches of one pool's instances: prompt blocks (`BLOCK_TOKENS` tokens
+//! The prefix caches of one pool's instances: prompt blocks (`TRACE_BLOCK_TOKENS` tokens
 //! each) identified by hash, in HBM with an optional second tier in host memory
 //! (blocks evicted from HBM move there; a host hit is promoted back).
 //!

@@ -2,7 +2,7 @@
 
 use super::bench::BenchRequest;
 use super::{
-    gamma, AgentX, Arrival, Sampler, TraceRecord, WorkloadConfig, BLOCK_TOKENS, MAX_TOKENS,
+    gamma, AgentX, Arrival, Sampler, TraceRecord, WorkloadConfig, MAX_TOKENS, TRACE_BLOCK_TOKENS,
 };
 use crate::serving::clock::{secs_to_ns, Nanos};
 use crate::serving::prompt::{Generated, Prompt};
@@ -108,6 +108,8 @@ pub struct Driver<'a> {
     subagents_live: u32,
     next_uid: u64,
     chained: bool,
+    /// Tokens per block identity of a generated prompt (`with_block_tokens`).
+    block_tokens: u64,
     /// Sessions, users, arrivals or trace records each simulated one stands for
     /// (`with_cohort`).
     cohort: u32,
@@ -144,15 +146,21 @@ fn chained<'t>(prompts: impl Iterator<Item = &'t [u64]>) -> bool {
     true
 }
 
-/// The blocks of a prompt of `input` tokens whose first `shared_tokens` are one prefix
-/// every such prompt has (its full blocks owned by `[3]`) and the rest its own
-/// (owned by `[tag, uid]`).
-fn unique_blocks(tag: u64, uid: u64, shared_tokens: u64, input: u64) -> Prompt<'static> {
+/// The blocks (`block` tokens each) of a prompt of `input` tokens whose first
+/// `shared_tokens` are one prefix every such prompt has (its full blocks owned by
+/// `[3]`) and the rest its own (owned by `[tag, uid]`).
+fn unique_blocks(
+    tag: u64,
+    uid: u64,
+    shared_tokens: u64,
+    input: u64,
+    block: u64,
+) -> Prompt<'static> {
     Prompt::Generated(Generated::new(
         &[3],
-        (shared_tokens / BLOCK_TOKENS) as u32,
+        (shared_tokens / block) as u32,
         &[tag, uid],
-        input.div_ceil(BLOCK_TOKENS) as u32,
+        input.div_ceil(block) as u32,
     ))
 }
 
@@ -231,6 +239,7 @@ impl<'a> Driver<'a> {
             subagents_live: 0,
             next_uid: 0,
             chained,
+            block_tokens: TRACE_BLOCK_TOKENS,
             cohort: 1,
             bench,
             bench_sent: 0,
@@ -283,6 +292,25 @@ impl<'a> Driver<'a> {
             self.trace_order = kept;
         }
         Ok(self)
+    }
+
+    /// Generated prompts named in blocks of `tokens` tokens (at least 1), the engine's
+    /// prefix-cache block, so that a shared prefix is cached in whole blocks of the
+    /// engine's, not of the trace format's (default: [`TRACE_BLOCK_TOKENS`], as a live
+    /// run's pages expect). A trace's `hash_ids` keep their own block.
+    pub fn with_block_tokens(mut self, tokens: u64) -> Self {
+        self.block_tokens = tokens.max(1);
+        self
+    }
+
+    /// Tokens per block identity of its prompts: a trace's [`TRACE_BLOCK_TOKENS`],
+    /// else the generated prompts' (`with_block_tokens`).
+    pub fn block_tokens(&self) -> u64 {
+        if self.cfg.trace.is_some() {
+            TRACE_BLOCK_TOKENS
+        } else {
+            self.block_tokens
+        }
     }
 
     /// Members of a population of `n` in one copy of the rack.
@@ -412,7 +440,13 @@ impl<'a> Driver<'a> {
                 let input = o.input_tokens.sample_tokens(&mut self.rng, 1);
                 let output = o.output_tokens.sample_tokens(&mut self.rng, 1);
                 let uid = self.uid();
-                let prompt = unique_blocks(5, uid, o.shared_prefix_tokens as u64, input as u64);
+                let prompt = unique_blocks(
+                    5,
+                    uid,
+                    o.shared_prefix_tokens as u64,
+                    input as u64,
+                    self.block_tokens,
+                );
                 let gap = self.open_gap();
                 out.push((now.saturating_add(gap), WlEvent::OpenNext));
                 Some(NewRequest {
@@ -472,7 +506,7 @@ impl<'a> Driver<'a> {
         Some(NewRequest {
             input_tokens: req.input,
             output_tokens: req.output,
-            prompt: unique_blocks(6, uid, shared, req.input as u64),
+            prompt: unique_blocks(6, uid, shared, req.input as u64, self.block_tokens),
             origin: Origin::Bench,
             prewarm_tokens: 0,
             held_tokens: req.held as u64,
@@ -489,7 +523,13 @@ impl<'a> Driver<'a> {
         NewRequest {
             input_tokens: input,
             output_tokens: output,
-            prompt: unique_blocks(4, uid, c.shared_prefix_tokens as u64, input as u64),
+            prompt: unique_blocks(
+                4,
+                uid,
+                c.shared_prefix_tokens as u64,
+                input as u64,
+                self.block_tokens,
+            ),
             origin: Origin::Slot(slot),
             prewarm_tokens: 0,
             held_tokens: 0,
@@ -518,9 +558,9 @@ impl<'a> Driver<'a> {
         // the session: a turn's prompt extends the last one's.
         let prompt = Prompt::Generated(Generated::new(
             &[1, sess.sys_id],
-            (a.system_prompt_tokens as u64 / BLOCK_TOKENS) as u32,
+            (a.system_prompt_tokens as u64 / self.block_tokens) as u32,
             &[2, sess.uid],
-            input.div_ceil(BLOCK_TOKENS) as u32,
+            input.div_ceil(self.block_tokens) as u32,
         ));
         Some(NewRequest {
             input_tokens: input as u32,

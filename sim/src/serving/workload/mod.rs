@@ -22,8 +22,11 @@ pub use trace::{
     TraceRecord, TraceSpan, BAD_LINES_SHOWN,
 };
 
-/// Tokens per prefix-cache block (the Mooncake traces' `hash_ids` granularity).
-pub const BLOCK_TOKENS: u64 = 512;
+/// Tokens per block identity of a trace's `hash_ids` (the Mooncake traces' block, a
+/// property of that format, not of the engine: hits on them are counted in the
+/// engine's own block, `ServingScenario::kv_block_tokens`). Generated workloads name
+/// their blocks in the engine's block (`Driver::with_block_tokens`).
+pub const TRACE_BLOCK_TOKENS: u64 = 512;
 
 /// Largest token count a sampled length may take.
 pub const MAX_TOKENS: f64 = 16_000_000.0;

@@ -1,6 +1,6 @@
 //! Mooncake trace records and their JSONL parser.
 
-use super::{TraceReplay, BLOCK_TOKENS, MAX_TOKENS};
+use super::{TraceReplay, MAX_TOKENS, TRACE_BLOCK_TOKENS};
 use crate::serving::limits::Limits;
 use crate::serving::SimError;
 use serde::{Deserialize, Serialize};
@@ -14,7 +14,7 @@ pub struct TraceRecord {
     pub timestamp: u64,
     pub input_length: u32,
     pub output_length: u32,
-    /// Prefix-block hashes, `BLOCK_TOKENS` tokens per block.
+    /// Prefix-block hashes, `TRACE_BLOCK_TOKENS` tokens per block.
     #[serde(default)]
     pub hash_ids: Vec<u64>,
 }
@@ -155,7 +155,7 @@ impl BadLines {
 /// byte-order mark is skipped. Every bad line is found before the error, which lists
 /// them with their 1-based numbers (the first `BAD_LINES_SHOWN`); records that can be
 /// repaired or left out are, and `notes` says so:
-/// - `hash_ids` beyond the blocks of `input_length` (`BLOCK_TOKENS` each) are cut;
+/// - `hash_ids` beyond the blocks of `input_length` (`TRACE_BLOCK_TOKENS` each) are cut;
 /// - records with `input_length` 0 or `output_length` 0, or either above
 ///   `MAX_TOKENS`, are dropped;
 /// - records out of timestamp order are counted (they replay in timestamp order).
@@ -198,7 +198,7 @@ pub fn read_mooncake<R: BufRead>(mut reader: R, limits: &Limits) -> Result<Trace
             too_long.add(line_no);
             continue;
         }
-        let blocks = (rec.input_length as u64).div_ceil(BLOCK_TOKENS) as usize;
+        let blocks = (rec.input_length as u64).div_ceil(TRACE_BLOCK_TOKENS) as usize;
         if rec.hash_ids.len() > blocks {
             cut_ids.add(line_no);
             rec.hash_ids.truncate(blocks);
@@ -230,7 +230,7 @@ pub fn read_mooncake<R: BufRead>(mut reader: R, limits: &Limits) -> Result<Trace
         "dropped",
     ));
     out.notes.extend(cut_ids.note(
-        &format!("more hash_ids than input_length covers ({BLOCK_TOKENS} tokens per block)"),
+        &format!("more hash_ids than input_length covers ({TRACE_BLOCK_TOKENS} tokens per block)"),
         "the extra ids are ignored",
     ));
     out.notes.extend(unsorted.note(
