@@ -402,6 +402,14 @@ pub struct GroupFit {
     pub cv: std::collections::BTreeMap<String, std::collections::BTreeMap<String, CvFigures>>,
 }
 
+impl GroupFit {
+    /// Whether the group fitted term `key` (profiles that do not record their fitted
+    /// terms count every term as fitted).
+    pub fn fitted_term(&self, key: &str) -> bool {
+        self.fitted.is_empty() || self.fitted.iter().any(|k| k == key)
+    }
+}
+
 /// One metric's figures under one scheme.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

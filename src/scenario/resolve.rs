@@ -102,7 +102,11 @@ pub fn resolve_args(args: &SimulateArgs) -> Result<Resolved> {
 
     let engine = args.pricing.engine.clone().or(sc.engine.clone());
     let profile = args.pricing.profile.as_deref();
-    let physics_only = args.pricing.physics_only;
+    // The shipped runs terms belong to the engine that ran: a scheduler set to another
+    // engine than the one whose tables price the kernels (an SGLang run priced by vLLM's
+    // tables) takes none of the tables' engine's terms.
+    let physics_only =
+        args.pricing.physics_only || scheduler_of_another_engine(&sc, engine.as_deref());
     let mut params = cost_params(
         &hardware,
         profile,
@@ -196,6 +200,18 @@ pub fn memory_knob(sc: &ServingScenario, params: &mut CostParams) -> Result<()> 
     Ok(())
 }
 
+/// Whether the scenario's scheduler is set to a serving engine other than `engine`.
+fn scheduler_of_another_engine(sc: &ServingScenario, engine: Option<&str>) -> bool {
+    use sim::serving::scheduler::SchedulerChoice as C;
+    let ran = match sc.serving.scheduler {
+        C::Vllm => "vllm",
+        C::Sglang => "sglang",
+        C::Trtllm => "trtllm",
+        C::Auto | C::Twin => return false,
+    };
+    engine.map(sim::cost::host::engine_key).as_deref() != Some(ran)
+}
+
 /// A runs profile's front end (`frontend_s`) for the scenario's engine and GPU, where
 /// the scenario sets none.
 fn runs_frontend(
@@ -209,7 +225,11 @@ fn runs_frontend(
     let Some((rp, path)) = crate::runs::profile::choose(profile, physics_only)? else {
         return Ok(());
     };
-    let group = engine.and_then(|e| rp.group(e, &hardware.name));
+    // A group that left the front end at its prior (not among its fitted terms) says
+    // nothing about it: the engine's own front end stands.
+    let group = engine
+        .and_then(|e| rp.group(e, &hardware.name))
+        .filter(|g| g.fitted_term("frontend_s"));
     if let (Some(g), None) = (group, sc.serving.frontend_s) {
         if let Some(&f) = g.terms.get("frontend_s") {
             sc.serving.frontend_s = Some(f);

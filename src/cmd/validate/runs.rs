@@ -308,7 +308,7 @@ fn model_check(
 pub fn run_bench(a: &BenchValidateArgs) -> Result<()> {
     // 101 lines: over the limit since 2c12a4f; issue 39 splits it.
     #![allow(clippy::too_many_lines)]
-    use crate::{args::SimulateArgs, scenario::resolve_args, simulation::pool_costs};
+    use crate::simulation::pool_costs;
     use live::bench::{sim_bench_figures, Bench};
     let origin = a.file.display().to_string();
     let text = read_maybe_gzip(&a.file).with_context(|| format!("cannot read {origin}"))?;
@@ -319,12 +319,7 @@ pub fn run_bench(a: &BenchValidateArgs) -> Result<()> {
         }
         Err(e) => return Err(e.into()),
     };
-    let mut r = resolve_args(&SimulateArgs {
-        scenario: Some(a.scenario.clone()),
-        set: a.set.clone(),
-        pricing: a.pricing.clone(),
-        ..SimulateArgs::default()
-    })?;
+    let mut r = resolve_for(&bench, a)?;
     let mut notes = bench.notes();
     notes.extend(model_check(&bench, &r, a, &origin)?);
     let (held, more) = held_after(&bench, &a.after).with_context(|| origin.clone())?;
@@ -457,6 +452,37 @@ fn read_maybe_gzip(path: &Path) -> Result<String> {
     } else {
         String::from_utf8(bytes).context("not UTF-8 text")
     }
+}
+
+/// The scenario resolved for a result file. An SGLang client's file ran an SGLang
+/// server (`server_settings` sets its scheduler), so the shipped runs terms of another
+/// engine the scenario names (whose tables still price the kernels) are left out.
+fn resolve_for(
+    bench: &live::bench::Bench,
+    a: &BenchValidateArgs,
+) -> Result<crate::scenario::Resolved> {
+    use sim::serving::workload::bench::Client;
+    let args = |physics_only: bool| {
+        let mut pricing = a.pricing.clone();
+        pricing.physics_only |= physics_only;
+        crate::args::SimulateArgs {
+            scenario: Some(a.scenario.clone()),
+            set: a.set.clone(),
+            pricing,
+            ..crate::args::SimulateArgs::default()
+        }
+    };
+    let r = crate::scenario::resolve_args(&args(false))?;
+    let engine = a.pricing.engine.clone().or(r.scenario.engine.clone());
+    let sglang = engine
+        .as_deref()
+        .map(sim::cost::host::engine_key)
+        .as_deref()
+        == Some("sglang");
+    if bench.client == Client::Sglang && !sglang && a.pricing.profile.is_none() {
+        return crate::scenario::resolve_args(&args(true));
+    }
+    Ok(r)
 }
 
 /// What the result file says of its server, applied to the scenario's mixed pool: an
