@@ -229,6 +229,14 @@ fn the_front_end_delays_each_request_into_the_engine_and_into_its_ttft() {
         sc.scheduler_line()
     );
     assert_eq!(mixed(SchedulerChoice::Twin, None).frontend_s(), 0.0);
+    // A fitted front end prints to a tenth of a millisecond.
+    sc.serving.frontend_s = Some(0.021719069888953364);
+    assert!(
+        sc.scheduler_line()
+            .ends_with("; front end 21.7 ms a request"),
+        "{}",
+        sc.scheduler_line()
+    );
     // A negative front end is refused by name.
     sc.serving.frontend_s = Some(-0.001);
     let p = sc.problems();

@@ -249,10 +249,14 @@ impl ServingScenario {
                 ""
             },
             if fe > 0.0 {
-                format!(
-                    "; front end {} ms a request",
-                    crate::validate::show(fe * 1e3)
-                )
+                // A fitted front end prints to a tenth of a millisecond.
+                let ms = fe * 1e3;
+                let shown = if (ms - ms.round()).abs() < 1e-9 {
+                    crate::validate::show(ms.round())
+                } else {
+                    format!("{ms:.1}")
+                };
+                format!("; front end {shown} ms a request")
             } else {
                 String::new()
             }
