@@ -42,8 +42,9 @@ pub use config::{
 };
 pub use limits::Limits;
 pub use money::{Money, PriceConfig, PriceSheet, TokenPrices, UsdPerMTokens};
+pub use mtp::resolve_mtp;
 pub use prompt::Prompt;
-pub use rack::{kv_extra_tokens, resolve_mtp, SimInput, SimRequest, SimStep};
+pub use rack::{kv_extra_tokens, SimInput, SimRequest, SimStep};
 pub use replicas::{Replicas, Spread};
 pub use report::{Accounting, Distributions, PoolReport, Report, Throughput, TokenMix};
 pub use stats::{LogHistogram, Series, SeriesPoint, Summary};

@@ -17,6 +17,10 @@
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
+use spec::model::Model;
+
+use super::config::ServingScenario;
+use super::SimError;
 
 /// How a simulated request's MTP acceptances are drawn (`serving.mtp.draws`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -277,6 +281,31 @@ impl MtpYield {
         let l = left as u32;
         steps + tail_min(l, self.max_per_step) + self.tail[l as usize - 1].draw(rng.random::<f64>())
     }
+}
+
+/// The MTP draft tokens and acceptance rates: the scenario's, else the model's.
+pub fn resolve_mtp(sc: &ServingScenario, model: &Model) -> Result<(u32, Vec<f64>), SimError> {
+    let m = model.mtp.as_ref();
+    let n = sc
+        .serving
+        .mtp
+        .draft_tokens
+        .or(m.map(|m| m.draft_tokens))
+        .unwrap_or(0);
+    let a = sc
+        .serving
+        .mtp
+        .acceptance
+        .clone()
+        .or(m.map(|m| m.acceptance.clone()))
+        .unwrap_or_default();
+    if n as usize > a.len() {
+        return Err(SimError::InvalidScenario(vec![format!(
+            "serving.mtp: {n} draft tokens but {} acceptance rates (set serving.mtp.acceptance or model.mtp.acceptance)",
+            a.len()
+        )]));
+    }
+    Ok((n, a))
 }
 
 #[cfg(test)]

@@ -100,10 +100,37 @@ impl<'a> Prompt<'a> {
     }
 }
 
+/// The tokens a prompt of `input` tokens takes from a prefix cache that matched
+/// `matched` leading tokens, counted in the engine's blocks of `block` tokens: whole
+/// blocks within the first `input - 1` tokens (the last token is always computed;
+/// vLLM then recomputes the whole block it lies in).
+pub(crate) fn cached_tokens(matched: u64, input: u64, block: u64) -> u64 {
+    let usable = matched.min(input.saturating_sub(1));
+    usable / block.max(1) * block.max(1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::streams::hash_words;
     use super::*;
+
+    /// Cached tokens in the engine's block, by hand: a 500-token shared prefix before
+    /// a 600-token prompt is 31 whole vLLM blocks (496), 500 single SGLang tokens, 15
+    /// TensorRT-LLM blocks (480) and no whole 512-token block. A prompt matched whole
+    /// keeps its last token to compute: 1,000 matched of 1,000 gives 999 at one token,
+    /// 992 (62 x 16) in vLLM's block, and 512 in twin's own, not 999.
+    #[test]
+    fn cached_tokens_are_whole_engine_blocks_within_input_minus_one() {
+        let hit = |matched, block| cached_tokens(matched, 600, block);
+        assert_eq!(
+            [hit(500, 16), hit(500, 1), hit(500, 32), hit(500, 512)],
+            [496, 500, 480, 0]
+        );
+        assert_eq!(cached_tokens(1000, 1000, 1), 999);
+        assert_eq!(cached_tokens(1024, 1000, 16), 992);
+        assert_eq!(cached_tokens(1024, 1000, 512), 512);
+        assert_eq!(cached_tokens(0, 1, 16), 0);
+    }
 
     #[test]
     fn generated_identities_are_the_owners_hashes() {

@@ -29,8 +29,9 @@
 use super::clock::{ns_to_secs, secs_to_ns, Classed, EventQueue, Nanos};
 use super::config::{PrefillRank, PrefillRouter, ServingScenario};
 use super::metrics::{Metrics, Window};
-use super::mtp::MtpYield;
+use super::mtp::{resolve_mtp, MtpYield};
 use super::pool::{GroupId, Pools, Role};
+use super::prompt::cached_tokens;
 use super::report::{Accounting, Report};
 use super::request::{ReqId, Request, Slots};
 use super::router;
@@ -305,41 +306,7 @@ fn run_logged(
     Ok((report, steps, requests))
 }
 
-/// The MTP draft tokens and acceptance rates: the scenario's, else the model's.
-pub fn resolve_mtp(sc: &ServingScenario, model: &Model) -> Result<(u32, Vec<f64>), SimError> {
-    let m = model.mtp.as_ref();
-    let n = sc
-        .serving
-        .mtp
-        .draft_tokens
-        .or(m.map(|m| m.draft_tokens))
-        .unwrap_or(0);
-    let a = sc
-        .serving
-        .mtp
-        .acceptance
-        .clone()
-        .or(m.map(|m| m.acceptance.clone()))
-        .unwrap_or_default();
-    if n as usize > a.len() {
-        return Err(SimError::InvalidScenario(vec![format!(
-            "serving.mtp: {n} draft tokens but {} acceptance rates (set serving.mtp.acceptance or model.mtp.acceptance)",
-            a.len()
-        )]));
-    }
-    Ok((n, a))
-}
-
 /// The longest request (prompt + output tokens) the engine accepts: the scenario's
-/// The tokens a prompt of `input` tokens takes from a prefix cache that matched
-/// `matched` leading tokens, counted in the engine's blocks of `block` tokens: whole
-/// blocks within the first `input - 1` tokens (the last token is always computed;
-/// vLLM then recomputes the whole block it lies in).
-pub(crate) fn cached_tokens(matched: u64, input: u64, block: u64) -> u64 {
-    let usable = matched.min(input.saturating_sub(1));
-    usable / block.max(1) * block.max(1)
-}
-
 /// `serving.max_model_len`, else the model's `max_position_embeddings` (the engines'
 /// default), else none. A `max_model_len` beyond the model's positions is an error, as
 /// vLLM refuses it unless told to allow it.
@@ -741,24 +708,6 @@ impl<'a> Rack<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Cached tokens in the engine's block, by hand: a 500-token shared prefix before
-    /// a 600-token prompt is 31 whole vLLM blocks (496), 500 single SGLang tokens, 15
-    /// TensorRT-LLM blocks (480) and no whole 512-token block. A prompt matched whole
-    /// keeps its last token to compute: 1,000 matched of 1,000 gives 999 at one token,
-    /// 992 (62 x 16) in vLLM's block, and 512 in twin's own, not 999.
-    #[test]
-    fn cached_tokens_are_whole_engine_blocks_within_input_minus_one() {
-        let hit = |matched, block| cached_tokens(matched, 600, block);
-        assert_eq!(
-            [hit(500, 16), hit(500, 1), hit(500, 32), hit(500, 512)],
-            [496, 500, 480, 0]
-        );
-        assert_eq!(cached_tokens(1000, 1000, 1), 999);
-        assert_eq!(cached_tokens(1024, 1000, 16), 992);
-        assert_eq!(cached_tokens(1024, 1000, 512), 512);
-        assert_eq!(cached_tokens(0, 1, 16), 0);
-    }
 
     /// At one instant: finished steps free capacity first, then KV arrivals, then the
     /// workload's arrivals, the gauges, and last the groups form their next steps, in

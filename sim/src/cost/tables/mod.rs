@@ -581,6 +581,27 @@ mod tests {
         assert!(attention_key(Family::Gemm, "k, kv bf16, head 64, full").is_none());
     }
 
+    /// A dense FP8-rate GEMM of `[m, n, k]` with operands of `a_bytes` and `b_bytes`.
+    fn dense_gemm(
+        hw: &Hardware,
+        [m, n, k]: [f64; 3],
+        a_bytes: f64,
+        b_bytes: f64,
+    ) -> crate::cost::kernels::gemm::Gemm {
+        crate::cost::kernels::gemm::Gemm {
+            kind: crate::cost::kernels::gemm::GemmKind::Dense,
+            groups: 1.0,
+            m,
+            n,
+            k,
+            a_bytes,
+            b_bytes,
+            out_bytes: 2.0,
+            rate: hw.tensor.fp8_flops_per_s,
+            rows_vary: false,
+        }
+    }
+
     #[test]
     fn issue_38_a_gemm_format_without_a_fit_prices_by_its_nearest() {
         // A profile with a per-tensor FP8 GEMM fit and no block-FP8 one (vLLM's
@@ -603,18 +624,7 @@ mod tests {
         );
         let hw: Hardware =
             toml::from_str(include_str!("../../../../scenarios/hardware/b200.toml")).unwrap();
-        let gemm = |a_bytes: f64, b_bytes: f64| crate::cost::kernels::gemm::Gemm {
-            kind: crate::cost::kernels::gemm::GemmKind::Dense,
-            groups: 1.0,
-            m: 4.0,
-            n: 8192.0,
-            k: 1024.0,
-            a_bytes,
-            b_bytes,
-            out_bytes: 2.0,
-            rate: hw.tensor.fp8_flops_per_s,
-            rows_vary: false,
-        };
+        let gemm = |a_bytes, b_bytes| dense_gemm(&hw, [4.0, 8192.0, 1024.0], a_bytes, b_bytes);
         let block = gemm(1.0 + 4.0 / 128.0, 1.0 + 4.0 / (128.0 * 128.0));
         let per_tensor = gemm(1.0, 1.0);
         let a = t.price_gemm(&hw, &block).unwrap();
@@ -660,18 +670,7 @@ mod tests {
         };
         let hw: Hardware =
             toml::from_str(include_str!("../../../../scenarios/hardware/h200.toml")).unwrap();
-        let gemm = |a_bytes: f64, b_bytes: f64| crate::cost::kernels::gemm::Gemm {
-            kind: crate::cost::kernels::gemm::GemmKind::Dense,
-            groups: 1.0,
-            m: 4.0,
-            n: 1280.0,
-            k: 8192.0,
-            a_bytes,
-            b_bytes,
-            out_bytes: 2.0,
-            rate: hw.tensor.fp8_flops_per_s,
-            rows_vary: false,
-        };
+        let gemm = |a_bytes, b_bytes| dense_gemm(&hw, [4.0, 1280.0, 8192.0], a_bytes, b_bytes);
         let block = gemm(1.0 + 4.0 / 128.0, 1.0 + 4.0 / (128.0 * 128.0));
         let per_tensor = gemm(1.0, 1.0);
         let trt = tables("trtllm");
