@@ -4,11 +4,15 @@
 //! in-sample fit, every figure checked by simulating the records again under the
 //! terms of a fit that did not see them; bands from the cross-validated residuals.
 
-use crate::runs::fit::{group_of, linearise_all, simulate_with, METRICS, TERMS, WEIGHTS};
+use crate::runs::fit::{
+    frontend_term, group_of, linearise_all, simulate_with, FRONTEND_GRID_S, METRICS, TERMS, WEIGHTS,
+};
 use crate::runs::predict::Center;
 use crate::runs::{load, Cache};
 use anyhow::{bail, Result};
-use calibration::runs::{band, cross_validate, fit, CvFigures, GroupFit, Obs, RunsProfile, Term};
+use calibration::runs::{
+    band, cross_validate, fit, Curve, CvFigures, GroupFit, Obs, RunsProfile, Term,
+};
 use corpus::filter::Filter;
 use corpus::summary::tolerance;
 use corpus::RunRecord;
@@ -111,7 +115,12 @@ pub fn run(a: &FromRunsArgs, corpus_name: &str, out: Option<&std::path::Path>) -
             chosen_terms(&keys, a.prior_scale)
         })
         .collect::<Result<Vec<_>>>()?;
-    let lins = linearised(a, &records, &loaded, &cache)?;
+    // The front end's curve is simulated when any term set fits it.
+    let fe = frontend_term();
+    let frontend_curve = std::iter::once(&terms)
+        .chain(&alternatives)
+        .any(|set| set[fe].sd > PINNED_SD);
+    let lins = linearised(a, &records, &loaded, &cache, frontend_curve)?;
     let mut groups: BTreeMap<(String, String), Vec<Lin>> = BTreeMap::new();
     let mut skipped: BTreeMap<String, usize> = BTreeMap::new();
     for (rec, l) in records.iter().zip(lins) {
@@ -532,11 +541,13 @@ fn linearised(
     records: &[&RunRecord],
     loaded: &crate::runs::Loaded,
     cache: &Cache,
+    frontend_curve: bool,
 ) -> Result<Vec<Result<Vec<Obs>, String>>> {
     let key = serde_json::json!({
         "corpus": loaded.origin, "filters": a.filter, "seed": a.seed,
         "center": format!("{:?}", a.center), "records": records.len(),
         "terms": TERMS.iter().map(|t| t.key).collect::<Vec<_>>(),
+        "frontend_curve": frontend_curve.then_some(FRONTEND_GRID_S),
         "twin": env!("CARGO_PKG_VERSION"),
     });
     if let Some(path) = &a.linearised {
@@ -555,12 +566,24 @@ fn linearised(
             );
         }
     }
+    let sims = TERMS.len()
+        + 1
+        + if frontend_curve {
+            FRONTEND_GRID_S.len() - 1
+        } else {
+            0
+        };
     eprintln!(
-        "linearising {} records ({} simulations each) ...",
+        "linearising {} records ({sims} simulations each) ...",
         records.len(),
-        TERMS.len() + 1
     );
-    let lins = linearise_all(records, &loaded.base, cache, a.seed, a.center);
+    let lins = linearise_all(
+        records,
+        &loaded.base,
+        cache,
+        (a.seed, a.center),
+        frontend_curve,
+    );
     if let Some(path) = &a.linearised {
         let rs: Vec<serde_json::Value> = lins.iter().map(obs_to_json).collect();
         let text = serde_json::to_string(&serde_json::json!({"key": key, "records": rs}))?;
@@ -574,7 +597,14 @@ fn linearised(
 fn obs_to_json(l: &Result<Vec<Obs>, String>) -> serde_json::Value {
     match l {
         Ok(obs) => {
-            serde_json::json!({"obs": obs.iter().map(|o| serde_json::json!([o.metric, o.y0, o.grad, o.target])).collect::<Vec<_>>()})
+            let obs: Vec<serde_json::Value> = obs
+                .iter()
+                .map(|o| {
+                    let curve = o.curve.as_ref().map(|c| (c.term, &c.points));
+                    serde_json::json!([o.metric, o.y0, o.grad, o.target, curve])
+                })
+                .collect();
+            serde_json::json!({ "obs": obs })
         }
         Err(e) => serde_json::json!({"err": e}),
     }
@@ -600,9 +630,25 @@ fn obs_of_json(v: &serde_json::Value) -> Result<Vec<Obs>, String> {
                     .map(|g| g.as_f64().ok_or_else(bad))
                     .collect::<Result<_, _>>()?,
                 target: o[3].as_f64().ok_or_else(bad)?,
+                curve: curve_of_json(&o[4]).ok_or_else(bad)?,
             })
         })
         .collect()
+}
+
+/// A linearised observation's curve: `null`, or `[term, [[value, prediction], ...]]`
+/// (`None`: it does not read).
+fn curve_of_json(v: &serde_json::Value) -> Option<Option<Curve>> {
+    if v.is_null() {
+        return Some(None);
+    }
+    let term = v[0].as_u64()? as usize;
+    let points = v[1]
+        .as_array()?
+        .iter()
+        .map(|p| Some((p[0].as_f64()?, p[1].as_f64()?)))
+        .collect::<Option<Vec<_>>>()?;
+    (term < TERMS.len() && !points.is_empty()).then_some(Some(Curve { term, points }))
 }
 
 #[cfg(test)]
@@ -653,6 +699,32 @@ mod tests {
         ]);
         let names: Vec<&str> = kept.iter().map(|g| g.engine.as_str()).collect();
         assert_eq!(names, ["a"]);
+    }
+
+    /// A linearised record written to `--linearised` reads back whole, its front-end
+    /// curve included; a curve that names no term does not read.
+    #[test]
+    fn linearised_records_round_trip_with_their_curves() {
+        let o = |curve| Obs {
+            metric: 1,
+            y0: 12.5,
+            grad: vec![0.5; TERMS.len()],
+            target: 2.5f64.ln(),
+            curve,
+        };
+        let curve = Curve {
+            term: frontend_term(),
+            points: vec![(0.0, 10.0), (0.012, 12.5), (0.13, 30.0)],
+        };
+        let recs: Vec<Result<Vec<Obs>, String>> = vec![
+            Ok(vec![o(Some(curve)), o(None)]),
+            Err("no TTFT or TPOT measured".into()),
+        ];
+        for r in &recs {
+            assert_eq!(&obs_of_json(&obs_to_json(r)), r);
+        }
+        let bad = serde_json::json!({"obs": [[1, 12.5, [0.5], 0.9, [99, [[0.0, 1.0]]]]]});
+        assert!(obs_of_json(&bad).is_err());
     }
 
     /// `--or-terms`: a group takes the first term set that beats physics alone, fits
