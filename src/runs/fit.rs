@@ -387,7 +387,10 @@ mod tests {
             let p = calibration::runs::fit(&all, &weak, &WEIGHTS);
             let v: Vec<f64> = TERMS.iter().zip(&p).map(|(t, x)| t.value(*x)).collect();
             assert!((v[0] / 1.3 - 1.0).abs() < 0.05, "decode gemm {curve} {v:?}");
-            assert!((v[4] / 0.8 - 1.0).abs() < prefill_tol, "prefill gemm {curve} {v:?}");
+            assert!(
+                (v[4] / 0.8 - 1.0).abs() < prefill_tol,
+                "prefill gemm {curve} {v:?}"
+            );
             assert!((v[9] - 0.030).abs() < 0.005, "front end {curve} {v:?}");
         }
     }
