@@ -208,7 +208,7 @@ fn inferencex_kv(model_path: &str, engine: EngineName) -> Option<Format> {
 /// measures (`benchmarks/single_node/*.sh` at InferenceX 868ed43d, and ac1998a5 for
 /// Llama-70B; docs/runs-corpus.md): prefix caching is off in every one; the step's
 /// token budget and the running cap where the script sets them.
-fn inferencex_settings(row: &Row, engine: EngineName) -> EngineSettings {
+fn inferencex_settings(row: &Row, engine: EngineName, conc: u32) -> EngineSettings {
     let mut s = EngineSettings {
         prefix_caching: Some(false),
         ..Default::default()
@@ -235,7 +235,18 @@ fn inferencex_settings(row: &Row, engine: EngineName) -> EngineSettings {
         // 868ed43d) is not taken: the rows at concurrency 256 ran all 256 at once
         // (their TPOT grows from 128 to 256 users, and their TTFT stays at seconds
         // where a cap would queue half the users for a whole run), so it came later.
-        ("Qwen/Qwen3.5-397B-A17B", EngineName::Sglang) => s.memory_fraction = Some(0.82),
+        //
+        // On Blackwell, `--scheduler-recv-interval 30` from 16 users up, 10 below
+        // (`qwen3.5_{fp8,bf16,fp4}_b200.sh` from their first version, efd49e50 of
+        // 2026-03-03, to 626932a1 of 2026-03-27, after the rows; the B300 rows ran before
+        // B300 scripts existed, 2026-04-17, and are taken as B200's). The H200 script
+        // sets none.
+        ("Qwen/Qwen3.5-397B-A17B", EngineName::Sglang) => {
+            s.memory_fraction = Some(0.82);
+            if row.system != "h200_sxm" {
+                s.scheduler_recv_interval = Some(if conc >= 16 { 30 } else { 10 });
+            }
+        }
         _ => {}
     }
     s
@@ -524,7 +535,7 @@ pub fn record_of(row: &Row) -> Result<RunRecord, String> {
             version: version(row, image.as_deref()),
             image,
             settings: if origin == Origin::InferenceX {
-                inferencex_settings(row, engine)
+                inferencex_settings(row, engine, conc)
             } else {
                 EngineSettings::default()
             },
@@ -648,6 +659,28 @@ mod tests {
         assert_eq!(s.max_batched_tokens, Some(20000));
         assert_eq!(s.memory_fraction, Some(0.85));
         assert_eq!(s.prefix_caching, Some(false));
+    }
+
+    /// InferenceX's Qwen3.5 SGLang scripts for Blackwell take new requests every 30
+    /// decode steps from 16 users up and every 10 below; the H200 script every step.
+    #[test]
+    fn an_inferencex_qwen35_sglang_row_carries_its_scripts_receive_interval() {
+        let row = |id: &str, system: &str, conc: u32| {
+            format!("{id},source_file=2026-03-25.csv; silicon_concurrency={conc},sglang,0.5.9,Qwen/Qwen3.5-397B-A17B,{system},fp8,agg,1024,1024,fp8,fp8_block,{conc},8,1,1,8,8,,,,,,,,,,,,,,,300.0,10.0")
+        };
+        let text = csv(&[
+            &row("a_c64_tp8_0_ep8_0_1", "b200_sxm", 64),
+            &row("b_c8_tp8_0_ep8_0_2", "b300_sxm", 8),
+            &row("c_c64_tp8_0_ep8_0_3", "h200_sxm", 64),
+        ]);
+        let imp = import(&text).unwrap();
+        assert!(imp.refused.is_empty(), "{:?}", imp.refused);
+        let every: Vec<Option<u32>> = imp
+            .records
+            .iter()
+            .map(|r| r.engine.settings.scheduler_recv_interval)
+            .collect();
+        assert_eq!(every, [Some(30), Some(10), None]);
     }
 
     /// An InferenceX row measured after the warm-up was added: lengths uniform on

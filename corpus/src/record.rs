@@ -115,6 +115,10 @@ pub struct EngineSettings {
     /// Prefix caching on or off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix_caching: Option<bool>,
+    /// Decode steps between the scheduler's takes of new requests (SGLang
+    /// `--scheduler-recv-interval`; absent: every step).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduler_recv_interval: Option<u32>,
 }
 
 impl EngineSettings {

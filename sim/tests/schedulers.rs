@@ -134,6 +134,50 @@ fn a_step_formed_ahead_leaves_a_request_that_arrives_during_it_for_the_next() {
 }
 
 #[test]
+fn a_step_formed_ahead_sees_a_request_only_once_it_is_through_the_front_end() {
+    // A 3 ms front end: r0, sent at 0, reaches the scheduler at 3 ms and prefills in
+    // step 1 (3 to 13.6 ms); r1, sent at 2 ms, reaches it at 5 ms, after step 1
+    // started. Step 2, formed when step 1 started (async scheduling), cannot hold it
+    // although the client sent it before then: it decodes r0 alone, step 3 takes r1.
+    let trace = [(0, 600), (2, 300)].map(|(t, input)| TraceRecord {
+        timestamp: t,
+        input_length: input,
+        output_length: 8,
+        hash_ids: Vec::new(),
+    });
+    let mut p = mixed(SchedulerChoice::Vllm, None);
+    p.serving.decode.max_batch_per_rank = 8;
+    p.serving.frontend_s = Some(0.003);
+    let s = schedule(&p, &trace_workload(), &trace, 3);
+    assert_eq!(s, vec![(600, 1, 0), (0, 0, 1), (300, 1, 1)]);
+}
+
+#[test]
+fn a_scheduler_with_a_receive_interval_takes_new_requests_every_few_decode_steps() {
+    // SGLang, steps formed when the last ends, new requests taken every 3 decode steps
+    // (`--scheduler-recv-interval 3`). Step 1 prefills r0 (idle: taken at once, 0 to
+    // 10.6 ms); step 2 follows a step with prefill work: a take at 10.6 ms, before r1
+    // (15 ms) arrived; steps 3 and 4 count one each; step 5 takes r1 and prefills it
+    // alone (SGLang's prefill first). Every step: r1 is prefilled in step 3.
+    let trace = [(0, 600), (15, 300)].map(|(t, input)| TraceRecord {
+        timestamp: t,
+        input_length: input,
+        output_length: 8,
+        hash_ids: Vec::new(),
+    });
+    let mut p = mixed(SchedulerChoice::Sglang, Some(false));
+    p.serving.decode.max_batch_per_rank = 8;
+    let s = schedule(&p, &trace_workload(), &trace, 3);
+    assert_eq!(s, vec![(600, 1, 0), (0, 0, 1), (300, 1, 0)]);
+    p.serving.scheduler_recv_interval = Some(3);
+    let s = schedule(&p, &trace_workload(), &trace, 5);
+    assert_eq!(
+        s,
+        vec![(600, 1, 0), (0, 0, 1), (0, 0, 1), (0, 0, 1), (300, 1, 0)]
+    );
+}
+
+#[test]
 fn the_client_sends_each_prompt_when_a_slot_frees_and_the_run_ends_with_the_last() {
     // One slot, three prompts of 100 tokens and 2 output tokens, 10 ms + 1 us per
     // token a step, vLLM's scheduler (steps formed when the last ends): each request

@@ -68,6 +68,7 @@ pub fn setup(rec: &RunRecord, base: &Base, cache: &Cache, seed: u64) -> Result<S
     sc.serving.decode = decode;
     sc.serving.gpus = Some(sc.gpus());
     sc.serving.gpu_memory_utilization = rec.engine.settings.memory_fraction;
+    sc.serving.scheduler_recv_interval = rec.engine.settings.scheduler_recv_interval;
     let workload = WorkloadConfig::bench_run(
         &format!("{}: {}", rec.client.tool, rec.id),
         client(rec, seed)?,

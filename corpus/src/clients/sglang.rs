@@ -194,6 +194,7 @@ fn server_info(s: &Obj, notes: &mut Vec<String>) -> (Hints, Option<String>) {
             .get("disable_radix_cache")
             .and_then(Value::as_bool)
             .map(|d| !d),
+        scheduler_recv_interval: size("scheduler_recv_interval", q).filter(|&n| n > 1),
     };
     let disagg = s
         .text("disaggregation_mode", q)

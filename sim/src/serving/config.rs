@@ -201,6 +201,13 @@ pub struct ServingConfig {
     /// ([`super::scheduler::Scheduler::frontend_s`]; 0 for twin's own).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub frontend_s: Option<f64>,
+    /// How often the scheduler takes in new requests, in decode steps (SGLang's
+    /// `--scheduler-recv-interval`, `SchedulerRecvSkipper`): a decode-only step counts
+    /// one, a step with prefill work the whole interval (SGLang weighs any other forward
+    /// mode 1000), and an idle engine takes them at once; a request that reached the
+    /// engine waits in its queue until the next take. Absent or 1: every step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduler_recv_interval: Option<u32>,
     /// GPUs the deployment may occupy, e.g. 72 for one GB300 NVL72 rack: the pools the
     /// mode runs (instances x DEP each) must fit in them. Unset: no budget is checked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -528,6 +535,10 @@ impl Default for SloConfig {
 /// above any engine's: vLLM's largest `--block-size` choice is 256).
 pub const MAX_KV_BLOCK_TOKENS: u64 = 1 << 16;
 
+/// The most decode steps between the scheduler's takes of new requests
+/// (`serving.scheduler_recv_interval`): SGLang's scripts set tens.
+pub const MAX_RECV_INTERVAL: u32 = 10_000;
+
 pub(crate) fn check<P: From<Problem>>(problems: &mut Vec<P>, ok: bool, path: &str, msg: &str) {
     if !ok {
         problems.push(Problem::new(path, msg).into());
@@ -639,6 +650,14 @@ impl ServingScenario {
         self.serving.mtp.problems(&mut p);
         if let Some(f) = self.serving.frontend_s {
             check_num(&mut p, f, f >= 0.0, "serving.frontend_s", "must be >= 0");
+        }
+        if let Some(n) = self.serving.scheduler_recv_interval {
+            check(
+                &mut p,
+                (1..=MAX_RECV_INTERVAL).contains(&n),
+                "serving.scheduler_recv_interval",
+                &format!("must be 1 to {MAX_RECV_INTERVAL} decode steps"),
+            );
         }
         if let Some(b) = self.serving.kv_block_tokens {
             check(

@@ -158,6 +158,10 @@ pub(crate) struct Group {
     pub last_end_ns: u64,
     /// When its last step started.
     pub last_start_ns: u64,
+    /// The scheduler's count towards its next take of new requests, and when it last
+    /// took them (`serving.scheduler_recv_interval`).
+    pub recv_count: u32,
+    pub recv_ns: u64,
     pub try_pending: bool,
     /// The current step's prefill work: (rank, request, chunk tokens).
     pub step_prefill: Vec<(u32, ReqId, u32)>,
@@ -183,6 +187,8 @@ impl Group {
             busy: false,
             last_end_ns: 0,
             last_start_ns: 0,
+            recv_count: 0,
+            recv_ns: 0,
             try_pending: false,
             step_prefill: Vec::new(),
             decode_in_step: false,

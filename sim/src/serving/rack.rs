@@ -521,6 +521,7 @@ impl<'a> Rack<'a> {
         }
         let (prewarm, held) = (nr.prewarm_tokens, nr.held_tokens);
         let mut req = Request::new(nr, sent, measured);
+        req.ingress_ns = self.now;
         req.serial = serial;
         req.kv_extra = kv_extra_tokens(self.model, self.kv_bytes_per_token, req.kv_need());
         if role == Role::Mixed && req.kv_reserve() > kv_cap {

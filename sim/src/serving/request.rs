@@ -13,7 +13,12 @@ pub(crate) struct ReqId(pub u32);
 
 pub(crate) struct Request<'a> {
     pub origin: Origin,
+    /// When the client sent it: its latencies run from here.
     pub arrival_ns: Nanos,
+    /// When it reached the engine's scheduler, through the front end
+    /// (`serving.frontend_s` after `arrival_ns`): a step formed from what the scheduler
+    /// held before then does not take it.
+    pub ingress_ns: Nanos,
     /// Arrived inside the measured window (`Window::starts_in`): its latencies are
     /// recorded if it completes by the window's end.
     pub measured: bool,
@@ -71,6 +76,7 @@ impl<'a> Request<'a> {
         Request {
             origin: nr.origin,
             arrival_ns: now,
+            ingress_ns: now,
             measured,
             input: nr.input_tokens,
             output: nr.output_tokens,

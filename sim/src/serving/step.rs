@@ -27,12 +27,13 @@ impl Rack<'_> {
         // Formed ahead (async scheduling): while the step that just ended ran, from the
         // requests there were when it started; else (and when that finds nothing to
         // do: an idle engine schedules what arrives at once) now.
+        let taken = self.take_in(g);
         let grp = self.pools.group(g);
         let ahead = self.pools.pool_of(g).ahead && grp.last_end_ns == self.now && self.now > 0;
         let cutoff = if ahead { grp.last_start_ns } else { self.now };
-        let (mut prefill, mut decode) = self.form_work(g, role, cutoff, &mut cost);
+        let (mut prefill, mut decode) = self.form_work(g, role, cutoff.min(taken), &mut cost);
         if ahead && !(prefill || decode) {
-            (prefill, decode) = self.form_work(g, role, self.now, &mut cost);
+            (prefill, decode) = self.form_work(g, role, self.now.min(taken), &mut cost);
         }
         self.pools.group_mut(g).decode_in_step = decode;
         if !(prefill || decode) {
@@ -45,6 +46,37 @@ impl Rack<'_> {
             self.log_step(g, &cost, wake_s);
         }
         self.start_step(g, &cost, wake_s)
+    }
+
+    /// When the scheduler last took in new requests, as of the step group `g` forms now
+    /// (`serving.scheduler_recv_interval`, SGLang's `SchedulerRecvSkipper`): the step
+    /// that just ended counts one towards the interval if it only decoded, the whole
+    /// interval if it had prefill work; an engine that was idle, or has no request
+    /// running to decode, takes them at once (SGLang's idle loop spins through the
+    /// interval). Without an interval: now.
+    fn take_in(&mut self, g: GroupId) -> u64 {
+        let every = self.sc.serving.scheduler_recv_interval.unwrap_or(1);
+        let now = self.now;
+        if every <= 1 {
+            return now;
+        }
+        let grp = self.pools.group_mut(g);
+        let ended = grp.last_end_ns == now && now > 0;
+        let running = grp
+            .ranks
+            .iter()
+            .any(|r| r.dec.n > 0 || !r.joining.is_empty());
+        let add = if ended && running && grp.step_prefill.is_empty() {
+            1
+        } else {
+            every
+        };
+        grp.recv_count = grp.recv_count.saturating_add(add);
+        if grp.recv_count >= every {
+            grp.recv_count = 0;
+            grp.recv_ns = now;
+        }
+        grp.recv_ns
     }
 
     /// The step's prefill part (requests that arrived by `cutoff`) and decode part,
@@ -132,8 +164,9 @@ impl Rack<'_> {
 
     /// The step's prefill chunks: each rank works through its queue in order within its
     /// token and request budgets, as the pool's scheduler shares them with decode
-    /// (`super::scheduler`), taking requests that arrived by `cutoff`, into `slices`;
-    /// false if there are none.
+    /// (`super::scheduler`), taking requests that reached the scheduler by `cutoff`
+    /// (through the front end: not when the client sent them), into `slices`; false if
+    /// there are none.
     fn form_prefill(&mut self, g: GroupId, cutoff: u64) -> bool {
         let pool = self.pools.pool_of(g);
         let (dep, sim_dep) = (pool.cfg.dep as usize, pool.sim_dep as usize);
@@ -157,7 +190,7 @@ impl Rack<'_> {
             for (running, &id) in (rank.batch_slots_taken()..).zip(rank.prefill_q.iter()) {
                 let req = self.reqs.get(id);
                 let full = budget == 0 || n >= max_prefill || running >= max_running;
-                if full || req.arrival_ns > cutoff {
+                if full || req.ingress_ns > cutoff {
                     break;
                 }
                 let remaining = req.uncached() - req.prefill.computed;

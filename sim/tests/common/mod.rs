@@ -170,6 +170,7 @@ pub fn scenario(
             scheduler: Default::default(),
             async_scheduling: None,
             frontend_s: None,
+            scheduler_recv_interval: None,
             gpus: None,
         },
         router: RouterConfig::default(),
