@@ -204,6 +204,21 @@ fn inferencex_kv(model_path: &str, engine: EngineName) -> Option<Format> {
     }
 }
 
+/// TensorRT-LLM serves per-tensor FP8 and NVFP4 checkpoints made by NVIDIA's ModelOpt,
+/// whose `hf_ptq.py` quantises the KV cache to FP8 unless told otherwise
+/// (`--kv_cache_qformat`, default `fp8`) and writes `kv_cache_quant_algo: FP8` into the
+/// checkpoint's `hf_quant_config.json`, which TensorRT-LLM's KV cache takes (as the
+/// per-tensor Qwen3-32B AIConfigurator lists, `Qwen3-32B-FP8-Static-PerTensor`, and
+/// NVIDIA's published FP8 and NVFP4 checkpoints carry). vLLM and SGLang keep the model's
+/// dtype unless `--kv-cache-dtype` says otherwise, so their rows are left alone.
+fn trtllm_modelopt_kv(engine: EngineName, gemm: Format, notes: &mut Vec<String>) -> Option<Format> {
+    if engine != EngineName::Trtllm || !matches!(gemm, Format::Fp8Tensor | Format::Nvfp4) {
+        return None;
+    }
+    notes.push("KV cache: FP8, as a ModelOpt checkpoint carries it (kv_cache_quant_algo FP8) and TensorRT-LLM serves it".into());
+    Some(Format::Fp8Tensor)
+}
+
 /// The server settings of InferenceX's per-model scripts that change what a run
 /// measures (`benchmarks/single_node/*.sh` at InferenceX 868ed43d, and ac1998a5 for
 /// Llama-70B; docs/runs-corpus.md): prefix caching is off in every one; the step's
@@ -516,7 +531,8 @@ pub fn record_of(row: &Row) -> Result<RunRecord, String> {
         inferencex_kv(&row.model_path, engine)
     } else {
         None
-    };
+    }
+    .or_else(|| trtllm_modelopt_kv(engine, gemm, &mut notes));
     let client = client(row, origin, conc, measured.as_deref(), &mut notes);
     let center = |v: f64| [(Stat::Center, v)].into_iter().collect();
     Ok(RunRecord {
@@ -659,6 +675,25 @@ mod tests {
         assert_eq!(s.max_batched_tokens, Some(20000));
         assert_eq!(s.memory_fraction, Some(0.85));
         assert_eq!(s.prefix_caching, Some(false));
+    }
+
+    /// A TensorRT-LLM row of a per-tensor FP8 (or NVFP4) checkpoint serves the FP8 KV
+    /// cache ModelOpt wrote into it; vLLM's row of the same checkpoint keeps the model's
+    /// dtype, and a BF16 TensorRT-LLM row too.
+    #[test]
+    fn a_trtllm_modelopt_checkpoint_serves_an_fp8_kv_cache() {
+        let row = |id: &str, engine: &str, q: &str, ttft: u32| {
+            format!("{id},source_file=Qwen_Qwen3-32B.csv; silicon_concurrency=8,{engine},1.0.0rc3,Qwen/Qwen3-32B,h100_sxm,{q},agg,1024,128,{q},{q},8,1,1,1,1,1,,,,,,,,,,,,,,,{ttft}.0,10.0")
+        };
+        let text = csv(&[
+            &row("a", "trtllm", "fp8", 100),
+            &row("b", "vllm", "fp8", 110),
+            &row("c", "trtllm", "", 120),
+        ]);
+        let imp = import(&text).unwrap();
+        assert!(imp.refused.is_empty(), "{:?}", imp.refused);
+        let kv: Vec<Option<Format>> = imp.records.iter().map(|r| r.model.kv).collect();
+        assert_eq!(kv, [Some(Format::Fp8Tensor), None, None]);
     }
 
     /// InferenceX's Qwen3.5 SGLang scripts for Blackwell take new requests every 30
