@@ -119,6 +119,56 @@ fn a_vllm_result_file_needs_its_deployment_and_then_validates() {
     assert_eq!(compared.len(), 15, "{compared:?}");
 }
 
+/// A TensorRT-LLM run of a per-tensor FP8 checkpoint takes the FP8 KV cache ModelOpt
+/// writes into it, and says so; vLLM's of the same weights, or `--kv bf16`, the
+/// model's own.
+#[test]
+fn a_trtllm_fp8_run_imports_with_its_checkpoints_fp8_kv_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = fixture("tests/fixtures/bench/llama31-70b-h100-tp8-c10.json.gz");
+    let model = fixture("scenarios/runs/models/Llama-3.1-70B/config.json");
+    let kv_of = |engine: &str, extra: &[&str]| {
+        let out = dir.path().join(format!("{engine}{}.jsonl", extra.len()));
+        let out_s = out.to_str().unwrap();
+        let mut args = vec![
+            "runs",
+            "import",
+            &file,
+            "--engine",
+            engine,
+            "--gpu",
+            "h100",
+            "--model",
+            &model,
+            "--weights",
+            "fp8-tensor",
+            "--tp",
+            "8",
+            "--out",
+            out_s,
+        ];
+        args.extend_from_slice(extra);
+        let o = twin(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let rec = std::fs::read_to_string(&out).unwrap();
+        let rec = rec
+            .lines()
+            .find(|l| l.starts_with('{'))
+            .unwrap()
+            .to_string();
+        let v: serde_json::Value = serde_json::from_str(&rec).unwrap();
+        (v["model"]["kv"].clone(), stderr(&o))
+    };
+    let (kv, err) = kv_of("trtllm@1.2.0", &[]);
+    assert_eq!(kv, "fp8_tensor");
+    assert!(
+        err.contains("--kv: fp8, as TensorRT-LLM serves a ModelOpt"),
+        "{err}"
+    );
+    assert!(kv_of("vllm@0.15.0", &[]).0.is_null());
+    assert_eq!(kv_of("trtllm@1.2.0", &["--kv", "bf16"]).0, "bf16");
+}
+
 /// The shipped public runs: `runs show` counts them by engine and model.
 #[test]
 fn the_embedded_public_runs_show() {

@@ -204,19 +204,11 @@ fn inferencex_kv(model_path: &str, engine: EngineName) -> Option<Format> {
     }
 }
 
-/// TensorRT-LLM serves per-tensor FP8 and NVFP4 checkpoints made by NVIDIA's ModelOpt,
-/// whose `hf_ptq.py` quantises the KV cache to FP8 unless told otherwise
-/// (`--kv_cache_qformat`, default `fp8`) and writes `kv_cache_quant_algo: FP8` into the
-/// checkpoint's `hf_quant_config.json`, which TensorRT-LLM's KV cache takes (as the
-/// per-tensor Qwen3-32B AIConfigurator lists, `Qwen3-32B-FP8-Static-PerTensor`, and
-/// NVIDIA's published FP8 and NVFP4 checkpoints carry). vLLM and SGLang keep the model's
-/// dtype unless `--kv-cache-dtype` says otherwise, so their rows are left alone.
+/// The KV cache a TensorRT-LLM row serves by [`trtllm_checkpoint_kv`], with a note.
 fn trtllm_modelopt_kv(engine: EngineName, gemm: Format, notes: &mut Vec<String>) -> Option<Format> {
-    if engine != EngineName::Trtllm || !matches!(gemm, Format::Fp8Tensor | Format::Nvfp4) {
-        return None;
-    }
+    let kv = trtllm_checkpoint_kv(engine, gemm)?;
     notes.push("KV cache: FP8, as a ModelOpt checkpoint carries it (kv_cache_quant_algo FP8) and TensorRT-LLM serves it".into());
-    Some(Format::Fp8Tensor)
+    Some(kv)
 }
 
 /// The server settings of InferenceX's per-model scripts that change what a run

@@ -121,6 +121,20 @@ pub struct EngineSettings {
     pub scheduler_recv_interval: Option<u32>,
 }
 
+/// The KV cache an engine serves a checkpoint of GEMM format `gemm` with when nothing
+/// says otherwise, where it is not the model's dtype: TensorRT-LLM serves per-tensor
+/// FP8 and NVFP4 checkpoints made by NVIDIA's ModelOpt, whose `hf_ptq.py` quantises the
+/// KV cache to FP8 unless told otherwise (`--kv_cache_qformat`, default `fp8`) and
+/// writes `kv_cache_quant_algo: FP8` into the checkpoint's `hf_quant_config.json`,
+/// which TensorRT-LLM's KV cache takes (as the per-tensor Qwen3-32B AIConfigurator
+/// lists, `Qwen3-32B-FP8-Static-PerTensor`, and 20 of 23 NVIDIA NVFP4 checkpoints
+/// carry). vLLM and SGLang keep the model's dtype unless `--kv-cache-dtype` says
+/// otherwise: `None`.
+pub fn trtllm_checkpoint_kv(engine: EngineName, gemm: Format) -> Option<Format> {
+    (engine == EngineName::Trtllm && matches!(gemm, Format::Fp8Tensor | Format::Nvfp4))
+        .then_some(Format::Fp8Tensor)
+}
+
 impl EngineSettings {
     pub fn is_empty(&self) -> bool {
         *self == EngineSettings::default()

@@ -66,7 +66,9 @@ pub struct DeploymentArgs {
     /// bf16+mxfp4 (MXFP4 routed experts, as gpt-oss).
     #[arg(long, default_value = "bf16")]
     pub weights: String,
-    /// The KV cache's format: bf16 or fp8 (default: the model's own).
+    /// The KV cache's format: bf16 or fp8 (default: the model's own; with --engine
+    /// trtllm and fp8-tensor or nvfp4 weights, fp8: a ModelOpt checkpoint's, which
+    /// TensorRT-LLM serves).
     #[arg(long)]
     pub kv: Option<String>,
     /// Tensor-parallel GPUs per attention replica.
@@ -344,7 +346,16 @@ fn deployment(d: &DeploymentArgs) -> Result<corpus::clients::Deployment> {
         w => bail!("--weights {w}: one of bf16, fp8-tensor, fp8-block, nvfp4, bf16+mxfp4"),
     };
     let kv = match d.kv.as_deref() {
-        None => None,
+        None => {
+            let kv = corpus::trtllm_checkpoint_kv(name, gemm);
+            if kv.is_some() {
+                eprintln!(
+                    "note: --kv: fp8, as TensorRT-LLM serves a ModelOpt {} checkpoint's KV cache (kv_cache_quant_algo FP8); --kv bf16 if yours is not",
+                    d.weights
+                );
+            }
+            kv
+        }
         Some("bf16") => Some(Format::Bf16),
         Some("fp8") => Some(Format::Fp8Tensor),
         Some(k) => bail!("--kv {k}: bf16 or fp8"),
