@@ -55,6 +55,16 @@ fn schedule(
         .collect()
 }
 
+/// A trace of two prompts, 8 output tokens each: 600 tokens at 0 ms and 300 at `ms`.
+fn two_prompts(ms: u64) -> [TraceRecord; 2] {
+    [(0, 600), (ms, 300)].map(|(t, input)| TraceRecord {
+        timestamp: t,
+        input_length: input,
+        output_length: 8,
+        hash_ids: Vec::new(),
+    })
+}
+
 /// Three prompts at t = 0 (600, 600, 300 tokens), 4 output tokens each.
 const THREE: [[u32; 2]; 3] = [[600, 4], [600, 4], [300, 4]];
 
@@ -115,12 +125,7 @@ fn trtllm_schedules_prompts_whole_after_the_generation_requests() {
 #[test]
 fn a_step_formed_ahead_leaves_a_request_that_arrives_during_it_for_the_next() {
     // r0 at 0 ms; r1 arrives at 5 ms, while step 1 (10.6 ms: r0's 600 tokens) runs.
-    let trace = [(0, 600), (5, 300)].map(|(t, input)| TraceRecord {
-        timestamp: t,
-        input_length: input,
-        output_length: 8,
-        hash_ids: Vec::new(),
-    });
+    let trace = two_prompts(5);
     let mut p = mixed(SchedulerChoice::Vllm, Some(false));
     p.serving.decode.max_batch_per_rank = 8;
     // Formed when step 1 ends: step 2 takes r1's prompt beside r0's decode.
@@ -139,12 +144,7 @@ fn a_step_formed_ahead_sees_a_request_only_once_it_is_through_the_front_end() {
     // step 1 (3 to 13.6 ms); r1, sent at 2 ms, reaches it at 5 ms, after step 1
     // started. Step 2, formed when step 1 started (async scheduling), cannot hold it
     // although the client sent it before then: it decodes r0 alone, step 3 takes r1.
-    let trace = [(0, 600), (2, 300)].map(|(t, input)| TraceRecord {
-        timestamp: t,
-        input_length: input,
-        output_length: 8,
-        hash_ids: Vec::new(),
-    });
+    let trace = two_prompts(2);
     let mut p = mixed(SchedulerChoice::Vllm, None);
     p.serving.decode.max_batch_per_rank = 8;
     p.serving.frontend_s = Some(0.003);
@@ -159,12 +159,7 @@ fn a_scheduler_with_a_receive_interval_takes_new_requests_every_few_decode_steps
     // 10.6 ms); step 2 follows a step with prefill work: a take at 10.6 ms, before r1
     // (15 ms) arrived; steps 3 and 4 count one each; step 5 takes r1 and prefills it
     // alone (SGLang's prefill first). Every step: r1 is prefilled in step 3.
-    let trace = [(0, 600), (15, 300)].map(|(t, input)| TraceRecord {
-        timestamp: t,
-        input_length: input,
-        output_length: 8,
-        hash_ids: Vec::new(),
-    });
+    let trace = two_prompts(15);
     let mut p = mixed(SchedulerChoice::Sglang, Some(false));
     p.serving.decode.max_batch_per_rank = 8;
     let s = schedule(&p, &trace_workload(), &trace, 3);
