@@ -1,0 +1,140 @@
+//! A row's layout: aggregated workers (repaired from the row id where the export
+//! mis-lowered it) or the two sides of a disaggregated deployment.
+
+use super::{Origin, Row};
+use crate::record::*;
+
+/// The positive size of a layout column (blank or 0: 1).
+fn size(x: Option<u32>) -> u32 {
+    x.filter(|&v| v > 0).unwrap_or(1)
+}
+
+/// GPUs one node of `system` holds (the scale of a plausible single-instance layout);
+/// `None` for rack-scale NVLink systems.
+fn node_gpus(system: &str) -> Option<u32> {
+    match system {
+        "gb200" | "gb300" => None,
+        _ => Some(8),
+    }
+}
+
+/// InferenceX's own TP and EP, from a row id ending `_tp<T>_ep<E>_<n>` (or with `_0`
+/// after each).
+pub fn id_tp_ep(id: &str) -> Option<(u32, u32)> {
+    let parts: Vec<&str> = id.split('_').collect();
+    let num = |p: &str, pre: &str| p.strip_prefix(pre).and_then(|n| n.parse::<u32>().ok());
+    let n = parts.len();
+    for start in n.saturating_sub(6)..n {
+        let Some(t) = num(parts[start], "tp") else {
+            continue;
+        };
+        let mut i = start + 1;
+        if parts.get(i) == Some(&"0") {
+            i += 1;
+        }
+        let Some(e) = parts.get(i).and_then(|p| num(p, "ep")) else {
+            continue;
+        };
+        return (t > 0 && e > 0 && e <= t).then_some((t, e));
+    }
+    None
+}
+
+/// Whether a layout is one the row's system can hold and its engine can run.
+fn plausible(w: &Workers, system: &str, engine: EngineName) -> bool {
+    let fits = node_gpus(system).is_none_or(|n| w.gpus_per_instance() <= n);
+    let vllm_mix = engine == EngineName::Vllm && w.attention_dp > 1 && w.tp > 1;
+    fits && !vllm_mix && w.moe_tp * w.moe_ep <= w.gpus_per_instance()
+}
+
+/// The aggregated layout of a row, the client's concurrency, and notes.
+pub(super) fn aggregated(
+    row: &Row,
+    engine: EngineName,
+    conc: Option<u32>,
+    origin: Origin,
+    notes: &mut Vec<String>,
+) -> (Workers, u32) {
+    let mut w = Workers {
+        count: Some(1),
+        tp: size(row.tp_size),
+        pp: size(row.pp_size),
+        attention_dp: size(row.attention_dp_size),
+        moe_tp: size(row.moe_tp_size),
+        moe_ep: size(row.moe_ep_size),
+        max_batch: None,
+    };
+    if origin == Origin::InferenceX {
+        if let Some((t, e)) = id_tp_ep(&row.id) {
+            let as_exported = w.gpus_per_instance();
+            if as_exported != t || !plausible(&w, &row.system, engine) {
+                let dp = w.attention_dp > 1;
+                w.tp = if dp { 1 } else { t };
+                w.attention_dp = if dp { t } else { 1 };
+                w.moe_ep = e;
+                w.moe_tp = t / e;
+                notes.push(format!(
+                    "layout from the row id's InferenceX TP{t}/EP{e}{}: the export recorded {as_exported} GPUs (tp x ep)",
+                    if dp { " with attention DP" } else { "" }
+                ));
+            }
+        }
+    }
+    let bs = row.batch_size.filter(|&b| b > 0);
+    let per_replica = bs.map(|b| b * w.attention_dp);
+    let conc = match (conc, per_replica) {
+        (Some(c), Some(p)) if c > p && c % p == 0 => {
+            let n = c / p;
+            w.count = Some(n);
+            notes.push(format!(
+                "{n} engine instances: the client's concurrency {c} over a batch of {} per attention replica",
+                p / w.attention_dp
+            ));
+            c
+        }
+        (Some(c), _) => c,
+        (None, Some(p)) => p,
+        (None, None) => 0,
+    };
+    if !plausible(&w, &row.system, engine) {
+        notes.push(format!(
+            "layout as given (tp {}, attention_dp {}, moe_tp {}, moe_ep {}) cannot run on one {} instance of this engine: its sizes disagree (mis-lowered by the export), the real layout is unknown",
+            w.tp, w.attention_dp, w.moe_tp, w.moe_ep, row.system
+        ));
+    }
+    (w, conc)
+}
+
+/// The disaggregated layout of a row and the client's concurrency (`None` when the
+/// row does not record its workers).
+pub(super) fn disaggregated(row: &Row, conc: Option<u32>) -> (Workers, Workers, Option<u32>) {
+    let side = |n: Option<u32>, tp, pp, dp, mtp, mep, b: Option<u32>| Workers {
+        count: n.filter(|&n| n > 0),
+        tp: size(tp),
+        pp: size(pp),
+        attention_dp: size(dp),
+        moe_tp: size(mtp),
+        moe_ep: size(mep),
+        max_batch: b.filter(|&b| b > 0),
+    };
+    let p = side(
+        row.prefill_num_workers,
+        row.prefill_tp_size,
+        row.prefill_pp_size,
+        row.prefill_attention_dp_size,
+        row.prefill_moe_tp_size,
+        row.prefill_moe_ep_size,
+        row.prefill_batch_size,
+    );
+    let d = side(
+        row.decode_num_workers,
+        row.decode_tp_size,
+        row.decode_pp_size,
+        row.decode_attention_dp_size,
+        row.decode_moe_tp_size,
+        row.decode_moe_ep_size,
+        row.decode_batch_size,
+    );
+    let conc = conc.or_else(|| Some(d.max_batch? * d.count?));
+    (p, d, conc)
+}

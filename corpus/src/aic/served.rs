@@ -1,0 +1,135 @@
+//! What a row's deployment served beyond its label: the checkpoint's own formats,
+//! the KV cache, and the server settings of InferenceX's per-model scripts.
+
+use super::Row;
+use crate::record::*;
+
+/// The model config twin prices a checkpoint with (relative to the corpus file), and
+/// the checkpoint's own formats (gemm, routed experts) where the label alone would
+/// mislead.
+pub(super) struct Checkpoint {
+    pub config: &'static str,
+    pub moe: bool,
+    /// The checkpoint's native FP8 is 128x128 blocks.
+    fp8_block: bool,
+    /// Routed experts in MXFP4 whatever the label (gpt-oss).
+    pub mxfp4_experts: bool,
+}
+
+pub(super) fn checkpoint(model_path: &str) -> Option<Checkpoint> {
+    let c = |config, moe, fp8_block, mxfp4_experts| Checkpoint {
+        config,
+        moe,
+        fp8_block,
+        mxfp4_experts,
+    };
+    Some(match model_path {
+        "meta-llama/Llama-3.1-70B" => c("models/Llama-3.1-70B/config.json", false, false, false),
+        "meta-llama/Llama-3.1-8B-Instruct" | "nvidia/Llama-3.1-8B-Instruct-FP8" => {
+            c("models/Llama-3.1-8B/config.json", false, false, false)
+        }
+        "Qwen/Qwen3-32B" | "nvidia/Qwen3-32B-NVFP4" => {
+            c("models/Qwen3-32B/config.json", false, false, false)
+        }
+        "Qwen/Qwen3-235B-A22B-FP8" => {
+            c("models/Qwen3-235B-A22B-FP8/config.json", true, true, false)
+        }
+        "openai/gpt-oss-120b" => c("models/gpt-oss-120b/config.json", true, false, true),
+        "MiniMaxAI/MiniMax-M2.5" => c("models/MiniMax-M2.5/config.json", true, true, false),
+        "Qwen/Qwen3.5-397B-A17B" => c("models/Qwen3.5-397B-A17B/config.json", true, true, false),
+        _ => return None,
+    })
+}
+
+/// A quantization label read as a format, and the note when the checkpoint decides.
+pub(super) fn format_of(
+    label: &str,
+    ck: &Checkpoint,
+    notes: &mut Vec<String>,
+) -> Result<Format, String> {
+    Ok(match label {
+        "" | "bf16" | "fp16" | "float16" => Format::Bf16,
+        "fp8" if ck.fp8_block => {
+            notes.push(
+                "quantization label `fp8` read as the checkpoint's own 128x128-block FP8".into(),
+            );
+            Format::Fp8Block
+        }
+        "fp8" | "fp8_static" | "fp8_per_tensor" => Format::Fp8Tensor,
+        "fp8_block" => Format::Fp8Block,
+        "nvfp4" | "fp4" => Format::Nvfp4,
+        "mxfp4" | "w4a16_mxfp4" | "w4a8_mxfp4_fp8" => Format::Mxfp4,
+        "int4_wo" | "w4a16" | "awq" | "gptq" => Format::Int4,
+        other => return Err(format!("quantization `{other}` is not a format twin knows")),
+    })
+}
+
+/// The KV cache format InferenceX's server scripts set, by model and engine (their
+/// `--kv-cache-dtype`): `None` where the script leaves the engine's default.
+pub(super) fn inferencex_kv(model_path: &str, engine: EngineName) -> Option<Format> {
+    match (model_path, engine) {
+        ("MiniMaxAI/MiniMax-M2.5", EngineName::Vllm)
+        | ("Qwen/Qwen3.5-397B-A17B", EngineName::Sglang)
+        | ("meta-llama/Llama-3.1-70B", _) => Some(Format::Fp8Tensor),
+        _ => None,
+    }
+}
+
+/// The KV cache a TensorRT-LLM row serves by [`trtllm_checkpoint_kv`], with a note.
+pub(super) fn trtllm_modelopt_kv(
+    engine: EngineName,
+    gemm: Format,
+    notes: &mut Vec<String>,
+) -> Option<Format> {
+    let kv = trtllm_checkpoint_kv(engine, gemm)?;
+    notes.push("KV cache: FP8, as a ModelOpt checkpoint carries it (kv_cache_quant_algo FP8) and TensorRT-LLM serves it".into());
+    Some(kv)
+}
+
+/// The server settings of InferenceX's per-model scripts that change what a run
+/// measures (`benchmarks/single_node/*.sh` at InferenceX 868ed43d, and ac1998a5 for
+/// Llama-70B; docs/runs-corpus.md): prefix caching is off in every one; the step's
+/// token budget and the running cap where the script sets them.
+pub(super) fn inferencex_settings(row: &Row, engine: EngineName, conc: u32) -> EngineSettings {
+    let mut s = EngineSettings {
+        prefix_caching: Some(false),
+        ..Default::default()
+    };
+    match (row.model_path.as_str(), engine) {
+        // `--max-num-batched-tokens $((ISL * 2))`.
+        ("MiniMaxAI/MiniMax-M2.5", EngineName::Vllm) => {
+            s.max_batched_tokens = Some(2 * row.isl);
+            s.memory_fraction = Some(if row.system == "h200_sxm" { 0.95 } else { 0.90 });
+        }
+        ("openai/gpt-oss-120b", EngineName::Vllm)
+        | ("meta-llama/Llama-3.1-70B", EngineName::Vllm) => {
+            s.max_batched_tokens = Some(8192);
+        }
+        ("meta-llama/Llama-3.1-70B", EngineName::Trtllm) => s.max_batched_tokens = Some(16384),
+        // `gptoss_fp4_{b200,h200}_trt.sh` (InferenceX 34bc7c40 and 187f5756): `--max_num_tokens
+        // 20000`, `free_gpu_memory_fraction: 0.85`; its running cap (`--max_batch_size`
+        // 512 on B200, the concurrency on H200) never binds a closed loop of at most 512.
+        ("openai/gpt-oss-120b", EngineName::Trtllm) => {
+            s.max_batched_tokens = Some(20000);
+            s.memory_fraction = Some(0.85);
+        }
+        // `--mem-fraction-static 0.82`. The script's `--max-running-requests 128` (at
+        // 868ed43d) is not taken: the rows at concurrency 256 ran all 256 at once
+        // (their TPOT grows from 128 to 256 users, and their TTFT stays at seconds
+        // where a cap would queue half the users for a whole run), so it came later.
+        //
+        // On Blackwell, `--scheduler-recv-interval 30` from 16 users up, 10 below
+        // (`qwen3.5_{fp8,bf16,fp4}_b200.sh` from their first version, efd49e50 of
+        // 2026-03-03, to 626932a1 of 2026-03-27, after the rows; the B300 rows ran before
+        // B300 scripts existed, 2026-04-17, and are taken as B200's). The H200 script
+        // sets none.
+        ("Qwen/Qwen3.5-397B-A17B", EngineName::Sglang) => {
+            s.memory_fraction = Some(0.82);
+            if row.system != "h200_sxm" {
+                s.scheduler_recv_interval = Some(if conc >= 16 { 30 } else { 10 });
+            }
+        }
+        _ => {}
+    }
+    s
+}

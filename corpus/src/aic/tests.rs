@@ -1,0 +1,186 @@
+use super::*;
+
+const HEADER: &str = "id,silicon_data_source,backend,backend_version,model_path,system,precision,mode,isl,osl,gemm_quant_mode,moe_quant_mode,batch_size,tp_size,pp_size,attention_dp_size,moe_tp_size,moe_ep_size,prefill_batch_size,prefill_num_workers,prefill_tp_size,prefill_pp_size,prefill_attention_dp_size,prefill_moe_tp_size,prefill_moe_ep_size,decode_batch_size,decode_num_workers,decode_tp_size,decode_pp_size,decode_attention_dp_size,decode_moe_tp_size,decode_moe_ep_size,silicon_ttft_ms,silicon_tpot_ms";
+
+fn csv(rows: &[&str]) -> String {
+    format!("{HEADER}\n{}\n", rows.join("\n"))
+}
+
+/// InferenceX's gpt-oss scripts for TensorRT-LLM set a 20,000-token step budget and
+/// 85% of free memory for the KV cache (an 8K prompt fits a step beside 64 decodes;
+/// TensorRT-LLM's own default budget, 8192, would not hold it).
+#[test]
+fn an_inferencex_gpt_oss_trtllm_row_carries_its_scripts_budget() {
+    let text = csv(&["2026_04_06_gpt_oss_120b_h200_sxm_trtllm_fp4_agg_8192x1024_c64_tp2_ep1_444,source_file=2026-04-06.csv; model=GPT-OSS-120B; silicon_concurrency=64; measured=2025-11-02T00:00:00.000Z; wip=False,trtllm,,openai/gpt-oss-120b,h200_sxm,fp4,agg,8192,1024,nvfp4,nvfp4,64,2,1,1,2,1,,,,,,,,,,,,,,,770.1,21.96"]);
+    let imp = import(&text).unwrap();
+    assert!(imp.refused.is_empty(), "{:?}", imp.refused);
+    let s = &imp.records[0].engine.settings;
+    assert_eq!(s.max_batched_tokens, Some(20000));
+    assert_eq!(s.memory_fraction, Some(0.85));
+    assert_eq!(s.prefix_caching, Some(false));
+}
+
+/// A TensorRT-LLM row of a per-tensor FP8 (or NVFP4) checkpoint serves the FP8 KV
+/// cache ModelOpt wrote into it; vLLM's row of the same checkpoint keeps the model's
+/// dtype, and a BF16 TensorRT-LLM row too.
+#[test]
+fn a_trtllm_modelopt_checkpoint_serves_an_fp8_kv_cache() {
+    let row = |id: &str, engine: &str, q: &str, ttft: u32| {
+        format!("{id},source_file=Qwen_Qwen3-32B.csv; silicon_concurrency=8,{engine},1.0.0rc3,Qwen/Qwen3-32B,h100_sxm,{q},agg,1024,128,{q},{q},8,1,1,1,1,1,,,,,,,,,,,,,,,{ttft}.0,10.0")
+    };
+    let text = csv(&[
+        &row("a", "trtllm", "fp8", 100),
+        &row("b", "vllm", "fp8", 110),
+        &row("c", "trtllm", "", 120),
+    ]);
+    let imp = import(&text).unwrap();
+    assert!(imp.refused.is_empty(), "{:?}", imp.refused);
+    let kv: Vec<Option<Format>> = imp.records.iter().map(|r| r.model.kv).collect();
+    assert_eq!(kv, [Some(Format::Fp8Tensor), None, None]);
+}
+
+/// InferenceX's Qwen3.5 SGLang scripts for Blackwell take new requests every 30
+/// decode steps from 16 users up and every 10 below; the H200 script every step.
+#[test]
+fn an_inferencex_qwen35_sglang_row_carries_its_scripts_receive_interval() {
+    let row = |id: &str, system: &str, conc: u32| {
+        format!("{id},source_file=2026-03-25.csv; silicon_concurrency={conc},sglang,0.5.9,Qwen/Qwen3.5-397B-A17B,{system},fp8,agg,1024,1024,fp8,fp8_block,{conc},8,1,1,8,8,,,,,,,,,,,,,,,300.0,10.0")
+    };
+    let text = csv(&[
+        &row("a_c64_tp8_0_ep8_0_1", "b200_sxm", 64),
+        &row("b_c8_tp8_0_ep8_0_2", "b300_sxm", 8),
+        &row("c_c64_tp8_0_ep8_0_3", "h200_sxm", 64),
+    ]);
+    let imp = import(&text).unwrap();
+    assert!(imp.refused.is_empty(), "{:?}", imp.refused);
+    let every: Vec<Option<u32>> = imp
+        .records
+        .iter()
+        .map(|r| r.engine.settings.scheduler_recv_interval)
+        .collect();
+    assert_eq!(every, [Some(30), Some(10), None]);
+}
+
+/// An InferenceX row measured after the warm-up was added: lengths uniform on
+/// [floor(0.8 x 8192), 8192] = [6553, 8192] and [819, 1024]; 10 x 128 prompts, 2 x
+/// 128 warm-up; version from the image's tag; MiniMax's block FP8 and FP8 KV; 2 x
+/// ISL batched tokens.
+#[test]
+fn an_inferencex_row_reads_as_its_client_ran_it() {
+    let text = csv(&["m_b300_vllm_c128_cfg733,db-dump/2026-04-27; config_id=733; silicon_concurrency=128; measured=2026-04-17T00:00:00.000Z; workflow_run_id=758; vllm/vllm-openai:v0.19.0-cu130,vllm,,MiniMaxAI/MiniMax-M2.5,b300_sxm,fp8,agg,8192,1024,fp8,fp8,128,4,1,1,4,1,,,,,,,,,,,,,,,972.3,33.4"]);
+    let imp = import(&text).unwrap();
+    assert!(imp.refused.is_empty(), "{:?}", imp.refused);
+    let r = &imp.records[0];
+    assert_eq!(r.engine.version.as_deref(), Some("0.19.0"));
+    assert_eq!(
+        r.engine.image.as_deref(),
+        Some("vllm/vllm-openai:v0.19.0-cu130")
+    );
+    assert_eq!(r.engine.settings.max_batched_tokens, Some(16384));
+    assert_eq!(r.engine.settings.prefix_caching, Some(false));
+    assert_eq!(
+        (r.model.gemm, r.model.moe, r.model.kv),
+        (
+            Format::Fp8Block,
+            Some(Format::Fp8Block),
+            Some(Format::Fp8Tensor)
+        )
+    );
+    assert_eq!(r.gpu.hardware, "b300");
+    assert_eq!(r.provenance.measured.as_deref(), Some("2026-04-17"));
+    assert_eq!(
+        r.client.input,
+        Lengths::Uniform {
+            low: 6553,
+            high: 8192
+        }
+    );
+    assert_eq!(
+        r.client.output,
+        Lengths::Uniform {
+            low: 819,
+            high: 1024
+        }
+    );
+    assert_eq!(
+        (r.client.num_prompts, r.client.warmup_requests),
+        (Some(1280), 256)
+    );
+    assert_eq!(r.client.load, Load::ClosedLoop { concurrency: 128 });
+    assert_eq!(r.figure(Metric::TtftMs, Stat::Center), Some(972.3));
+    let Layout::Aggregated { workers } = &r.layout else {
+        panic!()
+    };
+    assert_eq!(
+        (workers.count, workers.tp, workers.moe_tp, workers.moe_ep),
+        (Some(1), 4, 4, 1)
+    );
+    assert!(r.problems().is_empty());
+}
+
+/// A gap-analysis row: fixed lengths, no version, BF16; its concurrency 288 over a
+/// batch of 144 per replica makes 2 instances. Before InferenceX's warm-up
+/// (2025-10-29) an InferenceX row has none.
+#[test]
+fn internal_rows_are_fixed_length_and_replicas_come_from_the_concurrency() {
+    let text = csv(&[
+        "q_gb200_c288,source_file=qwen3_32b.csv; silicon_concurrency=288,trtllm,,Qwen/Qwen3-32B,gb200,bf16,agg,2000,500,,,144,2,1,0,0,0,,,,,,,,,,,,,,,300.0,20.0",
+        "l_h100_c16_tp4_ep1_260,source_file=2026-04-06.csv; model=Llama-3.1-70B; silicon_concurrency=16; measured=2025-10-29T00:00:00.000Z; wip=False,vllm,,meta-llama/Llama-3.1-70B,h100_sxm,fp8,agg,1024,1024,fp8,fp8,16,4,1,1,4,1,,,,,,,,,,,,,,,121.4,13.2",
+    ]);
+    let imp = import(&text).unwrap();
+    let (q, l) = (&imp.records[0], &imp.records[1]);
+    assert_eq!(q.client.input, Lengths::Fixed { tokens: 2000 });
+    assert_eq!(q.client.load, Load::ClosedLoop { concurrency: 288 });
+    let Layout::Aggregated { workers } = &q.layout else {
+        panic!()
+    };
+    assert_eq!((workers.count, workers.tp), (Some(2), 2));
+    assert_eq!((q.model.gemm, q.model.moe), (Format::Bf16, None));
+    assert_eq!(q.engine.version, None);
+    assert_eq!(l.client.warmup_requests, 0);
+    assert_eq!(l.model.gemm, Format::Fp8Tensor);
+}
+
+/// The same measurement twice (one copy rounded to 0.01 ms) is one record; the
+/// export's mis-lowered TP16 layout gives way to the row id's TP4/EP4; a row whose
+/// layout cannot run and has no id suffix says so; an unknown model is refused with
+/// its line.
+#[test]
+fn duplicates_fold_layouts_are_repaired_and_bad_rows_are_named() {
+    let text = csv(&[
+        "q35_b200_c64_cfg615,db-dump/2026-04-27; config_id=615; silicon_concurrency=64; measured=2026-04-01T00:00:00.000Z,sglang,0.5.9,Qwen/Qwen3.5-397B-A17B,b200_sxm,fp8,agg,8192,1024,fp8,fp8_block,64,16,1,1,4,4,,,,,,,,,,,,,,,1000.004,40.001",
+        "2026_03_25_q35_b200_sxm_sglang_fp8_agg_8192x1024_c64_tp4_0_ep4_0_337,source_file=2026-03-25.csv; silicon_concurrency=64,sglang,0.5.9,Qwen/Qwen3.5-397B-A17B,b200_sxm,fp8,agg,8192,1024,fp8,fp8_block,64,4,1,1,1,4,,,,,,,,,,,,,,,1000.0,40.0",
+        "x_c8,source_file=2026-04-06.csv; silicon_concurrency=8,vllm,0.18.0,Qwen/Qwen3.5-397B-A17B,b200_sxm,fp8,agg,1024,1024,fp8,fp8,2,4,1,4,1,16,,,,,,,,,,,,,,,50.0,10.0",
+        "y,source_file=a.csv,vllm,,some/Model,h100_sxm,bf16,agg,10,10,,,1,1,1,1,1,1,,,,,,,,,,,,,,,1.0,1.0",
+    ]);
+    let imp = import(&text).unwrap();
+    assert_eq!((imp.records.len(), imp.duplicates), (2, 1));
+    let kept = &imp.records[0];
+    assert_eq!(
+        kept.id,
+        "2026_03_25_q35_b200_sxm_sglang_fp8_agg_8192x1024_c64_tp4_0_ep4_0_337"
+    );
+    assert!(kept
+        .provenance
+        .notes
+        .iter()
+        .any(|n| n.contains("q35_b200_c64_cfg615")));
+    let bad = &imp.records[1];
+    assert!(
+        bad.provenance
+            .notes
+            .iter()
+            .any(|n| n.contains("mis-lowered")),
+        "{:?}",
+        bad.provenance.notes
+    );
+    assert_eq!(imp.refused.len(), 1);
+    assert!(
+        imp.refused[0].starts_with("line 5 (y): model `some/Model`"),
+        "{:?}",
+        imp.refused
+    );
+    assert_eq!(id_tp_ep("a_c64_tp4_0_ep4_0_337"), Some((4, 4)));
+    assert_eq!(id_tp_ep("a_c64_tp2_ep1_1899"), Some((2, 1)));
+    assert_eq!(id_tp_ep("a_c64_cfg615"), None);
+}
