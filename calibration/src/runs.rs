@@ -231,23 +231,30 @@ fn search(obs: &[&Obs], terms: &[Term], weights: &[f64], c: &Curve) -> Vec<f64> 
         .unwrap_or(0);
     let (mut lo, mut hi) = (xs[best.saturating_sub(1)], xs[(best + 1).min(xs.len() - 1)]);
     let mut out = tried[best].clone();
+    if hi - lo < 1e-9 {
+        return out.1;
+    }
+    // Golden section: each step keeps one interior point and its fit, and fits one new.
     let g = (5f64.sqrt() - 1.0) / 2.0;
+    let (mut a, mut b) = (hi - g * (hi - lo), lo + g * (hi - lo));
+    let (mut fa, mut fb) = (at(a), at(b));
     for _ in 0..12 {
+        if fa.0 <= fb.0 {
+            (hi, b, fb) = (b, a, fa.clone());
+            a = hi - g * (hi - lo);
+            fa = at(a);
+        } else {
+            (lo, a, fa) = (a, b, fb.clone());
+            b = lo + g * (hi - lo);
+            fb = at(b);
+        }
         if hi - lo < 1e-9 {
             break;
         }
-        let (a, b) = (hi - g * (hi - lo), lo + g * (hi - lo));
-        let (fa, fb) = (at(a), at(b));
-        if fa.0 <= fb.0 {
-            hi = b;
-            if fa.0 < out.0 {
-                out = fa;
-            }
-        } else {
-            lo = a;
-            if fb.0 < out.0 {
-                out = fb;
-            }
+    }
+    for f in [fa, fb] {
+        if f.0 < out.0 {
+            out = f;
         }
     }
     out.1
