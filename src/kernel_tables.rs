@@ -46,20 +46,6 @@ pub struct TablesArgs {
     pub commit: String,
 }
 
-/// twin's hardware for a tables' system name.
-pub fn hardware_of(system: &str) -> Option<&'static str> {
-    Some(match system {
-        "h100_sxm" => "h100",
-        "h200_sxm" => "h200",
-        "b200_sxm" => "b200",
-        "b300_sxm" => "b300",
-        "gb200" => "gb200",
-        "gb300" => "gb300",
-        "a100_sxm" => "a100",
-        _ => return None,
-    })
-}
-
 pub fn run(dir: &Path, a: &TablesArgs, out: Option<&Path>, json: bool) -> Result<()> {
     let Some(system) = a.system.clone() else {
         bail!(
@@ -88,7 +74,7 @@ pub fn run(dir: &Path, a: &TablesArgs, out: Option<&Path>, json: bool) -> Result
             sel.version
         );
     }
-    let hw_name = match (&a.hardware, hardware_of(&sel.system)) {
+    let hw_name = match (&a.hardware, corpus::aic::hardware_of(&sel.system)) {
         (Some(h), _) => h.clone(),
         (None, Some(h)) => h.to_string(),
         (None, None) => bail!(

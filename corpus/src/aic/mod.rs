@@ -129,7 +129,8 @@ impl Origin {
     }
 }
 
-/// twin's hardware name of an AIConfigurator system.
+/// twin's hardware name of an AIConfigurator system (its silicon rows' and its kernel
+/// tables' system names alike).
 pub fn hardware_of(system: &str) -> Option<&'static str> {
     Some(match system {
         "h100_sxm" => "h100",
