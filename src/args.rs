@@ -100,3 +100,43 @@ pub struct PricingArgs {
     #[arg(long)]
     pub allow_slow_profile: bool,
 }
+
+impl PricingArgs {
+    /// The flags as the request's pricing.
+    pub fn pricing(&self) -> crate::scenario::Pricing {
+        crate::scenario::Pricing {
+            profile: self.profile.clone(),
+            engine: self.engine.clone(),
+            physics_only: self.physics_only,
+            allow_slow_profile: self.allow_slow_profile,
+        }
+    }
+}
+
+impl SimulateArgs {
+    /// The run these arguments ask for, typed: `--set` parsed and split once, `--cohort`
+    /// as the first scenario override (a `--set fidelity.cohort` after it wins).
+    pub fn request(&self) -> anyhow::Result<crate::scenario::RunRequest> {
+        use crate::scenario::{Overrides, RunRequest, Set, TraceSource};
+        let cohort = self
+            .cohort
+            .map(|k| Set::typed("fidelity.cohort", i64::from(k).into(), "--cohort"));
+        let sets = cohort
+            .into_iter()
+            .map(Ok)
+            .chain(self.set.iter().map(|s| Set::parse(s)))
+            .collect::<anyhow::Result<Vec<Set>>>()?;
+        Ok(RunRequest {
+            scenario: self.scenario.clone(),
+            seed: self.seed,
+            duration: self.duration,
+            sets: Overrides::of(sets),
+            pricing: self.pricing.pricing(),
+            trace: self.trace.as_ref().map(|path| TraceSource {
+                path: path.clone(),
+                format: self.trace_format,
+            }),
+            bench: self.bench.clone(),
+        })
+    }
+}

@@ -4,7 +4,7 @@
 //! --band N` runs an ensemble of simulations, and `twin validate published` counts
 //! the check rows inside their bands.
 
-use crate::simulation::run_seeded_with;
+use crate::simulation::{run, RunHow};
 use crate::step::{Forward, Prepared};
 use anyhow::{bail, Context, Result};
 use serde_json::json;
@@ -208,8 +208,12 @@ pub fn simulate(
         .into_par_iter()
         .enumerate()
         .map(|(i, p)| {
-            run_seeded_with(r, trace, r.seed, false, &p)
-                .map(|rep| SimFigures::of(&rep))
+            let how = RunHow {
+                params: Some(&p),
+                ..RunHow::default()
+            };
+            run(r, trace, how)
+                .map(|(rep, _)| SimFigures::of(&rep))
                 .with_context(|| format!("band draw {i}"))
         })
         .collect::<Result<_>>()?;
@@ -224,14 +228,15 @@ pub fn simulate(
     }))
 }
 
-/// `simulate` for the scenario `args` resolve to; also returns its hardware's name.
-pub fn simulate_args(
-    args: &crate::args::SimulateArgs,
+/// `simulate` of a resolved run, said on stderr; also returns its hardware's spread
+/// source.
+pub fn simulate_said(
+    r: &crate::scenario::Resolved,
+    trace: &[sim::serving::TraceRecord],
     n: u32,
 ) -> Result<(Option<SimBand>, String)> {
-    let (r, trace) = crate::scenario::resolve_with_trace(args)?;
     eprintln!("band: {n} simulations, one per draw of the cost parameters");
-    Ok((simulate(&r, &trace, n)?, spread_source(&r.hardware)))
+    Ok((simulate(r, trace, n)?, spread_source(&r.hardware)))
 }
 
 /// The text of a simulation band (or the line saying none is known).

@@ -37,20 +37,18 @@ pub fn finance_of(
     Ok(finance(&tco.name, blended(&costs), prices, t))
 }
 
-/// `twin simulate --tco NAME`: the run's finance (with the `tco.*` of `sets`), or None
-/// without `--tco`.
+/// `twin simulate --tco NAME`: the run's finance (with the `tco.*` overrides
+/// `tco_sets`), or None without `--tco`.
 pub fn simulate_finance(
     tco: Option<&str>,
-    sets: &[String],
+    tco_sets: &[Set],
     r: &Resolved,
     report: &Report,
 ) -> Result<Option<Finance>> {
     let Some(name) = tco else {
         return Ok(None);
     };
-    let sets = Set::parse_all(sets)?;
-    let (tco_sets, _) = Set::split_prefix(&sets, "tco");
-    let tco = resolve_tco(Some(name), &tco_sets, r.scenario.price.basis)?;
+    let tco = resolve_tco(Some(name), tco_sets, r.scenario.price.basis)?;
     let prices = r.scenario.price.token_prices().unwrap_or(TokenPrices::ZERO);
     let pools = vec![(r.scenario.gpus(), r.hardware.clone())];
     finance_of(&tco, &pools, &prices, &report.throughput_tok_s_per_gpu).map(Some)

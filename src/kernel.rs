@@ -2,7 +2,7 @@
 //! benchmark's accounting: `twin kernel OP`'s arguments and evaluator, which
 //! `validate` also prices the rows of `scenarios/published/kernels-public.csv` with.
 
-use crate::scenario::{load_hardware, Set};
+use crate::scenario::{load_hardware, Overrides};
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::json;
@@ -262,21 +262,19 @@ pub fn evaluate(args: &KernelArgs) -> Result<KernelOut> {
 
 /// The hardware and cost parameters `args` price with.
 pub fn inputs(args: &KernelArgs) -> Result<(Hardware, CostParams)> {
-    let sets = Set::parse_all(&args.set)?;
-    let (hw_sets, rest) = Set::split_prefix(&sets, "hardware");
-    let (cost_sets, rest) = Set::split_prefix(&rest, "cost");
-    if let Some(s) = rest.first() {
+    let sets = Overrides::parse(&args.set)?;
+    if let Some(s) = sets.first_outside(&["hardware", "cost"]) {
         bail!(
             "--set {}: the path must start with `hardware.` or `cost.`",
             s.text
         );
     }
-    let hw = load_hardware(&args.hardware, &hw_sets)?;
+    let hw = load_hardware(&args.hardware, &sets.hardware)?;
     // A kernel as its benchmark reports it: physics alone.
     let p = crate::scenario::cost_params(
         &hw,
         args.profile.as_deref(),
-        &cost_sets,
+        &sets.cost,
         args.engine.as_deref(),
         true,
     )?;

@@ -2,16 +2,13 @@
 //! progress bar, under its seed or another; and the `--json` object of a run.
 //! `twin simulate`, `cost` and `validate` run simulations through here.
 
-use crate::args::SimulateArgs;
 use crate::interrupt::{self, Interrupted};
-use crate::scenario::{resolve_with_trace, Resolved};
+use crate::scenario::{resolve_with_trace, Resolved, RunRequest};
 use anyhow::{anyhow, bail, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
 use sim::cost::AnalyticCostModel;
-use sim::serving::{
-    simulate_controlled, simulate_with_requests, Control, Report, SimInput, SimRequest, TraceRecord,
-};
+use sim::serving::{simulate_with, Control, Record, Report, SimInput, SimRequest, TraceRecord};
 use std::sync::atomic::AtomicBool;
 
 /// The analytic cost models of a resolved scenario's prefill and decode pools.
@@ -36,50 +33,24 @@ pub fn pool_costs_with(
     (pool(&sc.serving.prefill), pool(&sc.serving.decode))
 }
 
-/// Runs a resolved scenario on `trace`, stoppable by Ctrl-C, with a progress bar on
-/// stderr when it is a terminal (`progress`).
-pub fn run_resolved(r: &Resolved, trace: &[TraceRecord], progress: bool) -> Result<Report> {
-    run_seeded(r, trace, r.seed, progress)
+/// How [`run`] runs a resolved scenario; the default is its own seed and cost
+/// parameters, without a progress bar or a request log.
+#[derive(Clone, Copy, Default)]
+pub struct RunHow<'a> {
+    /// Another seed than the resolved one (`--seeds`).
+    pub seed: Option<u64>,
+    /// A progress bar on stderr, when it is a terminal.
+    pub progress: bool,
+    /// Other cost parameters than the resolved ones (a band's draw).
+    pub params: Option<&'a sim::cost::CostParams>,
+    /// Also return every request completed (`--requests-out`).
+    pub log_requests: bool,
 }
 
-/// `run_resolved` under `seed` instead of the resolved one.
-pub fn run_seeded(
-    r: &Resolved,
-    trace: &[TraceRecord],
-    seed: u64,
-    progress: bool,
-) -> Result<Report> {
-    run_seeded_with(r, trace, seed, progress, &r.params)
-}
-
-/// `run_seeded` with other cost parameters (a band's draw).
-pub fn run_seeded_with(
-    r: &Resolved,
-    trace: &[TraceRecord],
-    seed: u64,
-    progress: bool,
-    params: &sim::cost::CostParams,
-) -> Result<Report> {
-    run_core(r, trace, seed, progress, params, false).map(|(report, _)| report)
-}
-
-/// `run_resolved`, also returning every request completed (`--requests-out`).
-pub fn run_logging_requests(
-    r: &Resolved,
-    trace: &[TraceRecord],
-    progress: bool,
-) -> Result<(Report, Vec<SimRequest>)> {
-    run_core(r, trace, r.seed, progress, &r.params, true)
-}
-
-fn run_core(
-    r: &Resolved,
-    trace: &[TraceRecord],
-    seed: u64,
-    progress: bool,
-    params: &sim::cost::CostParams,
-    log_requests: bool,
-) -> Result<(Report, Vec<SimRequest>)> {
+/// Runs a resolved scenario on `trace`, stoppable by Ctrl-C: the one way from a
+/// [`Resolved`] into the simulator.
+pub fn run(r: &Resolved, trace: &[TraceRecord], how: RunHow) -> Result<(Report, Vec<SimRequest>)> {
+    let (seed, params) = (how.seed.unwrap_or(r.seed), how.params.unwrap_or(&r.params));
     let sc = &r.scenario;
     let (prefill_cost, decode_cost) = pool_costs_with(r, params);
     let input = SimInput {
@@ -92,7 +63,7 @@ fn run_core(
         trace,
     };
     let stop: &AtomicBool = interrupt::install();
-    let bar = if progress {
+    let bar = if how.progress {
         ProgressBar::with_draw_target(Some(sc.duration_s as u64), ProgressDrawTarget::stderr())
     } else {
         ProgressBar::hidden()
@@ -108,41 +79,40 @@ fn run_core(
         stop: Some(stop),
         progress: Some(&show),
     };
-    let out = if log_requests {
-        simulate_with_requests(&input, seed, &control)
-    } else {
-        simulate_controlled(&input, seed, &control).map(|rep| (rep, Vec::new()))
-    }
-    .map_err(|e| anyhow!("{}: {e}", r.scenario_origin));
+    let record = Record {
+        requests: how.log_requests,
+        steps: false,
+    };
+    let out = simulate_with(&input, seed, &control, record)
+        .map(|o| (o.report, o.requests))
+        .map_err(|e| anyhow!("{}: {e}", r.scenario_origin));
     bar.finish_and_clear();
     out
 }
 
-/// Resolves and runs the scenario; returns the report with its resolved inputs.
-pub fn execute(args: &SimulateArgs) -> Result<(Resolved, sim::serving::Report, usize)> {
-    execute_with(args, false)
+/// Resolves and runs the request; returns the report with its resolved inputs and the
+/// number of trace records replayed.
+pub fn execute(req: &RunRequest) -> Result<(Resolved, sim::serving::Report, usize)> {
+    let (r, trace) = resolve_with_trace(req)?;
+    let (r, report, _) = finish(r, &trace, false, false)?;
+    Ok((r, report, trace.len()))
 }
 
-/// `execute`, with a progress bar when `progress`.
-pub fn execute_with(
-    args: &SimulateArgs,
-    progress: bool,
-) -> Result<(Resolved, sim::serving::Report, usize)> {
-    execute_logged(args, progress, false).map(|(r, rep, n, _)| (r, rep, n))
-}
-
-/// `execute_with`, also returning every request completed when `log_requests`.
-pub fn execute_logged(
-    args: &SimulateArgs,
+/// Runs a resolved scenario on its trace (with a progress bar when `progress`), also
+/// returning every request completed when `log_requests`; a run in which no request
+/// completed says why in a note.
+pub fn finish(
+    mut r: Resolved,
+    trace: &[TraceRecord],
     progress: bool,
     log_requests: bool,
-) -> Result<(Resolved, sim::serving::Report, usize, Vec<SimRequest>)> {
-    let (mut r, trace) = resolve_with_trace(args)?;
-    let (report, requests) = if log_requests {
-        run_logging_requests(&r, &trace, progress)?
-    } else {
-        (run_resolved(&r, &trace, progress)?, Vec::new())
+) -> Result<(Resolved, sim::serving::Report, Vec<SimRequest>)> {
+    let how = RunHow {
+        progress,
+        log_requests,
+        ..RunHow::default()
     };
+    let (report, requests) = run(&r, trace, how)?;
     if report.requests_completed == 0 {
         // Every request refused for its length: that is why, not the run or the load.
         let why = match (report.requests_refused_context, report.context_limit_tokens) {
@@ -156,7 +126,7 @@ pub fn execute_logged(
             report.measured_s
         ));
     }
-    Ok((r, report, trace.len(), requests))
+    Ok((r, report, requests))
 }
 
 /// The `--json` object: the report's figures at the top level, then what produced them.

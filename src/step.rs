@@ -2,7 +2,7 @@
 //! arguments that describe it (`twin forward`'s, which `sweep` and `validate` share),
 //! their checks, and the priced step.
 
-use crate::scenario::{cost_params, load_hardware, load_model, Set};
+use crate::scenario::{cost_params, load_hardware, load_model, Overrides, Set};
 use anyhow::{anyhow, bail, Result};
 use clap::{Args, ValueEnum};
 use sim::cost::{AnalyticCostModel, CostModel, CostParams, Layout, Phase};
@@ -184,7 +184,14 @@ impl Prepared {
 
 /// Loads and validates the step described by `args`.
 pub fn prepare(args: &ForwardArgs) -> Result<Prepared> {
-    let (hardware, model, params) = load(args)?;
+    let sets = Overrides::parse(&args.set)?;
+    if let Some(s) = sets.first_outside(&["hardware", "model", "cost"]) {
+        bail!(
+            "--set {}: the path must start with `hardware.`, `model.` or `cost.`",
+            s.text
+        );
+    }
+    let (hardware, model, params) = load(args, &sets)?;
     let dep = args.dep.unwrap_or(if args.tp > 1 { 1 } else { 8 });
     if args.expert_parallel && args.tp <= 1 {
         bail!("--expert-parallel applies to a TP replica (--tp 2 or more); a DEP group is expert-parallel already");
@@ -248,7 +255,11 @@ pub fn prepare(args: &ForwardArgs) -> Result<Prepared> {
         tokens_per_step,
     };
     let mut params = params;
-    slow_guard(args, &hardware, &model, &layout, &spec, &mut params)?;
+    let steps = Step {
+        layout: &layout,
+        spec: &spec,
+    };
+    slow_guard(args, &sets.cost, &hardware, &model, steps, &mut params)?;
     Ok(Prepared {
         spec,
         hardware,
@@ -263,21 +274,17 @@ pub fn prepare(args: &ForwardArgs) -> Result<Prepared> {
 /// `--allow-slow-profile`.
 fn slow_guard(
     args: &ForwardArgs,
+    cost_sets: &[Set],
     hardware: &Hardware,
     model: &Model,
-    layout: &Layout,
-    spec: &ForwardSpec,
+    step: Step,
     params: &mut CostParams,
 ) -> Result<()> {
-    let sets = Set::parse_all(&args.set)?;
-    let (_, rest) = Set::split_prefix(&sets, "hardware");
-    let (_, rest) = Set::split_prefix(&rest, "model");
-    let (cost_sets, _) = Set::split_prefix(&rest, "cost");
     let p = &args.pricing;
     let Some(r) = crate::scenario::slow::reference(
         hardware,
         p.profile.as_deref(),
-        &cost_sets,
+        cost_sets,
         p.engine.as_deref(),
         p.physics_only || args.isolated,
     )?
@@ -289,8 +296,8 @@ fn slow_guard(
         r.params.in_situ = sim::cost::insitu::InSitu::isolated();
     }
     let probe = crate::scenario::slow::Probe {
-        layout: layout.clone(),
-        spec: spec.clone(),
+        layout: step.layout.clone(),
+        spec: step.spec.clone(),
         label: "this step".into(),
     };
     if let Some(words) =
@@ -301,25 +308,22 @@ fn slow_guard(
     Ok(())
 }
 
-/// The hardware and model `args` name, with their `--set` overrides, and the cost
-/// parameters they price with.
-fn load(args: &ForwardArgs) -> Result<(Hardware, Model, CostParams)> {
-    let sets = Set::parse_all(&args.set)?;
-    let (hw_sets, rest) = Set::split_prefix(&sets, "hardware");
-    let (model_sets, rest) = Set::split_prefix(&rest, "model");
-    let (cost_sets, rest) = Set::split_prefix(&rest, "cost");
-    if let Some(s) = rest.first() {
-        bail!(
-            "--set {}: the path must start with `hardware.`, `model.` or `cost.`",
-            s.text
-        );
-    }
-    let hardware = load_hardware(&args.hardware, &hw_sets)?;
-    let model = load_model(&args.model, &model_sets)?;
+/// One step's layout and shape, as the slow-profile check probes it.
+#[derive(Clone, Copy)]
+struct Step<'a> {
+    layout: &'a Layout,
+    spec: &'a ForwardSpec,
+}
+
+/// The hardware and model `args` name, with their overrides, and the cost parameters
+/// they price with.
+fn load(args: &ForwardArgs, sets: &Overrides) -> Result<(Hardware, Model, CostParams)> {
+    let hardware = load_hardware(&args.hardware, &sets.hardware)?;
+    let model = load_model(&args.model, &sets.model)?;
     let mut params = cost_params(
         &hardware,
         args.pricing.profile.as_deref(),
-        &cost_sets,
+        &sets.cost,
         args.pricing.engine.as_deref(),
         args.pricing.physics_only || args.isolated,
     )?;

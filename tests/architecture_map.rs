@@ -440,7 +440,7 @@ fn every_name_in_architecture_md_resolves() {
 fn made_up_names_are_reported() {
     let root = repo();
     let map = "\
-`sim::serving::CONTROL_EVENTS` and `sim::serving::simulate_controlled` are real;\n\
+`sim::serving::CONTROL_EVENTS` and `sim::serving::simulate_with` are real;\n\
 `sim::serving::rack::CONTROL_EVENTS` is only imported there, not defined or re-exported;\n\
 `sim::serving::no_such_thing`, `sim::cost::CostModel::no_such_method`,\n\
 `sim::nowhere::Driver`, `Host::of_engine` (no module), `nocrate::x::Y`,\n\

@@ -146,7 +146,9 @@ fn per_request_mtp_draws_follow_the_keyed_rule_at_any_speed() {
             decode_cost: &cost,
             trace: &[],
         };
-        let (r, steps) = simulate_with_steps(&input, sc.seed).expect("simulation runs");
+        let (r, steps) = simulate_with(&input, sc.seed, &Control::default(), Record::STEPS)
+            .map(|o| (o.report, o.steps))
+            .expect("simulation runs");
         // Lengths of the runs of back-to-back decode steps.
         let mut runs: Vec<u32> = Vec::new();
         let mut end = f64::NEG_INFINITY;
@@ -560,7 +562,9 @@ fn control_changes_nothing_unless_it_stops_the_run() {
         stop: Some(&go),
         progress: Some(&progress),
     };
-    let watched = simulate_controlled(&input, 1, &control).unwrap();
+    let watched = simulate_with(&input, 1, &control, Record::default())
+        .unwrap()
+        .report;
     assert_eq!(
         serde_json::to_string(&plain).unwrap(),
         serde_json::to_string(&watched).unwrap()
@@ -571,7 +575,9 @@ fn control_changes_nothing_unless_it_stops_the_run() {
         stop: Some(&stop),
         progress: None,
     };
-    let stopped = simulate_controlled(&input, 1, &control).unwrap();
+    let stopped = simulate_with(&input, 1, &control, Record::default())
+        .unwrap()
+        .report;
     let t = stopped.interrupted_at_s.expect("stopped");
     assert!(t < sc.duration_s, "{t}");
     assert!(stopped.accounting.events == CONTROL_EVENTS);

@@ -4,9 +4,8 @@
 //! the break-even utilisation. `simulate --tco` and `plan` price through the same
 //! `sim::tco::finance`.
 
-use crate::args::SimulateArgs;
 use crate::finance::{break_even_text, finance_of, resolve_tco};
-use crate::scenario::{embedded_names, load_hardware, Kind, Set};
+use crate::scenario::{embedded_names, load_hardware, Kind, Overrides, RunRequest};
 use crate::simulation::execute;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
@@ -94,10 +93,10 @@ fn from_json(path: &str) -> Result<Priced> {
 }
 
 pub fn run(args: &CostArgs) -> Result<()> {
-    let sets = Set::parse_all(&args.set)?;
-    let (tco_sets, _) = Set::split_prefix(&sets, "tco");
+    let sets = Overrides::parse(&args.set)?;
+    let tco_sets = &sets.tco;
     let tcos: Vec<Tco> = match &args.tco {
-        Some(name) => vec![resolve_tco(Some(name), &tco_sets, Default::default())?],
+        Some(name) => vec![resolve_tco(Some(name), tco_sets, Default::default())?],
         None => {
             if !tco_sets.is_empty() {
                 bail!("--set tco.*: name the preset it changes with --tco");
@@ -116,14 +115,14 @@ pub fn run(args: &CostArgs) -> Result<()> {
             from_json(path)?
         }
         None => {
-            let sim_args = SimulateArgs {
+            let req = RunRequest {
                 scenario: args.scenario.clone(),
                 seed: args.seed,
                 duration: args.duration,
-                set: args.set.clone(),
-                ..SimulateArgs::default()
+                sets,
+                ..RunRequest::default()
             };
-            let (r, report, _) = execute(&sim_args)?;
+            let (r, report, _) = execute(&req)?;
             Priced {
                 source: format!(
                     "{} (simulated, seed {}, {} s)",

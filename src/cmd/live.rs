@@ -15,7 +15,7 @@
 //! traced step waits for the GPU at the end of each pass.
 
 use crate::args::SimulateArgs;
-use crate::scenario::{read_trace_within, resolve_args};
+use crate::scenario::{read_trace_within, resolve};
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use engine::Device;
@@ -91,7 +91,7 @@ pub struct LiveArgs {
 pub fn run(args: &LiveArgs) -> Result<()> {
     let device =
         Device::parse(&args.device).with_context(|| format!("--device {}", args.device))?;
-    let sim_args = SimulateArgs {
+    let req = SimulateArgs {
         scenario: Some(
             args.scenario
                 .clone()
@@ -102,15 +102,16 @@ pub fn run(args: &LiveArgs) -> Result<()> {
         set: args.set.clone(),
         trace: args.trace.clone(),
         ..SimulateArgs::default()
-    };
-    let r = resolve_args(&sim_args)?;
+    }
+    .request()?;
+    let r = resolve(&req)?;
     if r.scenario.fidelity.cohort > 1 {
         bail!(
             "fidelity.cohort = {}: a live run serves every request; the coarse model is the simulator's (set fidelity.cohort = 1)",
             r.scenario.fidelity.cohort
         );
     }
-    let (trace, notes) = read_trace_within(&sim_args, &r.workload, &r.scenario.limits)?;
+    let (trace, notes) = read_trace_within(req.trace.as_ref(), &r.workload, &r.scenario.limits)?;
     for note in r.notes.iter().chain(&notes) {
         eprintln!("note: {note}");
     }

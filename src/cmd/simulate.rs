@@ -4,8 +4,10 @@
 use crate::args::{ReportArgs, SimulateArgs};
 use crate::finance::{finance_text, simulate_finance};
 use crate::interrupt::Interrupted;
-use crate::scenario::{read_trace_within, resolve_args, resolve_with_trace, trace_fit, Resolved};
-use crate::simulation::{execute_logged, run_resolved, run_seeded, stopped_early, to_json};
+use crate::scenario::{
+    read_trace_within, resolve, resolve_with_trace, trace_fit, Resolved, RunRequest,
+};
+use crate::simulation::{self, finish, stopped_early, to_json, RunHow};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use rayon::prelude::*;
@@ -60,11 +62,13 @@ struct SplitBudget {
 /// `--decode-deps`: the scenario once per decode DEP, prefill instances filling the rest
 /// of its GPUs; runs in parallel, reported in the order given.
 fn split_sweep(args: &SimulateArgs) -> Result<()> {
-    let base = resolve_args(args)?;
+    let req = args.request()?;
+    let base = resolve(&req)?;
     for n in &base.notes {
         eprintln!("note: {n}");
     }
-    let (trace, notes) = read_trace_within(args, &base.workload, &base.scenario.limits)?;
+    let (trace, notes) =
+        read_trace_within(req.trace.as_ref(), &base.workload, &base.scenario.limits)?;
     for n in notes.iter().chain(trace_fit(&base, &trace)?.iter()) {
         eprintln!("note: {n}");
     }
@@ -81,7 +85,14 @@ fn split_sweep(args: &SimulateArgs) -> Result<()> {
         gpus: sc.serving.gpus.unwrap_or(sc.gpus()),
         prefill_dep: sc.serving.prefill.dep as u64,
     };
-    let runs = split_runs(args, &budget, sc.serving.decode.instances as u64, &trace);
+    let deps = &args.decode_deps;
+    let runs = split_runs(
+        &req,
+        deps,
+        &budget,
+        sc.serving.decode.instances as u64,
+        &trace,
+    );
     // Failed splits take part as a point no run can be worse than.
     let frontier = sim::forward::pareto_max(
         &runs
@@ -102,14 +113,14 @@ fn split_sweep(args: &SimulateArgs) -> Result<()> {
 
 /// Each decode DEP of `--decode-deps` run on `trace`, in parallel, in the order given.
 fn split_runs(
-    args: &SimulateArgs,
+    req: &RunRequest,
+    deps: &[u32],
     budget: &SplitBudget,
     decode_instances: u64,
     trace: &[TraceRecord],
 ) -> Vec<SplitRun> {
     let (gpus, prefill_dep) = (budget.gpus, budget.prefill_dep);
-    args.decode_deps
-        .par_iter()
+    deps.par_iter()
         .map(|&d| {
             let decode_gpus = d as u64 * decode_instances;
             let instances = gpus.saturating_sub(decode_gpus) / prefill_dep.max(1);
@@ -118,11 +129,13 @@ fn split_runs(
                     "{decode_gpus} decode GPUs leave no DEP{prefill_dep} prefill instance in {gpus} GPUs"
                 ))
             } else {
-                let mut a = args.clone();
-                a.decode_deps.clear();
-                a.set.push(format!("serving.decode.dep={d}"));
-                a.set.push(format!("serving.prefill.instances={instances}"));
-                resolve_args(&a).and_then(|r| run_resolved(&r, trace, false))
+                let mut split = req.clone();
+                let sets = &mut split.sets;
+                sets.set_scenario("serving.decode.dep", i64::from(d), "--decode-deps");
+                let n = i64::try_from(instances).unwrap_or(i64::MAX);
+                sets.set_scenario("serving.prefill.instances", n, "--decode-deps");
+                let r = resolve(&split);
+                r.and_then(|r| simulation::run(&r, trace, RunHow::default()).map(|(rep, _)| rep))
             };
             SplitRun {
                 decode_dep: d,
@@ -250,15 +263,17 @@ pub fn run(cmd: &SimulateCmd) -> Result<()> {
         }
         return split_sweep(args);
     }
-    let (r, report, trace_records, requests) =
-        execute_logged(args, !args.json, cmd.requests_out.is_some())?;
+    let req = args.request()?;
+    let (r, trace) = resolve_with_trace(&req)?;
+    let (r, report, requests) = finish(r, &trace, !args.json, cmd.requests_out.is_some())?;
+    let trace_records = trace.len();
     if let Some(path) = &cmd.requests_out {
         write_requests(path, &requests)?;
     }
     for n in &r.notes {
         eprintln!("note: {n}");
     }
-    let finance = simulate_finance(cmd.tco.as_deref(), &args.set, &r, &report)?;
+    let finance = simulate_finance(cmd.tco.as_deref(), &req.sets.tco, &r, &report)?;
     if let Some(dir) = &cmd.html.report {
         let run = crate::report::SimulatedRun {
             report: &report,
@@ -273,7 +288,7 @@ pub fn run(cmd: &SimulateCmd) -> Result<()> {
     }
     let band = cmd
         .band
-        .map(|n| crate::band::simulate_args(args, n))
+        .map(|n| crate::band::simulate_said(&r, &trace, n))
         .transpose()?;
     if args.json {
         let mut out = to_json(&r, &report, trace_records)?;
@@ -332,7 +347,7 @@ fn replicate(cmd: &SimulateCmd, n: u32) -> Result<()> {
             bail!("--seeds prints the spread of several runs; {flag} describes one run: run it without --seeds");
         }
     }
-    let (r, trace) = resolve_with_trace(args)?;
+    let (r, trace) = resolve_with_trace(&args.request()?)?;
     for note in &r.notes {
         eprintln!("note: {note}");
     }
@@ -343,7 +358,14 @@ fn replicate(cmd: &SimulateCmd, n: u32) -> Result<()> {
     );
     let reports: Vec<Report> = seeds
         .par_iter()
-        .map(|&s| run_seeded(&r, &trace, s, false).with_context(|| format!("seed {s}")))
+        .map(|&s| {
+            let how = RunHow {
+                seed: Some(s),
+                ..RunHow::default()
+            };
+            let out = simulation::run(&r, &trace, how).with_context(|| format!("seed {s}"));
+            out.map(|(rep, _)| rep)
+        })
         .collect::<Result<_>>()?;
     let runs: Vec<(u64, &Report)> = seeds.iter().copied().zip(reports.iter()).collect();
     let replicas = sim::serving::Replicas::of(&runs);

@@ -15,8 +15,8 @@
 use crate::args::SimulateArgs;
 use crate::cmd::forward;
 use crate::kernel;
-use crate::scenario::resolve::DEFAULT_SCENARIO;
-use crate::scenario::resolve_args;
+use crate::scenario::request::DEFAULT_SCENARIO;
+use crate::scenario::resolve;
 use crate::scenario::{embedded_file, embedded_names, Kind};
 use crate::simulation::{execute, to_json};
 use crate::step::{self, ForwardArgs};

@@ -100,7 +100,7 @@ fn fuzz_scenario_files_and_sets_never_panic() {
         let run = rng.random_bool(1.0 / 8.0);
         let input = format!("{text}\n--set {sets:?} --duration {duration:?}");
         no_panic(&mut failures, "scenario", seed, &input, || {
-            let resolved = resolve_args(&args);
+            let resolved = args.request().and_then(|req| resolve(&req));
             tally.count(&resolved);
             if std::env::var_os("TWIN_FUZZ_VERBOSE").is_some() {
                 if let Err(e) = &resolved {
@@ -134,7 +134,9 @@ fn one_report() -> &'static sim::serving::Report {
         let mut a = base_sim_args();
         a.duration = Some(0.05);
         a.set.push("workload.agentx.sessions=4".into());
-        execute(&a).expect("a tiny default run").1
+        execute(&a.request().expect("a request"))
+            .expect("a tiny default run")
+            .1
     })
 }
 
@@ -175,7 +177,7 @@ pub(super) fn short_run(args: &SimulateArgs) -> anyhow::Result<()> {
         "limits.max_sessions=6000".to_string(),
         "limits.max_live_requests=20000".to_string(),
     ]);
-    let (r, report, n) = execute(&a)?;
+    let (r, report, n) = execute(&a.request()?)?;
     let _ = report.render_text();
     let _ = to_json(&r, &report, n);
     Ok(())

@@ -8,7 +8,7 @@
 //! provenance `carried: from SRC by datasheet ratio (SRC's provenance of that key)`;
 //! keys the file sets keep their own value and provenance.
 
-use super::{clip, parse_located, resolve, Kind};
+use super::{clip, find_file, parse_located, Kind};
 use anyhow::{anyhow, bail, Result};
 use spec::hardware::Hardware;
 
@@ -56,14 +56,15 @@ pub fn kernel_fits(hw: &mut Hardware, origin: &str) -> Result<()> {
 /// back to `hw`), or has no kernel fits to carry.
 fn load_source(hw: &Hardware, src_name: &str, origin: &str) -> Result<Hardware> {
     let at = format!("{origin}: kernels_from = \"{}\"", clip(src_name));
-    let (src_origin, text) = resolve(Kind::Hardware, src_name).map_err(|e| anyhow!("{at}: {e}"))?;
+    let (src_origin, text) =
+        find_file(Kind::Hardware, src_name).map_err(|e| anyhow!("{at}: {e}"))?;
     let parsed =
         parse_located::<Hardware>(&src_origin, &text, &[]).map_err(|e| anyhow!("{at}: {e}"))?;
     let problems = sim::validate::hardware(&parsed.value);
     let src = parsed.check(problems).map_err(|e| anyhow!("{at}: {e}"))?;
     if let Some(next) = &src.kernels_from {
         let back =
-            *next == hw.name || resolve(Kind::Hardware, next).is_ok_and(|(o, _)| o == origin);
+            *next == hw.name || find_file(Kind::Hardware, next).is_ok_and(|(o, _)| o == origin);
         if back {
             bail!(
                 "{at}: a cycle: {} carries kernel fits from {}, which carries them from {} again; name the hardware the fits were made on",
@@ -95,7 +96,7 @@ fn with_fits() -> Vec<String> {
     super::embedded_names(Kind::Hardware)
         .into_iter()
         .filter(|n| {
-            let Ok((o, t)) = resolve(Kind::Hardware, n) else {
+            let Ok((o, t)) = find_file(Kind::Hardware, n) else {
                 return false;
             };
             parse_located::<Hardware>(&o, &t, &[])

@@ -12,14 +12,16 @@ mod carry;
 mod cost;
 mod deser;
 pub mod fields;
+pub mod request;
 pub mod resolve;
 pub mod slow;
 pub mod tables;
 
 pub use cost::cost_params;
+pub use request::{Overrides, Pricing, RunRequest, TraceSource};
 pub use resolve::{
-    memory_knob, read_trace_within, resolve_args, resolve_parts, resolve_with_trace, trace_fit,
-    Parts, Resolved,
+    read_trace_within, resolve, resolve_parts, resolve_with_trace, step_prices, trace_fit, Parts,
+    Resolved,
 };
 
 mod embedded {
@@ -89,7 +91,7 @@ pub fn embedded_blob(rel: &str) -> Option<&'static [u8]> {
 }
 
 /// Finds a file by embedded name or disk path. Returns (origin for messages, text).
-pub fn resolve(kind: Kind, name_or_path: &str) -> Result<(String, String)> {
+pub fn find_file(kind: Kind, name_or_path: &str) -> Result<(String, String)> {
     let looks_like_path = name_or_path.ends_with(".toml")
         || name_or_path.contains('/')
         || name_or_path.contains('\\');
@@ -150,7 +152,7 @@ pub fn clip_middle(s: &str) -> String {
 
 /// A full scenario's text by embedded name or path.
 pub fn load_scenario_text(name_or_path: &str) -> Result<(String, String)> {
-    resolve(Kind::Scenario, name_or_path)
+    find_file(Kind::Scenario, name_or_path)
 }
 
 /// One `--set path=value` override.
@@ -249,24 +251,19 @@ impl Set {
         })
     }
 
-    pub fn parse_all(list: &[String]) -> Result<Vec<Set>> {
-        list.iter().map(|s| Set::parse(s)).collect()
+    /// An override set in code: `path` (dotted, no quoted keys) to `value`, given by
+    /// `from`.
+    pub fn typed(path: &str, value: toml::Value, from: &str) -> Set {
+        Set {
+            path: path.split('.').map(str::to_string).collect(),
+            text: format!("{path}={value}"),
+            value,
+            from: from.to_string(),
+        }
     }
 
-    /// Splits off the overrides that start with `prefix.` (prefix removed).
-    pub fn split_prefix(sets: &[Set], prefix: &str) -> (Vec<Set>, Vec<Set>) {
-        let mut with = Vec::new();
-        let mut rest = Vec::new();
-        for s in sets {
-            if s.path.len() > 1 && s.path[0] == prefix {
-                let mut t = s.clone();
-                t.path.remove(0);
-                with.push(t);
-            } else {
-                rest.push(s.clone());
-            }
-        }
-        (with, rest)
+    pub fn parse_all(list: &[String]) -> Result<Vec<Set>> {
+        list.iter().map(|s| Set::parse(s)).collect()
     }
 
     fn apply(&self, root: &mut toml::Value) -> Result<(), String> {
@@ -503,7 +500,7 @@ pub fn parse_with_sets<T: DeserializeOwned>(origin: &str, text: &str, sets: &[Se
 /// A hardware file by embedded name or path, with `sets` applied, checked, and with
 /// the kernel fits of its `kernels_from` hardware carried in (`carry`).
 pub fn load_hardware(name_or_path: &str, sets: &[Set]) -> Result<Hardware> {
-    let (origin, text) = resolve(Kind::Hardware, name_or_path)?;
+    let (origin, text) = find_file(Kind::Hardware, name_or_path)?;
     let parsed = parse_located::<Hardware>(&origin, &text, sets)?;
     let problems = sim::validate::hardware(&parsed.value);
     let mut hardware = parsed.check(problems)?;
@@ -524,7 +521,7 @@ pub fn load_model_quant(name_or_path: &str, sets: &[Set], quant: Option<&str>) -
         if let Some(q) = quant {
             bail!("--quant {}: a quantization config goes with a Hugging Face config (.json) or checkpoint folder, not model `{}`", clip(q), clip(name_or_path));
         }
-        resolve(Kind::Model, name_or_path)?
+        find_file(Kind::Model, name_or_path)?
     };
     let parsed = parse_located::<Model>(&origin, &text, sets)?;
     let problems = sim::validate::model(&parsed.value);
@@ -576,7 +573,7 @@ pub fn load_tco(name_or_path: &str, sets: &[Set]) -> Result<sim::tco::Tco> {
             );
         }
     }
-    let (origin, text) = resolve(Kind::Tco, name_or_path)?;
+    let (origin, text) = find_file(Kind::Tco, name_or_path)?;
     let parsed = parse_located::<sim::tco::Tco>(&origin, &text, sets)?;
     let problems = parsed
         .value

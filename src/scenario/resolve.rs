@@ -4,19 +4,15 @@
 //! `validate` all resolve through here.
 
 use super::{
-    clip, cost_params, declares, load_hardware, load_model, load_scenario_text, parse_with_sets,
-    resolve, Kind, Set,
+    clip, cost_params, declares, find_file, load_hardware, load_model, load_scenario_text,
+    parse_with_sets, Kind, Pricing, RunRequest, Set, TraceSource,
 };
-use crate::args::SimulateArgs;
 use anyhow::{bail, Context, Result};
 use sim::cost::CostParams;
 use sim::serving::{trace_span, Limits, PoolConfig, ServingScenario, TraceRecord, WorkloadConfig};
 use spec::problem::Field;
 
-/// The scenario `twin simulate` runs when none is named.
-pub const DEFAULT_SCENARIO: &str = "gb300-nvl72-v4.1-flash-agentx";
-
-/// Everything a run resolved, before simulating: built only by [`resolve_args`], so
+/// Everything a run resolved, before simulating: built only by [`resolve`], so
 /// holding one means its scenario, workload and deployments passed every check. The
 /// fields stay public to read; a caller that changes the run afterwards (`validate
 /// bench` replaces the workload) leaves the simulator's own check of its input as the
@@ -37,47 +33,16 @@ pub struct Resolved {
     _validated: (),
 }
 
-/// The `--set` overrides of a run, by the file they change.
-struct RunSets {
-    hardware: Vec<Set>,
-    model: Vec<Set>,
-    workload: Vec<Set>,
-    cost: Vec<Set>,
-    scenario: Vec<Set>,
-}
-
-impl RunSets {
-    /// `--cohort` and `--set`, split by prefix.
-    fn of(args: &SimulateArgs) -> Result<RunSets> {
-        let cohort = args.cohort.map(|k| format!("fidelity.cohort={k}"));
-        let all: Vec<String> = cohort.into_iter().chain(args.set.iter().cloned()).collect();
-        let sets = Set::parse_all(&all)?;
-        let (hardware, rest) = Set::split_prefix(&sets, "hardware");
-        let (model, rest) = Set::split_prefix(&rest, "model");
-        let (workload, rest) = Set::split_prefix(&rest, "workload");
-        let (cost, rest) = Set::split_prefix(&rest, "cost");
-        // `tco.*` overrides belong to the TCO preset (`--tco`), read by `cost`.
-        let (_, scenario) = Set::split_prefix(&rest, "tco");
-        Ok(RunSets {
-            hardware,
-            model,
-            workload,
-            cost,
-            scenario,
-        })
-    }
-}
-
-/// Parses and validates the arguments and every file they name.
-pub fn resolve_args(args: &SimulateArgs) -> Result<Resolved> {
-    let sets = RunSets::of(args)?;
-    let name = args.scenario.as_deref().unwrap_or(DEFAULT_SCENARIO);
-    let (origin, text) = load_scenario_text(name)?;
+/// Parses and validates the request and every file it names: the one way from what a
+/// command asks to a checked run.
+pub fn resolve(req: &RunRequest) -> Result<Resolved> {
+    let sets = &req.sets;
+    let (origin, text) = load_scenario_text(req.scenario_name())?;
     let mut sc: ServingScenario = parse_with_sets(&origin, &text, &sets.scenario)?;
     let mut notes = pool_notes(&sc, &|path| declares(&text, &sets.scenario, path));
     let sheet_declared = declares(&text, &sets.scenario, &["price", "sheet"]);
-    apply_duration(&mut sc, args.duration, &mut notes)?;
-    let seed = args.seed.unwrap_or(sc.seed);
+    apply_duration(&mut sc, req.duration, &mut notes)?;
+    let seed = req.seed.unwrap_or(sc.seed);
     sc.seed = seed;
     notes.extend(cohort_note(&sc));
 
@@ -88,11 +53,11 @@ pub fn resolve_args(args: &SimulateArgs) -> Result<Resolved> {
         notes.push(default_sheet(&mut sc, &model.name));
     }
     notes.extend(drop_workload_set(&mut sc, &origin, &text, &sets.scenario));
-    let (wl_origin, mut workload) = load_workload(&sc, &origin, sets.workload)?;
-    if let Some(spec) = &args.bench {
-        bench_workload(spec, args, &mut sc, &mut workload, &mut notes)?;
+    let (wl_origin, mut workload) = load_workload(&sc, &origin, sets.workload.clone())?;
+    if let Some(spec) = &req.bench {
+        bench_workload(spec, req, &mut sc, &mut workload, &mut notes)?;
     }
-    if let Some(e) = &args.pricing.engine {
+    if let Some(e) = &req.pricing.engine {
         sc.engine = Some(e.clone());
     }
     let problems = problems(&sc, &origin, &workload, &wl_origin, &hardware, &model);
@@ -100,37 +65,11 @@ pub fn resolve_args(args: &SimulateArgs) -> Result<Resolved> {
         bail!("invalid scenario:\n  {}", problems.join("\n  "));
     }
 
-    let engine = args.pricing.engine.clone().or(sc.engine.clone());
-    let profile = args.pricing.profile.as_deref();
-    // The shipped runs terms belong to the engine that ran: a scheduler set to another
-    // engine than the one whose tables price the kernels (an SGLang run priced by vLLM's
-    // tables) takes none of the tables' engine's terms.
-    let physics_only =
-        args.pricing.physics_only || scheduler_of_another_engine(&sc, engine.as_deref());
-    let mut params = cost_params(
-        &hardware,
-        profile,
-        &sets.cost,
-        engine.as_deref(),
-        physics_only,
-    )?;
-    if let Some(r) = super::slow::reference(
-        &hardware,
-        profile,
-        &sets.cost,
-        engine.as_deref(),
-        physics_only,
-    )? {
-        let probes = super::slow::scenario_probes(&sc);
-        let allow = args.pricing.allow_slow_profile;
-        if let Some(words) = super::slow::check(&hardware, &model, &probes, &params, &r, allow)? {
-            params.source = format!("{}; {words}", params.source);
-        }
-    }
-    memory_knob(&sc, &mut params)?;
+    let params = step_prices(&hardware, &model, &sc, &req.pricing, &sets.cost)?;
+    let (engine, physics_only) = engine_of(&sc, &req.pricing);
     runs_frontend(
         &mut sc,
-        profile,
+        req.pricing.profile.as_deref(),
         physics_only,
         &hardware,
         engine.as_deref(),
@@ -149,6 +88,41 @@ pub fn resolve_args(args: &SimulateArgs) -> Result<Resolved> {
     })
 }
 
+/// The engine whose tables and terms price the scenario's steps (`--engine`, else the
+/// scenario's), and whether the runs terms are left out: asked (`--physics-only`), or
+/// the scenario's scheduler is another engine's (an SGLang run priced by vLLM's tables
+/// takes none of vLLM's terms).
+fn engine_of(sc: &ServingScenario, pricing: &Pricing) -> (Option<String>, bool) {
+    let engine = pricing.engine.clone().or(sc.engine.clone());
+    let physics_only = pricing.physics_only || scheduler_of_another_engine(sc, engine.as_deref());
+    (engine, physics_only)
+}
+
+/// What prices the scenario's steps on `hardware`: the hardware's fitted costs under
+/// the profile, the engine's tables and terms and the `cost.*` overrides; a GPU profile
+/// far slower than the reference refused (or noted, when allowed); the engine's memory
+/// knob. `plan` prices each GPU of its space by the same rule.
+pub fn step_prices(
+    hardware: &spec::hardware::Hardware,
+    model: &spec::model::Model,
+    sc: &ServingScenario,
+    pricing: &Pricing,
+    cost_sets: &[Set],
+) -> Result<CostParams> {
+    let (engine, physics_only) = engine_of(sc, pricing);
+    let (profile, engine) = (pricing.profile.as_deref(), engine.as_deref());
+    let mut params = cost_params(hardware, profile, cost_sets, engine, physics_only)?;
+    if let Some(r) = super::slow::reference(hardware, profile, cost_sets, engine, physics_only)? {
+        let probes = super::slow::scenario_probes(sc);
+        let allow = pricing.allow_slow_profile;
+        if let Some(words) = super::slow::check(hardware, model, &probes, &params, &r, allow)? {
+            params.source = format!("{}; {words}", params.source);
+        }
+    }
+    memory_knob(sc, &mut params)?;
+    Ok(params)
+}
+
 /// The pieces of a run built in code rather than read from files (a measured run's
 /// record: `twin validate runs`), each already parsed.
 pub struct Parts {
@@ -161,7 +135,7 @@ pub struct Parts {
     pub notes: Vec<String>,
 }
 
-/// Checks built pieces as [`resolve_args`] checks a scenario's, every problem at
+/// Checks built pieces as [`resolve`] checks a scenario's, every problem at
 /// once: the other way to a [`Resolved`].
 pub fn resolve_parts(mut p: Parts) -> Result<Resolved> {
     memory_knob(&p.scenario, &mut p.params)?;
@@ -190,7 +164,7 @@ pub fn resolve_parts(mut p: Parts) -> Result<Resolved> {
 }
 
 /// The scenario's `serving.gpu_memory_utilization` on the engine's KV memory rule.
-pub fn memory_knob(sc: &ServingScenario, params: &mut CostParams) -> Result<()> {
+fn memory_knob(sc: &ServingScenario, params: &mut CostParams) -> Result<()> {
     if let Some(f) = sc.serving.gpu_memory_utilization {
         if !(f > 0.0 && f <= 1.0) {
             bail!("serving.gpu_memory_utilization = {f}: must lie in (0, 1]");
@@ -250,12 +224,12 @@ fn runs_frontend(
 /// else `limits.max_duration_s`).
 fn bench_workload(
     spec: &str,
-    args: &SimulateArgs,
+    req: &RunRequest,
     sc: &mut ServingScenario,
     workload: &mut WorkloadConfig,
     notes: &mut Vec<String>,
 ) -> Result<()> {
-    if args.trace.is_some() {
+    if req.trace.is_some() {
         bail!("--bench and --trace: a benchmark run sends its own requests; give one of them");
     }
     let (client, more) = crate::bench_client::parse(spec)?;
@@ -263,7 +237,7 @@ fn bench_workload(
     let name = spec.split_whitespace().collect::<Vec<_>>().join(" ");
     *workload = WorkloadConfig::bench_run(&format!("bench: {name}"), client);
     sc.warmup_s = 0.0;
-    if args.duration.is_none() {
+    if req.duration.is_none() {
         sc.duration_s = sc.limits.max_duration_s;
     }
     Ok(())
@@ -365,7 +339,7 @@ fn load_workload(
     workload_sets: Vec<Set>,
 ) -> Result<(String, WorkloadConfig)> {
     let (wl_origin, wl_text) =
-        resolve(Kind::Workload, &sc.workload).with_context(|| format!("workload of {origin}"))?;
+        find_file(Kind::Workload, &sc.workload).with_context(|| format!("workload of {origin}"))?;
     let mut wl_sets = Vec::new();
     for s in &sc.workload_set {
         wl_sets.push(Set::parse_from(s, &format!("workload_set of {origin}:"))?);
@@ -469,17 +443,17 @@ fn pool_notes(sc: &ServingScenario, declared: &dyn Fn(&[&str]) -> bool) -> Vec<S
 /// The trace a `[trace]` workload replays, read within `limits`, with notes on what
 /// reading repaired or left out.
 pub fn read_trace_within(
-    args: &SimulateArgs,
+    trace: Option<&TraceSource>,
     workload: &WorkloadConfig,
     limits: &Limits,
 ) -> Result<(Vec<TraceRecord>, Vec<String>)> {
-    match (&workload.trace, &args.trace) {
-        (Some(_), Some(path)) => {
+    match (&workload.trace, trace) {
+        (Some(_), Some(TraceSource { path, format })) => {
             let shown = clip(path);
             let (format, t) = crate::trace_formats::read_trace(
                 std::path::Path::new(path),
                 &shown,
-                args.trace_format,
+                *format,
                 limits,
             )?;
             if t.records.is_empty() {
@@ -507,7 +481,7 @@ pub fn read_trace_within(
             "workload `{}` replays a trace: pass it with --trace PATH (e.g. ../shared/traces/mooncake/conversation_trace.jsonl)",
             workload.name
         ),
-        (None, Some(path)) => bail!(
+        (None, Some(TraceSource { path, .. })) => bail!(
             "--trace {}: workload `{}` does not replay a trace; choose one with --set workload=trace-replay (or mooncake-conversation)",
             clip(path),
             workload.name
@@ -551,16 +525,16 @@ pub fn trace_fit(r: &Resolved, trace: &[TraceRecord]) -> Result<Option<String>> 
     }))
 }
 
-/// Resolves the arguments and reads the trace they name, with the notes of both.
-pub fn resolve_with_trace(args: &SimulateArgs) -> Result<(Resolved, Vec<TraceRecord>)> {
-    let mut r = resolve_args(args)?;
+/// Resolves the request and reads the trace it names, with the notes of both.
+pub fn resolve_with_trace(req: &RunRequest) -> Result<(Resolved, Vec<TraceRecord>)> {
+    let mut r = resolve(req)?;
     if r.workload.rate_curve.is_some() && !r.workload.curve_is_simulated() {
         r.notes.push(format!(
             "workload `{}` has a rate curve; the simulation applies it to open-loop arrivals only (twin plan uses it for any workload)",
             r.workload.name
         ));
     }
-    let (trace, notes) = read_trace_within(args, &r.workload, &r.scenario.limits)?;
+    let (trace, notes) = read_trace_within(req.trace.as_ref(), &r.workload, &r.scenario.limits)?;
     r.notes.extend(notes);
     r.notes.extend(trace_fit(&r, &trace)?);
     Ok((r, trace))

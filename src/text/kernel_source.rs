@@ -2,7 +2,7 @@
 //! fits are not its own (carried from another hardware by `kernels_from`), or when it
 //! has none at all and prices at the built-in defaults.
 
-use crate::scenario::{embedded_file, load_hardware, Set};
+use crate::scenario::{embedded_file, load_hardware, Overrides};
 use anyhow::Result;
 use spec::hardware::Hardware;
 
@@ -68,9 +68,8 @@ pub fn line(hw: &Hardware) -> Option<String> {
 /// Appends the line for hardware `name` with `forward`'s `--set` list (its
 /// `hardware.*` entries) to `text`, when there is one.
 pub fn push_line(text: &mut String, name: &str, set: &[String]) -> Result<()> {
-    let sets = Set::parse_all(set)?;
-    let (hw_sets, _) = Set::split_prefix(&sets, "hardware");
-    if let Some(l) = line(&load_hardware(name, &hw_sets)?) {
+    let sets = Overrides::parse(set)?;
+    if let Some(l) = line(&load_hardware(name, &sets.hardware)?) {
         text.push_str(&l);
         text.push('\n');
     }

@@ -95,13 +95,56 @@ pub enum SimError {
 /// window. Fails on invalid configuration, a trace workload without records, a
 /// non-finite step cost or the event limit; never panics on user input.
 pub fn simulate(input: &SimInput<'_>, seed: u64) -> Result<Report, SimError> {
-    rack::run(input, seed, &Control::default())
+    simulate_with(input, seed, &Control::default(), Record::default()).map(|o| o.report)
+}
+
+/// What a run records beside its report (memory grows with the run).
+#[derive(Default, Clone, Copy, Debug)]
+pub struct Record {
+    /// Every step the groups started: for short runs compared step by step, as `twin
+    /// validate live` and `validate runs` do.
+    pub steps: bool,
+    /// Every request completed: `simulate --requests-out` writes them beside a measured
+    /// run's own.
+    pub requests: bool,
+}
+
+impl Record {
+    /// Every step started.
+    pub const STEPS: Record = Record {
+        steps: true,
+        requests: false,
+    };
+    /// Every request completed.
+    pub const REQUESTS: Record = Record {
+        steps: false,
+        requests: true,
+    };
+}
+
+/// A run's report and what it recorded ([`Record`]; empty where not asked).
+#[derive(Debug)]
+pub struct Outcome {
+    pub report: Report,
+    pub steps: Vec<SimStep>,
+    pub requests: Vec<SimRequest>,
+}
+
+/// [`simulate`], stoppable, with progress (see [`Control`]), recording what `record`
+/// asks.
+pub fn simulate_with(
+    input: &SimInput<'_>,
+    seed: u64,
+    control: &Control<'_>,
+    record: Record,
+) -> Result<Outcome, SimError> {
+    rack::run(input, seed, control, record)
 }
 
 /// Events between two looks at a run's [`Control`] (a power of two).
 pub const CONTROL_EVENTS: u64 = 1 << 16;
 
-/// What the caller of [`simulate_controlled`] may do while the run goes. The run
+/// What the caller of [`simulate_with`] may do while the run goes. The run
 /// looks every `CONTROL_EVENTS` events; looking changes nothing in the run, so a run
 /// that is not stopped reports exactly what [`simulate`] does.
 #[derive(Default, Clone, Copy)]
@@ -111,32 +154,4 @@ pub struct Control<'a> {
     pub stop: Option<&'a AtomicBool>,
     /// Told the simulated time, seconds, at every look.
     pub progress: Option<&'a dyn Fn(f64)>,
-}
-
-/// [`simulate`], stoppable, with progress (see [`Control`]).
-pub fn simulate_controlled(
-    input: &SimInput<'_>,
-    seed: u64,
-    control: &Control<'_>,
-) -> Result<Report, SimError> {
-    rack::run(input, seed, control)
-}
-
-/// [`simulate_controlled`], also returning every request completed (memory grows with
-/// the run: `simulate --requests-out` writes them beside a measured run's own).
-pub fn simulate_with_requests(
-    input: &SimInput<'_>,
-    seed: u64,
-    control: &Control<'_>,
-) -> Result<(Report, Vec<SimRequest>), SimError> {
-    rack::run_with_requests(input, seed, control)
-}
-
-/// [`simulate`], also returning every step the groups started (memory grows with the
-/// run: meant for short runs compared step by step, as `twin validate live` does).
-pub fn simulate_with_steps(
-    input: &SimInput<'_>,
-    seed: u64,
-) -> Result<(Report, Vec<SimStep>), SimError> {
-    rack::run_with_steps(input, seed)
 }

@@ -32,7 +32,7 @@ use super::metrics::{Metrics, Window};
 use super::mtp::{resolve_mtp, MtpYield};
 use super::pool::{GroupId, Pools, Role};
 use super::prompt::cached_tokens;
-use super::report::{Accounting, Report};
+use super::report::Accounting;
 use super::request::{ReqId, Request, Slots};
 use super::router;
 use super::streams::stream;
@@ -179,14 +179,14 @@ pub(crate) struct Rack<'a> {
     /// Scratch: the prefill router's view of each instance.
     pub loads: Vec<u64>,
     pub hits: Vec<u64>,
-    /// Every step started, when the caller asked for them (`simulate_with_steps`).
+    /// Every step started, when the caller asked for them (`simulate_with`, `Record::steps`).
     pub steps: Option<Vec<SimStep>>,
     /// Every request completed, when the caller asked for them
-    /// (`simulate_with_requests`).
+    /// (`simulate_with`, `Record::requests`).
     pub requests: Option<Vec<SimRequest>>,
 }
 
-/// One completed request, as [`super::simulate_with_requests`] records it: what a
+/// One completed request, as [`super::simulate_with`] records it: what a
 /// benchmark client's per-request file holds, to set beside one.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct SimRequest {
@@ -219,7 +219,7 @@ pub fn kv_extra_tokens(model: &spec::model::Model, kvb: f64, tokens: u64) -> u32
     (extra / kvb).ceil().min(u32::MAX as f64) as u32
 }
 
-/// One step of a group, as [`super::simulate_with_steps`] records it.
+/// One step of a group, as [`super::simulate_with`] records it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct SimStep {
     /// `prefill`, `decode` or `mixed` (the pool's name).
@@ -239,43 +239,8 @@ pub(crate) fn run(
     input: &SimInput<'_>,
     seed: u64,
     control: &Control<'_>,
-) -> Result<Report, SimError> {
-    run_recording(input, seed, control, false).map(|(report, _)| report)
-}
-
-/// [`run`], also returning every step started.
-pub(crate) fn run_with_steps(
-    input: &SimInput<'_>,
-    seed: u64,
-) -> Result<(Report, Vec<SimStep>), SimError> {
-    run_recording(input, seed, &Control::default(), true)
-}
-
-/// [`run`], also returning every request completed.
-pub(crate) fn run_with_requests(
-    input: &SimInput<'_>,
-    seed: u64,
-    control: &Control<'_>,
-) -> Result<(Report, Vec<SimRequest>), SimError> {
-    run_logged(input, seed, control, false, true).map(|(r, _, q)| (r, q))
-}
-
-fn run_recording(
-    input: &SimInput<'_>,
-    seed: u64,
-    control: &Control<'_>,
-    record_steps: bool,
-) -> Result<(Report, Vec<SimStep>), SimError> {
-    run_logged(input, seed, control, record_steps, false).map(|(r, s, _)| (r, s))
-}
-
-fn run_logged(
-    input: &SimInput<'_>,
-    seed: u64,
-    control: &Control<'_>,
-    record_steps: bool,
-    record_requests: bool,
-) -> Result<(Report, Vec<SimStep>, Vec<SimRequest>), SimError> {
+    record: super::Record,
+) -> Result<super::Outcome, SimError> {
     let mut problems: Vec<String> = input
         .scenario
         .problems()
@@ -292,10 +257,10 @@ fn run_logged(
         return Err(SimError::InvalidScenario(problems));
     }
     let mut rack = Rack::new(input, seed)?;
-    if record_steps {
+    if record.steps {
         rack.steps = Some(Vec::new());
     }
-    if record_requests {
+    if record.requests {
         rack.requests = Some(Vec::new());
     }
     let stopped = rack.run_loop(control)?;
@@ -303,7 +268,11 @@ fn run_logged(
     let requests = rack.requests.take().unwrap_or_default();
     let mut report = rack.into_report(input, seed);
     report.interrupted_at_s = stopped.map(ns_to_secs);
-    Ok((report, steps, requests))
+    Ok(super::Outcome {
+        report,
+        steps,
+        requests,
+    })
 }
 
 /// The longest request (prompt + output tokens) the engine accepts: the scenario's

@@ -124,7 +124,7 @@ impl Rack<'_> {
         pool.cost.step(&shape)
     }
 
-    /// Records the step group `g` starts now (`simulate_with_steps`).
+    /// Records the step group `g` starts now (`Record::steps`).
     fn log_step(&mut self, g: GroupId, cost: &StepCost, wake_s: f64) {
         let grp = self.pools.group(g);
         let record = super::rack::SimStep {

@@ -237,7 +237,9 @@ pub fn run_recorded(
         trace,
         ..one_cost_input(sc, wl, &hw, m, cost)
     };
-    let (r, steps) = simulate_with_steps(&input, sc.seed).expect("simulation runs");
+    let (r, steps) = simulate_with(&input, sc.seed, &Control::default(), Record::STEPS)
+        .map(|o| (o.report, o.steps))
+        .expect("simulation runs");
     assert_eq!(r.accounting.violations(), Vec::<String>::new());
     (r, steps)
 }

@@ -6,7 +6,7 @@ use super::{hardware_named, load_space, parse_objective, parse_rate, parse_shard
 use super::{OutputArgs, PlanArgs};
 use crate::args::SimulateArgs;
 use crate::finance::resolve_tco;
-use crate::scenario::{cost_params, read_trace_within, resolve_args, Resolved, Set};
+use crate::scenario::{read_trace_within, resolve, step_prices, Resolved, RunRequest};
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rayon::prelude::*;
@@ -30,29 +30,20 @@ struct Context_ {
     tco: Tco,
 }
 
-/// Builds the `simulate` arguments the plan shares, and returns the `tco.*` sets.
-fn simulate_args(args: &PlanArgs) -> Result<(SimulateArgs, Vec<Set>)> {
-    let sets = Set::parse_all(&args.set)?;
-    let (tco_sets, _) = Set::split_prefix(&sets, "tco");
-    let rest: Vec<String> = args
-        .set
-        .iter()
-        .filter(|s| !s.trim_start().starts_with("tco."))
-        .cloned()
-        .collect();
-    Ok((
-        SimulateArgs {
-            scenario: args.scenario.clone(),
-            seed: args.seed,
-            duration: args.duration,
-            set: rest,
-            cohort: args.cohort,
-            trace: args.trace.clone(),
-            pricing: args.pricing.clone(),
-            ..SimulateArgs::default()
-        },
-        tco_sets,
-    ))
+/// The run the plan's candidates vary: its scenario, seed, duration, overrides,
+/// pricing and trace.
+fn run_request(args: &PlanArgs) -> Result<RunRequest> {
+    SimulateArgs {
+        scenario: args.scenario.clone(),
+        seed: args.seed,
+        duration: args.duration,
+        set: args.set.clone(),
+        cohort: args.cohort,
+        trace: args.trace.clone(),
+        pricing: args.pricing.clone(),
+        ..SimulateArgs::default()
+    }
+    .request()
 }
 
 /// `wl` at `scale` times its nominal load, at constant rate (the plan simulates the
@@ -206,8 +197,8 @@ struct Grid {
 }
 
 /// The resolved base scenario, checked to be one the plan plans, and its trace.
-fn resolve_base(sim_args: &SimulateArgs) -> Result<(Resolved, Vec<TraceRecord>)> {
-    let base = resolve_args(sim_args)?;
+fn resolve_base(req: &RunRequest) -> Result<(Resolved, Vec<TraceRecord>)> {
+    let base = resolve(req)?;
     if !matches!(
         base.scenario.serving.mode,
         Mode::Disaggregated | Mode::Aggregated
@@ -218,7 +209,8 @@ fn resolve_base(sim_args: &SimulateArgs) -> Result<(Resolved, Vec<TraceRecord>)>
             base.scenario.serving.mode.name()
         );
     }
-    let (trace, notes) = read_trace_within(sim_args, &base.workload, &base.scenario.limits)?;
+    let (trace, notes) =
+        read_trace_within(req.trace.as_ref(), &base.workload, &base.scenario.limits)?;
     for n in &notes {
         eprintln!("note: {n}");
     }
@@ -244,17 +236,11 @@ fn sizing_of(args: &PlanArgs, base: &Resolved) -> Result<Sizing> {
 
 /// Cost parameters of every hardware the space names, each priced by the TCO.
 fn pricing_of(
-    args: &PlanArgs,
-    sim_args: &SimulateArgs,
+    req: &RunRequest,
     base: &Resolved,
     space: &SearchSpace,
     tco: &Tco,
 ) -> Result<BTreeMap<String, PoolPricing>> {
-    let sets = Set::parse_all(&sim_args.set)?;
-    let (_, rest) = Set::split_prefix(&sets, "hardware");
-    let (_, rest) = Set::split_prefix(&rest, "model");
-    let (_, rest) = Set::split_prefix(&rest, "workload");
-    let (cost_sets, _) = Set::split_prefix(&rest, "cost");
     let names: BTreeSet<&String> = space
         .prefill_hardware
         .iter()
@@ -266,30 +252,8 @@ fn pricing_of(
         let params = if *name == base.scenario.hardware {
             base.params.clone()
         } else {
-            let mut p = cost_params(
-                &hardware,
-                args.pricing.profile.as_deref(),
-                &cost_sets,
-                args.pricing.engine.as_deref(),
-                args.pricing.physics_only,
-            )?;
-            if let Some(r) = crate::scenario::slow::reference(
-                &hardware,
-                args.pricing.profile.as_deref(),
-                &cost_sets,
-                args.pricing.engine.as_deref(),
-                args.pricing.physics_only,
-            )? {
-                let probes = crate::scenario::slow::scenario_probes(&base.scenario);
-                let allow = args.pricing.allow_slow_profile;
-                if let Some(words) =
-                    crate::scenario::slow::check(&hardware, &base.model, &probes, &p, &r, allow)?
-                {
-                    p.source = format!("{}; {words}", p.source);
-                }
-            }
-            crate::scenario::memory_knob(&base.scenario, &mut p)?;
-            p
+            let (model, sc) = (&base.model, &base.scenario);
+            step_prices(&hardware, model, sc, &req.pricing, &req.sets.cost)?
         };
         let gpu_hour = tco.gpu_hour(&hardware).map_err(|e| anyhow!("{e}"))?;
         pricing.insert(
@@ -305,8 +269,8 @@ fn pricing_of(
 }
 
 fn build(args: &PlanArgs) -> Result<(Context_, Grid)> {
-    let (sim_args, tco_sets) = simulate_args(args)?;
-    let (base, trace) = resolve_base(&sim_args)?;
+    let req = run_request(args)?;
+    let (base, trace) = resolve_base(&req)?;
     if !(1..=64).contains(&args.seeds) {
         bail!("--seeds {}: give 1 to 64 runs per candidate", args.seeds);
     }
@@ -323,8 +287,12 @@ fn build(args: &PlanArgs) -> Result<(Context_, Grid)> {
             );
         }
     }
-    let tco = resolve_tco(args.tco.as_deref(), &tco_sets, base.scenario.price.basis)?;
-    let pricing = pricing_of(args, &sim_args, &base, &space, &tco)?;
+    let tco = resolve_tco(
+        args.tco.as_deref(),
+        &req.sets.tco,
+        base.scenario.price.basis,
+    )?;
+    let pricing = pricing_of(&req, &base, &space, &tco)?;
     let curve = base.workload.rate_curve.clone();
     let peak = curve.as_ref().map_or(1.0, |c| c.peak());
     let load_scale = match sizing {

@@ -276,9 +276,9 @@ pub fn read_fitted() -> Result<Fitted> {
 /// The values the scenario files hold now for the fitted parameters.
 pub fn stored_values() -> Result<Vec<(String, f64)>> {
     let hw = crate::scenario::load_hardware(FIT_HARDWARE, &[])?;
-    let (_, model_text) = crate::scenario::resolve(crate::scenario::Kind::Model, FIT_MODEL)?;
+    let (_, model_text) = crate::scenario::find_file(crate::scenario::Kind::Model, FIT_MODEL)?;
     let model: toml::Value = toml::from_str(&model_text)?;
-    let (_, wl_text) = crate::scenario::resolve(crate::scenario::Kind::Workload, FIT_WORKLOAD)?;
+    let (_, wl_text) = crate::scenario::find_file(crate::scenario::Kind::Workload, FIT_WORKLOAD)?;
     let workload: toml::Value = toml::from_str(&wl_text)?;
     let (_, rack_text) = crate::scenario::load_scenario_text(FIT_RACK)?;
     let rack: toml::Value = toml::from_str(&rack_text)?;

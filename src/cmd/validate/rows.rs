@@ -6,7 +6,7 @@ use crate::kernel::{
     evaluate as kernel, evaluate_with as kernel_with, inputs as kernel_inputs, KernelArgs,
     KernelOut,
 };
-use crate::simulation::{execute, run_seeded_with, to_json};
+use crate::simulation::{execute, run, to_json, RunHow};
 use crate::step::{evaluate as forward, prepare, Forward, ForwardArgs};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Parser;
@@ -268,7 +268,7 @@ impl Evaluator {
                 )?)
                 .map(|c| c.args)
                 .map_err(|e| anyhow!("row {}: {e}", row.id))?;
-                let (r, trace) = crate::scenario::resolve_with_trace(&args)
+                let (r, trace) = crate::scenario::resolve_with_trace(&args.request()?)
                     .with_context(|| format!("row {}", row.id))?;
                 let mut runs = Vec::new();
                 if !r.params.spread.is_unknown() {
@@ -277,7 +277,11 @@ impl Evaluator {
                         .enumerate()
                     {
                         let p = r.params.spread.apply(&r.params, z);
-                        let report = run_seeded_with(&r, &trace, r.seed, false, &p)
+                        let how = RunHow {
+                            params: Some(&p),
+                            ..RunHow::default()
+                        };
+                        let (report, _) = run(&r, &trace, how)
                             .with_context(|| format!("row {}: band draw {i}", row.id))?;
                         runs.push(to_json(&r, &report, trace.len())?);
                     }
@@ -341,7 +345,7 @@ impl Evaluator {
                 .map_err(|e| anyhow!("row {}: {e}", row.id))?;
                 args.set.extend(extra.iter().cloned());
                 let (r, report, records) =
-                    execute(&args).with_context(|| format!("row {}", row.id))?;
+                    execute(&args.request()?).with_context(|| format!("row {}", row.id))?;
                 let v = to_json(&r, &report, records)?;
                 self.runs.insert(key, v.clone());
                 v

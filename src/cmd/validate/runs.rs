@@ -14,7 +14,7 @@ use live::compare::{compare, price_step, Comparison};
 use live::records::{RunDir, RunInfo};
 use sim::cost::fitted::{FittedCostModel, LiveModelExt};
 use sim::cost::CostModel;
-use sim::serving::{read_mooncake, simulate_with_steps, Mode, SimInput, TraceRecord};
+use sim::serving::{read_mooncake, simulate_with, Control, Mode, Record, SimInput, TraceRecord};
 use spec::live_model::LiveModel;
 use std::path::{Path, PathBuf};
 
@@ -120,8 +120,9 @@ pub fn run_live(a: &LiveValidateArgs) -> Result<()> {
         decode_cost: &costs.decode,
         trace: &trace,
     };
-    let (report, sim_steps) =
-        simulate_with_steps(&input, info.seed).map_err(|e| anyhow!("simulating the run: {e}"))?;
+    let (report, sim_steps) = simulate_with(&input, info.seed, &Control::default(), Record::STEPS)
+        .map(|o| (o.report, o.steps))
+        .map_err(|e| anyhow!("simulating the run: {e}"))?;
     if let Some(path) = &a.steps_out {
         write_steps(path, &sim_steps)?;
     }
@@ -342,8 +343,9 @@ pub fn run_bench(a: &BenchValidateArgs) -> Result<()> {
         decode_cost: &decode_cost,
         trace: &trace,
     };
-    let (report, steps) =
-        simulate_with_steps(&input, r.seed).map_err(|e| anyhow!("{}: {e}", r.scenario_origin))?;
+    let (report, steps) = simulate_with(&input, r.seed, &Control::default(), Record::STEPS)
+        .map(|o| (o.report, o.steps))
+        .map_err(|e| anyhow!("{}: {e}", r.scenario_origin))?;
     if let Some(path) = &a.steps_out {
         write_steps(path, &steps)?;
     }
@@ -462,17 +464,9 @@ fn resolve_for(
     a: &BenchValidateArgs,
 ) -> Result<crate::scenario::Resolved> {
     use sim::serving::workload::bench::Client;
-    let args = |physics_only: bool| {
-        let mut pricing = a.pricing.clone();
-        pricing.physics_only |= physics_only;
-        crate::args::SimulateArgs {
-            scenario: Some(a.scenario.clone()),
-            set: a.set.clone(),
-            pricing,
-            ..crate::args::SimulateArgs::default()
-        }
-    };
-    let r = crate::scenario::resolve_args(&args(false))?;
+    let mut req = crate::scenario::RunRequest::of(&a.scenario, &a.set)?;
+    req.pricing = a.pricing.pricing();
+    let r = crate::scenario::resolve(&req)?;
     let engine = a.pricing.engine.clone().or(r.scenario.engine.clone());
     let sglang = engine
         .as_deref()
@@ -480,7 +474,8 @@ fn resolve_for(
         .as_deref()
         == Some("sglang");
     if bench.client == Client::Sglang && !sglang && a.pricing.profile.is_none() {
-        return crate::scenario::resolve_args(&args(true));
+        req.pricing.physics_only = true;
+        return crate::scenario::resolve(&req);
     }
     Ok(r)
 }
@@ -540,12 +535,9 @@ fn run_bench_summary(a: &BenchValidateArgs, text: &str, origin: &str) -> Result<
         bail!("{origin}: {} runs in the file; validate bench compares one (split the file, or `twin runs import` it and `twin validate runs`)", runs.len());
     }
     let run = &runs[0];
-    let mut r = crate::scenario::resolve_args(&crate::args::SimulateArgs {
-        scenario: Some(a.scenario.clone()),
-        set: a.set.clone(),
-        pricing: a.pricing.clone(),
-        ..crate::args::SimulateArgs::default()
-    })?;
+    let mut req = crate::scenario::RunRequest::of(&a.scenario, &a.set)?;
+    req.pricing = a.pricing.pricing();
+    let mut r = crate::scenario::resolve(&req)?;
     let client = crate::runs::setup::client_of(&run.client, origin, r.seed)
         .map_err(|e| anyhow!("{origin}: {e}"))?;
     r.workload = sim::serving::WorkloadConfig::bench_run("bench (summary)", client);
