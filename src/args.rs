@@ -41,7 +41,7 @@ pub struct SimulateArgs {
     pub trace: Option<String>,
     /// The --trace file's format, where its first line does not show it.
     #[arg(long, value_enum, value_name = "FORMAT")]
-    pub trace_format: Option<crate::trace_formats::TraceFormat>,
+    pub trace_format: Option<scenario::trace_formats::TraceFormat>,
     #[command(flatten)]
     pub pricing: PricingArgs,
     /// Simulate a benchmark client's run exactly as it sends it, instead of the
@@ -103,8 +103,8 @@ pub struct PricingArgs {
 
 impl PricingArgs {
     /// The flags as the request's pricing.
-    pub fn pricing(&self) -> crate::scenario::Pricing {
-        crate::scenario::Pricing {
+    pub fn pricing(&self) -> scenario::Pricing {
+        scenario::Pricing {
             profile: self.profile.clone(),
             engine: self.engine.clone(),
             physics_only: self.physics_only,
@@ -116,8 +116,8 @@ impl PricingArgs {
 impl SimulateArgs {
     /// The run these arguments ask for, typed: `--set` parsed and split once, `--cohort`
     /// as the first scenario override (a `--set fidelity.cohort` after it wins).
-    pub fn request(&self) -> anyhow::Result<crate::scenario::RunRequest> {
-        use crate::scenario::{Overrides, RunRequest, Set, TraceSource};
+    pub fn request(&self) -> anyhow::Result<scenario::RunRequest> {
+        use scenario::{Overrides, RunRequest, Set, TraceSource};
         let cohort = self
             .cohort
             .map(|k| Set::typed("fidelity.cohort", i64::from(k).into(), "--cohort"));

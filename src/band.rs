@@ -192,7 +192,7 @@ pub struct SimBand {
 /// `n` simulations of `r` (its own seed), each with one draw of its cost parameters;
 /// `None` when its hardware knows no spread.
 pub fn simulate(
-    r: &crate::scenario::Resolved,
+    r: &scenario::Resolved,
     trace: &[sim::serving::TraceRecord],
     n: u32,
 ) -> Result<Option<SimBand>> {
@@ -231,7 +231,7 @@ pub fn simulate(
 /// `simulate` of a resolved run, said on stderr; also returns its hardware's spread
 /// source.
 pub fn simulate_said(
-    r: &crate::scenario::Resolved,
+    r: &scenario::Resolved,
     trace: &[sim::serving::TraceRecord],
     n: u32,
 ) -> Result<(Option<SimBand>, String)> {

@@ -2,8 +2,9 @@
 //! revenue, margin, break-even) and that finance in words. `twin cost`, `simulate
 //! --tco` and `plan` price through here, and through the same `sim::tco::finance`.
 
-use crate::scenario::{load_tco, Resolved, Set};
 use anyhow::{anyhow, bail, Result};
+use report::text::break_even_text;
+use scenario::{load_tco, Resolved, Set};
 use sim::serving::{Report, Throughput, TokenPrices};
 use sim::tco::{blended, finance, Finance, GpuHourCost, Tco};
 use spec::hardware::Hardware;
@@ -52,16 +53,6 @@ pub fn simulate_finance(
     let prices = r.scenario.price.token_prices().unwrap_or(TokenPrices::ZERO);
     let pools = vec![(r.scenario.gpus(), r.hardware.clone())];
     finance_of(&tco, &pools, &prices, &report.throughput_tok_s_per_gpu).map(Some)
-}
-
-/// The break-even utilisation in words: `6.8%`, or `never` when even serving every
-/// hour at this rate does not pay for the GPUs.
-pub fn break_even_text(u: f64) -> String {
-    if u <= 1.0 {
-        format!("{:.1}%", 100.0 * u)
-    } else {
-        "never".into()
-    }
 }
 
 /// The finance as the text report's section; `priced`: the tokens have prices (a

@@ -2,9 +2,9 @@
 //! benchmark's accounting: `twin kernel OP`'s arguments and evaluator, which
 //! `validate` also prices the rows of `scenarios/published/kernels-public.csv` with.
 
-use crate::scenario::{load_hardware, Overrides};
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand, ValueEnum};
+use scenario::{load_hardware, Overrides};
 use serde_json::json;
 use sim::cost::kernels::a2a::Routing;
 use sim::cost::kernels::as_benchmarked::{self, BenchResult, CommKernel};
@@ -271,7 +271,7 @@ pub fn inputs(args: &KernelArgs) -> Result<(Hardware, CostParams)> {
     }
     let hw = load_hardware(&args.hardware, &sets.hardware)?;
     // A kernel as its benchmark reports it: physics alone.
-    let p = crate::scenario::cost_params(
+    let p = scenario::cost_params(
         &hw,
         args.profile.as_deref(),
         &sets.cost,

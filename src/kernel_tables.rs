@@ -2,9 +2,9 @@
 //! tables (AIConfigurator's layout, parquet or CSV) for one GPU, engine and version,
 //! with its held-out errors per op family.
 
-use crate::scenario::load_hardware;
 use anyhow::{bail, Context, Result};
 use calibration::tables::{self, Options, Selection};
+use scenario::load_hardware;
 use sim::cost::tables::{KernelTables, TableSource};
 use std::path::Path;
 
@@ -124,7 +124,7 @@ pub fn run(dir: &Path, a: &TablesArgs, out: Option<&Path>, json: bool) -> Result
         } else {
             text.into_bytes()
         };
-        crate::report::write_atomic(out, &bytes)?;
+        report::write_atomic(out, &bytes)?;
         eprintln!("wrote {} ({} KB)", out.display(), bytes.len() / 1024);
     }
     Ok(())
@@ -272,7 +272,7 @@ fn append_checks(file: &Path, p: &KernelTables, read: &tables::Read) -> Result<(
     }
     let mut text = std::fs::read_to_string(file).unwrap_or_else(|_| CHECK_HEADER.to_string());
     text += &lines;
-    crate::report::write_atomic(file, text.as_bytes())?;
+    report::write_atomic(file, text.as_bytes())?;
     eprintln!(
         "appended {} check rows to {}",
         lines.lines().count(),

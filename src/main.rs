@@ -15,21 +15,17 @@ mod trace_fit;
 
 mod args;
 mod band;
-mod bench_client;
 mod cmd;
 mod finance;
 #[cfg(test)]
 mod fuzz;
 mod interrupt;
 mod kernel;
+mod kernel_source;
 mod kernel_tables;
-mod report;
 mod runs;
-mod scenario;
 mod simulation;
 mod step;
-mod text;
-mod trace_formats;
 mod trace_import;
 
 #[derive(Parser)]

@@ -3,9 +3,9 @@
 //! `twin simulate`, `cost` and `validate` run simulations through here.
 
 use crate::interrupt::{self, Interrupted};
-use crate::scenario::{resolve_with_trace, Resolved, RunRequest};
 use anyhow::{anyhow, bail, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use scenario::{resolve_with_trace, Resolved, RunRequest};
 use serde_json::json;
 use sim::cost::AnalyticCostModel;
 use sim::serving::{simulate_with, Control, Record, Report, SimInput, SimRequest, TraceRecord};

@@ -2,9 +2,9 @@
 //! arguments that describe it (`twin forward`'s, which `sweep` and `validate` share),
 //! their checks, and the priced step.
 
-use crate::scenario::{cost_params, load_hardware, load_model, Overrides, Set};
 use anyhow::{anyhow, bail, Result};
 use clap::{Args, ValueEnum};
+use scenario::{cost_params, load_hardware, load_model, Overrides, Set};
 use sim::cost::{AnalyticCostModel, CostModel, CostParams, Layout, Phase};
 use sim::forward::{forward, ForwardResult, ForwardSpec};
 use spec::problem::Field;
@@ -281,7 +281,7 @@ fn slow_guard(
     params: &mut CostParams,
 ) -> Result<()> {
     let p = &args.pricing;
-    let Some(r) = crate::scenario::slow::reference(
+    let Some(r) = scenario::slow::reference(
         hardware,
         p.profile.as_deref(),
         cost_sets,
@@ -295,13 +295,13 @@ fn slow_guard(
     if args.isolated {
         r.params.in_situ = sim::cost::insitu::InSitu::isolated();
     }
-    let probe = crate::scenario::slow::Probe {
+    let probe = scenario::slow::Probe {
         layout: step.layout.clone(),
         spec: step.spec.clone(),
         label: "this step".into(),
     };
     if let Some(words) =
-        crate::scenario::slow::check(hardware, model, &[probe], params, &r, p.allow_slow_profile)?
+        scenario::slow::check(hardware, model, &[probe], params, &r, p.allow_slow_profile)?
     {
         params.source = format!("{}; {words}", params.source);
     }
@@ -408,7 +408,7 @@ fn price(
     if let Some(why) = sim::validate::non_finite_step(&result.total) {
         bail!("this step cannot be priced: {why}");
     }
-    let in_situ = crate::text::in_situ::source_line(&cm.params.in_situ, &hardware.name);
+    let in_situ = report::text::in_situ::source_line(&cm.params.in_situ, &hardware.name);
     Ok(Forward {
         spec,
         layout: cm.layout.clone(),

@@ -185,6 +185,29 @@ fn crate_dependencies_keep_the_architecture() {
             "fitting solves; it must not depend on {banned}"
         );
     }
+    // scenario resolves what a run asks for: it reads files and prices steps, but it
+    // measures nothing and serves nothing, and it is no command line (clap only as an
+    // optional feature, for the binary's flags).
+    for banned in ["engine", "kernels", "live", "cudarc", "rayon", "indicatif"] {
+        assert!(
+            !deps("scenario").contains(&banned.to_string()),
+            "scenario resolves runs; it must not depend on {banned}"
+        );
+    }
+    for lib in [
+        "sim",
+        "engine",
+        "kernels",
+        "calibration",
+        "live",
+        "corpus",
+        "hf",
+    ] {
+        assert!(
+            !deps(lib).contains(&"scenario".to_string()),
+            "{lib} must not depend on scenario (the binary and its commands resolve runs)"
+        );
+    }
     // hf reads Hugging Face configs into spec's model: of the workspace it knows spec
     // only, and it reads no file (the binary reads them and hands it their text).
     for d in deps("hf").iter().filter(|d| members.contains(d)) {

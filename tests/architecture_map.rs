@@ -17,7 +17,7 @@
 use std::path::{Path, PathBuf};
 
 /// The workspace's crates and their source roots; `twin` is the binary.
-const CRATES: [(&str, &str); 10] = [
+const CRATES: [(&str, &str); 12] = [
     ("spec", "spec/src"),
     ("sim", "sim/src"),
     ("engine", "engine/src"),
@@ -27,6 +27,8 @@ const CRATES: [(&str, &str); 10] = [
     ("live", "live/src"),
     ("corpus", "corpus/src"),
     ("hf", "hf/src"),
+    ("scenario", "scenario/src"),
+    ("report", "report/src"),
     ("twin", "src"),
 ];
 

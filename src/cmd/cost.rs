@@ -4,11 +4,12 @@
 //! the break-even utilisation. `simulate --tco` and `plan` price through the same
 //! `sim::tco::finance`.
 
-use crate::finance::{break_even_text, finance_of, resolve_tco};
-use crate::scenario::{embedded_names, load_hardware, Kind, Overrides, RunRequest};
+use crate::finance::{finance_of, resolve_tco};
 use crate::simulation::execute;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
+use report::text::break_even_text;
+use scenario::{embedded_names, load_hardware, Kind, Overrides, RunRequest};
 use serde_json::{json, Value};
 use sim::serving::{PriceConfig, Throughput, TokenPrices};
 use sim::tco::{Finance, Tco};

@@ -57,7 +57,7 @@ pub fn to_json(f: &Forward) -> serde_json::Value {
         },
         "cost_model": f.cost_model,
         "in_situ": f.in_situ,
-        "in_situ_layer_ms": crate::text::in_situ::layer_json(&r.total.in_situ),
+        "in_situ_layer_ms": report::text::in_situ::layer_json(&r.total.in_situ),
         "version": env!("CARGO_PKG_VERSION"),
     })
 }
@@ -274,10 +274,10 @@ pub fn run(args: &ForwardArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         let mut text = render(&f);
-        crate::text::kernel_source::push_line(&mut text, &args.hardware, &args.set)?;
+        crate::kernel_source::push_line(&mut text, &args.hardware, &args.set)?;
         if args.in_situ_layer {
             let two_batch = f.result.total.timeline.is_some();
-            crate::text::in_situ::render_layer(&mut text, &f.result.total.in_situ, two_batch);
+            report::text::in_situ::render_layer(&mut text, &f.result.total.in_situ, two_batch);
         }
         match &band {
             Some(b) => print!(

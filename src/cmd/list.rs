@@ -1,7 +1,7 @@
 //! `twin list`: the embedded hardware, models, workloads, scenarios and TCO presets.
 
-use crate::scenario::{embedded_names, Kind};
 use anyhow::Result;
+use scenario::{embedded_names, Kind};
 
 pub fn run() -> Result<()> {
     for (title, kind) in [
@@ -13,7 +13,7 @@ pub fn run() -> Result<()> {
     ] {
         println!("{title}: {}", embedded_names(kind).join(", "));
     }
-    let tables: Vec<String> = crate::scenario::tables::shipped()
+    let tables: Vec<String> = scenario::tables::shipped()
         .into_iter()
         .map(|(h, e, v)| format!("{h} {e}@{v}"))
         .collect();

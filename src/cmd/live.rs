@@ -15,12 +15,12 @@
 //! traced step waits for the GPU at the end of each pass.
 
 use crate::args::SimulateArgs;
-use crate::scenario::{read_trace_within, resolve};
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use engine::Device;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use live::{KvPolicy, LiveConfig};
+use scenario::{read_trace_within, resolve};
 use sim::serving::IdleMode;
 use std::path::PathBuf;
 

@@ -1,10 +1,10 @@
 //! `twin model import` (a Hugging Face config as a model file) and `twin model show`
 //! (what a model holds, to check against its model card).
 
-use crate::scenario::{load_model_quant, read_text, Set};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
 use hf::{ImportOptions, WeightChoice};
+use scenario::{load_model_quant, read_text, Set};
 use spec::dtype::Dtype;
 use spec::model::Model;
 use spec::model::{AttentionKind, FfnKind};
@@ -104,7 +104,7 @@ fn import(a: &ImportArgs) -> Result<()> {
         // A ModelOpt quantization config beside the config is read unless the
         // weights are given.
         None if a.weights.is_none() => {
-            let found = crate::scenario::hf_options(&origin)?.quant;
+            let found = scenario::hf_options(&origin)?.quant;
             if let Some((o, _)) = &found {
                 eprintln!("note: read the quantization of {origin} from {o} beside it");
             }

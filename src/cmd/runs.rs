@@ -336,7 +336,7 @@ fn deployment(d: &DeploymentArgs) -> Result<corpus::clients::Deployment> {
     let name = EngineName::parse(name).ok_or_else(|| {
         anyhow::anyhow!("--engine {engine}: one of vllm, sglang, trtllm (with @VERSION)")
     })?;
-    crate::scenario::load_hardware(&gpu, &[]).with_context(|| format!("--gpu {gpu}"))?;
+    scenario::load_hardware(&gpu, &[]).with_context(|| format!("--gpu {gpu}"))?;
     let (gemm, moe) = match d.weights.as_str() {
         "bf16" => (Format::Bf16, None),
         "fp8-tensor" | "fp8" => (Format::Fp8Tensor, None),

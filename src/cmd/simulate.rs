@@ -4,13 +4,11 @@
 use crate::args::{ReportArgs, SimulateArgs};
 use crate::finance::{finance_text, simulate_finance};
 use crate::interrupt::Interrupted;
-use crate::scenario::{
-    read_trace_within, resolve, resolve_with_trace, trace_fit, Resolved, RunRequest,
-};
 use crate::simulation::{self, finish, stopped_early, to_json, RunHow};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use rayon::prelude::*;
+use scenario::{read_trace_within, resolve, resolve_with_trace, trace_fit, Resolved, RunRequest};
 use serde_json::json;
 use sim::serving::{Mode, Report, TraceRecord};
 
@@ -275,7 +273,7 @@ pub fn run(cmd: &SimulateCmd) -> Result<()> {
     }
     let finance = simulate_finance(cmd.tco.as_deref(), &req.sets.tco, &r, &report)?;
     if let Some(dir) = &cmd.html.report {
-        let run = crate::report::SimulatedRun {
+        let run = report::SimulatedRun {
             report: &report,
             scenario_origin: &r.scenario_origin,
             model_name: &r.model.name,
@@ -283,7 +281,7 @@ pub fn run(cmd: &SimulateCmd) -> Result<()> {
             price: &r.scenario.price,
             cost_model: &r.params.source,
         };
-        let written = crate::report::simulate(&run, finance.as_ref(), dir, cmd.html.force)?;
+        let written = report::simulate(&run, finance.as_ref(), dir, cmd.html.force)?;
         eprintln!("report: {written}");
     }
     let band = cmd

@@ -79,7 +79,7 @@ pub fn run(args: &SweepArgs) -> Result<()> {
             bail!("{flag} describes one step of `twin forward`; a sweep prices many and draws no band: run `twin forward` for it");
         }
     }
-    let hardware = crate::scenario::load_hardware(&args.base.hardware, &[])?;
+    let hardware = scenario::load_hardware(&args.base.hardware, &[])?;
     let usd_per_gpu_hour = hardware.price.hyperscaler_usd_per_gpu_hour;
     if args.base.expert_parallel && args.tps.is_empty() {
         bail!("--expert-parallel applies to the TP layouts of --tps");
@@ -170,11 +170,11 @@ fn point(f: &Forward, phase: PhaseArg, usd_per_gpu_hour: f64, at: (u32, u32, u32
 /// `--report DIR`: the sweep's HTML report.
 fn write_report(args: &SweepArgs, s: &Swept, dir: &str) -> Result<()> {
     let ep = args.base.expert_parallel;
-    let pts: Vec<crate::report::SweepPoint> = s
+    let pts: Vec<report::SweepPoint> = s
         .points
         .iter()
         .zip(&s.frontier)
-        .map(|(p, &pareto)| crate::report::SweepPoint {
+        .map(|(p, &pareto)| report::SweepPoint {
             label: format!("{} b{}", name(p.dep, p.tp, ep), p.batch),
             layout: name(p.dep, p.tp, ep),
             gpus: p.dep * p.tp.max(1),
@@ -188,7 +188,7 @@ fn write_report(args: &SweepArgs, s: &Swept, dir: &str) -> Result<()> {
         })
         .collect();
     let title = format!("{} on {}", args.base.model, s.hardware);
-    let written = crate::report::sweep(&title, &pts, s.usd_per_gpu_hour, dir, args.html.force)?;
+    let written = report::sweep(&title, &pts, s.usd_per_gpu_hour, dir, args.html.force)?;
     eprintln!("report: {written}");
     Ok(())
 }

@@ -15,12 +15,12 @@
 use crate::args::SimulateArgs;
 use crate::cmd::forward;
 use crate::kernel;
-use crate::scenario::request::DEFAULT_SCENARIO;
-use crate::scenario::resolve;
-use crate::scenario::{embedded_file, embedded_names, Kind};
 use crate::simulation::{execute, to_json};
 use crate::step::{self, ForwardArgs};
 use crate::{Cli, Command};
+use ::scenario::request::DEFAULT_SCENARIO;
+use ::scenario::resolve;
+use ::scenario::{embedded_file, embedded_names, Kind};
 use clap::Parser;
 use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};
@@ -134,7 +134,7 @@ fn no_panic(failures: &mut Vec<String>, what: &str, seed: u64, input: &str, f: i
     if catch_unwind(AssertUnwindSafe(f)).is_err() {
         failures.push(format!(
             "{what}, seed {seed}: panicked on\n{}",
-            crate::scenario::clip(input)
+            ::scenario::clip(input)
         ));
     }
 }

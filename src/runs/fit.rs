@@ -85,7 +85,7 @@ const fn factor(key: &'static str) -> Term {
 }
 
 /// Sets the terms (`values[k]` of `TERMS[k]`) on a set-up record, as a profile's
-/// group applies them (`super::profile::apply_terms`).
+/// group applies them (`scenario::runs_profile::apply_terms`).
 pub fn apply(s: &mut Setup, values: &[f64]) -> Result<(), String> {
     let g = calibration::runs::GroupFit {
         terms: TERMS
@@ -100,7 +100,7 @@ pub fn apply(s: &mut Setup, values: &[f64]) -> Result<(), String> {
 
 /// Sets a profile group's terms on a set-up record.
 pub fn apply_group(s: &mut Setup, g: &calibration::runs::GroupFit) -> Result<(), String> {
-    if let Some(f) = super::profile::apply_terms(&mut s.resolved.params, g)? {
+    if let Some(f) = scenario::runs_profile::apply_terms(&mut s.resolved.params, g)? {
         s.resolved.scenario.serving.frontend_s = Some(f);
     }
     Ok(())
@@ -262,6 +262,24 @@ mod tests {
     use super::*;
     use crate::runs::load::Base;
     use corpus::*;
+
+    /// Every term of the shipped runs profile is a term of this fit (a key the fit
+    /// does not know would be applied by `CostParams::set` without its meaning).
+    #[test]
+    fn the_shipped_terms_are_the_fits() {
+        let p = scenario::runs_profile::shipped().expect("scenarios/runs/fitted.toml reads");
+        assert!(!p.groups.is_empty());
+        for g in &p.groups {
+            for k in g.terms.keys() {
+                assert!(
+                    TERMS.iter().any(|t| t.key == k),
+                    "{} on {}: {k} is no term",
+                    g.engine,
+                    g.family
+                );
+            }
+        }
+    }
 
     /// A Llama-3.1 run (8B on one H100, or 70B in FP8 on `tp` of them) under vLLM:
     /// `conc` users, fixed lengths.

@@ -26,8 +26,7 @@ impl Base {
     pub fn text(&self, rel: &str) -> Result<(String, String)> {
         if Path::new(rel).is_absolute() {
             // A user's corpus may name a config where it lies.
-            let text =
-                crate::scenario::read_text(rel).with_context(|| format!("cannot read `{rel}`"))?;
+            let text = scenario::read_text(rel).with_context(|| format!("cannot read `{rel}`"))?;
             return Ok((rel.to_string(), text));
         }
         if rel.split('/').any(|p| p == "..") {
@@ -36,7 +35,7 @@ impl Base {
         match self {
             Base::Embedded(dir) => {
                 let path = format!("{dir}{rel}");
-                crate::scenario::embedded_file(&path)
+                scenario::embedded_file(&path)
                     .map(|t| (format!("scenarios/{path} (embedded)"), t.to_string()))
                     .ok_or_else(|| anyhow!("`{rel}`: no such file in the embedded corpus"))
             }
@@ -49,7 +48,7 @@ impl Base {
                         return Ok(found);
                     }
                 }
-                let text = crate::scenario::read_text(&shown)
+                let text = scenario::read_text(&shown)
                     .with_context(|| format!("cannot read `{shown}`"))?;
                 Ok((shown, text))
             }
@@ -75,8 +74,8 @@ pub fn names() -> Vec<&'static str> {
 /// The corpus `name_or_path` names.
 pub fn load(name_or_path: &str) -> Result<Loaded> {
     if let Some((_, rel)) = EMBEDDED.iter().find(|(n, _)| *n == name_or_path) {
-        let raw = crate::scenario::embedded_blob(rel)
-            .ok_or_else(|| anyhow!("embedded corpus {rel} missing"))?;
+        let raw =
+            scenario::embedded_blob(rel).ok_or_else(|| anyhow!("embedded corpus {rel} missing"))?;
         let origin = format!("scenarios/{rel} (embedded)");
         let text = String::from_utf8(corpus::io::unzip(raw, &origin)?)
             .map_err(|_| anyhow!("{origin}: not UTF-8"))?;

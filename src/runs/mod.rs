@@ -8,7 +8,6 @@
 pub mod fit;
 pub mod load;
 pub mod predict;
-pub mod profile;
 pub mod setup;
 
 pub use load::{load, Loaded};

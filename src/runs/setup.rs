@@ -5,11 +5,11 @@
 //! reason, never approximated silently.
 
 use super::load::Base;
-use crate::scenario::{Parts, Resolved};
 use corpus::{EngineName, Format, Layout, Lengths, Load, RunRecord, Workers};
 use hf::{ImportOptions, WeightChoice};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use scenario::{Parts, Resolved};
 use sim::cost::CostParams;
 use sim::serving::workload::bench::{BenchClient, Client};
 use sim::serving::{Mode, PoolConfig, ServingScenario, WorkloadConfig};
@@ -57,7 +57,7 @@ pub struct Setup {
 /// of `seed` and the record's id).
 pub fn setup(rec: &RunRecord, base: &Base, cache: &Cache, seed: u64) -> Result<Setup, String> {
     let hw = cached(&cache.hardware, &rec.gpu.hardware, || {
-        crate::scenario::load_hardware(&rec.gpu.hardware, &[]).map_err(|e| format!("{e:#}"))
+        scenario::load_hardware(&rec.gpu.hardware, &[]).map_err(|e| format!("{e:#}"))
     })?;
     let model = model_of(rec, base, cache)?;
     let priced = pricing(rec, &hw, cache)?;
@@ -73,7 +73,7 @@ pub fn setup(rec: &RunRecord, base: &Base, cache: &Cache, seed: u64) -> Result<S
         &format!("{}: {}", rec.client.tool, rec.id),
         client(rec, seed)?,
     );
-    let resolved = crate::scenario::resolve_parts(Parts {
+    let resolved = scenario::resolve_parts(Parts {
         origin: "record".into(),
         scenario: sc,
         workload,
@@ -117,7 +117,7 @@ fn model_of(
     let key = format!("{}|{:?}|{:?}|{:?}", m.config, m.gemm, m.moe, m.kv);
     cached(&cache.models, &key, || {
         if !m.config.ends_with(".json") {
-            return crate::scenario::load_model(&m.config, &[]).map_err(|e| format!("{e:#}"));
+            return scenario::load_model(&m.config, &[]).map_err(|e| format!("{e:#}"));
         }
         let (origin, text) = base.text(&m.config).map_err(|e| format!("model: {e:#}"))?;
         let name =
@@ -149,8 +149,8 @@ fn model_of(
 /// attention and CUTLASS/DeepGEMM GEMMs; no SGLang tables are shipped); else twin's
 /// own kernel model.
 fn tables_engine(rec: &RunRecord, hw: &str) -> (Option<&'static str>, String) {
-    let shipped = crate::scenario::tables::shipped();
-    let from = crate::scenario::load_hardware(hw, &[])
+    let shipped = scenario::tables::shipped();
+    let from = scenario::load_hardware(hw, &[])
         .ok()
         .and_then(|h| h.kernels_from.clone());
     let has = |e: &str| {
@@ -186,8 +186,8 @@ fn pricing(
     let own = rec.engine.name.key();
     let key = format!("{}|{own}|{tables:?}", hw.name);
     cached(&cache.params, &key, || {
-        let mut p = crate::scenario::cost_params(hw, None, &[], tables, true)
-            .map_err(|e| format!("{e:#}"))?;
+        let mut p =
+            scenario::cost_params(hw, None, &[], tables, true).map_err(|e| format!("{e:#}"))?;
         if let Some(h) = sim::cost::host::Host::of_engine(own) {
             p.host = h;
         }

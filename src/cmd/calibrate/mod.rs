@@ -294,7 +294,7 @@ fn live_model_of(args: &CalibrateArgs) -> Result<Option<(spec::live_model::LiveM
         .model
         .as_deref()
         .context("--plan live needs --model MODEL (the model whose ops to measure)")?;
-    let model = crate::scenario::load_model(name, &[])?;
+    let model = scenario::load_model(name, &[])?;
     let lm = spec::live_model::LiveModel::from_model(&model, live::model::PAGE_TOKENS)
         .map_err(|e| anyhow!("model {name}: {}", e.join("; ")))?;
     Ok(Some((

@@ -26,7 +26,7 @@ use spec::model::Model;
 use std::path::Path;
 
 /// The profile `--tables-out DIR` writes and `--engine DIR` reads.
-pub use crate::scenario::tables::MEASURED_PROFILE as PROFILE;
+pub use scenario::tables::MEASURED_PROFILE as PROFILE;
 
 /// The engine name of measured tables.
 pub const ENGINE: &str = "measured";
@@ -122,7 +122,7 @@ pub fn compare_summary(engine: &str, c: &[Compared]) -> String {
 /// summarised on stdout.
 fn compare_engines(dir: &Path, hw: &Hardware, engines: &[String], rows: &[Measured]) -> Result<()> {
     for e in engines {
-        let (tables, note) = crate::scenario::tables::engine_tables(hw, e)?;
+        let (tables, note) = scenario::tables::engine_tables(hw, e)?;
         let Some(t) = tables else {
             println!(
                 "compare {e}: no shipped tables ({})",
@@ -146,7 +146,7 @@ fn compare_engines(dir: &Path, hw: &Hardware, engines: &[String], rows: &[Measur
             );
         }
         let file = dir.join(format!("compare-{}.csv", e.replace(['@', '/'], "-")));
-        crate::report::write_atomic(&file, csv.as_bytes())?;
+        report::write_atomic(&file, csv.as_bytes())?;
         println!(
             "compared with {} ({}), shape by shape in {}:",
             e,
@@ -248,7 +248,7 @@ pub fn write_and_fit(
         env!("CARGO_PKG_VERSION")
     );
     let text = toml::to_string(&prof)?;
-    crate::report::write_atomic(&dir.join(PROFILE), text.as_bytes())?;
+    report::write_atomic(&dir.join(PROFILE), text.as_bytes())?;
     let written: KernelTables = toml::from_str(&text)?;
     written
         .check()
@@ -268,12 +268,12 @@ pub fn run(args: &super::CalibrateArgs, a: &TablesOutArgs, dir: &Path) -> Result
             "--tables-out needs --hardware (twin's name of this GPU: h100, h200, b200, gb300, ...)"
         );
     };
-    let hw = crate::scenario::load_hardware(hw_name, &[])?;
+    let hw = scenario::load_hardware(hw_name, &[])?;
     let model_name = args
         .model
         .as_deref()
         .context("--tables-out needs --model")?;
-    let model = crate::scenario::load_model(model_name, &[])?;
+    let model = scenario::load_model(model_name, &[])?;
     let batches: Vec<usize> = if a.batches.is_empty() {
         DEFAULT_BATCHES.to_vec()
     } else {
@@ -352,7 +352,7 @@ pub fn run(args: &super::CalibrateArgs, a: &TablesOutArgs, dir: &Path) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scenario::{cost_params, load_hardware, load_model, tables::engine_tables};
+    use scenario::{cost_params, load_hardware, load_model, tables::engine_tables};
     use sim::cost::{CostModel, Phase};
     use sim::forward::{forward, ForwardSpec};
 

@@ -6,10 +6,10 @@ use super::{hardware_named, load_space, parse_objective, parse_rate, parse_shard
 use super::{OutputArgs, PlanArgs};
 use crate::args::SimulateArgs;
 use crate::finance::resolve_tco;
-use crate::scenario::{read_trace_within, resolve, step_prices, Resolved, RunRequest};
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rayon::prelude::*;
+use scenario::{read_trace_within, resolve, step_prices, Resolved, RunRequest};
 use sim::cost::AnalyticCostModel;
 use sim::plan::select::ShardFile;
 use sim::plan::{

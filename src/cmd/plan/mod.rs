@@ -12,9 +12,9 @@ mod exec;
 pub mod print;
 
 use crate::args::ReportArgs;
-use crate::scenario::{load_hardware, parse_with_sets, Resolved};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
+use scenario::{load_hardware, parse_with_sets, Resolved};
 use sim::plan::{Objective, SearchSpace, Sizing, Slo};
 
 #[derive(Debug, Clone, Args)]

@@ -3,9 +3,9 @@
 //! command lines.
 
 use super::OutputArgs;
-use crate::text::plan::{curve_of, sizing_text, slo_text, verdict, within_noise};
-use crate::text::{break_even_text, short_figure, vllm};
 use anyhow::Result;
+use report::text::plan::{curve_of, sizing_text, slo_text, verdict, within_noise};
+use report::text::{break_even_text, short_figure, vllm};
 use serde_json::{json, Value};
 use sim::plan::select::completed_any;
 use sim::plan::select::{diagnose, outcome};
@@ -28,7 +28,7 @@ pub fn answer(header: Header, records: Vec<Record>, out: &OutputArgs) -> Result<
         return Err(sim::plan::PlanError::Infeasible(why).into());
     }
     if let Some(dir) = &out.html.report {
-        let written = crate::report::plan(&o, dir, out.html.force)?;
+        let written = report::plan(&o, dir, out.html.force)?;
         eprintln!("report: {written}");
     }
     if out.json {

@@ -84,14 +84,14 @@ pub fn run(a: &RunsValidateArgs) -> Result<()> {
     let cache = Cache::default();
     let one = records.len() == 1;
     let profile = match &a.profile {
-        Some(p) => Some(crate::runs::profile::read(p)?.ok_or_else(|| {
+        Some(p) => Some(scenario::runs_profile::read(p)?.ok_or_else(|| {
             anyhow::anyhow!(
                 "--profile {}: not a profile of terms fitted to runs (`twin calibrate --from-runs --out`)",
                 p.display()
             )
         })?),
         None if a.physics_only => None,
-        None => crate::runs::profile::shipped().cloned(),
+        None => scenario::runs_profile::shipped().cloned(),
     };
     let terms_line = terms_line(a, profile.as_ref(), &loaded.origin);
     let mut predictions = predict_all(
@@ -124,9 +124,9 @@ pub fn run(a: &RunsValidateArgs) -> Result<()> {
         .map(|d| summarize(&outcomes, *d))
         .collect();
     if let Some(dir) = &a.report {
-        let report_rows: Vec<crate::report::RunRow> = rows
+        let report_rows: Vec<report::RunRow> = rows
             .iter()
-            .map(|r| crate::report::RunRow {
+            .map(|r| report::RunRow {
                 id: r.outcome.id.clone(),
                 series: r.rec.engine.name.key().to_string(),
                 gpu: r.rec.gpu.hardware.clone(),
@@ -135,7 +135,7 @@ pub fn run(a: &RunsValidateArgs) -> Result<()> {
                 result: r.outcome.result.clone(),
             })
             .collect();
-        let wrote = crate::report::runs(&loaded.origin, &report_rows, &summaries, dir, a.force)?;
+        let wrote = report::runs(&loaded.origin, &report_rows, &summaries, dir, a.force)?;
         eprintln!("report: {wrote}");
     }
     if a.json {
@@ -292,7 +292,7 @@ fn print_groups(groups: &[GroupSummary]) {
         };
         println!(
             "   {:<40} {:>7} {:>6}   {}   {}",
-            crate::scenario::clip(&g.group),
+            scenario::clip(&g.group),
             g.records,
             g.priced,
             cell(Metric::TtftMs),

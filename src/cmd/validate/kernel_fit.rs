@@ -331,7 +331,7 @@ pub struct GroupFit {
 
 /// The values the hardware file of the group's first fitted hardware holds now.
 fn stored(group: &Group) -> Result<Vec<f64>> {
-    let hw = crate::scenario::load_hardware(group.fitted_in[0], &[])?;
+    let hw = scenario::load_hardware(group.fitted_in[0], &[])?;
     let base = sim::cost::CostParams::default();
     Ok(group
         .params

@@ -15,11 +15,11 @@ pub mod report_fit;
 pub mod rows;
 pub mod runs;
 
-use crate::scenario::embedded_file;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
 use fitting::{read_table, rel_error, PublishedFigure};
 use rows::{is_simulation, Evaluator};
+use scenario::embedded_file;
 use sim::cost::band::Band;
 use std::collections::BTreeMap;
 
@@ -118,7 +118,7 @@ fn load_tables(which: Option<&str>) -> Result<Vec<Table>> {
         });
     }
     if let (Some(path), true) = (which, out.is_empty()) {
-        let text = crate::scenario::read_text(path).with_context(|| {
+        let text = scenario::read_text(path).with_context(|| {
             format!(
                 "cannot read {path} (tables: {})",
                 TABLES.map(|t| t.0).join(", ")
@@ -266,7 +266,7 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
         if report.is_some() {
             let rows = out
                 .iter()
-                .map(|o| crate::report::ValidationRow {
+                .map(|o| report::ValidationRow {
                     id: o.row.id.clone(),
                     figure: o.row.figure.clone(),
                     unit: o.row.unit.clone(),
@@ -298,7 +298,7 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&all_json)?);
     }
     if let Some(dir) = report {
-        let written = crate::report::validate(&for_report, dir, *force)?;
+        let written = report::validate(&for_report, dir, *force)?;
         eprintln!("report: {written}");
     }
     Ok(())

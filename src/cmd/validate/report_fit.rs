@@ -5,9 +5,9 @@
 //! only with `--simulate`, after the others.
 
 use super::rows::{format_value, Evaluator, Fitted};
-use crate::scenario::embedded_file;
 use anyhow::{anyhow, bail, Context, Result};
 use fitting::{rel_error, round5, PublishedFigure, Solve};
+use scenario::embedded_file;
 
 /// Where a fitted value is stored.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -270,17 +270,17 @@ pub fn fit(rows: &[PublishedFigure], simulate: bool) -> Result<Vec<Fitted1>> {
 
 pub fn read_fitted() -> Result<Fitted> {
     let text = embedded_file(FITTED).ok_or_else(|| anyhow!("embedded {FITTED} missing"))?;
-    crate::scenario::parse_with_sets::<Fitted>(&format!("scenarios/{FITTED}"), text, &[])
+    scenario::parse_with_sets::<Fitted>(&format!("scenarios/{FITTED}"), text, &[])
 }
 
 /// The values the scenario files hold now for the fitted parameters.
 pub fn stored_values() -> Result<Vec<(String, f64)>> {
-    let hw = crate::scenario::load_hardware(FIT_HARDWARE, &[])?;
-    let (_, model_text) = crate::scenario::find_file(crate::scenario::Kind::Model, FIT_MODEL)?;
+    let hw = scenario::load_hardware(FIT_HARDWARE, &[])?;
+    let (_, model_text) = scenario::find_file(scenario::Kind::Model, FIT_MODEL)?;
     let model: toml::Value = toml::from_str(&model_text)?;
-    let (_, wl_text) = crate::scenario::find_file(crate::scenario::Kind::Workload, FIT_WORKLOAD)?;
+    let (_, wl_text) = scenario::find_file(scenario::Kind::Workload, FIT_WORKLOAD)?;
     let workload: toml::Value = toml::from_str(&wl_text)?;
-    let (_, rack_text) = crate::scenario::load_scenario_text(FIT_RACK)?;
+    let (_, rack_text) = scenario::load_scenario_text(FIT_RACK)?;
     let rack: toml::Value = toml::from_str(&rack_text)?;
     let number = |doc: &toml::Value, path: &str, what: &str| -> Result<f64> {
         let mut cur = doc;

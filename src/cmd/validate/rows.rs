@@ -268,7 +268,7 @@ impl Evaluator {
                 )?)
                 .map(|c| c.args)
                 .map_err(|e| anyhow!("row {}: {e}", row.id))?;
-                let (r, trace) = crate::scenario::resolve_with_trace(&args.request()?)
+                let (r, trace) = scenario::resolve_with_trace(&args.request()?)
                     .with_context(|| format!("row {}", row.id))?;
                 let mut runs = Vec::new();
                 if !r.params.spread.is_unknown() {

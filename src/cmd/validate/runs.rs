@@ -285,7 +285,7 @@ fn run_trace(info: &RunInfo, trace: Option<&Path>) -> Result<Vec<TraceRecord>> {
 /// allowed.
 fn model_check(
     bench: &live::bench::Bench,
-    r: &crate::scenario::Resolved,
+    r: &scenario::Resolved,
     a: &BenchValidateArgs,
     origin: &str,
 ) -> Result<Option<String>> {
@@ -459,14 +459,11 @@ fn read_maybe_gzip(path: &Path) -> Result<String> {
 /// The scenario resolved for a result file. An SGLang client's file ran an SGLang
 /// server (`server_settings` sets its scheduler), so the shipped runs terms of another
 /// engine the scenario names (whose tables still price the kernels) are left out.
-fn resolve_for(
-    bench: &live::bench::Bench,
-    a: &BenchValidateArgs,
-) -> Result<crate::scenario::Resolved> {
+fn resolve_for(bench: &live::bench::Bench, a: &BenchValidateArgs) -> Result<scenario::Resolved> {
     use sim::serving::workload::bench::Client;
-    let mut req = crate::scenario::RunRequest::of(&a.scenario, &a.set)?;
+    let mut req = scenario::RunRequest::of(&a.scenario, &a.set)?;
     req.pricing = a.pricing.pricing();
-    let r = crate::scenario::resolve(&req)?;
+    let r = scenario::resolve(&req)?;
     let engine = a.pricing.engine.clone().or(r.scenario.engine.clone());
     let sglang = engine
         .as_deref()
@@ -475,7 +472,7 @@ fn resolve_for(
         == Some("sglang");
     if bench.client == Client::Sglang && !sglang && a.pricing.profile.is_none() {
         req.pricing.physics_only = true;
-        return crate::scenario::resolve(&req);
+        return scenario::resolve(&req);
     }
     Ok(r)
 }
@@ -535,9 +532,9 @@ fn run_bench_summary(a: &BenchValidateArgs, text: &str, origin: &str) -> Result<
         bail!("{origin}: {} runs in the file; validate bench compares one (split the file, or `twin runs import` it and `twin validate runs`)", runs.len());
     }
     let run = &runs[0];
-    let mut req = crate::scenario::RunRequest::of(&a.scenario, &a.set)?;
+    let mut req = scenario::RunRequest::of(&a.scenario, &a.set)?;
     req.pricing = a.pricing.pricing();
-    let mut r = crate::scenario::resolve(&req)?;
+    let mut r = scenario::resolve(&req)?;
     let client = crate::runs::setup::client_of(&run.client, origin, r.seed)
         .map_err(|e| anyhow!("{origin}: {e}"))?;
     r.workload = sim::serving::WorkloadConfig::bench_run("bench (summary)", client);

@@ -1,8 +1,8 @@
 //! `twin sweep --report DIR`: the Pareto frontier of forward steps and their money.
 
-use crate::report::plots::{stacked_bars, xy, Bars, Chart, Mark, Series};
-use crate::report::{Figure, Page, Section, Table};
+use crate::plots::{stacked_bars, xy, Bars, Chart, Mark, Series};
 use crate::text::fixed;
+use crate::{Figure, Page, Section, Table};
 use anyhow::Result;
 use serde_json::{json, Value};
 

@@ -1,4 +1,6 @@
-//! `--report DIR`: a report a person can open and share. One `index.html` (rendered
+//! What twin prints, in words and as a report: the words and numbers the commands'
+//! text and the HTML report share ([`text`]), and `--report DIR`, a report a person
+//! can open and share. One `index.html` (rendered
 //! from a minijinja template) with the plots inline as SVG, each plot also as
 //! `plots/NAME.svg`, each table as `tables/NAME.csv`, and `summary.json` with the runs
 //! under vLLM's `bench serve` key names.
@@ -10,6 +12,7 @@
 mod figures;
 mod pages;
 pub mod plots;
+pub mod text;
 
 pub use pages::{
     plan, runs, simulate, sweep, validate, RunRow, SimulatedRun, SweepPoint, ValidationRow,
@@ -192,7 +195,7 @@ fn prepare(dir: &str, force: bool) -> Result<PathBuf> {
 }
 
 /// Writes `bytes` to a temporary file beside `path`, then renames it over `path`.
-pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let tmp = path.with_extension(format!(
         "{}.tmp",
         path.extension().and_then(|e| e.to_str()).unwrap_or("")

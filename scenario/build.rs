@@ -44,8 +44,8 @@ fn list(code: &mut String, root: &Path, files: &[PathBuf], name: &str, ty: &str,
 }
 
 fn main() {
-    let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("scenarios");
-    println!("cargo:rerun-if-changed=scenarios");
+    let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("../scenarios");
+    println!("cargo:rerun-if-changed=../scenarios");
     let mut files = Vec::new();
     collect(&root, &mut files);
     let mut code = String::new();

@@ -87,10 +87,10 @@ pub fn cost_params(
         )
     };
     let given_runs = match profile {
-        Some(path) => crate::runs::profile::read(std::path::Path::new(path))?.is_some(),
+        Some(path) => crate::runs_profile::read(std::path::Path::new(path))?.is_some(),
         None => false,
     };
-    let runs = crate::runs::profile::choose(profile, physics_only)?;
+    let runs = crate::runs_profile::choose(profile, physics_only)?;
     let section = match profile {
         Some(_) if given_runs => None,
         Some(path) => calibration::insitu::section_of(std::path::Path::new(path))
@@ -230,8 +230,8 @@ fn runs_terms(
     let family = calibration::runs::family(&hardware.name);
     match rp.group(engine, &hardware.name) {
         Some(g) => {
-            crate::runs::profile::apply_terms(params, g).map_err(|e| anyhow!("{from}: {e}"))?;
-            Ok(Some(crate::runs::profile::describe(g, from)))
+            crate::runs_profile::apply_terms(params, g).map_err(|e| anyhow!("{from}: {e}"))?;
+            Ok(Some(crate::runs_profile::describe(g, from)))
         }
         None if given => Ok(Some(format!(
             "no terms of {from} apply (it fits {}; not {engine} on {family}): physics alone",

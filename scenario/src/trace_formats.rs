@@ -12,7 +12,8 @@ use sim::serving::{read_mooncake, BadLines, Limits, Tally, TraceRead, TraceRecor
 use std::io::{BufRead, Read};
 
 /// A trace file's format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum TraceFormat {
     /// Mooncake JSONL: `timestamp` (ms), `input_length`, `output_length`, `hash_ids`.
     Mooncake,

@@ -15,7 +15,7 @@ pub fn shipped() -> Option<&'static RunsProfile> {
     static SHIPPED: std::sync::OnceLock<Option<RunsProfile>> = std::sync::OnceLock::new();
     SHIPPED
         .get_or_init(|| {
-            let text = crate::scenario::embedded_file("runs/fitted.toml")?;
+            let text = crate::embedded_file("runs/fitted.toml")?;
             RunsProfile::parse(text).ok()
         })
         .as_ref()
@@ -44,7 +44,7 @@ pub fn choose(profile: Option<&str>, physics_only: bool) -> Result<Option<(RunsP
 /// The runs profile at `path`, or `None` when the file is another kind of profile.
 pub fn read(path: &Path) -> Result<Option<RunsProfile>> {
     let shown = path.display().to_string();
-    let text = crate::scenario::read_text(&shown).map_err(|e| anyhow!("--profile {shown}: {e}"))?;
+    let text = crate::read_text(&shown).map_err(|e| anyhow!("--profile {shown}: {e}"))?;
     if !RunsProfile::is_runs_profile(&text) {
         return Ok(None);
     }
@@ -97,23 +97,16 @@ mod tests {
     use super::*;
 
     /// The shipped profile reads (a file that does not would price every run by
-    /// physics alone without a word) and holds only the fit's terms and
-    /// groups that passed the gate of `scripts/runs-fit.sh` (`--only-improving`).
+    /// physics alone without a word) and holds only groups that passed the gate of
+    /// `scripts/runs-fit.sh` (`--only-improving`); that its terms are the fit's is
+    /// checked beside the fit (`twin`'s `runs::fit`).
     #[test]
     fn the_shipped_terms_read_and_passed_their_gate() {
-        let text = crate::scenario::embedded_file("runs/fitted.toml").expect("shipped");
+        let text = crate::embedded_file("runs/fitted.toml").expect("shipped");
         let p = RunsProfile::parse(text).expect("scenarios/runs/fitted.toml reads");
         assert!(shipped().is_some());
         assert!(!p.groups.is_empty());
         for g in &p.groups {
-            for k in g.terms.keys() {
-                assert!(
-                    super::super::fit::TERMS.iter().any(|t| t.key == k),
-                    "{} on {}: {k} is no term",
-                    g.engine,
-                    g.family
-                );
-            }
             let score = |row: &str| -> f64 {
                 let f = &g.cv[row];
                 f["tpot_ms"].median_abs_error + 0.25 * f["ttft_ms"].median_abs_error

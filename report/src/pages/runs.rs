@@ -2,9 +2,9 @@
 //! predicted-vs-measured scatter plots on log axes per metric, the error against
 //! concurrency, the summary by group, the worst records and the records not priced.
 
-use crate::report::plots::{xy, Chart, Mark, Rule, Series};
-use crate::report::{Figure, Page, Section, Table};
+use crate::plots::{xy, Chart, Mark, Rule, Series};
 use crate::text::fixed;
+use crate::{Figure, Page, Section, Table};
 use anyhow::Result;
 use corpus::summary::{Compared, GroupSummary};
 use corpus::Metric;

@@ -1,8 +1,8 @@
 //! `twin simulate --report DIR`: one run's latency, pools and money.
 
-use crate::report::figures::{latency_section, money_section, pools_section, vllm_summary};
-use crate::report::Page;
+use crate::figures::{latency_section, money_section, pools_section, vllm_summary};
 use crate::text::fixed;
+use crate::Page;
 use anyhow::Result;
 use serde_json::json;
 use sim::serving::{PriceConfig, Report, TokenPrices};

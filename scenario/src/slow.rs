@@ -54,7 +54,7 @@ pub struct Probe {
 /// in-situ section).
 fn is_device_profile(path: &str) -> Result<bool> {
     let p = std::path::Path::new(path);
-    if crate::runs::profile::read(p)?.is_some() {
+    if crate::runs_profile::read(p)?.is_some() {
         return Ok(false);
     }
     Ok(calibration::insitu::section_of(p)

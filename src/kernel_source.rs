@@ -2,8 +2,8 @@
 //! fits are not its own (carried from another hardware by `kernels_from`), or when it
 //! has none at all and prices at the built-in defaults.
 
-use crate::scenario::{embedded_file, load_hardware, Overrides};
 use anyhow::Result;
+use scenario::{embedded_file, load_hardware, Overrides};
 use spec::hardware::Hardware;
 
 /// Shipped hardware without a `[cost]` table whose output stays as it was: `cpu-host`

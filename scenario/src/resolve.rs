@@ -12,12 +12,14 @@ use sim::cost::CostParams;
 use sim::serving::{trace_span, Limits, PoolConfig, ServingScenario, TraceRecord, WorkloadConfig};
 use spec::problem::Field;
 
-/// Everything a run resolved, before simulating: built only by [`resolve`], so
+/// Everything a run resolved, before simulating: built only by [`resolve`] (or
+/// [`resolve_parts`]; `non_exhaustive` keeps other crates from building one), so
 /// holding one means its scenario, workload and deployments passed every check. The
 /// fields stay public to read; a caller that changes the run afterwards (`validate
 /// bench` replaces the workload) leaves the simulator's own check of its input as the
 /// net. A clone is as checked as its original.
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct Resolved {
     pub scenario_origin: String,
     pub scenario: ServingScenario,
@@ -29,8 +31,6 @@ pub struct Resolved {
     /// What resolving (and reading the trace) chose for the user or left out: defaults
     /// that change the GPU count, a shortened warm-up, a trace cut by the duration.
     pub notes: Vec<String>,
-    /// Private: no other module can build a `Resolved` without the checks.
-    _validated: (),
 }
 
 /// Parses and validates the request and every file it names: the one way from what a
@@ -84,7 +84,6 @@ pub fn resolve(req: &RunRequest) -> Result<Resolved> {
         params,
         seed,
         notes,
-        _validated: (),
     })
 }
 
@@ -159,7 +158,6 @@ pub fn resolve_parts(mut p: Parts) -> Result<Resolved> {
         model: p.model,
         params: p.params,
         notes: p.notes,
-        _validated: (),
     })
 }
 
@@ -196,7 +194,7 @@ fn runs_frontend(
     engine: Option<&str>,
     notes: &mut Vec<String>,
 ) -> Result<()> {
-    let Some((rp, path)) = crate::runs::profile::choose(profile, physics_only)? else {
+    let Some((rp, path)) = crate::runs_profile::choose(profile, physics_only)? else {
         return Ok(());
     };
     // A group that left the front end at its prior (not among its fitted terms) says

@@ -1,6 +1,11 @@
-//! Scenario files: finding them (embedded registry or disk), applying `--set`
-//! overrides, deserializing with every unknown field collected, and reporting every
-//! problem at once with its file, line and field path.
+//! Scenario files and the run a command asks for: finding the files under
+//! `scenarios/` (embedded in the build, or on disk), applying `--set` overrides,
+//! deserializing with every unknown field collected and every problem reported at once
+//! with its file, line and field path; the typed request of a run ([`RunRequest`]) and
+//! its one resolution into a checked run ([`resolve`]), with what prices its steps
+//! (calibration profiles, engine kernel tables, the shipped runs terms) and the traces
+//! and benchmark clients it replays. No simulation runs here: the binary runs a
+//! [`Resolved`].
 
 use anyhow::{anyhow, bail, Context, Result};
 use serde::de::DeserializeOwned;
@@ -8,14 +13,17 @@ use spec::problem::{Field, Problem};
 use spec::{hardware::Hardware, model::Model};
 use std::fmt::Write as _;
 
+pub mod bench_client;
 mod carry;
 mod cost;
 mod deser;
 pub mod fields;
 pub mod request;
 pub mod resolve;
+pub mod runs_profile;
 pub mod slow;
 pub mod tables;
+pub mod trace_formats;
 
 pub use cost::cost_params;
 pub use request::{Overrides, Pricing, RunRequest, TraceSource};
@@ -40,7 +48,7 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub(crate) fn folder(self) -> &'static str {
+    pub fn folder(self) -> &'static str {
         match self {
             Kind::Hardware => "hardware/",
             Kind::Model => "models/",

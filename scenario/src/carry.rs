@@ -112,7 +112,7 @@ mod tests {
 
     /// A hardware file's text: h100's, renamed, with `extra` lines put after `name`.
     fn variant(name: &str, extra: &str) -> String {
-        let base = super::super::embedded_file("hardware/h100.toml").unwrap();
+        let base = crate::embedded_file("hardware/h100.toml").unwrap();
         base.replacen("name = \"h100\"", &format!("name = \"{name}\"\n{extra}"), 1)
     }
 
@@ -148,9 +148,7 @@ mod tests {
             "a.toml",
             &variant("a", &format!("kernels_from = \"{b}\"")),
         );
-        let e = super::super::load_hardware(&a, &[])
-            .unwrap_err()
-            .to_string();
+        let e = crate::load_hardware(&a, &[]).unwrap_err().to_string();
         assert!(e.contains("a cycle: a carries kernel fits from b"), "{e}");
         // A chain: c -> a (which carries from b).
         let c = write(
@@ -158,9 +156,7 @@ mod tests {
             "c.toml",
             &variant("c", &format!("kernels_from = \"{a}\"")),
         );
-        let e = super::super::load_hardware(&c, &[])
-            .unwrap_err()
-            .to_string();
+        let e = crate::load_hardware(&c, &[]).unwrap_err().to_string();
         assert!(e.contains("a itself carries kernel fits from"), "{e}");
         assert!(e.contains("chains are refused"), "{e}");
     }
@@ -173,9 +169,7 @@ mod tests {
             "x.toml",
             &variant("x", "kernels_from = \"cpu-host\""),
         );
-        let e = super::super::load_hardware(&p, &[])
-            .unwrap_err()
-            .to_string();
+        let e = crate::load_hardware(&p, &[]).unwrap_err().to_string();
         assert!(e.contains("cpu-host has no [cost] table"), "{e}");
         assert!(e.contains("h100") && e.contains("gb300"), "{e}");
         assert!(!with_fits().contains(&"cpu-host".to_string()));

@@ -1,8 +1,8 @@
 //! `twin validate published --report DIR`: predicted against published, per table.
 
-use crate::report::plots::{xy, Chart, Mark, Rule, Series};
-use crate::report::{Figure, Page, Section, Table};
+use crate::plots::{xy, Chart, Mark, Rule, Series};
 use crate::text::fixed;
+use crate::{Figure, Page, Section, Table};
 use anyhow::Result;
 use serde_json::json;
 

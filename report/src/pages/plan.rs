@@ -2,12 +2,12 @@
 //! screen against the simulation, the best configuration's run, money, the rate
 //! curve's day, the rejections and the vLLM command lines.
 
-use crate::report::figures::{latency_section, money_section, pools_section, vllm_summary};
-use crate::report::plots::{xy, Chart, Mark, Rule, Series};
-use crate::report::{Figure, Page, Section, Table};
+use crate::figures::{latency_section, money_section, pools_section, vllm_summary};
+use crate::plots::{xy, Chart, Mark, Rule, Series};
 use crate::text::fixed;
 use crate::text::plan::{curve_of, sizing_text, slo_text, verdict};
 use crate::text::vllm;
+use crate::{Figure, Page, Section, Table};
 use anyhow::Result;
 use serde_json::{json, Value};
 use sim::plan::{Metrics, Outcome, Record, Status};
