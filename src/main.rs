@@ -23,7 +23,6 @@ mod interrupt;
 mod kernel;
 mod kernel_source;
 mod kernel_tables;
-mod runs;
 mod simulation;
 mod step;
 mod trace_import;

@@ -7,31 +7,8 @@ use anyhow::{anyhow, bail, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use scenario::{resolve_with_trace, Resolved, RunRequest};
 use serde_json::json;
-use sim::cost::AnalyticCostModel;
 use sim::serving::{simulate_with, Control, Record, Report, SimInput, SimRequest, TraceRecord};
 use std::sync::atomic::AtomicBool;
-
-/// The analytic cost models of a resolved scenario's prefill and decode pools.
-pub fn pool_costs(r: &Resolved) -> (AnalyticCostModel, AnalyticCostModel) {
-    pool_costs_with(r, &r.params)
-}
-
-/// `pool_costs` with other cost parameters (a band's draw).
-pub fn pool_costs_with(
-    r: &Resolved,
-    params: &sim::cost::CostParams,
-) -> (AnalyticCostModel, AnalyticCostModel) {
-    let sc = &r.scenario;
-    let pool = |p: &sim::serving::PoolConfig| {
-        AnalyticCostModel::new(
-            r.hardware.clone(),
-            r.model.clone(),
-            p.layout(),
-            params.clone(),
-        )
-    };
-    (pool(&sc.serving.prefill), pool(&sc.serving.decode))
-}
 
 /// How [`run`] runs a resolved scenario; the default is its own seed and cost
 /// parameters, without a progress bar or a request log.
@@ -52,7 +29,7 @@ pub struct RunHow<'a> {
 pub fn run(r: &Resolved, trace: &[TraceRecord], how: RunHow) -> Result<(Report, Vec<SimRequest>)> {
     let (seed, params) = (how.seed.unwrap_or(r.seed), how.params.unwrap_or(&r.params));
     let sc = &r.scenario;
-    let (prefill_cost, decode_cost) = pool_costs_with(r, params);
+    let (prefill_cost, decode_cost) = r.pool_costs(params);
     let input = SimInput {
         scenario: sc,
         workload: &r.workload,

@@ -17,7 +17,7 @@
 use std::path::{Path, PathBuf};
 
 /// The workspace's crates and their source roots; `twin` is the binary.
-const CRATES: [(&str, &str); 12] = [
+const CRATES: [(&str, &str); 13] = [
     ("spec", "spec/src"),
     ("sim", "sim/src"),
     ("engine", "engine/src"),
@@ -29,6 +29,7 @@ const CRATES: [(&str, &str); 12] = [
     ("hf", "hf/src"),
     ("scenario", "scenario/src"),
     ("report", "report/src"),
+    ("runs", "runs/src"),
     ("twin", "src"),
 ];
 

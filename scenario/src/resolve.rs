@@ -87,6 +87,26 @@ pub fn resolve(req: &RunRequest) -> Result<Resolved> {
     })
 }
 
+impl Resolved {
+    /// The analytic cost models of the prefill and decode pools, priced with `params`
+    /// (the resolved `self.params`, or a band's draw).
+    pub fn pool_costs(
+        &self,
+        params: &CostParams,
+    ) -> (sim::cost::AnalyticCostModel, sim::cost::AnalyticCostModel) {
+        let pool = |p: &PoolConfig| {
+            sim::cost::AnalyticCostModel::new(
+                self.hardware.clone(),
+                self.model.clone(),
+                p.layout(),
+                params.clone(),
+            )
+        };
+        let serving = &self.scenario.serving;
+        (pool(&serving.prefill), pool(&serving.decode))
+    }
+}
+
 /// The engine whose tables and terms price the scenario's steps (`--engine`, else the
 /// scenario's), and whether the runs terms are left out: asked (`--physics-only`), or
 /// the scenario's scheduler is another engine's (an SGLang run priced by vLLM's tables

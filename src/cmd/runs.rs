@@ -128,8 +128,7 @@ fn import(a: &ImportArgs) -> Result<()> {
         let read = match client_runs(f, &a.deployment)? {
             Some(recs) => recs,
             None => {
-                let loaded =
-                    crate::runs::load(&shown).with_context(|| format!("importing {shown}"))?;
+                let loaded = runs::load(&shown).with_context(|| format!("importing {shown}"))?;
                 for n in &loaded.notes {
                     eprintln!("note: {n}");
                 }
@@ -182,7 +181,7 @@ fn import(a: &ImportArgs) -> Result<()> {
 }
 
 fn show(a: &ShowArgs) -> Result<()> {
-    let loaded = crate::runs::load(&a.corpus)?;
+    let loaded = runs::load(&a.corpus)?;
     let filters = a
         .filter
         .iter()

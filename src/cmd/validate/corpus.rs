@@ -4,13 +4,13 @@
 //! by engine, GPU, model, precision and regime. A record twin cannot price is listed
 //! with its reason, never dropped.
 
-use crate::runs::predict::{compare, Center};
-use crate::runs::{load, predict_all, Cache};
 use anyhow::{bail, Result};
 use clap::Args;
 use corpus::filter::Filter;
 use corpus::summary::{summarize, Dim, GroupSummary, Groups, Outcome};
 use corpus::{Metric, RunRecord};
+use runs::predict::{compare, Center};
+use runs::{load, predict_all, Cache};
 
 #[derive(Debug, Clone, Args)]
 pub struct RunsValidateArgs {
@@ -188,7 +188,7 @@ fn terms_line(
 
 fn print_json(
     a: &RunsValidateArgs,
-    loaded: &crate::runs::Loaded,
+    loaded: &runs::Loaded,
     rows: &[Row],
     summaries: &[Vec<GroupSummary>],
     terms_line: &str,
@@ -227,7 +227,7 @@ fn pct(x: f64) -> String {
 
 fn print_text(
     a: &RunsValidateArgs,
-    loaded: &crate::runs::Loaded,
+    loaded: &runs::Loaded,
     rows: &[Row],
     summaries: &[Vec<GroupSummary>],
 ) {

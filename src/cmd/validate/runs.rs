@@ -309,7 +309,6 @@ fn model_check(
 pub fn run_bench(a: &BenchValidateArgs) -> Result<()> {
     // 101 lines: over the limit since 2c12a4f; issue 39 splits it.
     #![allow(clippy::too_many_lines)]
-    use crate::simulation::pool_costs;
     use live::bench::{sim_bench_figures, Bench};
     let origin = a.file.display().to_string();
     let text = read_maybe_gzip(&a.file).with_context(|| format!("cannot read {origin}"))?;
@@ -333,7 +332,7 @@ pub fn run_bench(a: &BenchValidateArgs) -> Result<()> {
     r.scenario.warmup_s = 0.0;
     r.scenario.duration_s = r.scenario.limits.max_duration_s;
     let trace = Vec::new();
-    let (prefill_cost, decode_cost) = pool_costs(&r);
+    let (prefill_cost, decode_cost) = r.pool_costs(&r.params);
     let input = SimInput {
         scenario: &r.scenario,
         workload: &r.workload,
@@ -526,7 +525,7 @@ fn server_settings(
 /// simulation of the client's run with the file's mean lengths; said what cannot be
 /// compared without `--save-detailed`.
 fn run_bench_summary(a: &BenchValidateArgs, text: &str, origin: &str) -> Result<()> {
-    use crate::runs::predict::{compare, simulate_setup, Center};
+    use runs::predict::{compare, simulate_setup, Center};
     let runs = corpus::clients::read(text, origin)?;
     if runs.len() != 1 {
         bail!("{origin}: {} runs in the file; validate bench compares one (split the file, or `twin runs import` it and `twin validate runs`)", runs.len());
@@ -535,12 +534,12 @@ fn run_bench_summary(a: &BenchValidateArgs, text: &str, origin: &str) -> Result<
     let mut req = scenario::RunRequest::of(&a.scenario, &a.set)?;
     req.pricing = a.pricing.pricing();
     let mut r = scenario::resolve(&req)?;
-    let client = crate::runs::setup::client_of(&run.client, origin, r.seed)
+    let client = runs::setup::client_of(&run.client, origin, r.seed)
         .map_err(|e| anyhow!("{origin}: {e}"))?;
     r.workload = sim::serving::WorkloadConfig::bench_run("bench (summary)", client);
     r.scenario.warmup_s = 0.0;
     r.scenario.duration_s = r.scenario.limits.max_duration_s;
-    let setup = crate::runs::setup::Setup {
+    let setup = runs::setup::Setup {
         pricing: r.params.source.clone(),
         resolved: r,
     };

@@ -5,6 +5,7 @@
 //! record's statistics ([`predict`]). `twin validate runs` and `twin calibrate
 //! --from-runs` share it.
 
+pub mod calibrate;
 pub mod fit;
 pub mod load;
 pub mod predict;

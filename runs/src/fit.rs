@@ -260,7 +260,7 @@ pub fn group_of(rec: &RunRecord) -> (String, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runs::load::Base;
+    use crate::load::Base;
     use corpus::*;
 
     /// Every term of the shipped runs profile is a term of this fit (a key the fit

@@ -42,7 +42,7 @@ pub struct Prediction {
 /// The simulation of one set-up record.
 pub fn simulate_setup(s: &Setup) -> Result<(Predicted, sim::serving::Report), String> {
     let r = &s.resolved;
-    let (prefill, decode) = crate::simulation::pool_costs(r);
+    let (prefill, decode) = r.pool_costs(&r.params);
     let input = SimInput {
         scenario: &r.scenario,
         workload: &r.workload,
@@ -145,7 +145,8 @@ pub fn predict_all(
 }
 
 /// Which predicted statistic a record's [`Stat::Center`] is compared with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Center {
     /// The median (p50).
     P50,
