@@ -461,7 +461,7 @@ mod tests {
     #[test]
     fn in_situ_rows_aggregate_samples_and_parse_back() {
         let call = |rows: u64| spec::call::Call {
-            op: "rmsnorm",
+            op: spec::call::CallOp::Rmsnorm,
             dtype: "",
             key: vec![("dim", 512), ("residual", 1)],
             vars: vec![("rows", rows)],

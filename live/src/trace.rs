@@ -277,7 +277,7 @@ fn write_call(w: &mut impl Write, c: &TracedCall, rank: usize, step: u64) -> std
         c.call.dtype,
         pairs(&c.call.key),
         pairs(&c.call.vars),
-        op = c.call.op,
+        op = c.call.op.name(),
     )
 }
 

@@ -8,7 +8,7 @@ use engine::serve::{CpuDevice, Executor, Seq, Shard, Solo, ThreadExchange};
 use live::model::{engine_config, PAGE_TOKENS};
 use sim::cost::fitted::LiveModelExt;
 use sim::cost::{Phase, ReqSlice, StepShape};
-use spec::call::{expected_touched, Call};
+use spec::call::{expected_touched, Call, CallOp};
 use spec::live_model::LiveModel;
 
 fn model(name: &str) -> LiveModel {
@@ -29,9 +29,9 @@ fn canonical(calls: &[Call], dep: bool) -> Vec<Call> {
         .map(|mut c| {
             let op = c.op;
             for (n, x) in c.vars.iter_mut() {
-                let routed = (op == "linear" && *n == "groups")
-                    || (op == "copy" && *n == "bytes")
-                    || (dep && (op == "linear" || op == "swiglu") && *n == "rows");
+                let routed = (op == CallOp::Linear && *n == "groups")
+                    || (op == CallOp::Copy && *n == "bytes")
+                    || (dep && (op == CallOp::Linear || op == CallOp::Swiglu) && *n == "rows");
                 if routed {
                     *x = 0;
                 }
@@ -133,7 +133,7 @@ fn one_rank_traces_are_the_composed_calls() {
             // Expert groups: the routing touched about as many experts as expected.
             let touched: Vec<u64> = traced
                 .iter()
-                .filter(|c| c.op == "linear" && c.vars[0].1 > 1)
+                .filter(|c| c.op == CallOp::Linear && c.vars[0].1 > 1)
                 .map(|c| c.vars[0].1)
                 .collect();
             let rows: u64 = shape.ranks[0]

@@ -27,12 +27,84 @@
 
 use crate::live_model::{AttnKind, IndexerConfig, LayerConfig, LiveModel, MoeConfig};
 
+/// The live engine's device ops, one per kind of [`Call`]: the names its traces,
+/// fitted profiles and op registry (`engine::op::OPS`) use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CallOp {
+    Linear,
+    Rmsnorm,
+    Swiglu,
+    GateTopk,
+    GatherRows,
+    MoeCombine,
+    Add,
+    KvWrite,
+    Argmax,
+    IndexerPaged,
+    AttnDense,
+    AttnSparse,
+    AttnWindow,
+    Copy,
+}
+
+impl CallOp {
+    pub const ALL: [CallOp; 14] = [
+        CallOp::Linear,
+        CallOp::Rmsnorm,
+        CallOp::Swiglu,
+        CallOp::GateTopk,
+        CallOp::GatherRows,
+        CallOp::MoeCombine,
+        CallOp::Add,
+        CallOp::KvWrite,
+        CallOp::Argmax,
+        CallOp::IndexerPaged,
+        CallOp::AttnDense,
+        CallOp::AttnSparse,
+        CallOp::AttnWindow,
+        CallOp::Copy,
+    ];
+
+    /// The op's name in traces, profiles and the op registry.
+    pub const fn name(self) -> &'static str {
+        match self {
+            CallOp::Linear => "linear",
+            CallOp::Rmsnorm => "rmsnorm",
+            CallOp::Swiglu => "swiglu",
+            CallOp::GateTopk => "gate_topk",
+            CallOp::GatherRows => "gather_rows",
+            CallOp::MoeCombine => "moe_combine",
+            CallOp::Add => "add",
+            CallOp::KvWrite => "kv_write",
+            CallOp::Argmax => "argmax",
+            CallOp::IndexerPaged => "indexer_paged",
+            CallOp::AttnDense => "attn_dense",
+            CallOp::AttnSparse => "attn_sparse",
+            CallOp::AttnWindow => "attn_window",
+            CallOp::Copy => "copy",
+        }
+    }
+
+    /// The op named `name`, if it is one.
+    pub fn parse(name: &str) -> Option<CallOp> {
+        CallOp::ALL.into_iter().find(|o| o.name() == name)
+    }
+}
+
+impl std::fmt::Display for CallOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// One op call: the op, its static key (what the model fixes: widths, dtypes) and its
 /// variables (what a step varies: rows, groups, positions, bytes).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Call {
-    pub op: &'static str,
-    /// Weight dtype of a linear layer, `""` otherwise.
+    pub op: CallOp,
+    /// Weight format of a linear layer by its name (`bf16`, `fp8`, `int4`: the live
+    /// model's and the kernels' subsets of `Dtype`, named as `Dtype::name` names them),
+    /// `""` otherwise.
     pub dtype: &'static str,
     pub key: Vec<(&'static str, u64)>,
     pub vars: Vec<(&'static str, u64)>,
@@ -51,7 +123,7 @@ pub struct AttnKey {
 
 impl Call {
     fn new(
-        op: &'static str,
+        op: CallOp,
         dtype: &'static str,
         key: &[(&'static str, u64)],
         vars: &[(&'static str, u64)],
@@ -65,7 +137,7 @@ impl Call {
     }
 
     /// An op over `rows` rows whose key is all widths.
-    fn rows_op(op: &'static str, key: &[(&'static str, usize)], rows: u64) -> Call {
+    fn rows_op(op: CallOp, key: &[(&'static str, usize)], rows: u64) -> Call {
         Call {
             op,
             dtype: "",
@@ -78,7 +150,7 @@ impl Call {
     /// matrices (1: a dense layer).
     pub fn linear(dtype: &'static str, n: usize, k: usize, groups: u64, rows: u64) -> Call {
         Call::new(
-            "linear",
+            CallOp::Linear,
             dtype,
             &[("n", n as u64), ("k", k as u64)],
             &[("groups", groups), ("rows", rows)],
@@ -87,41 +159,49 @@ impl Call {
 
     /// RMSNorm of `rows` rows of `dim`, with the residual add when `residual` is 1.
     pub fn rmsnorm(dim: usize, residual: usize, rows: u64) -> Call {
-        Call::rows_op("rmsnorm", &[("dim", dim), ("residual", residual)], rows)
+        Call::rows_op(
+            CallOp::Rmsnorm,
+            &[("dim", dim), ("residual", residual)],
+            rows,
+        )
     }
 
     pub fn swiglu(ffn: usize, rows: u64) -> Call {
-        Call::rows_op("swiglu", &[("ffn", ffn)], rows)
+        Call::rows_op(CallOp::Swiglu, &[("ffn", ffn)], rows)
     }
 
     pub fn gate_topk(experts: usize, topk: usize, rows: u64) -> Call {
-        Call::rows_op("gate_topk", &[("experts", experts), ("topk", topk)], rows)
+        Call::rows_op(
+            CallOp::GateTopk,
+            &[("experts", experts), ("topk", topk)],
+            rows,
+        )
     }
 
     pub fn gather_rows(dim: usize, rows: u64) -> Call {
-        Call::rows_op("gather_rows", &[("dim", dim)], rows)
+        Call::rows_op(CallOp::GatherRows, &[("dim", dim)], rows)
     }
 
     pub fn moe_combine(topk: usize, dim: usize, rows: u64) -> Call {
-        Call::rows_op("moe_combine", &[("topk", topk), ("dim", dim)], rows)
+        Call::rows_op(CallOp::MoeCombine, &[("topk", topk), ("dim", dim)], rows)
     }
 
     pub fn add(dim: usize, rows: u64) -> Call {
-        Call::rows_op("add", &[("dim", dim)], rows)
+        Call::rows_op(CallOp::Add, &[("dim", dim)], rows)
     }
 
     pub fn kv_write(dim: usize, rows: u64) -> Call {
-        Call::rows_op("kv_write", &[("dim", dim)], rows)
+        Call::rows_op(CallOp::KvWrite, &[("dim", dim)], rows)
     }
 
     pub fn argmax(n: usize, rows: u64) -> Call {
-        Call::rows_op("argmax", &[("n", n)], rows)
+        Call::rows_op(CallOp::Argmax, &[("n", n)], rows)
     }
 
     /// The paged indexer over `rows` query rows scoring `positions` cached keys in all.
     pub fn indexer_paged(ix: IndexerConfig, page: usize, rows: u64, positions: u64) -> Call {
         Call::new(
-            "indexer_paged",
+            CallOp::IndexerPaged,
             "",
             &[
                 ("heads", ix.heads as u64),
@@ -136,9 +216,9 @@ impl Call {
     /// An attention call: `rows` query rows reading `positions` cached entries in all.
     pub fn attention(a: AttnKey, rows: u64, positions: u64) -> Call {
         let (op, extra) = match a.kind {
-            AttnKind::Dense => ("attn_dense", None),
-            AttnKind::Sparse => ("attn_sparse", Some(("topk", a.limit as u64))),
-            AttnKind::Window => ("attn_window", Some(("window", a.limit as u64))),
+            AttnKind::Dense => (CallOp::AttnDense, None),
+            AttnKind::Sparse => (CallOp::AttnSparse, Some(("topk", a.limit as u64))),
+            AttnKind::Window => (CallOp::AttnWindow, Some(("window", a.limit as u64))),
         };
         let mut key = vec![
             ("heads", a.heads as u64),
@@ -156,13 +236,13 @@ impl Call {
 
     /// A host-side exchange of `bytes` between ranks (dispatch or combine).
     pub fn copy(bytes: u64) -> Call {
-        Call::new("copy", "", &[], &[("bytes", bytes)])
+        Call::new(CallOp::Copy, "", &[], &[("bytes", bytes)])
     }
 
     /// The static part: op, dtype and key (what one fitted function covers).
     pub fn static_key(&self) -> CallKey {
         CallKey {
-            op: self.op.to_string(),
+            op: self.op.name().to_string(),
             dtype: self.dtype.to_string(),
             key: self.key.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
         }
@@ -489,6 +569,18 @@ impl Composer<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn call_ops_are_named_once_and_parse_back() {
+        let mut names: Vec<&str> = CallOp::ALL.iter().map(|o| o.name()).collect();
+        for o in CallOp::ALL {
+            assert_eq!(CallOp::parse(o.name()), Some(o));
+        }
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), CallOp::ALL.len());
+        assert_eq!(CallOp::parse("gemm"), None);
+    }
 
     #[test]
     fn call_keys_print_and_parse() {

@@ -60,12 +60,17 @@ pub enum LinearDtype {
 }
 
 impl LinearDtype {
-    /// The name calls and profiles use (`linear[bf16]`).
-    pub fn name(self) -> &'static str {
+    /// The number format, of the one vocabulary.
+    pub fn dtype(self) -> crate::dtype::Dtype {
         match self {
-            LinearDtype::Bf16 => "bf16",
-            LinearDtype::Fp8 => "fp8",
+            LinearDtype::Bf16 => crate::dtype::Dtype::Bf16,
+            LinearDtype::Fp8 => crate::dtype::Dtype::Fp8,
         }
+    }
+
+    /// The name calls and profiles use (`linear[bf16]`): the format's.
+    pub fn name(self) -> &'static str {
+        self.dtype().name()
     }
 
     /// Bytes of one weight (block scales excluded).

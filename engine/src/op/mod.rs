@@ -16,6 +16,7 @@ pub use live::{
 
 use crate::stats::Stats;
 use crate::Result;
+use spec::call::CallOp;
 
 /// Where an Engram table lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -103,7 +104,8 @@ const fn op(name: &'static str, group: &'static str, role: OpRole, about: &'stat
 }
 
 /// Every op the engine measures, in a stable order. Calibration reads this list (plans,
-/// `--ops`, fitted ops); nothing else lists op names.
+/// `--ops`, fitted ops); nothing else lists op names. The ops the live model calls are
+/// named by their `CallOp` (`spec::call`), the one list of them.
 pub const OPS: [OpInfo; 20] = [
     op(
         "ref_stream_read",
@@ -130,19 +132,19 @@ pub const OPS: [OpInfo; 20] = [
         "MoE expert FFN, many tokens per expert",
     ),
     op(
-        "attn_dense",
+        CallOp::AttnDense.name(),
         "attention",
         OpRole::Calibration,
         "latent-cache attention over every position",
     ),
     op(
-        "attn_sparse",
+        CallOp::AttnSparse.name(),
         "attention",
         OpRole::Calibration,
         "latent-cache attention over top-k positions",
     ),
     op(
-        "attn_window",
+        CallOp::AttnWindow.name(),
         "attention",
         OpRole::Calibration,
         "latent-cache attention over a sliding window",
@@ -160,56 +162,66 @@ pub const OPS: [OpInfo; 20] = [
         "random row gather from a large table (Engram)",
     ),
     op(
-        "copy",
+        CallOp::Copy.name(),
         "copy",
         OpRole::Calibration,
         "device-local copy: the one-device dispatch/combine stand-in",
     ),
     op(
-        "linear",
+        CallOp::Linear.name(),
         "live",
         OpRole::Live,
         "grouped linear layer (projections, experts, LM head)",
     ),
     op(
-        "rmsnorm",
+        CallOp::Rmsnorm.name(),
         "live",
         OpRole::Live,
         "RMSNorm with a fused residual add",
     ),
-    op("swiglu", "live", OpRole::Live, "SwiGLU activation"),
     op(
-        "gate_topk",
+        CallOp::Swiglu.name(),
+        "live",
+        OpRole::Live,
+        "SwiGLU activation",
+    ),
+    op(
+        CallOp::GateTopk.name(),
         "live",
         OpRole::Live,
         "softmax gating and top-k expert choice",
     ),
     op(
-        "gather_rows",
+        CallOp::GatherRows.name(),
         "live",
         OpRole::Live,
         "row gather (embedding lookup, MoE token permutation)",
     ),
     op(
-        "moe_combine",
+        CallOp::MoeCombine.name(),
         "live",
         OpRole::Live,
         "weighted sum of expert outputs back into token rows",
     ),
-    op("add", "live", OpRole::Live, "element-wise add"),
+    op(CallOp::Add.name(), "live", OpRole::Live, "element-wise add"),
     op(
-        "kv_write",
+        CallOp::KvWrite.name(),
         "live",
         OpRole::Live,
         "fp8 quantisation of new KV entries into cache pages",
     ),
     op(
-        "indexer_paged",
+        CallOp::IndexerPaged.name(),
         "live",
         OpRole::Live,
         "indexer scores over a paged key cache and top-k",
     ),
-    op("argmax", "live", OpRole::Live, "greedy sampling"),
+    op(
+        CallOp::Argmax.name(),
+        "live",
+        OpRole::Live,
+        "greedy sampling",
+    ),
 ];
 
 /// The registry entry of `name`.
@@ -506,6 +518,15 @@ impl Measurement {
 mod tests {
     use super::*;
     use kernels::{AttnModeKind, WeightDtype};
+
+    /// Every op the live model calls has its registry entry, under the op's one name:
+    /// a call the executor records can be timed and fitted.
+    #[test]
+    fn every_call_op_is_registered() {
+        for c in CallOp::ALL {
+            assert!(op_info(c.name()).is_some(), "{c} is not in OPS");
+        }
+    }
 
     #[test]
     fn points_are_stable_and_distinct() {
