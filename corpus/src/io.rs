@@ -65,6 +65,7 @@ pub fn parse_jsonl(text: &str, origin: &str) -> Result<Vec<RunRecord>, CorpusErr
             )),
             Ok(r) => match r.problems() {
                 p if !p.is_empty() => {
+                    let p: Vec<String> = p.iter().map(ToString::to_string).collect();
                     bad.push(format!("line {} ({}): {}", i + 1, r.id, p.join("; ")))
                 }
                 _ if !ids.insert(r.id.clone()) => bad.push(format!(

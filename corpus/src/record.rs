@@ -6,6 +6,7 @@
 //! `None`), never a default passed off as measured.
 
 use serde::{Deserialize, Serialize};
+use spec::problem::Problem;
 use std::collections::BTreeMap;
 
 /// The record format's name and version: a reader refuses any other.
@@ -484,21 +485,23 @@ impl RunRecord {
 
 impl Lengths {
     /// What is wrong with the lengths, if anything.
-    fn problem(&self, what: &str) -> Option<String> {
+    fn problem(&self, what: &str) -> Option<Problem> {
         match self {
-            Lengths::Fixed { tokens: 0 } => Some(format!("{what}: 0 tokens")),
-            Lengths::Uniform { low, high } if *low == 0 || low > high => Some(format!(
-                "{what}: uniform over {low}..={high}: needs 1 <= low <= high"
+            Lengths::Fixed { tokens: 0 } => Some(Problem::new(what, "0 tokens")),
+            Lengths::Uniform { low, high } if *low == 0 || low > high => Some(Problem::new(
+                what,
+                format!("uniform over {low}..={high}: needs 1 <= low <= high"),
             )),
             Lengths::Normal { mean, stddev }
                 if *mean == 0 || !(stddev.is_finite() && *stddev >= 0.0) =>
             {
-                Some(format!(
-                    "{what}: normal({mean}, {stddev}): needs a mean >= 1 and a finite stddev >= 0"
+                Some(Problem::new(
+                    what,
+                    format!("normal({mean}, {stddev}): needs a mean >= 1 and a finite stddev >= 0"),
                 ))
             }
             Lengths::Recorded { tokens } if tokens.is_empty() => {
-                Some(format!("{what}: no recorded lengths"))
+                Some(Problem::new(what, "no recorded lengths"))
             }
             _ => None,
         }
@@ -507,10 +510,10 @@ impl Lengths {
 
 impl RunRecord {
     /// Every problem with the record's values (a reader refuses a record with any).
-    pub fn problems(&self) -> Vec<String> {
+    pub fn problems(&self) -> Vec<Problem> {
         let mut p = Vec::new();
         if self.id.trim().is_empty() {
-            p.push("id: empty".to_string());
+            p.push(Problem::new("id", "empty"));
         }
         let workers: Vec<(&str, &Workers)> = match &self.layout {
             Layout::Aggregated { workers } => vec![("layout.workers", workers)],
@@ -528,48 +531,15 @@ impl RunRecord {
                 w.moe_ep,
             ];
             if sizes.contains(&0) {
-                p.push(format!(
-                    "{name}: count, tp, pp, attention_dp, moe_tp and moe_ep must be >= 1"
+                p.push(Problem::new(
+                    name,
+                    "count, tp, pp, attention_dp, moe_tp and moe_ep must be >= 1",
                 ));
             }
         }
-        match &self.client.load {
-            Load::ClosedLoop { concurrency: 0 } => p.push("client.load.concurrency: 0".into()),
-            Load::Rate {
-                req_s,
-                burstiness,
-                concurrency,
-            } => {
-                if !(req_s.is_finite() && *req_s > 0.0) {
-                    p.push(format!("client.load.req_s: {req_s}: must be > 0"));
-                }
-                if !(burstiness.is_finite() && *burstiness > 0.0) {
-                    p.push(format!("client.load.burstiness: {burstiness}: must be > 0"));
-                }
-                if *concurrency == Some(0) {
-                    p.push("client.load.concurrency: 0".into());
-                }
-            }
-            Load::Stages { stages } if stages.is_empty() => {
-                p.push("client.load.stages: empty".into())
-            }
-            Load::Stages { stages } => {
-                for (i, s) in stages.iter().enumerate() {
-                    if !(s.req_s.is_finite()
-                        && s.req_s > 0.0
-                        && s.duration_s.is_finite()
-                        && s.duration_s > 0.0)
-                    {
-                        p.push(format!(
-                            "client.load.stages[{i}]: rate and duration must be > 0"
-                        ));
-                    }
-                }
-            }
-            _ => {}
-        }
+        load_problems(&self.client.load, &mut p);
         if self.client.num_prompts == Some(0) {
-            p.push("client.num_prompts: 0".into());
+            p.push(Problem::new("client.num_prompts", "0"));
         }
         if !self.client.held.is_empty() {
             let n = match &self.client.input {
@@ -577,28 +547,76 @@ impl RunRecord {
                 _ => 0,
             };
             if n != self.client.held.len() {
-                p.push(format!(
-                    "client.held: {} entries for {n} recorded input lengths (held prefixes need the run's own lengths, one each)",
-                    self.client.held.len()
+                p.push(Problem::new(
+                    "client.held",
+                    format!(
+                        "{} entries for {n} recorded input lengths (held prefixes need the run's own lengths, one each)",
+                        self.client.held.len()
+                    ),
                 ));
             }
         }
         p.extend(self.client.input.problem("client.input"));
         p.extend(self.client.output.problem("client.output"));
         if self.measured.values().all(|s| s.is_empty()) {
-            p.push("measured: no measured figure".into());
+            p.push(Problem::new("measured", "no measured figure"));
         }
         for (m, stats) in &self.measured {
             for (s, v) in stats {
                 if !(v.is_finite() && *v > 0.0) {
-                    p.push(format!(
-                        "measured.{}.{}: {v}: must be > 0",
-                        m.key(),
-                        s.key()
+                    p.push(Problem::new(
+                        format!("measured.{}.{}", m.key(), s.key()),
+                        format!("{v}: must be > 0"),
                     ));
                 }
             }
         }
         p
+    }
+}
+
+/// The problems of a client's load (`client.load`), appended to `p`.
+fn load_problems(load: &Load, p: &mut Vec<Problem>) {
+    match load {
+        Load::ClosedLoop { concurrency: 0 } => p.push(Problem::new("client.load.concurrency", "0")),
+        Load::Rate {
+            req_s,
+            burstiness,
+            concurrency,
+        } => {
+            if !(req_s.is_finite() && *req_s > 0.0) {
+                p.push(Problem::new(
+                    "client.load.req_s",
+                    format!("{req_s}: must be > 0"),
+                ));
+            }
+            if !(burstiness.is_finite() && *burstiness > 0.0) {
+                p.push(Problem::new(
+                    "client.load.burstiness",
+                    format!("{burstiness}: must be > 0"),
+                ));
+            }
+            if *concurrency == Some(0) {
+                p.push(Problem::new("client.load.concurrency", "0"));
+            }
+        }
+        Load::Stages { stages } if stages.is_empty() => {
+            p.push(Problem::new("client.load.stages", "empty"))
+        }
+        Load::Stages { stages } => {
+            for (i, s) in stages.iter().enumerate() {
+                if !(s.req_s.is_finite()
+                    && s.req_s > 0.0
+                    && s.duration_s.is_finite()
+                    && s.duration_s > 0.0)
+                {
+                    p.push(Problem::new(
+                        format!("client.load.stages[{i}]"),
+                        "rate and duration must be > 0",
+                    ));
+                }
+            }
+        }
+        _ => {}
     }
 }

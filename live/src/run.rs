@@ -103,7 +103,7 @@ pub fn validate(cfg: &LiveConfig) -> Result<LiveModel, LiveError> {
     let mut p = Vec::new();
     let sc = &cfg.scenario;
     p.extend(sc.problems().into_iter().map(String::from));
-    p.extend(cfg.workload.problems());
+    p.extend(cfg.workload.problems().into_iter().map(String::from));
     let live = LiveModel::from_model(&cfg.model, crate::model::PAGE_TOKENS)
         .map_err(|e| LiveError::Config(format!("model {}: {}", cfg.model.name, e.join("; "))))?;
     if sc.serving.mode == Mode::PrefillOnly {

@@ -106,7 +106,7 @@ pub fn parse(spec: &str) -> Result<(BenchClient, Vec<String>)> {
     if client == Client::Aiperf && !output_given {
         bail!("--bench aiperf: give --output-tokens-mean (aiperf lets the model stop where it likes; twin needs a length)");
     }
-    let problems = c.problems();
+    let problems: Vec<String> = c.problems().iter().map(ToString::to_string).collect();
     if !problems.is_empty() {
         bail!("--bench {first}: {}", problems.join("; "));
     }

@@ -583,15 +583,7 @@ pub fn load_tco(name_or_path: &str, sets: &[Set]) -> Result<sim::tco::Tco> {
     }
     let (origin, text) = find_file(Kind::Tco, name_or_path)?;
     let parsed = parse_located::<sim::tco::Tco>(&origin, &text, sets)?;
-    let problems = parsed
-        .value
-        .problems()
-        .into_iter()
-        .map(|p| {
-            let (path, msg) = p.split_once(": ").unwrap_or(("", p.as_str()));
-            Problem::new(path.to_string(), msg.to_string())
-        })
-        .collect();
+    let problems = parsed.value.problems();
     parsed.check(problems)
 }
 

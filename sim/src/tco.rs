@@ -12,6 +12,7 @@ use crate::serving::report::Throughput;
 use crate::serving::TokenPrices;
 use serde::{Deserialize, Serialize};
 use spec::hardware::{Hardware, PriceBasis};
+use spec::problem::Problem;
 use std::collections::BTreeMap;
 
 /// Hours in a (non-leap) year: the amortisation clock.
@@ -155,12 +156,12 @@ impl Tco {
     }
 
     /// Every problem with the file, each with its field.
-    pub fn problems(&self) -> Vec<String> {
+    pub fn problems(&self) -> Vec<Problem> {
         let mut p = Vec::new();
         let nonneg = |x: f64| x.is_finite() && x >= 0.0;
         let mut need = |ok: bool, field: &str, msg: &str| {
             if !ok {
-                p.push(format!("{field}: {msg}"));
+                p.push(Problem::new(field, msg));
             }
         };
         if let Some(r) = self.rental_usd_per_gpu_hour {

@@ -312,12 +312,13 @@ fn held_tokens_must_fit_their_requests() {
     assert!(c
         .problems()
         .iter()
-        .any(|p| p.contains("bench.held: 2 entries for 3")));
+        .any(|p| p.to_string().contains("bench.held: 2 entries for 3")));
     c.held = vec![0, 601, 0];
     assert!(c
         .problems()
         .iter()
-        .any(|p| p.contains("bench.held[1]: 601 held tokens") && p.contains("600")));
+        .any(|p| p.to_string().contains("bench.held[1]: 601 held tokens")
+            && p.to_string().contains("600")));
     c.held = vec![600, 0, 300];
     assert!(c.problems().is_empty(), "{:?}", c.problems());
 }

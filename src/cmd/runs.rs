@@ -297,7 +297,7 @@ fn held_after(rec: &mut RunRecord, text: &str, shown: &str, after: &[PathBuf]) -
     let (held, notes) = bench.held(&earlier)?;
     rec.client.held = held;
     rec.provenance.notes.extend(notes);
-    let problems = rec.problems();
+    let problems: Vec<String> = rec.problems().iter().map(ToString::to_string).collect();
     if !problems.is_empty() {
         bail!("{shown} after {}: {}", after.len(), problems.join("; "));
     }

@@ -247,7 +247,7 @@ pub(crate) fn run(
         .into_iter()
         .map(String::from)
         .collect();
-    problems.extend(input.workload.problems());
+    problems.extend(input.workload.problems().into_iter().map(String::from));
     problems.extend(
         super::limits::workload_problems(input.scenario, input.workload)
             .into_iter()

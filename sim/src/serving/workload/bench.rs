@@ -20,6 +20,7 @@ use super::{gamma, normal};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
+use spec::problem::Problem;
 
 /// Which client's semantics the lengths follow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -116,40 +117,44 @@ impl BenchClient {
     }
 
     /// Every problem with the run's arguments, by flag.
-    pub fn problems(&self) -> Vec<String> {
+    pub fn problems(&self) -> Vec<Problem> {
         let mut p = Vec::new();
         if self.num_prompts == 0 {
-            p.push("bench.num_prompts: must be >= 1".to_string());
+            p.push(Problem::new("bench.num_prompts", "must be >= 1"));
         }
         if self.max_concurrency == Some(0) {
-            p.push("bench.max_concurrency: must be >= 1".to_string());
+            p.push(Problem::new("bench.max_concurrency", "must be >= 1"));
         }
         if let Some(r) = self.request_rate {
             if !(r.is_finite() && r > 0.0) {
-                p.push(format!(
-                    "bench.request_rate: {r}: must be > 0 (absent: inf)"
+                p.push(Problem::new(
+                    "bench.request_rate",
+                    format!("{r}: must be > 0 (absent: inf)"),
                 ));
             }
         }
         if !(self.burstiness.is_finite() && self.burstiness > 0.0) {
-            p.push(format!(
-                "bench.burstiness: {}: must be > 0",
-                self.burstiness
+            p.push(Problem::new(
+                "bench.burstiness",
+                format!("{}: must be > 0", self.burstiness),
             ));
         }
         if self.requests.is_empty() {
             if self.input_len == 0 && self.prefix_len == 0 {
-                p.push("bench.input_len: must be >= 1".to_string());
+                p.push(Problem::new("bench.input_len", "must be >= 1"));
             }
             if self.output_len == 0 {
-                p.push("bench.output_len: must be >= 1".to_string());
+                p.push(Problem::new("bench.output_len", "must be >= 1"));
             }
         }
         if !self.held.is_empty() && self.held.len() != self.requests.len() {
-            p.push(format!(
-                "bench.held: {} entries for {} recorded requests (one per request, or none)",
-                self.held.len(),
-                self.requests.len()
+            p.push(Problem::new(
+                "bench.held",
+                format!(
+                    "{} entries for {} recorded requests (one per request, or none)",
+                    self.held.len(),
+                    self.requests.len()
+                ),
             ));
         }
         if let Some((i, (h, r))) = self
@@ -159,16 +164,19 @@ impl BenchClient {
             .enumerate()
             .find(|(_, (h, r))| **h > r[0])
         {
-            p.push(format!(
-                "bench.held[{i}]: {h} held tokens but the request's input is {} tokens",
-                r[0]
+            p.push(Problem::new(
+                format!("bench.held[{i}]"),
+                format!("{h} held tokens but the request's input is {} tokens", r[0]),
             ));
         }
         if !self.requests.is_empty() && self.requests.len() as u64 != self.num_prompts {
-            p.push(format!(
-                "bench.requests: {} recorded requests but num_prompts = {}",
-                self.requests.len(),
-                self.num_prompts
+            p.push(Problem::new(
+                "bench.requests",
+                format!(
+                    "{} recorded requests but num_prompts = {}",
+                    self.requests.len(),
+                    self.num_prompts
+                ),
             ));
         }
         let ratio_ok = match self.client {
@@ -177,19 +185,25 @@ impl BenchClient {
             Client::Aiperf => true,
         };
         if !ratio_ok {
-            p.push(format!(
-                "bench.range_ratio: {}: must be in [0, 1{}",
-                self.range_ratio,
-                if self.client == Client::Vllm {
-                    ")"
-                } else {
-                    "]"
-                }
+            p.push(Problem::new(
+                "bench.range_ratio",
+                format!(
+                    "{}: must be in [0, 1{}",
+                    self.range_ratio,
+                    if self.client == Client::Vllm {
+                        ")"
+                    } else {
+                        "]"
+                    }
+                ),
             ));
         }
         for (name, sd) in [("input", self.input_stddev), ("output", self.output_stddev)] {
             if !(sd.is_finite() && sd >= 0.0) {
-                p.push(format!("bench.{name}_stddev: {sd}: must be >= 0"));
+                p.push(Problem::new(
+                    format!("bench.{name}_stddev"),
+                    format!("{sd}: must be >= 0"),
+                ));
             }
         }
         p
@@ -374,7 +388,7 @@ mod tests {
         assert_eq!((reqs[1].input, reqs[1].output), (100, 1));
         assert!(c.problems().is_empty());
         c.num_prompts = 3;
-        assert!(c.problems()[0].contains("2 recorded requests"));
+        assert!(c.problems()[0].to_string().contains("2 recorded requests"));
     }
 
     #[test]
@@ -383,7 +397,8 @@ mod tests {
         c.num_prompts = 0;
         c.max_concurrency = Some(0);
         c.request_rate = Some(-1.0);
-        let p = c.problems().join("; ");
+        let p: Vec<String> = c.problems().into_iter().map(String::from).collect();
+        let p = p.join("; ");
         for w in [
             "bench.num_prompts",
             "bench.max_concurrency",

@@ -8,6 +8,7 @@ use crate::serde_defaults::one;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
+use spec::problem::Problem;
 use std::collections::BTreeMap;
 
 pub mod bench;
@@ -89,7 +90,7 @@ impl Dist {
         }
     }
 
-    fn problems(&self, path: &str, p: &mut Vec<String>) {
+    fn problems(&self, path: &str, p: &mut Vec<Problem>) {
         let values: &[f64] = match self {
             Dist::Fixed { value } => &[*value],
             Dist::Uniform { min, max } => &[*min, *max],
@@ -97,7 +98,10 @@ impl Dist {
             Dist::Lognormal { mean, cv } => &[*mean, *cv],
         };
         if let Some(v) = values.iter().find(|v| !v.is_finite()) {
-            p.push(format!("{path}: parameters must be finite, got {v}"));
+            p.push(Problem::new(
+                path,
+                format!("parameters must be finite, got {v}"),
+            ));
             return;
         }
         let ok = match *self {
@@ -120,13 +124,16 @@ impl Dist {
 impl Dist {
     /// `problems`, and a mean of at most `MAX_TOKENS`: a distribution of token counts
     /// past it would be cut at `MAX_TOKENS` without a word.
-    fn token_problems(&self, path: &str, p: &mut Vec<String>) {
+    fn token_problems(&self, path: &str, p: &mut Vec<Problem>) {
         let before = p.len();
         self.problems(path, p);
         if p.len() == before && self.mean() > MAX_TOKENS {
-            p.push(format!(
-                "{path}: a mean of {} tokens is above the {MAX_TOKENS} tokens a request may have",
-                self.mean()
+            p.push(Problem::new(
+                path,
+                format!(
+                    "a mean of {} tokens is above the {MAX_TOKENS} tokens a request may have",
+                    self.mean()
+                ),
             ));
         }
     }
@@ -138,7 +145,7 @@ fn request_problems(
     kind: &str,
     [input, output]: [&Dist; 2],
     shared_prefix_tokens: u32,
-    p: &mut Vec<String>,
+    p: &mut Vec<Problem>,
 ) {
     input.token_problems(&format!("{kind}.input_tokens"), p);
     output.token_problems(&format!("{kind}.output_tokens"), p);
@@ -150,7 +157,7 @@ fn request_problems(
 }
 
 /// A token count of a workload, at most `MAX_TOKENS`.
-fn tokens_at_most(p: &mut Vec<String>, path: &str, v: u32) {
+fn tokens_at_most(p: &mut Vec<Problem>, path: &str, v: u32) {
     check(
         p,
         v as f64 <= MAX_TOKENS,
@@ -396,7 +403,7 @@ fn one_f() -> f64 {
 
 impl AgentX {
     /// Every problem with the `[agentx]` table, appended to `p`.
-    fn problems(&self, p: &mut Vec<String>) {
+    fn problems(&self, p: &mut Vec<Problem>) {
         check(
             p,
             self.sessions >= 1,
@@ -446,7 +453,7 @@ impl AgentX {
 }
 
 impl WorkloadConfig {
-    pub fn problems(&self) -> Vec<String> {
+    pub fn problems(&self) -> Vec<Problem> {
         let mut p = Vec::new();
         let kinds = [
             self.closed_loop.is_some(),
