@@ -7,7 +7,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use scenario::{load_hardware, Overrides};
 use serde_json::json;
 use sim::cost::kernels::a2a::Routing;
-use sim::cost::kernels::as_benchmarked::{self, BenchResult, CommKernel};
+use sim::cost::kernels::as_benchmarked::{self, Benchmarked, CommKernel};
 use sim::cost::kernels::attention::AttnKernel;
 use sim::cost::kernels::GemmKind;
 use sim::cost::{CostParams, Phase};
@@ -41,7 +41,7 @@ pub struct KernelArgs {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Layout {
+pub enum GemmLayout {
     Dense,
     Contiguous,
     Masked,
@@ -168,7 +168,7 @@ pub struct GemmArgs {
     pub groups: u32,
     /// dense, or a grouped layout: contiguous (prefill) or masked (decode).
     #[arg(long, value_enum, default_value = "dense")]
-    pub layout: Layout,
+    pub layout: GemmLayout,
     /// Operand dtype (the tensor rate it runs at).
     #[arg(long, value_enum, default_value = "fp8")]
     pub dtype: DtypeArg,
@@ -247,13 +247,13 @@ pub struct AttentionArgs {
 /// A priced kernel and what it was.
 pub struct KernelOut {
     pub what: String,
-    pub result: BenchResult,
+    pub result: Benchmarked,
     pub hardware: String,
     pub cost_model: String,
 }
 
 /// A kernel in words and its price.
-type Priced = (String, BenchResult);
+type Priced = (String, Benchmarked);
 
 pub fn evaluate(args: &KernelArgs) -> Result<KernelOut> {
     let (hw, p) = inputs(args)?;
@@ -316,9 +316,9 @@ fn gemm(hw: &Hardware, p: &CostParams, g: &GemmArgs) -> Result<Priced> {
         bail!("--m, --n, --k and --groups must be at least 1");
     }
     let kind = match layout {
-        Layout::Dense => GemmKind::Dense,
-        Layout::Contiguous => GemmKind::Contiguous,
-        Layout::Masked => GemmKind::Masked,
+        GemmLayout::Dense => GemmKind::Dense,
+        GemmLayout::Contiguous => GemmKind::Contiguous,
+        GemmLayout::Masked => GemmKind::Masked,
     };
     Ok((
         format!(
@@ -434,7 +434,7 @@ fn moe_layer(hw: &Hardware, p: &CostParams, a: &MoeArgs) -> Result<Priced> {
             "{}MoE layer EP{ep}, {tokens} tokens per rank, {experts} experts top-{top_k}, {w} x {acts}",
             if fused { "fused " } else { "" }
         ),
-        BenchResult {
+        Benchmarked {
             time_s,
             flops,
             bytes: 0.0,

@@ -23,7 +23,7 @@ use std::io::{BufRead, Write};
 use std::sync::Mutex;
 
 /// Everything a candidate's simulation needs, resolved once.
-struct Context_ {
+struct PlanInputs {
     base: Resolved,
     trace: Vec<TraceRecord>,
     pricing: BTreeMap<String, PoolPricing>,
@@ -85,7 +85,7 @@ struct Run {
 /// workload, the users the screen estimated are rescaled by target / simulated rate
 /// until the run carries the target (within the selection's 5%) or `RATE_RUNS` runs
 /// are spent.
-fn simulate_candidate(cx: &Context_, c: &Candidate, sizing: Sizing, seeds: u32) -> Result<Run> {
+fn simulate_candidate(cx: &PlanInputs, c: &Candidate, sizing: Sizing, seeds: u32) -> Result<Run> {
     let closed = cx.base.workload.open_loop.is_none() && cx.base.workload.trace.is_none();
     let mut c = c.clone();
     for attempt in 1..=RATE_RUNS {
@@ -112,7 +112,7 @@ fn simulate_candidate(cx: &Context_, c: &Candidate, sizing: Sizing, seeds: u32) 
 }
 
 /// Candidate `c` under `seeds` seeds from the plan's: the means of their figures.
-fn simulate_seeds(cx: &Context_, c: &Candidate, seeds: u32) -> Result<Run> {
+fn simulate_seeds(cx: &PlanInputs, c: &Candidate, seeds: u32) -> Result<Run> {
     let base = cx.base.seed;
     let mut reports = Vec::with_capacity(seeds as usize);
     for i in 0..seeds.max(1) as u64 {
@@ -140,7 +140,7 @@ fn simulate_seeds(cx: &Context_, c: &Candidate, seeds: u32) -> Result<Run> {
 }
 
 /// One simulation of candidate `c` under `seed`.
-fn simulate_once(cx: &Context_, c: &Candidate, seed: u64) -> Result<Report> {
+fn simulate_once(cx: &PlanInputs, c: &Candidate, seed: u64) -> Result<Report> {
     let r = &cx.base;
     let sc = c.apply(&r.scenario);
     let wl = scaled_workload(&r.workload, c.load_scale);
@@ -175,7 +175,7 @@ fn simulate_once(cx: &Context_, c: &Candidate, seed: u64) -> Result<Report> {
 }
 
 /// The money of a candidate's throughput: each pool's GPUs at their hardware's TCO.
-fn candidate_finance(cx: &Context_, c: &Candidate, t: &sim::serving::Throughput) -> Finance {
+fn candidate_finance(cx: &PlanInputs, c: &Candidate, t: &sim::serving::Throughput) -> Finance {
     let pools: Vec<(u64, sim::tco::GpuHourCost)> = [c.prefill.as_ref(), Some(&c.decode)]
         .into_iter()
         .flatten()
@@ -268,7 +268,7 @@ fn pricing_of(
     Ok(pricing)
 }
 
-fn build(args: &PlanArgs) -> Result<(Context_, Grid)> {
+fn build(args: &PlanArgs) -> Result<(PlanInputs, Grid)> {
     let req = run_request(args)?;
     let (base, trace) = resolve_base(&req)?;
     if !(1..=64).contains(&args.seeds) {
@@ -337,7 +337,7 @@ fn build(args: &PlanArgs) -> Result<(Context_, Grid)> {
     };
     let header = header_of(&base, &tco, run, space, &screened, to_simulate);
     Ok((
-        Context_ {
+        PlanInputs {
             base,
             trace,
             pricing,
@@ -583,7 +583,7 @@ fn open_out(out: &str, h: &Header) -> Result<(BTreeMap<String, Record>, std::fs:
 
 /// The record of candidate `i`: its screen's verdict, and its simulation when it is
 /// one to simulate (`progress` is then the bar it advances).
-fn evaluate(cx: &Context_, grid: &Grid, i: usize, progress: Option<&ProgressBar>) -> Record {
+fn evaluate(cx: &PlanInputs, grid: &Grid, i: usize, progress: Option<&ProgressBar>) -> Record {
     let h = &grid.header;
     let (cand, est, reasons) = &grid.screened[i];
     let mut rec = Record {

@@ -6,7 +6,7 @@ use super::layers::{LayerType, TypeFfn};
 use super::work::RankWork;
 use super::AnalyticCostModel;
 use crate::cost::kernels::allreduce;
-use crate::cost::kernels::gemm::{self, Device};
+use crate::cost::kernels::gemm::{self, KernelDevice};
 use crate::cost::{Bound, Phase};
 
 /// Layer types a model may have.
@@ -95,8 +95,8 @@ fn busiest(works: &[RankWork]) -> usize {
 }
 
 impl AnalyticCostModel {
-    pub(super) fn device(&self) -> Device {
-        Device::of(&self.hardware)
+    pub(super) fn device(&self) -> KernelDevice {
+        KernelDevice::of(&self.hardware)
     }
 
     /// A weight GEMM's seconds and bound at `m` rows (remembered by row count).

@@ -9,14 +9,14 @@
 
 use super::a2a::{self, Links, Routing};
 use super::attention::{self, AttnKernel};
-use super::gemm::{self, Device, Gemm, GemmKind, KernelTime};
+use super::gemm::{self, Gemm, GemmKind, KernelDevice, KernelTime};
 use crate::cost::{CostParams, Phase};
 use spec::dtype::Dtype;
 use spec::hardware::Hardware;
 
 /// What a benchmark reports.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct BenchResult {
+pub struct Benchmarked {
     pub time_s: f64,
     pub flops: f64,
     /// Bytes by the benchmark's own rule (logical where the source counts so).
@@ -24,7 +24,7 @@ pub struct BenchResult {
     pub kernel: KernelTime,
 }
 
-impl BenchResult {
+impl Benchmarked {
     pub fn tflops(&self) -> f64 {
         if self.time_s > 0.0 {
             self.flops / self.time_s / 1e12
@@ -53,7 +53,7 @@ pub fn gemm(
     n: f64,
     k: f64,
     dtype: Dtype,
-) -> BenchResult {
+) -> Benchmarked {
     let scale = if dtype.bytes() <= 1.0 {
         4.0 / (128.0 * 128.0)
     } else {
@@ -78,7 +78,7 @@ pub fn gemm(
     };
     let mut kt = gemm::time(
         &g,
-        &Device::of(hw),
+        &KernelDevice::of(hw),
         rate,
         &p.tile,
         &gemm::SoftMax::new(p.tile.overlap_p),
@@ -87,7 +87,7 @@ pub fn gemm(
         // The measured tables' price has no compute and memory parts of its own.
         (kt.s, kt.compute_s, kt.memory_s) = (s * p.table_draw.gemm, 0.0, 0.0);
     }
-    BenchResult {
+    Benchmarked {
         time_s: kt.s,
         flops: kt.flops,
         // DeepGEMM's rule: one byte per FP8 operand element, two per output element.
@@ -123,7 +123,7 @@ pub struct A2a {
 /// domains report logical RDMA bytes (one copy per token and domain reached, own
 /// domain included), inside one domain NVLink bytes received per rank (own copies
 /// included); low-latency kernels count one copy per routed expert.
-pub fn a2a(hw: &Hardware, p: &CostParams, b: &A2a) -> BenchResult {
+pub fn a2a(hw: &Hardware, p: &CostParams, b: &A2a) -> Benchmarked {
     let copy = a2a::copy_bytes(b.hidden, b.dtype.bytes(), b.meta);
     let domain = hw.nvlink_domain_gpus.max(1) as f64;
     let links = Links {
@@ -160,7 +160,7 @@ pub fn a2a(hw: &Hardware, p: &CostParams, b: &A2a) -> BenchResult {
             (leg, b.tokens * k * copy)
         }
     };
-    BenchResult {
+    Benchmarked {
         time_s: leg.s,
         flops: 0.0,
         bytes: logical,
@@ -177,7 +177,7 @@ pub fn a2a(hw: &Hardware, p: &CostParams, b: &A2a) -> BenchResult {
 /// busbw).
 /// `ring`: NCCL's ring algorithm (a latency per step) instead of an engine's one- or
 /// two-shot kernel.
-pub fn allreduce(hw: &Hardware, p: &CostParams, gpus: f64, bytes: f64, ring: bool) -> BenchResult {
+pub fn allreduce(hw: &Hardware, p: &CostParams, gpus: f64, bytes: f64, ring: bool) -> Benchmarked {
     let step = if ring { p.allreduce_ring_step_s } else { 0.0 };
     let s = match p.tables.as_ref().filter(|_| !ring) {
         Some(t) => t.price_allreduce(hw, gpus, bytes).map_or_else(
@@ -186,7 +186,7 @@ pub fn allreduce(hw: &Hardware, p: &CostParams, gpus: f64, bytes: f64, ring: boo
         ),
         None => super::allreduce::ring(bytes, gpus, hw, &p.allreduce, step),
     };
-    BenchResult {
+    Benchmarked {
         time_s: s,
         flops: 0.0,
         bytes: super::allreduce::bus_bytes(bytes, gpus),
@@ -226,7 +226,7 @@ pub struct Attn {
 
 /// Prices an attention benchmark with FlashMLA's (decode, sparse prefill) or cuDNN's
 /// (causal dense prefill) accounting.
-pub fn attention(hw: &Hardware, p: &CostParams, a: &Attn) -> BenchResult {
+pub fn attention(hw: &Hardware, p: &CostParams, a: &Attn) -> Benchmarked {
     let hq = a.heads;
     let (pairs_per_seq, kv_bytes) = match (a.phase, a.kernel) {
         (Phase::Decode, AttnKernel::Dense) => (a.q_tokens * a.context, a.context * a.kv_bytes),
@@ -257,7 +257,7 @@ pub fn attention(hw: &Hardware, p: &CostParams, a: &Attn) -> BenchResult {
     };
     let kt = attention::time(p, &work, hw.hbm.bytes_per_s, hw.tensor.flops_per_s(a.dtype));
     let time_s = kt.s + attention::rate(p, a.kernel, a.phase).fixed_s;
-    BenchResult {
+    Benchmarked {
         time_s,
         flops,
         bytes,

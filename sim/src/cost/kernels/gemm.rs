@@ -86,18 +86,18 @@ pub struct Gemm {
 
 /// The device a kernel runs on, as the kernel models need it.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Device {
+pub struct KernelDevice {
     pub sms: f64,
     pub hbm_bytes_per_s: f64,
     /// Dense FP8 tensor rate of the whole device (sets the per-SM load bandwidth).
     pub fp8_flops_per_s: f64,
 }
 
-impl Device {
+impl KernelDevice {
     /// The device of hardware `hw`.
     #[inline]
-    pub fn of(hw: &spec::hardware::Hardware) -> Device {
-        Device {
+    pub fn of(hw: &spec::hardware::Hardware) -> KernelDevice {
+        KernelDevice {
             sms: hw.sms.max(1) as f64,
             hbm_bytes_per_s: hw.hbm.bytes_per_s,
             fp8_flops_per_s: hw.tensor.fp8_flops_per_s,
@@ -274,7 +274,7 @@ struct SmRates {
 
 /// The row-tiled kernel of [`tiling`] (64-, 128- or 256-row tiles), split-K over idle
 /// SMs when there are fewer tiles than SMs.
-fn row_tiled(g: &Gemm, dev: &Device, tile: &TileParams, sm: SmRates) -> f64 {
+fn row_tiled(g: &Gemm, dev: &KernelDevice, tile: &TileParams, sm: SmRates) -> f64 {
     let t = tiling(g.kind, g.groups, g.m, g.n, dev.sms, g.rows_vary);
     let small = if t.bm <= 64.0 {
         tile.small_tile_eff
@@ -294,7 +294,7 @@ fn row_tiled(g: &Gemm, dev: &Device, tile: &TileParams, sm: SmRates) -> f64 {
 /// A small-M kernel with tiles of `bt` tokens by `bw` weight rows (swap-AB), its K
 /// blocks spread evenly over every SM (stream-K): each SM runs `ceil(units / SMs)`
 /// blocks of 128 K and the epilogues of its share of tiles.
-fn small_m(g: &Gemm, dev: &Device, tile: &TileParams, sm: SmRates, bt: f64, bw: f64) -> f64 {
+fn small_m(g: &Gemm, dev: &KernelDevice, tile: &TileParams, sm: SmRates, bt: f64, bw: f64) -> f64 {
     let flops_per_sm = sm.flops * tile.small_tile_eff / dev.sms;
     let row_tiles = row_tiles(g.m, bt, g.rows_vary) * g.groups;
     let tiles = row_tiles * ceil(g.n / bw);
@@ -312,7 +312,7 @@ fn small_m(g: &Gemm, dev: &Device, tile: &TileParams, sm: SmRates, bt: f64, bw: 
 /// at most [`SMALL_M_MAX`] rows per group, the small-M kernels.
 pub fn time(
     g: &Gemm,
-    dev: &Device,
+    dev: &KernelDevice,
     rate: &OpRate,
     tile: &TileParams,
     roof: &SoftMax,
@@ -360,7 +360,7 @@ mod tests {
     use super::*;
 
     // Per SM: 1e13 flop/s, and 1e13 * load_bytes_per_flop B/s of operand loads.
-    const DEV: Device = Device {
+    const DEV: KernelDevice = KernelDevice {
         sms: 100.0,
         hbm_bytes_per_s: 1e12,
         fp8_flops_per_s: 1e15,
@@ -496,7 +496,7 @@ mod tests {
     /// A100-like balance): 100 SMs, 1e12 B/s, a 1.5e14 flop/s tensor rate for BF16 and
     /// FP8 alike, the H800 fit's load constant: `0.0075 * 1.5e14 / 100` = 1.125e10 B/s
     /// per SM.
-    const THIN: Device = Device {
+    const THIN: KernelDevice = KernelDevice {
         sms: 100.0,
         hbm_bytes_per_s: 1e12,
         fp8_flops_per_s: 1.5e14,

@@ -12,4 +12,4 @@ pub mod overlap;
 pub mod pipeline;
 pub mod skew;
 
-pub use gemm::{Device, Gemm, GemmKind, KernelTime};
+pub use gemm::{Gemm, GemmKind, KernelDevice, KernelTime};

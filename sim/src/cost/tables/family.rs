@@ -16,7 +16,7 @@
 
 use super::format::{CollectiveOp, Format};
 use super::grid::Axis;
-use crate::cost::kernels::gemm::{self, Device, Gemm, GemmKind, SoftMax};
+use crate::cost::kernels::gemm::{self, Gemm, GemmKind, KernelDevice, SoftMax};
 use crate::cost::params::{OpRate, TileParams};
 use serde::{Deserialize, Serialize};
 use spec::hardware::Hardware;
@@ -475,7 +475,7 @@ fn moe_time(
         rate: format.rate(hw),
         rows_vary: skew > 0.0 || m > 1.0,
     };
-    let dev = Device::of(hw);
+    let dev = KernelDevice::of(hw);
     let t = gemm::time(&g(up, hidden), &dev, &rate, &tile, &prep.roof).s
         + gemm::time(&g(hidden, inter), &dev, &rate, &tile, &prep.roof).s;
     t + params[2] + params[7] * touched + params[8] * pairs * hidden / 1024.0
@@ -496,7 +496,7 @@ fn gemm_time(hw: &Hardware, prep: &Prepared, format: Format, m: f64, n: f64, k: 
         rate: format.rate(hw),
         rows_vary: false,
     };
-    let t = gemm::time(&g, &Device::of(hw), &rate, &tile, &prep.roof).s;
+    let t = gemm::time(&g, &KernelDevice::of(hw), &rate, &tile, &prep.roof).s;
     if format.quantises() {
         let q_bytes = m * k * (2.0 + format.act_bytes());
         t + params[7] + q_bytes / (hw.hbm.bytes_per_s * params[1])

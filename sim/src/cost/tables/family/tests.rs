@@ -56,7 +56,7 @@ fn fp8_gemms_pay_for_quantising_their_activations() {
         rate: 2e15,
         rows_vary: false,
     };
-    let tile_only = gemm::time(&g, &Device::of(&hw), &rate, &tile, &p.roof).s;
+    let tile_only = gemm::time(&g, &KernelDevice::of(&hw), &rate, &tile, &p.roof).s;
     assert!(
         (fp8 - tile_only - 27.165824e-6).abs() < 1e-12,
         "{}",
