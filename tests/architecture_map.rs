@@ -29,7 +29,7 @@ const CRATES: [(&str, &str); 13] = [
     ("hf", "hf/src"),
     ("scenario", "scenario/src"),
     ("report", "report/src"),
-    ("runs", "runs/src"),
+    ("measured", "measured/src"),
     ("twin", "src"),
 ];
 

@@ -99,7 +99,7 @@ mod tests {
     /// The shipped profile reads (a file that does not would price every run by
     /// physics alone without a word) and holds only groups that passed the gate of
     /// `scripts/runs-fit.sh` (`--only-improving`); that its terms are the fit's is
-    /// checked beside the fit (`twin`'s `runs::fit`).
+    /// checked beside the fit (`measured::fit`).
     #[test]
     fn the_shipped_terms_read_and_passed_their_gate() {
         let text = crate::embedded_file("runs/fitted.toml").expect("shipped");

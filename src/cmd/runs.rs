@@ -128,7 +128,8 @@ fn import(a: &ImportArgs) -> Result<()> {
         let read = match client_runs(f, &a.deployment)? {
             Some(recs) => recs,
             None => {
-                let loaded = runs::load(&shown).with_context(|| format!("importing {shown}"))?;
+                let loaded =
+                    measured::load(&shown).with_context(|| format!("importing {shown}"))?;
                 for n in &loaded.notes {
                     eprintln!("note: {n}");
                 }
@@ -181,7 +182,7 @@ fn import(a: &ImportArgs) -> Result<()> {
 }
 
 fn show(a: &ShowArgs) -> Result<()> {
-    let loaded = runs::load(&a.corpus)?;
+    let loaded = measured::load(&a.corpus)?;
     let filters = a
         .filter
         .iter()

@@ -1,13 +1,13 @@
 //! `twin calibrate --from-runs CORPUS --out PROFILE`: the terms physics leaves open
-//! (`runs::fit::TERMS`) fitted to measured runs per engine and GPU family,
+//! (`measured::fit::TERMS`) fitted to measured runs per engine and GPU family,
 //! with leave-one-model-out and leave-one-GPU-out cross-validation printed beside the
 //! in-sample fit, every figure checked by simulating the records again under the
 //! terms of a fit that did not see them; bands from the cross-validated residuals.
 
 use anyhow::Result;
 use calibration::runs::{GroupFit, RunsProfile};
-use runs::calibrate::{fit_corpus, gate, FitOptions};
-use runs::predict::Center;
+use measured::calibrate::{fit_corpus, gate, FitOptions};
+use measured::predict::Center;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 

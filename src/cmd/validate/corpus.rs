@@ -9,8 +9,8 @@ use clap::Args;
 use corpus::filter::Filter;
 use corpus::summary::{summarize, Dim, GroupSummary, Groups, Outcome};
 use corpus::{Metric, RunRecord};
-use runs::predict::{compare, Center};
-use runs::{load, predict_all, Cache};
+use measured::predict::{compare, Center};
+use measured::{load, predict_all, Cache};
 
 #[derive(Debug, Clone, Args)]
 pub struct RunsValidateArgs {
@@ -188,7 +188,7 @@ fn terms_line(
 
 fn print_json(
     a: &RunsValidateArgs,
-    loaded: &runs::Loaded,
+    loaded: &measured::Loaded,
     rows: &[Row],
     summaries: &[Vec<GroupSummary>],
     terms_line: &str,
@@ -227,7 +227,7 @@ fn pct(x: f64) -> String {
 
 fn print_text(
     a: &RunsValidateArgs,
-    loaded: &runs::Loaded,
+    loaded: &measured::Loaded,
     rows: &[Row],
     summaries: &[Vec<GroupSummary>],
 ) {

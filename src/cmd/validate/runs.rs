@@ -525,7 +525,7 @@ fn server_settings(
 /// simulation of the client's run with the file's mean lengths; said what cannot be
 /// compared without `--save-detailed`.
 fn run_bench_summary(a: &BenchValidateArgs, text: &str, origin: &str) -> Result<()> {
-    use runs::predict::{compare, simulate_setup, Center};
+    use measured::predict::{compare, simulate_setup, Center};
     let runs = corpus::clients::read(text, origin)?;
     if runs.len() != 1 {
         bail!("{origin}: {} runs in the file; validate bench compares one (split the file, or `twin runs import` it and `twin validate runs`)", runs.len());
@@ -534,12 +534,12 @@ fn run_bench_summary(a: &BenchValidateArgs, text: &str, origin: &str) -> Result<
     let mut req = scenario::RunRequest::of(&a.scenario, &a.set)?;
     req.pricing = a.pricing.pricing();
     let mut r = scenario::resolve(&req)?;
-    let client = runs::setup::client_of(&run.client, origin, r.seed)
+    let client = measured::setup::client_of(&run.client, origin, r.seed)
         .map_err(|e| anyhow!("{origin}: {e}"))?;
     r.workload = sim::serving::WorkloadConfig::bench_run("bench (summary)", client);
     r.scenario.warmup_s = 0.0;
     r.scenario.duration_s = r.scenario.limits.max_duration_s;
-    let setup = runs::setup::Setup {
+    let setup = measured::setup::Setup {
         pricing: r.params.source.clone(),
         resolved: r,
     };

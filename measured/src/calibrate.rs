@@ -1,0 +1,664 @@
+//! The terms physics leaves open (`crate::fit::TERMS`) fitted to measured runs per
+//! engine and GPU family, with leave-one-model-out, leave-one-GPU-out and
+//! leave-one-run-out cross-validation beside the in-sample fit, every figure checked by
+//! simulating the records again under the terms of a fit that did not see them; bands
+//! from the nested cross-validated residuals. `twin calibrate --from-runs` prints and
+//! writes what [`fit_corpus`] returns.
+
+use crate::fit::{
+    frontend_term, group_of, linearise_all, simulate_with, FRONTEND_GRID_S, METRICS, TERMS, WEIGHTS,
+};
+use crate::predict::Center;
+use crate::{load, Cache};
+use anyhow::{bail, Result};
+use calibration::runs::{band, cross_validate, fit, Curve, CvFigures, GroupFit, Obs, Term};
+use corpus::filter::Filter;
+use corpus::summary::tolerance;
+use corpus::RunRecord;
+use rayon::prelude::*;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// What `twin calibrate --from-runs` asks of the fit (its flags, typed).
+#[derive(Debug, Clone)]
+pub struct FitOptions {
+    /// Records kept: those that pass every filter (`KEY=VALUE`, as `validate runs`).
+    pub filter: Vec<String>,
+    /// The predicted statistic a record's central figure is compared with.
+    pub center: Center,
+    /// The seed of every simulation.
+    pub seed: u64,
+    /// The terms fitted (keys of [`TERMS`]; empty: all); the others stay at their priors.
+    pub terms: Vec<String>,
+    /// Every prior's standard deviation scaled by this.
+    pub prior_scale: f64,
+    /// A file the linearised records are kept in and read back from.
+    pub linearised: Option<PathBuf>,
+    /// The linear model's cross-validation, without simulating the records again.
+    pub no_check: bool,
+    /// Other term sets, each comma-separated keys, tried in order for a group whose
+    /// fit of the sets before it does not beat physics alone.
+    pub or_terms: Vec<String>,
+}
+
+/// A corpus fitted: every group's fit (gated or not), the records that could not be
+/// fitted by reason, and the corpus's origin.
+#[derive(Debug)]
+pub struct CorpusFit {
+    pub fits: Vec<GroupFit>,
+    pub skipped: BTreeMap<String, usize>,
+    /// Records that passed the filters.
+    pub records: usize,
+    pub origin: String,
+}
+
+/// Fits the terms to the records of `corpus_name` (an embedded corpus or a file) that
+/// pass the filters, per engine and GPU family, with every cross-validation scheme;
+/// `say` is told what the slow parts do.
+pub fn fit_corpus(o: &FitOptions, corpus_name: &str, say: &dyn Fn(&str)) -> Result<CorpusFit> {
+    let loaded = load(corpus_name)?;
+    let filters = o
+        .filter
+        .iter()
+        .map(|f| Filter::parse(f))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(anyhow::Error::msg)?;
+    let records = corpus::filter::apply(&loaded.records, &filters);
+    if records.is_empty() {
+        bail!("{}: no record passes the filters", loaded.origin);
+    }
+    let cache = Cache::default();
+    let terms = chosen_terms(&o.terms, o.prior_scale)?;
+    let alternatives = o
+        .or_terms
+        .iter()
+        .map(|set| {
+            let keys: Vec<String> = set.split(',').map(|k| k.trim().to_string()).collect();
+            chosen_terms(&keys, o.prior_scale)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    // The front end's curve is simulated when any term set fits it.
+    let fe = frontend_term();
+    let frontend_curve = std::iter::once(&terms)
+        .chain(&alternatives)
+        .any(|set| set[fe].sd > PINNED_SD);
+    let lins = linearised(o, &records, &loaded, &cache, frontend_curve, say)?;
+    let mut groups: BTreeMap<(String, String), Vec<Lin>> = BTreeMap::new();
+    let mut skipped: BTreeMap<String, usize> = BTreeMap::new();
+    for (rec, l) in records.iter().zip(lins) {
+        match l {
+            Ok(obs) => groups
+                .entry(group_of(rec))
+                .or_default()
+                .push(Lin { rec, obs }),
+            Err(e) => {
+                *skipped
+                    .entry(e.lines().next().unwrap_or_default().to_string())
+                    .or_default() += 1
+            }
+        }
+    }
+    let fits: Vec<GroupFit> = groups
+        .iter()
+        .map(|((engine, family), lins)| {
+            let fit_with = |terms: &[Term]| {
+                let ctx = Ctx {
+                    o,
+                    loaded: &loaded,
+                    cache: &cache,
+                    terms,
+                };
+                fit_group(engine, family, lins, &ctx)
+            };
+            first_improving(1 + alternatives.len(), |i| {
+                fit_with(if i == 0 { &terms } else { &alternatives[i - 1] })
+            })
+        })
+        .collect();
+    Ok(CorpusFit {
+        fits,
+        records: records.len(),
+        skipped,
+        origin: loaded.origin.clone(),
+    })
+}
+
+/// The fold a record falls in under a cross-validation scheme.
+type FoldOf = fn(&RunRecord) -> String;
+
+/// The cross-validation schemes: name and the fold of a record.
+const SCHEMES: [(&str, FoldOf); 3] = [
+    ("leave-one-model-out", |r| r.model.id.clone()),
+    ("leave-one-gpu-out", |r| r.gpu.hardware.clone()),
+    // A user's own runs are often one model on one GPU: each run under terms fitted
+    // to the others.
+    ("leave-one-run-out", |r| r.id.clone()),
+];
+
+/// The most folds a scheme's bands are nested over (one fit per pair of folds): a
+/// scheme of more folds (leave-one-run-out of a large corpus) reports no band.
+const MAX_NESTED_FOLDS: usize = 64;
+
+/// An observation's p10-p90 band as factors on its prediction (`None`: no other fold
+/// could give one).
+type Band = Option<(f64, f64)>;
+
+/// One record's linearised observations, by record.
+struct Lin<'a> {
+    rec: &'a RunRecord,
+    obs: Vec<Obs>,
+}
+
+/// The fit's objective on a row of the cross-validation (`None` without both metrics):
+/// the weighted sum of each metric's median |error|.
+fn objective(figs: &BTreeMap<String, CvFigures>) -> Option<f64> {
+    METRICS
+        .iter()
+        .zip(WEIGHTS)
+        .map(|(m, w)| figs.get(m.key()).map(|f| w * f.median_abs_error))
+        .sum()
+}
+
+/// The first of `sets` term sets whose fit (`fit(i)`, called in order and only while
+/// none before it did) beats physics alone; the first set's fit when none does.
+fn first_improving(sets: usize, mut fit: impl FnMut(usize) -> GroupFit) -> GroupFit {
+    let first = fit(0);
+    if beats_physics(&first).0 {
+        return first;
+    }
+    (1..sets)
+        .map(&mut fit)
+        .find(|g| beats_physics(g).0)
+        .unwrap_or(first)
+}
+
+/// Whether a group's leave-one-model-out objective beats physics alone's, and the two.
+fn beats_physics(g: &GroupFit) -> (bool, Option<f64>, Option<f64>) {
+    let cv = g.cv.get("leave-one-model-out").and_then(objective);
+    let prior = g.cv.get("physics alone").and_then(objective);
+    (
+        matches!((cv, prior), (Some(c), Some(p)) if c < p),
+        cv,
+        prior,
+    )
+}
+
+/// The groups whose leave-one-model-out objective beats physics alone's, and a line
+/// for each group saying whether it is kept and why.
+pub fn gate(fits: Vec<GroupFit>) -> (Vec<GroupFit>, Vec<String>) {
+    let mut lines = Vec::new();
+    let kept = fits
+        .into_iter()
+        .filter(|g| {
+            let (keep, cv, prior) = beats_physics(g);
+            let shown = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{:.1}%", 100.0 * x));
+            lines.push(format!(
+                "{} {} on {}: leave-one-model-out {} against physics alone {} (median |error| of TPOT + TTFT / 4)",
+                if keep { "kept:" } else { "left out:" },
+                g.engine,
+                g.family,
+                shown(cv),
+                shown(prior)
+            ));
+            keep
+        })
+        .collect();
+    (kept, lines)
+}
+
+/// The log residuals (measured over predicted) of every observation of `lins` under
+/// the terms each record's fold was fitted to, by simulation; `None` where the
+/// simulation failed.
+fn simulated_residuals(lins: &[Lin], params: &[Vec<f64>], ctx: &Ctx) -> Vec<Vec<Option<f64>>> {
+    let (o, loaded, cache) = (ctx.o, ctx.loaded, ctx.cache);
+    if o.no_check {
+        return lins
+            .iter()
+            .zip(params)
+            .map(|(l, p)| {
+                l.obs
+                    .iter()
+                    .map(|o| Some(o.target - o.predict(p, ctx.terms)))
+                    .collect()
+            })
+            .collect();
+    }
+    lins.par_iter()
+        .zip(params)
+        .map(|(l, p)| {
+            let values: Vec<f64> = ctx.terms.iter().zip(p).map(|(t, x)| t.value(*x)).collect();
+            let y = simulate_with(l.rec, &loaded.base, cache, o.seed, o.center, &values).ok();
+            l.obs
+                .iter()
+                .map(|o| y.as_ref().map(|y| o.target - y[o.metric]))
+                .collect()
+        })
+        .collect()
+}
+
+/// Per metric, the figures of residuals `res` (log measured over predicted) against
+/// bands `bands` (one per observation, as factors on the prediction).
+fn figures(
+    lins: &[Lin],
+    res: &[Vec<Option<f64>>],
+    bands: Option<&[Vec<Band>]>,
+) -> BTreeMap<String, CvFigures> {
+    let mut out = BTreeMap::new();
+    for (m, metric) in METRICS.iter().enumerate() {
+        let mut errs = Vec::new();
+        let mut inside = Vec::new();
+        for (i, l) in lins.iter().enumerate() {
+            for (j, _) in l.obs.iter().enumerate().filter(|(_, o)| o.metric == m) {
+                let Some(r) = res[i][j] else { continue };
+                // predicted / measured - 1 = exp(-r) - 1.
+                errs.push((-r).exp() - 1.0);
+                // A fold whose band no other fold could give (one fold in all) counts
+                // in neither share.
+                if let Some((lo, hi)) = bands.and_then(|b| b[i][j]) {
+                    inside.push(r >= lo.ln() && r <= hi.ln());
+                }
+            }
+        }
+        if errs.is_empty() {
+            continue;
+        }
+        let abs: Vec<f64> = errs.iter().map(|e: &f64| e.abs()).collect();
+        out.insert(
+            metric.key().to_string(),
+            CvFigures {
+                n: errs.len(),
+                within: abs.iter().filter(|e| **e <= tolerance(*metric)).count() as f64
+                    / errs.len() as f64,
+                median_abs_error: corpus::summary::median(&abs),
+                band_coverage: (!inside.is_empty())
+                    .then(|| inside.iter().filter(|b| **b).count() as f64 / inside.len() as f64),
+            },
+        );
+    }
+    out
+}
+
+/// What a group's fit works with.
+struct Ctx<'a> {
+    o: &'a FitOptions,
+    loaded: &'a crate::Loaded,
+    cache: &'a Cache,
+    terms: &'a [Term],
+}
+
+/// The fit of one group, its cross-validation and bands.
+fn fit_group(engine: &str, family: &str, lins: &[Lin], ctx: &Ctx) -> GroupFit {
+    let terms = ctx.terms;
+    let all: Vec<&Obs> = lins.iter().flat_map(|l| &l.obs).collect();
+    let p_all = fit(&all, terms, &WEIGHTS);
+    let mut cv = BTreeMap::new();
+    // The priors' residuals are the linearisation's own predictions: simulations.
+    let physics: Vec<Vec<Option<f64>>> = lins
+        .iter()
+        .map(|l| l.obs.iter().map(|o| Some(o.target - o.y0.ln())).collect())
+        .collect();
+    cv.insert("physics alone".to_string(), figures(lins, &physics, None));
+    let in_sample = simulated_residuals(lins, &vec![p_all.clone(); lins.len()], ctx);
+    cv.insert("in-sample".to_string(), figures(lins, &in_sample, None));
+    let mut band_of = BTreeMap::new();
+    for (name, fold_of) in SCHEMES {
+        let folds: Vec<String> = lins.iter().map(|l| fold_of(l.rec)).collect();
+        let mut distinct: Vec<&String> = folds.iter().collect();
+        distinct.sort();
+        distinct.dedup();
+        // One fit per fold, without any of its records (in parallel: a run per fold
+        // when leaving one run out).
+        let by_fold: BTreeMap<&String, Vec<f64>> = distinct
+            .par_iter()
+            .map(|f| {
+                let train: Vec<&Obs> = lins
+                    .iter()
+                    .zip(&folds)
+                    .filter(|(_, g)| g != f)
+                    .flat_map(|(l, _)| &l.obs)
+                    .collect();
+                (*f, fit(&train, terms, &WEIGHTS))
+            })
+            .collect();
+        let params: Vec<Vec<f64>> = folds.iter().map(|f| by_fold[f].clone()).collect();
+        let bands = (distinct.len() <= MAX_NESTED_FOLDS).then(|| nested_bands(lins, &folds, terms));
+        let res = simulated_residuals(lins, &params, ctx);
+        cv.insert(name.to_string(), figures(lins, &res, bands.as_deref()));
+        if name == "leave-one-model-out" {
+            band_of = profile_bands(lins, &folds, terms);
+        }
+    }
+    let uniq = |f: fn(&RunRecord) -> String| {
+        let mut v: Vec<String> = lins.iter().map(|l| f(l.rec)).collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    GroupFit {
+        engine: engine.to_string(),
+        family: family.to_string(),
+        gpus: uniq(|r| r.gpu.hardware.clone()),
+        models: uniq(|r| r.model.id.clone()),
+        records: lins.len(),
+        terms: terms
+            .iter()
+            .zip(&p_all)
+            .map(|(t, p)| (t.key.to_string(), t.value(*p)))
+            .collect(),
+        fitted: terms
+            .iter()
+            .filter(|t| t.sd > PINNED_SD)
+            .map(|t| t.key.to_string())
+            .collect(),
+        band: band_of,
+        cv,
+    }
+}
+
+/// Per observation, the band its fold's prediction carries: the p10-p90 of the
+/// cross-validated residuals of the other folds, each from a fit that saw neither
+/// that fold nor this one (nested: no band is drawn from its own record's data).
+fn nested_bands(lins: &[Lin], folds: &[String], terms: &[Term]) -> Vec<Vec<Band>> {
+    let mut names: Vec<&String> = folds.iter().collect();
+    names.sort();
+    names.dedup();
+    let mut by_fold: BTreeMap<&String, [Option<(f64, f64)>; 2]> = BTreeMap::new();
+    for held in &names {
+        let (obs, inner): (Vec<Obs>, Vec<String>) = lins
+            .iter()
+            .zip(folds)
+            .filter(|(_, f)| f != held)
+            .flat_map(|(l, f)| l.obs.iter().map(move |o| (o.clone(), f.clone())))
+            .unzip();
+        let res = cross_validate(&obs, &inner, terms, &WEIGHTS);
+        let mut b = [None, None];
+        for (m, slot) in b.iter_mut().enumerate() {
+            let r: Vec<f64> = obs
+                .iter()
+                .zip(&res)
+                .filter(|(o, _)| o.metric == m)
+                .map(|(_, r)| *r)
+                .collect();
+            *slot = band(&r);
+        }
+        by_fold.insert(held, b);
+    }
+    lins.iter()
+        .zip(folds)
+        .map(|(l, f)| l.obs.iter().map(|o| by_fold[f][o.metric]).collect())
+        .collect()
+}
+
+/// The profile's bands: per metric, the p10-p90 of the group's cross-validated
+/// residuals under `folds`.
+fn profile_bands(lins: &[Lin], folds: &[String], terms: &[Term]) -> BTreeMap<String, [f64; 2]> {
+    let (obs, f): (Vec<Obs>, Vec<String>) = lins
+        .iter()
+        .zip(folds)
+        .flat_map(|(l, f)| l.obs.iter().map(move |o| (o.clone(), f.clone())))
+        .unzip();
+    let res = cross_validate(&obs, &f, terms, &WEIGHTS);
+    METRICS
+        .iter()
+        .enumerate()
+        .filter_map(|(m, metric)| {
+            let r: Vec<f64> = obs
+                .iter()
+                .zip(&res)
+                .filter(|(o, _)| o.metric == m)
+                .map(|(_, r)| *r)
+                .collect();
+            band(&r).map(|(lo, hi)| (metric.key().to_string(), [lo, hi]))
+        })
+        .collect()
+}
+
+/// A pinned term's prior sd: it stays at its prior.
+const PINNED_SD: f64 = 1e-9;
+
+/// The terms to fit: every term of the table, those not named by `--terms` pinned at
+/// their priors, every prior's sd scaled by `--prior-scale`.
+fn chosen_terms(keys: &[String], prior_scale: f64) -> Result<Vec<Term>> {
+    for k in keys {
+        if !TERMS.iter().any(|t| t.key == k) {
+            bail!(
+                "--terms {k}: not a term; the terms are {}",
+                TERMS.iter().map(|t| t.key).collect::<Vec<_>>().join(", ")
+            );
+        }
+    }
+    if !(prior_scale.is_finite() && prior_scale > 0.0) {
+        bail!("--prior-scale {prior_scale}: must be a positive number");
+    }
+    Ok(TERMS
+        .iter()
+        .map(|t| {
+            let free = keys.is_empty() || keys.iter().any(|k| k == t.key);
+            Term {
+                sd: if free { t.sd * prior_scale } else { PINNED_SD },
+                ..*t
+            }
+        })
+        .collect())
+}
+
+/// The linearised records: read from `--linearised` when it holds this corpus, filters,
+/// seed and statistic, else computed (and written there).
+fn linearised(
+    o: &FitOptions,
+    records: &[&RunRecord],
+    loaded: &crate::Loaded,
+    cache: &Cache,
+    frontend_curve: bool,
+    say: &dyn Fn(&str),
+) -> Result<Vec<Result<Vec<Obs>, String>>> {
+    let key = serde_json::json!({
+        "corpus": loaded.origin, "filters": o.filter, "seed": o.seed,
+        "center": format!("{:?}", o.center), "records": records.len(),
+        "terms": TERMS.iter().map(|t| t.key).collect::<Vec<_>>(),
+        "frontend_curve": frontend_curve.then_some(FRONTEND_GRID_S),
+        "twin": env!("CARGO_PKG_VERSION"),
+    });
+    if let Some(path) = &o.linearised {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            let v: serde_json::Value = serde_json::from_str(&text)?;
+            if v["key"] == key {
+                say(&format!("linearised records read from {}", path.display()));
+                return Ok(v["records"]
+                    .as_array()
+                    .map(|rs| rs.iter().map(obs_of_json).collect())
+                    .unwrap_or_default());
+            }
+            say(&format!(
+                "{}: linearised for another corpus, filters or seed: computed again",
+                path.display()
+            ));
+        }
+    }
+    let sims = TERMS.len()
+        + 1
+        + if frontend_curve {
+            FRONTEND_GRID_S.len() - 1
+        } else {
+            0
+        };
+    say(&format!(
+        "linearising {} records ({sims} simulations each) ...",
+        records.len(),
+    ));
+    let lins = linearise_all(
+        records,
+        &loaded.base,
+        cache,
+        (o.seed, o.center),
+        frontend_curve,
+    );
+    if let Some(path) = &o.linearised {
+        let rs: Vec<serde_json::Value> = lins.iter().map(obs_to_json).collect();
+        let text = serde_json::to_string(&serde_json::json!({"key": key, "records": rs}))?;
+        let tmp = path.with_extension("partial");
+        std::fs::write(&tmp, text)?;
+        std::fs::rename(&tmp, path)?;
+    }
+    Ok(lins)
+}
+
+fn obs_to_json(l: &Result<Vec<Obs>, String>) -> serde_json::Value {
+    match l {
+        Ok(obs) => {
+            let obs: Vec<serde_json::Value> = obs
+                .iter()
+                .map(|o| {
+                    let curve = o.curve.as_ref().map(|c| (c.term, &c.points));
+                    serde_json::json!([o.metric, o.y0, o.grad, o.target, curve])
+                })
+                .collect();
+            serde_json::json!({ "obs": obs })
+        }
+        Err(e) => serde_json::json!({"err": e}),
+    }
+}
+
+fn obs_of_json(v: &serde_json::Value) -> Result<Vec<Obs>, String> {
+    if let Some(e) = v["err"].as_str() {
+        return Err(e.to_string());
+    }
+    let bad = || "a linearised record that does not read".to_string();
+    v["obs"]
+        .as_array()
+        .ok_or_else(bad)?
+        .iter()
+        .map(|o| {
+            Ok(Obs {
+                metric: o[0].as_u64().ok_or_else(bad)? as usize,
+                y0: o[1].as_f64().ok_or_else(bad)?,
+                grad: o[2]
+                    .as_array()
+                    .ok_or_else(bad)?
+                    .iter()
+                    .map(|g| g.as_f64().ok_or_else(bad))
+                    .collect::<Result<_, _>>()?,
+                target: o[3].as_f64().ok_or_else(bad)?,
+                curve: curve_of_json(&o[4]).ok_or_else(bad)?,
+            })
+        })
+        .collect()
+}
+
+/// A linearised observation's curve: `null`, or `[term, [[value, prediction], ...]]`
+/// (`None`: it does not read).
+fn curve_of_json(v: &serde_json::Value) -> Option<Option<Curve>> {
+    if v.is_null() {
+        return Some(None);
+    }
+    let term = v[0].as_u64()? as usize;
+    let points = v[1]
+        .as_array()?
+        .iter()
+        .map(|p| Some((p[0].as_f64()?, p[1].as_f64()?)))
+        .collect::<Option<Vec<_>>>()?;
+    (term < TERMS.len() && !points.is_empty()).then_some(Some(Curve { term, points }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(tpot: f64, ttft: f64) -> BTreeMap<String, CvFigures> {
+        let f = |e| CvFigures {
+            n: 10,
+            within: 0.5,
+            median_abs_error: e,
+            band_coverage: None,
+        };
+        BTreeMap::from([("tpot_ms".into(), f(tpot)), ("ttft_ms".into(), f(ttft))])
+    }
+
+    fn group(engine: &str, lomo: Option<(f64, f64)>, physics: (f64, f64)) -> GroupFit {
+        let mut cv = BTreeMap::from([("physics alone".to_string(), row(physics.0, physics.1))]);
+        if let Some((p, t)) = lomo {
+            cv.insert("leave-one-model-out".into(), row(p, t));
+        }
+        GroupFit {
+            engine: engine.into(),
+            family: "hopper".into(),
+            gpus: vec![],
+            models: vec![],
+            records: 10,
+            terms: Default::default(),
+            fitted: Vec::new(),
+            band: Default::default(),
+            cv,
+        }
+    }
+
+    /// The gate weighs TPOT's median |error| by 1 and TTFT's by a quarter, keeps a
+    /// group only strictly below physics alone, and a group without the check (one
+    /// model) never.
+    #[test]
+    fn the_gate_keeps_what_beats_physics_on_unseen_models() {
+        let (kept, lines) = gate(vec![
+            // 0.10 + 0.40 / 4 = 0.20 against 0.12 + 0.40 / 4 = 0.22: kept.
+            group("a", Some((0.10, 0.40)), (0.12, 0.40)),
+            // 0.10 + 0.60 / 4 = 0.25 against 0.12 + 0.40 / 4 = 0.22: TTFT's loss wins.
+            group("b", Some((0.10, 0.60)), (0.12, 0.40)),
+            // Equal: no gain, left out.
+            group("c", Some((0.12, 0.40)), (0.12, 0.40)),
+            group("d", None, (0.12, 0.40)),
+        ]);
+        let names: Vec<&str> = kept.iter().map(|g| g.engine.as_str()).collect();
+        assert_eq!(names, ["a"]);
+        assert_eq!(lines.len(), 4);
+        assert!(
+            lines[0].starts_with("kept: a on hopper: leave-one-model-out 20.0%"),
+            "{}",
+            lines[0]
+        );
+    }
+
+    /// A linearised record written to `--linearised` reads back whole, its front-end
+    /// curve included; a curve that names no term does not read.
+    #[test]
+    fn linearised_records_round_trip_with_their_curves() {
+        let o = |curve| Obs {
+            metric: 1,
+            y0: 12.5,
+            grad: vec![0.5; TERMS.len()],
+            target: 2.5f64.ln(),
+            curve,
+        };
+        let curve = Curve {
+            term: frontend_term(),
+            points: vec![(0.0, 10.0), (0.012, 12.5), (0.13, 30.0)],
+        };
+        let recs: Vec<Result<Vec<Obs>, String>> = vec![
+            Ok(vec![o(Some(curve)), o(None)]),
+            Err("no TTFT or TPOT measured".into()),
+        ];
+        for r in &recs {
+            assert_eq!(&obs_of_json(&obs_to_json(r)), r);
+        }
+        let bad = serde_json::json!({"obs": [[1, 12.5, [0.5], 0.9, [99, [[0.0, 1.0]]]]]});
+        assert!(obs_of_json(&bad).is_err());
+    }
+
+    /// `--or-terms`: a group takes the first term set that beats physics alone, fits
+    /// no set after it, and keeps the first set's fit when none does.
+    #[test]
+    fn a_group_takes_the_first_term_set_that_beats_physics() {
+        let sets = [
+            group("all three", Some((0.10, 0.60)), (0.12, 0.40)),
+            group("element-wise", Some((0.10, 0.40)), (0.12, 0.40)),
+            group("never fitted", Some((0.05, 0.10)), (0.12, 0.40)),
+        ];
+        let mut asked = Vec::new();
+        let g = first_improving(3, |i| {
+            asked.push(i);
+            sets[i].clone()
+        });
+        assert_eq!(g.engine, "element-wise");
+        assert_eq!(asked, [0, 1]);
+        let none = first_improving(2, |i| group(["first", "second"][i], None, (0.1, 0.1)));
+        assert_eq!(none.engine, "first");
+    }
+}
