@@ -10,8 +10,6 @@ use std::io::Write as _;
 // First: its print macros shadow `std`'s in every module below.
 #[macro_use]
 mod out;
-mod predicted_trace;
-mod trace_fit;
 
 mod args;
 mod band;
@@ -21,11 +19,8 @@ mod finance;
 mod fuzz;
 mod interrupt;
 mod kernel;
-mod kernel_source;
-mod kernel_tables;
 mod simulation;
 mod step;
-mod trace_import;
 
 #[derive(Parser)]
 #[command(

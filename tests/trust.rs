@@ -398,7 +398,7 @@ fn item6_checkpoints_read_with_every_assumption_said() {
 }
 
 /// Item 7: engines and prices. SGLang (no tables of its own) simulates under its own
-/// scheduler with the nearest tables named (`kernel_tables.rs` checks each case); the
+/// scheduler with the nearest tables named (`tests/kernel_tables.rs` checks each case); the
 /// TCO presets say what their figures are (an owner's cost is no rental: renamed, the
 /// old names refused with the new), every published or secondary price of a hardware
 /// file is dated and no placeholder is called published; a model without a public API

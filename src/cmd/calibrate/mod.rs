@@ -18,8 +18,11 @@
 //! live engine's op costs from a `twin live` run's own op trace (`--from-trace` of such
 //! a trace with `--out` does the same).
 
+pub mod from_tables;
 mod runs;
 pub mod tables_out;
+pub mod trace_fit;
+pub mod trace_import;
 
 use anyhow::{anyhow, Context, Result};
 use calibration::plan::{expand_ops, plan, PlanSize};
@@ -91,7 +94,7 @@ pub struct CalibrateArgs {
     #[arg(long, value_name = "FORWARD ARGS", allow_hyphen_values = true)]
     pub deployment: Option<String>,
     #[command(flatten)]
-    pub tables: crate::kernel_tables::TablesArgs,
+    pub tables: crate::cmd::calibrate::from_tables::TablesArgs,
     #[command(flatten)]
     pub runs: runs::FromRunsArgs,
     #[command(flatten)]
@@ -127,7 +130,12 @@ pub fn run(args: &CalibrateArgs) -> Result<()> {
         return tables_out::run(args, &args.tables_out, dir);
     }
     if let Some(dir) = &args.tables.from_tables {
-        return crate::kernel_tables::run(dir, &args.tables, args.out.as_deref(), args.json);
+        return crate::cmd::calibrate::from_tables::run(
+            dir,
+            &args.tables,
+            args.out.as_deref(),
+            args.json,
+        );
     }
     if let Some(trace) = &args.from_trace {
         // A live run's own op trace with --out: the live engine's op costs fitted from
@@ -137,11 +145,11 @@ pub fn run(args: &CalibrateArgs) -> Result<()> {
                 return fit_trace(trace, out);
             }
         }
-        let how = crate::trace_import::Show {
+        let how = crate::cmd::calibrate::trace_import::Show {
             json: args.json,
             layers_detail: args.layers_detail,
         };
-        return crate::trace_import::run(
+        return crate::cmd::calibrate::trace_import::run(
             trace,
             args.rules.as_deref(),
             how,

@@ -328,7 +328,7 @@ pub fn run(args: &super::CalibrateArgs, a: &TablesOutArgs, dir: &Path) -> Result
     );
     print!(
         "{}",
-        crate::kernel_tables::render(&prof, &Default::default())
+        crate::cmd::calibrate::from_tables::render(&prof, &Default::default())
     );
     compare_engines(dir, &hw, &a.compare, &rows)?;
     println!("not measured (priced by twin's kernel model, or the nearest measured format):");

@@ -1,5 +1,8 @@
 //! `twin forward`: one exact step of a DEP group, priced by the cost model.
 
+pub mod kernel_source;
+pub mod trace_out;
+
 use crate::step::{evaluate, Forward, ForwardArgs};
 use anyhow::Result;
 use serde_json::json;
@@ -259,7 +262,7 @@ pub fn run(args: &ForwardArgs) -> Result<()> {
             "in_situ": f.in_situ,
             "version": env!("CARGO_PKG_VERSION"),
         });
-        crate::predicted_trace::write(path, &f.traces, about)?;
+        crate::cmd::forward::trace_out::write(path, &f.traces, about)?;
     }
     // The p10-p90 band from the hardware's kernel-fit spreads (crate::band).
     let band = match args.no_band {
@@ -274,7 +277,7 @@ pub fn run(args: &ForwardArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         let mut text = render(&f);
-        crate::kernel_source::push_line(&mut text, &args.hardware, &args.set)?;
+        crate::cmd::forward::kernel_source::push_line(&mut text, &args.hardware, &args.set)?;
         if args.in_situ_layer {
             let two_batch = f.result.total.timeline.is_some();
             report::text::in_situ::render_layer(&mut text, &f.result.total.in_situ, two_batch);

@@ -31,7 +31,7 @@ pub fn run(
     };
     let report = trace::import(path, &rules)?;
     let fit = match deployment {
-        Some(d) => Some(crate::trace_fit::fit(&report, d)?),
+        Some(d) => Some(crate::cmd::calibrate::trace_fit::fit(&report, d)?),
         None if out.is_some() => {
             anyhow::bail!("--out goes with --deployment when reading a trace (it writes the fitted in-situ factors)")
         }
@@ -40,17 +40,17 @@ pub fn run(
     if show.json {
         let mut v: serde_json::Value = serde_json::from_str(&json(&report, show.layers_detail)?)?;
         if let Some(f) = &fit {
-            v["in_situ_fit"] = crate::trace_fit::json(f);
+            v["in_situ_fit"] = crate::cmd::calibrate::trace_fit::json(f);
         }
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         print!("{}", text(&report, show.layers_detail));
         if let Some(f) = &fit {
-            print!("{}", crate::trace_fit::text(f));
+            print!("{}", crate::cmd::calibrate::trace_fit::text(f));
         }
     }
     if let (Some(f), Some(out)) = (&fit, out) {
-        crate::trace_fit::write(f, path, out)?;
+        crate::cmd::calibrate::trace_fit::write(f, path, out)?;
         if !show.json {
             println!("in-situ section: {}", out.display());
         }
