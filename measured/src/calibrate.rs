@@ -12,7 +12,6 @@ use crate::predict::Center;
 use crate::{load, Cache};
 use anyhow::{bail, Result};
 use calibration::runs::{band, cross_validate, fit, Curve, CvFigures, GroupFit, Obs, Term};
-use corpus::filter::Filter;
 use corpus::summary::tolerance;
 use corpus::RunRecord;
 use rayon::prelude::*;
@@ -57,13 +56,7 @@ pub struct CorpusFit {
 /// `say` is told what the slow parts do.
 pub fn fit_corpus(o: &FitOptions, corpus_name: &str, say: &dyn Fn(&str)) -> Result<CorpusFit> {
     let loaded = load(corpus_name)?;
-    let filters = o
-        .filter
-        .iter()
-        .map(|f| Filter::parse(f))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(anyhow::Error::msg)?;
-    let records = corpus::filter::apply(&loaded.records, &filters);
+    let records = loaded.filtered(&o.filter)?;
     if records.is_empty() {
         bail!("{}: no record passes the filters", loaded.origin);
     }

@@ -66,6 +66,18 @@ pub struct Loaded {
     pub notes: Vec<String>,
 }
 
+impl Loaded {
+    /// The records that pass every filter (`KEY=VALUE`, as `validate runs --filter`).
+    pub fn filtered(&self, filters: &[String]) -> Result<Vec<&RunRecord>> {
+        let filters = filters
+            .iter()
+            .map(|f| corpus::filter::Filter::parse(f))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(anyhow::Error::msg)?;
+        Ok(corpus::filter::apply(&self.records, &filters))
+    }
+}
+
 /// The names `load` knows.
 pub fn names() -> Vec<&'static str> {
     EMBEDDED.iter().map(|(n, _)| *n).collect()

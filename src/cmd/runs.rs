@@ -4,7 +4,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use corpus::filter::{precision, Filter};
+use corpus::filter::precision;
 use corpus::RunRecord;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -183,18 +183,12 @@ fn import(a: &ImportArgs) -> Result<()> {
 
 fn show(a: &ShowArgs) -> Result<()> {
     let loaded = measured::load(&a.corpus)?;
-    let filters = a
-        .filter
-        .iter()
-        .map(|f| Filter::parse(f))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(anyhow::Error::msg)?;
-    let records = corpus::filter::apply(&loaded.records, &filters);
+    let records = loaded.filtered(&a.filter)?;
     println!(
         "{}: {} records{}",
         loaded.origin,
         records.len(),
-        if filters.is_empty() {
+        if a.filter.is_empty() {
             String::new()
         } else {
             format!(" of {} (filtered)", loaded.records.len())

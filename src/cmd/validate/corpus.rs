@@ -6,7 +6,6 @@
 
 use anyhow::{bail, Result};
 use clap::Args;
-use corpus::filter::Filter;
 use corpus::summary::{summarize, Dim, GroupSummary, Groups, Outcome};
 use corpus::{Metric, RunRecord};
 use measured::predict::{compare, Center};
@@ -67,13 +66,7 @@ struct Row<'a> {
 
 pub fn run(a: &RunsValidateArgs) -> Result<()> {
     let loaded = load(&a.corpus)?;
-    let filters = a
-        .filter
-        .iter()
-        .map(|f| Filter::parse(f))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(anyhow::Error::msg)?;
-    let records = corpus::filter::apply(&loaded.records, &filters);
+    let records = loaded.filtered(&a.filter)?;
     if records.is_empty() {
         bail!(
             "{}: no record passes the filters ({} records in all)",
