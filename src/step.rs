@@ -153,7 +153,13 @@ pub fn flag(f: &Field) -> String {
 
 /// Loads, validates and prices the step described by `args`.
 pub fn evaluate(args: &ForwardArgs) -> Result<Forward> {
-    let p = prepare(args)?;
+    evaluate_with(args, Overrides::parse(&args.set)?)
+}
+
+/// `evaluate` with the overrides `sets` (the arguments' `--set`, and any a caller adds,
+/// typed) in place of the arguments' own.
+pub fn evaluate_with(args: &ForwardArgs, sets: Overrides) -> Result<Forward> {
+    let p = prepare_with(args, sets)?;
     price(
         p.spec,
         p.hardware,
@@ -184,7 +190,11 @@ impl Prepared {
 
 /// Loads and validates the step described by `args`.
 pub fn prepare(args: &ForwardArgs) -> Result<Prepared> {
-    let sets = Overrides::parse(&args.set)?;
+    prepare_with(args, Overrides::parse(&args.set)?)
+}
+
+/// `prepare` with the overrides `sets` in place of the arguments' own `--set`.
+fn prepare_with(args: &ForwardArgs, sets: Overrides) -> Result<Prepared> {
     if let Some(s) = sets.first_outside(&["hardware", "model", "cost"]) {
         bail!(
             "--set {}: the path must start with `hardware.`, `model.` or `cost.`",

@@ -9,11 +9,12 @@
 //! layer (the dense layers of a mostly-MoE model are left out, as the profile's
 //! per-layer tables do).
 
-use crate::step::{evaluate, ForwardArgs};
+use crate::step::{evaluate_with, ForwardArgs};
 use anyhow::{anyhow, Context, Result};
 use calibration::insitu::{fit_factors, to_toml, InSituFit};
 use calibration::trace::TraceReport;
 use clap::Parser;
+use scenario::{Overrides, Set};
 use serde_json::json;
 use sim::cost::Phase;
 use spec::insitu::{Category, LayerBreakdown, Stream};
@@ -60,13 +61,14 @@ pub fn fit(report: &TraceReport, deployment: &str) -> Result<TraceFit> {
     let mut args = DeploymentCli::try_parse_from(&argv)
         .map_err(|e| anyhow!("--deployment `{deployment}`: {e}"))?
         .args;
-    args.set.extend(
-        sim::cost::insitu::InSitu::residual_keys()
-            .iter()
-            .map(|k| format!("cost.in_situ.{k}=1")),
-    );
     args.trace_out = None;
-    let f = evaluate(&args).with_context(|| format!("--deployment `{deployment}`"))?;
+    // The residual factors at 1: the fit measures them against this price.
+    let mut sets = Overrides::parse(&args.set)?;
+    for k in sim::cost::insitu::InSitu::residual_keys() {
+        let path = format!("in_situ.{k}");
+        sets.cost.push(Set::typed(&path, 1.into(), "--deployment"));
+    }
+    let f = evaluate_with(&args, sets).with_context(|| format!("--deployment `{deployment}`"))?;
     let layer = f.result.total.in_situ;
     let mut predicted = layer.breakdown();
     if !layer.comm_stream {
