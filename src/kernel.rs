@@ -426,7 +426,8 @@ fn moe_layer(hw: &Hardware, p: &CostParams, a: &MoeArgs) -> Result<Priced> {
         crate::step::PhaseArg::Decode => Phase::Decode,
         crate::step::PhaseArg::Prefill => Phase::Prefill,
     };
-    let cm = sim::cost::AnalyticCostModel::new(hw.clone(), model, sim::Layout::new(ep), p.clone());
+    let cm =
+        sim::cost::AnalyticCostModel::new(hw.clone(), model, sim::cost::Layout::new(ep), p.clone());
     let (time_s, bound) = cm.moe_layer(phase, tokens as f64);
     let flops = 2.0 * 3.0 * hidden as f64 * ffn as f64 * tokens as f64 * top_k as f64;
     Ok((

@@ -11,5 +11,3 @@ mod serde_defaults;
 pub mod serving;
 pub mod tco;
 pub mod validate;
-
-pub use cost::{CostModel, Layout, Op, Phase, ReqSlice, StepCost, StepShape};

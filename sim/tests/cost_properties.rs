@@ -70,7 +70,7 @@ fn step(
     phase: Phase,
     per_rank: &[(u32, u32, u64)],
     draft: u32,
-) -> sim::StepCost {
+) -> sim::cost::StepCost {
     let ranks: Vec<Vec<ReqSlice>> = per_rank
         .iter()
         .map(|&(count, new, ctx)| {

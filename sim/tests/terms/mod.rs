@@ -136,7 +136,7 @@ pub fn cm(model: Model, dep: u32, overlap: bool, params: CostParams) -> Analytic
     AnalyticCostModel::new(hw(), model, layout, params)
 }
 
-pub fn decode(c: &AnalyticCostModel, per_rank: u32, ctx: u64, draft: u32) -> sim::StepCost {
+pub fn decode(c: &AnalyticCostModel, per_rank: u32, ctx: u64, draft: u32) -> sim::cost::StepCost {
     let ranks = vec![
         vec![ReqSlice {
             new_tokens: 1,
@@ -153,7 +153,7 @@ pub fn decode(c: &AnalyticCostModel, per_rank: u32, ctx: u64, draft: u32) -> sim
     })
 }
 
-pub fn prefill(c: &AnalyticCostModel, new: u32, ctx: u64) -> sim::StepCost {
+pub fn prefill(c: &AnalyticCostModel, new: u32, ctx: u64) -> sim::cost::StepCost {
     let ranks = vec![vec![ReqSlice::one(new, ctx)]; c.layout.dep as usize];
     c.step(&StepShape {
         phase: Phase::Prefill,
