@@ -49,9 +49,13 @@ pub fn simulate_finance(
     let Some(name) = tco else {
         return Ok(None);
     };
-    let tco = resolve_tco(Some(name), tco_sets, r.scenario.price.basis)?;
-    let prices = r.scenario.price.token_prices().unwrap_or(TokenPrices::ZERO);
-    let pools = vec![(r.scenario.gpus(), r.hardware.clone())];
+    let tco = resolve_tco(Some(name), tco_sets, r.scenario().price.basis)?;
+    let prices = r
+        .scenario()
+        .price
+        .token_prices()
+        .unwrap_or(TokenPrices::ZERO);
+    let pools = vec![(r.scenario().gpus(), r.hardware.clone())];
     finance_of(&tco, &pools, &prices, &report.throughput_tok_s_per_gpu).map(Some)
 }
 

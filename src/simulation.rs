@@ -28,11 +28,10 @@ pub struct RunHow<'a> {
 /// [`Resolved`] into the simulator.
 pub fn run(r: &Resolved, trace: &[TraceRecord], how: RunHow) -> Result<(Report, Vec<SimRequest>)> {
     let (seed, params) = (how.seed.unwrap_or(r.seed), how.params.unwrap_or(&r.params));
-    let sc = &r.scenario;
+    let sc = r.scenario();
     let (prefill_cost, decode_cost) = r.pool_costs(params);
     let input = SimInput {
-        scenario: sc,
-        workload: &r.workload,
+        run: r.run(),
         hardware: &r.hardware,
         model: &r.model,
         prefill_cost: &prefill_cost,
@@ -112,7 +111,7 @@ pub fn to_json(
     report: &sim::serving::Report,
     trace_records: usize,
 ) -> Result<serde_json::Value> {
-    let sc = &r.scenario;
+    let sc = &r.scenario();
     let mut out = match serde_json::to_value(report)? {
         serde_json::Value::Object(m) => m,
         _ => bail!("the report did not serialise to an object"),
@@ -138,7 +137,7 @@ pub fn to_json(
         "resolved".into(),
         json!({
             "scenario": sc,
-            "workload": r.workload,
+            "workload": r.workload(),
             "hardware": r.hardware,
             "model": r.model,
             "cost_params": r.params,

@@ -101,7 +101,9 @@ pub fn apply(s: &mut Setup, values: &[f64]) -> Result<(), String> {
 /// Sets a profile group's terms on a set-up record.
 pub fn apply_group(s: &mut Setup, g: &calibration::runs::GroupFit) -> Result<(), String> {
     if let Some(f) = scenario::runs_profile::apply_terms(&mut s.resolved.params, g)? {
-        s.resolved.scenario.serving.frontend_s = Some(f);
+        s.resolved
+            .change(|sc, _| sc.serving.frontend_s = Some(f))
+            .map_err(|e| format!("{e:#}"))?;
     }
     Ok(())
 }

@@ -44,8 +44,7 @@ pub fn simulate_setup(s: &Setup) -> Result<(Predicted, sim::serving::Report), St
     let r = &s.resolved;
     let (prefill, decode) = r.pool_costs(&r.params);
     let input = SimInput {
-        scenario: &r.scenario,
-        workload: &r.workload,
+        run: r.run(),
         hardware: &r.hardware,
         model: &r.model,
         prefill_cost: &prefill,
@@ -54,14 +53,14 @@ pub fn simulate_setup(s: &Setup) -> Result<(Predicted, sim::serving::Report), St
     };
     let report = simulate(&input, r.seed).map_err(|e| format!("simulation: {e}"))?;
     let sent = r
-        .workload
+        .workload()
         .bench
         .as_ref()
         .map_or(0, |b| b.requests.len() as u64);
     if report.requests_completed == 0 {
         return Err(format!(
             "simulation: no request of {sent} completed within the run's limit of {:.0} s",
-            r.scenario.duration_s
+            r.scenario().duration_s
         ));
     }
     let mut figures = BTreeMap::new();

@@ -9,21 +9,21 @@ use super::{
 };
 use anyhow::{bail, Context, Result};
 use sim::cost::CostParams;
-use sim::serving::{trace_span, Limits, PoolConfig, ServingScenario, TraceRecord, WorkloadConfig};
+use sim::serving::{
+    trace_span, Checked, Limits, PoolConfig, ServingScenario, TraceRecord, WorkloadConfig,
+};
 use spec::problem::Field;
 
 /// Everything a run resolved, before simulating: built only by [`resolve`] (or
-/// [`resolve_parts`]; `non_exhaustive` keeps other crates from building one), so
-/// holding one means its scenario, workload and deployments passed every check. The
-/// fields stay public to read; a caller that changes the run afterwards (`validate
-/// bench` replaces the workload) leaves the simulator's own check of its input as the
-/// net. A clone is as checked as its original.
+/// [`resolve_parts`]), so holding one means its scenario, workload and deployments
+/// passed every check. The scenario and workload are a `sim::serving::Checked`, which
+/// the simulator takes without checking again; a caller that changes the run
+/// ([`Resolved::change`]: a benchmark's client as the workload) has it checked again.
 #[derive(Clone)]
 #[non_exhaustive]
 pub struct Resolved {
     pub scenario_origin: String,
-    pub scenario: ServingScenario,
-    pub workload: WorkloadConfig,
+    run: Checked,
     pub hardware: spec::hardware::Hardware,
     pub model: spec::model::Model,
     pub params: CostParams,
@@ -60,12 +60,6 @@ pub fn resolve(req: &RunRequest) -> Result<Resolved> {
     if let Some(e) = &req.pricing.engine {
         sc.engine = Some(e.clone());
     }
-    let problems = problems(&sc, &origin, &workload, &wl_origin, &hardware, &model);
-    if !problems.is_empty() {
-        bail!("invalid scenario:\n  {}", problems.join("\n  "));
-    }
-
-    let params = step_prices(&hardware, &model, &sc, &req.pricing, &sets.cost)?;
     let (engine, physics_only) = engine_of(&sc, &req.pricing);
     runs_frontend(
         &mut sc,
@@ -75,10 +69,16 @@ pub fn resolve(req: &RunRequest) -> Result<Resolved> {
         engine.as_deref(),
         &mut notes,
     )?;
+    let origins = Origins {
+        scenario: &origin,
+        workload: &wl_origin,
+    };
+    let run = check(sc, workload, origins, &hardware, &model)
+        .map_err(|p| anyhow::anyhow!("invalid scenario:\n  {}", p.join("\n  ")))?;
+    let params = step_prices(&hardware, &model, run.scenario(), &req.pricing, &sets.cost)?;
     Ok(Resolved {
         scenario_origin: origin,
-        scenario: sc,
-        workload,
+        run,
         hardware,
         model,
         params,
@@ -88,6 +88,38 @@ pub fn resolve(req: &RunRequest) -> Result<Resolved> {
 }
 
 impl Resolved {
+    /// The scenario, checked.
+    pub fn scenario(&self) -> &ServingScenario {
+        self.run.scenario()
+    }
+
+    /// The workload, checked.
+    pub fn workload(&self) -> &WorkloadConfig {
+        self.run.workload()
+    }
+
+    /// The scenario and workload as the simulator takes them.
+    pub fn run(&self) -> &Checked {
+        &self.run
+    }
+
+    /// The run changed by `f` (a benchmark's client as the workload, a fitted front
+    /// end), checked again; on a problem it stays as it was.
+    pub fn change(
+        &mut self,
+        f: impl FnOnce(&mut ServingScenario, &mut WorkloadConfig),
+    ) -> Result<()> {
+        let (mut sc, mut wl) = (self.scenario().clone(), self.workload().clone());
+        f(&mut sc, &mut wl);
+        let origins = Origins {
+            scenario: &self.scenario_origin,
+            workload: &self.scenario_origin,
+        };
+        self.run = check(sc, wl, origins, &self.hardware, &self.model)
+            .map_err(|p| anyhow::anyhow!("{}", p.join("; ")))?;
+        Ok(())
+    }
+
     /// The analytic cost models of the prefill and decode pools, priced with `params`
     /// (the resolved `self.params`, or a band's draw).
     pub fn pool_costs(
@@ -102,7 +134,7 @@ impl Resolved {
                 params.clone(),
             )
         };
-        let serving = &self.scenario.serving;
+        let serving = &self.scenario().serving;
         (pool(&serving.prefill), pool(&serving.decode))
     }
 }
@@ -158,22 +190,16 @@ pub struct Parts {
 /// once: the other way to a [`Resolved`].
 pub fn resolve_parts(mut p: Parts) -> Result<Resolved> {
     memory_knob(&p.scenario, &mut p.params)?;
-    let problems = problems(
-        &p.scenario,
-        &p.origin,
-        &p.workload,
-        &p.origin,
-        &p.hardware,
-        &p.model,
-    );
-    if !problems.is_empty() {
-        bail!("{}", problems.join("; "));
-    }
+    let origins = Origins {
+        scenario: &p.origin,
+        workload: &p.origin,
+    };
+    let run = check(p.scenario, p.workload, origins, &p.hardware, &p.model)
+        .map_err(|problems| anyhow::anyhow!("{}", problems.join("; ")))?;
     Ok(Resolved {
-        seed: p.scenario.seed,
+        seed: run.scenario().seed,
         scenario_origin: p.origin,
-        scenario: p.scenario,
-        workload: p.workload,
+        run,
         hardware: p.hardware,
         model: p.model,
         params: p.params,
@@ -367,32 +393,24 @@ fn load_workload(
     Ok((wl_origin, workload))
 }
 
-/// Every problem of the scenario, its workload and each pool's deployment, each with
-/// the file it is in.
-fn problems(
-    sc: &ServingScenario,
-    origin: &str,
-    workload: &WorkloadConfig,
-    wl_origin: &str,
+/// Where a run's scenario and workload were read, for messages.
+#[derive(Clone, Copy)]
+struct Origins<'a> {
+    scenario: &'a str,
+    workload: &'a str,
+}
+
+/// The scenario and workload checked as the simulator takes them, and each pool's
+/// deployment on the hardware and model; every problem at once, each with the file it
+/// is in.
+fn check(
+    sc: ServingScenario,
+    workload: WorkloadConfig,
+    at: Origins,
     hardware: &spec::hardware::Hardware,
     model: &spec::model::Model,
-) -> Vec<String> {
-    let mut problems: Vec<String> = sc
-        .problems()
-        .into_iter()
-        .map(|p| format!("{origin}: {p}"))
-        .collect();
-    problems.extend(
-        workload
-            .problems()
-            .into_iter()
-            .map(|p| format!("{wl_origin}: {p}")),
-    );
-    problems.extend(
-        sim::serving::limits::workload_problems(sc, workload)
-            .into_iter()
-            .map(|p| format!("{origin}: {p}")),
-    );
+) -> Result<Checked, Vec<String>> {
+    let mut deployments = Vec::new();
     for (path, pool) in sc.pools() {
         for p in sim::validate::deployment(
             hardware,
@@ -401,10 +419,28 @@ fn problems(
             pool.max_batch_per_rank as u64,
             0,
         ) {
-            problems.push(format!("{origin}: {}", p.render(&|f| pool_field(path, f))));
+            let shown = p.render(&|f| pool_field(path, f));
+            deployments.push(format!("{}: {shown}", at.scenario));
         }
     }
-    problems
+    let (run, mut problems) = match Checked::new(sc, workload) {
+        Ok(run) => (Some(run), Vec::new()),
+        Err(r) => {
+            let mut p: Vec<String> = r
+                .scenario
+                .iter()
+                .map(|p| format!("{}: {p}", at.scenario))
+                .collect();
+            p.extend(r.workload.iter().map(|p| format!("{}: {p}", at.workload)));
+            p.extend(r.pair.iter().map(|p| format!("{}: {p}", at.scenario)));
+            (None, p)
+        }
+    };
+    problems.extend(deployments);
+    match run {
+        Some(run) if problems.is_empty() => Ok(run),
+        _ => Err(problems),
+    }
 }
 
 /// A deployment field of the scenario's pool at `pool` (`serving.decode`), by its path.
@@ -511,10 +547,10 @@ pub fn read_trace_within(
 /// Where a replayed trace falls in the run: an error when nothing of it would be
 /// measured, a note when the duration cuts it short.
 pub fn trace_fit(r: &Resolved, trace: &[TraceRecord]) -> Result<Option<String>> {
-    let Some(replay) = &r.workload.trace else {
+    let Some(replay) = &r.workload().trace else {
         return Ok(None);
     };
-    let sc = &r.scenario;
+    let sc = &r.scenario();
     let span = trace_span(trace, replay, sc.duration_s, sc.warmup_s);
     let show = sim::validate::show;
     let spans = format!(
@@ -546,13 +582,13 @@ pub fn trace_fit(r: &Resolved, trace: &[TraceRecord]) -> Result<Option<String>> 
 /// Resolves the request and reads the trace it names, with the notes of both.
 pub fn resolve_with_trace(req: &RunRequest) -> Result<(Resolved, Vec<TraceRecord>)> {
     let mut r = resolve(req)?;
-    if r.workload.rate_curve.is_some() && !r.workload.curve_is_simulated() {
+    if r.workload().rate_curve.is_some() && !r.workload().curve_is_simulated() {
         r.notes.push(format!(
             "workload `{}` has a rate curve; the simulation applies it to open-loop arrivals only (twin plan uses it for any workload)",
-            r.workload.name
+            r.workload().name
         ));
     }
-    let (trace, notes) = read_trace_within(req.trace.as_ref(), &r.workload, &r.scenario.limits)?;
+    let (trace, notes) = read_trace_within(req.trace.as_ref(), r.workload(), &r.scenario().limits)?;
     r.notes.extend(notes);
     r.notes.extend(trace_fit(&r, &trace)?);
     Ok((r, trace))

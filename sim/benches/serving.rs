@@ -42,9 +42,9 @@ fn default_scenario(c: &mut Criterion) {
         cost(sc.serving.prefill.layout()),
         cost(sc.serving.decode.layout()),
     );
+    let run = Checked::new(sc.clone(), wl.clone()).expect("the default scenario is valid");
     let input = SimInput {
-        scenario: &sc,
-        workload: &wl,
+        run: &run,
         hardware: &hw,
         model: &m,
         prefill_cost: &prefill,
@@ -56,10 +56,8 @@ fn default_scenario(c: &mut Criterion) {
     for k in [8, 24] {
         let mut coarse = sc.clone();
         coarse.fidelity.cohort = k;
-        let input = SimInput {
-            scenario: &coarse,
-            ..input
-        };
+        let run = Checked::new(coarse, wl.clone()).expect("a valid cohort");
+        let input = SimInput { run: &run, ..input };
         bench_run(
             c,
             &format!("default_scenario_1800s_cohort{k}"),
@@ -98,7 +96,8 @@ fn rack(c: &mut Criterion) {
         toml::from_str(include_str!("../../scenarios/workloads/agentx.toml")).unwrap();
     let hw = hardware(72);
     let m = model(890.0, None);
-    let input = one_cost_input(&sc, &wl, &hw, &m, &cost);
+    let run = checked(&sc, &wl);
+    let input = one_cost_input(&run, &hw, &m, &cost);
     bench_run(c, "gb300_rack_agentx_20s_const_cost", &input, 1);
 }
 

@@ -55,9 +55,9 @@ fn run(
 ) -> Report {
     let hw = hardware(72);
     let m = model(890.0, None);
+    let run = checked(sc, wl);
     let input = SimInput {
-        scenario: sc,
-        workload: wl,
+        run: &run,
         hardware: &hw,
         model: &m,
         prefill_cost: prefill,

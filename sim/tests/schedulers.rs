@@ -235,7 +235,8 @@ fn a_benchmark_run_refuses_a_cohort() {
     let m = model(0.0, None);
     let c = cost();
     let wl = bench(&[[100, 2]; 3], Some(1));
-    let e = simulate(&one_cost_input(&sc, &wl, &hw, &m, &c), 1).unwrap_err();
+    let run = checked(&sc, &wl);
+    let e = simulate(&one_cost_input(&run, &hw, &m, &c), 1).unwrap_err();
     assert!(e.to_string().contains("simulated whole"), "{e}");
 }
 

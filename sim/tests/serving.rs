@@ -14,9 +14,9 @@ fn run(
     trace: &[TraceRecord],
 ) -> Report {
     let hw = hardware(72);
+    let run = checked(sc, wl);
     let input = SimInput {
-        scenario: sc,
-        workload: wl,
+        run: &run,
         hardware: &hw,
         model,
         prefill_cost: prefill,
@@ -137,9 +137,9 @@ fn per_request_mtp_draws_follow_the_keyed_rule_at_any_speed() {
         sc.serving.mtp.draws = MtpDraws::PerRequest;
         let wl = closed_loop(1, 1000.0, 11.0);
         let (hw, m) = (hardware(72), model(0.0, Some((1, vec![0.5]))));
+        let run = checked(&sc, &wl);
         let input = SimInput {
-            scenario: &sc,
-            workload: &wl,
+            run: &run,
             hardware: &hw,
             model: &m,
             prefill_cost: &cost,
@@ -341,7 +341,7 @@ fn mooncake_replay_uses_hash_ids() {
     );
     assert!(matches!(
         simulate(
-            &one_cost_input(&sc, &wl, &hardware(72), &model(0.0, None), &cost),
+            &one_cost_input(&checked(&sc, &wl), &hardware(72), &model(0.0, None), &cost),
             1
         ),
         Err(SimError::MissingTrace)
@@ -548,7 +548,8 @@ fn control_changes_nothing_unless_it_stops_the_run() {
     wl.agentx.as_mut().unwrap().sessions = 200;
     let m = model(890.0, None);
     let hw = hardware(72);
-    let input = one_cost_input(&sc, &wl, &hw, &m, &cost);
+    let run = checked(&sc, &wl);
+    let input = one_cost_input(&run, &hw, &m, &cost);
     let plain = simulate(&input, 1).unwrap();
     assert!(
         plain.accounting.events > CONTROL_EVENTS,

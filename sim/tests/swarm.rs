@@ -215,9 +215,9 @@ fn check_seed(seed: u64) -> Result<Accounting, String> {
     let decode_cost = draw_cost(&mut rng);
     let hw = hardware(72);
     let m = model(rng.random_range(0.0..2000.0), None);
+    let run = Checked::new(sc, wl).map_err(|r| format!("invalid draw: {:?}", r.lines()))?;
     let input = SimInput {
-        scenario: &sc,
-        workload: &wl,
+        run: &run,
         hardware: &hw,
         model: &m,
         prefill_cost: prefill_cost.as_dyn(),

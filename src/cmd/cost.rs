@@ -127,12 +127,18 @@ pub fn run(args: &CostArgs) -> Result<()> {
             Priced {
                 source: format!(
                     "{} (simulated, seed {}, {} s)",
-                    r.scenario_origin, r.seed, r.scenario.duration_s
+                    r.scenario_origin,
+                    r.seed,
+                    r.scenario().duration_s
                 ),
-                pools: vec![(r.scenario.gpus(), r.hardware.clone())],
+                pools: vec![(r.scenario().gpus(), r.hardware.clone())],
                 throughput: report.throughput_tok_s_per_gpu,
-                prices: r.scenario.price.token_prices().unwrap_or(TokenPrices::ZERO),
-                sheet: r.scenario.price.sheet.key().to_string(),
+                prices: r
+                    .scenario()
+                    .price
+                    .token_prices()
+                    .unwrap_or(TokenPrices::ZERO),
+                sheet: r.scenario().price.sheet.key().to_string(),
             }
         }
     };

@@ -105,20 +105,20 @@ pub fn run(args: &LiveArgs) -> Result<()> {
     }
     .request()?;
     let r = resolve(&req)?;
-    if r.scenario.fidelity.cohort > 1 {
+    if r.scenario().fidelity.cohort > 1 {
         bail!(
             "fidelity.cohort = {}: a live run serves every request; the coarse model is the simulator's (set fidelity.cohort = 1)",
-            r.scenario.fidelity.cohort
+            r.scenario().fidelity.cohort
         );
     }
-    let (trace, notes) = read_trace_within(req.trace.as_ref(), &r.workload, &r.scenario.limits)?;
+    let (trace, notes) = read_trace_within(req.trace.as_ref(), r.workload(), &r.scenario().limits)?;
     for note in r.notes.iter().chain(&notes) {
         eprintln!("note: {note}");
     }
     let idle = match args.idle {
         Some(Idle::Spin) => IdleMode::Spin,
         Some(Idle::Sleep) => IdleMode::Sleep,
-        None => r.scenario.live.idle,
+        None => r.scenario().live.idle,
     };
     let cores = args
         .cores
@@ -126,10 +126,10 @@ pub fn run(args: &LiveArgs) -> Result<()> {
     let cfg = LiveConfig {
         device,
         scenario_origin: r.scenario_origin.clone(),
-        duration_s: r.scenario.duration_s,
-        warmup_s: r.scenario.warmup_s,
-        scenario: r.scenario,
-        workload: r.workload,
+        duration_s: r.scenario().duration_s,
+        warmup_s: r.scenario().warmup_s,
+        scenario: r.scenario().clone(),
+        workload: r.workload().clone(),
         model: r.model,
         hardware: r.hardware,
         trace,

@@ -66,11 +66,11 @@ fn split_sweep(args: &SimulateArgs) -> Result<()> {
         eprintln!("note: {n}");
     }
     let (trace, notes) =
-        read_trace_within(req.trace.as_ref(), &base.workload, &base.scenario.limits)?;
+        read_trace_within(req.trace.as_ref(), base.workload(), &base.scenario().limits)?;
     for n in notes.iter().chain(trace_fit(&base, &trace)?.iter()) {
         eprintln!("note: {n}");
     }
-    let sc = &base.scenario;
+    let sc = &base.scenario();
     if sc.serving.mode != Mode::Disaggregated {
         bail!(
             "--decode-deps: {} runs serving.mode = \"{}\"; a P/D split needs serving.mode = \"disaggregated\"",
@@ -278,7 +278,7 @@ pub fn run(cmd: &SimulateCmd) -> Result<()> {
             scenario_origin: &r.scenario_origin,
             model_name: &r.model.name,
             hardware: &r.hardware,
-            price: &r.scenario.price,
+            price: &r.scenario().price,
             cost_model: &r.params.source,
         };
         let written = report::simulate(&run, finance.as_ref(), dir, cmd.html.force)?;
@@ -292,7 +292,7 @@ pub fn run(cmd: &SimulateCmd) -> Result<()> {
         let mut out = to_json(&r, &report, trace_records)?;
         if let Some(f) = &finance {
             out["finance"] =
-                crate::finance::finance_json(f, r.scenario.price.sheet.values_tokens());
+                crate::finance::finance_json(f, r.scenario().price.sheet.values_tokens());
         }
         if let Some((b, _)) = &band {
             crate::band::simulate_json(&mut out, b);
@@ -312,7 +312,7 @@ pub fn run(cmd: &SimulateCmd) -> Result<()> {
         if let Some(f) = &finance {
             print!(
                 "\n{}",
-                finance_text(f, r.scenario.price.sheet.values_tokens())
+                finance_text(f, r.scenario().price.sheet.values_tokens())
             );
         }
         if let Some((b, hw)) = &band {

@@ -15,6 +15,7 @@
 //!   caller.
 
 pub mod cache;
+pub mod checked;
 pub mod clock;
 pub mod config;
 pub mod limits;
@@ -35,6 +36,7 @@ pub mod streams;
 mod transfer;
 pub mod workload;
 
+pub use checked::{Checked, Refused};
 pub use config::{
     pool_copies, DecodeRouter, Fidelity, IdleMode, KvTransferConfig, LiveSection, Mode, MtpConfig,
     PoolConfig, PrefillRank, PrefillRouter, RouterConfig, ServingConfig, ServingScenario,

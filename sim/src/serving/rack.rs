@@ -36,7 +36,7 @@ use super::report::Accounting;
 use super::request::{ReqId, Request, Slots};
 use super::router;
 use super::streams::stream;
-use super::workload::{Driver, NewRequest, Origin, WlEvent, WorkloadConfig};
+use super::workload::{Driver, NewRequest, Origin, WlEvent};
 use super::{Control, PoolCost, SimError, TraceRecord, CONTROL_EVENTS};
 use crate::cost::ReqSlice;
 use rand_chacha::ChaCha8Rng;
@@ -46,8 +46,8 @@ use std::sync::atomic::Ordering;
 
 /// Inputs of one run.
 pub struct SimInput<'a> {
-    pub scenario: &'a ServingScenario,
-    pub workload: &'a WorkloadConfig,
+    /// The scenario and workload, checked.
+    pub run: &'a super::Checked,
     pub hardware: &'a Hardware,
     pub model: &'a Model,
     /// Prices prefill steps (unused in aggregated mode).
@@ -241,21 +241,6 @@ pub(crate) fn run(
     control: &Control<'_>,
     record: super::Record,
 ) -> Result<super::Outcome, SimError> {
-    let mut problems: Vec<String> = input
-        .scenario
-        .problems()
-        .into_iter()
-        .map(String::from)
-        .collect();
-    problems.extend(input.workload.problems().into_iter().map(String::from));
-    problems.extend(
-        super::limits::workload_problems(input.scenario, input.workload)
-            .into_iter()
-            .map(String::from),
-    );
-    if !problems.is_empty() {
-        return Err(SimError::InvalidScenario(problems));
-    }
     let mut rack = Rack::new(input, seed)?;
     if record.steps {
         rack.steps = Some(Vec::new());
@@ -297,7 +282,7 @@ fn context_limit(
 
 impl<'a> Rack<'a> {
     fn new(input: &SimInput<'a>, seed: u64) -> Result<Self, SimError> {
-        let sc = input.scenario;
+        let sc = input.run.scenario();
         let (draft_tokens, acceptance) = resolve_mtp(sc, input.model)?;
         let kvb = input.model.kv.bytes_per_token;
         if !(kvb.is_finite() && kvb >= 0.0) {
@@ -307,7 +292,7 @@ impl<'a> Rack<'a> {
         }
         let context_limit = context_limit(sc, input.model)?;
         let kv_block_tokens = sc.kv_block_tokens();
-        let driver = Driver::new(input.workload, input.trace, stream(seed, "workload"))?
+        let driver = Driver::new(input.run.workload(), input.trace, stream(seed, "workload"))?
             .with_block_tokens(kv_block_tokens);
         let id_tokens = driver.block_tokens();
         let pools = Pools::build(

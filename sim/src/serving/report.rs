@@ -321,7 +321,7 @@ impl Rack<'_> {
             duration_s: sc.duration_s,
             warmup_s: sc.warmup_s,
             measured_s,
-            workload: input.workload.name.clone(),
+            workload: input.run.workload().name.clone(),
             requests_completed: m.completed,
             requests_per_s: m.completed as f64 / measured_s,
             requests_dropped: m.dropped,

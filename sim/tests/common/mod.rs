@@ -203,18 +203,21 @@ pub fn closed_loop(concurrency: u32, input: f64, output: f64) -> WorkloadConfig 
     }
 }
 
-/// The input of a run of `sc` under `wl` with `cost` pricing both pools, without trace
-/// records.
+/// `sc` under `wl`, checked: a test's scenario is a valid one.
+pub fn checked(sc: &ServingScenario, wl: &WorkloadConfig) -> Checked {
+    Checked::new(sc.clone(), wl.clone())
+        .unwrap_or_else(|r| panic!("invalid scenario: {:?}", r.lines()))
+}
+
+/// The input of a run of `run` with `cost` pricing both pools, without trace records.
 pub fn one_cost_input<'a>(
-    sc: &'a ServingScenario,
-    wl: &'a WorkloadConfig,
+    run: &'a Checked,
     hw: &'a Hardware,
     m: &'a Model,
     cost: &'a dyn PoolCost,
 ) -> SimInput<'a> {
     SimInput {
-        scenario: sc,
-        workload: wl,
+        run,
         hardware: hw,
         model: m,
         prefill_cost: cost,
@@ -233,9 +236,10 @@ pub fn run_recorded(
     trace: &[TraceRecord],
 ) -> (Report, Vec<SimStep>) {
     let hw = hardware(72);
+    let run = checked(sc, wl);
     let input = SimInput {
         trace,
-        ..one_cost_input(sc, wl, &hw, m, cost)
+        ..one_cost_input(&run, &hw, m, cost)
     };
     let (r, steps) = simulate_with(&input, sc.seed, &Control::default(), Record::STEPS)
         .map(|o| (o.report, o.steps))

@@ -16,7 +16,9 @@ use sim::plan::{
     enumerate, screen, AnalyticPricer, Candidate, Estimate, Header, Metrics, PoolPricing, Reason,
     Record, ScreenInputs, SearchSpace, SeedSpread, Sizing, Slo, Status, WorkShape,
 };
-use sim::serving::{simulate, Mode, Report, SimInput, TraceRecord, WorkloadConfig};
+use sim::serving::{
+    simulate, Checked, Mode, Report, SimError, SimInput, TraceRecord, WorkloadConfig,
+};
 use sim::tco::{blended, finance, Finance, Tco};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, Write};
@@ -86,7 +88,7 @@ struct Run {
 /// until the run carries the target (within the selection's 5%) or `RATE_RUNS` runs
 /// are spent.
 fn simulate_candidate(cx: &PlanInputs, c: &Candidate, sizing: Sizing, seeds: u32) -> Result<Run> {
-    let closed = cx.base.workload.open_loop.is_none() && cx.base.workload.trace.is_none();
+    let closed = cx.base.workload().open_loop.is_none() && cx.base.workload().trace.is_none();
     let mut c = c.clone();
     for attempt in 1..=RATE_RUNS {
         let run = simulate_seeds(cx, &c, seeds)?;
@@ -142,8 +144,8 @@ fn simulate_seeds(cx: &PlanInputs, c: &Candidate, seeds: u32) -> Result<Run> {
 /// One simulation of candidate `c` under `seed`.
 fn simulate_once(cx: &PlanInputs, c: &Candidate, seed: u64) -> Result<Report> {
     let r = &cx.base;
-    let sc = c.apply(&r.scenario);
-    let wl = scaled_workload(&r.workload, c.load_scale);
+    let sc = c.apply(r.scenario());
+    let wl = scaled_workload(r.workload(), c.load_scale);
     let model_of = |pool: &sim::serving::PoolConfig, hw: &str| -> Result<AnalyticCostModel> {
         let p = cx
             .pricing
@@ -162,9 +164,9 @@ fn simulate_once(cx: &PlanInputs, c: &Candidate, seed: u64) -> Result<Report> {
         .map_or(c.decode.hardware.as_str(), |p| p.hardware.as_str());
     let prefill_cost = model_of(&sc.serving.prefill, prefill_hw)?;
     let decode_cost = model_of(&sc.serving.decode, &c.decode.hardware)?;
+    let run = Checked::new(sc, wl).map_err(|e| anyhow!("{}", SimError::from(e)))?;
     let input = SimInput {
-        scenario: &sc,
-        workload: &wl,
+        run: &run,
         hardware: &cx.pricing[&c.decode.hardware].hardware,
         model: &r.model,
         prefill_cost: &prefill_cost,
@@ -183,7 +185,7 @@ fn candidate_finance(cx: &PlanInputs, c: &Candidate, t: &sim::serving::Throughpu
         .collect();
     let prices = cx
         .base
-        .scenario
+        .scenario()
         .price
         .token_prices()
         .unwrap_or(sim::serving::TokenPrices::ZERO);
@@ -200,17 +202,17 @@ struct Grid {
 fn resolve_base(req: &RunRequest) -> Result<(Resolved, Vec<TraceRecord>)> {
     let base = resolve(req)?;
     if !matches!(
-        base.scenario.serving.mode,
+        base.scenario().serving.mode,
         Mode::Disaggregated | Mode::Aggregated
     ) {
         bail!(
             "{}: twin plan plans disaggregated and aggregated serving, not serving.mode = \"{}\"",
             base.scenario_origin,
-            base.scenario.serving.mode.name()
+            base.scenario().serving.mode.name()
         );
     }
     let (trace, notes) =
-        read_trace_within(req.trace.as_ref(), &base.workload, &base.scenario.limits)?;
+        read_trace_within(req.trace.as_ref(), base.workload(), &base.scenario().limits)?;
     for n in &notes {
         eprintln!("note: {n}");
     }
@@ -226,10 +228,10 @@ fn sizing_of(args: &PlanArgs, base: &Resolved) -> Result<Sizing> {
         (None, Some(n)) => Sizing::Gpus(n),
         // The scenario's budget (`serving.gpus`), else the GPUs its deployment uses.
         (None, None) => Sizing::Gpus(
-            base.scenario
+            base.scenario()
                 .serving
                 .gpus
-                .unwrap_or_else(|| base.scenario.gpus()),
+                .unwrap_or_else(|| base.scenario().gpus()),
         ),
     })
 }
@@ -249,10 +251,10 @@ fn pricing_of(
     let mut pricing = BTreeMap::new();
     for name in names {
         let hardware = hardware_named(name, base)?;
-        let params = if *name == base.scenario.hardware {
+        let params = if *name == base.scenario().hardware {
             base.params.clone()
         } else {
-            let (model, sc) = (&base.model, &base.scenario);
+            let (model, sc) = (&base.model, &base.scenario());
             step_prices(&hardware, model, sc, &req.pricing, &req.sets.cost)?
         };
         let gpu_hour = tco.gpu_hour(&hardware).map_err(|e| anyhow!("{e}"))?;
@@ -278,7 +280,7 @@ fn build(args: &PlanArgs) -> Result<(PlanInputs, Grid)> {
     let objective = parse_objective(&args.objective)?;
     let sizing = sizing_of(args, &base)?;
     let model_mtp = base.model.mtp.as_ref().map(|m| m.draft_tokens);
-    let space = load_space(args.space.as_deref())?.resolved(&base.scenario, model_mtp);
+    let space = load_space(args.space.as_deref())?.resolved(base.scenario(), model_mtp);
     if let Sizing::Gpus(n) = sizing {
         if n > space.max_gpus {
             bail!(
@@ -290,23 +292,23 @@ fn build(args: &PlanArgs) -> Result<(PlanInputs, Grid)> {
     let tco = resolve_tco(
         args.tco.as_deref(),
         &req.sets.tco,
-        base.scenario.price.basis,
+        base.scenario().price.basis,
     )?;
     let pricing = pricing_of(&req, &base, &space, &tco)?;
-    let curve = base.workload.rate_curve.clone();
+    let curve = base.workload().rate_curve.clone();
     let peak = curve.as_ref().map_or(1.0, |c| c.peak());
     let load_scale = match sizing {
         Sizing::Gpus(_) => peak,
         _ => 1.0,
     };
     let candidates = enumerate(&space, sizing, load_scale)?;
-    let shape = WorkShape::of(&base.workload, &trace, base.scenario.kv_block_tokens());
+    let shape = WorkShape::of(base.workload(), &trace, base.scenario().kv_block_tokens());
     let acceptance = mtp_acceptance(&base);
     let pricer = AnalyticPricer {
         model: &base.model,
         pricing: pricing.clone(),
-        overlap: base.scenario.serving.decode.overlap_microbatches,
-        decode_pipeline: base.scenario.serving.decode.decode_pipeline,
+        overlap: base.scenario().serving.decode.overlap_microbatches,
+        decode_pipeline: base.scenario().serving.decode.decode_pipeline,
     };
     // A target rate is the peak's: the candidates are sized for it.
     let inputs = ScreenInputs {
@@ -321,7 +323,7 @@ fn build(args: &PlanArgs) -> Result<(PlanInputs, Grid)> {
         candidates.par_iter().map(|c| screen(c, &inputs)).collect();
     let ranking = sim::plan::Ranking {
         objective,
-        fixed_load: fixed_load(&base.workload, sizing),
+        fixed_load: fixed_load(base.workload(), sizing),
     };
     let to_simulate = sim::plan::to_simulate(
         &screened,
@@ -371,26 +373,26 @@ fn header_of(
     screened: &[(Candidate, Estimate, Vec<Reason>)],
     to_simulate: Vec<usize>,
 ) -> Header {
-    let curve = base.workload.rate_curve.as_ref();
+    let curve = base.workload().rate_curve.as_ref();
     let mut header = Header {
         grid: String::new(),
         version: env!("CARGO_PKG_VERSION").to_string(),
         scenario: base.scenario_origin.clone(),
         model: base.model.name.clone(),
         moe: base.model.moe.is_some(),
-        workload: base.workload.name.clone(),
+        workload: base.workload().name.clone(),
         seed: base.seed,
         seeds: run.seeds,
-        cohort: base.scenario.fidelity.cohort,
-        duration_s: base.scenario.duration_s,
-        warmup_s: base.scenario.warmup_s,
+        cohort: base.scenario().fidelity.cohort,
+        duration_s: base.scenario().duration_s,
+        warmup_s: base.scenario().warmup_s,
         sizing: run.sizing,
         slo: run.slo,
         objective: run.ranking.objective,
         tco: tco.name.clone(),
-        price_sheet: base.scenario.price.sheet.key().to_string(),
+        price_sheet: base.scenario().price.sheet.key().to_string(),
         token_prices: base
-            .scenario
+            .scenario()
             .price
             .token_prices()
             .unwrap_or(sim::serving::TokenPrices::ZERO),
@@ -407,7 +409,7 @@ fn header_of(
 
 /// The MTP acceptance rates in force (scenario's, else the model's).
 fn mtp_acceptance(r: &Resolved) -> Vec<f64> {
-    r.scenario
+    r.scenario()
         .serving
         .mtp
         .acceptance

@@ -227,7 +227,7 @@ fn load_space(path: Option<&str>) -> Result<SearchSpace> {
 /// Loads hardware `name` unless it is the scenario's own (already loaded with its
 /// `--set hardware.*`).
 fn hardware_named(name: &str, base: &Resolved) -> Result<spec::hardware::Hardware> {
-    if name == base.scenario.hardware {
+    if name == base.scenario().hardware {
         Ok(base.hardware.clone())
     } else {
         load_hardware(name, &[]).with_context(|| format!("search space hardware `{name}`"))

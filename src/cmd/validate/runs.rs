@@ -14,7 +14,9 @@ use live::compare::{compare, price_step, Comparison};
 use live::records::{RunDir, RunInfo};
 use sim::cost::fitted::{FittedCostModel, LiveModelExt};
 use sim::cost::CostModel;
-use sim::serving::{read_mooncake, simulate_with, Control, Mode, Record, SimInput, TraceRecord};
+use sim::serving::{
+    read_mooncake, simulate_with, Checked, Control, Mode, Record, SimInput, TraceRecord,
+};
 use spec::live_model::LiveModel;
 use std::path::{Path, PathBuf};
 
@@ -111,9 +113,10 @@ pub fn run_live(a: &LiveValidateArgs) -> Result<()> {
     let trace = run_trace(info, a.trace.as_deref())?;
     // The simulation draws the MTP acceptances the engine drew.
     let scenario = live::run::as_served(&info.scenario);
+    let served = Checked::new(scenario, info.workload.clone())
+        .map_err(|e| anyhow!("simulating the run: {}", sim::serving::SimError::from(e)))?;
     let input = SimInput {
-        scenario: &scenario,
-        workload: &info.workload,
+        run: &served,
         hardware: &hw,
         model: &info.model,
         prefill_cost: costs.prefill.as_ref().unwrap_or(&costs.decode),
@@ -326,16 +329,17 @@ pub fn run_bench(a: &BenchValidateArgs) -> Result<()> {
     notes.extend(more);
     let (workload, more) = bench.workload(held);
     notes.extend(more);
-    server_settings(&bench, &mut r.scenario, &mut notes);
-    r.workload = workload;
-    // Every request counts, and the run ends with the last (bounded at the limit).
-    r.scenario.warmup_s = 0.0;
-    r.scenario.duration_s = r.scenario.limits.max_duration_s;
+    r.change(|sc, wl| {
+        server_settings(&bench, sc, &mut notes);
+        *wl = workload;
+        // Every request counts, and the run ends with the last (bounded at the limit).
+        sc.warmup_s = 0.0;
+        sc.duration_s = sc.limits.max_duration_s;
+    })?;
     let trace = Vec::new();
     let (prefill_cost, decode_cost) = r.pool_costs(&r.params);
     let input = SimInput {
-        scenario: &r.scenario,
-        workload: &r.workload,
+        run: r.run(),
         hardware: &r.hardware,
         model: &r.model,
         prefill_cost: &prefill_cost,
@@ -356,7 +360,7 @@ pub fn run_bench(a: &BenchValidateArgs) -> Result<()> {
     notes.extend(pause_note(&bench, longest));
     let mut measured = bench.figures();
     (measured.goodput_fraction, measured.goodput_req_s) =
-        bench.goodput(r.scenario.slo.ttft_ms, r.scenario.slo.tpot_ms);
+        bench.goodput(r.scenario().slo.ttft_ms, r.scenario().slo.tpot_ms);
     let predicted = sim_bench_figures(&report, finish, &bench.requests);
     let rows = live::compare::figure_rows(&measured, &predicted);
     let rel = live::compare::rel;
@@ -373,7 +377,7 @@ pub fn run_bench(a: &BenchValidateArgs) -> Result<()> {
             "bench": origin,
             "scenario": r.scenario_origin,
             "cost_model": r.params.source,
-            "scheduler": r.scenario.scheduler_line(),
+            "scheduler": r.scenario().scheduler_line(),
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
@@ -384,7 +388,7 @@ pub fn run_bench(a: &BenchValidateArgs) -> Result<()> {
             r.scenario_origin,
             r.params.source
         );
-        println!("scheduler: {}", r.scenario.scheduler_line());
+        println!("scheduler: {}", r.scenario().scheduler_line());
         println!("no step records in a vLLM benchmark: step time is not compared");
         print!("{}", live::compare::render_rows(&rows));
         for n in notes {
@@ -463,7 +467,7 @@ fn resolve_for(bench: &live::bench::Bench, a: &BenchValidateArgs) -> Result<scen
     let mut req = scenario::RunRequest::of(&a.scenario, &a.set)?;
     req.pricing = a.pricing.pricing();
     let r = scenario::resolve(&req)?;
-    let engine = a.pricing.engine.clone().or(r.scenario.engine.clone());
+    let engine = a.pricing.engine.clone().or(r.scenario().engine.clone());
     let sglang = engine
         .as_deref()
         .map(sim::cost::host::engine_key)
@@ -536,9 +540,11 @@ fn run_bench_summary(a: &BenchValidateArgs, text: &str, origin: &str) -> Result<
     let mut r = scenario::resolve(&req)?;
     let client = measured::setup::client_of(&run.client, origin, r.seed)
         .map_err(|e| anyhow!("{origin}: {e}"))?;
-    r.workload = sim::serving::WorkloadConfig::bench_run("bench (summary)", client);
-    r.scenario.warmup_s = 0.0;
-    r.scenario.duration_s = r.scenario.limits.max_duration_s;
+    r.change(|sc, wl| {
+        *wl = sim::serving::WorkloadConfig::bench_run("bench (summary)", client);
+        sc.warmup_s = 0.0;
+        sc.duration_s = sc.limits.max_duration_s;
+    })?;
     let setup = measured::setup::Setup {
         pricing: r.params.source.clone(),
         resolved: r,
@@ -562,7 +568,7 @@ fn run_bench_summary(a: &BenchValidateArgs, text: &str, origin: &str) -> Result<
         setup.resolved.scenario_origin,
         setup.resolved.params.source
     );
-    println!("scheduler: {}", setup.resolved.scenario.scheduler_line());
+    println!("scheduler: {}", setup.resolved.scenario().scheduler_line());
     println!(
         "  {:<32} {:>12} {:>12} {:>8}",
         "figure", "measured", "predicted", "error"
