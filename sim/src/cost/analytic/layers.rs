@@ -4,6 +4,7 @@
 use crate::cost::kernels::a2a::{self, Fanout, Routing};
 use crate::cost::kernels::gemm::{Gemm, GemmKind, SoftMax};
 use crate::cost::kernels::skew;
+use crate::cost::tables::format::Format;
 use crate::cost::CostParams;
 use crate::cost::Layout;
 use spec::dtype::Dtype;
@@ -100,6 +101,9 @@ pub(super) struct GemmSpec {
     pub rate: f64,
     /// Row counts scatter between groups (routed experts).
     pub rows_vary: bool,
+    /// Its operands' format in the engine's kernel tables (`None`: a mix the tables do
+    /// not time).
+    pub format: Option<Format>,
     /// Its table in the cost model's memo (`Compiled::number_gemms`); the routed
     /// experts, priced at varying group counts, have none.
     pub slot: Option<u8>,
@@ -254,6 +258,7 @@ fn act_dtype(w: Dtype) -> Dtype {
 fn dense(hw: &Hardware, n: f64, k: f64, w: Dtype, scale_block: u32) -> GemmSpec {
     let a = act_dtype(w);
     GemmSpec {
+        format: Format::of_gemm(a, w, scale_block),
         kind: GemmKind::Dense,
         groups: 1.0,
         n,
@@ -389,6 +394,7 @@ fn mla_gemms(hw: &Hardware, model: &Model, split: &Split) -> (Vec<GemmSpec>, Opt
     let kv_lora = a.value_dim as f64;
     let nope = (a.qk_head_dim as f64 - split.rope).max(1.0);
     let batched = |n: f64, k: f64| GemmSpec {
+        format: Format::of_gemm(Dtype::Bf16, Dtype::Bf16, 0),
         kind: GemmKind::Masked,
         groups: split.heads,
         n,
@@ -436,6 +442,7 @@ fn moe_gemms(hw: &Hardware, model: &Model, split: &Split) -> MoeGemms {
     let act = m.activation_dtype;
     let wb = weight_bytes(m.weight_dtype, m.scale_block);
     let grouped = |n: f64, k: f64| GemmSpec {
+        format: Format::of_gemm(act, m.weight_dtype, m.scale_block),
         kind: GemmKind::Masked,
         groups: 1.0,
         n,
@@ -514,7 +521,10 @@ fn dense_widths(model: &Model) -> (Vec<u32>, Vec<f64>) {
 
 fn lm_head_gemm(hw: &Hardware, model: &Model, tp: f64) -> GemmSpec {
     let ed = model.embedding_dtype;
+    // Activations narrower than a byte enter as FP8.
+    let act = if ed.bytes() < 1.0 { Dtype::Fp8 } else { ed };
     GemmSpec {
+        format: Format::of_gemm(act, ed, 0),
         kind: GemmKind::Dense,
         groups: 1.0,
         n: model.vocab as f64 / tp,

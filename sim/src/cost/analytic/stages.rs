@@ -7,6 +7,7 @@ use super::work::RankWork;
 use super::AnalyticCostModel;
 use crate::cost::kernels::allreduce;
 use crate::cost::kernels::gemm::{self, KernelDevice};
+use crate::cost::tables::format::Format;
 use crate::cost::{Bound, Phase};
 
 /// Layer types a model may have.
@@ -111,7 +112,7 @@ impl AnalyticCostModel {
                 &p.tile,
                 &self.compiled.roof_tile,
             );
-            match self.table_gemm(&g) {
+            match spec.format.and_then(|f| self.table_gemm(f, &g)) {
                 Some(s) => (s, k.bound),
                 None => (k.s, k.bound),
             }
@@ -124,8 +125,12 @@ impl AnalyticCostModel {
 
     /// A dense GEMM's price from the engine's measured kernel tables, where they time
     /// its format.
-    fn table_gemm(&self, g: &gemm::Gemm) -> Option<f64> {
-        let s = self.params.tables.as_ref()?.price_gemm(&self.hardware, g)?;
+    fn table_gemm(&self, format: Format, g: &gemm::Gemm) -> Option<f64> {
+        let s = self
+            .params
+            .tables
+            .as_ref()?
+            .price_gemm(&self.hardware, format, g)?;
         Some(s * self.params.table_draw.gemm)
     }
 

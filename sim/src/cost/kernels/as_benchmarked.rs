@@ -83,7 +83,11 @@ pub fn gemm(
         &p.tile,
         &gemm::SoftMax::new(p.tile.overlap_p),
     );
-    if let Some(s) = p.tables.as_ref().and_then(|t| t.price_gemm(hw, &g)) {
+    // The benchmarks' narrow formats carry 128x128 block scales (DeepGEMM's).
+    let block = if dtype.bytes() <= 1.0 { 128 } else { 0 };
+    let format = crate::cost::tables::format::Format::of_gemm(dtype, dtype, block);
+    let table = format.and_then(|f| p.tables.as_ref()?.price_gemm(hw, f, &g));
+    if let Some(s) = table {
         // The measured tables' price has no compute and memory parts of its own.
         (kt.s, kt.compute_s, kt.memory_s) = (s * p.table_draw.gemm, 0.0, 0.0);
     }

@@ -25,17 +25,20 @@ pub enum Format {
 }
 
 impl Format {
-    /// The format of a GEMM with `a` bytes per activation and `b` per weight (scales
-    /// in), as the step model builds it; `None` for mixed formats the tables' dense
-    /// GEMMs do not time.
-    pub fn of_gemm(a: f64, b: f64) -> Option<Format> {
-        match (a, b) {
-            (a, b) if a >= 1.9 && b >= 1.9 => Some(Format::Bf16),
-            (a, b) if (0.9..1.2).contains(&a) && b == 1.0 => Some(Format::Fp8),
-            (a, b) if (0.9..1.2).contains(&a) && b > 1.0 && b < 1.2 => Some(Format::Fp8Block),
-            (a, b) if a < 0.7 && b < 0.7 => Some(Format::Nvfp4),
-            _ => None,
-        }
+    /// The format of a dense GEMM of `act` activations and `weight` weights with a
+    /// block scale per `scale_block` weights (0: none), as the step model builds it:
+    /// 16-bit (or wider) floats run as BF16, FP8 with block scales as `Fp8Block` and
+    /// without as `Fp8`, FP4 by FP4 as NVFP4; `None` for mixed formats the tables'
+    /// dense GEMMs do not time (FP4 or INT4 weights under wider activations).
+    pub fn of_gemm(act: Dtype, weight: Dtype, scale_block: u32) -> Option<Format> {
+        use Dtype::{Bf16, Fp32, Fp4, Fp8};
+        Some(match (act, weight) {
+            (Bf16 | Fp32, Bf16 | Fp32) => Format::Bf16,
+            (Fp8, Fp8) if scale_block > 0 => Format::Fp8Block,
+            (Fp8, Fp8) => Format::Fp8,
+            (Fp4, Fp4) => Format::Nvfp4,
+            _ => return None,
+        })
     }
 
     /// The format of a model's routed experts: weights of `weight` with a block scale

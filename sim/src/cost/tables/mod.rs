@@ -417,12 +417,17 @@ impl KernelTables {
             .collect()
     }
 
-    /// A dense GEMM's price, where the tables time its format (or its nearest).
-    pub fn price_gemm(&self, hw: &Hardware, g: &crate::cost::kernels::gemm::Gemm) -> Option<f64> {
+    /// A dense GEMM's price in `format`, where the tables time it (or its nearest).
+    pub fn price_gemm(
+        &self,
+        hw: &Hardware,
+        format: Format,
+        g: &crate::cost::kernels::gemm::Gemm,
+    ) -> Option<f64> {
         if g.groups != 1.0 {
             return None;
         }
-        let (fit, format) = self.gemm_fit_for(Format::of_gemm(g.a_bytes, g.b_bytes)?)?;
+        let (fit, format) = self.gemm_fit_for(format)?;
         let shape = Shape::Gemm {
             kernel: String::new(),
             format,
@@ -627,10 +632,10 @@ mod tests {
         let gemm = |a_bytes, b_bytes| dense_gemm(&hw, [4.0, 8192.0, 1024.0], a_bytes, b_bytes);
         let block = gemm(1.0 + 4.0 / 128.0, 1.0 + 4.0 / (128.0 * 128.0));
         let per_tensor = gemm(1.0, 1.0);
-        let a = t.price_gemm(&hw, &block).unwrap();
-        let b = t.price_gemm(&hw, &per_tensor).unwrap();
+        let a = t.price_gemm(&hw, Format::Fp8Block, &block).unwrap();
+        let b = t.price_gemm(&hw, Format::Fp8, &per_tensor).unwrap();
         assert_eq!(a, b);
-        assert!(t.price_gemm(&hw, &gemm(2.0, 2.0)).is_none());
+        assert!(t.price_gemm(&hw, Format::Bf16, &gemm(2.0, 2.0)).is_none());
         assert_eq!(t.gemm_substitutes(), vec![(Format::Fp8Block, Format::Fp8)]);
     }
 
@@ -675,8 +680,8 @@ mod tests {
         let per_tensor = gemm(1.0, 1.0);
         let trt = tables("trtllm");
         assert_eq!(
-            trt.price_gemm(&hw, &per_tensor).unwrap(),
-            trt.price_gemm(&hw, &block).unwrap()
+            trt.price_gemm(&hw, Format::Fp8, &per_tensor).unwrap(),
+            trt.price_gemm(&hw, Format::Fp8Block, &block).unwrap()
         );
         assert_eq!(
             trt.gemm_substitutes(),
@@ -684,8 +689,8 @@ mod tests {
         );
         let vllm = tables("vllm");
         let (own, block_price) = (
-            vllm.price_gemm(&hw, &per_tensor).unwrap(),
-            vllm.price_gemm(&hw, &block).unwrap(),
+            vllm.price_gemm(&hw, Format::Fp8, &per_tensor).unwrap(),
+            vllm.price_gemm(&hw, Format::Fp8Block, &block).unwrap(),
         );
         // The per-tensor fit's fixed cost is 10 us above the block fit's (the block
         // format's scales read a little more).

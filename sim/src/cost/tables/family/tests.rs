@@ -1,6 +1,7 @@
 //! The physics terms by hand, on a round-number GPU.
 
 use super::*;
+use spec::dtype::Dtype;
 
 /// A round-number GPU: 100 SMs, 1 TB/s of HBM, 1 PFLOP/s BF16 and 2 FP8, 100 GB/s
 /// of NVLink.
@@ -196,11 +197,19 @@ fn moe_weights_of_touched_experts_only() {
     assert!(many > 1.6e-3, "{many}");
     assert!(one < many / 10.0, "{one} {many}");
     assert_eq!(
-        Format::of_gemm(1.0, 1.0 + 4.0 / 16384.0),
+        Format::of_gemm(Dtype::Fp8, Dtype::Fp8, 128),
         Some(Format::Fp8Block)
     );
-    assert_eq!(Format::of_gemm(2.0, 2.0), Some(Format::Bf16));
-    assert_eq!(Format::of_gemm(2.0, 0.5), None);
+    assert_eq!(
+        Format::of_gemm(Dtype::Fp8, Dtype::Fp8, 0),
+        Some(Format::Fp8)
+    );
+    assert_eq!(
+        Format::of_gemm(Dtype::Bf16, Dtype::Bf16, 0),
+        Some(Format::Bf16)
+    );
+    assert_eq!(Format::of_gemm(Dtype::Bf16, Dtype::Int4, 128), None);
+    assert_eq!(Format::of_gemm(Dtype::Fp8, Dtype::Fp4, 16), None);
 }
 
 #[test]
