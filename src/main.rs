@@ -14,7 +14,6 @@ mod out;
 mod args;
 mod band;
 mod cmd;
-mod finance;
 #[cfg(test)]
 mod fuzz;
 mod interrupt;

@@ -587,6 +587,19 @@ pub fn load_tco(name_or_path: &str, sets: &[Set]) -> Result<sim::tco::Tco> {
     parsed.check(problems)
 }
 
+/// The TCO: a preset or file with `--set tco.*`, or rental at the scenario's basis.
+pub fn resolve_tco(
+    name: Option<&str>,
+    sets: &[Set],
+    basis: spec::hardware::PriceBasis,
+) -> Result<sim::tco::Tco> {
+    match name {
+        Some(n) => load_tco(n, sets),
+        None if sets.is_empty() => Ok(sim::tco::Tco::rental_at(basis)),
+        None => bail!("--set tco.*: name a TCO preset with --tco (e.g. owned-nvl72)"),
+    }
+}
+
 /// The options a Hugging Face config at `path` imports with by default: its sibling
 /// quantization config, read (`hf::sibling_quant`).
 pub fn hf_options(path: &str) -> Result<hf::ImportOptions> {

@@ -347,6 +347,21 @@ fn ratio(a: f64, b: f64) -> f64 {
     }
 }
 
+/// The finance of a run under `tco` on `pools` (GPUs of each hardware), its throughput
+/// `t` valued at `prices`; an error names a GPU the TCO has no price for.
+pub fn finance_of(
+    tco: &Tco,
+    pools: &[(u64, Hardware)],
+    prices: &TokenPrices,
+    t: &Throughput,
+) -> Result<Finance, String> {
+    let costs: Vec<(u64, GpuHourCost)> = pools
+        .iter()
+        .map(|(n, hw)| tco.gpu_hour(hw).map(|c| (*n, c)))
+        .collect::<Result<_, _>>()?;
+    Ok(finance(&tco.name, blended(&costs), prices, t))
+}
+
 /// The finance of throughput `t` (tokens per second per GPU) valued at `prices`, on
 /// GPUs costing `cost` per GPU-hour.
 pub fn finance(tco: &str, cost: GpuHourCost, prices: &TokenPrices, t: &Throughput) -> Finance {

@@ -4,11 +4,11 @@
 //! the break-even utilisation. `simulate --tco` and `plan` price through the same
 //! `sim::tco::finance`.
 
-use crate::finance::{finance_of, resolve_tco};
 use crate::simulation::execute;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use report::text::break_even_text;
+use scenario::resolve_tco;
 use scenario::{embedded_names, load_hardware, Kind, Overrides, RunRequest};
 use serde_json::{json, Value};
 use sim::serving::{PriceConfig, Throughput, TokenPrices};
@@ -148,13 +148,13 @@ pub fn run(args: &CostArgs) -> Result<()> {
     let mut priced_tcos = Vec::new();
     let mut skipped = Vec::new();
     for t in &tcos {
-        match finance_of(t, &priced.pools, &priced.prices, &priced.throughput) {
+        match sim::tco::finance_of(t, &priced.pools, &priced.prices, &priced.throughput) {
             Ok(f) => {
                 rows.push(f);
                 priced_tcos.push(t.clone());
             }
             Err(e) if args.tco.is_none() => skipped.push(format!("{e:#}; preset skipped")),
-            Err(e) => return Err(e),
+            Err(e) => return Err(anyhow!("{e}")),
         }
     }
     if rows.is_empty() {

@@ -2,15 +2,17 @@
 //! (hardware + model + workload + deployment) and print its report.
 
 use crate::args::{ReportArgs, SimulateArgs};
-use crate::finance::{finance_text, simulate_finance};
 use crate::interrupt::Interrupted;
 use crate::simulation::{self, finish, stopped_early, to_json, RunHow};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use rayon::prelude::*;
+use report::text::finance_text;
 use scenario::{read_trace_within, resolve, resolve_with_trace, trace_fit, Resolved, RunRequest};
+use scenario::{resolve_tco, Set};
 use serde_json::json;
-use sim::serving::{Mode, Report, TraceRecord};
+use sim::serving::{Mode, Report, TokenPrices, TraceRecord};
+use sim::tco::Finance;
 
 /// `twin simulate`: a run's arguments, and what to do with its report besides
 /// printing it.
@@ -292,7 +294,7 @@ pub fn run(cmd: &SimulateCmd) -> Result<()> {
         let mut out = to_json(&r, &report, trace_records)?;
         if let Some(f) = &finance {
             out["finance"] =
-                crate::finance::finance_json(f, r.scenario().price.sheet.values_tokens());
+                report::text::finance_json(f, r.scenario().price.sheet.values_tokens());
         }
         if let Some((b, _)) = &band {
             crate::band::simulate_json(&mut out, b);
@@ -414,4 +416,27 @@ fn write_requests(path: &std::path::Path, requests: &[sim::serving::SimRequest])
     let tmp = path.with_extension("csv.partial");
     std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// `twin simulate --tco NAME`: the run's finance (with the `tco.*` overrides
+/// `tco_sets`), or None without `--tco`.
+pub fn simulate_finance(
+    tco: Option<&str>,
+    tco_sets: &[Set],
+    r: &Resolved,
+    report: &Report,
+) -> Result<Option<Finance>> {
+    let Some(name) = tco else {
+        return Ok(None);
+    };
+    let tco = resolve_tco(Some(name), tco_sets, r.scenario().price.basis)?;
+    let prices = r
+        .scenario()
+        .price
+        .token_prices()
+        .unwrap_or(TokenPrices::ZERO);
+    let pools = vec![(r.scenario().gpus(), r.hardware.clone())];
+    sim::tco::finance_of(&tco, &pools, &prices, &report.throughput_tok_s_per_gpu)
+        .map(Some)
+        .map_err(|e| anyhow!("{e}"))
 }

@@ -5,10 +5,10 @@
 use super::{hardware_named, load_space, parse_objective, parse_rate, parse_shard, parse_slos};
 use super::{OutputArgs, PlanArgs};
 use crate::args::SimulateArgs;
-use crate::finance::resolve_tco;
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rayon::prelude::*;
+use scenario::resolve_tco;
 use scenario::{read_trace_within, resolve, step_prices, Resolved, RunRequest};
 use sim::cost::AnalyticCostModel;
 use sim::plan::select::ShardFile;

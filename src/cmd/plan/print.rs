@@ -118,7 +118,7 @@ fn best_json(o: &Outcome, b: &Record) -> Value {
             "usd_per_m_tokens": m.usd_per_m_tokens,
             "ci95": b.spread,
             "throughput_tok_s_per_gpu": b.report.as_ref().map(|r| r.throughput_tok_s_per_gpu),
-            "finance": b.finance.as_ref().map(|f| crate::finance::finance_json(f, o.header.price_sheet != "none")),
+            "finance": b.finance.as_ref().map(|f| report::text::finance_json(f, o.header.price_sheet != "none")),
             "estimate": b.estimate,
             "vllm": vllm::commands(&b.candidate, o.header.moe),
     })
