@@ -12,6 +12,8 @@
 //! dense SwiGLU); a final RMSNorm, the LM head and greedy sampling; an optional MTP
 //! draft head (see `engine::serve::model`).
 
+use crate::problem::Problem;
+
 /// How a layer attends (the live engine's three modes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AttnKind {
@@ -111,13 +113,13 @@ fn k256(x: usize) -> bool {
     x > 0 && x.is_multiple_of(256)
 }
 
-/// Collects every failed check's message.
-struct Problems(Vec<String>);
+/// Collects every failed check: a sentence that names its field (`path`).
+struct Problems(Vec<Problem>);
 
 impl Problems {
-    fn need(&mut self, ok: bool, msg: impl FnOnce() -> String) {
+    fn need(&mut self, ok: bool, path: impl Into<String>, msg: impl FnOnce() -> String) {
         if !ok {
-            self.0.push(msg())
+            self.0.push(Problem::sentence(path, msg()))
         }
     }
 }
@@ -125,28 +127,29 @@ impl Problems {
 impl LiveModel {
     /// Every reason the live executor cannot run this model on `ranks` ranks (the
     /// widths its kernels take, the tables its layers need).
-    pub fn problems(&self, ranks: usize) -> Vec<String> {
+    pub fn problems(&self, ranks: usize) -> Vec<Problem> {
         let mut p = Problems(Vec::new());
         self.width_problems(&mut p);
         self.layer_problems(&mut p);
         self.indexer_problems(&mut p);
         self.moe_problems(ranks, &mut p);
-        p.need(self.mtp_ffn == 0 || k256(self.mtp_ffn), || {
+        p.need(self.mtp_ffn == 0 || k256(self.mtp_ffn), "mtp", || {
             format!("MTP FFN width {} must be a multiple of 256", self.mtp_ffn)
         });
         p.0
     }
 
     fn width_problems(&self, p: &mut Problems) {
-        p.need(k256(self.hidden), || {
+        p.need(k256(self.hidden), "hidden", || {
             format!(
                 "hidden = {} must be a positive multiple of 256 (linear-kernel input width)",
                 self.hidden
             )
         });
-        p.need(self.vocab > 0, || "vocab must be positive".into());
+        p.need(self.vocab > 0, "vocab", || "vocab must be positive".into());
         p.need(
             self.latent > 0 && self.latent.is_multiple_of(32) && self.latent <= 512,
+            "attention.kv_dim",
             || {
                 format!(
                     "attention.kv_dim = {} must be a multiple of 32 up to 512",
@@ -154,39 +157,43 @@ impl LiveModel {
                 )
             },
         );
-        p.need(self.heads > 0 && k256(self.heads * self.latent), || {
+        p.need(self.heads > 0 && k256(self.heads * self.latent), "attention.heads", || {
             format!(
                 "attention.heads x kv_dim = {} must be a positive multiple of 256 (output-projection input)",
                 self.heads * self.latent
             )
         });
-        p.need(self.page_size > 0, || "page size must be positive".into());
-        p.need(!self.layers.is_empty(), || "the model has no layers".into());
+        p.need(self.page_size > 0, "page_size", || {
+            "page size must be positive".into()
+        });
+        p.need(!self.layers.is_empty(), "layers", || {
+            "the model has no layers".into()
+        });
     }
 
     fn layer_problems(&self, p: &mut Problems) {
         let mut selection = false;
         for (i, l) in self.layers.iter().enumerate() {
             if l.attention == AttnKind::Sparse {
-                p.need(l.has_indexer || selection, || format!(
+                p.need(l.has_indexer || selection, format!("layers[{i}]"), || format!(
                     "layer {i}: sparse attention sharing the selection of the layer before, but no earlier layer has an indexer"
                 ));
-                p.need(self.indexer.is_some(), || {
+                p.need(self.indexer.is_some(), format!("layers[{i}]"), || {
                     format!("layer {i}: sparse attention needs attention.indexer")
                 });
                 selection = true;
             }
             if l.window_branch || l.attention == AttnKind::Window {
-                p.need(self.window > 0, || {
+                p.need(self.window > 0, format!("layers[{i}]"), || {
                     format!("layer {i}: a window needs attention.window > 0")
                 });
             }
             if l.moe {
-                p.need(self.moe.is_some(), || {
+                p.need(self.moe.is_some(), format!("layers[{i}]"), || {
                     format!("layer {i}: MoE FFN needs a [moe] table")
                 });
             } else {
-                p.need(k256(self.dense_ffn), || {
+                p.need(k256(self.dense_ffn), format!("layers[{i}]"), || {
                     format!(
                         "layer {i}: dense FFN width {} must be a positive multiple of 256",
                         self.dense_ffn
@@ -203,10 +210,10 @@ impl LiveModel {
                 && ix.dim.is_multiple_of(32)
                 && ix.dim <= 512
                 && ix.heads > 0
-                && ix.heads * ix.dim * 4 <= 48 * 1024,
+                && ix.heads * ix.dim * 4 <= 48 * 1024, "attention.indexer",
             || "attention.indexer: head_dim a multiple of 32 up to 512, heads x head_dim x 4 <= 48 KiB".into(),
         );
-        p.need(ix.topk > 0, || {
+        p.need(ix.topk > 0, "attention.indexer.top_k", || {
             "attention.indexer.top_k must be positive".into()
         });
     }
@@ -215,6 +222,7 @@ impl LiveModel {
         let Some(m) = self.moe else { return };
         p.need(
             m.top_k >= 1 && m.top_k <= m.experts.min(32) && m.experts <= 256,
+            "moe.top_k",
             || {
                 format!(
                     "moe: top_k = {} must be in 1..=min(32, experts) and experts <= 256",
@@ -222,16 +230,18 @@ impl LiveModel {
                 )
             },
         );
-        p.need(k256(m.expert_ffn), || {
+        p.need(k256(m.expert_ffn), "moe.expert_ffn", || {
             format!(
                 "moe.expert_ffn = {} must be a positive multiple of 256",
                 m.expert_ffn
             )
         });
-        p.need(m.shared_ffn == 0 || k256(m.shared_ffn), || {
-            "shared experts' FFN width must be a multiple of 256".into()
-        });
-        p.need(ranks >= 1 && m.experts % ranks == 0, || {
+        p.need(
+            m.shared_ffn == 0 || k256(m.shared_ffn),
+            "moe.shared_ffn",
+            || "shared experts' FFN width must be a multiple of 256".into(),
+        );
+        p.need(ranks >= 1 && m.experts % ranks == 0, "moe.experts", || {
             format!(
                 "{} routed experts do not divide over {ranks} ranks",
                 m.experts
@@ -345,9 +355,13 @@ mod tests {
         bad.layers[1].attention = AttnKind::Window;
         let p = bad.problems(1);
         assert_eq!(p.len(), 3, "{p:?}");
-        assert!(p[0].starts_with("hidden = 100"));
-        assert!(p[1].starts_with("layer 0: sparse attention sharing"));
+        assert!(p[0].to_string().starts_with("hidden = 100"));
+        assert_eq!(p[0].field, crate::problem::Field::Path("hidden".into()));
+        assert!(p[1]
+            .to_string()
+            .starts_with("layer 0: sparse attention sharing"));
         assert_eq!(p[2], "layer 1: a window needs attention.window > 0");
+        assert_eq!(p[2].field, crate::problem::Field::Path("layers[1]".into()));
     }
 
     #[test]

@@ -268,7 +268,11 @@ impl Executor {
             ranks,
             pages,
         } = shard;
-        let problems = cfg.problems(ranks);
+        let problems: Vec<String> = cfg
+            .problems(ranks)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
         if !problems.is_empty() {
             return Err(bad(format!("model {}: {}", cfg.name, problems.join("; "))));
         }
