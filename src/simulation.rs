@@ -7,7 +7,7 @@ use anyhow::{anyhow, bail, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use scenario::{resolve_with_trace, Resolved, RunRequest};
 use serde_json::json;
-use sim::serving::{simulate_with, Control, Record, Report, SimInput, SimRequest, TraceRecord};
+use sim::serving::{simulate_with, Control, Record, Report, SimRequest, TraceRecord};
 use std::sync::atomic::AtomicBool;
 
 /// How [`run`] runs a resolved scenario; the default is its own seed and cost
@@ -29,15 +29,8 @@ pub struct RunHow<'a> {
 pub fn run(r: &Resolved, trace: &[TraceRecord], how: RunHow) -> Result<(Report, Vec<SimRequest>)> {
     let (seed, params) = (how.seed.unwrap_or(r.seed), how.params.unwrap_or(&r.params));
     let sc = r.scenario();
-    let (prefill_cost, decode_cost) = r.pool_costs(params);
-    let input = SimInput {
-        run: r.run(),
-        hardware: &r.hardware,
-        model: &r.model,
-        prefill_cost: &prefill_cost,
-        decode_cost: &decode_cost,
-        trace,
-    };
+    let costs = r.pool_costs(params);
+    let input = r.input(&costs, trace);
     let stop: &AtomicBool = interrupt::install();
     let bar = if how.progress {
         ProgressBar::with_draw_target(Some(sc.duration_s as u64), ProgressDrawTarget::stderr())

@@ -8,7 +8,7 @@ use calibration::runs::RunsProfile;
 use corpus::summary::Compared;
 use corpus::{Metric, RunRecord, Stat};
 use rayon::prelude::*;
-use sim::serving::{simulate, SimInput};
+use sim::serving::simulate;
 use std::collections::BTreeMap;
 
 /// What twin predicts of one run: every statistic of every metric it simulates.
@@ -42,15 +42,8 @@ pub struct Prediction {
 /// The simulation of one set-up record.
 pub fn simulate_setup(s: &Setup) -> Result<(Predicted, sim::serving::Report), String> {
     let r = &s.resolved;
-    let (prefill, decode) = r.pool_costs(&r.params);
-    let input = SimInput {
-        run: r.run(),
-        hardware: &r.hardware,
-        model: &r.model,
-        prefill_cost: &prefill,
-        decode_cost: &decode,
-        trace: &[],
-    };
+    let costs = r.pool_costs(&r.params);
+    let input = r.input(&costs, &[]);
     let report = simulate(&input, r.seed).map_err(|e| format!("simulation: {e}"))?;
     let sent = r
         .workload()

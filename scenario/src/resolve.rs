@@ -120,6 +120,23 @@ impl Resolved {
         Ok(())
     }
 
+    /// The simulator's input for this run: its pools priced by `costs` (from
+    /// [`Resolved::pool_costs`]), replaying `trace`.
+    pub fn input<'a>(
+        &'a self,
+        costs: &'a (sim::cost::AnalyticCostModel, sim::cost::AnalyticCostModel),
+        trace: &'a [TraceRecord],
+    ) -> sim::serving::SimInput<'a> {
+        sim::serving::SimInput {
+            run: &self.run,
+            hardware: &self.hardware,
+            model: &self.model,
+            prefill_cost: &costs.0,
+            decode_cost: &costs.1,
+            trace,
+        }
+    }
+
     /// The analytic cost models of the prefill and decode pools, priced with `params`
     /// (the resolved `self.params`, or a band's draw).
     pub fn pool_costs(

@@ -336,16 +336,8 @@ pub fn run_bench(a: &BenchValidateArgs) -> Result<()> {
         sc.warmup_s = 0.0;
         sc.duration_s = sc.limits.max_duration_s;
     })?;
-    let trace = Vec::new();
-    let (prefill_cost, decode_cost) = r.pool_costs(&r.params);
-    let input = SimInput {
-        run: r.run(),
-        hardware: &r.hardware,
-        model: &r.model,
-        prefill_cost: &prefill_cost,
-        decode_cost: &decode_cost,
-        trace: &trace,
-    };
+    let costs = r.pool_costs(&r.params);
+    let input = r.input(&costs, &[]);
     let (report, steps) = simulate_with(&input, r.seed, &Control::default(), Record::STEPS)
         .map(|o| (o.report, o.steps))
         .map_err(|e| anyhow!("{}: {e}", r.scenario_origin))?;
