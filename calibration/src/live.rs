@@ -126,7 +126,7 @@ pub fn situ_rows(
     let text = |pairs: &[(&'static str, u64)]| engine::op::shape_text(pairs);
     for (c, t) in samples {
         let shape = format!("{SITU}{}|{}", text(&c.key), text(&c.vars));
-        let dtype = if c.dtype.is_empty() { "-" } else { c.dtype };
+        let dtype = c.dtype.map_or("-", |d| d.name());
         by.entry((c.op.to_string(), shape, dtype.to_string()))
             .or_default()
             .push(*t);
@@ -462,7 +462,7 @@ mod tests {
     fn in_situ_rows_aggregate_samples_and_parse_back() {
         let call = |rows: u64| spec::call::Call {
             op: spec::call::CallOp::Rmsnorm,
-            dtype: "",
+            dtype: None,
             key: vec![("dim", 512), ("residual", 1)],
             vars: vec![("rows", rows)],
         };

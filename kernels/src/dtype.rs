@@ -23,6 +23,17 @@ impl WeightDtype {
         }
     }
 
+    /// The element type of this format, whatever its scales: `Dtype::Int4` for int4
+    /// (its own scale layout, which no scenario's int4 shares: `dtype` says None), the
+    /// name a call and a profile give it.
+    pub fn element(self) -> Dtype {
+        match self {
+            WeightDtype::Bf16 => Dtype::Bf16,
+            WeightDtype::Fp8 => Dtype::Fp8,
+            WeightDtype::Int4 => Dtype::Int4,
+        }
+    }
+
     /// The scenario data type of this format; None for int4 (not fp4: integers).
     pub fn dtype(self) -> Option<Dtype> {
         match self {

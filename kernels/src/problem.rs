@@ -18,12 +18,9 @@ pub enum WeightDtype {
 impl WeightDtype {
     pub const ALL: [WeightDtype; 3] = [WeightDtype::Bf16, WeightDtype::Fp8, WeightDtype::Int4];
 
+    /// The format's name: its element type's (`spec::dtype::Dtype::name`).
     pub fn name(self) -> &'static str {
-        match self {
-            WeightDtype::Bf16 => "bf16",
-            WeightDtype::Fp8 => "fp8",
-            WeightDtype::Int4 => "int4",
-        }
+        self.element().name()
     }
 
     pub fn parse(s: &str) -> Option<Self> {

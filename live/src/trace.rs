@@ -274,7 +274,7 @@ fn write_call(w: &mut impl Write, c: &TracedCall, rank: usize, step: u64) -> std
         c.end_s - c.dur_s,
         c.dur_s,
         c.layer,
-        c.call.dtype,
+        c.call.dtype.map_or("", |d| d.name()),
         pairs(&c.call.key),
         pairs(&c.call.vars),
         op = c.call.op.name(),

@@ -25,6 +25,7 @@
 //! touches `E (1 - (1 - k/E)^n)` experts in expectation; the rows a rank receives are
 //! its share of all rows' choices.
 
+use crate::dtype::Dtype;
 use crate::live_model::{AttnKind, IndexerConfig, LayerConfig, LiveModel, MoeConfig};
 
 /// The live engine's device ops, one per kind of [`Call`]: the names its traces,
@@ -102,10 +103,9 @@ impl std::fmt::Display for CallOp {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Call {
     pub op: CallOp,
-    /// Weight format of a linear layer by its name (`bf16`, `fp8`, `int4`: the live
-    /// model's and the kernels' subsets of `Dtype`, named as `Dtype::name` names them),
-    /// `""` otherwise.
-    pub dtype: &'static str,
+    /// Weight format of a linear layer (the live model's and the kernels' subsets of
+    /// `Dtype`); `None` for the other ops.
+    pub dtype: Option<Dtype>,
     pub key: Vec<(&'static str, u64)>,
     pub vars: Vec<(&'static str, u64)>,
 }
@@ -124,7 +124,7 @@ pub struct AttnKey {
 impl Call {
     fn new(
         op: CallOp,
-        dtype: &'static str,
+        dtype: Option<Dtype>,
         key: &[(&'static str, u64)],
         vars: &[(&'static str, u64)],
     ) -> Call {
@@ -140,7 +140,7 @@ impl Call {
     fn rows_op(op: CallOp, key: &[(&'static str, usize)], rows: u64) -> Call {
         Call {
             op,
-            dtype: "",
+            dtype: None,
             key: key.iter().map(|&(k, v)| (k, v as u64)).collect(),
             vars: vec![("rows", rows)],
         }
@@ -148,10 +148,10 @@ impl Call {
 
     /// A grouped linear layer of `n x k` matrices in `dtype`: `rows` rows over `groups`
     /// matrices (1: a dense layer).
-    pub fn linear(dtype: &'static str, n: usize, k: usize, groups: u64, rows: u64) -> Call {
+    pub fn linear(dtype: Dtype, n: usize, k: usize, groups: u64, rows: u64) -> Call {
         Call::new(
             CallOp::Linear,
-            dtype,
+            Some(dtype),
             &[("n", n as u64), ("k", k as u64)],
             &[("groups", groups), ("rows", rows)],
         )
@@ -202,7 +202,7 @@ impl Call {
     pub fn indexer_paged(ix: IndexerConfig, page: usize, rows: u64, positions: u64) -> Call {
         Call::new(
             CallOp::IndexerPaged,
-            "",
+            None,
             &[
                 ("heads", ix.heads as u64),
                 ("dim", ix.dim as u64),
@@ -228,7 +228,7 @@ impl Call {
         key.extend(extra);
         Call {
             op,
-            dtype: "",
+            dtype: None,
             key,
             vars: vec![("rows", rows), ("positions", positions)],
         }
@@ -236,14 +236,14 @@ impl Call {
 
     /// A host-side exchange of `bytes` between ranks (dispatch or combine).
     pub fn copy(bytes: u64) -> Call {
-        Call::new(CallOp::Copy, "", &[], &[("bytes", bytes)])
+        Call::new(CallOp::Copy, None, &[], &[("bytes", bytes)])
     }
 
     /// The static part: op, dtype and key (what one fitted function covers).
     pub fn static_key(&self) -> CallKey {
         CallKey {
             op: self.op.name().to_string(),
-            dtype: self.dtype.to_string(),
+            dtype: self.dtype.map_or("", Dtype::name).to_string(),
             key: self.key.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
         }
     }
@@ -418,7 +418,7 @@ impl Composer<'_> {
     }
 
     fn dense(&self, n: usize, k: usize, rows: u64) -> Call {
-        Call::linear(self.m.weight_dtype.name(), n, k, 1, rows)
+        Call::linear(self.m.weight_dtype.dtype(), n, k, 1, rows)
     }
 
     /// Layer `li`'s attention half over the rank's rows (some).
@@ -492,7 +492,7 @@ impl Composer<'_> {
 
     /// The expert SwiGLU over `groups` experts and `rows` rows.
     fn expert_swiglu(&mut self, moe: MoeConfig, groups: u64, rows: u64) {
-        let (dtype, h, f) = (self.m.weight_dtype.name(), self.m.hidden, moe.expert_ffn);
+        let (dtype, h, f) = (self.m.weight_dtype.dtype(), self.m.hidden, moe.expert_ffn);
         self.push(Part::Moe, Call::linear(dtype, 2 * f, h, groups, rows));
         self.push(Part::Moe, Call::swiglu(f, rows));
         self.push(Part::Moe, Call::linear(dtype, h, f, groups, rows));
@@ -584,7 +584,7 @@ mod tests {
 
     #[test]
     fn call_keys_print_and_parse() {
-        let c = Call::linear("bf16", 1024, 512, 3, 70);
+        let c = Call::linear(Dtype::Bf16, 1024, 512, 3, 70);
         let k = c.static_key();
         assert_eq!(k.to_string(), "linear[bf16] n=1024 k=512");
         assert_eq!(k.to_string().parse::<CallKey>(), Ok(k));

@@ -77,7 +77,7 @@ impl LinearShape {
 
     pub fn call(&self) -> Call {
         Call::linear(
-            self.dtype.name(),
+            self.dtype.element(),
             self.n,
             self.k,
             self.groups as u64,

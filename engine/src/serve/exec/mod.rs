@@ -430,7 +430,7 @@ impl Executor {
         rec!(
             self,
             Call::linear(
-                w.dtype.name(),
+                w.dtype.element(),
                 w.n_out,
                 w.k_in,
                 touched as u64,
