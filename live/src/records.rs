@@ -4,6 +4,7 @@
 
 use crate::LiveError;
 use serde::{Deserialize, Serialize};
+use spec::problem::Problem;
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 
@@ -237,58 +238,72 @@ impl RunDir {
     }
 
     /// Consistency of the records: every problem found (empty when consistent).
-    pub fn problems(&self) -> Vec<String> {
+    pub fn problems(&self) -> Vec<Problem> {
         let mut p = Vec::new();
         for r in &self.requests {
             let t = &r.token_times_s;
             if t.windows(2).any(|w| w[1] < w[0]) {
-                p.push(format!("request {}: token times go backwards", r.id));
+                p.push(Problem::new(
+                    format!("request {}", r.id),
+                    "token times go backwards",
+                ));
             }
             if let (Some(first), Some(last)) = (t.first(), t.last()) {
                 if first > last || r.first_token_s != Some(*first) {
-                    p.push(format!(
-                        "request {}: first token after the last, or not the first recorded",
-                        r.id
+                    p.push(Problem::new(
+                        format!("request {}", r.id),
+                        "first token after the last, or not the first recorded",
                     ));
                 }
                 if *first < r.arrival_s {
-                    p.push(format!("request {}: first token before its arrival", r.id));
+                    p.push(Problem::new(
+                        format!("request {}", r.id),
+                        "first token before its arrival",
+                    ));
                 }
             }
             if r.completed {
                 if t.len() != r.output_tokens as usize {
-                    p.push(format!(
-                        "request {}: {} token times for {} output tokens",
-                        r.id,
-                        t.len(),
-                        r.output_tokens
+                    p.push(Problem::new(
+                        format!("request {}", r.id),
+                        format!(
+                            "{} token times for {} output tokens",
+                            t.len(),
+                            r.output_tokens
+                        ),
                     ));
                 }
                 if r.finish_s != t.last().copied() {
-                    p.push(format!("request {}: finish is not its last token", r.id));
+                    p.push(Problem::new(
+                        format!("request {}", r.id),
+                        "finish is not its last token",
+                    ));
                 }
             } else if t.len() >= r.output_tokens as usize && !r.dropped {
-                p.push(format!(
-                    "request {}: all tokens out but not completed",
-                    r.id
+                p.push(Problem::new(
+                    format!("request {}", r.id),
+                    "all tokens out but not completed",
                 ));
             }
             if r.cached_tokens >= r.input_tokens && r.input_tokens > 0 {
-                p.push(format!(
-                    "request {}: {} cached of {} input tokens",
-                    r.id, r.cached_tokens, r.input_tokens
+                p.push(Problem::new(
+                    format!("request {}", r.id),
+                    format!(
+                        "{} cached of {} input tokens",
+                        r.cached_tokens, r.input_tokens
+                    ),
                 ));
             }
         }
         for s in &self.steps {
             if !(s.end_s >= s.start_s && s.step_ms >= 0.0 && s.step_ms.is_finite()) {
-                p.push(format!("step {}: bad times", s.index));
+                p.push(Problem::new(format!("step {}", s.index), "bad times"));
             }
             for (i, r) in s.ranks.iter().enumerate() {
                 if r.kv_pages_used > r.kv_pages_total {
-                    p.push(format!(
-                        "step {} rank {i}: {} KV pages used of {}",
-                        s.index, r.kv_pages_used, r.kv_pages_total
+                    p.push(Problem::new(
+                        format!("step {} rank {i}", s.index),
+                        format!("{} KV pages used of {}", r.kv_pages_used, r.kv_pages_total),
                     ));
                 }
             }

@@ -135,7 +135,7 @@ pub fn run_live(a: &LiveValidateArgs) -> Result<()> {
         &live::metrics::sim_figures(&report),
         &sim_steps,
     );
-    let problems = run.problems();
+    let problems: Vec<String> = run.problems().iter().map(ToString::to_string).collect();
     if a.json {
         let mut v = serde_json::to_value(&c)?;
         v["run"] = serde_json::json!({
