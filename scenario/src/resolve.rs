@@ -610,3 +610,46 @@ pub fn resolve_with_trace(req: &RunRequest) -> Result<(Resolved, Vec<TraceRecord
     r.notes.extend(trace_fit(&r, &trace)?);
     Ok((r, trace))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A resolved run changes only through `Resolved::change`, which checks the changed
+    /// run again: a valid change is taken, an invalid one refused with the run as it was.
+    #[test]
+    fn a_changed_run_is_checked_again() {
+        let req = RunRequest::of("h100-gpt-oss-120b-chat", &[]).unwrap();
+        let mut r = resolve(&req).unwrap();
+        r.change(|sc, _| sc.serving.frontend_s = Some(0.01))
+            .unwrap();
+        assert_eq!(r.scenario().serving.frontend_s, Some(0.01));
+        let e = r.change(|sc, _| sc.fidelity.cohort = 0).unwrap_err();
+        assert!(e.to_string().contains("fidelity.cohort"), "{e}");
+        assert_eq!(r.scenario().fidelity.cohort, 1);
+        assert_eq!(r.scenario().serving.frontend_s, Some(0.01));
+    }
+
+    /// A request's problems are located: the scenario's in its file, the workload's in
+    /// the workload's, every one at once.
+    #[test]
+    fn resolving_names_each_problem_with_its_file() {
+        let sets = [
+            "fidelity.cohort=0".to_string(),
+            "workload.closed_loop.concurrency=0".to_string(),
+        ];
+        let e = resolve(&RunRequest::of("h100-gpt-oss-120b-chat", &sets).unwrap())
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(e.starts_with("invalid scenario:\n"), "{e}");
+        assert!(
+            e.contains("scenarios/h100-gpt-oss-120b-chat.toml (embedded): fidelity.cohort"),
+            "{e}"
+        );
+        assert!(
+            e.contains("(embedded): closed_loop.concurrency: must be >= 1"),
+            "{e}"
+        );
+    }
+}
