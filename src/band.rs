@@ -5,8 +5,8 @@
 //! the check rows inside their bands.
 
 use crate::simulation::{run, RunHow};
-use crate::step::{Forward, Prepared};
 use anyhow::{bail, Context, Result};
+use scenario::step::{Forward, Prepared};
 use serde_json::json;
 use sim::cost::band::{Band, DEFAULT_DRAWS, DEFAULT_SEED};
 use sim::cost::spread::Class;

@@ -20,7 +20,7 @@ pub struct KernelArgs {
     pub op: KernelOp,
     /// Hardware name (`twin list`) or path to a hardware TOML (the default is
     /// `twin forward`'s).
-    #[arg(long, default_value = crate::step::DEFAULT_HARDWARE, global = true)]
+    #[arg(long, default_value = scenario::step::DEFAULT_HARDWARE, global = true)]
     pub hardware: String,
     /// Override a hardware field or cost parameter: `cost.tile.overlap_p=2`,
     /// `hardware.nvlink.bytes_per_s=4e11` (repeatable).

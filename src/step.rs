@@ -1,24 +1,18 @@
-//! One exact step of a DEP group or TP replica, priced by the cost model: the
-//! arguments that describe it (`twin forward`'s, which `sweep` and `validate` share),
-//! their checks, and the priced step.
+//! The flags of one exact step (`twin forward`'s, which `sweep`, `validate` and
+//! `calibrate --from-trace` share) and the request they make (`scenario::step`
+//! checks and prices it).
 
-use anyhow::{anyhow, bail, Result};
+use anyhow::Result;
 use clap::{Args, ValueEnum};
-use scenario::{cost_params, load_hardware, load_model, Overrides, Set};
-use sim::cost::{AnalyticCostModel, CostModel, CostParams, Layout, Phase};
-use sim::forward::{forward, ForwardResult, ForwardSpec};
-use spec::problem::Field;
-use spec::{hardware::Hardware, model::Model};
+use scenario::step::{StepRequest, DEFAULT_HARDWARE};
+use scenario::Overrides;
+use sim::cost::Phase;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum PhaseArg {
     Prefill,
     Decode,
 }
-
-/// The hardware `forward`, `sweep` and `kernel` price on unless told: the default
-/// scenario's.
-pub const DEFAULT_HARDWARE: &str = "gb300";
 
 #[derive(Debug, Clone, Args)]
 pub struct ForwardArgs {
@@ -103,32 +97,33 @@ pub struct ForwardArgs {
     pub no_band: bool,
 }
 
-/// Requests per rank when `--batch-per-rank` is not given.
-pub const DEFAULT_BATCH_PER_RANK: u32 = 64;
-
 impl ForwardArgs {
-    /// `--batch-per-rank`, or its default.
-    pub fn batch_per_rank(&self) -> u32 {
-        self.batch_per_rank.unwrap_or(DEFAULT_BATCH_PER_RANK)
+    /// The step these flags ask for, `--set` parsed once.
+    pub fn request(&self) -> Result<StepRequest> {
+        Ok(StepRequest {
+            hardware: self.hardware.clone(),
+            model: self.model.clone(),
+            phase: self.phase.into(),
+            dep: self.dep,
+            tp: self.tp,
+            expert_parallel: self.expert_parallel,
+            redundant_experts: self.redundant_experts,
+            batch_per_rank: self.batch_per_rank,
+            requests: self.requests,
+            context: self.context,
+            new_tokens: self.new_tokens,
+            chunk: self.chunk,
+            mtp: self.mtp,
+            no_overlap: self.no_overlap,
+            pipeline: self.pipeline,
+            eager_decode: self.eager_decode,
+            prefill_graphs: self.prefill_graphs,
+            sets: Overrides::parse(&self.set)?,
+            pricing: self.pricing.pricing(),
+            isolated: self.isolated,
+            trace: self.trace_out.is_some(),
+        })
     }
-}
-
-/// Most chunks a chunked prefill may take (each is priced as one step): a 1M-token
-/// prompt in 1K-token chunks is a thousand.
-pub const MAX_CHUNK_STEPS: u32 = 100_000;
-
-/// Everything `forward` computed, for printing and for `validate`.
-pub struct Forward {
-    pub spec: ForwardSpec,
-    pub layout: Layout,
-    pub result: ForwardResult,
-    pub cost_model: String,
-    pub model: String,
-    pub hardware: String,
-    /// Where the price's in-situ terms come from (one line).
-    pub in_situ: String,
-    /// Each step's timeline, when `--trace-out` asks for it.
-    pub traces: Vec<sim::cost::analytic::StepTrace>,
 }
 
 impl From<PhaseArg> for Phase {
@@ -138,295 +133,4 @@ impl From<PhaseArg> for Phase {
             PhaseArg::Decode => Phase::Decode,
         }
     }
-}
-
-/// A deployment field in the words of `twin forward` and `sweep`: its flag.
-pub fn flag(f: &Field) -> String {
-    match f {
-        Field::Path(p) => p.clone(),
-        Field::Dep => "--dep".into(),
-        Field::Tp => "--tp".into(),
-        Field::RedundantExperts => "--redundant-experts".into(),
-        Field::BatchPerRank => "--batch-per-rank".into(),
-    }
-}
-
-/// Loads, validates and prices the step described by `args`.
-pub fn evaluate(args: &ForwardArgs) -> Result<Forward> {
-    evaluate_with(args, Overrides::parse(&args.set)?)
-}
-
-/// `evaluate` with the overrides `sets` (the arguments' `--set`, and any a caller adds,
-/// typed) in place of the arguments' own.
-pub fn evaluate_with(args: &ForwardArgs, sets: Overrides) -> Result<Forward> {
-    let p = prepare_with(args, sets)?;
-    price(
-        p.spec,
-        p.hardware,
-        p.model,
-        p.layout,
-        p.params,
-        args.trace_out.is_some(),
-    )
-}
-
-/// A step described and checked, not yet priced: what a band re-prices per draw.
-#[derive(Clone)]
-pub struct Prepared {
-    pub spec: ForwardSpec,
-    pub hardware: Hardware,
-    pub model: Model,
-    pub layout: Layout,
-    pub params: CostParams,
-}
-
-impl Prepared {
-    /// The step priced with `params` instead of its own.
-    pub fn price_with(&self, params: CostParams) -> Result<Forward> {
-        let s = self.clone();
-        price(s.spec, s.hardware, s.model, s.layout, params, false)
-    }
-}
-
-/// Loads and validates the step described by `args`.
-pub fn prepare(args: &ForwardArgs) -> Result<Prepared> {
-    prepare_with(args, Overrides::parse(&args.set)?)
-}
-
-/// `prepare` with the overrides `sets` in place of the arguments' own `--set`.
-fn prepare_with(args: &ForwardArgs, sets: Overrides) -> Result<Prepared> {
-    if let Some(s) = sets.first_outside(&["hardware", "model", "cost"]) {
-        bail!(
-            "--set {}: the path must start with `hardware.`, `model.` or `cost.`",
-            s.text
-        );
-    }
-    let (hardware, model, params) = load(args, &sets)?;
-    let dep = args.dep.unwrap_or(if args.tp > 1 { 1 } else { 8 });
-    if args.expert_parallel && args.tp <= 1 {
-        bail!("--expert-parallel applies to a TP replica (--tp 2 or more); a DEP group is expert-parallel already");
-    }
-    if args.pipeline == sim::cost::Pipeline::FiveStage {
-        if args.no_overlap {
-            bail!("--pipeline five-stage schedules two overlapped micro-batches; --no-overlap runs none");
-        }
-        if args.phase == PhaseArg::Prefill {
-            bail!("--pipeline five-stage schedules decode steps; a prefill step's micro-batches run the two-batch schedule");
-        }
-    }
-    let layout = Layout {
-        dep,
-        tp: args.tp,
-        expert_parallel: args.expert_parallel,
-        redundant_experts: args.redundant_experts,
-        overlap_microbatches: !args.no_overlap,
-        decode_graphs: !args.eager_decode,
-        prefill_graphs: args.prefill_graphs,
-        decode_pipeline: args.pipeline,
-    };
-    let phase = Phase::from(args.phase);
-    let draft_tokens = draft_tokens(args, phase, &model)?;
-    let batch_check = check_batch(args, phase, dep)?;
-    let step_tokens = if phase == Phase::Prefill {
-        args.new_tokens as u64
-    } else {
-        1 + draft_tokens as u64
-    };
-    let kv_tokens = args.context.checked_add(step_tokens).ok_or_else(|| {
-        anyhow!(
-            "--context {}: with the step's {step_tokens} new tokens that is more tokens than twin can count",
-            args.context
-        )
-    })?;
-    let problems =
-        sim::validate::deployment(&hardware, &model, &layout, batch_check as u64, kv_tokens);
-    if !problems.is_empty() {
-        let lines: Vec<String> = problems
-            .iter()
-            .map(|p| format!("  {}", p.render(&flag)))
-            .collect();
-        bail!("impossible configuration:\n{}", lines.join("\n"));
-    }
-    let tokens_per_step = model
-        .mtp
-        .as_ref()
-        .map(|m| m.expected_tokens_per_step(draft_tokens))
-        .unwrap_or(1.0);
-    let spec = ForwardSpec {
-        phase,
-        dep,
-        tp: args.tp,
-        batch_per_rank: args.batch_per_rank(),
-        total_requests: args.requests,
-        context_tokens: args.context,
-        new_tokens: args.new_tokens,
-        chunk_tokens: args.chunk,
-        draft_tokens,
-        tokens_per_step,
-    };
-    let mut params = params;
-    let steps = Step {
-        layout: &layout,
-        spec: &spec,
-    };
-    slow_guard(args, &sets.cost, &hardware, &model, steps, &mut params)?;
-    Ok(Prepared {
-        spec,
-        hardware,
-        model,
-        layout,
-        params,
-    })
-}
-
-/// A GPU profile or table path that prices an op of this step far slower than the
-/// reference is refused (`scenario::slow`), or said in the cost model's line with
-/// `--allow-slow-profile`.
-fn slow_guard(
-    args: &ForwardArgs,
-    cost_sets: &[Set],
-    hardware: &Hardware,
-    model: &Model,
-    step: Step,
-    params: &mut CostParams,
-) -> Result<()> {
-    let p = &args.pricing;
-    let Some(r) = scenario::slow::reference(
-        hardware,
-        p.profile.as_deref(),
-        cost_sets,
-        p.engine.as_deref(),
-        p.physics_only || args.isolated,
-    )?
-    else {
-        return Ok(());
-    };
-    let mut r = r;
-    if args.isolated {
-        r.params.in_situ = sim::cost::insitu::InSitu::isolated();
-    }
-    let probe = scenario::slow::Probe {
-        layout: step.layout.clone(),
-        spec: step.spec.clone(),
-        label: "this step".into(),
-    };
-    if let Some(words) =
-        scenario::slow::check(hardware, model, &[probe], params, &r, p.allow_slow_profile)?
-    {
-        params.source = format!("{}; {words}", params.source);
-    }
-    Ok(())
-}
-
-/// One step's layout and shape, as the slow-profile check probes it.
-#[derive(Clone, Copy)]
-struct Step<'a> {
-    layout: &'a Layout,
-    spec: &'a ForwardSpec,
-}
-
-/// The hardware and model `args` name, with their overrides, and the cost parameters
-/// they price with.
-fn load(args: &ForwardArgs, sets: &Overrides) -> Result<(Hardware, Model, CostParams)> {
-    let hardware = load_hardware(&args.hardware, &sets.hardware)?;
-    let model = load_model(&args.model, &sets.model)?;
-    let mut params = cost_params(
-        &hardware,
-        args.pricing.profile.as_deref(),
-        &sets.cost,
-        args.pricing.engine.as_deref(),
-        args.pricing.physics_only || args.isolated,
-    )?;
-    if args.isolated {
-        params.in_situ = sim::cost::insitu::InSitu::isolated();
-    }
-    Ok((hardware, model, params))
-}
-
-/// The MTP draft tokens of a decode step (`--mtp`, else the model's), checked against
-/// the acceptance rates the model gives.
-fn draft_tokens(args: &ForwardArgs, phase: Phase, model: &Model) -> Result<u32> {
-    let draft_tokens = match phase {
-        Phase::Decode => args
-            .mtp
-            .unwrap_or_else(|| model.mtp.as_ref().map(|m| m.draft_tokens).unwrap_or(0)),
-        Phase::Prefill => 0,
-    };
-    if draft_tokens > 0 {
-        match &model.mtp {
-            None => bail!("--mtp {draft_tokens}: model {} has no MTP module; use --mtp 0", model.name),
-            Some(m) if (m.acceptance.len() as u32) < draft_tokens => bail!(
-                "--mtp {draft_tokens}: model {} gives acceptance rates for {} draft tokens; use --mtp {} or less, or --set model.mtp.acceptance=[...]",
-                model.name,
-                m.acceptance.len(),
-                m.acceptance.len()
-            ),
-            _ => {}
-        }
-    }
-    Ok(draft_tokens)
-}
-
-/// Checks the batch, prompt and chunk flags; returns the requests per rank the
-/// deployment check takes (the busiest rank's under `--requests`).
-fn check_batch(args: &ForwardArgs, phase: Phase, dep: u32) -> Result<u32> {
-    if args.batch_per_rank() == 0 {
-        bail!("--batch-per-rank must be at least 1");
-    }
-    if args.requests == Some(0) {
-        bail!("--requests must be at least 1");
-    }
-    let batch_check = match args.requests {
-        Some(n) => n.div_ceil(dep.max(1)),
-        None => args.batch_per_rank(),
-    };
-    if phase == Phase::Prefill && args.new_tokens == 0 {
-        bail!("--new-tokens must be at least 1 for a prefill step");
-    }
-    if args.chunk == Some(0) {
-        bail!("--chunk must be at least 1");
-    }
-    if let (Phase::Prefill, Some(c)) = (phase, args.chunk) {
-        // Each chunk is one priced step.
-        let steps = args.new_tokens.div_ceil(c);
-        if steps > MAX_CHUNK_STEPS {
-            bail!(
-                "--chunk {c}: {} new tokens make {steps} chunks; at most {MAX_CHUNK_STEPS} are priced (use a larger --chunk)",
-                args.new_tokens
-            );
-        }
-    }
-    Ok(batch_check)
-}
-
-/// Prices `spec` on the analytic cost model of `layout`.
-fn price(
-    spec: ForwardSpec,
-    hardware: Hardware,
-    model: Model,
-    layout: Layout,
-    params: CostParams,
-    trace: bool,
-) -> Result<Forward> {
-    let cm = AnalyticCostModel::new(hardware.clone(), model.clone(), layout, params);
-    let result = forward(&cm, &spec);
-    let traces = if trace {
-        sim::forward::trace(&cm, &spec)
-    } else {
-        Vec::new()
-    };
-    if let Some(why) = sim::validate::non_finite_step(&result.total) {
-        bail!("this step cannot be priced: {why}");
-    }
-    let in_situ = report::text::in_situ::source_line(&cm.params.in_situ, &hardware.name);
-    Ok(Forward {
-        spec,
-        layout: cm.layout.clone(),
-        result,
-        cost_model: cm.describe(),
-        model: model.name,
-        hardware: hardware.name,
-        in_situ,
-        traces,
-    })
 }

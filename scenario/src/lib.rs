@@ -22,6 +22,7 @@ pub mod request;
 pub mod resolve;
 pub mod runs_profile;
 pub mod slow;
+pub mod step;
 pub mod tables;
 pub mod trace_formats;
 

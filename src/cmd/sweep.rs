@@ -3,9 +3,10 @@
 //! output tokens cost.
 
 use crate::args::ReportArgs;
-use crate::step::{evaluate, Forward, ForwardArgs, PhaseArg};
+use crate::step::{ForwardArgs, PhaseArg};
 use anyhow::{bail, Result};
 use clap::Args;
+use scenario::step::{evaluate, Forward};
 use serde_json::json;
 use sim::cost::Op;
 use sim::forward::pareto_max;
@@ -125,7 +126,7 @@ fn grid(args: &SweepArgs, usd_per_gpu_hour: f64) -> (Vec<Point>, Vec<Skipped>) {
             a.tp = tp;
             a.expert_parallel = args.base.expert_parallel && tp > 1;
             a.batch_per_rank = Some(batch);
-            match evaluate(&a) {
+            match a.request().and_then(|r| evaluate(&r)) {
                 Ok(f) => points.push(point(
                     &f,
                     args.base.phase,

@@ -95,7 +95,7 @@ fn fuzz_forward_and_kernel_command_lines_never_panic() {
 }
 
 fn evaluate_forward(a: &ForwardArgs) -> anyhow::Result<()> {
-    let f = step::evaluate(a)?;
+    let f = ::scenario::step::evaluate(&a.request()?)?;
     let _ = forward::render(&f);
     let _ = forward::to_json(&f);
     Ok(())

@@ -16,7 +16,7 @@ use crate::args::SimulateArgs;
 use crate::cmd::forward;
 use crate::kernel;
 use crate::simulation::{execute, to_json};
-use crate::step::{self, ForwardArgs};
+use crate::step::ForwardArgs;
 use crate::{Cli, Command};
 use ::scenario::request::DEFAULT_SCENARIO;
 use ::scenario::resolve;

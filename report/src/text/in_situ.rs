@@ -2,22 +2,9 @@
 //! (one line, always), and one layer as an in-situ breakdown reports it.
 
 use serde_json::json;
-use sim::cost::insitu::{InSitu, InSituLayer, LAYER_CATEGORIES};
+use sim::cost::insitu::{InSituLayer, LAYER_CATEGORIES};
 use spec::insitu::{Category, Stream};
 use std::fmt::Write as _;
-
-/// One line: the in-situ terms' source, or that the prices are isolated-kernel ones.
-pub fn source_line(s: &InSitu, hardware: &str) -> String {
-    if s.is_isolated() {
-        format!(
-            "in situ: none for {hardware}: isolated-kernel prices (no in-situ data for this hardware; `twin calibrate --from-trace` fits them from a trace)"
-        )
-    } else if s.source.is_empty() {
-        "in situ: terms set by hand (`--set cost.in_situ.*`)".to_string()
-    } else {
-        format!("in situ: {}", s.source)
-    }
-}
 
 /// The categories of `stream` with time in `l`, bubbles and launch gaps last.
 fn entries(l: &InSituLayer, stream: Stream) -> Vec<(Category, f64)> {

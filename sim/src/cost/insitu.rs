@@ -129,6 +129,20 @@ impl InSitu {
         }
     }
 
+    /// One line: where the in-situ terms come from, or that the prices are
+    /// isolated-kernel ones (`forward`'s line, on `hardware`).
+    pub fn source_line(&self, hardware: &str) -> String {
+        if self.is_isolated() {
+            format!(
+                "in situ: none for {hardware}: isolated-kernel prices (no in-situ data for this hardware; `twin calibrate --from-trace` fits them from a trace)"
+            )
+        } else if self.source.is_empty() {
+            "in situ: terms set by hand (`--set cost.in_situ.*`)".to_string()
+        } else {
+            format!("in situ: {}", self.source)
+        }
+    }
+
     /// Whether every term is the isolated price.
     pub fn is_isolated(&self) -> bool {
         *self

@@ -9,12 +9,13 @@
 //! layer (the dense layers of a mostly-MoE model are left out, as the profile's
 //! per-layer tables do).
 
-use crate::step::{evaluate_with, ForwardArgs};
+use crate::step::ForwardArgs;
 use anyhow::{anyhow, Context, Result};
 use calibration::insitu::{fit_factors, to_toml, InSituFit};
 use calibration::trace::TraceReport;
 use clap::Parser;
-use scenario::{Overrides, Set};
+use scenario::step::evaluate;
+use scenario::Set;
 use serde_json::json;
 use sim::cost::Phase;
 use spec::insitu::{Category, LayerBreakdown, Stream};
@@ -58,17 +59,19 @@ pub struct TraceFit {
 pub fn fit(report: &TraceReport, deployment: &str) -> Result<TraceFit> {
     let mut argv = vec!["--deployment".to_string()];
     argv.extend(deployment.split_whitespace().map(str::to_string));
-    let mut args = DeploymentCli::try_parse_from(&argv)
+    let args = DeploymentCli::try_parse_from(&argv)
         .map_err(|e| anyhow!("--deployment `{deployment}`: {e}"))?
         .args;
-    args.trace_out = None;
+    let mut req = args.request()?;
+    req.trace = false;
     // The residual factors at 1: the fit measures them against this price.
-    let mut sets = Overrides::parse(&args.set)?;
     for k in sim::cost::insitu::InSitu::residual_keys() {
         let path = format!("in_situ.{k}");
-        sets.cost.push(Set::typed(&path, 1.into(), "--deployment"));
+        req.sets
+            .cost
+            .push(Set::typed(&path, 1.into(), "--deployment"));
     }
-    let f = evaluate_with(&args, sets).with_context(|| format!("--deployment `{deployment}`"))?;
+    let f = evaluate(&req).with_context(|| format!("--deployment `{deployment}`"))?;
     let layer = f.result.total.in_situ;
     let mut predicted = layer.breakdown();
     if !layer.comm_stream {

@@ -3,8 +3,9 @@
 pub mod kernel_source;
 pub mod trace_out;
 
-use crate::step::{evaluate, Forward, ForwardArgs};
+use crate::step::ForwardArgs;
 use anyhow::Result;
+use scenario::step::{evaluate, prepare, Forward};
 use serde_json::json;
 use sim::cost::{Bound, Op, Phase, Pipeline};
 use sim::forward::ForwardResult;
@@ -250,7 +251,8 @@ fn render_terms(out: &mut String, r: &ForwardResult) {
 }
 
 pub fn run(args: &ForwardArgs) -> Result<()> {
-    let f = evaluate(args)?;
+    let req = args.request()?;
+    let f = evaluate(&req)?;
     if let Some(path) = &args.trace_out {
         let about = json!({
             "producer": "twin forward",
@@ -267,7 +269,7 @@ pub fn run(args: &ForwardArgs) -> Result<()> {
     // The p10-p90 band from the hardware's kernel-fit spreads (crate::band).
     let band = match args.no_band {
         true => None,
-        false => Some(crate::band::forward(&crate::step::prepare(args)?)?),
+        false => Some(crate::band::forward(&prepare(&req)?)?),
     };
     if args.json {
         let mut v = to_json(&f);

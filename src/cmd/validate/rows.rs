@@ -7,10 +7,11 @@ use crate::kernel::{
     KernelOut,
 };
 use crate::simulation::{execute, run, to_json, RunHow};
-use crate::step::{evaluate as forward, prepare, Forward, ForwardArgs};
+use crate::step::ForwardArgs;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Parser;
 use fitting::PublishedFigure;
+use scenario::step::{evaluate as forward, prepare, Forward};
 use serde::Deserialize;
 use sim::cost::band::{Band, DEFAULT_DRAWS, DEFAULT_SEED};
 use sim::cost::{Op, Spread};
@@ -233,11 +234,13 @@ impl Evaluator {
     }
 
     fn forward_band(&self, row: &PublishedFigure) -> Result<Option<Band>> {
-        let prep = prepare(&self.forward_args(&row.command, row, &[])?)
+        let prep = prepare(&self.forward_args(&row.command, row, &[])?.request()?)
             .with_context(|| format!("row {}", row.id))?;
         let base = match row.baseline.is_empty() {
             true => None,
-            false => Some(prepare(&self.forward_args(&row.baseline, row, &[])?)?),
+            false => Some(prepare(
+                &self.forward_args(&row.baseline, row, &[])?.request()?,
+            )?),
         };
         let p = &prep.params;
         if p.spread.is_unknown() {
@@ -314,14 +317,16 @@ impl Evaluator {
     }
 
     fn forward(&self, row: &PublishedFigure, extra: &[String]) -> Result<f64> {
-        let f = forward(&self.forward_args(&row.command, row, extra)?)
+        let f = forward(&self.forward_args(&row.command, row, extra)?.request()?)
             .with_context(|| format!("row {}", row.id))?;
         let base = match row.metric.as_str() {
             "gain_pct" => {
                 if row.baseline.is_empty() {
                     bail!("row {}: metric gain_pct needs a baseline command", row.id);
                 }
-                Some(forward(&self.forward_args(&row.baseline, row, extra)?)?)
+                Some(forward(
+                    &self.forward_args(&row.baseline, row, extra)?.request()?,
+                )?)
             }
             _ => None,
         };
