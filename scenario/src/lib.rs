@@ -4,8 +4,8 @@
 //! with its file, line and field path; the typed request of a run ([`RunRequest`]) and
 //! its one resolution into a checked run ([`resolve`]), with what prices its steps
 //! (calibration profiles, engine kernel tables, the shipped runs terms) and the traces
-//! and benchmark clients it replays. No simulation runs here: the binary runs a
-//! [`Resolved`].
+//! and benchmark clients it replays; one forward step as asked, checked and priced
+//! ([`step`]). No simulation runs here: the binary runs a [`Resolved`].
 
 use anyhow::{anyhow, bail, Context, Result};
 use serde::de::DeserializeOwned;

@@ -86,10 +86,10 @@ pub fn flag(f: &Field) -> String {
     }
 }
 
-/// Loads, validates and prices the step `args` asks for.
-pub fn evaluate(args: &StepRequest) -> Result<Forward> {
-    let p = prepare(args)?;
-    price(p.spec, p.hardware, p.model, p.layout, p.params, args.trace)
+/// Loads, validates and prices the step `req` asks for.
+pub fn evaluate(req: &StepRequest) -> Result<Forward> {
+    let p = prepare(req)?;
+    price(p.spec, p.hardware, p.model, p.layout, p.params, req.trace)
 }
 
 /// A step described and checked, not yet priced: what a band re-prices per draw.
@@ -110,50 +110,50 @@ impl Prepared {
     }
 }
 
-/// Loads and validates the step `args` asks for.
-pub fn prepare(args: &StepRequest) -> Result<Prepared> {
-    let sets = &args.sets;
+/// Loads and validates the step `req` asks for.
+pub fn prepare(req: &StepRequest) -> Result<Prepared> {
+    let sets = &req.sets;
     if let Some(s) = sets.first_outside(&["hardware", "model", "cost"]) {
         bail!(
             "--set {}: the path must start with `hardware.`, `model.` or `cost.`",
             s.text
         );
     }
-    let (hardware, model, params) = load(args, sets)?;
-    let dep = args.dep.unwrap_or(if args.tp > 1 { 1 } else { 8 });
-    if args.expert_parallel && args.tp <= 1 {
+    let (hardware, model, params) = load(req, sets)?;
+    let dep = req.dep.unwrap_or(if req.tp > 1 { 1 } else { 8 });
+    if req.expert_parallel && req.tp <= 1 {
         bail!("--expert-parallel applies to a TP replica (--tp 2 or more); a DEP group is expert-parallel already");
     }
-    if args.pipeline == sim::cost::Pipeline::FiveStage {
-        if args.no_overlap {
+    if req.pipeline == sim::cost::Pipeline::FiveStage {
+        if req.no_overlap {
             bail!("--pipeline five-stage schedules two overlapped micro-batches; --no-overlap runs none");
         }
-        if args.phase == Phase::Prefill {
+        if req.phase == Phase::Prefill {
             bail!("--pipeline five-stage schedules decode steps; a prefill step's micro-batches run the two-batch schedule");
         }
     }
     let layout = Layout {
         dep,
-        tp: args.tp,
-        expert_parallel: args.expert_parallel,
-        redundant_experts: args.redundant_experts,
-        overlap_microbatches: !args.no_overlap,
-        decode_graphs: !args.eager_decode,
-        prefill_graphs: args.prefill_graphs,
-        decode_pipeline: args.pipeline,
+        tp: req.tp,
+        expert_parallel: req.expert_parallel,
+        redundant_experts: req.redundant_experts,
+        overlap_microbatches: !req.no_overlap,
+        decode_graphs: !req.eager_decode,
+        prefill_graphs: req.prefill_graphs,
+        decode_pipeline: req.pipeline,
     };
-    let phase = args.phase;
-    let draft_tokens = draft_tokens(args, phase, &model)?;
-    let batch_check = check_batch(args, phase, dep)?;
+    let phase = req.phase;
+    let draft_tokens = draft_tokens(req, phase, &model)?;
+    let batch_check = check_batch(req, phase, dep)?;
     let step_tokens = if phase == Phase::Prefill {
-        args.new_tokens as u64
+        req.new_tokens as u64
     } else {
         1 + draft_tokens as u64
     };
-    let kv_tokens = args.context.checked_add(step_tokens).ok_or_else(|| {
+    let kv_tokens = req.context.checked_add(step_tokens).ok_or_else(|| {
         anyhow!(
             "--context {}: with the step's {step_tokens} new tokens that is more tokens than twin can count",
-            args.context
+            req.context
         )
     })?;
     let problems =
@@ -173,12 +173,12 @@ pub fn prepare(args: &StepRequest) -> Result<Prepared> {
     let spec = ForwardSpec {
         phase,
         dep,
-        tp: args.tp,
-        batch_per_rank: args.batch_per_rank(),
-        total_requests: args.requests,
-        context_tokens: args.context,
-        new_tokens: args.new_tokens,
-        chunk_tokens: args.chunk,
+        tp: req.tp,
+        batch_per_rank: req.batch_per_rank(),
+        total_requests: req.requests,
+        context_tokens: req.context,
+        new_tokens: req.new_tokens,
+        chunk_tokens: req.chunk,
         draft_tokens,
         tokens_per_step,
     };
@@ -187,7 +187,7 @@ pub fn prepare(args: &StepRequest) -> Result<Prepared> {
         layout: &layout,
         spec: &spec,
     };
-    slow_guard(args, &sets.cost, &hardware, &model, steps, &mut params)?;
+    slow_guard(req, &sets.cost, &hardware, &model, steps, &mut params)?;
     Ok(Prepared {
         spec,
         hardware,
@@ -201,26 +201,26 @@ pub fn prepare(args: &StepRequest) -> Result<Prepared> {
 /// reference is refused (`scenario::slow`), or said in the cost model's line with
 /// `--allow-slow-profile`.
 fn slow_guard(
-    args: &StepRequest,
+    req: &StepRequest,
     cost_sets: &[Set],
     hardware: &Hardware,
     model: &Model,
     step: Step,
     params: &mut CostParams,
 ) -> Result<()> {
-    let p = &args.pricing;
+    let p = &req.pricing;
     let Some(r) = crate::slow::reference(
         hardware,
         p.profile.as_deref(),
         cost_sets,
         p.engine.as_deref(),
-        p.physics_only || args.isolated,
+        p.physics_only || req.isolated,
     )?
     else {
         return Ok(());
     };
     let mut r = r;
-    if args.isolated {
+    if req.isolated {
         r.params.in_situ = sim::cost::insitu::InSitu::isolated();
     }
     let probe = crate::slow::Probe {
@@ -243,19 +243,19 @@ struct Step<'a> {
     spec: &'a ForwardSpec,
 }
 
-/// The hardware and model `args` name, with their overrides, and the cost parameters
+/// The hardware and model `req` name, with their overrides, and the cost parameters
 /// they price with.
-fn load(args: &StepRequest, sets: &Overrides) -> Result<(Hardware, Model, CostParams)> {
-    let hardware = load_hardware(&args.hardware, &sets.hardware)?;
-    let model = load_model(&args.model, &sets.model)?;
+fn load(req: &StepRequest, sets: &Overrides) -> Result<(Hardware, Model, CostParams)> {
+    let hardware = load_hardware(&req.hardware, &sets.hardware)?;
+    let model = load_model(&req.model, &sets.model)?;
     let mut params = cost_params(
         &hardware,
-        args.pricing.profile.as_deref(),
+        req.pricing.profile.as_deref(),
         &sets.cost,
-        args.pricing.engine.as_deref(),
-        args.pricing.physics_only || args.isolated,
+        req.pricing.engine.as_deref(),
+        req.pricing.physics_only || req.isolated,
     )?;
-    if args.isolated {
+    if req.isolated {
         params.in_situ = sim::cost::insitu::InSitu::isolated();
     }
     Ok((hardware, model, params))
@@ -263,9 +263,9 @@ fn load(args: &StepRequest, sets: &Overrides) -> Result<(Hardware, Model, CostPa
 
 /// The MTP draft tokens of a decode step (`--mtp`, else the model's), checked against
 /// the acceptance rates the model gives.
-fn draft_tokens(args: &StepRequest, phase: Phase, model: &Model) -> Result<u32> {
+fn draft_tokens(req: &StepRequest, phase: Phase, model: &Model) -> Result<u32> {
     let draft_tokens = match phase {
-        Phase::Decode => args
+        Phase::Decode => req
             .mtp
             .unwrap_or_else(|| model.mtp.as_ref().map(|m| m.draft_tokens).unwrap_or(0)),
         Phase::Prefill => 0,
@@ -287,30 +287,30 @@ fn draft_tokens(args: &StepRequest, phase: Phase, model: &Model) -> Result<u32> 
 
 /// Checks the batch, prompt and chunk flags; returns the requests per rank the
 /// deployment check takes (the busiest rank's under `--requests`).
-fn check_batch(args: &StepRequest, phase: Phase, dep: u32) -> Result<u32> {
-    if args.batch_per_rank() == 0 {
+fn check_batch(req: &StepRequest, phase: Phase, dep: u32) -> Result<u32> {
+    if req.batch_per_rank() == 0 {
         bail!("--batch-per-rank must be at least 1");
     }
-    if args.requests == Some(0) {
+    if req.requests == Some(0) {
         bail!("--requests must be at least 1");
     }
-    let batch_check = match args.requests {
+    let batch_check = match req.requests {
         Some(n) => n.div_ceil(dep.max(1)),
-        None => args.batch_per_rank(),
+        None => req.batch_per_rank(),
     };
-    if phase == Phase::Prefill && args.new_tokens == 0 {
+    if phase == Phase::Prefill && req.new_tokens == 0 {
         bail!("--new-tokens must be at least 1 for a prefill step");
     }
-    if args.chunk == Some(0) {
+    if req.chunk == Some(0) {
         bail!("--chunk must be at least 1");
     }
-    if let (Phase::Prefill, Some(c)) = (phase, args.chunk) {
+    if let (Phase::Prefill, Some(c)) = (phase, req.chunk) {
         // Each chunk is one priced step.
-        let steps = args.new_tokens.div_ceil(c);
+        let steps = req.new_tokens.div_ceil(c);
         if steps > MAX_CHUNK_STEPS {
             bail!(
                 "--chunk {c}: {} new tokens make {steps} chunks; at most {MAX_CHUNK_STEPS} are priced (use a larger --chunk)",
-                args.new_tokens
+                req.new_tokens
             );
         }
     }
