@@ -117,20 +117,12 @@ impl SimulateArgs {
     /// The run these arguments ask for, typed: `--set` parsed and split once, `--cohort`
     /// as the first scenario override (a `--set fidelity.cohort` after it wins).
     pub fn request(&self) -> anyhow::Result<scenario::RunRequest> {
-        use scenario::{Overrides, RunRequest, Set, TraceSource};
-        let cohort = self
-            .cohort
-            .map(|k| Set::typed("fidelity.cohort", i64::from(k).into(), "--cohort"));
-        let sets = cohort
-            .into_iter()
-            .map(Ok)
-            .chain(self.set.iter().map(|s| Set::parse(s)))
-            .collect::<anyhow::Result<Vec<Set>>>()?;
+        use scenario::{Overrides, RunRequest, TraceSource};
         Ok(RunRequest {
             scenario: self.scenario.clone(),
             seed: self.seed,
             duration: self.duration,
-            sets: Overrides::of(sets),
+            sets: Overrides::with_cohort(self.cohort, &self.set)?,
             pricing: self.pricing.pricing(),
             trace: self.trace.as_ref().map(|path| TraceSource {
                 path: path.clone(),

@@ -366,13 +366,7 @@ fn nested_bands(lins: &[Lin], folds: &[String], terms: &[Term]) -> Vec<Vec<Band>
         let res = cross_validate(&obs, &inner, terms, &WEIGHTS);
         let mut b = [None, None];
         for (m, slot) in b.iter_mut().enumerate() {
-            let r: Vec<f64> = obs
-                .iter()
-                .zip(&res)
-                .filter(|(o, _)| o.metric == m)
-                .map(|(_, r)| *r)
-                .collect();
-            *slot = band(&r);
+            *slot = metric_band(&obs, &res, m);
         }
         by_fold.insert(held, b);
     }
@@ -395,15 +389,20 @@ fn profile_bands(lins: &[Lin], folds: &[String], terms: &[Term]) -> BTreeMap<Str
         .iter()
         .enumerate()
         .filter_map(|(m, metric)| {
-            let r: Vec<f64> = obs
-                .iter()
-                .zip(&res)
-                .filter(|(o, _)| o.metric == m)
-                .map(|(_, r)| *r)
-                .collect();
-            band(&r).map(|(lo, hi)| (metric.key().to_string(), [lo, hi]))
+            metric_band(&obs, &res, m).map(|(lo, hi)| (metric.key().to_string(), [lo, hi]))
         })
         .collect()
+}
+
+/// The p10-p90 band of metric `m`'s residuals `res` (one per observation of `obs`).
+fn metric_band(obs: &[Obs], res: &[f64], m: usize) -> Band {
+    let r: Vec<f64> = obs
+        .iter()
+        .zip(res)
+        .filter(|(o, _)| o.metric == m)
+        .map(|(_, r)| *r)
+        .collect();
+    band(&r)
 }
 
 /// A pinned term's prior sd: it stays at its prior.

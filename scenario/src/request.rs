@@ -31,6 +31,18 @@ impl Overrides {
         Ok(Overrides::of(Set::parse_all(list)?))
     }
 
+    /// `--cohort K` (when given) as the first override of the scenario, then the
+    /// `--set` arguments: a `--set fidelity.cohort` after it wins.
+    pub fn with_cohort(cohort: Option<u32>, list: &[String]) -> Result<Overrides> {
+        let cohort = cohort.map(|k| Set::typed("fidelity.cohort", i64::from(k).into(), "--cohort"));
+        let sets = cohort
+            .into_iter()
+            .map(Ok)
+            .chain(list.iter().map(|s| Set::parse(s)))
+            .collect::<Result<Vec<Set>>>()?;
+        Ok(Overrides::of(sets))
+    }
+
     /// Parsed overrides, split by the file they change.
     pub fn of(sets: Vec<Set>) -> Overrides {
         let mut o = Overrides::default();

@@ -3,7 +3,7 @@
 //! `validate` and `calibrate --from-trace` share), its checks, and the priced step.
 //! Problems name the request's fields by `twin forward`'s flags ([`flag`]).
 
-use crate::{cost_params, load_hardware, load_model, Overrides, Pricing, Set};
+use crate::{cost_params, load_hardware, load_model, Overrides, Pricing};
 use anyhow::{anyhow, bail, Result};
 use sim::cost::{AnalyticCostModel, CostModel, CostParams, Layout, Phase, Pipeline};
 use sim::forward::{forward, ForwardResult, ForwardSpec};
@@ -187,7 +187,7 @@ pub fn prepare(req: &StepRequest) -> Result<Prepared> {
         layout: &layout,
         spec: &spec,
     };
-    slow_guard(req, &sets.cost, &hardware, &model, steps, &mut params)?;
+    slow_guard(req, &hardware, &model, steps, &mut params)?;
     Ok(Prepared {
         spec,
         hardware,
@@ -202,7 +202,6 @@ pub fn prepare(req: &StepRequest) -> Result<Prepared> {
 /// `--allow-slow-profile`.
 fn slow_guard(
     req: &StepRequest,
-    cost_sets: &[Set],
     hardware: &Hardware,
     model: &Model,
     step: Step,
@@ -212,7 +211,7 @@ fn slow_guard(
     let Some(r) = crate::slow::reference(
         hardware,
         p.profile.as_deref(),
-        cost_sets,
+        &req.sets.cost,
         p.engine.as_deref(),
         p.physics_only || req.isolated,
     )?

@@ -14,13 +14,12 @@
 //! timeline (its kernel, and any wait of an idle GPU for the host's launch), and a
 //! traced step waits for the GPU at the end of each pass.
 
-use crate::args::SimulateArgs;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use engine::Device;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use live::{KvPolicy, LiveConfig};
-use scenario::{read_trace_within, resolve};
+use scenario::{read_trace_within, resolve, Overrides, RunRequest, TraceSource};
 use sim::serving::IdleMode;
 use std::path::PathBuf;
 
@@ -91,7 +90,7 @@ pub struct LiveArgs {
 pub fn run(args: &LiveArgs) -> Result<()> {
     let device =
         Device::parse(&args.device).with_context(|| format!("--device {}", args.device))?;
-    let req = SimulateArgs {
+    let req = RunRequest {
         scenario: Some(
             args.scenario
                 .clone()
@@ -99,11 +98,13 @@ pub fn run(args: &LiveArgs) -> Result<()> {
         ),
         seed: args.seed,
         duration: args.duration,
-        set: args.set.clone(),
-        trace: args.trace.clone(),
-        ..SimulateArgs::default()
-    }
-    .request()?;
+        sets: Overrides::parse(&args.set)?,
+        trace: args.trace.as_ref().map(|path| TraceSource {
+            path: path.clone(),
+            format: None,
+        }),
+        ..RunRequest::default()
+    };
     let r = resolve(&req)?;
     if r.scenario().fidelity.cohort > 1 {
         bail!(

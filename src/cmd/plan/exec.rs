@@ -4,12 +4,13 @@
 
 use super::{hardware_named, load_space, parse_objective, parse_rate, parse_shard, parse_slos};
 use super::{OutputArgs, PlanArgs};
-use crate::args::SimulateArgs;
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rayon::prelude::*;
 use scenario::resolve_tco;
-use scenario::{read_trace_within, resolve, step_prices, Resolved, RunRequest};
+use scenario::{
+    read_trace_within, resolve, step_prices, Overrides, Resolved, RunRequest, TraceSource,
+};
 use sim::cost::AnalyticCostModel;
 use sim::plan::select::ShardFile;
 use sim::plan::{
@@ -35,17 +36,18 @@ struct PlanInputs {
 /// The run the plan's candidates vary: its scenario, seed, duration, overrides,
 /// pricing and trace.
 fn run_request(args: &PlanArgs) -> Result<RunRequest> {
-    SimulateArgs {
+    Ok(RunRequest {
         scenario: args.scenario.clone(),
         seed: args.seed,
         duration: args.duration,
-        set: args.set.clone(),
-        cohort: args.cohort,
-        trace: args.trace.clone(),
-        pricing: args.pricing.clone(),
-        ..SimulateArgs::default()
-    }
-    .request()
+        sets: Overrides::with_cohort(args.cohort, &args.set)?,
+        pricing: args.pricing.pricing(),
+        trace: args.trace.as_ref().map(|path| TraceSource {
+            path: path.clone(),
+            format: None,
+        }),
+        bench: None,
+    })
 }
 
 /// `wl` at `scale` times its nominal load, at constant rate (the plan simulates the
