@@ -235,6 +235,64 @@ fn forward_names_the_tables_it_prices_with() {
     assert_ne!(ja["step_ms"], jb["step_ms"]);
 }
 
+/// TensorRT-LLM's NVFP4 GEMM rows were timed outside its autotuner (the default
+/// tactic), so its NVFP4 dense GEMMs are priced by the same GPU's vLLM fit, and the
+/// cost model says so; its other formats keep its own rows.
+#[test]
+fn tensorrt_llm_nvfp4_gemms_are_priced_by_vllms_fit() {
+    let gemm = |engine: &str, dtype: &str| {
+        let o = twin(&[
+            "kernel",
+            "gemm",
+            "--hardware",
+            "b200",
+            "--m",
+            "8",
+            "--n",
+            "8192",
+            "--k",
+            "28672",
+            "--dtype",
+            dtype,
+            "--engine",
+            engine,
+            "--json",
+        ]);
+        assert!(o.status.success(), "{}", err(&o));
+        json(&o)
+    };
+    let (trt, vllm) = (gemm("trtllm", "fp4"), gemm("vllm", "fp4"));
+    assert_eq!(trt["time_us"], vllm["time_us"], "{trt}\n{vllm}");
+    let line = trt["cost_model"].as_str().unwrap();
+    assert!(
+        line.contains("nvfp4 GEMMs by vllm 0.24.0's fit") && line.contains("autotuner"),
+        "{line}"
+    );
+    // The shipped vLLM profile's own price of the shape, unchanged by the loan.
+    let hw: spec::hardware::Hardware = toml::from_str(
+        &std::fs::read_to_string(repo().join("scenarios/hardware/b200.toml")).unwrap(),
+    )
+    .unwrap();
+    let shape = sim::cost::tables::family::Shape::Gemm {
+        kernel: String::new(),
+        format: sim::cost::tables::format::Format::Nvfp4,
+        m: 8.0,
+        n: 8192.0,
+        k: 28672.0,
+    };
+    let own = shipped("b200-vllm-0.24.0");
+    let fit = own
+        .gemm_fit(sim::cost::tables::format::Format::Nvfp4)
+        .unwrap();
+    let t = trt["time_us"].as_f64().unwrap() * 1e-6;
+    assert!((t / fit.price(&hw, &shape) - 1.0).abs() < 1e-6, "{t}");
+    // BF16 keeps TensorRT-LLM's own rows: the engines' prices differ.
+    assert_ne!(
+        gemm("trtllm", "bf16")["time_us"],
+        gemm("vllm", "bf16")["time_us"]
+    );
+}
+
 /// Issue 39 item 7: an engine without tables on a GPU is no error (it was): its
 /// scheduler and host terms apply, its kernels are priced by the nearest tables (a
 /// shipped version nearest the one named; SGLang's by vLLM's) or twin's own model,

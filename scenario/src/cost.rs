@@ -158,6 +158,11 @@ fn engine_tables_source(
             .gemm_substitutes()
             .iter()
             .map(|(f, by)| format!("; {} GEMMs by its {} fit", f.name(), by.name()))
+            .chain(
+                t.borrowed
+                    .iter()
+                    .map(|b| format!("; {} GEMMs by {}'s fit: {}", b.format.name(), b.from, b.why)),
+            )
             .collect();
         source = format!(
             "{source} + {} (dense GEMMs, all-reduce, routed experts, GQA/MHA attention{by})",

@@ -182,6 +182,9 @@ fn load(hw: &Hardware, choice: &str) -> Result<Arc<KernelTables>> {
         t.system = format!("{}, carried to {} by datasheet ratio", t.system, hw.name);
         t.hardware = hw.name.clone();
     }
+    if !is_path(choice) {
+        borrow_nvfp4(hw, &mut t)?;
+    }
     let t = Arc::new(t);
     if t.hardware != hw.name {
         bail!(
@@ -195,6 +198,33 @@ fn load(hw: &Hardware, choice: &str) -> Result<Arc<KernelTables>> {
         c.push((hw.name.clone(), choice.to_string(), t.clone()));
     }
     Ok(t)
+}
+
+/// Shipped tables whose NVFP4 GEMM rows time an untuned kernel
+/// ([`KernelTables::nvfp4_rows_untuned`]: TensorRT-LLM's) price NVFP4 dense GEMMs by
+/// the same GPU's shipped vLLM fit, where there is one: both engines run CUTLASS FP4
+/// GEMMs, and vLLM's rows were timed with the kernel vLLM selects.
+fn borrow_nvfp4(hw: &Hardware, t: &mut KernelTables) -> Result<()> {
+    use sim::cost::tables::format::Format;
+    if !t.nvfp4_rows_untuned() || t.gemm_fit(Format::Nvfp4).is_none() {
+        return Ok(());
+    }
+    let gpu = tables_gpu(hw);
+    let vllm: Vec<String> = shipped()
+        .into_iter()
+        .filter(|(h, e, _)| h == &gpu && e == "vllm")
+        .map(|(_, _, v)| v)
+        .collect();
+    let Some(v) = nearest_version(&vllm, None) else {
+        return Ok(());
+    };
+    let donor = load(hw, &format!("vllm@{v}"))?;
+    t.borrow_gemm_fit(
+        Format::Nvfp4,
+        &donor,
+        "its own NVFP4 rows were timed outside TensorRT-LLM's autotuner (the default tactic; a server autotunes)",
+    );
+    Ok(())
 }
 
 /// The shipped tables of `choice` on the hardware `hw` carries its kernels from

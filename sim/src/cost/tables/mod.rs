@@ -96,8 +96,22 @@ pub struct KernelTables {
     /// Held-out errors per family over all its keys: physics alone and corrected.
     pub checks: Vec<FamilyCheck>,
     pub fits: Vec<Fit>,
+    /// Formats whose dense GEMMs are priced by another engine's fit of the same GPU
+    /// ([`KernelTables::borrow_gemm_fit`]); set when the tables are loaded, never
+    /// stored.
+    #[serde(skip)]
+    pub borrowed: Vec<Borrowed>,
     #[serde(skip)]
     index: OnceLock<Index>,
+}
+
+/// A dense-GEMM format priced by another engine's tables of the same GPU, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Borrowed {
+    pub format: Format,
+    /// The lending tables, `engine version` (`vllm 0.24.0`).
+    pub from: String,
+    pub why: String,
 }
 
 /// Which fit prices what in the step model.
@@ -188,6 +202,7 @@ impl KernelTables {
             source,
             checks,
             fits,
+            borrowed: Vec::new(),
             index: OnceLock::new(),
         }
     }
@@ -383,6 +398,43 @@ impl KernelTables {
     /// BF16's 3 us.
     fn per_tensor_fp8_rows_quantise_dynamically(&self) -> bool {
         self.engine == "trtllm"
+    }
+
+    /// Whether the tables' NVFP4 dense-GEMM rows time an untuned kernel, which a
+    /// serving engine does not run. AIConfigurator's TensorRT-LLM collector
+    /// (`collector/trtllm/collect_gemm.py` at 095f58a5) calls an NVFP4 `Linear` outside
+    /// TensorRT-LLM's `autotune()` context, so its FP4 GEMM runs the runner's default
+    /// tactic; a server autotunes every GEMM at warm-up. The rows show it: a floor of
+    /// about 20 us a GEMM on B200 at every m up to 256 (vLLM's, timed with vLLM's own
+    /// kernel selection: 11-13 us), and 60 us for Llama-3.1-70B's down projection at
+    /// 8 tokens (vLLM's: 33 us), converging within 10% of vLLM's once compute-bound.
+    pub fn nvfp4_rows_untuned(&self) -> bool {
+        self.engine == "trtllm"
+    }
+
+    /// Prices `format`'s dense GEMMs by `donor`'s fit of it (another engine's tables of
+    /// the same GPU), recorded with `why` for the cost model's line. False, and nothing
+    /// changed, where the donor has no such fit or is of another GPU.
+    pub fn borrow_gemm_fit(&mut self, format: Format, donor: &KernelTables, why: &str) -> bool {
+        if donor.hardware != self.hardware {
+            return false;
+        }
+        let Some(fit) = donor.gemm_fit(format).cloned() else {
+            return false;
+        };
+        let of_format = |f: &Fit| {
+            f.family == Family::Gemm
+                && f.key.split(',').next().and_then(Format::parse) == Some(format)
+        };
+        self.fits.retain(|f| !of_format(f));
+        self.fits.push(fit);
+        self.borrowed.push(Borrowed {
+            format,
+            from: format!("{} {}", donor.engine, donor.version),
+            why: why.to_string(),
+        });
+        self.index = OnceLock::new();
+        true
     }
 
     /// The fit that prices dense GEMMs of `format`, and the format it was fitted to:

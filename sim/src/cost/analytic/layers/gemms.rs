@@ -62,11 +62,18 @@ pub(super) fn weight_bytes(dtype: Dtype, scale_block: u32) -> f64 {
         }
 }
 
-/// Activations enter a GEMM in FP8 when its weights are 8-bit or narrower floats;
-/// weight-only INT4 GEMMs take BF16 activations (W4A16).
-pub(super) fn act_dtype(w: Dtype) -> Dtype {
+/// The activations' dtype of a GEMM of `w` weights with a block scale per
+/// `scale_block` weights on `hw`. NVFP4 checkpoints (FP4, an FP8 scale per 16) run
+/// W4A4 where the GPU multiplies FP4 (ModelOpt's NVFP4 linear layers quantise each
+/// input to NVFP4 with its static input scale; vLLM's `ModelOptNvFp4LinearMethod`
+/// and TensorRT-LLM's `NVFP4LinearMethod` then run one FP4 x FP4 GEMM); other
+/// 8-bit or narrower float weights take FP8 activations; weight-only INT4 GEMMs take
+/// BF16 activations (W4A16).
+pub(super) fn act_dtype(hw: &Hardware, w: Dtype, scale_block: u32) -> Dtype {
     if w == Dtype::Int4 {
         Dtype::Bf16
+    } else if w == Dtype::Fp4 && scale_block == 16 && hw.tensor.fp4_flops_per_s.is_some() {
+        Dtype::Fp4
     } else if w.bytes() <= 1.0 {
         Dtype::Fp8
     } else {
@@ -75,7 +82,7 @@ pub(super) fn act_dtype(w: Dtype) -> Dtype {
 }
 
 pub(super) fn dense(hw: &Hardware, n: f64, k: f64, w: Dtype, scale_block: u32) -> GemmSpec {
-    let a = act_dtype(w);
+    let a = act_dtype(hw, w, scale_block);
     GemmSpec {
         format: Format::of_gemm(a, w, scale_block),
         kind: GemmKind::Dense,
@@ -267,5 +274,37 @@ pub(super) fn lm_head_gemm(hw: &Hardware, model: &Model, tp: f64) -> GemmSpec {
         rate: hw.tensor.flops_per_s(ed),
         rows_vary: false,
         slot: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hw(text: &str) -> Hardware {
+        toml::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn nvfp4_dense_gemms_run_w4a4_where_the_gpu_multiplies_fp4() {
+        let b200 = hw(include_str!("../../../../../scenarios/hardware/b200.toml"));
+        let h100 = hw(include_str!("../../../../../scenarios/hardware/h100.toml"));
+        // NVFP4 (an FP8 scale per 16 weights) on Blackwell: FP4 activations, the
+        // tables' NVFP4 rows, FP4's tensor rate, half a byte an activation.
+        let g = dense(&b200, 8192.0, 8192.0, Dtype::Fp4, 16);
+        assert_eq!(g.format, Some(Format::Nvfp4));
+        assert_eq!(g.rate, 9e15);
+        assert_eq!(g.a_bytes, 0.5);
+        assert_eq!(g.b_bytes, 0.5 + 1.0 / 16.0);
+        // Hopper has no FP4 tensor rate: FP8 activations, which no table times.
+        let g = dense(&h100, 8192.0, 8192.0, Dtype::Fp4, 16);
+        assert_eq!((g.format, g.a_bytes), (None, 1.0));
+        // FP4 weights scaled per 32 (MXFP4) keep FP8 activations on Blackwell too.
+        assert_eq!(dense(&b200, 8192.0, 8192.0, Dtype::Fp4, 32).a_bytes, 1.0);
+        // FP8 weights: FP8 activations, per tensor or in blocks.
+        assert_eq!(
+            dense(&b200, 8192.0, 8192.0, Dtype::Fp8, 0).format,
+            Some(Format::Fp8)
+        );
     }
 }
