@@ -71,6 +71,13 @@ pub struct InSitu {
     /// their benchmarks; a fit to such a deployment's own trace applies in full.
     #[serde(default = "unit")]
     pub tp_residuals: f64,
+    /// Share of `kernel_floor_s` that holds in a step without all-to-all: 1 = all of
+    /// it. A floor fitted to an expert-parallel deployment's profile, its small
+    /// kernels held beside DeepEP's, need not hold for kernels replayed one after
+    /// another in one CUDA graph. Apart from `tp_residuals`, which a fit of factors to
+    /// a tensor-parallel deployment sets to 1.
+    #[serde(default = "unit")]
+    pub tp_floor: f64,
     /// Seconds the send and receive kernels of one low-latency (decode) dispatch, and
     /// of one combine, spend on the compute stream.
     #[serde(default)]
@@ -94,13 +101,14 @@ fn unit() -> f64 {
 
 impl InSitu {
     /// The keys `CostParams::set` accepts under `in_situ.`.
-    pub const KEYS: [&'static str; 16] = [
+    pub const KEYS: [&'static str; 17] = [
         "sm_hold",
         "kernel_floor_s",
         "barrier_frac",
         "ll_dispatch_s",
         "ll_combine_s",
         "tp_residuals",
+        "tp_floor",
         "dispatch",
         "combine",
         "prefill.moe",
@@ -116,7 +124,7 @@ impl InSitu {
     /// The residual factors among them (`KEYS` from `dispatch` on): what a fit of
     /// in-situ times over twin's price with the physical terms sets.
     pub fn residual_keys() -> &'static [&'static str] {
-        &Self::KEYS[6..]
+        &Self::KEYS[7..]
     }
 
     /// The isolated-kernel prices (every factor 1, no term).
@@ -125,6 +133,7 @@ impl InSitu {
             dispatch: 1.0,
             combine: 1.0,
             tp_residuals: 1.0,
+            tp_floor: 1.0,
             ..InSitu::default()
         }
     }
@@ -149,6 +158,7 @@ impl InSitu {
             == InSitu {
                 source: self.source.clone(),
                 tp_residuals: self.tp_residuals,
+                tp_floor: self.tp_floor,
                 ..InSitu::isolated()
             }
     }
@@ -189,6 +199,7 @@ impl InSitu {
             "ll_dispatch_s" => (&mut self.ll_dispatch_s, false),
             "ll_combine_s" => (&mut self.ll_combine_s, false),
             "tp_residuals" => (&mut self.tp_residuals, true),
+            "tp_floor" => (&mut self.tp_floor, true),
             "dispatch" => (&mut self.dispatch, false),
             "combine" => (&mut self.combine, false),
             _ => {
@@ -236,20 +247,32 @@ impl InSitu {
         true
     }
 
-    /// Element-wise seconds of `kernels` kernels moving bytes for `bytes_s` seconds,
-    /// with the phase's factor.
+    /// Element-wise seconds of `kernels` kernels moving bytes for `bytes_s` seconds
+    /// in a step with all-to-all, with the phase's factor.
     #[inline]
     pub fn elementwise_s(&self, bytes_s: f64, kernels: f64, decode: bool) -> f64 {
-        self.elementwise_with(bytes_s, kernels, self.factors(decode).elementwise)
+        self.elementwise_with(bytes_s, kernels, self.factors(decode).elementwise, true)
     }
 
-    /// Element-wise seconds with the floor per kernel and `factor`.
+    /// Element-wise seconds with the floor per kernel of a step with all-to-all
+    /// (`a2a`) or without, and `factor`.
     #[inline]
-    pub fn elementwise_with(&self, bytes_s: f64, kernels: f64, factor: f64) -> f64 {
+    pub fn elementwise_with(&self, bytes_s: f64, kernels: f64, factor: f64, a2a: bool) -> f64 {
         if bytes_s <= 0.0 {
             return 0.0;
         }
-        bytes_s.max(kernels * self.kernel_floor_s) * factor
+        bytes_s.max(kernels * self.kernel_floor_of_step(a2a)) * factor
+    }
+
+    /// The least seconds of an element-wise kernel in a step with all-to-all (`a2a`),
+    /// or without: there, its share `tp_floor`.
+    #[inline]
+    pub fn kernel_floor_of_step(&self, a2a: bool) -> f64 {
+        if a2a {
+            self.kernel_floor_s
+        } else {
+            self.kernel_floor_s * self.tp_floor
+        }
     }
 
     /// How much longer compute runs on the SMs the communication kernels leave it,
@@ -423,6 +446,7 @@ mod tests {
         // all-to-all the whole factor.
         let s = InSitu {
             tp_residuals: 0.25,
+            tp_floor: 0.25,
             kernel_floor_s: 3e-6,
             decode: Factors {
                 moe: 1.4,
@@ -435,8 +459,13 @@ mod tests {
         assert!((tp.moe - 1.1).abs() < 1e-12 && (tp.elementwise - 1.25).abs() < 1e-12);
         assert_eq!(tp.gemm, 1.0);
         assert_eq!(s.factors_of_step(true, true), s.decode);
-        // The floor holds either way: 10 kernels of 3 us at factor 1.25.
-        assert!((s.elementwise_with(5e-6, 10.0, tp.elementwise) - 37.5e-6).abs() < 1e-15);
+        // Without all-to-all, a quarter of the floor (`tp_floor`): 10 kernels of 0.75 us
+        // (7.5 us, above the 5 us the bytes take) at factor 1.25; with it, 10 kernels
+        // of 3 us at factor 2.
+        let ew = s.elementwise_with(5e-6, 10.0, tp.elementwise, false);
+        assert!((ew - 9.375e-6).abs() < 1e-15, "{ew}");
+        let ew = s.elementwise_with(5e-6, 10.0, s.decode.elementwise, true);
+        assert!((ew - 60e-6).abs() < 1e-15, "{ew}");
         // Only the share set, every factor 1: still isolated prices.
         let only = InSitu {
             tp_residuals: 0.0,

@@ -360,7 +360,7 @@ enum Kind {
 
 impl CostParams {
     /// Every key `set` accepts.
-    pub const KEYS: [&'static str; 80] = [
+    pub const KEYS: [&'static str; 81] = [
         "moe.mem_eff",
         "moe.compute_eff",
         "moe.fixed_s",
@@ -428,6 +428,7 @@ impl CostParams {
         "host.gap_s",
         "in_situ.sm_hold",
         "in_situ.kernel_floor_s",
+        "in_situ.tp_floor",
         "in_situ.barrier_frac",
         "in_situ.ll_dispatch_s",
         "in_situ.ll_combine_s",

@@ -187,7 +187,12 @@ impl AnalyticCostModel {
         let f = s.factors_of_step(decode, self.compiled.a2a);
         part.experts_s *= f.moe;
         part.elem_s =
-            s.elementwise_with(part.elem_s, self.compiled.elem_kernels_pair, f.elementwise);
+            s.elementwise_with(
+                part.elem_s,
+                self.compiled.elem_kernels_pair,
+                f.elementwise,
+                self.compiled.a2a,
+            );
         if !self.compiled.a2a || part.dispatch.s <= 0.0 {
             return;
         }

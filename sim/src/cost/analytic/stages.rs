@@ -206,13 +206,13 @@ impl AnalyticCostModel {
             t.shared *= f.gemm;
             t.replay *= f.gemm;
             let ka = c.classes[ty.class].elem_kernels;
-            t.elem_a = s.elementwise_with(t.elem_a, ka, f.elementwise);
+            t.elem_a = s.elementwise_with(t.elem_a, ka, f.elementwise, c.a2a);
             let k = match ty.ffn {
                 TypeFfn::Moe => c.elem_kernels_moe,
                 TypeFfn::Dense(_) => c.elem_kernels_dense,
                 TypeFfn::None => 0.0,
             };
-            t.elem_e = s.elementwise_with(t.elem_e, k, f.elementwise);
+            t.elem_e = s.elementwise_with(t.elem_e, k, f.elementwise, c.a2a);
         }
         out.lm_s *= f.gemm;
     }
