@@ -120,6 +120,11 @@ pub struct EngineSettings {
     /// `--scheduler-recv-interval`; absent: every step).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scheduler_recv_interval: Option<u32>,
+    /// Routed experts quantise their activations to 8 bits (vLLM
+    /// `VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1`: MXFP4 experts run W4A8, MXFP8
+    /// activations, on FlashInfer's TensorRT-LLM kernel; absent: the engine's default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expert_activations_fp8: Option<bool>,
 }
 
 /// The KV cache an engine serves a checkpoint of GEMM format `gemm` with when nothing

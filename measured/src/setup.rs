@@ -114,34 +114,49 @@ fn model_of(
     cache: &Cache,
 ) -> Result<Arc<spec::model::Model>, String> {
     let m = &rec.model;
-    let key = format!("{}|{:?}|{:?}|{:?}", m.config, m.gemm, m.moe, m.kv);
+    let fp8_experts = rec.engine.settings.expert_activations_fp8 == Some(true);
+    let key = format!(
+        "{}|{:?}|{:?}|{:?}|{fp8_experts}",
+        m.config, m.gemm, m.moe, m.kv
+    );
     cached(&cache.models, &key, || {
-        if !m.config.ends_with(".json") {
-            return scenario::load_model(&m.config, &[]).map_err(|e| format!("{e:#}"));
-        }
-        let (origin, text) = base.text(&m.config).map_err(|e| format!("model: {e:#}"))?;
-        let name =
-            m.id.rsplit('/')
-                .next()
-                .unwrap_or(&m.id)
-                .to_ascii_lowercase();
-        let opts = ImportOptions {
-            weights: Some(weights(m.gemm, m.moe)?),
-            kv_dtype: m.kv.map(|k| match k {
-                Format::Bf16 => spec::dtype::Dtype::Bf16,
-                _ => spec::dtype::Dtype::Fp8,
-            }),
-            name: Some(format!("{name}-{}", corpus::filter::precision(rec))),
-            quant: None,
-        };
-        let model = hf::import(&origin, &text, &opts).map_err(|e| format!("model: {e:#}"))?;
-        let problems = sim::validate::model(&model);
-        if !problems.is_empty() {
-            let p: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
-            return Err(format!("model {}: {}", m.id, p.join("; ")));
+        let mut model = imported(rec, base)?;
+        // The server quantises the routed experts' activations to 8 bits.
+        if let (true, Some(moe)) = (fp8_experts, model.moe.as_mut()) {
+            moe.activation_dtype = spec::dtype::Dtype::Fp8;
         }
         Ok(model)
     })
+}
+
+/// The record's model file or Hugging Face config, as the checkpoint's formats say.
+fn imported(rec: &RunRecord, base: &Base) -> Result<spec::model::Model, String> {
+    let m = &rec.model;
+    if !m.config.ends_with(".json") {
+        return scenario::load_model(&m.config, &[]).map_err(|e| format!("{e:#}"));
+    }
+    let (origin, text) = base.text(&m.config).map_err(|e| format!("model: {e:#}"))?;
+    let name =
+        m.id.rsplit('/')
+            .next()
+            .unwrap_or(&m.id)
+            .to_ascii_lowercase();
+    let opts = ImportOptions {
+        weights: Some(weights(m.gemm, m.moe)?),
+        kv_dtype: m.kv.map(|k| match k {
+            Format::Bf16 => spec::dtype::Dtype::Bf16,
+            _ => spec::dtype::Dtype::Fp8,
+        }),
+        name: Some(format!("{name}-{}", corpus::filter::precision(rec))),
+        quant: None,
+    };
+    let model = hf::import(&origin, &text, &opts).map_err(|e| format!("model: {e:#}"))?;
+    let problems = sim::validate::model(&model);
+    if !problems.is_empty() {
+        let p: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
+        return Err(format!("model {}: {}", m.id, p.join("; ")));
+    }
+    Ok(model)
 }
 
 /// The engine whose shipped kernel tables price a record's kernels on `hw`, and why:
@@ -388,4 +403,78 @@ pub fn client_of(c: &corpus::Client, key: &str, seed: u64) -> Result<BenchClient
     let mut b = BenchClient::recorded(Client::Vllm, requests, conc, rate, burst);
     b.held = c.held.clone();
     Ok(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::load::Base;
+    use corpus::*;
+
+    /// A record's `expert_activations_fp8` (vLLM's MXFP8 MoE on B200) runs the routed
+    /// experts on FP8 activations: gpt-oss's MXFP4 experts become W4A8, which the
+    /// tables price by their `w4a8_mxfp4` rows; without it they keep BF16 (W4A16).
+    #[test]
+    fn fp8_expert_activations_reach_the_model() {
+        let rec = |fp8: Option<bool>| RunRecord {
+            schema: SCHEMA.into(),
+            id: "gpt-oss".into(),
+            provenance: Provenance::default(),
+            engine: Engine {
+                name: EngineName::Vllm,
+                version: None,
+                image: None,
+                settings: EngineSettings {
+                    expert_activations_fp8: fp8,
+                    ..Default::default()
+                },
+            },
+            model: ModelRef {
+                id: "openai/gpt-oss-120b".into(),
+                config: "models/gpt-oss-120b/config.json".into(),
+                gemm: Format::Bf16,
+                moe: Some(Format::Mxfp4),
+                kv: None,
+            },
+            gpu: Gpu {
+                system: "b200_sxm".into(),
+                hardware: "b200".into(),
+            },
+            layout: Layout::Aggregated {
+                workers: Workers {
+                    count: Some(1),
+                    tp: 1,
+                    pp: 1,
+                    attention_dp: 1,
+                    moe_tp: 1,
+                    moe_ep: 1,
+                    max_batch: None,
+                },
+            },
+            client: corpus::Client {
+                tool: "synthetic".into(),
+                load: Load::ClosedLoop { concurrency: 4 },
+                num_prompts: Some(8),
+                warmup_requests: 0,
+                input: Lengths::Fixed { tokens: 128 },
+                output: Lengths::Fixed { tokens: 16 },
+                shared_prefix: 0,
+                ignore_eos: true,
+                held: Vec::new(),
+            },
+            measured: Default::default(),
+        };
+        let (base, cache) = (Base::Embedded("runs/"), Cache::default());
+        let act = |fp8| {
+            let m = model_of(&rec(fp8), &base, &cache).unwrap();
+            let moe = m.moe.as_ref().unwrap();
+            (moe.activation_dtype, moe.weight_dtype, moe.scale_block)
+        };
+        use spec::dtype::Dtype;
+        assert_eq!(act(Some(true)), (Dtype::Fp8, Dtype::Fp4, 32));
+        assert_eq!(act(None), (Dtype::Bf16, Dtype::Fp4, 32));
+        // The tables' format of each (`sim::cost::tables::format::Format::of_experts`).
+        use sim::cost::tables::format::Format as T;
+        assert_eq!(T::of_experts(Dtype::Fp4, 32, Dtype::Fp8), Some(T::W4a8Mxfp4));
+    }
 }

@@ -270,7 +270,7 @@ pub fn record_of(row: &Row) -> Result<RunRecord, String> {
         return Err("no concurrency: neither silicon_concurrency nor a batch size".into());
     }
     let kv = if origin == Origin::InferenceX {
-        inferencex_kv(&row.model_path, engine)
+        inferencex_kv(&row.model_path, engine, &row.system, measured.as_deref())
     } else {
         None
     }

@@ -65,12 +65,25 @@ pub(super) fn format_of(
 }
 
 /// The KV cache format InferenceX's server scripts set, by model and engine (their
-/// `--kv-cache-dtype`): `None` where the script leaves the engine's default.
-pub(super) fn inferencex_kv(model_path: &str, engine: EngineName) -> Option<Format> {
+/// `--kv-cache-dtype`): `None` where the script leaves the engine's default. gpt-oss
+/// on vLLM: FP8 on B200 from 2025-12-05 (`gptoss_fp4_b200.sh`, `kv-cache-dtype: fp8`
+/// since InferenceX 25506e87), the engine's default on Hopper (`gptoss_fp4_h{100,200}.sh`
+/// set none); a row without a date is taken as measured after.
+pub(super) fn inferencex_kv(
+    model_path: &str,
+    engine: EngineName,
+    system: &str,
+    measured: Option<&str>,
+) -> Option<Format> {
     match (model_path, engine) {
         ("MiniMaxAI/MiniMax-M2.5", EngineName::Vllm)
         | ("Qwen/Qwen3.5-397B-A17B", EngineName::Sglang)
         | ("meta-llama/Llama-3.1-70B", _) => Some(Format::Fp8Tensor),
+        ("openai/gpt-oss-120b", EngineName::Vllm)
+            if system == "b200_sxm" && measured.is_none_or(|d| d >= "2025-12-05") =>
+        {
+            Some(Format::Fp8Tensor)
+        }
         _ => None,
     }
 }
@@ -101,8 +114,16 @@ pub(super) fn inferencex_settings(row: &Row, engine: EngineName, conc: u32) -> E
             s.max_batched_tokens = Some(2 * row.isl);
             s.memory_fraction = Some(if row.system == "h200_sxm" { 0.95 } else { 0.90 });
         }
-        ("openai/gpt-oss-120b", EngineName::Vllm)
-        | ("meta-llama/Llama-3.1-70B", EngineName::Vllm) => {
+        // `max-num-batched-tokens: 8192`; gpt-oss on B200 also exports
+        // `VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1` (`gptoss_fp4_b200.sh`, every version
+        // from eb282d8f of 2025-09-27): its MXFP4 experts take MXFP8 activations.
+        ("openai/gpt-oss-120b", EngineName::Vllm) => {
+            s.max_batched_tokens = Some(8192);
+            if row.system == "b200_sxm" {
+                s.expert_activations_fp8 = Some(true);
+            }
+        }
+        ("meta-llama/Llama-3.1-70B", EngineName::Vllm) => {
             s.max_batched_tokens = Some(8192);
         }
         ("meta-llama/Llama-3.1-70B", EngineName::Trtllm) => s.max_batched_tokens = Some(16384),

@@ -39,6 +39,36 @@ fn a_trtllm_modelopt_checkpoint_serves_an_fp8_kv_cache() {
     assert_eq!(kv, [Some(Format::Fp8Tensor), None, None]);
 }
 
+/// InferenceX's gpt-oss vLLM script for B200 runs the MXFP4 experts on MXFP8
+/// activations (`VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1`) and, from 2025-12-05, an FP8
+/// KV cache; the H200 script sets neither.
+#[test]
+fn an_inferencex_gpt_oss_vllm_b200_row_carries_its_scripts_experts_and_kv() {
+    let row = |id: &str, system: &str, date: &str, ttft: u32| {
+        format!("{id},source_file=2026-03-25.csv; model=GPT-OSS-120B; silicon_concurrency=8; measured={date}T00:00:00Z; wip=False,vllm,,openai/gpt-oss-120b,{system},fp4,agg,1024,1024,nvfp4,nvfp4,8,2,1,1,2,1,,,,,,,,,,,,,,,{ttft}.0,5.0")
+    };
+    let text = csv(&[
+        &row("a_c8_tp2_ep1_1", "b200_sxm", "2026-02-25", 100),
+        &row("b_c8_tp2_ep1_2", "b200_sxm", "2025-11-02", 110),
+        &row("c_c8_tp2_ep1_3", "h200_sxm", "2026-02-25", 120),
+    ]);
+    let imp = import(&text).unwrap();
+    assert!(imp.refused.is_empty(), "{:?}", imp.refused);
+    let got: Vec<(Option<bool>, Option<Format>)> = imp
+        .records
+        .iter()
+        .map(|r| (r.engine.settings.expert_activations_fp8, r.model.kv))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (Some(true), Some(Format::Fp8Tensor)),
+            (Some(true), None),
+            (None, None)
+        ]
+    );
+}
+
 /// InferenceX's Qwen3.5 SGLang scripts for Blackwell take new requests every 30
 /// decode steps from 16 users up and every 10 below; the H200 script every step.
 #[test]

@@ -195,6 +195,7 @@ fn server_info(s: &Obj, notes: &mut Vec<String>) -> (Hints, Option<String>) {
             .and_then(Value::as_bool)
             .map(|d| !d),
         scheduler_recv_interval: size("scheduler_recv_interval", q).filter(|&n| n > 1),
+        ..EngineSettings::default()
     };
     let disagg = s
         .text("disaggregation_mode", q)

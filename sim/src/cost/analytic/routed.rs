@@ -186,13 +186,12 @@ impl AnalyticCostModel {
         let decode = phase == Phase::Decode;
         let f = s.factors_of_step(decode, self.compiled.a2a);
         part.experts_s *= f.moe;
-        part.elem_s =
-            s.elementwise_with(
-                part.elem_s,
-                self.compiled.elem_kernels_pair,
-                f.elementwise,
-                self.compiled.a2a,
-            );
+        part.elem_s = s.elementwise_with(
+            part.elem_s,
+            self.compiled.elem_kernels_pair,
+            f.elementwise,
+            self.compiled.a2a,
+        );
         if !self.compiled.a2a || part.dispatch.s <= 0.0 {
             return;
         }
