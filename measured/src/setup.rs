@@ -475,6 +475,9 @@ mod tests {
         assert_eq!(act(None), (Dtype::Bf16, Dtype::Fp4, 32));
         // The tables' format of each (`sim::cost::tables::format::Format::of_experts`).
         use sim::cost::tables::format::Format as T;
-        assert_eq!(T::of_experts(Dtype::Fp4, 32, Dtype::Fp8), Some(T::W4a8Mxfp4));
+        assert_eq!(
+            T::of_experts(Dtype::Fp4, 32, Dtype::Fp8),
+            Some(T::W4a8Mxfp4)
+        );
     }
 }

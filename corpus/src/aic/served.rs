@@ -68,7 +68,9 @@ pub(super) fn format_of(
 /// `--kv-cache-dtype`): `None` where the script leaves the engine's default. gpt-oss
 /// on vLLM: FP8 on B200 from 2025-12-05 (`gptoss_fp4_b200.sh`, `kv-cache-dtype: fp8`
 /// since InferenceX 25506e87), the engine's default on Hopper (`gptoss_fp4_h{100,200}.sh`
-/// set none); a row without a date is taken as measured after.
+/// set none); on TensorRT-LLM, FP8 on B200 from 2025-10-20 (`gptoss_fp4_b200_trt.sh`,
+/// `kv_cache_config: dtype: fp8` since ac1998a5; the H200 script's is `auto`). A row
+/// without a date is taken as measured after.
 pub(super) fn inferencex_kv(
     model_path: &str,
     engine: EngineName,
@@ -81,6 +83,11 @@ pub(super) fn inferencex_kv(
         | ("meta-llama/Llama-3.1-70B", _) => Some(Format::Fp8Tensor),
         ("openai/gpt-oss-120b", EngineName::Vllm)
             if system == "b200_sxm" && measured.is_none_or(|d| d >= "2025-12-05") =>
+        {
+            Some(Format::Fp8Tensor)
+        }
+        ("openai/gpt-oss-120b", EngineName::Trtllm)
+            if system == "b200_sxm" && measured.is_none_or(|d| d >= "2025-10-20") =>
         {
             Some(Format::Fp8Tensor)
         }

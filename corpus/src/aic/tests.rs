@@ -14,6 +14,8 @@ fn an_inferencex_gpt_oss_trtllm_row_carries_its_scripts_budget() {
     let text = csv(&["2026_04_06_gpt_oss_120b_h200_sxm_trtllm_fp4_agg_8192x1024_c64_tp2_ep1_444,source_file=2026-04-06.csv; model=GPT-OSS-120B; silicon_concurrency=64; measured=2025-11-02T00:00:00.000Z; wip=False,trtllm,,openai/gpt-oss-120b,h200_sxm,fp4,agg,8192,1024,nvfp4,nvfp4,64,2,1,1,2,1,,,,,,,,,,,,,,,770.1,21.96"]);
     let imp = import(&text).unwrap();
     assert!(imp.refused.is_empty(), "{:?}", imp.refused);
+    // The H200 script leaves the KV cache at the model's dtype (B200's: FP8).
+    assert_eq!(imp.records[0].model.kv, None);
     let s = &imp.records[0].engine.settings;
     assert_eq!(s.max_batched_tokens, Some(20000));
     assert_eq!(s.memory_fraction, Some(0.85));
@@ -41,7 +43,7 @@ fn a_trtllm_modelopt_checkpoint_serves_an_fp8_kv_cache() {
 
 /// InferenceX's gpt-oss vLLM script for B200 runs the MXFP4 experts on MXFP8
 /// activations (`VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1`) and, from 2025-12-05, an FP8
-/// KV cache; the H200 script sets neither.
+/// KV cache; the H200 script sets neither. TensorRT-LLM's B200 script: FP8 KV.
 #[test]
 fn an_inferencex_gpt_oss_vllm_b200_row_carries_its_scripts_experts_and_kv() {
     let row = |id: &str, system: &str, date: &str, ttft: u32| {
@@ -51,6 +53,7 @@ fn an_inferencex_gpt_oss_vllm_b200_row_carries_its_scripts_experts_and_kv() {
         &row("a_c8_tp2_ep1_1", "b200_sxm", "2026-02-25", 100),
         &row("b_c8_tp2_ep1_2", "b200_sxm", "2025-11-02", 110),
         &row("c_c8_tp2_ep1_3", "h200_sxm", "2026-02-25", 120),
+        &row("d_c8_tp2_ep1_4", "b200_sxm", "2026-02-25", 130).replace(",vllm,", ",trtllm,"),
     ]);
     let imp = import(&text).unwrap();
     assert!(imp.refused.is_empty(), "{:?}", imp.refused);
@@ -64,7 +67,10 @@ fn an_inferencex_gpt_oss_vllm_b200_row_carries_its_scripts_experts_and_kv() {
         [
             (Some(true), Some(Format::Fp8Tensor)),
             (Some(true), None),
-            (None, None)
+            (None, None),
+            // TensorRT-LLM's B200 script: an FP8 KV cache; its MoE backend (TRTLLM)
+            // takes MXFP8 on Blackwell whatever the row (`deployed_experts_format`).
+            (None, Some(Format::Fp8Tensor)),
         ]
     );
 }
