@@ -182,6 +182,13 @@ fn measured_kernel_table_rows_meet_their_targets_per_gpu_engine_and_family() {
     for r in &rows {
         // ids: tables-<hardware>-<engine>-<family>-...
         let id = r["id"].as_str().unwrap();
+        // TensorRT-LLM's NVFP4 GEMM rows time the collector's untuned default tactic;
+        // twin prices TensorRT-LLM's NVFP4 GEMMs by the same GPU's vLLM fit instead
+        // (`KernelTables::nvfp4_rows_untuned`), so they are not its target here (their
+        // own bound, in `published_check_rows_are_within_their_bounds`, still holds).
+        if id.contains("-trtllm-gemm-fp4-") {
+            continue;
+        }
         let parts: Vec<&str> = id.splitn(5, '-').collect();
         let key = format!("{} {} {}", parts[1], parts[2], parts[3]);
         by.entry(key)
