@@ -29,9 +29,10 @@ pub struct ForwardArgs {
     #[arg(long)]
     pub dep: Option<u32>,
     /// GPUs of one tensor-parallel replica (heads and dense layers split over them,
-    /// all-reduce after attention and after the FFN) instead of a DEP group.
-    #[arg(long, default_value_t = 1)]
-    pub tp: u32,
+    /// all-reduce after attention and after the FFN) instead of a DEP group; `--tp 1`
+    /// is one GPU (without it, a DEP group of --dep ranks).
+    #[arg(long)]
+    pub tp: Option<u32>,
     /// With --tp: routed experts whole on each GPU (expert parallelism) instead of
     /// sliced over the TP GPUs.
     #[arg(long)]
@@ -104,8 +105,9 @@ impl ForwardArgs {
             hardware: self.hardware.clone(),
             model: self.model.clone(),
             phase: self.phase.into(),
-            dep: self.dep,
-            tp: self.tp,
+            // Naming --tp, even 1, prices a tensor-parallel replica: one DEP rank.
+            dep: self.dep.or(self.tp.map(|_| 1)),
+            tp: self.tp.unwrap_or(1),
             expert_parallel: self.expert_parallel,
             redundant_experts: self.redundant_experts,
             batch_per_rank: self.batch_per_rank,

@@ -46,6 +46,24 @@ fn forward_json_has_the_contract_fields() {
     );
 }
 
+/// `--tp 1` is one GPU (a tensor-parallel replica of one), not the default DEP group of
+/// 8 ranks that pricing without `--tp` gives; `--dep` still wins where both are given.
+#[test]
+fn forward_tp_1_prices_one_gpu() {
+    let dep_of = |extra: &[&str]| {
+        let mut args = vec!["forward", "--hardware", "h100", "--model", "llama-3.1-8b"];
+        args.extend_from_slice(extra);
+        args.push("--json");
+        json(&twin(&args))["inputs"]["spec"]["dep"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(dep_of(&["--tp", "1"]), 1);
+    assert_eq!(dep_of(&[]), 8);
+    assert_eq!(dep_of(&["--tp", "1", "--dep", "4"]), 4);
+    assert_eq!(dep_of(&["--tp", "2"]), 1);
+}
+
 #[test]
 fn forward_is_deterministic_and_set_overrides_any_field() {
     let args = [

@@ -62,7 +62,7 @@ pub fn run(args: &SweepArgs) -> Result<()> {
     if (args.deps.is_empty() && args.tps.is_empty()) || args.batches.is_empty() {
         bail!("--deps (or --tps) and --batches need at least one value each");
     }
-    if args.base.tp > 1 || args.base.dep.is_some() {
+    if args.base.tp.is_some() || args.base.dep.is_some() {
         bail!("--dep and --tp are replaced by the grid: use --deps and --tps");
     }
     if args.base.requests.is_some() {
@@ -123,7 +123,7 @@ fn grid(args: &SweepArgs, usd_per_gpu_hour: f64) -> (Vec<Point>, Vec<Skipped>) {
         for &batch in &args.batches {
             let mut a = args.base.clone();
             a.dep = Some(dep);
-            a.tp = tp;
+            a.tp = Some(tp);
             a.expert_parallel = args.base.expert_parallel && tp > 1;
             a.batch_per_rank = Some(batch);
             match a.request().and_then(|r| evaluate(&r)) {
