@@ -54,21 +54,11 @@ pub fn engine_tables(hw: &Hardware, choice: &str) -> Result<EngineTables> {
         None => (choice, None),
     };
     let gpu = tables_gpu(hw);
-    let here: Vec<String> = shipped()
-        .into_iter()
-        .filter(|(h, e, _)| h == &gpu && e == engine)
-        .map(|(_, _, v)| v)
-        .collect();
-    let Some(nearest) = nearest_version(&here, version) else {
+    let Some(nearest) = nearest_shipped(&gpu, engine, version) else {
         // SGLang's nearest: vLLM's tables (no SGLang tables are shipped), as the runs
-        // corpus prices SGLang's runs (src/runs/setup.rs).
-        let vllm: Vec<String> = shipped()
-            .into_iter()
-            .filter(|(h, e, _)| h == &gpu && e == "vllm")
-            .map(|(_, _, v)| v)
-            .collect();
+        // corpus prices SGLang's runs (measured/src/setup.rs).
         if engine == "sglang" {
-            if let Some(v) = nearest_version(&vllm, None) {
+            if let Some(v) = nearest_shipped(&gpu, "vllm", None) {
                 return Ok((
                     Some(load(hw, &format!("vllm@{v}"))?),
                     Some(format!(
@@ -115,6 +105,17 @@ fn tables_gpu(hw: &Hardware) -> String {
         Some(from) if !has(&hw.name) && has(from) => from.to_string(),
         _ => hw.name.clone(),
     }
+}
+
+/// Of `engine`'s versions shipped for the tables GPU `gpu`, `want` or the nearest to it
+/// (the latest when none is asked): [`nearest_version`].
+fn nearest_shipped(gpu: &str, engine: &str, want: Option<&str>) -> Option<String> {
+    let here: Vec<String> = shipped()
+        .into_iter()
+        .filter(|(h, e, _)| h == gpu && e == engine)
+        .map(|(_, _, v)| v)
+        .collect();
+    nearest_version(&here, want)
 }
 
 /// Whether an `--engine` value is a profile's path (or a folder holding the profile
@@ -209,13 +210,7 @@ fn borrow_nvfp4(hw: &Hardware, t: &mut KernelTables) -> Result<()> {
     if !t.nvfp4_rows_untuned() || t.gemm_fit(Format::Nvfp4).is_none() {
         return Ok(());
     }
-    let gpu = tables_gpu(hw);
-    let vllm: Vec<String> = shipped()
-        .into_iter()
-        .filter(|(h, e, _)| h == &gpu && e == "vllm")
-        .map(|(_, _, v)| v)
-        .collect();
-    let Some(v) = nearest_version(&vllm, None) else {
+    let Some(v) = nearest_shipped(&tables_gpu(hw), "vllm", None) else {
         return Ok(());
     };
     let donor = load(hw, &format!("vllm@{v}"))?;

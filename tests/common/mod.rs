@@ -131,3 +131,14 @@ pub fn calibrate_smoke(out: &Path, extra: &[&str]) -> Output {
     args.extend(["--out", out.to_str().unwrap()]);
     twin(&args)
 }
+
+/// A shipped profile, as `--engine` loads it.
+pub fn shipped(name: &str) -> sim::cost::tables::KernelTables {
+    use std::io::Read;
+    let path = repo().join(format!("scenarios/kernel-tables/{name}.toml.gz"));
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(path).unwrap())
+        .read_to_string(&mut text)
+        .unwrap();
+    toml::from_str(&text).unwrap()
+}

@@ -11,10 +11,16 @@
 //!
 //! `calibration::tables` reads the tables and fits profiles; this module only prices.
 
+mod deployed;
 pub mod family;
 pub mod fit;
 pub mod format;
 pub mod grid;
+mod index;
+
+pub use deployed::Borrowed;
+pub use index::AttnKey;
+use index::Index;
 
 use family::{Family, Shape};
 use fit::{Errors, Fit};
@@ -41,24 +47,6 @@ pub struct TableFile {
     pub path: String,
     pub rows: usize,
     pub sha256: String,
-}
-
-/// An MoE fit's key (`KERNEL, FORMAT, balanced|power law A, gated|non-gated`) as the
-/// index holds it.
-fn moe_key(key: &str) -> Option<MoeKey> {
-    let parts: Vec<&str> = key.rsplitn(4, ", ").collect();
-    let [gating, load, format, _kernel] = parts[..] else {
-        return None;
-    };
-    let skew = match load {
-        "balanced" => 0.0,
-        l => l.strip_prefix("power law ")?.parse::<f64>().ok()?,
-    };
-    Some((
-        Format::parse(format)?,
-        (skew * 100.0).round() as i64,
-        gating == "gated",
-    ))
 }
 
 /// The factors a band's draw multiplies the tables' prices by, one per family the step
@@ -104,71 +92,6 @@ pub struct KernelTables {
     #[serde(skip)]
     index: OnceLock<Index>,
 }
-
-/// A dense-GEMM format priced by another engine's tables of the same GPU, and why.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Borrowed {
-    pub format: Format,
-    /// The lending tables, `engine version` (`vllm 0.24.0`).
-    pub from: String,
-    pub why: String,
-}
-
-/// Which fit prices what in the step model.
-#[derive(Debug, Clone, Default)]
-struct Index {
-    gemm: Vec<(Format, usize)>,
-    allreduce: Vec<(i64, usize)>,
-    /// MoE fits by format, load distribution (power-law exponent in hundredths, 0 =
-    /// balanced) and gating.
-    moe: Vec<(MoeKey, usize)>,
-    /// Decode and prefill attention fits (GQA/MHA kernels) by their key's settings.
-    attention: Vec<(AttnKey, usize)>,
-}
-
-/// Which attention fit prices a layer: decode or prefill, the head size, whether the
-/// KV cache is FP8, whether the layer attends over a sliding window, and (prefill) FP8
-/// arithmetic.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AttnKey {
-    pub family: Family,
-    pub head_dim: u32,
-    pub kv_fp8: bool,
-    pub window: bool,
-    pub fp8: bool,
-}
-
-/// An attention fit's key as the index holds it: decode `KERNEL, kv D, head H, full|window`,
-/// prefill `KERNEL, D, kv D, head H, full|window`.
-fn attention_key(family: Family, key: &str) -> Option<AttnKey> {
-    let parts: Vec<&str> = key.rsplitn(5, ", ").collect();
-    let dtype = |s: &str| match s {
-        "fp8" => Some(true),
-        "bf16" => Some(false),
-        _ => None,
-    };
-    let (window, head, kv) = (parts.first()?, parts.get(1)?, parts.get(2)?);
-    let fp8 = match family {
-        Family::DecodeAttention => false,
-        Family::PrefillAttention => dtype(parts.get(3)?)?,
-        _ => return None,
-    };
-    Some(AttnKey {
-        family,
-        head_dim: head.strip_prefix("head ")?.parse().ok()?,
-        kv_fp8: dtype(kv.strip_prefix("kv ")?)?,
-        window: match *window {
-            "window" => true,
-            "full" => false,
-            _ => return None,
-        },
-        fp8,
-    })
-}
-
-/// Which MoE fit prices a layer: its format, the load distribution's power-law
-/// exponent in hundredths (0 = balanced) and whether its experts are gated.
-type MoeKey = (Format, i64, bool);
 
 /// The load distribution of a real deployment's MoE layer in the tables' terms:
 /// AIConfigurator's default (`workload_distribution = "power_law"`, alpha 1.01, in
@@ -216,125 +139,6 @@ pub struct FamilyCheck {
 }
 
 impl KernelTables {
-    /// The GEMM fit of `format`: of its kernels, the one with the most rows (the
-    /// engine's usual path for that format).
-    pub fn gemm_fit(&self, format: Format) -> Option<&Fit> {
-        let idx = self.index.get_or_init(|| self.build_index());
-        self.filed(&idx.gemm, &format)
-    }
-
-    /// The all-reduce fit over `gpus`: the engine's own all-reduce (its CUDA-graph
-    /// variant where it has one), else NCCL's in half precision.
-    pub fn allreduce_fit(&self, gpus: f64) -> Option<&Fit> {
-        let idx = self.index.get_or_init(|| self.build_index());
-        self.filed(&idx.allreduce, &(gpus as i64))
-    }
-
-    /// The MoE fit of `format` under a load of power-law exponent `skew` (0 =
-    /// balanced), gated or not: of its kernels, the one with the most rows.
-    pub fn moe_fit(&self, format: Format, skew: f64, gated: bool) -> Option<&Fit> {
-        let idx = self.index.get_or_init(|| self.build_index());
-        self.filed(&idx.moe, &(format, (skew * 100.0).round() as i64, gated))
-    }
-
-    /// The format the engine runs a model's routed experts of `format` in on `hw`:
-    /// TensorRT-LLM quantises the activations of MXFP4 experts to MXFP8 on Blackwell
-    /// (GPUs with FP4 tensor cores); its BF16-activation path is Hopper's
-    /// (`examples/models/core/gpt_oss/README.md`, MoE support matrix: "bf16 (Hopper) or
-    /// mxfp8 (Blackwell)"; Blackwell's backends, CUTLASS and TRTLLM, take MXFP8). The
-    /// tables' B200 `w4a16_mxfp4` rows time a path TensorRT-LLM does not deploy there,
-    /// and untuned (AIConfigurator's collector skips the tactic cache for them): 618 us
-    /// for 32 tokens of gpt-oss-120b on one B200, against 153 us for `w4a8_mxfp4`.
-    /// Other engines and formats run as the checkpoint says (vLLM's default on
-    /// Blackwell is the BF16-activation FlashInfer kernel).
-    pub fn deployed_experts_format(&self, format: Format, hw: &Hardware) -> Format {
-        let blackwell = hw.tensor.fp4_flops_per_s.is_some_and(|r| r > 0.0);
-        if self.engine == "trtllm" && format == Format::W4a16Mxfp4 && blackwell {
-            Format::W4a8Mxfp4
-        } else {
-            format
-        }
-    }
-
-    /// The attention fit of `key`: of its kernels, the one with the most rows.
-    pub fn attention_fit(&self, key: &AttnKey) -> Option<&Fit> {
-        let idx = self.index.get_or_init(|| self.build_index());
-        self.filed(&idx.attention, key)
-    }
-
-    /// Files fit `i` under `key` in `list`, unless a fit with at least as many rows is
-    /// there already (of an op's kernels, the engine's usual path has the most rows).
-    fn keep_most_rows<K: PartialEq>(&self, list: &mut Vec<(K, usize)>, key: K, i: usize) {
-        let rows = |j: usize| self.fits[j].fit.rows + self.fits[j].check.rows;
-        match list.iter_mut().find(|(k, _)| *k == key) {
-            Some(e) if rows(e.1) >= rows(i) => {}
-            Some(e) => e.1 = i,
-            None => list.push((key, i)),
-        }
-    }
-
-    /// The fit filed under `key` in one of the index's lists.
-    fn filed<'s, K: PartialEq>(&'s self, list: &[(K, usize)], key: &K) -> Option<&'s Fit> {
-        list.iter()
-            .find(|(k, _)| k == key)
-            .map(|&(_, i)| &self.fits[i])
-    }
-
-    fn build_index(&self) -> Index {
-        let mut gemm: Vec<(Format, usize)> = Vec::new();
-        let mut allreduce: Vec<(i64, usize, u8)> = Vec::new();
-        let mut moe: Vec<(MoeKey, usize)> = Vec::new();
-        let mut attention: Vec<(AttnKey, usize)> = Vec::new();
-        for (i, f) in self.fits.iter().enumerate() {
-            match f.family {
-                Family::DecodeAttention | Family::PrefillAttention => {
-                    if let Some(key) = attention_key(f.family, &f.key) {
-                        self.keep_most_rows(&mut attention, key, i);
-                    }
-                }
-                Family::Moe => {
-                    if let Some(key) = moe_key(&f.key) {
-                        self.keep_most_rows(&mut moe, key, i);
-                    }
-                }
-                Family::Gemm => {
-                    if let Some(fmt) = f.key.split(',').next().and_then(Format::parse) {
-                        self.keep_most_rows(&mut gemm, fmt, i);
-                    }
-                }
-                Family::Collective => {
-                    // `<library> all_reduce x<gpus>`.
-                    let Some((lib, rest)) = f.key.split_once(" all_reduce x") else {
-                        continue;
-                    };
-                    let Ok(g) = rest.parse::<f64>() else { continue };
-                    let rank = if lib.starts_with("nccl") {
-                        if lib == "nccl half" {
-                            1
-                        } else {
-                            0
-                        }
-                    } else if lib.contains("eager") {
-                        2
-                    } else {
-                        3
-                    };
-                    match allreduce.iter_mut().find(|(x, _, _)| *x == g as i64) {
-                        Some(e) if e.2 >= rank => {}
-                        Some(e) => (e.1, e.2) = (i, rank),
-                        None => allreduce.push((g as i64, i, rank)),
-                    }
-                }
-            }
-        }
-        Index {
-            gemm,
-            allreduce: allreduce.into_iter().map(|(g, i, _)| (g, i)).collect(),
-            moe,
-            attention,
-        }
-    }
-
     /// One GPU's shard of an MoE layer (`Shape::Moe`, its kernel left empty), where
     /// the tables time its format, load and gating.
     pub fn price_moe(&self, hw: &Hardware, shape: &Shape) -> Option<f64> {
@@ -383,90 +187,6 @@ impl KernelTables {
             _ => return None,
         };
         Some(self.attention_fit(&key)?.price(hw, shape))
-    }
-
-    /// Whether the tables' per-tensor FP8 GEMMs were timed with dynamic activation
-    /// quantisation, which a served checkpoint does not run. AIConfigurator's
-    /// TensorRT-LLM collector (`collector/trtllm/collect_gemm.py`) loads an FP8
-    /// `Linear` with a weight scale and no input scale, so TensorRT-LLM's
-    /// `FP8QDQLinearMethod` drops the input scale after loading and quantises every
-    /// input per tensor at run time (`quantize_e4m3_per_tensor`: an amax reduction
-    /// over the whole activation, then the cast) before each GEMM. FP8 checkpoints
-    /// served per tensor (ModelOpt's) carry static input scales: one fused cast, as
-    /// the block-FP8 path's per-group quantisation is. Their fits show it: the
-    /// per-tensor rows' fixed cost is 12 us a GEMM on every GPU, block FP8's 2-4 us,
-    /// BF16's 3 us.
-    fn per_tensor_fp8_rows_quantise_dynamically(&self) -> bool {
-        self.engine == "trtllm"
-    }
-
-    /// Whether the tables' NVFP4 dense-GEMM rows time an untuned kernel, which a
-    /// serving engine does not run. AIConfigurator's TensorRT-LLM collector
-    /// (`collector/trtllm/collect_gemm.py` at 095f58a5) calls an NVFP4 `Linear` outside
-    /// TensorRT-LLM's `autotune()` context, so its FP4 GEMM runs the runner's default
-    /// tactic; a server autotunes every GEMM at warm-up. The rows show it: a floor of
-    /// about 20 us a GEMM on B200 at every m up to 256 (vLLM's, timed with vLLM's own
-    /// kernel selection: 11-13 us), and 60 us for Llama-3.1-70B's down projection at
-    /// 8 tokens (vLLM's: 33 us), converging within 10% of vLLM's once compute-bound.
-    pub fn nvfp4_rows_untuned(&self) -> bool {
-        self.engine == "trtllm"
-    }
-
-    /// Prices `format`'s dense GEMMs by `donor`'s fit of it (another engine's tables of
-    /// the same GPU), recorded with `why` for the cost model's line. False, and nothing
-    /// changed, where the donor has no such fit or is of another GPU.
-    pub fn borrow_gemm_fit(&mut self, format: Format, donor: &KernelTables, why: &str) -> bool {
-        if donor.hardware != self.hardware {
-            return false;
-        }
-        let Some(fit) = donor.gemm_fit(format).cloned() else {
-            return false;
-        };
-        let of_format = |f: &Fit| {
-            f.family == Family::Gemm
-                && f.key.split(',').next().and_then(Format::parse) == Some(format)
-        };
-        self.fits.retain(|f| !of_format(f));
-        self.fits.push(fit);
-        self.borrowed.push(Borrowed {
-            format,
-            from: format!("{} {}", donor.engine, donor.version),
-            why: why.to_string(),
-        });
-        self.index = OnceLock::new();
-        true
-    }
-
-    /// The fit that prices dense GEMMs of `format`, and the format it was fitted to:
-    /// the format's own, else its nearest measured one ([`Format::nearest_gemm`]).
-    /// Per-tensor FP8 GEMMs of tables that timed them with dynamic quantisation are
-    /// priced by the block-FP8 fit where there is one (same bytes and tensor rate, the
-    /// activations cast once).
-    pub fn gemm_fit_for(&self, format: Format) -> Option<(&Fit, Format)> {
-        if format == Format::Fp8 && self.per_tensor_fp8_rows_quantise_dynamically() {
-            if let Some(f) = self.gemm_fit(Format::Fp8Block) {
-                return Some((f, Format::Fp8Block));
-            }
-        }
-        match self.gemm_fit(format) {
-            Some(f) => Some((f, format)),
-            None => {
-                let near = format.nearest_gemm()?;
-                Some((self.gemm_fit(near)?, near))
-            }
-        }
-    }
-
-    /// Formats whose dense GEMMs the profile prices by another format's fit, as
-    /// `(format, priced by)`, in words for the cost-model line.
-    pub fn gemm_substitutes(&self) -> Vec<(Format, Format)> {
-        [Format::Bf16, Format::Fp8, Format::Fp8Block, Format::Nvfp4]
-            .into_iter()
-            .filter_map(|f| match self.gemm_fit_for(f) {
-                Some((_, by)) if by != f => Some((f, by)),
-                _ => None,
-            })
-            .collect()
     }
 
     /// A dense GEMM's price in `format`, where the tables time it (or its nearest).
@@ -607,36 +327,6 @@ impl KernelTables {
 mod tests {
     use super::grid::Grid;
     use super::*;
-
-    #[test]
-    fn attention_keys_read_as_the_fitter_writes_them() {
-        let d = attention_key(
-            Family::DecodeAttention,
-            "vllm_flash_attn_fa3, kv fp8, head 64, window",
-        )
-        .unwrap();
-        assert_eq!(
-            d,
-            AttnKey {
-                family: Family::DecodeAttention,
-                head_dim: 64,
-                kv_fp8: true,
-                window: true,
-                fp8: false
-            }
-        );
-        let p = attention_key(
-            Family::PrefillAttention,
-            "torch_flow, fp8, kv bf16, head 128, full",
-        )
-        .unwrap();
-        assert_eq!(
-            (p.head_dim, p.kv_fp8, p.window, p.fp8),
-            (128, false, false, true)
-        );
-        assert!(attention_key(Family::DecodeAttention, "k, kv int4, head 64, full").is_none());
-        assert!(attention_key(Family::Gemm, "k, kv bf16, head 64, full").is_none());
-    }
 
     /// A dense FP8-rate GEMM of `[m, n, k]` with operands of `a_bytes` and `b_bytes`.
     fn dense_gemm(
