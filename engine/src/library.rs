@@ -23,7 +23,7 @@ use crate::{CpuDevice, CudaDevice, EngineError, Result};
 /// What `--tables-out` does not measure yet, in words, one line each.
 pub const NOT_MEASURED: &[&str] = &[
     "block-scaled FP8 (1x128 / 128x128) and FP4 GEMMs: cuBLASLt's block-scale modes are not wired yet; twin prices them by the nearest measured format (FP8 per-tensor)",
-    "attention: no production attention library is reachable through the workspace's cudarc features (cuDNN SDPA needs its backend graph API); twin's own attention kernels are far from production speed (0.9% of HBM at decode on the H200), so no attention table is written and attention is priced by twin's kernel model",
+    "attention: no production attention library is reachable through the workspace's cudarc features (cuDNN SDPA needs its backend graph API); twin's own attention kernels are far from production speed (1.2% of HBM at decode on the H100, 0.9% on the H200), so no attention table is written and attention is priced by twin's kernel model",
     "routed experts (grouped GEMMs): no library grouped GEMM through cudarc; priced by twin's kernel model",
 ];
 
@@ -31,7 +31,8 @@ pub const NOT_MEASURED: &[&str] = &[
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum LibraryFormat {
     Bf16,
-    /// FP8 E4M3 with per-tensor scales.
+    /// FP8 E4M3 with per-tensor scales, the activations' computed (and the
+    /// activations quantized) before each GEMM.
     Fp8,
 }
 
@@ -123,7 +124,12 @@ impl LibraryTimer {
     pub fn gemm_library(&self, format: LibraryFormat) -> String {
         match self {
             LibraryTimer::Cpu(_) => "twin cpu f32 reference (not a production library)".into(),
-            LibraryTimer::Cuda(_) => format!("cublaslt {}", format.table_name()),
+            LibraryTimer::Cuda(_) => match format {
+                LibraryFormat::Bf16 => "cublaslt bfloat16".into(),
+                LibraryFormat::Fp8 => {
+                    "cublaslt fp8 + twin's dynamic per-tensor activation quantization".into()
+                }
+            },
         }
     }
 

@@ -51,6 +51,42 @@ fn moe_matches_cpu() {
 }
 
 #[test]
+fn fp8_quant_matches_cpu() {
+    let Some(mut g) = gpu() else { return };
+    // Seeded bf16 values over several magnitudes (and zeros); 3 blocks' worth and more.
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let x: Vec<u16> = (0..200_008)
+        .map(|i| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let v = ((state % 20_001) as f32 / 10_000.0 - 1.0) * 10f32.powi((i % 7) - 3);
+            kernels::dtype::f32_to_bf16(if i % 97 == 0 { 0.0 } else { v })
+        })
+        .collect();
+    let (want, want_scale) = cpu::fp8_quant(&x).unwrap();
+    let (got, got_scale) = g.run_fp8_quant(&x).unwrap();
+    assert_eq!(got_scale, want_scale);
+    // Same code, or the neighbour where the value lies exactly between two (the GPU
+    // rounds ties to even, the CPU twin to the smaller magnitude).
+    let bad: Vec<usize> = (0..x.len())
+        .filter(|&i| {
+            let (a, b) = (got[i], want[i]);
+            a != b && !((a ^ b) & 0x80 == 0 && (a & 0x7f).abs_diff(b & 0x7f) == 1)
+        })
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "{} codes differ, first at {:?}",
+        bad.len(),
+        &bad[..bad.len().min(5)]
+    );
+    let near = (0..x.len()).filter(|&i| got[i] != want[i]).count();
+    assert!(near * 1000 < x.len(), "{near} codes one step apart");
+    assert!(g.run_fp8_quant(&x[..12]).is_err());
+}
+
+#[test]
 fn attention_matches_cpu() {
     let Some(mut g) = gpu() else { return };
     for (i, mode) in [

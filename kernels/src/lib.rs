@@ -98,7 +98,15 @@ pub const LIVE: KernelSource = KernelSource {
     ],
 };
 
-static ALL: [KernelSource; 6] = [MOE_EXPERT, MLA_DECODE, INDEXER, GATHER, COPY, LIVE];
+pub const FP8_QUANT: KernelSource = KernelSource {
+    id: "fp8_quant",
+    source: cuda_source!("fp8_quant.cu"),
+    entry_points: &["fp8_amax", "fp8_quant"],
+};
+
+static ALL: [KernelSource; 7] = [
+    MOE_EXPERT, MLA_DECODE, INDEXER, GATHER, COPY, LIVE, FP8_QUANT,
+];
 
 /// Every kernel source, in a stable order.
 pub fn all() -> &'static [KernelSource] {

@@ -254,6 +254,9 @@ pub trait Backend: Send {
     fn run_indexer(&mut self, p: &IndexerProblem) -> Result<IndexerOutput>;
     /// Gathered rows.
     fn run_gather(&mut self, p: &GatherProblem) -> Result<Vec<u8>>;
+    /// Dynamic per-tensor FP8 (E4M3) codes of BF16 values and their scale
+    /// (`x.len() % 8 == 0`): the activation quantization of an FP8 linear layer.
+    fn run_fp8_quant(&mut self, x: &[u16]) -> Result<(Vec<u8>, f32)>;
     /// Device-local copy of `src` (through device memory on a GPU).
     fn run_copy(&mut self, src: &[u8]) -> Result<Vec<u8>>;
     /// Another handle on this device (context, stream, compiled kernels) with no

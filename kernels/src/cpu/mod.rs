@@ -7,12 +7,14 @@ mod gather;
 mod indexer;
 pub mod live;
 mod moe;
+mod quant;
 
 pub use attention::{attention, attention_into};
 pub use copy::{copy, gemm, stream_read};
 pub use gather::{gather, gather_into};
 pub use indexer::{indexer, indexer_scores, topk, topk_prefix};
 pub use moe::moe;
+pub use quant::fp8_quant;
 
 use crate::dtype::fp8_e4m3_to_f32;
 use std::sync::OnceLock;

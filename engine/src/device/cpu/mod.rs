@@ -421,6 +421,10 @@ impl Backend for CpuDevice {
         Ok(cpu::gather(p)?)
     }
 
+    fn run_fp8_quant(&mut self, x: &[u16]) -> Result<(Vec<u8>, f32)> {
+        Ok(kernels::cpu::fp8_quant(x)?)
+    }
+
     fn run_copy(&mut self, src: &[u8]) -> Result<Vec<u8>> {
         let mut dst = vec![0u8; src.len()];
         cpu::copy(src, &mut dst)?;

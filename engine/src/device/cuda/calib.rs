@@ -90,8 +90,9 @@ impl CudaDevice {
 
     pub(super) fn launch_moe(&self, f: &CudaFunction, d: &mut DevMoe) -> Result<()> {
         let cfg = LaunchConfig {
-            grid_dim: ((d.n_out as u32).div_ceil(8), d.touched, 1),
-            block_dim: (256, 1, 1),
+            // moe_expert.cu: MOE_WARPS (4) warps a block, MOE_ROWS (4) rows a warp.
+            grid_dim: ((d.n_out as u32).div_ceil(16), d.touched, 1),
+            block_dim: (128, 1, 1),
             shared_mem_bytes: 0,
         };
         let mut b = self.stream.launch_builder(f);

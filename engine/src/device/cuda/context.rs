@@ -54,6 +54,8 @@ pub struct CudaDevice {
     /// kept for reuse.
     pub(super) marks: Vec<CudaEvent>,
     pub(super) spare_marks: Vec<CudaEvent>,
+    /// cuBLASLt's weight copies of the last library GEMM shape (`lt.rs`).
+    pub(super) lt_weights: Option<super::lt::LtWeights>,
 }
 
 // SAFETY: the device is used by one thread at a time (it is moved into a rank's worker
@@ -148,6 +150,7 @@ impl CudaDevice {
             bufs: Slots::new(),
             marks: Vec::new(),
             spare_marks: Vec::new(),
+            lt_weights: None,
         };
         // Fail at open, not at the first kernel, when NVRTC (and a kernel cache) is missing.
         kernels::nvrtc::compile_cached(&kernels::COPY, &b.arch)?;

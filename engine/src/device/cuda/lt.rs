@@ -3,7 +3,10 @@
 //! twin's own kernels do. The weights are `N x K` row-major (as a linear layer holds
 //! them), the activations `M x K`, the output `M x N` in BF16; in cuBLASLt's
 //! column-major words `D (N x M) = W^T-stored (K x N, transposed) x X (K x M)`, the "TN"
-//! layout FP8 requires. FP8 is E4M3 with per-tensor scales (device scalars of 1.0).
+//! layout FP8 requires. FP8 is E4M3 with per-tensor scales: the weights' a constant
+//! 1.0, the activations' computed from BF16 before every GEMM by twin's dynamic
+//! quantization kernels (`quant.rs`), timed with it as a production FP8 linear layer runs
+//! (vLLM's `Fp8LinearMethod`; AIConfigurator's FP8 GEMM rows time that layer).
 //! cuBLASLt picks its own algorithm (the heuristic's first); each call is timed with
 //! CUDA events, weights and activations rotated over copies larger than the L2.
 
@@ -100,7 +103,10 @@ fn drawn_bytes(format: LibraryFormat, elements: usize, seed: u64) -> Vec<u8> {
 }
 
 /// The cuBLASLt handle, descriptors and chosen algorithm of one GEMM shape.
-fn plan(g: &LibraryGemm, scale_ptr: u64) -> Result<(Descs, sys::cublasLtMatmulHeuristicResult_t)> {
+fn plan(
+    g: &LibraryGemm,
+    (a_scale, b_scale): (u64, u64),
+) -> Result<(Descs, sys::cublasLtMatmulHeuristicResult_t)> {
     let (m, n, k) = (g.m as u64, g.n as u64, g.k as u64);
     let ab_type = match g.format {
         LibraryFormat::Bf16 => sys::cudaDataType_t::CUDA_R_16BF,
@@ -131,15 +137,17 @@ fn plan(g: &LibraryGemm, scale_ptr: u64) -> Result<(Descs, sys::cublasLtMatmulHe
         size_of::<i32>(),
     )?;
     if g.format == LibraryFormat::Fp8 {
-        for attr in [
-            sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
-            sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+        for (attr, ptr) in [
+            (
+                sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+                a_scale,
+            ),
+            (
+                sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+                b_scale,
+            ),
         ] {
-            set(
-                attr,
-                (&scale_ptr) as *const _ as *const c_void,
-                size_of::<u64>(),
-            )?;
+            set(attr, (&ptr) as *const _ as *const c_void, size_of::<u64>())?;
         }
     }
     for (t, rows, cols, ld) in [
@@ -178,55 +186,113 @@ fn plan(g: &LibraryGemm, scale_ptr: u64) -> Result<(Descs, sys::cublasLtMatmulHe
     Ok((d, heur))
 }
 
+/// Launches per timed replay: a graph (or an eager run) of this many GEMMs back to
+/// back, weights rotated over the copies, as AIConfigurator's collectors time a CUDA
+/// graph of several GEMM ops (`collector/helper.py` `benchmark_with_power`: six ops, a
+/// graph, the replay's time over the ops): a GEMM's table time is its time in a stream
+/// of kernels, not one launch's host round trip.
+const LAUNCHES_MIN: usize = 8;
+const LAUNCHES_MAX: usize = 64;
+
+/// The weight copies of the last timed `(format, n, k)`: the plan is walked shape by
+/// shape over the token counts, so each weight matrix is drawn and uploaded once.
+pub(crate) struct LtWeights {
+    key: (LibraryFormat, usize, usize),
+    copies: Vec<CudaSlice<u8>>,
+}
+
 impl CudaDevice {
     /// Times `g` through cuBLASLt: BF16 x BF16 -> BF16, or FP8 E4M3 x E4M3 -> BF16 with
-    /// per-tensor scales; FP32 accumulation.
+    /// per-tensor scales; FP32 accumulation. A CUDA graph of [`LAUNCHES_MIN`]..
+    /// [`LAUNCHES_MAX`] GEMMs on a stream of its own is replayed between CUDA events
+    /// (eager back-to-back launches where the capture fails); the sample is the
+    /// replay's time over its GEMMs.
     pub fn time_library_gemm(&mut self, g: &LibraryGemm, cfg: &TimingConfig) -> Result<Stats> {
         let (m, n, k) = (g.m, g.n, g.k);
         let elem = g.format.bytes();
-        let footprint = ((n * k + m * k) * elem) as u64;
-        let copies = if cfg.rotate {
-            crate::rotation_copies(footprint, self.info.cache_bytes, super::calib::MEM_CAP)
-        } else {
-            1
+        let rotate = |bytes: usize| {
+            if cfg.rotate {
+                crate::rotation_copies(bytes as u64, self.info.cache_bytes, super::calib::MEM_CAP)
+            } else {
+                1
+            }
         };
-        let weights: Vec<CudaSlice<u8>> = (0..copies)
-            .map(|i| self.up(NAME, &operand_bytes(g.format, n * k, 7 + i as u64)))
-            .collect::<Result<_>>()?;
-        let acts: Vec<CudaSlice<u8>> = (0..copies)
+        let (w_copies, x_copies) = (rotate(n * k * elem), rotate((n * k + m * k) * elem));
+        let key = (g.format, n, k);
+        if self
+            .lt_weights
+            .as_ref()
+            .is_none_or(|w| w.key != key || w.copies.len() != w_copies)
+        {
+            self.lt_weights = None;
+            let copies = (0..w_copies)
+                .map(|i| self.up(NAME, &operand_bytes(g.format, n * k, 7 + i as u64)))
+                .collect::<Result<_>>()?;
+            self.lt_weights = Some(LtWeights { key, copies });
+        }
+        let acts: Vec<CudaSlice<u8>> = (0..x_copies)
             .map(|i| self.up(NAME, &operand_bytes(g.format, m * k, 101 + i as u64)))
             .collect::<Result<_>>()?;
         let out = self.zeros::<u8>(NAME, m * n * 2)?;
         let workspace = self.zeros::<u8>(NAME, WORKSPACE_BYTES)?;
         let one = self.up(NAME, &[1.0f32])?;
-        let (d, heur) = plan(g, dptr(&self.stream, &one))?;
-        let (la, lb, lc) = (d.layouts[0], d.layouts[1], d.layouts[2]);
-        let (alpha, beta) = (1.0f32, 0.0f32);
-        let out_ptr = dptr(&self.stream, &out);
-        let ws_ptr = dptr(&self.stream, &workspace);
-        let stream = self.stream.cu_stream() as sys::cudaStream_t;
+        // FP8: the activations are quantized from BF16 before each GEMM (dynamic
+        // per-tensor scale, `quant.rs`), as vLLM's FP8 linear layer runs and the shipped
+        // tables' FP8 rows time it; the weights' scale is a constant 1.
+        let quant = match g.format {
+            LibraryFormat::Fp8 => {
+                let fns = self.fp8_quant_fns()?;
+                let src = self.up(NAME, &operand_bytes(LibraryFormat::Bf16, m * k, 211))?;
+                let amax = self.zeros::<u32>(NAME, 1)?;
+                let scale = self.zeros::<f32>(NAME, 1)?;
+                let op = super::quant::Fp8Quant::new(
+                    fns,
+                    m * k,
+                    dptr(&self.stream, &src),
+                    dptr(&self.stream, &amax),
+                    dptr(&self.stream, &scale),
+                );
+                Some((op, src, amax, scale))
+            }
+            LibraryFormat::Bf16 => None,
+        };
+        let one_ptr = dptr(&self.stream, &one);
+        let b_scale = quant.as_ref().map_or(one_ptr, |q| q.0.scale);
+        let (d, heur) = plan(g, (one_ptr, b_scale))?;
+        let weights = &self.lt_weights.as_ref().expect("uploaded above").copies;
         let wp: Vec<u64> = weights.iter().map(|b| dptr(&self.stream, b)).collect();
         let xp: Vec<u64> = acts.iter().map(|b| dptr(&self.stream, b)).collect();
+        let out_ptr = dptr(&self.stream, &out);
+        let ws_ptr = dptr(&self.stream, &workspace);
+        // The uploads above ran on the default stream; the timing stream does not wait
+        // for it (non-blocking).
+        self.stream.synchronize().map_err(|e| kerr(NAME, e))?;
+        let s = self.ctx.new_stream().map_err(|e| kerr(NAME, e))?;
+        let stream = s.cu_stream() as sys::cudaStream_t;
         let what = format!("{} GEMM M={m} N={n} K={k}", g.format.table_name());
-        self.time_gpu(cfg, NAME, |i| {
-            let c = i % copies;
+        let launches = wp.len().clamp(LAUNCHES_MIN, LAUNCHES_MAX);
+        let run = |j: usize| -> Result<()> {
+            if let Some((op, ..)) = &quant {
+                op.launch(&s, xp[j % xp.len()])?;
+            }
+            let (alpha, beta) = (1.0f32, 0.0f32);
             // SAFETY: A is K x N (ld K), B is K x M (ld K), D is N x M (ld N), each
             // allocated at that size above in the layouts' types; the workspace is
-            // WORKSPACE_BYTES; all on this stream.
+            // WORKSPACE_BYTES; all live until the stream is synchronised below.
             unsafe {
                 lt::matmul(
                     d.handle,
                     d.desc,
                     (&alpha) as *const f32 as *const c_void,
                     (&beta) as *const f32 as *const c_void,
-                    wp[c] as *const c_void,
-                    la,
-                    xp[c] as *const c_void,
-                    lb,
+                    wp[j % wp.len()] as *const c_void,
+                    d.layouts[0],
+                    xp[j % xp.len()] as *const c_void,
+                    d.layouts[1],
                     out_ptr as *const c_void,
-                    lc,
+                    d.layouts[2],
                     out_ptr as *mut c_void,
-                    lc,
+                    d.layouts[2],
                     &heur.algo,
                     ws_ptr as *mut c_void,
                     WORKSPACE_BYTES,
@@ -234,7 +300,84 @@ impl CudaDevice {
                 )
             }
             .map_err(|e| lterr(&what, e))
-        })
+        };
+        // One eager GEMM first: cuBLASLt loads its kernel outside the capture.
+        run(0)?;
+        s.synchronize().map_err(|e| kerr(NAME, e))?;
+        let graph = capture(&s, launches, &run);
+        let stats = time_replays(&s, cfg, launches, || match &graph {
+            Some(gr) => gr.launch().map_err(|e| kerr(NAME, e)),
+            None => (0..launches).try_for_each(&run),
+        });
+        drop(graph);
+        s.synchronize().map_err(|e| kerr(NAME, e))?;
+        stats
+    }
+}
+
+/// Times `replay` (`launches` GEMMs) on `s` between CUDA events after warm-up: a
+/// sample is a replay's time over its GEMMs.
+fn time_replays(
+    s: &std::sync::Arc<cudarc::driver::CudaStream>,
+    cfg: &TimingConfig,
+    launches: usize,
+    replay: impl Fn() -> Result<()>,
+) -> Result<Stats> {
+    for _ in 0..cfg.warmup.max(1) {
+        replay()?;
+    }
+    s.synchronize().map_err(|e| kerr(NAME, e))?;
+    let flags = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
+    let wall = std::time::Instant::now();
+    let mut samples = Vec::with_capacity(cfg.reps);
+    for _ in 0..cfg.reps.max(1) {
+        let start = s.record_event(flags).map_err(|e| kerr(NAME, e))?;
+        replay()?;
+        let end = s.record_event(flags).map_err(|e| kerr(NAME, e))?;
+        end.synchronize().map_err(|e| kerr(NAME, e))?;
+        let ms = start.elapsed_ms(&end).map_err(|e| kerr(NAME, e))?;
+        samples.push(ms as f64 / 1e3 / launches as f64);
+        if samples.len() >= cfg.min_reps && wall.elapsed().as_secs_f64() > cfg.max_seconds {
+            break;
+        }
+    }
+    Ok(Stats::from_samples(&samples))
+}
+
+/// A CUDA graph of `launches` calls of `run` captured on `s`, or None where the capture
+/// fails (the caller then launches eagerly); said once per process.
+fn capture(
+    s: &std::sync::Arc<cudarc::driver::CudaStream>,
+    launches: usize,
+    run: &dyn Fn(usize) -> Result<()>,
+) -> Option<cudarc::driver::CudaGraph> {
+    use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+    static SAID: std::sync::Once = std::sync::Once::new();
+    let say = |why: String| {
+        SAID.call_once(|| {
+            eprintln!("note: cuBLASLt GEMMs timed eagerly, back to back (no CUDA graph: {why})")
+        });
+    };
+    if let Err(e) = s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) {
+        say(e.to_string());
+        return None;
+    }
+    let launched = (0..launches).try_for_each(run);
+    let ended = s.end_capture(CUgraphInstantiate_flags(0));
+    match (launched, ended) {
+        (Ok(()), Ok(Some(g))) => Some(g),
+        (Err(e), _) => {
+            say(e.to_string());
+            None
+        }
+        (_, Err(e)) => {
+            say(e.to_string());
+            None
+        }
+        (_, Ok(None)) => {
+            say("an empty graph".into());
+            None
+        }
     }
 }
 

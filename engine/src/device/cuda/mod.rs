@@ -16,6 +16,7 @@ mod calib;
 mod context;
 mod launch;
 mod lt;
+mod quant;
 
 pub use context::arch_for;
 pub use context::CudaDevice;
@@ -500,6 +501,32 @@ impl Backend for CudaDevice {
         self.down(k, &out, p.indices.len() * p.row_bytes)
     }
 
+    fn run_fp8_quant(&mut self, x: &[u16]) -> Result<(Vec<u8>, f32)> {
+        if !x.len().is_multiple_of(8) {
+            return Err(EngineError::BadOp {
+                op: "fp8_quant".into(),
+                reason: format!("{} values: a multiple of 8 is required", x.len()),
+            });
+        }
+        let fns = self.fp8_quant_fns()?;
+        let k = "fp8_quant";
+        let xd = self.up(k, x)?;
+        let amax = self.zeros::<u32>(k, 1)?;
+        let q = self.zeros::<u8>(k, x.len())?;
+        let scale = self.zeros::<f32>(k, 1)?;
+        let op = quant::Fp8Quant::new(
+            fns,
+            x.len(),
+            dptr(&self.stream, &xd),
+            dptr(&self.stream, &amax),
+            dptr(&self.stream, &scale),
+        );
+        op.launch(&self.stream, dptr(&self.stream, &q))?;
+        let codes = self.down(k, &q, x.len())?;
+        let s = self.down(k, &scale, 1)?;
+        Ok((codes, s[0]))
+    }
+
     fn run_copy(&mut self, src: &[u8]) -> Result<Vec<u8>> {
         if !src.len().is_multiple_of(16) {
             return Err(EngineError::BadOp {
@@ -525,6 +552,7 @@ impl Backend for CudaDevice {
             bufs: Slots::new(),
             marks: Vec::new(),
             spare_marks: Vec::new(),
+            lt_weights: None,
         })
     }
 
