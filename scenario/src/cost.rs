@@ -164,10 +164,7 @@ fn engine_tables_source(
                     .map(|b| format!("; {} GEMMs by {}'s fit: {}", b.format.name(), b.from, b.why)),
             )
             .collect();
-        source = format!(
-            "{source} + {} (dense GEMMs, all-reduce, routed experts, GQA/MHA attention{by})",
-            t.describe()
-        );
+        source = format!("{source} + {} ({}{by})", t.describe(), t.covers());
         params.tables = Some(t);
     }
     if let (Some(n), Some(e)) = (note, engine) {

@@ -98,6 +98,36 @@ pub struct KernelTables {
 /// `aic-core/src/aiconfigurator_core/sdk/config.py` and the model classes at 095f58a5).
 pub const DEPLOYED_MOE_SKEW: f64 = 1.01;
 
+impl KernelTables {
+    /// What the tables price, in words, by the families their fits cover (measured
+    /// tables of dense GEMMs alone say so; everything else is twin's kernel model).
+    pub fn covers(&self) -> String {
+        let has = |f: Family| self.fits.iter().any(|x| x.family == f);
+        let mut out: Vec<&str> = Vec::new();
+        if has(Family::Gemm) {
+            out.push("dense GEMMs");
+        }
+        if has(Family::Collective) {
+            out.push("all-reduce");
+        }
+        if has(Family::Moe) {
+            out.push("routed experts");
+        }
+        if has(Family::DecodeAttention) || has(Family::PrefillAttention) {
+            out.push("GQA/MHA attention");
+        }
+        if out.is_empty() {
+            return "no kernels: all priced by twin's kernel model".into();
+        }
+        let all = out.len() == 4;
+        let mut s = out.join(", ");
+        if !all {
+            s += "; the rest by twin's kernel model";
+        }
+        s
+    }
+}
+
 impl PartialEq for KernelTables {
     fn eq(&self, o: &KernelTables) -> bool {
         (&self.system, &self.engine, &self.version, &self.fits)
