@@ -31,9 +31,10 @@
 # in BF16 and FP8, FP8 with the activations' quantization) for a DeepSeek-like MoE
 # (deepseek-v3) and a dense GQA model (llama-3.1-8b), each compared shape by shape with
 # the shipped vLLM and TensorRT-LLM tables of this GPU (DIR/compare-*.csv, median ratio
-# per format; goal: within 15%), and `forward --engine DIR` against `--engine vllm` on
-# each model's decode and prefill step, the whole step and its dense GEMMs (goal: within
-# 10%); (5) a quick calibration of twin's own kernels and their fractions of the
+# per format; goal: within 15%), laid over vLLM's shipped tables (`--base vllm`: what is
+# not measured prices as vLLM's tables do), and `forward --engine DIR` against `--engine
+# vllm` on each model's decode and prefill step, the whole step and its dense GEMMs (goal:
+# within 10%; the 2026-12-05 run was without --base); (5) a quick calibration of twin's own kernels and their fractions of the
 # roofline (printed; not a price: such a profile is refused by forward, simulate and
 # plan); (6) with LIVE=1 (the default) and time left, live runs of cpu-live-moe on
 # cuda:0: the live plan's calibration, a run and its validation (the live engine's own
@@ -144,7 +145,7 @@ if [ -x "$TWIN" ]; then
         step "calibrate --tables-out $dir ($model on $HARDWARE: cuBLASLt GEMMs, BF16 and FP8)"
         rm -rf "$dir"
         time timeout 150 "$TWIN" calibrate --device cuda:0 --tables-out "$dir" --hardware "$HARDWARE" \
-            --model "$model" --batches "$BATCHES" --quick --compare vllm,trtllm || status=1
+            --model "$model" --batches "$BATCHES" --quick --compare vllm,trtllm --base vllm || status=1
     done
     step "forward --engine <measured tables> against --engine vllm"
     d="$OUT/tables-deepseek-v3"

@@ -84,6 +84,11 @@ pub struct KernelTables {
     /// Held-out errors per family over all its keys: physics alone and corrected.
     pub checks: Vec<FamilyCheck>,
     pub fits: Vec<Fit>,
+    /// Measured tables laid over an engine's shipped ones ([`KernelTables::layered_over`]):
+    /// the engine tables that price what was not measured (their `describe`), and the
+    /// GEMM formats that were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<Base>,
     /// Formats whose dense GEMMs are priced by another engine's fit of the same GPU
     /// ([`KernelTables::borrow_gemm_fit`]); set when the tables are loaded, never
     /// stored.
@@ -99,9 +104,49 @@ pub struct KernelTables {
 pub const DEPLOYED_MOE_SKEW: f64 = 1.01;
 
 impl KernelTables {
+    /// These (measured) tables laid over `base` (an engine's shipped tables of the same
+    /// GPU): a GEMM format measured here keeps its fit here, every other fit of `base`
+    /// (GEMM formats not measured, attention, routed experts, collectives) is added,
+    /// unless these tables fit that family themselves. What priced what is kept in
+    /// [`KernelTables::base`] and said by [`KernelTables::covers`].
+    pub fn layered_over(mut self, base: &KernelTables) -> KernelTables {
+        let measured: Vec<Format> = self.fits.iter().filter_map(index::gemm_format).collect();
+        let own: Vec<Family> = self
+            .fits
+            .iter()
+            .map(|f| f.family)
+            .filter(|f| *f != Family::Gemm)
+            .collect();
+        for b in &base.fits {
+            let keep = match index::gemm_format(b) {
+                Some(f) => !measured.contains(&f),
+                None => b.family != Family::Gemm && !own.contains(&b.family),
+            };
+            if keep {
+                self.fits.push(b.clone());
+            }
+        }
+        let mut names: Vec<String> = measured.iter().map(|f| f.name().to_string()).collect();
+        names.sort();
+        names.dedup();
+        self.base = Some(Base {
+            tables: base.describe(),
+            measured_gemms: names,
+        });
+        self.index = OnceLock::new();
+        self
+    }
+
     /// What the tables price, in words, by the families their fits cover (measured
     /// tables of dense GEMMs alone say so; everything else is twin's kernel model).
     pub fn covers(&self) -> String {
+        if let Some(b) = &self.base {
+            return format!(
+                "{} GEMMs measured; the rest by {}",
+                b.measured_gemms.join(" and "),
+                b.tables
+            );
+        }
         let has = |f: Family| self.fits.iter().any(|x| x.family == f);
         let mut out: Vec<&str> = Vec::new();
         if has(Family::Gemm) {
@@ -155,10 +200,20 @@ impl KernelTables {
             source,
             checks,
             fits,
+            base: None,
             borrowed: Vec::new(),
             index: OnceLock::new(),
         }
     }
+}
+
+/// What a layered profile's own fits are, and whose tables price the rest.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Base {
+    /// The base tables (`vllm 0.24.0 kernel tables of h100_sxm (aiconfigurator@095f58a)`).
+    pub tables: String,
+    /// The GEMM formats measured (priced by this profile's own fits).
+    pub measured_gemms: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
