@@ -254,7 +254,13 @@ pub fn write_and_fit(
         calibration::profile::utc_now(),
         env!("CARGO_PKG_VERSION")
     );
-    let text = toml::to_string(&prof)?;
+    save(dir, &prof)
+}
+
+/// Writes `prof` as `dir`'s profile and returns it as read back (the text form keeps the
+/// correction grid to three decimals of its logarithm: what `--engine DIR` prices with).
+fn save(dir: &Path, prof: &KernelTables) -> Result<KernelTables> {
+    let text = toml::to_string(prof)?;
     report::write_atomic(&dir.join(PROFILE), text.as_bytes())?;
     let written: KernelTables = toml::from_str(&text)?;
     written
@@ -275,14 +281,7 @@ pub fn lay_over(dir: &Path, hw: &Hardware, prof: KernelTables, base: &str) -> Re
             note.unwrap_or_default()
         );
     };
-    let layered = prof.layered_over(&t);
-    let text = toml::to_string(&layered)?;
-    report::write_atomic(&dir.join(PROFILE), text.as_bytes())?;
-    let written: KernelTables = toml::from_str(&text)?;
-    written
-        .check()
-        .map_err(|e| anyhow::anyhow!("{}: {e}", dir.join(PROFILE).display()))?;
-    Ok(written)
+    save(dir, &prof.layered_over(&t))
 }
 
 /// What `--tables-out` did not measure and what prices it instead: twin's kernel model,
