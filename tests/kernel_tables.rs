@@ -507,3 +507,86 @@ fn tables_out_on_cuda_without_a_driver_is_a_clear_error() {
         );
     }
 }
+
+#[test]
+fn tables_laid_over_an_engines_keep_their_own_fits_and_take_the_rest() {
+    // `--from-tables ... --base vllm`: the extract's TensorRT-LLM fits (GEMMs of its
+    // formats, decode attention, MoE, collectives) stay; vLLM's H100 tables price what
+    // the extract has no fit for (prefill attention, GEMM formats it lacks), and the
+    // cost model's line says which is which.
+    let dir = tempfile::tempdir().unwrap();
+    let (own, laid) = (dir.path().join("own.toml"), dir.path().join("laid.toml"));
+    let fx = fixture();
+    for (out, base) in [(&own, None), (&laid, Some("vllm"))] {
+        let mut args = vec!["calibrate", "--from-tables", &fx];
+        args.extend(H100_TRTLLM);
+        args.extend(["--out", out.to_str().unwrap()]);
+        if let Some(b) = base {
+            args.extend(["--base", b]);
+        }
+        let o = twin(&args);
+        assert!(o.status.success(), "{}", err(&o));
+    }
+    let read = |p: &std::path::Path| -> sim::cost::tables::KernelTables {
+        toml::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+    };
+    let (own, laid) = (read(&own), read(&laid));
+    assert!(own.base.is_none());
+    let base = laid.base.as_ref().expect("a base section");
+    assert!(
+        base.tables
+            .starts_with("vllm 0.24.0 kernel tables of h100_sxm"),
+        "{base:?}"
+    );
+    // Every own fit is kept, and none of vLLM's for a family the extract fits (but GEMMs).
+    for f in &own.fits {
+        assert!(laid.fits.contains(f), "{} {}", f.family.name(), f.key);
+    }
+    let added: Vec<_> = laid.fits.iter().filter(|f| !own.fits.contains(f)).collect();
+    assert!(!added.is_empty());
+    for f in &added {
+        let owned = own.fits.iter().any(|o| o.family == f.family);
+        assert!(
+            !owned || f.family == sim::cost::tables::family::Family::Gemm,
+            "{} {}",
+            f.family.name(),
+            f.key
+        );
+    }
+    let path = dir.path().join("laid.toml");
+    let o = twin(&[
+        "forward",
+        "--hardware",
+        "h100",
+        "--model",
+        "llama-3.1-8b",
+        "--tp",
+        "1",
+        "--engine",
+        path.to_str().unwrap(),
+    ]);
+    // Checked against vLLM's shipped tables, the tables it is laid over (not twin's
+    // kernel model, against which vLLM's own attention prices 7x slower): not refused.
+    assert!(o.status.success(), "{}", err(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("decode attention, moe, collective measured; the rest by vllm 0.24.0 kernel tables of h100_sxm"),
+        "{text}"
+    );
+    // --base goes with the tables' commands only.
+    let o = twin(&[
+        "calibrate",
+        "--device",
+        "cpu",
+        "--out",
+        path.to_str().unwrap(),
+        "--base",
+        "vllm",
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        err(&o).contains("--base lays measured kernel tables over an engine's"),
+        "{}",
+        err(&o)
+    );
+}

@@ -90,7 +90,18 @@ pub fn reference(
     if what.is_empty() {
         return Ok(None);
     }
-    let shipped = engine.filter(|e| !is_path(e.trim()) && e.trim() != super::tables::OWN);
+    // A table path laid over an engine's tables (`--base`) is checked against that
+    // engine's shipped tables: what it measured against what the engine's tables price.
+    let base = match table_path {
+        Some(t) => super::tables::engine_tables(hardware, t)?
+            .0
+            .and_then(|k| k.base.as_ref().map(|b| b.engine.clone()))
+            .filter(|e| !e.is_empty()),
+        None => None,
+    };
+    let shipped = engine
+        .filter(|e| !is_path(e.trim()) && e.trim() != super::tables::OWN)
+        .or(base.as_deref());
     let params = cost_params(hardware, None, cost_sets, shipped, physics_only)?;
     let against = match (&params.tables, shipped) {
         (Some(t), _) => format!("{}'s shipped tables ({})", hardware.name, t.describe()),

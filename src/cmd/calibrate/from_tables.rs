@@ -46,7 +46,13 @@ pub struct TablesArgs {
     pub commit: String,
 }
 
-pub fn run(dir: &Path, a: &TablesArgs, out: Option<&Path>, json: bool) -> Result<()> {
+pub fn run(
+    dir: &Path,
+    a: &TablesArgs,
+    out: Option<&Path>,
+    json: bool,
+    base: Option<&str>,
+) -> Result<()> {
     let Some(system) = a.system.clone() else {
         bail!(
             "--from-tables needs --system (a folder of {}: e.g. h100_sxm)",
@@ -113,6 +119,15 @@ pub fn run(dir: &Path, a: &TablesArgs, out: Option<&Path>, json: bool) -> Result
     }
     if let Some(file) = &a.check_table {
         append_checks(file, &prof, &read)?;
+    }
+    if let Some(b) = base {
+        prof = super::tables_out::layered(&hw, prof, b)?;
+        if let Some(l) = &prof.base {
+            eprintln!(
+                "laid over {}: what these tables do not fit is priced by those",
+                l.tables
+            );
+        }
     }
     if let Some(out) = out {
         let text = toml::to_string(&prof)?;

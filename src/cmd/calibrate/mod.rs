@@ -135,7 +135,11 @@ pub fn run(args: &CalibrateArgs) -> Result<()> {
             &args.tables,
             args.out.as_deref(),
             args.json,
+            args.tables_out.base.as_deref(),
         );
+    }
+    if args.tables_out.base.is_some() {
+        anyhow::bail!("--base lays measured kernel tables over an engine's: it goes with --tables-out or --from-tables");
     }
     if let Some(trace) = &args.from_trace {
         // A live run's own op trace with --out: the live engine's op costs fitted from

@@ -61,12 +61,12 @@ pub struct TablesOutArgs {
     /// DIR/compare-ENGINE.csv, with the median ratio per format printed.
     #[arg(long, value_delimiter = ',', requires = "tables_out")]
     pub compare: Vec<String>,
-    /// With --tables-out: lay the measured tables over this engine's shipped tables of
-    /// the same GPU (vllm, trtllm, ENGINE@VERSION): the measured GEMM formats price by
-    /// the measurements, everything not measured (block-scaled and FP4 GEMMs,
-    /// attention, routed experts, collectives) by the engine's tables instead of twin's
-    /// kernel model.
-    #[arg(long, value_name = "ENGINE", requires = "tables_out")]
+    /// With --tables-out or --from-tables: lay the measured tables over this engine's
+    /// shipped tables of the same GPU (vllm, trtllm, ENGINE@VERSION): what was measured
+    /// prices by the measurements (a GEMM format, an op family), everything else
+    /// (block-scaled and FP4 GEMMs, attention, routed experts, collectives, where not
+    /// measured) by the engine's tables instead of twin's kernel model.
+    #[arg(long, value_name = "ENGINE")]
     pub base: Option<String>,
 }
 
@@ -273,6 +273,11 @@ fn save(dir: &Path, prof: &KernelTables) -> Result<KernelTables> {
 /// `dir`'s profile (the measured rows stay under `dir` for a refit); returns it as
 /// written.
 pub fn lay_over(dir: &Path, hw: &Hardware, prof: KernelTables, base: &str) -> Result<KernelTables> {
+    save(dir, &layered(hw, prof, base)?)
+}
+
+/// `prof` laid over `base`'s shipped tables of `hw` (`--base ENGINE`).
+pub fn layered(hw: &Hardware, prof: KernelTables, base: &str) -> Result<KernelTables> {
     let (tables, note) = scenario::tables::engine_tables(hw, base)?;
     let Some(t) = tables else {
         bail!(
@@ -281,7 +286,7 @@ pub fn lay_over(dir: &Path, hw: &Hardware, prof: KernelTables, base: &str) -> Re
             note.unwrap_or_default()
         );
     };
-    save(dir, &prof.layered_over(&t))
+    Ok(prof.layered_over(&t))
 }
 
 /// What `--tables-out` did not measure and what prices it instead: twin's kernel model,

@@ -111,12 +111,14 @@ impl KernelTables {
     /// [`KernelTables::base`] and said by [`KernelTables::covers`].
     pub fn layered_over(mut self, base: &KernelTables) -> KernelTables {
         let measured: Vec<Format> = self.fits.iter().filter_map(index::gemm_format).collect();
-        let own: Vec<Family> = self
+        let mut own: Vec<Family> = self
             .fits
             .iter()
             .map(|f| f.family)
             .filter(|f| *f != Family::Gemm)
             .collect();
+        own.sort();
+        own.dedup();
         for b in &base.fits {
             let keep = match index::gemm_format(b) {
                 Some(f) => !measured.contains(&f),
@@ -131,7 +133,9 @@ impl KernelTables {
         names.dedup();
         self.base = Some(Base {
             tables: base.describe(),
+            engine: format!("{}@{}", base.engine, base.version),
             measured_gemms: names,
+            measured_families: own.iter().map(|f| f.name().to_string()).collect(),
         });
         self.index = OnceLock::new();
         self
@@ -141,11 +145,12 @@ impl KernelTables {
     /// tables of dense GEMMs alone say so; everything else is twin's kernel model).
     pub fn covers(&self) -> String {
         if let Some(b) = &self.base {
-            return format!(
-                "{} GEMMs measured; the rest by {}",
-                b.measured_gemms.join(" and "),
-                b.tables
-            );
+            let mut own = Vec::new();
+            if !b.measured_gemms.is_empty() {
+                own.push(format!("{} GEMMs", b.measured_gemms.join(" and ")));
+            }
+            own.extend(b.measured_families.iter().cloned());
+            return format!("{} measured; the rest by {}", own.join(", "), b.tables);
         }
         let has = |f: Family| self.fits.iter().any(|x| x.family == f);
         let mut out: Vec<&str> = Vec::new();
@@ -212,8 +217,15 @@ impl KernelTables {
 pub struct Base {
     /// The base tables (`vllm 0.24.0 kernel tables of h100_sxm (aiconfigurator@095f58a)`).
     pub tables: String,
+    /// Their engine as `--engine` names it (`vllm@0.24.0`): what the profile's measured
+    /// fits are checked against (never silently worse).
+    #[serde(default)]
+    pub engine: String,
     /// The GEMM formats measured (priced by this profile's own fits).
     pub measured_gemms: Vec<String>,
+    /// The other op families this profile fits itself (`decode attention`, `moe`, ...).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub measured_families: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
