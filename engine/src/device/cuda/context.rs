@@ -217,36 +217,9 @@ impl CudaDevice {
         &self,
         cfg: &TimingConfig,
         kernel: &str,
-        mut launch: impl FnMut(usize) -> Result<()>,
+        launch: impl FnMut(usize) -> Result<()>,
     ) -> Result<Stats> {
-        let mut i = 0;
-        for _ in 0..cfg.warmup {
-            launch(i)?;
-            i += 1;
-        }
-        self.stream.synchronize().map_err(|e| kerr(kernel, e))?;
-        let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
-        let wall = Instant::now();
-        let mut samples = Vec::with_capacity(cfg.reps);
-        for _ in 0..cfg.reps.max(1) {
-            let start = self
-                .stream
-                .record_event(flags)
-                .map_err(|e| kerr(kernel, e))?;
-            launch(i)?;
-            i += 1;
-            let end = self
-                .stream
-                .record_event(flags)
-                .map_err(|e| kerr(kernel, e))?;
-            end.synchronize().map_err(|e| kerr(kernel, e))?;
-            let ms = start.elapsed_ms(&end).map_err(|e| kerr(kernel, e))?;
-            samples.push(ms as f64 / 1e3);
-            if samples.len() >= cfg.min_reps && wall.elapsed().as_secs_f64() > cfg.max_seconds {
-                break;
-            }
-        }
-        Ok(Stats::from_samples(&samples))
+        time_events(&self.stream, cfg, kernel, 1, launch)
     }
 
     /// Splits of the split-KV attention decode over `rows` rows of `heads` heads reading
@@ -302,6 +275,41 @@ impl CudaDevice {
         unsafe { lb.launch(cfg) }.map_err(|e| kerr(entry, e))?;
         Ok(())
     }
+}
+
+/// Times `launch(i)` on `stream` with CUDA events around each call, after
+/// `cfg.warmup` calls: a sample is a call's time over the `per_call` operations it
+/// runs (a CUDA graph of several GEMMs, say), until `cfg.reps` samples or, past
+/// `cfg.min_reps`, `cfg.max_seconds`.
+pub(super) fn time_events(
+    stream: &Arc<CudaStream>,
+    cfg: &TimingConfig,
+    kernel: &str,
+    per_call: usize,
+    mut launch: impl FnMut(usize) -> Result<()>,
+) -> Result<Stats> {
+    let mut i = 0;
+    for _ in 0..cfg.warmup {
+        launch(i)?;
+        i += 1;
+    }
+    stream.synchronize().map_err(|e| kerr(kernel, e))?;
+    let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
+    let wall = Instant::now();
+    let mut samples = Vec::with_capacity(cfg.reps);
+    for _ in 0..cfg.reps.max(1) {
+        let start = stream.record_event(flags).map_err(|e| kerr(kernel, e))?;
+        launch(i)?;
+        i += 1;
+        let end = stream.record_event(flags).map_err(|e| kerr(kernel, e))?;
+        end.synchronize().map_err(|e| kerr(kernel, e))?;
+        let ms = start.elapsed_ms(&end).map_err(|e| kerr(kernel, e))?;
+        samples.push(ms as f64 / 1e3 / per_call.max(1) as f64);
+        if samples.len() >= cfg.min_reps && wall.elapsed().as_secs_f64() > cfg.max_seconds {
+            break;
+        }
+    }
+    Ok(Stats::from_samples(&samples))
 }
 
 /// A kernel argument.

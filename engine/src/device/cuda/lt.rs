@@ -10,7 +10,7 @@
 //! cuBLASLt picks its own algorithm (the heuristic's first); each call is timed with
 //! CUDA events, weights and activations rotated over copies larger than the L2.
 
-use super::context::{kerr, CudaDevice};
+use super::context::{kerr, time_events, CudaDevice};
 use super::dptr;
 use crate::library::{LibraryFormat, LibraryGemm};
 use crate::stats::{Stats, TimingConfig};
@@ -241,23 +241,14 @@ impl CudaDevice {
         // tables' FP8 rows time it; the weights' scale is a constant 1.
         let quant = match g.format {
             LibraryFormat::Fp8 => {
-                let fns = self.fp8_quant_fns()?;
                 let src = self.up(NAME, &operand_bytes(LibraryFormat::Bf16, m * k, 211))?;
-                let amax = self.zeros::<u32>(NAME, 1)?;
-                let scale = self.zeros::<f32>(NAME, 1)?;
-                let op = super::quant::Fp8Quant::new(
-                    fns,
-                    m * k,
-                    dptr(&self.stream, &src),
-                    dptr(&self.stream, &amax),
-                    dptr(&self.stream, &scale),
-                );
-                Some((op, src, amax, scale))
+                let op = self.fp8_quant(dptr(&self.stream, &src), m * k)?;
+                Some((op, src))
             }
             LibraryFormat::Bf16 => None,
         };
         let one_ptr = dptr(&self.stream, &one);
-        let b_scale = quant.as_ref().map_or(one_ptr, |q| q.0.scale);
+        let b_scale = quant.as_ref().map_or(one_ptr, |q| q.0.scale_ptr);
         let (d, heur) = plan(g, (one_ptr, b_scale))?;
         let weights = &self.lt_weights.as_ref().expect("uploaded above").copies;
         let wp: Vec<u64> = weights.iter().map(|b| dptr(&self.stream, b)).collect();
@@ -305,7 +296,12 @@ impl CudaDevice {
         run(0)?;
         s.synchronize().map_err(|e| kerr(NAME, e))?;
         let graph = capture(&s, launches, &run);
-        let stats = time_replays(&s, cfg, launches, || match &graph {
+        // At least one replay before timing (a graph's first launch uploads it).
+        let warm = TimingConfig {
+            warmup: cfg.warmup.max(1),
+            ..*cfg
+        };
+        let stats = time_events(&s, &warm, NAME, launches, |_| match &graph {
             Some(gr) => gr.launch().map_err(|e| kerr(NAME, e)),
             None => (0..launches).try_for_each(&run),
         });
@@ -313,35 +309,6 @@ impl CudaDevice {
         s.synchronize().map_err(|e| kerr(NAME, e))?;
         stats
     }
-}
-
-/// Times `replay` (`launches` GEMMs) on `s` between CUDA events after warm-up: a
-/// sample is a replay's time over its GEMMs.
-fn time_replays(
-    s: &std::sync::Arc<cudarc::driver::CudaStream>,
-    cfg: &TimingConfig,
-    launches: usize,
-    replay: impl Fn() -> Result<()>,
-) -> Result<Stats> {
-    for _ in 0..cfg.warmup.max(1) {
-        replay()?;
-    }
-    s.synchronize().map_err(|e| kerr(NAME, e))?;
-    let flags = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
-    let wall = std::time::Instant::now();
-    let mut samples = Vec::with_capacity(cfg.reps);
-    for _ in 0..cfg.reps.max(1) {
-        let start = s.record_event(flags).map_err(|e| kerr(NAME, e))?;
-        replay()?;
-        let end = s.record_event(flags).map_err(|e| kerr(NAME, e))?;
-        end.synchronize().map_err(|e| kerr(NAME, e))?;
-        let ms = start.elapsed_ms(&end).map_err(|e| kerr(NAME, e))?;
-        samples.push(ms as f64 / 1e3 / launches as f64);
-        if samples.len() >= cfg.min_reps && wall.elapsed().as_secs_f64() > cfg.max_seconds {
-            break;
-        }
-    }
-    Ok(Stats::from_samples(&samples))
 }
 
 /// A CUDA graph of `launches` calls of `run` captured on `s`, or None where the capture

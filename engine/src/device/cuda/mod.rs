@@ -508,22 +508,13 @@ impl Backend for CudaDevice {
                 reason: format!("{} values: a multiple of 8 is required", x.len()),
             });
         }
-        let fns = self.fp8_quant_fns()?;
         let k = "fp8_quant";
         let xd = self.up(k, x)?;
-        let amax = self.zeros::<u32>(k, 1)?;
         let q = self.zeros::<u8>(k, x.len())?;
-        let scale = self.zeros::<f32>(k, 1)?;
-        let op = quant::Fp8Quant::new(
-            fns,
-            x.len(),
-            dptr(&self.stream, &xd),
-            dptr(&self.stream, &amax),
-            dptr(&self.stream, &scale),
-        );
+        let op = self.fp8_quant(dptr(&self.stream, &xd), x.len())?;
         op.launch(&self.stream, dptr(&self.stream, &q))?;
         let codes = self.down(k, &q, x.len())?;
-        let s = self.down(k, &scale, 1)?;
+        let s = self.down(k, &op.scale, 1)?;
         Ok((codes, s[0]))
     }
 
