@@ -148,13 +148,26 @@ pub(super) fn inferencex_settings(row: &Row, engine: EngineName, conc: u32) -> E
         //
         // On Blackwell, `--scheduler-recv-interval 30` from 16 users up, 10 below
         // (`qwen3.5_{fp8,bf16,fp4}_b200.sh` from their first version, efd49e50 of
-        // 2026-03-03, to 626932a1 of 2026-03-27, after the rows; the B300 rows ran before
-        // B300 scripts existed, 2026-04-17, and are taken as B200's). The H200 script
-        // sets none.
+        // 2026-03-03, to 626932a1 of 2026-03-27, after the rows). The H200 script sets
+        // none. The B300 rows of SGLang 0.5.9 ran before B300 scripts existed and are
+        // taken as B200's; those of 0.5.10 ran the B300 configs added on 2026-04-17
+        // with that image (`qwen3.5-{fp8,fp4,bf16}-b300-sglang`): the FP8 script
+        // (c0f62a2e) polls every 10 iterations at every concurrency with
+        // `--mem-fraction-static 0.8`, the NVFP4 one (8acbd08b) keeps the B200 rule
+        // with 0.8, the BF16 one (32274d6c) the rule with 0.82.
         ("Qwen/Qwen3.5-397B-A17B", EngineName::Sglang) => {
             s.memory_fraction = Some(0.82);
-            if row.system != "h200_sxm" {
+            let b300_config =
+                row.system == "b300_sxm" && row.silicon_data_source.contains("v0.5.10");
+            if row.system == "h200_sxm" {
+            } else if b300_config && row.precision == "fp8" {
+                s.scheduler_recv_interval = Some(10);
+                s.memory_fraction = Some(0.8);
+            } else {
                 s.scheduler_recv_interval = Some(if conc >= 16 { 30 } else { 10 });
+                if b300_config && row.precision == "fp4" {
+                    s.memory_fraction = Some(0.8);
+                }
             }
         }
         _ => {}

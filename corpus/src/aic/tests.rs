@@ -82,19 +82,40 @@ fn an_inferencex_qwen35_sglang_row_carries_its_scripts_receive_interval() {
     let row = |id: &str, system: &str, conc: u32| {
         format!("{id},source_file=2026-03-25.csv; silicon_concurrency={conc},sglang,0.5.9,Qwen/Qwen3.5-397B-A17B,{system},fp8,agg,1024,1024,fp8,fp8_block,{conc},8,1,1,8,8,,,,,,,,,,,,,,,300.0,10.0")
     };
+    // The B300 configs of SGLang 0.5.10: the FP8 script polls every 10 iterations at
+    // any concurrency, with 0.8 of the memory; the NVFP4 script keeps the rule.
+    let b300 = |id: &str, precision: &str, conc: u32, ttft: f64| {
+        format!("{id},db-dump/2026-04-27; config_id=716; silicon_concurrency={conc}; measured=2026-04-17T00:00:00.000Z; workflow_run_id=765; lmsysorg/sglang:v0.5.10.post1-cu130,sglang,0.5.10.post1,Qwen/Qwen3.5-397B-A17B,b300_sxm,{precision},agg,1024,1024,{precision},{precision},{conc},4,1,1,4,1,,,,,,,,,,,,,,,{ttft},10.0")
+    };
     let text = csv(&[
         &row("a_c64_tp8_0_ep8_0_1", "b200_sxm", 64),
         &row("b_c8_tp8_0_ep8_0_2", "b300_sxm", 8),
         &row("c_c64_tp8_0_ep8_0_3", "h200_sxm", 64),
+        &b300("d_c64_cfg716", "fp8", 64, 310.0),
+        &b300("e_c64_cfg736", "fp4", 64, 320.0),
     ]);
     let imp = import(&text).unwrap();
     assert!(imp.refused.is_empty(), "{:?}", imp.refused);
-    let every: Vec<Option<u32>> = imp
+    let every: Vec<(Option<u32>, Option<f64>)> = imp
         .records
         .iter()
-        .map(|r| r.engine.settings.scheduler_recv_interval)
+        .map(|r| {
+            (
+                r.engine.settings.scheduler_recv_interval,
+                r.engine.settings.memory_fraction,
+            )
+        })
         .collect();
-    assert_eq!(every, [Some(30), Some(10), None]);
+    assert_eq!(
+        every,
+        [
+            (Some(30), Some(0.82)),
+            (Some(10), Some(0.82)),
+            (None, Some(0.82)),
+            (Some(10), Some(0.8)),
+            (Some(30), Some(0.8)),
+        ]
+    );
 }
 
 /// An InferenceX row measured after the warm-up was added: lengths uniform on
