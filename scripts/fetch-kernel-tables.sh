@@ -12,17 +12,8 @@ src=${1:?usage: $0 AIC_GIT_DIR OUT [COMMIT]}
 out=${2:?usage: $0 AIC_GIT_DIR OUT [COMMIT]}
 commit=${3:-095f58a51c4ca8e61b66ec108d86f223f8d559ce}
 base=aic-core/src/aiconfigurator_core/systems/data
-# gpu engine version, one set per line.
-sets="h100_sxm trtllm 1.3.0rc20
-h200_sxm trtllm 1.3.0rc20
-b200_sxm trtllm 1.3.0rc20
-gb200 trtllm 1.3.0rc20
-gb300 trtllm 1.3.0rc20
-h100_sxm vllm 0.24.0
-h200_sxm vllm 0.24.0
-b200_sxm vllm 0.24.0
-gb200 vllm 0.24.0
-gb300 vllm 0.24.0"
+# gpu engine version, one set per line (scripts/kernel-table-sets.txt).
+sets=$(grep -v '^#' "$(dirname "$0")/kernel-table-sets.txt" | awk 'NF { print $1, $3, $4 }')
 mkdir -p "$out"
 git -C "$src" show "$commit:LICENSE" > "$out/LICENSE"
 n=0

@@ -13,22 +13,11 @@ notes=docs/measured/kernel-tables
 checks=scenarios/published/kernel-tables-measured.csv
 mkdir -p "$out" "$notes"
 rm -f "$checks"
-while read -r system hw engine version; do
+while read -r system hw engine version check; do
   name="$hw-$engine-$version"
   echo "== $name"
   "$twin" calibrate --from-tables "$tables" --system "$system" --engine "$engine" \
-    --engine-version "$version" --out "$out/$name.toml.gz" --check-table "$checks" \
-    > "$notes/$name.txt"
+    --engine-version "$version" --out "$out/$name.toml.gz" \
+    ${check:+--check-table "$checks"} > "$notes/$name.txt"
   sed -n 3,8p "$notes/$name.txt"
-done <<'SETS'
-h100_sxm h100 trtllm 1.3.0rc20
-h200_sxm h200 trtllm 1.3.0rc20
-b200_sxm b200 trtllm 1.3.0rc20
-gb200 gb200 trtllm 1.3.0rc20
-gb300 gb300 trtllm 1.3.0rc20
-h100_sxm h100 vllm 0.24.0
-h200_sxm h200 vllm 0.24.0
-b200_sxm b200 vllm 0.24.0
-gb200 gb200 vllm 0.24.0
-gb300 gb300 vllm 0.24.0
-SETS
+done < <(grep -v '^#' "$(dirname "$0")/kernel-table-sets.txt" | awk 'NF')

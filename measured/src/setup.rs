@@ -159,11 +159,12 @@ fn imported(rec: &RunRecord, base: &Base) -> Result<spec::model::Model, String> 
     Ok(model)
 }
 
-/// The engine whose shipped kernel tables price a record's kernels on `hw`, and why:
-/// its own where shipped; SGLang's runs on vLLM's (both run FlashInfer/FlashAttention
-/// attention and CUTLASS/DeepGEMM GEMMs; no SGLang tables are shipped); else twin's
-/// own kernel model.
-fn tables_engine(rec: &RunRecord, hw: &str) -> (Option<&'static str>, String) {
+/// The engine (with the record's version, whose nearest shipped tables price it) whose
+/// shipped kernel tables price a record's kernels on `hw`, and why: its own where
+/// shipped; SGLang's runs without SGLang tables on vLLM's (both run
+/// FlashInfer/FlashAttention attention and CUTLASS/DeepGEMM GEMMs); else twin's own
+/// kernel model.
+fn tables_engine(rec: &RunRecord, hw: &str) -> (Option<String>, String) {
     let shipped = scenario::tables::shipped();
     let from = scenario::load_hardware(hw, &[])
         .ok()
@@ -174,13 +175,19 @@ fn tables_engine(rec: &RunRecord, hw: &str) -> (Option<&'static str>, String) {
             .any(|(h, en, _)| (h == hw || Some(h) == from.as_ref()) && en == e)
     };
     let own = rec.engine.name.key();
+    // A release's number picks the nearest shipped tables; a nightly or a named build
+    // (`nightly-dev-...`, `gpt-oss-dev`) takes the latest, as an unversioned record does.
+    let versioned = |e: &str| match rec.engine.version.as_deref() {
+        Some(v) if e == own && v.starts_with(|c: char| c.is_ascii_digit()) => format!("{e}@{v}"),
+        _ => e.to_string(),
+    };
     if has(own) {
-        return (Some(own), String::new());
+        return (Some(versioned(own)), String::new());
     }
     if rec.engine.name == EngineName::Sglang && has("vllm") {
         return (
-            Some("vllm"),
-            "; no SGLang kernel tables are shipped: vLLM's price its kernels".into(),
+            Some("vllm".into()),
+            "; no SGLang kernel tables of this GPU are shipped: vLLM's price its kernels".into(),
         );
     }
     (
@@ -201,8 +208,8 @@ fn pricing(
     let own = rec.engine.name.key();
     let key = format!("{}|{own}|{tables:?}", hw.name);
     cached(&cache.params, &key, || {
-        let mut p =
-            scenario::cost_params(hw, None, &[], tables, true).map_err(|e| format!("{e:#}"))?;
+        let mut p = scenario::cost_params(hw, None, &[], tables.as_deref(), true)
+            .map_err(|e| format!("{e:#}"))?;
         if let Some(h) = sim::cost::host::Host::of_engine(own) {
             p.host = h;
         }

@@ -53,16 +53,16 @@ pub fn engine_tables(hw: &Hardware, choice: &str) -> Result<EngineTables> {
         Some((e, v)) => (e, Some(v)),
         None => (choice, None),
     };
-    let gpu = tables_gpu(hw);
+    let gpu = tables_gpu(hw, engine);
     let Some(nearest) = nearest_shipped(&gpu, engine, version) else {
-        // SGLang's nearest: vLLM's tables (no SGLang tables are shipped), as the runs
-        // corpus prices SGLang's runs (measured/src/setup.rs).
+        // SGLang without tables of its own on this GPU: vLLM's, as the runs corpus
+        // prices such runs (measured/src/setup.rs).
         if engine == "sglang" {
-            if let Some(v) = nearest_shipped(&gpu, "vllm", None) {
+            if let Some(v) = nearest_shipped(&tables_gpu(hw, "vllm"), "vllm", None) {
                 return Ok((
                     Some(load(hw, &format!("vllm@{v}"))?),
                     Some(format!(
-                        "kernels priced by vLLM {v}'s tables, the nearest shipped for {}: no SGLang tables are shipped, and both engines run FlashInfer/FlashAttention attention and CUTLASS/DeepGEMM GEMMs",
+                        "kernels priced by vLLM {v}'s tables, the nearest shipped for {}: no SGLang tables of it are shipped, and both engines run FlashInfer/FlashAttention attention and CUTLASS/DeepGEMM GEMMs",
                         hw.name
                     )),
                 ));
@@ -97,10 +97,10 @@ pub fn engine_tables(hw: &Hardware, choice: &str) -> Result<EngineTables> {
     Ok((Some(load(hw, &named)?), note))
 }
 
-/// The GPU whose shipped tables price `hw`: its own, else those of the GPU it carries
-/// its kernels from (`kernels_from`, carried by datasheet ratio in `load`).
-fn tables_gpu(hw: &Hardware) -> String {
-    let has = |g: &str| shipped().iter().any(|(h, _, _)| h == g);
+/// The GPU whose shipped tables of `engine` price `hw`: its own, else those of the GPU
+/// it carries its kernels from (`kernels_from`, carried by datasheet ratio in `load`).
+fn tables_gpu(hw: &Hardware, engine: &str) -> String {
+    let has = |g: &str| shipped().iter().any(|(h, e, _)| h == g && e == engine);
     match hw.kernels_from.as_deref() {
         Some(from) if !has(&hw.name) && has(from) => from.to_string(),
         _ => hw.name.clone(),
@@ -210,7 +210,7 @@ fn borrow_nvfp4(hw: &Hardware, t: &mut KernelTables) -> Result<()> {
     if !t.nvfp4_rows_untuned() || t.gemm_fit(Format::Nvfp4).is_none() {
         return Ok(());
     }
-    let Some(v) = nearest_shipped(&tables_gpu(hw), "vllm", None) else {
+    let Some(v) = nearest_shipped(&tables_gpu(hw, "vllm"), "vllm", None) else {
         return Ok(());
     };
     let donor = load(hw, &format!("vllm@{v}"))?;

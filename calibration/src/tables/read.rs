@@ -278,6 +278,13 @@ fn shape_of(
     path: &Path,
 ) -> Result<std::result::Result<Shape, String>> {
     let n = |c: &str| num(r, c, path);
+    // Tables from collectors that recorded no `window_size` (SGLang's 0.5.6-0.5.9, before
+    // `collector/sglang/collect_attn.py` took sliding windows) time full attention: a
+    // window of 0.
+    let window = || match r.get("window_size") {
+        None => Ok(0.0),
+        Some(_) => n("window_size"),
+    };
     let kernel = || kernel_of(r, path);
     let fp8 = |c: &str| text(r, c, path).map(|d| d == "fp8");
     Ok(Ok(match kind {
@@ -307,7 +314,7 @@ fn shape_of(
             kv_heads: n("num_key_value_heads")?,
             head_dim: n("head_dim")?,
             context: n("step")? + n("isl")?,
-            window: n("window_size")?,
+            window: window()?,
             kv_fp8: fp8("kv_cache_dtype")?,
         },
         Kind::Prefill => Shape::PrefillAttention {
@@ -317,7 +324,7 @@ fn shape_of(
             heads: n("num_heads")?,
             kv_heads: n("num_key_value_heads")?,
             head_dim: n("head_dim")?,
-            window: n("window_size")?,
+            window: window()?,
             fp8: fp8("attn_dtype")?,
             kv_fp8: fp8("kv_cache_dtype")?,
         },
@@ -465,5 +472,45 @@ mod tests {
         let t = read_gemms("trtllm");
         assert_eq!(t.rows.len(), 2);
         assert!(t.skipped.is_empty());
+    }
+
+    /// SGLang's attention tables of 0.5.6-0.5.9 have no `window_size` column: their
+    /// rows read as full attention (a window of 0); vLLM's keep theirs.
+    #[test]
+    fn attention_rows_without_a_window_column_read_as_full_attention() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("h200_sxm/attention/sglang/0.5.9");
+        std::fs::create_dir_all(&dir).unwrap();
+        let head = "framework,version,device,op_name,kernel_source,batch_size,isl,num_heads,num_key_value_heads,head_dim,beam_width,attn_dtype,kv_cache_dtype,step";
+        std::fs::write(
+            dir.join("generation_attention_perf.csv"),
+            format!("{head},latency\nx,1,h200,generation_attention,flash_attention,8,1024,32,8,128,1,bfloat16,bfloat16,1,0.02\n"),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("context_attention_perf.csv"),
+            format!("{head},latency\nx,1,h200,context_attention,flash_attention,1,4096,32,8,128,1,bfloat16,fp8,0,0.5\n"),
+        )
+        .unwrap();
+        let sel = Selection {
+            system: "h200_sxm".into(),
+            engine: "sglang".into(),
+            version: "0.5.9".into(),
+        };
+        let r = read(root.path(), &sel).unwrap();
+        assert_eq!(r.rows.len(), 2, "skipped: {:?}", r.skipped);
+        for row in &r.rows {
+            match row.shape {
+                Shape::DecodeAttention {
+                    window, context, ..
+                } => {
+                    assert_eq!((window, context), (0.0, 1025.0))
+                }
+                Shape::PrefillAttention { window, kv_fp8, .. } => {
+                    assert_eq!((window, kv_fp8), (0.0, true))
+                }
+                ref other => panic!("not attention: {other:?}"),
+            }
+        }
     }
 }
