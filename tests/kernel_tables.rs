@@ -516,21 +516,8 @@ fn tables_laid_over_an_engines_keep_their_own_fits_and_take_the_rest() {
     // cost model's line says which is which.
     let dir = tempfile::tempdir().unwrap();
     let (own, laid) = (dir.path().join("own.toml"), dir.path().join("laid.toml"));
-    let fx = fixture();
-    for (out, base) in [(&own, None), (&laid, Some("vllm"))] {
-        let mut args = vec!["calibrate", "--from-tables", &fx];
-        args.extend(H100_TRTLLM);
-        args.extend(["--out", out.to_str().unwrap()]);
-        if let Some(b) = base {
-            args.extend(["--base", b]);
-        }
-        let o = twin(&args);
-        assert!(o.status.success(), "{}", err(&o));
-    }
-    let read = |p: &std::path::Path| -> sim::cost::tables::KernelTables {
-        toml::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
-    };
-    let (own, laid) = (read(&own), read(&laid));
+    calibrate_own_and_laid(&own, &laid);
+    let (own, laid) = (read_tables(&own), read_tables(&laid));
     assert!(own.base.is_none());
     let base = laid.base.as_ref().expect("a base section");
     assert!(
@@ -539,20 +526,7 @@ fn tables_laid_over_an_engines_keep_their_own_fits_and_take_the_rest() {
         "{base:?}"
     );
     // Every own fit is kept, and none of vLLM's for a family the extract fits (but GEMMs).
-    for f in &own.fits {
-        assert!(laid.fits.contains(f), "{} {}", f.family.name(), f.key);
-    }
-    let added: Vec<_> = laid.fits.iter().filter(|f| !own.fits.contains(f)).collect();
-    assert!(!added.is_empty());
-    for f in &added {
-        let owned = own.fits.iter().any(|o| o.family == f.family);
-        assert!(
-            !owned || f.family == sim::cost::tables::family::Family::Gemm,
-            "{} {}",
-            f.family.name(),
-            f.key
-        );
-    }
+    assert_laid_keeps_own_fits(&own, &laid);
     let path = dir.path().join("laid.toml");
     let o = twin(&[
         "forward",
@@ -574,6 +548,54 @@ fn tables_laid_over_an_engines_keep_their_own_fits_and_take_the_rest() {
         "{text}"
     );
     // --base goes with the tables' commands only.
+    assert_base_is_refused_without_tables(&path);
+}
+
+/// Calibrates the H100 TensorRT-LLM extract into `own` (no base) and into `laid`
+/// (laid over vLLM's tables), asserting both succeed.
+fn calibrate_own_and_laid(own: &std::path::Path, laid: &std::path::Path) {
+    let fx = fixture();
+    for (out, base) in [(own, None), (laid, Some("vllm"))] {
+        let mut args = vec!["calibrate", "--from-tables", &fx];
+        args.extend(H100_TRTLLM);
+        args.extend(["--out", out.to_str().unwrap()]);
+        if let Some(b) = base {
+            args.extend(["--base", b]);
+        }
+        let o = twin(&args);
+        assert!(o.status.success(), "{}", err(&o));
+    }
+}
+
+/// Reads a kernel-tables file.
+fn read_tables(p: &std::path::Path) -> sim::cost::tables::KernelTables {
+    toml::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+/// Asserts that `laid` keeps every fit of `own` and adds some, none of them (but
+/// GEMMs) of a family `own` fits.
+fn assert_laid_keeps_own_fits(
+    own: &sim::cost::tables::KernelTables,
+    laid: &sim::cost::tables::KernelTables,
+) {
+    for f in &own.fits {
+        assert!(laid.fits.contains(f), "{} {}", f.family.name(), f.key);
+    }
+    let added: Vec<_> = laid.fits.iter().filter(|f| !own.fits.contains(f)).collect();
+    assert!(!added.is_empty());
+    for f in &added {
+        let owned = own.fits.iter().any(|o| o.family == f.family);
+        assert!(
+            !owned || f.family == sim::cost::tables::family::Family::Gemm,
+            "{} {}",
+            f.family.name(),
+            f.key
+        );
+    }
+}
+
+/// Asserts that `--base` on a command other than the tables' is refused, saying why.
+fn assert_base_is_refused_without_tables(path: &std::path::Path) {
     let o = twin(&[
         "calibrate",
         "--device",

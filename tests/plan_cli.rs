@@ -139,31 +139,16 @@ fn shards_merge_into_the_unsharded_answer() {
     };
     let base = small_plan(&["--slo", "tpot_p90_ms=20"]);
     for i in 0..2 {
-        let mut a = base.clone();
-        a.extend(["--shard".into(), format!("{i}/2"), "--out".into(), out(i)]);
-        let o = twin(&a);
+        let o = twin(&sharded(&base, &format!("{i}/2"), out(i)));
         assert!(o.status.success(), "{}", stderr(&o));
     }
     let lines = |i: usize| std::fs::read_to_string(out(i)).unwrap().lines().count();
     // Header + candidates 0 and 2; header + candidate 1.
     assert_eq!((lines(0), lines(1)), (3, 2));
-    let mut again = base.clone();
-    again.extend(["--shard".into(), "0/2".into(), "--out".into(), out(0)]);
-    assert!(twin(&again).status.success());
+    assert!(twin(&sharded(&base, "0/2", out(0))).status.success());
     assert_eq!(lines(0), 3, "a rerun resumes: nothing appended");
     // A run killed mid-line: the partial record is cut off and evaluated again.
-    let whole_1 = std::fs::read_to_string(out(1)).unwrap();
-    let (head, last) = whole_1.trim_end().rsplit_once('\n').unwrap();
-    std::fs::write(out(1), format!("{head}\n{}", &last[..last.len() / 2])).unwrap();
-    let mut resume = base.clone();
-    resume.extend(["--shard".into(), "1/2".into(), "--out".into(), out(1)]);
-    let o = twin(&resume);
-    assert!(
-        stderr(&o).contains("ended in a partial line"),
-        "{}",
-        stderr(&o)
-    );
-    assert_eq!(std::fs::read_to_string(out(1)).unwrap(), whole_1);
+    assert_partial_line_is_redone(&base, out(1));
     let mut whole = base.clone();
     whole.push("--json".into());
     let unsharded = stdout(&twin(&whole));
@@ -177,26 +162,48 @@ fn shards_merge_into_the_unsharded_answer() {
     // A shard of another grid (another seed).
     let mut other = base.clone();
     let o2 = dir.path().join("other.jsonl").to_str().unwrap().to_string();
-    other.extend([
-        "--seed".into(),
-        "9".into(),
-        "--shard".into(),
-        "1/2".into(),
-        "--out".into(),
-        o2.clone(),
-    ]);
-    assert!(twin(&other).status.success());
+    other.extend(["--seed".into(), "9".into()]);
+    assert!(twin(&sharded(&other, "1/2", o2.clone())).status.success());
     fails_with(&["plan", "merge", &out(0), &o2], &["is from another grid"]);
     // Resuming into a file of another grid is refused too.
-    let mut wrong = base.clone();
-    wrong.extend(["--shard".into(), "1/2".into(), "--out".into(), o2]);
-    fails_with(&wrong, &["holds records of another grid"]);
-    let mut bad = base.clone();
-    bad.extend(["--shard".into(), "2/2".into(), "--out".into(), out(5)]);
-    fails_with(&bad, &["shard index 2 is out of range for 2 shards"]);
+    fails_with(
+        &sharded(&base, "1/2", o2),
+        &["holds records of another grid"],
+    );
+    fails_with(
+        &sharded(&base, "2/2", out(5)),
+        &["shard index 2 is out of range for 2 shards"],
+    );
     // The index from the scheduler's environment.
-    let mut env = base.clone();
-    env.extend(["--shard".into(), "2".into(), "--out".into(), out(6)]);
+    assert_index_from_environment(&base, out(6), out(1));
+}
+
+/// `base` with `--shard SHARD --out OUT` appended.
+fn sharded(base: &[String], shard: &str, out: String) -> Vec<String> {
+    let mut a = base.to_vec();
+    a.extend(["--shard".into(), shard.into(), "--out".into(), out]);
+    a
+}
+
+/// Cuts shard 1/2's file `out` in its last line, as a run killed mid-line leaves it,
+/// and asserts a rerun says so and writes the file again as it was.
+fn assert_partial_line_is_redone(base: &[String], out: String) {
+    let whole_1 = std::fs::read_to_string(&out).unwrap();
+    let (head, last) = whole_1.trim_end().rsplit_once('\n').unwrap();
+    std::fs::write(&out, format!("{head}\n{}", &last[..last.len() / 2])).unwrap();
+    let o = twin(&sharded(base, "1/2", out.clone()));
+    assert!(
+        stderr(&o).contains("ended in a partial line"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), whole_1);
+}
+
+/// Runs `--shard 2` into `out` with the index from `JOB_COMPLETION_INDEX` (1) and
+/// asserts it writes what shard 1/2 wrote into `shard_1`.
+fn assert_index_from_environment(base: &[String], out: String, shard_1: String) {
+    let env = sharded(base, "2", out.clone());
     let o = Command::new(env!("CARGO_BIN_EXE_twin"))
         .args(&env)
         .env_remove("SLURM_ARRAY_TASK_ID")
@@ -205,8 +212,8 @@ fn shards_merge_into_the_unsharded_answer() {
         .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(
-        std::fs::read_to_string(out(6)).unwrap(),
-        std::fs::read_to_string(out(1)).unwrap()
+        std::fs::read_to_string(out).unwrap(),
+        std::fs::read_to_string(shard_1).unwrap()
     );
 }
 
@@ -301,16 +308,7 @@ fn cost_arithmetic_by_hand() {
         "--json",
     ]));
     let f = &v["finance"][0];
-    let c = &f["cost_usd_per_gpu_hour"];
-    let annuity = 0.1 / (1.0 - 1.1f64.powf(-4.0));
-    let capex = 48611.0 * annuity / 8760.0;
-    let near = |x: &Value, want: f64| (x.as_f64().unwrap() - want).abs() < 1e-9 * want.max(1.0);
-    assert!(near(&c["capex"], capex), "{c}");
-    assert!(near(&c["power"], 2.1 * 1.3 * 0.08));
-    assert!(near(&c["hosting"], 150.0 * 2.1 * 12.0 / 8760.0));
-    let total = capex + 0.2184 + 150.0 * 2.1 * 12.0 / 8760.0 + 0.15 + 0.20;
-    assert!(near(&c["total"], total));
-    assert!((total - 2.75052).abs() < 1e-5);
+    let total = assert_owned_nvl72_cost(&f["cost_usd_per_gpu_hour"]);
     // Revenue: tokens per GPU-hour by kind at the off-peak sheet (0.003 / 0.15 / 0.60).
     let sim_v: Value = serde_json::from_slice(&sim.stdout).unwrap();
     let t = &sim_v["throughput_tok_s_per_gpu"];
@@ -324,6 +322,47 @@ fn cost_arithmetic_by_hand() {
         total / m("total")
     ));
     // The simulation's own money agrees with the hyperscaler preset, same code.
+    assert_hyperscaler_preset_is_the_simulations(&run_json, &sim_v);
+    fails_with(
+        &["cost", "--from", "/nonexistent.json"],
+        &["cannot read /nonexistent.json"],
+    );
+    fails_with(
+        &[
+            "cost",
+            "--set",
+            "tco.pue=0.5",
+            "--tco",
+            "owned-nvl72",
+            "--duration",
+            "4",
+        ],
+        &["pue", "must be >= 1"],
+    );
+}
+
+/// Whether the number `x` is `want` to nine digits (absolutely, below 1).
+fn near(x: &Value, want: f64) -> bool {
+    (x.as_f64().unwrap() - want).abs() < 1e-9 * want.max(1.0)
+}
+
+/// Asserts the owned NVL72's cost per GPU-hour `c` component by component, as worked
+/// by hand in `cost_arithmetic_by_hand`'s doc; returns the total.
+fn assert_owned_nvl72_cost(c: &Value) -> f64 {
+    let annuity = 0.1 / (1.0 - 1.1f64.powf(-4.0));
+    let capex = 48611.0 * annuity / 8760.0;
+    assert!(near(&c["capex"], capex), "{c}");
+    assert!(near(&c["power"], 2.1 * 1.3 * 0.08));
+    assert!(near(&c["hosting"], 150.0 * 2.1 * 12.0 / 8760.0));
+    let total = capex + 0.2184 + 150.0 * 2.1 * 12.0 / 8760.0 + 0.15 + 0.20;
+    assert!(near(&c["total"], total));
+    assert!((total - 2.75052).abs() < 1e-5);
+    total
+}
+
+/// Asserts `twin cost --from run_json` lists the TCO presets and that the hyperscaler
+/// preset's cost and revenue are the simulation's own (`sim_v`).
+fn assert_hyperscaler_preset_is_the_simulations(run_json: &std::path::Path, sim_v: &Value) {
     let all = json(&twin(&[
         "cost",
         "--from",
@@ -354,22 +393,6 @@ fn cost_arithmetic_by_hand() {
         &hyper["revenue_usd_per_gpu_hour"],
         sim_v["revenue_usd_per_gpu_hour"].as_f64().unwrap()
     ));
-    fails_with(
-        &["cost", "--from", "/nonexistent.json"],
-        &["cannot read /nonexistent.json"],
-    );
-    fails_with(
-        &[
-            "cost",
-            "--set",
-            "tco.pue=0.5",
-            "--tco",
-            "owned-nvl72",
-            "--duration",
-            "4",
-        ],
-        &["pue", "must be >= 1"],
-    );
 }
 
 #[test]

@@ -63,6 +63,16 @@ fn item2_per_user_speed_slo_holds_for_ninety_percent_of_users() {
 fn item4_figures_without_data_are_absent() {
     // 1024 users overload the node (its scenario runs 128 since item 11).
     let overload = "workload.closed_loop.concurrency=1024";
+    assert_overloaded_node_shows_no_data(overload);
+    let dir = tempfile::tempdir().unwrap();
+    assert_plan_names_no_zero_best(dir.path(), overload);
+    // The predicted trace read back: its bubble factor's mean lies outside p10-p90.
+    assert_bubble_factor_comes_with_its_range(dir.path());
+}
+
+/// Asserts that a 30 s run of the overloaded Llama-70B node (`overload`) completes
+/// nothing and shows no goodput, no MTP yield and no cached throughput as such.
+fn assert_overloaded_node_shows_no_data(overload: &str) {
     let o = twin(&[
         "simulate",
         "h100-llama-3.1-70b-tp8",
@@ -82,8 +92,12 @@ fn item4_figures_without_data_are_absent() {
         out.contains("(none of their prefills finished in it: cached throughput 0)"),
         "{out}"
     );
-    let dir = tempfile::tempdir().unwrap();
-    let space = dir.path().join("tp8.toml");
+}
+
+/// Asserts that a plan whose only candidate completes nothing (the node under
+/// `overload`, its space written in `dir`) names no best simulated value of 0.
+fn assert_plan_names_no_zero_best(dir: &std::path::Path, overload: &str) {
+    let space = dir.join("tp8.toml");
     std::fs::write(
         &space,
         "modes = [\"aggregated\"]\naggregated_deps = []\naggregated_tps = [8]\ndecode_batch_caps = [1024]\n",
@@ -105,8 +119,12 @@ fn item4_figures_without_data_are_absent() {
         &["ttft_p90_ms has no simulated value: no candidate completed a request"],
     );
     assert!(!err.contains("simulated: 0.0"), "{err}");
-    // The predicted trace read back: its bubble factor's mean lies outside p10-p90.
-    let trace = dir.path().join("predicted.json");
+}
+
+/// Asserts that a predicted trace (written in `dir`) read back gives a bubble factor
+/// outside its per-layer p10-p90, and that the output says so with the range.
+fn assert_bubble_factor_comes_with_its_range(dir: &std::path::Path) {
+    let trace = dir.join("predicted.json");
     let deployment = "--hardware h800 --model deepseek-v3 --phase prefill --dep 32 --batch-per-rank 4 --new-tokens 4096";
     let mut fwd: Vec<&str> = vec!["forward"];
     fwd.extend(deployment.split(' '));

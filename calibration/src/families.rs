@@ -127,78 +127,90 @@ fn op_fit(model: &str, rows: usize, f: &LinearFit, params: &[(&str, f64)]) -> Op
 /// Fits the family of `op` to its rows.
 pub fn fit_op(op: &str, rows: &[&MeasurementRecord]) -> Result<OpFit> {
     match op {
-        "moe_decode" => {
-            let (f, _) = linear(op, rows, &["fixed", "bytes", "flops"], |r| {
-                Ok(vec![1.0, r.bytes as f64, r.flops as f64])
-            })?;
-            Ok(op_fit(
-                "t = fixed_s + bytes / bandwidth_bytes_per_s + flops / flops_per_s",
-                rows.len(),
-                &f,
-                &[
-                    ("fixed_s", f.beta[0]),
-                    ("bandwidth_bytes_per_s", rate(f.beta[1])),
-                    ("flops_per_s", rate(f.beta[2])),
-                ],
-            ))
-        }
-        "grouped_gemm" => {
-            let (f, _) = linear(op, rows, &["fixed", "flops"], |r| {
-                Ok(vec![1.0, r.flops as f64])
-            })?;
-            Ok(op_fit(
-                "t = fixed_s + flops / flops_per_s",
-                rows.len(),
-                &f,
-                &[("fixed_s", f.beta[0]), ("flops_per_s", rate(f.beta[1]))],
-            ))
-        }
-        "attn_dense" | "attn_sparse" | "attn_window" | "copy" => {
-            let (f, _) = linear(op, rows, &["fixed", "bytes"], |r| {
-                Ok(vec![1.0, r.bytes as f64])
-            })?;
-            Ok(op_fit(
-                "t = fixed_s + bytes / bandwidth_bytes_per_s",
-                rows.len(),
-                &f,
-                &[
-                    ("fixed_s", f.beta[0]),
-                    ("bandwidth_bytes_per_s", rate(f.beta[1])),
-                ],
-            ))
-        }
-        "indexer" => {
-            let positions = |r: &MeasurementRecord| -> Result<f64> {
-                Ok((r.shape_u64("batch")? * r.shape_u64("positions")?) as f64)
-            };
-            let (f, x) = linear(op, rows, &["fixed", "positions"], |r| {
-                Ok(vec![1.0, positions(r)?])
-            })?;
-            let bytes_per_pos = median(
-                &rows
-                    .iter()
-                    .zip(&x)
-                    .map(|(r, xi)| r.bytes as f64 / xi[1])
-                    .collect::<Vec<f64>>(),
-            );
-            Ok(op_fit(
-                "t = fixed_s + per_position_s * positions; bandwidth_bytes_per_s = bytes_per_position / per_position_s",
-                rows.len(),
-                &f,
-                &[
-                    ("fixed_s", f.beta[0]),
-                    ("per_position_s", f.beta[1]),
-                    ("bytes_per_position", bytes_per_pos),
-                    ("bandwidth_bytes_per_s", if f.beta[1] > 0.0 { bytes_per_pos / f.beta[1] } else { f64::INFINITY }),
-                ],
-            ))
-        }
+        "moe_decode" => fit_moe_decode(op, rows),
+        "grouped_gemm" => fit_grouped_gemm(op, rows),
+        "attn_dense" | "attn_sparse" | "attn_window" | "copy" => fit_bandwidth(op, rows),
+        "indexer" => fit_indexer(op, rows),
         "gather" => fit_gather(rows),
         other => Err(CalibrationError::Degenerate {
             op: other.into(),
             what: "no fit family for this op".into(),
         }),
     }
+}
+
+/// Fits a fixed cost, a bandwidth and a flop rate (`moe_decode`).
+fn fit_moe_decode(op: &str, rows: &[&MeasurementRecord]) -> Result<OpFit> {
+    let (f, _) = linear(op, rows, &["fixed", "bytes", "flops"], |r| {
+        Ok(vec![1.0, r.bytes as f64, r.flops as f64])
+    })?;
+    Ok(op_fit(
+        "t = fixed_s + bytes / bandwidth_bytes_per_s + flops / flops_per_s",
+        rows.len(),
+        &f,
+        &[
+            ("fixed_s", f.beta[0]),
+            ("bandwidth_bytes_per_s", rate(f.beta[1])),
+            ("flops_per_s", rate(f.beta[2])),
+        ],
+    ))
+}
+
+/// Fits a fixed cost and a flop rate (`grouped_gemm`).
+fn fit_grouped_gemm(op: &str, rows: &[&MeasurementRecord]) -> Result<OpFit> {
+    let (f, _) = linear(op, rows, &["fixed", "flops"], |r| {
+        Ok(vec![1.0, r.flops as f64])
+    })?;
+    Ok(op_fit(
+        "t = fixed_s + flops / flops_per_s",
+        rows.len(),
+        &f,
+        &[("fixed_s", f.beta[0]), ("flops_per_s", rate(f.beta[1]))],
+    ))
+}
+
+/// Fits a fixed cost and a bandwidth (attention and `copy`).
+fn fit_bandwidth(op: &str, rows: &[&MeasurementRecord]) -> Result<OpFit> {
+    let (f, _) = linear(op, rows, &["fixed", "bytes"], |r| {
+        Ok(vec![1.0, r.bytes as f64])
+    })?;
+    Ok(op_fit(
+        "t = fixed_s + bytes / bandwidth_bytes_per_s",
+        rows.len(),
+        &f,
+        &[
+            ("fixed_s", f.beta[0]),
+            ("bandwidth_bytes_per_s", rate(f.beta[1])),
+        ],
+    ))
+}
+
+/// Fits a fixed cost and a time per position, and the bandwidth they imply (`indexer`).
+fn fit_indexer(op: &str, rows: &[&MeasurementRecord]) -> Result<OpFit> {
+    let positions = |r: &MeasurementRecord| -> Result<f64> {
+        Ok((r.shape_u64("batch")? * r.shape_u64("positions")?) as f64)
+    };
+    let (f, x) = linear(op, rows, &["fixed", "positions"], |r| {
+        Ok(vec![1.0, positions(r)?])
+    })?;
+    let bytes_per_pos = median(
+        &rows
+            .iter()
+            .zip(&x)
+            .map(|(r, xi)| r.bytes as f64 / xi[1])
+            .collect::<Vec<f64>>(),
+    );
+    Ok(op_fit(
+        "t = fixed_s + per_position_s * positions; bandwidth_bytes_per_s = bytes_per_position / per_position_s",
+        rows.len(),
+        &f,
+        &[
+            ("fixed_s", f.beta[0]),
+            ("per_position_s", f.beta[1]),
+            ("bytes_per_position", bytes_per_pos),
+            ("bandwidth_bytes_per_s", if f.beta[1] > 0.0 { bytes_per_pos / f.beta[1] } else { f64::INFINITY }),
+        ],
+    ))
 }
 
 /// The page size a gather actually ran with: a 2 MiB request whose table was mostly
@@ -210,6 +222,35 @@ pub fn effective_page(r: &MeasurementRecord) -> Result<f64> {
         Some(p) if page > 4096 && p < 50 => 4096.0,
         _ => page as f64,
     })
+}
+
+/// The TLB reach (entries) whose gather fit has the least objective, with that fit;
+/// `facts` are each row's (rows, table bytes, page bytes), `t` its time.
+fn best_tlb_fit(facts: &[(f64, f64, f64)], t: &[f64]) -> Option<(f64, LinearFit)> {
+    let mut best: Option<(f64, LinearFit)> = None;
+    for e in TLB_ENTRY_CANDIDATES {
+        let entries = (1u64 << e) as f64;
+        let x: Vec<Vec<f64>> = facts
+            .iter()
+            .map(|&(n, table, page)| vec![n, n * (1.0 - entries * page / table).max(0.0)])
+            .collect();
+        let fit = if x.iter().all(|r| r[1] == 0.0) {
+            // Every table within reach: only the access term is identifiable.
+            let x1: Vec<Vec<f64>> = x.iter().map(|r| vec![r[0]]).collect();
+            fit_linear(&x1, t).map(|mut f| {
+                f.beta.push(0.0);
+                f
+            })
+        } else {
+            fit_linear(&x, t)
+        };
+        if let Some(f) = fit {
+            if best.as_ref().is_none_or(|(_, b)| f.objective < b.objective) {
+                best = Some((entries, f));
+            }
+        }
+    }
+    best
 }
 
 fn fit_gather(rows: &[&MeasurementRecord]) -> Result<OpFit> {
@@ -236,30 +277,7 @@ fn fit_gather(rows: &[&MeasurementRecord]) -> Result<OpFit> {
             what: "table_bytes and page".into(),
         });
     }
-    let mut best: Option<(f64, LinearFit)> = None;
-    for e in TLB_ENTRY_CANDIDATES {
-        let entries = (1u64 << e) as f64;
-        let x: Vec<Vec<f64>> = facts
-            .iter()
-            .map(|&(n, table, page)| vec![n, n * (1.0 - entries * page / table).max(0.0)])
-            .collect();
-        let fit = if x.iter().all(|r| r[1] == 0.0) {
-            // Every table within reach: only the access term is identifiable.
-            let x1: Vec<Vec<f64>> = x.iter().map(|r| vec![r[0]]).collect();
-            fit_linear(&x1, &t).map(|mut f| {
-                f.beta.push(0.0);
-                f
-            })
-        } else {
-            fit_linear(&x, &t)
-        };
-        if let Some(f) = fit {
-            if best.as_ref().is_none_or(|(_, b)| f.objective < b.objective) {
-                best = Some((entries, f));
-            }
-        }
-    }
-    let (entries, f) = best.ok_or_else(|| CalibrationError::Degenerate {
+    let (entries, f) = best_tlb_fit(&facts, &t).ok_or_else(|| CalibrationError::Degenerate {
         op: op.into(),
         what: "no solvable TLB reach".into(),
     })?;

@@ -284,32 +284,21 @@ impl Profile {
             _ => None,
         };
         let fit = |op: &str| self.ops.get(op);
-        let set = |rate: &mut OpRate, mem: Option<f64>, comp: Option<f64>, fixed: Option<f64>| {
-            if let Some(m) = mem {
-                rate.mem_eff = m;
-            }
-            if let Some(c) = comp {
-                rate.compute_eff = c;
-            }
-            if let Some(f) = fixed.filter(|f| f.is_finite()) {
-                rate.fixed_s = f;
-            }
-        };
         let gg = fit("grouped_gemm");
         if let Some(m) = fit("moe_decode.fp8").or_else(|| fit("moe_decode")) {
             let comp = eff(gg.and_then(|g| g.param("flops_per_s")), fl_ref)
                 .or_else(|| eff(m.param("flops_per_s"), fl_ref));
-            set(
+            set_rate(
                 &mut p.moe,
                 eff(m.param("bandwidth_bytes_per_s"), bw_ref),
                 comp,
                 m.param("fixed_s"),
             );
         } else if let Some(g) = gg {
-            set(&mut p.moe, None, eff(g.param("flops_per_s"), fl_ref), None);
+            set_rate(&mut p.moe, None, eff(g.param("flops_per_s"), fl_ref), None);
         }
         if let Some(g) = gg {
-            set(
+            set_rate(
                 &mut p.gemm,
                 None,
                 eff(g.param("flops_per_s"), fl_ref),
@@ -320,7 +309,7 @@ impl Profile {
             .or_else(|| fit("attn_sparse"))
             .or_else(|| fit("attn_window"))
         {
-            set(
+            set_rate(
                 &mut p.attention,
                 eff(a.param("bandwidth_bytes_per_s"), bw_ref),
                 None,
@@ -328,7 +317,7 @@ impl Profile {
             );
         }
         if let Some(i) = fit("indexer") {
-            set(
+            set_rate(
                 &mut p.indexer,
                 eff(i.param("bandwidth_bytes_per_s"), bw_ref),
                 None,
@@ -336,20 +325,10 @@ impl Profile {
             );
         }
         if let Some(g) = fit("gather") {
-            let per_row = |table: f64, page: f64| {
-                let p_miss = (1.0 - g.param("tlb_entries")? * page / table).max(0.0);
-                Some(g.param("t_access_s")? + p_miss * g.param("t_walk_s")?)
-            };
-            let table = g.param("max_table_bytes").unwrap_or(f64::INFINITY);
-            let page = g.param("max_table_page_bytes").unwrap_or(4096.0);
-            let bw = match (g.param("bytes_per_row"), per_row(table, page)) {
-                (Some(b), Some(t)) if t > 0.0 => Some(b / t),
-                _ => None,
-            };
-            set(&mut p.gather, eff(bw, bw_ref), None, None);
+            set_rate(&mut p.gather, eff(gather_bandwidth(g), bw_ref), None, None);
         }
         if let Some(c) = fit("copy") {
-            set(
+            set_rate(
                 &mut p.comm,
                 eff(c.param("bandwidth_bytes_per_s"), bw_ref),
                 None,
@@ -358,6 +337,36 @@ impl Profile {
         }
         p.source = self.source();
         p
+    }
+}
+
+/// Sets the efficiencies and fixed cost of `rate` that are given (a fixed cost only
+/// when finite).
+fn set_rate(rate: &mut OpRate, mem: Option<f64>, comp: Option<f64>, fixed: Option<f64>) {
+    if let Some(m) = mem {
+        rate.mem_eff = m;
+    }
+    if let Some(c) = comp {
+        rate.compute_eff = c;
+    }
+    if let Some(f) = fixed.filter(|f| f.is_finite()) {
+        rate.fixed_s = f;
+    }
+}
+
+/// The bandwidth a gather fit gives: bytes per row over the fitted time per row at
+/// the largest measured table with its page size; `None` when a value is missing or
+/// the time is not positive.
+fn gather_bandwidth(g: &OpFit) -> Option<f64> {
+    let per_row = |table: f64, page: f64| {
+        let p_miss = (1.0 - g.param("tlb_entries")? * page / table).max(0.0);
+        Some(g.param("t_access_s")? + p_miss * g.param("t_walk_s")?)
+    };
+    let table = g.param("max_table_bytes").unwrap_or(f64::INFINITY);
+    let page = g.param("max_table_page_bytes").unwrap_or(4096.0);
+    match (g.param("bytes_per_row"), per_row(table, page)) {
+        (Some(b), Some(t)) if t > 0.0 => Some(b / t),
+        _ => None,
     }
 }
 

@@ -262,7 +262,6 @@ fn search(obs: &[&Obs], terms: &[Term], weights: &[f64], c: &Curve) -> Vec<f64> 
 
 /// Levenberg-Marquardt from the priors, term `fixed.0` held at parameter `fixed.1`.
 fn lm(obs: &[&Obs], terms: &[Term], weights: &[f64], fixed: Option<(usize, f64)>) -> Vec<f64> {
-    let n = terms.len();
     let p0 = priors(terms);
     let mut p = p0.clone();
     if let Some((k, x)) = fixed {
@@ -271,43 +270,7 @@ fn lm(obs: &[&Obs], terms: &[Term], weights: &[f64], fixed: Option<(usize, f64)>
     let mut f = objective(obs, terms, weights, &p);
     let mut mu = 1e-3;
     for _ in 0..100 {
-        // Gauss-Newton system of the data and the ridge at p.
-        let mut a = vec![vec![0.0; n]; n];
-        let mut b = vec![0.0; n];
-        let v: Vec<f64> = terms.iter().zip(&p).map(|(t, x)| t.value(*x)).collect();
-        let v0: Vec<f64> = terms.iter().map(|t| t.prior).collect();
-        for o in obs {
-            let w = weights.get(o.metric).copied().unwrap_or(1.0);
-            let y = o.value(&v, &v0);
-            let r = y.ln() - o.target;
-            let floored = y <= FLOOR * o.y0;
-            // d ln Y / d p_k = g_k (dv_k / dp_k) / Y.
-            let j: Vec<f64> = (0..n)
-                .map(|k| {
-                    let dv = if terms[k].log { v[k] } else { 1.0 };
-                    if floored || fixed.is_some_and(|(f, _)| f == k) {
-                        0.0
-                    } else {
-                        o.slope(k, &v) * dv / y
-                    }
-                })
-                .collect();
-            for i in 0..n {
-                b[i] -= w * j[i] * r;
-                for k in 0..n {
-                    a[i][k] += w * j[i] * j[k];
-                }
-            }
-        }
-        for k in 0..n {
-            if fixed.is_some_and(|(f, _)| f == k) {
-                a[k][k] = 1.0;
-                continue;
-            }
-            let prec = 1.0 / (terms[k].sd * terms[k].sd);
-            a[k][k] += prec;
-            b[k] -= prec * (p[k] - p0[k]);
-        }
+        let (a, b) = gauss_newton(obs, terms, weights, fixed, &p, &p0);
         let mut improved = false;
         for _ in 0..20 {
             let mut damped = a.clone();
@@ -335,6 +298,56 @@ fn lm(obs: &[&Obs], terms: &[Term], weights: &[f64], fixed: Option<(usize, f64)>
         }
     }
     p
+}
+
+/// The Gauss-Newton system `(a, b)` of the data and the ridge at `p` (priors `p0`),
+/// term `fixed.0` held where given.
+fn gauss_newton(
+    obs: &[&Obs],
+    terms: &[Term],
+    weights: &[f64],
+    fixed: Option<(usize, f64)>,
+    p: &[f64],
+    p0: &[f64],
+) -> (Vec<Vec<f64>>, Vec<f64>) {
+    let n = terms.len();
+    let mut a = vec![vec![0.0; n]; n];
+    let mut b = vec![0.0; n];
+    let v: Vec<f64> = terms.iter().zip(p).map(|(t, x)| t.value(*x)).collect();
+    let v0: Vec<f64> = terms.iter().map(|t| t.prior).collect();
+    for o in obs {
+        let w = weights.get(o.metric).copied().unwrap_or(1.0);
+        let y = o.value(&v, &v0);
+        let r = y.ln() - o.target;
+        let floored = y <= FLOOR * o.y0;
+        // d ln Y / d p_k = g_k (dv_k / dp_k) / Y.
+        let j: Vec<f64> = (0..n)
+            .map(|k| {
+                let dv = if terms[k].log { v[k] } else { 1.0 };
+                if floored || fixed.is_some_and(|(f, _)| f == k) {
+                    0.0
+                } else {
+                    o.slope(k, &v) * dv / y
+                }
+            })
+            .collect();
+        for i in 0..n {
+            b[i] -= w * j[i] * r;
+            for k in 0..n {
+                a[i][k] += w * j[i] * j[k];
+            }
+        }
+    }
+    for k in 0..n {
+        if fixed.is_some_and(|(f, _)| f == k) {
+            a[k][k] = 1.0;
+            continue;
+        }
+        let prec = 1.0 / (terms[k].sd * terms[k].sd);
+        a[k][k] += prec;
+        b[k] -= prec * (p[k] - p0[k]);
+    }
+    (a, b)
 }
 
 /// Cross-validated residuals: each observation's `target - prediction` by the terms

@@ -6,6 +6,32 @@ fn main() {
         .map(|a| a.parse().unwrap())
         .collect();
     let (hidden, experts, topk, ffn, layers) = (args[0], args[1], args[2], args[3], args[4]);
+    let cfg = bench_config(hidden, experts, topk, ffn, layers);
+    let t = Instant::now();
+    let mut e = Executor::new(
+        Box::new(CpuDevice::new()),
+        cfg,
+        Shard {
+            seed: 1,
+            rank: 0,
+            ranks: 1,
+            pages: 2048,
+        },
+    )
+    .unwrap();
+    eprintln!("build {:.2}s", t.elapsed().as_secs_f64());
+    prefill_all(&mut e);
+    decode_sweep(&mut e);
+}
+
+/// Builds the benchmark model: two sparse layers, then dense MoE layers up to `layers`.
+fn bench_config(
+    hidden: usize,
+    experts: usize,
+    topk: usize,
+    ffn: usize,
+    layers: usize,
+) -> ModelConfig {
     let l = |a, w, i, m| LayerConfig {
         attention: a,
         window_branch: w,
@@ -19,7 +45,7 @@ fn main() {
     while ls.len() < layers {
         ls.push(l(AttnKind::Dense, false, false, true));
     }
-    let cfg = ModelConfig {
+    ModelConfig {
         name: "x".into(),
         hidden,
         vocab: 8192,
@@ -42,20 +68,11 @@ fn main() {
         mtp_ffn: ffn,
         weight_dtype: LinearDtype::Bf16,
         page_size: 64,
-    };
-    let t = Instant::now();
-    let mut e = Executor::new(
-        Box::new(CpuDevice::new()),
-        cfg,
-        Shard {
-            seed: 1,
-            rank: 0,
-            ranks: 1,
-            pages: 2048,
-        },
-    )
-    .unwrap();
-    eprintln!("build {:.2}s", t.elapsed().as_secs_f64());
+    }
+}
+
+/// Prefills 16 requests of 255 tokens each, printing the first three timings.
+fn prefill_all(e: &mut Executor) {
     // prefill 16 requests x 256 tokens
     for r in 0..16u32 {
         let pages: Vec<u32> = (r * 8..r * 8 + 8).collect();
@@ -71,6 +88,10 @@ fn main() {
             eprintln!("prefill 255: {:.1} ms", t.elapsed().as_secs_f64() * 1e3);
         }
     }
+}
+
+/// Times decode steps (one draft token) at several batch sizes and prints the median.
+fn decode_sweep(e: &mut Executor) {
     for b in [1usize, 4, 8, 16] {
         let seqs: Vec<Seq> = (0..b as u32)
             .map(|r| Seq {

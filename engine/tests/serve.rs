@@ -1,7 +1,7 @@
 //! The serving executor on the CPU device: chunking, paging, DEP and KV hand-over do not
 //! change what the model computes; MTP drafts and acceptance shape the outputs.
 
-use engine::serve::{CpuDevice, Executor, Seq, Shard, Solo, ThreadExchange};
+use engine::serve::{CpuDevice, Executor, Seq, SeqOut, Shard, Solo, ThreadExchange};
 mod common;
 use common::tiny;
 
@@ -94,40 +94,46 @@ fn accepted_drafts_and_new_drafts_have_the_declared_counts() {
     }
 }
 
+/// Runs one forward pass (one draft) on each rank's executor in its own thread, each
+/// with its own sequences and exchange, and returns every rank's outputs.
+fn step(seqs: Vec<Vec<Seq>>, execs: &mut [Executor], exs: Vec<ThreadExchange>) -> Vec<Vec<SeqOut>> {
+    std::thread::scope(|s| {
+        let hs: Vec<_> = execs
+            .iter_mut()
+            .zip(exs)
+            .zip(seqs)
+            .map(|((e, mut x), q)| s.spawn(move || e.forward(&q, 1, &mut x).unwrap()))
+            .collect();
+        hs.into_iter()
+            .map(|h| h.join().unwrap())
+            .collect::<Vec<_>>()
+    })
+}
+
+/// The prefill of `p` but its last token, or the decode step from its last token (one
+/// draft, accepted) when `decode`.
+fn seq(p: &[u32], pages: Vec<u32>, decode: bool) -> Seq {
+    if decode {
+        Seq {
+            tokens: vec![p[p.len() - 1], 9],
+            start: p.len() - 1,
+            pages,
+            accept: Some(1),
+        }
+    } else {
+        Seq {
+            tokens: p[..p.len() - 1].to_vec(),
+            start: 0,
+            pages,
+            accept: None,
+        }
+    }
+}
+
 #[test]
 fn two_ranks_exchanging_tokens_compute_what_one_rank_does() {
     let pa = prompt(30);
     let pb: Vec<u32> = prompt(45).into_iter().rev().collect();
-    let step = |seqs: Vec<Vec<Seq>>, execs: &mut Vec<Executor>, exs: Vec<ThreadExchange>| {
-        std::thread::scope(|s| {
-            let hs: Vec<_> = execs
-                .iter_mut()
-                .zip(exs)
-                .zip(seqs)
-                .map(|((e, mut x), q)| s.spawn(move || e.forward(&q, 1, &mut x).unwrap()))
-                .collect();
-            hs.into_iter()
-                .map(|h| h.join().unwrap())
-                .collect::<Vec<_>>()
-        })
-    };
-    let seq = |p: &[u32], pages: Vec<u32>, decode: bool| {
-        if decode {
-            Seq {
-                tokens: vec![p[p.len() - 1], 9],
-                start: p.len() - 1,
-                pages,
-                accept: Some(1),
-            }
-        } else {
-            Seq {
-                tokens: p[..p.len() - 1].to_vec(),
-                start: 0,
-                pages,
-                accept: None,
-            }
-        }
-    };
     // DEP2: request A on rank 0, B on rank 1.
     let mut execs = vec![exec(0, 2), exec(1, 2)];
     step(

@@ -109,29 +109,7 @@ pub fn least_squares<E>(
     let mut cost = sum_sq(&r);
     let mut lambda = 1e-3;
     for _ in 0..200 {
-        // Forward-difference Jacobian in unit coordinates, stepping inward at the
-        // upper bound.
-        let m = r.len();
-        let mut jac = vec![vec![0.0; n]; m];
-        for j in 0..n {
-            let h = if u[j] > 1.0 - 1e-6 { -1e-6 } else { 1e-6 };
-            let mut up = u.clone();
-            up[j] += h;
-            let rp = residuals(&to_x(&up)).map_err(LsqError::Eval)?;
-            for i in 0..m {
-                jac[i][j] = (rp[i] - r[i]) / h;
-            }
-        }
-        let mut jtj = vec![vec![0.0; n]; n];
-        let mut jtr = vec![0.0; n];
-        for i in 0..m {
-            for a in 0..n {
-                jtr[a] += jac[i][a] * r[i];
-                for b in 0..n {
-                    jtj[a][b] += jac[i][a] * jac[i][b];
-                }
-            }
-        }
+        let (jtj, jtr) = normal_equations(&u, &r, to_x, &mut residuals)?;
         let mut improved = false;
         for _ in 0..30 {
             let mut a = jtj.clone();
@@ -170,6 +148,43 @@ pub fn least_squares<E>(
         }
     }
     Ok(to_x(&u))
+}
+
+/// A linear system `(a, b)` of `a x = b`: the normal equations of a step.
+type NormalEquations = (Vec<Vec<f64>>, Vec<f64>);
+
+/// The normal equations `(J^T J, J^T r)` at unit point `u`, whose residuals are `r`:
+/// the Jacobian by forward differences in unit coordinates, stepping inward at the
+/// upper bound.
+fn normal_equations<E>(
+    u: &[f64],
+    r: &[f64],
+    to_x: impl Fn(&[f64]) -> Vec<f64>,
+    residuals: &mut impl FnMut(&[f64]) -> Result<Vec<f64>, E>,
+) -> Result<NormalEquations, LsqError<E>> {
+    let n = u.len();
+    let m = r.len();
+    let mut jac = vec![vec![0.0; n]; m];
+    for j in 0..n {
+        let h = if u[j] > 1.0 - 1e-6 { -1e-6 } else { 1e-6 };
+        let mut up = u.to_vec();
+        up[j] += h;
+        let rp = residuals(&to_x(&up)).map_err(LsqError::Eval)?;
+        for i in 0..m {
+            jac[i][j] = (rp[i] - r[i]) / h;
+        }
+    }
+    let mut jtj = vec![vec![0.0; n]; n];
+    let mut jtr = vec![0.0; n];
+    for i in 0..m {
+        for a in 0..n {
+            jtr[a] += jac[i][a] * r[i];
+            for b in 0..n {
+                jtj[a][b] += jac[i][a] * jac[i][b];
+            }
+        }
+    }
+    Ok((jtj, jtr))
 }
 
 /// Leave-one-out: for each of `n_rows` rows, the values a fit on the other rows gives

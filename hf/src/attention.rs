@@ -28,6 +28,35 @@ pub(super) fn mla_attention(
     } else {
         None
     };
+    mla_provenance(cfg, q, kvb, prov);
+    let a = Attention {
+        heads,
+        score_dim: kv_lora + rope,
+        value_dim: kv_lora,
+        qk_head_dim: nope + rope,
+        v_head_dim: v,
+        q_lora,
+        kv_dim: kv_lora + rope,
+        kv_heads: 1,
+        kv_up_params: kv_lora as u64 * heads as u64 * (nope + v) as u64,
+        o_lora: None,
+        o_groups: None,
+        weight_dtype: q.attention.dtype,
+        compute_dtype: Dtype::Bf16,
+        kv_entry_bytes: (kv_lora + rope) as f64 * kvb,
+        window: 0,
+        sinks: false,
+        window_entry_bytes: 0.0,
+        chunk: 0,
+        output_gate: false,
+        indexer,
+        replay: None,
+    };
+    Ok((a, None))
+}
+
+/// Provenance of MLA attention's fields (`kvb`: bytes per cached KV element).
+fn mla_provenance(cfg: &Cfg, q: &Quant, kvb: f64, prov: &mut Prov) {
     prov.set("attention.heads", cfg.derived("num_attention_heads"));
     prov.set(
         "attention.score_dim",
@@ -75,30 +104,6 @@ pub(super) fn mla_attention(
             q.kv.why
         ),
     );
-    let a = Attention {
-        heads,
-        score_dim: kv_lora + rope,
-        value_dim: kv_lora,
-        qk_head_dim: nope + rope,
-        v_head_dim: v,
-        q_lora,
-        kv_dim: kv_lora + rope,
-        kv_heads: 1,
-        kv_up_params: kv_lora as u64 * heads as u64 * (nope + v) as u64,
-        o_lora: None,
-        o_groups: None,
-        weight_dtype: q.attention.dtype,
-        compute_dtype: Dtype::Bf16,
-        kv_entry_bytes: (kv_lora + rope) as f64 * kvb,
-        window: 0,
-        sinks: false,
-        window_entry_bytes: 0.0,
-        chunk: 0,
-        output_gate: false,
-        indexer,
-        replay: None,
-    };
-    Ok((a, None))
 }
 
 /// The lightning indexer of DeepSeek-V3.2 and GLM-5 (and V4's).
@@ -256,29 +261,7 @@ fn gqa_heads(cfg: &Cfg, arch: &str, hidden: u32, prov: &mut Prov) -> Result<(u32
             k
         }
         (None, "DeciLMForCausalLM") => decilm_kv_heads(cfg, heads, prov)?,
-        (None, _) => {
-            let (k, why) = match family.as_ref().and_then(|f| f.kv_heads.map(|k| (k, f))) {
-                Some((k, f)) => (k, format!("{} default {k} ({})", f.class, f.source)),
-                None => (
-                    heads,
-                    match &family {
-                        Some(f) => format!(
-                            "{} default: num_attention_heads, one KV head per query head (MHA) ({})",
-                            f.class, f.source
-                        ),
-                        None => format!("no transformers default known to twin for {arch}: one KV head per query head (MHA), as LlamaConfig does"),
-                    },
-                ),
-            };
-            prov.fallback(
-                "attention.kv_heads",
-                format!(
-                    "{}: num_key_value_heads absent: {k}, transformers' {why}",
-                    cfg.file
-                ),
-            );
-            k
-        }
+        (None, _) => default_kv_heads(cfg, arch, heads, family.as_ref(), prov),
     };
     if kv_heads == 0 || heads % kv_heads != 0 {
         bail!(
@@ -288,24 +271,7 @@ fn gqa_heads(cfg: &Cfg, arch: &str, hidden: u32, prov: &mut Prov) -> Result<(u32
     }
     let (d, why) = match cfg.first(&["head_dim", "attention_head_dim"])? {
         Some((d, k)) => (d, cfg.derived(k)),
-        None => {
-            let (d, how) = match family.as_ref().and_then(|f| f.head_dim.map(|d| (d, f))) {
-                Some((d, f)) => (d, format!("transformers' {} default {d} ({})", f.class, f.source)),
-                None => (
-                    hidden / heads,
-                    match &family {
-                        Some(f) => format!(
-                            "hidden_size / num_attention_heads, as transformers' {} derives it ({})",
-                            f.class, f.source
-                        ),
-                        None => format!("hidden_size / num_attention_heads (no transformers default known to twin for {arch}; LlamaConfig's rule)"),
-                    },
-                ),
-            };
-            let why = format!("{}: head_dim absent: {d}, {how}", cfg.file);
-            prov.fallback("attention.qk_head_dim", why.clone());
-            (d, format!("assumed: {why}"))
-        }
+        None => default_head_dim(cfg, arch, hidden, heads, family.as_ref(), prov),
     };
     let (v, vwhy) = match cfg.u32_opt("v_head_dim")? {
         Some(v) => (v, cfg.derived("v_head_dim")),
@@ -318,6 +284,67 @@ fn gqa_heads(cfg: &Cfg, arch: &str, hidden: u32, prov: &mut Prov) -> Result<(u32
         prov.set(f, vwhy.clone());
     }
     Ok((heads, kv_heads, d, v))
+}
+
+/// The KV heads of a config without `num_key_value_heads`: transformers' default for
+/// the architecture's class, else one per query head (MHA); noted as a fallback.
+fn default_kv_heads(
+    cfg: &Cfg,
+    arch: &str,
+    heads: u32,
+    family: Option<&TransformersDefaults>,
+    prov: &mut Prov,
+) -> u32 {
+    let (k, why) = match family.and_then(|f| f.kv_heads.map(|k| (k, f))) {
+        Some((k, f)) => (k, format!("{} default {k} ({})", f.class, f.source)),
+        None => (
+            heads,
+            match family {
+                Some(f) => format!(
+                    "{} default: num_attention_heads, one KV head per query head (MHA) ({})",
+                    f.class, f.source
+                ),
+                None => format!("no transformers default known to twin for {arch}: one KV head per query head (MHA), as LlamaConfig does"),
+            },
+        ),
+    };
+    prov.fallback(
+        "attention.kv_heads",
+        format!(
+            "{}: num_key_value_heads absent: {k}, transformers' {why}",
+            cfg.file
+        ),
+    );
+    k
+}
+
+/// The head width of a config without `head_dim`: transformers' default for the
+/// architecture's class, else `hidden_size / num_attention_heads`; noted as a fallback.
+/// Returns the width and its provenance.
+fn default_head_dim(
+    cfg: &Cfg,
+    arch: &str,
+    hidden: u32,
+    heads: u32,
+    family: Option<&TransformersDefaults>,
+    prov: &mut Prov,
+) -> (u32, String) {
+    let (d, how) = match family.and_then(|f| f.head_dim.map(|d| (d, f))) {
+        Some((d, f)) => (d, format!("transformers' {} default {d} ({})", f.class, f.source)),
+        None => (
+            hidden / heads,
+            match family {
+                Some(f) => format!(
+                    "hidden_size / num_attention_heads, as transformers' {} derives it ({})",
+                    f.class, f.source
+                ),
+                None => format!("hidden_size / num_attention_heads (no transformers default known to twin for {arch}; LlamaConfig's rule)"),
+            },
+        ),
+    };
+    let why = format!("{}: head_dim absent: {d}, {how}", cfg.file);
+    prov.fallback("attention.qk_head_dim", why.clone());
+    (d, format!("assumed: {why}"))
 }
 
 /// What transformers' configuration class of an architecture gives `num_key_value_heads`
@@ -437,35 +464,8 @@ pub(super) fn gqa_attention(
         ),
     );
     let has = |k: AttentionKind| layers.iter().any(|l| l.attention == k);
-    let window = if has(AttentionKind::Window) {
-        prov.set("attention.window", cfg.derived("sliding_window"));
-        prov.set(
-            "attention.window_entry_bytes",
-            "derived: as attention.kv_entry_bytes (the same K and V per token)",
-        );
-        cfg.u32("sliding_window")?
-    } else {
-        no_window(cfg, prov);
-        0
-    };
-    let chunk = if has(AttentionKind::Chunked) {
-        prov.set("attention.chunk", cfg.derived("attention_chunk_size"));
-        cfg.u32("attention_chunk_size")?
-    } else {
-        0
-    };
-    prov.set(
-        "attention.q_lora",
-        format!("derived: {arch} projects queries directly (no low-rank query)"),
-    );
-    prov.set(
-        "attention.kv_up_params",
-        format!("derived: {arch} caches K and V themselves (no MLA latent)"),
-    );
-    let output_gate = cfg.bool("attn_output_gate")?.unwrap_or(false);
-    if output_gate {
-        prov.set("attention.output_gate", cfg.derived("attn_output_gate"));
-    }
+    let (window, chunk) = window_and_chunk(cfg, &has, prov)?;
+    let output_gate = direct_projections(cfg, arch, prov)?;
     let sinks = sinks(cfg, arch, prov)?;
     let indexer = if has(AttentionKind::Sparse) {
         Some(block_indexer(cfg, prov)?)
@@ -501,6 +501,51 @@ pub(super) fn gqa_attention(
         None
     };
     Ok((a, shape))
+}
+
+/// The sliding window and the attention chunk of a grouped-query model (0: no layer
+/// has one), with their provenance; `has` says whether some layer is of a kind.
+fn window_and_chunk(
+    cfg: &Cfg,
+    has: &impl Fn(AttentionKind) -> bool,
+    prov: &mut Prov,
+) -> Result<(u32, u32)> {
+    let window = if has(AttentionKind::Window) {
+        prov.set("attention.window", cfg.derived("sliding_window"));
+        prov.set(
+            "attention.window_entry_bytes",
+            "derived: as attention.kv_entry_bytes (the same K and V per token)",
+        );
+        cfg.u32("sliding_window")?
+    } else {
+        no_window(cfg, prov);
+        0
+    };
+    let chunk = if has(AttentionKind::Chunked) {
+        prov.set("attention.chunk", cfg.derived("attention_chunk_size"));
+        cfg.u32("attention_chunk_size")?
+    } else {
+        0
+    };
+    Ok((window, chunk))
+}
+
+/// Provenance of an attention that projects queries directly and caches K and V
+/// themselves; returns whether its output is gated (`attn_output_gate`).
+fn direct_projections(cfg: &Cfg, arch: &str, prov: &mut Prov) -> Result<bool> {
+    prov.set(
+        "attention.q_lora",
+        format!("derived: {arch} projects queries directly (no low-rank query)"),
+    );
+    prov.set(
+        "attention.kv_up_params",
+        format!("derived: {arch} caches K and V themselves (no MLA latent)"),
+    );
+    let output_gate = cfg.bool("attn_output_gate")?.unwrap_or(false);
+    if output_gate {
+        prov.set("attention.output_gate", cfg.derived("attn_output_gate"));
+    }
+    Ok(output_gate)
 }
 
 /// Attention sinks: gpt-oss's on every layer; MiMo-V2's sink biases.

@@ -119,28 +119,8 @@ pub(super) fn moe(cfg: &Cfg, arch: &str, hidden: u32, q: &Quant, prov: &mut Prov
     if latent.is_some() {
         prov.set("moe.latent", cfg.derived("moe_latent_size"));
     }
-    let groups = cfg.u32_opt("n_group")?.unwrap_or(1).max(1);
-    let topk_groups = cfg.u32_opt("topk_group")?.unwrap_or(1).max(1);
-    if cfg.get("n_group").is_some() {
-        prov.set("moe.groups", cfg.derived("n_group"));
-        prov.set("moe.topk_groups", cfg.derived("topk_group"));
-    } else {
-        let why = format!("derived: {arch} routes without group limits (no n_group)");
-        prov.set("moe.groups", why.clone());
-        prov.set("moe.topk_groups", why);
-    }
-    prov.set(
-        "moe.fused",
-        "assumed: separate dispatch, expert GEMM and combine kernels (no fused MoE kernel)",
-    );
-    prov.set("moe.weight_dtype", q.experts.why.clone());
-    prov.set("moe.scale_block", q.experts.why.clone());
-    prov.set("moe.shared_weight_dtype", q.shared.why.clone());
-    prov.set("moe.activation_dtype", q.activation.why.clone());
-    prov.set(
-        "moe.expert_load_cv",
-        "assumed: popularity CV 0.4, as DeepSeek-V3's file (no statistic published for this model)",
-    );
+    let (groups, topk_groups) = moe_groups(cfg, arch, prov)?;
+    moe_assumptions(q, prov);
     Ok(Moe {
         routed_experts: experts,
         shared_experts,
@@ -159,6 +139,39 @@ pub(super) fn moe(cfg: &Cfg, arch: &str, hidden: u32, q: &Quant, prov: &mut Prov
         gated,
         latent,
     })
+}
+
+/// The expert groups and the groups each token may route to (1 and 1 without
+/// `n_group`), with their provenance.
+fn moe_groups(cfg: &Cfg, arch: &str, prov: &mut Prov) -> Result<(u32, u32)> {
+    let groups = cfg.u32_opt("n_group")?.unwrap_or(1).max(1);
+    let topk_groups = cfg.u32_opt("topk_group")?.unwrap_or(1).max(1);
+    if cfg.get("n_group").is_some() {
+        prov.set("moe.groups", cfg.derived("n_group"));
+        prov.set("moe.topk_groups", cfg.derived("topk_group"));
+    } else {
+        let why = format!("derived: {arch} routes without group limits (no n_group)");
+        prov.set("moe.groups", why.clone());
+        prov.set("moe.topk_groups", why);
+    }
+    Ok((groups, topk_groups))
+}
+
+/// Provenance of the MoE fields taken from the quantization or assumed (kernels
+/// unfused, expert load CV 0.4).
+fn moe_assumptions(q: &Quant, prov: &mut Prov) {
+    prov.set(
+        "moe.fused",
+        "assumed: separate dispatch, expert GEMM and combine kernels (no fused MoE kernel)",
+    );
+    prov.set("moe.weight_dtype", q.experts.why.clone());
+    prov.set("moe.scale_block", q.experts.why.clone());
+    prov.set("moe.shared_weight_dtype", q.shared.why.clone());
+    prov.set("moe.activation_dtype", q.activation.why.clone());
+    prov.set(
+        "moe.expert_load_cv",
+        "assumed: popularity CV 0.4, as DeepSeek-V3's file (no statistic published for this model)",
+    );
 }
 
 /// The dense FFN: its width from the key the architecture names it with (a DeciLM

@@ -530,6 +530,29 @@ impl Comparison {
     pub fn render(&self) -> String {
         use std::fmt::Write;
         let mut s = String::new();
+        self.write_step_time(&mut s);
+        self.write_kinds(&mut s);
+        let _ = writeln!(s);
+        let _ = writeln!(
+            s,
+            "simulated run against the live run (same scenario, seed and arrivals):"
+        );
+        s.push_str(&render_rows(&self.rows));
+        let _ = writeln!(s);
+        self.write_sim_steps(&mut s);
+        let _ = writeln!(s);
+        for (k, v) in &self.attribution {
+            let _ = writeln!(s, "{k}: {v}");
+        }
+        for n in &self.notes {
+            let _ = writeln!(s, "note: {n}");
+        }
+        s
+    }
+
+    /// Writes the step-time line (MAPE, total bias, CPU figures) and the pace line.
+    fn write_step_time(&self, s: &mut String) {
+        use std::fmt::Write;
         let _ = writeln!(
             s,
             "step time: {} live steps re-priced with their exact batches: MAPE {:.1}%, total {:+.1}%{}",
@@ -560,6 +583,11 @@ impl Comparison {
                 100.0 * p.step_mape_paced
             );
         }
+    }
+
+    /// Writes the table of step kinds, worst first (at most eight).
+    fn write_kinds(&self, s: &mut String) {
+        use std::fmt::Write;
         let _ = writeln!(
             s,
             "  {:<28} {:>6} {:>10} {:>10} {:>7} {:>7}",
@@ -577,13 +605,11 @@ impl Comparison {
                 100.0 * k.bias
             );
         }
-        let _ = writeln!(s);
-        let _ = writeln!(
-            s,
-            "simulated run against the live run (same scenario, seed and arrivals):"
-        );
-        s.push_str(&render_rows(&self.rows));
-        let _ = writeln!(s);
+    }
+
+    /// Writes the table of steps in the window, live against simulated, per kind.
+    fn write_sim_steps(&self, s: &mut String) {
+        use std::fmt::Write;
         let _ = writeln!(s, "steps in the window, live against simulated:");
         let _ = writeln!(
             s,
@@ -597,14 +623,6 @@ impl Comparison {
                 k.kind, k.live_steps, k.sim_steps, k.live_ms_mean, k.sim_ms_mean
             );
         }
-        let _ = writeln!(s);
-        for (k, v) in &self.attribution {
-            let _ = writeln!(s, "{k}: {v}");
-        }
-        for n in &self.notes {
-            let _ = writeln!(s, "note: {n}");
-        }
-        s
     }
 }
 

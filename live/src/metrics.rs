@@ -6,7 +6,7 @@
 //! processed inside (warm-up, end]: prefill tokens when their step ended, cached tokens
 //! when their request's prefill finished, output tokens when emitted.
 
-use crate::records::RunDir;
+use crate::records::{RequestRecord, RunDir};
 use serde::{Deserialize, Serialize};
 
 /// Mean and percentiles of a latency, milliseconds.
@@ -70,56 +70,84 @@ pub struct Figures {
     pub goodput_req_s: f64,
 }
 
+/// A live run's per-request figures over the window, gathered request by request.
+#[derive(Default)]
+struct Tally {
+    ttft: Vec<f64>,
+    tpot: Vec<f64>,
+    itl: Vec<f64>,
+    e2el: Vec<f64>,
+    completed: u64,
+    dropped: u64,
+    good: u64,
+    out_tok: u64,
+    cached_tok: u64,
+}
+
+impl Tally {
+    /// Adds request `r`'s tokens, gaps and latencies within the window `(w0, end]`.
+    fn add(&mut self, r: &RequestRecord, (w0, end): (f64, f64), slo: &sim::serving::SloConfig) {
+        let in_window = |t: f64| t > w0 && t <= end;
+        let measured = r.arrival_s >= w0;
+        self.out_tok += r.token_times_s.iter().filter(|&&t| in_window(t)).count() as u64;
+        if let Some(t) = r.prefill_done_s.filter(|&t| in_window(t)) {
+            let _ = t;
+            self.cached_tok += r.cached_tokens as u64;
+        }
+        if r.dropped && measured && r.arrival_s <= end {
+            self.dropped += 1;
+        }
+        if measured {
+            let t = &r.token_times_s;
+            for w in t.windows(2) {
+                if w[1] > w[0] && in_window(w[1]) {
+                    self.itl.push(1e3 * (w[1] - w[0]));
+                }
+            }
+        }
+        let done = r.completed && r.finish_s.is_some_and(|f| f <= end);
+        if !(measured && done) {
+            return;
+        }
+        self.completed += 1;
+        let first = r.first_token_s.unwrap_or(r.arrival_s);
+        let last = r.finish_s.unwrap_or(first);
+        let ttft_ms = 1e3 * (first - r.arrival_s);
+        self.ttft.push(ttft_ms);
+        self.e2el.push(1e3 * (last - r.arrival_s));
+        let mut tpot_ms = 0.0;
+        if r.output_tokens > 1 {
+            tpot_ms = 1e3 * (last - first) / (r.output_tokens - 1) as f64;
+            self.tpot.push(tpot_ms);
+        }
+        if ttft_ms <= slo.ttft_ms && tpot_ms <= slo.tpot_ms {
+            self.good += 1;
+        }
+    }
+}
+
 /// Figures of a live run, by the simulator's window rules.
 pub fn live_figures(run: &RunDir) -> Figures {
     let info = &run.info;
     let (w0, end) = (info.warmup_s, info.duration_s);
     let measured_s = (end - w0).max(1e-9);
     let in_window = |t: f64| t > w0 && t <= end;
-    let mut ttft = Vec::new();
-    let mut tpot = Vec::new();
-    let mut itl = Vec::new();
-    let mut e2el = Vec::new();
-    let (mut completed, mut dropped, mut good) = (0u64, 0u64, 0u64);
-    let (mut out_tok, mut cached_tok) = (0u64, 0u64);
     let slo = &info.scenario.slo;
+    let mut tally = Tally::default();
     for r in &run.requests {
-        let measured = r.arrival_s >= w0;
-        out_tok += r.token_times_s.iter().filter(|&&t| in_window(t)).count() as u64;
-        if let Some(t) = r.prefill_done_s.filter(|&t| in_window(t)) {
-            let _ = t;
-            cached_tok += r.cached_tokens as u64;
-        }
-        if r.dropped && measured && r.arrival_s <= end {
-            dropped += 1;
-        }
-        if measured {
-            let t = &r.token_times_s;
-            for w in t.windows(2) {
-                if w[1] > w[0] && in_window(w[1]) {
-                    itl.push(1e3 * (w[1] - w[0]));
-                }
-            }
-        }
-        let done = r.completed && r.finish_s.is_some_and(|f| f <= end);
-        if !(measured && done) {
-            continue;
-        }
-        completed += 1;
-        let first = r.first_token_s.unwrap_or(r.arrival_s);
-        let last = r.finish_s.unwrap_or(first);
-        let ttft_ms = 1e3 * (first - r.arrival_s);
-        ttft.push(ttft_ms);
-        e2el.push(1e3 * (last - r.arrival_s));
-        let mut tpot_ms = 0.0;
-        if r.output_tokens > 1 {
-            tpot_ms = 1e3 * (last - first) / (r.output_tokens - 1) as f64;
-            tpot.push(tpot_ms);
-        }
-        if ttft_ms <= slo.ttft_ms && tpot_ms <= slo.tpot_ms {
-            good += 1;
-        }
+        tally.add(r, (w0, end), slo);
     }
+    let Tally {
+        ttft,
+        tpot,
+        itl,
+        e2el,
+        completed,
+        dropped,
+        good,
+        out_tok,
+        cached_tok,
+    } = tally;
     let uncached: u64 = run
         .steps
         .iter()
@@ -170,6 +198,49 @@ pub fn sim_figures(r: &sim::serving::Report) -> Figures {
     }
 }
 
+/// The `twin` object of `result.json`: the figures as the simulator counts them, step,
+/// MTP and KV-transfer statistics, preemptions and the load's bounds.
+fn twin_json(run: &RunDir, f: &Figures) -> serde_json::Value {
+    let steps = &run.steps;
+    let mtp_rows: usize = steps
+        .iter()
+        .flat_map(|s| &s.ranks)
+        .map(|r| r.decode.len())
+        .sum();
+    let mtp_acc: u64 = steps
+        .iter()
+        .flat_map(|s| &s.ranks)
+        .flat_map(|r| &r.accepted)
+        .map(|&a| a as u64)
+        .sum();
+    let transfers: Vec<(u64, f64)> = run
+        .requests
+        .iter()
+        .filter_map(|r| r.transfer_s.map(|t| (r.transfer_bytes, t[1] - t[0])))
+        .collect();
+    let tb: u64 = transfers.iter().map(|t| t.0).sum();
+    let ts: f64 = transfers.iter().map(|t| t.1).sum();
+    serde_json::json!({
+        "note": "output_throughput and total_token_throughput follow vLLM (tokens of completed requests per second of the window); twin.figures counts tokens processed in the window as the simulator does",
+        "figures": f,
+        "steps": steps.len(),
+        "step_ms_mean": if steps.is_empty() { 0.0 } else { steps.iter().map(|s| s.step_ms).sum::<f64>() / steps.len() as f64 },
+        "mtp": {
+            "rule": run.info.mtp_rule,
+            "draft_tokens": run.info.draft_tokens,
+            "accepted_per_step": if mtp_rows > 0 { mtp_acc as f64 / mtp_rows as f64 } else { 0.0 },
+        },
+        "kv_transfer": {
+            "transfers": transfers.len(),
+            "bytes": tb,
+            "measured_bytes_per_s": if ts > 0.0 { tb as f64 / ts } else { 0.0 },
+        },
+        "preemptions": run.requests.iter().map(|r| r.preemptions as u64).sum::<u64>(),
+        "load_start": run.info.load_start,
+        "load_end": run.info.load_end,
+    })
+}
+
 /// `result.json`: vLLM `bench serve` key names for the run's figures, then twin's own.
 pub fn result_json(run: &RunDir, f: &Figures) -> serde_json::Value {
     let completed: Vec<_> = run
@@ -208,44 +279,6 @@ pub fn result_json(run: &RunDir, f: &Figures) -> serde_json::Value {
         put(&format!("p90_{name}_ms"), p.p90.into());
         put(&format!("p99_{name}_ms"), p.p99.into());
     }
-    let steps = &run.steps;
-    let mtp_rows: usize = steps
-        .iter()
-        .flat_map(|s| &s.ranks)
-        .map(|r| r.decode.len())
-        .sum();
-    let mtp_acc: u64 = steps
-        .iter()
-        .flat_map(|s| &s.ranks)
-        .flat_map(|r| &r.accepted)
-        .map(|&a| a as u64)
-        .sum();
-    let transfers: Vec<(u64, f64)> = run
-        .requests
-        .iter()
-        .filter_map(|r| r.transfer_s.map(|t| (r.transfer_bytes, t[1] - t[0])))
-        .collect();
-    let tb: u64 = transfers.iter().map(|t| t.0).sum();
-    let ts: f64 = transfers.iter().map(|t| t.1).sum();
-    let twin = serde_json::json!({
-        "note": "output_throughput and total_token_throughput follow vLLM (tokens of completed requests per second of the window); twin.figures counts tokens processed in the window as the simulator does",
-        "figures": f,
-        "steps": steps.len(),
-        "step_ms_mean": if steps.is_empty() { 0.0 } else { steps.iter().map(|s| s.step_ms).sum::<f64>() / steps.len() as f64 },
-        "mtp": {
-            "rule": run.info.mtp_rule,
-            "draft_tokens": run.info.draft_tokens,
-            "accepted_per_step": if mtp_rows > 0 { mtp_acc as f64 / mtp_rows as f64 } else { 0.0 },
-        },
-        "kv_transfer": {
-            "transfers": transfers.len(),
-            "bytes": tb,
-            "measured_bytes_per_s": if ts > 0.0 { tb as f64 / ts } else { 0.0 },
-        },
-        "preemptions": run.requests.iter().map(|r| r.preemptions as u64).sum::<u64>(),
-        "load_start": run.info.load_start,
-        "load_end": run.info.load_end,
-    });
-    put("twin", twin);
+    put("twin", twin_json(run, f));
     serde_json::Value::Object(m)
 }

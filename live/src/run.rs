@@ -190,18 +190,7 @@ pub fn run(cfg: &LiveConfig, progress: &mut dyn FnMut(&Progress)) -> Result<Summ
     let (drafts, acceptance) = sim::serving::resolve_mtp(sc, &cfg.model)?;
     let drafts = drafts as usize;
     let (kv_cap, cache_tokens) = kv_sizes(sc)?;
-    let page = crate::model::PAGE_TOKENS;
-    let mut sched = Scheduler::new(SchedConfig {
-        scenario: sc.clone(),
-        policy: cfg.policy,
-        page,
-        vocab: live.vocab,
-        drafts,
-        acceptance: acceptance.clone(),
-        seed: cfg.seed,
-        kv_cap: (kv_cap[0], kv_cap[1]),
-        cache_tokens,
-    });
+    let mut sched = scheduler(cfg, &live, (drafts, &acceptance), (kv_cap, cache_tokens));
     let RankLayout {
         specs,
         first_rank,
@@ -229,19 +218,107 @@ pub fn run(cfg: &LiveConfig, progress: &mut dyn FnMut(&Progress)) -> Result<Summ
     workers.stop();
     let (steps, transfers, load_start, book) = result?;
     // Records.
+    let requests = write_records(
+        cfg,
+        &specs,
+        &device_name,
+        book.as_ref(),
+        &sched,
+        &transfers,
+        &steps,
+    )?;
+    let info = run_info(
+        cfg,
+        &live,
+        Recorded {
+            device_name,
+            kv_cap,
+            cache_tokens,
+            drafts,
+            acceptance,
+            cores,
+            load_start,
+            requests: requests.len(),
+            steps: steps.len(),
+            loop_idle: served_loop_idle,
+            book,
+        },
+    );
+    finish_run_dir(RunDir {
+        path: out.clone(),
+        info,
+        requests,
+        steps,
+    })
+}
+
+/// The run's scheduler: the scenario under `cfg`'s policy and seed, with the MTP
+/// drafts and acceptance and the KV sizes resolved for it.
+fn scheduler(
+    cfg: &LiveConfig,
+    live: &LiveModel,
+    (drafts, acceptance): (usize, &[f64]),
+    (kv_cap, cache_tokens): ([u64; 2], u64),
+) -> Scheduler {
+    Scheduler::new(SchedConfig {
+        scenario: cfg.scenario.clone(),
+        policy: cfg.policy,
+        page: crate::model::PAGE_TOKENS,
+        vocab: live.vocab,
+        drafts,
+        acceptance: acceptance.to_vec(),
+        seed: cfg.seed,
+        kv_cap: (kv_cap[0], kv_cap[1]),
+        cache_tokens,
+    })
+}
+
+/// Creates the run directory and writes into it the op trace (where there is one),
+/// the request records and the step records; returns the request records.
+fn write_records(
+    cfg: &LiveConfig,
+    specs: &[RankSpec],
+    device_name: &str,
+    book: Option<&crate::trace::TraceBook>,
+    sched: &Scheduler,
+    transfers: &Transfers,
+    steps: &[StepRecord],
+) -> Result<Vec<RequestRecord>, LiveError> {
+    let out = &cfg.out;
     std::fs::create_dir_all(out).map_err(|e| LiveError::io(out, e))?;
-    if let Some(book) = &book {
-        write_op_trace(cfg, &specs, &device_name, book)?;
+    if let Some(book) = book {
+        write_op_trace(cfg, specs, device_name, book)?;
     }
-    let requests = request_records(&sched, &transfers);
+    let requests = request_records(sched, transfers);
     write_jsonl(&out.join(REQUESTS_FILE), &requests)?;
-    write_jsonl(&out.join(STEPS_FILE), &steps)?;
-    let info = RunInfo {
+    write_jsonl(&out.join(STEPS_FILE), steps)?;
+    Ok(requests)
+}
+
+/// What a finished run's [`RunInfo`] records beyond its configuration and model.
+struct Recorded {
+    device_name: String,
+    kv_cap: [u64; 2],
+    cache_tokens: u64,
+    drafts: usize,
+    acceptance: Vec<f64>,
+    cores: Vec<Vec<usize>>,
+    load_start: String,
+    requests: usize,
+    steps: usize,
+    loop_idle: IdleMode,
+    book: Option<crate::trace::TraceBook>,
+}
+
+/// The run's [`RunInfo`]: its configuration, model and what it recorded, stamped with
+/// the time and the load average now.
+fn run_info(cfg: &LiveConfig, live: &LiveModel, r: Recorded) -> RunInfo {
+    RunInfo {
         twin_version: env!("CARGO_PKG_VERSION").to_string(),
         device: cfg.device.to_string(),
-        device_name,
+        device_name: r.device_name,
         scenario_origin: cfg.scenario_origin.clone(),
-        scenario: as_served(sc),
+        scenario: as_served(&cfg.scenario),
         workload: cfg.workload.clone(),
         model: cfg.model.clone(),
         hardware: cfg.hardware.clone(),
@@ -249,33 +326,27 @@ pub fn run(cfg: &LiveConfig, progress: &mut dyn FnMut(&Progress)) -> Result<Summ
         duration_s: cfg.duration_s,
         warmup_s: cfg.warmup_s,
         kv_policy: cfg.policy.name().into(),
-        page_tokens: page,
-        kv_capacity_tokens_per_rank: kv_cap,
-        prefix_cache_tokens_per_rank: cache_tokens,
+        page_tokens: crate::model::PAGE_TOKENS,
+        kv_capacity_tokens_per_rank: r.kv_cap,
+        prefix_cache_tokens_per_rank: r.cache_tokens,
         kv_bytes_per_token: live.kv_bytes_per_token(),
-        draft_tokens: drafts,
-        acceptance: acceptance.clone(),
-        mtp_rule: mtp_rule(cfg.seed, &acceptance[..drafts.min(acceptance.len())]),
-        cores,
+        draft_tokens: r.drafts,
+        acceptance: r.acceptance.clone(),
+        mtp_rule: mtp_rule(cfg.seed, &r.acceptance[..r.drafts.min(r.acceptance.len())]),
+        cores: r.cores,
         started_utc: utc_now(),
-        load_start,
+        load_start: r.load_start,
         load_end: load_avg(),
-        requests: requests.len(),
-        steps: steps.len(),
+        requests: r.requests,
+        steps: r.steps,
         trace_records: cfg.trace.len(),
         idle: cfg.idle.name().into(),
-        loop_idle: served_loop_idle.name().into(),
-        op_trace: book.map(|b| OpTraceInfo {
+        loop_idle: r.loop_idle.name().into(),
+        op_trace: r.book.map(|b| OpTraceInfo {
             file: crate::trace::TRACE_FILE.into(),
             sampling: b.sampling(),
         }),
-    };
-    finish_run_dir(RunDir {
-        path: out.clone(),
-        info,
-        requests,
-        steps,
-    })
+    }
 }
 
 /// The declared MTP acceptance rule, in words.

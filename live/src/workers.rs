@@ -165,29 +165,8 @@ impl Workers {
         let (reply_tx, replies) = mpsc::channel();
         let mut cmds = Vec::new();
         let mut handles = Vec::new();
-        // DEP exchanges, one per group of several ranks.
-        let mut exchanges: HashMap<usize, Vec<ThreadExchange>> = HashMap::new();
-        for s in specs.iter().filter(|s| s.ranks > 1) {
-            exchanges
-                .entry(s.group)
-                .or_insert_with(|| ThreadExchange::group(s.ranks));
-        }
-        // KV links: a bounded channel per decode rank, drained by its link thread.
-        let mut link_tx: Vec<SyncSender<KvMsg>> = Vec::new();
-        let mut staged: Vec<Staged> = Vec::new();
-        for l in 0..links {
-            let (tx, rx) = mpsc::sync_channel::<KvMsg>(KV_LINK_MESSAGES);
-            link_tx.push(tx);
-            let st: Staged = Arc::default();
-            staged.push(st.clone());
-            let reply = reply_tx.clone();
-            handles.push(
-                std::thread::Builder::new()
-                    .name(format!("kv-link-{l}"))
-                    .spawn(move || link_loop(rx, st, reply))
-                    .map_err(|e| LiveError::Worker(format!("cannot start a KV link: {e}")))?,
-            );
-        }
+        let exchanges = dep_exchanges(specs);
+        let (link_tx, staged) = start_links(links, &reply_tx, &mut handles)?;
         for s in specs {
             let (tx, rx) = mpsc::channel();
             cmds.push(tx);
@@ -221,21 +200,27 @@ impl Workers {
             );
         }
         drop(reply_tx);
-        let mut w = Workers {
+        let w = Workers {
             cmds,
             handles,
             replies,
             devices: vec![String::new(); specs.len()],
         };
+        w.wait_ready()
+    }
+
+    /// Waits for every rank's ready reply, noting its device name; stops the workers
+    /// when one fails.
+    fn wait_ready(mut self) -> Result<Workers, LiveError> {
         let mut ready = 0;
-        while ready < specs.len() {
-            match w.replies.recv() {
+        while ready < self.devices.len() {
+            match self.replies.recv() {
                 Ok(Reply::Ready { rank, device }) => {
-                    w.devices[rank] = device;
+                    self.devices[rank] = device;
                     ready += 1;
                 }
                 Ok(Reply::Failed { who, error }) => {
-                    w.stop();
+                    self.stop();
                     return Err(LiveError::Worker(format!("{who}: {error}")));
                 }
                 Ok(_) => {}
@@ -246,7 +231,7 @@ impl Workers {
                 }
             }
         }
-        Ok(w)
+        Ok(self)
     }
 
     pub fn send(&self, rank: usize, cmd: Cmd) -> Result<(), LiveError> {
@@ -265,6 +250,43 @@ impl Workers {
             let _ = h.join();
         }
     }
+}
+
+/// The DEP exchanges, one per group of several ranks, by group.
+fn dep_exchanges(specs: &[RankSpec]) -> HashMap<usize, Vec<ThreadExchange>> {
+    let mut exchanges: HashMap<usize, Vec<ThreadExchange>> = HashMap::new();
+    for s in specs.iter().filter(|s| s.ranks > 1) {
+        exchanges
+            .entry(s.group)
+            .or_insert_with(|| ThreadExchange::group(s.ranks));
+    }
+    exchanges
+}
+
+/// Starts `links` KV link threads (their handles pushed onto `handles`): a bounded
+/// channel per decode rank, drained by its link thread. Returns the links' senders and
+/// the KV staged by each.
+fn start_links(
+    links: usize,
+    reply_tx: &Sender<Reply>,
+    handles: &mut Vec<JoinHandle<()>>,
+) -> Result<(Vec<SyncSender<KvMsg>>, Vec<Staged>), LiveError> {
+    let mut link_tx: Vec<SyncSender<KvMsg>> = Vec::new();
+    let mut staged: Vec<Staged> = Vec::new();
+    for l in 0..links {
+        let (tx, rx) = mpsc::sync_channel::<KvMsg>(KV_LINK_MESSAGES);
+        link_tx.push(tx);
+        let st: Staged = Arc::default();
+        staged.push(st.clone());
+        let reply = reply_tx.clone();
+        handles.push(
+            std::thread::Builder::new()
+                .name(format!("kv-link-{l}"))
+                .spawn(move || link_loop(rx, st, reply))
+                .map_err(|e| LiveError::Worker(format!("cannot start a KV link: {e}")))?,
+        );
+    }
+    Ok((link_tx, staged))
 }
 
 /// Tells the coordinator that `spec`'s rank stopped on `error`.

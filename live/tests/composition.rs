@@ -77,6 +77,67 @@ fn seqs(
     (p, d)
 }
 
+/// The phase a test step runs (prefill when it has prefill sequences, else decode),
+/// its sequences and their slices as the cost model sees them.
+fn one_phase(
+    (p, d): (Vec<Seq>, Vec<Seq>),
+    prefill: &[(usize, usize)],
+    decode: &[usize],
+) -> (Phase, Vec<Seq>, Vec<ReqSlice>) {
+    if !p.is_empty() {
+        (
+            Phase::Prefill,
+            p,
+            prefill
+                .iter()
+                .map(|&(n, c)| ReqSlice::one(n as u32, c as u64))
+                .collect::<Vec<_>>(),
+        )
+    } else {
+        (
+            Phase::Decode,
+            d,
+            decode.iter().map(|&c| ReqSlice::one(1, c as u64)).collect(),
+        )
+    }
+}
+
+/// Asserts that each routed linear of `traced` touched about as many experts as
+/// expected for the step's rows (MoE models only).
+fn assert_touched_as_expected(
+    name: &str,
+    lm: &LiveModel,
+    traced: &[Call],
+    slices: &[ReqSlice],
+    phase: Phase,
+    drafts: usize,
+) {
+    let touched: Vec<u64> = traced
+        .iter()
+        .filter(|c| c.op == CallOp::Linear && c.vars[0].1 > 1)
+        .map(|c| c.vars[0].1)
+        .collect();
+    let rows: u64 = slices
+        .iter()
+        .map(|s| {
+            if phase == Phase::Decode {
+                1 + drafts as u64
+            } else {
+                s.new_tokens as u64
+            }
+        })
+        .sum();
+    if let Some(moe) = lm.moe {
+        let want = expected_touched(moe.experts, moe.top_k, rows as f64);
+        for t in touched {
+            assert!(
+                (t as f64 - want).abs() <= 0.35 * want + 1.0,
+                "{name}: {t} experts touched, expected {want:.1}"
+            );
+        }
+    }
+}
+
 #[test]
 fn one_rank_traces_are_the_composed_calls() {
     for name in ["cpu-live-moe", "tiny-moe"] {
@@ -95,22 +156,7 @@ fn one_rank_traces_are_the_composed_calls() {
             (vec![], vec![64], 0),
         ] {
             let (p, d) = seqs(&lm, &prefill, &decode, drafts);
-            let (phase, s, slices) = if !p.is_empty() {
-                (
-                    Phase::Prefill,
-                    p,
-                    prefill
-                        .iter()
-                        .map(|&(n, c)| ReqSlice::one(n as u32, c as u64))
-                        .collect::<Vec<_>>(),
-                )
-            } else {
-                (
-                    Phase::Decode,
-                    d,
-                    decode.iter().map(|&c| ReqSlice::one(1, c as u64)).collect(),
-                )
-            };
+            let (phase, s, slices) = one_phase((p, d), &prefill, &decode);
             ex.forward(&s, drafts, &mut Solo).unwrap();
             let traced: Vec<Call> = ex.take_trace();
             let ranks = vec![slices];
@@ -131,30 +177,7 @@ fn one_rank_traces_are_the_composed_calls() {
                 "{name}: {phase:?} {prefill:?} {decode:?}"
             );
             // Expert groups: the routing touched about as many experts as expected.
-            let touched: Vec<u64> = traced
-                .iter()
-                .filter(|c| c.op == CallOp::Linear && c.vars[0].1 > 1)
-                .map(|c| c.vars[0].1)
-                .collect();
-            let rows: u64 = shape.ranks[0]
-                .iter()
-                .map(|s| {
-                    if phase == Phase::Decode {
-                        1 + drafts as u64
-                    } else {
-                        s.new_tokens as u64
-                    }
-                })
-                .sum();
-            if let Some(moe) = lm.moe {
-                let want = expected_touched(moe.experts, moe.top_k, rows as f64);
-                for t in touched {
-                    assert!(
-                        (t as f64 - want).abs() <= 0.35 * want + 1.0,
-                        "{name}: {t} experts touched, expected {want:.1}"
-                    );
-                }
-            }
+            assert_touched_as_expected(name, &lm, &traced, &shape.ranks[0], phase, drafts);
         }
     }
 }

@@ -291,6 +291,30 @@ pub fn money_section(items: &[(String, &Finance)], prefix: &str, priced: bool) -
         "Cost per million tokens",
         "GPU cost per million tokens (all kinds) by TCO component, next to the mean price of the tokens at the price sheet.",
     );
+    let components = cost_components(items);
+    let n = components
+        .iter()
+        .map(|c| c.1.iter().filter(|v| **v > 0.0).count())
+        .sum();
+    let bars = Bars {
+        title: "GPU cost per million tokens by component".into(),
+        value_label: "USD per million tokens".into(),
+        categories: items.iter().map(|(l, _)| l.clone()).collect(),
+        components,
+    };
+    s.figures.push(Figure::new(
+        &format!("{prefix}usd-per-m-tokens"),
+        "USD per million tokens by TCO component.",
+        stacked_bars(&bars)?,
+        n,
+    ));
+    s.tables.push(money_table(items, prefix, priced));
+    Ok(s)
+}
+
+/// Each TCO component's USD per million tokens, one value per item; components
+/// that are zero for every item are left out.
+fn cost_components(items: &[(String, &Finance)]) -> Vec<(String, Vec<f64>)> {
     let comps = [
         "rental",
         "capex",
@@ -299,7 +323,7 @@ pub fn money_section(items: &[(String, &Finance)], prefix: &str, priced: bool) -
         "network",
         "operations",
     ];
-    let components: Vec<(String, Vec<f64>)> = comps
+    comps
         .iter()
         .map(|c| {
             (
@@ -317,23 +341,12 @@ pub fn money_section(items: &[(String, &Finance)], prefix: &str, priced: bool) -
             )
         })
         .filter(|(_, v)| v.iter().any(|x| *x > 0.0))
-        .collect();
-    let n = components
-        .iter()
-        .map(|c| c.1.iter().filter(|v| **v > 0.0).count())
-        .sum();
-    let bars = Bars {
-        title: "GPU cost per million tokens by component".into(),
-        value_label: "USD per million tokens".into(),
-        categories: items.iter().map(|(l, _)| l.clone()).collect(),
-        components,
-    };
-    s.figures.push(Figure::new(
-        &format!("{prefix}usd-per-m-tokens"),
-        "USD per million tokens by TCO component.",
-        stacked_bars(&bars)?,
-        n,
-    ));
+        .collect()
+}
+
+/// The finance table: per GPU-hour and per million tokens, one row per item (`-`
+/// where no price sheet values the tokens).
+fn money_table(items: &[(String, &Finance)], prefix: &str, priced: bool) -> Table {
     let mut t = Table::new(
         &format!("{prefix}money"),
         "Finance per GPU-hour and per million tokens",
@@ -376,8 +389,7 @@ pub fn money_section(items: &[(String, &Finance)], prefix: &str, priced: bool) -
             },
         ]);
     }
-    s.tables.push(t);
-    Ok(s)
+    t
 }
 
 /// A pool's layout as engines print it: `DEP8`, `TP8`, `TP8 EP`.

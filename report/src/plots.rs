@@ -137,7 +137,6 @@ pub fn xy(c: &Chart) -> Result<String> {
         Rule::Y(y, _) => Some(*y),
         _ => None,
     });
-    let mut svg = String::new();
     if c.log {
         let all: Vec<f64> = xs
             .chain(ys)
@@ -152,33 +151,10 @@ pub fn xy(c: &Chart) -> Result<String> {
         } else {
             (0.1, 10.0)
         };
-        {
-            let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
-            root.fill(&WHITE).map_err(err)?;
-            let mut ch = builder(&root, &c.title)
-                .build_cartesian_2d((lo..hi).log_scale(), (lo..hi).log_scale())
-                .map_err(err)?;
-            ch.configure_mesh()
-                .x_desc(&c.x_label)
-                .y_desc(&c.y_label)
-                .light_line_style(RGBColor(0xee, 0xee, 0xee))
-                .draw()
-                .map_err(err)?;
-            for r in &c.rules {
-                if let Rule::Diagonal(label) = r {
-                    ch.draw_series(LineSeries::new(vec![(lo, lo), (hi, hi)], REFERENCE))
-                        .map_err(err)?
-                        .label(label)
-                        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], REFERENCE));
-                }
-            }
-            series_and_legend(&mut ch, &c.series, SeriesLabelPosition::UpperLeft)?;
-            root.present().map_err(err)?;
-        }
-        return Ok(svg);
+        return xy_log(c, lo, hi);
     }
     let diagonal = c.rules.iter().any(|r| matches!(r, Rule::Diagonal(_)));
-    let ((x0, x1), (y0, y1)) = if diagonal {
+    let ranges = if diagonal {
         // One range for both axes, so equality is the diagonal.
         let r = range(xs.chain(ys), 0.15, false);
         (r, r)
@@ -188,6 +164,41 @@ pub fn xy(c: &Chart) -> Result<String> {
             range(ys.chain(ry), 0.3, true),
         )
     };
+    xy_linear(c, ranges)
+}
+
+/// Draws `c` on logarithmic axes, both over `lo..hi`, as an SVG document.
+fn xy_log(c: &Chart, lo: f64, hi: f64) -> Result<String> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let mut ch = builder(&root, &c.title)
+            .build_cartesian_2d((lo..hi).log_scale(), (lo..hi).log_scale())
+            .map_err(err)?;
+        ch.configure_mesh()
+            .x_desc(&c.x_label)
+            .y_desc(&c.y_label)
+            .light_line_style(RGBColor(0xee, 0xee, 0xee))
+            .draw()
+            .map_err(err)?;
+        for r in &c.rules {
+            if let Rule::Diagonal(label) = r {
+                ch.draw_series(LineSeries::new(vec![(lo, lo), (hi, hi)], REFERENCE))
+                    .map_err(err)?
+                    .label(label)
+                    .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], REFERENCE));
+            }
+        }
+        series_and_legend(&mut ch, &c.series, SeriesLabelPosition::UpperLeft)?;
+        root.present().map_err(err)?;
+    }
+    Ok(svg)
+}
+
+/// Draws `c` on linear axes over `(x0, x1)` and `(y0, y1)`, as an SVG document.
+fn xy_linear(c: &Chart, ((x0, x1), (y0, y1)): ((f64, f64), (f64, f64))) -> Result<String> {
+    let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
@@ -353,35 +364,7 @@ pub fn stacked_bars(b: &Bars) -> Result<String> {
             .light_line_style(RGBColor(0xee, 0xee, 0xee))
             .draw()
             .map_err(err)?;
-        for (k, (name, vals)) in b.components.iter().enumerate() {
-            let color = PALETTE[k % PALETTE.len()];
-            let rects: Vec<Rectangle<(f64, f64)>> = (0..n)
-                .filter_map(|i| {
-                    let v = vals.get(i).copied().unwrap_or(0.0);
-                    if v <= 0.0 {
-                        return None;
-                    }
-                    let start: f64 = b.components[..k]
-                        .iter()
-                        .map(|c| c.1.get(i).copied().unwrap_or(0.0))
-                        .sum();
-                    let y = (n - 1 - i) as f64;
-                    Some(Rectangle::new(
-                        [(start, y + 0.22), (start + v, y + 0.78)],
-                        color.filled(),
-                    ))
-                })
-                .collect();
-            if rects.is_empty() {
-                continue;
-            }
-            ch.draw_series(rects)
-                .map_err(err)?
-                .label(name)
-                .legend(move |(x, y)| {
-                    Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled())
-                });
-        }
+        draw_segments(&mut ch, b, n)?;
         for (i, cat) in b.categories.iter().enumerate() {
             let y = (n - 1 - i) as f64 + 0.9;
             ch.draw_series(std::iter::once(Text::new(
@@ -400,4 +383,44 @@ pub fn stacked_bars(b: &Bars) -> Result<String> {
         root.present().map_err(err)?;
     }
     Ok(svg)
+}
+
+/// Draws each component's segments of the `n` bars (each starting where the earlier
+/// components' end), with its legend entry; a component with no segment is left out.
+fn draw_segments<'a, DB>(
+    ch: &mut ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+    b: &Bars,
+    n: usize,
+) -> Result<()>
+where
+    DB: DrawingBackend + 'a,
+{
+    for (k, (name, vals)) in b.components.iter().enumerate() {
+        let color = PALETTE[k % PALETTE.len()];
+        let rects: Vec<Rectangle<(f64, f64)>> = (0..n)
+            .filter_map(|i| {
+                let v = vals.get(i).copied().unwrap_or(0.0);
+                if v <= 0.0 {
+                    return None;
+                }
+                let start: f64 = b.components[..k]
+                    .iter()
+                    .map(|c| c.1.get(i).copied().unwrap_or(0.0))
+                    .sum();
+                let y = (n - 1 - i) as f64;
+                Some(Rectangle::new(
+                    [(start, y + 0.22), (start + v, y + 0.78)],
+                    color.filled(),
+                ))
+            })
+            .collect();
+        if rects.is_empty() {
+            continue;
+        }
+        ch.draw_series(rects)
+            .map_err(err)?
+            .label(name)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled()));
+    }
+    Ok(())
 }

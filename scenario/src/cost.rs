@@ -22,11 +22,6 @@ fn same_kind(path: &str, device: &str, hardware: &str) -> Result<()> {
     Ok(())
 }
 
-/// The cost parameters a command prices with, in layers: the analytic defaults; then
-/// the hardware file's `[cost]` (fitted to published figures); then a calibration
-/// profile's measured efficiencies and fixed costs (`--profile`), for the operations it
-/// has fits for; then `--set cost.KEY=VALUE` overrides; and `engine`'s measured kernel
-/// tables (`--engine`, [`super::tables`]) over the ops they time.
 /// The `--set cost.*` overrides, in order; an unknown key names its close match first
 /// (the list of every key is long).
 fn apply_cost_sets(cost_sets: &[Set], params: &mut CostParams) -> Result<()> {
@@ -49,6 +44,11 @@ fn apply_cost_sets(cost_sets: &[Set], params: &mut CostParams) -> Result<()> {
     Ok(())
 }
 
+/// The cost parameters a command prices with, in layers: the analytic defaults; then
+/// the hardware file's `[cost]` (fitted to published figures); then a calibration
+/// profile's measured efficiencies and fixed costs (`--profile`), for the operations it
+/// has fits for; then `--set cost.KEY=VALUE` overrides; and `engine`'s measured kernel
+/// tables (`--engine`, [`super::tables`]) over the ops they time.
 pub fn cost_params(
     hardware: &Hardware,
     profile: Option<&str>,
@@ -57,35 +57,7 @@ pub fn cost_params(
     physics_only: bool,
 ) -> Result<CostParams> {
     let mut params = CostParams::default();
-    for (k, v) in &hardware.cost {
-        params
-            .set(k, *v)
-            .map_err(|e| anyhow!("hardware {}: cost.{k}: {e}", hardware.name))?;
-    }
-    // Where the in-situ terms come from: their provenance in the hardware file.
-    if let Some(k) = hardware.cost.keys().find(|k| k.starts_with("in_situ.")) {
-        let why = hardware
-            .provenance
-            .get(&format!("cost.{k}"))
-            .map(|p| p.split(" rows ").next().unwrap_or(p))
-            .unwrap_or("no provenance given");
-        params.in_situ.source = format!("{}'s terms, {why}", hardware.name);
-    }
-    if let Some(t) = &hardware.cost.spread {
-        params.spread = sim::cost::Spread::from_table(t)
-            .map_err(|e| anyhow!("hardware {}: cost.spread: {e}", hardware.name))?;
-    }
-    let mut source = if hardware.cost.is_empty() {
-        params.source.clone()
-    } else if let Some(from) = &hardware.kernels_from {
-        carried_source(hardware, from)
-    } else {
-        format!(
-            "analytic defaults + {} fitted cost parameters of {}",
-            hardware.cost.len(),
-            hardware.name
-        )
-    };
+    let mut source = apply_hardware_cost(hardware, &mut params)?;
     let given_runs = match profile {
         Some(path) => crate::runs_profile::read(std::path::Path::new(path))?.is_some(),
         None => false,
@@ -138,6 +110,41 @@ pub fn cost_params(
     let source = engine_tables_source(source, hardware, engine, &mut params)?;
     params.source = source;
     Ok(params)
+}
+
+/// Puts the hardware file's `[cost]` (its values, in-situ terms' source and spread)
+/// into `params`; returns the cost model's line so far.
+fn apply_hardware_cost(hardware: &Hardware, params: &mut CostParams) -> Result<String> {
+    for (k, v) in &hardware.cost {
+        params
+            .set(k, *v)
+            .map_err(|e| anyhow!("hardware {}: cost.{k}: {e}", hardware.name))?;
+    }
+    // Where the in-situ terms come from: their provenance in the hardware file.
+    if let Some(k) = hardware.cost.keys().find(|k| k.starts_with("in_situ.")) {
+        let why = hardware
+            .provenance
+            .get(&format!("cost.{k}"))
+            .map(|p| p.split(" rows ").next().unwrap_or(p))
+            .unwrap_or("no provenance given");
+        params.in_situ.source = format!("{}'s terms, {why}", hardware.name);
+    }
+    if let Some(t) = &hardware.cost.spread {
+        params.spread = sim::cost::Spread::from_table(t)
+            .map_err(|e| anyhow!("hardware {}: cost.spread: {e}", hardware.name))?;
+    }
+    let source = if hardware.cost.is_empty() {
+        params.source.clone()
+    } else if let Some(from) = &hardware.kernels_from {
+        carried_source(hardware, from)
+    } else {
+        format!(
+            "analytic defaults + {} fitted cost parameters of {}",
+            hardware.cost.len(),
+            hardware.name
+        )
+    };
+    Ok(source)
 }
 
 /// The engine's kernel tables on `hardware` put into `params`, and the cost model's

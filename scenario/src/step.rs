@@ -121,27 +121,7 @@ pub fn prepare(req: &StepRequest) -> Result<Prepared> {
     }
     let (hardware, model, params) = load(req, sets)?;
     let dep = req.dep.unwrap_or(if req.tp > 1 { 1 } else { 8 });
-    if req.expert_parallel && req.tp <= 1 {
-        bail!("--expert-parallel applies to a TP replica (--tp 2 or more); a DEP group is expert-parallel already");
-    }
-    if req.pipeline == sim::cost::Pipeline::FiveStage {
-        if req.no_overlap {
-            bail!("--pipeline five-stage schedules two overlapped micro-batches; --no-overlap runs none");
-        }
-        if req.phase == Phase::Prefill {
-            bail!("--pipeline five-stage schedules decode steps; a prefill step's micro-batches run the two-batch schedule");
-        }
-    }
-    let layout = Layout {
-        dep,
-        tp: req.tp,
-        expert_parallel: req.expert_parallel,
-        redundant_experts: req.redundant_experts,
-        overlap_microbatches: !req.no_overlap,
-        decode_graphs: !req.eager_decode,
-        prefill_graphs: req.prefill_graphs,
-        decode_pipeline: req.pipeline,
-    };
+    let layout = layout(req, dep)?;
     let phase = req.phase;
     let draft_tokens = draft_tokens(req, phase, &model)?;
     let batch_check = check_batch(req, phase, dep)?;
@@ -194,6 +174,32 @@ pub fn prepare(req: &StepRequest) -> Result<Prepared> {
         model,
         layout,
         params,
+    })
+}
+
+/// The layout `req` asks for with `dep` ranks, its parallelism and pipeline flags
+/// checked against each other.
+fn layout(req: &StepRequest, dep: u32) -> Result<Layout> {
+    if req.expert_parallel && req.tp <= 1 {
+        bail!("--expert-parallel applies to a TP replica (--tp 2 or more); a DEP group is expert-parallel already");
+    }
+    if req.pipeline == sim::cost::Pipeline::FiveStage {
+        if req.no_overlap {
+            bail!("--pipeline five-stage schedules two overlapped micro-batches; --no-overlap runs none");
+        }
+        if req.phase == Phase::Prefill {
+            bail!("--pipeline five-stage schedules decode steps; a prefill step's micro-batches run the two-batch schedule");
+        }
+    }
+    Ok(Layout {
+        dep,
+        tp: req.tp,
+        expert_parallel: req.expert_parallel,
+        redundant_experts: req.redundant_experts,
+        overlap_microbatches: !req.no_overlap,
+        decode_graphs: !req.eager_decode,
+        prefill_graphs: req.prefill_graphs,
+        decode_pipeline: req.pipeline,
     })
 }
 

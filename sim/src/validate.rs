@@ -97,6 +97,15 @@ pub fn hardware(hw: &Hardware) -> Vec<Problem> {
     if hw.tlb.entries == 0 {
         p.push(Problem::new("tlb.entries", "must be at least 1"));
     }
+    latency_problems(&mut p, hw);
+    nonnegative_problems(&mut p, hw);
+    kernels_from(&mut p, hw);
+    cost_problems(&mut p, hw);
+    p
+}
+
+/// Link latencies and the TLB miss time: finite seconds in [0, 1].
+fn latency_problems(p: &mut Vec<Problem>, hw: &Hardware) {
     for (path, v) in [
         ("nvlink.latency_s", hw.nvlink.latency_s),
         ("scaleout.latency_s", hw.scaleout.latency_s),
@@ -112,6 +121,10 @@ pub fn hardware(hw: &Hardware) -> Vec<Problem> {
             ));
         }
     }
+}
+
+/// Power and prices: finite and not negative.
+fn nonnegative_problems(p: &mut Vec<Problem>, hw: &Hardware) {
     for (path, v) in [
         ("power_w", hw.power_w),
         (
@@ -136,7 +149,10 @@ pub fn hardware(hw: &Hardware) -> Vec<Problem> {
             ));
         }
     }
-    kernels_from(&mut p, hw);
+}
+
+/// The `[cost]` table: every parameter known and in range, and its spread.
+fn cost_problems(p: &mut Vec<Problem>, hw: &Hardware) {
     let mut params = crate::cost::CostParams::default();
     for (k, v) in &hw.cost {
         if let Err(e) = params.set(k, *v) {
@@ -148,7 +164,6 @@ pub fn hardware(hw: &Hardware) -> Vec<Problem> {
             p.push(Problem::new("cost.spread", e));
         }
     }
-    p
 }
 
 /// `kernels_from`, when given: the name of another hardware (whether it exists, and
@@ -218,6 +233,13 @@ fn size_limits(m: &Model) -> Vec<(String, u64, u64)> {
             1 << 20,
         ));
     }
+    component_size_limits(m, &mut v);
+    state_size_limits(m, &mut v);
+    v
+}
+
+/// Sizes of the MoE and dense FFN tables, the Engram, the mHC streams and MTP.
+fn component_size_limits(m: &Model, v: &mut Vec<(String, u64, u64)>) {
     if let Some(moe) = &m.moe {
         v.push((
             "moe.routed_experts".into(),
@@ -255,8 +277,6 @@ fn size_limits(m: &Model) -> Vec<(String, u64, u64)> {
     if let Some(t) = &m.mtp {
         v.push(("mtp.draft_tokens".into(), t.draft_tokens as u64, 16));
     }
-    state_size_limits(m, &mut v);
-    v
 }
 
 /// Sizes of the recurrent mixers, the chunk, the groups' own shapes and widths.
@@ -375,51 +395,16 @@ fn layer_problems(m: &Model, p: &mut Vec<Problem>) {
     }
     // The cost model prices layers by kind: a bounded number of distinct kinds (a
     // group with its own attention shape or FFN width is a kind of its own).
-    let (mut classes, mut kinds) = (Vec::new(), Vec::new());
-    for l in m.expand_layers() {
-        let g = &m.layers[l.group as usize];
-        let class = (
-            l.attention,
-            l.compress_ratio,
-            l.has_indexer,
-            l.window_branch,
-            g.attention_shape.as_ref().map(|s| {
-                (
-                    s.heads,
-                    s.kv_heads,
-                    s.qk_head_dim,
-                    s.v_head_dim,
-                    s.kv_dim,
-                    s.kv_entry_bytes.to_bits(),
-                )
-            }),
-        );
-        if !classes.contains(&class) {
-            classes.push(class);
-        }
-        let ffn = (
-            l.ffn,
-            if l.ffn == FfnKind::Dense {
-                m.ffn_width_of(g)
-            } else {
-                0
-            },
-        );
-        if !kinds.contains(&(class, ffn)) {
-            kinds.push((class, ffn));
-        }
-    }
+    let (classes, kinds) = kind_counts(m);
     let (max_c, max_k) = (
         crate::cost::analytic::MAX_CLASSES,
         crate::cost::analytic::MAX_TYPES,
     );
-    if classes.len() > max_c || kinds.len() > max_k {
+    if classes > max_c || kinds > max_k {
         p.push(Problem::new(
             "layers",
             format!(
-                "{} attention kinds and {} layer kinds; the cost model prices at most {max_c} and {max_k}",
-                classes.len(),
-                kinds.len()
+                "{classes} attention kinds and {kinds} layer kinds; the cost model prices at most {max_c} and {max_k}"
             ),
         ));
     }
@@ -460,6 +445,45 @@ fn layer_problems(m: &Model, p: &mut Vec<Problem>) {
         ));
     }
     state_problems(m, p);
+}
+
+/// How many distinct attention classes and layer kinds (class and FFN) `m` has.
+fn kind_counts(m: &Model) -> (usize, usize) {
+    let (mut classes, mut kinds) = (Vec::new(), Vec::new());
+    for l in m.expand_layers() {
+        let g = &m.layers[l.group as usize];
+        let class = (
+            l.attention,
+            l.compress_ratio,
+            l.has_indexer,
+            l.window_branch,
+            g.attention_shape.as_ref().map(|s| {
+                (
+                    s.heads,
+                    s.kv_heads,
+                    s.qk_head_dim,
+                    s.v_head_dim,
+                    s.kv_dim,
+                    s.kv_entry_bytes.to_bits(),
+                )
+            }),
+        );
+        if !classes.contains(&class) {
+            classes.push(class);
+        }
+        let ffn = (
+            l.ffn,
+            if l.ffn == FfnKind::Dense {
+                m.ffn_width_of(g)
+            } else {
+                0
+            },
+        );
+        if !kinds.contains(&(class, ffn)) {
+            kinds.push((class, ffn));
+        }
+    }
+    (classes.len(), kinds.len())
 }
 
 /// The recurrent mixers' tables: every width at least 1.

@@ -77,84 +77,11 @@ fn draw_workload(rng: &mut ChaCha8Rng) -> (WorkloadConfig, Vec<TraceRecord>) {
     wl.closed_loop = None;
     let mut trace = Vec::new();
     match rng.random_range(0..4) {
-        0 => {
-            wl.closed_loop = Some(ClosedLoop {
-                concurrency: rng.random_range(1..=40),
-                input_tokens: ln(rng.random_range(50.0..4000.0), rng.random_range(0.0..1.5)),
-                output_tokens: ln(rng.random_range(1.0..150.0), rng.random_range(0.0..1.5)),
-                shared_prefix_tokens: rng.random_range(0..2048),
-                think_time_s: Dist::Exponential {
-                    mean: rng.random_range(0.0..0.5),
-                },
-            })
-        }
-        1 => {
-            wl.open_loop = Some(OpenLoop {
-                rate_per_s: rng.random_range(1.0..100.0),
-                arrival: if rng.random_bool(0.5) {
-                    Arrival::Poisson
-                } else {
-                    Arrival::Gamma {
-                        cv: rng.random_range(0.3..4.0),
-                    }
-                },
-                input_tokens: ln(rng.random_range(50.0..4000.0), rng.random_range(0.0..1.5)),
-                output_tokens: Dist::Uniform {
-                    min: 1.0,
-                    max: rng.random_range(1.0..150.0),
-                },
-                shared_prefix_tokens: rng.random_range(0..2048),
-            })
-        }
-        2 => {
-            wl.agentx = Some(AgentX {
-                sessions: rng.random_range(1..=16),
-                system_prompt_tokens: rng.random_range(0..4096),
-                system_prompts: rng.random_range(1..=3),
-                task_tokens: ln(rng.random_range(100.0..2000.0), 0.5),
-                turn_new_tokens: ln(rng.random_range(10.0..500.0), 1.0),
-                output_tokens: ln(rng.random_range(1.0..150.0), 0.7),
-                max_context_tokens: Dist::Uniform {
-                    min: 2000.0,
-                    max: rng.random_range(2000.0..30_000.0),
-                },
-                max_turns: rng.random_range(1..=50),
-                idle_gap_s: Dist::Exponential {
-                    mean: rng.random_range(0.0..2.0),
-                },
-                idle_gap_cap_s: rng.random_range(0.0..10.0),
-                start_spread_s: rng.random_range(0.0..2.0),
-                subagent_probability: rng.random_range(0.0..0.5),
-                subagent_turns: Dist::Uniform { min: 1.0, max: 5.0 },
-                subagent_task_tokens: ln(500.0, 0.5),
-                max_subagents: rng.random_range(0..=8),
-                warm_start: rng.random_bool(0.5),
-            })
-        }
+        0 => wl.closed_loop = Some(draw_closed_loop(rng)),
+        1 => wl.open_loop = Some(draw_open_loop(rng)),
+        2 => wl.agentx = Some(draw_agentx(rng)),
         _ => {
-            let n = rng.random_range(1..=150);
-            let mut t = 0u64;
-            for _ in 0..n {
-                t += rng.random_range(0..200);
-                let input_length = rng.random_range(1..5000u32);
-                let blocks = (input_length as u64).div_ceil(512);
-                let root = rng.random_range(0..5u64);
-                let hash_ids = (0..blocks)
-                    .map(|i| {
-                        if i < 2 {
-                            root * 100 + i
-                        } else {
-                            rng.random_range(0..40)
-                        }
-                    })
-                    .collect();
-                trace.push(TraceRecord {
-                    timestamp: t,
-                    input_length,
-                    output_length: rng.random_range(0..100),
-                    hash_ids,
-                });
-            }
+            trace = draw_trace(rng);
             wl.trace = Some(TraceReplay {
                 time_scale: rng.random_range(0.2..2.0),
                 max_requests: if rng.random_bool(0.3) {
@@ -168,8 +95,97 @@ fn draw_workload(rng: &mut ChaCha8Rng) -> (WorkloadConfig, Vec<TraceRecord>) {
     (wl, trace)
 }
 
-fn check_seed(seed: u64) -> Result<Accounting, String> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+/// Draws a closed-loop workload.
+fn draw_closed_loop(rng: &mut ChaCha8Rng) -> ClosedLoop {
+    ClosedLoop {
+        concurrency: rng.random_range(1..=40),
+        input_tokens: ln(rng.random_range(50.0..4000.0), rng.random_range(0.0..1.5)),
+        output_tokens: ln(rng.random_range(1.0..150.0), rng.random_range(0.0..1.5)),
+        shared_prefix_tokens: rng.random_range(0..2048),
+        think_time_s: Dist::Exponential {
+            mean: rng.random_range(0.0..0.5),
+        },
+    }
+}
+
+/// Draws an open-loop workload.
+fn draw_open_loop(rng: &mut ChaCha8Rng) -> OpenLoop {
+    OpenLoop {
+        rate_per_s: rng.random_range(1.0..100.0),
+        arrival: if rng.random_bool(0.5) {
+            Arrival::Poisson
+        } else {
+            Arrival::Gamma {
+                cv: rng.random_range(0.3..4.0),
+            }
+        },
+        input_tokens: ln(rng.random_range(50.0..4000.0), rng.random_range(0.0..1.5)),
+        output_tokens: Dist::Uniform {
+            min: 1.0,
+            max: rng.random_range(1.0..150.0),
+        },
+        shared_prefix_tokens: rng.random_range(0..2048),
+    }
+}
+
+/// Draws an agentic (AgentX) workload.
+fn draw_agentx(rng: &mut ChaCha8Rng) -> AgentX {
+    AgentX {
+        sessions: rng.random_range(1..=16),
+        system_prompt_tokens: rng.random_range(0..4096),
+        system_prompts: rng.random_range(1..=3),
+        task_tokens: ln(rng.random_range(100.0..2000.0), 0.5),
+        turn_new_tokens: ln(rng.random_range(10.0..500.0), 1.0),
+        output_tokens: ln(rng.random_range(1.0..150.0), 0.7),
+        max_context_tokens: Dist::Uniform {
+            min: 2000.0,
+            max: rng.random_range(2000.0..30_000.0),
+        },
+        max_turns: rng.random_range(1..=50),
+        idle_gap_s: Dist::Exponential {
+            mean: rng.random_range(0.0..2.0),
+        },
+        idle_gap_cap_s: rng.random_range(0.0..10.0),
+        start_spread_s: rng.random_range(0.0..2.0),
+        subagent_probability: rng.random_range(0.0..0.5),
+        subagent_turns: Dist::Uniform { min: 1.0, max: 5.0 },
+        subagent_task_tokens: ln(500.0, 0.5),
+        max_subagents: rng.random_range(0..=8),
+        warm_start: rng.random_bool(0.5),
+    }
+}
+
+/// Draws the records of a Mooncake trace (some with an output length of 0).
+fn draw_trace(rng: &mut ChaCha8Rng) -> Vec<TraceRecord> {
+    let mut trace = Vec::new();
+    let n = rng.random_range(1..=150);
+    let mut t = 0u64;
+    for _ in 0..n {
+        t += rng.random_range(0..200);
+        let input_length = rng.random_range(1..5000u32);
+        let blocks = (input_length as u64).div_ceil(512);
+        let root = rng.random_range(0..5u64);
+        let hash_ids = (0..blocks)
+            .map(|i| {
+                if i < 2 {
+                    root * 100 + i
+                } else {
+                    rng.random_range(0..40)
+                }
+            })
+            .collect();
+        trace.push(TraceRecord {
+            timestamp: t,
+            input_length,
+            output_length: rng.random_range(0..100),
+            hash_ids,
+        });
+    }
+    trace
+}
+
+/// Draws a scenario for `seed`, returned with its duration.
+fn draw_scenario(rng: &mut ChaCha8Rng, seed: u64) -> (ServingScenario, f64) {
     let mode = match rng.random_range(0..20) {
         0..=11 => Mode::Disaggregated,
         12..=16 => Mode::Aggregated,
@@ -177,8 +193,8 @@ fn check_seed(seed: u64) -> Result<Accounting, String> {
     };
     let duration_s = rng.random_range(1.0..8.0);
     let warmup_s = rng.random_range(0.0..duration_s / 2.0);
-    let prefill = draw_pool(&mut rng, 3);
-    let decode = draw_pool(&mut rng, 2);
+    let prefill = draw_pool(rng, 3);
+    let decode = draw_pool(rng, 2);
     let mut sc = scenario(mode, prefill, decode, duration_s, warmup_s);
     sc.seed = seed;
     sc.router.decode = [
@@ -210,21 +226,11 @@ fn check_seed(seed: u64) -> Result<Accounting, String> {
     if rng.random_bool(0.3) {
         sc.limits.max_live_requests = rng.random_range(1..=100);
     }
-    let (wl, trace) = draw_workload(&mut rng);
-    let prefill_cost = draw_cost(&mut rng);
-    let decode_cost = draw_cost(&mut rng);
-    let hw = hardware(72);
-    let m = model(rng.random_range(0.0..2000.0), None);
-    let run = Checked::new(sc, wl).map_err(|r| format!("invalid draw: {:?}", r.lines()))?;
-    let input = SimInput {
-        run: &run,
-        hardware: &hw,
-        model: &m,
-        prefill_cost: prefill_cost.as_dyn(),
-        decode_cost: decode_cost.as_dyn(),
-        trace: &trace,
-    };
-    let r = simulate(&input, seed).map_err(|e| format!("run failed: {e}"))?;
+    (sc, duration_s)
+}
+
+/// Checks one run's report: accounting, last event time and KV use.
+fn check_report(r: &Report, duration_s: f64) -> Result<(), String> {
     let v = r.accounting.violations();
     if !v.is_empty() {
         return Err(v.join("; "));
@@ -243,6 +249,28 @@ fn check_seed(seed: u64) -> Result<Accounting, String> {
             ));
         }
     }
+    Ok(())
+}
+
+fn check_seed(seed: u64) -> Result<Accounting, String> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let (sc, duration_s) = draw_scenario(&mut rng, seed);
+    let (wl, trace) = draw_workload(&mut rng);
+    let prefill_cost = draw_cost(&mut rng);
+    let decode_cost = draw_cost(&mut rng);
+    let hw = hardware(72);
+    let m = model(rng.random_range(0.0..2000.0), None);
+    let run = Checked::new(sc, wl).map_err(|r| format!("invalid draw: {:?}", r.lines()))?;
+    let input = SimInput {
+        run: &run,
+        hardware: &hw,
+        model: &m,
+        prefill_cost: prefill_cost.as_dyn(),
+        decode_cost: decode_cost.as_dyn(),
+        trace: &trace,
+    };
+    let r = simulate(&input, seed).map_err(|e| format!("run failed: {e}"))?;
+    check_report(&r, duration_s)?;
     if seed.rem_euclid(4) == 0 {
         let again = simulate(&input, seed).map_err(|e| format!("second run failed: {e}"))?;
         let (a, b) = (

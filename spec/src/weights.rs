@@ -33,6 +33,27 @@ pub fn bytes_per_weight(dtype: Dtype, block: u32) -> f64 {
     dtype.bytes() + if block > 0 { 1.0 / block as f64 } else { 0.0 }
 }
 
+/// Appends a part of `params` parameters (`active` per token) of `dtype`, with one
+/// scale per `block` weights, to `parts`; a part without parameters is left out.
+fn push_part(
+    parts: &mut Vec<Part>,
+    name: &'static str,
+    dtype: Dtype,
+    params: f64,
+    active: f64,
+    block: u32,
+) {
+    if params > 0.0 {
+        parts.push(Part {
+            name,
+            dtype,
+            params,
+            active,
+            bytes: params * bytes_per_weight(dtype, block),
+        });
+    }
+}
+
 impl Weights {
     /// Parameters in all (the main model, without the MTP module).
     pub fn total(&self) -> f64 {
@@ -77,26 +98,35 @@ impl Model {
         let layers = self.expand_layers();
         let moe_layers = layers.iter().filter(|l| l.ffn == FfnKind::Moe).count() as f64;
         let indexer_layers = layers.iter().filter(|l| l.has_indexer).count() as f64;
-        let a = &self.attention;
         let mut parts = Vec::new();
-        let mut push = |name, dtype, params: f64, active: f64, block| {
-            if params > 0.0 {
-                parts.push(Part {
-                    name,
-                    dtype,
-                    params,
-                    active,
-                    bytes: params * bytes_per_weight(dtype, block),
-                });
-            }
-        };
         let table = self.vocab as f64 * h;
-        push("embedding", self.embedding_dtype, table, table, 0);
+        push_part(
+            &mut parts,
+            "embedding",
+            self.embedding_dtype,
+            table,
+            table,
+            0,
+        );
         if !self.tied_embeddings {
-            push("lm_head", self.embedding_dtype, table, table, 0);
+            push_part(&mut parts, "lm_head", self.embedding_dtype, table, table, 0);
         }
+        self.mixer_parts(&mut parts, indexer_layers);
+        self.ffn_parts(&mut parts, moe_layers);
+        Weights {
+            parts,
+            mtp_params: self.mtp_params(&layers),
+        }
+    }
+
+    /// Appends the token mixers' parts (attention, linear attention, Mamba, the
+    /// indexer of `indexer_layers` layers) to `parts`.
+    fn mixer_parts(&self, parts: &mut Vec<Part>, indexer_layers: f64) {
+        let h = self.hidden as f64;
+        let a = &self.attention;
         let attn = self.mixer_params_where(|k| k.is_softmax());
-        push(
+        push_part(
+            parts,
             "attention",
             a.weight_dtype,
             attn,
@@ -106,11 +136,12 @@ impl Model {
         if let Some(l) = &self.linear_attention {
             let p = self.mixer_params_where(|k| k == AttentionKind::Linear);
             let block = self.dense_scale_block_of(l.weight_dtype);
-            push("linear_attention", l.weight_dtype, p, p, block);
+            push_part(parts, "linear_attention", l.weight_dtype, p, p, block);
         }
         if let Some(m) = &self.mamba {
             let p = self.mixer_params_where(|k| k == AttentionKind::Mamba);
-            push(
+            push_part(
+                parts,
                 "mamba",
                 m.weight_dtype,
                 p,
@@ -125,7 +156,8 @@ impl Model {
                 * (q_in * i.heads as f64 * i.head_dim as f64
                     + h * i.head_dim as f64
                     + h * i.heads as f64);
-            push(
+            push_part(
+                parts,
                 "indexer",
                 a.weight_dtype,
                 p,
@@ -133,9 +165,16 @@ impl Model {
                 self.dense_scale_block_of(a.weight_dtype),
             );
         }
+    }
+
+    /// Appends the FFNs' parts (routed and shared experts, latent projections and
+    /// router of `moe_layers` MoE layers; the dense FFNs) to `parts`.
+    fn ffn_parts(&self, parts: &mut Vec<Part>, moe_layers: f64) {
+        let h = self.hidden as f64;
         if let Some(m) = &self.moe {
             let e = self.expert_params();
-            push(
+            push_part(
+                parts,
                 "routed_experts",
                 m.weight_dtype,
                 moe_layers * m.routed_experts as f64 * e,
@@ -144,27 +183,24 @@ impl Model {
             );
             let s = moe_layers * self.shared_params_per_layer();
             let sb = self.dense_scale_block_of(m.shared_weight_dtype);
-            push("shared_experts", m.shared_weight_dtype, s, s, sb);
+            push_part(parts, "shared_experts", m.shared_weight_dtype, s, s, sb);
             if let Some(latent) = m.latent {
                 let p = moe_layers * 2.0 * h * latent as f64;
-                push("latent_proj", m.shared_weight_dtype, p, p, sb);
+                push_part(parts, "latent_proj", m.shared_weight_dtype, p, p, sb);
             }
             let r = moe_layers * h * m.routed_experts as f64;
-            push("router", Dtype::Bf16, r, r, 0);
+            push_part(parts, "router", Dtype::Bf16, r, r, 0);
         }
         if let Some(d) = &self.dense_ffn {
             let p = self.dense_ffn_params();
-            push(
+            push_part(
+                parts,
                 "dense_ffn",
                 d.weight_dtype,
                 p,
                 p,
                 self.dense_scale_block_of(d.weight_dtype),
             );
-        }
-        Weights {
-            parts,
-            mtp_params: self.mtp_params(&layers),
         }
     }
 

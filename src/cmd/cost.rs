@@ -95,53 +95,8 @@ fn from_json(path: &str) -> Result<Priced> {
 
 pub fn run(args: &CostArgs) -> Result<()> {
     let sets = Overrides::parse(&args.set)?;
-    let tco_sets = &sets.tco;
-    let tcos: Vec<Tco> = match &args.tco {
-        Some(name) => vec![resolve_tco(Some(name), tco_sets, Default::default())?],
-        None => {
-            if !tco_sets.is_empty() {
-                bail!("--set tco.*: name the preset it changes with --tco");
-            }
-            embedded_names(Kind::Tco)
-                .iter()
-                .map(|n| resolve_tco(Some(n), &[], Default::default()))
-                .collect::<Result<_>>()?
-        }
-    };
-    let priced = match &args.from {
-        Some(path) => {
-            if args.duration.is_some() || args.seed.is_some() {
-                bail!("--from prices a finished run: --duration and --seed do not apply");
-            }
-            from_json(path)?
-        }
-        None => {
-            let req = RunRequest {
-                scenario: args.scenario.clone(),
-                seed: args.seed,
-                duration: args.duration,
-                sets,
-                ..RunRequest::default()
-            };
-            let (r, report, _) = execute(&req)?;
-            Priced {
-                source: format!(
-                    "{} (simulated, seed {}, {} s)",
-                    r.scenario_origin,
-                    r.seed,
-                    r.scenario().duration_s
-                ),
-                pools: vec![(r.scenario().gpus(), r.hardware.clone())],
-                throughput: report.throughput_tok_s_per_gpu,
-                prices: r
-                    .scenario()
-                    .price
-                    .token_prices()
-                    .unwrap_or(TokenPrices::ZERO),
-                sheet: r.scenario().price.sheet.key().to_string(),
-            }
-        }
-    };
+    let tcos = tcos_of(args, &sets.tco)?;
+    let priced = priced_of(args, sets)?;
     // Every preset by default: one that cannot price this hardware (no capex for it)
     // is skipped with a note; one named by --tco must price it.
     let mut rows = Vec::new();
@@ -189,6 +144,60 @@ pub fn run(args: &CostArgs) -> Result<()> {
     Ok(())
 }
 
+/// The TCO presets to price with: the one --tco names, else every embedded preset.
+fn tcos_of(args: &CostArgs, tco_sets: &[scenario::Set]) -> Result<Vec<Tco>> {
+    Ok(match &args.tco {
+        Some(name) => vec![resolve_tco(Some(name), tco_sets, Default::default())?],
+        None => {
+            if !tco_sets.is_empty() {
+                bail!("--set tco.*: name the preset it changes with --tco");
+            }
+            embedded_names(Kind::Tco)
+                .iter()
+                .map(|n| resolve_tco(Some(n), &[], Default::default()))
+                .collect::<Result<_>>()?
+        }
+    })
+}
+
+/// What to price: the finished run of --from, else a simulation of the scenario.
+fn priced_of(args: &CostArgs, sets: Overrides) -> Result<Priced> {
+    Ok(match &args.from {
+        Some(path) => {
+            if args.duration.is_some() || args.seed.is_some() {
+                bail!("--from prices a finished run: --duration and --seed do not apply");
+            }
+            from_json(path)?
+        }
+        None => {
+            let req = RunRequest {
+                scenario: args.scenario.clone(),
+                seed: args.seed,
+                duration: args.duration,
+                sets,
+                ..RunRequest::default()
+            };
+            let (r, report, _) = execute(&req)?;
+            Priced {
+                source: format!(
+                    "{} (simulated, seed {}, {} s)",
+                    r.scenario_origin,
+                    r.seed,
+                    r.scenario().duration_s
+                ),
+                pools: vec![(r.scenario().gpus(), r.hardware.clone())],
+                throughput: report.throughput_tok_s_per_gpu,
+                prices: r
+                    .scenario()
+                    .price
+                    .token_prices()
+                    .unwrap_or(TokenPrices::ZERO),
+                sheet: r.scenario().price.sheet.key().to_string(),
+            }
+        }
+    })
+}
+
 fn text(p: &Priced, rows: &[Finance]) -> String {
     let priced = p.sheet != "none";
     let money = |x: f64, d: usize| match priced {
@@ -196,32 +205,7 @@ fn text(p: &Priced, rows: &[Finance]) -> String {
         false => "-".to_string(),
     };
     let mut s = String::new();
-    let t = &p.throughput;
-    let hw: Vec<String> = p
-        .pools
-        .iter()
-        .map(|(n, h)| format!("{n} x {}", h.name))
-        .collect();
-    let _ = writeln!(s, "twin {} cost: {}", env!("CARGO_PKG_VERSION"), p.source);
-    let _ = writeln!(
-        s,
-        "GPUs {}; tok/s per GPU {:.0} (cached {:.0}, uncached {:.0}, output {:.0}); {}",
-        hw.join(" + "),
-        t.total,
-        t.cached_input,
-        t.uncached_input,
-        t.output,
-        match priced {
-            true => format!(
-                "prices {} (${} / ${} / ${} per M cached / uncached / output)",
-                p.sheet,
-                p.prices.cached_input_usd_per_m,
-                p.prices.uncached_input_usd_per_m,
-                p.prices.output_usd_per_m
-            ),
-            false => "no price sheet: revenue, margin and break-even are not computed".into(),
-        }
-    );
+    write_header(&mut s, p, priced);
     let _ = writeln!(s);
     let _ = writeln!(
         s,
@@ -272,4 +256,34 @@ fn text(p: &Priced, rows: &[Finance]) -> String {
         "presets: scenarios/tco/*.toml; every number's source is in its [provenance]"
     );
     s
+}
+
+/// Writes the report's first lines: the source, the GPUs, the throughput and the prices.
+fn write_header(s: &mut String, p: &Priced, priced: bool) {
+    let t = &p.throughput;
+    let hw: Vec<String> = p
+        .pools
+        .iter()
+        .map(|(n, h)| format!("{n} x {}", h.name))
+        .collect();
+    let _ = writeln!(s, "twin {} cost: {}", env!("CARGO_PKG_VERSION"), p.source);
+    let _ = writeln!(
+        s,
+        "GPUs {}; tok/s per GPU {:.0} (cached {:.0}, uncached {:.0}, output {:.0}); {}",
+        hw.join(" + "),
+        t.total,
+        t.cached_input,
+        t.uncached_input,
+        t.output,
+        match priced {
+            true => format!(
+                "prices {} (${} / ${} / ${} per M cached / uncached / output)",
+                p.sheet,
+                p.prices.cached_input_usd_per_m,
+                p.prices.uncached_input_usd_per_m,
+                p.prices.output_usd_per_m
+            ),
+            false => "no price sheet: revenue, margin and break-even are not computed".into(),
+        }
+    );
 }

@@ -148,23 +148,35 @@ pub fn run(args: &LiveArgs) -> Result<()> {
             args.trace_ops
         },
     };
+    announce(&cfg);
+    let summary = run_with_progress(&cfg)?;
+    print_summary(&summary);
+    Ok(())
+}
+
+/// Says on stderr what the live run serves, where, and whether it writes an op trace.
+fn announce(cfg: &LiveConfig) {
     eprintln!(
         "live: {} on {} ({} cores), {:.0} s ({:.0} s warm-up), seed {}, KV policy {}, idle {}, {}",
         cfg.scenario_origin,
         cfg.device,
-        cores,
+        cfg.cores,
         cfg.duration_s,
         cfg.warmup_s,
         cfg.seed,
         cfg.policy.name(),
-        idle.name(),
-        match (cfg.op_trace, device == Device::Cpu) {
+        cfg.idle.name(),
+        match (cfg.op_trace, cfg.device == Device::Cpu) {
             (true, true) => "op trace on",
             (true, false) => "op trace on (call times from CUDA events)",
             (false, true) => "no op trace",
             (false, false) => "no op trace (--trace-ops writes one, timed by CUDA events)",
         }
     );
+}
+
+/// Runs the live engine with a progress bar on stderr, cleared when the run ends.
+fn run_with_progress(cfg: &LiveConfig) -> Result<live::Summary> {
     let pb = ProgressBar::with_draw_target(
         Some((cfg.duration_s * 10.0) as u64),
         ProgressDrawTarget::stderr(),
@@ -173,7 +185,7 @@ pub fn run(args: &LiveArgs) -> Result<()> {
         ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} ds {msg}")?
             .progress_chars("=> "),
     );
-    let summary = live::run(&cfg, &mut |p| {
+    let summary = live::run(cfg, &mut |p| {
         pb.set_position((p.elapsed_s * 10.0) as u64);
         pb.set_message(format!(
             "{} arrived, {} done, {} in flight, {} steps",
@@ -181,8 +193,7 @@ pub fn run(args: &LiveArgs) -> Result<()> {
         ));
     })?;
     pb.finish_and_clear();
-    print_summary(&summary);
-    Ok(())
+    Ok(summary)
 }
 
 /// What the run served, in the window after warm-up.

@@ -434,22 +434,9 @@ fn attention_name(m: &Model) -> String {
     s
 }
 
-fn show(a: &ShowArgs) -> Result<()> {
-    let sets = Set::parse_all(&a.set)?;
-    let m = load_model_quant(&a.model, &sets, a.quant.as_deref())?;
-    let w = m.weights();
-    let kv_at = a.kv_dtype.map(|d| {
-        let entry = m.attention.kv_dim as f64 * d.bytes();
-        (d, entry, m.kv_bytes_per_token_at(entry))
-    });
-    if a.json {
-        return show_json(&m, &w, kv_at);
-    }
+/// `model show`'s parameter counts and weight bytes, overall and part by part.
+fn print_weights(w: &spec::weights::Weights) {
     let g = |x: f64| format!("{:.2}B", x / 1e9);
-    println!("model: {}", m.name);
-    if !m.description.is_empty() {
-        println!("  {}", m.description);
-    }
     println!(
         "parameters: {} total, {} active per token ({} without the input embedding){}",
         g(w.total()),
@@ -485,6 +472,25 @@ fn show(a: &ShowArgs) -> Result<()> {
         w.bytes() / 1e9,
         by.join(", ")
     );
+}
+
+fn show(a: &ShowArgs) -> Result<()> {
+    let sets = Set::parse_all(&a.set)?;
+    let m = load_model_quant(&a.model, &sets, a.quant.as_deref())?;
+    let w = m.weights();
+    let kv_at = a.kv_dtype.map(|d| {
+        let entry = m.attention.kv_dim as f64 * d.bytes();
+        (d, entry, m.kv_bytes_per_token_at(entry))
+    });
+    if a.json {
+        return show_json(&m, &w, kv_at);
+    }
+    let g = |x: f64| format!("{:.2}B", x / 1e9);
+    println!("model: {}", m.name);
+    if !m.description.is_empty() {
+        println!("  {}", m.description);
+    }
+    print_weights(&w);
     println!("attention: {}", attention_name(&m));
     println!(
         "KV per token: {:.0} B ({:.0} B per layer entry)",

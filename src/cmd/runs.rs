@@ -301,23 +301,8 @@ fn held_after(rec: &mut RunRecord, text: &str, shown: &str, after: &[PathBuf]) -
 
 /// The deployment the flags give, every missing one named.
 fn deployment(d: &DeploymentArgs) -> Result<corpus::clients::Deployment> {
-    use corpus::{Engine, EngineName, Format, Gpu, Layout, ModelRef, Workers};
-    let mut missing = Vec::new();
-    for (flag, v) in [
-        ("--engine", &d.engine),
-        ("--gpu", &d.gpu),
-        ("--model", &d.model),
-    ] {
-        if v.is_none() {
-            missing.push(flag);
-        }
-    }
-    if !missing.is_empty() {
-        bail!(
-            "a benchmark result file does not say what it ran on: give {} (e.g. --engine vllm@0.15.0 --gpu h100 --model config.json --weights bf16 --tp 8)",
-            missing.join(", ")
-        );
-    }
+    use corpus::{Engine, EngineName, Gpu, Layout, ModelRef, Workers};
+    require_named(d)?;
     let (engine, gpu, model) = (
         d.engine.clone().unwrap_or_default(),
         d.gpu.clone().unwrap_or_default(),
@@ -331,39 +316,9 @@ fn deployment(d: &DeploymentArgs) -> Result<corpus::clients::Deployment> {
         anyhow::anyhow!("--engine {engine}: one of vllm, sglang, trtllm (with @VERSION)")
     })?;
     scenario::load_hardware(&gpu, &[]).with_context(|| format!("--gpu {gpu}"))?;
-    let (gemm, moe) = match d.weights.as_str() {
-        "bf16" => (Format::Bf16, None),
-        "fp8-tensor" | "fp8" => (Format::Fp8Tensor, None),
-        "fp8-block" => (Format::Fp8Block, None),
-        "nvfp4" => (Format::Nvfp4, None),
-        "bf16+mxfp4" | "mxfp4" => (Format::Bf16, Some(Format::Mxfp4)),
-        w => bail!("--weights {w}: one of bf16, fp8-tensor, fp8-block, nvfp4, bf16+mxfp4"),
-    };
-    let kv = match d.kv.as_deref() {
-        None => {
-            let kv = corpus::trtllm_checkpoint_kv(name, gemm);
-            if kv.is_some() {
-                eprintln!(
-                    "note: --kv: fp8, as TensorRT-LLM serves a ModelOpt {} checkpoint's KV cache (kv_cache_quant_algo FP8); --kv bf16 if yours is not",
-                    d.weights
-                );
-            }
-            kv
-        }
-        Some("bf16") => Some(Format::Bf16),
-        Some("fp8") => Some(Format::Fp8Tensor),
-        Some(k) => bail!("--kv {k}: bf16 or fp8"),
-    };
-    let config = match std::path::Path::new(&model).canonicalize() {
-        Ok(p) if model.ends_with(".json") => p.display().to_string(),
-        _ => model.clone(),
-    };
-    let id = model
-        .trim_end_matches("/config.json")
-        .rsplit('/')
-        .next()
-        .unwrap_or(&model)
-        .to_string();
+    let (gemm, moe) = weight_formats(&d.weights)?;
+    let kv = kv_format(d, name, gemm)?;
+    let (config, id) = model_config_and_id(&model);
     Ok(corpus::clients::Deployment {
         engine: Engine {
             name,
@@ -394,6 +349,80 @@ fn deployment(d: &DeploymentArgs) -> Result<corpus::clients::Deployment> {
             },
         },
     })
+}
+
+/// Refuses a deployment without --engine, --gpu or --model, naming every one missing.
+fn require_named(d: &DeploymentArgs) -> Result<()> {
+    let mut missing = Vec::new();
+    for (flag, v) in [
+        ("--engine", &d.engine),
+        ("--gpu", &d.gpu),
+        ("--model", &d.model),
+    ] {
+        if v.is_none() {
+            missing.push(flag);
+        }
+    }
+    if !missing.is_empty() {
+        bail!(
+            "a benchmark result file does not say what it ran on: give {} (e.g. --engine vllm@0.15.0 --gpu h100 --model config.json --weights bf16 --tp 8)",
+            missing.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// The dense GEMMs' format and the routed experts' (where it differs) of `--weights`.
+fn weight_formats(weights: &str) -> Result<(corpus::Format, Option<corpus::Format>)> {
+    use corpus::Format;
+    Ok(match weights {
+        "bf16" => (Format::Bf16, None),
+        "fp8-tensor" | "fp8" => (Format::Fp8Tensor, None),
+        "fp8-block" => (Format::Fp8Block, None),
+        "nvfp4" => (Format::Nvfp4, None),
+        "bf16+mxfp4" | "mxfp4" => (Format::Bf16, Some(Format::Mxfp4)),
+        w => bail!("--weights {w}: one of bf16, fp8-tensor, fp8-block, nvfp4, bf16+mxfp4"),
+    })
+}
+
+/// The KV cache's format: `--kv`, else what the engine serves the checkpoint's in.
+fn kv_format(
+    d: &DeploymentArgs,
+    name: corpus::EngineName,
+    gemm: corpus::Format,
+) -> Result<Option<corpus::Format>> {
+    use corpus::Format;
+    Ok(match d.kv.as_deref() {
+        None => {
+            let kv = corpus::trtllm_checkpoint_kv(name, gemm);
+            if kv.is_some() {
+                eprintln!(
+                    "note: --kv: fp8, as TensorRT-LLM serves a ModelOpt {} checkpoint's KV cache (kv_cache_quant_algo FP8); --kv bf16 if yours is not",
+                    d.weights
+                );
+            }
+            kv
+        }
+        Some("bf16") => Some(Format::Bf16),
+        Some("fp8") => Some(Format::Fp8Tensor),
+        Some(k) => bail!("--kv {k}: bf16 or fp8"),
+    })
+}
+
+/// The model's config (its canonical path when `--model` is a JSON file) and its id
+/// (the last path segment, without `/config.json`).
+fn model_config_and_id(model: &str) -> (String, String) {
+    let config = match std::path::Path::new(model).canonicalize() {
+        Ok(p) if model.ends_with(".json") => p.display().to_string(),
+        _ => model.to_string(),
+    };
+    let id = model
+        .trim_end_matches("/config.json")
+        .rsplit('/')
+        .next()
+        .unwrap_or(model)
+        .to_string();
+    (config, id)
 }
 
 /// "1 record", "2 records".

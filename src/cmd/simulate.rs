@@ -275,16 +275,7 @@ pub fn run(cmd: &SimulateCmd) -> Result<()> {
     }
     let finance = simulate_finance(cmd.tco.as_deref(), &req.sets.tco, &r, &report)?;
     if let Some(dir) = &cmd.html.report {
-        let run = report::SimulatedRun {
-            report: &report,
-            scenario_origin: &r.scenario_origin,
-            model_name: &r.model.name,
-            hardware: &r.hardware,
-            price: &r.scenario().price,
-            cost_model: &r.params.source,
-        };
-        let written = report::simulate(&run, finance.as_ref(), dir, cmd.html.force)?;
-        eprintln!("report: {written}");
+        write_html(dir, cmd.html.force, &r, &report, finance.as_ref())?;
     }
     let band = cmd
         .band
@@ -301,25 +292,7 @@ pub fn run(cmd: &SimulateCmd) -> Result<()> {
         }
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
-        println!(
-            "twin {} simulate: {}",
-            env!("CARGO_PKG_VERSION"),
-            r.scenario_origin
-        );
-        println!(
-            "hardware {}, model {}, cost model: {}",
-            r.hardware.name, r.model.name, r.params.source
-        );
-        print!("{}", report.render_text());
-        if let Some(f) = &finance {
-            print!(
-                "\n{}",
-                finance_text(f, r.scenario().price.sheet.values_tokens())
-            );
-        }
-        if let Some((b, hw)) = &band {
-            print!("{}", crate::band::simulate_text(b, hw));
-        }
+        print_text(&r, &report, finance.as_ref(), band.as_ref());
     }
     match report.interrupted_at_s {
         Some(t) => Err(Interrupted(format!(
@@ -328,6 +301,55 @@ pub fn run(cmd: &SimulateCmd) -> Result<()> {
         ))
         .into()),
         None => Ok(()),
+    }
+}
+
+/// Writes the run's HTML report into `dir` and says where on stderr.
+fn write_html(
+    dir: &str,
+    force: bool,
+    r: &Resolved,
+    report: &Report,
+    finance: Option<&Finance>,
+) -> Result<()> {
+    let run = report::SimulatedRun {
+        report,
+        scenario_origin: &r.scenario_origin,
+        model_name: &r.model.name,
+        hardware: &r.hardware,
+        price: &r.scenario().price,
+        cost_model: &r.params.source,
+    };
+    let written = report::simulate(&run, finance, dir, force)?;
+    eprintln!("report: {written}");
+    Ok(())
+}
+
+/// Prints the run as text: what ran, its report, and the finance and band when asked.
+fn print_text(
+    r: &Resolved,
+    report: &Report,
+    finance: Option<&Finance>,
+    band: Option<&(Option<crate::band::SimBand>, String)>,
+) {
+    println!(
+        "twin {} simulate: {}",
+        env!("CARGO_PKG_VERSION"),
+        r.scenario_origin
+    );
+    println!(
+        "hardware {}, model {}, cost model: {}",
+        r.hardware.name, r.model.name, r.params.source
+    );
+    print!("{}", report.render_text());
+    if let Some(f) = finance {
+        print!(
+            "\n{}",
+            finance_text(f, r.scenario().price.sheet.values_tokens())
+        );
+    }
+    if let Some((b, hw)) = band {
+        print!("{}", crate::band::simulate_text(b, hw));
     }
 }
 

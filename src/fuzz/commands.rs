@@ -31,42 +31,7 @@ fn fuzz_forward_and_kernel_command_lines_never_panic() {
         if kernel {
             argv.extend(kernel_args(&mut rng));
         } else {
-            argv.push("forward".into());
-            for (flag, p) in [
-                ("--dep", 0.6),
-                ("--batch-per-rank", 0.5),
-                ("--requests", 0.15),
-                ("--context", 0.5),
-                ("--new-tokens", 0.3),
-                ("--chunk", 0.15),
-                ("--mtp", 0.2),
-                ("--redundant-experts", 0.15),
-            ] {
-                if rng.random_bool(p) {
-                    argv.push(format!("{flag}={}", number(&mut rng)));
-                }
-            }
-            if rng.random_bool(0.4) {
-                argv.extend(["--phase".into(), "prefill".into()]);
-            }
-            for flag in ["--no-overlap", "--eager-decode", "--prefill-graphs"] {
-                if rng.random_bool(0.1) {
-                    argv.push(flag.into());
-                }
-            }
-            for (flag, kind, name) in [
-                ("--hardware", Kind::Hardware, "gb300"),
-                ("--model", Kind::Model, "deepseek-v4.1-flash"),
-            ] {
-                if rng.random_bool(0.2) {
-                    let p = dir.path().join(format!("{seed}{flag}.toml"));
-                    std::fs::write(&p, mutate(&mut rng, embedded(kind, name))).unwrap();
-                    argv.extend([flag.to_string(), p.to_string_lossy().into_owned()]);
-                } else if rng.random_bool(0.2) {
-                    let others = embedded_names(kind);
-                    argv.extend([flag.to_string(), others.choose(&mut rng).unwrap().clone()]);
-                }
-            }
+            argv.extend(forward_args(&mut rng, dir.path(), seed));
         }
         for _ in 0..rng.random_range(0..3) {
             let set = random_set(&mut rng, &paths);
@@ -92,6 +57,48 @@ fn fuzz_forward_and_kernel_command_lines_never_panic() {
     }
     tally.show("command lines evaluated");
     check(failures, n);
+}
+
+/// A `twin forward` command line with edge numbers; its `--hardware` and `--model`
+/// sometimes name a mutated file (written under `dir`) or another embedded one.
+fn forward_args(rng: &mut ChaCha8Rng, dir: &std::path::Path, seed: u64) -> Vec<String> {
+    let mut argv: Vec<String> = vec!["forward".into()];
+    for (flag, p) in [
+        ("--dep", 0.6),
+        ("--batch-per-rank", 0.5),
+        ("--requests", 0.15),
+        ("--context", 0.5),
+        ("--new-tokens", 0.3),
+        ("--chunk", 0.15),
+        ("--mtp", 0.2),
+        ("--redundant-experts", 0.15),
+    ] {
+        if rng.random_bool(p) {
+            argv.push(format!("{flag}={}", number(rng)));
+        }
+    }
+    if rng.random_bool(0.4) {
+        argv.extend(["--phase".into(), "prefill".into()]);
+    }
+    for flag in ["--no-overlap", "--eager-decode", "--prefill-graphs"] {
+        if rng.random_bool(0.1) {
+            argv.push(flag.into());
+        }
+    }
+    for (flag, kind, name) in [
+        ("--hardware", Kind::Hardware, "gb300"),
+        ("--model", Kind::Model, "deepseek-v4.1-flash"),
+    ] {
+        if rng.random_bool(0.2) {
+            let p = dir.join(format!("{seed}{flag}.toml"));
+            std::fs::write(&p, mutate(rng, embedded(kind, name))).unwrap();
+            argv.extend([flag.to_string(), p.to_string_lossy().into_owned()]);
+        } else if rng.random_bool(0.2) {
+            let others = embedded_names(kind);
+            argv.extend([flag.to_string(), others.choose(rng).unwrap().clone()]);
+        }
+    }
+    argv
 }
 
 fn evaluate_forward(a: &ForwardArgs) -> anyhow::Result<()> {
@@ -187,36 +194,41 @@ fn kernel_args(rng: &mut ChaCha8Rng) -> Vec<String> {
                 v.push("--fused".into());
             }
         }
-        _ => {
-            v.push("attention".into());
-            let kind = [
-                "dense-decode",
-                "sparse-decode",
-                "dense-prefill",
-                "sparse-prefill",
-            ];
-            v.extend(["--kind".into(), kind.choose(rng).unwrap().to_string()]);
-            for f in [
-                "--heads",
-                "--q-tokens",
-                "--dqk",
-                "--dv",
-                "--kv-bytes",
-                "--context",
-                "--top-k",
-                "--batch",
-            ] {
-                if ["--heads", "--q-tokens", "--dqk", "--dv", "--kv-bytes"].contains(&f)
-                    || rng.random_bool(0.4)
-                {
-                    v.push(format!("{f}={}", num(rng)));
-                }
-            }
-        }
+        _ => attention_args(rng, &mut v),
     }
     if rng.random_bool(0.3) {
         let hw = embedded_names(Kind::Hardware);
         v.extend(["--hardware".into(), hw.choose(rng).unwrap().clone()]);
     }
     v
+}
+
+/// `twin kernel attention`'s arguments: a kind, the required shape flags and some
+/// optional ones, with edge numbers.
+fn attention_args(rng: &mut ChaCha8Rng, v: &mut Vec<String>) {
+    let num = number;
+    v.push("attention".into());
+    let kind = [
+        "dense-decode",
+        "sparse-decode",
+        "dense-prefill",
+        "sparse-prefill",
+    ];
+    v.extend(["--kind".into(), kind.choose(rng).unwrap().to_string()]);
+    for f in [
+        "--heads",
+        "--q-tokens",
+        "--dqk",
+        "--dv",
+        "--kv-bytes",
+        "--context",
+        "--top-k",
+        "--batch",
+    ] {
+        if ["--heads", "--q-tokens", "--dqk", "--dv", "--kv-bytes"].contains(&f)
+            || rng.random_bool(0.4)
+        {
+            v.push(format!("{f}={}", num(rng)));
+        }
+    }
 }

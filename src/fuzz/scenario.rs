@@ -50,26 +50,7 @@ fn fuzz_scenario_files_and_sets_never_panic() {
     let (tally, runs) = (Tally::default(), Tally::default());
     for seed in n.clone() {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let name = scenarios.choose(&mut rng).unwrap().clone();
-        let mut text = embedded(Kind::Scenario, &name).to_string();
-        // Sometimes point the scenario at a mutated file of another kind.
-        for (key, kind, file) in [
-            ("hardware", Kind::Hardware, "gb300"),
-            ("model", Kind::Model, "deepseek-v4.1-flash"),
-            ("workload", Kind::Workload, "agentx"),
-        ] {
-            if rng.random_bool(0.15) {
-                let p = dir.path().join(format!("{seed}-{key}.toml"));
-                std::fs::write(&p, mutate(&mut rng, embedded(kind, file))).unwrap();
-                text = text.replace(
-                    &format!("{key} = \""),
-                    &format!("{key} = \"{}\" # ", p.display()),
-                );
-            }
-        }
-        if rng.random_bool(0.8) {
-            text = mutate(&mut rng, &text);
-        }
+        let text = scenario_text(&mut rng, &scenarios, dir.path(), seed);
         let file = dir.path().join(format!("{seed}.toml"));
         std::fs::write(&file, &text).unwrap();
         let sets: Vec<String> = (0..rng.random_range(0..4))
@@ -125,6 +106,37 @@ fn fuzz_scenario_files_and_sets_never_panic() {
     tally.show("scenarios resolved");
     runs.show("scenarios run");
     check(failures, n);
+}
+
+/// An embedded scenario's text, sometimes naming mutated hardware, model or workload
+/// files (written under `dir`), and mostly mutated itself.
+fn scenario_text(
+    rng: &mut ChaCha8Rng,
+    scenarios: &[String],
+    dir: &std::path::Path,
+    seed: u64,
+) -> String {
+    let name = scenarios.choose(rng).unwrap().clone();
+    let mut text = embedded(Kind::Scenario, &name).to_string();
+    // Sometimes point the scenario at a mutated file of another kind.
+    for (key, kind, file) in [
+        ("hardware", Kind::Hardware, "gb300"),
+        ("model", Kind::Model, "deepseek-v4.1-flash"),
+        ("workload", Kind::Workload, "agentx"),
+    ] {
+        if rng.random_bool(0.15) {
+            let p = dir.join(format!("{seed}-{key}.toml"));
+            std::fs::write(&p, mutate(rng, embedded(kind, file))).unwrap();
+            text = text.replace(
+                &format!("{key} = \""),
+                &format!("{key} = \"{}\" # ", p.display()),
+            );
+        }
+    }
+    if rng.random_bool(0.8) {
+        text = mutate(rng, &text);
+    }
+    text
 }
 
 /// `to_json` needs a report; resolving is what is fuzzed, so one tiny run's does.

@@ -43,21 +43,7 @@ pub fn fit(grid: &mut Grid, x: &[Vec<f64>], r: &[f64], s: Smoothing) {
         .collect();
     let scale = x.len() as f64 / n as f64;
     let (lambda, mu) = (s.lambda * scale, s.mu * scale);
-    let strides = grid.strides();
-    let axes = grid.axes.clone();
-    // Second-difference stencils: (centre, stride) for every interior node of each axis.
-    let mut stencils = Vec::new();
-    for (d, a) in axes.iter().enumerate() {
-        if a.n < 3 {
-            continue;
-        }
-        for idx in 0..n {
-            let j = (idx / strides[d]) % a.n;
-            if j >= 1 && j + 1 < a.n {
-                stencils.push((idx, strides[d]));
-            }
-        }
-    }
+    let stencils = stencils(grid);
     let apply = |v: &[f64], out: &mut [f64]| {
         out.iter_mut().zip(v).for_each(|(o, &vi)| *o = mu * vi);
         for row in &rows {
@@ -79,9 +65,36 @@ pub fn fit(grid: &mut Grid, x: &[Vec<f64>], r: &[f64], s: Smoothing) {
             b[i] += w * ri;
         }
     }
-    // Conjugate gradients from v = 0.
+    grid.values = conjugate_gradients(&b, apply);
+}
+
+/// Second-difference stencils of `grid`: (centre, stride) for every interior node of
+/// each axis of 3 or more nodes.
+fn stencils(grid: &Grid) -> Vec<(usize, usize)> {
+    let n = grid.len();
+    let strides = grid.strides();
+    let axes = grid.axes.clone();
+    let mut stencils = Vec::new();
+    for (d, a) in axes.iter().enumerate() {
+        if a.n < 3 {
+            continue;
+        }
+        for idx in 0..n {
+            let j = (idx / strides[d]) % a.n;
+            if j >= 1 && j + 1 < a.n {
+                stencils.push((idx, strides[d]));
+            }
+        }
+    }
+    stencils
+}
+
+/// Solves `apply(v) = b` by conjugate gradients from v = 0 (`apply` writes the
+/// product into its second argument).
+fn conjugate_gradients(b: &[f64], apply: impl Fn(&[f64], &mut [f64])) -> Vec<f64> {
+    let n = b.len();
     let mut v = vec![0.0; n];
-    let mut res = b.clone();
+    let mut res = b.to_vec();
     let mut p = res.clone();
     let mut ap = vec![0.0; n];
     let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
@@ -104,7 +117,7 @@ pub fn fit(grid: &mut Grid, x: &[Vec<f64>], r: &[f64], s: Smoothing) {
             p[i] = res[i] + beta * p[i];
         }
     }
-    grid.values = v;
+    v
 }
 
 #[cfg(test)]

@@ -179,15 +179,7 @@ pub fn analyse(mut raw: RawTrace, rules: &Rules) -> TraceReport {
         }
     };
     let (unmapped, unmapped_ns) = unmapped_list(&raw.names, &ops, &category, kernel_ns);
-    let micro: BTreeSet<i64> = ops.iter().filter_map(|o| o.micro_batch).collect();
-    let (micro_batches, micro_batch_source) = if micro.is_empty() {
-        (
-            1,
-            "not marked in the trace (args.micro_batch): counted as one".to_string(),
-        )
-    } else {
-        (micro.len(), "args.micro_batch".to_string())
-    };
+    let (micro_batches, micro_batch_source) = micro_batches(&ops);
     let (layer, exposed_comm_s, unmapped_in_layer_s) = mean_layer(&per_layer);
     TraceReport {
         file: raw.path.display().to_string(),
@@ -210,6 +202,20 @@ pub fn analyse(mut raw: RawTrace, rules: &Rules) -> TraceReport {
         unmapped_share: share(unmapped_ns),
         unmapped,
         unmapped_s: secs(unmapped_ns),
+    }
+}
+
+/// The number of micro-batches the ops mark (`args.micro_batch`; one when none is
+/// marked) and where that number comes from.
+fn micro_batches(ops: &[GpuOp]) -> (usize, String) {
+    let micro: BTreeSet<i64> = ops.iter().filter_map(|o| o.micro_batch).collect();
+    if micro.is_empty() {
+        (
+            1,
+            "not marked in the trace (args.micro_batch): counted as one".to_string(),
+        )
+    } else {
+        (micro.len(), "args.micro_batch".to_string())
     }
 }
 

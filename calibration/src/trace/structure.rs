@@ -84,22 +84,7 @@ pub fn find_layers(
     };
     let gpu = named(true);
     if !gpu.is_empty() {
-        // Ops are in start order: each range's ops are found by binary search, so
-        // many ranges over many ops stay n log n.
-        let layers = gpu
-            .iter()
-            .map(|r| {
-                let from = ops.partition_point(|o| o.start_ns < r.start_ns);
-                let to = ops.partition_point(|o| o.start_ns < r.end_ns);
-                LayerWindow {
-                    start_ns: r.start_ns,
-                    end_ns: r.end_ns,
-                    ops: (from..to.max(from))
-                        .filter(|&i| ops[i].pid == r.pid)
-                        .collect(),
-                }
-            })
-            .collect();
+        let layers = gpu_range_layers(ops, &gpu);
         return (
             LayerSource::GpuRanges(trace.names[gpu[0].name].clone()),
             layers,
@@ -148,6 +133,35 @@ pub fn find_layers(
             return (LayerSource::LayerOps(name), cut(ops, &marks));
         }
     }
+    let marks = attention_marks(category);
+    if marks.is_empty() {
+        return (LayerSource::None, Vec::new());
+    }
+    (LayerSource::AttentionKernels, cut(ops, &marks))
+}
+
+/// The layers of GPU ranges: each range's window, holding the ops of its process that
+/// start inside it.
+fn gpu_range_layers(ops: &[GpuOp], gpu: &[&super::read::Range]) -> Vec<LayerWindow> {
+    // Ops are in start order: each range's ops are found by binary search, so
+    // many ranges over many ops stay n log n.
+    gpu.iter()
+        .map(|r| {
+            let from = ops.partition_point(|o| o.start_ns < r.start_ns);
+            let to = ops.partition_point(|o| o.start_ns < r.end_ns);
+            LayerWindow {
+                start_ns: r.start_ns,
+                end_ns: r.end_ns,
+                ops: (from..to.max(from))
+                    .filter(|&i| ops[i].pid == r.pid)
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
+/// The first op of each run of attention kernels (indices into the op list).
+fn attention_marks(category: &[Option<Category>]) -> Vec<usize> {
     let mut marks = Vec::new();
     for (i, c) in category.iter().enumerate() {
         let prev_attention = i > 0 && category[i - 1] == Some(Category::Attention);
@@ -155,10 +169,7 @@ pub fn find_layers(
             marks.push(i);
         }
     }
-    if marks.is_empty() {
-        return (LayerSource::None, Vec::new());
-    }
-    (LayerSource::AttentionKernels, cut(ops, &marks))
+    marks
 }
 
 /// Cuts the op sequence into layers at `marks` (sorted op indices, one per layer): each

@@ -224,13 +224,18 @@ fn last_run(text: &str) -> (&str, usize) {
     }
 }
 
-impl Bench {
-    /// Parses a benchmark result; `origin` names it in errors.
-    pub fn parse(text: &str, origin: &str) -> Result<Bench, LiveError> {
-        let (one, runs) = last_run(text);
-        let clean = python_json_to_json(one);
-        let r: BenchResult = serde_json::from_str(&clean)
-            .map_err(|e| LiveError::Bench(format!("{origin}: not a vLLM bench result: {e}")))?;
+/// A result's per-request lists, one entry per request sent.
+struct Lists {
+    inp: Vec<u64>,
+    out: Vec<u64>,
+    ttft: Vec<f64>,
+    itl: Vec<Vec<f64>>,
+}
+
+impl Lists {
+    /// Takes the per-request lists out of `r`: an error when one is missing or their
+    /// lengths disagree (or there are none); `origin` names the file in errors.
+    fn take(r: &mut BenchResult, origin: &str) -> Result<Lists, LiveError> {
         let missing: Vec<&str> = [
             ("input_lens", r.input_lens.is_none()),
             ("output_lens", r.output_lens.is_none()),
@@ -248,10 +253,10 @@ impl Bench {
             )));
         }
         let (inp, out, ttft, itl) = (
-            r.input_lens.unwrap_or_default(),
-            r.output_lens.unwrap_or_default(),
-            r.ttfts.unwrap_or_default(),
-            r.itls.unwrap_or_default(),
+            r.input_lens.take().unwrap_or_default(),
+            r.output_lens.take().unwrap_or_default(),
+            r.ttfts.take().unwrap_or_default(),
+            r.itls.take().unwrap_or_default(),
         );
         if [out.len(), ttft.len(), itl.len()]
             .iter()
@@ -266,6 +271,52 @@ impl Bench {
                 itl.len()
             )));
         }
+        Ok(Lists {
+            inp,
+            out,
+            ttft,
+            itl,
+        })
+    }
+}
+
+/// Output tokens per inter-token gap: above 1 when the server streamed in chunks
+/// (fewer gaps than [`CHUNKED_BELOW`] of those expected), else 1.
+fn tokens_per_gap(requests: &[BenchRequest]) -> f64 {
+    let gaps: usize = requests.iter().map(|r| r.itls_s.len()).sum();
+    let expected: u64 = requests.iter().map(|r| r.output - 1).sum();
+    if gaps > 0 && (gaps as f64) < CHUNKED_BELOW * expected as f64 {
+        expected as f64 / gaps as f64
+    } else {
+        1.0
+    }
+}
+
+/// The request rate a result states (a number or a numeric string), where finite and
+/// positive.
+fn request_rate(rate: &Option<serde_json::Value>) -> Option<f64> {
+    match rate {
+        Some(serde_json::Value::Number(n)) => n.as_f64().filter(|x| x.is_finite() && *x > 0.0),
+        Some(serde_json::Value::String(s)) => {
+            s.parse::<f64>().ok().filter(|x| x.is_finite() && *x > 0.0)
+        }
+        _ => None,
+    }
+}
+
+impl Bench {
+    /// Parses a benchmark result; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<Bench, LiveError> {
+        let (one, runs) = last_run(text);
+        let clean = python_json_to_json(one);
+        let mut r: BenchResult = serde_json::from_str(&clean)
+            .map_err(|e| LiveError::Bench(format!("{origin}: not a vLLM bench result: {e}")))?;
+        let Lists {
+            inp,
+            out,
+            ttft,
+            itl,
+        } = Lists::take(&mut r, origin)?;
         let sent = sends(r.start_times, inp.len());
         let requests: Vec<BenchRequest> = (0..inp.len())
             .filter(|&i| out[i] > 0 && ttft[i] > 0.0 && ttft[i].is_finite())
@@ -282,20 +333,8 @@ impl Bench {
             return Err(LiveError::Bench(format!("{origin}: no successful request")));
         }
         let failed = inp.len() - requests.len();
-        let gaps: usize = requests.iter().map(|r| r.itls_s.len()).sum();
-        let expected: u64 = requests.iter().map(|r| r.output - 1).sum();
-        let tokens_per_gap = if gaps > 0 && (gaps as f64) < CHUNKED_BELOW * expected as f64 {
-            expected as f64 / gaps as f64
-        } else {
-            1.0
-        };
-        let rate = match &r.request_rate {
-            Some(serde_json::Value::Number(n)) => n.as_f64().filter(|x| x.is_finite() && *x > 0.0),
-            Some(serde_json::Value::String(s)) => {
-                s.parse::<f64>().ok().filter(|x| x.is_finite() && *x > 0.0)
-            }
-            _ => None,
-        };
+        let tokens_per_gap = tokens_per_gap(&requests);
+        let rate = request_rate(&r.request_rate);
         let duration_s = r
             .duration
             .filter(|d| d.is_finite() && *d > 0.0)

@@ -450,94 +450,112 @@ impl CostParams {
             Some((g, f)) => (g, Some(f)),
             None => (key, None),
         };
-        let rate = match (group, field) {
-            ("prefill_diag_tokens", None) => {
-                return Some((&mut self.prefill_diag_tokens, NonNegative))
-            }
-            ("comm_rdma_eff", None) => return Some((&mut self.comm_rdma_eff, Fraction)),
-            ("comm_rdma_eff_initial", None) => {
-                return Some((&mut self.comm_rdma_eff_initial, Fraction))
-            }
-            ("deepep_release", None) => return Some((&mut self.deepep_release, Positive)),
-            ("flashmla_release", None) => return Some((&mut self.flashmla_release, Positive)),
-            ("attention_compute_eff_initial", None) => {
-                return Some((&mut self.attention_compute_eff_initial, Fraction))
-            }
-            ("comm_sms", None) => return Some((&mut self.comm_sms, NonNegative)),
-            ("allreduce_ring_step_s", None) => {
-                return Some((&mut self.allreduce_ring_step_s, Seconds))
-            }
-            ("step_fixed_decode_s", None) => return Some((&mut self.step_fixed_decode_s, Seconds)),
-            ("step_fixed_prefill_s", None) => {
-                return Some((&mut self.step_fixed_prefill_s, Seconds))
-            }
-            ("host", Some(f)) => {
-                let h = &mut self.host;
-                return match f {
-                    "per_request_s" => Some((&mut h.per_request_s, Seconds)),
-                    "overlap" => Some((&mut h.overlap, Share)),
-                    "gap_s" => Some((&mut h.gap_s, Seconds)),
-                    _ => None,
-                };
-            }
-            ("in_situ", Some(f)) => {
-                return self
-                    .in_situ
-                    .slot(f)
-                    .map(|(v, share)| (v, if share { Share } else { NonNegative }));
-            }
-            ("tile", Some(f)) => {
-                let t = &mut self.tile;
-                return match f {
-                    "load_bytes_per_flop" => Some((&mut t.load_bytes_per_flop, Positive)),
-                    "epilogue_k" => Some((&mut t.epilogue_k, NonNegative)),
-                    "small_tile_eff" => Some((&mut t.small_tile_eff, Fraction)),
-                    "overlap_p" => Some((&mut t.overlap_p, Positive)),
-                    _ => None,
-                };
-            }
-            ("ll", Some(f)) => {
-                let l = &mut self.ll;
-                return match f {
-                    "nvlink_eff" => Some((&mut l.nvlink_eff, Fraction)),
-                    "rdma_eff" => Some((&mut l.rdma_eff, Fraction)),
-                    "dispatch_s" => Some((&mut l.dispatch_s, Seconds)),
-                    "combine_s" => Some((&mut l.combine_s, Seconds)),
-                    "per_peer_s" => Some((&mut l.per_peer_s, Seconds)),
-                    "overlap_p" => Some((&mut l.overlap_p, Positive)),
-                    _ => None,
-                };
-            }
-            ("launch", Some(f)) => {
-                let l = &mut self.launch;
-                return match f {
-                    "eager_s" => Some((&mut l.eager_s, Seconds)),
-                    "graph_node_s" => Some((&mut l.graph_node_s, Seconds)),
-                    "graph_s" => Some((&mut l.graph_s, Seconds)),
-                    _ => None,
-                };
-            }
-            ("moe", Some(_)) => &mut self.moe,
-            ("gemm", Some(_)) => &mut self.gemm,
-            ("attention", Some(_)) => &mut self.attention,
-            ("attention_sparse", Some(_)) => &mut self.attention_sparse,
-            ("attention_prefill", Some(_)) => &mut self.attention_prefill,
-            ("attention_sparse_prefill", Some(_)) => &mut self.attention_sparse_prefill,
-            ("indexer", Some(_)) => &mut self.indexer,
-            ("recurrent", Some(_)) => &mut self.recurrent,
-            ("recurrent_prefill", Some(_)) => &mut self.recurrent_prefill,
-            ("gather", Some(_)) => &mut self.gather,
-            ("comm", Some(_)) => &mut self.comm,
-            ("allreduce", Some(_)) => &mut self.allreduce,
-            ("elementwise", Some(_)) => &mut self.elementwise,
-            _ => return None,
+        let Some(f) = field else {
+            return self.top_slot(group);
         };
-        match field {
-            Some("mem_eff") => Some((&mut rate.mem_eff, Fraction)),
-            Some("compute_eff") => Some((&mut rate.compute_eff, Fraction)),
-            Some("fixed_s") => Some((&mut rate.fixed_s, Seconds)),
+        match group {
+            "host" => self.host_slot(f),
+            "in_situ" => self
+                .in_situ
+                .slot(f)
+                .map(|(v, share)| (v, if share { Share } else { NonNegative })),
+            "tile" => self.tile_slot(f),
+            "ll" => self.ll_slot(f),
+            "launch" => self.launch_slot(f),
+            _ => rate_slot(self.rate_group(group)?, f),
+        }
+    }
+
+    /// The slot of an undotted key (a parameter outside every group).
+    fn top_slot(&mut self, key: &str) -> Option<(&mut f64, Kind)> {
+        use Kind::*;
+        match key {
+            "prefill_diag_tokens" => Some((&mut self.prefill_diag_tokens, NonNegative)),
+            "comm_rdma_eff" => Some((&mut self.comm_rdma_eff, Fraction)),
+            "comm_rdma_eff_initial" => Some((&mut self.comm_rdma_eff_initial, Fraction)),
+            "deepep_release" => Some((&mut self.deepep_release, Positive)),
+            "flashmla_release" => Some((&mut self.flashmla_release, Positive)),
+            "attention_compute_eff_initial" => {
+                Some((&mut self.attention_compute_eff_initial, Fraction))
+            }
+            "comm_sms" => Some((&mut self.comm_sms, NonNegative)),
+            "allreduce_ring_step_s" => Some((&mut self.allreduce_ring_step_s, Seconds)),
+            "step_fixed_decode_s" => Some((&mut self.step_fixed_decode_s, Seconds)),
+            "step_fixed_prefill_s" => Some((&mut self.step_fixed_prefill_s, Seconds)),
             _ => None,
         }
+    }
+
+    /// The slot of a `host.` key, by the part after the dot.
+    fn host_slot(&mut self, f: &str) -> Option<(&mut f64, Kind)> {
+        use Kind::*;
+        let h = &mut self.host;
+        match f {
+            "per_request_s" => Some((&mut h.per_request_s, Seconds)),
+            "overlap" => Some((&mut h.overlap, Share)),
+            "gap_s" => Some((&mut h.gap_s, Seconds)),
+            _ => None,
+        }
+    }
+
+    /// The slot of a `tile.` key, by the part after the dot.
+    fn tile_slot(&mut self, f: &str) -> Option<(&mut f64, Kind)> {
+        use Kind::*;
+        let t = &mut self.tile;
+        match f {
+            "load_bytes_per_flop" => Some((&mut t.load_bytes_per_flop, Positive)),
+            "epilogue_k" => Some((&mut t.epilogue_k, NonNegative)),
+            "small_tile_eff" => Some((&mut t.small_tile_eff, Fraction)),
+            "overlap_p" => Some((&mut t.overlap_p, Positive)),
+            _ => None,
+        }
+    }
+
+    /// The slot of an `ll.` key, by the part after the dot.
+    fn ll_slot(&mut self, f: &str) -> Option<(&mut f64, Kind)> {
+        use Kind::*;
+        let l = &mut self.ll;
+        match f {
+            "nvlink_eff" => Some((&mut l.nvlink_eff, Fraction)),
+            "rdma_eff" => Some((&mut l.rdma_eff, Fraction)),
+            "dispatch_s" => Some((&mut l.dispatch_s, Seconds)),
+            "combine_s" => Some((&mut l.combine_s, Seconds)),
+            "per_peer_s" => Some((&mut l.per_peer_s, Seconds)),
+            "overlap_p" => Some((&mut l.overlap_p, Positive)),
+            _ => None,
+        }
+    }
+
+    /// The slot of a `launch.` key, by the part after the dot.
+    fn launch_slot(&mut self, f: &str) -> Option<(&mut f64, Kind)> {
+        use Kind::*;
+        let l = &mut self.launch;
+        match f {
+            "eager_s" => Some((&mut l.eager_s, Seconds)),
+            "graph_node_s" => Some((&mut l.graph_node_s, Seconds)),
+            "graph_s" => Some((&mut l.graph_s, Seconds)),
+            _ => None,
+        }
+    }
+
+    /// The operation rate a dotted key's group names (`moe`, `gemm`, ...), if any.
+    fn rate_group(&mut self, group: &str) -> Option<&mut OpRate> {
+        Some(match group {
+            "moe" => &mut self.moe,
+            "gemm" => &mut self.gemm,
+            "attention" => &mut self.attention,
+            "attention_sparse" => &mut self.attention_sparse,
+            "attention_prefill" => &mut self.attention_prefill,
+            "attention_sparse_prefill" => &mut self.attention_sparse_prefill,
+            "indexer" => &mut self.indexer,
+            "recurrent" => &mut self.recurrent,
+            "recurrent_prefill" => &mut self.recurrent_prefill,
+            "gather" => &mut self.gather,
+            "comm" => &mut self.comm,
+            "allreduce" => &mut self.allreduce,
+            "elementwise" => &mut self.elementwise,
+            _ => return None,
+        })
     }
 
     /// Reads one parameter by key.
@@ -585,6 +603,16 @@ impl CostParams {
         }
         *slot = value;
         Ok(())
+    }
+}
+
+/// The slot of one operation rate's field (`mem_eff`, `compute_eff`, `fixed_s`).
+fn rate_slot<'a>(rate: &'a mut OpRate, field: &str) -> Option<(&'a mut f64, Kind)> {
+    match field {
+        "mem_eff" => Some((&mut rate.mem_eff, Kind::Fraction)),
+        "compute_eff" => Some((&mut rate.compute_eff, Kind::Fraction)),
+        "fixed_s" => Some((&mut rate.fixed_s, Kind::Seconds)),
+        _ => None,
     }
 }
 

@@ -283,6 +283,13 @@ pub fn diagnose(o: &Outcome) -> String {
             r.message
         ));
     }
+    push_best_simulated(&mut s, &simulated, &cons);
+    s.push_str(&failed);
+    s
+}
+
+/// Appends to `s` the best simulated value of each constraint (or that none has one).
+fn push_best_simulated(s: &mut String, simulated: &[&Record], cons: &[(&'static str, f64, bool)]) {
     // A candidate that completed nothing has no latency or speed: its zeros are no
     // figures, so the best is taken over those that completed requests.
     let completed: Vec<&Metrics> = simulated
@@ -290,7 +297,7 @@ pub fn diagnose(o: &Outcome) -> String {
         .map(|r| r.metrics.as_ref().expect("simulated"))
         .filter(|m| completed_any(m))
         .collect();
-    for &(name, limit, lb) in &cons {
+    for &(name, limit, lb) in cons {
         let best = completed.iter().map(|m| m.slo_value(name)).reduce(|a, v| {
             if lb {
                 a.max(v)
@@ -305,8 +312,6 @@ pub fn diagnose(o: &Outcome) -> String {
             )),
         }
     }
-    s.push_str(&failed);
-    s
 }
 
 /// Whether a simulated candidate completed any request in its measured window (else

@@ -183,6 +183,12 @@ impl SearchSpace {
                 "aggregated_deps is empty (and so is aggregated_tps)",
             ));
         }
+        checks.extend(self.nonempty_checks());
+        checks
+    }
+
+    /// Whether each axis every mode needs has values: (ok, field, the sentence if not).
+    fn nonempty_checks(&self) -> [(bool, &'static str, &'static str); 5] {
         let nonempty = [
             (
                 self.prefill_chunks.is_empty(),
@@ -210,8 +216,7 @@ impl SearchSpace {
                 "decode_hardware is empty",
             ),
         ];
-        checks.extend(nonempty.map(|(empty, field, sentence)| (!empty, field, sentence)));
-        checks
+        nonempty.map(|(empty, field, sentence)| (!empty, field, sentence))
     }
 
     /// Whether each size and scalar is in range: (ok, field, the sentence if not).

@@ -252,6 +252,19 @@ impl Pool<'_> {
     }
 }
 
+/// `n` idle ranks, each with `pieces` empty decode context pieces.
+fn empty_ranks(n: u32, pieces: usize) -> Vec<Rank> {
+    (0..n)
+        .map(|_| Rank {
+            dec: DecodeSet {
+                pieces: vec![Piece::default(); pieces],
+                ..DecodeSet::default()
+            },
+            ..Rank::default()
+        })
+        .collect()
+}
+
 /// The run's pools (in report order) and all their groups.
 pub(crate) struct Pools<'a> {
     pub list: Vec<Pool<'a>>,
@@ -299,15 +312,7 @@ impl<'a> Pools<'a> {
             let sim_dep = cfg.dep / rank_copies;
             let tp = cfg.tp.max(1) as u64;
             for i in 0..cfg.instances / group_copies {
-                let ranks = (0..sim_dep)
-                    .map(|_| Rank {
-                        dec: DecodeSet {
-                            pieces: vec![Piece::default(); breakpoints.len() + 1],
-                            ..DecodeSet::default()
-                        },
-                        ..Rank::default()
-                    })
-                    .collect();
+                let ranks = empty_ranks(sim_dep, breakpoints.len() + 1);
                 let base = gpu + (i * group_copies) as u64 * cfg.dep as u64 * tp;
                 pools.groups.push(Group::new(role, base, tp, ranks));
             }

@@ -135,6 +135,22 @@ pub(crate) struct Mtp {
     pub arrivals: u32,
 }
 
+impl Mtp {
+    /// A run's MTP state: the yield of its `draft_tokens` acceptances and its MTP stream.
+    fn new(sc: &ServingScenario, seed: u64, draft_tokens: u32, acceptance: &[f64]) -> Mtp {
+        let yield_ = MtpYield::new(&acceptance[..draft_tokens as usize]);
+        Mtp {
+            draft_tokens,
+            mu: yield_.mean_tokens_per_step(),
+            yield_,
+            rng: stream(seed, "mtp"),
+            keyed: (sc.serving.mtp.draws == super::mtp::MtpDraws::PerRequest)
+                .then(|| (seed, acceptance[..draft_tokens as usize].to_vec())),
+            arrivals: 0,
+        }
+    }
+}
+
 pub(crate) struct Rack<'a> {
     pub sc: &'a ServingScenario,
     pub hw: &'a Hardware,
@@ -304,7 +320,7 @@ impl<'a> Rack<'a> {
             id_tokens,
         );
         let driver = driver.with_cohort(pools.copies())?;
-        let yield_ = MtpYield::new(&acceptance[..draft_tokens as usize]);
+        let mtp = Mtp::new(sc, seed, draft_tokens, &acceptance);
         let max_dep = pools.max_dep();
         let domain_gpus = sc
             .serving
@@ -333,15 +349,7 @@ impl<'a> Rack<'a> {
             wl_out: Vec::new(),
             ingress: VecDeque::new(),
             frontend_ns: secs_to_ns(sc.frontend_s()),
-            mtp: Mtp {
-                draft_tokens,
-                mu: yield_.mean_tokens_per_step(),
-                yield_,
-                rng: stream(seed, "mtp"),
-                keyed: (sc.serving.mtp.draws == super::mtp::MtpDraws::PerRequest)
-                    .then(|| (seed, acceptance[..draft_tokens as usize].to_vec())),
-                arrivals: 0,
-            },
+            mtp,
             kv_bytes_per_token: kvb,
             domain_gpus,
             acc: Accounting::default(),

@@ -3,6 +3,7 @@
 //! metrics and its text rendering.
 
 use super::config::{Mode, ServingScenario};
+use super::metrics::Metrics;
 use super::money::Money;
 use super::money::UsdPerMTokens;
 use super::pool::Pool;
@@ -268,6 +269,42 @@ impl Throughput {
     }
 }
 
+impl TokenMix {
+    /// Each kind's fraction of the cached, uncached and output tokens together.
+    fn of(cached: f64, uncached: f64, output: f64) -> TokenMix {
+        let all = cached + uncached + output;
+        TokenMix {
+            cached_input: ratio(cached, all),
+            uncached_input: ratio(uncached, all),
+            output: ratio(output, all),
+        }
+    }
+}
+
+impl Goodput {
+    /// The requests and tokens of the window that met `sc`'s SLOs.
+    fn of(m: &Metrics, sc: &ServingScenario, measured_s: f64, gpus: u64) -> Goodput {
+        Goodput {
+            slo_ttft_ms: sc.slo.ttft_ms,
+            slo_tpot_ms: sc.slo.tpot_ms,
+            requests_per_s: m.good as f64 / measured_s,
+            fraction: ratio(m.good as f64, m.completed as f64),
+            tok_s_per_gpu: m.good_tokens as f64 / measured_s / gpus.max(1) as f64,
+        }
+    }
+}
+
+impl Distributions {
+    /// The TTFT, TPOT and per-user speed distributions of `m`.
+    fn of(m: &Metrics) -> Distributions {
+        Distributions {
+            ttft_ms: m.ttft_ms.cdf(),
+            tpot_ms: m.tpot_ms.cdf(),
+            per_user_tok_s: m.user_tok_s.cdf(),
+        }
+    }
+}
+
 /// `part / whole`, 0 when `whole` is 0.
 fn ratio(part: f64, whole: f64) -> f64 {
     if whole > 0.0 {
@@ -291,20 +328,8 @@ impl Rack<'_> {
             .iter()
             .map(|p| pool_report(p, sc, measured_s))
             .collect();
-        // Tokens by kind over all pools.
-        let (mut cached, mut uncached, mut output) = (0u64, 0u64, 0u64);
-        for p in self.pools.iter() {
-            cached += p.stats.cached_tokens;
-            uncached += p.stats.uncached_tokens;
-            output += p.stats.output_tokens;
-        }
-        let (cached, uncached, output) = (cached as f64, uncached as f64, output as f64);
-        let all = cached + uncached + output;
-        let token_mix = TokenMix {
-            cached_input: ratio(cached, all),
-            uncached_input: ratio(uncached, all),
-            output: ratio(output, all),
-        };
+        let (cached, uncached, output) = self.token_totals();
+        let token_mix = TokenMix::of(cached, uncached, output);
         let rack = Throughput::of(
             cached as u64,
             uncached as u64,
@@ -335,18 +360,8 @@ impl Rack<'_> {
             itl_ms: m.itl_ms.summary(),
             e2e_ms: m.e2e_ms.summary(),
             per_user_tok_s: m.user_tok_s.summary(),
-            distributions: Distributions {
-                ttft_ms: m.ttft_ms.cdf(),
-                tpot_ms: m.tpot_ms.cdf(),
-                per_user_tok_s: m.user_tok_s.cdf(),
-            },
-            goodput: Goodput {
-                slo_ttft_ms: sc.slo.ttft_ms,
-                slo_tpot_ms: sc.slo.tpot_ms,
-                requests_per_s: m.good as f64 / measured_s,
-                fraction: ratio(m.good as f64, m.completed as f64),
-                tok_s_per_gpu: m.good_tokens as f64 / measured_s / gpus.max(1) as f64,
-            },
+            distributions: Distributions::of(m),
+            goodput: Goodput::of(m, sc, measured_s, gpus),
             price_sheet: sc.price.sheet.key().to_string(),
             price_basis: sc.price.basis,
             revenue_usd_per_gpu_hour: money.revenue_usd_per_gpu_hour,
@@ -369,6 +384,17 @@ impl Rack<'_> {
 }
 
 impl Rack<'_> {
+    /// Tokens by kind over all pools: cached input, uncached input and output.
+    fn token_totals(&self) -> (f64, f64, f64) {
+        let (mut cached, mut uncached, mut output) = (0u64, 0u64, 0u64);
+        for p in self.pools.iter() {
+            cached += p.stats.cached_tokens;
+            uncached += p.stats.uncached_tokens;
+            output += p.stats.output_tokens;
+        }
+        (cached as f64, uncached as f64, output as f64)
+    }
+
     /// Counts the requests in flight at the end and the progress they made.
     fn count_in_flight(&mut self) {
         for (_, req) in self.reqs.iter() {

@@ -53,24 +53,7 @@ pub fn run(
     json: bool,
     base: Option<&str>,
 ) -> Result<()> {
-    let Some(system) = a.system.clone() else {
-        bail!(
-            "--from-tables needs --system (a folder of {}: e.g. h100_sxm)",
-            dir.display()
-        );
-    };
-    let Some(version) = a.engine_version.clone() else {
-        bail!(
-            "--from-tables needs --engine-version (a folder of {}/{system}/gemm/{}/)",
-            dir.display(),
-            a.engine
-        );
-    };
-    let sel = Selection {
-        system,
-        engine: a.engine.clone(),
-        version,
-    };
+    let sel = selection(dir, a)?;
     let read = tables::read(dir, &sel).with_context(|| format!("reading {}", dir.display()))?;
     if read.rows.is_empty() {
         bail!(
@@ -80,23 +63,9 @@ pub fn run(
             sel.version
         );
     }
-    let hw_name = match (&a.hardware, corpus::aic::hardware_of(&sel.system)) {
-        (Some(h), _) => h.clone(),
-        (None, Some(h)) => h.to_string(),
-        (None, None) => bail!(
-            "--from-tables: no twin hardware is named like {:?}; give --tables-hardware",
-            sel.system
-        ),
-    };
+    let hw_name = hardware_name(a, &sel)?;
     let hw = load_hardware(&hw_name, &[])?;
-    let license = std::fs::read_to_string(dir.join("LICENSE"))
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find(|l| !l.trim().is_empty())
-                .map(|l| l.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown (no LICENSE beside the tables)".to_string());
+    let license = license_line(dir);
     let source = TableSource {
         repository: AIC_REPOSITORY.to_string(),
         commit: a.commit.clone(),
@@ -130,18 +99,70 @@ pub fn run(
         }
     }
     if let Some(out) = out {
-        let text = toml::to_string(&prof)?;
-        let bytes = if out.extension().is_some_and(|e| e == "gz") {
-            use std::io::Write;
-            let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
-            z.write_all(text.as_bytes())?;
-            z.finish()?
-        } else {
-            text.into_bytes()
-        };
-        report::write_atomic(out, &bytes)?;
-        eprintln!("wrote {} ({} KB)", out.display(), bytes.len() / 1024);
+        write_profile(out, &prof)?;
     }
+    Ok(())
+}
+
+/// The tables to read, from --system, --engine and --engine-version (both required).
+fn selection(dir: &Path, a: &TablesArgs) -> Result<Selection> {
+    let Some(system) = a.system.clone() else {
+        bail!(
+            "--from-tables needs --system (a folder of {}: e.g. h100_sxm)",
+            dir.display()
+        );
+    };
+    let Some(version) = a.engine_version.clone() else {
+        bail!(
+            "--from-tables needs --engine-version (a folder of {}/{system}/gemm/{}/)",
+            dir.display(),
+            a.engine
+        );
+    };
+    Ok(Selection {
+        system,
+        engine: a.engine.clone(),
+        version,
+    })
+}
+
+/// The twin hardware to price on: --tables-hardware, else the one named like the system.
+fn hardware_name(a: &TablesArgs, sel: &Selection) -> Result<String> {
+    Ok(match (&a.hardware, corpus::aic::hardware_of(&sel.system)) {
+        (Some(h), _) => h.clone(),
+        (None, Some(h)) => h.to_string(),
+        (None, None) => bail!(
+            "--from-tables: no twin hardware is named like {:?}; give --tables-hardware",
+            sel.system
+        ),
+    })
+}
+
+/// The first non-blank line of the LICENSE beside the tables, or a note that there is none.
+fn license_line(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("LICENSE"))
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| !l.trim().is_empty())
+                .map(|l| l.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown (no LICENSE beside the tables)".to_string())
+}
+
+/// Writes the profile as TOML (gzipped when the path ends in .gz) and says so on stderr.
+fn write_profile(out: &Path, prof: &KernelTables) -> Result<()> {
+    let text = toml::to_string(prof)?;
+    let bytes = if out.extension().is_some_and(|e| e == "gz") {
+        use std::io::Write;
+        let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        z.write_all(text.as_bytes())?;
+        z.finish()?
+    } else {
+        text.into_bytes()
+    };
+    report::write_atomic(out, &bytes)?;
+    eprintln!("wrote {} ({} KB)", out.display(), bytes.len() / 1024);
     Ok(())
 }
 

@@ -440,6 +440,25 @@ fn print_summary(p: &Profile, path: &Path) {
     if let Some(f) = p.reference.gemm_flops_per_s {
         println!("reference GEMM: {:.2} GFLOP/s", f / 1e9);
     }
+    print_op_fits(p);
+    for (op, why) in &p.skipped {
+        println!("skipped {op}: {why}");
+    }
+    print_live_fits(p);
+    if let Some(w) = &p.wake {
+        println!(
+            "wake-up after idling: a step after g s idle takes {:.2} ms x (1 - exp(-g / {:.3} s)) longer ({} gaps, rms {:.2} ms)",
+            w.max_s * 1e3,
+            w.tau_s,
+            w.points,
+            w.rms_s * 1e3
+        );
+    }
+    print_cost_rates(p);
+}
+
+/// Prints the table of fitted ops: points, R2, MAPE, leave-one-out error and parameters.
+fn print_op_fits(p: &Profile) {
     println!(
         "{:<14} {:>6} {:>8} {:>8} {:>8}  parameters",
         "op", "points", "R2", "MAPE", "LOO"
@@ -460,9 +479,10 @@ fn print_summary(p: &Profile, path: &Path) {
             params.join(" ")
         );
     }
-    for (op, why) in &p.skipped {
-        println!("skipped {op}: {why}");
-    }
+}
+
+/// Prints the live-engine op fits per static key, as their linear formulas.
+fn print_live_fits(p: &Profile) {
     if !p.live.is_empty() {
         println!("live-engine ops (t = c0 + c1 x var1 + ..., per static key):");
         for (key, f) in &p.live {
@@ -483,15 +503,10 @@ fn print_summary(p: &Profile, path: &Path) {
             );
         }
     }
-    if let Some(w) = &p.wake {
-        println!(
-            "wake-up after idling: a step after g s idle takes {:.2} ms x (1 - exp(-g / {:.3} s)) longer ({} gaps, rms {:.2} ms)",
-            w.max_s * 1e3,
-            w.tau_s,
-            w.points,
-            w.rms_s * 1e3
-        );
-    }
+}
+
+/// Prints the cost-model rates this profile gives, next to the analytic defaults.
+fn print_cost_rates(p: &Profile) {
     // What the cost model would use: fractions of this device's measured peaks.
     let base = sim::cost::CostParams::default();
     let c = p.cost_params(&base);

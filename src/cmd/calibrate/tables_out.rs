@@ -337,46 +337,16 @@ pub fn run(args: &super::CalibrateArgs, a: &TablesOutArgs, dir: &Path) -> Result
         .as_deref()
         .context("--tables-out needs --model")?;
     let model = scenario::load_model(model_name, &[])?;
-    let batches: Vec<usize> = if a.batches.is_empty() {
-        DEFAULT_BATCHES.to_vec()
-    } else {
-        a.batches.clone()
-    };
-    if batches.is_empty() || batches.len() > MAX_BATCHES || batches.contains(&0) {
-        bail!("--batches: 1 to {MAX_BATCHES} token counts, each at least 1");
-    }
+    let batches = batches_of(a)?;
     let mut plan = gemm_plan(&hw, &model, &batches);
     // Shape by shape over the token counts: each weight matrix is uploaded once.
     plan.sort_by_key(|g| (g.format, g.n, g.k, g.m));
-    let timing = if args.smoke {
-        TimingConfig::SMOKE
-    } else if args.quick {
-        TimingConfig::QUICK
-    } else {
-        TimingConfig::FULL
-    };
+    let timing = timing_of(args);
     let mut timer = LibraryTimer::open(device)?;
     let info = timer.info().clone();
-    if device == Device::Cpu {
-        eprintln!("calibrate --tables-out: on the CPU every GEMM runs twin's f32 reference GEMM: the pipeline, not a production library");
-    }
-    eprintln!(
-        "calibrate --tables-out: {} ({}), {} GEMMs of {} ({} shapes x {} token counts x BF16, FP8)",
-        info.device,
-        info.driver,
-        plan.len(),
-        model.name,
-        plan.len() / batches.len().max(1) / LibraryFormat::ALL.len(),
-        batches.len()
-    );
+    announce(device, &info, &plan, &model, &batches);
     let start = std::time::Instant::now();
-    let mut rows = Vec::new();
-    for g in &plan {
-        match timer.time_gemm(g, &timing) {
-            Ok(s) => rows.push(gemm_row(g, &timer.gemm_library(g.format), s.median_s)),
-            Err(e) => eprintln!("warning: {:?} M={} N={} K={}: {e}", g.format, g.m, g.n, g.k),
-        }
-    }
+    let rows = time_plan(&mut timer, &plan, &timing);
     if rows.is_empty() {
         bail!("--tables-out: no GEMM could be timed on {}", info.device);
     }
@@ -410,6 +380,68 @@ pub fn run(args: &super::CalibrateArgs, a: &TablesOutArgs, dir: &Path) -> Result
         dir.display()
     );
     Ok(())
+}
+
+/// The token counts to time each GEMM at: --batches, else the defaults; checked.
+fn batches_of(a: &TablesOutArgs) -> Result<Vec<usize>> {
+    let batches: Vec<usize> = if a.batches.is_empty() {
+        DEFAULT_BATCHES.to_vec()
+    } else {
+        a.batches.clone()
+    };
+    if batches.is_empty() || batches.len() > MAX_BATCHES || batches.contains(&0) {
+        bail!("--batches: 1 to {MAX_BATCHES} token counts, each at least 1");
+    }
+    Ok(batches)
+}
+
+/// How long to time each GEMM: --smoke, --quick, or the full timing.
+fn timing_of(args: &super::CalibrateArgs) -> TimingConfig {
+    if args.smoke {
+        TimingConfig::SMOKE
+    } else if args.quick {
+        TimingConfig::QUICK
+    } else {
+        TimingConfig::FULL
+    }
+}
+
+/// Says on stderr what is about to be timed, and on which device.
+fn announce(
+    device: Device,
+    info: &engine::DeviceInfo,
+    plan: &[LibraryGemm],
+    model: &Model,
+    batches: &[usize],
+) {
+    if device == Device::Cpu {
+        eprintln!("calibrate --tables-out: on the CPU every GEMM runs twin's f32 reference GEMM: the pipeline, not a production library");
+    }
+    eprintln!(
+        "calibrate --tables-out: {} ({}), {} GEMMs of {} ({} shapes x {} token counts x BF16, FP8)",
+        info.device,
+        info.driver,
+        plan.len(),
+        model.name,
+        plan.len() / batches.len().max(1) / LibraryFormat::ALL.len(),
+        batches.len()
+    );
+}
+
+/// Times every GEMM of the plan into a measured row; one that fails is warned of and skipped.
+fn time_plan(
+    timer: &mut LibraryTimer,
+    plan: &[LibraryGemm],
+    timing: &TimingConfig,
+) -> Vec<Measured> {
+    let mut rows = Vec::new();
+    for g in plan {
+        match timer.time_gemm(g, timing) {
+            Ok(s) => rows.push(gemm_row(g, &timer.gemm_library(g.format), s.median_s)),
+            Err(e) => eprintln!("warning: {:?} M={} N={} K={}: {e}", g.format, g.m, g.n, g.k),
+        }
+    }
+    rows
 }
 
 #[cfg(test)]
@@ -692,6 +724,11 @@ mod tests {
             y * 1e3
         );
         assert!((x / y - 1.0).abs() < 0.1, "step {x} vs {y}");
+        decode_step_is_near_vllms(&hw, &model, dir.path(), spec);
+    }
+
+    /// Asserts a decode step priced by the tables in `dir` is within 10% of vLLM's.
+    fn decode_step_is_near_vllms(hw: &Hardware, model: &Model, dir: &Path, spec: ForwardSpec) {
         let decode = ForwardSpec {
             phase: Phase::Decode,
             batch_per_rank: 32,
@@ -700,11 +737,11 @@ mod tests {
             ..spec
         };
         let price = |choice: &str| {
-            let p = cost_params(&hw, None, &[], Some(choice), false).unwrap();
+            let p = cost_params(hw, None, &[], Some(choice), false).unwrap();
             let cm = AnalyticCostModel::new(hw.clone(), model.clone(), Layout::new(16), p);
             forward(&cm as &dyn CostModel, &decode).total.step_s
         };
-        let (x, y) = (price(dir.path().to_str().unwrap()), price("vllm"));
+        let (x, y) = (price(dir.to_str().unwrap()), price("vllm"));
         eprintln!(
             "decode step: {:.3} ms laid over vllm, {:.3} ms vllm",
             x * 1e3,

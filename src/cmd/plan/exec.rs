@@ -283,26 +283,14 @@ fn build(args: &PlanArgs) -> Result<(PlanInputs, Grid)> {
     let sizing = sizing_of(args, &base)?;
     let model_mtp = base.model.mtp.as_ref().map(|m| m.draft_tokens);
     let space = load_space(args.space.as_deref())?.resolved(base.scenario(), model_mtp);
-    if let Sizing::Gpus(n) = sizing {
-        if n > space.max_gpus {
-            bail!(
-                "a budget of {n} GPUs exceeds the search space's max_gpus = {} (raise it in a --space file)",
-                space.max_gpus
-            );
-        }
-    }
+    check_budget(sizing, &space)?;
     let tco = resolve_tco(
         args.tco.as_deref(),
         &req.sets.tco,
         base.scenario().price.basis,
     )?;
     let pricing = pricing_of(&req, &base, &space, &tco)?;
-    let curve = base.workload().rate_curve.clone();
-    let peak = curve.as_ref().map_or(1.0, |c| c.peak());
-    let load_scale = match sizing {
-        Sizing::Gpus(_) => peak,
-        _ => 1.0,
-    };
+    let load_scale = load_scale_of(&base, sizing);
     let candidates = enumerate(&space, sizing, load_scale)?;
     let shape = WorkShape::of(base.workload(), &trace, base.scenario().kv_block_tokens());
     let acceptance = mtp_acceptance(&base);
@@ -349,6 +337,30 @@ fn build(args: &PlanArgs) -> Result<(PlanInputs, Grid)> {
         },
         Grid { header, screened },
     ))
+}
+
+/// Refuses a GPU budget larger than the search space's `max_gpus`.
+fn check_budget(sizing: Sizing, space: &SearchSpace) -> Result<()> {
+    if let Sizing::Gpus(n) = sizing {
+        if n > space.max_gpus {
+            bail!(
+                "a budget of {n} GPUs exceeds the search space's max_gpus = {} (raise it in a --space file)",
+                space.max_gpus
+            );
+        }
+    }
+    Ok(())
+}
+
+/// How much the candidates' load is scaled: by the rate curve's peak for a GPU budget,
+/// else not at all.
+fn load_scale_of(base: &Resolved, sizing: Sizing) -> f64 {
+    let curve = base.workload().rate_curve.clone();
+    let peak = curve.as_ref().map_or(1.0, |c| c.peak());
+    match sizing {
+        Sizing::Gpus(_) => peak,
+        _ => 1.0,
+    }
 }
 
 /// What the plan was asked for: seeds per candidate, sizing, SLOs and ranking.
@@ -494,11 +506,7 @@ pub fn plan(args: &PlanArgs) -> Result<()> {
         .collect();
     let to_sim: BTreeSet<usize> = h.to_simulate.iter().copied().collect();
     let n_sim = mine.iter().filter(|i| to_sim.contains(i)).count();
-    let pb = ProgressBar::with_draw_target(Some(n_sim as u64), ProgressDrawTarget::stderr());
-    pb.set_style(
-        ProgressStyle::with_template("plan: simulating {pos}/{len} [{bar:30}] {elapsed} {msg}")?
-            .progress_chars("=> "),
-    );
+    let pb = progress_bar(n_sim)?;
     let emit = |r: &Record| -> Result<()> {
         if let Some(w) = &writer {
             let mut f = w.lock().map_err(|_| anyhow!("output lock poisoned"))?;
@@ -540,6 +548,21 @@ pub fn plan(args: &PlanArgs) -> Result<()> {
     }
     // The unsharded answer goes through the same JSON as a merge.
     let header = grid.header.clone();
+    answer_via_json(header, &records, &args.output)
+}
+
+/// The progress bar of the candidates this run simulates, drawn on stderr.
+fn progress_bar(n_sim: usize) -> Result<ProgressBar> {
+    let pb = ProgressBar::with_draw_target(Some(n_sim as u64), ProgressDrawTarget::stderr());
+    pb.set_style(
+        ProgressStyle::with_template("plan: simulating {pos}/{len} [{bar:30}] {elapsed} {msg}")?
+            .progress_chars("=> "),
+    );
+    Ok(pb)
+}
+
+/// Prints the answer from the records written to JSON and read back, as a merge reads them.
+fn answer_via_json(header: Header, records: &[Record], output: &OutputArgs) -> Result<()> {
     let lines: Vec<String> = records
         .iter()
         .map(serde_json::to_string)
@@ -548,7 +571,7 @@ pub fn plan(args: &PlanArgs) -> Result<()> {
         .iter()
         .map(|l| serde_json::from_str(l))
         .collect::<Result<_, _>>()?;
-    super::print::answer(header, records, &args.output)
+    super::print::answer(header, records, output)
 }
 
 /// Opens `--out` for appending: the records it already holds for this grid (a resumed

@@ -76,16 +76,7 @@ pub fn run(a: &RunsValidateArgs) -> Result<()> {
     }
     let cache = Cache::default();
     let one = records.len() == 1;
-    let profile = match &a.profile {
-        Some(p) => Some(scenario::runs_profile::read(p)?.ok_or_else(|| {
-            anyhow::anyhow!(
-                "--profile {}: not a profile of terms fitted to runs (`twin calibrate --from-runs --out`)",
-                p.display()
-            )
-        })?),
-        None if a.physics_only => None,
-        None => scenario::runs_profile::shipped().cloned(),
-    };
+    let profile = profile_of(a)?;
     let terms_line = terms_line(a, profile.as_ref(), &loaded.origin);
     let mut predictions = predict_all(
         &records,
@@ -117,19 +108,7 @@ pub fn run(a: &RunsValidateArgs) -> Result<()> {
         .map(|d| summarize(&outcomes, *d))
         .collect();
     if let Some(dir) = &a.report {
-        let report_rows: Vec<report::RunRow> = rows
-            .iter()
-            .map(|r| report::RunRow {
-                id: r.outcome.id.clone(),
-                series: r.rec.engine.name.key().to_string(),
-                gpu: r.rec.gpu.hardware.clone(),
-                model: r.rec.model.id.clone(),
-                concurrency: r.rec.concurrency(),
-                result: r.outcome.result.clone(),
-            })
-            .collect();
-        let wrote = report::runs(&loaded.origin, &report_rows, &summaries, dir, a.force)?;
-        eprintln!("report: {wrote}");
+        write_report(a, dir, &loaded, &rows, &summaries)?;
     }
     if a.json {
         print_json(a, &loaded, &rows, &summaries, &terms_line)
@@ -143,6 +122,45 @@ pub fn run(a: &RunsValidateArgs) -> Result<()> {
         }
         Ok(())
     }
+}
+
+/// The terms fitted to runs that price the records: --profile's, none with
+/// --physics-only, else the shipped ones.
+fn profile_of(a: &RunsValidateArgs) -> Result<Option<calibration::runs::RunsProfile>> {
+    Ok(match &a.profile {
+        Some(p) => Some(scenario::runs_profile::read(p)?.ok_or_else(|| {
+            anyhow::anyhow!(
+                "--profile {}: not a profile of terms fitted to runs (`twin calibrate --from-runs --out`)",
+                p.display()
+            )
+        })?),
+        None if a.physics_only => None,
+        None => scenario::runs_profile::shipped().cloned(),
+    })
+}
+
+/// Writes the HTML report of the records' comparisons into `dir` and says where on stderr.
+fn write_report(
+    a: &RunsValidateArgs,
+    dir: &str,
+    loaded: &measured::Loaded,
+    rows: &[Row],
+    summaries: &[Vec<GroupSummary>],
+) -> Result<()> {
+    let report_rows: Vec<report::RunRow> = rows
+        .iter()
+        .map(|r| report::RunRow {
+            id: r.outcome.id.clone(),
+            series: r.rec.engine.name.key().to_string(),
+            gpu: r.rec.gpu.hardware.clone(),
+            model: r.rec.model.id.clone(),
+            concurrency: r.rec.concurrency(),
+            result: r.outcome.result.clone(),
+        })
+        .collect();
+    let wrote = report::runs(&loaded.origin, &report_rows, summaries, dir, a.force)?;
+    eprintln!("report: {wrote}");
+    Ok(())
 }
 
 /// What priced the records beyond physics, in one line: the terms, and whether they

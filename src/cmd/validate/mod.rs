@@ -264,32 +264,11 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
         let out = evaluate(t, *simulate, !*no_loo, bands)?;
         let cov = coverage(&out);
         if report.is_some() {
-            let rows = out
-                .iter()
-                .map(|o| report::ValidationRow {
-                    id: o.row.id.clone(),
-                    figure: o.row.figure.clone(),
-                    unit: o.row.unit.clone(),
-                    role: o.row.role.clone(),
-                    published: o.row.published,
-                    predicted: o.predicted,
-                    error: o.error,
-                })
-                .collect();
+            let rows = report_rows(&out);
             for_report.push((t.name.clone(), t.origin.clone(), rows));
         }
         if *json {
-            all_json.extend(out.iter().map(|o| {
-                serde_json::json!({
-                    "table": t.name, "id": o.row.id, "figure": o.row.figure,
-                    "metric": o.row.metric, "published": o.row.published,
-                    "predicted": o.predicted, "error": o.error, "loo_error": o.loo,
-                    "role": o.row.role, "unit": o.row.unit, "command": o.row.command,
-                    "source": o.row.source,
-                    "band": o.band.map(|b| [b.p10, b.p90]), "in_band": o.in_band(),
-                    "band_coverage": cov,
-                })
-            }));
+            all_json.extend(json_rows(t, &out, cov));
         } else {
             print_table(t, &out);
         }
@@ -304,6 +283,38 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
     Ok(())
 }
 
+/// A table's outcomes as the HTML report's validation rows.
+fn report_rows(out: &[Outcome]) -> Vec<report::ValidationRow> {
+    out.iter()
+        .map(|o| report::ValidationRow {
+            id: o.row.id.clone(),
+            figure: o.row.figure.clone(),
+            unit: o.row.unit.clone(),
+            role: o.row.role.clone(),
+            published: o.row.published,
+            predicted: o.predicted,
+            error: o.error,
+        })
+        .collect()
+}
+
+/// A table's outcomes as `--json` objects, one per row, each with the table's coverage.
+fn json_rows(t: &Table, out: &[Outcome], cov: Coverage) -> Vec<serde_json::Value> {
+    out.iter()
+        .map(|o| {
+            serde_json::json!({
+                "table": t.name, "id": o.row.id, "figure": o.row.figure,
+                "metric": o.row.metric, "published": o.row.published,
+                "predicted": o.predicted, "error": o.error, "loo_error": o.loo,
+                "role": o.row.role, "unit": o.row.unit, "command": o.row.command,
+                "source": o.row.source,
+                "band": o.band.map(|b| [b.p10, b.p90]), "in_band": o.in_band(),
+                "band_coverage": cov,
+            })
+        })
+        .collect()
+}
+
 fn fmt_num(v: f64, unit: &str) -> String {
     if v.abs() >= 1e4 {
         format!("{:.1}K {unit}", v / 1e3)
@@ -314,36 +325,7 @@ fn fmt_num(v: f64, unit: &str) -> String {
 
 fn print_table(t: &Table, out: &[Outcome]) {
     println!("{}", t.origin);
-    let cells: Vec<[String; 8]> = out
-        .iter()
-        .map(|o| {
-            let band = match (o.band, o.in_band()) {
-                (Some(b), Some(inside)) => format!(
-                    "{}-{} {}",
-                    fmt_band(b.p10),
-                    fmt_band(b.p90),
-                    if inside { "in" } else { "out" }
-                ),
-                _ => String::new(),
-            };
-            let (predicted, error) = match (o.predicted, o.error) {
-                (Some(p), Some(e)) => (fmt_num(p, &o.row.unit), format!("{:+.1}%", e * 100.0)),
-                _ => ("not run".to_string(), "--simulate".to_string()),
-            };
-            [
-                o.row.id.clone(),
-                o.row.figure.clone(),
-                fmt_num(o.row.published, &o.row.unit),
-                predicted,
-                error,
-                o.row.role.clone(),
-                o.loo
-                    .map(|e| format!("{:+.1}%", e * 100.0))
-                    .unwrap_or_default(),
-                band,
-            ]
-        })
-        .collect();
+    let cells = table_cells(out);
     let head = [
         "id",
         "figure",
@@ -386,6 +368,40 @@ fn print_table(t: &Table, out: &[Outcome]) {
         line([&c[0], &c[1], &c[2], &c[3], &c[4], &c[5], &c[6], &c[7]]);
     }
     print_summary(out);
+}
+
+/// A table's cells, row by row: id, figure, published, predicted, error, role,
+/// leave-one-out error and band.
+fn table_cells(out: &[Outcome]) -> Vec<[String; 8]> {
+    out.iter()
+        .map(|o| {
+            let band = match (o.band, o.in_band()) {
+                (Some(b), Some(inside)) => format!(
+                    "{}-{} {}",
+                    fmt_band(b.p10),
+                    fmt_band(b.p90),
+                    if inside { "in" } else { "out" }
+                ),
+                _ => String::new(),
+            };
+            let (predicted, error) = match (o.predicted, o.error) {
+                (Some(p), Some(e)) => (fmt_num(p, &o.row.unit), format!("{:+.1}%", e * 100.0)),
+                _ => ("not run".to_string(), "--simulate".to_string()),
+            };
+            [
+                o.row.id.clone(),
+                o.row.figure.clone(),
+                fmt_num(o.row.published, &o.row.unit),
+                predicted,
+                error,
+                o.row.role.clone(),
+                o.loo
+                    .map(|e| format!("{:+.1}%", e * 100.0))
+                    .unwrap_or_default(),
+                band,
+            ]
+        })
+        .collect()
 }
 
 /// The lines under a table: errors of its check rows, leave-one-out errors, and band
@@ -630,31 +646,7 @@ fn fit_kernels(
         }));
     }
     if !json {
-        println!(
-            "spreads (log-space sd of a kernel class's price; {} out-of-sample rows: check rows and fit rows left out; RMS raised to its 90% upper confidence bound):",
-            held.len()
-        );
-        for s in &spreads {
-            let worst = s
-                .rows
-                .iter()
-                .max_by(|a, b| a.log_error.abs().total_cmp(&b.log_error.abs()))
-                .map(|r| format!("{} {:+.3}", r.id, r.log_error))
-                .unwrap_or_default();
-            println!(
-                "  {:<6} cost.spread.{:<16} = {:.5} ({} rows on {}; RMS {:.4}; worst {worst})",
-                s.architecture,
-                s.class.key(),
-                s.spread,
-                s.rows.len(),
-                s.hardware_with_rows().join(", "),
-                s.rms
-            );
-        }
-        println!(
-            "  held out one at a time, {inside} of {judged} rows fall inside the p10-p90 of their pool's spread without them ({:.0}%)",
-            inside as f64 / judged.max(1) as f64 * 100.0
-        );
+        print_spreads(held.len(), &spreads, inside, judged);
     }
     if let Some(dir) = write {
         let files = kernel_fit::write(dir, &fits, Some(&spreads), &t.name)?;
@@ -663,4 +655,37 @@ fn fit_kernels(
         }
     }
     Ok(())
+}
+
+/// Prints the kernel classes' fitted spreads and how many held-out rows fall inside them.
+fn print_spreads(
+    held: usize,
+    spreads: &[calibration::spread_fit::ClassSpread],
+    inside: usize,
+    judged: usize,
+) {
+    println!(
+        "spreads (log-space sd of a kernel class's price; {held} out-of-sample rows: check rows and fit rows left out; RMS raised to its 90% upper confidence bound):"
+    );
+    for s in spreads {
+        let worst = s
+            .rows
+            .iter()
+            .max_by(|a, b| a.log_error.abs().total_cmp(&b.log_error.abs()))
+            .map(|r| format!("{} {:+.3}", r.id, r.log_error))
+            .unwrap_or_default();
+        println!(
+            "  {:<6} cost.spread.{:<16} = {:.5} ({} rows on {}; RMS {:.4}; worst {worst})",
+            s.architecture,
+            s.class.key(),
+            s.spread,
+            s.rows.len(),
+            s.hardware_with_rows().join(", "),
+            s.rms
+        );
+    }
+    println!(
+        "  held out one at a time, {inside} of {judged} rows fall inside the p10-p90 of their pool's spread without them ({:.0}%)",
+        inside as f64 / judged.max(1) as f64 * 100.0
+    );
 }

@@ -310,8 +310,6 @@ fn model_check(
 }
 
 pub fn run_bench(a: &BenchValidateArgs) -> Result<()> {
-    // 101 lines: over the limit since 2c12a4f; issue 39 splits it.
-    #![allow(clippy::too_many_lines)]
     use live::bench::{sim_bench_figures, Bench};
     let origin = a.file.display().to_string();
     let text = read_maybe_gzip(&a.file).with_context(|| format!("cannot read {origin}"))?;
@@ -336,6 +334,35 @@ pub fn run_bench(a: &BenchValidateArgs) -> Result<()> {
         sc.warmup_s = 0.0;
         sc.duration_s = sc.limits.max_duration_s;
     })?;
+    let (report, finish, longest) = simulate_bench(&r, a)?;
+    notes.extend(pause_note(&bench, longest));
+    let mut measured = bench.figures();
+    (measured.goodput_fraction, measured.goodput_req_s) =
+        bench.goodput(r.scenario().slo.ttft_ms, r.scenario().slo.tpot_ms);
+    let predicted = sim_bench_figures(&report, finish, &bench.requests);
+    let rows = live::compare::figure_rows(&measured, &predicted);
+    let compared = BenchCompared {
+        rows,
+        measured,
+        predicted,
+    };
+    print_bench(a, &origin, bench.requests.len(), &r, &compared, notes)?;
+    Ok(())
+}
+
+/// A benchmark run's figures against twin's: the rows printed, and both sides.
+struct BenchCompared {
+    rows: Vec<live::compare::FigureRow>,
+    measured: live::metrics::Figures,
+    predicted: live::metrics::Figures,
+}
+
+/// Simulates the resolved benchmark run (writing its steps where asked): the report,
+/// the time its last step ends, and its longest step.
+fn simulate_bench(
+    r: &scenario::Resolved,
+    a: &BenchValidateArgs,
+) -> Result<(sim::serving::Report, f64, f64)> {
     let costs = r.pool_costs(&r.params);
     let input = r.input(&costs, &[]);
     let (report, steps) = simulate_with(&input, r.seed, &Control::default(), Record::STEPS)
@@ -349,22 +376,28 @@ pub fn run_bench(a: &BenchValidateArgs) -> Result<()> {
         .map(|s| s.start_s + s.step_s)
         .fold(0.0, f64::max);
     let longest = steps.iter().map(|s| s.step_s).fold(0.0, f64::max);
-    notes.extend(pause_note(&bench, longest));
-    let mut measured = bench.figures();
-    (measured.goodput_fraction, measured.goodput_req_s) =
-        bench.goodput(r.scenario().slo.ttft_ms, r.scenario().slo.tpot_ms);
-    let predicted = sim_bench_figures(&report, finish, &bench.requests);
-    let rows = live::compare::figure_rows(&measured, &predicted);
+    Ok((report, finish, longest))
+}
+
+/// Prints `validate bench`'s comparison, as JSON or as the table with its notes.
+fn print_bench(
+    a: &BenchValidateArgs,
+    origin: &str,
+    requests: usize,
+    r: &scenario::Resolved,
+    c: &BenchCompared,
+    notes: Vec<String>,
+) -> Result<()> {
     let rel = live::compare::rel;
     if a.json {
         let v = serde_json::json!({
             "step_mape": serde_json::Value::Null,
-            "throughput_error": rel(predicted.token_throughput, measured.token_throughput),
-            "ttft_p90_error": rel(predicted.ttft_ms.p90, measured.ttft_ms.p90),
-            "tpot_p90_error": rel(predicted.tpot_ms.p90, measured.tpot_ms.p90),
-            "rows": rows,
-            "measured": measured,
-            "predicted": predicted,
+            "throughput_error": rel(c.predicted.token_throughput, c.measured.token_throughput),
+            "ttft_p90_error": rel(c.predicted.ttft_ms.p90, c.measured.ttft_ms.p90),
+            "tpot_p90_error": rel(c.predicted.tpot_ms.p90, c.measured.tpot_ms.p90),
+            "rows": c.rows,
+            "measured": c.measured,
+            "predicted": c.predicted,
             "notes": notes,
             "bench": origin,
             "scenario": r.scenario_origin,
@@ -376,13 +409,13 @@ pub fn run_bench(a: &BenchValidateArgs) -> Result<()> {
         println!(
             "twin {} validate bench: {origin} ({} requests) against {} ({})",
             env!("CARGO_PKG_VERSION"),
-            bench.requests.len(),
+            requests,
             r.scenario_origin,
             r.params.source
         );
         println!("scheduler: {}", r.scenario().scheduler_line());
         println!("no step records in a vLLM benchmark: step time is not compared");
-        print!("{}", live::compare::render_rows(&rows));
+        print!("{}", live::compare::render_rows(&c.rows));
         for n in notes {
             println!("note: {n}");
         }

@@ -12,6 +12,7 @@
 
 use super::context::{kerr, time_events, CudaDevice};
 use super::dptr;
+use super::quant::Fp8Quant;
 use crate::library::{LibraryFormat, LibraryGemm};
 use crate::stats::{Stats, TimingConfig};
 use crate::{EngineError, Result};
@@ -124,32 +125,7 @@ fn plan(
         sys::cudaDataType_t::CUDA_R_32F,
     )
     .map_err(|e| lterr("matmul descriptor", e))?;
-    let set = |attr: sys::cublasLtMatmulDescAttributes_t, p: *const c_void, size: usize| {
-        // SAFETY: `p` points at `size` readable bytes of the attribute's type.
-        unsafe { lt::set_matmul_desc_attribute(d.desc, attr, p, size) }
-            .map_err(|e| lterr("matmul attribute", e))
-    };
-    // cublasOperation_t as the library's int: CUBLAS_OP_T = 1.
-    let trans: i32 = 1;
-    set(
-        sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_TRANSA,
-        (&trans) as *const _ as *const c_void,
-        size_of::<i32>(),
-    )?;
-    if g.format == LibraryFormat::Fp8 {
-        for (attr, ptr) in [
-            (
-                sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
-                a_scale,
-            ),
-            (
-                sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
-                b_scale,
-            ),
-        ] {
-            set(attr, (&ptr) as *const _ as *const c_void, size_of::<u64>())?;
-        }
-    }
+    set_desc_attributes(d.desc, g.format, (a_scale, b_scale))?;
     for (t, rows, cols, ld) in [
         (ab_type, k, n, k as i64),
         (ab_type, k, m, k as i64),
@@ -160,17 +136,7 @@ fn plan(
         );
     }
     d.pref = lt::create_matmul_pref().map_err(|e| lterr("preference", e))?;
-    let ws = WORKSPACE_BYTES;
-    // SAFETY: writes one usize attribute.
-    unsafe {
-        lt::set_matmul_pref_attribute(
-            d.pref,
-            sys::cublasLtMatmulPreferenceAttributes_t::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-            (&ws) as *const _ as *const c_void,
-            size_of::<usize>(),
-        )
-    }
-    .map_err(|e| lterr("preference", e))?;
+    set_workspace_preference(d.pref)?;
     let (la, lb, lc) = (d.layouts[0], d.layouts[1], d.layouts[2]);
     // SAFETY: the descriptors are live; the heuristic reads them only.
     let heur = unsafe { lt::get_matmul_algo_heuristic(d.handle, d.desc, la, lb, lc, lc, d.pref) }
@@ -184,6 +150,56 @@ fn plan(
         )
     })?;
     Ok((d, heur))
+}
+
+/// Sets the matmul descriptor's attributes: A transposed and, for FP8, the scale pointers.
+fn set_desc_attributes(
+    desc: sys::cublasLtMatmulDesc_t,
+    format: LibraryFormat,
+    (a_scale, b_scale): (u64, u64),
+) -> Result<()> {
+    let set = |attr: sys::cublasLtMatmulDescAttributes_t, p: *const c_void, size: usize| {
+        // SAFETY: `p` points at `size` readable bytes of the attribute's type.
+        unsafe { lt::set_matmul_desc_attribute(desc, attr, p, size) }
+            .map_err(|e| lterr("matmul attribute", e))
+    };
+    // cublasOperation_t as the library's int: CUBLAS_OP_T = 1.
+    let trans: i32 = 1;
+    set(
+        sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_TRANSA,
+        (&trans) as *const _ as *const c_void,
+        size_of::<i32>(),
+    )?;
+    if format == LibraryFormat::Fp8 {
+        for (attr, ptr) in [
+            (
+                sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+                a_scale,
+            ),
+            (
+                sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+                b_scale,
+            ),
+        ] {
+            set(attr, (&ptr) as *const _ as *const c_void, size_of::<u64>())?;
+        }
+    }
+    Ok(())
+}
+
+/// Caps the preference's workspace at [`WORKSPACE_BYTES`].
+fn set_workspace_preference(pref: sys::cublasLtMatmulPreference_t) -> Result<()> {
+    let ws = WORKSPACE_BYTES;
+    // SAFETY: writes one usize attribute.
+    unsafe {
+        lt::set_matmul_pref_attribute(
+            pref,
+            sys::cublasLtMatmulPreferenceAttributes_t::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+            (&ws) as *const _ as *const c_void,
+            size_of::<usize>(),
+        )
+    }
+    .map_err(|e| lterr("preference", e))
 }
 
 /// Launches per timed replay: a graph (or an eager run) of this many GEMMs back to
@@ -218,35 +234,14 @@ impl CudaDevice {
             }
         };
         let (w_copies, x_copies) = (rotate(n * k * elem), rotate((n * k + m * k) * elem));
-        let key = (g.format, n, k);
-        if self
-            .lt_weights
-            .as_ref()
-            .is_none_or(|w| w.key != key || w.copies.len() != w_copies)
-        {
-            self.lt_weights = None;
-            let copies = (0..w_copies)
-                .map(|i| self.up(NAME, &operand_bytes(g.format, n * k, 7 + i as u64)))
-                .collect::<Result<_>>()?;
-            self.lt_weights = Some(LtWeights { key, copies });
-        }
+        self.upload_lt_weights(g, w_copies)?;
         let acts: Vec<CudaSlice<u8>> = (0..x_copies)
             .map(|i| self.up(NAME, &operand_bytes(g.format, m * k, 101 + i as u64)))
             .collect::<Result<_>>()?;
         let out = self.zeros::<u8>(NAME, m * n * 2)?;
         let workspace = self.zeros::<u8>(NAME, WORKSPACE_BYTES)?;
         let one = self.up(NAME, &[1.0f32])?;
-        // FP8: the activations are quantized from BF16 before each GEMM (dynamic
-        // per-tensor scale, `quant.rs`), as vLLM's FP8 linear layer runs and the shipped
-        // tables' FP8 rows time it; the weights' scale is a constant 1.
-        let quant = match g.format {
-            LibraryFormat::Fp8 => {
-                let src = self.up(NAME, &operand_bytes(LibraryFormat::Bf16, m * k, 211))?;
-                let op = self.fp8_quant(dptr(&self.stream, &src), m * k)?;
-                Some((op, src))
-            }
-            LibraryFormat::Bf16 => None,
-        };
+        let quant = self.lt_fp8_input(g.format, m * k)?;
         let one_ptr = dptr(&self.stream, &one);
         let b_scale = quant.as_ref().map_or(one_ptr, |q| q.0.scale_ptr);
         let (d, heur) = plan(g, (one_ptr, b_scale))?;
@@ -266,49 +261,112 @@ impl CudaDevice {
             if let Some((op, ..)) = &quant {
                 op.launch(&s, xp[j % xp.len()])?;
             }
-            let (alpha, beta) = (1.0f32, 0.0f32);
-            // SAFETY: A is K x N (ld K), B is K x M (ld K), D is N x M (ld N), each
-            // allocated at that size above in the layouts' types; the workspace is
-            // WORKSPACE_BYTES; all live until the stream is synchronised below.
-            unsafe {
-                lt::matmul(
-                    d.handle,
-                    d.desc,
-                    (&alpha) as *const f32 as *const c_void,
-                    (&beta) as *const f32 as *const c_void,
-                    wp[j % wp.len()] as *const c_void,
-                    d.layouts[0],
-                    xp[j % xp.len()] as *const c_void,
-                    d.layouts[1],
-                    out_ptr as *const c_void,
-                    d.layouts[2],
-                    out_ptr as *mut c_void,
-                    d.layouts[2],
-                    &heur.algo,
-                    ws_ptr as *mut c_void,
-                    WORKSPACE_BYTES,
-                    stream,
-                )
-            }
-            .map_err(|e| lterr(&what, e))
+            let operands = (wp[j % wp.len()], xp[j % xp.len()]);
+            matmul(&d, &heur, operands, (out_ptr, ws_ptr), stream, &what)
         };
-        // One eager GEMM first: cuBLASLt loads its kernel outside the capture.
-        run(0)?;
-        s.synchronize().map_err(|e| kerr(NAME, e))?;
-        let graph = capture(&s, launches, &run);
-        // At least one replay before timing (a graph's first launch uploads it).
-        let warm = TimingConfig {
-            warmup: cfg.warmup.max(1),
-            ..*cfg
-        };
-        let stats = time_events(&s, &warm, NAME, launches, |_| match &graph {
-            Some(gr) => gr.launch().map_err(|e| kerr(NAME, e)),
-            None => (0..launches).try_for_each(&run),
-        });
-        drop(graph);
-        s.synchronize().map_err(|e| kerr(NAME, e))?;
-        stats
+        time_replays(&s, cfg, launches, &run)
     }
+
+    /// Uploads `w_copies` weight copies for `g`'s `(format, n, k)`, unless the last
+    /// ones uploaded already match.
+    fn upload_lt_weights(&mut self, g: &LibraryGemm, w_copies: usize) -> Result<()> {
+        let (n, k) = (g.n, g.k);
+        let key = (g.format, n, k);
+        if self
+            .lt_weights
+            .as_ref()
+            .is_none_or(|w| w.key != key || w.copies.len() != w_copies)
+        {
+            self.lt_weights = None;
+            let copies = (0..w_copies)
+                .map(|i| self.up(NAME, &operand_bytes(g.format, n * k, 7 + i as u64)))
+                .collect::<Result<_>>()?;
+            self.lt_weights = Some(LtWeights { key, copies });
+        }
+        Ok(())
+    }
+
+    /// For FP8, the BF16 source activations and the op that quantizes them; None for BF16.
+    fn lt_fp8_input(
+        &mut self,
+        format: LibraryFormat,
+        elements: usize,
+    ) -> Result<Option<(Fp8Quant, CudaSlice<u8>)>> {
+        // FP8: the activations are quantized from BF16 before each GEMM (dynamic
+        // per-tensor scale, `quant.rs`), as vLLM's FP8 linear layer runs and the shipped
+        // tables' FP8 rows time it; the weights' scale is a constant 1.
+        Ok(match format {
+            LibraryFormat::Fp8 => {
+                let src = self.up(NAME, &operand_bytes(LibraryFormat::Bf16, elements, 211))?;
+                let op = self.fp8_quant(dptr(&self.stream, &src), elements)?;
+                Some((op, src))
+            }
+            LibraryFormat::Bf16 => None,
+        })
+    }
+}
+
+/// Launches one cuBLASLt GEMM `D = W x X` on `stream` with the planned descriptors;
+/// `(w, x)` and `(out, ws)` are device pointers.
+fn matmul(
+    d: &Descs,
+    heur: &sys::cublasLtMatmulHeuristicResult_t,
+    (w, x): (u64, u64),
+    (out_ptr, ws_ptr): (u64, u64),
+    stream: sys::cudaStream_t,
+    what: &str,
+) -> Result<()> {
+    let (alpha, beta) = (1.0f32, 0.0f32);
+    // SAFETY: A is K x N (ld K), B is K x M (ld K), D is N x M (ld N), each
+    // allocated at that size by the caller in the layouts' types; the workspace is
+    // WORKSPACE_BYTES; all live until the caller synchronises the stream.
+    unsafe {
+        lt::matmul(
+            d.handle,
+            d.desc,
+            (&alpha) as *const f32 as *const c_void,
+            (&beta) as *const f32 as *const c_void,
+            w as *const c_void,
+            d.layouts[0],
+            x as *const c_void,
+            d.layouts[1],
+            out_ptr as *const c_void,
+            d.layouts[2],
+            out_ptr as *mut c_void,
+            d.layouts[2],
+            &heur.algo,
+            ws_ptr as *mut c_void,
+            WORKSPACE_BYTES,
+            stream,
+        )
+    }
+    .map_err(|e| lterr(what, e))
+}
+
+/// Times `launches` back-to-back calls of `run` on `s`: one eager call first, then
+/// replays of a captured graph (or eager launches where the capture fails).
+fn time_replays(
+    s: &std::sync::Arc<cudarc::driver::CudaStream>,
+    cfg: &TimingConfig,
+    launches: usize,
+    run: &dyn Fn(usize) -> Result<()>,
+) -> Result<Stats> {
+    // One eager GEMM first: cuBLASLt loads its kernel outside the capture.
+    run(0)?;
+    s.synchronize().map_err(|e| kerr(NAME, e))?;
+    let graph = capture(s, launches, run);
+    // At least one replay before timing (a graph's first launch uploads it).
+    let warm = TimingConfig {
+        warmup: cfg.warmup.max(1),
+        ..*cfg
+    };
+    let stats = time_events(s, &warm, NAME, launches, |_| match &graph {
+        Some(gr) => gr.launch().map_err(|e| kerr(NAME, e)),
+        None => (0..launches).try_for_each(run),
+    });
+    drop(graph);
+    s.synchronize().map_err(|e| kerr(NAME, e))?;
+    stats
 }
 
 /// A CUDA graph of `launches` calls of `run` captured on `s`, or None where the capture

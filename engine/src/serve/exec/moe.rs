@@ -32,11 +32,7 @@ impl Executor {
             FfnW::Dense { w13, w2 } => {
                 let (w13, w2) = (*w13, *w2);
                 let Some(x) = h2 else { return self.alloc(0) };
-                let gu = self.dense(w13, x, n)?;
-                let act = self.swiglu(gu, n, self.cfg.dense_ffn)?;
-                let y = self.dense(w2, act, n)?;
-                self.free(&[gu, act]);
-                return Ok(y);
+                return self.swiglu_ffn((w13, w2), x, n, self.cfg.dense_ffn);
             }
             FfnW::Moe {
                 gate,
@@ -49,13 +45,7 @@ impl Executor {
         let k = m.top_k;
         let (ids_h, gw) = match h2 {
             Some(x) => {
-                let logits = self.dense(gate, x, n)?;
-                let ids = self.dev.alloc(Dt::I32, n * k)?;
-                let gw = self.alloc(n * k)?;
-                self.dev.gate_topk(logits, m.experts, k, ids, gw)?;
-                rec!(self, Call::gate_topk(m.experts, k, n as u64));
-                let ids_h = self.dev.read_i32(ids, 0, n * k)?;
-                self.free(&[logits, ids]);
+                let (ids_h, gw) = self.route(gate, x, n, m.experts, k)?;
                 (ids_h, Some(gw))
             }
             None => (Vec::new(), None),
@@ -79,13 +69,7 @@ impl Executor {
             return self.alloc(0);
         };
         let out = match shared {
-            Some((s13, s2)) => {
-                let gu = self.dense(s13, x, n)?;
-                let act = self.swiglu(gu, n, m.shared_ffn)?;
-                let y = self.dense(s2, act, n)?;
-                self.free(&[gu, act]);
-                y
-            }
+            Some((s13, s2)) => self.swiglu_ffn((s13, s2), x, n, m.shared_ffn)?,
             None => {
                 let y = self.alloc(n * h)?;
                 self.dev.write_f32(y, 0, &vec![0.0; n * h])?;
@@ -98,6 +82,41 @@ impl Executor {
         rec!(self, Call::moe_combine(k, h, n as u64));
         self.free(&[sb, gw, yr]);
         Ok(out)
+    }
+
+    /// A gated FFN `w2 . swiglu(w13 . x)` over `n` rows of `x`, of width `ffn`.
+    fn swiglu_ffn(
+        &mut self,
+        (w13, w2): (DevWeights, DevWeights),
+        x: Buf,
+        n: usize,
+        ffn: usize,
+    ) -> Result<Buf> {
+        let gu = self.dense(w13, x, n)?;
+        let act = self.swiglu(gu, n, ffn)?;
+        let y = self.dense(w2, act, n)?;
+        self.free(&[gu, act]);
+        Ok(y)
+    }
+
+    /// The router over `n` rows of `x`: each row's `k` expert ids (read back to the
+    /// host, `[n][k]`) and their gate weights on the device.
+    fn route(
+        &mut self,
+        gate: DevWeights,
+        x: Buf,
+        n: usize,
+        experts: usize,
+        k: usize,
+    ) -> Result<(Vec<i32>, Buf)> {
+        let logits = self.dense(gate, x, n)?;
+        let ids = self.dev.alloc(Dt::I32, n * k)?;
+        let gw = self.alloc(n * k)?;
+        self.dev.gate_topk(logits, experts, k, ids, gw)?;
+        rec!(self, Call::gate_topk(experts, k, n as u64));
+        let ids_h = self.dev.read_i32(ids, 0, n * k)?;
+        self.free(&[logits, ids]);
+        Ok((ids_h, gw))
     }
 
     /// One rank holds every expert: permute rows by expert on the device, run each
@@ -142,17 +161,33 @@ impl Executor {
             Some(x) => self.dev.read_f32(x, 0, n * h)?,
             None => Vec::new(),
         };
-        // Dispatch: per destination, [local expert id, row...] records in entry order.
-        let mut send = vec![Vec::new(); self.ranks];
-        for (e, &id) in ids.iter().enumerate() {
-            let d = id as usize / local;
-            send[d].push((id as usize % local) as f32);
-            send[d].extend_from_slice(&xh[(e / k) * h..(e / k + 1) * h]);
-        }
+        let send = dispatch(ids, &xh, (k, h, local), self.ranks);
         let sent: usize = send.iter().map(|v| v.len()).sum();
         let recv = ex.all_to_all(send)?;
         let got: usize = recv.iter().map(|v| v.len()).sum();
         rec!(self, Call::copy(4 * (sent + got) as u64));
+        let back = self.serve_received(&recv, (w13, w2, ffn))?;
+        let sent: usize = back.iter().map(|v| v.len()).sum();
+        let mine = ex.all_to_all(back)?;
+        let got: usize = mine.iter().map(|v| v.len()).sum();
+        rec!(self, Call::copy(4 * (sent + got) as u64));
+        let yr = reassemble(ids, &mine, (n, k, h, local), self.ranks);
+        let slots = (0..(n * k) as i32).collect();
+        if yr.is_empty() {
+            return Ok((self.alloc(0)?, slots));
+        }
+        Ok((self.dev.upload_f32(&yr)?, slots))
+    }
+
+    /// Runs this rank's experts over the records received from each rank (grouped by
+    /// expert) and returns each source's results in its record order.
+    fn serve_received(
+        &mut self,
+        recv: &[Vec<f32>],
+        (w13, w2, ffn): (DevWeights, DevWeights, usize),
+    ) -> Result<Vec<Vec<f32>>> {
+        let h = self.cfg.hidden;
+        let local = w13.experts;
         // Local experts over everything received, grouped by expert.
         let mut ids_in = Vec::new();
         let mut src_of = Vec::new();
@@ -186,25 +221,44 @@ impl Executor {
                 back[s].extend_from_slice(&y[pos[e] * h..(pos[e] + 1) * h]);
             }
         }
-        let sent: usize = back.iter().map(|v| v.len()).sum();
-        let mine = ex.all_to_all(back)?;
-        let got: usize = mine.iter().map(|v| v.len()).sum();
-        rec!(self, Call::copy(4 * (sent + got) as u64));
-        // Reassemble in (row, choice) order: each destination answered in send order.
-        let mut next = vec![0usize; self.ranks];
-        let mut yr = Vec::with_capacity(n * k * h);
-        for &id in ids {
-            let d = id as usize / local;
-            let i = next[d];
-            next[d] += 1;
-            yr.extend_from_slice(&mine[d][i * h..(i + 1) * h]);
-        }
-        let slots = (0..(n * k) as i32).collect();
-        if yr.is_empty() {
-            return Ok((self.alloc(0)?, slots));
-        }
-        Ok((self.dev.upload_f32(&yr)?, slots))
+        Ok(back)
     }
+}
+
+/// Dispatch: per destination rank, `[local expert id, row...]` records in entry order,
+/// each row taken from the host copy `xh` of the `[n][h]` input.
+fn dispatch(
+    ids: &[i32],
+    xh: &[f32],
+    (k, h, local): (usize, usize, usize),
+    ranks: usize,
+) -> Vec<Vec<f32>> {
+    let mut send = vec![Vec::new(); ranks];
+    for (e, &id) in ids.iter().enumerate() {
+        let d = id as usize / local;
+        send[d].push((id as usize % local) as f32);
+        send[d].extend_from_slice(&xh[(e / k) * h..(e / k + 1) * h]);
+    }
+    send
+}
+
+/// Reassembles the experts' answers `mine` in (row, choice) order: each destination
+/// answered in send order.
+fn reassemble(
+    ids: &[i32],
+    mine: &[Vec<f32>],
+    (n, k, h, local): (usize, usize, usize, usize),
+    ranks: usize,
+) -> Vec<f32> {
+    let mut next = vec![0usize; ranks];
+    let mut yr = Vec::with_capacity(n * k * h);
+    for &id in ids {
+        let d = id as usize / local;
+        let i = next[d];
+        next[d] += 1;
+        yr.extend_from_slice(&mine[d][i * h..(i + 1) * h]);
+    }
+    yr
 }
 
 /// Counting sort of (row, choice) entries by expert: the entry order (indices into

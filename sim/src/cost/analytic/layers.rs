@@ -14,7 +14,9 @@ mod elementwise;
 mod gemms;
 use elementwise::Elementwise;
 pub(super) use gemms::GemmSpec;
-use gemms::{dense, dense_ffn_gemms, lm_head_gemm, mla_gemms, moe_gemms, projection_gemms};
+use gemms::{
+    dense, dense_ffn_gemms, lm_head_gemm, mla_gemms, moe_gemms, projection_gemms, MoeGemms,
+};
 
 /// Layers that cost the same per token.
 #[derive(Debug, Clone, PartialEq)]
@@ -412,14 +414,62 @@ impl DenseFfns {
     }
 }
 
-impl Compiled {
-    pub fn new(hw: &Hardware, model: &Model, layout: &Layout, params: &CostParams) -> Compiled {
-        let expanded = model.expand_layers();
-        let layers = expanded.len() as f64;
-        let moe_layers = expanded.iter().filter(|l| l.ffn == FfnKind::Moe).count() as f64;
+/// Attention flops of one query-key pair and of one query's sinks.
+struct PairFlops {
+    absorbed: f64,
+    sink_per_query: f64,
+    unabsorbed: f64,
+    indexer_per_pair: f64,
+}
+
+impl PairFlops {
+    /// Works out the attention flops for `heads` heads per GPU.
+    fn new(model: &Model, heads: f64) -> PairFlops {
         let a = &model.attention;
-        let h = model.hidden as f64;
-        let split = Split::new(model, layout);
+        let absorbed = 2.0 * heads * (a.score_dim + a.value_dim) as f64;
+        PairFlops {
+            absorbed,
+            sink_per_query: if a.sinks { 2.0 * heads } else { 0.0 },
+            unabsorbed: if a.kv_up_params > 0 {
+                2.0 * heads * (a.qk_head_dim + a.v_head_dim) as f64
+            } else {
+                absorbed
+            },
+            indexer_per_pair: a
+                .indexer
+                .as_ref()
+                .map(|i| 2.0 * i.heads as f64 * i.head_dim as f64)
+                .unwrap_or(0.0),
+        }
+    }
+}
+
+/// The element-wise kernels per routed pair of an unfused MoE (2, else 0).
+fn elem_kernels_pair(model: &Model) -> f64 {
+    if model.moe.as_ref().is_some_and(|m| !m.fused) {
+        2.0
+    } else {
+        0.0
+    }
+}
+
+/// The pieces of `Compiled` that their own helpers build, before it is assembled.
+struct Parts {
+    split: Split,
+    proj: Vec<GemmSpec>,
+    absorb: Vec<GemmSpec>,
+    kv_up: Option<GemmSpec>,
+    moe: MoeGemms,
+    elem: Elementwise,
+    experts: Experts,
+    weights: Weights,
+    dense_ffns: DenseFfns,
+    flops: PairFlops,
+}
+
+impl Parts {
+    /// Builds the GEMMs, element-wise traffic, experts, weights and flops.
+    fn new(hw: &Hardware, model: &Model, layout: &Layout, split: Split) -> Parts {
         let (tp, heads) = (split.tp, split.heads);
         let proj = projection_gemms(hw, model, &split);
         let (absorb, kv_up) = mla_gemms(hw, model, &split);
@@ -428,85 +478,108 @@ impl Compiled {
         let experts = Experts::new(hw, model, layout, tp);
         let weights = Weights::new(model, &split);
         let dense_ffns = DenseFfns::new(hw, model, tp);
-        let pair_flops_absorbed = 2.0 * heads * (a.score_dim + a.value_dim) as f64;
-        let dispatch = model.dispatch_dtype.bytes();
-        // The experts' tokens travel at the experts' width (a latent MoE's latent).
-        let ew = model.expert_width() as f64;
-        let mut compiled = Compiled {
-            layers,
-            moe_layers,
-            dense_ffn_layers: dense_ffns.layers,
-            classes: Vec::new(),
-            types: Vec::new(),
-            sequence: Vec::new(),
-            replay: replay_layers(model, &expanded),
+        let flops = PairFlops::new(model, heads);
+        Parts {
+            split,
             proj,
             absorb,
             kv_up,
-            router: moe.router,
-            shared: moe.shared,
-            dense_ffns: dense_ffns.gemms,
-            experts: moe.experts,
+            moe,
+            elem,
+            experts,
+            weights,
+            dense_ffns,
+            flops,
+        }
+    }
+}
+
+impl Compiled {
+    pub fn new(hw: &Hardware, model: &Model, layout: &Layout, params: &CostParams) -> Compiled {
+        let expanded = model.expand_layers();
+        let split = Split::new(model, layout);
+        let parts = Parts::new(hw, model, layout, split);
+        let mut compiled = Compiled::assemble(hw, model, layout, params, &expanded, parts);
+        compiled.add_classes(hw, model, &split, &expanded);
+        compiled.number_gemms();
+        compiled
+    }
+
+    /// Puts the built parts together into a `Compiled`, before its classes and GEMM slots.
+    fn assemble(
+        hw: &Hardware,
+        model: &Model,
+        layout: &Layout,
+        params: &CostParams,
+        expanded: &[Layer],
+        parts: Parts,
+    ) -> Compiled {
+        let a = &model.attention;
+        let h = model.hidden as f64;
+        let tp = parts.split.tp;
+        let dispatch = model.dispatch_dtype.bytes();
+        // The experts' tokens travel at the experts' width (a latent MoE's latent).
+        let ew = model.expert_width() as f64;
+        Compiled {
+            layers: expanded.len() as f64,
+            moe_layers: expanded.iter().filter(|l| l.ffn == FfnKind::Moe).count() as f64,
+            dense_ffn_layers: parts.dense_ffns.layers,
+            classes: Vec::new(),
+            types: Vec::new(),
+            sequence: Vec::new(),
+            replay: replay_layers(model, expanded),
+            proj: parts.proj,
+            absorb: parts.absorb,
+            kv_up: parts.kv_up,
+            router: parts.moe.router,
+            shared: parts.moe.shared,
+            dense_ffns: parts.dense_ffns.gemms,
+            experts: parts.moe.experts,
             lm_head: lm_head_gemm(hw, model, tp),
             gemm_slots: 0,
-            elem_attn_bytes: elem.attn_bytes,
-            elem_moe_bytes: elem.moe_bytes,
-            elem_dense_bytes: dense_ffns.elem_bytes,
-            elem_pair_bytes: elem.pair_bytes,
-            kernels_attn: elem.kernels_attn,
-            kernels_moe: elem.kernels_moe,
-            kernels_dense: elem.kernels_dense,
+            elem_attn_bytes: parts.elem.attn_bytes,
+            elem_moe_bytes: parts.elem.moe_bytes,
+            elem_dense_bytes: parts.dense_ffns.elem_bytes,
+            elem_pair_bytes: parts.elem.pair_bytes,
+            kernels_attn: parts.elem.kernels_attn,
+            kernels_moe: parts.elem.kernels_moe,
+            kernels_dense: parts.elem.kernels_dense,
             kernels_step: 5.0,
-            elem_kernels_attn: elem.elem_kernels_attn,
-            elem_kernels_moe: elem.elem_kernels_moe,
-            elem_kernels_pair: if model.moe.as_ref().is_some_and(|m| !m.fused) {
-                2.0
-            } else {
-                0.0
-            },
-            elem_kernels_dense: elem.elem_kernels_dense,
-            pair_flops_absorbed,
-            sink_flops_per_query: if a.sinks { 2.0 * heads } else { 0.0 },
-            pair_flops_unabsorbed: if a.kv_up_params > 0 {
-                2.0 * heads * (a.qk_head_dim + a.v_head_dim) as f64
-            } else {
-                pair_flops_absorbed
-            },
-            indexer_flops_per_pair: a
-                .indexer
-                .as_ref()
-                .map(|i| 2.0 * i.heads as f64 * i.head_dim as f64)
-                .unwrap_or(0.0),
-            expert_params: moe.expert_params,
-            expert_bytes: moe.expert_bytes,
-            experts_per_rank: experts.per_rank,
-            redundant_per_rank: experts.redundant_per_rank,
-            expert_ranks: experts.ranks,
+            elem_kernels_attn: parts.elem.elem_kernels_attn,
+            elem_kernels_moe: parts.elem.elem_kernels_moe,
+            elem_kernels_pair: elem_kernels_pair(model),
+            elem_kernels_dense: parts.elem.elem_kernels_dense,
+            pair_flops_absorbed: parts.flops.absorbed,
+            sink_flops_per_query: parts.flops.sink_per_query,
+            pair_flops_unabsorbed: parts.flops.unabsorbed,
+            indexer_flops_per_pair: parts.flops.indexer_per_pair,
+            expert_params: parts.moe.expert_params,
+            expert_bytes: parts.moe.expert_bytes,
+            experts_per_rank: parts.experts.per_rank,
+            redundant_per_rank: parts.experts.redundant_per_rank,
+            expert_ranks: parts.experts.ranks,
             a2a: tp <= 1.0 && layout.dep > 1,
             tp,
             kv_share: 1.0 / tp.min(a.kv_heads.max(1) as f64),
             allreduces_per_layer: if tp > 1.0 { 2.0 } else { 0.0 },
             allreduces_per_pass: 0.0,
             allreduce_bytes_per_token: 2.0 * h,
-            fanout: experts.fanout,
+            fanout: parts.experts.fanout,
             copy_normal: a2a::copy_bytes(ew, dispatch, 0.0),
             copy_ll: a2a::copy_bytes(ew, dispatch, 16.0),
             copy_combine: a2a::copy_bytes(ew, model.combine_dtype.bytes(), 0.0),
-            popularity_skew: experts.popularity_skew,
-            z_dep: skew::expected_max_normal(experts.ranks),
-            attn_proj_params: weights.attn_proj_params,
-            attn_proj_bytes: weights.attn_proj_params * a.weight_dtype.bytes(),
-            shared_params: weights.shared_params,
-            shared_bytes: weights.shared_bytes,
-            dense_ffn_bytes: dense_ffns.bytes,
+            popularity_skew: parts.experts.popularity_skew,
+            z_dep: skew::expected_max_normal(parts.experts.ranks),
+            attn_proj_params: parts.weights.attn_proj_params,
+            attn_proj_bytes: parts.weights.attn_proj_params * a.weight_dtype.bytes(),
+            shared_params: parts.weights.shared_params,
+            shared_bytes: parts.weights.shared_bytes,
+            dense_ffn_bytes: parts.dense_ffns.bytes,
             mixer_bytes: 0.0,
-            lm_head_bytes: weights.lm_head_params * model.embedding_dtype.bytes(),
+            lm_head_bytes: parts.weights.lm_head_params * model.embedding_dtype.bytes(),
             roof_tile: SoftMax::new(params.tile.overlap_p),
             roof_ll: SoftMax::new(params.ll.overlap_p),
-        };
-        compiled.add_classes(hw, model, &split, &expanded);
-        compiled.number_gemms();
-        compiled
+        }
     }
 
     /// Gives each weight GEMM priced at a rank's row count its memo slot.

@@ -155,11 +155,6 @@ pub fn two_batch_recorded(
     let mid = n / 2;
     let mut mid_start = 0.0;
     let (mut compute_s, mut comm_s) = (0.0, 0.0);
-    let run = |free: &mut f64, after: f64, d: f64, busy: f64| -> (f64, f64) {
-        let start = free.max(after);
-        *free = start + busy;
-        (start, start + d)
-    };
     // The previous layer's post stages: when each may start (its `E_m`'s end), and
     // how long they run.
     let mut post_after = [0.0f64; 2];
@@ -179,16 +174,7 @@ pub fn two_batch_recorded(
                 timeline.spans[9] = (prev[9].0 - mid_start, prev[9].1 - mid_start);
             }
         }
-        spans[1] = run(&mut comp, ready[1], s.attn, s.attn);
-        spans[2] = run(&mut comm, spans[0].1, s.dispatch, s.dispatch_busy);
-        spans[3] = run(&mut comm, spans[1].1, s.dispatch, s.dispatch_busy);
-        spans[4] = run(&mut comp, spans[2].1, s.experts, s.experts);
-        spans[5] = run(&mut comp, spans[3].1, s.experts, s.experts);
-        spans[6] = run(&mut comm, spans[4].1, s.combine, s.combine_busy);
-        spans[7] = run(&mut comm, spans[5].1, s.combine, s.combine_busy);
-        // `S0` follows `E1` on the compute stream; `S1` waits for the next layer's `A0`.
-        spans[8] = run(&mut comp, spans[4].1, s.post, s.post);
-        spans[9] = (spans[5].1, spans[5].1);
+        layer_rest(&mut comp, &mut comm, ready[1], s, &mut spans);
         (post_after, post) = ([spans[4].1, spans[5].1], s.post);
         // The next layer's attention waits for its combine (and, on the compute
         // stream, for the post stage before it).
@@ -198,16 +184,7 @@ pub fn two_batch_recorded(
         }
         compute_s += 2.0 * s.compute();
         comm_s += 2.0 * (s.dispatch_busy + s.combine_busy);
-        if i == mid {
-            let t0 = spans[0].0;
-            mid_start = t0;
-            for (t, (a, b)) in timeline.spans.iter_mut().zip(spans) {
-                *t = (a - t0, b - t0);
-            }
-            timeline.layer = i;
-        } else if i == mid + 1 {
-            timeline.period_s = spans[0].0 - mid_start;
-        }
+        note_middle(&mut timeline, &mut mid_start, i, mid, &spans);
         prev = spans;
     }
     if n > 0 {
@@ -229,6 +206,53 @@ pub fn two_batch_recorded(
         compute_s,
         comm_s,
         timeline,
+    }
+}
+
+/// Runs a stage of time `d` on a stream (busy for `busy`) after `after`: its (start, end).
+fn run(free: &mut f64, after: f64, d: f64, busy: f64) -> (f64, f64) {
+    let start = free.max(after);
+    *free = start + busy;
+    (start, start + d)
+}
+
+/// Schedules one layer's stages after `A0`: `A1`, `D`, `E`, `C` and `S0` (`S1` left empty).
+fn layer_rest(
+    comp: &mut f64,
+    comm: &mut f64,
+    ready1: f64,
+    s: &Stages,
+    spans: &mut [(f64, f64); SPANS],
+) {
+    spans[1] = run(comp, ready1, s.attn, s.attn);
+    spans[2] = run(comm, spans[0].1, s.dispatch, s.dispatch_busy);
+    spans[3] = run(comm, spans[1].1, s.dispatch, s.dispatch_busy);
+    spans[4] = run(comp, spans[2].1, s.experts, s.experts);
+    spans[5] = run(comp, spans[3].1, s.experts, s.experts);
+    spans[6] = run(comm, spans[4].1, s.combine, s.combine_busy);
+    spans[7] = run(comm, spans[5].1, s.combine, s.combine_busy);
+    // `S0` follows `E1` on the compute stream; `S1` waits for the next layer's `A0`.
+    spans[8] = run(comp, spans[4].1, s.post, s.post);
+    spans[9] = (spans[5].1, spans[5].1);
+}
+
+/// Records the middle layer's spans in `timeline`, and its period when the next layer starts.
+fn note_middle(
+    timeline: &mut LayerTimeline,
+    mid_start: &mut f64,
+    i: usize,
+    mid: usize,
+    spans: &[(f64, f64); SPANS],
+) {
+    if i == mid {
+        let t0 = spans[0].0;
+        *mid_start = t0;
+        for (t, (a, b)) in timeline.spans.iter_mut().zip(*spans) {
+            *t = (a - t0, b - t0);
+        }
+        timeline.layer = i;
+    } else if i == mid + 1 {
+        timeline.period_s = spans[0].0 - *mid_start;
     }
 }
 

@@ -298,18 +298,9 @@ impl Shape {
                 window,
                 kv_fp8,
                 ..
-            } => {
-                let (me, ce, fixed, p, per_seq) =
-                    (params[0], params[1], params[2], params[3], params[4]);
-                let ctx = effective_context(context, window);
-                let kvb = if kv_fp8 { 1.0 } else { 2.0 };
-                let bytes = batch * kv_heads * ctx * head_dim * 2.0 * kvb
-                    + batch * heads * head_dim * 2.0 * 2.0;
-                let flops = 4.0 * batch * heads * ctx * head_dim;
-                let t_m = bytes / (hw.hbm.bytes_per_s * me);
-                let t_c = flops / (hw.tensor.bf16_flops_per_s * ce);
-                gemm::soft_max(t_c, t_m, p) + fixed + per_seq * batch
-            }
+            } => decode_attention_time(
+                hw, params, batch, heads, kv_heads, head_dim, context, window, kv_fp8,
+            ),
             Shape::PrefillAttention {
                 batch,
                 isl,
@@ -319,26 +310,9 @@ impl Shape {
                 window,
                 fp8,
                 ..
-            } => {
-                let (ce, me, fixed, diag, p) =
-                    (params[0], params[1], params[2], params[3], params[4]);
-                let pairs = if window > 0.0 && window < isl {
-                    isl * window - window * window / 2.0
-                } else {
-                    isl * isl / 2.0
-                };
-                let flops = 4.0 * batch * heads * head_dim * pairs;
-                let rate = if fp8 {
-                    hw.tensor.fp8_flops_per_s
-                } else {
-                    hw.tensor.bf16_flops_per_s
-                };
-                let eff = ce * isl / (isl + diag);
-                let bytes = batch * isl * (2.0 * heads + 2.0 * kv_heads) * head_dim * 2.0;
-                let t_c = flops / (rate * eff);
-                let t_m = bytes / (hw.hbm.bytes_per_s * me);
-                gemm::soft_max(t_c, t_m, p) + fixed
-            }
+            } => prefill_attention_time(
+                hw, params, batch, isl, heads, kv_heads, head_dim, window, fp8,
+            ),
             Shape::Moe {
                 format,
                 tokens,
@@ -391,6 +365,62 @@ impl Shape {
             })
             .collect()
     }
+}
+
+/// The physics price of a decode attention kernel, seconds.
+#[allow(clippy::too_many_arguments)]
+fn decode_attention_time(
+    hw: &Hardware,
+    params: &[f64],
+    batch: f64,
+    heads: f64,
+    kv_heads: f64,
+    head_dim: f64,
+    context: f64,
+    window: f64,
+    kv_fp8: bool,
+) -> f64 {
+    let (me, ce, fixed, p, per_seq) = (params[0], params[1], params[2], params[3], params[4]);
+    let ctx = effective_context(context, window);
+    let kvb = if kv_fp8 { 1.0 } else { 2.0 };
+    let bytes =
+        batch * kv_heads * ctx * head_dim * 2.0 * kvb + batch * heads * head_dim * 2.0 * 2.0;
+    let flops = 4.0 * batch * heads * ctx * head_dim;
+    let t_m = bytes / (hw.hbm.bytes_per_s * me);
+    let t_c = flops / (hw.tensor.bf16_flops_per_s * ce);
+    gemm::soft_max(t_c, t_m, p) + fixed + per_seq * batch
+}
+
+/// The physics price of a prefill attention kernel, seconds.
+#[allow(clippy::too_many_arguments)]
+fn prefill_attention_time(
+    hw: &Hardware,
+    params: &[f64],
+    batch: f64,
+    isl: f64,
+    heads: f64,
+    kv_heads: f64,
+    head_dim: f64,
+    window: f64,
+    fp8: bool,
+) -> f64 {
+    let (ce, me, fixed, diag, p) = (params[0], params[1], params[2], params[3], params[4]);
+    let pairs = if window > 0.0 && window < isl {
+        isl * window - window * window / 2.0
+    } else {
+        isl * isl / 2.0
+    };
+    let flops = 4.0 * batch * heads * head_dim * pairs;
+    let rate = if fp8 {
+        hw.tensor.fp8_flops_per_s
+    } else {
+        hw.tensor.bf16_flops_per_s
+    };
+    let eff = ce * isl / (isl + diag);
+    let bytes = batch * isl * (2.0 * heads + 2.0 * kv_heads) * head_dim * 2.0;
+    let t_c = flops / (rate * eff);
+    let t_m = bytes / (hw.hbm.bytes_per_s * me);
+    gemm::soft_max(t_c, t_m, p) + fixed
 }
 
 /// Keys a decode kernel reads: the window, when there is one.

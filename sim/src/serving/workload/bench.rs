@@ -119,6 +119,22 @@ impl BenchClient {
     /// Every problem with the run's arguments, by flag.
     pub fn problems(&self) -> Vec<Problem> {
         let mut p = Vec::new();
+        self.arrival_problems(&mut p);
+        if self.requests.is_empty() {
+            if self.input_len == 0 && self.prefix_len == 0 {
+                p.push(Problem::new("bench.input_len", "must be >= 1"));
+            }
+            if self.output_len == 0 {
+                p.push(Problem::new("bench.output_len", "must be >= 1"));
+            }
+        }
+        self.recorded_problems(&mut p);
+        self.spread_problems(&mut p);
+        p
+    }
+
+    /// Adds the problems with the prompt count, concurrency and arrivals to `p`.
+    fn arrival_problems(&self, p: &mut Vec<Problem>) {
         if self.num_prompts == 0 {
             p.push(Problem::new("bench.num_prompts", "must be >= 1"));
         }
@@ -139,14 +155,10 @@ impl BenchClient {
                 format!("{}: must be > 0", self.burstiness),
             ));
         }
-        if self.requests.is_empty() {
-            if self.input_len == 0 && self.prefix_len == 0 {
-                p.push(Problem::new("bench.input_len", "must be >= 1"));
-            }
-            if self.output_len == 0 {
-                p.push(Problem::new("bench.output_len", "must be >= 1"));
-            }
-        }
+    }
+
+    /// Adds the problems with the recorded requests and their held tokens to `p`.
+    fn recorded_problems(&self, p: &mut Vec<Problem>) {
         if !self.held.is_empty() && self.held.len() != self.requests.len() {
             p.push(Problem::new(
                 "bench.held",
@@ -179,6 +191,10 @@ impl BenchClient {
                 ),
             ));
         }
+    }
+
+    /// Adds the problems with the lengths' range ratio and standard deviations to `p`.
+    fn spread_problems(&self, p: &mut Vec<Problem>) {
         let ratio_ok = match self.client {
             Client::Vllm => (0.0..1.0).contains(&self.range_ratio),
             Client::Sglang => (0.0..=1.0).contains(&self.range_ratio),
@@ -206,7 +222,6 @@ impl BenchClient {
                 ));
             }
         }
-        p
     }
 
     /// The lengths' bounds (inclusive) of a vLLM or SGLang random dataset of mean

@@ -401,6 +401,53 @@ fn one_f() -> f64 {
     1.0
 }
 
+impl ClosedLoop {
+    /// Every problem with the `[closed_loop]` table, appended to `p`.
+    fn problems(&self, p: &mut Vec<Problem>) {
+        check(
+            p,
+            self.concurrency >= 1,
+            "closed_loop.concurrency",
+            "must be >= 1 (at most limits.max_sessions)",
+        );
+        request_problems(
+            "closed_loop",
+            [&self.input_tokens, &self.output_tokens],
+            self.shared_prefix_tokens,
+            p,
+        );
+        self.think_time_s.problems("closed_loop.think_time_s", p);
+    }
+}
+
+impl OpenLoop {
+    /// Every problem with the `[open_loop]` table, appended to `p`.
+    fn problems(&self, p: &mut Vec<Problem>) {
+        check_num(
+            p,
+            self.rate_per_s,
+            self.rate_per_s > 0.0,
+            "open_loop.rate_per_s",
+            "must be > 0",
+        );
+        if let Arrival::Gamma { cv } = self.arrival {
+            check_num(
+                p,
+                cv,
+                cv > 0.0 && cv <= 100.0,
+                "open_loop.arrival.cv",
+                "must be in (0, 100]",
+            );
+        }
+        request_problems(
+            "open_loop",
+            [&self.input_tokens, &self.output_tokens],
+            self.shared_prefix_tokens,
+            p,
+        );
+    }
+}
+
 impl AgentX {
     /// Every problem with the `[agentx]` table, appended to `p`.
     fn problems(&self, p: &mut Vec<Problem>) {
@@ -472,43 +519,10 @@ impl WorkloadConfig {
             p.extend(b.problems());
         }
         if let Some(c) = &self.closed_loop {
-            check(
-                &mut p,
-                c.concurrency >= 1,
-                "closed_loop.concurrency",
-                "must be >= 1 (at most limits.max_sessions)",
-            );
-            request_problems(
-                "closed_loop",
-                [&c.input_tokens, &c.output_tokens],
-                c.shared_prefix_tokens,
-                &mut p,
-            );
-            c.think_time_s.problems("closed_loop.think_time_s", &mut p);
+            c.problems(&mut p);
         }
         if let Some(o) = &self.open_loop {
-            check_num(
-                &mut p,
-                o.rate_per_s,
-                o.rate_per_s > 0.0,
-                "open_loop.rate_per_s",
-                "must be > 0",
-            );
-            if let Arrival::Gamma { cv } = o.arrival {
-                check_num(
-                    &mut p,
-                    cv,
-                    cv > 0.0 && cv <= 100.0,
-                    "open_loop.arrival.cv",
-                    "must be in (0, 100]",
-                );
-            }
-            request_problems(
-                "open_loop",
-                [&o.input_tokens, &o.output_tokens],
-                o.shared_prefix_tokens,
-                &mut p,
-            );
+            o.problems(&mut p);
         }
         if let Some(a) = &self.agentx {
             a.problems(&mut p);

@@ -161,13 +161,7 @@ impl BadLines {
 /// - records out of timestamp order are counted (they replay in timestamp order).
 pub fn read_mooncake<R: BufRead>(mut reader: R, limits: &Limits) -> Result<TraceRead, SimError> {
     let mut out = TraceRead::default();
-    let (mut cut_ids, mut too_long, mut unsorted, mut no_output, mut no_input) = (
-        Tally::default(),
-        Tally::default(),
-        Tally::default(),
-        Tally::default(),
-        Tally::default(),
-    );
+    let mut repairs = Repairs::default();
     let mut bad = BadLines::default();
     let mut latest = 0u64;
     let mut bytes = 0u64;
@@ -186,25 +180,11 @@ pub fn read_mooncake<R: BufRead>(mut reader: R, limits: &Limits) -> Result<Trace
                 continue;
             }
         };
-        if rec.input_length == 0 {
-            no_input.add(line_no);
+        if !repairs.keep(&mut rec, line_no) {
             continue;
-        }
-        if rec.output_length == 0 {
-            no_output.add(line_no);
-            continue;
-        }
-        if rec.input_length as f64 > MAX_TOKENS || rec.output_length as f64 > MAX_TOKENS {
-            too_long.add(line_no);
-            continue;
-        }
-        let blocks = (rec.input_length as u64).div_ceil(TRACE_BLOCK_TOKENS) as usize;
-        if rec.hash_ids.len() > blocks {
-            cut_ids.add(line_no);
-            rec.hash_ids.truncate(blocks);
         }
         if rec.timestamp < latest {
-            unsorted.add(line_no);
+            repairs.unsorted.add(line_no);
         }
         latest = latest.max(rec.timestamp);
         if out.records.len() as u64 >= limits.max_trace_records {
@@ -221,23 +201,68 @@ pub fn read_mooncake<R: BufRead>(mut reader: R, limits: &Limits) -> Result<Trace
     if let Some(e) = bad.into_error() {
         return Err(e);
     }
-    out.notes
-        .extend(no_input.note("input_length 0 (an empty prompt)", "dropped"));
-    out.notes
-        .extend(no_output.note("output_length 0 (a failed or empty request)", "dropped"));
-    out.notes.extend(too_long.note(
-        &format!("input_length or output_length above {MAX_TOKENS} tokens"),
-        "dropped",
-    ));
-    out.notes.extend(cut_ids.note(
-        &format!("more hash_ids than input_length covers ({TRACE_BLOCK_TOKENS} tokens per block)"),
-        "the extra ids are ignored",
-    ));
-    out.notes.extend(unsorted.note(
-        "timestamps out of order",
-        "each record is replayed at its timestamp",
-    ));
+    repairs.notes(&mut out.notes);
     Ok(out)
+}
+
+/// The records reading repaired or dropped, by kind, each with its first line.
+#[derive(Debug, Default)]
+struct Repairs {
+    cut_ids: Tally,
+    too_long: Tally,
+    unsorted: Tally,
+    no_output: Tally,
+    no_input: Tally,
+}
+
+impl Repairs {
+    /// Counts a record's repairs (cutting extra hash_ids); false when it is dropped.
+    fn keep(&mut self, rec: &mut TraceRecord, line_no: usize) -> bool {
+        if rec.input_length == 0 {
+            self.no_input.add(line_no);
+            return false;
+        }
+        if rec.output_length == 0 {
+            self.no_output.add(line_no);
+            return false;
+        }
+        if rec.input_length as f64 > MAX_TOKENS || rec.output_length as f64 > MAX_TOKENS {
+            self.too_long.add(line_no);
+            return false;
+        }
+        let blocks = (rec.input_length as u64).div_ceil(TRACE_BLOCK_TOKENS) as usize;
+        if rec.hash_ids.len() > blocks {
+            self.cut_ids.add(line_no);
+            rec.hash_ids.truncate(blocks);
+        }
+        true
+    }
+
+    /// Appends one note per kind of record repaired or dropped to `notes`.
+    fn notes(&self, notes: &mut Vec<String>) {
+        notes.extend(
+            self.no_input
+                .note("input_length 0 (an empty prompt)", "dropped"),
+        );
+        notes.extend(
+            self.no_output
+                .note("output_length 0 (a failed or empty request)", "dropped"),
+        );
+        notes.extend(self.too_long.note(
+            &format!("input_length or output_length above {MAX_TOKENS} tokens"),
+            "dropped",
+        ));
+        notes.extend(self.cut_ids.note(
+            &format!(
+                "more hash_ids than input_length covers ({TRACE_BLOCK_TOKENS} tokens per block)"
+            ),
+            "the extra ids are ignored",
+        ));
+        notes.extend(self.unsorted.note(
+            "timestamps out of order",
+            "each record is replayed at its timestamp",
+        ));
+    }
 }
 
 /// Parses Mooncake JSONL within the default limits, without the notes
