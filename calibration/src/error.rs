@@ -40,6 +40,9 @@ pub enum CalibrationError {
     NothingFitted(String),
     #[error("{path}: invalid profile: {msg}")]
     Profile { path: PathBuf, msg: String },
+    /// A runs profile (`twin calibrate --from-runs --out`) that does not read.
+    #[error("{0}")]
+    RunsProfile(String),
 }
 
 pub type Result<T> = std::result::Result<T, CalibrationError>;

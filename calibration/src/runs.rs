@@ -619,21 +619,22 @@ impl RunsProfile {
             .any(|l| l.replace(' ', "") == format!("kind=\"{}\"", Self::KIND))
     }
 
-    pub fn parse(text: &str) -> Result<RunsProfile, String> {
-        let p: RunsProfile = toml::from_str(text).map_err(|e| e.to_string())?;
+    pub fn parse(text: &str) -> Result<RunsProfile, crate::CalibrationError> {
+        use crate::CalibrationError::RunsProfile as Bad;
+        let p: RunsProfile = toml::from_str(text).map_err(|e| Bad(e.to_string()))?;
         if p.kind != Self::KIND || p.version != 1 {
-            return Err(format!(
+            return Err(Bad(format!(
                 "kind `{}` version {}: this twin reads kind \"runs\" version 1",
                 p.kind, p.version
-            ));
+            )));
         }
         for g in &p.groups {
             for (k, v) in &g.terms {
                 if !v.is_finite() || *v < 0.0 {
-                    return Err(format!(
+                    return Err(Bad(format!(
                         "group {} {}: term {k} = {v}: must be finite and >= 0",
                         g.engine, g.family
-                    ));
+                    )));
                 }
             }
         }

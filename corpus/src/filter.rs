@@ -3,7 +3,7 @@
 //! of `=` matches a substring: `model~llama`, `engine=vllm,sglang`, `gpu=h100`,
 //! `concurrency<=64`.
 
-use crate::{Layout, RunRecord};
+use crate::{CorpusError, Layout, RunRecord};
 
 /// The keys a filter may name.
 pub const KEYS: &[&str] = &[
@@ -35,13 +35,8 @@ pub struct Filter {
 
 impl Filter {
     /// `KEY=V`, `KEY~V`, `concurrency<=N`, `concurrency>=N`.
-    pub fn parse(s: &str) -> Result<Filter, String> {
-        let bad = || {
-            format!(
-                "--filter `{s}`: write KEY=VALUE, KEY~TEXT or concurrency<=N / >=N, KEY one of {}",
-                KEYS.join(", ")
-            )
-        };
+    pub fn parse(s: &str) -> Result<Filter, CorpusError> {
+        let bad = || CorpusError::Filter(s.to_string());
         let (key, test) = if let Some((k, v)) = s.split_once("<=") {
             (k, Test::AtMost(v.trim().parse().map_err(|_| bad())?))
         } else if let Some((k, v)) = s.split_once(">=") {

@@ -39,4 +39,7 @@ pub enum CorpusError {
     },
     #[error("{0}")]
     Invalid(String),
+    /// A `--filter` that is not `KEY=VALUE`, `KEY~TEXT` or `concurrency<=N` / `>=N`.
+    #[error("--filter `{0}`: write KEY=VALUE, KEY~TEXT or concurrency<=N / >=N, KEY one of {keys}", keys = filter::KEYS.join(", "))]
+    Filter(String),
 }

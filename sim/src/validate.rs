@@ -161,7 +161,7 @@ fn cost_problems(p: &mut Vec<Problem>, hw: &Hardware) {
     }
     if let Some(t) = &hw.cost.spread {
         if let Err(e) = crate::cost::Spread::from_table(t) {
-            p.push(Problem::new("cost.spread", e));
+            p.push(Problem::new("cost.spread", e.to_string()));
         }
     }
 }

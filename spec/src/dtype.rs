@@ -60,7 +60,7 @@ impl ByteSize {
     }
 
     /// Parses `"2MiB"`, `"4 KiB"`, `"288GB"`, `"890"`, `"1.5GiB"`.
-    pub fn parse(text: &str) -> Result<ByteSize, String> {
+    pub fn parse(text: &str) -> Result<ByteSize, ByteSizeError> {
         let t = text.trim();
         let split = t
             .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_'))
@@ -69,7 +69,7 @@ impl ByteSize {
         let num: f64 = num
             .replace('_', "")
             .parse()
-            .map_err(|_| format!("`{text}` is not a byte size (examples: 4KiB, 2MiB, 288GB)"))?;
+            .map_err(|_| ByteSizeError::NotANumber(text.to_string()))?;
         let mult: f64 = match unit.trim() {
             "" | "B" => 1.0,
             "KB" | "kB" => 1e3,
@@ -81,17 +81,29 @@ impl ByteSize {
             "GiB" => 1024.0 * 1024.0 * 1024.0,
             "TiB" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
             other => {
-                return Err(format!(
-                    "unknown byte unit `{other}` in `{text}` (use B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)"
-                ))
+                return Err(ByteSizeError::Unit {
+                    unit: other.to_string(),
+                    text: text.to_string(),
+                })
             }
         };
         let v = num * mult;
         if !v.is_finite() || v < 0.0 || v > u64::MAX as f64 {
-            return Err(format!("byte size `{text}` is out of range"));
+            return Err(ByteSizeError::Range(text.to_string()));
         }
         Ok(ByteSize(v.round() as u64))
     }
+}
+
+/// Why a text is not a byte size.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ByteSizeError {
+    #[error("`{0}` is not a byte size (examples: 4KiB, 2MiB, 288GB)")]
+    NotANumber(String),
+    #[error("unknown byte unit `{unit}` in `{text}` (use B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)")]
+    Unit { unit: String, text: String },
+    #[error("byte size `{0}` is out of range")]
+    Range(String),
 }
 
 impl fmt::Display for ByteSize {

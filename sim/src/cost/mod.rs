@@ -17,7 +17,7 @@ pub use analytic::AnalyticCostModel;
 pub use fitted::FittedCostModel;
 pub use kernels::overlap::LayerTimeline;
 pub use params::{CostParams, OpRate};
-pub use spread::Spread;
+pub use spread::{Spread, SpreadError};
 
 use crate::serde_defaults::{one, yes};
 use serde::Serialize;

@@ -152,36 +152,43 @@ pub struct Spread {
     pub in_situ: BTreeMap<Category, f64>,
 }
 
-fn check(key: &str, v: f64) -> Result<f64, String> {
+fn check(key: &str, v: f64) -> Result<f64, SpreadError> {
     if !v.is_finite() || !(0.0..=MAX_SPREAD).contains(&v) {
-        return Err(format!(
-            "spread `{key}` = {v} must lie in [0, {MAX_SPREAD}] (a log-space standard deviation)"
-        ));
+        return Err(SpreadError::Value {
+            key: key.to_string(),
+            value: v,
+        });
     }
     Ok(v)
+}
+
+/// What is wrong with a hardware file's `[cost.spread]` table.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SpreadError {
+    #[error(
+        "spread `{key}` = {value} must lie in [0, {MAX_SPREAD}] (a log-space standard deviation)"
+    )]
+    Value { key: String, value: f64 },
+    #[error("unknown in-situ category `{category}` in spread key `{key}` (known: {known})", known = Category::ALL.map(|c| c.key()).join(", "))]
+    Category { category: String, key: String },
+    #[error("unknown spread class `{0}` (known: {known}, in_situ.CATEGORY)", known = Class::ALL.map(|c| c.key()).join(", "))]
+    Class(String),
 }
 
 impl Spread {
     /// Reads a hardware file's `[cost.spread]` table: class keys (`gemm`,
     /// `attention`, ...) and `in_situ.CATEGORY` keys.
-    pub fn from_table(table: &BTreeMap<String, f64>) -> Result<Spread, String> {
+    pub fn from_table(table: &BTreeMap<String, f64>) -> Result<Spread, SpreadError> {
         let mut s = Spread::default();
         for (k, v) in table {
             if let Some(cat) = k.strip_prefix("in_situ.") {
-                let c = Category::from_key(cat).ok_or_else(|| {
-                    format!(
-                        "unknown in-situ category `{cat}` in spread key `{k}` (known: {})",
-                        Category::ALL.map(|c| c.key()).join(", ")
-                    )
+                let c = Category::from_key(cat).ok_or_else(|| SpreadError::Category {
+                    category: cat.to_string(),
+                    key: k.clone(),
                 })?;
                 s.in_situ.insert(c, check(k, *v)?);
             } else {
-                let c = Class::from_key(k).ok_or_else(|| {
-                    format!(
-                        "unknown spread class `{k}` (known: {}, in_situ.CATEGORY)",
-                        Class::ALL.map(|c| c.key()).join(", ")
-                    )
-                })?;
+                let c = Class::from_key(k).ok_or_else(|| SpreadError::Class(k.clone()))?;
                 s.classes.insert(c, check(k, *v)?);
             }
         }
@@ -314,11 +321,14 @@ mod tests {
         assert!(!s.is_unknown());
         assert!(Spread::default().is_unknown());
         t.insert("gemmm".to_string(), 0.1);
-        let e = Spread::from_table(&t).unwrap_err();
+        let e = Spread::from_table(&t).unwrap_err().to_string();
         assert!(e.contains("gemmm") && e.contains("a2a_low_latency"), "{e}");
         let mut bad = BTreeMap::new();
         bad.insert("launch".to_string(), -0.1);
-        assert!(Spread::from_table(&bad).unwrap_err().contains("launch"));
+        assert!(Spread::from_table(&bad)
+            .unwrap_err()
+            .to_string()
+            .contains("launch"));
         bad.insert("launch".to_string(), f64::NAN);
         assert!(Spread::from_table(&bad).is_err());
     }
