@@ -156,7 +156,7 @@ fn cost_problems(p: &mut Vec<Problem>, hw: &Hardware) {
     let mut params = crate::cost::CostParams::default();
     for (k, v) in &hw.cost {
         if let Err(e) = params.set(k, *v) {
-            p.push(Problem::new(format!("cost.{k}"), e));
+            p.push(Problem::new(format!("cost.{k}"), e.to_string()));
         }
     }
     if let Some(t) = &hw.cost.spread {

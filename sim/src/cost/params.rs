@@ -345,7 +345,7 @@ fn allreduce_default() -> OpRate {
 
 /// What kind of value a key holds, for range checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub enum Kind {
     /// A fraction in (0, 1].
     Fraction,
     /// Seconds in [0, 1).
@@ -565,44 +565,61 @@ impl CostParams {
 
     /// Sets one parameter by key; efficiencies must lie in [1e-6, 1], fixed costs in
     /// [0, 1 s), rates and exponents must be positive.
-    pub fn set(&mut self, key: &str, value: f64) -> Result<(), String> {
-        let (slot, kind) = self.slot(key).ok_or_else(|| {
-            format!(
-                "unknown cost parameter `{key}` (known: {})",
-                Self::KEYS.join(", ")
-            )
-        })?;
+    pub fn set(&mut self, key: &str, value: f64) -> Result<(), ParamError> {
+        let (slot, kind) = self
+            .slot(key)
+            .ok_or_else(|| ParamError::Unknown(key.to_string()))?;
+        let bad = |kind| {
+            Err(ParamError::OutOfRange {
+                key: key.to_string(),
+                value,
+                kind,
+            })
+        };
         if !value.is_finite() {
-            return Err(format!("cost parameter `{key}` must be a finite number"));
+            return Err(ParamError::NotFinite(key.to_string()));
         }
         match kind {
             // Below one in a million an efficiency is a typo, and prices steps at
             // absurd times.
-            Kind::Fraction if !(1e-6..=1.0).contains(&value) => {
-                return Err(format!(
-                    "efficiency `{key}` = {value:e} must lie in [1e-6, 1]"
-                ))
-            }
-            Kind::Seconds if !(0.0..1.0).contains(&value) => {
-                return Err(format!(
-                    "fixed cost `{key}` = {value} s must lie in [0, 1) seconds"
-                ))
-            }
-            Kind::Positive if value <= 0.0 => {
-                return Err(format!("cost parameter `{key}` = {value} must be positive"))
-            }
-            Kind::Share if !(0.0..=1.0).contains(&value) => {
-                return Err(format!("share `{key}` = {value} must lie in [0, 1]"))
-            }
-            Kind::NonNegative if value < 0.0 => {
-                return Err(format!(
-                    "cost parameter `{key}` = {value} must not be negative"
-                ))
-            }
+            Kind::Fraction if !(1e-6..=1.0).contains(&value) => return bad(kind),
+            Kind::Seconds if !(0.0..1.0).contains(&value) => return bad(kind),
+            Kind::Positive if value <= 0.0 => return bad(kind),
+            Kind::Share if !(0.0..=1.0).contains(&value) => return bad(kind),
+            Kind::NonNegative if value < 0.0 => return bad(kind),
             _ => {}
         }
         *slot = value;
         Ok(())
+    }
+}
+
+/// Why a cost parameter cannot be set (`CostParams::set`).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ParamError {
+    #[error("unknown cost parameter `{0}` (known: {known})", known = CostParams::KEYS.join(", "))]
+    Unknown(String),
+    #[error("cost parameter `{0}` must be a finite number")]
+    NotFinite(String),
+    #[error("{}", out_of_range(.key, *.value, *.kind))]
+    OutOfRange { key: String, value: f64, kind: Kind },
+}
+
+/// A value outside its kind's range, in words.
+fn out_of_range(key: &str, value: f64, kind: Kind) -> String {
+    match kind {
+        Kind::Fraction => format!("efficiency `{key}` = {value:e} must lie in [1e-6, 1]"),
+        Kind::Seconds => format!("fixed cost `{key}` = {value} s must lie in [0, 1) seconds"),
+        Kind::Positive => format!("cost parameter `{key}` = {value} must be positive"),
+        Kind::Share => format!("share `{key}` = {value} must lie in [0, 1]"),
+        Kind::NonNegative => format!("cost parameter `{key}` = {value} must not be negative"),
+    }
+}
+
+/// Callers that report problems as text take the message.
+impl From<ParamError> for String {
+    fn from(e: ParamError) -> String {
+        e.to_string()
     }
 }
 
