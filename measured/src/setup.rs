@@ -175,14 +175,13 @@ fn tables_engine(rec: &RunRecord, hw: &str) -> (Option<String>, String) {
             .any(|(h, en, _)| (h == hw || Some(h) == from.as_ref()) && en == e)
     };
     let own = rec.engine.name.key();
-    // A release's number picks the nearest shipped tables; a nightly or a named build
-    // (`nightly-dev-...`, `gpt-oss-dev`) takes the latest, as an unversioned record does.
-    let versioned = |e: &str| match rec.engine.version.as_deref() {
-        Some(v) if e == own && v.starts_with(|c: char| c.is_ascii_digit()) => format!("{e}@{v}"),
-        _ => e.to_string(),
-    };
     if has(own) {
-        return (Some(versioned(own)), String::new());
+        // The nearest shipped version to the record's (`scenario::tables`).
+        let choice = match rec.engine.version.as_deref() {
+            Some(v) => format!("{own}@{v}"),
+            None => own.to_string(),
+        };
+        return (Some(choice), String::new());
     }
     if rec.engine.name == EngineName::Sglang && has("vllm") {
         return (

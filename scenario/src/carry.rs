@@ -20,6 +20,22 @@ fn carried_provenance(src: &str, src_provenance: Option<&str>) -> String {
     )
 }
 
+/// The provenance key under which a carrying hardware records the datasheet ratios
+/// its carried fractions are applied at (`kernels_from`'s own provenance).
+pub const RATIO: &str = "kernels_from";
+
+/// The datasheet ratios a carry applies, in words: `mi300x/h100: HBM bandwidth 1.58x,
+/// dense BF16 1.32x`.
+fn datasheet_ratio(hw: &Hardware, src: &Hardware) -> String {
+    format!(
+        "{}/{}: HBM bandwidth {:.2}x, dense BF16 {:.2}x",
+        hw.name,
+        src.name,
+        hw.hbm.bytes_per_s / src.hbm.bytes_per_s,
+        hw.tensor.bf16_flops_per_s / src.tensor.bf16_flops_per_s
+    )
+}
+
 /// Fills `hw`'s `[cost]` and `[cost.spread]` from its `kernels_from` hardware (nothing
 /// when it names none). `origin` is where `hw` was read, for messages.
 pub fn kernel_fits(hw: &mut Hardware, origin: &str) -> Result<()> {
@@ -27,6 +43,8 @@ pub fn kernel_fits(hw: &mut Hardware, origin: &str) -> Result<()> {
         return Ok(());
     };
     let src = load_source(hw, &src_name, origin)?;
+    hw.provenance
+        .insert(RATIO.into(), datasheet_ratio(hw, &src));
     for (k, v) in &src.cost.values {
         if hw.cost.values.contains_key(k) {
             continue;

@@ -201,21 +201,6 @@ fn apply_section(
     Ok(a.source)
 }
 
-/// The datasheet ratios a carry applies, in words: ` (mi300x/h100: HBM bandwidth
-/// 1.58x, dense BF16 1.32x)`; empty when `from` does not load.
-fn datasheet_ratio(hardware: &Hardware, from: &str) -> String {
-    let Ok(src) = crate::load_hardware(from, &[]) else {
-        return String::new();
-    };
-    let bf16 = |h: &Hardware| h.tensor.bf16_flops_per_s;
-    format!(
-        " ({}/{from}: HBM bandwidth {:.2}x, dense BF16 {:.2}x)",
-        hardware.name,
-        hardware.hbm.bytes_per_s / src.hbm.bytes_per_s,
-        bf16(hardware) / bf16(&src)
-    )
-}
-
 /// The cost source of a hardware that carries kernel fits: how many parameters came
 /// from `from` (their provenance says `carried:`), and how many the file sets itself.
 fn carried_source(hardware: &Hardware, from: &str) -> String {
@@ -232,7 +217,11 @@ fn carried_source(hardware: &Hardware, from: &str) -> String {
     let own = hardware.cost.len() - carried;
     let mut s = format!(
         "analytic defaults + {carried} cost parameters carried from {from} by datasheet ratio{}",
-        datasheet_ratio(hardware, from)
+        hardware
+            .provenance
+            .get(crate::carry::RATIO)
+            .map(|r| format!(" ({r})"))
+            .unwrap_or_default()
     );
     if own > 0 {
         s.push_str(&format!(" + {own} set in {}", hardware.name));

@@ -130,7 +130,8 @@ pub fn is_path(choice: &str) -> bool {
 }
 
 /// Of shipped versions, `want` if shipped, else the nearest to it (by their numeric
-/// parts, the later on a tie), or the latest when none is asked.
+/// parts, the later on a tie), or the latest when none is asked or `want` is no release
+/// number (a nightly or a named build: `nightly-dev-...`, `gpt-oss-dev`).
 fn nearest_version(shipped: &[String], want: Option<&str>) -> Option<String> {
     let parts = |v: &str| -> Vec<f64> {
         v.split(|c: char| !c.is_ascii_digit())
@@ -149,13 +150,13 @@ fn nearest_version(shipped: &[String], want: Option<&str>) -> Option<String> {
     let mut sorted = shipped.to_vec();
     sorted.sort_by(|a, b| key(a).total_cmp(&key(b)).then(a.cmp(b)));
     match want {
-        None => sorted.last().cloned(),
         Some(w) if sorted.iter().any(|v| v == w) => Some(w.to_string()),
-        Some(w) => sorted
+        Some(w) if w.starts_with(|c: char| c.is_ascii_digit()) => sorted
             .iter()
             .rev()
             .min_by(|a, b| (key(a) - key(w)).abs().total_cmp(&(key(b) - key(w)).abs()))
             .cloned(),
+        _ => sorted.last().cloned(),
     }
 }
 
@@ -311,4 +312,24 @@ fn parse(origin: &str, bytes: &[u8]) -> Result<KernelTables> {
     t.check()
         .map_err(|e| anyhow!("{origin}: invalid kernel-table profile: {e}"))?;
     Ok(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::nearest_version;
+
+    /// A shipped version is itself; a release number takes the nearest (the later on a
+    /// tie); no version, a nightly or a named build take the latest.
+    #[test]
+    fn versions_resolve_to_the_nearest_shipped_release() {
+        let shipped: Vec<String> = ["0.14.0", "0.19.0", "0.24.0"].map(String::from).to_vec();
+        let near = |w: Option<&str>| nearest_version(&shipped, w).unwrap();
+        assert_eq!(near(Some("0.19.0")), "0.19.0");
+        assert_eq!(near(Some("0.12.0")), "0.14.0");
+        assert_eq!(near(Some("0.18.0")), "0.19.0");
+        assert_eq!(near(Some("0.22.0")), "0.24.0");
+        assert_eq!(near(None), "0.24.0");
+        assert_eq!(near(Some("nightly-5b8c30d62b754b57")), "0.24.0");
+        assert_eq!(near(Some("gpt-oss-dev")), "0.24.0");
+    }
 }

@@ -156,19 +156,16 @@ pub(super) fn inferencex_settings(row: &Row, engine: EngineName, conc: u32) -> E
         // `--mem-fraction-static 0.8`, the NVFP4 one (8acbd08b) keeps the B200 rule
         // with 0.8, the BF16 one (32274d6c) the rule with 0.82.
         ("Qwen/Qwen3.5-397B-A17B", EngineName::Sglang) => {
-            s.memory_fraction = Some(0.82);
             let b300_config =
                 row.system == "b300_sxm" && row.silicon_data_source.contains("v0.5.10");
-            if row.system == "h200_sxm" {
-            } else if b300_config && row.precision == "fp8" {
-                s.scheduler_recv_interval = Some(10);
-                s.memory_fraction = Some(0.8);
-            } else {
-                s.scheduler_recv_interval = Some(if conc >= 16 { 30 } else { 10 });
-                if b300_config && row.precision == "fp4" {
-                    s.memory_fraction = Some(0.8);
-                }
-            }
+            let b300_fp8 = b300_config && row.precision == "fp8";
+            let low_memory = b300_config && matches!(row.precision.as_str(), "fp8" | "fp4");
+            s.memory_fraction = Some(if low_memory { 0.8 } else { 0.82 });
+            s.scheduler_recv_interval = match row.system.as_str() {
+                "h200_sxm" => None,
+                _ if b300_fp8 => Some(10),
+                _ => Some(if conc >= 16 { 30 } else { 10 }),
+            };
         }
         _ => {}
     }
