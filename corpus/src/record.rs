@@ -109,6 +109,14 @@ pub struct EngineSettings {
     /// `max_running_requests`, TensorRT-LLM `max_batch_size`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_running: Option<u32>,
+    /// Most prompt tokens one prefill batch admits (SGLang `--max-prefill-tokens`; the
+    /// step's budget is the smaller of it and `max_batched_tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_prefill_tokens: Option<u32>,
+    /// A step with prefill work runs the decode batch too (SGLang
+    /// `--enable-mixed-chunk`; the other engines always do).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mixed_chunk: Option<bool>,
     /// Share of GPU memory the engine takes (vLLM `gpu_memory_utilization`, SGLang
     /// `mem_fraction_static`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -69,6 +69,7 @@ pub fn setup(rec: &RunRecord, base: &Base, cache: &Cache, seed: u64) -> Result<S
     sc.serving.gpus = Some(sc.gpus());
     sc.serving.gpu_memory_utilization = rec.engine.settings.memory_fraction;
     sc.serving.scheduler_recv_interval = rec.engine.settings.scheduler_recv_interval;
+    sc.serving.mixed_chunk = rec.engine.settings.mixed_chunk;
     let workload = WorkloadConfig::bench_run(
         &format!("{}: {}", rec.client.tool, rec.id),
         client(rec, seed)?,
@@ -300,9 +301,10 @@ fn pools(
 ) -> Result<(Mode, PoolConfig, PoolConfig), String> {
     let d = engine_defaults(rec.engine.name, hw);
     let s = &rec.engine.settings;
+    let tokens = s.max_batched_tokens.unwrap_or(d.1);
     let cap = (
         s.max_running.unwrap_or(d.0),
-        s.max_batched_tokens.unwrap_or(d.1),
+        s.max_prefill_tokens.map_or(tokens, |p| p.min(tokens)),
     );
     if let Some(n) = rec
         .provenance

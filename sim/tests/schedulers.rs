@@ -110,6 +110,33 @@ fn sglang_runs_prefill_alone_and_decodes_when_none_is_ready() {
 }
 
 #[test]
+fn sglang_mixed_chunk_decodes_beside_prefill_within_the_budget() {
+    // `--enable-mixed-chunk`: step 1 as without it (nothing decodes yet). Step 2: r0
+    // decodes beside r1's last 200 (its 1 token taken from the 1000 first). Step 3:
+    // r2 has no slot: decode r0 and r1.
+    let mut sc = mixed(SchedulerChoice::Sglang, Some(false));
+    sc.serving.mixed_chunk = Some(true);
+    let s = schedule(&sc, &bench(&THREE, None), &[], 3);
+    assert_eq!(s, vec![(1000, 2, 0), (200, 1, 1), (0, 0, 2)]);
+    // Two 600-token prompts, r0 then r1 at 5 ms (after step 1 was formed): step 2
+    // takes r1's 600 beside r0's decode, which leaves 999 tokens; prefill first would
+    // have paused r0.
+    let mut p = sc.clone();
+    p.serving.decode.max_batch_per_rank = 8;
+    let trace = [(0, 600), (5, 600)].map(|(t, input)| TraceRecord {
+        timestamp: t,
+        input_length: input,
+        output_length: 8,
+        hash_ids: Vec::new(),
+    });
+    let s = schedule(&p, &trace_workload(), &trace, 2);
+    assert_eq!(s, vec![(600, 1, 0), (600, 1, 1)]);
+    p.serving.mixed_chunk = None;
+    let s = schedule(&p, &trace_workload(), &trace, 2);
+    assert_eq!(s, vec![(600, 1, 0), (600, 1, 0)]);
+}
+
+#[test]
 fn trtllm_schedules_prompts_whole_after_the_generation_requests() {
     // Step 1: r0 600; r1's 600 do not fit the 400 left (no chunking). Step 2: r0
     // generates (1 token), r1's 600 fit the 999 left; r2 has no slot.

@@ -30,7 +30,8 @@ pub use layout::id_tp_ep;
 use layout::{aggregated, disaggregated};
 use serde::Deserialize;
 use served::{
-    checkpoint, format_of, inferencex_kv, inferencex_settings, trtllm_modelopt_kv, Checkpoint,
+    checkpoint, format_of, gap_analysis_settings, inferencex_kv, inferencex_settings,
+    trtllm_modelopt_kv, Checkpoint,
 };
 use std::collections::HashMap;
 
@@ -240,6 +241,12 @@ pub fn record_of(row: &Row) -> Result<RunRecord, String> {
         None
     }
     .or_else(|| trtllm_modelopt_kv(engine, gemm, &mut notes));
+    let settings = if origin == Origin::InferenceX {
+        inferencex_settings(row, engine, conc)
+    } else {
+        let bs = row.batch_size.unwrap_or(0);
+        gap_analysis_settings(row, engine, bs, measured.as_deref(), &mut notes)
+    };
     let client = client(row, origin, conc, measured.as_deref(), &mut notes);
     let center = |v: f64| [(Stat::Center, v)].into_iter().collect();
     Ok(RunRecord {
@@ -253,7 +260,7 @@ pub fn record_of(row: &Row) -> Result<RunRecord, String> {
             detail: Some(row.silicon_data_source.clone()),
             notes,
         },
-        engine: engine_of(row, engine, image, origin, conc),
+        engine: engine_of(row, engine, image, settings),
         model: ModelRef {
             id: row.model_path.clone(),
             config: ck.config.into(),
@@ -276,23 +283,18 @@ pub fn record_of(row: &Row) -> Result<RunRecord, String> {
     })
 }
 
-/// The engine a row ran: name, version, image and the settings its client's scripts set.
+/// The engine a row ran: name, version, image and the settings its deployment set.
 fn engine_of(
     row: &Row,
     engine: EngineName,
     image: Option<String>,
-    origin: Origin,
-    conc: u32,
+    settings: EngineSettings,
 ) -> Engine {
     Engine {
         name: engine,
         version: version(row, image.as_deref()),
         image,
-        settings: if origin == Origin::InferenceX {
-            inferencex_settings(row, engine, conc)
-        } else {
-            EngineSettings::default()
-        },
+        settings,
     }
 }
 

@@ -1,5 +1,6 @@
 //! What a row's deployment served beyond its label: the checkpoint's own formats,
-//! the KV cache, and the server settings of InferenceX's per-model scripts.
+//! the KV cache, the server settings of InferenceX's per-model scripts, and those
+//! AIConfigurator's generator writes for the gap analysis's deployments.
 
 use super::Row;
 use crate::record::*;
@@ -169,5 +170,71 @@ pub(super) fn inferencex_settings(row: &Row, engine: EngineName, conc: u32) -> E
         }
         _ => {}
     }
+    s
+}
+
+/// The server settings AIConfigurator's config generator writes for an aggregated
+/// deployment of batch `bs` per attention replica, which the gap-analysis rows are read
+/// as having run (docs/runs-corpus.md, "The gap-analysis rows"): the project is
+/// AIConfigurator's own (`aic-auto-gap-analysis`) and its images are Dynamo's, which
+/// that generator targets. An inference, said in a note; disaggregated rows keep the
+/// engines' defaults (their prefill and decode workers were given different caps,
+/// which one record's settings cannot hold).
+///
+/// - TensorRT-LLM (`generator/backends/trtllm.py` from 84ee71eb of 2025-09-30, then
+///   `rule_plugin/trtllm.rule`): `max_batch_size` the batch, `max_num_tokens` the batch
+///   + ISL + 1500 (a multiple of 32 tokens from 1b41ea1b of 2026-01-29),
+///   `free_gpu_memory_fraction` 0.80, chunked prefill off. The batch is the row's own:
+///   the rules for comparing with AIConfigurator's predictions (`rule_plugin/benchmark`,
+///   from 71bb3d00 of 2026-01-30) keep it where the production rules raise it to 512.
+/// - vLLM (`rule_plugin/vllm.rule`; passed to `vllm serve` from 2cecd659 of
+///   2026-01-08, before the rows' Dynamo 0.8.0 images): `--max-num-seqs` the batch,
+///   `--max-num-batched-tokens` the batch + ISL + 1500 (the benchmark rules alike).
+/// - SGLang: the template of 0.5.1.post1 passes no cap (the engine's defaults); the
+///   later ones (`cli_args.j2`) `--max-prefill-tokens` ISL + 1500 and, from 07a37792 of
+///   2026-01-19 (before the rows' Dynamo 0.8.0 images), `--enable-mixed-chunk`.
+pub(super) fn gap_analysis_settings(
+    row: &Row,
+    engine: EngineName,
+    bs: u32,
+    measured: Option<&str>,
+    notes: &mut Vec<String>,
+) -> EngineSettings {
+    let mut s = EngineSettings::default();
+    if row.mode != "agg" || bs == 0 {
+        return s;
+    }
+    let after = |day: &str| measured.is_some_and(|d| d >= day);
+    match engine {
+        EngineName::Trtllm => {
+            let tokens = bs + row.isl + 1500;
+            s.max_running = Some(bs);
+            s.max_batched_tokens = Some(if after("2026-01-29") {
+                tokens.div_ceil(32) * 32
+            } else {
+                tokens
+            });
+            s.memory_fraction = Some(0.80);
+        }
+        EngineName::Vllm => {
+            s.max_running = Some(bs);
+            s.max_batched_tokens = Some(bs + row.isl + 1500);
+        }
+        EngineName::Sglang if row.backend_version.trim() == "0.5.1.post1" => return s,
+        EngineName::Sglang => {
+            s.max_prefill_tokens = Some(row.isl + 1500);
+            s.mixed_chunk = Some(true);
+            notes.push(format!(
+                "server settings: as AIConfigurator's config generator writes them (assumed for the gap analysis's deployments): at most {} prompt tokens a prefill batch, decode mixed into it",
+                row.isl + 1500
+            ));
+            return s;
+        }
+    }
+    notes.push(format!(
+        "server settings: as AIConfigurator's config generator writes them for a batch of {bs} (assumed for the gap analysis's deployments): {} running, {} tokens a step",
+        s.max_running.unwrap_or(0),
+        s.max_batched_tokens.unwrap_or(0)
+    ));
     s
 }

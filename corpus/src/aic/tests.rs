@@ -241,3 +241,41 @@ fn duplicates_fold_layouts_are_repaired_and_bad_rows_are_named() {
     assert_eq!(id_tp_ep("a_c64_tp2_ep1_1899"), Some((2, 1)));
     assert_eq!(id_tp_ep("a_c64_cfg615"), None);
 }
+
+/// A gap-analysis row reads with the server settings AIConfigurator's generator writes
+/// for its batch (hand-derived from the rules quoted in `served::gap_analysis_settings`):
+/// TensorRT-LLM batch 16 at 4096 tokens: 16 + 4096 + 1500 = 5612 tokens a step (5632,
+/// the next multiple of 32, from 2026-01-29), 16 running, memory 0.80; vLLM the same
+/// budget without the rounding; SGLang 0.5.1.post1 its defaults, a later SGLang at most
+/// 4096 + 1500 = 5596 prompt tokens a prefill batch with decode mixed in.
+#[test]
+fn gap_analysis_rows_carry_the_generators_settings() {
+    let text = csv(&[
+        "t_c16,source_file=Qwen_Qwen3-32B.csv; silicon_concurrency=16,trtllm,1.0.0rc3,Qwen/Qwen3-32B,h100_sxm,bf16,agg,4096,128,,,16,2,1,1,1,1,,,,,,,,,,,,,,,500.0,20.0",
+        "t2_c16,source_file=qwen3_32b.csv; silicon_concurrency=16; measured=2026-03-22,trtllm,1.3.0rc1,Qwen/Qwen3-32B,h100_sxm,bf16,agg,4096,129,,,16,2,1,1,1,1,,,,,,,,,,,,,,,500.0,20.0",
+        "v_c16,source_file=Qwen_Qwen3-32B.csv; silicon_concurrency=16,vllm,0.12.0,Qwen/Qwen3-32B,h100_sxm,bf16,agg,4096,130,,,16,2,1,1,1,1,,,,,,,,,,,,,,,500.0,20.0",
+        "s1_c16,source_file=Qwen_Qwen3-32B.csv; silicon_concurrency=16,sglang,0.5.1.post1,Qwen/Qwen3-32B,h100_sxm,bf16,agg,4096,131,,,16,2,1,1,1,1,,,,,,,,,,,,,,,500.0,20.0",
+        "s6_c16,source_file=Qwen_Qwen3-32B.csv; silicon_concurrency=16,sglang,0.5.6.post2,Qwen/Qwen3-32B,h100_sxm,bf16,agg,4096,132,,,16,2,1,1,1,1,,,,,,,,,,,,,,,500.0,20.0",
+    ]);
+    let imp = import(&text).unwrap();
+    let s = |i: usize| {
+        let s = &imp.records[i].engine.settings;
+        (
+            s.max_batched_tokens,
+            s.max_running,
+            s.memory_fraction,
+            s.max_prefill_tokens,
+            s.mixed_chunk,
+        )
+    };
+    assert_eq!(s(0), (Some(5612), Some(16), Some(0.80), None, None));
+    assert_eq!(s(1), (Some(5632), Some(16), Some(0.80), None, None));
+    assert_eq!(s(2), (Some(5612), Some(16), None, None, None));
+    assert_eq!(s(3), (None, None, None, None, None));
+    assert_eq!(s(4), (None, None, None, Some(5596), Some(true)));
+    assert!(imp.records[0]
+        .provenance
+        .notes
+        .iter()
+        .any(|n| n.contains("5612 tokens a step")));
+}

@@ -195,6 +195,8 @@ fn server_info(s: &Obj, notes: &mut Vec<String>) -> (Hints, Option<String>) {
             .and_then(Value::as_bool)
             .map(|d| !d),
         scheduler_recv_interval: size("scheduler_recv_interval", q).filter(|&n| n > 1),
+        max_prefill_tokens: size("max_prefill_tokens", q),
+        mixed_chunk: s.get("enable_mixed_chunk").and_then(Value::as_bool),
         ..EngineSettings::default()
     };
     let disagg = s

@@ -201,6 +201,12 @@ pub struct ServingConfig {
     /// ([`super::scheduler::Scheduler::frontend_s`]; 0 for twin's own).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub frontend_s: Option<f64>,
+    /// Whether a step with prefill work runs the decode batch beside it, the decode
+    /// tokens taken from the step's budget first (SGLang's `--enable-mixed-chunk`; off
+    /// by default, when SGLang's prefill-first policy pauses decode during a prefill
+    /// step). The other engines' schedulers mix them anyway.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mixed_chunk: Option<bool>,
     /// How often the scheduler takes in new requests, in decode steps (SGLang's
     /// `--scheduler-recv-interval`, `SchedulerRecvSkipper`): a decode-only step counts
     /// one, a step with prefill work the whole interval (SGLang weighs any other forward

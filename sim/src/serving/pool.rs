@@ -243,9 +243,18 @@ pub(crate) struct Pool<'a> {
     pub scheduler: Scheduler,
     /// Whether its steps are formed while the previous one runs (`serving.async_scheduling`).
     pub ahead: bool,
+    /// Whether a step with prefill work runs the decode batch too, its tokens taken from
+    /// the step's budget first, where the scheduler would pause decode
+    /// (`serving.mixed_chunk`: SGLang's `--enable-mixed-chunk`).
+    pub mixed_chunk: bool,
 }
 
 impl Pool<'_> {
+    /// Whether a step with prefill work runs no decode.
+    pub fn prefill_pauses_decode(&self) -> bool {
+        self.scheduler.prefill_pauses_decode() && !self.mixed_chunk
+    }
+
     /// Too many requests already wait here: new ones are dropped.
     pub fn full(&self) -> bool {
         self.waiting.saturating_mul(self.copies as u64) >= self.cfg.max_queued_requests as u64
@@ -350,6 +359,7 @@ impl<'a> Pools<'a> {
                     Scheduler::Twin
                 },
                 ahead: role == Role::Mixed && sc.schedules_ahead(),
+                mixed_chunk: role == Role::Mixed && sc.serving.mixed_chunk == Some(true),
             });
         }
         pools

@@ -180,9 +180,11 @@ impl Scheduler {
     }
 
     /// The prefill token budget of a step on a rank with `decoding` running requests,
-    /// each producing `1 + draft_tokens` tokens, out of `budget` tokens.
-    pub fn prefill_budget(self, budget: u32, decoding: u32, draft_tokens: u32) -> u32 {
-        if self.decode_in_budget() {
+    /// each producing `1 + draft_tokens` tokens, out of `budget` tokens; `mixed`: the
+    /// decode batch runs in a prefill step and takes its tokens first whatever the
+    /// scheduler (SGLang's mixed chunk).
+    pub fn prefill_budget(self, budget: u32, decoding: u32, draft_tokens: u32, mixed: bool) -> u32 {
+        if self.decode_in_budget() || mixed {
             let used = decoding as u64 * (1 + draft_tokens as u64);
             budget.saturating_sub(used.min(u32::MAX as u64) as u32)
         } else {
@@ -240,9 +242,16 @@ impl ServingScenario {
     /// One line on the mixed pool's scheduler, for outputs.
     pub fn scheduler_line(&self) -> String {
         let fe = self.frontend_s();
+        let mixed =
+            self.serving.mixed_chunk == Some(true) && self.scheduler().prefill_pauses_decode();
         format!(
-            "{}{}{}",
+            "{}{}{}{}",
             self.scheduler().describe(),
+            if mixed {
+                "; mixed chunk: decode runs beside each prefill chunk"
+            } else {
+                ""
+            },
             if self.schedules_ahead() {
                 "; each step formed while the last runs"
             } else {
@@ -284,11 +293,13 @@ mod tests {
     #[test]
     fn decode_first_budgets_leave_prefill_the_rest() {
         // 8192 tokens, 50 decoding requests with 1 draft token: 100 tokens of decode.
-        assert_eq!(Scheduler::Vllm.prefill_budget(8192, 50, 1), 8092);
-        assert_eq!(Scheduler::Trtllm.prefill_budget(8192, 50, 0), 8142);
-        assert_eq!(Scheduler::Twin.prefill_budget(8192, 50, 1), 8192);
-        assert_eq!(Scheduler::Sglang.prefill_budget(8192, 50, 1), 8192);
-        assert_eq!(Scheduler::Vllm.prefill_budget(100, 200, 0), 0);
+        assert_eq!(Scheduler::Vllm.prefill_budget(8192, 50, 1, false), 8092);
+        assert_eq!(Scheduler::Trtllm.prefill_budget(8192, 50, 0, false), 8142);
+        assert_eq!(Scheduler::Twin.prefill_budget(8192, 50, 1, false), 8192);
+        assert_eq!(Scheduler::Sglang.prefill_budget(8192, 50, 1, false), 8192);
+        // SGLang's mixed chunk: the decode batch's tokens come first.
+        assert_eq!(Scheduler::Sglang.prefill_budget(8192, 50, 1, true), 8092);
+        assert_eq!(Scheduler::Vllm.prefill_budget(100, 200, 0, false), 0);
     }
 
     #[test]

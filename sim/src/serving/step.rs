@@ -91,7 +91,7 @@ impl Rack<'_> {
         cost: &mut StepCost,
     ) -> (bool, bool) {
         let prefill = role != Role::Decode && self.form_prefill(g, cutoff);
-        let pauses = prefill && self.pools.pool_of(g).scheduler.prefill_pauses_decode();
+        let pauses = prefill && self.pools.pool_of(g).prefill_pauses_decode();
         let decode = role != Role::Prefill && !pauses && self.form_decode(g);
         if prefill || decode {
             *cost = self.price_work(g, prefill, decode);
@@ -172,7 +172,7 @@ impl Rack<'_> {
         let (dep, sim_dep) = (pool.cfg.dep as usize, pool.sim_dep as usize);
         let chunk_tokens = pool.cfg.chunk_tokens_per_rank;
         let max_prefill = pool.cfg.max_prefill_requests_per_rank;
-        let sched = pool.scheduler;
+        let (sched, mixed) = (pool.scheduler, pool.mixed_chunk);
         let max_running = if sched.prefill_holds_slot() {
             pool.cfg.max_batch_per_rank as usize
         } else {
@@ -184,7 +184,8 @@ impl Rack<'_> {
             let slices = &mut self.slices[r];
             slices.clear();
             let rank = &self.pools.group(g).ranks[r];
-            let mut budget = sched.prefill_budget(chunk_tokens, rank.dec.n, self.mtp.draft_tokens);
+            let mut budget =
+                sched.prefill_budget(chunk_tokens, rank.dec.n, self.mtp.draft_tokens, mixed);
             let mut n = 0;
             // `running`: the requests holding a slot before this one.
             for (running, &id) in (rank.batch_slots_taken()..).zip(rank.prefill_q.iter()) {

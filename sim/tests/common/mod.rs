@@ -171,6 +171,7 @@ pub fn scenario(
             async_scheduling: None,
             frontend_s: None,
             scheduler_recv_interval: None,
+            mixed_chunk: None,
             gpus: None,
         },
         router: RouterConfig::default(),
