@@ -340,7 +340,12 @@ fn scenario(
         rec.id, hw.name, model.name
     );
     let mut sc: ServingScenario = toml::from_str(&text).map_err(|e| format!("scenario: {e}"))?;
-    sc.engine = Some(rec.engine.name.key().to_string());
+    // With its version: the scheduler's defaults of that version (vLLM's async
+    // scheduling from 0.14.0).
+    sc.engine = Some(match &rec.engine.version {
+        Some(v) => format!("{}@{v}", rec.engine.name.key()),
+        None => rec.engine.name.key().to_string(),
+    });
     sc.seed = seed;
     sc.warmup_s = 0.0;
     sc.duration_s = sc.limits.max_duration_s;

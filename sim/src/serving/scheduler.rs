@@ -135,6 +135,26 @@ impl Scheduler {
         !matches!(self, Scheduler::Twin)
     }
 
+    /// Whether the engine of `engine` (`vllm@0.12.0`) forms each step while the last
+    /// runs by default: [`Scheduler::schedules_ahead`], except vLLM before 0.14.0, where
+    /// async scheduling was opt-in (`--async-scheduling`; the project's recipes of
+    /// 2025-12-01 still call it so; PR #27614 made it the default late in December
+    /// 2025, after 0.13.0 was cut: assumed first in 0.14.0). An engine without a
+    /// version that reads as one is taken as the latest.
+    pub fn schedules_ahead_at(self, engine: Option<&str>) -> bool {
+        if self != Scheduler::Vllm {
+            return self.schedules_ahead();
+        }
+        let version = engine.and_then(|e| e.split_once('@')).map(|(_, v)| v);
+        let parsed = version.and_then(|v| {
+            let mut parts = v.trim_start_matches('v').split('.');
+            let major = parts.next()?.parse::<u32>().ok()?;
+            let minor = parts.next()?.parse::<u32>().ok()?;
+            Some((major, minor))
+        });
+        !parsed.is_some_and(|v| v < (0, 14))
+    }
+
     /// Whether a request's first token is sampled by the step that computes its last
     /// prompt chunk (every engine here), not by its first decode step (twin's own
     /// convention, as a disaggregated decode pool produces it).
@@ -219,7 +239,7 @@ impl ServingScenario {
     pub fn schedules_ahead(&self) -> bool {
         self.serving
             .async_scheduling
-            .unwrap_or_else(|| self.scheduler().schedules_ahead())
+            .unwrap_or_else(|| self.scheduler().schedules_ahead_at(self.engine.as_deref()))
     }
 
     /// Tokens per prefix-cache block: `serving.kv_block_tokens`, or the engine's (that
@@ -288,6 +308,19 @@ mod tests {
         assert_eq!(r(Some("twin")), Scheduler::Twin);
         let explicit = Scheduler::resolve(SchedulerChoice::Sglang, Some("vllm"));
         assert_eq!(explicit, Scheduler::Sglang);
+    }
+
+    #[test]
+    fn vllm_forms_steps_ahead_from_0_14() {
+        let v = Scheduler::Vllm;
+        assert!(!v.schedules_ahead_at(Some("vllm@0.12.0")));
+        assert!(!v.schedules_ahead_at(Some("vllm@0.13.1")));
+        assert!(v.schedules_ahead_at(Some("vllm@0.14.0")));
+        assert!(v.schedules_ahead_at(Some("vllm@1.0")));
+        assert!(v.schedules_ahead_at(Some("vllm")));
+        assert!(v.schedules_ahead_at(Some("vllm@nightly-5b8c30d6")));
+        assert!(Scheduler::Sglang.schedules_ahead_at(Some("sglang@0.4.0")));
+        assert!(!Scheduler::Twin.schedules_ahead_at(None));
     }
 
     #[test]
