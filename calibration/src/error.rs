@@ -22,6 +22,12 @@ pub enum CalibrationError {
         found: String,
         expected: String,
     },
+    #[error("unknown op {name:?}; expected one of {ops} or a group ({groups})")]
+    UnknownOp {
+        name: String,
+        ops: String,
+        groups: String,
+    },
     #[error("fit {op}: too few points ({got}; need at least {need})")]
     TooFewPoints { op: String, need: usize, got: usize },
     #[error("fit {op}: non-finite or non-positive {what}")]

@@ -12,6 +12,7 @@
 //! * Copy (dispatch/combine stand-in): message size 64 KiB..1 GiB.
 //! * References: streaming read and dense GEMM, for the device's own peaks.
 
+use crate::{CalibrationError, Result};
 use engine::op::{op_info, op_names, OpRole};
 use engine::{
     AttnShape, CopyShape, Device, GatherPlacement, GatherShape, GemmShape, IndexerShape, MoeShape,
@@ -30,7 +31,7 @@ pub enum PlanSize {
 /// Expands an `--ops` list (op names or groups of the engine's registry,
 /// `engine::OPS`) to op names. Reference ops are always included: every efficiency is
 /// a fraction of them. Unknown names are an error.
-pub fn expand_ops(list: &[String]) -> std::result::Result<Vec<&'static str>, String> {
+pub fn expand_ops(list: &[String]) -> Result<Vec<&'static str>> {
     let mut out: Vec<&'static str> = op_names(OpRole::Reference);
     for name in list {
         let name = name.trim();
@@ -46,11 +47,11 @@ pub fn expand_ops(list: &[String]) -> std::result::Result<Vec<&'static str>, Str
         } else {
             let mut groups: Vec<&str> = OPS.iter().map(|o| o.group).collect();
             groups.dedup();
-            return Err(format!(
-                "unknown op {name:?}; expected one of {} or a group ({})",
-                OPS.iter().map(|o| o.name).collect::<Vec<_>>().join(", "),
-                groups.join(", ")
-            ));
+            return Err(CalibrationError::UnknownOp {
+                name: name.to_string(),
+                ops: OPS.iter().map(|o| o.name).collect::<Vec<_>>().join(", "),
+                groups: groups.join(", "),
+            });
         }
     }
     out.sort_unstable();
@@ -374,6 +375,7 @@ mod tests {
         assert!(p.iter().all(|o| ops.contains(&o.name())));
         assert!(expand_ops(&["nope".into()])
             .unwrap_err()
+            .to_string()
             .contains("unknown op"));
     }
 }

@@ -227,37 +227,36 @@ impl Tco {
     }
 
     /// What one GPU of `hw` costs per hour; an error names what is missing.
-    pub fn gpu_hour(&self, hw: &Hardware) -> Result<GpuHourCost, String> {
+    pub fn gpu_hour(&self, hw: &Hardware) -> Result<GpuHourCost, TcoError> {
         let by_hw = &self.rental_usd_per_gpu_hour_by_hardware;
         let rental = match (self.rental_usd_per_gpu_hour, self.rental_basis) {
             (Some(r), _) => r,
             (None, Some(b)) => hw.price.usd_per_gpu_hour(b),
-            (None, None) if !by_hw.is_empty() => *by_hw.get(&hw.name).ok_or_else(|| {
-                format!(
-                    "TCO `{}` has no rental price for hardware `{}` (it prices {}: no dated public list price of the others was found)",
-                    self.name,
-                    hw.name,
-                    by_hw.keys().cloned().collect::<Vec<_>>().join(", ")
-                )
-            })?,
+            (None, None) if !by_hw.is_empty() => {
+                *by_hw.get(&hw.name).ok_or_else(|| TcoError::NoRental {
+                    tco: self.name.clone(),
+                    hardware: hw.name.clone(),
+                    priced: by_hw.keys().cloned().collect::<Vec<_>>().join(", "),
+                })?
+            }
             (None, None) => 0.0,
         };
         let capex = if rental > 0.0 || self.rental_basis.is_some() || !by_hw.is_empty() {
             0.0
         } else {
-            let per_gpu = self.capex_usd_per_gpu.get(&hw.name).ok_or_else(|| {
-                format!(
-                    "TCO `{}` has no capex for hardware `{}` (set capex_usd_per_gpu.{}; it has {})",
-                    self.name,
-                    hw.name,
-                    hw.name,
-                    self.capex_usd_per_gpu
-                        .keys()
-                        .cloned()
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
-            })?;
+            let per_gpu =
+                self.capex_usd_per_gpu
+                    .get(&hw.name)
+                    .ok_or_else(|| TcoError::NoCapex {
+                        tco: self.name.clone(),
+                        hardware: hw.name.clone(),
+                        has: self
+                            .capex_usd_per_gpu
+                            .keys()
+                            .cloned()
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                    })?;
             per_gpu * annuity_factor(self.cost_of_capital, self.amortisation_years) / HOURS_PER_YEAR
         };
         let kw = self.power_kw_per_gpu.unwrap_or(hw.power_w / 1e3);
@@ -275,6 +274,23 @@ impl Tco {
         c.total = c.components().iter().map(|x| x.1).sum();
         Ok(c)
     }
+}
+
+/// What a TCO model lacks to price one GPU-hour of a hardware.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TcoError {
+    #[error("TCO `{tco}` has no rental price for hardware `{hardware}` (it prices {priced}: no dated public list price of the others was found)")]
+    NoRental {
+        tco: String,
+        hardware: String,
+        priced: String,
+    },
+    #[error("TCO `{tco}` has no capex for hardware `{hardware}` (set capex_usd_per_gpu.{hardware}; it has {has})")]
+    NoCapex {
+        tco: String,
+        hardware: String,
+        has: String,
+    },
 }
 
 /// What a price basis of a hardware file's `[price]` is, in words: SemiAnalysis's AI
@@ -354,7 +370,7 @@ pub fn finance_of(
     pools: &[(u64, Hardware)],
     prices: &TokenPrices,
     t: &Throughput,
-) -> Result<Finance, String> {
+) -> Result<Finance, TcoError> {
     let costs: Vec<(u64, GpuHourCost)> = pools
         .iter()
         .map(|(n, hw)| tco.gpu_hour(hw).map(|c| (*n, c)))

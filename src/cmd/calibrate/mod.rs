@@ -218,7 +218,7 @@ fn measure(args: &CalibrateArgs) -> Result<()> {
     let ops = if args.ops.is_empty() {
         None
     } else {
-        Some(expand_ops(&args.ops).map_err(|e| anyhow!(e))?)
+        Some(expand_ops(&args.ops)?)
     };
     let size = if args.smoke {
         PlanSize::Smoke

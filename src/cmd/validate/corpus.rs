@@ -179,9 +179,10 @@ fn terms_line(
             };
             let same = p.corpus == origin;
             format!(
-                "priced with {from}, fitted to {} ({} groups: {}){}",
+                "priced with {from}, fitted to {} ({} group{}: {}){}",
                 p.corpus,
                 p.groups.len(),
+                if p.groups.len() == 1 { "" } else { "s" },
                 p.groups
                     .iter()
                     .map(|g| format!("{} on {}", g.engine, g.family))

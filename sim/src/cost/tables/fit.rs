@@ -110,7 +110,7 @@ fn parse_sweep(text: &str) -> Result<Sweep, String> {
         step: num(step)?,
         n: n.parse().map_err(|_| format!("bad node count {n:?}"))?,
     };
-    let values = grid::decode(values)?;
+    let values = grid::decode(values).map_err(|e| e.to_string())?;
     if values.len() != axis.n {
         return Err(format!("{} values for {} nodes", values.len(), axis.n));
     }

@@ -75,15 +75,24 @@ pub fn encode(values: &[f64]) -> String {
     out.join(" ")
 }
 
+/// A token of an encoded grid that is neither a value nor a run of zeros.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum GridError {
+    #[error("bad zero run {0:?}")]
+    ZeroRun(String),
+    #[error("bad value {0:?}")]
+    Value(String),
+}
+
 /// The inverse of [`encode`].
-pub fn decode(text: &str) -> Result<Vec<f64>, String> {
+pub fn decode(text: &str) -> Result<Vec<f64>, GridError> {
     let mut v = Vec::new();
     for tok in text.split_ascii_whitespace() {
         if let Some(n) = tok.strip_prefix('z') {
-            let n: usize = n.parse().map_err(|_| format!("bad zero run {tok:?}"))?;
+            let n: usize = n.parse().map_err(|_| GridError::ZeroRun(tok.into()))?;
             v.extend(std::iter::repeat_n(0.0, n));
         } else {
-            let q: i64 = tok.parse().map_err(|_| format!("bad value {tok:?}"))?;
+            let q: i64 = tok.parse().map_err(|_| GridError::Value(tok.into()))?;
             v.push(q as f64 / 1000.0);
         }
     }

@@ -70,6 +70,24 @@ impl Default for TableDraw {
     }
 }
 
+/// What makes a kernel-tables profile unusable: a fit whose grids do not match its
+/// family's axes (a hand-edited or corrupt profile), in words.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TablesError {
+    #[error("{family} [{key}]: correction grid of {axes} axes and {values} values, expected {dims} axes and one value per node")]
+    Grid {
+        family: String,
+        key: String,
+        axes: usize,
+        values: usize,
+        dims: usize,
+    },
+    #[error("{family} [{key}]: a sweep does not match the family's axes")]
+    Sweep { family: String, key: String },
+    #[error("{family} [{key}]: a parameter is not a positive number")]
+    Param { family: String, key: String },
+}
+
 /// A profile fitted to one GPU's tables for one engine and version.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct KernelTables {
@@ -320,7 +338,7 @@ impl KernelTables {
 
     /// Whether every fit's grids match its family's axes (a hand-edited or corrupt
     /// profile would otherwise index out of them): the first problem, in words.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), TablesError> {
         for f in &self.fits {
             let dims = f.family.steps().len();
             let g = &f.correction;
@@ -330,13 +348,13 @@ impl KernelTables {
                 .iter()
                 .any(|a| a.n == 0 || (a.step.is_nan() || a.step <= 0.0) || !a.lo.is_finite());
             if g.axes.len() != dims || nodes != g.values.len() || bad_axis {
-                return Err(format!(
-                    "{} [{}]: correction grid of {} axes and {} values, expected {dims} axes and one value per node",
-                    f.family.name(),
-                    f.key,
-                    g.axes.len(),
-                    g.values.len()
-                ));
+                return Err(TablesError::Grid {
+                    family: f.family.name().into(),
+                    key: f.key.clone(),
+                    axes: g.axes.len(),
+                    values: g.values.len(),
+                    dims,
+                });
             }
             for sw in &f.sweeps {
                 let a = sw.grid.axes.first();
@@ -345,19 +363,17 @@ impl KernelTables {
                         (a.step.is_nan() || a.step <= 0.0) || a.n != sw.grid.values.len()
                     })
                 {
-                    return Err(format!(
-                        "{} [{}]: a sweep does not match the family's axes",
-                        f.family.name(),
-                        f.key
-                    ));
+                    return Err(TablesError::Sweep {
+                        family: f.family.name().into(),
+                        key: f.key.clone(),
+                    });
                 }
             }
             if f.params.values().any(|v| !v.is_finite() || *v <= 0.0) {
-                return Err(format!(
-                    "{} [{}]: a parameter is not a positive number",
-                    f.family.name(),
-                    f.key
-                ));
+                return Err(TablesError::Param {
+                    family: f.family.name().into(),
+                    key: f.key.clone(),
+                });
             }
         }
         Ok(())
