@@ -521,7 +521,7 @@ mod tests {
         let mut h200 = gb300();
         h200.name = "h200".into();
         let e = owned().gpu_hour(&h200).unwrap_err();
-        assert!(e.contains("capex_usd_per_gpu.h200"), "{e}");
+        assert!(e.to_string().contains("capex_usd_per_gpu.h200"), "{e}");
     }
 
     /// 1M tok/s per GPU, 97% cached, 2% uncached, 1% output at 0.003 / 0.15 / 0.60:

@@ -182,8 +182,8 @@ pub(super) fn inferencex_settings(row: &Row, engine: EngineName, conc: u32) -> E
 /// which one record's settings cannot hold).
 ///
 /// - TensorRT-LLM (`generator/backends/trtllm.py` from 84ee71eb of 2025-09-30, then
-///   `rule_plugin/trtllm.rule`): `max_batch_size` the batch, `max_num_tokens` the batch
-///   + ISL + 1500 (a multiple of 32 tokens from 1b41ea1b of 2026-01-29),
+///   `rule_plugin/trtllm.rule`): `max_batch_size` the batch, `max_num_tokens`
+///   batch + ISL + 1500 (a multiple of 32 tokens from 1b41ea1b of 2026-01-29),
 ///   `free_gpu_memory_fraction` 0.80, chunked prefill off. The batch is the row's own:
 ///   the rules for comparing with AIConfigurator's predictions (`rule_plugin/benchmark`,
 ///   from 71bb3d00 of 2026-01-30) keep it where the production rules raise it to 512.

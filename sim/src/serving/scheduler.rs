@@ -152,7 +152,7 @@ impl Scheduler {
             let minor = parts.next()?.parse::<u32>().ok()?;
             Some((major, minor))
         });
-        !parsed.is_some_and(|v| v < (0, 14))
+        parsed.is_none_or(|v| v >= (0, 14))
     }
 
     /// Whether a request's first token is sampled by the step that computes its last
