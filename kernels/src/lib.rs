@@ -173,18 +173,40 @@ mod tests {
 
 /// Comparison helpers shared by the kernel and engine tests.
 pub mod check {
+    /// Where two arrays first differ beyond a tolerance.
+    #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+    pub enum Mismatch {
+        #[error("length {got} != {want}")]
+        Length { got: usize, want: usize },
+        #[error("element {index}: got {got}, want {want} (atol {atol}, rtol {rtol})")]
+        Element {
+            index: usize,
+            got: f32,
+            want: f32,
+            atol: f32,
+            rtol: f32,
+        },
+    }
+
     /// `Ok` when `|got - want| <= atol + rtol * |want|` element-wise and lengths match;
-    /// otherwise a message naming the first mismatch.
-    pub fn close(got: &[f32], want: &[f32], atol: f32, rtol: f32) -> Result<(), String> {
+    /// otherwise the first mismatch.
+    pub fn close(got: &[f32], want: &[f32], atol: f32, rtol: f32) -> Result<(), Mismatch> {
         if got.len() != want.len() {
-            return Err(format!("length {} != {}", got.len(), want.len()));
+            return Err(Mismatch::Length {
+                got: got.len(),
+                want: want.len(),
+            });
         }
-        for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        for (index, (&g, &w)) in got.iter().zip(want).enumerate() {
             let ok = (g - w).abs() <= atol + rtol * w.abs(); // false for NaN
             if !ok {
-                return Err(format!(
-                    "element {i}: got {g}, want {w} (atol {atol}, rtol {rtol})"
-                ));
+                return Err(Mismatch::Element {
+                    index,
+                    got: g,
+                    want: w,
+                    atol,
+                    rtol,
+                });
             }
         }
         Ok(())

@@ -179,21 +179,39 @@ impl KvPages {
 
     /// Invariant check for tests: every page is free, cached or held privately
     /// (`private` = pages held outside the cache by requests).
-    pub fn check(&self, private: usize) -> Result<(), String> {
+    pub fn check(&self, private: usize) -> Result<(), PagesError> {
         let cached: usize = self.cache.values().map(|e| e.pages.len()).sum();
         if self.free.len() + cached + private != self.total {
-            return Err(format!(
-                "pages: {} free + {cached} cached + {private} private != {}",
-                self.free.len(),
-                self.total
-            ));
+            return Err(PagesError::Lost {
+                free: self.free.len(),
+                cached,
+                private,
+                total: self.total,
+            });
         }
         let idle = self.cache.values().filter(|e| e.refs == 0).count();
         if idle != self.idle.len() {
-            return Err(format!("{idle} idle blocks, {} listed", self.idle.len()));
+            return Err(PagesError::Idle {
+                idle,
+                listed: self.idle.len(),
+            });
         }
         Ok(())
     }
+}
+
+/// A broken invariant of the page pool ([`KvPages::check`]).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PagesError {
+    #[error("pages: {free} free + {cached} cached + {private} private != {total}")]
+    Lost {
+        free: usize,
+        cached: usize,
+        private: usize,
+        total: usize,
+    },
+    #[error("{idle} idle blocks, {listed} listed")]
+    Idle { idle: usize, listed: usize },
 }
 
 #[cfg(test)]

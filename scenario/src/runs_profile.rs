@@ -55,7 +55,10 @@ pub fn read(path: &Path) -> Result<Option<RunsProfile>> {
 
 /// Sets a group's cost terms on `params` (every factor applying to every step, as
 /// fitted); returns its front end, if it has one.
-pub fn apply_terms(params: &mut CostParams, g: &GroupFit) -> Result<Option<f64>, String> {
+pub fn apply_terms(
+    params: &mut CostParams,
+    g: &GroupFit,
+) -> Result<Option<f64>, sim::cost::params::ParamError> {
     params.set("in_situ.tp_residuals", 1.0)?;
     let before = std::mem::take(&mut params.in_situ.source);
     let mut frontend = None;

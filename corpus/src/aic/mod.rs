@@ -210,14 +210,31 @@ fn client(
     }
 }
 
+/// Why a row of the CSV is not a record.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RowError {
+    #[error("backend `{0}`: not vllm, sglang or trtllm")]
+    Backend(String),
+    #[error("system `{0}`: no twin hardware of that name")]
+    System(String),
+    #[error("model `{0}`: no config in the corpus")]
+    Model(String),
+    /// A quantization label twin does not read as a format.
+    #[error("{0}")]
+    Format(String),
+    /// A layout twin cannot read.
+    #[error("{0}")]
+    Layout(String),
+    #[error("no concurrency: neither silicon_concurrency nor a batch size")]
+    NoConcurrency,
+}
+
 /// One row as a record (before duplicates are folded).
-pub fn record_of(row: &Row) -> Result<RunRecord, String> {
-    let engine = EngineName::parse(&row.backend)
-        .ok_or_else(|| format!("backend `{}`: not vllm, sglang or trtllm", row.backend))?;
-    let hardware = hardware_of(&row.system)
-        .ok_or_else(|| format!("system `{}`: no twin hardware of that name", row.system))?;
-    let ck = checkpoint(&row.model_path)
-        .ok_or_else(|| format!("model `{}`: no config in the corpus", row.model_path))?;
+pub fn record_of(row: &Row) -> Result<RunRecord, RowError> {
+    let engine =
+        EngineName::parse(&row.backend).ok_or_else(|| RowError::Backend(row.backend.clone()))?;
+    let hardware = hardware_of(&row.system).ok_or_else(|| RowError::System(row.system.clone()))?;
+    let ck = checkpoint(&row.model_path).ok_or_else(|| RowError::Model(row.model_path.clone()))?;
     let fields = source_fields(&row.silicon_data_source);
     let field = |k: &str| {
         fields
@@ -230,10 +247,11 @@ pub fn record_of(row: &Row) -> Result<RunRecord, String> {
     let origin = Origin::of(&row.silicon_data_source);
     let conc = field("silicon_concurrency").and_then(|c| c.parse::<u32>().ok());
     let mut notes = Vec::new();
-    let (gemm, moe) = formats_of(row, &ck, &mut notes)?;
-    let (layout, conc) = layout_of(row, engine, conc, origin, &mut notes)?;
+    let (gemm, moe) = formats_of(row, &ck, &mut notes).map_err(RowError::Format)?;
+    let (layout, conc) =
+        layout_of(row, engine, conc, origin, &mut notes).map_err(RowError::Layout)?;
     if conc == 0 {
-        return Err("no concurrency: neither silicon_concurrency nor a batch size".into());
+        return Err(RowError::NoConcurrency);
     }
     let kv = if origin == Origin::InferenceX {
         inferencex_kv(&row.model_path, engine, &row.system, measured.as_deref())
