@@ -359,7 +359,11 @@ impl<'a> Pools<'a> {
                     Scheduler::Twin
                 },
                 ahead: role == Role::Mixed && sc.schedules_ahead(),
-                mixed_chunk: role == Role::Mixed && sc.serving.mixed_chunk == Some(true),
+                // Only where the scheduler would pause decode (SGLang's): the others
+                // mix prefill and decode anyway.
+                mixed_chunk: role == Role::Mixed
+                    && sc.serving.mixed_chunk == Some(true)
+                    && sc.scheduler().prefill_pauses_decode(),
             });
         }
         pools

@@ -265,12 +265,11 @@ impl ServingScenario {
         let mixed =
             self.serving.mixed_chunk == Some(true) && self.scheduler().prefill_pauses_decode();
         format!(
-            "{}{}{}{}",
-            self.scheduler().describe(),
+            "{}{}{}",
             if mixed {
-                "; mixed chunk: decode runs beside each prefill chunk"
+                "SGLang with mixed chunk (prefill first; the decode batch runs beside each prefill chunk)"
             } else {
-                ""
+                self.scheduler().describe()
             },
             if self.schedules_ahead() {
                 "; each step formed while the last runs"
