@@ -164,6 +164,15 @@ impl Engine {
             self.version.as_deref().unwrap_or("?")
         )
     }
+
+    /// The engine as a scenario's `engine` names it: `vllm@0.19.0`, or `vllm` without a
+    /// version (the latest of what twin ships).
+    pub fn choice(&self) -> String {
+        match &self.version {
+            Some(v) => format!("{}@{v}", self.name.key()),
+            None => self.name.key().to_string(),
+        }
+    }
 }
 
 /// A number format of a part of the model as served.

@@ -178,11 +178,7 @@ fn tables_engine(rec: &RunRecord, hw: &str) -> (Option<String>, String) {
     let own = rec.engine.name.key();
     if has(own) {
         // The nearest shipped version to the record's (`scenario::tables`).
-        let choice = match rec.engine.version.as_deref() {
-            Some(v) => format!("{own}@{v}"),
-            None => own.to_string(),
-        };
-        return (Some(choice), String::new());
+        return (Some(rec.engine.choice()), String::new());
     }
     if rec.engine.name == EngineName::Sglang && has("vllm") {
         return (
@@ -342,10 +338,7 @@ fn scenario(
     let mut sc: ServingScenario = toml::from_str(&text).map_err(|e| format!("scenario: {e}"))?;
     // With its version: the scheduler's defaults of that version (vLLM's async
     // scheduling from 0.14.0).
-    sc.engine = Some(match &rec.engine.version {
-        Some(v) => format!("{}@{v}", rec.engine.name.key()),
-        None => rec.engine.name.key().to_string(),
-    });
+    sc.engine = Some(rec.engine.choice());
     sc.seed = seed;
     sc.warmup_s = 0.0;
     sc.duration_s = sc.limits.max_duration_s;
@@ -424,12 +417,9 @@ mod tests {
     use crate::load::Base;
     use corpus::*;
 
-    /// A record's `expert_activations_fp8` (vLLM's MXFP8 MoE on B200) runs the routed
-    /// experts on FP8 activations: gpt-oss's MXFP4 experts become W4A8, which the
-    /// tables price by their `w4a8_mxfp4` rows; without it they keep BF16 (W4A16).
-    #[test]
-    fn fp8_expert_activations_reach_the_model() {
-        let rec = |fp8: Option<bool>| RunRecord {
+    /// A gpt-oss-120b record of vLLM on one B200 (its experts' activations as given).
+    fn gpt_oss(fp8: Option<bool>) -> RunRecord {
+        RunRecord {
             schema: SCHEMA.into(),
             id: "gpt-oss".into(),
             provenance: Provenance::default(),
@@ -476,7 +466,15 @@ mod tests {
                 held: Vec::new(),
             },
             measured: Default::default(),
-        };
+        }
+    }
+
+    /// A record's `expert_activations_fp8` (vLLM's MXFP8 MoE on B200) runs the routed
+    /// experts on FP8 activations: gpt-oss's MXFP4 experts become W4A8, which the
+    /// tables price by their `w4a8_mxfp4` rows; without it they keep BF16 (W4A16).
+    #[test]
+    fn fp8_expert_activations_reach_the_model() {
+        let rec = gpt_oss;
         let (base, cache) = (Base::Embedded("runs/"), Cache::default());
         let act = |fp8| {
             let m = model_of(&rec(fp8), &base, &cache).unwrap();

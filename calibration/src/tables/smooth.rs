@@ -73,9 +73,8 @@ pub fn fit(grid: &mut Grid, x: &[Vec<f64>], r: &[f64], s: Smoothing) {
 fn stencils(grid: &Grid) -> Vec<(usize, usize)> {
     let n = grid.len();
     let strides = grid.strides();
-    let axes = grid.axes.clone();
     let mut stencils = Vec::new();
-    for (d, a) in axes.iter().enumerate() {
+    for (d, a) in grid.axes.iter().enumerate() {
         if a.n < 3 {
             continue;
         }

@@ -262,8 +262,7 @@ pub fn record_of(row: &Row) -> Result<RunRecord, RowError> {
     let settings = if origin == Origin::InferenceX {
         inferencex_settings(row, engine, conc)
     } else {
-        let bs = row.batch_size.unwrap_or(0);
-        gap_analysis_settings(row, engine, bs, measured.as_deref(), &mut notes)
+        gap_analysis_settings(row, engine, measured.as_deref(), &mut notes)
     };
     let client = client(row, origin, conc, measured.as_deref(), &mut notes);
     let center = |v: f64| [(Stat::Center, v)].into_iter().collect();

@@ -174,8 +174,9 @@ pub(super) fn inferencex_settings(row: &Row, engine: EngineName, conc: u32) -> E
 }
 
 /// The server settings AIConfigurator's config generator writes for an aggregated
-/// deployment of batch `bs` per attention replica, which the gap-analysis rows are read
-/// as having run (docs/runs-corpus.md, "The gap-analysis rows"): the project is
+/// deployment of the row's batch per attention replica (`batch_size`), which the
+/// gap-analysis rows are read as having run (docs/runs-corpus.md, "The gap-analysis
+/// rows"): the project is
 /// AIConfigurator's own (`aic-auto-gap-analysis`) and its images are Dynamo's, which
 /// that generator targets. An inference, said in a note; disaggregated rows keep the
 /// engines' defaults (their prefill and decode workers were given different caps,
@@ -196,30 +197,17 @@ pub(super) fn inferencex_settings(row: &Row, engine: EngineName, conc: u32) -> E
 pub(super) fn gap_analysis_settings(
     row: &Row,
     engine: EngineName,
-    bs: u32,
     measured: Option<&str>,
     notes: &mut Vec<String>,
 ) -> EngineSettings {
     let mut s = EngineSettings::default();
+    let bs = row.batch_size.unwrap_or(0);
     if row.mode != "agg" || bs == 0 {
         return s;
     }
-    let after = |day: &str| measured.is_some_and(|d| d >= day);
+    // The step's budget of TensorRT-LLM and vLLM: the batch's decodes and one prompt.
+    let budget = bs + row.isl + 1500;
     match engine {
-        EngineName::Trtllm => {
-            let tokens = bs + row.isl + 1500;
-            s.max_running = Some(bs);
-            s.max_batched_tokens = Some(if after("2026-01-29") {
-                tokens.div_ceil(32) * 32
-            } else {
-                tokens
-            });
-            s.memory_fraction = Some(0.80);
-        }
-        EngineName::Vllm => {
-            s.max_running = Some(bs);
-            s.max_batched_tokens = Some(bs + row.isl + 1500);
-        }
         EngineName::Sglang if row.backend_version.trim() == "0.5.1.post1" => return s,
         EngineName::Sglang => {
             s.max_prefill_tokens = Some(row.isl + 1500);
@@ -230,10 +218,20 @@ pub(super) fn gap_analysis_settings(
             ));
             return s;
         }
+        EngineName::Trtllm => {
+            let rounded = measured.is_some_and(|d| d >= "2026-01-29");
+            s.max_batched_tokens = Some(if rounded {
+                budget.div_ceil(32) * 32
+            } else {
+                budget
+            });
+            s.memory_fraction = Some(0.80);
+        }
+        EngineName::Vllm => s.max_batched_tokens = Some(budget),
     }
+    s.max_running = Some(bs);
     notes.push(format!(
-        "server settings: as AIConfigurator's config generator writes them for a batch of {bs} (assumed for the gap analysis's deployments): {} running, {} tokens a step",
-        s.max_running.unwrap_or(0),
+        "server settings: as AIConfigurator's config generator writes them for a batch of {bs} (assumed for the gap analysis's deployments): {bs} running, {} tokens a step",
         s.max_batched_tokens.unwrap_or(0)
     ));
     s
