@@ -202,7 +202,9 @@ fn pricing(
 ) -> Result<Arc<(CostParams, String)>, String> {
     let (tables, why) = tables_engine(rec, &hw.name);
     let own = rec.engine.name.key();
-    let key = format!("{}|{own}|{tables:?}", hw.name);
+    // The line names the record's engine and version: they are part of the key, so
+    // that records priced in parallel read the same line whichever came first.
+    let key = format!("{}|{}|{tables:?}", hw.name, rec.engine.label());
     cached(&cache.params, &key, || {
         let mut p = scenario::cost_params(hw, None, &[], tables.as_deref(), true)
             .map_err(|e| format!("{e:#}"))?;
@@ -416,6 +418,27 @@ mod tests {
     use super::*;
     use crate::load::Base;
     use corpus::*;
+
+    /// Records priced in parallel share one cache: an SGLang record of B200, priced by
+    /// vLLM's tables whatever its version, reads a line naming its own version whichever
+    /// record was priced first (the line once came from the first one cached).
+    #[test]
+    fn a_pricing_line_names_its_own_records_version_whatever_the_order() {
+        let rec = |v: &str| {
+            let mut r = gpt_oss(None);
+            r.engine.name = EngineName::Sglang;
+            r.engine.version = Some(v.into());
+            r
+        };
+        let hw = scenario::load_hardware("b200", &[]).unwrap();
+        for order in [["0.5.9", "0.5.10"], ["0.5.10", "0.5.9"]] {
+            let cache = Cache::default();
+            for v in order {
+                let line = pricing(&rec(v), &hw, &cache).unwrap().1.clone();
+                assert!(line.contains(&format!("(record: sglang@{v})")), "{line}");
+            }
+        }
+    }
 
     /// A gpt-oss-120b record of vLLM on one B200 (its experts' activations as given).
     fn gpt_oss(fp8: Option<bool>) -> RunRecord {
