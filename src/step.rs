@@ -72,6 +72,11 @@ pub struct ForwardArgs {
     /// Replay prefill steps as CUDA graphs instead of launching kernels eagerly.
     #[arg(long)]
     pub prefill_graphs: bool,
+    /// The routed-expert kernel the deployment runs instead of the engine's usual one
+    /// (`marlin`: vLLM's `VLLM_MXFP4_USE_MARLIN=1`); where the engine's tables time it,
+    /// its arithmetic rate bounds the experts' price from below.
+    #[arg(long, value_name = "KERNEL", value_parser = str::parse::<spec::kernel::MoeKernel>)]
+    pub moe_kernel: Option<spec::kernel::MoeKernel>,
     /// Override any field: `model.engram.page_size=2MiB`, `hardware.hbm.bytes_per_s=7e12`,
     /// `cost.moe.mem_eff=0.9` (repeatable).
     #[arg(long = "set", value_name = "PATH=VALUE")]
@@ -120,6 +125,7 @@ impl ForwardArgs {
             pipeline: self.pipeline,
             eager_decode: self.eager_decode,
             prefill_graphs: self.prefill_graphs,
+            moe_kernel: self.moe_kernel,
             sets: Overrides::parse(&self.set)?,
             pricing: self.pricing.pricing(),
             isolated: self.isolated,

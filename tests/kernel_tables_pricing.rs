@@ -47,6 +47,62 @@ fn forward_prices_routed_experts_at_the_tables_moe_fit() {
     );
 }
 
+#[test]
+fn marlin_experts_are_priced_no_faster_than_marlins_arithmetic_rate() {
+    // `--moe-kernel marlin` (vLLM's VLLM_MXFP4_USE_MARLIN=1) on gpt-oss-120b, TP8 on
+    // H100 with vLLM's tables: each of the 36 MoE layers of an 8192-token prefill
+    // computes 8192 tokens x 4 experts through 2880 x (2 x 360) and 360 x 2880 (the
+    // 2880-wide experts sliced over 8 GPUs), 2 FLOPs a multiply-add, at the Marlin
+    // fit's compute efficiency of H100's BF16 rate: that floor is above the usual
+    // (Triton) kernel's price there, so it is the layer's price. A 10-request decode
+    // step is far from it: priced by the usual kernel as without the flag.
+    let hw: spec::hardware::Hardware = toml::from_str(
+        &std::fs::read_to_string(repo().join("scenarios/hardware/h100.toml")).unwrap(),
+    )
+    .unwrap();
+    let prof = shipped("h100-vllm-0.24.0");
+    let eff = prof
+        .fits
+        .iter()
+        .find(|f| {
+            f.key
+                .starts_with("vllm_compressedtensorsw4a4mxfp4moe_marlin")
+                && f.key.contains("power law 1.01")
+        })
+        .and_then(|f| f.params.get("compute_eff").copied())
+        .expect("vLLM's H100 tables time Marlin's MXFP4 experts");
+    let flops = 2.0 * 8192.0 * 4.0 * 2880.0 * 360.0 * 3.0;
+    let floor_ms = 36.0 * flops / (hw.tensor.bf16_flops_per_s * eff) * 1e3;
+    let prefill = [
+        "--phase",
+        "prefill",
+        "--requests",
+        "1",
+        "--new-tokens",
+        "8192",
+    ];
+    let usual = forward_json("vllm", &tp8("gpt-oss-120b", &prefill));
+    let mut args = tp8("gpt-oss-120b", &prefill);
+    args.extend(["--moe-kernel", "marlin"]);
+    let marlin = forward_json("vllm", &args);
+    let moe = |j: &serde_json::Value| j["breakdown_ms"]["moe"].as_f64().unwrap();
+    assert!(
+        moe(&usual) < floor_ms,
+        "{} ms, floor {floor_ms} ms",
+        moe(&usual)
+    );
+    assert!(
+        (moe(&marlin) / floor_ms - 1.0).abs() < 1e-3,
+        "{} ms, want {floor_ms} ms",
+        moe(&marlin)
+    );
+    let mut args = tp8("gpt-oss-120b", &DECODE_10_AT_2100);
+    args.extend(["--moe-kernel", "marlin"]);
+    let decode = forward_json("vllm", &args);
+    let usual = forward_json("vllm", &tp8("gpt-oss-120b", &DECODE_10_AT_2100));
+    assert_eq!(moe(&decode), moe(&usual));
+}
+
 /// `twin forward`'s JSON for `args` (on H100 with vLLM's tables).
 fn forward_json(engine: &str, args: &[&str]) -> serde_json::Value {
     let mut all = vec![

@@ -133,6 +133,10 @@ pub struct EngineSettings {
     /// activations, on FlashInfer's TensorRT-LLM kernel; absent: the engine's default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expert_activations_fp8: Option<bool>,
+    /// The routed-expert kernel the server was told to run instead of its usual one
+    /// (vLLM `VLLM_MXFP4_USE_MARLIN=1`: `marlin`; absent: the engine's default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moe_kernel: Option<spec::kernel::MoeKernel>,
 }
 
 /// The KV cache an engine serves a checkpoint of GEMM format `gemm` with when nothing

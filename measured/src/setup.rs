@@ -60,7 +60,7 @@ pub fn setup(rec: &RunRecord, base: &Base, cache: &Cache, seed: u64) -> Result<S
         scenario::load_hardware(&rec.gpu.hardware, &[]).map_err(|e| format!("{e:#}"))
     })?;
     let model = model_of(rec, base, cache)?;
-    let priced = pricing(rec, &hw, cache)?;
+    let priced = pricing(rec, &hw, &model, cache)?;
     let (mode, prefill, decode) = pools(rec, &hw, model.moe.is_some())?;
     let mut sc = scenario(rec, &hw, &model, seed)?;
     sc.serving.mode = mode;
@@ -70,6 +70,7 @@ pub fn setup(rec: &RunRecord, base: &Base, cache: &Cache, seed: u64) -> Result<S
     sc.serving.gpu_memory_utilization = rec.engine.settings.memory_fraction;
     sc.serving.scheduler_recv_interval = rec.engine.settings.scheduler_recv_interval;
     sc.serving.mixed_chunk = rec.engine.settings.mixed_chunk;
+    sc.moe_kernel = rec.engine.settings.moe_kernel;
     let workload = WorkloadConfig::bench_run(
         &format!("{}: {}", rec.client.tool, rec.id),
         client(rec, seed)?,
@@ -198,16 +199,27 @@ fn tables_engine(rec: &RunRecord, hw: &str) -> (Option<String>, String) {
 fn pricing(
     rec: &RunRecord,
     hw: &spec::hardware::Hardware,
+    model: &spec::model::Model,
     cache: &Cache,
 ) -> Result<Arc<(CostParams, String)>, String> {
     let (tables, why) = tables_engine(rec, &hw.name);
     let own = rec.engine.name.key();
     // The line names the record's engine and version: they are part of the key, so
-    // that records priced in parallel read the same line whichever came first.
-    let key = format!("{}|{}|{tables:?}", hw.name, rec.engine.label());
+    // that records priced in parallel read the same line whichever came first; an
+    // expert kernel of the record's own prices its model's experts.
+    let kernel = rec.engine.settings.moe_kernel;
+    let of_model = kernel
+        .map(|_| format!("{:?}", rec.model))
+        .unwrap_or_default();
+    let key = format!(
+        "{}|{}|{tables:?}|{kernel:?}|{of_model}",
+        hw.name,
+        rec.engine.label()
+    );
     cached(&cache.params, &key, || {
         let mut p = scenario::cost_params(hw, None, &[], tables.as_deref(), true)
             .map_err(|e| format!("{e:#}"))?;
+        scenario::apply_moe_kernel(&mut p, hw, model, kernel);
         if let Some(h) = sim::cost::host::Host::of_engine(own) {
             p.host = h;
         }
@@ -431,10 +443,11 @@ mod tests {
             r
         };
         let hw = scenario::load_hardware("b200", &[]).unwrap();
+        let model = scenario::load_model("gpt-oss-120b", &[]).unwrap();
         for order in [["0.5.9", "0.5.10"], ["0.5.10", "0.5.9"]] {
             let cache = Cache::default();
             for v in order {
-                let line = pricing(&rec(v), &hw, &cache).unwrap().1.clone();
+                let line = pricing(&rec(v), &hw, &model, &cache).unwrap().1.clone();
                 assert!(line.contains(&format!("(record: sglang@{v})")), "{line}");
             }
         }

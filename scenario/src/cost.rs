@@ -112,6 +112,27 @@ pub fn cost_params(
     Ok(params)
 }
 
+/// The deployment's own routed-expert kernel (a scenario's `moe_kernel`) put into
+/// `params`, said in the cost model's line: where the engine's tables time it, its
+/// arithmetic rate bounds the experts' price from below.
+pub fn apply_moe_kernel(
+    params: &mut CostParams,
+    hardware: &Hardware,
+    model: &spec::model::Model,
+    kernel: Option<spec::kernel::MoeKernel>,
+) {
+    let Some(k) = kernel else { return };
+    params.moe_kernel = Some(k);
+    let line = match &params.tables {
+        Some(t) => t.moe_kernel_line(model, hardware, k),
+        None => format!(
+            "moe_kernel {}: twin's own kernel model prices the experts (an engine's tables time the kernels)",
+            k.name()
+        ),
+    };
+    params.source = format!("{}; {line}", params.source);
+}
+
 /// Puts the hardware file's `[cost]` (its values, in-situ terms' source and spread)
 /// into `params`; returns the cost model's line so far.
 fn apply_hardware_cost(hardware: &Hardware, params: &mut CostParams) -> Result<String> {

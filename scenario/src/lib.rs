@@ -26,7 +26,7 @@ pub mod step;
 pub mod tables;
 pub mod trace_formats;
 
-pub use cost::cost_params;
+pub use cost::{apply_moe_kernel, cost_params};
 pub use request::{Overrides, Pricing, RunRequest, TraceSource};
 pub use resolve::{
     read_trace_within, resolve, resolve_parts, resolve_with_trace, step_prices, trace_fit, Parts,

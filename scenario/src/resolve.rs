@@ -187,6 +187,7 @@ pub fn step_prices(
             params.source = format!("{}; {words}", params.source);
         }
     }
+    super::cost::apply_moe_kernel(&mut params, hardware, model, sc.moe_kernel);
     memory_knob(sc, &mut params)?;
     Ok(params)
 }

@@ -38,6 +38,8 @@ pub struct StepRequest {
     pub pipeline: Pipeline,
     pub eager_decode: bool,
     pub prefill_graphs: bool,
+    /// The deployment's own routed-expert kernel (`--moe-kernel`).
+    pub moe_kernel: Option<spec::kernel::MoeKernel>,
     /// Overrides of the hardware, model and cost (`--set`).
     pub sets: Overrides,
     pub pricing: Pricing,
@@ -263,6 +265,7 @@ fn load(req: &StepRequest, sets: &Overrides) -> Result<(Hardware, Model, CostPar
     if req.isolated {
         params.in_situ = sim::cost::insitu::InSitu::isolated();
     }
+    super::cost::apply_moe_kernel(&mut params, &hardware, &model, req.moe_kernel);
     Ok((hardware, model, params))
 }
 

@@ -8,6 +8,7 @@ pub mod call;
 pub mod dtype;
 pub mod hardware;
 pub mod insitu;
+pub mod kernel;
 pub mod live_model;
 pub mod model;
 pub mod problem;

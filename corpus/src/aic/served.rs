@@ -124,11 +124,19 @@ pub(super) fn inferencex_settings(row: &Row, engine: EngineName, conc: u32) -> E
         }
         // `max-num-batched-tokens: 8192`; gpt-oss on B200 also exports
         // `VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1` (`gptoss_fp4_b200.sh`, every version
-        // from eb282d8f of 2025-09-27): its MXFP4 experts take MXFP8 activations.
+        // from eb282d8f of 2025-09-27): its MXFP4 experts take MXFP8 activations. On
+        // H100 and H200 the scripts export `VLLM_MXFP4_USE_MARLIN=1` from 4e52ed4c of
+        // 2026-01-02 (PR #327, with the move to vLLM 0.13.0): the experts run Marlin's
+        // kernels, not the Triton ones vLLM picks by default there.
         ("openai/gpt-oss-120b", EngineName::Vllm) => {
             s.max_batched_tokens = Some(8192);
             if row.system == "b200_sxm" {
                 s.expert_activations_fp8 = Some(true);
+            }
+            if matches!(row.system.as_str(), "h100_sxm" | "h200_sxm")
+                && version_at_least(&row.backend_version, (0, 13))
+            {
+                s.moe_kernel = Some(spec::kernel::MoeKernel::Marlin);
             }
         }
         ("meta-llama/Llama-3.1-70B", EngineName::Vllm) => {
@@ -171,6 +179,16 @@ pub(super) fn inferencex_settings(row: &Row, engine: EngineName, conc: u32) -> E
         _ => {}
     }
     s
+}
+
+/// Whether a row's engine version (`0.18.0`) is `at` (major, minor) or later; rows
+/// without a version ran before the dated scripts that need it.
+fn version_at_least(version: &str, at: (u32, u32)) -> bool {
+    let mut parts = version.trim().split('.').map(|p| p.parse::<u32>());
+    match (parts.next(), parts.next()) {
+        (Some(Ok(major)), Some(Ok(minor))) => (major, minor) >= at,
+        _ => false,
+    }
 }
 
 /// The server settings AIConfigurator's config generator writes for an aggregated

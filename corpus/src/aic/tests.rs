@@ -75,6 +75,34 @@ fn an_inferencex_gpt_oss_vllm_b200_row_carries_its_scripts_experts_and_kv() {
     );
 }
 
+/// InferenceX's gpt-oss vLLM scripts for H100 and H200 export `VLLM_MXFP4_USE_MARLIN=1`
+/// from their move to vLLM 0.13.0 (2026-01-02): rows of a 0.13-or-later image run
+/// Marlin's expert kernels; rows of an older image or none, B200's rows and
+/// TensorRT-LLM's keep the engine's default.
+#[test]
+fn inferencex_gpt_oss_vllm_hopper_rows_from_0_13_run_marlin_experts() {
+    let row = |id: &str, system: &str, version: &str, ttft: u32| {
+        format!("{id},source_file=2026-03-25.csv; model=GPT-OSS-120B; silicon_concurrency=8; measured=2026-03-27T00:00:00Z; wip=False,vllm,{version},openai/gpt-oss-120b,{system},fp4,agg,1024,1024,nvfp4,nvfp4,8,2,1,1,2,1,,,,,,,,,,,,,,,{ttft}.0,5.0")
+    };
+    let text = csv(&[
+        &row("a_c8_tp2_ep1_1", "h100_sxm", "0.18.0", 100),
+        &row("b_c8_tp2_ep1_2", "h200_sxm", "0.13.0", 110),
+        &row("c_c8_tp2_ep1_3", "h200_sxm", "0.11.2", 120),
+        &row("d_c8_tp2_ep1_4", "h100_sxm", "", 130),
+        &row("e_c8_tp2_ep1_5", "b200_sxm", "0.18.0", 140),
+        &row("f_c8_tp2_ep1_6", "h200_sxm", "0.18.0", 150).replace(",vllm,", ",trtllm,"),
+    ]);
+    let imp = import(&text).unwrap();
+    assert!(imp.refused.is_empty(), "{:?}", imp.refused);
+    let got: Vec<Option<spec::kernel::MoeKernel>> = imp
+        .records
+        .iter()
+        .map(|r| r.engine.settings.moe_kernel)
+        .collect();
+    let marlin = Some(spec::kernel::MoeKernel::Marlin);
+    assert_eq!(got, [marlin, marlin, None, None, None, None]);
+}
+
 /// InferenceX's Qwen3.5 SGLang scripts for Blackwell take new requests every 30
 /// decode steps from 16 users up and every 10 below; the H200 script every step.
 #[test]

@@ -179,6 +179,11 @@ pub struct CostParams {
     /// tabled prices are multiplied by; 1 outside a band.
     #[serde(skip)]
     pub table_draw: super::tables::TableDraw,
+    /// The routed-expert kernel the deployment runs instead of the engine's usual one
+    /// for the experts' format (a scenario's `moe_kernel`): where the tables time it,
+    /// its arithmetic rate bounds the experts' price from below.
+    #[serde(skip)]
+    pub moe_kernel: Option<spec::kernel::MoeKernel>,
 }
 
 impl Default for CostParams {
@@ -277,6 +282,7 @@ impl Default for CostParams {
             spread: super::spread::Spread::default(),
             tables: None,
             table_draw: Default::default(),
+            moe_kernel: None,
         }
     }
 }

@@ -32,6 +32,12 @@ pub struct ServingScenario {
     /// kernel model. `--engine` wins.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine: Option<String>,
+    /// The routed-expert kernel the deployment runs instead of the engine's usual one
+    /// for the experts' format (`"marlin"`: vLLM's `VLLM_MXFP4_USE_MARLIN=1`); where the
+    /// engine's tables time it, its arithmetic rate bounds the experts' price from
+    /// below. Absent: the engine's usual kernel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moe_kernel: Option<spec::kernel::MoeKernel>,
     /// Overrides of the workload's fields, `PATH = VALUE` as with `--set workload.PATH`
     /// (for example `agentx.sessions = 256`); a command line `--set` wins.
     #[serde(default)]

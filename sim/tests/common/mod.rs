@@ -154,6 +154,7 @@ pub fn scenario(
         model: "tiny-moe".into(),
         workload: "test".into(),
         engine: None,
+        moe_kernel: None,
         workload_set: Vec::new(),
         seed: 1,
         duration_s,

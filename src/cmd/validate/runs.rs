@@ -542,7 +542,8 @@ fn server_settings(
         sc.serving.async_scheduling = Some(!off);
     }
     if si.enable_mixed_chunk == Some(true) {
-        notes.push("server_info: enable_mixed_chunk is on, which twin's SGLang scheduler does not model (its prefill steps run alone)".into());
+        sc.serving.mixed_chunk = Some(true);
+        notes.push("server_info: enable_mixed_chunk on (serving.mixed_chunk)".into());
     }
     if let Some(v) = &si.version {
         notes.push(format!("server_info: SGLang {v}"));
@@ -612,4 +613,42 @@ fn run_bench_summary(a: &BenchValidateArgs, text: &str, origin: &str) -> Result<
     }
     println!("not compared: {missing}");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::server_settings;
+    use std::io::Read;
+
+    /// An SGLang result file whose server ran `--enable-mixed-chunk` runs its decodes
+    /// beside its prefills (`serving.mixed_chunk`), said in a note; one without keeps
+    /// the scenario's.
+    #[test]
+    fn an_sglang_files_mixed_chunk_is_taken() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut text = String::new();
+        flate2::read::GzDecoder::new(
+            std::fs::File::open(
+                root.join("tests/fixtures/bench/sglang-llama31-70b-h100-tp8-in1024-c100.jsonl.gz"),
+            )
+            .unwrap(),
+        )
+        .read_to_string(&mut text)
+        .unwrap();
+        let scenario =
+            std::fs::read_to_string(root.join("scenarios/h100-llama-3.1-70b-tp8.toml")).unwrap();
+        for (on, want) in [(false, None), (true, Some(true))] {
+            let file = text.replace(
+                "\"enable_mixed_chunk\": false",
+                &format!("\"enable_mixed_chunk\": {on}"),
+            );
+            let bench = live::bench::Bench::parse(&file, "fixture").unwrap();
+            let mut sc: sim::serving::ServingScenario = toml::from_str(&scenario).unwrap();
+            let mut notes = Vec::new();
+            server_settings(&bench, &mut sc, &mut notes);
+            assert_eq!(sc.serving.mixed_chunk, want, "{notes:?}");
+            let said = notes.iter().any(|n| n.contains("enable_mixed_chunk"));
+            assert_eq!(said, on, "{notes:?}");
+        }
+    }
 }

@@ -72,8 +72,13 @@ impl AnalyticCostModel {
     /// tokens routed over `expert_ranks` GPUs, experts sliced over the rest of the
     /// tensor-parallel GPUs, under the tables' power-law load (`skewed`,
     /// AIConfigurator's default) or a balanced one. twin's experts are gated (gate and
-    /// up, then down).
-    fn experts_table(&self, skewed: bool) -> Option<(&Fit, impl Fn(f64) -> Shape + '_)> {
+    /// up, then down). With the deployment's own expert kernel (`moe_kernel`) where
+    /// the tables time it too, that kernel's fit beside: its arithmetic rate bounds the
+    /// price from below (`Fit::compute_floor`).
+    fn experts_table(
+        &self,
+        skewed: bool,
+    ) -> Option<(&Fit, Option<&Fit>, impl Fn(f64) -> Shape + '_)> {
         let t = self.params.tables.as_ref()?;
         let m = self.model.moe.as_ref()?;
         let c = &self.compiled;
@@ -81,6 +86,11 @@ impl AnalyticCostModel {
         let format = t.deployed_experts_format(format, &self.hardware);
         let skew = if skewed { DEPLOYED_MOE_SKEW } else { 0.0 };
         let fit = t.moe_fit(format, skew, true)?;
+        let own = self
+            .params
+            .moe_kernel
+            .and_then(|k| t.moe_kernel_fit(format, skew, true, k))
+            .filter(|f| f.key != fit.key);
         let shape = move |tokens: f64| Shape::Moe {
             kernel: String::new(),
             format,
@@ -94,7 +104,7 @@ impl AnalyticCostModel {
             skew,
             gated: true,
         };
-        Some((fit, shape))
+        Some((fit, own, shape))
     }
 
     /// The routed experts and the dispatch/combine of one MoE layer when the group
@@ -136,11 +146,17 @@ impl AnalyticCostModel {
                 .experts(phase == Phase::Decode, skewed, group_tokens, || {
                     let (s, b) = self.experts_gemms(phase, touched, hot / touched.max(1e-9));
                     match &tabled {
-                        Some((fit, shape)) => (
-                            fit.price(&self.hardware, &shape(group_tokens))
-                                * self.params.table_draw.moe,
-                            b,
-                        ),
+                        Some((fit, own, shape)) => {
+                            let shape = shape(group_tokens);
+                            let floor = own
+                                .and_then(|o| o.compute_floor(&self.hardware, &shape))
+                                .unwrap_or(0.0);
+                            (
+                                fit.price(&self.hardware, &shape).max(floor)
+                                    * self.params.table_draw.moe,
+                                b,
+                            )
+                        }
                         None => (s, b),
                     }
                 });

@@ -20,6 +20,40 @@ pub struct Borrowed {
 }
 
 impl KernelTables {
+    /// How the deployment's own expert kernel `kernel` prices `model`'s routed experts
+    /// on `hw`, in words for the cost model's line: the fit whose arithmetic rate bounds
+    /// the price from below, or that the tables time no such kernel for the experts'
+    /// format (then their usual kernel prices them alone).
+    pub fn moe_kernel_line(
+        &self,
+        model: &spec::model::Model,
+        hw: &Hardware,
+        kernel: spec::kernel::MoeKernel,
+    ) -> String {
+        let name = kernel.name();
+        let Some(m) = &model.moe else {
+            return format!("moe_kernel {name}: the model has no routed experts");
+        };
+        let Some(format) = Format::of_experts(m.weight_dtype, m.scale_block, m.activation_dtype)
+        else {
+            return format!("moe_kernel {name}: the tables time no experts of this format");
+        };
+        let format = self.deployed_experts_format(format, hw);
+        let usual = self.moe_fit(format, 0.0, true).map(|f| f.key.clone());
+        match self.moe_kernel_fit(format, 0.0, true, kernel) {
+            Some(f) if Some(&f.key) != usual.as_ref() => format!(
+                "routed experts on {name}: its arithmetic rate (compute_eff {:.3} of the {} fit) bounds their price from below",
+                f.params.get("compute_eff").copied().unwrap_or(f64::NAN),
+                f.key.split(", ").next().unwrap_or(&f.key)
+            ),
+            Some(_) => format!("routed experts on {name}, the tables' usual kernel for {} experts", format.name()),
+            None => format!(
+                "moe_kernel {name}: the tables time no {name} kernel for {} experts; their usual kernel prices them",
+                format.name()
+            ),
+        }
+    }
+
     /// The format the engine runs a model's routed experts of `format` in on `hw`:
     /// TensorRT-LLM quantises the activations of MXFP4 experts to MXFP8 on Blackwell
     /// (GPUs with FP4 tensor cores); its BF16-activation path is Hopper's

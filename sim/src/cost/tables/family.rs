@@ -191,6 +191,27 @@ impl Shape {
         }
     }
 
+    /// An MoE shard's useful arithmetic, FLOPs: its token-expert pairs (tokens x top-k
+    /// over the expert ranks) through one expert's slice (gate and up, then down; two
+    /// matrices where not gated), without padding. `None` for other shapes.
+    pub fn moe_flops(&self) -> Option<f64> {
+        let Shape::Moe {
+            tokens,
+            hidden,
+            inter,
+            top_k,
+            tp,
+            ep,
+            gated,
+            ..
+        } = *self
+        else {
+            return None;
+        };
+        let matrices = if gated { 3.0 } else { 2.0 };
+        Some(2.0 * tokens * top_k / ep.max(1.0) * hidden * inter / tp.max(1.0) * matrices)
+    }
+
     /// The fit this shape belongs to within its family: physics parameters and
     /// correction are fitted per key.
     pub fn key(&self) -> String {

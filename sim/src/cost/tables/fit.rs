@@ -177,6 +177,18 @@ impl Fit {
         self.physics(hw, shape) * (self.correction.at(&x) + self.sweep_at(&x)).exp()
     }
 
+    /// The time an MoE shard's useful arithmetic takes at this fit's compute
+    /// efficiency (`compute_eff` of the format's tensor rate), seconds: the floor the
+    /// kernel's arithmetic rate sets at large batches, without its memory side,
+    /// padding or fixed costs. `None` for other families.
+    pub fn compute_floor(&self, hw: &Hardware, shape: &Shape) -> Option<f64> {
+        let Shape::Moe { format, .. } = *shape else {
+            return None;
+        };
+        let eff = *self.params.get("compute_eff")?;
+        Some(shape.moe_flops()? / (format.rate(hw) * eff))
+    }
+
     /// The sweep correction at `x`, 0 where the configuration was not measured.
     pub fn sweep_at(&self, x: &[f64]) -> f64 {
         let Some(axis) = self.family.sweep_axis() else {

@@ -111,6 +111,30 @@ impl KernelTables {
         self.filed(&idx.moe, &(format, (skew * 100.0).round() as i64, gated))
     }
 
+    /// The MoE fit of `format`, load and gating whose kernel is `kernel` (its key's
+    /// kernel part names it), of several such the one with the most rows; `None` where
+    /// the tables did not time that kernel.
+    pub fn moe_kernel_fit(
+        &self,
+        format: Format,
+        skew: f64,
+        gated: bool,
+        kernel: spec::kernel::MoeKernel,
+    ) -> Option<&Fit> {
+        let want = (format, (skew * 100.0).round() as i64, gated);
+        let rows = |f: &Fit| f.fit.rows + f.check.rows;
+        self.fits
+            .iter()
+            .filter(|f| f.family == Family::Moe && moe_key(&f.key) == Some(want))
+            .filter(|f| {
+                f.key
+                    .rsplitn(4, ", ")
+                    .nth(3)
+                    .is_some_and(|k| k.to_lowercase().contains(kernel.name()))
+            })
+            .max_by_key(|f| rows(f))
+    }
+
     /// The attention fit of `key`: of its kernels, the one with the most rows.
     pub fn attention_fit(&self, key: &AttnKey) -> Option<&Fit> {
         let idx = self.index.get_or_init(|| self.build_index());
