@@ -137,6 +137,13 @@ pub struct EngineSettings {
     /// (vLLM `VLLM_MXFP4_USE_MARLIN=1`: `marlin`; absent: the engine's default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub moe_kernel: Option<spec::kernel::MoeKernel>,
+    /// Most decode steps the scheduler holds ready prompts back for a fuller context
+    /// batch, and the share of the step's budget that ends the wait at once
+    /// (TensorRT-LLM `batch_wait_timeout_iters`, `batch_wait_max_tokens_ratio`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_wait_iters: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_wait_tokens_ratio: Option<f64>,
 }
 
 /// The KV cache an engine serves a checkpoint of GEMM format `gemm` with when nothing

@@ -71,6 +71,8 @@ pub fn setup(rec: &RunRecord, base: &Base, cache: &Cache, seed: u64) -> Result<S
     sc.serving.scheduler_recv_interval = rec.engine.settings.scheduler_recv_interval;
     sc.serving.mixed_chunk = rec.engine.settings.mixed_chunk;
     sc.moe_kernel = rec.engine.settings.moe_kernel;
+    sc.serving.batch_wait_iters = rec.engine.settings.batch_wait_iters;
+    sc.serving.batch_wait_tokens_ratio = rec.engine.settings.batch_wait_tokens_ratio;
     let workload = WorkloadConfig::bench_run(
         &format!("{}: {}", rec.client.tool, rec.id),
         client(rec, seed)?,

@@ -150,6 +150,40 @@ fn trtllm_schedules_prompts_whole_after_the_generation_requests() {
 }
 
 #[test]
+fn trtllm_batch_waiting_holds_prompts_while_requests_decode() {
+    // r0 (600) at 0 ms, r1 (300) at 5 ms, 8 output tokens each; TensorRT-LLM, steps
+    // formed when the last ends. Step 1: r0 alone (nothing decodes: no wait). With
+    // `batch_wait_iters` 2: steps 2 and 3 hold r1 back and decode r0 alone (count 1,
+    // 2); step 4 has waited 2 and takes r1 beside r0's decode.
+    let trace = two_prompts(5);
+    let mut p = mixed(SchedulerChoice::Trtllm, Some(false));
+    p.serving.decode.max_batch_per_rank = 8;
+    p.serving.batch_wait_iters = Some(2);
+    let s = schedule(&p, &trace_workload(), &trace, 4);
+    assert_eq!(s, vec![(600, 1, 0), (0, 0, 1), (0, 0, 1), (300, 1, 1)]);
+    // A ratio the step reaches ends the wait at once: r1's 300 and r0's 1 token are
+    // 301 of the 1000-token budget, at least 0.3 of it; 0.5 of it holds as before.
+    p.serving.batch_wait_tokens_ratio = Some(0.3);
+    let s = schedule(&p, &trace_workload(), &trace, 2);
+    assert_eq!(s, vec![(600, 1, 0), (300, 1, 1)]);
+    p.serving.batch_wait_tokens_ratio = Some(0.5);
+    let s = schedule(&p, &trace_workload(), &trace, 4);
+    assert_eq!(s, vec![(600, 1, 0), (0, 0, 1), (0, 0, 1), (300, 1, 1)]);
+    // Without it, step 2 takes r1 at once.
+    p.serving.batch_wait_iters = None;
+    p.serving.batch_wait_tokens_ratio = None;
+    let s = schedule(&p, &trace_workload(), &trace, 2);
+    assert_eq!(s, vec![(600, 1, 0), (300, 1, 1)]);
+    // A ratio outside [0, 1] is refused by name.
+    p.serving.batch_wait_tokens_ratio = Some(1.5);
+    let problems: Vec<String> = p.problems().iter().map(|x| x.to_string()).collect();
+    assert_eq!(
+        problems,
+        ["serving.batch_wait_tokens_ratio: must be 0 to 1, got 1.5"]
+    );
+}
+
+#[test]
 fn a_step_formed_ahead_leaves_a_request_that_arrives_during_it_for_the_next() {
     // r0 at 0 ms; r1 arrives at 5 ms, while step 1 (10.6 ms: r0's 600 tokens) runs.
     let trace = two_prompts(5);

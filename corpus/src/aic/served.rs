@@ -142,7 +142,17 @@ pub(super) fn inferencex_settings(row: &Row, engine: EngineName, conc: u32) -> E
         ("meta-llama/Llama-3.1-70B", EngineName::Vllm) => {
             s.max_batched_tokens = Some(8192);
         }
-        ("meta-llama/Llama-3.1-70B", EngineName::Trtllm) => s.max_batched_tokens = Some(16384),
+        // `--max_num_tokens 16384`; at 1k/1k below TP8 the scripts' config also holds
+        // prompts back for a fuller batch (`batch_wait_timeout_iters: 20`,
+        // `batch_wait_max_tokens_ratio: 0.9`, `70b_fp{8,4}_{h200,b200}_trt_*.sh` from
+        // 1b563c85 of 2025-09-18 until their removal on 2025-10-29, the rows' date).
+        ("meta-llama/Llama-3.1-70B", EngineName::Trtllm) => {
+            s.max_batched_tokens = Some(16384);
+            if row.isl == 1024 && row.osl == 1024 && row.tp_size.is_some_and(|t| t < 8) {
+                s.batch_wait_iters = Some(20);
+                s.batch_wait_tokens_ratio = Some(0.9);
+            }
+        }
         // `gptoss_fp4_{b200,h200}_trt.sh` (InferenceX 34bc7c40 and 187f5756): `--max_num_tokens
         // 20000`, `free_gpu_memory_fraction: 0.85`; its running cap (`--max_batch_size`
         // 512 on B200, the concurrency on H200) never binds a closed loop of at most 512.

@@ -103,6 +103,41 @@ fn inferencex_gpt_oss_vllm_hopper_rows_from_0_13_run_marlin_experts() {
     assert_eq!(got, [marlin, marlin, None, None, None, None]);
 }
 
+/// InferenceX's Llama-70B TensorRT-LLM scripts hold prompts back for a fuller batch at
+/// 1k/1k below TP8 (20 iterations, 0.9 of `max_num_tokens` 16384); other lengths, TP8
+/// and vLLM's rows do not.
+#[test]
+fn inferencex_llama_70b_trtllm_1k1k_rows_below_tp8_wait_for_a_batch() {
+    let row = |id: &str, engine: &str, isl: u32, osl: u32, tp: u32, ttft: u32| {
+        format!("{id}_c8_tp{tp}_ep1_{ttft},source_file=2026-03-25.csv; model=Llama-3.3-70B-Instruct-FP8; silicon_concurrency=8; measured=2025-10-29T00:00:00Z; wip=False,{engine},,meta-llama/Llama-3.1-70B,h200_sxm,fp8,agg,{isl},{osl},fp8,,8,{tp},1,1,1,1,,,,,,,,,,,,,,,{ttft}.0,5.0")
+    };
+    let text = csv(&[
+        &row("a", "trtllm", 1024, 1024, 4, 100),
+        &row("b", "trtllm", 1024, 1024, 8, 110),
+        &row("c", "trtllm", 1024, 8192, 4, 120),
+        &row("d", "vllm", 1024, 1024, 4, 130),
+    ]);
+    let imp = import(&text).unwrap();
+    assert!(imp.refused.is_empty(), "{:?}", imp.refused);
+    let got: Vec<(Option<u32>, Option<f64>)> = imp
+        .records
+        .iter()
+        .map(|r| {
+            let s = &r.engine.settings;
+            (s.batch_wait_iters, s.batch_wait_tokens_ratio)
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (Some(20), Some(0.9)),
+            (None, None),
+            (None, None),
+            (None, None)
+        ]
+    );
+}
+
 /// InferenceX's Qwen3.5 SGLang scripts for Blackwell take new requests every 30
 /// decode steps from 16 users up and every 10 below; the H200 script every step.
 #[test]

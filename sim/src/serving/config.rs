@@ -220,6 +220,18 @@ pub struct ServingConfig {
     /// engine waits in its queue until the next take. Absent or 1: every step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scheduler_recv_interval: Option<u32>,
+    /// Most decode steps the scheduler holds ready prompts back, waiting for a fuller
+    /// context batch, while requests are decoding (TensorRT-LLM's
+    /// `batch_wait_timeout_iters`): a step that would take prompts runs its decodes
+    /// alone until it has waited this many steps or the prompts and decodes reach
+    /// `batch_wait_tokens_ratio` of the step's token budget. Absent or 0: no wait.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_wait_iters: Option<u32>,
+    /// The share of the step's token budget whose prompt and decode tokens end a batch
+    /// wait at once, in [0, 1] (TensorRT-LLM's `batch_wait_max_tokens_ratio`; 0: only
+    /// `batch_wait_iters` ends it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_wait_tokens_ratio: Option<f64>,
     /// GPUs the deployment may occupy, e.g. 72 for one GB300 NVL72 rack: the pools the
     /// mode runs (instances x DEP each) must fit in them. Unset: no budget is checked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -637,6 +649,49 @@ impl SloConfig {
     }
 }
 
+impl ServingConfig {
+    /// Problems with the engine knobs of the serving section: the front end, the
+    /// receive interval, batch waiting and the prefix cache's block.
+    fn knob_problems(&self, p: &mut Vec<Problem>) {
+        if let Some(f) = self.frontend_s {
+            check_num(p, f, f >= 0.0, "serving.frontend_s", "must be >= 0");
+        }
+        if let Some(n) = self.scheduler_recv_interval {
+            check(
+                p,
+                (1..=MAX_RECV_INTERVAL).contains(&n),
+                "serving.scheduler_recv_interval",
+                &format!("must be 1 to {MAX_RECV_INTERVAL} decode steps"),
+            );
+        }
+        if let Some(n) = self.batch_wait_iters {
+            check(
+                p,
+                n <= MAX_RECV_INTERVAL,
+                "serving.batch_wait_iters",
+                &format!("must be 0 to {MAX_RECV_INTERVAL} decode steps"),
+            );
+        }
+        if let Some(r) = self.batch_wait_tokens_ratio {
+            check_num(
+                p,
+                r,
+                (0.0..=1.0).contains(&r),
+                "serving.batch_wait_tokens_ratio",
+                "must be 0 to 1",
+            );
+        }
+        if let Some(b) = self.kv_block_tokens {
+            check(
+                p,
+                (1..=MAX_KV_BLOCK_TOKENS).contains(&b),
+                "serving.kv_block_tokens",
+                &format!("must be 1 to {MAX_KV_BLOCK_TOKENS} tokens"),
+            );
+        }
+    }
+}
+
 impl ServingScenario {
     /// Every problem with the scenario, each with its field path; empty when valid.
     pub fn problems(&self) -> Vec<Problem> {
@@ -660,25 +715,7 @@ impl ServingScenario {
         }
         self.serving.kv_transfer.problems(&mut p);
         self.serving.mtp.problems(&mut p);
-        if let Some(f) = self.serving.frontend_s {
-            check_num(&mut p, f, f >= 0.0, "serving.frontend_s", "must be >= 0");
-        }
-        if let Some(n) = self.serving.scheduler_recv_interval {
-            check(
-                &mut p,
-                (1..=MAX_RECV_INTERVAL).contains(&n),
-                "serving.scheduler_recv_interval",
-                &format!("must be 1 to {MAX_RECV_INTERVAL} decode steps"),
-            );
-        }
-        if let Some(b) = self.serving.kv_block_tokens {
-            check(
-                &mut p,
-                (1..=MAX_KV_BLOCK_TOKENS).contains(&b),
-                "serving.kv_block_tokens",
-                &format!("must be 1 to {MAX_KV_BLOCK_TOKENS} tokens"),
-            );
-        }
+        self.serving.knob_problems(&mut p);
         self.slo.problems(&mut p);
         self.limits.problems(&mut p);
         check_num(

@@ -162,6 +162,9 @@ pub(crate) struct Group {
     /// took them (`serving.scheduler_recv_interval`).
     pub recv_count: u32,
     pub recv_ns: u64,
+    /// Steps the scheduler has held ready prompts back for a fuller context batch
+    /// (`serving.batch_wait_iters`).
+    pub batch_wait_count: u32,
     pub try_pending: bool,
     /// The current step's prefill work: (rank, request, chunk tokens).
     pub step_prefill: Vec<(u32, ReqId, u32)>,
@@ -189,6 +192,7 @@ impl Group {
             last_start_ns: 0,
             recv_count: 0,
             recv_ns: 0,
+            batch_wait_count: 0,
             try_pending: false,
             step_prefill: Vec::new(),
             decode_in_step: false,

@@ -90,13 +90,46 @@ impl Rack<'_> {
         cutoff: u64,
         cost: &mut StepCost,
     ) -> (bool, bool) {
-        let prefill = role != Role::Decode && self.form_prefill(g, cutoff);
+        let prefill = role != Role::Decode && self.form_prefill(g, cutoff) && !self.batch_waits(g);
         let pauses = prefill && self.pools.pool_of(g).prefill_pauses_decode();
         let decode = role != Role::Prefill && !pauses && self.form_decode(g);
         if prefill || decode {
             *cost = self.price_work(g, prefill, decode);
         }
         (prefill, decode)
+    }
+
+    /// Whether the scheduler holds the prompts `form_prefill` just took back for a
+    /// fuller context batch (TensorRT-LLM's batch waiting, `PyExecutor._waiting_requests`:
+    /// only while requests are decoding): until it has held them
+    /// `serving.batch_wait_iters` steps, or their prompt tokens and the decode tokens
+    /// reach `serving.batch_wait_tokens_ratio` of the step's budget. Held, the step's
+    /// prefill work is dropped and the count goes up; released, the count restarts.
+    fn batch_waits(&mut self, g: GroupId) -> bool {
+        let serving = &self.sc.serving;
+        let iters = serving.batch_wait_iters.unwrap_or(0);
+        let ratio = serving.batch_wait_tokens_ratio.unwrap_or(0.0);
+        if iters == 0 && ratio <= 0.0 {
+            return false;
+        }
+        let budget = self.pools.pool_of(g).cfg.chunk_tokens_per_rank as f64;
+        let per_decode = 1 + self.mtp.draft_tokens as u64;
+        let grp = self.pools.group_mut(g);
+        let decoding: u64 = grp.ranks.iter().map(|r| r.dec.n as u64).sum();
+        if decoding == 0 {
+            return false;
+        }
+        // Per rank, as each rank's scheduler counts its own step.
+        let ranks = grp.ranks.len().max(1) as f64;
+        let prompts: u64 = grp.step_prefill.iter().map(|w| w.2 as u64).sum();
+        let tokens = (prompts + decoding * per_decode) as f64 / ranks;
+        if grp.batch_wait_count >= iters || (ratio > 0.0 && tokens >= ratio * budget) {
+            grp.batch_wait_count = 0;
+            return false;
+        }
+        grp.batch_wait_count += 1;
+        grp.step_prefill.clear();
+        true
     }
 
     /// The cost model's price of the step `form_prefill` and `form_decode` formed:

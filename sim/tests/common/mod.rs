@@ -173,6 +173,8 @@ pub fn scenario(
             frontend_s: None,
             scheduler_recv_interval: None,
             mixed_chunk: None,
+            batch_wait_iters: None,
+            batch_wait_tokens_ratio: None,
             gpus: None,
         },
         router: RouterConfig::default(),
