@@ -163,40 +163,6 @@ fn imported(rec: &RunRecord, base: &Base) -> Result<spec::model::Model, String> 
     Ok(model)
 }
 
-/// The engine (with the record's version, whose nearest shipped tables price it) whose
-/// shipped kernel tables price a record's kernels on `hw`, and why: its own where
-/// shipped; SGLang's runs without SGLang tables on vLLM's (both run
-/// FlashInfer/FlashAttention attention and CUTLASS/DeepGEMM GEMMs); else twin's own
-/// kernel model.
-fn tables_engine(rec: &RunRecord, hw: &str) -> (Option<String>, String) {
-    let shipped = scenario::tables::shipped();
-    let from = scenario::load_hardware(hw, &[])
-        .ok()
-        .and_then(|h| h.kernels_from.clone());
-    let has = |e: &str| {
-        shipped
-            .iter()
-            .any(|(h, en, _)| (h == hw || Some(h) == from.as_ref()) && en == e)
-    };
-    let own = rec.engine.name.key();
-    if has(own) {
-        // The nearest shipped version to the record's (`scenario::tables`).
-        return (Some(rec.engine.choice()), String::new());
-    }
-    if rec.engine.name == EngineName::Sglang && has("vllm") {
-        return (
-            Some("vllm".into()),
-            "; no SGLang kernel tables of this GPU are shipped: vLLM's price its kernels".into(),
-        );
-    }
-    (
-        None,
-        format!(
-            "; no {own} kernel tables of {hw} are shipped: twin's own kernel model prices them"
-        ),
-    )
-}
-
 /// The record's cost parameters and the line that says what they are.
 fn pricing(
     rec: &RunRecord,
@@ -204,7 +170,9 @@ fn pricing(
     model: &spec::model::Model,
     cache: &Cache,
 ) -> Result<Arc<(CostParams, String)>, String> {
-    let (tables, why) = tables_engine(rec, &hw.name);
+    // The engine's tables, the nearest shipped version to the record's (SGLang's by
+    // vLLM's where it has none: `scenario::tables::engine_tables`, which says so).
+    let tables = rec.engine.choice();
     let own = rec.engine.name.key();
     // The line names the record's engine and version: they are part of the key, so
     // that records priced in parallel read the same line whichever came first; an
@@ -213,13 +181,9 @@ fn pricing(
     let of_model = kernel
         .map(|_| format!("{:?}", rec.model))
         .unwrap_or_default();
-    let key = format!(
-        "{}|{}|{tables:?}|{kernel:?}|{of_model}",
-        hw.name,
-        rec.engine.label()
-    );
+    let key = format!("{}|{tables}|{kernel:?}|{of_model}", hw.name);
     cached(&cache.params, &key, || {
-        let mut p = scenario::cost_params(hw, None, &[], tables.as_deref(), true)
+        let mut p = scenario::cost_params(hw, None, &[], Some(&tables), true)
             .map_err(|e| format!("{e:#}"))?;
         scenario::apply_moe_kernel(&mut p, hw, model, kernel);
         if let Some(h) = sim::cost::host::Host::of_engine(own) {
@@ -228,7 +192,7 @@ fn pricing(
         if let Some(m) = sim::cost::memory::KvMemory::of_engine(own) {
             p.memory = m;
         }
-        let line = format!("{} (record: {}){why}", p.source, rec.engine.label());
+        let line = format!("{} (record: {})", p.source, rec.engine.label());
         Ok((p, line))
     })
 }
