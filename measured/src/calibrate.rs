@@ -9,7 +9,7 @@ use crate::fit::{
     frontend_term, group_of, linearise_all, simulate_with, FRONTEND_GRID_S, METRICS, TERMS, WEIGHTS,
 };
 use crate::predict::Center;
-use crate::{load, Cache};
+use crate::{load, Cache, MeasuredError};
 use anyhow::{bail, Result};
 use calibration::runs::{band, cross_validate, fit, Curve, CvFigures, GroupFit, Obs, Term};
 use corpus::summary::tolerance;
@@ -86,7 +86,7 @@ pub fn fit_corpus(o: &FitOptions, corpus_name: &str, say: &dyn Fn(&str)) -> Resu
                 .push(Lin { rec, obs }),
             Err(e) => {
                 *skipped
-                    .entry(e.lines().next().unwrap_or_default().to_string())
+                    .entry(e.to_string().lines().next().unwrap_or_default().to_string())
                     .or_default() += 1
             }
         }
@@ -443,7 +443,7 @@ fn linearised(
     cache: &Cache,
     frontend_curve: bool,
     say: &dyn Fn(&str),
-) -> Result<Vec<Result<Vec<Obs>, String>>> {
+) -> Result<Vec<Result<Vec<Obs>, MeasuredError>>> {
     let key = serde_json::json!({
         "corpus": loaded.origin, "filters": o.filter, "seed": o.seed,
         "center": format!("{:?}", o.center), "records": records.len(),
@@ -495,7 +495,7 @@ fn linearised(
     Ok(lins)
 }
 
-fn obs_to_json(l: &Result<Vec<Obs>, String>) -> serde_json::Value {
+fn obs_to_json(l: &Result<Vec<Obs>, MeasuredError>) -> serde_json::Value {
     match l {
         Ok(obs) => {
             let obs: Vec<serde_json::Value> = obs
@@ -507,15 +507,16 @@ fn obs_to_json(l: &Result<Vec<Obs>, String>) -> serde_json::Value {
                 .collect();
             serde_json::json!({ "obs": obs })
         }
-        Err(e) => serde_json::json!({"err": e}),
+        Err(e) => serde_json::json!({"err": e.to_string(), "kind": e.kind()}),
     }
 }
 
-fn obs_of_json(v: &serde_json::Value) -> Result<Vec<Obs>, String> {
+fn obs_of_json(v: &serde_json::Value) -> Result<Vec<Obs>, MeasuredError> {
     if let Some(e) = v["err"].as_str() {
-        return Err(e.to_string());
+        let kind = v["kind"].as_str().unwrap_or_default();
+        return Err(MeasuredError::of_kind(kind, e.to_string()));
     }
-    let bad = || "a linearised record that does not read".to_string();
+    let bad = || MeasuredError::Load("a linearised record that does not read".to_string());
     v["obs"]
         .as_array()
         .ok_or_else(bad)?
@@ -623,9 +624,10 @@ mod tests {
             term: frontend_term(),
             points: vec![(0.0, 10.0), (0.012, 12.5), (0.13, 30.0)],
         };
-        let recs: Vec<Result<Vec<Obs>, String>> = vec![
+        let recs: Vec<Result<Vec<Obs>, MeasuredError>> = vec![
             Ok(vec![o(Some(curve)), o(None)]),
-            Err("no TTFT or TPOT measured".into()),
+            Err(MeasuredError::Invalid("no TTFT or TPOT measured".into())),
+            Err(MeasuredError::NotModelled("pipeline parallelism".into())),
         ];
         for r in &recs {
             assert_eq!(&obs_of_json(&obs_to_json(r)), r);

@@ -5,6 +5,7 @@
 use super::load::Base;
 use super::predict::{simulate_setup, Center};
 use super::setup::{setup, Cache, Setup};
+use super::MeasuredError;
 use calibration::runs::{Curve, Obs, Term};
 use corpus::{Metric, RunRecord, Stat};
 use rayon::prelude::*;
@@ -86,7 +87,7 @@ const fn factor(key: &'static str) -> Term {
 
 /// Sets the terms (`values[k]` of `TERMS[k]`) on a set-up record, as a profile's
 /// group applies them (`scenario::runs_profile::apply_terms`).
-pub fn apply(s: &mut Setup, values: &[f64]) -> Result<(), String> {
+pub fn apply(s: &mut Setup, values: &[f64]) -> Result<(), MeasuredError> {
     let g = calibration::runs::GroupFit {
         terms: TERMS
             .iter()
@@ -99,11 +100,14 @@ pub fn apply(s: &mut Setup, values: &[f64]) -> Result<(), String> {
 }
 
 /// Sets a profile group's terms on a set-up record.
-pub fn apply_group(s: &mut Setup, g: &calibration::runs::GroupFit) -> Result<(), String> {
-    if let Some(f) = scenario::runs_profile::apply_terms(&mut s.resolved.params, g)? {
+pub fn apply_group(s: &mut Setup, g: &calibration::runs::GroupFit) -> Result<(), MeasuredError> {
+    let term = |e: String| MeasuredError::Term(e);
+    if let Some(f) = scenario::runs_profile::apply_terms(&mut s.resolved.params, g)
+        .map_err(|e| term(e.to_string()))?
+    {
         s.resolved
             .change(|sc, _| sc.serving.frontend_s = Some(f))
-            .map_err(|e| format!("{e:#}"))?;
+            .map_err(|e| term(format!("{e:#}")))?;
     }
     Ok(())
 }
@@ -145,7 +149,7 @@ pub fn center_stat(center: Center) -> Stat {
 }
 
 /// The predictions of `METRICS` of a set-up record under `values`.
-fn predictions(base: &Setup, values: &[f64], center: Center) -> Result<Vec<f64>, String> {
+fn predictions(base: &Setup, values: &[f64], center: Center) -> Result<Vec<f64>, MeasuredError> {
     let mut s = base.clone();
     apply(&mut s, values)?;
     let (p, _) = simulate_setup(&s)?;
@@ -154,7 +158,9 @@ fn predictions(base: &Setup, values: &[f64], center: Center) -> Result<Vec<f64>,
         .map(|m| {
             p.get(*m, center_stat(center))
                 .filter(|v| *v > 0.0)
-                .ok_or_else(|| format!("simulation: no {} predicted", m.key()))
+                .ok_or_else(|| {
+                    MeasuredError::Simulation(format!("simulation: no {} predicted", m.key()))
+                })
         })
         .collect()
 }
@@ -168,10 +174,10 @@ pub fn linearise(
     cache: &Cache,
     (seed, center): (u64, Center),
     frontend_curve: bool,
-) -> Result<Vec<Obs>, String> {
+) -> Result<Vec<Obs>, MeasuredError> {
     let targets = targets(rec, center);
     if targets.is_empty() {
-        return Err("no TTFT or TPOT measured".into());
+        return Err(MeasuredError::Invalid("no TTFT or TPOT measured".into()));
     }
     let s = setup(rec, base, cache, seed)?;
     let prior: Vec<f64> = TERMS.iter().map(|t| t.prior).collect();
@@ -227,7 +233,7 @@ pub fn linearise_all(
     cache: &Cache,
     (seed, center): (u64, Center),
     frontend_curve: bool,
-) -> Vec<Result<Vec<Obs>, String>> {
+) -> Vec<Result<Vec<Obs>, MeasuredError>> {
     records
         .par_iter()
         .map(|r| linearise(r, base, cache, (seed, center), frontend_curve))
@@ -243,7 +249,7 @@ pub fn simulate_with(
     seed: u64,
     center: Center,
     values: &[f64],
-) -> Result<Vec<f64>, String> {
+) -> Result<Vec<f64>, MeasuredError> {
     let s = setup(rec, base, cache, seed)?;
     Ok(predictions(&s, values, center)?
         .into_iter()

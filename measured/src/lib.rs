@@ -6,11 +6,13 @@
 //! --from-runs` share it.
 
 pub mod calibrate;
+pub mod error;
 pub mod fit;
 pub mod load;
 pub mod predict;
 pub mod setup;
 
+pub use error::MeasuredError;
 pub use load::{load, Loaded};
 pub use predict::predict_all;
 pub use setup::Cache;

@@ -4,6 +4,7 @@
 
 use super::load::Base;
 use super::setup::{setup, Cache, Setup};
+use super::MeasuredError;
 use calibration::runs::RunsProfile;
 use corpus::summary::Compared;
 use corpus::{Metric, RunRecord, Stat};
@@ -30,7 +31,7 @@ impl Predicted {
 pub struct Prediction {
     /// What priced it (empty when it could not be set up).
     pub pricing: String,
-    pub result: Result<Predicted, String>,
+    pub result: Result<Predicted, MeasuredError>,
     /// The whole simulated report, kept when the caller asked (one record looked at
     /// closely).
     pub report: Option<Box<sim::serving::Report>>,
@@ -40,21 +41,22 @@ pub struct Prediction {
 }
 
 /// The simulation of one set-up record.
-pub fn simulate_setup(s: &Setup) -> Result<(Predicted, sim::serving::Report), String> {
+pub fn simulate_setup(s: &Setup) -> Result<(Predicted, sim::serving::Report), MeasuredError> {
     let r = &s.resolved;
     let costs = r.pool_costs(&r.params);
     let input = r.input(&costs, &[]);
-    let report = simulate(&input, r.seed).map_err(|e| format!("simulation: {e}"))?;
+    let report = simulate(&input, r.seed)
+        .map_err(|e| MeasuredError::Simulation(format!("simulation: {e}")))?;
     let sent = r
         .workload()
         .bench
         .as_ref()
         .map_or(0, |b| b.requests.len() as u64);
     if report.requests_completed == 0 {
-        return Err(format!(
+        return Err(MeasuredError::Simulation(format!(
             "simulation: no request of {sent} completed within the run's limit of {:.0} s",
             r.scenario().duration_s
-        ));
+        )));
     }
     let mut figures = BTreeMap::new();
     for (m, s) in [

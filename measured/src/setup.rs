@@ -5,6 +5,7 @@
 //! reason, never approximated silently.
 
 use super::load::Base;
+use super::MeasuredError;
 use corpus::{EngineName, Format, Layout, Lengths, Load, RunRecord, Workers};
 use hf::{ImportOptions, WeightChoice};
 use rand::{Rng, SeedableRng};
@@ -15,9 +16,10 @@ use sim::serving::workload::bench::{BenchClient, Client};
 use sim::serving::{Mode, PoolConfig, ServingScenario, WorkloadConfig};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use MeasuredError as E;
 
 /// Values built once per key, or why they could not be.
-type Built<T> = Mutex<HashMap<String, Result<Arc<T>, String>>>;
+type Built<T> = Mutex<HashMap<String, Result<Arc<T>, MeasuredError>>>;
 
 /// Hardware, models and cost parameters built once and shared by the records (and
 /// the threads) that use them.
@@ -32,8 +34,8 @@ pub struct Cache {
 fn cached<T>(
     map: &Built<T>,
     key: &str,
-    make: impl FnOnce() -> Result<T, String>,
-) -> Result<Arc<T>, String> {
+    make: impl FnOnce() -> Result<T, MeasuredError>,
+) -> Result<Arc<T>, MeasuredError> {
     if let Some(v) = map.lock().unwrap_or_else(|e| e.into_inner()).get(key) {
         return v.clone();
     }
@@ -55,9 +57,14 @@ pub struct Setup {
 
 /// The record `rec` as a checked run under `seed` (its lengths drawn from a stream
 /// of `seed` and the record's id).
-pub fn setup(rec: &RunRecord, base: &Base, cache: &Cache, seed: u64) -> Result<Setup, String> {
+pub fn setup(
+    rec: &RunRecord,
+    base: &Base,
+    cache: &Cache,
+    seed: u64,
+) -> Result<Setup, MeasuredError> {
     let hw = cached(&cache.hardware, &rec.gpu.hardware, || {
-        scenario::load_hardware(&rec.gpu.hardware, &[]).map_err(|e| format!("{e:#}"))
+        scenario::load_hardware(&rec.gpu.hardware, &[]).map_err(|e| E::Load(format!("{e:#}")))
     })?;
     let model = model_of(rec, base, cache)?;
     let priced = pricing(rec, &hw, &model, cache)?;
@@ -86,7 +93,7 @@ pub fn setup(rec: &RunRecord, base: &Base, cache: &Cache, seed: u64) -> Result<S
         params: priced.0.clone(),
         notes: Vec::new(),
     })
-    .map_err(|e| format!("{e:#}"))?;
+    .map_err(|e| E::Invalid(format!("{e:#}")))?;
     Ok(Setup {
         resolved,
         pricing: priced.1.clone(),
@@ -94,7 +101,7 @@ pub fn setup(rec: &RunRecord, base: &Base, cache: &Cache, seed: u64) -> Result<S
 }
 
 /// The `--weights` choice of a record's formats.
-fn weights(gemm: Format, moe: Option<Format>) -> Result<WeightChoice, String> {
+fn weights(gemm: Format, moe: Option<Format>) -> Result<WeightChoice, MeasuredError> {
     Ok(match (gemm, moe.unwrap_or(gemm)) {
         (Format::Bf16, Format::Bf16) => WeightChoice::Bf16,
         (Format::Bf16, Format::Mxfp4) => WeightChoice::Mxfp4,
@@ -102,11 +109,11 @@ fn weights(gemm: Format, moe: Option<Format>) -> Result<WeightChoice, String> {
         (Format::Fp8Tensor, Format::Fp8Tensor) => WeightChoice::Fp8Tensor,
         (Format::Nvfp4, Format::Nvfp4) => WeightChoice::Fp4,
         (g, m) => {
-            return Err(format!(
+            return Err(E::NotModelled(format!(
                 "weights {} with routed experts {}: twin imports a checkpoint in one format, or BF16 with MXFP4 experts",
                 g.key(),
                 m.key()
-            ))
+            )))
         }
     })
 }
@@ -116,7 +123,7 @@ fn model_of(
     rec: &RunRecord,
     base: &Base,
     cache: &Cache,
-) -> Result<Arc<spec::model::Model>, String> {
+) -> Result<Arc<spec::model::Model>, MeasuredError> {
     let m = &rec.model;
     let fp8_experts = rec.engine.settings.expert_activations_fp8 == Some(true);
     let key = format!(
@@ -134,12 +141,14 @@ fn model_of(
 }
 
 /// The record's model file or Hugging Face config, as the checkpoint's formats say.
-fn imported(rec: &RunRecord, base: &Base) -> Result<spec::model::Model, String> {
+fn imported(rec: &RunRecord, base: &Base) -> Result<spec::model::Model, MeasuredError> {
     let m = &rec.model;
     if !m.config.ends_with(".json") {
-        return scenario::load_model(&m.config, &[]).map_err(|e| format!("{e:#}"));
+        return scenario::load_model(&m.config, &[]).map_err(|e| E::Load(format!("{e:#}")));
     }
-    let (origin, text) = base.text(&m.config).map_err(|e| format!("model: {e:#}"))?;
+    let (origin, text) = base
+        .text(&m.config)
+        .map_err(|e| E::Load(format!("model: {e:#}")))?;
     let name =
         m.id.rsplit('/')
             .next()
@@ -154,11 +163,11 @@ fn imported(rec: &RunRecord, base: &Base) -> Result<spec::model::Model, String> 
         name: Some(format!("{name}-{}", corpus::filter::precision(rec))),
         quant: None,
     };
-    let model = hf::import(&origin, &text, &opts).map_err(|e| format!("model: {e:#}"))?;
+    let model = hf::import(&origin, &text, &opts).map_err(|e| E::Load(format!("model: {e:#}")))?;
     let problems = sim::validate::model(&model);
     if !problems.is_empty() {
         let p: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
-        return Err(format!("model {}: {}", m.id, p.join("; ")));
+        return Err(E::Invalid(format!("model {}: {}", m.id, p.join("; "))));
     }
     Ok(model)
 }
@@ -169,7 +178,7 @@ fn pricing(
     hw: &spec::hardware::Hardware,
     model: &spec::model::Model,
     cache: &Cache,
-) -> Result<Arc<(CostParams, String)>, String> {
+) -> Result<Arc<(CostParams, String)>, MeasuredError> {
     // The engine's tables, the nearest shipped version to the record's (SGLang's by
     // vLLM's where it has none: `scenario::tables::engine_tables`, which says so).
     let tables = rec.engine.choice();
@@ -184,7 +193,7 @@ fn pricing(
     let key = format!("{}|{tables}|{kernel:?}|{of_model}", hw.name);
     cached(&cache.params, &key, || {
         let mut p = scenario::cost_params(hw, None, &[], Some(&tables), true)
-            .map_err(|e| format!("{e:#}"))?;
+            .map_err(|e| E::Load(format!("{e:#}")))?;
         scenario::apply_moe_kernel(&mut p, hw, model, kernel);
         if let Some(h) = sim::cost::host::Host::of_engine(own) {
             p.host = h;
@@ -222,14 +231,14 @@ fn engine_defaults(engine: EngineName, hw: &spec::hardware::Hardware) -> (u32, u
 }
 
 /// One side of a layout as a pool.
-fn pool(w: &Workers, moe: bool, cap: (u32, u32), side: &str) -> Result<PoolConfig, String> {
-    let unsupported = |what: String| Err(format!("{side}: {what} is not modelled"));
+fn pool(w: &Workers, moe: bool, cap: (u32, u32), side: &str) -> Result<PoolConfig, MeasuredError> {
+    let unsupported = |what: String| Err(E::NotModelled(format!("{side}: {what} is not modelled")));
     if w.pp > 1 {
         return unsupported(format!("pipeline parallelism (pp {})", w.pp));
     }
     let count = w
         .count
-        .ok_or_else(|| format!("{side}: the record gives no worker count"))?;
+        .ok_or_else(|| E::Invalid(format!("{side}: the record gives no worker count")))?;
     let mut p = PoolConfig::default_decode();
     let (t, d) = (w.tp, w.attention_dp);
     match (d, t) {
@@ -274,7 +283,7 @@ fn pools(
     rec: &RunRecord,
     hw: &spec::hardware::Hardware,
     moe: bool,
-) -> Result<(Mode, PoolConfig, PoolConfig), String> {
+) -> Result<(Mode, PoolConfig, PoolConfig), MeasuredError> {
     let d = engine_defaults(rec.engine.name, hw);
     let s = &rec.engine.settings;
     let tokens = s.max_batched_tokens.unwrap_or(d.1);
@@ -288,7 +297,7 @@ fn pools(
         .iter()
         .find(|n| n.contains("mis-lowered"))
     {
-        return Err(n.clone());
+        return Err(E::NotModelled(n.clone()));
     }
     match &rec.layout {
         Layout::Aggregated { workers } => {
@@ -310,12 +319,13 @@ fn scenario(
     hw: &spec::hardware::Hardware,
     model: &spec::model::Model,
     seed: u64,
-) -> Result<ServingScenario, String> {
+) -> Result<ServingScenario, MeasuredError> {
     let text = format!(
         "name = {:?}\nhardware = {:?}\nmodel = {:?}\nworkload = \"bench\"\nduration_s = 1.0\n[serving]\nmode = \"aggregated\"\n",
         rec.id, hw.name, model.name
     );
-    let mut sc: ServingScenario = toml::from_str(&text).map_err(|e| format!("scenario: {e}"))?;
+    let mut sc: ServingScenario =
+        toml::from_str(&text).map_err(|e| E::Load(format!("scenario: {e}")))?;
     // With its version: the scheduler's defaults of that version (vLLM's async
     // scheduling from 0.14.0).
     sc.engine = Some(rec.engine.choice());
@@ -343,13 +353,13 @@ fn draw(l: &Lengths, n: usize, rng: &mut ChaCha8Rng) -> Vec<u32> {
 
 /// The client's run as a benchmark workload: its requests' lengths drawn from a
 /// stream of the seed and the record's id.
-fn client(rec: &RunRecord, seed: u64) -> Result<BenchClient, String> {
+fn client(rec: &RunRecord, seed: u64) -> Result<BenchClient, MeasuredError> {
     client_of(&rec.client, &rec.id, seed)
 }
 
 /// A client's run as a benchmark workload, its lengths drawn from a stream of `seed`
 /// and `key` (a record's id).
-pub fn client_of(c: &corpus::Client, key: &str, seed: u64) -> Result<BenchClient, String> {
+pub fn client_of(c: &corpus::Client, key: &str, seed: u64) -> Result<BenchClient, MeasuredError> {
     let recorded = |l: &Lengths| match l {
         Lengths::Recorded { tokens } => Some(tokens.len()),
         _ => None,
@@ -358,11 +368,11 @@ pub fn client_of(c: &corpus::Client, key: &str, seed: u64) -> Result<BenchClient
         .num_prompts
         .map(|n| n as usize)
         .or_else(|| recorded(&c.input).or(recorded(&c.output)))
-        .ok_or("client: the record gives no prompt count")?;
+        .ok_or_else(|| E::Invalid("client: the record gives no prompt count".into()))?;
     if n > 1_000_000 {
-        return Err(format!(
+        return Err(E::NotModelled(format!(
             "client: {n} prompts: more than twin simulates per record (1,000,000)"
-        ));
+        )));
     }
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ spec::stats::fnv1a64(key.as_bytes()));
     let inputs = draw(&c.input, n, &mut rng);
@@ -380,10 +390,10 @@ pub fn client_of(c: &corpus::Client, key: &str, seed: u64) -> Result<BenchClient
             concurrency,
         } => (*concurrency, Some(*req_s), *burstiness),
         Load::Stages { .. } => {
-            return Err(
+            return Err(E::NotModelled(
                 "client: a staged load (inference-perf) is not simulated by validate runs yet"
                     .into(),
-            )
+            ))
         }
     };
     let mut b = BenchClient::recorded(Client::Vllm, requests, conc, rate, burst);

@@ -98,7 +98,8 @@ pub fn run(a: &RunsValidateArgs) -> Result<()> {
                 groups: Groups::of(rec),
                 result: p
                     .result
-                    .map(|pred| compare(&rec.measured, &pred, a.center, &p.band)),
+                    .map(|pred| compare(&rec.measured, &pred, a.center, &p.band))
+                    .map_err(|e| e.to_string()),
             },
         })
         .collect();

@@ -39,8 +39,14 @@ impl KernelTables {
             return format!("moe_kernel {name}: the tables time no experts of this format");
         };
         let format = self.deployed_experts_format(format, hw);
-        let usual = self.moe_fit(format, 0.0, true).map(|f| f.key.clone());
-        match self.moe_kernel_fit(format, 0.0, true, kernel) {
+        // The load the experts are priced under (`AnalyticCostModel::experts_table`).
+        let skew = if m.balanced {
+            0.0
+        } else {
+            super::DEPLOYED_MOE_SKEW
+        };
+        let usual = self.moe_fit(format, skew, true).map(|f| f.key.clone());
+        match self.moe_kernel_fit(format, skew, true, kernel) {
             Some(f) if Some(&f.key) != usual.as_ref() => format!(
                 "routed experts on {name}: its arithmetic rate (compute_eff {:.3} of the {} fit) bounds their price from below",
                 f.params.get("compute_eff").copied().unwrap_or(f64::NAN),
