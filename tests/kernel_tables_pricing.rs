@@ -103,6 +103,30 @@ fn marlin_experts_are_priced_no_faster_than_marlins_arithmetic_rate() {
     assert_eq!(moe(&decode), moe(&usual));
 }
 
+#[test]
+fn an_expert_kernel_the_tables_lack_is_said_and_changes_nothing() {
+    // TensorRT-LLM's H100 tables time no Marlin kernel for MXFP4 experts: the line says
+    // so and the step is priced as without the flag.
+    let prefill = [
+        "--phase",
+        "prefill",
+        "--requests",
+        "1",
+        "--new-tokens",
+        "8192",
+    ];
+    let usual = forward_json("trtllm", &tp8("gpt-oss-120b", &prefill));
+    let mut args = tp8("gpt-oss-120b", &prefill);
+    args.extend(["--moe-kernel", "marlin"]);
+    let marlin = forward_json("trtllm", &args);
+    assert_eq!(usual["breakdown_ms"], marlin["breakdown_ms"]);
+    let line = marlin["cost_model"].as_str().unwrap_or_default();
+    assert!(
+        line.contains("the tables time no marlin kernel for w4a16_mxfp4 experts"),
+        "{marlin}"
+    );
+}
+
 /// `twin forward`'s JSON for `args` (on H100 with vLLM's tables).
 fn forward_json(engine: &str, args: &[&str]) -> serde_json::Value {
     let mut all = vec![

@@ -481,6 +481,36 @@ mod tests {
         }
     }
 
+    /// A record's expert kernel and batch waiting reach the run it is simulated as: the
+    /// scenario carries them, and the cost model's line names Marlin's fit, which a
+    /// record without them does not.
+    #[test]
+    fn a_records_expert_kernel_and_batch_waiting_reach_its_run() {
+        let (base, cache) = (Base::Embedded("runs/"), Cache::default());
+        let mut rec = gpt_oss(None);
+        rec.gpu = Gpu {
+            system: "h100_sxm".into(),
+            hardware: "h100".into(),
+        };
+        let plain = setup(&rec, &base, &cache, 1).unwrap();
+        let s = &mut rec.engine.settings;
+        s.moe_kernel = Some(spec::kernel::MoeKernel::Marlin);
+        s.batch_wait_iters = Some(20);
+        s.batch_wait_tokens_ratio = Some(0.9);
+        let set = setup(&rec, &base, &cache, 1).unwrap();
+        let sc = set.resolved.scenario();
+        assert_eq!(sc.moe_kernel, Some(spec::kernel::MoeKernel::Marlin));
+        assert_eq!(sc.serving.batch_wait_iters, Some(20));
+        assert_eq!(sc.serving.batch_wait_tokens_ratio, Some(0.9));
+        assert!(
+            set.pricing.contains("routed experts on marlin"),
+            "{}",
+            set.pricing
+        );
+        assert!(!plain.pricing.contains("marlin"), "{}", plain.pricing);
+        assert_eq!(plain.resolved.scenario().serving.batch_wait_iters, None);
+    }
+
     /// A record's `expert_activations_fp8` (vLLM's MXFP8 MoE on B200) runs the routed
     /// experts on FP8 activations: gpt-oss's MXFP4 experts become W4A8, which the
     /// tables price by their `w4a8_mxfp4` rows; without it they keep BF16 (W4A16).
