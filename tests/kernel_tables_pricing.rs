@@ -73,18 +73,7 @@ fn marlin_experts_are_priced_no_faster_than_marlins_arithmetic_rate() {
         .expect("vLLM's H100 tables time Marlin's MXFP4 experts");
     let flops = 2.0 * 8192.0 * 4.0 * 2880.0 * 360.0 * 3.0;
     let floor_ms = 36.0 * flops / (hw.tensor.bf16_flops_per_s * eff) * 1e3;
-    let prefill = [
-        "--phase",
-        "prefill",
-        "--requests",
-        "1",
-        "--new-tokens",
-        "8192",
-    ];
-    let usual = forward_json("vllm", &tp8("gpt-oss-120b", &prefill));
-    let mut args = tp8("gpt-oss-120b", &prefill);
-    args.extend(["--moe-kernel", "marlin"]);
-    let marlin = forward_json("vllm", &args);
+    let (usual, marlin) = with_and_without_marlin("vllm", &PREFILL_8192);
     let moe = |j: &serde_json::Value| j["breakdown_ms"]["moe"].as_f64().unwrap();
     assert!(
         moe(&usual) < floor_ms,
@@ -96,10 +85,7 @@ fn marlin_experts_are_priced_no_faster_than_marlins_arithmetic_rate() {
         "{} ms, want {floor_ms} ms",
         moe(&marlin)
     );
-    let mut args = tp8("gpt-oss-120b", &DECODE_10_AT_2100);
-    args.extend(["--moe-kernel", "marlin"]);
-    let decode = forward_json("vllm", &args);
-    let usual = forward_json("vllm", &tp8("gpt-oss-120b", &DECODE_10_AT_2100));
+    let (usual, decode) = with_and_without_marlin("vllm", &DECODE_10_AT_2100);
     assert_eq!(moe(&decode), moe(&usual));
 }
 
@@ -107,18 +93,7 @@ fn marlin_experts_are_priced_no_faster_than_marlins_arithmetic_rate() {
 fn an_expert_kernel_the_tables_lack_is_said_and_changes_nothing() {
     // TensorRT-LLM's H100 tables time no Marlin kernel for MXFP4 experts: the line says
     // so and the step is priced as without the flag.
-    let prefill = [
-        "--phase",
-        "prefill",
-        "--requests",
-        "1",
-        "--new-tokens",
-        "8192",
-    ];
-    let usual = forward_json("trtllm", &tp8("gpt-oss-120b", &prefill));
-    let mut args = tp8("gpt-oss-120b", &prefill);
-    args.extend(["--moe-kernel", "marlin"]);
-    let marlin = forward_json("trtllm", &args);
+    let (usual, marlin) = with_and_without_marlin("trtllm", &PREFILL_8192);
     assert_eq!(usual["breakdown_ms"], marlin["breakdown_ms"]);
     let line = marlin["cost_model"].as_str().unwrap_or_default();
     assert!(
@@ -126,6 +101,25 @@ fn an_expert_kernel_the_tables_lack_is_said_and_changes_nothing() {
         "{marlin}"
     );
 }
+
+/// `twin forward`'s JSON for gpt-oss-120b on one TP8 replica of H100 under `engine`'s
+/// tables, `rest` after: without and with `--moe-kernel marlin`.
+fn with_and_without_marlin(engine: &str, rest: &[&str]) -> (serde_json::Value, serde_json::Value) {
+    let usual = forward_json(engine, &tp8("gpt-oss-120b", rest));
+    let mut args = tp8("gpt-oss-120b", rest);
+    args.extend(["--moe-kernel", "marlin"]);
+    (usual, forward_json(engine, &args))
+}
+
+/// A prefill of one 8192-token prompt.
+const PREFILL_8192: [&str; 6] = [
+    "--phase",
+    "prefill",
+    "--requests",
+    "1",
+    "--new-tokens",
+    "8192",
+];
 
 /// `twin forward`'s JSON for `args` (on H100 with vLLM's tables).
 fn forward_json(engine: &str, args: &[&str]) -> serde_json::Value {

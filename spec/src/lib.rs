@@ -15,4 +15,5 @@ pub mod problem;
 pub mod serde_defaults;
 pub mod state;
 pub mod stats;
+pub mod version;
 pub mod weights;

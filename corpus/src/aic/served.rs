@@ -134,7 +134,8 @@ pub(super) fn inferencex_settings(row: &Row, engine: EngineName, conc: u32) -> E
                 s.expert_activations_fp8 = Some(true);
             }
             if matches!(row.system.as_str(), "h100_sxm" | "h200_sxm")
-                && version_at_least(&row.backend_version, (0, 13))
+                // Rows without a version were measured in 2025, before it.
+                && spec::version::major_minor(&row.backend_version).is_some_and(|v| v >= (0, 13))
             {
                 s.moe_kernel = Some(spec::kernel::MoeKernel::Marlin);
             }
@@ -189,16 +190,6 @@ pub(super) fn inferencex_settings(row: &Row, engine: EngineName, conc: u32) -> E
         _ => {}
     }
     s
-}
-
-/// Whether a row's engine version (`0.18.0`) is `at` (major, minor) or later; rows
-/// without a version ran before the dated scripts that need it.
-fn version_at_least(version: &str, at: (u32, u32)) -> bool {
-    let mut parts = version.trim().split('.').map(|p| p.parse::<u32>());
-    match (parts.next(), parts.next()) {
-        (Some(Ok(major)), Some(Ok(minor))) => (major, minor) >= at,
-        _ => false,
-    }
 }
 
 /// The server settings AIConfigurator's config generator writes for an aggregated

@@ -146,13 +146,9 @@ impl Scheduler {
             return self.schedules_ahead();
         }
         let version = engine.and_then(|e| e.split_once('@')).map(|(_, v)| v);
-        let parsed = version.and_then(|v| {
-            let mut parts = v.trim_start_matches('v').split('.');
-            let major = parts.next()?.parse::<u32>().ok()?;
-            let minor = parts.next()?.parse::<u32>().ok()?;
-            Some((major, minor))
-        });
-        parsed.is_none_or(|v| v >= (0, 14))
+        version
+            .and_then(spec::version::major_minor)
+            .is_none_or(|v| v >= (0, 14))
     }
 
     /// Whether a request's first token is sampled by the step that computes its last

@@ -8,7 +8,6 @@ use crate::cost::kernels::gemm::{self, GemmKind};
 use crate::cost::kernels::skew;
 use crate::cost::tables::family::Shape;
 use crate::cost::tables::fit::Fit;
-use crate::cost::tables::format::Format;
 use crate::cost::tables::DEPLOYED_MOE_SKEW;
 use crate::cost::{Bound, Phase};
 
@@ -82,8 +81,7 @@ impl AnalyticCostModel {
         let t = self.params.tables.as_ref()?;
         let m = self.model.moe.as_ref()?;
         let c = &self.compiled;
-        let format = Format::of_experts(m.weight_dtype, m.scale_block, m.activation_dtype)?;
-        let format = t.deployed_experts_format(format, &self.hardware);
+        let format = t.experts_format(m, &self.hardware)?;
         let skew = if skewed { DEPLOYED_MOE_SKEW } else { 0.0 };
         let fit = t.moe_fit(format, skew, true)?;
         let own = self

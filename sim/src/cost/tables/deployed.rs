@@ -34,11 +34,9 @@ impl KernelTables {
         let Some(m) = &model.moe else {
             return format!("moe_kernel {name}: the model has no routed experts");
         };
-        let Some(format) = Format::of_experts(m.weight_dtype, m.scale_block, m.activation_dtype)
-        else {
+        let Some(format) = self.experts_format(m, hw) else {
             return format!("moe_kernel {name}: the tables time no experts of this format");
         };
-        let format = self.deployed_experts_format(format, hw);
         // The load the experts are priced under (`AnalyticCostModel::experts_table`).
         let skew = if m.balanced {
             0.0
@@ -58,6 +56,14 @@ impl KernelTables {
                 format.name()
             ),
         }
+    }
+
+    /// The format the engine runs `moe`'s routed experts in on `hw`: the checkpoint's
+    /// ([`Format::of_experts`]) as [`Self::deployed_experts_format`] deploys it; `None`
+    /// where no table format is theirs.
+    pub fn experts_format(&self, moe: &spec::model::Moe, hw: &Hardware) -> Option<Format> {
+        let format = Format::of_experts(moe.weight_dtype, moe.scale_block, moe.activation_dtype)?;
+        Some(self.deployed_experts_format(format, hw))
     }
 
     /// The format the engine runs a model's routed experts of `format` in on `hw`:

@@ -6,6 +6,7 @@ use super::family::Family;
 use super::fit::Fit;
 use super::format::Format;
 use super::KernelTables;
+use spec::kernel::MoeKernel;
 
 /// Which fit prices what in the step model.
 #[derive(Debug, Clone, Default)]
@@ -15,6 +16,8 @@ pub(super) struct Index {
     /// MoE fits by format, load distribution (power-law exponent in hundredths, 0 =
     /// balanced) and gating.
     moe: Vec<(MoeKey, usize)>,
+    /// The same by the kernel a deployment may choose instead (`moe_kernel`).
+    moe_kernels: Vec<((MoeKey, MoeKernel), usize)>,
     /// Decode and prefill attention fits (GQA/MHA kernels) by their key's settings.
     attention: Vec<(AttnKey, usize)>,
 }
@@ -119,20 +122,11 @@ impl KernelTables {
         format: Format,
         skew: f64,
         gated: bool,
-        kernel: spec::kernel::MoeKernel,
+        kernel: MoeKernel,
     ) -> Option<&Fit> {
-        let want = (format, (skew * 100.0).round() as i64, gated);
-        let rows = |f: &Fit| f.fit.rows + f.check.rows;
-        self.fits
-            .iter()
-            .filter(|f| f.family == Family::Moe && moe_key(&f.key) == Some(want))
-            .filter(|f| {
-                f.key
-                    .rsplitn(4, ", ")
-                    .nth(3)
-                    .is_some_and(|k| k.to_lowercase().contains(kernel.name()))
-            })
-            .max_by_key(|f| rows(f))
+        let idx = self.index.get_or_init(|| self.build_index());
+        let key = ((format, (skew * 100.0).round() as i64, gated), kernel);
+        self.filed(&idx.moe_kernels, &key)
     }
 
     /// The attention fit of `key`: of its kernels, the one with the most rows.
@@ -163,6 +157,7 @@ impl KernelTables {
         let mut gemm: Vec<(Format, usize)> = Vec::new();
         let mut allreduce: Vec<(i64, usize, u8)> = Vec::new();
         let mut moe: Vec<(MoeKey, usize)> = Vec::new();
+        let mut moe_kernels: Vec<((MoeKey, MoeKernel), usize)> = Vec::new();
         let mut attention: Vec<(AttnKey, usize)> = Vec::new();
         for (i, f) in self.fits.iter().enumerate() {
             match f.family {
@@ -174,6 +169,12 @@ impl KernelTables {
                 Family::Moe => {
                     if let Some(key) = moe_key(&f.key) {
                         self.keep_most_rows(&mut moe, key, i);
+                        let kernel = f.key.split(", ").next().unwrap_or_default();
+                        for k in MoeKernel::ALL {
+                            if kernel.to_lowercase().contains(k.name()) {
+                                self.keep_most_rows(&mut moe_kernels, (key, k), i);
+                            }
+                        }
                     }
                 }
                 Family::Gemm => {
@@ -210,6 +211,7 @@ impl KernelTables {
             gemm,
             allreduce: allreduce.into_iter().map(|(g, i, _)| (g, i)).collect(),
             moe,
+            moe_kernels,
             attention,
         }
     }
