@@ -4,8 +4,9 @@
 //! --band N` runs an ensemble of simulations, and `twin validate published` counts
 //! the check rows inside their bands.
 
-use crate::simulation::{run, RunHow};
+use crate::simulation::run;
 use anyhow::{bail, Context, Result};
+use scenario::run::RunHow;
 use scenario::step::{Forward, Prepared};
 use serde_json::json;
 use sim::cost::band::{Band, DEFAULT_DRAWS, DEFAULT_SEED};
@@ -212,7 +213,7 @@ pub fn simulate(
                 params: Some(&p),
                 ..RunHow::default()
             };
-            run(r, trace, how)
+            run(r, trace, how, false)
                 .map(|(rep, _)| SimFigures::of(&rep))
                 .with_context(|| format!("band draw {i}"))
         })

@@ -1,18 +1,16 @@
-//! One kernel priced exactly as the step model prices it, reported with its public
-//! benchmark's accounting: `twin kernel OP`'s arguments and evaluator, which
-//! `validate` also prices the rows of `scenarios/published/kernels-public.csv` with.
+//! `twin kernel OP`'s flags, and the typed request they make
+//! ([`scenario::kernel::KernelRequest`], which prices it); `validate` parses the rows
+//! of `scenarios/published/kernels-public.csv` with them.
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use clap::{Args, Subcommand, ValueEnum};
-use scenario::{load_hardware, Overrides};
-use serde_json::json;
-use sim::cost::kernels::a2a::Routing;
-use sim::cost::kernels::as_benchmarked::{self, Benchmarked, CommKernel};
+use scenario::kernel::{self as k, KernelRequest};
+use scenario::Overrides;
+use sim::cost::kernels::as_benchmarked::CommKernel;
 use sim::cost::kernels::attention::AttnKernel;
 use sim::cost::kernels::GemmKind;
-use sim::cost::{CostParams, Phase};
+use sim::cost::Phase;
 use spec::dtype::Dtype;
-use spec::hardware::Hardware;
 
 #[derive(Debug, Clone, Args)]
 pub struct KernelArgs {
@@ -78,18 +76,6 @@ pub enum AttnArg {
     SparseDecode,
     DensePrefill,
     SparsePrefill,
-}
-
-impl AttnArg {
-    /// The kernel as the output names it (`sparse decode`), not its Rust name.
-    pub fn words(self) -> &'static str {
-        match self {
-            AttnArg::DenseDecode => "dense decode",
-            AttnArg::SparseDecode => "sparse decode",
-            AttnArg::DensePrefill => "dense prefill",
-            AttnArg::SparsePrefill => "sparse prefill",
-        }
-    }
 }
 
 // The tokens an expert-parallel kernel routes, and to how many experts: what the
@@ -244,341 +230,97 @@ pub struct AttentionArgs {
     pub dtype: DtypeArg,
 }
 
-/// A priced kernel and what it was.
-pub struct KernelOut {
-    pub what: String,
-    pub result: Benchmarked,
-    pub hardware: String,
-    pub cost_model: String,
+impl KernelArgs {
+    /// The kernel these flags ask for, `--set` parsed once.
+    pub fn request(&self) -> Result<KernelRequest> {
+        let op = match &self.op {
+            KernelOp::Gemm(g) => k::KernelOp::Gemm(k::Gemm {
+                m: g.m,
+                n: g.n,
+                k: g.k,
+                groups: g.groups,
+                kind: match g.layout {
+                    GemmLayout::Dense => GemmKind::Dense,
+                    GemmLayout::Contiguous => GemmKind::Contiguous,
+                    GemmLayout::Masked => GemmKind::Masked,
+                },
+                dtype: g.dtype.into(),
+            }),
+            KernelOp::Dispatch(a) => k::KernelOp::Dispatch(a.typed()),
+            KernelOp::Combine(a) => k::KernelOp::Combine(a.typed()),
+            KernelOp::Moe(m) => k::KernelOp::Moe(k::MoeLayer {
+                routed: m.routed.typed(),
+                ffn: m.ffn,
+                weights: m.weights.into(),
+                acts: m.acts.into(),
+                fused: m.fused,
+                phase: m.phase.into(),
+            }),
+            KernelOp::Allreduce(a) => k::KernelOp::Allreduce(k::Allreduce {
+                gpus: a.gpus,
+                bytes: a.bytes.clone(),
+                ring: a.ring,
+            }),
+            KernelOp::Attention(a) => k::KernelOp::Attention(a.typed()),
+        };
+        Ok(KernelRequest {
+            op,
+            hardware: self.hardware.clone(),
+            sets: Overrides::parse(&self.set)?,
+            profile: self.profile.clone(),
+            engine: self.engine.clone(),
+        })
+    }
 }
 
-/// A kernel in words and its price.
-type Priced = (String, Benchmarked);
-
-pub fn evaluate(args: &KernelArgs) -> Result<KernelOut> {
-    let (hw, p) = inputs(args)?;
-    evaluate_with(args, &hw, p)
+impl RoutedTokens {
+    fn typed(&self) -> k::RoutedTokens {
+        k::RoutedTokens {
+            ep: self.ep,
+            tokens: self.tokens,
+            hidden: self.hidden,
+            experts: self.experts,
+            top_k: self.top_k,
+        }
+    }
 }
 
-/// The hardware and cost parameters `args` price with.
-pub fn inputs(args: &KernelArgs) -> Result<(Hardware, CostParams)> {
-    let sets = Overrides::parse(&args.set)?;
-    if let Some(s) = sets.first_outside(&["hardware", "cost"]) {
-        bail!(
-            "--set {}: the path must start with `hardware.` or `cost.`",
-            s.text
-        );
-    }
-    let hw = load_hardware(&args.hardware, &sets.hardware)?;
-    // A kernel as its benchmark reports it: physics alone.
-    let p = scenario::cost_params(
-        &hw,
-        args.profile.as_deref(),
-        &sets.cost,
-        args.engine.as_deref(),
-        true,
-    )?;
-    Ok((hw, p))
-}
-
-/// The kernel `args` names, priced on `hw` with `p` (a band's draw, or its own).
-pub fn evaluate_with(args: &KernelArgs, hw: &Hardware, p: CostParams) -> Result<KernelOut> {
-    let hw = hw.clone();
-    let (what, result) = match &args.op {
-        KernelOp::Gemm(g) => gemm(&hw, &p, g)?,
-        KernelOp::Dispatch(a) => all_to_all(&hw, &p, a, false)?,
-        KernelOp::Combine(a) => all_to_all(&hw, &p, a, true)?,
-        KernelOp::Moe(m) => moe_layer(&hw, &p, m)?,
-        KernelOp::Allreduce(a) => allreduce(&hw, &p, a)?,
-        KernelOp::Attention(a) => attention(&hw, &p, a)?,
-    };
-    if !result.time_s.is_finite() {
-        bail!("the kernel's time is not finite: check the hardware figures and cost parameters");
-    }
-    Ok(KernelOut {
-        what,
-        result,
-        hardware: hw.name,
-        cost_model: p.source,
-    })
-}
-
-fn gemm(hw: &Hardware, p: &CostParams, g: &GemmArgs) -> Result<Priced> {
-    let GemmArgs {
-        m,
-        n,
-        k,
-        groups,
-        layout,
-        dtype,
-    } = *g;
-    if m == 0 || n == 0 || k == 0 || groups == 0 {
-        bail!("--m, --n, --k and --groups must be at least 1");
-    }
-    let kind = match layout {
-        GemmLayout::Dense => GemmKind::Dense,
-        GemmLayout::Contiguous => GemmKind::Contiguous,
-        GemmLayout::Masked => GemmKind::Masked,
-    };
-    Ok((
-        format!(
-            "{} GEMM {groups} x {m} x {n} x {k} ({})",
-            kind.name(),
-            Dtype::from(dtype)
-        ),
-        as_benchmarked::gemm(
-            hw,
-            p,
-            kind,
-            groups as f64,
-            m as f64,
-            n as f64,
-            k as f64,
-            dtype.into(),
-        ),
-    ))
-}
-
-fn all_to_all(hw: &Hardware, p: &CostParams, a: &A2aArgs, combine: bool) -> Result<Priced> {
-    let r = &a.routed;
-    if r.ep == 0 || r.tokens == 0 || r.hidden == 0 || r.experts == 0 || r.top_k == 0 {
-        bail!("--ep, --tokens, --hidden, --experts and --top-k must be at least 1");
-    }
-    if a.groups == 0
-        || a.topk_groups == 0
-        || a.topk_groups > a.groups
-        || !r.experts.is_multiple_of(a.groups)
-    {
-        bail!("--groups must divide --experts and --topk-groups lie in 1..=--groups");
-    }
-    if r.top_k > r.experts / a.groups * a.topk_groups {
-        bail!(
-            "--top-k {} exceeds the experts of {} groups",
-            r.top_k,
-            a.topk_groups
-        );
-    }
-    let kernel = match a.kernels {
-        CommArg::Normal => CommKernel::Normal,
-        CommArg::LowLatency => CommKernel::LowLatency,
-    };
-    let dtype = a
-        .dtype
-        .map(Dtype::from)
-        .unwrap_or(if combine { Dtype::Bf16 } else { Dtype::Fp8 });
-    let meta =
-        a.meta
-            .map(|m| m as f64)
-            .unwrap_or(if kernel == CommKernel::LowLatency && !combine {
-                16.0
-            } else {
-                0.0
-            });
-    let b = as_benchmarked::A2a {
-        kernel,
-        combine,
-        ep: r.ep as f64,
-        tokens: r.tokens as f64,
-        hidden: r.hidden as f64,
-        routing: Routing {
-            experts: r.experts as f64,
-            top_k: r.top_k as f64,
-            groups: a.groups as f64,
-            topk_groups: a.topk_groups as f64,
-        },
-        dtype,
-        meta,
-    };
-    Ok((
-        format!(
-            "{} {} EP{} of {} tokens per rank ({dtype})",
-            if kernel == CommKernel::Normal {
-                "normal"
-            } else {
-                "low-latency"
+impl A2aArgs {
+    fn typed(&self) -> k::A2a {
+        k::A2a {
+            kernel: match self.kernels {
+                CommArg::Normal => CommKernel::Normal,
+                CommArg::LowLatency => CommKernel::LowLatency,
             },
-            if combine { "combine" } else { "dispatch" },
-            r.ep,
-            r.tokens
-        ),
-        as_benchmarked::a2a(hw, p, &b),
-    ))
+            routed: self.routed.typed(),
+            groups: self.groups,
+            topk_groups: self.topk_groups,
+            dtype: self.dtype.map(Dtype::from),
+            meta: self.meta,
+        }
+    }
 }
 
-fn moe_layer(hw: &Hardware, p: &CostParams, a: &MoeArgs) -> Result<Priced> {
-    let RoutedTokens {
-        ep,
-        tokens,
-        hidden,
-        experts,
-        top_k,
-    } = a.routed;
-    let (ffn, fused) = (a.ffn, a.fused);
-    if ep == 0 || tokens == 0 || hidden == 0 || ffn == 0 || top_k == 0 || top_k > experts {
-        bail!("--ep, --tokens, --hidden, --ffn and --top-k must be at least 1, --top-k at most --experts");
+impl AttentionArgs {
+    fn typed(&self) -> k::Attention {
+        let (phase, kernel) = match self.kind {
+            AttnArg::DenseDecode => (Phase::Decode, AttnKernel::Dense),
+            AttnArg::SparseDecode => (Phase::Decode, AttnKernel::Sparse),
+            AttnArg::DensePrefill => (Phase::Prefill, AttnKernel::Dense),
+            AttnArg::SparsePrefill => (Phase::Prefill, AttnKernel::Sparse),
+        };
+        k::Attention {
+            phase,
+            kernel,
+            batch: self.batch,
+            heads: self.heads,
+            q_tokens: self.q_tokens,
+            context: self.context,
+            top_k: self.top_k,
+            dqk: self.dqk,
+            dv: self.dv,
+            kv_bytes: self.kv_bytes,
+            dtype: self.dtype.into(),
+        }
     }
-    if experts % ep != 0 {
-        bail!("--experts {experts} do not divide over --ep {ep}");
-    }
-    let (w, acts) = (Dtype::from(a.weights), Dtype::from(a.acts));
-    let model = moe_model(hidden, experts, top_k, ffn, w, acts, fused)?;
-    let phase = match a.phase {
-        crate::step::PhaseArg::Decode => Phase::Decode,
-        crate::step::PhaseArg::Prefill => Phase::Prefill,
-    };
-    let cm =
-        sim::cost::AnalyticCostModel::new(hw.clone(), model, sim::cost::Layout::new(ep), p.clone());
-    let (time_s, bound) = cm.moe_layer(phase, tokens as f64);
-    let flops = 2.0 * 3.0 * hidden as f64 * ffn as f64 * tokens as f64 * top_k as f64;
-    Ok((
-        format!(
-            "{}MoE layer EP{ep}, {tokens} tokens per rank, {experts} experts top-{top_k}, {w} x {acts}",
-            if fused { "fused " } else { "" }
-        ),
-        Benchmarked {
-            time_s,
-            flops,
-            bytes: 0.0,
-            kernel: sim::cost::kernels::KernelTime {
-                s: time_s,
-                bound,
-                ..Default::default()
-            },
-        },
-    ))
-}
-
-fn allreduce(hw: &Hardware, p: &CostParams, a: &AllreduceArgs) -> Result<Priced> {
-    let b = spec::dtype::ByteSize::parse(&a.bytes).map_err(|e| anyhow::anyhow!("--bytes: {e}"))?;
-    if a.gpus < 2 || b.as_f64() <= 0.0 {
-        bail!("--gpus must be at least 2 and --bytes positive");
-    }
-    Ok((
-        format!(
-            "{}all-reduce of {b} over {} GPUs",
-            if a.ring { "ring " } else { "" },
-            a.gpus
-        ),
-        as_benchmarked::allreduce(hw, p, a.gpus as f64, b.as_f64(), a.ring),
-    ))
-}
-
-fn attention(hw: &Hardware, p: &CostParams, a: &AttentionArgs) -> Result<Priced> {
-    let AttentionArgs {
-        kind,
-        batch,
-        heads,
-        q_tokens,
-        context,
-        top_k,
-        kv_bytes,
-        ..
-    } = *a;
-    let (phase, kernel) = match kind {
-        AttnArg::DenseDecode => (Phase::Decode, AttnKernel::Dense),
-        AttnArg::SparseDecode => (Phase::Decode, AttnKernel::Sparse),
-        AttnArg::DensePrefill => (Phase::Prefill, AttnKernel::Dense),
-        AttnArg::SparsePrefill => (Phase::Prefill, AttnKernel::Sparse),
-    };
-    if batch == 0 || heads == 0 || q_tokens == 0 || !(kv_bytes.is_finite() && kv_bytes > 0.0) {
-        bail!("--batch, --heads, --q-tokens and --kv-bytes must be positive");
-    }
-    if kernel == AttnKernel::Sparse && top_k == 0 {
-        bail!("sparse attention needs --top-k");
-    }
-    let shape = as_benchmarked::Attn {
-        phase,
-        kernel,
-        batch: batch as f64,
-        heads: heads as f64,
-        q_tokens: q_tokens as f64,
-        context: context as f64,
-        top_k: top_k as f64,
-        d_qk: a.dqk as f64,
-        d_v: a.dv as f64,
-        kv_bytes,
-        dtype: a.dtype.into(),
-    };
-    Ok((
-        format!(
-            "{} attention, batch {batch}, {heads} heads, {q_tokens} queries on {context} keys",
-            kind.words()
-        ),
-        as_benchmarked::attention(hw, p, &shape),
-    ))
-}
-
-/// A one-layer MoE model with the given shapes (uniform routing: benchmarks route at
-/// random).
-fn moe_model(
-    hidden: u32,
-    experts: u32,
-    top_k: u32,
-    ffn: u32,
-    w: Dtype,
-    a: Dtype,
-    fused: bool,
-) -> Result<spec::model::Model> {
-    let text = format!(
-        r#"
-name = "kernel-moe"
-hidden = {hidden}
-vocab = 1
-embedding_dtype = "bf16"
-dispatch_dtype = "{a}"
-combine_dtype = "bf16"
-[[layers]]
-count = 1
-ffn = "moe"
-attention = "dense"
-[attention]
-heads = 1
-score_dim = 64
-value_dim = 64
-qk_head_dim = 64
-v_head_dim = 64
-q_lora = 0
-kv_dim = 64
-weight_dtype = "bf16"
-compute_dtype = "bf16"
-kv_entry_bytes = 128.0
-[moe]
-routed_experts = {experts}
-shared_experts = 0
-top_k = {top_k}
-expert_ffn = {ffn}
-weight_dtype = "{w}"
-scale_block = {scale}
-shared_weight_dtype = "{w}"
-activation_dtype = "{a}"
-expert_load_cv = 0.0
-fused = {fused}
-[kv]
-bytes_per_token = 128.0
-"#,
-        scale = if w == Dtype::Fp4 {
-            32
-        } else if w == Dtype::Fp8 {
-            128
-        } else {
-            0
-        },
-    );
-    Ok(toml::from_str(&text)?)
-}
-
-pub fn to_json(k: &KernelOut) -> serde_json::Value {
-    let r = &k.result;
-    json!({
-        "kernel": k.what,
-        "hardware": k.hardware,
-        "time_us": r.time_s * 1e6,
-        "tflops": r.tflops(),
-        "gb_s": r.gb_s(),
-        "compute_us": r.kernel.compute_s * 1e6,
-        "memory_us": r.kernel.memory_s * 1e6,
-        "bound": r.kernel.bound.name(),
-        "cost_model": k.cost_model,
-        "version": env!("CARGO_PKG_VERSION"),
-    })
 }

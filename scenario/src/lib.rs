@@ -5,7 +5,8 @@
 //! its one resolution into a checked run ([`resolve`]), with what prices its steps
 //! (calibration profiles, engine kernel tables, the shipped runs terms) and the traces
 //! and benchmark clients it replays; one forward step as asked, checked and priced
-//! ([`step`]). No simulation runs here: the binary runs a [`Resolved`].
+//! ([`step`]); a resolved run through the simulator ([`run`]), without the binary's
+//! progress bar and Ctrl-C.
 
 use anyhow::{anyhow, bail, Context, Result};
 use serde::de::DeserializeOwned;
@@ -18,8 +19,10 @@ mod carry;
 mod cost;
 mod deser;
 pub mod fields;
+pub mod kernel;
 pub mod request;
 pub mod resolve;
+pub mod run;
 pub mod runs_profile;
 pub mod slow;
 pub mod step;

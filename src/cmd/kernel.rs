@@ -2,11 +2,12 @@
 //! with its public benchmark's accounting (the rows of
 //! `scenarios/published/kernels-public.csv` are such commands).
 
-use crate::kernel::{evaluate, to_json, KernelArgs};
+use crate::kernel::KernelArgs;
 use anyhow::Result;
+use scenario::kernel::{evaluate, to_json};
 
 pub fn run(args: &KernelArgs) -> Result<()> {
-    let k = evaluate(args)?;
+    let k = evaluate(&args.request()?)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&to_json(&k))?);
         return Ok(());

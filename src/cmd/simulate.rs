@@ -3,11 +3,12 @@
 
 use crate::args::{ReportArgs, SimulateArgs};
 use crate::interrupt::Interrupted;
-use crate::simulation::{self, finish, stopped_early, to_json, RunHow};
+use crate::simulation::{self, finish, stopped_early};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use rayon::prelude::*;
 use report::text::finance_text;
+use scenario::run::{to_json, RunHow};
 use scenario::{read_trace_within, resolve, resolve_with_trace, trace_fit, Resolved, RunRequest};
 use scenario::{resolve_tco, Set};
 use serde_json::json;
@@ -135,7 +136,7 @@ fn split_runs(
                 let n = i64::try_from(instances).unwrap_or(i64::MAX);
                 sets.set_scenario("serving.prefill.instances", n, "--decode-deps");
                 let r = resolve(&split);
-                r.and_then(|r| simulation::run(&r, trace, RunHow::default()).map(|(rep, _)| rep))
+                r.and_then(|r| simulation::run(&r, trace, RunHow::default(), false).map(|(rep, _)| rep))
             };
             SplitRun {
                 decode_dep: d,
@@ -385,7 +386,7 @@ fn replicate(cmd: &SimulateCmd, n: u32) -> Result<()> {
                 seed: Some(s),
                 ..RunHow::default()
             };
-            let out = simulation::run(&r, &trace, how).with_context(|| format!("seed {s}"));
+            let out = simulation::run(&r, &trace, how, false).with_context(|| format!("seed {s}"));
             out.map(|(rep, _)| rep)
         })
         .collect::<Result<_>>()?;

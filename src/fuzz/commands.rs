@@ -45,10 +45,10 @@ fn fuzz_forward_and_kernel_command_lines_never_panic() {
             match &cli.command {
                 Command::Forward(a) => tally.count(&evaluate_forward(a)),
                 Command::Kernel(a) => {
-                    let k = kernel::evaluate(a);
+                    let k = a.request().and_then(|r| ::scenario::kernel::evaluate(&r));
                     tally.count(&k);
                     if let Ok(k) = k {
-                        let _ = kernel::to_json(&k);
+                        let _ = ::scenario::kernel::to_json(&k);
                     }
                 }
                 _ => {}

@@ -14,12 +14,12 @@
 
 use crate::args::SimulateArgs;
 use crate::cmd::forward;
-use crate::kernel;
-use crate::simulation::{execute, to_json};
+
 use crate::step::ForwardArgs;
 use crate::{Cli, Command};
 use ::scenario::request::DEFAULT_SCENARIO;
 use ::scenario::resolve;
+use ::scenario::run::{execute, to_json};
 use ::scenario::{embedded_file, embedded_names, Kind};
 use clap::Parser;
 use rand::seq::IndexedRandom;

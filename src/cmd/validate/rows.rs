@@ -2,15 +2,17 @@
 //! with extra `--set` overrides (the values being fitted), and its metric read off.
 
 use crate::args::SimulateArgs;
-use crate::kernel::{
-    evaluate as kernel, evaluate_with as kernel_with, inputs as kernel_inputs, KernelArgs,
-    KernelOut,
-};
-use crate::simulation::{execute, run, to_json, RunHow};
+use crate::kernel::KernelArgs;
+use crate::simulation::{execute, run};
 use crate::step::ForwardArgs;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Parser;
 use fitting::PublishedFigure;
+use scenario::kernel::{
+    evaluate as kernel, evaluate_with as kernel_with, inputs as kernel_inputs, KernelOut,
+    KernelRequest,
+};
+use scenario::run::{to_json, RunHow};
 use scenario::step::{evaluate as forward, prepare, Forward};
 use serde::Deserialize;
 use sim::cost::band::{Band, DEFAULT_DRAWS, DEFAULT_SEED};
@@ -157,7 +159,7 @@ impl Evaluator {
         let args = KernelCli::try_parse_from(argv(cmd, "twin kernel", &self.fitted, extra)?)
             .map(|c| c.args)
             .map_err(|e| anyhow!("row {}: `{cmd}`: {e}", row.id))?;
-        kernel(&args).with_context(|| format!("row {}", row.id))
+        kernel(&args.request()?).with_context(|| format!("row {}", row.id))
     }
 
     fn kernel(&self, row: &PublishedFigure, extra: &[String]) -> Result<f64> {
@@ -188,12 +190,12 @@ impl Evaluator {
     /// A `twin kernel` row's band: every draw prices the kernel (and its baseline,
     /// with the same draw) with the drawn parameters.
     fn kernel_band(&self, row: &PublishedFigure) -> Result<Option<Band>> {
-        let args = self.kernel_args(&row.command, row)?;
+        let args = self.kernel_args(&row.command, row)?.request()?;
         let (hw, p) = kernel_inputs(&args)?;
-        let base = match row.baseline.is_empty() {
+        let base: Option<(KernelRequest, _, _)> = match row.baseline.is_empty() {
             true => None,
             false => {
-                let a = self.kernel_args(&row.baseline, row)?;
+                let a = self.kernel_args(&row.baseline, row)?.request()?;
                 let (bhw, bp) = kernel_inputs(&a)?;
                 Some((a, bhw, bp))
             }
@@ -284,7 +286,7 @@ impl Evaluator {
                             params: Some(&p),
                             ..RunHow::default()
                         };
-                        let (report, _) = run(&r, &trace, how)
+                        let (report, _) = run(&r, &trace, how, false)
                             .with_context(|| format!("row {}: band draw {i}", row.id))?;
                         runs.push(to_json(&r, &report, trace.len())?);
                     }
