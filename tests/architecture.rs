@@ -194,6 +194,15 @@ fn crate_dependencies_keep_the_architecture() {
             "scenario resolves runs; it must not depend on {banned}"
         );
     }
+    // published runs the rows of the published tables as their commands would, their
+    // command lines parsed by the binary's own flags (handed in): no command line of
+    // its own, and nothing measured or served.
+    for banned in ["clap", "engine", "kernels", "live", "cudarc", "indicatif"] {
+        assert!(
+            !deps("published").contains(&banned.to_string()),
+            "published evaluates the tables' rows; it must not depend on {banned}"
+        );
+    }
     for lib in [
         "sim",
         "engine",

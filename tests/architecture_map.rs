@@ -17,7 +17,7 @@
 use std::path::{Path, PathBuf};
 
 /// The workspace's crates and their source roots; `twin` is the binary.
-const CRATES: [(&str, &str); 13] = [
+const CRATES: [(&str, &str); 14] = [
     ("spec", "spec/src"),
     ("sim", "sim/src"),
     ("engine", "engine/src"),
@@ -30,6 +30,7 @@ const CRATES: [(&str, &str); 13] = [
     ("scenario", "scenario/src"),
     ("report", "report/src"),
     ("measured", "measured/src"),
+    ("published", "published/src"),
     ("twin", "src"),
 ];
 

@@ -69,6 +69,17 @@ impl Overrides {
         o
     }
 
+    /// More overrides after these, each file's after its own: as if given last.
+    pub fn extend(&mut self, more: &[Set]) {
+        let o = Overrides::of(more.to_vec());
+        self.hardware.extend(o.hardware);
+        self.model.extend(o.model);
+        self.workload.extend(o.workload);
+        self.cost.extend(o.cost);
+        self.tco.extend(o.tco);
+        self.scenario.extend(o.scenario);
+    }
+
     /// The first override of a file not among `files` (`"hardware"`, `"model"`,
     /// `"workload"`, `"cost"`, `"tco"`; `"scenario"` for the scenario's own fields): a
     /// command that reads only some files refuses the others.

@@ -2,43 +2,63 @@
 //! prediction, with its error; `--fit` re-derives the fitted parameters from the `fit`
 //! rows.
 //!
-//! Two tables ship (`scenarios/published/`): public kernel benchmarks
-//! (`kernels-public`, computed by `twin kernel` commands) and the vLLM GB300 report
-//! (computed by `twin forward` and `twin simulate`). Rows are evaluated by the
-//! CLI's own argument parsers ([`rows`]); the fits live in [`kernel_fit`] and
-//! [`report_fit`], their solvers in the `fitting` crate.
+//! The tables ship in `scenarios/published/`: public kernel benchmarks
+//! (`kernels-public`, computed by `twin kernel` commands), the vLLM GB300 report
+//! (computed by `twin forward` and `twin simulate`) and others. The `published` crate
+//! evaluates the rows and fits the parameters; here its rows' command lines are parsed
+//! by the commands' own flags ([`Flags`]), and the outcomes printed.
 
 pub mod corpus;
-pub mod in_situ_fit;
-pub mod kernel_fit;
-pub mod report_fit;
-pub mod rows;
 pub mod runs;
 
-use anyhow::{anyhow, bail, Context, Result};
-use clap::{Args, Subcommand};
-use fitting::{read_table, rel_error, PublishedFigure};
-use rows::{is_simulation, Evaluator};
-use scenario::embedded_file;
-use sim::cost::band::Band;
+use crate::args::SimulateArgs;
+use crate::kernel::KernelArgs;
+use crate::step::ForwardArgs;
+use anyhow::{bail, Result};
+use clap::{Args, Parser, Subcommand};
+use published::{
+    coverage, evaluate, format_value, in_situ_fit, kernel_fit, load_tables, report_fit, Bands,
+    CommandLine, Coverage, Outcome, Table, KERNELS, MEASURED, TABLES,
+};
+use scenario::kernel::KernelRequest;
+use scenario::step::StepRequest;
+use scenario::RunRequest;
 use std::collections::BTreeMap;
 
-/// The embedded tables: name and path under `scenarios/`.
-pub const TABLES: [(&str, &str); 4] = [
-    ("kernels-public", "published/kernels-public.csv"),
-    (
-        "kernel-tables-measured",
-        "published/kernel-tables-measured.csv",
-    ),
-    (
-        "vllm-gb300-deepseek-v4.1-flash",
-        "published/vllm-gb300-deepseek-v4.1-flash.csv",
-    ),
-    (in_situ_fit::TABLE, "published/in-situ-deepseek-h800.csv"),
-];
-const KERNELS: &str = "kernels-public";
-/// The measured kernel tables' held-out rows (check rows only).
-const MEASURED: &str = "kernel-tables-measured";
+/// The commands' own flag parsers, for the rows' command lines.
+pub struct Flags;
+
+impl CommandLine for Flags {
+    fn forward(&self, argv: &[String]) -> Result<StepRequest> {
+        #[derive(Parser)]
+        #[command(name = "twin forward")]
+        struct Cli {
+            #[command(flatten)]
+            args: ForwardArgs,
+        }
+        Cli::try_parse_from(argv)?.args.request()
+    }
+
+    fn kernel(&self, argv: &[String]) -> Result<KernelRequest> {
+        #[derive(Parser)]
+        #[command(name = "twin kernel")]
+        struct Cli {
+            #[command(flatten)]
+            args: KernelArgs,
+        }
+        Cli::try_parse_from(argv)?.args.request()
+    }
+
+    fn simulate(&self, argv: &[String]) -> Result<RunRequest> {
+        #[derive(Parser)]
+        #[command(name = "twin simulate")]
+        struct Cli {
+            #[command(flatten)]
+            args: SimulateArgs,
+        }
+        Cli::try_parse_from(argv)?.args.request()
+    }
+}
 
 #[derive(Debug, Clone, Args)]
 pub struct ValidateArgs {
@@ -95,134 +115,6 @@ pub enum ValidateWhat {
     Runs(corpus::RunsValidateArgs),
 }
 
-/// A table read: its name (embedded name, or the file's stem), where it came from,
-/// its rows.
-struct Table {
-    name: String,
-    origin: String,
-    rows: Vec<PublishedFigure>,
-}
-
-fn load_tables(which: Option<&str>) -> Result<Vec<Table>> {
-    let mut out = Vec::new();
-    for (name, rel) in TABLES {
-        if which.is_some_and(|w| w != name) {
-            continue;
-        }
-        let text = embedded_file(rel).ok_or_else(|| anyhow!("embedded table {rel} missing"))?;
-        let origin = format!("scenarios/{rel} (embedded)");
-        out.push(Table {
-            name: name.to_string(),
-            rows: read_table(&origin, text)?,
-            origin,
-        });
-    }
-    if let (Some(path), true) = (which, out.is_empty()) {
-        let text = scenario::read_text(path).with_context(|| {
-            format!(
-                "cannot read {path} (tables: {})",
-                TABLES.map(|t| t.0).join(", ")
-            )
-        })?;
-        let name = std::path::Path::new(path)
-            .file_stem()
-            .map(|s| s.to_string_lossy().to_string())
-            .unwrap_or_default();
-        out.push(Table {
-            name,
-            rows: read_table(path, &text)?,
-            origin: path.to_string(),
-        });
-    }
-    Ok(out)
-}
-
-/// One evaluated row.
-pub struct Outcome {
-    pub row: PublishedFigure,
-    /// None: a simulation row left out (run with --simulate).
-    pub predicted: Option<f64>,
-    pub error: Option<f64>,
-    /// Leave-one-out error of a fit row.
-    pub loo: Option<f64>,
-    /// The p10-p90 band of the prediction (None: no spread known, bands off, or a
-    /// simulation row run without a band).
-    pub band: Option<Band>,
-}
-
-impl Outcome {
-    /// Whether the published figure lies inside the band, if there is one.
-    pub fn in_band(&self) -> Option<bool> {
-        self.band.map(|b| b.contains(self.row.published))
-    }
-}
-
-/// A table's band coverage: check rows inside their band, of those with one.
-#[derive(Debug, Clone, Copy, serde::Serialize)]
-pub struct Coverage {
-    pub inside: usize,
-    pub with_band: usize,
-    pub check_rows: usize,
-}
-
-pub fn coverage(out: &[Outcome]) -> Coverage {
-    let checks: Vec<&Outcome> = out.iter().filter(|o| o.row.role == "check").collect();
-    Coverage {
-        inside: checks.iter().filter(|o| o.in_band() == Some(true)).count(),
-        with_band: checks.iter().filter(|o| o.band.is_some()).count(),
-        check_rows: checks.len(),
-    }
-}
-
-/// What `evaluate` draws bands for: off, or every forward and kernel row (and
-/// simulation rows with `sim_draws` > 0).
-#[derive(Debug, Clone, Copy)]
-pub struct Bands {
-    pub on: bool,
-    pub sim_draws: u32,
-}
-
-fn evaluate(table: &Table, simulate: bool, loo: bool, bands: Bands) -> Result<Vec<Outcome>> {
-    let mut ev = Evaluator::new(report_fit::read_fitted()?);
-    let mut loo_of: BTreeMap<String, f64> = BTreeMap::new();
-    if loo && table.name == KERNELS {
-        for g in kernel_fit::fit(&table.rows, true)? {
-            for (id, e) in g.loo {
-                if let Some(e) = e {
-                    loo_of.insert(id, e);
-                }
-            }
-        }
-    }
-    table
-        .rows
-        .iter()
-        .map(|r| {
-            if is_simulation(r) && !simulate {
-                return Ok(Outcome {
-                    row: r.clone(),
-                    predicted: None,
-                    error: None,
-                    loo: None,
-                    band: None,
-                });
-            }
-            let predicted = ev.predict(r, &[])?;
-            let band = match bands.on {
-                true => ev.band(r, bands.sim_draws)?,
-                false => None,
-            };
-            Ok(Outcome {
-                row: r.clone(),
-                predicted: Some(predicted),
-                error: Some(rel_error(predicted, r.published)),
-                loo: loo_of.get(&r.id).copied(),
-                band,
-            })
-        })
-        .collect()
-}
-
 pub fn run(args: &ValidateArgs) -> Result<()> {
     let (table, fit, write, simulate, no_loo, json, report, force, bands) = match &args.what {
         ValidateWhat::Published {
@@ -261,7 +153,7 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
     let mut all_json = Vec::new();
     let mut for_report = Vec::new();
     for t in &tables {
-        let out = evaluate(t, *simulate, !*no_loo, bands)?;
+        let out = evaluate(t, *simulate, !*no_loo, bands, &Flags)?;
         let cov = coverage(&out);
         if report.is_some() {
             let rows = report_rows(&out);
@@ -519,7 +411,7 @@ fn run_fit(
                 fit_kernels(t, in_situ_fit::GROUPS, write, json, loo, &mut items)?
             }
             "vllm-gb300-deepseek-v4.1-flash" => {
-                let fitted = report_fit::fit(&t.rows, simulate)?;
+                let fitted = report_fit::fit(&t.rows, simulate, &Flags)?;
                 for f in &fitted {
                     items.push(serde_json::json!({
                         "table": t.name, "name": f.name, "fitted": f.value, "row": f.row,
@@ -531,11 +423,11 @@ fn run_fit(
                     for f in &fitted {
                         let v = f
                             .value
-                            .map(rows::format_value)
+                            .map(format_value)
                             .unwrap_or_else(|| "not fitted".into());
                         let was = f
                             .stored
-                            .map(|s| format!("(stored: {})", rows::format_value(s)))
+                            .map(|s| format!("(stored: {})", format_value(s)))
                             .unwrap_or_default();
                         println!("  {:<40} = {:<14} row {:<22} {was}", f.name, v, f.row);
                     }
@@ -602,7 +494,7 @@ fn fit_kernels(
     loo: bool,
     items: &mut Vec<serde_json::Value>,
 ) -> Result<()> {
-    let fits = kernel_fit::fit_groups(groups, &t.rows, loo)?;
+    let fits = kernel_fit::fit_groups(groups, &t.rows, loo, &Flags)?;
     for f in &fits {
         for ((p, v), s) in f.group.params.iter().zip(&f.values).zip(&f.stored) {
             items.push(serde_json::json!({
@@ -635,7 +527,7 @@ fn fit_kernels(
         }
         return Ok(());
     }
-    let held = kernel_fit::held_out(&t.rows, &fits)?;
+    let held = kernel_fit::held_out(&t.rows, &fits, &Flags)?;
     let spreads = calibration::spread_fit::estimate(&held);
     let (inside, judged) = calibration::spread_fit::held_out_coverage(&held);
     for s in &spreads {

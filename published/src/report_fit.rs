@@ -4,10 +4,11 @@
 //! Parameters of simulation rows (the rack's unstated load and P/D split) are fitted
 //! only with `--simulate`, after the others.
 
-use super::rows::{format_value, Evaluator, Fitted};
+use crate::rows::{fitted_value, Evaluator, Fitted};
+use crate::CommandLine;
 use anyhow::{anyhow, bail, Context, Result};
 use fitting::{rel_error, round5, PublishedFigure, Solve};
-use scenario::embedded_file;
+use scenario::{embedded_file, Set};
 
 /// Where a fitted value is stored.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -148,35 +149,36 @@ fn rack_prefill_instances(decode_dep: f64) -> f64 {
     ((RACK_GPUS - decode_dep) / RACK_PREFILL_DEP).floor()
 }
 
-/// The fitted values as `--set` overrides and placeholder values. The MoE compute
-/// efficiency follows the GEMM efficiency: one tensor-core efficiency is fitted.
-fn overrides(values: &[f64], simulation: bool) -> (Vec<String>, Fitted) {
+/// The fitted values as overrides and placeholder values. The MoE compute efficiency
+/// follows the GEMM efficiency: one tensor-core efficiency is fitted.
+fn overrides(values: &[f64], simulation: bool) -> (Vec<Set>, Fitted) {
     let mut sets = Vec::new();
     let mut fitted = Fitted::default();
+    let mut set = |path: String, v: f64| sets.push(Set::typed(&path, fitted_value(v), "--set"));
     for (p, v) in FIT_PARAMS.iter().zip(values) {
         if p.simulation() && !simulation {
             continue;
         }
-        let (x, v) = (*v, format_value(*v));
+        let v = *v;
         match p.home {
             Home::Experiment(name) => {
-                fitted.experiment.insert(name.to_string(), x);
+                fitted.experiment.insert(name.to_string(), v);
             }
             Home::HardwareCost(k) => {
-                sets.push(format!("cost.{k}={v}"));
+                set(format!("cost.{k}"), v);
                 if k == "gemm.compute_eff" {
-                    sets.push(format!("cost.moe.compute_eff={v}"));
+                    set("cost.moe.compute_eff".into(), v);
                 }
             }
-            Home::Hardware(k) => sets.push(format!("hardware.{k}={v}")),
-            Home::Model(k) => sets.push(format!("model.{k}={v}")),
-            Home::Workload(k) => sets.push(format!("workload.{k}={v}")),
+            Home::Hardware(k) => set(format!("hardware.{k}"), v),
+            Home::Model(k) => set(format!("model.{k}"), v),
+            Home::Workload(k) => set(format!("workload.{k}"), v),
             Home::RackSplit => {
-                sets.push(format!("serving.decode.dep={v}"));
-                sets.push(format!(
-                    "serving.prefill.instances={}",
-                    rack_prefill_instances(x)
-                ));
+                set("serving.decode.dep".into(), v);
+                set(
+                    "serving.prefill.instances".into(),
+                    rack_prefill_instances(v),
+                );
             }
         }
     }
@@ -194,7 +196,11 @@ pub struct Fitted1 {
 
 /// Fits the parameters to their `fit` rows: first those of `forward` rows, then, with
 /// `simulate`, those of simulation rows (which see the others' fitted values).
-pub fn fit(rows: &[PublishedFigure], simulate: bool) -> Result<Vec<Fitted1>> {
+pub fn fit(
+    rows: &[PublishedFigure],
+    simulate: bool,
+    cli: &dyn CommandLine,
+) -> Result<Vec<Fitted1>> {
     let targets: Vec<&PublishedFigure> = FIT_PARAMS
         .iter()
         .map(|p| {
@@ -218,7 +224,7 @@ pub fn fit(rows: &[PublishedFigure], simulate: bool) -> Result<Vec<Fitted1>> {
         Some(v) => v.iter().map(|(_, v)| *v).collect(),
         None => FIT_PARAMS.iter().map(|p| (p.lo + p.hi) / 2.0).collect(),
     };
-    let mut ev = Evaluator::default();
+    let mut ev = Evaluator::new(cli, Fitted::default());
     let phases: &[bool] = if simulate { &[false, true] } else { &[false] };
     for &sim_phase in phases {
         let params: Vec<fitting::Param> = FIT_PARAMS

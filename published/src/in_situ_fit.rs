@@ -3,7 +3,7 @@
 //! names, by the kernel table's least squares; the Hopper GPUs without an in-situ
 //! breakdown of their own borrow them, marked `assumed`.
 
-use super::kernel_fit::{p, Group};
+use crate::kernel_fit::{p, Group};
 
 /// The table's name.
 pub const TABLE: &str = "in-situ-deepseek-h800";

@@ -4,10 +4,12 @@
 //! same kind may borrow the values, marked `assumed`. Leave-one-out errors are
 //! reported for groups with more fit rows than parameters.
 
-use super::rows::Evaluator;
+use crate::rows::{Evaluator, Fitted};
+use crate::CommandLine;
 use anyhow::{anyhow, bail, Context, Result};
 use calibration::spread_fit::{class_of, ClassSpread, Held, ARCHITECTURES};
 use fitting::{least_squares, leave_one_out, rel_error, round5, Bounds, PublishedFigure};
+use scenario::Set;
 
 /// A fitted cost parameter and the keys that take the same value.
 pub struct Param {
@@ -296,12 +298,12 @@ impl Group {
             .flat_map(|p| std::iter::once(p.key).chain(p.also.iter().copied()))
     }
 
-    /// `--set cost.KEY=V` overrides for `values`.
-    pub fn sets(&self, values: &[f64]) -> Vec<String> {
+    /// `cost.KEY` overrides for `values`.
+    pub fn sets(&self, values: &[f64]) -> Vec<Set> {
         let mut out = Vec::new();
         for (p, v) in self.params.iter().zip(values) {
             for k in std::iter::once(p.key).chain(p.also.iter().copied()) {
-                out.push(format!("cost.{k}={v:e}"));
+                out.push(Set::typed(&format!("cost.{k}"), (*v).into(), "--set"));
             }
         }
         out
@@ -347,7 +349,7 @@ fn stored(group: &Group) -> Result<Vec<f64>> {
 }
 
 fn residuals(
-    ev: &mut Evaluator,
+    ev: &mut Evaluator<'_>,
     group: &Group,
     rows: &[&PublishedFigure],
     values: &[f64],
@@ -359,7 +361,7 @@ fn residuals(
 }
 
 fn fit_rows(
-    ev: &mut Evaluator,
+    ev: &mut Evaluator<'_>,
     group: &Group,
     rows: &[&PublishedFigure],
     start: &[f64],
@@ -374,8 +376,8 @@ fn fit_rows(
 }
 
 /// Fits every group of the kernel table to its fit rows of `rows`.
-pub fn fit(rows: &[PublishedFigure], loo: bool) -> Result<Vec<GroupFit>> {
-    fit_groups(GROUPS, rows, loo)
+pub fn fit(rows: &[PublishedFigure], loo: bool, cli: &dyn CommandLine) -> Result<Vec<GroupFit>> {
+    fit_groups(GROUPS, rows, loo, cli)
 }
 
 /// Fits every group of `groups` to its fit rows of `rows`.
@@ -383,8 +385,9 @@ pub fn fit_groups(
     groups: &'static [Group],
     rows: &[PublishedFigure],
     loo: bool,
+    cli: &dyn CommandLine,
 ) -> Result<Vec<GroupFit>> {
-    let mut ev = Evaluator::default();
+    let mut ev = Evaluator::new(cli, Fitted::default());
     let mut out = Vec::new();
     for group in groups {
         let fit_rows_: Vec<&PublishedFigure> = rows
@@ -445,8 +448,12 @@ pub fn fit_groups(
 /// The out-of-sample errors of `rows`: every check row's (priced with the stored
 /// values) and every fit row's leave-one-out error (from `fits`), in log space, with
 /// the row's kernel class and hardware.
-pub fn held_out(rows: &[PublishedFigure], fits: &[GroupFit]) -> Result<Vec<Held>> {
-    let mut ev = Evaluator::default();
+pub fn held_out(
+    rows: &[PublishedFigure],
+    fits: &[GroupFit],
+    cli: &dyn CommandLine,
+) -> Result<Vec<Held>> {
+    let mut ev = Evaluator::new(cli, Fitted::default());
     let mut out = Vec::new();
     for r in rows {
         let class = class_of(&r.id).ok_or_else(|| {
@@ -547,8 +554,8 @@ pub fn write(
             let doc = doc_for(&mut docs, &path)?;
             for (param, v) in f.group.params.iter().zip(&f.values) {
                 for key in std::iter::once(param.key).chain(param.also.iter().copied()) {
-                    if hw == super::report_fit::FIT_HARDWARE
-                        && super::report_fit::OWNED_COST_KEYS.contains(&key)
+                    if hw == crate::report_fit::FIT_HARDWARE
+                        && crate::report_fit::OWNED_COST_KEYS.contains(&key)
                     {
                         continue;
                     }

@@ -1,22 +1,21 @@
-//! Computing a table row: its command parsed with the CLI's own argument parsers, run
-//! with extra `--set` overrides (the values being fitted), and its metric read off.
+//! Computing a table row: its command parsed with the binary's own flag parsers
+//! ([`CommandLine`]), run with extra overrides (the values being fitted, typed), and
+//! its metric read off.
 
-use crate::args::SimulateArgs;
-use crate::kernel::KernelArgs;
-use crate::simulation::{execute, run};
-use crate::step::ForwardArgs;
+use crate::CommandLine;
 use anyhow::{anyhow, bail, Context, Result};
-use clap::Parser;
 use fitting::PublishedFigure;
 use scenario::kernel::{
     evaluate as kernel, evaluate_with as kernel_with, inputs as kernel_inputs, KernelOut,
     KernelRequest,
 };
-use scenario::run::{to_json, RunHow};
-use scenario::step::{evaluate as forward, prepare, Forward};
+use scenario::run::{execute, simulate, to_json, RunHow};
+use scenario::step::{evaluate as forward, prepare, Forward, StepRequest};
+use scenario::Set;
 use serde::Deserialize;
 use sim::cost::band::{Band, DEFAULT_DRAWS, DEFAULT_SEED};
 use sim::cost::{Op, Spread};
+use sim::serving::Control;
 use std::collections::BTreeMap;
 
 /// Values substituted for `{name}` in commands (`scenarios/published/fitted.toml`).
@@ -24,27 +23,6 @@ use std::collections::BTreeMap;
 pub struct Fitted {
     #[serde(default)]
     pub experiment: BTreeMap<String, f64>,
-}
-
-#[derive(Parser)]
-#[command(name = "twin forward")]
-struct ForwardCli {
-    #[command(flatten)]
-    args: ForwardArgs,
-}
-
-#[derive(Parser)]
-#[command(name = "twin kernel")]
-struct KernelCli {
-    #[command(flatten)]
-    args: KernelArgs,
-}
-
-#[derive(Parser)]
-#[command(name = "twin simulate")]
-struct SimulateCli {
-    #[command(flatten)]
-    args: SimulateArgs,
 }
 
 /// The program a row's command runs.
@@ -76,9 +54,8 @@ pub fn is_simulation(row: &PublishedFigure) -> bool {
     Program::of(&row.command).ok() == Some(Program::Simulate)
 }
 
-/// A table command as an argument vector, placeholders filled and `extra` overrides
-/// appended.
-fn argv(cmd: &str, program: &str, fitted: &Fitted, extra: &[String]) -> Result<Vec<String>> {
+/// A table command as an argument vector, placeholders filled.
+fn argv(cmd: &str, program: &str, fitted: &Fitted) -> Result<Vec<String>> {
     let mut text = cmd.trim().to_string();
     for (k, v) in &fitted.experiment {
         text = text.replace(&format!("{{{k}}}"), &format_value(*v));
@@ -91,11 +68,17 @@ fn argv(cmd: &str, program: &str, fitted: &Fitted, extra: &[String]) -> Result<V
         .ok_or_else(|| anyhow!("command `{cmd}` must start with `{program}`"))?;
     let mut v = vec![program.to_string()];
     v.extend(rest.split_whitespace().map(str::to_string));
-    for e in extra {
-        v.push("--set".into());
-        v.push(e.clone());
-    }
     Ok(v)
+}
+
+/// A fitted number as an override: an integer where it is whole (a DEP, a batch), as a
+/// command line would give it.
+pub fn fitted_value(v: f64) -> toml::Value {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        toml::Value::Integer(v as i64)
+    } else {
+        toml::Value::Float(v)
+    }
 }
 
 /// A number as a command line takes it.
@@ -125,25 +108,26 @@ fn in_situ_s(l: &sim::cost::insitu::InSituLayer, key: &str) -> Option<f64> {
 }
 
 /// Runs rows; rows that share a simulation command and overrides share one run.
-#[derive(Default)]
-pub struct Evaluator {
+pub struct Evaluator<'a> {
+    cli: &'a dyn CommandLine,
     pub fitted: Fitted,
     runs: BTreeMap<String, serde_json::Value>,
     /// The `--json` objects of a simulation row's band draws, by command.
     sim_bands: BTreeMap<String, Vec<serde_json::Value>>,
 }
 
-impl Evaluator {
-    pub fn new(fitted: Fitted) -> Self {
+impl<'a> Evaluator<'a> {
+    pub fn new(cli: &'a dyn CommandLine, fitted: Fitted) -> Self {
         Evaluator {
+            cli,
             fitted,
             runs: BTreeMap::new(),
             sim_bands: BTreeMap::new(),
         }
     }
 
-    /// The row's metric with `extra` `--set` overrides.
-    pub fn predict(&mut self, row: &PublishedFigure, extra: &[String]) -> Result<f64> {
+    /// The row's metric with `extra` overrides after the command's own.
+    pub fn predict(&mut self, row: &PublishedFigure, extra: &[Set]) -> Result<f64> {
         let x = match Program::of(&row.command)? {
             Program::Simulate => self.simulation(row, extra)?,
             Program::Forward => self.forward(row, extra)?,
@@ -155,14 +139,13 @@ impl Evaluator {
         Ok(x)
     }
 
-    fn kernel_time(&self, cmd: &str, row: &PublishedFigure, extra: &[String]) -> Result<KernelOut> {
-        let args = KernelCli::try_parse_from(argv(cmd, "twin kernel", &self.fitted, extra)?)
-            .map(|c| c.args)
-            .map_err(|e| anyhow!("row {}: `{cmd}`: {e}", row.id))?;
-        kernel(&args.request()?).with_context(|| format!("row {}", row.id))
+    fn kernel_time(&self, cmd: &str, row: &PublishedFigure, extra: &[Set]) -> Result<KernelOut> {
+        let mut req = self.kernel_request(cmd, row)?;
+        req.sets.extend(extra);
+        kernel(&req).with_context(|| format!("row {}", row.id))
     }
 
-    fn kernel(&self, row: &PublishedFigure, extra: &[String]) -> Result<f64> {
+    fn kernel(&self, row: &PublishedFigure, extra: &[Set]) -> Result<f64> {
         let k = self.kernel_time(&row.command, row, extra)?;
         let base = match row.metric.as_str() {
             "time_ratio" => {
@@ -178,24 +161,24 @@ impl Evaluator {
 
     /// The hardware a `twin kernel` row runs on (its `--hardware`, or the default).
     pub fn kernel_hardware(&self, row: &PublishedFigure) -> Result<String> {
-        Ok(self.kernel_args(&row.command, row)?.hardware)
+        Ok(self.kernel_request(&row.command, row)?.hardware)
     }
 
-    fn kernel_args(&self, cmd: &str, row: &PublishedFigure) -> Result<KernelArgs> {
-        KernelCli::try_parse_from(argv(cmd, "twin kernel", &self.fitted, &[])?)
-            .map(|c| c.args)
+    fn kernel_request(&self, cmd: &str, row: &PublishedFigure) -> Result<KernelRequest> {
+        self.cli
+            .kernel(&argv(cmd, "twin kernel", &self.fitted)?)
             .map_err(|e| anyhow!("row {}: `{cmd}`: {e}", row.id))
     }
 
     /// A `twin kernel` row's band: every draw prices the kernel (and its baseline,
     /// with the same draw) with the drawn parameters.
     fn kernel_band(&self, row: &PublishedFigure) -> Result<Option<Band>> {
-        let args = self.kernel_args(&row.command, row)?.request()?;
+        let args = self.kernel_request(&row.command, row)?;
         let (hw, p) = kernel_inputs(&args)?;
         let base: Option<(KernelRequest, _, _)> = match row.baseline.is_empty() {
             true => None,
             false => {
-                let a = self.kernel_args(&row.baseline, row)?.request()?;
+                let a = self.kernel_request(&row.baseline, row)?;
                 let (bhw, bp) = kernel_inputs(&a)?;
                 Some((a, bhw, bp))
             }
@@ -236,13 +219,11 @@ impl Evaluator {
     }
 
     fn forward_band(&self, row: &PublishedFigure) -> Result<Option<Band>> {
-        let prep = prepare(&self.forward_args(&row.command, row, &[])?.request()?)
+        let prep = prepare(&self.forward_request(&row.command, row, &[])?)
             .with_context(|| format!("row {}", row.id))?;
         let base = match row.baseline.is_empty() {
             true => None,
-            false => Some(prepare(
-                &self.forward_args(&row.baseline, row, &[])?.request()?,
-            )?),
+            false => Some(prepare(&self.forward_request(&row.baseline, row, &[])?)?),
         };
         let p = &prep.params;
         if p.spread.is_unknown() {
@@ -265,15 +246,8 @@ impl Evaluator {
         let runs = match self.sim_bands.get(&key) {
             Some(v) => v.clone(),
             None => {
-                let args = SimulateCli::try_parse_from(argv(
-                    &row.command,
-                    "twin simulate",
-                    &self.fitted,
-                    &[],
-                )?)
-                .map(|c| c.args)
-                .map_err(|e| anyhow!("row {}: {e}", row.id))?;
-                let (r, trace) = scenario::resolve_with_trace(&args.request()?)
+                let req = self.simulate_request(row)?;
+                let (r, trace) = scenario::resolve_with_trace(&req)
                     .with_context(|| format!("row {}", row.id))?;
                 let mut runs = Vec::new();
                 if !r.params.spread.is_unknown() {
@@ -286,7 +260,7 @@ impl Evaluator {
                             params: Some(&p),
                             ..RunHow::default()
                         };
-                        let (report, _) = run(&r, &trace, how, false)
+                        let (report, _) = simulate(&r, &trace, how, &Control::default())
                             .with_context(|| format!("row {}: band draw {i}", row.id))?;
                         runs.push(to_json(&r, &report, trace.len())?);
                     }
@@ -306,29 +280,40 @@ impl Evaluator {
     }
 }
 
-impl Evaluator {
-    fn forward_args(
+impl Evaluator<'_> {
+    fn forward_request(
         &self,
         cmd: &str,
         row: &PublishedFigure,
-        extra: &[String],
-    ) -> Result<ForwardArgs> {
-        ForwardCli::try_parse_from(argv(cmd, "twin forward", &self.fitted, extra)?)
-            .map(|c| c.args)
-            .map_err(|e| anyhow!("row {}: `{cmd}`: {e}", row.id))
+        extra: &[Set],
+    ) -> Result<StepRequest> {
+        let mut req = self
+            .cli
+            .forward(&argv(cmd, "twin forward", &self.fitted)?)
+            .map_err(|e| anyhow!("row {}: `{cmd}`: {e}", row.id))?;
+        req.sets.extend(extra);
+        Ok(req)
     }
 
-    fn forward(&self, row: &PublishedFigure, extra: &[String]) -> Result<f64> {
-        let f = forward(&self.forward_args(&row.command, row, extra)?.request()?)
+    fn simulate_request(&self, row: &PublishedFigure) -> Result<scenario::RunRequest> {
+        self.cli
+            .simulate(&argv(&row.command, "twin simulate", &self.fitted)?)
+            .map_err(|e| anyhow!("row {}: {e}", row.id))
+    }
+
+    fn forward(&self, row: &PublishedFigure, extra: &[Set]) -> Result<f64> {
+        let f = forward(&self.forward_request(&row.command, row, extra)?)
             .with_context(|| format!("row {}", row.id))?;
         let base = match row.metric.as_str() {
             "gain_pct" => {
                 if row.baseline.is_empty() {
                     bail!("row {}: metric gain_pct needs a baseline command", row.id);
                 }
-                Some(forward(
-                    &self.forward_args(&row.baseline, row, extra)?.request()?,
-                )?)
+                Some(forward(&self.forward_request(
+                    &row.baseline,
+                    row,
+                    extra,
+                )?)?)
             }
             _ => None,
         };
@@ -337,22 +322,16 @@ impl Evaluator {
 
     /// A `twin simulate ...` row: its metric is `json:PATH` (dotted path into the
     /// `--json` object, numeric segments index lists).
-    fn simulation(&mut self, row: &PublishedFigure, extra: &[String]) -> Result<f64> {
-        let key = format!("{} {}", row.command, extra.join(" "));
+    fn simulation(&mut self, row: &PublishedFigure, extra: &[Set]) -> Result<f64> {
+        let texts: Vec<&str> = extra.iter().map(|s| s.text.as_str()).collect();
+        let key = format!("{} {}", row.command, texts.join(" "));
         let v = match self.runs.get(&key) {
             Some(v) => v.clone(),
             None => {
-                let mut args = SimulateCli::try_parse_from(argv(
-                    &row.command,
-                    "twin simulate",
-                    &self.fitted,
-                    &[],
-                )?)
-                .map(|c| c.args)
-                .map_err(|e| anyhow!("row {}: {e}", row.id))?;
-                args.set.extend(extra.iter().cloned());
+                let mut req = self.simulate_request(row)?;
+                req.sets.extend(extra);
                 let (r, report, records) =
-                    execute(&args.request()?).with_context(|| format!("row {}", row.id))?;
+                    execute(&req).with_context(|| format!("row {}", row.id))?;
                 let v = to_json(&r, &report, records)?;
                 self.runs.insert(key, v.clone());
                 v
