@@ -14,12 +14,8 @@ mod out;
 mod args;
 mod band;
 mod cmd;
-#[cfg(test)]
-mod fuzz;
 mod interrupt;
-mod kernel;
 mod simulation;
-mod step;
 
 #[derive(Parser)]
 #[command(
@@ -38,10 +34,10 @@ enum Command {
     /// AgentX-like workload) and report throughput, latency and money.
     Simulate(cmd::simulate::SimulateCmd),
     /// Price one exact prefill or decode step of a DEP group, with a breakdown by operation.
-    Forward(step::ForwardArgs),
+    Forward(scenario::flags::forward::ForwardArgs),
     /// Price one kernel (GEMM, dispatch/combine, attention) as its public benchmark
     /// reports it.
-    Kernel(kernel::KernelArgs),
+    Kernel(scenario::flags::kernel::KernelArgs),
     /// `forward` over a grid of DEP and batch sizes: throughput per GPU against speed
     /// per user (Pareto frontier), and the cost of a million tokens.
     Sweep(cmd::sweep::SweepArgs),

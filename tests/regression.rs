@@ -1,7 +1,7 @@
 //! Regression tests, one per class of bug of issue #11 ("no panic on any input, no
 //! silent wrong number, no corrupted calibration log"), each named after what it
 //! fixes (ripgrep's `tests/regression.rs`); the calibration ones are in
-//! `tests/regression_calibration.rs`, the fuzz-style tests in `src/fuzz/`.
+//! `tests/regression_calibration.rs`, the fuzz-style tests in `tests/fuzz/main.rs`.
 
 mod common;
 

@@ -19,6 +19,8 @@ mod carry;
 mod cost;
 mod deser;
 pub mod fields;
+#[cfg(feature = "clap")]
+pub mod flags;
 pub mod kernel;
 pub mod request;
 pub mod resolve;

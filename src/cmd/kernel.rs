@@ -2,8 +2,8 @@
 //! with its public benchmark's accounting (the rows of
 //! `scenarios/published/kernels-public.csv` are such commands).
 
-use crate::kernel::KernelArgs;
 use anyhow::Result;
+use scenario::flags::kernel::KernelArgs;
 use scenario::kernel::{evaluate, to_json};
 
 pub fn run(args: &KernelArgs) -> Result<()> {

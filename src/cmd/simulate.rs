@@ -1,13 +1,14 @@
 //! `twin simulate`: run the discrete-event serving simulator on a full scenario
 //! (hardware + model + workload + deployment) and print its report.
 
-use crate::args::{ReportArgs, SimulateArgs};
+use crate::args::ReportArgs;
 use crate::interrupt::Interrupted;
 use crate::simulation::{self, finish, stopped_early};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use rayon::prelude::*;
 use report::text::finance_text;
+use scenario::flags::SimulateArgs;
 use scenario::run::{to_json, RunHow};
 use scenario::{read_trace_within, resolve, resolve_with_trace, trace_fit, Resolved, RunRequest};
 use scenario::{resolve_tco, Set};

@@ -3,9 +3,9 @@
 //! output tokens cost.
 
 use crate::args::ReportArgs;
-use crate::step::{ForwardArgs, PhaseArg};
 use anyhow::{bail, Result};
 use clap::Args;
+use scenario::flags::forward::{ForwardArgs, PhaseArg};
 use scenario::step::{evaluate, Forward};
 use serde_json::json;
 use sim::cost::Op;

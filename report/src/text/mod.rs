@@ -1,6 +1,7 @@
 //! Words and numbers twin prints in more than one place: a command's text and the
 //! report of the same result say them the same way.
 
+pub mod forward;
 pub mod in_situ;
 pub mod plan;
 pub mod vllm;

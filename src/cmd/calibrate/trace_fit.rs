@@ -9,11 +9,11 @@
 //! layer (the dense layers of a mostly-MoE model are left out, as the profile's
 //! per-layer tables do).
 
-use crate::step::ForwardArgs;
 use anyhow::{anyhow, Context, Result};
 use calibration::insitu::{fit_factors, to_toml, InSituFit};
 use calibration::trace::TraceReport;
 use clap::Parser;
+use scenario::flags::forward::ForwardArgs;
 use scenario::step::evaluate;
 use scenario::Set;
 use serde_json::json;

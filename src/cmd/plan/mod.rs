@@ -70,7 +70,7 @@ pub struct PlanArgs {
     #[arg(long, value_name = "K")]
     pub cohort: Option<u32>,
     #[command(flatten)]
-    pub pricing: crate::args::PricingArgs,
+    pub pricing: scenario::flags::PricingArgs,
     /// Replay this request trace instead of the scenario's workload (as `twin
     /// simulate --trace`).
     #[arg(long, value_name = "PATH")]

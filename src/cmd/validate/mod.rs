@@ -11,15 +11,15 @@
 pub mod corpus;
 pub mod runs;
 
-use crate::args::SimulateArgs;
-use crate::kernel::KernelArgs;
-use crate::step::ForwardArgs;
 use anyhow::{bail, Result};
 use clap::{Args, Parser, Subcommand};
 use published::{
     coverage, evaluate, format_value, in_situ_fit, kernel_fit, load_tables, report_fit, Bands,
     CommandLine, Coverage, Outcome, Table, KERNELS, MEASURED, TABLES,
 };
+use scenario::flags::forward::ForwardArgs;
+use scenario::flags::kernel::KernelArgs;
+use scenario::flags::SimulateArgs;
 use scenario::kernel::KernelRequest;
 use scenario::step::StepRequest;
 use scenario::RunRequest;

@@ -49,7 +49,7 @@ pub struct BenchValidateArgs {
     #[arg(long)]
     pub scenario: String,
     #[command(flatten)]
-    pub pricing: crate::args::PricingArgs,
+    pub pricing: scenario::flags::PricingArgs,
     /// Override any field of the scenario, as in `twin simulate`.
     #[arg(long = "set", value_name = "PATH=VALUE")]
     pub set: Vec<String>,

@@ -51,7 +51,6 @@ fn fuzz_forward_and_kernel_command_lines_never_panic() {
                         let _ = ::scenario::kernel::to_json(&k);
                     }
                 }
-                _ => {}
             }
         });
     }

@@ -1,11 +1,11 @@
 //! The flags of one exact step (`twin forward`'s, which `sweep`, `validate` and
-//! `calibrate --from-trace` share) and the request they make (`scenario::step`
-//! checks and prices it).
+//! `calibrate --from-trace` share) and the request they make ([`crate::step`] checks
+//! and prices it).
 
+use crate::step::{StepRequest, DEFAULT_HARDWARE};
+use crate::Overrides;
 use anyhow::Result;
 use clap::{Args, ValueEnum};
-use scenario::step::{StepRequest, DEFAULT_HARDWARE};
-use scenario::Overrides;
 use sim::cost::Phase;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -82,7 +82,7 @@ pub struct ForwardArgs {
     #[arg(long = "set", value_name = "PATH=VALUE")]
     pub set: Vec<String>,
     #[command(flatten)]
-    pub pricing: crate::args::PricingArgs,
+    pub pricing: super::PricingArgs,
     /// Price every kernel at its isolated-benchmark price: leave out the hardware's
     /// in-situ terms (`[cost.in_situ]`).
     #[arg(long)]

@@ -1,11 +1,11 @@
 //! `twin kernel OP`'s flags, and the typed request they make
-//! ([`scenario::kernel::KernelRequest`], which prices it); `validate` parses the rows
+//! ([`crate::kernel::KernelRequest`], which prices it); `validate` parses the rows
 //! of `scenarios/published/kernels-public.csv` with them.
 
+use crate::kernel::{self as k, KernelRequest};
+use crate::Overrides;
 use anyhow::Result;
 use clap::{Args, Subcommand, ValueEnum};
-use scenario::kernel::{self as k, KernelRequest};
-use scenario::Overrides;
 use sim::cost::kernels::as_benchmarked::CommKernel;
 use sim::cost::kernels::attention::AttnKernel;
 use sim::cost::kernels::GemmKind;
@@ -18,7 +18,7 @@ pub struct KernelArgs {
     pub op: KernelOp,
     /// Hardware name (`twin list`) or path to a hardware TOML (the default is
     /// `twin forward`'s).
-    #[arg(long, default_value = scenario::step::DEFAULT_HARDWARE, global = true)]
+    #[arg(long, default_value = crate::step::DEFAULT_HARDWARE, global = true)]
     pub hardware: String,
     /// Override a hardware field or cost parameter: `cost.tile.overlap_p=2`,
     /// `hardware.nvlink.bytes_per_s=4e11` (repeatable).
@@ -179,7 +179,7 @@ pub struct MoeArgs {
     /// Decode (low-latency all-to-all, masked GEMMs) or prefill (normal kernels,
     /// contiguous GEMMs).
     #[arg(long, value_enum, default_value = "decode")]
-    pub phase: crate::step::PhaseArg,
+    pub phase: super::forward::PhaseArg,
 }
 
 #[derive(Debug, Clone, Args)]

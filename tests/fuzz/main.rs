@@ -12,24 +12,38 @@
 //! files and `--set` (and `--bench`), `commands.rs` the `forward` and `kernel` command
 //! lines, `trace.rs` Mooncake trace lines.
 
-use crate::args::SimulateArgs;
-use crate::cmd::forward;
-
-use crate::step::ForwardArgs;
-use crate::{Cli, Command};
+use ::scenario::flags::forward::ForwardArgs;
+use ::scenario::flags::kernel::KernelArgs;
+use ::scenario::flags::SimulateArgs;
 use ::scenario::request::DEFAULT_SCENARIO;
 use ::scenario::resolve;
 use ::scenario::run::{execute, to_json};
 use ::scenario::{embedded_file, embedded_names, Kind};
 use clap::Parser;
+use clap::Subcommand;
 use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use report::text::forward;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 mod commands;
 mod scenario;
 mod trace;
+
+/// The commands fuzzed, parsed as `twin` parses them (the same flags).
+#[derive(Parser)]
+#[command(name = "twin")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    Forward(ForwardArgs),
+    Kernel(KernelArgs),
+}
 
 /// Numbers at the edges of what each type holds, and values no datasheet has.
 const NUMBERS: &[&str] = &[
