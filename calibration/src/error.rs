@@ -49,6 +49,10 @@ pub enum CalibrationError {
     /// A runs profile (`twin calibrate --from-runs --out`) that does not read.
     #[error("{0}")]
     RunsProfile(String),
+    /// Measured kernel tables (`twin calibrate --tables-out`) that do not write, read
+    /// back or fit; the message says which and where.
+    #[error("{0}")]
+    MeasuredTables(String),
 }
 
 pub type Result<T> = std::result::Result<T, CalibrationError>;

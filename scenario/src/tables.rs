@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 
 /// The profile a folder of measured tables holds (`twin calibrate --tables-out DIR`
 /// writes it; `--engine DIR` reads it).
-pub const MEASURED_PROFILE: &str = "kernel-tables.toml";
+pub const MEASURED_PROFILE: &str = calibration::tables::measure::PROFILE;
 
 /// The name of "no tables": twin's own kernel model.
 pub const OWN: &str = "twin";

@@ -1,9 +1,11 @@
 //! Measured kernel tables (AIConfigurator's open per-op data, or any table in its
 //! layout) as calibration: [`read`] the rows, [`fit`] a profile
 //! ([`sim::cost::tables::KernelTables`]), [`smooth`] the correction grid's solver,
-//! [`write`] measured rows in the same layout (`twin calibrate --tables-out`).
+//! [`write`] measured rows in the same layout, and [`measure`] GEMMs through production
+//! libraries on this machine's GPU (`twin calibrate --tables-out`).
 
 pub mod fit;
+pub mod measure;
 pub mod read;
 pub mod smooth;
 pub mod write;
