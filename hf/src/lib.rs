@@ -10,7 +10,8 @@
 //!
 //! `twin model import` writes the result; `--model config.json` imports in memory. The
 //! binary reads the files (a checkpoint folder's config, the quantization config beside
-//! it); this crate reads their text.
+//! it); this crate reads their text. [`show`] says what a model holds (`twin model
+//! show`), to check it against its model card.
 
 /// Why a config cannot be imported: one message naming the file and the key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -126,6 +127,7 @@ mod exclude;
 mod ffn;
 mod mixers;
 mod quant;
+pub mod show;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
