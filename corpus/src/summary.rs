@@ -2,7 +2,8 @@
 //! grouping (engine, GPU, model, precision, regime). An error is `predicted /
 //! measured - 1`; a metric's summary is the median absolute error, the median signed
 //! error (bias), the share of records within the metric's tolerance and, where the
-//! predictions carry a p10-p90 band, the share of measured values inside it.
+//! predictions carry a p10-p90 band, the share of measured values inside it. And what
+//! a corpus holds, by the same dimensions ([`holdings`]).
 
 use crate::filter::precision;
 use crate::{Layout, Metric, RunRecord, Stat};
@@ -228,6 +229,29 @@ pub fn summarize(outcomes: &[Outcome], dim: Dim) -> Vec<GroupSummary> {
             }
         })
         .collect()
+}
+
+/// What a corpus holds (`twin runs show`): one line per dimension (engine, GPU, model,
+/// precision, layout), each value with its count of `records`.
+pub fn holdings(records: &[&RunRecord]) -> String {
+    type Key = fn(&RunRecord) -> String;
+    let dims: [(&str, Key); 5] = [
+        ("engine", |r| r.engine.label()),
+        ("gpu", |r| r.gpu.hardware.clone()),
+        ("model", |r| r.model.id.clone()),
+        ("precision", precision),
+        ("layout", |r| r.layout.mode().to_string()),
+    ];
+    let mut s = String::new();
+    for (name, key) in dims {
+        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+        for r in records {
+            *counts.entry(key(r)).or_default() += 1;
+        }
+        let parts: Vec<String> = counts.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        s += &format!("  by {name}: {}\n", parts.join(", "));
+    }
+    s
 }
 
 #[cfg(test)]

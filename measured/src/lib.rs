@@ -3,11 +3,13 @@
 //! (hardware, model as served, the engine's scheduler, host terms and kernel tables,
 //! the layout, the client as the workload: [`setup`]), simulated and read back as the
 //! record's statistics ([`predict`]). `twin validate runs` and `twin calibrate
-//! --from-runs` share it.
+//! --from-runs` share it; `twin runs import` makes a corpus of measured runs' files
+//! ([`import`]).
 
 pub mod calibrate;
 pub mod error;
 pub mod fit;
+pub mod import;
 pub mod load;
 pub mod predict;
 pub mod setup;

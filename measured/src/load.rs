@@ -76,6 +76,27 @@ impl Loaded {
             .map_err(anyhow::Error::msg)?;
         Ok(corpus::filter::apply(&self.records, &filters))
     }
+
+    /// What the corpus holds (`twin runs show`), of the records that pass every filter:
+    /// their count, the notes of reading it, and their counts by engine, GPU, model,
+    /// precision and layout.
+    pub fn show(&self, filters: &[String]) -> Result<String> {
+        let records = self.filtered(filters)?;
+        let mut s = format!(
+            "{}: {} records{}\n",
+            self.origin,
+            records.len(),
+            if filters.is_empty() {
+                String::new()
+            } else {
+                format!(" of {} (filtered)", self.records.len())
+            }
+        );
+        for n in &self.notes {
+            s += &format!("note: {n}\n");
+        }
+        Ok(s + &corpus::summary::holdings(&records))
+    }
 }
 
 /// The names `load` knows.
