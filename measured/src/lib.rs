@@ -3,8 +3,9 @@
 //! (hardware, model as served, the engine's scheduler, host terms and kernel tables,
 //! the layout, the client as the workload: [`setup`]), simulated and read back as the
 //! record's statistics ([`predict`]). `twin validate runs` and `twin calibrate
-//! --from-runs` share it; `twin runs import` makes a corpus of measured runs' files
-//! ([`import`]).
+//! --from-runs` share it, and [`validate`] compares the predictions with what was
+//! measured (`twin validate runs`); `twin runs import` makes a corpus of measured runs'
+//! files ([`import`]).
 
 pub mod calibrate;
 pub mod error;
@@ -13,6 +14,7 @@ pub mod import;
 pub mod load;
 pub mod predict;
 pub mod setup;
+pub mod validate;
 
 pub use error::MeasuredError;
 pub use load::{load, Loaded};

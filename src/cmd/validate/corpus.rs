@@ -2,14 +2,15 @@
 //! measured (the client as the workload; the engine's scheduler, host terms and
 //! kernel tables; the layout), predicted against measured per record, and the summary
 //! by engine, GPU, model, precision and regime. A record twin cannot price is listed
-//! with its reason, never dropped.
+//! with its reason, never dropped. The work is `measured::validate`; here, the flags,
+//! the terms they choose and the HTML report.
 
 use anyhow::{bail, Result};
 use clap::Args;
-use corpus::summary::{summarize, Dim, GroupSummary, Groups, Outcome};
-use corpus::{Metric, RunRecord};
-use measured::predict::{compare, Center};
-use measured::{load, predict_all, Cache};
+use corpus::summary::GroupSummary;
+use measured::load;
+use measured::predict::Center;
+use measured::validate::{terms_line, validate, Row, View};
 
 #[derive(Debug, Clone, Args)]
 pub struct RunsValidateArgs {
@@ -57,13 +58,6 @@ pub struct RunsValidateArgs {
     pub physics_only: bool,
 }
 
-/// One record's outcome with what priced it.
-struct Row<'a> {
-    rec: &'a RunRecord,
-    pricing: String,
-    outcome: Outcome,
-}
-
 pub fn run(a: &RunsValidateArgs) -> Result<()> {
     let loaded = load(&a.corpus)?;
     let records = loaded.filtered(&a.filter)?;
@@ -74,55 +68,26 @@ pub fn run(a: &RunsValidateArgs) -> Result<()> {
             loaded.records.len()
         );
     }
-    let cache = Cache::default();
-    let one = records.len() == 1;
     let profile = profile_of(a)?;
-    let terms_line = terms_line(a, profile.as_ref(), &loaded.origin);
-    let mut predictions = predict_all(
-        &records,
-        &loaded.base,
-        &cache,
-        a.seed,
-        profile.as_ref(),
-        one,
-    );
-    let report = predictions.first_mut().and_then(|p| p.report.take());
-    let rows: Vec<Row> = records
-        .iter()
-        .zip(predictions)
-        .map(|(rec, p)| Row {
-            rec,
-            pricing: p.pricing,
-            outcome: Outcome {
-                id: rec.id.clone(),
-                groups: Groups::of(rec),
-                result: p
-                    .result
-                    .map(|pred| compare(&rec.measured, &pred, a.center, &p.band))
-                    .map_err(|e| e.to_string()),
-            },
-        })
-        .collect();
-    let outcomes: Vec<Outcome> = rows.iter().map(|r| r.outcome.clone()).collect();
-    let summaries: Vec<Vec<GroupSummary>> = Dim::SUMMARY
-        .iter()
-        .map(|d| summarize(&outcomes, *d))
-        .collect();
+    let terms = terms_line(profile.as_ref(), a.profile.as_deref(), &loaded.origin);
+    let v = validate(&records, &loaded.base, a.seed, a.center, profile.as_ref());
     if let Some(dir) = &a.report {
-        write_report(a, dir, &loaded, &rows, &summaries)?;
+        write_report(a, dir, &loaded, &v.rows, &v.summaries)?;
     }
+    let view = View {
+        filters: &a.filter,
+        center: a.center,
+        seed: a.seed,
+        worst: a.worst,
+        all: a.all,
+    };
     if a.json {
-        print_json(a, &loaded, &rows, &summaries, &terms_line)
+        let j = measured::validate::json(&view, &loaded, &v, &terms);
+        println!("{}", serde_json::to_string_pretty(&j)?);
     } else {
-        println!("{terms_line}");
-        print_text(a, &loaded, &rows, &summaries);
-        if let (Some(r), Some(row)) = (report, rows.first()) {
-            println!();
-            println!("the simulation of {} ({}):", row.rec.id, row.pricing);
-            print!("{}", r.render_text());
-        }
-        Ok(())
+        print!("{}", measured::validate::text(&view, &loaded, &v, &terms));
     }
+    Ok(())
 }
 
 /// The terms fitted to runs that price the records: --profile's, none with
@@ -162,237 +127,4 @@ fn write_report(
     let wrote = report::runs(&loaded.origin, &report_rows, summaries, dir, a.force)?;
     eprintln!("report: {wrote}");
     Ok(())
-}
-
-/// What priced the records beyond physics, in one line: the terms, and whether they
-/// were fitted to these very records (in-sample).
-fn terms_line(
-    a: &RunsValidateArgs,
-    profile: Option<&calibration::runs::RunsProfile>,
-    origin: &str,
-) -> String {
-    match (profile, &a.profile) {
-        (None, _) => "priced by physics alone (--physics-only)".to_string(),
-        (Some(p), given) => {
-            let from = match given {
-                Some(path) => format!("--profile {}", path.display()),
-                None => "the shipped terms (scenarios/runs/fitted.toml)".to_string(),
-            };
-            let same = p.corpus == origin;
-            format!(
-                "priced with {from}, fitted to {} ({} group{}: {}){}",
-                p.corpus,
-                p.groups.len(),
-                if p.groups.len() == 1 { "" } else { "s" },
-                p.groups
-                    .iter()
-                    .map(|g| format!("{} on {}", g.engine, g.family))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                if same {
-                    ": these records were fitted to, so the figures are in-sample; `twin calibrate --from-runs` prints the cross-validated ones (docs/fidelity.md)"
-                } else {
-                    ""
-                }
-            )
-        }
-    }
-}
-
-fn print_json(
-    a: &RunsValidateArgs,
-    loaded: &measured::Loaded,
-    rows: &[Row],
-    summaries: &[Vec<GroupSummary>],
-    terms_line: &str,
-) -> Result<()> {
-    let records: Vec<serde_json::Value> = rows
-        .iter()
-        .map(|r| {
-            serde_json::json!({
-                "id": r.outcome.id,
-                "groups": r.outcome.groups,
-                "pricing": r.pricing,
-                "compared": r.outcome.result.as_ref().ok(),
-                "not_priced": r.outcome.result.as_ref().err(),
-            })
-        })
-        .collect();
-    let v = serde_json::json!({
-        "twin": env!("CARGO_PKG_VERSION"),
-        "corpus": loaded.origin,
-        "filters": a.filter,
-        "center": format!("{:?}", a.center).to_lowercase(),
-        "seed": a.seed,
-        "terms": terms_line,
-        "notes": loaded.notes,
-        "summary": summaries,
-        "records": records,
-    });
-    println!("{}", serde_json::to_string_pretty(&v)?);
-    Ok(())
-}
-
-/// `x` as a signed percentage.
-fn pct(x: f64) -> String {
-    format!("{:+.1}%", 100.0 * x)
-}
-
-fn print_text(
-    a: &RunsValidateArgs,
-    loaded: &measured::Loaded,
-    rows: &[Row],
-    summaries: &[Vec<GroupSummary>],
-) {
-    let priced = rows.iter().filter(|r| r.outcome.result.is_ok()).count();
-    println!(
-        "twin {} validate runs: {} ({} of {} records{}); seed {}; a record's central figure is compared with the predicted {}",
-        env!("CARGO_PKG_VERSION"),
-        loaded.origin,
-        rows.len(),
-        loaded.records.len(),
-        if a.filter.is_empty() { String::new() } else { format!(" passing {}", a.filter.join(" ")) },
-        a.seed,
-        match a.center {
-            Center::P50 => "median",
-            Center::Mean => "mean",
-        }
-    );
-    for n in &loaded.notes {
-        println!("note: {n}");
-    }
-    println!(
-        "priced {priced} of {}; error = predicted / measured - 1",
-        rows.len()
-    );
-    for groups in summaries {
-        print_groups(groups);
-    }
-    print_records(a, rows);
-    print_unpriced(rows);
-}
-
-/// One grouping as a table: per group, each metric's median |error|, share within its
-/// tolerance, and median signed error.
-fn print_groups(groups: &[GroupSummary]) {
-    let Some(first) = groups.first() else { return };
-    println!();
-    println!(
-        "by {:<40} {:>7} {:>6}   {:>26}   {:>26}",
-        first.dim.name(),
-        "records",
-        "priced",
-        "TTFT |err| within bias",
-        "TPOT |err| within bias"
-    );
-    for g in groups {
-        let cell = |m: Metric| {
-            g.metrics
-                .iter()
-                .find(|s| s.metric == m)
-                .map(|s| {
-                    format!(
-                        "{:>6.1}% {:>5.0}% {:>7}{}",
-                        100.0 * s.median_abs_error,
-                        100.0 * s.within,
-                        pct(s.median_error),
-                        s.band_coverage
-                            .map(|c| format!(" band {:>3.0}%", 100.0 * c))
-                            .unwrap_or_default()
-                    )
-                })
-                .unwrap_or_else(|| format!("{:>26}", "-"))
-        };
-        println!(
-            "   {:<40} {:>7} {:>6}   {}   {}",
-            scenario::clip(&g.group),
-            g.records,
-            g.priced,
-            cell(Metric::TtftMs),
-            cell(Metric::TpotMs)
-        );
-    }
-}
-
-/// The worst records (or all with `--all`), by their largest |error|.
-fn print_records(a: &RunsValidateArgs, rows: &[Row]) {
-    let mut priced: Vec<(&Row, f64)> = rows
-        .iter()
-        .filter_map(|r| {
-            let cs = r.outcome.result.as_ref().ok()?;
-            let worst = cs.iter().map(|c| c.error().abs()).fold(0.0, f64::max);
-            Some((r, worst))
-        })
-        .collect();
-    if !a.all {
-        priced.sort_by(|x, y| y.1.total_cmp(&x.1));
-        priced.truncate(a.worst);
-    }
-    if priced.is_empty() {
-        return;
-    }
-    println!();
-    println!(
-        "{}",
-        if a.all {
-            "every record:"
-        } else {
-            "worst records:"
-        }
-    );
-    for (r, _) in priced {
-        let cs = r.outcome.result.as_ref().map(Vec::as_slice).unwrap_or(&[]);
-        let figs: Vec<String> = cs
-            .iter()
-            .map(|c| {
-                format!(
-                    "{} {} {:.1} / {:.1} ({})",
-                    c.metric.key(),
-                    c.stat.key(),
-                    c.measured,
-                    c.predicted,
-                    pct(c.error())
-                )
-            })
-            .collect();
-        println!(
-            "  {} [{} {} c{}]: {}",
-            r.rec.id,
-            r.rec.engine.label(),
-            r.rec.gpu.hardware,
-            r.rec.concurrency().unwrap_or(0),
-            figs.join(", ")
-        );
-    }
-}
-
-/// Records twin could not price, by reason.
-fn print_unpriced(rows: &[Row]) {
-    let mut by_reason: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
-    for r in rows {
-        if let Err(e) = &r.outcome.result {
-            let first = e.lines().next().unwrap_or_default();
-            by_reason.entry(first).or_default().push(&r.outcome.id);
-        }
-    }
-    if by_reason.is_empty() {
-        return;
-    }
-    println!();
-    println!(
-        "not priced ({} records), by reason:",
-        by_reason.values().map(Vec::len).sum::<usize>()
-    );
-    for (reason, ids) in by_reason {
-        let more = if ids.len() > 3 {
-            format!(" and {} more", ids.len() - 3)
-        } else {
-            String::new()
-        };
-        println!(
-            "  {} x {reason} ({}{more})",
-            ids.len(),
-            ids.iter().take(3).copied().collect::<Vec<_>>().join(", ")
-        );
-    }
 }
