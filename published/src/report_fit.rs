@@ -195,11 +195,14 @@ pub struct Fitted1 {
 }
 
 /// Fits the parameters to their `fit` rows: first those of `forward` rows, then, with
-/// `simulate`, those of simulation rows (which see the others' fitted values).
+/// `simulate`, those of simulation rows (which see the others' fitted values). A value
+/// of a simulation row's grid that makes no valid scenario is skipped, and `skipped`
+/// is told why as it happens (the binary prints it).
 pub fn fit(
     rows: &[PublishedFigure],
     simulate: bool,
     cli: &dyn CommandLine,
+    skipped: &mut dyn FnMut(String),
 ) -> Result<Vec<Fitted1>> {
     let targets: Vec<&PublishedFigure> = FIT_PARAMS
         .iter()
@@ -246,7 +249,7 @@ pub fn fit(
                 // In simulations, values that make an invalid scenario are skipped (a
                 // DEP that does not divide the experts).
                 Err(e) if sim_phase && matches!(FIT_PARAMS[i].solve, Solve::Grid(_)) => {
-                    eprintln!("fit {}: skipped: {e:#}", FIT_PARAMS[i].name());
+                    skipped(format!("fit {}: skipped: {e:#}", FIT_PARAMS[i].name()));
                     Ok(None)
                 }
                 Err(e) => Err(e),

@@ -411,7 +411,7 @@ fn run_fit(
                 fit_kernels(t, in_situ_fit::GROUPS, write, json, loo, &mut items)?
             }
             "vllm-gb300-deepseek-v4.1-flash" => {
-                let fitted = report_fit::fit(&t.rows, simulate, &Flags)?;
+                let fitted = report_fit::fit(&t.rows, simulate, &Flags, &mut |m| eprintln!("{m}"))?;
                 for f in &fitted {
                     items.push(serde_json::json!({
                         "table": t.name, "name": f.name, "fitted": f.value, "row": f.row,
