@@ -69,6 +69,8 @@ fn main() {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
+    // The notes libraries say as they happen (spec::note) go to stderr.
+    spec::note::set_sink(|line| eprintln!("{line}"));
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         // Help, version and usage errors; a failed print is an error too.

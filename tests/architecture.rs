@@ -242,6 +242,56 @@ fn crate_dependencies_keep_the_architecture() {
     }
 }
 
+/// Library crates print nothing: what they must say as it happens goes through
+/// `spec::note`, whose sink the binary sets (its stderr). Test code (after a file's
+/// `#[cfg(test)]`) may print.
+#[test]
+fn library_crates_print_nothing() {
+    let libs = [
+        "spec",
+        "sim",
+        "engine",
+        "kernels",
+        "calibration",
+        "fitting",
+        "live",
+        "corpus",
+        "hf",
+        "scenario",
+        "report",
+        "measured",
+        "published",
+    ];
+    let mut found = Vec::new();
+    for lib in libs {
+        for file in walk(&repo().join(lib).join("src")) {
+            let text = std::fs::read_to_string(&file).unwrap();
+            let code = text.split("#[cfg(test)]").next().unwrap_or("");
+            for (i, line) in code.lines().enumerate() {
+                let t = line.trim_start();
+                if t.starts_with("//") {
+                    continue;
+                }
+                for mac in ["println!(", "eprintln!(", "print!(", "eprint!(", "dbg!("] {
+                    let at = t.find(mac);
+                    // `eprintln!(` also contains `println!(`: a match preceded by a
+                    // letter is the longer macro, counted once.
+                    let own =
+                        at.is_some_and(|k| k == 0 || !t.as_bytes()[k - 1].is_ascii_alphanumeric());
+                    if own {
+                        found.push(format!("{}:{}: {t}", file.display(), i + 1));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "library crates print nothing (say notes through spec::note):\n{}",
+        found.join("\n")
+    );
+}
+
 fn walk(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(dir).unwrap() {

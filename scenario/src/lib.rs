@@ -543,7 +543,7 @@ pub fn load_model_quant(name_or_path: &str, sets: &[Set], quant: Option<&str>) -
 }
 
 /// A Hugging Face config imported in memory, as a model file's origin and text; says
-/// so once on stderr, with every fallback it took.
+/// so once (a note, `spec::note`), with every fallback it took.
 fn imported(path: &str, quant: Option<&str>) -> Result<(String, String)> {
     let text =
         read_text(path).map_err(|e| anyhow!("cannot read model config `{}`: {e}", clip(path)))?;
@@ -564,12 +564,12 @@ fn imported(path: &str, quant: Option<&str>) -> Result<(String, String)> {
         Some((q, _)) => format!(" with the quantization of {q}"),
         None => String::new(),
     };
-    eprintln!(
+    spec::note::say(&format!(
         "note: imported {path} in memory as model `{}`{with} (`twin model import {path}` writes it as a file to review)",
         model.name
-    );
+    ));
     for n in notes {
-        eprintln!("note: assumed: {n}");
+        spec::note::say(&format!("note: assumed: {n}"));
     }
     Ok((format!("{path} (imported)"), hf::to_toml(&model)?))
 }

@@ -11,6 +11,7 @@ pub mod insitu;
 pub mod kernel;
 pub mod live_model;
 pub mod model;
+pub mod note;
 pub mod problem;
 pub mod serde_defaults;
 pub mod state;

@@ -380,7 +380,9 @@ fn capture(
     static SAID: std::sync::Once = std::sync::Once::new();
     let say = |why: String| {
         SAID.call_once(|| {
-            eprintln!("note: cuBLASLt GEMMs timed eagerly, back to back (no CUDA graph: {why})")
+            spec::note::say(&format!(
+                "note: cuBLASLt GEMMs timed eagerly, back to back (no CUDA graph: {why})"
+            ))
         });
     };
     if let Err(e) = s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) {
