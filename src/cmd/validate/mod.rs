@@ -28,35 +28,27 @@ use std::collections::BTreeMap;
 /// The commands' own flag parsers, for the rows' command lines.
 pub struct Flags;
 
+/// A row's command line (its program's words first) parsed by the flags `A`.
+fn parse<A: Args>(argv: &[String]) -> Result<A> {
+    #[derive(Parser)]
+    struct Cli<A: Args> {
+        #[command(flatten)]
+        args: A,
+    }
+    Ok(Cli::<A>::try_parse_from(argv)?.args)
+}
+
 impl CommandLine for Flags {
     fn forward(&self, argv: &[String]) -> Result<StepRequest> {
-        #[derive(Parser)]
-        #[command(name = "twin forward")]
-        struct Cli {
-            #[command(flatten)]
-            args: ForwardArgs,
-        }
-        Cli::try_parse_from(argv)?.args.request()
+        parse::<ForwardArgs>(argv)?.request()
     }
 
     fn kernel(&self, argv: &[String]) -> Result<KernelRequest> {
-        #[derive(Parser)]
-        #[command(name = "twin kernel")]
-        struct Cli {
-            #[command(flatten)]
-            args: KernelArgs,
-        }
-        Cli::try_parse_from(argv)?.args.request()
+        parse::<KernelArgs>(argv)?.request()
     }
 
     fn simulate(&self, argv: &[String]) -> Result<RunRequest> {
-        #[derive(Parser)]
-        #[command(name = "twin simulate")]
-        struct Cli {
-            #[command(flatten)]
-            args: SimulateArgs,
-        }
-        Cli::try_parse_from(argv)?.args.request()
+        parse::<SimulateArgs>(argv)?.request()
     }
 }
 

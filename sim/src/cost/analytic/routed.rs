@@ -6,9 +6,9 @@ use super::AnalyticCostModel;
 use crate::cost::kernels::a2a::{self, Leg, Links};
 use crate::cost::kernels::gemm::{self, GemmKind};
 use crate::cost::kernels::skew;
+use crate::cost::tables::experts_skew;
 use crate::cost::tables::family::Shape;
 use crate::cost::tables::fit::Fit;
-use crate::cost::tables::DEPLOYED_MOE_SKEW;
 use crate::cost::{Bound, Phase};
 
 /// The routed experts of the most loaded rank and the all-to-all of one MoE layer.
@@ -82,13 +82,10 @@ impl AnalyticCostModel {
         let m = self.model.moe.as_ref()?;
         let c = &self.compiled;
         let format = t.experts_format(m, &self.hardware)?;
-        let skew = if skewed { DEPLOYED_MOE_SKEW } else { 0.0 };
-        let fit = t.moe_fit(format, skew, true)?;
-        let own = self
-            .params
-            .moe_kernel
-            .and_then(|k| t.moe_kernel_fit(format, skew, true, k))
-            .filter(|f| f.key != fit.key);
+        let skew = experts_skew(skewed);
+        let (fit, own) = t.experts_fits(format, skew, self.params.moe_kernel)?;
+        // The usual kernel itself sets no floor beside its own price.
+        let own = own.filter(|f| f.key != fit.key);
         let shape = move |tokens: f64| Shape::Moe {
             kernel: String::new(),
             format,

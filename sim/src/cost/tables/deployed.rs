@@ -38,14 +38,12 @@ impl KernelTables {
             return format!("moe_kernel {name}: the tables time no experts of this format");
         };
         // The load the experts are priced under (`AnalyticCostModel::experts_table`).
-        let skew = if m.balanced {
-            0.0
-        } else {
-            super::DEPLOYED_MOE_SKEW
+        let fits = self.experts_fits(format, super::experts_skew(!m.balanced), Some(kernel));
+        let Some((usual, own)) = fits else {
+            return format!("moe_kernel {name}: the tables time no experts of this format");
         };
-        let usual = self.moe_fit(format, skew, true).map(|f| f.key.clone());
-        match self.moe_kernel_fit(format, skew, true, kernel) {
-            Some(f) if Some(&f.key) != usual.as_ref() => format!(
+        match own {
+            Some(f) if f.key != usual.key => format!(
                 "routed experts on {name}: its arithmetic rate (compute_eff {:.3} of the {} fit) bounds their price from below",
                 f.params.get("compute_eff").copied().unwrap_or(f64::NAN),
                 f.key.split(", ").next().unwrap_or(&f.key)
@@ -56,6 +54,20 @@ impl KernelTables {
                 format.name()
             ),
         }
+    }
+
+    /// The fits that price `format`'s routed experts (gated) under `skew`: the tables'
+    /// usual kernel, and, where the deployment runs `kernel` and the tables time it,
+    /// that kernel's fit (the usual one itself where it is the usual kernel).
+    pub fn experts_fits(
+        &self,
+        format: Format,
+        skew: f64,
+        kernel: Option<spec::kernel::MoeKernel>,
+    ) -> Option<(&Fit, Option<&Fit>)> {
+        let usual = self.moe_fit(format, skew, true)?;
+        let own = kernel.and_then(|k| self.moe_kernel_fit(format, skew, true, k));
+        Some((usual, own))
     }
 
     /// The format the engine runs `moe`'s routed experts in on `hw`: the checkpoint's

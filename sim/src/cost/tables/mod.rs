@@ -121,6 +121,16 @@ pub struct KernelTables {
 /// `aic-core/src/aiconfigurator_core/sdk/config.py` and the model classes at 095f58a5).
 pub const DEPLOYED_MOE_SKEW: f64 = 1.01;
 
+/// The load an MoE fit is looked up under: the deployed power law where the hottest
+/// rank's load is priced (`skewed`), else balanced.
+pub fn experts_skew(skewed: bool) -> f64 {
+    if skewed {
+        DEPLOYED_MOE_SKEW
+    } else {
+        0.0
+    }
+}
+
 impl KernelTables {
     /// These (measured) tables laid over `base` (an engine's shipped tables of the same
     /// GPU): a GEMM format measured here keeps its fit here, every other fit of `base`
