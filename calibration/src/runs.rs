@@ -389,6 +389,54 @@ pub fn band(residuals: &[f64]) -> Option<(f64, f64)> {
     ))
 }
 
+/// Normal quantiles the spread between folds is drawn at (the midpoints of 41 equal
+/// slices of probability): a fixed grid, so a band is the same every run.
+const BETWEEN_DRAWS: usize = 41;
+
+/// A p10-p90 band, as factors on a prediction, for a fold none of `residuals` (log
+/// measured over predicted) came from: a model the fit has not seen. A model's
+/// residuals share a bias of their own (how far the physics misses that model), so
+/// pooling other models' residuals gives too narrow a band when they are few (a new
+/// model's bias falls outside the range of two others' a third of the time). The band
+/// is the random-effects one: each residual less its fold's median (the spread within a
+/// model), plus the spread between the folds' medians as a normal of their standard
+/// deviation widened by `sqrt(1 + 1/K)` for K folds (the uncertainty of their mean),
+/// about the mean of the medians. With one fold there is no spread between folds to
+/// know, and the band is that fold's residuals' own.
+pub fn band_unseen(residuals: &[f64], folds: &[&str]) -> Option<(f64, f64)> {
+    use statrs::distribution::{ContinuousCDF, Normal};
+    let mut by_fold: std::collections::BTreeMap<&str, Vec<f64>> = Default::default();
+    for (r, f) in residuals.iter().zip(folds) {
+        by_fold.entry(f).or_default().push(*r);
+    }
+    let medians: Vec<f64> = by_fold
+        .values()
+        .map(|v| quantile(v, 0.5))
+        .collect::<Option<_>>()?;
+    let k = medians.len();
+    if k == 0 {
+        return None;
+    }
+    let mean = medians.iter().sum::<f64>() / k as f64;
+    let spread = if k > 1 {
+        let var = medians.iter().map(|m| (m - mean).powi(2)).sum::<f64>() / (k - 1) as f64;
+        (var * (1.0 + 1.0 / k as f64)).sqrt()
+    } else {
+        0.0
+    };
+    let unit = Normal::new(0.0, 1.0).expect("the unit normal");
+    let z: Vec<f64> = (0..BETWEEN_DRAWS)
+        .map(|j| unit.inverse_cdf((j as f64 + 0.5) / BETWEEN_DRAWS as f64))
+        .collect();
+    let values: Vec<f64> = by_fold
+        .values()
+        .zip(&medians)
+        .flat_map(|(v, m)| v.iter().map(move |r| r - m))
+        .flat_map(|d| z.iter().map(move |z| mean + d + spread * z))
+        .collect();
+    band(&values)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -524,6 +572,30 @@ mod tests {
     }
 
     #[test]
+    fn a_band_for_an_unseen_fold_carries_the_spread_between_folds() {
+        // One fold: its own residuals' band.
+        let r = [-0.2, -0.1, 0.0, 0.1, 0.2];
+        assert_eq!(band_unseen(&r, &["a"; 5]), band(&r));
+        // Two folds, no spread within: medians -0.1 and +0.1, mean 0, sd of the
+        // medians 0.1414, widened by sqrt(1 + 1/2): 0.1732. The band is that normal's
+        // p10-p90 (+-1.2816 sd: +-0.222) as the 41-point grid gives it, between the
+        // grid's neighbouring points around +-1.2816 (+-1.2206 and +-1.3580 sd).
+        let r = [-0.1, -0.1, 0.1, 0.1];
+        let (lo, hi) = band_unseen(&r, &["a", "a", "b", "b"]).unwrap();
+        let sd = (0.02f64 * 1.5).sqrt();
+        assert!((lo.ln() + hi.ln()).abs() < 1e-12);
+        assert!(
+            hi.ln() > 1.2206 * sd && hi.ln() < 1.3580 * sd,
+            "{}",
+            hi.ln() / sd
+        );
+        // Pooling the same residuals would give only +-0.1: the folds' own range.
+        let (plo, phi) = band(&r).unwrap();
+        assert!(phi.ln() <= 0.1 + 1e-12 && plo.ln() >= -0.1 - 1e-12);
+        assert_eq!(band_unseen(&[], &[]), None);
+    }
+
+    #[test]
     fn quantiles_and_bands_by_hand() {
         let xs = [0.0, 1.0, 2.0, 3.0, 4.0];
         assert_eq!(quantile(&xs, 0.5), Some(2.0));
@@ -571,9 +643,14 @@ pub struct GroupFit {
     /// profiles written before it was recorded.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fitted: Vec<String>,
-    /// Per metric, the p10 and p90 of the leave-one-model-out residuals (measured
-    /// over predicted): a prediction's band for a model the group has not seen.
+    /// Per metric, the p10-p90 band (factors, measured over predicted) for a model
+    /// the group has not seen ([`band_unseen`]) of the leave-one-model-out residuals,
+    /// or of physics alone's in a group whose terms did not beat it.
     pub band: std::collections::BTreeMap<String, [f64; 2]>,
+    /// The terms did not beat physics alone on models they had not seen: the group
+    /// prices by physics alone and carries only its band and figures.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub physics_alone: bool,
     /// Per cross-validation scheme (`in-sample`, `leave-one-model-out`,
     /// `leave-one-gpu-out`) and metric, the figures of the simulated check.
     pub cv: std::collections::BTreeMap<String, std::collections::BTreeMap<String, CvFigures>>,
@@ -581,9 +658,9 @@ pub struct GroupFit {
 
 impl GroupFit {
     /// Whether the group fitted term `key` (profiles that do not record their fitted
-    /// terms count every term as fitted).
+    /// terms count every term as fitted; a group priced by physics alone fitted none).
     pub fn fitted_term(&self, key: &str) -> bool {
-        self.fitted.is_empty() || self.fitted.iter().any(|k| k == key)
+        !self.physics_alone && (self.fitted.is_empty() || self.fitted.iter().any(|k| k == key))
     }
 }
 
@@ -603,8 +680,15 @@ pub struct CvFigures {
 impl RunsProfile {
     pub const KIND: &'static str = "runs";
 
-    /// The group whose terms price `engine` on `hardware`, if the profile has one.
+    /// The group whose terms price `engine` on `hardware`, if the profile has one
+    /// (a group priced by physics alone has none).
     pub fn group(&self, engine: &str, hardware: &str) -> Option<&GroupFit> {
+        self.group_of(engine, hardware).filter(|g| !g.physics_alone)
+    }
+
+    /// The group of `engine` on `hardware`, its terms applying or not: where a
+    /// prediction's band comes from.
+    pub fn group_of(&self, engine: &str, hardware: &str) -> Option<&GroupFit> {
         let engine = engine.split('@').next().unwrap_or(engine);
         let fam = family(hardware);
         self.groups

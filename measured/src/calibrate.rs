@@ -11,7 +11,7 @@ use crate::fit::{
 use crate::predict::Center;
 use crate::{load, Cache, MeasuredError};
 use anyhow::{bail, Result};
-use calibration::runs::{band, cross_validate, fit, Curve, CvFigures, GroupFit, Obs, Term};
+use calibration::runs::{band_unseen, cross_validate, fit, Curve, CvFigures, GroupFit, Obs, Term};
 use corpus::summary::tolerance;
 use corpus::RunRecord;
 use rayon::prelude::*;
@@ -45,6 +45,9 @@ pub struct FitOptions {
 #[derive(Debug)]
 pub struct CorpusFit {
     pub fits: Vec<GroupFit>,
+    /// Per fit (in order), the band of physics alone for a model the group has not
+    /// seen: what a group the gate leaves out carries.
+    pub physics_bands: Vec<BTreeMap<String, [f64; 2]>>,
     pub skipped: BTreeMap<String, usize>,
     /// Records that passed the filters.
     pub records: usize,
@@ -108,8 +111,16 @@ pub fn fit_corpus(o: &FitOptions, corpus_name: &str, say: &dyn Fn(&str)) -> Resu
             })
         })
         .collect();
+    let physics_bands = groups
+        .values()
+        .map(|lins| {
+            let lomo: Vec<String> = lins.iter().map(|l| l.rec.model.id.clone()).collect();
+            profile_bands(lins, &lomo, &physics_residuals)
+        })
+        .collect();
     Ok(CorpusFit {
         fits,
+        physics_bands,
         records: records.len(),
         skipped,
         origin: loaded.origin.clone(),
@@ -176,27 +187,43 @@ fn beats_physics(g: &GroupFit) -> (bool, Option<f64>, Option<f64>) {
     )
 }
 
-/// The groups whose leave-one-model-out objective beats physics alone's, and a line
-/// for each group saying whether it is kept and why.
-pub fn gate(fits: Vec<GroupFit>) -> (Vec<GroupFit>, Vec<String>) {
+/// The groups as the gate leaves them: those whose leave-one-model-out objective
+/// beats physics alone's keep their terms, the others price by physics alone and
+/// carry its band (`physics_bands`, one per fit); and a line for each group saying
+/// which and why.
+pub fn gate(
+    fits: Vec<GroupFit>,
+    physics_bands: &[BTreeMap<String, [f64; 2]>],
+) -> (Vec<GroupFit>, Vec<String>) {
     let mut lines = Vec::new();
-    let kept = fits
+    let gated = fits
         .into_iter()
-        .filter(|g| {
-            let (keep, cv, prior) = beats_physics(g);
+        .zip(physics_bands)
+        .map(|(g, physics_band)| {
+            let (keep, cv, prior) = beats_physics(&g);
             let shown = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{:.1}%", 100.0 * x));
             lines.push(format!(
                 "{} {} on {}: leave-one-model-out {} against physics alone {} (median |error| of TPOT + TTFT / 4)",
-                if keep { "kept:" } else { "left out:" },
+                if keep { "kept:" } else { "left out (physics alone):" },
                 g.engine,
                 g.family,
                 shown(cv),
                 shown(prior)
             ));
-            keep
+            if keep {
+                g
+            } else {
+                GroupFit {
+                    terms: BTreeMap::new(),
+                    fitted: Vec::new(),
+                    band: physics_band.clone(),
+                    physics_alone: true,
+                    ..g
+                }
+            }
         })
         .collect();
-    (kept, lines)
+    (gated, lines)
 }
 
 /// The log residuals (measured over predicted) of every observation of `lins` under
@@ -290,7 +317,12 @@ fn fit_group(engine: &str, family: &str, lins: &[Lin], ctx: &Ctx) -> GroupFit {
         .iter()
         .map(|l| l.obs.iter().map(|o| Some(o.target - o.y0.ln())).collect())
         .collect();
-    cv.insert("physics alone".to_string(), figures(lins, &physics, None));
+    let lomo: Vec<String> = lins.iter().map(|l| l.rec.model.id.clone()).collect();
+    let physics_bands = nested_bands(lins, &lomo, &physics_residuals);
+    cv.insert(
+        "physics alone".to_string(),
+        figures(lins, &physics, Some(&physics_bands)),
+    );
     let in_sample = simulated_residuals(lins, &vec![p_all.clone(); lins.len()], ctx);
     cv.insert("in-sample".to_string(), figures(lins, &in_sample, None));
     let mut band_of = BTreeMap::new();
@@ -314,11 +346,13 @@ fn fit_group(engine: &str, family: &str, lins: &[Lin], ctx: &Ctx) -> GroupFit {
             })
             .collect();
         let params: Vec<Vec<f64>> = folds.iter().map(|f| by_fold[f].clone()).collect();
-        let bands = (distinct.len() <= MAX_NESTED_FOLDS).then(|| nested_bands(lins, &folds, terms));
+        let cross = |obs: &[Obs], f: &[String]| cross_validate(obs, f, terms, &WEIGHTS);
+        let bands =
+            (distinct.len() <= MAX_NESTED_FOLDS).then(|| nested_bands(lins, &folds, &cross));
         let res = simulated_residuals(lins, &params, ctx);
         cv.insert(name.to_string(), figures(lins, &res, bands.as_deref()));
         if name == "leave-one-model-out" {
-            band_of = profile_bands(lins, &folds, terms);
+            band_of = profile_bands(lins, &folds, &cross);
         }
     }
     let uniq = |f: fn(&RunRecord) -> String| {
@@ -344,14 +378,25 @@ fn fit_group(engine: &str, family: &str, lins: &[Lin], ctx: &Ctx) -> GroupFit {
             .map(|t| t.key.to_string())
             .collect(),
         band: band_of,
+        physics_alone: false,
         cv,
     }
 }
 
-/// Per observation, the band its fold's prediction carries: the p10-p90 of the
-/// cross-validated residuals of the other folds, each from a fit that saw neither
-/// that fold nor this one (nested: no band is drawn from its own record's data).
-fn nested_bands(lins: &[Lin], folds: &[String], terms: &[Term]) -> Vec<Vec<Band>> {
+/// An observation set's residuals (log measured over predicted) as a band sees them:
+/// given the observations and their folds, one residual each.
+type Residuals<'a> = &'a dyn Fn(&[Obs], &[String]) -> Vec<f64>;
+
+/// The residuals of physics alone (the linearisation's own predictions).
+fn physics_residuals(obs: &[Obs], _folds: &[String]) -> Vec<f64> {
+    obs.iter().map(|o| o.target - o.y0.ln()).collect()
+}
+
+/// Per observation, the band its fold's prediction carries: the band for an unseen
+/// fold ([`band_unseen`]) of the other folds' residuals, each cross-validated by a fit
+/// that saw neither that fold nor this one (nested: no band is drawn from its own
+/// record's data).
+fn nested_bands(lins: &[Lin], folds: &[String], residuals: Residuals) -> Vec<Vec<Band>> {
     let mut names: Vec<&String> = folds.iter().collect();
     names.sort();
     names.dedup();
@@ -363,10 +408,10 @@ fn nested_bands(lins: &[Lin], folds: &[String], terms: &[Term]) -> Vec<Vec<Band>
             .filter(|(_, f)| f != held)
             .flat_map(|(l, f)| l.obs.iter().map(move |o| (o.clone(), f.clone())))
             .unzip();
-        let res = cross_validate(&obs, &inner, terms, &WEIGHTS);
+        let res = residuals(&obs, &inner);
         let mut b = [None, None];
         for (m, slot) in b.iter_mut().enumerate() {
-            *slot = metric_band(&obs, &res, m);
+            *slot = metric_band(&obs, &res, &inner, m);
         }
         by_fold.insert(held, b);
     }
@@ -376,33 +421,39 @@ fn nested_bands(lins: &[Lin], folds: &[String], terms: &[Term]) -> Vec<Vec<Band>
         .collect()
 }
 
-/// The profile's bands: per metric, the p10-p90 of the group's cross-validated
+/// The profile's bands: per metric, the band for an unseen fold of the group's
 /// residuals under `folds`.
-fn profile_bands(lins: &[Lin], folds: &[String], terms: &[Term]) -> BTreeMap<String, [f64; 2]> {
+fn profile_bands(
+    lins: &[Lin],
+    folds: &[String],
+    residuals: Residuals,
+) -> BTreeMap<String, [f64; 2]> {
     let (obs, f): (Vec<Obs>, Vec<String>) = lins
         .iter()
         .zip(folds)
         .flat_map(|(l, f)| l.obs.iter().map(move |o| (o.clone(), f.clone())))
         .unzip();
-    let res = cross_validate(&obs, &f, terms, &WEIGHTS);
+    let res = residuals(&obs, &f);
     METRICS
         .iter()
         .enumerate()
         .filter_map(|(m, metric)| {
-            metric_band(&obs, &res, m).map(|(lo, hi)| (metric.key().to_string(), [lo, hi]))
+            metric_band(&obs, &res, &f, m).map(|(lo, hi)| (metric.key().to_string(), [lo, hi]))
         })
         .collect()
 }
 
-/// The p10-p90 band of metric `m`'s residuals `res` (one per observation of `obs`).
-fn metric_band(obs: &[Obs], res: &[f64], m: usize) -> Band {
-    let r: Vec<f64> = obs
+/// The band for an unseen fold of metric `m`'s residuals `res` (one per observation
+/// of `obs`, in the folds `folds`).
+fn metric_band(obs: &[Obs], res: &[f64], folds: &[String], m: usize) -> Band {
+    let (r, f): (Vec<f64>, Vec<&str>) = obs
         .iter()
         .zip(res)
-        .filter(|(o, _)| o.metric == m)
-        .map(|(_, r)| *r)
-        .collect();
-    band(&r)
+        .zip(folds)
+        .filter(|((o, _), _)| o.metric == m)
+        .map(|((_, r), f)| (*r, f.as_str()))
+        .unzip();
+    band_unseen(&r, &f)
 }
 
 /// A pinned term's prior sd: it stays at its prior.
@@ -579,28 +630,46 @@ mod tests {
             models: vec![],
             records: 10,
             terms: Default::default(),
-            fitted: Vec::new(),
-            band: Default::default(),
+            fitted: vec!["frontend_s".into()],
+            band: BTreeMap::from([("tpot_ms".into(), [0.9, 1.1])]),
+            physics_alone: false,
             cv,
         }
     }
 
     /// The gate weighs TPOT's median |error| by 1 and TTFT's by a quarter, keeps a
-    /// group only strictly below physics alone, and a group without the check (one
-    /// model) never.
+    /// group's terms only strictly below physics alone, and a group's without the
+    /// check (one model) never; a group left out prices by physics alone and carries
+    /// physics alone's band.
     #[test]
     fn the_gate_keeps_what_beats_physics_on_unseen_models() {
-        let (kept, lines) = gate(vec![
-            // 0.10 + 0.40 / 4 = 0.20 against 0.12 + 0.40 / 4 = 0.22: kept.
-            group("a", Some((0.10, 0.40)), (0.12, 0.40)),
-            // 0.10 + 0.60 / 4 = 0.25 against 0.12 + 0.40 / 4 = 0.22: TTFT's loss wins.
-            group("b", Some((0.10, 0.60)), (0.12, 0.40)),
-            // Equal: no gain, left out.
-            group("c", Some((0.12, 0.40)), (0.12, 0.40)),
-            group("d", None, (0.12, 0.40)),
-        ]);
-        let names: Vec<&str> = kept.iter().map(|g| g.engine.as_str()).collect();
-        assert_eq!(names, ["a"]);
+        let physics: Vec<BTreeMap<String, [f64; 2]>> = (0..4)
+            .map(|i| BTreeMap::from([("tpot_ms".into(), [0.8, 1.2 + i as f64])]))
+            .collect();
+        let (gated, lines) = gate(
+            vec![
+                // 0.10 + 0.40 / 4 = 0.20 against 0.12 + 0.40 / 4 = 0.22: kept.
+                group("a", Some((0.10, 0.40)), (0.12, 0.40)),
+                // 0.10 + 0.60 / 4 = 0.25 against 0.12 + 0.40 / 4 = 0.22: TTFT's loss wins.
+                group("b", Some((0.10, 0.60)), (0.12, 0.40)),
+                // Equal: no gain, left out.
+                group("c", Some((0.12, 0.40)), (0.12, 0.40)),
+                group("d", None, (0.12, 0.40)),
+            ],
+            &physics,
+        );
+        let kept: Vec<&str> = gated
+            .iter()
+            .filter(|g| !g.physics_alone)
+            .map(|g| g.engine.as_str())
+            .collect();
+        assert_eq!(kept, ["a"]);
+        assert_eq!(gated[0].band["tpot_ms"], [0.9, 1.1]);
+        assert_eq!(gated[0].fitted, ["frontend_s"]);
+        for (i, g) in gated.iter().enumerate().skip(1) {
+            assert!(g.terms.is_empty() && g.fitted.is_empty(), "{}", g.engine);
+            assert_eq!(g.band, physics[i], "{}", g.engine);
+        }
         assert_eq!(lines.len(), 4);
         assert!(
             lines[0].starts_with("kept: a on hopper: leave-one-model-out 20.0%"),

@@ -122,6 +122,7 @@ fn empty_group() -> calibration::runs::GroupFit {
         terms: Default::default(),
         fitted: Vec::new(),
         band: Default::default(),
+        physics_alone: false,
         cv: Default::default(),
     }
 }
@@ -351,6 +352,51 @@ mod tests {
             },
             measured: Default::default(),
         }
+    }
+
+    /// A profile group priced by physics alone applies none of its terms (here a
+    /// decode GEMM factor of 3 that would triple the step) but gives its band; the same
+    /// group with its terms applying prices the record slower.
+    #[test]
+    fn a_physics_alone_group_gives_its_band_and_no_terms() {
+        let base = Base::Embedded("runs/");
+        let cache = Cache::default();
+        let rec = record("p", 1, 4, 512, 64);
+        let mut g = calibration::runs::GroupFit {
+            engine: "vllm".into(),
+            family: "hopper".into(),
+            terms: [("in_situ.decode.gemm".to_string(), 3.0)].into(),
+            band: [("tpot_ms".to_string(), [0.8, 1.3])].into(),
+            physics_alone: true,
+            ..empty_group()
+        };
+        let profile = |g: &calibration::runs::GroupFit| calibration::runs::RunsProfile {
+            kind: "runs".into(),
+            version: 1,
+            created_by: String::new(),
+            created_utc: String::new(),
+            corpus: String::new(),
+            filters: Vec::new(),
+            center: "mean".into(),
+            seed: 1,
+            groups: vec![g.clone()],
+        };
+        let tpot = |p: Option<&calibration::runs::RunsProfile>| {
+            let out = crate::predict::predict_all(&[&rec], &base, &cache, 1, p, false)
+                .pop()
+                .unwrap();
+            let y = out.result.unwrap().get(Metric::TpotMs, Stat::Mean).unwrap();
+            (y, out.band)
+        };
+        let (physics, no_band) = tpot(None);
+        assert!(no_band.is_empty());
+        let (alone, band) = tpot(Some(&profile(&g)));
+        assert_eq!(alone, physics);
+        assert_eq!(band["tpot_ms"], [0.8, 1.3]);
+        g.physics_alone = false;
+        let (fitted, band) = tpot(Some(&profile(&g)));
+        assert!(fitted > 1.5 * physics, "{fitted} against {physics}");
+        assert_eq!(band["tpot_ms"], [0.8, 1.3]);
     }
 
     /// Runs twin generates with known terms set (decode GEMMs x1.3, prefill GEMMs x0.8,

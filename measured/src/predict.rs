@@ -36,7 +36,8 @@ pub struct Prediction {
     /// closely).
     pub report: Option<Box<sim::serving::Report>>,
     /// Per metric, the p10-p90 band (as factors on the prediction) of the profile's
-    /// terms that priced it; empty without.
+    /// group of its engine and GPU family (its terms, or physics alone where they did
+    /// not beat it); empty without.
     pub band: std::collections::BTreeMap<String, [f64; 2]>,
 }
 
@@ -101,15 +102,21 @@ pub fn predict_all(
         .par_iter()
         .map(|rec| {
             let group = profile.and_then(|p| p.group(rec.engine.name.key(), &rec.gpu.hardware));
+            // The band is the group's whether its terms price the record or physics
+            // alone does.
+            let band = profile
+                .and_then(|p| p.group_of(rec.engine.name.key(), &rec.gpu.hardware))
+                .map(|g| g.band.clone())
+                .unwrap_or_default();
             let s = setup(rec, base, cache, seed).and_then(|mut s| {
                 if let Some(g) = group {
                     super::fit::apply_group(&mut s, g)?;
                 }
                 Ok(s)
             });
-            (s, group)
+            (s, group, band)
         })
-        .map(|(s, group)| match s {
+        .map(|(s, group, band)| match s {
             Ok(s) => {
                 let (result, report) = match simulate_setup(&s) {
                     Ok((p, r)) => (Ok(p), keep_reports.then(|| Box::new(r))),
@@ -125,7 +132,7 @@ pub fn predict_all(
                     },
                     result,
                     report,
-                    band: group.map(|g| g.band.clone()).unwrap_or_default(),
+                    band,
                 }
             }
             Err(e) => Prediction {

@@ -82,16 +82,25 @@ pub fn terms_line(profile: Option<&RunsProfile>, given: Option<&Path>, origin: &
         None => "the shipped terms (scenarios/runs/fitted.toml)".to_string(),
     };
     let same = p.corpus == origin;
-    format!(
-        "priced with {from}, fitted to {} ({} group{}: {}){}",
-        p.corpus,
-        p.groups.len(),
-        if p.groups.len() == 1 { "" } else { "s" },
+    let names = |physics: bool| {
         p.groups
             .iter()
+            .filter(|g| g.physics_alone == physics)
             .map(|g| format!("{} on {}", g.engine, g.family))
             .collect::<Vec<_>>()
-            .join(", "),
+    };
+    let (fitted, physics) = (names(false), names(true));
+    format!(
+        "priced with {from}, fitted to {} ({} group{}: {}{}){}",
+        p.corpus,
+        fitted.len(),
+        if fitted.len() == 1 { "" } else { "s" },
+        fitted.join(", "),
+        if physics.is_empty() {
+            String::new()
+        } else {
+            format!("; by physics alone, with its band: {}", physics.join(", "))
+        },
         if same {
             ": these records were fitted to, so the figures are in-sample; `twin calibrate --from-runs` prints the cross-validated ones (docs/fidelity.md)"
         } else {

@@ -272,6 +272,7 @@ fn runs_terms(
             "no terms of {from} apply (it fits {}; not {engine} on {family}): physics alone",
             rp.groups
                 .iter()
+                .filter(|g| !g.physics_alone)
                 .map(|g| format!("{} on {}", g.engine, g.family))
                 .collect::<Vec<_>>()
                 .join(", ")

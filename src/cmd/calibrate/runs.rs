@@ -80,7 +80,7 @@ pub fn run(a: &FromRunsArgs, corpus_name: &str, out: Option<&std::path::Path>) -
     let fits = fitted.fits;
     print_fits(&fits, &fitted.skipped, fitted.records, a.no_check);
     let fits = if a.only_improving {
-        let (kept, lines) = gate(fits);
+        let (kept, lines) = gate(fits, &fitted.physics_bands);
         println!();
         for l in lines {
             println!("{l}");
