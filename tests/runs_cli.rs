@@ -295,3 +295,37 @@ fn validate_bench_compares_a_summary_only_result() {
     assert_eq!(v["summary_only"], true);
     assert_eq!(v["rows"].as_array().unwrap().len(), 3);
 }
+
+/// A scenario of an engine on a GPU family the shipped runs profile has a group for
+/// carries that group's band around its means (the factors applied to the report's
+/// own means); `--physics-only` prices without the profile and gives none.
+#[test]
+fn simulate_gives_the_measured_runs_band_of_its_engine_and_gpu() {
+    let json = |extra: &[&str]| -> serde_json::Value {
+        let mut args = vec![
+            "simulate",
+            "h100-gpt-oss-120b-tp8",
+            "--duration",
+            "20",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let o = twin(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        serde_json::from_str(&stdout(&o)).unwrap()
+    };
+    let v = json(&[]);
+    let b = &v["runs_band"];
+    assert_eq!(b["group"], "vllm on hopper", "{b}");
+    assert_eq!(b["priced_by"], "physics alone", "{b}");
+    for metric in ["ttft_ms", "tpot_ms"] {
+        let f = &b["band"][metric]["factors"];
+        let (lo, hi) = (f[0].as_f64().unwrap(), f[1].as_f64().unwrap());
+        assert!(lo > 0.0 && lo < hi, "{metric}: {f}");
+        let mean = v[metric]["mean"].as_f64().unwrap();
+        let ms = &b["band"][metric]["mean_ms"];
+        assert!((ms[0].as_f64().unwrap() - lo * mean).abs() < 1e-9 * mean);
+        assert!((ms[1].as_f64().unwrap() - hi * mean).abs() < 1e-9 * mean);
+    }
+    assert!(json(&["--physics-only"]).get("runs_band").is_none());
+}

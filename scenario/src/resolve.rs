@@ -31,6 +31,9 @@ pub struct Resolved {
     /// What resolving (and reading the trace) chose for the user or left out: defaults
     /// that change the GPU count, a shortened warm-up, a trace cut by the duration.
     pub notes: Vec<String>,
+    /// The band measured runs give the run's engine on its GPU family, where the runs
+    /// profile that prices it has one.
+    pub runs_band: Option<crate::runs_profile::RunsBand>,
 }
 
 /// Parses and validates the request and every file it names: the one way from what a
@@ -61,7 +64,7 @@ pub fn resolve(req: &RunRequest) -> Result<Resolved> {
         sc.engine = Some(e.clone());
     }
     let (engine, physics_only) = engine_of(&sc, &req.pricing);
-    runs_frontend(
+    let runs_band = runs_frontend(
         &mut sc,
         req.pricing.profile.as_deref(),
         physics_only,
@@ -84,6 +87,7 @@ pub fn resolve(req: &RunRequest) -> Result<Resolved> {
         params,
         seed,
         notes,
+        runs_band,
     })
 }
 
@@ -222,6 +226,7 @@ pub fn resolve_parts(mut p: Parts) -> Result<Resolved> {
         model: p.model,
         params: p.params,
         notes: p.notes,
+        runs_band: None,
     })
 }
 
@@ -249,7 +254,7 @@ fn scheduler_of_another_engine(sc: &ServingScenario, engine: Option<&str>) -> bo
 }
 
 /// A runs profile's front end (`frontend_s`) for the scenario's engine and GPU, where
-/// the scenario sets none.
+/// the scenario sets none; the profile's band for them, if it has one.
 fn runs_frontend(
     sc: &mut ServingScenario,
     profile: Option<&str>,
@@ -257,10 +262,12 @@ fn runs_frontend(
     hardware: &spec::hardware::Hardware,
     engine: Option<&str>,
     notes: &mut Vec<String>,
-) -> Result<()> {
+) -> Result<Option<crate::runs_profile::RunsBand>> {
     let Some((rp, path)) = crate::runs_profile::choose(profile, physics_only)? else {
-        return Ok(());
+        return Ok(None);
     };
+    let band =
+        engine.and_then(|e| crate::runs_profile::RunsBand::of(&rp, &path, e, &hardware.name));
     // A group that left the front end at its prior (not among its fitted terms) says
     // nothing about it: the engine's own front end stands.
     let group = engine
@@ -278,7 +285,7 @@ fn runs_frontend(
             ));
         }
     }
-    Ok(())
+    Ok(band)
 }
 
 /// `--bench`: the client's run replaces the workload; no warm-up (every request

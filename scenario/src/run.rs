@@ -91,6 +91,12 @@ pub fn to_json(r: &Resolved, report: &Report, trace_records: usize) -> Result<se
     out.insert("scenario_file".into(), json!(r.scenario_origin));
     out.insert("trace_records".into(), json!(trace_records));
     out.insert("notes".into(), json!(r.notes));
+    if let Some(b) = &r.runs_band {
+        out.insert(
+            "runs_band".into(),
+            b.json(report.ttft_ms.mean, report.tpot_ms.mean),
+        );
+    }
     out.insert(
         "resolved".into(),
         json!({

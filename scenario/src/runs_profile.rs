@@ -83,6 +83,87 @@ pub fn apply_terms(
     Ok(frontend)
 }
 
+/// How far measured runs say a run's mean TTFT and TPOT may lie from twin's: the p10-p90
+/// band (factors, measured over predicted) of the profile's group of the run's engine
+/// and GPU family, for a model the group's runs did not include.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunsBand {
+    /// The group, as `ENGINE on FAMILY`.
+    pub group: String,
+    pub records: usize,
+    pub models: usize,
+    /// Whether the group's terms price the run (else physics alone does).
+    pub by_terms: bool,
+    /// Where the profile came from.
+    pub from: String,
+    /// Per metric (`ttft_ms`, `tpot_ms`), the band's factors.
+    pub band: std::collections::BTreeMap<String, [f64; 2]>,
+}
+
+impl RunsBand {
+    /// The band of `rp`'s group of `engine` on `hardware`, if it has one with a band.
+    pub fn of(rp: &RunsProfile, from: &str, engine: &str, hardware: &str) -> Option<RunsBand> {
+        let g = rp.group_of(engine, hardware)?;
+        (!g.band.is_empty()).then(|| RunsBand {
+            group: format!("{} on {}", g.engine, g.family),
+            records: g.records,
+            models: g.models.len(),
+            by_terms: !g.physics_alone,
+            from: from.to_string(),
+            band: g.band.clone(),
+        })
+    }
+
+    /// The band around a run's mean TTFT and TPOT (ms), in one line of text.
+    pub fn text(&self, ttft_ms: f64, tpot_ms: f64) -> String {
+        let range = |key: &str, name: &str, mean: f64| {
+            self.band
+                .get(key)
+                .map(|[lo, hi]| format!("{name} mean {:.1}-{:.1} ms", mean * lo, mean * hi))
+        };
+        let ranges: Vec<String> = [
+            range("ttft_ms", "TTFT", ttft_ms),
+            range("tpot_ms", "TPOT", tpot_ms),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        format!(
+            "measured-runs band  {} (p10-p90 for a model other than the {} of the {} measured runs of {}; priced by {}; from {})",
+            ranges.join(", "),
+            self.models,
+            self.records,
+            self.group,
+            if self.by_terms { "their terms" } else { "physics alone" },
+            self.from,
+        )
+    }
+
+    /// The band as JSON: the group, what priced it, and per metric the factors and the
+    /// range around the run's means.
+    pub fn json(&self, ttft_ms: f64, tpot_ms: f64) -> serde_json::Value {
+        let mean = |key: &str| if key == "ttft_ms" { ttft_ms } else { tpot_ms };
+        let metrics: serde_json::Map<String, serde_json::Value> = self
+            .band
+            .iter()
+            .map(|(k, [lo, hi])| {
+                (
+                    k.clone(),
+                    serde_json::json!({"factors": [lo, hi], "mean_ms": [mean(k) * lo, mean(k) * hi]}),
+                )
+            })
+            .collect();
+        serde_json::json!({
+            "group": self.group,
+            "records": self.records,
+            "models": self.models,
+            "priced_by": if self.by_terms { "terms" } else { "physics alone" },
+            "profile": self.from,
+            "band": metrics,
+        })
+    }
+}
+
 /// How a group's terms read in a cost model's source line (`from`: where the profile
 /// came from).
 pub fn describe(g: &GroupFit, from: &str) -> String {

@@ -344,6 +344,9 @@ fn print_text(
         r.hardware.name, r.model.name, r.params.source
     );
     print!("{}", report.render_text());
+    if let Some(b) = &r.runs_band {
+        println!("{}", b.text(report.ttft_ms.mean, report.tpot_ms.mean));
+    }
     if let Some(f) = finance {
         print!(
             "\n{}",
