@@ -113,10 +113,7 @@ pub fn fit_corpus(o: &FitOptions, corpus_name: &str, say: &dyn Fn(&str)) -> Resu
         .collect();
     let physics_bands = groups
         .values()
-        .map(|lins| {
-            let lomo: Vec<String> = lins.iter().map(|l| l.rec.model.id.clone()).collect();
-            profile_bands(lins, &lomo, &physics_residuals)
-        })
+        .map(|lins| profile_bands(lins, &model_folds(lins), &physics_residuals))
         .collect();
     Ok(CorpusFit {
         fits,
@@ -138,6 +135,11 @@ const SCHEMES: [(&str, FoldOf); 3] = [
     // to the others.
     ("leave-one-run-out", |r| r.id.clone()),
 ];
+
+/// Each record's fold when leaving one model out (the first scheme's).
+fn model_folds(lins: &[Lin]) -> Vec<String> {
+    lins.iter().map(|l| SCHEMES[0].1(l.rec)).collect()
+}
 
 /// The most folds a scheme's bands are nested over (one fit per pair of folds): a
 /// scheme of more folds (leave-one-run-out of a large corpus) reports no band.
@@ -195,6 +197,7 @@ pub fn gate(
     fits: Vec<GroupFit>,
     physics_bands: &[BTreeMap<String, [f64; 2]>],
 ) -> (Vec<GroupFit>, Vec<String>) {
+    assert_eq!(fits.len(), physics_bands.len(), "one physics band per fit");
     let mut lines = Vec::new();
     let gated = fits
         .into_iter()
@@ -317,8 +320,7 @@ fn fit_group(engine: &str, family: &str, lins: &[Lin], ctx: &Ctx) -> GroupFit {
         .iter()
         .map(|l| l.obs.iter().map(|o| Some(o.target - o.y0.ln())).collect())
         .collect();
-    let lomo: Vec<String> = lins.iter().map(|l| l.rec.model.id.clone()).collect();
-    let physics_bands = nested_bands(lins, &lomo, &physics_residuals);
+    let physics_bands = nested_bands(lins, &model_folds(lins), &physics_residuals);
     cv.insert(
         "physics alone".to_string(),
         figures(lins, &physics, Some(&physics_bands)),
