@@ -329,3 +329,65 @@ fn simulate_gives_the_measured_runs_band_of_its_engine_and_gpu() {
     }
     assert!(json(&["--physics-only"]).get("runs_band").is_none());
 }
+
+/// `--only-improving` keeps a group whose terms cannot be checked on another model (the
+/// three gpt-oss runs are one model) as priced by physics alone, with physics alone's
+/// band: `validate runs` and `simulate` then apply none of its terms and give its band.
+#[test]
+fn a_group_the_gate_leaves_out_prices_by_physics_with_its_band() {
+    let dir = tempfile::tempdir().unwrap();
+    let prof = dir.path().join("p.toml");
+    let prof_s = prof.to_str().unwrap();
+    let o = twin(&[
+        "calibrate",
+        "--from-runs",
+        "h100-public-bench",
+        "--filter",
+        "model~gpt-oss",
+        "--only-improving",
+        "--out",
+        prof_s,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("left out (physics alone): vllm on hopper"),
+        "{}",
+        stdout(&o)
+    );
+    let p: toml::Value = toml::from_str(&std::fs::read_to_string(&prof).unwrap()).unwrap();
+    let g = &p["groups"][0];
+    assert_eq!(g["physics_alone"].as_bool(), Some(true), "{g}");
+    assert!(g["terms"].as_table().unwrap().is_empty(), "{g}");
+    assert!(g["band"].get("tpot_ms").is_some(), "{g}");
+    let o = twin(&[
+        "validate",
+        "runs",
+        "h100-public-bench",
+        "--filter",
+        "model~gpt-oss",
+        "--profile",
+        prof_s,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(
+        text.contains("(no group's terms apply; by physics alone, with its band: vllm on hopper)"),
+        "{text}"
+    );
+    assert!(text.contains(" band "), "{text}");
+    let o = twin(&[
+        "simulate",
+        "h100-gpt-oss-120b-tp8",
+        "--profile",
+        prof_s,
+        "--duration",
+        "20",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(!text.contains("terms fitted to"), "{text}");
+    assert!(
+        text.contains("measured-runs band") && text.contains("priced by physics alone"),
+        "{text}"
+    );
+}

@@ -90,12 +90,14 @@ pub fn terms_line(profile: Option<&RunsProfile>, given: Option<&Path>, origin: &
             .collect::<Vec<_>>()
     };
     let (fitted, physics) = (names(false), names(true));
+    let with_terms = match fitted.len() {
+        0 => "no group's terms apply".to_string(),
+        1 => format!("1 group: {}", fitted[0]),
+        n => format!("{n} groups: {}", fitted.join(", ")),
+    };
     format!(
-        "priced with {from}, fitted to {} ({} group{}: {}{}){}",
+        "priced with {from}, fitted to {} ({with_terms}{}){}",
         p.corpus,
-        fitted.len(),
-        if fitted.len() == 1 { "" } else { "s" },
-        fitted.join(", "),
         if physics.is_empty() {
             String::new()
         } else {
