@@ -320,7 +320,7 @@ fn fit_group(engine: &str, family: &str, lins: &[Lin], ctx: &Ctx) -> GroupFit {
         .iter()
         .map(|l| l.obs.iter().map(|o| Some(o.target - o.y0.ln())).collect())
         .collect();
-    let physics_bands = nested_bands(lins, &model_folds(lins), &physics_residuals);
+    let physics_bands = nested_bands(&obs_of(lins), &model_folds(lins), &physics_residuals);
     cv.insert(
         "physics alone".to_string(),
         figures(lins, &physics, Some(&physics_bands)),
@@ -349,8 +349,8 @@ fn fit_group(engine: &str, family: &str, lins: &[Lin], ctx: &Ctx) -> GroupFit {
             .collect();
         let params: Vec<Vec<f64>> = folds.iter().map(|f| by_fold[f].clone()).collect();
         let cross = |obs: &[Obs], f: &[String]| cross_validate(obs, f, terms, &WEIGHTS);
-        let bands =
-            (distinct.len() <= MAX_NESTED_FOLDS).then(|| nested_bands(lins, &folds, &cross));
+        let bands = (distinct.len() <= MAX_NESTED_FOLDS)
+            .then(|| nested_bands(&obs_of(lins), &folds, &cross));
         let res = simulated_residuals(lins, &params, ctx);
         cv.insert(name.to_string(), figures(lins, &res, bands.as_deref()));
         if name == "leave-one-model-out" {
@@ -398,17 +398,17 @@ fn physics_residuals(obs: &[Obs], _folds: &[String]) -> Vec<f64> {
 /// fold ([`band_unseen`]) of the other folds' residuals, each cross-validated by a fit
 /// that saw neither that fold nor this one (nested: no band is drawn from its own
 /// record's data).
-fn nested_bands(lins: &[Lin], folds: &[String], residuals: Residuals) -> Vec<Vec<Band>> {
+fn nested_bands(records: &[&[Obs]], folds: &[String], residuals: Residuals) -> Vec<Vec<Band>> {
     let mut names: Vec<&String> = folds.iter().collect();
     names.sort();
     names.dedup();
     let mut by_fold: BTreeMap<&String, [Option<(f64, f64)>; 2]> = BTreeMap::new();
     for held in &names {
-        let (obs, inner): (Vec<Obs>, Vec<String>) = lins
+        let (obs, inner): (Vec<Obs>, Vec<String>) = records
             .iter()
             .zip(folds)
             .filter(|(_, f)| f != held)
-            .flat_map(|(l, f)| l.obs.iter().map(move |o| (o.clone(), f.clone())))
+            .flat_map(|(r, f)| r.iter().map(move |o| (o.clone(), f.clone())))
             .unzip();
         let res = residuals(&obs, &inner);
         let mut b = [None, None];
@@ -417,10 +417,16 @@ fn nested_bands(lins: &[Lin], folds: &[String], residuals: Residuals) -> Vec<Vec
         }
         by_fold.insert(held, b);
     }
-    lins.iter()
+    records
+        .iter()
         .zip(folds)
-        .map(|(l, f)| l.obs.iter().map(|o| by_fold[f][o.metric]).collect())
+        .map(|(r, f)| r.iter().map(|o| by_fold[f][o.metric]).collect())
         .collect()
+}
+
+/// Each record's observations.
+fn obs_of<'a>(lins: &'a [Lin]) -> Vec<&'a [Obs]> {
+    lins.iter().map(|l| l.obs.as_slice()).collect()
 }
 
 /// The profile's bands: per metric, the band for an unseen fold of the group's
@@ -678,6 +684,47 @@ mod tests {
             "{}",
             lines[0]
         );
+    }
+
+    /// A fold's band is drawn from the other folds alone: changing a fold's own
+    /// residuals leaves its band as it was and moves the others' (physics alone's
+    /// residuals, and terms cross-validated by fits without it).
+    #[test]
+    fn a_folds_band_never_sees_its_own_records() {
+        let obs = |target: f64, metric: usize| Obs {
+            metric,
+            y0: 10.0,
+            grad: vec![10.0; TERMS.len()],
+            target: (10.0f64).ln() + target,
+            curve: None,
+        };
+        let folds: Vec<String> = ["a", "a", "b", "b", "c", "c"].map(String::from).to_vec();
+        let make = |a_shift: f64| -> Vec<Vec<Obs>> {
+            [0.1, 0.15, -0.1, -0.05, 0.3, 0.2]
+                .iter()
+                .enumerate()
+                .map(|(i, r)| {
+                    let r = if i < 2 { r + a_shift } else { *r };
+                    vec![obs(r, 0), obs(2.0 * r, 1)]
+                })
+                .collect()
+        };
+        let terms = chosen_terms(&["in_situ.decode.gemm".to_string()], 1.0).unwrap();
+        let cross = |o: &[Obs], f: &[String]| cross_validate(o, f, &terms, &WEIGHTS);
+        let bands = |recs: &[Vec<Obs>], r: Residuals| {
+            let slices: Vec<&[Obs]> = recs.iter().map(|v| v.as_slice()).collect();
+            nested_bands(&slices, &folds, r)
+        };
+        for residuals in [&physics_residuals as Residuals, &cross] {
+            let (before, after) = (bands(&make(0.0), residuals), bands(&make(1.0), residuals));
+            for i in 0..2 {
+                assert_eq!(before[i], after[i], "fold a, record {i}");
+                assert!(before[i][0].is_some());
+            }
+            for i in 2..6 {
+                assert_ne!(before[i], after[i], "record {i}");
+            }
+        }
     }
 
     /// A linearised record written to `--linearised` reads back whole, its front-end
