@@ -181,23 +181,34 @@ fn the_embedded_public_runs_show() {
     );
 }
 
-/// A profile fitted to runs prices `simulate` (its terms and front end named) and is
-/// refused by `validate runs` when it is not one.
-#[test]
-fn a_runs_profile_prices_simulate() {
+/// `calibrate --from-runs` of the three public gpt-oss runs with `extra` flags, into a
+/// profile in a fresh folder (kept while the folder lives); the command's output.
+fn gpt_oss_profile(
+    extra: &[&str],
+) -> (tempfile::TempDir, std::path::PathBuf, std::process::Output) {
     let dir = tempfile::tempdir().unwrap();
     let prof = dir.path().join("p.toml");
-    let prof_s = prof.to_str().unwrap();
-    let o = twin(&[
+    let mut args = vec![
         "calibrate",
         "--from-runs",
         "h100-public-bench",
         "--filter",
         "model~gpt-oss",
         "--out",
-        prof_s,
-    ]);
+        prof.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let o = twin(&args);
     assert!(o.status.success(), "{}", stderr(&o));
+    (dir, prof, o)
+}
+
+/// A profile fitted to runs prices `simulate` (its terms and front end named) and is
+/// refused by `validate runs` when it is not one.
+#[test]
+fn a_runs_profile_prices_simulate() {
+    let (_dir, prof, o) = gpt_oss_profile(&[]);
+    let prof_s = prof.to_str().unwrap();
     let text = stdout(&o);
     assert!(text.contains("vllm on hopper (h100; 3 records"), "{text}");
     assert!(text.contains("leave-one-model-out"), "{text}");
@@ -335,20 +346,8 @@ fn simulate_gives_the_measured_runs_band_of_its_engine_and_gpu() {
 /// band: `validate runs` and `simulate` then apply none of its terms and give its band.
 #[test]
 fn a_group_the_gate_leaves_out_prices_by_physics_with_its_band() {
-    let dir = tempfile::tempdir().unwrap();
-    let prof = dir.path().join("p.toml");
+    let (_dir, prof, o) = gpt_oss_profile(&["--only-improving"]);
     let prof_s = prof.to_str().unwrap();
-    let o = twin(&[
-        "calibrate",
-        "--from-runs",
-        "h100-public-bench",
-        "--filter",
-        "model~gpt-oss",
-        "--only-improving",
-        "--out",
-        prof_s,
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
     assert!(
         stdout(&o).contains("left out (physics alone): vllm on hopper"),
         "{}",
