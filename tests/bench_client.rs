@@ -257,3 +257,33 @@ fn after_earlier_runs_of_the_same_server_their_shared_prefixes_are_held() {
         err(&o)
     );
 }
+
+/// `validate bench` gives the measured-runs band of the scenario's engine on its GPU
+/// family around the predicted means, and says whether each measured mean lies in it.
+#[test]
+fn a_bench_comparison_says_whether_the_measured_means_lie_in_the_runs_band() {
+    let file = repo().join("tests/fixtures/bench/llama31-70b-h100-tp8-c10.json.gz");
+    let o = twin(&[
+        "validate",
+        "bench",
+        file.to_str().unwrap(),
+        "--scenario",
+        "h100-llama-3.1-70b-tp8",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", err(&o));
+    let v = json(&o);
+    let b = &v["runs_band"];
+    assert_eq!(b["group"], "vllm on hopper", "{b}");
+    for metric in ["ttft_ms", "tpot_ms"] {
+        let f = &b["band"][metric]["factors"];
+        let (lo, hi) = (f[0].as_f64().unwrap(), f[1].as_f64().unwrap());
+        let p = v["predicted"][metric]["mean"].as_f64().unwrap();
+        let m = v["measured"][metric]["mean"].as_f64().unwrap();
+        assert_eq!(
+            b["band"][metric]["holds_measured"].as_bool(),
+            Some(m >= p * lo && m <= p * hi),
+            "{metric}: {b}"
+        );
+    }
+}

@@ -139,6 +139,14 @@ impl RunsBand {
         )
     }
 
+    /// Whether a measured mean lies in the band of metric `key` around the predicted
+    /// mean (`None`: the band has no such metric).
+    pub fn holds(&self, key: &str, predicted: f64, measured: f64) -> Option<bool> {
+        self.band
+            .get(key)
+            .map(|[lo, hi]| measured >= predicted * lo && measured <= predicted * hi)
+    }
+
     /// The band as JSON: the group, what priced it, and per metric the factors and the
     /// range around the run's means.
     pub fn json(&self, ttft_ms: f64, tpot_ms: f64) -> serde_json::Value {

@@ -404,6 +404,14 @@ fn print_bench(
             "cost_model": r.params.source,
             "scheduler": r.scenario().scheduler_line(),
         });
+        let mut v = v;
+        if let Some(b) = &r.runs_band {
+            let mut band = b.json(c.predicted.ttft_ms.mean, c.predicted.tpot_ms.mean);
+            for (key, p, m) in band_means(c) {
+                band["band"][key]["holds_measured"] = serde_json::json!(b.holds(key, p, m));
+            }
+            v["runs_band"] = band;
+        }
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         println!(
@@ -416,11 +424,37 @@ fn print_bench(
         println!("scheduler: {}", r.scenario().scheduler_line());
         println!("no step records in a vLLM benchmark: step time is not compared");
         print!("{}", live::compare::render_rows(&c.rows));
+        if let Some(b) = &r.runs_band {
+            println!(
+                "{}",
+                b.text(c.predicted.ttft_ms.mean, c.predicted.tpot_ms.mean)
+            );
+            let held: Vec<String> = band_means(c)
+                .into_iter()
+                .filter_map(|(key, p, m)| {
+                    let inside = b.holds(key, p, m)?;
+                    Some(format!(
+                        "{} {m:.1} ms {}",
+                        &key[..4].to_uppercase(),
+                        if inside { "inside" } else { "outside" }
+                    ))
+                })
+                .collect();
+            println!("  measured means: {}", held.join(", "));
+        }
         for n in notes {
             println!("note: {n}");
         }
     }
     Ok(())
+}
+
+/// The metrics a measured-runs band covers: key, predicted mean and measured mean.
+fn band_means(c: &BenchCompared) -> [(&'static str, f64, f64); 2] {
+    [
+        ("ttft_ms", c.predicted.ttft_ms.mean, c.measured.ttft_ms.mean),
+        ("tpot_ms", c.predicted.tpot_ms.mean, c.measured.tpot_ms.mean),
+    ]
 }
 
 /// What the server held of each request of `bench` after the runs of `after` (result
