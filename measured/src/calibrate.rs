@@ -316,10 +316,7 @@ fn fit_group(engine: &str, family: &str, lins: &[Lin], ctx: &Ctx) -> GroupFit {
     let p_all = fit(&all, terms, &WEIGHTS);
     let mut cv = BTreeMap::new();
     // The priors' residuals are the linearisation's own predictions: simulations.
-    let physics: Vec<Vec<Option<f64>>> = lins
-        .iter()
-        .map(|l| l.obs.iter().map(|o| Some(o.target - o.y0.ln())).collect())
-        .collect();
+    let physics = physics_of(lins);
     let physics_bands = nested_bands(&obs_of(lins), &model_folds(lins), &physics_residuals);
     cv.insert(
         "physics alone".to_string(),
@@ -392,6 +389,17 @@ type Residuals<'a> = &'a dyn Fn(&[Obs], &[String]) -> Vec<f64>;
 /// The residuals of physics alone (the linearisation's own predictions).
 fn physics_residuals(obs: &[Obs], _folds: &[String]) -> Vec<f64> {
     obs.iter().map(|o| o.target - o.y0.ln()).collect()
+}
+
+/// Physics alone's residuals of every observation, by record.
+fn physics_of(lins: &[Lin]) -> Vec<Vec<Option<f64>>> {
+    let of = |l: &Lin| {
+        physics_residuals(&l.obs, &[])
+            .into_iter()
+            .map(Some)
+            .collect()
+    };
+    lins.iter().map(of).collect()
 }
 
 /// Per observation, the band its fold's prediction carries: the band for an unseen

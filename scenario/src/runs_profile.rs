@@ -114,20 +114,27 @@ impl RunsBand {
         })
     }
 
+    /// The metrics a band covers, each as its key and name: TTFT, then TPOT (the
+    /// order of the means the methods take).
+    pub const METRICS: [(&'static str, &'static str); 2] =
+        [("ttft_ms", "TTFT"), ("tpot_ms", "TPOT")];
+
+    /// The band of metric `key` around a run's `mean` (`None`: the band has no such
+    /// metric).
+    pub fn range(&self, key: &str, mean: f64) -> Option<(f64, f64)> {
+        self.band.get(key).map(|[lo, hi]| (mean * lo, mean * hi))
+    }
+
     /// The band around a run's mean TTFT and TPOT (ms), in one line of text.
     pub fn text(&self, ttft_ms: f64, tpot_ms: f64) -> String {
-        let range = |key: &str, name: &str, mean: f64| {
-            self.band
-                .get(key)
-                .map(|[lo, hi]| format!("{name} mean {:.1}-{:.1} ms", mean * lo, mean * hi))
-        };
-        let ranges: Vec<String> = [
-            range("ttft_ms", "TTFT", ttft_ms),
-            range("tpot_ms", "TPOT", tpot_ms),
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
+        let ranges: Vec<String> = Self::METRICS
+            .iter()
+            .zip([ttft_ms, tpot_ms])
+            .filter_map(|((key, name), mean)| {
+                let (lo, hi) = self.range(key, mean)?;
+                Some(format!("{name} mean {lo:.1}-{hi:.1} ms"))
+            })
+            .collect();
         format!(
             "measured-runs band  {} (p10-p90 for a model other than the {} of the {} measured runs of {}; priced by {}; from {})",
             ranges.join(", "),
@@ -142,23 +149,23 @@ impl RunsBand {
     /// Whether a measured mean lies in the band of metric `key` around the predicted
     /// mean (`None`: the band has no such metric).
     pub fn holds(&self, key: &str, predicted: f64, measured: f64) -> Option<bool> {
-        self.band
-            .get(key)
-            .map(|[lo, hi]| measured >= predicted * lo && measured <= predicted * hi)
+        self.range(key, predicted)
+            .map(|(lo, hi)| measured >= lo && measured <= hi)
     }
 
     /// The band as JSON: the group, what priced it, and per metric the factors and the
     /// range around the run's means.
     pub fn json(&self, ttft_ms: f64, tpot_ms: f64) -> serde_json::Value {
-        let mean = |key: &str| if key == "ttft_ms" { ttft_ms } else { tpot_ms };
-        let metrics: serde_json::Map<String, serde_json::Value> = self
-            .band
+        let metrics: serde_json::Map<String, serde_json::Value> = Self::METRICS
             .iter()
-            .map(|(k, [lo, hi])| {
-                (
-                    k.clone(),
-                    serde_json::json!({"factors": [lo, hi], "mean_ms": [mean(k) * lo, mean(k) * hi]}),
-                )
+            .zip([ttft_ms, tpot_ms])
+            .filter_map(|((key, _), mean)| {
+                let [flo, fhi] = self.band.get(*key)?;
+                let (lo, hi) = self.range(key, mean)?;
+                Some((
+                    key.to_string(),
+                    serde_json::json!({"factors": [flo, fhi], "mean_ms": [lo, hi]}),
+                ))
             })
             .collect();
         serde_json::json!({

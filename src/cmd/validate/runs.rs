@@ -407,7 +407,7 @@ fn print_bench(
         let mut v = v;
         if let Some(b) = &r.runs_band {
             let mut band = b.json(c.predicted.ttft_ms.mean, c.predicted.tpot_ms.mean);
-            for (key, p, m) in band_means(c) {
+            for (key, _, p, m) in band_means(c) {
                 band["band"][key]["holds_measured"] = serde_json::json!(b.holds(key, p, m));
             }
             v["runs_band"] = band;
@@ -431,11 +431,10 @@ fn print_bench(
             );
             let held: Vec<String> = band_means(c)
                 .into_iter()
-                .filter_map(|(key, p, m)| {
+                .filter_map(|(key, name, p, m)| {
                     let inside = b.holds(key, p, m)?;
                     Some(format!(
-                        "{} {m:.1} ms {}",
-                        &key[..4].to_uppercase(),
+                        "{name} {m:.1} ms {}",
                         if inside { "inside" } else { "outside" }
                     ))
                 })
@@ -449,11 +448,12 @@ fn print_bench(
     Ok(())
 }
 
-/// The metrics a measured-runs band covers: key, predicted mean and measured mean.
-fn band_means(c: &BenchCompared) -> [(&'static str, f64, f64); 2] {
+/// The metrics a measured-runs band covers: key, name, predicted mean and measured mean.
+fn band_means(c: &BenchCompared) -> [(&'static str, &'static str, f64, f64); 2] {
+    let [(ttft, t), (tpot, p)] = scenario::runs_profile::RunsBand::METRICS;
     [
-        ("ttft_ms", c.predicted.ttft_ms.mean, c.measured.ttft_ms.mean),
-        ("tpot_ms", c.predicted.tpot_ms.mean, c.measured.tpot_ms.mean),
+        (ttft, t, c.predicted.ttft_ms.mean, c.measured.ttft_ms.mean),
+        (tpot, p, c.predicted.tpot_ms.mean, c.measured.tpot_ms.mean),
     ]
 }
 
