@@ -147,6 +147,10 @@ impl Resolved {
         &self,
         params: &CostParams,
     ) -> (sim::cost::AnalyticCostModel, sim::cost::AnalyticCostModel) {
+        // A change of the run (a benchmark's server turning overlap off) reaches the
+        // host terms here too.
+        let mut params = params.clone();
+        host_follows_steps(self.scenario(), &mut params.host);
         let pool = |p: &PoolConfig| {
             sim::cost::AnalyticCostModel::new(
                 self.hardware.clone(),
@@ -173,7 +177,8 @@ fn engine_of(sc: &ServingScenario, pricing: &Pricing) -> (Option<String>, bool) 
 /// What prices the scenario's steps on `hardware`: the hardware's fitted costs under
 /// the profile, the engine's tables and terms and the `cost.*` overrides; a GPU profile
 /// far slower than the reference refused (or noted, when allowed); the engine's memory
-/// knob. `plan` prices each GPU of its space by the same rule.
+/// knob; its host work exposed where the scenario's steps are not formed ahead. `plan`
+/// prices each GPU of its space by the same rule.
 pub fn step_prices(
     hardware: &spec::hardware::Hardware,
     model: &spec::model::Model,
@@ -192,7 +197,7 @@ pub fn step_prices(
         }
     }
     super::cost::apply_moe_kernel(&mut params, hardware, model, sc.moe_kernel);
-    memory_knob(sc, &mut params)?;
+    scenario_knobs(sc, &mut params)?;
     Ok(params)
 }
 
@@ -211,7 +216,7 @@ pub struct Parts {
 /// Checks built pieces as [`resolve`] checks a scenario's, every problem at
 /// once: the other way to a [`Resolved`].
 pub fn resolve_parts(mut p: Parts) -> Result<Resolved> {
-    memory_knob(&p.scenario, &mut p.params)?;
+    scenario_knobs(&p.scenario, &mut p.params)?;
     let origins = Origins {
         scenario: &p.origin,
         workload: &p.origin,
@@ -230,15 +235,33 @@ pub fn resolve_parts(mut p: Parts) -> Result<Resolved> {
     })
 }
 
-/// The scenario's `serving.gpu_memory_utilization` on the engine's KV memory rule.
-fn memory_knob(sc: &ServingScenario, params: &mut CostParams) -> Result<()> {
+/// The scenario's `serving.gpu_memory_utilization` on the engine's KV memory rule, and
+/// its scheduling on the engine's host terms.
+fn scenario_knobs(sc: &ServingScenario, params: &mut CostParams) -> Result<()> {
     if let Some(f) = sc.serving.gpu_memory_utilization {
         if !(f > 0.0 && f <= 1.0) {
             bail!("serving.gpu_memory_utilization = {f}: must lie in (0, 1]");
         }
         params.memory.fraction = Some(f);
     }
+    host_follows_steps(sc, &mut params.host);
     Ok(())
+}
+
+/// The engine's host work hides under the GPU's only where the engine forms each step
+/// while the last runs. Where the scenario's steps are formed after the last ends
+/// (vLLM before 0.14.0, whose async scheduling was opt-in, or
+/// `serving.async_scheduling = false`), the whole of it is exposed between steps, and
+/// there is no hand-over gap of its own.
+fn host_follows_steps(sc: &ServingScenario, host: &mut sim::cost::host::Host) {
+    if host.overlap > 0.0 && !sc.schedules_ahead() {
+        host.overlap = 0.0;
+        host.gap_s = 0.0;
+        host.source = format!(
+            "{}; exposed whole: each step formed after the last ends",
+            host.source
+        );
+    }
 }
 
 /// Whether the scenario's scheduler is set to a serving engine other than `engine`.
@@ -636,6 +659,61 @@ mod tests {
         assert!(e.to_string().contains("fidelity.cohort"), "{e}");
         assert_eq!(r.scenario().fidelity.cohort, 1);
         assert_eq!(r.scenario().serving.frontend_s, Some(0.01));
+    }
+
+    /// vLLM before 0.14.0 formed each step after the last ended (async scheduling was
+    /// opt-in): its host work is priced exposed whole, without the hand-over gap; from
+    /// 0.14.0, or with `serving.async_scheduling = true`, it hides under the GPU's.
+    /// A change of the run that turns overlap off reaches the pools' prices too.
+    #[test]
+    fn host_work_is_exposed_where_steps_are_not_formed_ahead() {
+        let host = |sets: &[&str]| {
+            let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+            let r = resolve(&RunRequest::of("h100-gpt-oss-120b-chat", &sets).unwrap()).unwrap();
+            r.params.host.clone()
+        };
+        let old = host(&["engine=vllm@0.12.0"]);
+        assert_eq!((old.overlap, old.gap_s), (0.0, 0.0));
+        assert!(old.source.contains("exposed whole"), "{}", old.source);
+        let new = host(&["engine=vllm@0.15.0"]);
+        assert_eq!(
+            (new.overlap, new.gap_s),
+            (1.0, sim::cost::host::ASYNC_GAP_S)
+        );
+        let opted = host(&["engine=vllm@0.12.0", "serving.async_scheduling=true"]);
+        assert_eq!(opted.overlap, 1.0);
+        // Same per-request work either way: only its overlap differs.
+        assert_eq!(old.per_request_s, new.per_request_s);
+
+        let sets = ["engine=vllm@0.15.0".to_string()];
+        let mut r = resolve(&RunRequest::of("h100-gpt-oss-120b-chat", &sets).unwrap()).unwrap();
+        let step = |r: &Resolved| {
+            use sim::cost::{CostModel, Phase, ReqSlice, StepShape};
+            let (_, decode) = r.pool_costs(&r.params);
+            let dep = r.scenario().serving.decode.layout().dep as usize;
+            let ranks = vec![
+                vec![ReqSlice {
+                    count: 64,
+                    ..ReqSlice::one(1, 2048)
+                }];
+                dep
+            ];
+            let shape = StepShape {
+                phase: Phase::Decode,
+                ranks: &ranks,
+                decode_ranks: &[],
+                draft_tokens: 0,
+            };
+            decode.step(&shape).step_s
+        };
+        let ahead = step(&r);
+        r.change(|sc, _| sc.serving.async_scheduling = Some(false))
+            .unwrap();
+        let behind = step(&r);
+        // 0.3 ms fixed + 64 x 21 us exposed instead of the 0.25 ms gap.
+        let want =
+            300e-6 + 64.0 * sim::cost::host::VLLM_PER_REQUEST_S - sim::cost::host::ASYNC_GAP_S;
+        assert!((behind - ahead - want).abs() < 1e-9, "{ahead} {behind}");
     }
 
     /// A request's problems are located: the scenario's in its file, the workload's in

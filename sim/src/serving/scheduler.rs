@@ -137,10 +137,11 @@ impl Scheduler {
 
     /// Whether the engine of `engine` (`vllm@0.12.0`) forms each step while the last
     /// runs by default: [`Scheduler::schedules_ahead`], except vLLM before 0.14.0, where
-    /// async scheduling was opt-in (`--async-scheduling`; the project's recipes of
-    /// 2025-12-01 still call it so; PR #27614 made it the default late in December
-    /// 2025, after 0.13.0 was cut: assumed first in 0.14.0). An engine without a
-    /// version that reads as one is taken as the latest.
+    /// async scheduling was opt-in (`--async-scheduling`; vLLM 0.14.0's release notes
+    /// list "Async scheduling is now enabled by default", PR #27614, among its breaking
+    /// changes). An engine without a version that reads as one is taken as the latest.
+    /// Where steps are not formed ahead, the engine's host work is exposed whole
+    /// (`scenario::resolve`).
     pub fn schedules_ahead_at(self, engine: Option<&str>) -> bool {
         if self != Scheduler::Vllm {
             return self.schedules_ahead();
