@@ -341,6 +341,59 @@ fn simulate_gives_the_measured_runs_band_of_its_engine_and_gpu() {
     assert!(json(&["--physics-only"]).get("runs_band").is_none());
 }
 
+/// `plan` gives the same band around its best's means: the band of the scenario's
+/// engine on the best's GPU (one mean per metric under both ends), in the text under
+/// the best and as `best.runs_band`; none with `--physics-only`.
+#[test]
+fn plan_gives_the_measured_runs_band_around_its_best() {
+    let plan = |extra: &[&str]| {
+        let mut args = vec![
+            "plan",
+            "h100-gpt-oss-120b-tp8",
+            "--space",
+            "examples/plan-space-h100-node.toml",
+            "--duration",
+            "20",
+        ];
+        args.extend_from_slice(extra);
+        let o = twin(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        stdout(&o)
+    };
+    let v: serde_json::Value = serde_json::from_str(&plan(&["--json"])).unwrap();
+    let b = &v["best"]["runs_band"];
+    assert_eq!(b["group"], "vllm on hopper", "{b}");
+    let sim = twin(&[
+        "simulate",
+        "h100-gpt-oss-120b-tp8",
+        "--duration",
+        "20",
+        "--json",
+    ]);
+    let sim: serde_json::Value = serde_json::from_str(&stdout(&sim)).unwrap();
+    for metric in ["ttft_ms", "tpot_ms"] {
+        let f = &b["band"][metric]["factors"];
+        assert_eq!(f, &sim["runs_band"]["band"][metric]["factors"], "{metric}");
+        let ms = &b["band"][metric]["mean_ms"];
+        let mean_lo = ms[0].as_f64().unwrap() / f[0].as_f64().unwrap();
+        let mean_hi = ms[1].as_f64().unwrap() / f[1].as_f64().unwrap();
+        assert!(
+            mean_lo > 0.0 && (mean_lo - mean_hi).abs() < 1e-9 * mean_lo,
+            "{b}"
+        );
+    }
+    let text = plan(&[]);
+    let best = text.split("best: ").nth(1).unwrap();
+    let band_line = best
+        .lines()
+        .find(|l| l.contains("measured-runs band"))
+        .unwrap();
+    assert!(band_line.contains("vllm on hopper"), "{band_line}");
+    let v: serde_json::Value = serde_json::from_str(&plan(&["--json", "--physics-only"])).unwrap();
+    assert!(v["best"]["runs_band"].is_null(), "{}", v["best"]);
+    assert!(!plan(&["--physics-only"]).contains("measured-runs band"));
+}
+
 /// `--only-improving` keeps a group whose terms cannot be checked on another model (the
 /// three gpt-oss runs are one model) as priced by physics alone, with physics alone's
 /// band: `validate runs` and `simulate` then apply none of its terms and give its band.

@@ -34,8 +34,8 @@ pub mod trace_formats;
 pub use cost::{apply_moe_kernel, cost_params};
 pub use request::{Overrides, Pricing, RunRequest, TraceSource};
 pub use resolve::{
-    read_trace_within, resolve, resolve_parts, resolve_with_trace, step_prices, trace_fit, Parts,
-    Resolved,
+    read_trace_within, resolve, resolve_parts, resolve_with_trace, runs_band_on, step_prices,
+    trace_fit, Parts, Resolved,
 };
 
 mod embedded {

@@ -174,6 +174,23 @@ fn engine_of(sc: &ServingScenario, pricing: &Pricing) -> (Option<String>, bool) 
     (engine, physics_only)
 }
 
+/// The measured-runs band of the scenario's engine on `hardware` (a GPU of a plan's
+/// space), by the profile and engine that price its steps, as `resolve` finds the band
+/// of the scenario's own GPU; `None` without an engine, with `--physics-only`, or where
+/// the profile has no group with a band for them.
+pub fn runs_band_on(
+    sc: &ServingScenario,
+    pricing: &Pricing,
+    hardware: &str,
+) -> Result<Option<crate::runs_profile::RunsBand>> {
+    let (engine, physics_only) = engine_of(sc, pricing);
+    let Some((rp, path)) = crate::runs_profile::choose(pricing.profile.as_deref(), physics_only)?
+    else {
+        return Ok(None);
+    };
+    Ok(engine.and_then(|e| crate::runs_profile::band_of(&rp, &path, &e, hardware)))
+}
+
 /// What prices the scenario's steps on `hardware`: the hardware's fitted costs under
 /// the profile, the engine's tables and terms and the `cost.*` overrides; a GPU profile
 /// far slower than the reference refused (or noted, when allowed); the engine's memory
@@ -289,8 +306,7 @@ fn runs_frontend(
     let Some((rp, path)) = crate::runs_profile::choose(profile, physics_only)? else {
         return Ok(None);
     };
-    let band =
-        engine.and_then(|e| crate::runs_profile::RunsBand::of(&rp, &path, e, &hardware.name));
+    let band = engine.and_then(|e| crate::runs_profile::band_of(&rp, &path, e, &hardware.name));
     // A group that left the front end at its prior (not among its fitted terms) says
     // nothing about it: the engine's own front end stands.
     let group = engine

@@ -36,6 +36,7 @@ use crate::serde_defaults::{is_one, one};
 use crate::serving::{Mode, Report, ServingScenario};
 use crate::tco::Finance;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::fmt;
 
 /// One pool of a candidate deployment.
@@ -488,6 +489,12 @@ pub struct Header {
     /// false, so other grids keep their hash.
     #[serde(default, skip_serializing_if = "is_false")]
     pub fixed_load: bool,
+    /// The measured-runs band of the scenario's engine on each GPU of the space that
+    /// has one (by hardware name): the answer puts it around the best's means. Left
+    /// out of the JSON when empty (no engine, `--physics-only`), so such grids keep
+    /// their hash.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub runs_bands: BTreeMap<String, crate::serving::runs_band::RunsBand>,
 }
 
 impl Header {

@@ -322,6 +322,7 @@ fn header(slo: Slo) -> Header {
         curve_hourly: None,
         curve_peak: 1.0,
         fixed_load: false,
+        runs_bands: Default::default(),
     };
     h.grid = h.compute_grid();
     h

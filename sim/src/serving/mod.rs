@@ -29,6 +29,7 @@ pub mod replicas;
 pub mod report;
 mod request;
 pub mod router;
+pub mod runs_band;
 pub mod scheduler;
 pub mod stats;
 mod step;

@@ -326,6 +326,7 @@ fn build(args: &PlanArgs) -> Result<(PlanInputs, Grid)> {
         sizing,
         slo,
         ranking,
+        runs_bands: runs_bands_of(&req, &base, &space)?,
     };
     let header = header_of(&base, &tco, run, space, &screened, to_simulate);
     Ok((
@@ -369,6 +370,8 @@ struct RunChoice {
     sizing: Sizing,
     slo: Slo,
     ranking: sim::plan::Ranking,
+    /// The measured-runs band on each GPU of the space ([`runs_bands_of`]).
+    runs_bands: BTreeMap<String, scenario::runs_profile::RunsBand>,
 }
 
 /// Whether the load arrives at a fixed rate into a GPU budget (an open loop or a
@@ -376,6 +379,22 @@ struct RunChoice {
 /// same tokens per GPU, and latency breaks the ties.
 fn fixed_load(wl: &WorkloadConfig, sizing: Sizing) -> bool {
     matches!(sizing, Sizing::Gpus(_)) && (wl.open_loop.is_some() || wl.trace.is_some())
+}
+
+/// The measured-runs band of the scenario's engine on each GPU of the space that has
+/// one (by hardware name).
+fn runs_bands_of(
+    req: &RunRequest,
+    base: &Resolved,
+    space: &SearchSpace,
+) -> Result<BTreeMap<String, scenario::runs_profile::RunsBand>> {
+    let mut bands = BTreeMap::new();
+    for name in space.prefill_hardware.iter().chain(&space.decode_hardware) {
+        if let Some(b) = scenario::runs_band_on(base.scenario(), &req.pricing, name)? {
+            bands.insert(name.clone(), b);
+        }
+    }
+    Ok(bands)
 }
 
 /// The grid's header: what was planned, on what, and its grid hash.
@@ -416,6 +435,7 @@ fn header_of(
         curve_hourly: curve.map(|c| c.hourly()),
         curve_peak: curve.map_or(1.0, |c| c.peak()),
         fixed_load: run.ranking.fixed_load,
+        runs_bands: run.runs_bands,
     };
     header.grid = header.compute_grid();
     header

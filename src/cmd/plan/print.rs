@@ -102,9 +102,21 @@ pub fn to_json(o: &Outcome) -> Value {
     })
 }
 
+/// The measured-runs band of the scenario's engine on the best's (decode) GPU, with
+/// the simulated means it lies around (its first seed's run).
+fn best_band<'a>(
+    o: &'a Outcome,
+    best: &Record,
+) -> Option<(&'a sim::serving::runs_band::RunsBand, f64, f64)> {
+    let band = o.header.runs_bands.get(&best.candidate.decode.hardware)?;
+    let r = best.report.as_ref()?;
+    Some((band, r.ttft_ms.mean, r.tpot_ms.mean))
+}
+
 /// The best configuration as JSON.
 fn best_json(o: &Outcome, b: &Record) -> Value {
     let m = b.metrics.unwrap_or_default();
+    let runs_band = best_band(o, b).map(|(band, ttft, tpot)| band.json(ttft, tpot));
     json!({
             "label": b.candidate.label(),
             "config": b.candidate,
@@ -121,6 +133,7 @@ fn best_json(o: &Outcome, b: &Record) -> Value {
             "finance": b.finance.as_ref().map(|f| report::text::finance_json(f, o.header.price_sheet != "none")),
             "estimate": b.estimate,
             "vllm": vllm::commands(&b.candidate, o.header.moe),
+            "runs_band": runs_band,
     })
 }
 
@@ -130,6 +143,9 @@ pub fn text(o: &Outcome) -> String {
     write_heading(&mut s, o);
     let best = &o.records[o.best.expect("a best")];
     write_best(&mut s, best, o.header.price_sheet != "none");
+    if let Some((band, ttft, tpot)) = best_band(o, best) {
+        let _ = writeln!(s, "  {}", band.text(ttft, tpot));
+    }
     write_simulated(&mut s, o);
     write_not_simulated(&mut s, o);
     if let Some(day) = curve_of(o) {
