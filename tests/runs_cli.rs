@@ -390,7 +390,7 @@ fn plan_gives_the_measured_runs_band_around_its_best() {
         .unwrap();
     assert!(band_line.contains("vllm on hopper"), "{band_line}");
     let v: serde_json::Value = serde_json::from_str(&plan(&["--json", "--physics-only"])).unwrap();
-    assert!(v["best"]["runs_band"].is_null(), "{}", v["best"]);
+    assert!(v["best"].get("runs_band").is_none(), "{}", v["best"]);
     assert!(!plan(&["--physics-only"]).contains("measured-runs band"));
 }
 

@@ -116,8 +116,7 @@ fn best_band<'a>(
 /// The best configuration as JSON.
 fn best_json(o: &Outcome, b: &Record) -> Value {
     let m = b.metrics.unwrap_or_default();
-    let runs_band = best_band(o, b).map(|(band, ttft, tpot)| band.json(ttft, tpot));
-    json!({
+    let mut v = json!({
             "label": b.candidate.label(),
             "config": b.candidate,
             "gpus": m.gpus,
@@ -133,8 +132,12 @@ fn best_json(o: &Outcome, b: &Record) -> Value {
             "finance": b.finance.as_ref().map(|f| report::text::finance_json(f, o.header.price_sheet != "none")),
             "estimate": b.estimate,
             "vllm": vllm::commands(&b.candidate, o.header.moe),
-            "runs_band": runs_band,
-    })
+    });
+    // Only where there is one, so answers without an engine read as before.
+    if let Some((band, ttft, tpot)) = best_band(o, b) {
+        v["runs_band"] = band.json(ttft, tpot);
+    }
+    v
 }
 
 /// The text answer.
