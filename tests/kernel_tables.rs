@@ -607,3 +607,33 @@ fn assert_base_is_refused_without_tables(path: &std::path::Path) {
         &["--base lays measured kernel tables over an engine's"],
     );
 }
+
+/// `forward` prices a step as the engine runs it by default: vLLM before 0.14.0 forms
+/// each step after the last ends (async scheduling was opt-in), so its host work (0.3 ms
+/// + 21 us a request) is exposed whole; from 0.14.0 only the 0.25 ms hand-over gap is.
+#[test]
+fn forward_exposes_the_host_work_of_vllm_before_async_scheduling() {
+    let overhead = |engine: &str| -> f64 {
+        let o = twin(&[
+            "forward",
+            "--hardware",
+            "h100",
+            "--model",
+            "llama-3.1-70b",
+            "--tp",
+            "8",
+            "--batch-per-rank",
+            "64",
+            "--context",
+            "2000",
+            "--engine",
+            engine,
+            "--json",
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        v["breakdown_ms"]["overhead"].as_f64().unwrap()
+    };
+    assert!((overhead("vllm@0.15.0") - 0.25).abs() < 1e-9);
+    assert!((overhead("vllm@0.12.0") - (0.3 + 64.0 * 0.021)).abs() < 1e-9);
+}

@@ -265,6 +265,11 @@ fn load(req: &StepRequest, sets: &Overrides) -> Result<(Hardware, Model, CostPar
     if req.isolated {
         params.in_situ = sim::cost::insitu::InSitu::isolated();
     }
+    if let Some(e) = req.pricing.engine.as_deref() {
+        use sim::serving::scheduler::{Scheduler, SchedulerChoice};
+        let ahead = Scheduler::resolve(SchedulerChoice::Auto, Some(e)).schedules_ahead_at(Some(e));
+        super::resolve::host_follows_steps(ahead, &mut params.host);
+    }
     super::cost::apply_moe_kernel(&mut params, &hardware, &model, req.moe_kernel);
     Ok((hardware, model, params))
 }
