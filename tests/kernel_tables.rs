@@ -194,29 +194,32 @@ fn every_shipped_profile_meets_the_held_out_targets() {
     assert_eq!(n, 10);
 }
 
+/// `twin forward --json` of a decode step of Llama-3.1-70B on 8 x H100 (TP8, 64
+/// requests at 2,048 tokens of context), priced by `engine`.
+fn forward_llama70b_tp8(engine: &str) -> std::process::Output {
+    twin(&[
+        "forward",
+        "--hardware",
+        "h100",
+        "--model",
+        "llama-3.1-70b",
+        "--tp",
+        "8",
+        "--phase",
+        "decode",
+        "--batch-per-rank",
+        "64",
+        "--context",
+        "2048",
+        "--engine",
+        engine,
+        "--json",
+    ])
+}
+
 #[test]
 fn forward_names_the_tables_it_prices_with() {
-    let args = |engine: &str| {
-        twin(&[
-            "forward",
-            "--hardware",
-            "h100",
-            "--model",
-            "llama-3.1-70b",
-            "--tp",
-            "8",
-            "--phase",
-            "decode",
-            "--batch-per-rank",
-            "64",
-            "--context",
-            "2048",
-            "--engine",
-            engine,
-            "--json",
-        ])
-    };
-    let (a, b) = (args("trtllm"), args("twin"));
+    let (a, b) = (forward_llama70b_tp8("trtllm"), forward_llama70b_tp8("twin"));
     assert!(a.status.success(), "{}", err(&a));
     assert!(b.status.success(), "{}", err(&b));
     let (ja, jb) = (json(&a), json(&b));
@@ -614,22 +617,7 @@ fn assert_base_is_refused_without_tables(path: &std::path::Path) {
 #[test]
 fn forward_exposes_the_host_work_of_vllm_before_async_scheduling() {
     let overhead = |engine: &str| -> f64 {
-        let o = twin(&[
-            "forward",
-            "--hardware",
-            "h100",
-            "--model",
-            "llama-3.1-70b",
-            "--tp",
-            "8",
-            "--batch-per-rank",
-            "64",
-            "--context",
-            "2000",
-            "--engine",
-            engine,
-            "--json",
-        ]);
+        let o = forward_llama70b_tp8(engine);
         assert!(o.status.success(), "{}", stderr(&o));
         let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
         v["breakdown_ms"]["overhead"].as_f64().unwrap()
