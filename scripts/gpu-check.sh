@@ -125,10 +125,12 @@ dense_ms() { sed -n '/"breakdown_ms"/,/}/s/^ *"dense": *\([0-9.e+-]*\),*$/\1/p' 
 forward_pair() { # model label dir flags...: the step with the measured tables and with vLLM's
     local model=$1 label=$2 dir=$3
     shift 3
+    # Tables against tables: --physics-only leaves out the terms fitted to measured
+    # runs, which would price `--engine vllm` and not the measured folder.
     timeout 60 "$TWIN" forward --hardware "$HARDWARE" --model "$model" "$@" --engine "$dir" \
-        --allow-slow-profile --json > "$dir/forward-$label-measured.json" || status=1
+        --physics-only --allow-slow-profile --json > "$dir/forward-$label-measured.json" || status=1
     timeout 60 "$TWIN" forward --hardware "$HARDWARE" --model "$model" "$@" --engine vllm \
-        --json > "$dir/forward-$label-vllm.json" || status=1
+        --physics-only --json > "$dir/forward-$label-vllm.json" || status=1
     local a b c d
     a=$(step_ms "$dir/forward-$label-measured.json"); b=$(step_ms "$dir/forward-$label-vllm.json")
     c=$(dense_ms "$dir/forward-$label-measured.json"); d=$(dense_ms "$dir/forward-$label-vllm.json")

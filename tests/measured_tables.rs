@@ -185,8 +185,9 @@ fn the_h100_measured_tables_price_llama_steps_within_10_percent_of_vllms() {
     // (scripts/gpu-check.sh's comparison): Llama-3.1-8B's decode and prefill steps.
     let (hw, _, dir) = h100_measured("llama-3.1-8b");
     let model = load_model("llama-3.1-8b", &[]).unwrap();
+    // Tables against tables (`--physics-only`, as scripts/gpu-check.sh compares them).
     let step = |choice: &str, phase: Phase, batch: u32, context: u64, new: u32| {
-        let p = cost_params(&hw, None, &[], Some(choice), false).unwrap();
+        let p = cost_params(&hw, None, &[], Some(choice), true).unwrap();
         let spec = ForwardSpec {
             phase,
             dep: 1,
@@ -264,8 +265,10 @@ fn measured_tables_laid_over_vllms_price_the_rest_as_vllm_does() {
         draft_tokens: 0,
         tokens_per_step: 1.0,
     };
+    // Tables against tables: without the terms fitted to measured runs, which price
+    // an engine named (`vllm`) and not a tables folder.
     let price = |choice: &str| {
-        let p = cost_params(&hw, None, &[], Some(choice), false).unwrap();
+        let p = cost_params(&hw, None, &[], Some(choice), true).unwrap();
         let cm = AnalyticCostModel::new(hw.clone(), model.clone(), Layout::new(16), p);
         forward(&cm as &dyn CostModel, &spec)
     };
@@ -299,8 +302,9 @@ fn decode_step_is_near_vllms(hw: &Hardware, model: &Model, dir: &Path, spec: For
         new_tokens: 1,
         ..spec
     };
+    // Tables against tables, as above: without the runs terms.
     let price = |choice: &str| {
-        let p = cost_params(hw, None, &[], Some(choice), false).unwrap();
+        let p = cost_params(hw, None, &[], Some(choice), true).unwrap();
         let cm = AnalyticCostModel::new(hw.clone(), model.clone(), Layout::new(16), p);
         forward(&cm as &dyn CostModel, &decode).total.step_s
     };
