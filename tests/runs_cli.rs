@@ -328,7 +328,16 @@ fn simulate_gives_the_measured_runs_band_of_its_engine_and_gpu() {
     let v = json(&[]);
     let b = &v["runs_band"];
     assert_eq!(b["group"], "vllm on hopper", "{b}");
-    assert_eq!(b["priced_by"], "physics alone", "{b}");
+    // As the shipped profile's gate left the group: by its terms or by physics alone.
+    let g = scenario::runs_profile::shipped()
+        .and_then(|p| p.group_of("vllm", "h100"))
+        .unwrap();
+    let by = if g.physics_alone {
+        "physics alone"
+    } else {
+        "terms"
+    };
+    assert_eq!(b["priced_by"], by, "{b}");
     for metric in ["ttft_ms", "tpot_ms"] {
         let f = &b["band"][metric]["factors"];
         let (lo, hi) = (f[0].as_f64().unwrap(), f[1].as_f64().unwrap());
@@ -339,6 +348,40 @@ fn simulate_gives_the_measured_runs_band_of_its_engine_and_gpu() {
         assert!((ms[1].as_f64().unwrap() - hi * mean).abs() < 1e-9 * mean);
     }
     assert!(json(&["--physics-only"]).get("runs_band").is_none());
+    // gpt-oss-120b is one of the group's models: the band names it.
+    assert_eq!(b["includes_model"], "openai/gpt-oss-120b", "{b}");
+}
+
+/// A band names the group's model the scenario's model is (its own runs say more than
+/// a band for a model the group has not seen), and only then: Llama-3.1-70B is among
+/// vLLM on Hopper's models, not among SGLang on Hopper's.
+#[test]
+fn a_runs_band_names_the_scenarios_model_when_the_group_holds_it() {
+    let band = |extra: &[&str]| -> (serde_json::Value, String) {
+        let mut args = vec!["simulate", "h100-llama-3.1-70b-tp8", "--duration", "20"];
+        args.extend_from_slice(extra);
+        let o = twin(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let line = stdout(&o)
+            .lines()
+            .find(|l| l.starts_with("measured-runs band"))
+            .unwrap_or_default()
+            .to_string();
+        let mut args = args.clone();
+        args.push("--json");
+        let v: serde_json::Value = serde_json::from_str(&stdout(&twin(&args))).unwrap();
+        (v["runs_band"].clone(), line)
+    };
+    let (v, line) = band(&[]);
+    assert_eq!(v["includes_model"], "meta-llama/Llama-3.1-70B", "{v}");
+    assert!(
+        line.contains("`twin validate runs aic-silicon-train --filter model=meta-llama/llama-3.1-70b` gives its own errors"),
+        "{line}"
+    );
+    let (v, line) = band(&["--set", "engine=sglang"]);
+    assert_eq!(v["group"], "sglang on hopper", "{v}");
+    assert!(v.get("includes_model").is_none(), "{v}");
+    assert!(!line.contains("one of them"), "{line}");
 }
 
 /// `plan` gives the same band around its best's means: the band of the scenario's

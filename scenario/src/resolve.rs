@@ -68,7 +68,7 @@ pub fn resolve(req: &RunRequest) -> Result<Resolved> {
         &mut sc,
         req.pricing.profile.as_deref(),
         physics_only,
-        &hardware,
+        (&hardware.name, &model.name),
         engine.as_deref(),
         &mut notes,
     )?;
@@ -175,20 +175,21 @@ fn engine_of(sc: &ServingScenario, pricing: &Pricing) -> (Option<String>, bool) 
 }
 
 /// The measured-runs band of the scenario's engine on `hardware` (a GPU of a plan's
-/// space), by the profile and engine that price its steps, as `resolve` finds the band
-/// of the scenario's own GPU; `None` without an engine, with `--physics-only`, or where
-/// the profile has no group with a band for them.
+/// space) for its `model`, by the profile and engine that price its steps, as `resolve`
+/// finds the band of the scenario's own GPU; `None` without an engine, with
+/// `--physics-only`, or where the profile has no group with a band for them.
 pub fn runs_band_on(
     sc: &ServingScenario,
     pricing: &Pricing,
     hardware: &str,
+    model: &str,
 ) -> Result<Option<crate::runs_profile::RunsBand>> {
     let (engine, physics_only) = engine_of(sc, pricing);
     let Some((rp, path)) = crate::runs_profile::choose(pricing.profile.as_deref(), physics_only)?
     else {
         return Ok(None);
     };
-    Ok(engine.and_then(|e| crate::runs_profile::band_of(&rp, &path, &e, hardware)))
+    Ok(engine.and_then(|e| crate::runs_profile::band_of(&rp, &path, &e, hardware, model)))
 }
 
 /// What prices the scenario's steps on `hardware`: the hardware's fitted costs under
@@ -294,23 +295,24 @@ fn scheduler_of_another_engine(sc: &ServingScenario, engine: Option<&str>) -> bo
 }
 
 /// A runs profile's front end (`frontend_s`) for the scenario's engine and GPU, where
-/// the scenario sets none; the profile's band for them, if it has one.
+/// the scenario sets none; the profile's band for them (and the model, `on` being the
+/// hardware's and the model's names), if it has one.
 fn runs_frontend(
     sc: &mut ServingScenario,
     profile: Option<&str>,
     physics_only: bool,
-    hardware: &spec::hardware::Hardware,
+    (hardware, model): (&str, &str),
     engine: Option<&str>,
     notes: &mut Vec<String>,
 ) -> Result<Option<crate::runs_profile::RunsBand>> {
     let Some((rp, path)) = crate::runs_profile::choose(profile, physics_only)? else {
         return Ok(None);
     };
-    let band = engine.and_then(|e| crate::runs_profile::band_of(&rp, &path, e, &hardware.name));
+    let band = engine.and_then(|e| crate::runs_profile::band_of(&rp, &path, e, hardware, model));
     // A group that left the front end at its prior (not among its fitted terms) says
     // nothing about it: the engine's own front end stands.
     let group = engine
-        .and_then(|e| rp.group(e, &hardware.name))
+        .and_then(|e| rp.group(e, hardware))
         .filter(|g| g.fitted_term("frontend_s"));
     if let (Some(g), None) = (group, sc.serving.frontend_s) {
         if let Some(&f) = g.terms.get("frontend_s") {

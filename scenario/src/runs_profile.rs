@@ -86,8 +86,15 @@ pub fn apply_terms(
 pub use sim::serving::runs_band::RunsBand;
 
 /// The band of `rp`'s group of `engine` on `hardware` (`from`: where the profile came
-/// from), if it has one with a band.
-pub fn band_of(rp: &RunsProfile, from: &str, engine: &str, hardware: &str) -> Option<RunsBand> {
+/// from), if it has one with a band; it names the group's model that `model` (the
+/// run's, as a scenario names it) is, when it is one of them.
+pub fn band_of(
+    rp: &RunsProfile,
+    from: &str,
+    engine: &str,
+    hardware: &str,
+    model: &str,
+) -> Option<RunsBand> {
     let g = rp.group_of(engine, hardware)?;
     (!g.band.is_empty()).then(|| RunsBand {
         group: format!("{} on {}", g.engine, g.family),
@@ -96,7 +103,28 @@ pub fn band_of(rp: &RunsProfile, from: &str, engine: &str, hardware: &str) -> Op
         by_terms: !g.physics_alone,
         from: from.to_string(),
         band: g.band.clone(),
+        includes: g
+            .models
+            .iter()
+            .find(|id| sim::serving::runs_band::same_model(model, id))
+            .map(|id| (id.clone(), corpus_name(&rp.corpus))),
     })
+}
+
+/// A profile's corpus as `twin validate runs` takes it: an embedded one by its name
+/// (`scenarios/runs/aic-silicon-train.jsonl.gz (embedded)` is `aic-silicon-train`),
+/// a file by its path.
+fn corpus_name(corpus: &str) -> String {
+    match corpus.strip_suffix(" (embedded)") {
+        Some(path) => {
+            let file = path.rsplit('/').next().unwrap_or(path);
+            file.strip_suffix(".jsonl.gz")
+                .or_else(|| file.strip_suffix(".jsonl"))
+                .unwrap_or(file)
+                .to_string()
+        }
+        None => corpus.to_string(),
+    }
 }
 
 /// How a group's terms read in a cost model's source line (`from`: where the profile

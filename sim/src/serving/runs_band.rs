@@ -20,6 +20,11 @@ pub struct RunsBand {
     pub from: String,
     /// Per metric (`ttft_ms`, `tpot_ms`), the band's factors.
     pub band: std::collections::BTreeMap<String, [f64; 2]>,
+    /// The group's model (its id in the runs) that the run's model is, when it is one
+    /// of them, and the corpus (as `twin validate runs` names it) that holds its runs:
+    /// the band is then wider than that model's own runs need, and they say more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub includes: Option<(String, String)>,
 }
 
 impl RunsBand {
@@ -44,8 +49,15 @@ impl RunsBand {
                 Some(format!("{name} mean {lo:.1}-{hi:.1} ms"))
             })
             .collect();
+        let includes = match &self.includes {
+            Some((id, corpus)) => format!(
+                "; {id} is one of them: `twin validate runs {corpus} --filter model={}` gives its own errors",
+                id.to_ascii_lowercase()
+            ),
+            None => String::new(),
+        };
         format!(
-            "measured-runs band  {} (p10-p90 for a model other than the {} of the {} measured runs of {}; priced by {}; from {})",
+            "measured-runs band  {} (p10-p90 for a model other than the {} of the {} measured runs of {}{includes}; priced by {}; from {})",
             ranges.join(", "),
             self.models,
             self.records,
@@ -77,13 +89,78 @@ impl RunsBand {
                 ))
             })
             .collect();
-        serde_json::json!({
+        let mut v = serde_json::json!({
             "group": self.group,
             "records": self.records,
             "models": self.models,
             "priced_by": if self.by_terms { "terms" } else { "physics alone" },
             "profile": self.from,
             "band": metrics,
-        })
+        });
+        if let Some((id, _)) = &self.includes {
+            v["includes_model"] = serde_json::json!(id);
+        }
+        v
+    }
+}
+
+/// Whether a run's model (`name`, as a scenario names it: `llama-3.1-70b`) is the
+/// model `id` of a measured run (`meta-llama/Llama-3.1-70B`): the id's last part, case
+/// aside, less an `-Instruct` and a precision suffix (`-FP8`, `-NVFP4`), is the name.
+pub fn same_model(name: &str, id: &str) -> bool {
+    let base = |s: &str| {
+        let mut s = s.rsplit('/').next().unwrap_or(s).to_ascii_lowercase();
+        for suffix in ["-fp8", "-nvfp4", "-instruct"] {
+            if let Some(t) = s.strip_suffix(suffix) {
+                s = t.to_string();
+            }
+        }
+        s
+    };
+    !name.trim().is_empty() && base(name) == base(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scenarios_model_is_matched_to_a_runs_model_id() {
+        assert!(same_model("llama-3.1-70b", "meta-llama/Llama-3.1-70B"));
+        assert!(same_model("gpt-oss-120b", "openai/gpt-oss-120b"));
+        assert!(same_model(
+            "llama-3.1-8b",
+            "nvidia/Llama-3.1-8B-Instruct-FP8"
+        ));
+        assert!(same_model("qwen3-235b-a22b", "Qwen/Qwen3-235B-A22B-FP8"));
+        assert!(!same_model("llama-3.1-8b", "meta-llama/Llama-3.1-70B"));
+        assert!(!same_model("qwen3-32b", "Qwen/Qwen3-235B-A22B-FP8"));
+        assert!(!same_model("", "openai/gpt-oss-120b"));
+    }
+
+    #[test]
+    fn a_band_that_includes_the_runs_model_says_how_to_see_its_own_errors() {
+        let mut b = RunsBand {
+            group: "vllm on hopper".into(),
+            records: 447,
+            models: 6,
+            by_terms: true,
+            from: "p".into(),
+            band: [("tpot_ms".to_string(), [0.5, 1.5])].into_iter().collect(),
+            includes: None,
+        };
+        assert!(!b.text(100.0, 10.0).contains("one of them"));
+        assert!(b.json(100.0, 10.0).get("includes_model").is_none());
+        b.includes = Some(("meta-llama/Llama-3.1-70B".into(), "runs".into()));
+        let t = b.text(100.0, 10.0);
+        assert!(t.contains("TPOT mean 5.0-15.0 ms"), "{t}");
+        assert!(
+            t.contains("meta-llama/Llama-3.1-70B is one of them: `twin validate runs runs --filter model=meta-llama/llama-3.1-70b` gives its own errors"),
+            "{t}"
+        );
+        assert_eq!(
+            b.json(100.0, 10.0)["includes_model"],
+            "meta-llama/Llama-3.1-70B"
+        );
     }
 }

@@ -390,7 +390,9 @@ fn runs_bands_of(
 ) -> Result<BTreeMap<String, scenario::runs_profile::RunsBand>> {
     let mut bands = BTreeMap::new();
     for name in space.prefill_hardware.iter().chain(&space.decode_hardware) {
-        if let Some(b) = scenario::runs_band_on(base.scenario(), &req.pricing, name)? {
+        if let Some(b) =
+            scenario::runs_band_on(base.scenario(), &req.pricing, name, &base.model.name)?
+        {
             bands.insert(name.clone(), b);
         }
     }
