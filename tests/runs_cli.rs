@@ -14,6 +14,16 @@ fn fixture(rel: &str) -> String {
 /// The hand-made rows: the duplicate folds, the pipeline-parallel and the worker-less
 /// disaggregated rows are kept as records and refused at pricing with their reasons;
 /// the one left is priced (both its TTFT and TPOT compared).
+/// `twin simulate h100-gpt-oss-120b-tp8 --duration 20` with `extra` flags, which must
+/// succeed.
+fn simulate_gpt_oss(extra: &[&str]) -> std::process::Output {
+    let mut args = vec!["simulate", "h100-gpt-oss-120b-tp8", "--duration", "20"];
+    args.extend_from_slice(extra);
+    let o = twin(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    o
+}
+
 #[test]
 fn an_aic_csv_imports_and_validates_with_every_refusal_named() {
     let dir = tempfile::tempdir().unwrap();
@@ -212,15 +222,7 @@ fn a_runs_profile_prices_simulate() {
     let text = stdout(&o);
     assert!(text.contains("vllm on hopper (h100; 3 records"), "{text}");
     assert!(text.contains("leave-one-model-out"), "{text}");
-    let o = twin(&[
-        "simulate",
-        "h100-gpt-oss-120b-tp8",
-        "--profile",
-        prof_s,
-        "--duration",
-        "20",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    let o = simulate_gpt_oss(&["--profile", prof_s]);
     assert!(
         stdout(&o).contains("terms fitted to 3 measured runs of vllm on hopper"),
         "{}",
@@ -313,17 +315,9 @@ fn validate_bench_compares_a_summary_only_result() {
 #[test]
 fn simulate_gives_the_measured_runs_band_of_its_engine_and_gpu() {
     let json = |extra: &[&str]| -> serde_json::Value {
-        let mut args = vec![
-            "simulate",
-            "h100-gpt-oss-120b-tp8",
-            "--duration",
-            "20",
-            "--json",
-        ];
+        let mut args = vec!["--json"];
         args.extend_from_slice(extra);
-        let o = twin(&args);
-        assert!(o.status.success(), "{}", stderr(&o));
-        serde_json::from_str(&stdout(&o)).unwrap()
+        serde_json::from_str(&stdout(&simulate_gpt_oss(&args))).unwrap()
     };
     let v = json(&[]);
     let b = &v["runs_band"];
@@ -406,14 +400,8 @@ fn plan_gives_the_measured_runs_band_around_its_best() {
     let v: serde_json::Value = serde_json::from_str(&plan(&["--json"])).unwrap();
     let b = &v["best"]["runs_band"];
     assert_eq!(b["group"], "vllm on hopper", "{b}");
-    let sim = twin(&[
-        "simulate",
-        "h100-gpt-oss-120b-tp8",
-        "--duration",
-        "20",
-        "--json",
-    ]);
-    let sim: serde_json::Value = serde_json::from_str(&stdout(&sim)).unwrap();
+    let sim: serde_json::Value =
+        serde_json::from_str(&stdout(&simulate_gpt_oss(&["--json"]))).unwrap();
     for metric in ["ttft_ms", "tpot_ms"] {
         let f = &b["band"][metric]["factors"];
         assert_eq!(f, &sim["runs_band"]["band"][metric]["factors"], "{metric}");
@@ -470,16 +458,7 @@ fn a_group_the_gate_leaves_out_prices_by_physics_with_its_band() {
         "{text}"
     );
     assert!(text.contains(" band "), "{text}");
-    let o = twin(&[
-        "simulate",
-        "h100-gpt-oss-120b-tp8",
-        "--profile",
-        prof_s,
-        "--duration",
-        "20",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let text = stdout(&o);
+    let text = stdout(&simulate_gpt_oss(&["--profile", prof_s]));
     assert!(!text.contains("terms fitted to"), "{text}");
     assert!(
         text.contains("measured-runs band") && text.contains("priced by physics alone"),

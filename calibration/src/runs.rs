@@ -657,6 +657,11 @@ pub struct GroupFit {
 }
 
 impl GroupFit {
+    /// The group as outputs name it: `ENGINE on FAMILY` (`vllm on hopper`).
+    pub fn name(&self) -> String {
+        format!("{} on {}", self.engine, self.family)
+    }
+
     /// Whether the group fitted term `key` (profiles that do not record their fitted
     /// terms count every term as fitted; a group priced by physics alone fitted none).
     pub fn fitted_term(&self, key: &str) -> bool {
@@ -684,6 +689,16 @@ impl RunsProfile {
     /// (a group priced by physics alone has none).
     pub fn group(&self, engine: &str, hardware: &str) -> Option<&GroupFit> {
         self.group_of(engine, hardware).filter(|g| !g.physics_alone)
+    }
+
+    /// The names of the groups whose terms price their runs (`physics_alone` false),
+    /// or of those priced by physics alone (true).
+    pub fn group_names(&self, physics_alone: bool) -> Vec<String> {
+        self.groups
+            .iter()
+            .filter(|g| g.physics_alone == physics_alone)
+            .map(GroupFit::name)
+            .collect()
     }
 
     /// The group of `engine` on `hardware`, its terms applying or not: where a

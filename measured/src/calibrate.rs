@@ -206,10 +206,9 @@ pub fn gate(
             let (keep, cv, prior) = beats_physics(&g);
             let shown = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{:.1}%", 100.0 * x));
             lines.push(format!(
-                "{} {} on {}: leave-one-model-out {} against physics alone {} (median |error| of TPOT + TTFT / 4)",
+                "{} {}: leave-one-model-out {} against physics alone {} (median |error| of TPOT + TTFT / 4)",
                 if keep { "kept:" } else { "left out (physics alone):" },
-                g.engine,
-                g.family,
+                g.name(),
                 shown(cv),
                 shown(prior)
             ));

@@ -101,13 +101,11 @@ pub fn predict_all(
     records
         .par_iter()
         .map(|rec| {
-            let group = profile.and_then(|p| p.group(rec.engine.name.key(), &rec.gpu.hardware));
             // The band is the group's whether its terms price the record or physics
             // alone does.
-            let band = profile
-                .and_then(|p| p.group_of(rec.engine.name.key(), &rec.gpu.hardware))
-                .map(|g| g.band.clone())
-                .unwrap_or_default();
+            let of = profile.and_then(|p| p.group_of(rec.engine.name.key(), &rec.gpu.hardware));
+            let band = of.map(|g| g.band.clone()).unwrap_or_default();
+            let group = of.filter(|g| !g.physics_alone);
             let s = setup(rec, base, cache, seed).and_then(|mut s| {
                 if let Some(g) = group {
                     super::fit::apply_group(&mut s, g)?;
@@ -125,8 +123,10 @@ pub fn predict_all(
                 Prediction {
                     pricing: match group {
                         Some(g) => format!(
-                            "{} + terms fitted to {} runs of {} on {}",
-                            s.pricing, g.records, g.engine, g.family
+                            "{} + terms fitted to {} runs of {}",
+                            s.pricing,
+                            g.records,
+                            g.name()
                         ),
                         None => s.pricing.clone(),
                     },

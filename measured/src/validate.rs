@@ -82,14 +82,7 @@ pub fn terms_line(profile: Option<&RunsProfile>, given: Option<&Path>, origin: &
         None => "the shipped terms (scenarios/runs/fitted.toml)".to_string(),
     };
     let same = p.corpus == origin;
-    let names = |physics: bool| {
-        p.groups
-            .iter()
-            .filter(|g| g.physics_alone == physics)
-            .map(|g| format!("{} on {}", g.engine, g.family))
-            .collect::<Vec<_>>()
-    };
-    let (fitted, physics) = (names(false), names(true));
+    let (fitted, physics) = (p.group_names(false), p.group_names(true));
     let with_terms = match fitted.len() {
         0 => "no group's terms apply".to_string(),
         1 => format!("1 group: {}", fitted[0]),

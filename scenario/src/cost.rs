@@ -270,12 +270,7 @@ fn runs_terms(
         }
         None if given => Ok(Some(format!(
             "no terms of {from} apply (it fits {}; not {engine} on {family}): physics alone",
-            rp.groups
-                .iter()
-                .filter(|g| !g.physics_alone)
-                .map(|g| format!("{} on {}", g.engine, g.family))
-                .collect::<Vec<_>>()
-                .join(", ")
+            rp.group_names(false).join(", ")
         ))),
         None => Ok(None),
     }

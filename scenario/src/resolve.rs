@@ -318,11 +318,10 @@ fn runs_frontend(
         if let Some(&f) = g.terms.get("frontend_s") {
             sc.serving.frontend_s = Some(f);
             notes.push(format!(
-                "{path}: the front end takes {:.1} ms a request (fitted to {} runs of {} on {})",
+                "{path}: the front end takes {:.1} ms a request (fitted to {} runs of {})",
                 f * 1e3,
                 g.records,
-                g.engine,
-                g.family
+                g.name()
             ));
         }
     }

@@ -72,8 +72,9 @@ pub fn apply_terms(
     // `forward`'s in-situ line says where the factors came from, and what set the
     // rest of the in-situ terms.
     let fitted = format!(
-        "factors fitted to {} measured runs of {} on {}",
-        g.records, g.engine, g.family
+        "factors fitted to {} measured runs of {}",
+        g.records,
+        g.name()
     );
     params.in_situ.source = if before.is_empty() {
         fitted
@@ -97,7 +98,7 @@ pub fn band_of(
 ) -> Option<RunsBand> {
     let g = rp.group_of(engine, hardware)?;
     (!g.band.is_empty()).then(|| RunsBand {
-        group: format!("{} on {}", g.engine, g.family),
+        group: g.name(),
         records: g.records,
         models: g.models.len(),
         by_terms: !g.physics_alone,
@@ -131,10 +132,9 @@ fn corpus_name(corpus: &str) -> String {
 /// came from).
 pub fn describe(g: &GroupFit, from: &str) -> String {
     format!(
-        "terms fitted to {} measured runs of {} on {} ({} models; {from})",
+        "terms fitted to {} measured runs of {} ({} models; {from})",
         g.records,
-        g.engine,
-        g.family,
+        g.name(),
         g.models.len()
     )
 }
