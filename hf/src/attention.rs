@@ -49,6 +49,7 @@ pub(super) fn mla_attention(
         window_entry_bytes: 0.0,
         chunk: 0,
         output_gate: false,
+        layer_qk_norm: false,
         indexer,
         replay: None,
     };
@@ -241,6 +242,7 @@ pub(super) fn v4_attention(
         window_entry_bytes: d as f64 * kvb,
         chunk: 0,
         output_gate: false,
+        layer_qk_norm: false,
         indexer: Some(indexer(cfg, prov)?),
         replay: None,
     };
@@ -467,6 +469,7 @@ pub(super) fn gqa_attention(
     let (window, chunk) = window_and_chunk(cfg, &has, prov)?;
     let output_gate = direct_projections(cfg, arch, prov)?;
     let sinks = sinks(cfg, arch, prov)?;
+    let layer_qk_norm = layer_qk_norm(cfg, prov)?;
     let indexer = if has(AttentionKind::Sparse) {
         Some(block_indexer(cfg, prov)?)
     } else {
@@ -492,6 +495,7 @@ pub(super) fn gqa_attention(
         window_entry_bytes: if window > 0 { entry } else { 0.0 },
         chunk,
         output_gate,
+        layer_qk_norm,
         indexer,
         replay: None,
     };
@@ -546,6 +550,20 @@ fn direct_projections(cfg: &Cfg, arch: &str, prov: &mut Prov) -> Result<bool> {
         prov.set("attention.output_gate", cfg.derived("attn_output_gate"));
     }
     Ok(output_gate)
+}
+
+/// Whether the query and key RMSNorms span the whole projection (MiniMax-M2's
+/// `use_qk_norm` with `qk_norm_type = "per_layer"`) rather than each head.
+fn layer_qk_norm(cfg: &Cfg, prov: &mut Prov) -> Result<bool> {
+    let layer =
+        cfg.bool("use_qk_norm")?.unwrap_or(false) && cfg.str("qk_norm_type") == Some("per_layer");
+    if layer {
+        prov.set(
+            "attention.layer_qk_norm",
+            cfg.derived("use_qk_norm, qk_norm_type = \"per_layer\" (one RMSNorm over every head's queries, one over the keys)"),
+        );
+    }
+    Ok(layer)
 }
 
 /// Attention sinks: gpt-oss's on every layer; MiMo-V2's sink biases.

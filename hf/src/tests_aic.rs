@@ -581,3 +581,13 @@ fn awq_gptq_and_int4_weights_are_read() {
         "{e}"
     );
 }
+
+#[test]
+fn a_layer_wide_qk_norm_is_read_from_the_config() {
+    // MiniMax-M2's `qk_norm_type = "per_layer"`: one RMSNorm over every head's queries,
+    // one over the keys (a TP all-reduce a layer); Qwen3's norms are per head.
+    let m = aic("MiniMaxAI--MiniMax-M2.5");
+    assert!(m.attention.layer_qk_norm);
+    assert!(m.provenance["attention.layer_qk_norm"].contains("qk_norm_type"));
+    assert!(!aic("Qwen--Qwen3-32B").attention.layer_qk_norm);
+}

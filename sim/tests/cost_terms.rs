@@ -598,6 +598,33 @@ fn tensor_parallelism_splits_the_layers_and_sums_by_all_reduce() {
 }
 
 #[test]
+fn a_layer_wide_qk_norm_all_reduces_its_sums_of_squares_under_tensor_parallelism() {
+    // As above (TP2, one decode token, 1 us an all-reduce), the model's one layer
+    // normalising queries and keys over every head (MiniMax-M2): a third all-reduce,
+    // before attention, of the token's two FP32 sums of squares, 8 B: 1 us + 2 * (2 - 1)
+    // / 2 * 8 B at 1e11 B/s.
+    let mut p = ideal();
+    p.allreduce.fixed_s = 1e-6;
+    let mut m = model();
+    m.attention.layer_qk_norm = true;
+    let plain = decode(&tp(model(), 2, false, p.clone()), 1, 999, 0);
+    let s = decode(&tp(m.clone(), 2, false, p.clone()), 1, 999, 0);
+    let qk = 1e-6 + 8.0 / 1e11;
+    close(s.op(Op::Communication), 2.0 * (1e-6 + 2000.0 / 1e11) + qk);
+    close(s.step_s - plain.step_s, qk);
+    close(s.comm.nvlink_bytes - plain.comm.nvlink_bytes, 8.0);
+    // Every other operation as without the norm.
+    for op in Op::ALL.into_iter().filter(|&o| o != Op::Communication) {
+        close(s.op(op), plain.op(op));
+    }
+    // One GPU holds every head: nothing to sum.
+    close(
+        decode(&cm(m, 1, false, p.clone()), 1, 999, 0).step_s,
+        decode(&cm(model(), 1, false, p), 1, 999, 0).step_s,
+    );
+}
+
+#[test]
 fn tensor_parallel_all_reduce_crosses_domains_on_the_nics() {
     // TP4 over two 2-GPU domains, one token (2000 B): NVLink 2 * (2 - 1) / 2 * 2000 B
     // at 1e11 = 20 ns; then the NICs carry 2 * (2 - 1) / 2 of each GPU's half, 1000 B

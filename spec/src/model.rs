@@ -224,6 +224,12 @@ pub struct Attention {
     /// (Qwen3-Next, Qwen3.5: `attn_output_gate`): heads x qk_head_dim more outputs.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub output_gate: bool,
+    /// The query and key RMSNorms span the layer's whole projection, every head
+    /// together (MiniMax-M2's `qk_norm_type = "per_layer"`), not each head: split over
+    /// tensor-parallel GPUs, each layer all-reduces the per-token sums of squares
+    /// before normalising.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub layer_qk_norm: bool,
     #[serde(default)]
     pub indexer: Option<Indexer>,
     #[serde(default)]

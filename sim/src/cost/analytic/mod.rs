@@ -129,6 +129,25 @@ impl AnalyticCostModel {
         out
     }
 
+    /// Tensor parallelism's all-reduces in layer type `ti`, after attention and after
+    /// the FFN (every layer that has them): their partial outputs summed, and before
+    /// attention a layer-wide QK norm's sums of squares.
+    fn allreduces_s(&self, ti: usize, local: &Local) -> (f64, f64) {
+        let ty = &self.compiled.types[ti];
+        let ar = local.allreduce_s;
+        let ar_a = if self.compiled.classes[ty.class].kind == AttentionKind::None {
+            0.0
+        } else {
+            ar + local.qk_norm_s
+        };
+        let ar_e = if ty.ffn == layers::TypeFfn::None {
+            0.0
+        } else {
+            ar
+        };
+        (ar_a, ar_e)
+    }
+
     /// Stage times of layer type `ti` from a rank-local pricing and the MoE part, and
     /// the compute time the communication kernels cost the compute stream in them.
     /// `sm_share` of the SMs is taken by overlapped communication kernels: held for
@@ -158,18 +177,7 @@ impl AnalyticCostModel {
         let on = |x: f64| if is_moe { x } else { 0.0 };
         // Tensor parallelism sums attention's and the FFN's partial outputs (every
         // layer that has them), where DEP dispatches and combines (MoE layers).
-        let ty = &self.compiled.types[ti];
-        let ar = local.allreduce_s;
-        let ar_a = if self.compiled.classes[ty.class].kind == AttentionKind::None {
-            0.0
-        } else {
-            ar
-        };
-        let ar_e = if ty.ffn == layers::TypeFfn::None {
-            0.0
-        } else {
-            ar
-        };
+        let (ar_a, ar_e) = self.allreduces_s(ti, local);
         let base_a = t.stage_a();
         let base_e = t.stage_e() + on(moe.experts_s + moe.elem_s);
         let barrier = on(moe.barrier_frac * (base_a + base_e));
@@ -414,6 +422,30 @@ impl AnalyticCostModel {
         out
     }
 
+    /// Tensor parallelism's all-reduces of one step, over its `reps` passes through the
+    /// layers: their seconds and the bytes they sum (every layer's partial outputs, and
+    /// a layer-wide QK norm's sums of squares before each attention).
+    fn allreduce_totals(&self, v: &Variant, reps: f64) -> (f64, f64) {
+        let c = &self.compiled;
+        let allreduces = reps * c.allreduces_per_pass;
+        let qk_norms = if v.local.qk_norm_s > 0.0 {
+            reps * c
+                .types
+                .iter()
+                .filter(|t| c.classes[t.class].kind != AttentionKind::None)
+                .map(|t| t.count)
+                .sum::<f64>()
+        } else {
+            0.0
+        };
+        let tokens = v.local.tokens;
+        (
+            allreduces * v.local.allreduce_s + qk_norms * v.local.qk_norm_s,
+            allreduces * tokens * c.allreduce_bytes_per_token
+                + qk_norms * tokens * stages::QK_NORM_BYTES_PER_TOKEN,
+        )
+    }
+
     /// Splits a variant's time into operations (summing to `out.step_s`).
     /// `lm_s`: the LM head, once per step at the whole batch.
     fn breakdown(&self, phase: Phase, v: &Variant, lm_s: f64, out: &mut StepCost) {
@@ -466,18 +498,17 @@ impl AnalyticCostModel {
         let host = self.host_s(phase, v.local.requests, gpu + launch);
         set(Op::Overhead, host, Bound::Latency);
         // Rounding: the schedule's compute equals the sum of the compute operations.
-        let allreduces = reps * c.allreduces_per_pass;
+        let (ar_s, ar_bytes) = self.allreduce_totals(v, reps);
         out.comm = CommCost {
             total_s: v.sched.comm_s,
             hidden_s: (v.sched.comm_s - exposed).max(0.0),
             exposed_s: exposed,
-            nvlink_s: moe_layers * reps * (v.moe.dispatch.nvlink_s + v.moe.combine.nvlink_s)
-                + allreduces * v.local.allreduce_s,
+            nvlink_s: moe_layers * reps * (v.moe.dispatch.nvlink_s + v.moe.combine.nvlink_s) + ar_s,
             rdma_s: moe_layers * reps * (v.moe.dispatch.rdma_s + v.moe.combine.rdma_s),
             nvlink_bytes: moe_layers
                 * reps
                 * (v.moe.dispatch.nvlink_bytes + v.moe.combine.nvlink_bytes)
-                + allreduces * v.local.tokens * c.allreduce_bytes_per_token,
+                + ar_bytes,
             rdma_bytes: moe_layers * reps * (v.moe.dispatch.rdma_bytes + v.moe.combine.rdma_bytes),
             two_batch: v.two_batch,
             low_latency: phase == Phase::Decode && c.a2a,

@@ -191,6 +191,12 @@ impl AnalyticCostModel {
         };
         let barrier = on(m.barrier_frac * (base_a + base_e));
         let ar = local.allreduce_s;
+        // A layer-wide QK norm's all-reduce runs before attention (`allreduces_s`).
+        let qk = if self.allreduces_s(ti, local).0 > 0.0 {
+            local.qk_norm_s
+        } else {
+            0.0
+        };
         StageOps {
             stages: st,
             a: [
@@ -200,7 +206,7 @@ impl AnalyticCostModel {
                 (C::Indexer, t.indexer * ma),
                 (C::Attention, t.attention * ma),
                 (C::Dispatch, ll_d),
-                (C::Allreduce, ar),
+                (C::Allreduce, ar + qk),
             ],
             e: [
                 (C::Gemm, (t.shared - late_s + t.dense_e) * me),

@@ -13,6 +13,10 @@ use crate::cost::{Bound, Phase};
 /// Layer types a model may have.
 pub const MAX_TYPES: usize = 8;
 
+/// Bytes a layer-wide QK norm all-reduces per token: the query's and the key's sums of
+/// squares in FP32.
+pub(super) const QK_NORM_BYTES_PER_TOKEN: f64 = 8.0;
+
 /// One layer's rank-local seconds by operation.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub(super) struct TypeLocal {
@@ -75,6 +79,9 @@ pub(super) struct Local {
     pub tokens: f64,
     /// One tensor-parallel all-reduce of the step's tokens (0 without TP).
     pub allreduce_s: f64,
+    /// One all-reduce of the step's tokens' query and key sums of squares, before a
+    /// layer-wide QK norm (0 without TP or without such a norm).
+    pub qk_norm_s: f64,
     /// Requests of the busiest rank's whole batch (the host's work).
     pub requests: f64,
 }
@@ -152,6 +159,7 @@ impl AnalyticCostModel {
             lm_s: 0.0,
             tokens: t,
             allreduce_s: 0.0,
+            qk_norm_s: 0.0,
             requests: works.iter().map(|w| w.all_requests()).fold(0.0, f64::max),
         };
         if t <= 0.0 {
@@ -179,6 +187,7 @@ impl AnalyticCostModel {
         }
         out.dense_bound = dense_bound;
         out.allreduce_s = self.allreduce_s(t);
+        out.qk_norm_s = self.qk_norm_allreduce_s(t);
         let lm_tokens = works
             .iter()
             .map(|w| w.all_lm_tokens() * scale)
@@ -276,7 +285,24 @@ impl AnalyticCostModel {
         if c.allreduces_per_layer <= 0.0 {
             return 0.0;
         }
-        let bytes = tokens * c.allreduce_bytes_per_token;
+        self.allreduce_bytes_s(tokens * c.allreduce_bytes_per_token)
+    }
+
+    /// The all-reduce of a layer-wide QK norm (`Attention::layer_qk_norm`) over the TP
+    /// GPUs: each token's query and key sums of squares, two FP32 numbers (vLLM's
+    /// `minimax_qk_norm_fusion`, one all-reduce for both since vLLM PR #31493); 0
+    /// without TP or without such a norm.
+    pub(super) fn qk_norm_allreduce_s(&self, tokens: f64) -> f64 {
+        let c = &self.compiled;
+        if c.allreduces_per_layer <= 0.0 || !self.model.attention.layer_qk_norm {
+            return 0.0;
+        }
+        self.allreduce_bytes_s(tokens * QK_NORM_BYTES_PER_TOKEN)
+    }
+
+    /// One all-reduce of `bytes` over the TP GPUs: the engine's table, else twin's model.
+    fn allreduce_bytes_s(&self, bytes: f64) -> f64 {
+        let c = &self.compiled;
         if let Some(s) = self
             .params
             .tables
@@ -285,12 +311,7 @@ impl AnalyticCostModel {
         {
             return s * self.params.table_draw.allreduce;
         }
-        allreduce::time(
-            tokens * c.allreduce_bytes_per_token,
-            c.tp,
-            &self.hardware,
-            &self.params.allreduce,
-        )
+        allreduce::time(bytes, c.tp, &self.hardware, &self.params.allreduce)
     }
 
     /// Engram gathers per layer (spread over the layers).
