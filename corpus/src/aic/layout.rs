@@ -64,31 +64,45 @@ pub(super) fn aggregated(
         moe_ep: size(row.moe_ep_size),
         max_batch: None,
     };
+    // The export's batch size is per attention rank.
+    let mut batch_ranks = w.attention_dp;
     if origin == Origin::InferenceX {
         if let Some((t, e)) = id_tp_ep(&row.id) {
             let as_exported = w.gpus_per_instance();
             if as_exported != t || !plausible(&w, &row.system, engine) {
-                let dp = w.attention_dp > 1;
+                // InferenceX's single-node vLLM scripts serve `--tensor-parallel-size`
+                // with `--enable-expert-parallel` and no data parallelism (MiniMax-M2.5
+                // on H100 and B200: their search spaces `{ tp, ep }` without `dp-attn`);
+                // its TensorRT-LLM ones run attention DP where the space says `dp-attn`.
+                let dp = w.attention_dp > 1 && engine != EngineName::Vllm;
                 w.tp = if dp { 1 } else { t };
                 w.attention_dp = if dp { t } else { 1 };
                 w.moe_ep = e;
                 w.moe_tp = t / e;
                 notes.push(format!(
-                    "layout from the row id's InferenceX TP{t}/EP{e}{}: the export recorded {as_exported} GPUs (tp x ep)",
-                    if dp { " with attention DP" } else { "" }
+                    "layout from the row id's InferenceX TP{t}/EP{e}{}: the export recorded {as_exported} GPUs (tp x ep){}",
+                    if dp { " with attention DP" } else { "" },
+                    if batch_ranks > 1 && !dp {
+                        format!(" and attention DP {batch_ranks}, which InferenceX's vLLM scripts do not run")
+                    } else {
+                        String::new()
+                    }
                 ));
+                if dp {
+                    batch_ranks = w.attention_dp;
+                }
             }
         }
     }
     let bs = row.batch_size.filter(|&b| b > 0);
-    let per_replica = bs.map(|b| b * w.attention_dp);
+    let per_replica = bs.map(|b| b * batch_ranks);
     let conc = match (conc, per_replica) {
         (Some(c), Some(p)) if c > p && c % p == 0 => {
             let n = c / p;
             w.count = Some(n);
             notes.push(format!(
                 "{n} engine instances: the client's concurrency {c} over a batch of {} per attention replica",
-                p / w.attention_dp
+                p / batch_ranks
             ));
             c
         }

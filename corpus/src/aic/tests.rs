@@ -305,6 +305,40 @@ fn duplicates_fold_layouts_are_repaired_and_bad_rows_are_named() {
     assert_eq!(id_tp_ep("a_c64_cfg615"), None);
 }
 
+/// A 2026-04-06 export row whose TP4/EP4 came out as attention DP 4 with 16 experts'
+/// ranks and a batch of 8 per attention rank: a vLLM one is TP4 with its experts over
+/// the four GPUs (InferenceX's vLLM scripts run no data parallelism) and the client's 32
+/// users on one instance; a TensorRT-LLM one keeps its attention DP (its search space's
+/// `dp-attn`), 2 ranks of a batch of 32 for 64 users.
+#[test]
+fn an_exports_attention_dp_is_kept_for_tensorrt_llm_and_dropped_for_vllm() {
+    let text = csv(&[
+        "2026_04_06_m_h100_sxm_vllm_fp8_agg_8192x1024_c32_tp4_ep4_1322,source_file=2026-04-06.csv; silicon_concurrency=32,vllm,0.18.0,MiniMaxAI/MiniMax-M2.5,h100_sxm,fp8,agg,8192,1024,fp8,fp8,8,4,1,4,1,16,,,,,,,,,,,,,,,3000.0,29.8",
+        "2026_04_06_g_b200_sxm_trtllm_fp4_agg_1024x1024_c64_tp2_ep2_1994,source_file=2026-04-06.csv; silicon_concurrency=64,trtllm,1.2.0rc2,openai/gpt-oss-120b,b200_sxm,fp4,agg,1024,1024,bf16,nvfp4,32,2,1,2,1,4,,,,,,,,,,,,,,,100.0,10.0",
+    ]);
+    let imp = import(&text).unwrap();
+    let w = |i: usize| {
+        let w = match &imp.records[i].layout {
+            Layout::Aggregated { workers } => *workers,
+            other => panic!("{other:?}"),
+        };
+        (w.count, w.tp, w.attention_dp, w.moe_tp, w.moe_ep)
+    };
+    assert_eq!(w(0), (Some(1), 4, 1, 1, 4));
+    assert_eq!(imp.records[0].concurrency(), Some(32));
+    assert!(imp.records[0]
+        .provenance
+        .notes
+        .iter()
+        .any(|n| n.contains("attention DP 4, which InferenceX's vLLM scripts do not run")));
+    assert_eq!(w(1), (Some(1), 1, 2, 1, 2));
+    assert!(imp.records[1]
+        .provenance
+        .notes
+        .iter()
+        .any(|n| n.contains("TP2/EP2 with attention DP")));
+}
+
 /// A gap-analysis row reads with the server settings AIConfigurator's generator writes
 /// for its batch (hand-derived from the rules quoted in `served::gap_analysis_settings`):
 /// TensorRT-LLM batch 16 at 4096 tokens: 16 + 4096 + 1500 = 5612 tokens a step (5632,
