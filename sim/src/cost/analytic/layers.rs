@@ -168,6 +168,9 @@ pub(super) struct Compiled {
     /// All-reduces of one pass through the layers (a layer without a token mixer or
     /// without an FFN has one partial output fewer to sum).
     pub allreduces_per_pass: f64,
+    /// Layers of one pass that have a token mixer (attention or its like): where a
+    /// layer-wide QK norm all-reduces under tensor parallelism.
+    pub mixer_layers_per_pass: f64,
     pub allreduce_bytes_per_token: f64,
     /// Dispatch/combine: fanout per token, bytes per copy (normal and low-latency
     /// dispatch, combine).
@@ -563,6 +566,7 @@ impl Compiled {
             kv_share: 1.0 / tp.min(a.kv_heads.max(1) as f64),
             allreduces_per_layer: if tp > 1.0 { 2.0 } else { 0.0 },
             allreduces_per_pass: 0.0,
+            mixer_layers_per_pass: 0.0,
             allreduce_bytes_per_token: 2.0 * h,
             fanout: parts.experts.fanout,
             copy_normal: a2a::copy_bytes(ew, dispatch, 0.0),

@@ -129,16 +129,22 @@ impl AnalyticCostModel {
         out
     }
 
+    /// Whether layer type `ti` has a token mixer (attention or its like).
+    fn has_mixer(&self, ti: usize) -> bool {
+        let c = &self.compiled;
+        c.classes[c.types[ti].class].kind != AttentionKind::None
+    }
+
     /// Tensor parallelism's all-reduces in layer type `ti`, after attention and after
     /// the FFN (every layer that has them): their partial outputs summed, and before
     /// attention a layer-wide QK norm's sums of squares.
     fn allreduces_s(&self, ti: usize, local: &Local) -> (f64, f64) {
         let ty = &self.compiled.types[ti];
         let ar = local.allreduce_s;
-        let ar_a = if self.compiled.classes[ty.class].kind == AttentionKind::None {
-            0.0
-        } else {
+        let ar_a = if self.has_mixer(ti) {
             ar + local.qk_norm_s
+        } else {
+            0.0
         };
         let ar_e = if ty.ffn == layers::TypeFfn::None {
             0.0
@@ -429,12 +435,7 @@ impl AnalyticCostModel {
         let c = &self.compiled;
         let allreduces = reps * c.allreduces_per_pass;
         let qk_norms = if v.local.qk_norm_s > 0.0 {
-            reps * c
-                .types
-                .iter()
-                .filter(|t| c.classes[t.class].kind != AttentionKind::None)
-                .map(|t| t.count)
-                .sum::<f64>()
+            reps * c.mixer_layers_per_pass
         } else {
             0.0
         };

@@ -192,7 +192,7 @@ impl AnalyticCostModel {
         let barrier = on(m.barrier_frac * (base_a + base_e));
         let ar = local.allreduce_s;
         // A layer-wide QK norm's all-reduce runs before attention (`allreduces_s`).
-        let qk = if self.allreduces_s(ti, local).0 > 0.0 {
+        let qk = if self.has_mixer(ti) {
             local.qk_norm_s
         } else {
             0.0

@@ -125,18 +125,16 @@ impl Compiled {
             self.fill(hw, model, split, c);
         }
         let ar = self.allreduces_per_layer / 2.0;
+        let has_mixer = |t: &LayerType| classes[t.class].kind != AttentionKind::None;
         self.allreduces_per_pass = types
             .iter()
             .map(|t| {
-                let mixer = if classes[t.class].kind == AttentionKind::None {
-                    0.0
-                } else {
-                    ar
-                };
+                let mixer = if has_mixer(t) { ar } else { 0.0 };
                 let ffn = if t.ffn == TypeFfn::None { 0.0 } else { ar };
                 t.count * (mixer + ffn)
             })
             .sum();
+        self.mixer_layers_per_pass = types.iter().filter(|t| has_mixer(t)).map(|t| t.count).sum();
         let main_layers: f64 = classes.iter().filter(|c| c.main).map(|c| c.count).sum();
         self.mixer_bytes = self.attn_proj_bytes * main_layers
             + classes
