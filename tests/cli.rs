@@ -260,6 +260,41 @@ fn impossible_configurations_say_what_to_change() {
     );
 }
 
+/// Block-FP8 experts sliced into partial 128-wide scale blocks are refused, as vLLM and
+/// SGLang refuse them: DeepSeek-V3's 2048-wide experts over 32 GPUs are 64 wide; kept
+/// whole by expert parallelism they run.
+#[test]
+fn block_fp8_experts_sliced_mid_block_are_refused() {
+    fails_with(
+        &[
+            "forward",
+            "--hardware",
+            "h100",
+            "--model",
+            "deepseek-v3",
+            "--tp",
+            "32",
+        ],
+        &[
+            "cut into 64-wide shards over 32 GPUs, not whole 128-wide scale blocks",
+            "keep the experts whole with --expert-parallel",
+            "(2, 4, 8, 16)",
+        ],
+    );
+    assert!(twin(&[
+        "forward",
+        "--hardware",
+        "h100",
+        "--model",
+        "deepseek-v3",
+        "--tp",
+        "32",
+        "--expert-parallel"
+    ])
+    .status
+    .success());
+}
+
 #[test]
 fn sweep_marks_the_frontier_and_lists_what_it_skipped() {
     let v = json(&twin(&[

@@ -515,6 +515,7 @@ fn pool_field(pool: &str, f: &Field) -> String {
         Field::Dep => format!("{pool}.dep"),
         Field::Tp => format!("{pool}.tp"),
         Field::RedundantExperts => format!("{pool}.redundant_experts"),
+        Field::ExpertParallel => format!("{pool}.expert_parallel"),
         Field::BatchPerRank => format!("{pool}.max_batch_per_rank"),
     }
 }

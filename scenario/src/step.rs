@@ -84,6 +84,7 @@ pub fn flag(f: &Field) -> String {
         Field::Dep => "--dep".into(),
         Field::Tp => "--tp".into(),
         Field::RedundantExperts => "--redundant-experts".into(),
+        Field::ExpertParallel => "--expert-parallel".into(),
         Field::BatchPerRank => "--batch-per-rank".into(),
     }
 }

@@ -18,6 +18,9 @@ pub enum Field {
     Tp,
     /// A deployment's redundant experts per instance.
     RedundantExperts,
+    /// Whether a tensor-parallel deployment keeps its routed experts whole, spread over
+    /// its GPUs (expert parallelism), instead of slicing every expert.
+    ExpertParallel,
     /// A deployment's requests per rank.
     BatchPerRank,
 }
@@ -30,6 +33,7 @@ impl fmt::Display for Field {
             Field::Dep => f.write_str("dep"),
             Field::Tp => f.write_str("tp"),
             Field::RedundantExperts => f.write_str("redundant_experts"),
+            Field::ExpertParallel => f.write_str("expert_parallel"),
             Field::BatchPerRank => f.write_str("batch_per_rank"),
         }
     }

@@ -61,6 +61,7 @@ fn plan_name(f: &Field) -> String {
         Field::Dep => "DEP".into(),
         Field::Tp => "TP".into(),
         Field::RedundantExperts => "redundant experts".into(),
+        Field::ExpertParallel => "expert parallelism".into(),
         Field::BatchPerRank => "batch cap".into(),
     }
 }

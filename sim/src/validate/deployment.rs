@@ -153,6 +153,11 @@ fn tensor_parallel(
                 ),
             ));
         }
+        if !layout.expert_parallel {
+            if let Some(problem) = partial_scale_blocks(moe, heads, t) {
+                p.push(problem);
+            }
+        }
     }
     if layout.redundant_experts > 0 {
         p.push(Problem::at(
@@ -167,6 +172,45 @@ fn tensor_parallel(
         return p;
     }
     memory(hw, m, layout, batch_per_rank, tokens_per_request)
+}
+
+/// Side of the square scale blocks of block-FP8 weights: DeepSeek-V3's format
+/// (`weight_block_size [128, 128]`), which every block-FP8 checkpoint twin reads uses
+/// (FP8 weights with any `scale_block` are block FP8, as the kernel tables read them).
+const FP8_BLOCK_SIDE: u32 = 128;
+
+/// Routed experts in block FP8 that slicing over `tp` GPUs would cut into shards that
+/// are not whole scale blocks: a block's one scale cannot be split between GPUs, and
+/// vLLM and SGLang refuse to load such a shard (their block-FP8 MoE `create_weights`:
+/// "The output_size of gate's and up's weight = 192 is not divisible by weight
+/// quantization block_n = 128", MiniMax-M2.5 or Qwen3-235B-A22B-FP8 at TP8). Expert
+/// parallelism keeps every expert whole; the TP sizes offered instead also divide the
+/// `heads`.
+fn partial_scale_blocks(moe: &spec::model::Moe, heads: u32, tp: u32) -> Option<Problem> {
+    let side = FP8_BLOCK_SIDE;
+    let blocked = moe.weight_dtype == spec::dtype::Dtype::Fp8 && moe.scale_block > 0;
+    let ffn = moe.expert_ffn;
+    if !blocked || tp <= 1 || (ffn.is_multiple_of(tp) && (ffn / tp).is_multiple_of(side)) {
+        return None;
+    }
+    let whole: Vec<String> = (2..=tp)
+        .filter(|x| {
+            heads.is_multiple_of(*x) && ffn.is_multiple_of(*x) && (ffn / x).is_multiple_of(side)
+        })
+        .map(|x| x.to_string())
+        .collect();
+    let mut message = Message::default().text(format!(
+        "block-FP8 routed experts {ffn} wide would be cut into {}-wide shards over {tp} GPUs, not whole {side}-wide scale blocks (vLLM and SGLang refuse to load them); keep the experts whole with ",
+        ffn as f64 / tp as f64
+    ))
+    .field(Field::ExpertParallel);
+    if !whole.is_empty() {
+        message = message.text(", or use a ").field(Field::Tp).text(format!(
+            " whose shards are whole blocks ({})",
+            whole.join(", ")
+        ));
+    }
+    Some(Problem::at(Field::Tp, message))
 }
 
 /// Weights and KV of one rank (a DEP rank, or a TP replica whose GPUs each keep their
