@@ -454,3 +454,50 @@ fn issue_38_a_step_of_chunks_and_decodes_is_priced_once_as_a_mixed_step() {
     assert!(both >= 1);
     assert_eq!(priced_mixed, both);
 }
+
+/// One mixed DEP2 group (TensorRT-LLM, steps formed when the last ends), each rank as
+/// `mixed`'s, at most 8 running; `trace` of 600-token prompts, 8 output tokens each.
+fn dep2_trtllm(trace: &[(u64, u32)]) -> (ServingScenario, Vec<TraceRecord>) {
+    let mut sc = mixed(SchedulerChoice::Trtllm, Some(false));
+    sc.serving.decode.dep = 2;
+    sc.serving.decode.max_batch_per_rank = 8;
+    let trace = trace
+        .iter()
+        .map(|&(t, input)| TraceRecord {
+            timestamp: t,
+            input_length: input,
+            output_length: 8,
+            hash_ids: Vec::new(),
+        })
+        .collect();
+    (sc, trace)
+}
+
+#[test]
+fn trtllm_attention_dp_balance_holds_prompts_until_every_rank_has_one() {
+    // r0 and r1 (600 each) at 0 ms take one rank each; step 1 prefills both (nothing
+    // decodes: no hold). r2 (300) at 5 ms lands on one rank, the other has no prompt:
+    // with the balance (timeout 3 steps) steps 2 and 3 hold it (wait 1, 2) and decode
+    // r0 and r1; step 4 has waited 3 and takes it.
+    let (mut sc, trace) = dep2_trtllm(&[(0, 600), (0, 600), (5, 300)]);
+    sc.serving.adp_balance = Some(true);
+    sc.serving.adp_timeout_iters = Some(3);
+    sc.serving.adp_batching_iters = Some(0);
+    let s = schedule(&sc, &trace_workload(), &trace, 4);
+    assert_eq!(s, vec![(1200, 2, 0), (0, 0, 2), (0, 0, 2), (300, 1, 2)]);
+    // The wait counts steps without prompts too: r2 at 25 ms, during step 3 (steps
+    // are 11.2, then 10.0 ms), finds the count at 2 and is taken by step 4 all the same.
+    let (_, late) = dep2_trtllm(&[(0, 600), (0, 600), (25, 300)]);
+    let s = schedule(&sc, &trace_workload(), &late, 4);
+    assert_eq!(s, vec![(1200, 2, 0), (0, 0, 2), (0, 0, 2), (300, 1, 2)]);
+    // Prompts on both ranks (r2 and r3 at 5 ms) end the wait, and the batching wait
+    // then holds them 2 more steps (count 1, 2) while every rank decodes.
+    let (_, both) = dep2_trtllm(&[(0, 600), (0, 600), (5, 300), (5, 300)]);
+    sc.serving.adp_batching_iters = Some(2);
+    let s = schedule(&sc, &trace_workload(), &both, 4);
+    assert_eq!(s, vec![(1200, 2, 0), (0, 0, 2), (0, 0, 2), (600, 2, 2)]);
+    // Without the balance r2 is taken by step 2.
+    sc.serving.adp_balance = None;
+    let s = schedule(&sc, &trace_workload(), &trace, 2);
+    assert_eq!(s, vec![(1200, 2, 0), (300, 1, 2)]);
+}

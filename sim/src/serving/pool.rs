@@ -165,6 +165,10 @@ pub(crate) struct Group {
     /// Steps the scheduler has held ready prompts back for a fuller context batch
     /// (`serving.batch_wait_iters`).
     pub batch_wait_count: u32,
+    /// Steps a balanced DEP group has held prompts waiting for every rank to have one,
+    /// and held them since every rank had (`serving.adp_balance`).
+    pub adp_wait_count: u32,
+    pub adp_batching_count: u32,
     pub try_pending: bool,
     /// The current step's prefill work: (rank, request, chunk tokens).
     pub step_prefill: Vec<(u32, ReqId, u32)>,
@@ -193,6 +197,8 @@ impl Group {
             recv_count: 0,
             recv_ns: 0,
             batch_wait_count: 0,
+            adp_wait_count: 0,
+            adp_batching_count: 0,
             try_pending: false,
             step_prefill: Vec::new(),
             decode_in_step: false,

@@ -90,13 +90,72 @@ impl Rack<'_> {
         cutoff: u64,
         cost: &mut StepCost,
     ) -> (bool, bool) {
-        let prefill = role != Role::Decode && self.form_prefill(g, cutoff) && !self.batch_waits(g);
+        let took = role != Role::Decode && self.form_prefill(g, cutoff);
+        let held = role != Role::Decode && self.holds_prompts(g, took);
+        let prefill = took && !held;
         let pauses = prefill && self.pools.pool_of(g).prefill_pauses_decode();
         let decode = role != Role::Prefill && !pauses && self.form_decode(g);
         if prefill || decode {
             *cost = self.price_work(g, prefill, decode);
         }
         (prefill, decode)
+    }
+
+    /// Whether the scheduler holds back the prompts `form_prefill` just took (`took`:
+    /// whether it took any): a DEP group with attention-DP balance by its rule
+    /// ([`Self::adp_holds`]), which counts every step, prompts or not; any other by
+    /// batch waiting (TensorRT-LLM waits for a fuller batch only without attention DP).
+    fn holds_prompts(&mut self, g: GroupId, took: bool) -> bool {
+        let balanced = self.sc.serving.adp_balance == Some(true);
+        if balanced && self.pools.group(g).ranks.len() > 1 {
+            self.adp_holds(g)
+        } else {
+            took && self.batch_waits(g)
+        }
+    }
+
+    /// TensorRT-LLM's attention-DP balance (`PyExecutor._balance_adp_requests`), every
+    /// step: where every rank has prompts to take and room to decode them, the wait for
+    /// them ends, and while every rank decodes the prompts are still held
+    /// `serving.adp_batching_iters` steps (10) for fuller batches; else they are held,
+    /// unless `serving.adp_timeout_iters` steps (50) have passed or some rank is not
+    /// decoding. The wait's count runs on steps without prompts too (TensorRT-LLM counts
+    /// every iteration), so a prompt that arrives waits for what is left of it. Held,
+    /// the step's prefill work is dropped.
+    fn adp_holds(&mut self, g: GroupId) -> bool {
+        let serving = &self.sc.serving;
+        let timeout = serving.adp_timeout_iters.unwrap_or(50);
+        let batching = serving.adp_batching_iters.unwrap_or(10);
+        let max_batch = self.pools.pool_of(g).cfg.max_batch_per_rank;
+        let grp = self.pools.group_mut(g);
+        let every_prompt =
+            (0..grp.ranks.len() as u32).all(|r| grp.step_prefill.iter().any(|w| w.0 == r));
+        let every_room = grp.ranks.iter().all(|r| r.dec.n < max_batch);
+        let every_decodes = grp.ranks.iter().all(|r| r.dec.n > 0);
+        let hold = if every_prompt && every_room {
+            grp.adp_wait_count = 0;
+            if every_decodes && grp.adp_batching_count < batching {
+                grp.adp_batching_count += 1;
+                true
+            } else {
+                if every_decodes {
+                    grp.adp_batching_count = 0;
+                }
+                false
+            }
+        } else {
+            grp.adp_wait_count += 1;
+            if grp.adp_wait_count >= timeout || !every_decodes {
+                grp.adp_wait_count = 0;
+                false
+            } else {
+                true
+            }
+        };
+        if hold {
+            grp.step_prefill.clear();
+        }
+        hold
     }
 
     /// Whether the scheduler holds the prompts `form_prefill` just took back for a

@@ -236,6 +236,22 @@ pub struct ServingConfig {
     /// `batch_wait_iters` ends it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch_wait_tokens_ratio: Option<f64>,
+    /// Balance prompts over a DEP group's attention-DP ranks (TensorRT-LLM's
+    /// `attention_dp_config.enable_balance`, `PyExecutor._balance_adp_requests`): while
+    /// every rank decodes, a step takes prompts only when every rank has one to take
+    /// and room to decode it, else holds them, up to `adp_timeout_iters` steps; when
+    /// all have, it still holds them `adp_batching_iters` steps for fuller batches. A
+    /// group of one rank, or one without it, takes them at once. Absent: off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adp_balance: Option<bool>,
+    /// Most steps a balanced group holds prompts waiting for every rank to have one
+    /// (TensorRT-LLM's `timeout_iters`; absent: its default, 50).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adp_timeout_iters: Option<u32>,
+    /// Steps a balanced group holds prompts once every rank has one, for fuller
+    /// batches (TensorRT-LLM's `batching_wait_iters`; absent: its default, 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adp_batching_iters: Option<u32>,
     /// GPUs the deployment may occupy, e.g. 72 for one GB300 NVL72 rack: the pools the
     /// mode runs (instances x DEP each) must fit in them. Unset: no budget is checked.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -121,6 +121,19 @@ impl ServingConfig {
                 &format!("must be 0 to {MAX_RECV_INTERVAL} decode steps"),
             );
         }
+        for (n, path) in [
+            (self.adp_timeout_iters, "serving.adp_timeout_iters"),
+            (self.adp_batching_iters, "serving.adp_batching_iters"),
+        ] {
+            if let Some(n) = n {
+                check(
+                    p,
+                    n <= MAX_RECV_INTERVAL,
+                    path,
+                    &format!("must be 0 to {MAX_RECV_INTERVAL} decode steps"),
+                );
+            }
+        }
         if let Some(r) = self.batch_wait_tokens_ratio {
             check_num(
                 p,
