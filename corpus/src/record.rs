@@ -144,6 +144,11 @@ pub struct EngineSettings {
     pub batch_wait_iters: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch_wait_tokens_ratio: Option<f64>,
+    /// Prompts balanced over the attention-DP ranks (TensorRT-LLM
+    /// `attention_dp_config.enable_balance`, with its default `timeout_iters` 50 and
+    /// `batching_wait_iters` 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adp_balance: Option<bool>,
 }
 
 /// The KV cache an engine serves a checkpoint of GEMM format `gemm` with when nothing

@@ -80,6 +80,7 @@ pub fn setup(
     sc.moe_kernel = rec.engine.settings.moe_kernel;
     sc.serving.batch_wait_iters = rec.engine.settings.batch_wait_iters;
     sc.serving.batch_wait_tokens_ratio = rec.engine.settings.batch_wait_tokens_ratio;
+    sc.serving.adp_balance = rec.engine.settings.adp_balance;
     let workload = WorkloadConfig::bench_run(
         &format!("{}: {}", rec.client.tool, rec.id),
         client(rec, seed)?,
@@ -481,7 +482,8 @@ mod tests {
         }
     }
 
-    /// A record's expert kernel and batch waiting reach the run it is simulated as: the
+    /// A record's expert kernel, batch waiting and attention-DP balance reach the run it
+    /// is simulated as: the
     /// scenario carries them, and the cost model's line names Marlin's fit, which a
     /// record without them does not.
     #[test]
@@ -497,11 +499,13 @@ mod tests {
         s.moe_kernel = Some(spec::kernel::MoeKernel::Marlin);
         s.batch_wait_iters = Some(20);
         s.batch_wait_tokens_ratio = Some(0.9);
+        s.adp_balance = Some(true);
         let set = setup(&rec, &base, &cache, 1).unwrap();
         let sc = set.resolved.scenario();
         assert_eq!(sc.moe_kernel, Some(spec::kernel::MoeKernel::Marlin));
         assert_eq!(sc.serving.batch_wait_iters, Some(20));
         assert_eq!(sc.serving.batch_wait_tokens_ratio, Some(0.9));
+        assert_eq!(sc.serving.adp_balance, Some(true));
         assert!(
             set.pricing.contains("routed experts on marlin"),
             "{}",

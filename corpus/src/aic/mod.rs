@@ -27,7 +27,7 @@ mod served;
 use crate::record::*;
 use crate::CorpusError;
 pub use layout::id_tp_ep;
-use layout::{aggregated, disaggregated};
+use layout::{aggregated, disaggregated, whole_fp8_blocks};
 use serde::Deserialize;
 use served::{
     checkpoint, format_of, gap_analysis_settings, inferencex_kv, inferencex_settings,
@@ -248,8 +248,9 @@ pub fn record_of(row: &Row) -> Result<RunRecord, RowError> {
     let conc = field("silicon_concurrency").and_then(|c| c.parse::<u32>().ok());
     let mut notes = Vec::new();
     let (gemm, moe) = formats_of(row, &ck, &mut notes).map_err(RowError::Format)?;
+    let blocked = (moe == Some(Format::Fp8Block)).then_some(ck.expert_ffn);
     let (layout, conc) =
-        layout_of(row, engine, conc, origin, &mut notes).map_err(RowError::Layout)?;
+        layout_of(row, engine, conc, origin, blocked, &mut notes).map_err(RowError::Layout)?;
     if conc == 0 {
         return Err(RowError::NoConcurrency);
     }
@@ -343,24 +344,34 @@ fn formats_of(
         None
     };
     let gemm = if ck.mxfp4_experts { Format::Bf16 } else { gemm };
+    // One note for a reading the dense GEMMs and the experts share.
+    let mut seen = std::collections::HashSet::new();
+    notes.retain(|n| seen.insert(n.clone()));
     Ok((gemm, moe))
 }
 
 /// A row's layout and the client's concurrency it implies (0 when neither is given).
+/// `blocked_ffn`: the width of the routed experts where they are block FP8, whose
+/// slices the engine may require whole ([`whole_fp8_blocks`]).
 fn layout_of(
     row: &Row,
     engine: EngineName,
     conc: Option<u32>,
     origin: Origin,
+    blocked_ffn: Option<u32>,
     notes: &mut Vec<String>,
 ) -> Result<(Layout, u32), String> {
+    let ffn = blocked_ffn.unwrap_or(0);
     Ok(match row.mode.as_str() {
         "agg" => {
-            let (w, c) = aggregated(row, engine, conc, origin, notes);
+            let (mut w, c) = aggregated(row, engine, conc, origin, notes);
+            whole_fp8_blocks(&mut w, engine, ffn, notes);
             (Layout::Aggregated { workers: w }, c)
         }
         "disagg" => {
-            let (p, d, c) = disaggregated(row, conc);
+            let (mut p, mut d, c) = disaggregated(row, conc);
+            whole_fp8_blocks(&mut p, engine, ffn, notes);
+            whole_fp8_blocks(&mut d, engine, ffn, notes);
             if p.count.is_none() || d.count.is_none() {
                 notes.push("disaggregated: the row records no worker counts or batch sizes, only the client's concurrency and each side's parallel sizes".into());
             }

@@ -15,29 +15,42 @@ pub(super) struct Checkpoint {
     fp8_block: bool,
     /// Routed experts in MXFP4 whatever the label (gpt-oss).
     pub mxfp4_experts: bool,
+    /// Width of one routed expert's FFN (`moe_intermediate_size`), 0 without experts.
+    pub expert_ffn: u32,
 }
 
 pub(super) fn checkpoint(model_path: &str) -> Option<Checkpoint> {
-    let c = |config, moe, fp8_block, mxfp4_experts| Checkpoint {
+    let c = |config, moe, fp8_block, mxfp4_experts, expert_ffn| Checkpoint {
         config,
         moe,
         fp8_block,
         mxfp4_experts,
+        expert_ffn,
     };
     Some(match model_path {
-        "meta-llama/Llama-3.1-70B" => c("models/Llama-3.1-70B/config.json", false, false, false),
+        "meta-llama/Llama-3.1-70B" => c("models/Llama-3.1-70B/config.json", false, false, false, 0),
         "meta-llama/Llama-3.1-8B-Instruct" | "nvidia/Llama-3.1-8B-Instruct-FP8" => {
-            c("models/Llama-3.1-8B/config.json", false, false, false)
+            c("models/Llama-3.1-8B/config.json", false, false, false, 0)
         }
         "Qwen/Qwen3-32B" | "nvidia/Qwen3-32B-NVFP4" => {
-            c("models/Qwen3-32B/config.json", false, false, false)
+            c("models/Qwen3-32B/config.json", false, false, false, 0)
         }
-        "Qwen/Qwen3-235B-A22B-FP8" => {
-            c("models/Qwen3-235B-A22B-FP8/config.json", true, true, false)
-        }
-        "openai/gpt-oss-120b" => c("models/gpt-oss-120b/config.json", true, false, true),
-        "MiniMaxAI/MiniMax-M2.5" => c("models/MiniMax-M2.5/config.json", true, true, false),
-        "Qwen/Qwen3.5-397B-A17B" => c("models/Qwen3.5-397B-A17B/config.json", true, true, false),
+        "Qwen/Qwen3-235B-A22B-FP8" => c(
+            "models/Qwen3-235B-A22B-FP8/config.json",
+            true,
+            true,
+            false,
+            1536,
+        ),
+        "openai/gpt-oss-120b" => c("models/gpt-oss-120b/config.json", true, false, true, 2880),
+        "MiniMaxAI/MiniMax-M2.5" => c("models/MiniMax-M2.5/config.json", true, true, false, 1536),
+        "Qwen/Qwen3.5-397B-A17B" => c(
+            "models/Qwen3.5-397B-A17B/config.json",
+            true,
+            true,
+            false,
+            1024,
+        ),
         _ => return None,
     })
 }
@@ -157,9 +170,14 @@ pub(super) fn inferencex_settings(row: &Row, engine: EngineName, conc: u32) -> E
         // `gptoss_fp4_{b200,h200}_trt.sh` (InferenceX 34bc7c40 and 187f5756): `--max_num_tokens
         // 20000`, `free_gpu_memory_fraction: 0.85`; its running cap (`--max_batch_size`
         // 512 on B200, the concurrency on H200) never binds a closed loop of at most 512.
+        // With attention DP the B200 script adds `attention_dp_config: enable_balance:
+        // true` (every version from ef819f57 of 2025-09-18; the H200 one runs no DP).
         ("openai/gpt-oss-120b", EngineName::Trtllm) => {
             s.max_batched_tokens = Some(20000);
             s.memory_fraction = Some(0.85);
+            if row.system == "b200_sxm" && row.attention_dp_size.is_some_and(|d| d > 1) {
+                s.adp_balance = Some(true);
+            }
         }
         // `--mem-fraction-static 0.82`. The script's `--max-running-requests 128` (at
         // 868ed43d) is not taken: the rows at concurrency 256 ran all 256 at once

@@ -309,7 +309,7 @@ fn duplicates_fold_layouts_are_repaired_and_bad_rows_are_named() {
 /// ranks and a batch of 8 per attention rank: a vLLM one is TP4 with its experts over
 /// the four GPUs (InferenceX's vLLM scripts run no data parallelism) and the client's 32
 /// users on one instance; a TensorRT-LLM one keeps its attention DP (its search space's
-/// `dp-attn`), 2 ranks of a batch of 32 for 64 users.
+/// `dp-attn`), 2 ranks of a batch of 32 for 64 users, balanced as its script sets.
 #[test]
 fn an_exports_attention_dp_is_kept_for_tensorrt_llm_and_dropped_for_vllm() {
     let text = csv(&[
@@ -337,6 +337,9 @@ fn an_exports_attention_dp_is_kept_for_tensorrt_llm_and_dropped_for_vllm() {
         .notes
         .iter()
         .any(|n| n.contains("TP2/EP2 with attention DP")));
+    // The B200 script balances prompts over the attention-DP ranks.
+    assert_eq!(imp.records[1].engine.settings.adp_balance, Some(true));
+    assert_eq!(imp.records[0].engine.settings.adp_balance, None);
 }
 
 /// A gap-analysis row reads with the server settings AIConfigurator's generator writes
@@ -375,4 +378,71 @@ fn gap_analysis_rows_carry_the_generators_settings() {
         .notes
         .iter()
         .any(|n| n.contains("5612 tokens a step")));
+}
+
+/// Block-FP8 experts that TP would cut into partial scale blocks ran expert-parallel
+/// (hand-derived: MiniMax-M2.5's and Qwen3-235B's experts are 1536 wide in 128-wide
+/// blocks): vLLM at TP8 (192-wide shards) and SGLang at TP8 read as EP8, while vLLM at
+/// TP4 (384 = 3 blocks) keeps its sliced experts, and TensorRT-LLM, which the rule does
+/// not cover, keeps the export's layout. The checkpoint's FP8 note is given once.
+#[test]
+fn block_fp8_experts_that_tp_would_cut_mid_block_run_expert_parallel() {
+    let text = csv(&[
+        "2026_03_28_m_h200_sxm_vllm_fp8_agg_1024x1024_c4_tp8_ep1_1,source_file=2026-03-25.csv; silicon_concurrency=4,vllm,0.18.0,MiniMaxAI/MiniMax-M2.5,h200_sxm,fp8,agg,1024,1024,fp8,fp8,4,8,1,1,8,1,,,,,,,,,,,,,,,100.0,8.0",
+        "2026_03_01_m_h200_sxm_vllm_fp8_agg_1024x1024_c4_tp4_ep1_2,source_file=2026-03-25.csv; silicon_concurrency=4,vllm,0.16.0,MiniMaxAI/MiniMax-M2.5,h200_sxm,fp8,agg,1024,1024,fp8,fp8,4,4,1,1,4,1,,,,,,,,,,,,,,,100.0,12.0",
+        "q_s_c8,source_file=Qwen_Qwen3-235B-A22B-FP8.csv; silicon_concurrency=8,sglang,0.5.6.post2,Qwen/Qwen3-235B-A22B-FP8,h200_sxm,fp8,agg,4096,128,fp8,fp8,8,8,1,1,8,1,,,,,,,,,,,,,,,500.0,20.0",
+        "q_t_c8,source_file=Qwen_Qwen3-235B-A22B-FP8.csv; silicon_concurrency=8,trtllm,1.0.0rc3,Qwen/Qwen3-235B-A22B-FP8,h100_sxm,fp8,agg,4096,128,fp8,fp8,8,8,1,1,8,1,,,,,,,,,,,,,,,500.0,20.0",
+    ]);
+    let imp = import(&text).unwrap();
+    let w = |i: usize| {
+        let w = match &imp.records[i].layout {
+            Layout::Aggregated { workers } => *workers,
+            other => panic!("{other:?}"),
+        };
+        (w.tp, w.moe_tp, w.moe_ep)
+    };
+    let notes = |i: usize| imp.records[i].provenance.notes.clone();
+    assert_eq!(w(0), (8, 1, 8));
+    assert!(
+        notes(0).iter().any(|n| n.contains(
+            "1536-wide block-FP8 experts cut into 192-wide shards, not whole 128-wide scale blocks, which vLLM refuses"
+        )),
+        "{:?}",
+        notes(0)
+    );
+    assert_eq!(w(1), (4, 4, 1));
+    assert_eq!(w(2), (8, 1, 8));
+    assert!(notes(2).iter().any(|n| n.contains("which SGLang refuses")));
+    assert_eq!(w(3), (8, 8, 1));
+    for i in 0..4 {
+        let fp8 = notes(i)
+            .iter()
+            .filter(|n| n.contains("128x128-block FP8"))
+            .count();
+        assert_eq!(fp8, 1, "{:?}", notes(i));
+    }
+}
+
+/// The expert widths the importer carries are the shipped configs' own
+/// (`moe_intermediate_size`, else `intermediate_size` for MiniMax-M2 and gpt-oss).
+#[test]
+fn checkpoint_expert_widths_are_the_configs() {
+    let runs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/runs");
+    for id in [
+        "Qwen/Qwen3-235B-A22B-FP8",
+        "openai/gpt-oss-120b",
+        "MiniMaxAI/MiniMax-M2.5",
+        "Qwen/Qwen3.5-397B-A17B",
+    ] {
+        let ck = super::served::checkpoint(id).unwrap();
+        let text = std::fs::read_to_string(runs.join(ck.config)).unwrap();
+        let cfg: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let cfg = cfg.get("text_config").unwrap_or(&cfg);
+        let width = cfg
+            .get("moe_intermediate_size")
+            .or_else(|| cfg.get("intermediate_size"))
+            .and_then(|v| v.as_u64())
+            .unwrap();
+        assert_eq!(ck.expert_ffn as u64, width, "{id}");
+    }
 }
