@@ -265,23 +265,7 @@ fn impossible_configurations_say_what_to_change() {
 /// whole by expert parallelism they run.
 #[test]
 fn block_fp8_experts_sliced_mid_block_are_refused() {
-    fails_with(
-        &[
-            "forward",
-            "--hardware",
-            "h100",
-            "--model",
-            "deepseek-v3",
-            "--tp",
-            "32",
-        ],
-        &[
-            "cut into 64-wide shards over 32 GPUs, not whole 128-wide scale blocks",
-            "keep the experts whole with --expert-parallel",
-            "(2, 4, 8, 16)",
-        ],
-    );
-    assert!(twin(&[
+    let sliced = [
         "forward",
         "--hardware",
         "h100",
@@ -289,10 +273,17 @@ fn block_fp8_experts_sliced_mid_block_are_refused() {
         "deepseek-v3",
         "--tp",
         "32",
-        "--expert-parallel"
-    ])
-    .status
-    .success());
+    ];
+    fails_with(
+        &sliced,
+        &[
+            "cut into 64-wide shards over 32 GPUs, not whole 128-wide scale blocks",
+            "keep the experts whole with --expert-parallel",
+            "(2, 4, 8, 16)",
+        ],
+    );
+    let whole = [&sliced[..], &["--expert-parallel"]].concat();
+    assert!(twin(&whole).status.success());
 }
 
 #[test]
