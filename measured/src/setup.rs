@@ -483,9 +483,8 @@ mod tests {
     }
 
     /// A record's expert kernel, batch waiting and attention-DP balance reach the run it
-    /// is simulated as: the
-    /// scenario carries them, and the cost model's line names Marlin's fit, which a
-    /// record without them does not.
+    /// is simulated as: the scenario carries them, and the cost model's line names
+    /// Marlin's fit, which a record without them does not.
     #[test]
     fn a_records_expert_kernel_and_batch_waiting_reach_its_run() {
         let (base, cache) = (Base::Embedded("runs/"), Cache::default());

@@ -500,4 +500,11 @@ fn trtllm_attention_dp_balance_holds_prompts_until_every_rank_has_one() {
     sc.serving.adp_balance = None;
     let s = schedule(&sc, &trace_workload(), &trace, 2);
     assert_eq!(s, vec![(1200, 2, 0), (300, 1, 2)]);
+    // A count beyond 10000 steps is refused by name.
+    sc.serving.adp_timeout_iters = Some(20_000);
+    let problems: Vec<String> = sc.problems().iter().map(|x| x.to_string()).collect();
+    assert_eq!(
+        problems,
+        ["serving.adp_timeout_iters: must be 0 to 10000 decode steps, got 20000"]
+    );
 }

@@ -158,11 +158,11 @@ pub(super) fn disaggregated(row: &Row, conc: Option<u32>) -> (Workers, Workers, 
 const FP8_BLOCK: u32 = 128;
 
 /// Block-FP8 experts `expert_ffn` wide (0: none) that `w` slices over `moe_tp` GPUs
-/// into shards that are not whole scale blocks are re-read as expert-parallel: vLLM and SGLang refuse to load such a shard
-/// (`create_weights` of their block-FP8 MoE methods raises "The output_size of gate's
-/// and up's weight = 192 is not divisible by weight quantization block_n = 128" for
-/// MiniMax-M2.5 at TP8), so a run that was measured ran its experts whole, over the
-/// same GPUs. InferenceX's MiniMax-M2.5 H200 script, the corpus's one case, passes
+/// into shards that are not whole scale blocks are re-read as expert-parallel: vLLM
+/// and SGLang refuse to load such a shard (`create_weights` of their block-FP8 MoE
+/// methods raises "The output_size of gate's and up's weight = 192 is not divisible by
+/// weight quantization block_n = 128" for MiniMax-M2.5 at TP8), so a run that was
+/// measured ran its experts whole, over the same GPUs. InferenceX's MiniMax-M2.5 H200 script, the corpus's one case, passes
 /// `--enable-expert-parallel` whenever `EP_SIZE >= 1` (from PR #869 of 2026-03-13; the
 /// sweep's default EP is 1), while the export records `moe_tp 8`.
 pub(super) fn whole_fp8_blocks(

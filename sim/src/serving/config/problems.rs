@@ -130,7 +130,7 @@ impl ServingConfig {
                     p,
                     n <= MAX_RECV_INTERVAL,
                     path,
-                    &format!("must be 0 to {MAX_RECV_INTERVAL} decode steps"),
+                    &format!("must be 0 to {MAX_RECV_INTERVAL} decode steps, got {n}"),
                 );
             }
         }
