@@ -39,6 +39,19 @@ impl Dtype {
     }
 }
 
+/// Side of the square scale blocks of block-FP8 weights: DeepSeek-V3's format
+/// (`weight_block_size [128, 128]`), which every block-FP8 checkpoint twin reads uses.
+pub const FP8_BLOCK_SIDE: u32 = 128;
+
+/// Whether slicing a block-FP8 weight `width` wide over `parts` GPUs leaves each a whole
+/// number of scale blocks: a block's one scale cannot be split between GPUs, and vLLM
+/// and SGLang refuse to load a shard that would split it (their block-FP8 MoE
+/// `create_weights`: "The output_size of gate's and up's weight = 192 is not divisible
+/// by weight quantization block_n = 128", MiniMax-M2.5 at TP8).
+pub fn fp8_blocks_whole(width: u32, parts: u32) -> bool {
+    parts <= 1 || (width.is_multiple_of(parts) && (width / parts).is_multiple_of(FP8_BLOCK_SIDE))
+}
+
 impl fmt::Display for Dtype {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())

@@ -153,16 +153,12 @@ pub(super) fn disaggregated(row: &Row, conc: Option<u32>) -> (Workers, Workers, 
     (p, d, conc)
 }
 
-/// Side of the square scale blocks of the corpus's block-FP8 checkpoints (their
-/// `weight_block_size` is `[128, 128]`: Qwen3-235B-A22B-FP8, MiniMax-M2.5, Qwen3.5).
-const FP8_BLOCK: u32 = 128;
-
 /// Block-FP8 experts `expert_ffn` wide (0: none) that `w` slices over `moe_tp` GPUs
-/// into shards that are not whole scale blocks are re-read as expert-parallel: vLLM
-/// and SGLang refuse to load such a shard (`create_weights` of their block-FP8 MoE
-/// methods raises "The output_size of gate's and up's weight = 192 is not divisible by
-/// weight quantization block_n = 128" for MiniMax-M2.5 at TP8), so a run that was
-/// measured ran its experts whole, over the same GPUs. InferenceX's MiniMax-M2.5 H200 script, the corpus's one case, passes
+/// into shards that are not whole scale blocks (the corpus's block-FP8 checkpoints,
+/// Qwen3-235B-A22B-FP8, MiniMax-M2.5 and Qwen3.5, use `[128, 128]`) are re-read as
+/// expert-parallel: vLLM and SGLang refuse to load such a shard
+/// ([`spec::dtype::fp8_blocks_whole`]), so a run that was measured ran its experts
+/// whole, over the same GPUs. InferenceX's MiniMax-M2.5 H200 script, the corpus's one case, passes
 /// `--enable-expert-parallel` whenever `EP_SIZE >= 1` (from PR #869 of 2026-03-13; the
 /// sweep's default EP is 1), while the export records `moe_tp 8`.
 pub(super) fn whole_fp8_blocks(
@@ -172,16 +168,17 @@ pub(super) fn whole_fp8_blocks(
     notes: &mut Vec<String>,
 ) {
     let refuses = matches!(engine, EngineName::Vllm | EngineName::Sglang);
-    let slice = expert_ffn / w.moe_tp.max(1);
-    if !refuses || w.moe_tp <= 1 || expert_ffn == 0 || slice.is_multiple_of(FP8_BLOCK) {
+    if !refuses || expert_ffn == 0 || spec::dtype::fp8_blocks_whole(expert_ffn, w.moe_tp) {
         return;
     }
+    let slice = expert_ffn / w.moe_tp;
     let (tp, ep) = (w.moe_tp, w.moe_ep);
     w.moe_ep = tp * ep;
     w.moe_tp = 1;
     notes.push(format!(
-        "experts expert-parallel over {} GPUs, not sliced TP{tp}: {expert_ffn}-wide block-FP8 experts cut into {slice}-wide shards, not whole {FP8_BLOCK}-wide scale blocks, which {} refuses to load (the export recorded moe_tp {tp}, moe_ep {ep})",
+        "experts expert-parallel over {} GPUs, not sliced TP{tp}: {expert_ffn}-wide block-FP8 experts cut into {slice}-wide shards, not whole {}-wide scale blocks, which {} refuses to load (the export recorded moe_tp {tp}, moe_ep {ep})",
         w.moe_ep,
+        spec::dtype::FP8_BLOCK_SIDE,
         match engine {
             EngineName::Sglang => "SGLang",
             _ => "vLLM",

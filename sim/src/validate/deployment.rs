@@ -5,6 +5,7 @@
 
 use super::{Field, Message, Problem};
 use crate::cost::{AnalyticCostModel, Bound, KvCapacity, Layout, Op, StepCost};
+use spec::dtype::{fp8_blocks_whole, FP8_BLOCK_SIDE};
 use spec::{hardware::Hardware, model::Model};
 
 /// The largest DEP (ranks in one data + expert parallel group) any check accepts:
@@ -174,29 +175,20 @@ fn tensor_parallel(
     memory(hw, m, layout, batch_per_rank, tokens_per_request)
 }
 
-/// Side of the square scale blocks of block-FP8 weights: DeepSeek-V3's format
-/// (`weight_block_size [128, 128]`), which every block-FP8 checkpoint twin reads uses
-/// (FP8 weights with any `scale_block` are block FP8, as the kernel tables read them).
-const FP8_BLOCK_SIDE: u32 = 128;
-
-/// Routed experts in block FP8 that slicing over `tp` GPUs would cut into shards that
-/// are not whole scale blocks: a block's one scale cannot be split between GPUs, and
-/// vLLM and SGLang refuse to load such a shard (their block-FP8 MoE `create_weights`:
-/// "The output_size of gate's and up's weight = 192 is not divisible by weight
-/// quantization block_n = 128", MiniMax-M2.5 or Qwen3-235B-A22B-FP8 at TP8). Expert
-/// parallelism keeps every expert whole; the TP sizes offered instead also divide the
-/// `heads`.
+/// Routed experts in block FP8 (FP8 weights with any `scale_block`, as the kernel
+/// tables read them) that slicing over `tp` GPUs would cut into shards that are not
+/// whole scale blocks ([`fp8_blocks_whole`]: MiniMax-M2.5 or Qwen3-235B-A22B-FP8 at
+/// TP8). Expert parallelism keeps every expert whole; the TP sizes offered instead also
+/// divide the `heads`.
 fn partial_scale_blocks(moe: &spec::model::Moe, heads: u32, tp: u32) -> Option<Problem> {
     let side = FP8_BLOCK_SIDE;
     let blocked = moe.weight_dtype == spec::dtype::Dtype::Fp8 && moe.scale_block > 0;
     let ffn = moe.expert_ffn;
-    if !blocked || tp <= 1 || (ffn.is_multiple_of(tp) && (ffn / tp).is_multiple_of(side)) {
+    if !blocked || fp8_blocks_whole(ffn, tp) {
         return None;
     }
     let whole: Vec<String> = (2..=tp)
-        .filter(|x| {
-            heads.is_multiple_of(*x) && ffn.is_multiple_of(*x) && (ffn / x).is_multiple_of(side)
-        })
+        .filter(|x| heads.is_multiple_of(*x) && fp8_blocks_whole(ffn, *x))
         .map(|x| x.to_string())
         .collect();
     let mut message = Message::default().text(format!(
