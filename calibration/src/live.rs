@@ -315,7 +315,10 @@ pub fn plan_live(dep: usize, size: PlanSize) -> Vec<OpSpec> {
 }
 
 /// Fits every static key with enough points among `rows` (live points only); keys
-/// that cannot be fitted are listed with why.
+/// that cannot be fitted are listed with why. A variable that takes one value over all
+/// of a key's points (the LM head's `groups` in a run of one group) cannot be told
+/// from the intercept: it is fitted as part of it, its own coefficient 0, so the key
+/// needs two points more than its varying variables, not than all of them.
 pub fn fit_live(
     rows: &[MeasurementRecord],
 ) -> (BTreeMap<String, LiveFit>, BTreeMap<String, String>) {
@@ -335,10 +338,14 @@ pub fn fit_live(
     let mut fits = BTreeMap::new();
     let mut skipped = BTreeMap::new();
     for (key, (vars, x, t)) in by_key {
-        if x.len() < vars.len() + 2 {
+        // The intercept's column and those of the variables that vary.
+        let varying: Vec<usize> = std::iter::once(0)
+            .chain((1..=vars.len()).filter(|&j| x.iter().any(|r| r[j] != x[0][j])))
+            .collect();
+        if x.len() < varying.len() + 1 {
             skipped.insert(
                 key,
-                format!("{} points for {} coefficients", x.len(), vars.len() + 1),
+                format!("{} points for {} coefficients", x.len(), varying.len()),
             );
             continue;
         }
@@ -346,13 +353,21 @@ pub fn fit_live(
             skipped.insert(key, "non-finite or non-positive times".into());
             continue;
         }
-        match fit_linear(&x, &t) {
+        let xv: Vec<Vec<f64>> = x
+            .iter()
+            .map(|r| varying.iter().map(|&j| r[j]).collect())
+            .collect();
+        match fit_linear(&xv, &t) {
             Some(f) => {
+                let mut coefficients_s = vec![0.0; vars.len() + 1];
+                for (&j, b) in varying.iter().zip(&f.beta) {
+                    coefficients_s[j] = *b;
+                }
                 fits.insert(
                     key,
                     LiveFit {
                         vars,
-                        coefficients_s: f.beta,
+                        coefficients_s,
                         points: x.len(),
                         mape: f.mape,
                         loo_mape: f.loo_mape,
@@ -385,6 +400,43 @@ mod tests {
         wake_rows(&[(gap_us as f64 * 1e-6, extra_s)], "cpu", "-", "t")
             .pop()
             .unwrap()
+    }
+
+    /// A variable constant over a key's points is fitted into the intercept: three
+    /// points of `linear[bf16] n=4096 k=256` at `groups` 1 and `rows` 1, 2, 3, costing
+    /// 5 us + 2 us x rows (hand-derived), give (5, 0, 2) us, where counting `groups`
+    /// among the coefficients would have asked for a fourth point; a key with fewer
+    /// points than its varying coefficients is still skipped, with their count.
+    #[test]
+    fn a_variable_that_never_varies_is_fitted_into_the_intercept() {
+        let row = |groups: u64, rows: u64, s: f64| {
+            let shape = format!("{SITU}n=4096;k=256|groups={groups};rows={rows}");
+            let at = ("cpu", "in situ", "t");
+            sample_row(
+                "linear".into(),
+                shape,
+                "bf16".into(),
+                &[s],
+                at,
+                String::new(),
+            )
+        };
+        let rows: Vec<MeasurementRecord> =
+            (1..=3).map(|r| row(1, r, 5e-6 + 2e-6 * r as f64)).collect();
+        let (fits, skipped) = fit_live(&rows);
+        assert!(skipped.is_empty(), "{skipped:?}");
+        let f = fits.values().next().unwrap();
+        assert_eq!(f.vars, ["groups", "rows"]);
+        let want = [5e-6, 0.0, 2e-6];
+        for (got, w) in f.coefficients_s.iter().zip(want) {
+            assert!((got - w).abs() < 1e-12, "{:?}", f.coefficients_s);
+        }
+        let (fits, skipped) = fit_live(&rows[..2]);
+        assert!(fits.is_empty());
+        assert_eq!(
+            skipped.values().next().unwrap(),
+            "2 points for 2 coefficients"
+        );
     }
 
     /// Rows drawn exactly from max 50 ms, tau 100 ms (a point of the fit's tau grid:
