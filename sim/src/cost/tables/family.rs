@@ -212,6 +212,26 @@ impl Shape {
         Some(2.0 * tokens * top_k / ep.max(1.0) * hidden * inter / tp.max(1.0) * matrices)
     }
 
+    /// An MoE shard of experts sliced over `tp` GPUs as the shard of whole experts that
+    /// does the same work: `experts / (tp x ep)` whole experts on each GPU and its
+    /// share of the token-expert pairs (the same arithmetic, and on average the same
+    /// weight bytes, as the slice of every expert). `None` for other shapes or an
+    /// unsliced shard.
+    pub fn moe_whole_experts(&self) -> Option<Shape> {
+        let Shape::Moe { tp, ep, .. } = *self else {
+            return None;
+        };
+        if tp <= 1.0 {
+            return None;
+        }
+        let mut whole = self.clone();
+        if let Shape::Moe { tp: t, ep: e, .. } = &mut whole {
+            *t = 1.0;
+            *e = ep.max(1.0) * tp;
+        }
+        Some(whole)
+    }
+
     /// The fit this shape belongs to within its family: physics parameters and
     /// correction are fitted per key.
     pub fn key(&self) -> String {

@@ -246,3 +246,85 @@ fn moe_row_tiles_pad_half_a_tile_per_expert_when_counts_scatter() {
     assert_eq!(m(0.0).key(), "k, bfloat16, balanced, gated");
     assert_eq!(m(1.01).key(), "k, bfloat16, power law 1.01, gated");
 }
+
+#[test]
+fn a_sliced_moe_shard_is_priced_as_its_whole_experts_where_no_row_was_sliced() {
+    use crate::cost::tables::fit::Fit;
+    use crate::cost::tables::grid::{Axis, Grid};
+    let hw = gpu();
+    // gpt-oss-120b's experts (hidden = inter = 2880, top-4 of 128), 1024 tokens,
+    // sliced over 4 GPUs: on each, 1024 x 4 pairs through a quarter of every expert.
+    let moe = |tp: f64, ep: f64| Shape::Moe {
+        kernel: String::new(),
+        format: Format::Bf16,
+        tokens: 1024.0,
+        hidden: 2880.0,
+        inter: 2880.0,
+        top_k: 4.0,
+        experts: 128.0,
+        tp,
+        ep,
+        skew: 0.0,
+        gated: true,
+    };
+    let sliced = moe(4.0, 1.0);
+    // Its whole experts: 32 a GPU, a quarter of the pairs each, the same arithmetic.
+    let whole = sliced.moe_whole_experts().unwrap();
+    assert_eq!(whole, moe(1.0, 4.0));
+    assert_eq!(sliced.moe_flops(), whole.moe_flops());
+    assert_eq!(moe(1.0, 4.0).moe_whole_experts(), None);
+    // A correction of zeros over the four MoE axes; the slicing axis (log2 of
+    // hidden x tp / inter: 0 for whole experts, 2 for the 4-way slice) at `slicing`.
+    let fit = |slicing: Axis| {
+        let axes = vec![
+            Axis {
+                lo: -2.0,
+                step: 2.0,
+                n: 2,
+            },
+            Axis {
+                lo: 0.0,
+                step: 2.0,
+                n: 2,
+            },
+            Axis {
+                lo: 22.0,
+                step: 2.0,
+                n: 2,
+            },
+            slicing,
+        ];
+        let nodes = axes.iter().map(|a| a.n).product();
+        let params = Family::Moe.params().iter().map(|p| p.1).collect();
+        let grid = Grid {
+            axes,
+            values: vec![0.0; nodes],
+        };
+        Fit::new(Family::Moe, "bf16".into(), params, grid)
+    };
+    // Every row timed whole experts (one node at 0): the slice is priced as them,
+    // not by the tile physics of its narrower GEMMs.
+    let whole_only = fit(Axis {
+        lo: 0.0,
+        step: 2.0,
+        n: 1,
+    });
+    assert!(whole_only.physics(&hw, &sliced) > 1.01 * whole_only.physics(&hw, &whole));
+    assert_eq!(whole_only.measured_equivalent(&sliced), Some(whole.clone()));
+    assert_eq!(
+        whole_only.price(&hw, &sliced),
+        whole_only.physics(&hw, &whole)
+    );
+    assert_eq!(whole_only.measured_equivalent(&whole), None);
+    // Rows of slices too (nodes at 0 and 2): the slice's own physics stands.
+    let sliced_too = fit(Axis {
+        lo: 0.0,
+        step: 2.0,
+        n: 2,
+    });
+    assert_eq!(sliced_too.measured_equivalent(&sliced), None);
+    assert_eq!(
+        sliced_too.price(&hw, &sliced),
+        sliced_too.physics(&hw, &sliced)
+    );
+}
