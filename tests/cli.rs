@@ -323,6 +323,40 @@ fn sweep_marks_the_frontier_and_lists_what_it_skipped() {
 }
 
 #[test]
+fn a_sweep_names_a_refused_layout_by_its_own_flags() {
+    // DeepSeek-V3 at TP3: 128 heads do not divide over 3 GPUs, and its block-FP8
+    // experts (2048 wide) would be cut into 682.7-wide shards; the sweep asked with
+    // --tps, so that is the flag it names, not forward's --tp.
+    let v = json(&twin(&[
+        "sweep",
+        "--model",
+        "deepseek-v3",
+        "--hardware",
+        "h200",
+        "--deps",
+        "8",
+        "--tps",
+        "3",
+        "--batches",
+        "8",
+        "--json",
+    ]));
+    let skipped = v["skipped"].as_array().unwrap();
+    assert_eq!(skipped.len(), 1, "{v}");
+    let why = skipped[0]["why"].as_str().unwrap();
+    assert!(
+        why.starts_with("impossible configuration:   --tps: 128 attention heads"),
+        "{why}"
+    );
+    assert!(why.contains("682.7-wide shards over 3 GPUs"), "{why}");
+    assert!(
+        why.contains("or use a --tps whose shards are whole blocks (2)"),
+        "{why}"
+    );
+    assert!(!why.contains("--tp:") && !why.contains("--tp "), "{why}");
+}
+
+#[test]
 fn simulate_json_is_deterministic_and_has_the_contract_fields() {
     let args = [
         "simulate",

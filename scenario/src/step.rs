@@ -89,6 +89,32 @@ pub fn flag(f: &Field) -> String {
     }
 }
 
+/// A layout the deployment checks refuse (`sim::validate::deployment`): its problems,
+/// shown in `forward`'s flags, or in another command's words ([`Impossible::render`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Impossible(pub Vec<spec::problem::Problem>);
+
+impl Impossible {
+    /// "impossible configuration:" and one indented line a problem, each field named by
+    /// `name`.
+    pub fn render(&self, name: &dyn Fn(&Field) -> String) -> String {
+        let lines: Vec<String> = self
+            .0
+            .iter()
+            .map(|p| format!("  {}", p.render(name)))
+            .collect();
+        format!("impossible configuration:\n{}", lines.join("\n"))
+    }
+}
+
+impl std::fmt::Display for Impossible {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.render(&flag))
+    }
+}
+
+impl std::error::Error for Impossible {}
+
 /// Loads, validates and prices the step `req` asks for.
 pub fn evaluate(req: &StepRequest) -> Result<Forward> {
     let p = prepare(req)?;
@@ -142,11 +168,7 @@ pub fn prepare(req: &StepRequest) -> Result<Prepared> {
     let problems =
         sim::validate::deployment(&hardware, &model, &layout, batch_check as u64, kv_tokens);
     if !problems.is_empty() {
-        let lines: Vec<String> = problems
-            .iter()
-            .map(|p| format!("  {}", p.render(&flag)))
-            .collect();
-        bail!("impossible configuration:\n{}", lines.join("\n"));
+        return Err(Impossible(problems).into());
     }
     let tokens_per_step = model
         .mtp

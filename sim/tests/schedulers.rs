@@ -181,6 +181,14 @@ fn trtllm_batch_waiting_holds_prompts_while_requests_decode() {
         problems,
         ["serving.batch_wait_tokens_ratio: must be 0 to 1, got 1.5"]
     );
+    // And a wait beyond 10000 steps, with the value given.
+    p.serving.batch_wait_tokens_ratio = None;
+    p.serving.batch_wait_iters = Some(20_000);
+    let problems: Vec<String> = p.problems().iter().map(|x| x.to_string()).collect();
+    assert_eq!(
+        problems,
+        ["serving.batch_wait_iters: must be 0 to 10000 decode steps, got 20000"]
+    );
 }
 
 #[test]

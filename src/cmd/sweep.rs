@@ -11,6 +11,7 @@ use serde_json::json;
 use sim::cost::Op;
 use sim::forward::pareto_max;
 use sim::serving::money::usd_per_m_tokens;
+use spec::problem::Field;
 
 #[derive(Debug, Clone, Args)]
 pub struct SweepArgs {
@@ -133,11 +134,26 @@ fn grid(args: &SweepArgs, usd_per_gpu_hour: f64) -> (Vec<Point>, Vec<Skipped>) {
                     usd_per_gpu_hour,
                     (dep, tp, batch),
                 )),
-                Err(e) => skipped.push((dep, tp, batch, format!("{e:#}").replace('\n', " "))),
+                Err(e) => skipped.push((dep, tp, batch, why_skipped(&e))),
             }
         }
     }
     (points, skipped)
+}
+
+/// Why a point of the grid was not priced, on one line: a refused layout in the
+/// sweep's own flags (`--tps 3`, not `--tp 3`).
+fn why_skipped(e: &anyhow::Error) -> String {
+    let text = match e.downcast_ref::<scenario::step::Impossible>() {
+        Some(i) => i.render(&|f| match f {
+            Field::Dep => "--deps".to_string(),
+            Field::Tp => "--tps".to_string(),
+            Field::BatchPerRank => "--batches".to_string(),
+            other => scenario::step::flag(other),
+        }),
+        None => format!("{e:#}"),
+    };
+    text.replace('\n', " ")
 }
 
 /// A priced step as a point of the grid at `(dep, tp, batch)`.

@@ -191,9 +191,10 @@ fn partial_scale_blocks(moe: &spec::model::Moe, heads: u32, tp: u32) -> Option<P
         .filter(|x| heads.is_multiple_of(*x) && fp8_blocks_whole(ffn, *x))
         .map(|x| x.to_string())
         .collect();
+    let shard = ffn as f64 / tp as f64;
     let mut message = Message::default().text(format!(
         "block-FP8 routed experts {ffn} wide would be cut into {}-wide shards over {tp} GPUs, not whole {side}-wide scale blocks (vLLM and SGLang refuse to load them); keep the experts whole with ",
-        ffn as f64 / tp as f64
+        if shard.fract() == 0.0 { format!("{shard}") } else { format!("{shard:.1}") }
     ))
     .field(Field::ExpertParallel);
     if !whole.is_empty() {

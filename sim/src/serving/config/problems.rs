@@ -110,7 +110,7 @@ impl ServingConfig {
                 p,
                 (1..=MAX_RECV_INTERVAL).contains(&n),
                 "serving.scheduler_recv_interval",
-                &format!("must be 1 to {MAX_RECV_INTERVAL} decode steps"),
+                &format!("must be 1 to {MAX_RECV_INTERVAL} decode steps, got {n}"),
             );
         }
         if let Some(n) = self.batch_wait_iters {
@@ -118,7 +118,7 @@ impl ServingConfig {
                 p,
                 n <= MAX_RECV_INTERVAL,
                 "serving.batch_wait_iters",
-                &format!("must be 0 to {MAX_RECV_INTERVAL} decode steps"),
+                &format!("must be 0 to {MAX_RECV_INTERVAL} decode steps, got {n}"),
             );
         }
         for (n, path) in [
@@ -148,7 +148,7 @@ impl ServingConfig {
                 p,
                 (1..=MAX_KV_BLOCK_TOKENS).contains(&b),
                 "serving.kv_block_tokens",
-                &format!("must be 1 to {MAX_KV_BLOCK_TOKENS} tokens"),
+                &format!("must be 1 to {MAX_KV_BLOCK_TOKENS} tokens, got {b}"),
             );
         }
     }
