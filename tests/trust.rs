@@ -727,7 +727,10 @@ fn item1_a_shared_prefix_is_cached_in_the_engines_block() {
             "--set",
             "serving.kv_block_tokens=0",
         ],
-        &["serving.kv_block_tokens", "must be 1 to 65536 tokens, got 0"],
+        &[
+            "serving.kv_block_tokens",
+            "must be 1 to 65536 tokens, got 0",
+        ],
     );
     let help = stdout(&twin(&["help", "simulate"]));
     assert!(help.contains("serving.kv_block_tokens"), "{help}");

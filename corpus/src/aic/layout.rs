@@ -185,3 +185,35 @@ pub(super) fn whole_fp8_blocks(
         }
     ));
 }
+
+/// InferenceX scripts that pass `--enable-expert-parallel` whenever `EP_SIZE >= 1`, that
+/// is at every point of their sweeps (elsewhere `-gt 1`): MiniMax-M2.5 on vLLM, on H200
+/// from 5e2c705d (PR #869 of 2026-03-13) and on B200 from its first version (f342df18 of
+/// 2026-03-11) until bddbf403 (2026-04-03). Their rows ran every expert whole, spread over
+/// the TP GPUs, whatever the export recorded; a row without a date is taken as measured
+/// after. Other rows, and disaggregated layouts, are left as they are.
+pub(super) fn inferencex_expert_parallel(
+    row: &Row,
+    engine: EngineName,
+    measured: Option<&str>,
+    w: &mut Workers,
+    notes: &mut Vec<String>,
+) {
+    let forced = engine == EngineName::Vllm
+        && row.model_path == "MiniMaxAI/MiniMax-M2.5"
+        && measured.is_some_and(|d| match row.system.as_str() {
+            "h200_sxm" => d >= "2026-03-13",
+            "b200_sxm" => d < "2026-04-03",
+            _ => false,
+        });
+    if !forced || w.moe_tp <= 1 {
+        return;
+    }
+    let (tp, ep) = (w.moe_tp, w.moe_ep);
+    w.moe_ep = tp * ep;
+    w.moe_tp = 1;
+    notes.push(format!(
+        "experts expert-parallel over {} GPUs, not sliced TP{tp}: the script of the row's date passes --enable-expert-parallel whenever EP_SIZE >= 1 (the export recorded moe_tp {tp}, moe_ep {ep})",
+        w.moe_ep
+    ));
+}

@@ -27,7 +27,7 @@ mod served;
 use crate::record::*;
 use crate::CorpusError;
 pub use layout::id_tp_ep;
-use layout::{aggregated, disaggregated, whole_fp8_blocks};
+use layout::{aggregated, disaggregated, inferencex_expert_parallel, whole_fp8_blocks};
 use serde::Deserialize;
 use served::{
     checkpoint, format_of, gap_analysis_settings, inferencex_kv, inferencex_settings,
@@ -249,8 +249,9 @@ pub fn record_of(row: &Row) -> Result<RunRecord, RowError> {
     let mut notes = Vec::new();
     let (gemm, moe) = formats_of(row, &ck, &mut notes).map_err(RowError::Format)?;
     let blocked = (moe == Some(Format::Fp8Block)).then_some(ck.expert_ffn);
+    let scripts = (origin, measured.as_deref());
     let (layout, conc) =
-        layout_of(row, engine, conc, origin, blocked, &mut notes).map_err(RowError::Layout)?;
+        layout_of(row, engine, conc, scripts, blocked, &mut notes).map_err(RowError::Layout)?;
     if conc == 0 {
         return Err(RowError::NoConcurrency);
     }
@@ -261,7 +262,7 @@ pub fn record_of(row: &Row) -> Result<RunRecord, RowError> {
     }
     .or_else(|| trtllm_modelopt_kv(engine, gemm, &mut notes));
     let settings = if origin == Origin::InferenceX {
-        inferencex_settings(row, engine, conc)
+        inferencex_settings(row, engine, conc, measured.as_deref(), &mut notes)
     } else {
         gap_analysis_settings(row, engine, measured.as_deref(), &mut notes)
     };
@@ -357,7 +358,7 @@ fn layout_of(
     row: &Row,
     engine: EngineName,
     conc: Option<u32>,
-    origin: Origin,
+    (origin, measured): (Origin, Option<&str>),
     blocked_ffn: Option<u32>,
     notes: &mut Vec<String>,
 ) -> Result<(Layout, u32), String> {
@@ -366,6 +367,9 @@ fn layout_of(
         "agg" => {
             let (mut w, c) = aggregated(row, engine, conc, origin, notes);
             whole_fp8_blocks(&mut w, engine, ffn, notes);
+            if origin == Origin::InferenceX {
+                inferencex_expert_parallel(row, engine, measured, &mut w, notes);
+            }
             (Layout::Aggregated { workers: w }, c)
         }
         "disagg" => {

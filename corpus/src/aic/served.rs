@@ -92,9 +92,12 @@ pub(super) fn inferencex_kv(
     measured: Option<&str>,
 ) -> Option<Format> {
     match (model_path, engine) {
-        ("MiniMaxAI/MiniMax-M2.5", EngineName::Vllm)
-        | ("Qwen/Qwen3.5-397B-A17B", EngineName::Sglang)
-        | ("meta-llama/Llama-3.1-70B", _) => Some(Format::Fp8Tensor),
+        ("MiniMaxAI/MiniMax-M2.5", EngineName::Vllm) => {
+            minimax_vllm_april(system, measured).then_some(Format::Fp8Tensor)
+        }
+        ("Qwen/Qwen3.5-397B-A17B", EngineName::Sglang) | ("meta-llama/Llama-3.1-70B", _) => {
+            Some(Format::Fp8Tensor)
+        }
         ("openai/gpt-oss-120b", EngineName::Vllm)
             if system == "b200_sxm" && measured.is_none_or(|d| d >= "2025-12-05") =>
         {
@@ -106,6 +109,23 @@ pub(super) fn inferencex_kv(
             Some(Format::Fp8Tensor)
         }
         _ => None,
+    }
+}
+
+/// Whether an InferenceX MiniMax-M2.5 vLLM row ran the scripts' settings of April 2026:
+/// `--kv-cache-dtype fp8`, `--max-num-batched-tokens $((ISL * 2))` and
+/// `--gpu-memory-utilization 0.90` (`minimaxm2.5_fp8_b200.sh` from bddbf403 of
+/// 2026-04-03, with the move to vLLM 0.19.0; the NVFP4 and B300 scripts from their first
+/// versions, 79bd988e and 340d7854/22d0f12f). Before, and on H100 and H200 at every date
+/// of the corpus (`minimaxm2.5_fp8_h200.sh` at a3634634, 5e2c705d, 1d5cae14, 626932a1;
+/// `_h100.sh` at ac0d2a85 and 626932a1), the scripts set neither: the KV cache in the
+/// model's dtype (BF16: the checkpoint quantises no KV) and vLLM's default token budget.
+/// A row without a date is taken as measured after.
+fn minimax_vllm_april(system: &str, measured: Option<&str>) -> bool {
+    match system {
+        "b300_sxm" => true,
+        "b200_sxm" => measured.is_none_or(|d| d >= "2026-04-03"),
+        _ => false,
     }
 }
 
@@ -122,18 +142,39 @@ pub(super) fn trtllm_modelopt_kv(
 
 /// The server settings of InferenceX's per-model scripts that change what a run
 /// measures (`benchmarks/single_node/*.sh` at InferenceX 868ed43d, and ac1998a5 for
-/// Llama-70B; docs/runs-corpus.md): prefix caching is off in every one; the step's
-/// token budget and the running cap where the script sets them.
-pub(super) fn inferencex_settings(row: &Row, engine: EngineName, conc: u32) -> EngineSettings {
+/// Llama-70B, and as of the row's date `measured` where they changed;
+/// docs/runs-corpus.md): prefix caching is off in every one; the step's token budget and
+/// the running cap where the script sets them.
+pub(super) fn inferencex_settings(
+    row: &Row,
+    engine: EngineName,
+    conc: u32,
+    measured: Option<&str>,
+    notes: &mut Vec<String>,
+) -> EngineSettings {
     let mut s = EngineSettings {
         prefix_caching: Some(false),
         ..Default::default()
     };
     match (row.model_path.as_str(), engine) {
-        // `--max-num-batched-tokens $((ISL * 2))`.
+        // From April 2026 ([`minimax_vllm_april`]): `--max-num-batched-tokens
+        // $((ISL * 2))` and 0.90 of the memory. Before, vLLM's default budget, 0.95 of
+        // the memory on B200 and H200, 0.90 with `--max-num-seqs 256` on H100; the B200
+        // script then also turned off FlashInfer's and DeepGEMM's FP8 experts
+        // (`VLLM_USE_FLASHINFER_MOE_FP8=0`, `VLLM_MOE_USE_DEEP_GEMM=0`: Triton's ran).
         ("MiniMaxAI/MiniMax-M2.5", EngineName::Vllm) => {
-            s.max_batched_tokens = Some(2 * row.isl);
-            s.memory_fraction = Some(if row.system == "h200_sxm" { 0.95 } else { 0.90 });
+            if minimax_vllm_april(&row.system, measured) {
+                s.max_batched_tokens = Some(2 * row.isl);
+                s.memory_fraction = Some(0.90);
+            } else if row.system == "h100_sxm" {
+                s.memory_fraction = Some(0.90);
+                s.max_running = Some(256);
+            } else {
+                s.memory_fraction = Some(0.95);
+            }
+            if row.system == "b200_sxm" && !minimax_vllm_april(&row.system, measured) {
+                notes.push("experts: Triton's FP8 kernel (the script of the row's date sets VLLM_USE_FLASHINFER_MOE_FP8=0 and VLLM_MOE_USE_DEEP_GEMM=0), which vLLM's B200 tables do not time: priced by the usual one".into());
+            }
         }
         // `max-num-batched-tokens: 8192`; gpt-oss on B200 also exports
         // `VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1` (`gptoss_fp4_b200.sh`, every version

@@ -446,3 +446,60 @@ fn checkpoint_expert_widths_are_the_configs() {
         assert_eq!(ck.expert_ffn as u64, width, "{id}");
     }
 }
+
+/// InferenceX's MiniMax-M2.5 vLLM scripts as of each row's date (hand-made rows): on B200
+/// before 2026-04-03 the script forced expert parallelism (`EP_SIZE >= 1`), set no KV
+/// dtype and no token budget, kept 0.95 of the memory and ran Triton's experts; from
+/// that date FP8 KV, 2 x ISL tokens a step, 0.90; H200 and H100 set neither KV nor budget
+/// (H200 0.95 of the memory; H100 0.90 and 256 running requests).
+#[test]
+fn minimax_vllm_rows_read_the_script_of_their_date() {
+    // Each row its own TTFT (`ttft`): rows of one figure would be one measurement.
+    let row = |id: &str, date: &str, version: &str, system: &str, tp: u32, ep: u32, ttft: u32| {
+        format!(
+            "{id},source_file=2026-04-06.csv; silicon_concurrency=4; measured={date}T00:00:00.000Z,vllm,{version},MiniMaxAI/MiniMax-M2.5,{system},fp8,agg,1024,1024,fp8,fp8,4,{tp},1,1,{},{ep},,,,,,,,,,,,,,,{}.0,8.0",
+            tp / ep,
+            ttft
+        )
+    };
+    let text = csv(&[
+        &row("b200_old", "2026-03-11", "0.17.0", "b200_sxm", 2, 1, 101),
+        &row("b200_new", "2026-04-03", "0.19.0", "b200_sxm", 2, 1, 102),
+        &row("h200_old", "2026-03-01", "0.16.0", "h200_sxm", 4, 1, 103),
+        &row("h100_run", "2026-03-27", "0.18.0", "h100_sxm", 4, 4, 104),
+    ]);
+    let imp = import(&text).unwrap();
+    assert!(imp.refused.is_empty(), "{:?}", imp.refused);
+    let ids = ["b200_old", "b200_new", "h200_old", "h100_run"];
+    let got: Vec<&str> = imp.records.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(got.len(), 4, "{got:?}");
+    let r = |i: usize| imp.records.iter().find(|r| r.id == ids[i]).unwrap();
+    let w = |i: usize| match &r(i).layout {
+        Layout::Aggregated { workers } => (workers.tp, workers.moe_tp, workers.moe_ep),
+        other => panic!("{other:?}"),
+    };
+    let s = |i: usize| {
+        let s = &r(i).engine.settings;
+        (s.max_batched_tokens, s.memory_fraction, s.max_running)
+    };
+    let noted = |i: usize, text: &str| r(i).provenance.notes.iter().any(|n| n.contains(text));
+    // B200, March: TP2 with its experts whole over both GPUs; BF16 KV; defaults.
+    assert_eq!(w(0), (2, 1, 2));
+    assert_eq!(r(0).model.kv, None);
+    assert_eq!(s(0), (None, Some(0.95), None));
+    assert!(noted(
+        0,
+        "passes --enable-expert-parallel whenever EP_SIZE >= 1"
+    ));
+    assert!(noted(0, "Triton's FP8 kernel"));
+    // B200, April: as exported, FP8 KV, 2 x 1024 tokens a step.
+    assert_eq!(w(1), (2, 2, 1));
+    assert_eq!(r(1).model.kv, Some(Format::Fp8Tensor));
+    assert_eq!(s(1), (Some(2048), Some(0.90), None));
+    assert!(!noted(1, "EP_SIZE") && !noted(1, "Triton"));
+    // H200 before its script forced EP (2026-03-13), H100 at EP4 as exported.
+    assert_eq!(w(2), (4, 4, 1));
+    assert_eq!((r(2).model.kv, s(2)), (None, (None, Some(0.95), None)));
+    assert_eq!(w(3), (4, 1, 4));
+    assert_eq!((r(3).model.kv, s(3)), (None, (None, Some(0.90), Some(256))));
+}
