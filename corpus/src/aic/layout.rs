@@ -199,13 +199,14 @@ pub(super) fn inferencex_expert_parallel(
     w: &mut Workers,
     notes: &mut Vec<String>,
 ) {
+    let since = |date: &str| measured.is_none_or(|d| d >= date);
     let forced = engine == EngineName::Vllm
         && row.model_path == "MiniMaxAI/MiniMax-M2.5"
-        && measured.is_some_and(|d| match row.system.as_str() {
-            "h200_sxm" => d >= "2026-03-13",
-            "b200_sxm" => d < "2026-04-03",
+        && match row.system.as_str() {
+            "h200_sxm" => since("2026-03-13"),
+            "b200_sxm" => !since("2026-04-03"),
             _ => false,
-        });
+        };
     if !forced || w.moe_tp <= 1 {
         return;
     }

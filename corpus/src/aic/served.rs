@@ -163,17 +163,16 @@ pub(super) fn inferencex_settings(
         // script then also turned off FlashInfer's and DeepGEMM's FP8 experts
         // (`VLLM_USE_FLASHINFER_MOE_FP8=0`, `VLLM_MOE_USE_DEEP_GEMM=0`: Triton's ran).
         ("MiniMaxAI/MiniMax-M2.5", EngineName::Vllm) => {
+            let h100 = row.system == "h100_sxm";
             if minimax_vllm_april(&row.system, measured) {
                 s.max_batched_tokens = Some(2 * row.isl);
                 s.memory_fraction = Some(0.90);
-            } else if row.system == "h100_sxm" {
-                s.memory_fraction = Some(0.90);
-                s.max_running = Some(256);
             } else {
-                s.memory_fraction = Some(0.95);
-            }
-            if row.system == "b200_sxm" && !minimax_vllm_april(&row.system, measured) {
-                notes.push("experts: Triton's FP8 kernel (the script of the row's date sets VLLM_USE_FLASHINFER_MOE_FP8=0 and VLLM_MOE_USE_DEEP_GEMM=0), which vLLM's B200 tables do not time: priced by the usual one".into());
+                s.memory_fraction = Some(if h100 { 0.90 } else { 0.95 });
+                s.max_running = h100.then_some(256);
+                if row.system == "b200_sxm" {
+                    notes.push("experts: Triton's FP8 kernel (the script of the row's date sets VLLM_USE_FLASHINFER_MOE_FP8=0 and VLLM_MOE_USE_DEEP_GEMM=0), which vLLM's B200 tables do not time: priced by the usual one".into());
+                }
             }
         }
         // `max-num-batched-tokens: 8192`; gpt-oss on B200 also exports

@@ -383,13 +383,14 @@ fn gap_analysis_rows_carry_the_generators_settings() {
 /// Block-FP8 experts that TP would cut into partial scale blocks ran expert-parallel
 /// (hand-derived: MiniMax-M2.5's and Qwen3-235B's experts are 1536 wide in 128-wide
 /// blocks): vLLM at TP8 (192-wide shards) and SGLang at TP8 read as EP8, while vLLM at
-/// TP4 (384 = 3 blocks) keeps its sliced experts, and TensorRT-LLM, which the rule does
-/// not cover, keeps the export's layout. The checkpoint's FP8 note is given once.
+/// TP4 (384 = 3 blocks, measured before the script forced EP) keeps its sliced experts,
+/// and TensorRT-LLM, which the rule does not cover, keeps the export's layout. The
+/// checkpoint's FP8 note is given once.
 #[test]
 fn block_fp8_experts_that_tp_would_cut_mid_block_run_expert_parallel() {
     let text = csv(&[
         "2026_03_28_m_h200_sxm_vllm_fp8_agg_1024x1024_c4_tp8_ep1_1,source_file=2026-03-25.csv; silicon_concurrency=4,vllm,0.18.0,MiniMaxAI/MiniMax-M2.5,h200_sxm,fp8,agg,1024,1024,fp8,fp8,4,8,1,1,8,1,,,,,,,,,,,,,,,100.0,8.0",
-        "2026_03_01_m_h200_sxm_vllm_fp8_agg_1024x1024_c4_tp4_ep1_2,source_file=2026-03-25.csv; silicon_concurrency=4,vllm,0.16.0,MiniMaxAI/MiniMax-M2.5,h200_sxm,fp8,agg,1024,1024,fp8,fp8,4,4,1,1,4,1,,,,,,,,,,,,,,,100.0,12.0",
+        "2026_03_01_m_h200_sxm_vllm_fp8_agg_1024x1024_c4_tp4_ep1_2,source_file=2026-03-25.csv; silicon_concurrency=4; measured=2026-03-01T00:00:00.000Z,vllm,0.16.0,MiniMaxAI/MiniMax-M2.5,h200_sxm,fp8,agg,1024,1024,fp8,fp8,4,4,1,1,4,1,,,,,,,,,,,,,,,100.0,12.0",
         "q_s_c8,source_file=Qwen_Qwen3-235B-A22B-FP8.csv; silicon_concurrency=8,sglang,0.5.6.post2,Qwen/Qwen3-235B-A22B-FP8,h200_sxm,fp8,agg,4096,128,fp8,fp8,8,8,1,1,8,1,,,,,,,,,,,,,,,500.0,20.0",
         "q_t_c8,source_file=Qwen_Qwen3-235B-A22B-FP8.csv; silicon_concurrency=8,trtllm,1.0.0rc3,Qwen/Qwen3-235B-A22B-FP8,h100_sxm,fp8,agg,4096,128,fp8,fp8,8,8,1,1,8,1,,,,,,,,,,,,,,,500.0,20.0",
     ]);
