@@ -133,6 +133,11 @@ pub struct EngineSettings {
     /// activations, on FlashInfer's TensorRT-LLM kernel; absent: the engine's default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expert_activations_fp8: Option<bool>,
+    /// Kernels launched with programmatic dependent launch (TensorRT-LLM
+    /// `TRTLLM_ENABLE_PDL=1`, off by default): each kernel starts while the one before
+    /// finishes, so a CUDA graph's replay leaves no gap between them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pdl: Option<bool>,
     /// The routed-expert kernel the server was told to run instead of its usual one
     /// (vLLM `VLLM_MXFP4_USE_MARLIN=1`: `marlin`; absent: the engine's default).
     #[serde(default, skip_serializing_if = "Option::is_none")]

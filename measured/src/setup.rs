@@ -191,18 +191,33 @@ fn pricing(
     let of_model = kernel
         .map(|_| format!("{:?}", rec.model))
         .unwrap_or_default();
-    let key = format!("{}|{tables}|{kernel:?}|{of_model}", hw.name);
+    let pdl = rec.engine.settings.pdl == Some(true);
+    let key = format!("{}|{tables}|{kernel:?}|{of_model}|{pdl}", hw.name);
     cached(&cache.params, &key, || {
         let mut p = scenario::cost_params(hw, None, &[], Some(&tables), true)
             .map_err(|e| E::Load(format!("{e:#}")))?;
         scenario::apply_moe_kernel(&mut p, hw, model, kernel);
+        // Programmatic dependent launch starts each kernel while the one before
+        // finishes: a graph's replay leaves no gap between them.
+        if pdl {
+            p.launch.graph_node_s = 0.0;
+        }
         if let Some(h) = sim::cost::host::Host::of_engine(own) {
             p.host = h;
         }
         if let Some(m) = sim::cost::memory::KvMemory::of_engine(own) {
             p.memory = m;
         }
-        let line = format!("{} (record: {})", p.source, rec.engine.label());
+        let line = format!(
+            "{} (record: {}{})",
+            p.source,
+            rec.engine.label(),
+            if pdl {
+                "; kernels launched with PDL: no gap between them in a graph"
+            } else {
+                ""
+            }
+        );
         Ok((p, line))
     })
 }
@@ -512,6 +527,26 @@ mod tests {
         );
         assert!(!plain.pricing.contains("marlin"), "{}", plain.pricing);
         assert_eq!(plain.resolved.scenario().serving.batch_wait_iters, None);
+    }
+
+    /// A record launched with PDL (TensorRT-LLM `TRTLLM_ENABLE_PDL=1`) is priced with
+    /// no gap between a graph's kernels, and its line says so; without it the
+    /// hardware's gap stands.
+    #[test]
+    fn a_record_launched_with_pdl_leaves_no_gap_between_kernels() {
+        let cache = Cache::default();
+        let mut rec = gpt_oss(None);
+        rec.engine.name = EngineName::Trtllm;
+        let hw = scenario::load_hardware(&rec.gpu.hardware, &[]).unwrap();
+        let model = model_of(&rec, &Base::Embedded("runs/"), &cache).unwrap();
+        let plain = pricing(&rec, &hw, &model, &cache).unwrap();
+        rec.engine.settings.pdl = Some(true);
+        let pdl = pricing(&rec, &hw, &model, &cache).unwrap();
+        assert!(plain.0.launch.graph_node_s > 0.0);
+        assert_eq!(pdl.0.launch.graph_node_s, 0.0);
+        assert_eq!(pdl.0.launch.graph_s, plain.0.launch.graph_s);
+        assert!(pdl.1.contains("kernels launched with PDL"), "{}", pdl.1);
+        assert!(!plain.1.contains("PDL"), "{}", plain.1);
     }
 
     /// A record's `expert_activations_fp8` (vLLM's MXFP8 MoE on B200) runs the routed

@@ -212,9 +212,16 @@ pub(super) fn inferencex_settings(
         // 512 on B200, the concurrency on H200) never binds a closed loop of at most 512.
         // With attention DP the B200 script adds `attention_dp_config: enable_balance:
         // true` (every version from ef819f57 of 2025-09-18; the H200 one runs no DP).
+        // Both scripts export `TRTLLM_ENABLE_PDL=1` from 28e5a01e (2025-09-19) on; the
+        // GB200 Dynamo script (the disaggregated rows) does not.
         ("openai/gpt-oss-120b", EngineName::Trtllm) => {
             s.max_batched_tokens = Some(20000);
             s.memory_fraction = Some(0.85);
+            if matches!(row.system.as_str(), "b200_sxm" | "h200_sxm")
+                && measured.is_none_or(|d| d >= "2025-09-19")
+            {
+                s.pdl = Some(true);
+            }
             if row.system == "b200_sxm" && row.attention_dp_size.is_some_and(|d| d > 1) {
                 s.adp_balance = Some(true);
             }

@@ -18,6 +18,8 @@ fn an_inferencex_gpt_oss_trtllm_row_carries_its_scripts_budget() {
     assert_eq!(imp.records[0].model.kv, None);
     let s = &imp.records[0].engine.settings;
     assert_eq!(s.max_batched_tokens, Some(20000));
+    // It exports TRTLLM_ENABLE_PDL=1 (from 2025-09-19; the row is of 2025-11-02).
+    assert_eq!(s.pdl, Some(true));
     assert_eq!(s.memory_fraction, Some(0.85));
     assert_eq!(s.prefix_caching, Some(false));
 }
