@@ -172,17 +172,27 @@ pub(super) fn whole_fp8_blocks(
         return;
     }
     let slice = expert_ffn / w.moe_tp;
-    let (tp, ep) = (w.moe_tp, w.moe_ep);
-    w.moe_ep = tp * ep;
-    w.moe_tp = 1;
-    notes.push(format!(
-        "experts expert-parallel over {} GPUs, not sliced TP{tp}: {expert_ffn}-wide block-FP8 experts cut into {slice}-wide shards, not whole {}-wide scale blocks, which {} refuses to load (the export recorded moe_tp {tp}, moe_ep {ep})",
-        w.moe_ep,
+    let why = format!(
+        "{expert_ffn}-wide block-FP8 experts cut into {slice}-wide shards, not whole {}-wide scale blocks, which {} refuses to load",
         spec::dtype::FP8_BLOCK_SIDE,
         match engine {
             EngineName::Sglang => "SGLang",
             _ => "vLLM",
         }
+    );
+    experts_whole(w, &why, notes);
+}
+
+/// `w`'s experts, sliced over `moe_tp` GPUs as exported, re-read as whole experts
+/// spread over the same GPUs (`moe_ep` times as many, `moe_tp` 1), with a note saying
+/// `why`.
+fn experts_whole(w: &mut Workers, why: &str, notes: &mut Vec<String>) {
+    let (tp, ep) = (w.moe_tp, w.moe_ep);
+    w.moe_ep = tp * ep;
+    w.moe_tp = 1;
+    notes.push(format!(
+        "experts expert-parallel over {} GPUs, not sliced TP{tp}: {why} (the export recorded moe_tp {tp}, moe_ep {ep})",
+        w.moe_ep
     ));
 }
 
@@ -207,14 +217,9 @@ pub(super) fn inferencex_expert_parallel(
             "b200_sxm" => !since("2026-04-03"),
             _ => false,
         };
-    if !forced || w.moe_tp <= 1 {
-        return;
+    if forced && w.moe_tp > 1 {
+        let why =
+            "the script of the row's date passes --enable-expert-parallel whenever EP_SIZE >= 1";
+        experts_whole(w, why, notes);
     }
-    let (tp, ep) = (w.moe_tp, w.moe_ep);
-    w.moe_ep = tp * ep;
-    w.moe_tp = 1;
-    notes.push(format!(
-        "experts expert-parallel over {} GPUs, not sliced TP{tp}: the script of the row's date passes --enable-expert-parallel whenever EP_SIZE >= 1 (the export recorded moe_tp {tp}, moe_ep {ep})",
-        w.moe_ep
-    ));
 }

@@ -128,8 +128,12 @@ impl Rack<'_> {
         let batching = serving.adp_batching_iters.unwrap_or(10);
         let max_batch = self.pools.pool_of(g).cfg.max_batch_per_rank;
         let grp = self.pools.group_mut(g);
-        let every_prompt =
-            (0..grp.ranks.len() as u32).all(|r| grp.step_prefill.iter().any(|w| w.0 == r));
+        // One pass over the step's chunks: the ranks that have a prompt in it.
+        let mut prompted = vec![false; grp.ranks.len()];
+        for w in &grp.step_prefill {
+            prompted[w.0 as usize] = true;
+        }
+        let every_prompt = prompted.iter().all(|&p| p);
         let every_room = grp.ranks.iter().all(|r| r.dec.n < max_batch);
         let every_decodes = grp.ranks.iter().all(|r| r.dec.n > 0);
         let hold = if every_prompt && every_room {
