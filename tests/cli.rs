@@ -444,6 +444,39 @@ fn simulate_seeds_reports_the_spread_of_single_runs() {
     );
 }
 
+/// A scenario's `pdl = true` (TensorRT-LLM's TRTLLM_ENABLE_PDL=1) prices its pools'
+/// steps with no gap between a CUDA graph's kernels and says so in each pool's cost
+/// model, and its steps' launches shrink (a chat workload's decode steps replay graphs);
+/// without it nothing says PDL.
+#[test]
+fn simulate_pdl_says_so_and_leaves_no_gap_between_kernels() {
+    let base = [
+        "simulate",
+        "h100-gpt-oss-120b-chat",
+        "--duration",
+        "8",
+        "--set",
+        "warmup_s=2",
+        "--json",
+    ];
+    let plain = json(&twin(&base));
+    let pdl = json(&twin(&[&base[..], &["--set", "pdl=true"]].concat()));
+    let line = |v: &serde_json::Value| v["pools"][0]["cost_model"].as_str().unwrap().to_string();
+    assert!(
+        line(&pdl).ends_with("; kernels launched with PDL: no gap between them in a graph"),
+        "{}",
+        line(&pdl)
+    );
+    assert!(!line(&plain).contains("PDL"), "{}", line(&plain));
+    let step = |v: &serde_json::Value| v["pools"][0]["step_ms_mean"].as_f64().unwrap();
+    assert!(
+        step(&pdl) < step(&plain),
+        "{} ms with PDL, {} without",
+        step(&pdl),
+        step(&plain)
+    );
+}
+
 /// `--cohort K` is `--set fidelity.cohort=K`: the coarse model, named in the report;
 /// an explicit `--set` wins; a count out of range is refused with its field.
 #[test]

@@ -102,6 +102,38 @@ fn an_expert_kernel_the_tables_lack_is_said_and_changes_nothing() {
     );
 }
 
+#[test]
+fn pdl_leaves_no_gap_between_a_graphs_kernels_and_says_so() {
+    // `--pdl` (TensorRT-LLM's TRTLLM_ENABLE_PDL=1) on gpt-oss-120b, a TP8 decode step on
+    // H100: the CUDA graph's replay keeps its own launch but loses the gap after each of
+    // its kernels, so the launch line falls by kernels x the hardware's gap per graph
+    // node and nothing else moves; the cost model's line says why.
+    let usual = forward_json("trtllm", &tp8("gpt-oss-120b", &DECODE_10_AT_2100));
+    let mut args = tp8("gpt-oss-120b", &DECODE_10_AT_2100);
+    args.push("--pdl");
+    let pdl = forward_json("trtllm", &args);
+    let launch = |j: &serde_json::Value| j["breakdown_ms"]["launch"].as_f64().unwrap();
+    let kernels = usual["kernels"].as_f64().unwrap();
+    assert_eq!(kernels, pdl["kernels"].as_f64().unwrap());
+    let gap_s = sim::cost::CostParams::default().launch.graph_node_s;
+    let fell_ms = launch(&usual) - launch(&pdl);
+    assert!(
+        (fell_ms - kernels * gap_s * 1e3).abs() < 1e-9,
+        "launch fell {fell_ms} ms for {kernels} kernels"
+    );
+    let graph_ms = sim::cost::CostParams::default().launch.graph_s * 1e3;
+    assert!((launch(&pdl) - graph_ms).abs() < 1e-12, "{}", launch(&pdl));
+    for op in ["moe", "attention", "dense", "communication", "elementwise"] {
+        assert_eq!(usual["breakdown_ms"][op], pdl["breakdown_ms"][op], "{op}");
+    }
+    let line = pdl["cost_model"].as_str().unwrap_or_default();
+    assert!(line.contains("kernels launched with PDL"), "{line}");
+    assert!(!usual["cost_model"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("PDL"));
+}
+
 /// `twin forward`'s JSON for gpt-oss-120b on one TP8 replica of H100 under `engine`'s
 /// tables, `rest` after: without and with `--moe-kernel marlin`.
 fn with_and_without_marlin(engine: &str, rest: &[&str]) -> (serde_json::Value, serde_json::Value) {

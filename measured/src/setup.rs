@@ -78,6 +78,7 @@ pub fn setup(
     sc.serving.scheduler_recv_interval = rec.engine.settings.scheduler_recv_interval;
     sc.serving.mixed_chunk = rec.engine.settings.mixed_chunk;
     sc.moe_kernel = rec.engine.settings.moe_kernel;
+    sc.pdl = rec.engine.settings.pdl;
     sc.serving.batch_wait_iters = rec.engine.settings.batch_wait_iters;
     sc.serving.batch_wait_tokens_ratio = rec.engine.settings.batch_wait_tokens_ratio;
     sc.serving.adp_balance = rec.engine.settings.adp_balance;
@@ -197,27 +198,14 @@ fn pricing(
         let mut p = scenario::cost_params(hw, None, &[], Some(&tables), true)
             .map_err(|e| E::Load(format!("{e:#}")))?;
         scenario::apply_moe_kernel(&mut p, hw, model, kernel);
-        // Programmatic dependent launch starts each kernel while the one before
-        // finishes: a graph's replay leaves no gap between them.
-        if pdl {
-            p.launch.graph_node_s = 0.0;
-        }
+        scenario::apply_pdl(&mut p, pdl);
         if let Some(h) = sim::cost::host::Host::of_engine(own) {
             p.host = h;
         }
         if let Some(m) = sim::cost::memory::KvMemory::of_engine(own) {
             p.memory = m;
         }
-        let line = format!(
-            "{} (record: {}{})",
-            p.source,
-            rec.engine.label(),
-            if pdl {
-                "; kernels launched with PDL: no gap between them in a graph"
-            } else {
-                ""
-            }
-        );
+        let line = format!("{} (record: {})", p.source, rec.engine.label());
         Ok((p, line))
     })
 }

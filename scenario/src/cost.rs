@@ -133,6 +133,22 @@ pub fn apply_moe_kernel(
     params.source = format!("{}; {line}", params.source);
 }
 
+/// A deployment that launches its kernels with programmatic dependent launch (a
+/// scenario's `pdl = true`, `--pdl`; TensorRT-LLM's `TRTLLM_ENABLE_PDL=1`) put into
+/// `params`, said in the cost model's line: each kernel starts while the one before it
+/// finishes, so a CUDA graph's replay leaves no gap between them (`launch.graph_node_s`
+/// 0; the graph's own launch stays). Nothing changes when `on` is false.
+pub fn apply_pdl(params: &mut CostParams, on: bool) {
+    if !on {
+        return;
+    }
+    params.launch.graph_node_s = 0.0;
+    params.source = format!(
+        "{}; kernels launched with PDL: no gap between them in a graph",
+        params.source
+    );
+}
+
 /// Puts the hardware file's `[cost]` (its values, in-situ terms' source and spread)
 /// into `params`; returns the cost model's line so far.
 fn apply_hardware_cost(hardware: &Hardware, params: &mut CostParams) -> Result<String> {

@@ -40,6 +40,8 @@ pub struct StepRequest {
     pub prefill_graphs: bool,
     /// The deployment's own routed-expert kernel (`--moe-kernel`).
     pub moe_kernel: Option<spec::kernel::MoeKernel>,
+    /// Kernels launched with programmatic dependent launch (`--pdl`).
+    pub pdl: bool,
     /// Overrides of the hardware, model and cost (`--set`).
     pub sets: Overrides,
     pub pricing: Pricing,
@@ -294,6 +296,7 @@ fn load(req: &StepRequest, sets: &Overrides) -> Result<(Hardware, Model, CostPar
         super::resolve::host_follows_steps(ahead, &mut params.host);
     }
     super::cost::apply_moe_kernel(&mut params, &hardware, &model, req.moe_kernel);
+    super::cost::apply_pdl(&mut params, req.pdl);
     Ok((hardware, model, params))
 }
 

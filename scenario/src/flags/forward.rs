@@ -77,6 +77,10 @@ pub struct ForwardArgs {
     /// its arithmetic rate bounds the experts' price from below.
     #[arg(long, value_name = "KERNEL", value_parser = str::parse::<spec::kernel::MoeKernel>)]
     pub moe_kernel: Option<spec::kernel::MoeKernel>,
+    /// The deployment launches kernels with programmatic dependent launch
+    /// (TensorRT-LLM's `TRTLLM_ENABLE_PDL=1`): a CUDA graph leaves no gap between them.
+    #[arg(long)]
+    pub pdl: bool,
     /// Override any field: `model.engram.page_size=2MiB`, `hardware.hbm.bytes_per_s=7e12`,
     /// `cost.moe.mem_eff=0.9` (repeatable).
     #[arg(long = "set", value_name = "PATH=VALUE")]
@@ -126,6 +130,7 @@ impl ForwardArgs {
             eager_decode: self.eager_decode,
             prefill_graphs: self.prefill_graphs,
             moe_kernel: self.moe_kernel,
+            pdl: self.pdl,
             sets: Overrides::parse(&self.set)?,
             pricing: self.pricing.pricing(),
             isolated: self.isolated,

@@ -155,6 +155,7 @@ pub fn scenario(
         workload: "test".into(),
         engine: None,
         moe_kernel: None,
+        pdl: None,
         workload_set: Vec::new(),
         seed: 1,
         duration_s,

@@ -42,6 +42,12 @@ pub struct ServingScenario {
     /// below. Absent: the engine's usual kernel.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub moe_kernel: Option<spec::kernel::MoeKernel>,
+    /// The deployment launches its kernels with programmatic dependent launch
+    /// (TensorRT-LLM's `TRTLLM_ENABLE_PDL=1`): each kernel starts while the one before
+    /// finishes, so a CUDA graph's replay leaves no gap between them (the launch
+    /// term's `graph_node_s` is 0). Absent or false: the hardware's gap per graph node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pdl: Option<bool>,
     /// Overrides of the workload's fields, `PATH = VALUE` as with `--set workload.PATH`
     /// (for example `agentx.sessions = 256`); a command line `--set` wins.
     #[serde(default)]
