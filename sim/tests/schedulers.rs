@@ -516,3 +516,46 @@ fn trtllm_attention_dp_balance_holds_prompts_until_every_rank_has_one() {
         ["serving.adp_timeout_iters: must be 0 to 10000 decode steps, got 20000"]
     );
 }
+
+#[test]
+fn vllm_preempts_the_newest_request_when_kv_runs_short_and_it_recomputes() {
+    // vLLM on a rank of `CAP` KV tokens, two prompts of `IN` tokens with `OUT` output
+    // tokens each, one token a decode step (no MTP). Reserving input + output (700
+    // each) would run them one after the other; vLLM admits both (their 800 prompt
+    // tokens fit under its watermark, 1% of the pool), prefills them in one step (the
+    // first token of each) and decodes both, their KV growing by 2 a step, until it
+    // passes the pool: after G decode steps with 800 + 2G > CAP. The newer, r1, is
+    // preempted then, with 1 + G tokens out; r0 decodes alone to its last token (OUT - 1
+    // decode steps in all); r1 waits (its prompt and output, IN + 1 + G, do not fit
+    // beside r0's KV), then recomputes them in one prefill step and decodes the
+    // OUT - 1 - G tokens it has left.
+    const CAP: u64 = 1000;
+    const IN: u64 = 400;
+    const OUT: u64 = 300;
+    let mut sc = mixed(SchedulerChoice::Vllm, Some(false));
+    sc.serving.decode.kv_capacity_tokens_per_rank = Some(CAP);
+    let wl = bench(&[[IN as u32, OUT as u32]; 2], None);
+    let (r, steps) = run_recorded(&sc, &wl, &model(0.0, None), &cost(), &[]);
+    let g = (CAP - 2 * IN) / 2 + 1;
+    let shape: Vec<(u64, u32, u32)> = steps
+        .iter()
+        .map(|s| (s.prefill_tokens, s.prefill_chunks, s.decode_requests))
+        .collect();
+    let mut want = vec![(2 * IN, 2, 0)];
+    want.extend(std::iter::repeat_n((0, 0, 2), g as usize));
+    want.extend(std::iter::repeat_n((0, 0, 1), (OUT - 1 - g) as usize));
+    want.push((IN + 1 + g, 1, 0));
+    want.extend(std::iter::repeat_n((0, 0, 1), (OUT - 1 - g) as usize));
+    assert_eq!(shape.len(), want.len());
+    assert_eq!(shape, want);
+    assert_eq!(r.requests_completed, 2);
+    assert_eq!(r.accounting.preemptions, 1);
+    assert_eq!(r.accounting.tokens_recomputed, IN + 1 + g);
+    assert_eq!(r.accounting.output_tokens_emitted, 2 * OUT);
+    // TensorRT-LLM reserves each request's 700 tokens: never two at once.
+    let mut trt = mixed(SchedulerChoice::Trtllm, Some(false));
+    trt.serving.decode.kv_capacity_tokens_per_rank = Some(CAP);
+    let (t, steps) = run_recorded(&trt, &wl, &model(0.0, None), &cost(), &[]);
+    assert!(steps.iter().all(|s| s.decode_requests <= 1));
+    assert_eq!(t.accounting.preemptions, 0);
+}

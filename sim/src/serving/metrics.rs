@@ -144,6 +144,8 @@ pub(crate) struct PoolStats {
     pub host_hit_tokens: u64,
     pub kv_used: Gauge,
     pub kv_used_max: f64,
+    /// Running requests preempted in the measured window (KV short).
+    pub preemptions: u64,
     pub batch: Gauge,
     pub batch_max: f64,
     pub queue: Gauge,

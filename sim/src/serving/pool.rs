@@ -72,6 +72,20 @@ impl DecodeSet {
         self.pieces.iter().map(|p| p.context(step, mu)).sum()
     }
 
+    /// The running requests' inputs (with any output they recomputed).
+    pub fn inputs(&self) -> u64 {
+        self.pieces.iter().map(|p| p.input).sum()
+    }
+
+    /// KV tokens the running requests have added by decoding since they joined, at
+    /// decode step `step`: the context beyond their inputs.
+    pub fn growth(&self, step: u64, mu: f64) -> u64 {
+        self.pieces
+            .iter()
+            .map(|p| p.context(step, mu) - p.input)
+            .sum()
+    }
+
     /// The batch's sums agree: its pieces hold its `n` requests and their inputs,
     /// within what it reserved, and an empty batch holds nothing. Asserted (debug
     /// builds) where a request joins and where it leaves.
@@ -99,7 +113,16 @@ pub(crate) struct Rank {
     /// Requests whose KV arrived, joining the batch at the next step boundary.
     pub joining: VecDeque<ReqId>,
     pub dec: DecodeSet,
+    /// KV tokens reserved by admission: each admitted request's input and output, or,
+    /// where KV is allocated on demand (`on_demand`), its prompt (input and any output
+    /// it recomputes) alone, the running requests' growth since they joined on top.
     pub kv_reserved: u64,
+    /// KV allocated as requests grow, the newest running request preempted when it
+    /// runs short (`Scheduler::kv_on_demand`).
+    pub on_demand: bool,
+    /// The running requests in the order they joined, each with its stint (a request
+    /// that left is found stale and skipped): the newest is preempted first.
+    pub runs: Vec<(ReqId, u64)>,
     /// KV tokens held by requests not in the running batch (transferred or being
     /// prefilled in place); the batch's own use is estimated from `dec`.
     pub kv_held: u64,
@@ -136,6 +159,9 @@ impl Rank {
     /// batch reserved lie within what admission reserved, and that within `cap`.
     /// Asserted (debug builds) where KV is reserved, observed and released.
     pub fn kv_within(&self, cap: u64) -> bool {
+        if self.on_demand {
+            return self.kv_held + self.dec.inputs() <= self.kv_reserved && self.kv_reserved <= cap;
+        }
         self.kv_held + self.dec.reserved <= self.kv_reserved && self.kv_reserved <= cap
     }
 
@@ -175,8 +201,9 @@ pub(crate) struct Group {
     pub decode_in_step: bool,
     /// Index of the current (or next) decode step.
     pub dstep: u64,
-    /// (last decode step, request) of the running requests, soonest first.
-    pub finishing: BinaryHeap<Reverse<(u64, ReqId)>>,
+    /// (last decode step, request, its stint) of the running requests, soonest first; an
+    /// entry whose request left the batch since (preempted) is stale and skipped.
+    pub finishing: BinaryHeap<Reverse<(u64, ReqId, u64)>>,
     /// Requests that joined the current decode step (their first token comes at its end).
     pub joined: Vec<ReqId>,
     pub last_decode_end_ns: u64,
@@ -271,14 +298,26 @@ impl Pool<'_> {
     }
 }
 
-/// `n` idle ranks, each with `pieces` empty decode context pieces.
-fn empty_ranks(n: u32, pieces: usize) -> Vec<Rank> {
+/// The scheduler of a pool of `role`: the scenario's for the mixed pool, twin's own
+/// elsewhere.
+fn pool_scheduler(sc: &ServingScenario, role: Role) -> Scheduler {
+    if role == Role::Mixed {
+        sc.scheduler()
+    } else {
+        Scheduler::Twin
+    }
+}
+
+/// `n` idle ranks, each with `pieces` empty decode context pieces, KV allocated on
+/// demand or reserved.
+fn empty_ranks(n: u32, pieces: usize, on_demand: bool) -> Vec<Rank> {
     (0..n)
         .map(|_| Rank {
             dec: DecodeSet {
                 pieces: vec![Piece::default(); pieces],
                 ..DecodeSet::default()
             },
+            on_demand,
             ..Rank::default()
         })
         .collect()
@@ -330,8 +369,10 @@ impl<'a> Pools<'a> {
             let (group_copies, rank_copies) = sc.pool_copies(cfg, copies).unwrap_or((1, 1));
             let sim_dep = cfg.dep / rank_copies;
             let tp = cfg.tp.max(1) as u64;
+            let scheduler = pool_scheduler(sc, role);
+            let on_demand = scheduler.kv_on_demand();
             for i in 0..cfg.instances / group_copies {
-                let ranks = empty_ranks(sim_dep, breakpoints.len() + 1);
+                let ranks = empty_ranks(sim_dep, breakpoints.len() + 1, on_demand);
                 let base = gpu + (i * group_copies) as u64 * cfg.dep as u64 * tp;
                 pools.groups.push(Group::new(role, base, tp, ranks));
             }
@@ -363,11 +404,7 @@ impl<'a> Pools<'a> {
                 waiting: 0,
                 placed: 0,
                 stats: PoolStats::default(),
-                scheduler: if role == Role::Mixed {
-                    sc.scheduler()
-                } else {
-                    Scheduler::Twin
-                },
+                scheduler,
                 ahead: role == Role::Mixed && sc.schedules_ahead(),
                 // Only where the scheduler would pause decode (SGLang's): the others
                 // mix prefill and decode anyway.

@@ -17,8 +17,10 @@
 //! per context piece (`CostModel::decode_context_breakpoints`), priced at the piece's
 //! mean context, so a decode step costs O(ranks), not O(requests). A running
 //! request's context is its input plus the expected yield of its steps so far.
-//! Aggregated flow: the instance's rank reserves KV at arrival, runs prefill chunks and
-//! decode in the same steps (priced as a prefill step plus a decode step).
+//! Aggregated flow: the instance's rank reserves KV at admission (input + output; the
+//! prompt alone where the engine allocates on demand, vLLM's, which preempts the newest
+//! running request when KV runs short: `Scheduler::kv_on_demand`), runs prefill chunks
+//! and decode in the same steps (one forward pass each).
 //!
 //! Simplifications, stated: the prefix cache counts cached tokens at lookup and adds a
 //! prompt's blocks when its prefill finishes (blocks evicted in between still count);
@@ -200,6 +202,8 @@ pub(crate) struct Rack<'a> {
     /// Every request completed, when the caller asked for them
     /// (`simulate_with`, `Record::requests`).
     pub requests: Option<Vec<SimRequest>>,
+    /// Stays in a decode batch begun so far (each request's `DecodeState::stint`).
+    pub stints: u64,
 }
 
 /// One completed request, as [`super::simulate_with`] records it: what a
@@ -359,6 +363,7 @@ impl<'a> Rack<'a> {
             finished: Vec::new(),
             steps: None,
             requests: None,
+            stints: 0,
             loads: Vec::new(),
             hits: Vec::new(),
         })
@@ -591,21 +596,32 @@ impl<'a> Rack<'a> {
     }
 
     /// Mixed pool: reserve KV for waiting requests in order and queue their prefill.
+    /// A rank that allocates KV on demand admits a request whose prompt fits beside
+    /// what the admitted ones hold now, less vLLM's watermark of 1% of the pool (an
+    /// idle rank takes any request that fits it at all).
     pub(super) fn admit_mixed(&mut self, g: GroupId, r: u32) {
         let cap = self.pools.pool_of(g).kv_cap;
+        let (step, mu) = (self.pools.group(g).dstep, self.mtp.mu);
         loop {
             let rank = self.pools.rank_mut(g, r);
             let Some(&id) = rank.pending.front() else {
                 break;
             };
             let req = self.reqs.get_mut(id);
-            let need = req.kv_reserve();
-            if rank.kv_reserved + need > cap {
+            let (need, fits) = if rank.on_demand {
+                let need = req.kv_prompt_reserve();
+                let held = rank.kv_reserved + rank.dec.growth(step, mu);
+                (need, held + need <= cap - cap / 100 || held == 0)
+            } else {
+                let need = req.kv_reserve();
+                (need, rank.kv_reserved + need <= cap)
+            };
+            if !fits {
                 break;
             }
             req.decode.kv_reserved = need;
             rank.pending.pop_front();
-            rank.pending_kv -= need;
+            rank.pending_kv -= req.kv_reserve();
             rank.kv_reserved += need;
             rank.kv_held += req.prefill.cached as u64;
             debug_assert!(

@@ -85,6 +85,10 @@ pub struct PoolReport {
     pub kv_capacity_tokens_per_rank: u64,
     /// KV tokens held per rank as a fraction of capacity (sampled).
     pub kv_used_fraction: GaugeReport,
+    /// Running requests preempted in the measured window because KV ran short (an
+    /// engine that allocates KV on demand: vLLM); each recomputes its prompt and output.
+    #[serde(default, skip_serializing_if = "is_none_u64")]
+    pub preemptions: u64,
     /// Requests in a step per rank (decode: running batch; sampled).
     pub batch_per_rank: GaugeReport,
     /// Requests waiting in the pool (prefill queue or decode admission; sampled).
@@ -140,6 +144,12 @@ pub struct Accounting {
     /// Highest KV use of any decode rank as a fraction of its capacity.
     pub kv_peak_used_fraction: f64,
     pub kv_peak_reserved_fraction: f64,
+    /// Running requests preempted because KV ran short (`Scheduler::kv_on_demand`).
+    #[serde(default, skip_serializing_if = "is_none_u64")]
+    pub preemptions: u64,
+    /// Tokens preempted requests computed again (their input and the output they had).
+    #[serde(default, skip_serializing_if = "is_none_u64")]
+    pub tokens_recomputed: u64,
     pub events: u64,
     pub last_event_s: f64,
 }
@@ -401,13 +411,17 @@ impl Rack<'_> {
             let acc = &mut self.acc;
             let w = req.w();
             acc.in_flight_end += w;
-            acc.input_tokens_in_flight_progress += w
-                * (req.prefill.computed as u64
+            // A preempted request's input was all computed before it was.
+            acc.input_tokens_in_flight_progress += w * if req.prefill.recompute > 0 {
+                req.input as u64
+            } else {
+                req.prefill.computed as u64
                     + if req.prefill.done {
                         req.prefill.cached as u64
                     } else {
                         0
-                    });
+                    }
+            };
             acc.output_tokens_in_flight += req.decode.generated as u64 * w;
         }
     }
@@ -446,6 +460,7 @@ fn pool_report(p: &Pool<'_>, sc: &ServingScenario, measured_s: f64) -> PoolRepor
             mean: st.kv_used.mean(),
             max: st.kv_used_max,
         },
+        preemptions: st.preemptions,
         batch_per_rank: GaugeReport {
             mean: st.batch.mean(),
             max: st.batch_max,
@@ -465,6 +480,28 @@ fn pool_report(p: &Pool<'_>, sc: &ServingScenario, measured_s: f64) -> PoolRepor
 
 impl PoolReport {
     /// The pool's section of the text report, appended to `s`.
+    /// The pool's imbalance, batch, queue and KV use on one line, and its preemptions
+    /// on the next when there were any.
+    fn use_line(&self) -> String {
+        let mut line = format!(
+            "  DP imbalance loss {:.1}%; batch/rank mean {:.1} max {:.0}; queue mean {:.1} max {:.0}; KV used mean {:.1}% max {:.1}%",
+            100.0 * self.dp_imbalance_loss,
+            self.batch_per_rank.mean,
+            self.batch_per_rank.max,
+            self.queue_requests.mean,
+            self.queue_requests.max,
+            100.0 * self.kv_used_fraction.mean,
+            100.0 * self.kv_used_fraction.max
+        );
+        if self.preemptions > 0 {
+            line += &format!(
+                "\n  {} requests preempted: KV ran short; each recomputes its prompt and output when it returns",
+                self.preemptions
+            );
+        }
+        line
+    }
+
     fn render_text(&self, s: &mut String) {
         let _ = writeln!(s);
         let pt = &self.throughput_tok_s_per_gpu;
@@ -496,17 +533,7 @@ impl PoolReport {
             self.step_ms_mean,
             100.0 * self.busy_fraction
         );
-        let _ = writeln!(
-            s,
-            "  DP imbalance loss {:.1}%; batch/rank mean {:.1} max {:.0}; queue mean {:.1} max {:.0}; KV used mean {:.1}% max {:.1}%",
-            100.0 * self.dp_imbalance_loss,
-            self.batch_per_rank.mean,
-            self.batch_per_rank.max,
-            self.queue_requests.mean,
-            self.queue_requests.max,
-            100.0 * self.kv_used_fraction.mean,
-            100.0 * self.kv_used_fraction.max
-        );
+        let _ = writeln!(s, "{}", self.use_line());
         if self.wake_fraction > 0.0 {
             let _ = writeln!(
                 s,
@@ -759,4 +786,8 @@ impl Report {
 
 fn is_zero(x: &f64) -> bool {
     *x == 0.0
+}
+
+fn is_none_u64(x: &u64) -> bool {
+    *x == 0
 }

@@ -46,6 +46,9 @@ pub(crate) struct PrefillState<'a> {
     pub cached: u32,
     /// Uncached tokens computed so far.
     pub computed: u32,
+    /// Output tokens it had when it was preempted, recomputed with its input (0 until
+    /// then: `Scheduler::kv_on_demand`).
+    pub recompute: u32,
     pub done: bool,
     pub group: GroupId,
     pub rank: u32,
@@ -61,6 +64,9 @@ pub(crate) struct DecodeState {
     /// KV tokens reserved on the decode rank (input + output), 0 until admitted.
     pub kv_reserved: u64,
     pub generated: u32,
+    /// Of `generated`, the tokens already counted as emitted (when it left a batch by
+    /// preemption).
+    pub counted: u32,
     pub first_token_ns: Option<Nanos>,
     pub last_token_ns: Nanos,
     /// In a decode batch: since the group's decode step `join_step`, in context piece
@@ -68,6 +74,11 @@ pub(crate) struct DecodeState {
     pub running: bool,
     pub join_step: u64,
     pub piece: u32,
+    /// Its context when it joined: its input, and any output it recomputed.
+    pub joined_context: u64,
+    /// Which stay in a batch this is (unique in the run): a finish scheduled for an
+    /// earlier one is stale.
+    pub stint: u64,
 }
 
 impl<'a> Request<'a> {
@@ -87,6 +98,7 @@ impl<'a> Request<'a> {
                 prompt: nr.prompt,
                 cached: 0,
                 computed: 0,
+                recompute: 0,
                 done: false,
                 group: GroupId(0),
                 rank: 0,
@@ -96,9 +108,21 @@ impl<'a> Request<'a> {
         }
     }
 
-    /// Input tokens its prefill computes (those not found in the prefix cache).
+    /// Tokens its prefill computes: its input not found in the prefix cache, and any
+    /// output it recomputes after a preemption.
     pub fn uncached(&self) -> u32 {
-        self.input - self.prefill.cached
+        self.input + self.prefill.recompute - self.prefill.cached
+    }
+
+    /// Its prompt's KV tokens: its input and any output it recomputes.
+    pub fn prompt_tokens(&self) -> u64 {
+        self.input as u64 + self.prefill.recompute as u64
+    }
+
+    /// KV tokens a rank that allocates on demand takes for it at admission: its prompt
+    /// and the token equivalents of its fixed state and local layers' KV.
+    pub fn kv_prompt_reserve(&self) -> u64 {
+        self.prompt_tokens() + self.kv_extra as u64
     }
 
     /// KV tokens the request holds at most: its input and its whole output.
@@ -152,6 +176,11 @@ impl<'a> Slots<'a> {
 
     pub fn get(&self, id: ReqId) -> &Request<'a> {
         self.reqs[id.0 as usize].as_ref().expect("live request")
+    }
+
+    /// The request in slot `id`, if one lives there.
+    pub fn get_live(&self, id: ReqId) -> Option<&Request<'a>> {
+        self.reqs.get(id.0 as usize).and_then(|r| r.as_ref())
     }
 
     pub fn get_mut(&mut self, id: ReqId) -> &mut Request<'a> {

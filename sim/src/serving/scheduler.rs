@@ -16,10 +16,13 @@
 //! | the next step is formed while this one runs | no | yes | yes | yes |
 //! | the first token comes with the last prompt chunk | no | yes | yes | yes |
 //!
-//! Every engine here serves waiting requests first come, first served and reserves a
-//! request's KV (input + output) when it is admitted, as TensorRT-LLM's
-//! `GUARANTEED_NO_EVICT` does; vLLM and SGLang allocate as they go and preempt when
-//! KV runs short, which twin does not model (the reservation is then conservative).
+//! Every engine here serves waiting requests first come, first served. TensorRT-LLM
+//! (`GUARANTEED_NO_EVICT`), SGLang and twin's own reserve a request's KV (input +
+//! output) when it is admitted; vLLM allocates it as the request grows and preempts
+//! when it runs short ([`Scheduler::kv_on_demand`]). SGLang's admission reserves part
+//! of the running requests' remaining output (`new_token_ratio`, 0.7 decaying to 0.1)
+//! and retracts requests when short: twin's full reservation is its conservative
+//! bound.
 
 use super::config::ServingScenario;
 use serde::{Deserialize, Serialize};
@@ -150,6 +153,16 @@ impl Scheduler {
         version
             .and_then(spec::version::major_minor)
             .is_none_or(|v| v >= (0, 14))
+    }
+
+    /// Whether KV is allocated as requests grow, not reserved at admission: vLLM V1
+    /// admits a waiting request when the free blocks hold its prompt (less a watermark
+    /// of 1% of the pool, `KVCacheManager`), grows a running request's blocks step by
+    /// step, and when they run short preempts the running request scheduled last (its
+    /// blocks freed; it waits at the queue's head and recomputes its prompt and the
+    /// output it had when it returns: `Scheduler._preempt_request`, recompute mode).
+    pub fn kv_on_demand(self) -> bool {
+        matches!(self, Scheduler::Vllm)
     }
 
     /// Whether a request's first token is sampled by the step that computes its last

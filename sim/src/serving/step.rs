@@ -413,11 +413,21 @@ impl Rack<'_> {
     /// its steps are drawn now, and it finishes at the end of the last of them.
     fn join_decode(&mut self, g: GroupId, r: usize, id: ReqId) {
         let step = self.pools.group(g).dstep;
+        self.stints += 1;
+        let stint = self.stints;
         let req = self.reqs.get_mut(id);
-        let (input, output, measured) = (req.input as u64, req.output, req.measured);
+        let (input, output, measured) = (req.prompt_tokens(), req.output, req.measured);
+        // Its KV at the end, its input and whole output (a recomputed output is part of
+        // its context now and no longer ahead of it).
+        let full = req.input as u64 + output as u64;
         // The tokens still to decode: all, or all but the one its prefill sampled (at
-        // least one step: a one-token answer then decodes one token more than asked).
-        let left = output - (req.decode.first_token_ns.is_some() && output > 1) as u32;
+        // least one step: a one-token answer then decodes one token more than asked);
+        // after a preemption, those it had not produced.
+        let left = if req.prefill.recompute > 0 {
+            output - req.decode.generated
+        } else {
+            output - (req.decode.first_token_ns.is_some() && output > 1) as u32
+        };
         let steps = match &self.mtp.keyed {
             Some((seed, acc)) => {
                 super::mtp::keyed_steps_for(left, *seed, req.serial, acc, acc.len())
@@ -432,19 +442,24 @@ impl Rack<'_> {
         req.decode.running = true;
         req.decode.join_step = step;
         req.decode.piece = piece;
+        req.decode.joined_context = input;
+        req.decode.stint = stint;
         let grp = self.pools.group_mut(g);
         let rank = &mut grp.ranks[r];
         rank.kv_held -= input;
+        if rank.on_demand {
+            rank.runs.push((id, stint));
+        }
         let d = &mut rank.dec;
         d.n += 1;
         d.measured += measured as u32;
-        d.reserved += input + output as u64;
+        d.reserved += full;
         let p = &mut d.pieces[piece as usize];
         p.n += 1;
         p.input += input;
         p.join_steps += step;
         debug_assert!(d.conserved(), "a join broke the batch's sums");
-        grp.finishing.push(Reverse((step + steps - 1, id)));
+        grp.finishing.push(Reverse((step + steps - 1, id, stint)));
         grp.joined.push(id);
     }
 
@@ -478,15 +493,23 @@ impl Rack<'_> {
             );
             let done = req.prefill.computed == req.uncached();
             let (cached, w) = (req.prefill.cached as u64, req.w());
+            // A preempted request's prompt was counted the first time it was computed.
+            let recompute = req.prefill.recompute > 0;
             let rank = self.pools.rank_mut(g, r);
             rank.prefill_tokens -= chunk as u64;
             if role == Role::Mixed {
                 rank.kv_held += chunk as u64;
             }
+            if done {
+                finished.push((r, id));
+            }
+            if recompute {
+                self.acc.tokens_recomputed += chunk as u64 * w;
+                continue;
+            }
             self.acc.uncached_tokens_prefilled += chunk as u64 * w;
             if done {
                 self.acc.cached_tokens_credited += cached * w;
-                finished.push((r, id));
             }
             if in_window {
                 let st = &mut self.pools.pool_mut(role).stats;
@@ -532,7 +555,10 @@ impl Rack<'_> {
         if role == Role::Mixed {
             req.decode.group = g;
             req.decode.rank = r;
-            if self.pools.pool_of(g).scheduler.first_token_at_prefill() {
+            // A preempted request's first token came before.
+            if self.pools.pool_of(g).scheduler.first_token_at_prefill()
+                && req.decode.first_token_ns.is_none()
+            {
                 req.decode.first_token_ns = Some(self.now);
             }
             self.pools.rank_mut(g, r).joining.push_back(id);
@@ -568,10 +594,16 @@ impl Rack<'_> {
                 None => req.decode.first_token_ns = Some(now),
                 // Its first token came with its last prompt chunk: its first gap runs
                 // from then, not from the last decode step (which may be long before,
-                // when prefill steps ran alone in between).
+                // when prefill steps ran alone in between); after a preemption, from
+                // its last token before it.
                 Some(first) => {
+                    let since = if req.prefill.recompute > 0 {
+                        req.decode.last_token_ns
+                    } else {
+                        first
+                    };
                     if in_window && req.measured {
-                        self.m.itl_ms.record_n((now - first) as f64 / 1e6, copies);
+                        self.m.itl_ms.record_n((now - since) as f64 / 1e6, copies);
                     }
                 }
             }
@@ -584,17 +616,27 @@ impl Rack<'_> {
                 (measured - joined_measured) * copies,
             );
         }
-        while let Some(&Reverse((last, id))) = self.pools.group(g).finishing.peek() {
+        while let Some(&Reverse((last, id, stint))) = self.pools.group(g).finishing.peek() {
             if last > step {
                 break;
             }
             self.pools.group_mut(g).finishing.pop();
-            self.finish(id, g)?;
+            // A request preempted since it was scheduled to finish here.
+            if self
+                .reqs
+                .get_live(id)
+                .is_some_and(|q| q.decode.running && q.decode.stint == stint)
+            {
+                self.finish(id, g)?;
+            }
         }
         let grp = self.pools.group_mut(g);
         grp.dstep += 1;
         let role = grp.role;
         for r in 0..grp.ranks.len() as u32 {
+            if self.pools.group(g).ranks[r as usize].on_demand {
+                self.preempt_over(g, r);
+            }
             self.note_kv(g, r);
             if role == Role::Mixed {
                 self.admit_mixed(g, r);
@@ -616,28 +658,28 @@ impl Rack<'_> {
         (steps, in_window)
     }
 
-    /// Takes a running request out of its rank's batch; its `generated` tokens (of
-    /// `steps` decode steps, `in_window` of them in the measured window) count as
-    /// emitted, the window's share of them in the pool's throughput.
+    /// Takes a running request out of its rank's batch; its `generated` tokens not
+    /// counted before (of `steps` decode steps, `in_window` of them in the measured
+    /// window) count as emitted, the window's share of them in the pool's throughput.
     fn leave_batch(&mut self, id: ReqId, steps: u64, in_window: u64) {
         let q = self.reqs.get_mut(id);
         q.decode.running = false;
-        let (input, output, generated, w) = (
-            q.input as u64,
-            q.output as u64,
-            q.decode.generated as u64,
-            q.w(),
-        );
+        let (input, output, w) = (q.input as u64, q.output as u64, q.w());
+        let generated = (q.decode.generated - q.decode.counted) as u64;
+        q.decode.counted = q.decode.generated;
         let d = &mut self.pools.rank_mut(q.decode.group, q.decode.rank).dec;
         d.n -= 1;
         d.measured -= q.measured as u32;
         d.reserved -= input + output;
         let p = &mut d.pieces[q.decode.piece as usize];
         p.n -= 1;
-        p.input -= input;
+        p.input -= q.decode.joined_context;
         p.join_steps -= q.decode.join_step;
         debug_assert!(d.conserved(), "a leave broke the batch's sums");
-        debug_assert!(generated <= output, "more tokens emitted than asked for");
+        debug_assert!(
+            q.decode.generated as u64 <= output,
+            "more tokens emitted than asked for"
+        );
         self.acc.output_tokens_emitted += generated * w;
         self.m.mtp_steps += steps * w;
         self.m.mtp_tokens += generated * w;
@@ -669,6 +711,81 @@ impl Rack<'_> {
         Ok(())
     }
 
+    /// Output tokens running request `q` has produced after `steps` decode steps of its
+    /// stay in the batch: those it had when it joined and the expected yield of the
+    /// steps, short of its last.
+    fn generated_after(&self, q: &Request<'_>, steps: u64) -> u32 {
+        let yielded = (self.mtp.mu * steps as f64).round() as u64;
+        (q.decode.generated as u64 + yielded).min((q.output as u64).saturating_sub(1)) as u32
+    }
+
+    /// A rank that allocates KV on demand, past its capacity at the group's decode step:
+    /// preempts its newest running requests until what its admitted requests hold fits
+    /// (vLLM V1's recompute preemption, `Scheduler::kv_on_demand`).
+    fn preempt_over(&mut self, g: GroupId, r: u32) {
+        let cap = self.pools.pool_of(g).kv_cap;
+        let (step, mu) = (self.pools.group(g).dstep, self.mtp.mu);
+        loop {
+            let rank = self.pools.rank_mut(g, r);
+            if rank.kv_reserved + rank.dec.growth(step, mu) <= cap {
+                break;
+            }
+            let Some((id, stint)) = rank.runs.pop() else {
+                break;
+            };
+            let live = |q: &Request<'_>| q.decode.running && q.decode.stint == stint;
+            if self.reqs.get_live(id).is_some_and(live) {
+                self.preempt(g, r, id);
+            }
+        }
+        // Requests that left since they joined are stale: drop them now and then.
+        let rank = self.pools.rank_mut(g, r);
+        if rank.runs.len() > 2 * rank.dec.n as usize + 64 {
+            let reqs = &self.reqs;
+            rank.runs.retain(|&(id, stint)| {
+                reqs.get_live(id)
+                    .is_some_and(|q| q.decode.running && q.decode.stint == stint)
+            });
+        }
+    }
+
+    /// Preempts running request `id` of rank `r` of group `g` at the group's decode step:
+    /// it leaves the batch with the tokens it produced (emitted: the client has them),
+    /// frees its KV, and waits at the head of the rank's queue to recompute its input
+    /// and that output before it decodes on.
+    fn preempt(&mut self, g: GroupId, r: u32, id: ReqId) {
+        let done_steps = self.pools.group(g).dstep;
+        let q = self.reqs.get(id);
+        let (steps, in_window) = self.decode_steps(q, done_steps);
+        // Its first stay counts the token its prefill sampled too.
+        let sampled =
+            q.prefill.recompute == 0 && self.pools.pool_of(g).scheduler.first_token_at_prefill();
+        let generated = (self.generated_after(q, steps) + sampled as u32).min(q.output - 1);
+        self.reqs.get_mut(id).decode.generated = generated;
+        self.leave_batch(id, steps, in_window);
+        let now = self.now;
+        let req = self.reqs.get_mut(id);
+        req.decode.last_token_ns = now;
+        let (freed, w) = (req.decode.kv_reserved, req.w());
+        req.decode.kv_reserved = 0;
+        req.prefill.recompute = generated;
+        req.prefill.cached = 0;
+        req.prefill.computed = 0;
+        req.prefill.done = false;
+        req.prefill.est_s = 0.0;
+        let pending = req.kv_reserve();
+        let rank = self.pools.rank_mut(g, r);
+        rank.kv_reserved -= freed;
+        rank.pending.push_front(id);
+        rank.pending_kv += pending;
+        let pool = self.pools.pool_of_mut(g);
+        pool.waiting += 1;
+        if self.window.ends_in(now) {
+            pool.stats.preemptions += w;
+        }
+        self.acc.preemptions += w;
+    }
+
     /// At the end of the run: requests still decoding leave their batches with the
     /// expected yield of the steps they ran.
     pub(super) fn settle_running(&mut self) {
@@ -682,9 +799,8 @@ impl Rack<'_> {
             let q = self.reqs.get(id);
             let done_steps = self.pools.group(q.decode.group).dstep;
             let (steps, in_window) = self.decode_steps(q, done_steps);
-            let generated = ((self.mtp.mu * steps as f64).round() as u64)
-                .min((q.output as u64).saturating_sub(1));
-            self.reqs.get_mut(id).decode.generated = generated as u32;
+            let generated = self.generated_after(q, steps);
+            self.reqs.get_mut(id).decode.generated = generated;
             self.leave_batch(id, steps, in_window);
         }
     }
