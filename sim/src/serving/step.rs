@@ -621,13 +621,18 @@ impl Rack<'_> {
                 break;
             }
             self.pools.group_mut(g).finishing.pop();
-            // A request preempted since it was scheduled to finish here.
-            if self
+            let current = self
                 .reqs
                 .get_live(id)
-                .is_some_and(|q| q.decode.running && q.decode.stint == stint)
-            {
+                .is_some_and(|q| q.decode.running && q.decode.stint == stint);
+            if current {
                 self.finish(id, g)?;
+            } else if !self.pools.group(g).ranks.iter().any(|r| r.on_demand) {
+                // Only a preemption leaves a finish behind.
+                return Err(SimError::Invariant(format!(
+                    "a finish at decode step {last} of group {} names request {} in no batch",
+                    g.0, id.0
+                )));
             }
         }
         let grp = self.pools.group_mut(g);
