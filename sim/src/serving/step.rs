@@ -765,7 +765,11 @@ impl Rack<'_> {
         // Its first stay counts the token its prefill sampled too.
         let sampled =
             q.prefill.recompute == 0 && self.pools.pool_of(g).scheduler.first_token_at_prefill();
-        let generated = (self.generated_after(q, steps) + sampled as u32).min(q.output - 1);
+        let generated =
+            (self.generated_after(q, steps) + sampled as u32).min(q.output.saturating_sub(1));
+        // Its first token at least: a preempted request is told from a fresh one by the
+        // output it recomputes.
+        debug_assert!(generated > 0, "a preempted request has produced no token");
         self.reqs.get_mut(id).decode.generated = generated;
         self.leave_batch(id, steps, in_window);
         let now = self.now;
