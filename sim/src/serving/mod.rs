@@ -18,6 +18,7 @@ pub mod cache;
 pub mod checked;
 pub mod clock;
 pub mod config;
+mod decode;
 pub mod limits;
 mod metrics;
 pub mod money;

@@ -601,7 +601,14 @@ impl<'a> Rack<'a> {
     /// idle rank takes any request that fits it at all).
     pub(super) fn admit_mixed(&mut self, g: GroupId, r: u32) {
         let cap = self.pools.pool_of(g).kv_cap;
-        let (step, mu) = (self.pools.group(g).dstep, self.mtp.mu);
+        // The running batch's growth: admission does not change it.
+        let grp = self.pools.group(g);
+        let rank = &grp.ranks[r as usize];
+        let growth = if rank.on_demand {
+            rank.dec.growth(grp.dstep, self.mtp.mu)
+        } else {
+            0
+        };
         loop {
             let rank = self.pools.rank_mut(g, r);
             let Some(&id) = rank.pending.front() else {
@@ -610,7 +617,7 @@ impl<'a> Rack<'a> {
             let req = self.reqs.get_mut(id);
             let (need, fits) = if rank.on_demand {
                 let need = req.kv_prompt_reserve();
-                let held = rank.kv_reserved + rank.dec.growth(step, mu);
+                let held = rank.kv_reserved + growth;
                 (need, held + need <= cap - cap / 100 || held == 0)
             } else {
                 let need = req.kv_reserve();

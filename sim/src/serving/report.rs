@@ -87,7 +87,7 @@ pub struct PoolReport {
     pub kv_used_fraction: GaugeReport,
     /// Running requests preempted in the measured window because KV ran short (an
     /// engine that allocates KV on demand: vLLM); each recomputes its prompt and output.
-    #[serde(default, skip_serializing_if = "is_none_u64")]
+    #[serde(default, skip_serializing_if = "is_zero_count")]
     pub preemptions: u64,
     /// Requests in a step per rank (decode: running batch; sampled).
     pub batch_per_rank: GaugeReport,
@@ -145,10 +145,10 @@ pub struct Accounting {
     pub kv_peak_used_fraction: f64,
     pub kv_peak_reserved_fraction: f64,
     /// Running requests preempted because KV ran short (`Scheduler::kv_on_demand`).
-    #[serde(default, skip_serializing_if = "is_none_u64")]
+    #[serde(default, skip_serializing_if = "is_zero_count")]
     pub preemptions: u64,
     /// Tokens preempted requests computed again (their input and the output they had).
-    #[serde(default, skip_serializing_if = "is_none_u64")]
+    #[serde(default, skip_serializing_if = "is_zero_count")]
     pub tokens_recomputed: u64,
     pub events: u64,
     pub last_event_s: f64,
@@ -788,6 +788,6 @@ fn is_zero(x: &f64) -> bool {
     *x == 0.0
 }
 
-fn is_none_u64(x: &u64) -> bool {
+fn is_zero_count(x: &u64) -> bool {
     *x == 0
 }
