@@ -78,3 +78,17 @@ pub fn stopped_early(stopped: &[String]) -> Result<()> {
     ))
     .into())
 }
+
+/// Rows of a run (its simulated steps, its requests) as CSV at `path`, written whole
+/// to a sibling file first, so a failed write leaves what was there.
+pub fn write_csv<T: serde::Serialize>(path: &std::path::Path, rows: &[T]) -> Result<()> {
+    use anyhow::Context;
+    let mut w = csv::Writer::from_writer(Vec::new());
+    for row in rows {
+        w.serialize(row)?;
+    }
+    let bytes = w.into_inner().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let tmp = path.with_extension("csv.partial");
+    std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))
+}

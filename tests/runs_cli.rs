@@ -64,6 +64,67 @@ fn an_aic_csv_imports_and_validates_with_every_refusal_named() {
     assert_eq!(v["summary"][0][0]["priced"], 1);
 }
 
+/// `validate runs --steps-out --requests-out` writes each priced record's simulated
+/// steps and requests, named by its id, and none for the records it cannot price; the
+/// table is the same as without them. Every prompt token the requests hold was
+/// prefilled in some step.
+#[test]
+fn validate_runs_writes_each_priced_records_steps_and_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = dir.path().join("c.jsonl");
+    let csv = fixture("tests/fixtures/runs/aic-rows.csv");
+    let c = corpus.to_str().unwrap();
+    assert!(twin(&["runs", "import", &csv, "--out", c]).status.success());
+    let (steps, reqs) = (dir.path().join("steps"), dir.path().join("reqs"));
+    let o = twin(&[
+        "validate",
+        "runs",
+        c,
+        "--steps-out",
+        steps.to_str().unwrap(),
+        "--requests-out",
+        reqs.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o), stdout(&twin(&["validate", "runs", c])));
+    assert!(
+        stderr(&o).contains("wrote the simulated runs of 1 of 3 records"),
+        "{}",
+        stderr(&o)
+    );
+    let names = |d: &std::path::Path| -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(names(&steps), ["hand_l8b_h100_trtllm_c4.steps.csv"]);
+    assert_eq!(names(&reqs), ["hand_l8b_h100_trtllm_c4.requests.csv"]);
+    let column = |path: std::path::PathBuf, name: &str| -> Vec<u64> {
+        let text = std::fs::read_to_string(path).unwrap();
+        let mut lines = text.lines();
+        let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+        let i = header.iter().position(|h| *h == name).unwrap();
+        lines
+            .map(|l| l.split(',').nth(i).unwrap().parse().unwrap())
+            .collect()
+    };
+    let prefilled: u64 = column(
+        steps.join("hand_l8b_h100_trtllm_c4.steps.csv"),
+        "prefill_tokens",
+    )
+    .iter()
+    .sum();
+    let prompts = column(
+        reqs.join("hand_l8b_h100_trtllm_c4.requests.csv"),
+        "input_tokens",
+    );
+    assert!(!prompts.is_empty());
+    assert!(prefilled >= prompts.iter().sum::<u64>(), "{prefilled}");
+}
+
 /// A filter that leaves nothing is an error; a bad filter names the keys.
 #[test]
 fn filters_are_checked() {

@@ -88,6 +88,34 @@ pub fn simulate_setup(s: &Setup) -> Result<(Predicted, sim::serving::Report), Me
     Ok((p, report))
 }
 
+/// A record set up to simulate, priced with the terms of `profile` where it has a
+/// group for the record's engine and GPU, with that group (when its terms price it)
+/// and its band (the group's whether its terms price the record or physics alone does).
+struct Priced<'p> {
+    setup: Result<Setup, MeasuredError>,
+    group: Option<&'p calibration::runs::GroupFit>,
+    band: BTreeMap<String, [f64; 2]>,
+}
+
+fn priced<'p>(
+    rec: &RunRecord,
+    base: &Base,
+    cache: &Cache,
+    seed: u64,
+    profile: Option<&'p RunsProfile>,
+) -> Priced<'p> {
+    let of = profile.and_then(|p| p.group_of(rec.engine.name.key(), &rec.gpu.hardware));
+    let band = of.map(|g| g.band.clone()).unwrap_or_default();
+    let group = of.filter(|g| !g.physics_alone);
+    let setup = setup(rec, base, cache, seed).and_then(|mut s| {
+        if let Some(g) = group {
+            super::fit::apply_group(&mut s, g)?;
+        }
+        Ok(s)
+    });
+    Priced { setup, group, band }
+}
+
 /// Every record predicted, in order, with the terms of `profile` where it has a group
 /// for the record's engine and GPU; each whole report kept when `keep_reports`.
 pub fn predict_all(
@@ -100,28 +128,15 @@ pub fn predict_all(
 ) -> Vec<Prediction> {
     records
         .par_iter()
-        .map(|rec| {
-            // The band is the group's whether its terms price the record or physics
-            // alone does.
-            let of = profile.and_then(|p| p.group_of(rec.engine.name.key(), &rec.gpu.hardware));
-            let band = of.map(|g| g.band.clone()).unwrap_or_default();
-            let group = of.filter(|g| !g.physics_alone);
-            let s = setup(rec, base, cache, seed).and_then(|mut s| {
-                if let Some(g) = group {
-                    super::fit::apply_group(&mut s, g)?;
-                }
-                Ok(s)
-            });
-            (s, group, band)
-        })
-        .map(|(s, group, band)| match s {
+        .map(|rec| priced(rec, base, cache, seed, profile))
+        .map(|p| match p.setup {
             Ok(s) => {
                 let (result, report) = match simulate_setup(&s) {
                     Ok((p, r)) => (Ok(p), keep_reports.then(|| Box::new(r))),
                     Err(e) => (Err(e), None),
                 };
                 Prediction {
-                    pricing: match group {
+                    pricing: match p.group {
                         Some(g) => format!(
                             "{} + terms fitted to {} runs of {}",
                             s.pricing,
@@ -132,7 +147,7 @@ pub fn predict_all(
                     },
                     result,
                     report,
-                    band,
+                    band: p.band,
                 }
             }
             Err(e) => Prediction {
@@ -143,6 +158,35 @@ pub fn predict_all(
             },
         })
         .collect()
+}
+
+/// Each record simulated as [`predict_all`] prices it, recording what `record` asks
+/// (its steps, its requests), handed to `each` with the record as soon as its run
+/// ends (in parallel; `each` writes it out, so no run's record is held longer).
+/// A record that cannot be set up or simulated is handed its error.
+pub fn record_all<F>(
+    records: &[&RunRecord],
+    base: &Base,
+    seed: u64,
+    profile: Option<&RunsProfile>,
+    record: sim::serving::Record,
+    each: F,
+) where
+    F: Fn(&RunRecord, Result<sim::serving::Outcome, MeasuredError>) + Sync,
+{
+    let cache = Cache::default();
+    records.par_iter().for_each(|rec| {
+        let out = priced(rec, base, &cache, seed, profile)
+            .setup
+            .and_then(|s| {
+                let r = &s.resolved;
+                let costs = r.pool_costs(&r.params);
+                let input = r.input(&costs, &[]);
+                sim::serving::simulate_with(&input, r.seed, &Default::default(), record)
+                    .map_err(|e| MeasuredError::Simulation(format!("simulation: {e}")))
+            });
+        each(rec, out);
+    });
 }
 
 /// Which predicted statistic a record's [`Stat::Center`] is compared with.

@@ -270,7 +270,7 @@ pub fn run(cmd: &SimulateCmd) -> Result<()> {
     let (r, report, requests) = finish(r, &trace, !args.json, cmd.requests_out.is_some())?;
     let trace_records = trace.len();
     if let Some(path) = &cmd.requests_out {
-        write_requests(path, &requests)?;
+        crate::simulation::write_csv(path, &requests)?;
     }
     for n in &r.notes {
         eprintln!("note: {n}");
@@ -430,19 +430,6 @@ fn replicate(cmd: &SimulateCmd, n: u32) -> Result<()> {
         })
         .collect();
     stopped_early(&stopped)
-}
-
-/// The simulated requests as CSV at `path` (written whole to a sibling file first, so a
-/// failed write leaves what was there).
-fn write_requests(path: &std::path::Path, requests: &[sim::serving::SimRequest]) -> Result<()> {
-    let mut w = csv::Writer::from_writer(Vec::new());
-    for q in requests {
-        w.serialize(q)?;
-    }
-    let bytes = w.into_inner().map_err(|e| anyhow::anyhow!("{e}"))?;
-    let tmp = path.with_extension("csv.partial");
-    std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// `twin simulate --tco NAME`: the run's finance (with the `tco.*` overrides

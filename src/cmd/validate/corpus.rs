@@ -5,7 +5,7 @@
 //! with its reason, never dropped. The work is `measured::validate`; here, the flags,
 //! the terms they choose and the HTML report.
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use corpus::summary::GroupSummary;
 use measured::load;
@@ -56,6 +56,16 @@ pub struct RunsValidateArgs {
     /// and GPU family they have terms for.
     #[arg(long, conflicts_with = "profile")]
     pub physics_only: bool,
+    /// Write every simulated step of each record as CSV (pool, group, start_s, step_s,
+    /// prefill_tokens, prefill_chunks, decode_requests), one file per record here:
+    /// `ID.steps.csv` (filter first: every record is simulated once more).
+    #[arg(long, value_name = "DIR")]
+    pub steps_out: Option<std::path::PathBuf>,
+    /// Write every simulated request of each record as CSV (arrival, first token,
+    /// finish, tokens, cached tokens), one file per record here: `ID.requests.csv`,
+    /// to set beside the run's own per-request file.
+    #[arg(long, value_name = "DIR")]
+    pub requests_out: Option<std::path::PathBuf>,
 }
 
 pub fn run(a: &RunsValidateArgs) -> Result<()> {
@@ -74,6 +84,7 @@ pub fn run(a: &RunsValidateArgs) -> Result<()> {
     if let Some(dir) = &a.report {
         write_report(a, dir, &loaded, &v.rows, &v.summaries)?;
     }
+    write_runs(a, &records, &loaded.base, profile.as_ref())?;
     let view = View {
         filters: &a.filter,
         center: a.center,
@@ -103,6 +114,82 @@ fn profile_of(a: &RunsValidateArgs) -> Result<Option<calibration::runs::RunsProf
         None if a.physics_only => None,
         None => scenario::runs_profile::shipped().cloned(),
     })
+}
+
+/// With --steps-out or --requests-out, each record's simulated steps and requests as
+/// CSV files named by its id (a record that cannot be simulated writes none; its
+/// reason is in the table).
+fn write_runs(
+    a: &RunsValidateArgs,
+    records: &[&corpus::RunRecord],
+    base: &measured::load::Base,
+    profile: Option<&calibration::runs::RunsProfile>,
+) -> Result<()> {
+    use std::sync::Mutex;
+    let record = sim::serving::Record {
+        steps: a.steps_out.is_some(),
+        requests: a.requests_out.is_some(),
+    };
+    if !record.steps && !record.requests {
+        return Ok(());
+    }
+    for dir in [&a.steps_out, &a.requests_out].into_iter().flatten() {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let first_error: Mutex<Option<anyhow::Error>> = Mutex::new(None);
+    let wrote = std::sync::atomic::AtomicUsize::new(0);
+    measured::predict::record_all(records, base, a.seed, profile, record, |rec, out| {
+        let Ok(out) = out else { return };
+        let name = file_name(&rec.id);
+        let write = || -> Result<()> {
+            if let Some(dir) = &a.steps_out {
+                crate::simulation::write_csv(&dir.join(format!("{name}.steps.csv")), &out.steps)?;
+            }
+            if let Some(dir) = &a.requests_out {
+                let path = dir.join(format!("{name}.requests.csv"));
+                crate::simulation::write_csv(&path, &out.requests)?;
+            }
+            Ok(())
+        };
+        match write() {
+            Ok(()) => {
+                wrote.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            Err(e) => {
+                let mut slot = first_error.lock().unwrap_or_else(|p| p.into_inner());
+                slot.get_or_insert(e);
+            }
+        }
+    });
+    if let Some(e) = first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        return Err(e);
+    }
+    let dirs: Vec<String> = [&a.steps_out, &a.requests_out]
+        .into_iter()
+        .flatten()
+        .map(|d| d.display().to_string())
+        .collect();
+    eprintln!(
+        "wrote the simulated runs of {} of {} records to {}",
+        wrote.into_inner(),
+        records.len(),
+        dirs.join(" and ")
+    );
+    Ok(())
+}
+
+/// A record's id as a file name: characters other than ASCII letters, digits, `.`,
+/// `-` and `_` become `_`.
+fn file_name(id: &str) -> String {
+    id.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 /// Writes the HTML report of the records' comparisons into `dir` and says where on stderr.

@@ -127,7 +127,7 @@ pub fn run_live(a: &LiveValidateArgs) -> Result<()> {
         .map(|o| (o.report, o.steps))
         .map_err(|e| anyhow!("simulating the run: {e}"))?;
     if let Some(path) = &a.steps_out {
-        write_steps(path, &sim_steps)?;
+        crate::simulation::write_csv(path, &sim_steps)?;
     }
     let c: Comparison = compare(
         &run,
@@ -369,7 +369,7 @@ fn simulate_bench(
         .map(|o| (o.report, o.steps))
         .map_err(|e| anyhow!("{}: {e}", r.scenario_origin))?;
     if let Some(path) = &a.steps_out {
-        write_steps(path, &steps)?;
+        crate::simulation::write_csv(path, &steps)?;
     }
     let finish = steps
         .iter()
@@ -488,19 +488,6 @@ fn pause_note(bench: &live::bench::Bench, longest_step_s: f64) -> Option<String>
         each.join(", "),
         bench.duration_s
     ))
-}
-
-/// The predicted steps as CSV at `path` (written whole to a sibling file first, so a
-/// failed write leaves what was there).
-fn write_steps(path: &Path, steps: &[sim::serving::SimStep]) -> Result<()> {
-    let mut w = csv::Writer::from_writer(Vec::new());
-    for s in steps {
-        w.serialize(s)?;
-    }
-    let bytes = w.into_inner().map_err(|e| anyhow!("{e}"))?;
-    let tmp = path.with_extension("csv.partial");
-    std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// A text file, gunzipped when it starts with gzip's magic bytes (`FILE.json.gz`).
