@@ -215,6 +215,32 @@ pub(crate) mod tests {
         assert!(lines[3].contains("no measured figure"), "{lines:?}");
     }
 
+    /// A record's speculative decoding round-trips, and drafts out of 1..=16 or an
+    /// acceptance out of (0, 1] are named where they are.
+    #[test]
+    fn speculative_decoding_round_trips_and_bad_values_are_named() {
+        let mut r = sample("s");
+        r.engine.settings.speculative = Some(Speculative {
+            method: SpecMethod::Mtp,
+            draft_tokens: 3,
+            acceptance: Some(0.7),
+        });
+        let text = to_jsonl(std::slice::from_ref(&r), "h");
+        assert!(
+            text.contains(r#""speculative":{"method":"mtp","draft_tokens":3,"acceptance":0.7}"#)
+        );
+        assert_eq!(parse_jsonl(&text, "t").unwrap(), vec![r.clone()]);
+        r.engine.settings.speculative = Some(Speculative {
+            method: SpecMethod::Mtp,
+            draft_tokens: 0,
+            acceptance: Some(1.5),
+        });
+        let keys: Vec<String> = r.problems().iter().map(ToString::to_string).collect();
+        assert_eq!(keys.len(), 2, "{keys:?}");
+        assert!(keys[0].contains("speculative.draft_tokens"), "{keys:?}");
+        assert!(keys[1].contains("speculative.acceptance"), "{keys:?}");
+    }
+
     #[test]
     fn gzip_is_read_back_and_a_write_is_atomic() {
         let dir = std::env::temp_dir().join(format!("corpus-io-{}", std::process::id()));

@@ -154,6 +154,34 @@ pub struct EngineSettings {
     /// `batching_wait_iters` 10).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub adp_balance: Option<bool>,
+    /// Speculative decoding the server ran (absent: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculative: Option<Speculative>,
+}
+
+/// Speculative decoding as a server ran it: the drafter, the tokens it drafts a step
+/// and, where the source gives it, how often each is accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Speculative {
+    pub method: SpecMethod,
+    /// Tokens drafted a step, one after another (SGLang `--speculative-num-steps` with
+    /// `--speculative-eagle-topk 1`; vLLM `num_speculative_tokens`).
+    pub draft_tokens: u32,
+    /// Acceptance of each draft given those before it were accepted, where the source
+    /// measured it (absent: the model's, which twin's model files state).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acceptance: Option<f64>,
+}
+
+/// What drafts the tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SpecMethod {
+    /// The model's own multi-token-prediction layers (SGLang's `--speculative-algorithm
+    /// EAGLE` on a checkpoint with MTP layers, vLLM's `method: mtp`, TensorRT-LLM's
+    /// `decoding_type: MTP`); drafts beyond its layers reuse its last one.
+    Mtp,
 }
 
 /// The KV cache an engine serves a checkpoint of GEMM format `gemm` with when nothing
@@ -580,6 +608,9 @@ impl RunRecord {
                 ));
             }
         }
+        if let Some(sp) = &self.engine.settings.speculative {
+            speculative_problems(sp, &mut p);
+        }
         load_problems(&self.client.load, &mut p);
         if self.client.num_prompts == Some(0) {
             p.push(Problem::new("client.num_prompts", "0"));
@@ -615,6 +646,22 @@ impl RunRecord {
             }
         }
         p
+    }
+}
+
+/// The problems of a record's speculative decoding, appended to `p`.
+fn speculative_problems(sp: &Speculative, p: &mut Vec<Problem>) {
+    if !(1..=16).contains(&sp.draft_tokens) {
+        p.push(Problem::new(
+            "engine.settings.speculative.draft_tokens",
+            format!("{}: must be 1 to 16", sp.draft_tokens),
+        ));
+    }
+    if let Some(a) = sp.acceptance.filter(|a| !(*a > 0.0 && *a <= 1.0)) {
+        p.push(Problem::new(
+            "engine.settings.speculative.acceptance",
+            format!("{a}: must be in (0, 1]"),
+        ));
     }
 }
 

@@ -82,6 +82,10 @@ pub fn setup(
     sc.serving.batch_wait_iters = rec.engine.settings.batch_wait_iters;
     sc.serving.batch_wait_tokens_ratio = rec.engine.settings.batch_wait_tokens_ratio;
     sc.serving.adp_balance = rec.engine.settings.adp_balance;
+    let mut pricing = priced.1.clone();
+    if let Some(sp) = rec.engine.settings.speculative {
+        pricing.push_str(&speculative(&mut sc, sp, &model)?);
+    }
     let workload = WorkloadConfig::bench_run(
         &format!("{}: {}", rec.client.tool, rec.id),
         client(rec, seed)?,
@@ -96,10 +100,35 @@ pub fn setup(
         notes: Vec::new(),
     })
     .map_err(|e| E::Invalid(format!("{e:#}")))?;
-    Ok(Setup {
-        resolved,
-        pricing: priced.1.clone(),
-    })
+    Ok(Setup { resolved, pricing })
+}
+
+/// Sets the speculative decoding a record's server ran on its scenario: `sp`'s drafts a
+/// step, each accepted at `sp`'s rate; what it set, for the pricing line. A record that
+/// gives no rate is not priced: a speculative step's output hangs on it, and it is the
+/// workload's as much as the model's (a benchmark's random prompts are not a chat's).
+fn speculative(
+    sc: &mut ServingScenario,
+    sp: corpus::Speculative,
+    model: &spec::model::Model,
+) -> Result<String, MeasuredError> {
+    let n = sp.draft_tokens;
+    let Some(a) = sp.acceptance else {
+        return Err(E::NotModelled(format!(
+            "the server ran speculative decoding ({n} MTP drafts a step) and the record gives no acceptance rate, on which a step's output hangs (engine.settings.speculative.acceptance)"
+        )));
+    };
+    if model.mtp.is_none() {
+        return Err(E::NotModelled(format!(
+            "the server drafted with the model's MTP layers, which {} does not have",
+            model.name
+        )));
+    }
+    sc.serving.mtp.draft_tokens = Some(n);
+    sc.serving.mtp.acceptance = Some(vec![a; n as usize]);
+    Ok(format!(
+        "; speculative decoding: {n} MTP drafts a step, each accepted at {a} (the record's)"
+    ))
 }
 
 /// The `--weights` choice of a record's formats.
@@ -515,6 +544,38 @@ mod tests {
         );
         assert!(!plain.pricing.contains("marlin"), "{}", plain.pricing);
         assert_eq!(plain.resolved.scenario().serving.batch_wait_iters, None);
+    }
+
+    /// A record's speculative decoding reaches its run at the record's acceptance, one
+    /// per draft, and its line says so; without a rate, or on a model without MTP
+    /// layers, the record is not priced and the reason says which.
+    #[test]
+    fn speculative_decoding_is_priced_only_at_the_records_acceptance() {
+        let hw = scenario::load_hardware("b200", &[]).unwrap();
+        let mtp = scenario::load_model("deepseek-v3", &[]).unwrap();
+        let none = scenario::load_model("gpt-oss-120b", &[]).unwrap();
+        let mut sc = scenario(&gpt_oss(None), &hw, &mtp, 1).unwrap();
+        assert_eq!(sc.serving.mtp.draft_tokens, Some(0));
+        let sp = |acceptance| Speculative {
+            method: SpecMethod::Mtp,
+            draft_tokens: 3,
+            acceptance,
+        };
+        let line = speculative(&mut sc, sp(Some(0.6)), &mtp).unwrap();
+        assert_eq!(sc.serving.mtp.draft_tokens, Some(3));
+        assert_eq!(sc.serving.mtp.acceptance, Some(vec![0.6; 3]));
+        assert!(
+            line.contains("3 MTP drafts a step, each accepted at 0.6"),
+            "{line}"
+        );
+        let e = speculative(&mut sc, sp(None), &mtp)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no acceptance rate"), "{e}");
+        let e = speculative(&mut sc, sp(Some(0.6)), &none)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("gpt-oss-120b does not have"), "{e}");
     }
 
     /// A record launched with PDL (TensorRT-LLM `TRTLLM_ENABLE_PDL=1`) is priced with

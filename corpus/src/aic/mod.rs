@@ -261,8 +261,9 @@ pub fn record_of(row: &Row) -> Result<RunRecord, RowError> {
         None
     }
     .or_else(|| trtllm_modelopt_kv(engine, gemm, &mut notes));
+    let script = (measured.as_deref(), image.as_deref());
     let settings = if origin == Origin::InferenceX {
-        inferencex_settings(row, engine, conc, measured.as_deref(), &mut notes)
+        inferencex_settings(row, engine, conc, script, &mut notes)
     } else {
         gap_analysis_settings(row, engine, measured.as_deref(), &mut notes)
     };

@@ -149,7 +149,7 @@ pub(super) fn inferencex_settings(
     row: &Row,
     engine: EngineName,
     conc: u32,
-    measured: Option<&str>,
+    (measured, image): (Option<&str>, Option<&str>),
     notes: &mut Vec<String>,
 ) -> EngineSettings {
     let mut s = EngineSettings {
@@ -226,35 +226,69 @@ pub(super) fn inferencex_settings(
                 s.adp_balance = Some(true);
             }
         }
-        // `--mem-fraction-static 0.82`. The script's `--max-running-requests 128` (at
-        // 868ed43d) is not taken: the rows at concurrency 256 ran all 256 at once
-        // (their TPOT grows from 128 to 256 users, and their TTFT stays at seconds
-        // where a cap would queue half the users for a whole run), so it came later.
-        //
-        // On Blackwell, `--scheduler-recv-interval 30` from 16 users up, 10 below
-        // (`qwen3.5_{fp8,bf16,fp4}_b200.sh` from their first version, efd49e50 of
-        // 2026-03-03, to 626932a1 of 2026-03-27, after the rows). The H200 script sets
-        // none. The B300 rows of SGLang 0.5.9 ran before B300 scripts existed and are
-        // taken as B200's; those of 0.5.10 ran the B300 configs added on 2026-04-17
-        // with that image (`qwen3.5-{fp8,fp4,bf16}-b300-sglang`): the FP8 script
-        // (c0f62a2e) polls every 10 iterations at every concurrency with
-        // `--mem-fraction-static 0.8`, the NVFP4 one (8acbd08b) keeps the B200 rule
-        // with 0.8, the BF16 one (32274d6c) the rule with 0.82.
         ("Qwen/Qwen3.5-397B-A17B", EngineName::Sglang) => {
-            let b300_config =
-                row.system == "b300_sxm" && row.silicon_data_source.contains("v0.5.10");
-            let b300_fp8 = b300_config && row.precision == "fp8";
-            let low_memory = b300_config && matches!(row.precision.as_str(), "fp8" | "fp4");
-            s.memory_fraction = Some(if low_memory { 0.8 } else { 0.82 });
-            s.scheduler_recv_interval = match row.system.as_str() {
-                "h200_sxm" => None,
-                _ if b300_fp8 => Some(10),
-                _ => Some(if conc >= 16 { 30 } else { 10 }),
-            };
+            qwen35_sglang(&mut s, row, conc, image, notes);
         }
         _ => {}
     }
     s
+}
+
+/// Qwen3.5-397B's InferenceX settings on SGLang.
+///
+/// `--mem-fraction-static 0.82`. The scripts' `--max-running-requests 128` (at
+/// 868ed43d) never binds their closed loops of at most 128 users; the rows at 256
+/// users ran the MTP config below, whose cap is the concurrency.
+///
+/// On Blackwell, `--scheduler-recv-interval 30` from 16 users up, 10 below
+/// (`qwen3.5_{fp8,bf16,fp4}_b200.sh` from their first version, efd49e50 of
+/// 2026-03-03, to 626932a1 of 2026-03-27, after the rows). The H200 script sets
+/// none. The B300 rows of SGLang 0.5.9 ran before B300 scripts existed and are
+/// taken as B200's; those of 0.5.10 ran the B300 configs added on 2026-04-17
+/// with that image (`qwen3.5-{fp8,fp4,bf16}-b300-sglang`): the FP8 script
+/// (c0f62a2e) polls every 10 iterations at every concurrency with
+/// `--mem-fraction-static 0.8`, the NVFP4 one (8acbd08b) keeps the B200 rule
+/// with 0.8, the BF16 one (32274d6c) the rule with 0.82.
+///
+/// The rows of image `lmsysorg/sglang:v0.5.9-cu130` (without `-amd64`) at TP4 with the
+/// experts sliced over the four GPUs ran `qwen3.5-fp8-b200-sglang-mtp`, the only
+/// config of InferenceX's `nvidia-master.yaml` with that image or that layout before
+/// April 2026 (added by 35d4bb36, PR #898, merged 2026-03-20 22:08 UTC: the B200 rows'
+/// `measured` stamp; the B300 rows of 2026-04-03 ran it on B300 runners, before any
+/// B300 config): `qwen3.5_fp8_b200_mtp.sh` adds EAGLE speculative decoding on the
+/// model's MTP layer (`--speculative-num-steps 3 --speculative-eagle-topk 1
+/// --speculative-num-draft-tokens 4`: three chained drafts), `--mem-fraction-static
+/// 0.8` and `--max-running-requests` the concurrency.
+fn qwen35_sglang(
+    s: &mut EngineSettings,
+    row: &Row,
+    conc: u32,
+    image: Option<&str>,
+    notes: &mut Vec<String>,
+) {
+    let b300_config = row.system == "b300_sxm" && row.silicon_data_source.contains("v0.5.10");
+    let b300_fp8 = b300_config && row.precision == "fp8";
+    let low_memory = b300_config && matches!(row.precision.as_str(), "fp8" | "fp4");
+    s.memory_fraction = Some(if low_memory { 0.8 } else { 0.82 });
+    s.scheduler_recv_interval = match row.system.as_str() {
+        "h200_sxm" => None,
+        _ if b300_fp8 => Some(10),
+        _ => Some(if conc >= 16 { 30 } else { 10 }),
+    };
+    let mtp_config = image == Some("lmsysorg/sglang:v0.5.9-cu130")
+        && row.precision == "fp8"
+        && row.tp_size == Some(4)
+        && row.moe_tp_size == Some(4);
+    if mtp_config {
+        s.memory_fraction = Some(0.8);
+        s.max_running = Some(conc);
+        s.speculative = Some(Speculative {
+            method: SpecMethod::Mtp,
+            draft_tokens: 3,
+            acceptance: None,
+        });
+        notes.push("speculative decoding: EAGLE on the model's MTP layer, 3 chained drafts a step (InferenceX `qwen3.5-fp8-b200-sglang-mtp`, the only config of this image and layout; its acceptance is not in the row)".into());
+    }
 }
 
 /// The server settings AIConfigurator's config generator writes for an aggregated

@@ -183,6 +183,48 @@ fn an_inferencex_qwen35_sglang_row_carries_its_scripts_receive_interval() {
     );
 }
 
+/// The Qwen3.5 rows of image `lmsysorg/sglang:v0.5.9-cu130` at TP4 with the experts
+/// sliced four ways ran InferenceX's MTP config: three chained EAGLE drafts a step,
+/// 0.8 of the memory, the concurrency as the running cap, no acceptance given. The
+/// same layout on the `-amd64` image, and expert parallelism on this image, did not.
+#[test]
+fn qwen35_rows_of_the_mtp_config_carry_its_speculative_decoding() {
+    let row = |id: &str, image: &str, moe_tp: u32, moe_ep: u32| {
+        format!("{id},source_file=2026-03-25.csv; model=Qwen3.5-397B; silicon_concurrency=8; measured=2026-03-20T22:08:23Z; wip=False; image={image},sglang,0.5.9,Qwen/Qwen3.5-397B-A17B,b200_sxm,fp8,agg,1024,1024,fp8,fp8_block,8,4,1,1,{moe_tp},{moe_ep},,,,,,,,,,,,,,,300.0,10.0")
+    };
+    let text = csv(&[
+        &row("a_c8_tp4_0_ep1_0_1", "lmsysorg/sglang:v0.5.9-cu130", 4, 1),
+        &row(
+            "b_c8_tp4_0_ep1_0_2",
+            "lmsysorg/sglang:v0.5.9-cu130-amd64",
+            4,
+            1,
+        ),
+        &row("c_c8_tp4_0_ep4_0_3", "lmsysorg/sglang:v0.5.9-cu130", 1, 4),
+    ]);
+    let imp = import(&text).unwrap();
+    assert!(imp.refused.is_empty(), "{:?}", imp.refused);
+    let s = &imp.records[0].engine.settings;
+    assert_eq!(
+        s.speculative,
+        Some(Speculative {
+            method: SpecMethod::Mtp,
+            draft_tokens: 3,
+            acceptance: None,
+        })
+    );
+    assert_eq!((s.memory_fraction, s.max_running), (Some(0.8), Some(8)));
+    assert!(imp.records[0]
+        .provenance
+        .notes
+        .iter()
+        .any(|n| n.contains("qwen3.5-fp8-b200-sglang-mtp")));
+    for r in &imp.records[1..] {
+        assert_eq!(r.engine.settings.speculative, None, "{}", r.id);
+        assert_eq!(r.engine.settings.memory_fraction, Some(0.82), "{}", r.id);
+    }
+}
+
 /// An InferenceX row measured after the warm-up was added: lengths uniform on
 /// [floor(0.8 x 8192), 8192] = [6553, 8192] and [819, 1024]; 10 x 128 prompts, 2 x
 /// 128 warm-up; version from the image's tag; MiniMax's block FP8 and FP8 KV; 2 x
