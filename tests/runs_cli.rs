@@ -190,6 +190,63 @@ fn a_vllm_result_file_needs_its_deployment_and_then_validates() {
     assert_eq!(compared.len(), 15, "{compared:?}");
 }
 
+/// A vLLM result of a server that ran speculative decoding is priced with its drafts
+/// at the acceptance its counters give (3 drafts, 0.875 tokens accepted a step: 0.5
+/// each), on a model with MTP layers; on one without, the record is listed with why.
+#[test]
+fn a_speculative_vllm_run_is_priced_at_its_measured_acceptance() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("spec.json");
+    std::fs::write(
+        &file,
+        r#"{"date": "20261130-120000", "model_id": "m", "num_prompts": 16,
+        "request_rate": "inf", "burstiness": 1.0, "max_concurrency": 4, "duration": 9.5,
+        "completed": 16, "total_input_tokens": 4096, "total_output_tokens": 1024,
+        "mean_tpot_ms": 5.0, "median_tpot_ms": 5.0,
+        "spec_decode_num_drafts": 1000, "spec_decode_draft_tokens": 3000,
+        "spec_decode_accepted_tokens": 875}"#,
+    )
+    .unwrap();
+    let import = |model: &str, out: &std::path::Path| {
+        let o = twin(&[
+            "runs",
+            "import",
+            file.to_str().unwrap(),
+            "--engine",
+            "vllm@0.15.0",
+            "--gpu",
+            "h100",
+            "--model",
+            model,
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+    };
+    let (mtp, plain) = (dir.path().join("mtp.jsonl"), dir.path().join("plain.jsonl"));
+    import("tiny-moe", &mtp);
+    import("gpt-oss-120b", &plain);
+    let v = json(&twin(&[
+        "validate",
+        "runs",
+        mtp.to_str().unwrap(),
+        "--json",
+    ]));
+    let pricing = v["records"][0]["pricing"].as_str().unwrap();
+    assert!(
+        pricing.contains(
+            "speculative decoding: 3 MTP drafts a step, each accepted at 0.500 (the record's)"
+        ),
+        "{pricing}"
+    );
+    let o = twin(&["validate", "runs", plain.to_str().unwrap()]);
+    assert!(
+        stdout(&o).contains("which gpt-oss-120b does not have"),
+        "{}",
+        stdout(&o)
+    );
+}
+
 /// A TensorRT-LLM run of a per-tensor FP8 checkpoint takes the FP8 KV cache ModelOpt
 /// writes into it, and says so; vLLM's of the same weights, or `--kv bf16`, the
 /// model's own.

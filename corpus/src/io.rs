@@ -216,7 +216,7 @@ pub(crate) mod tests {
     }
 
     /// A record's speculative decoding round-trips, and drafts out of 1..=16 or an
-    /// acceptance out of (0, 1] are named where they are.
+    /// acceptance out of [0, 1] are named where they are.
     #[test]
     fn speculative_decoding_round_trips_and_bad_values_are_named() {
         let mut r = sample("s");

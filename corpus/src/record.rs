@@ -657,10 +657,10 @@ fn speculative_problems(sp: &Speculative, p: &mut Vec<Problem>) {
             format!("{}: must be 1 to 16", sp.draft_tokens),
         ));
     }
-    if let Some(a) = sp.acceptance.filter(|a| !(*a > 0.0 && *a <= 1.0)) {
+    if let Some(a) = sp.acceptance.filter(|a| !(0.0..=1.0).contains(a)) {
         p.push(Problem::new(
             "engine.settings.speculative.acceptance",
-            format!("{a}: must be in (0, 1]"),
+            format!("{a}: must be in [0, 1]"),
         ));
     }
 }

@@ -109,6 +109,37 @@ fn a_summary_only_vllm_result_takes_the_mean_lengths_and_says_so() {
     assert_eq!(r.measured.len(), 3);
 }
 
+/// A vLLM file of a server that ran speculative decoding: 1,000 draft steps of 3,000
+/// draft tokens are 3 drafts a step; 875 tokens accepted over 1,000 steps is 0.875 a
+/// step, which 0.5 + 0.25 + 0.125 gives: each draft accepted at 0.5 given those
+/// before it. A file without the counters has none.
+#[test]
+fn a_vllm_result_of_speculative_decoding_carries_its_drafts_and_acceptance() {
+    let text = r#"{"date": "20261130-120000", "model_id": "m", "num_prompts": 8,
+        "request_rate": "inf", "burstiness": 1.0, "max_concurrency": 4, "duration": 9.5,
+        "completed": 8, "total_input_tokens": 2048, "total_output_tokens": 512,
+        "request_throughput": 0.84, "output_throughput": 53.9, "total_token_throughput": 269.5,
+        "spec_decode_acceptance_rate": 29.17, "spec_decode_acceptance_length": 1.875,
+        "spec_decode_num_drafts": 1000, "spec_decode_draft_tokens": 3000,
+        "spec_decode_accepted_tokens": 875}"#;
+    let runs = clients::read(text, "spec.json").unwrap();
+    let sp = runs[0]
+        .hints
+        .settings
+        .speculative
+        .expect("speculative decoding");
+    assert_eq!((sp.method, sp.draft_tokens), (SpecMethod::Mtp, 3));
+    assert!(close(sp.acceptance, 0.5), "{:?}", sp.acceptance);
+    assert!(
+        has_note(&runs[0], "3 drafts a step, 0.88 accepted a step"),
+        "{:?}",
+        runs[0].notes
+    );
+    let plain = text.replace("\"spec_decode_num_drafts\": 1000,", "");
+    let runs = clients::read(&plain, "plain.json").unwrap();
+    assert_eq!(runs[0].hints.settings.speculative, None);
+}
+
 /// Two runs appended to one file. The first: rate `Infinity` with a cap of 4, no
 /// lists, so 10240 / 10 = 1024 and 1280 / 10 = 128 tokens; its `server_info` is an
 /// SGLang 0.5.9 server, TP 2, chunked prefill 4096, 64 running requests, 0.85 of

@@ -127,7 +127,7 @@ fn speculative(
     sc.serving.mtp.draft_tokens = Some(n);
     sc.serving.mtp.acceptance = Some(vec![a; n as usize]);
     Ok(format!(
-        "; speculative decoding: {n} MTP drafts a step, each accepted at {a} (the record's)"
+        "; speculative decoding: {n} MTP drafts a step, each accepted at {a:.3} (the record's)"
     ))
 }
 
@@ -565,7 +565,7 @@ mod tests {
         assert_eq!(sc.serving.mtp.draft_tokens, Some(3));
         assert_eq!(sc.serving.mtp.acceptance, Some(vec![0.6; 3]));
         assert!(
-            line.contains("3 MTP drafts a step, each accepted at 0.6"),
+            line.contains("3 MTP drafts a step, each accepted at 0.600 (the record's)"),
             "{line}"
         );
         let e = speculative(&mut sc, sp(None), &mtp)

@@ -377,6 +377,15 @@ fn fill_settings(s: &mut EngineSettings, file: &EngineSettings, notes: &mut Vec<
             took.push(format!("prefix_caching {v}"));
         }
     }
+    if s.speculative.is_none() {
+        if let Some(v) = file.speculative {
+            s.speculative = Some(v);
+            took.push(format!(
+                "speculative decoding, {} drafts a step",
+                v.draft_tokens
+            ));
+        }
+    }
     if !took.is_empty() {
         notes.push(format!(
             "engine settings from the file's server: {}",

@@ -19,6 +19,12 @@
 //!   `output_lens` (its generated length, 0 for a failed request), `ttfts`, `itls`,
 //!   `errors`, in sending order. Without it they are deleted before saving.
 //!
+//! - when the server ran speculative decoding, its Prometheus counters over the run
+//!   (`fetch_spec_decode_metrics`, before and after): `spec_decode_num_drafts`,
+//!   `spec_decode_draft_tokens`, `spec_decode_accepted_tokens` (and the derived
+//!   `spec_decode_acceptance_rate`, a percentage, `spec_decode_acceptance_length`,
+//!   `spec_decode_per_position_acceptance_rates`).
+//!
 //! Definitions (`calculate_metrics`): TTFT runs to the first streamed chunk; TPOT is
 //! `(latency - ttft) / (output_len - 1)` per request of more than one output token:
 //! twin's `tpot_ms`; ITL is every gap between a request's streamed chunks: twin's
@@ -85,6 +91,8 @@ pub(super) fn read(
         return Err(vec!["the load or the lengths could not be read".into()]);
     };
     notes.push("warm-up: the file does not record --num-warmups (default 0): none taken".into());
+    let mut hints = Hints::default();
+    hints.settings.speculative = speculative(&o, &mut notes);
     Ok(ClientRun {
         format: Format::VllmBench,
         origin: origin.to_string(),
@@ -102,7 +110,7 @@ pub(super) fn read(
         },
         measured,
         model: o.text("model_id", &mut Vec::new()).map(str::to_string),
-        hints: Hints::default(),
+        hints,
         measured_on: o.text("date", &mut Vec::new()).and_then(date_of),
         notes,
     })
@@ -233,6 +241,48 @@ pub(super) fn recorded(
 }
 
 /// The figures: latencies in ms, throughputs as rates.
+/// The speculative decoding the server's counters measured over the run, if it ran
+/// any: the drafts a step (draft tokens over drafts) and one acceptance per draft that
+/// gives the tokens accepted a step the counters give (`a + a^2 + ... + a^n`, each
+/// draft accepted given those before it). The counters do not name the drafter: it
+/// is taken as the model's MTP layers, as twin prices drafts.
+fn speculative(o: &Obj, notes: &mut Vec<String>) -> Option<Speculative> {
+    let mut ignore = Vec::new();
+    let steps = o.count("spec_decode_num_drafts", &mut ignore)?;
+    let drafted = o.count("spec_decode_draft_tokens", &mut ignore)?;
+    let accepted = o.count("spec_decode_accepted_tokens", &mut ignore)?;
+    if steps == 0 || drafted == 0 {
+        return None;
+    }
+    let n = ((drafted as f64 / steps as f64).round() as u32).clamp(1, 16);
+    let per_step = (accepted as f64 / steps as f64).min(f64::from(n));
+    let a = acceptance_for(per_step, n);
+    notes.push(format!(
+        "speculative decoding: {n} drafts a step, {per_step:.2} accepted a step ({accepted} of {drafted} drafted tokens in {steps} steps, the server's counters over the run): each draft accepted at {a:.3} given those before it; the drafter taken as the model's MTP layers (the counters do not name it)"
+    ));
+    Some(Speculative {
+        method: SpecMethod::Mtp,
+        draft_tokens: n,
+        acceptance: Some(a),
+    })
+}
+
+/// The acceptance `a` in [0, 1] with `a + a^2 + ... + a^n = per_step` (bisection: the
+/// sum grows with `a`, from 0 to `n`).
+pub(super) fn acceptance_for(per_step: f64, n: u32) -> f64 {
+    let sum = |a: f64| (1..=n).map(|i| a.powi(i as i32)).sum::<f64>();
+    let (mut lo, mut hi) = (0.0_f64, 1.0_f64);
+    for _ in 0..60 {
+        let mid = 0.5 * (lo + hi);
+        if sum(mid) < per_step {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    0.5 * (lo + hi)
+}
+
 fn figures(o: &Obj, p: &mut Vec<String>, notes: &mut Vec<String>) -> Measured {
     let mut f = Figures::default();
     latency_figures(o, &LATENCIES, &mut f, p);
