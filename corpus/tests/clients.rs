@@ -140,6 +140,48 @@ fn a_vllm_result_of_speculative_decoding_carries_its_drafts_and_acceptance() {
     assert_eq!(runs[0].hints.settings.speculative, None);
 }
 
+/// An SGLang line of a server that decoded with EAGLE on the model's MTP layer, 3
+/// steps of top-k 1, at 1.875 tokens a verify step: 0.875 drafts accepted a step, 0.5
+/// each. Without `accept_length` the drafts have no acceptance; an n-gram drafter is
+/// not modelled and the run is read as plain decoding, noted.
+#[test]
+fn an_sglang_speculative_run_carries_its_drafts_and_acceptance() {
+    let line = |alg: &str, accept: &str| {
+        format!(
+            r#"{{"backend": "sglang", "request_rate": Infinity, "max_concurrency": 4,
+            "random_input_len": 1024, "random_output_len": 128, "random_range_ratio": 1.0,
+            "server_info": {{"tp_size": 4, "speculative_algorithm": "{alg}",
+            "speculative_num_steps": 3, "speculative_eagle_topk": 1,
+            "speculative_num_draft_tokens": 4, "version": "0.5.9"}},
+            "duration": 5.0, "completed": 10, "total_input_tokens": 10240,
+            "total_output_tokens": 1280, "mean_tpot_ms": 5.0, "accept_length": {accept}}}"#
+        )
+        .replace('\n', " ")
+    };
+    let spec = |text: String| {
+        let runs = clients::read(&text, "s.jsonl").unwrap();
+        (runs[0].hints.settings.speculative, runs[0].notes.clone())
+    };
+    let (sp, notes) = spec(line("EAGLE", "1.875"));
+    let sp = sp.expect("speculative decoding");
+    assert_eq!((sp.method, sp.draft_tokens), (SpecMethod::Mtp, 3));
+    assert!(close(sp.acceptance, 0.5), "{:?}", sp.acceptance);
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("1.88 tokens a verify step")),
+        "{notes:?}"
+    );
+    let (sp, _) = spec(line("NEXTN", "null"));
+    assert_eq!(sp.map(|s| (s.draft_tokens, s.acceptance)), Some((3, None)));
+    let (sp, notes) = spec(line("NGRAM", "2.0"));
+    assert_eq!(sp, None);
+    assert!(
+        notes.iter().any(|n| n.contains("priced as plain decoding")),
+        "{notes:?}"
+    );
+}
+
 /// Two runs appended to one file. The first: rate `Infinity` with a cap of 4, no
 /// lists, so 10240 / 10 = 1024 and 1280 / 10 = 128 tokens; its `server_info` is an
 /// SGLang 0.5.9 server, TP 2, chunked prefill 4096, 64 running requests, 0.85 of

@@ -71,10 +71,13 @@ pub(super) fn read(
         }
     }
     notes.extend(f.notes());
-    let (hints, model) = match o.child("server_info", "server_info", &mut p) {
+    let (mut hints, model) = match o.child("server_info", "server_info", &mut p) {
         Some(s) => server_info(&s, &mut notes),
         None => (Hints::default(), None),
     };
+    if let Some(sp) = hints.settings.speculative.as_mut() {
+        accepted(sp, &o, &mut notes);
+    }
     if !p.is_empty() {
         return Err(p);
     }
@@ -178,6 +181,54 @@ fn lengths(
     (Some(i), Some(u))
 }
 
+/// The speculative decoding the server ran (`server_info.speculative_algorithm`),
+/// as drafts from the model's MTP layers: EAGLE (on an MTP checkpoint, or EAGLE3's
+/// one-layer head) and NEXTN draft `speculative_num_steps` tokens a step, chained with
+/// `speculative_eagle_topk` 1 (a wider tree is taken as its depth, noted). Another
+/// drafter (a standalone model, n-grams) is not modelled: noted, and none returned.
+fn speculative(s: &Obj, notes: &mut Vec<String>) -> Option<Speculative> {
+    let q = &mut Vec::new();
+    let alg = s
+        .text("speculative_algorithm", q)
+        .filter(|a| !matches!(*a, "null" | "none" | "NONE" | ""))?;
+    if !matches!(
+        alg.to_ascii_uppercase().as_str(),
+        "EAGLE" | "EAGLE3" | "NEXTN" | "MTP"
+    ) {
+        notes.push(format!(
+            "the server decoded speculatively with {alg} (server_info.speculative_algorithm), a drafter twin does not model: priced as plain decoding"
+        ));
+        return None;
+    }
+    let steps = s.count("speculative_num_steps", q).filter(|&n| n > 0)?;
+    let n = u32::try_from(steps).unwrap_or(16).min(16);
+    if s.count("speculative_eagle_topk", q).is_some_and(|k| k > 1) {
+        notes.push(format!("speculative decoding: a draft tree (speculative_eagle_topk above 1) taken as a chain of its {n} steps"));
+    }
+    Some(Speculative {
+        method: SpecMethod::Mtp,
+        draft_tokens: n,
+        acceptance: None,
+    })
+}
+
+/// The acceptance of `sp`'s drafts from the run's `accept_length` (the server's mean
+/// tokens a verify step, the verified one included: SGLang's `avg_spec_accept_length`):
+/// one rate per draft giving `accept_length - 1` accepted drafts a step, noted; without
+/// it the record has none (and is not priced).
+fn accepted(sp: &mut Speculative, o: &Obj, notes: &mut Vec<String>) {
+    let n = sp.draft_tokens;
+    match o.number("accept_length", &mut Vec::new()).filter(|l| *l >= 1.0) {
+        Some(l) => {
+            let per_step = (l - 1.0).min(f64::from(n));
+            let a = vllm::acceptance_for(per_step, n);
+            sp.acceptance = Some(a);
+            notes.push(format!("speculative decoding: {n} drafts a step (server_info.speculative_num_steps), {l:.2} tokens a verify step (accept_length): each draft accepted at {a:.3} given those before it, the drafter taken as the model's MTP layers"));
+        }
+        None => notes.push(format!("speculative decoding: {n} drafts a step (server_info.speculative_num_steps); the file gives no accept_length, so no acceptance")),
+    }
+}
+
 /// The server's own words (`server_info`): engine, version, settings, layout.
 fn server_info(s: &Obj, notes: &mut Vec<String>) -> (Hints, Option<String>) {
     let q = &mut Vec::new();
@@ -232,11 +283,8 @@ fn server_info(s: &Obj, notes: &mut Vec<String>) -> (Hints, Option<String>) {
             })
         }
     };
-    if let Some(alg) = s.text("speculative_algorithm", q) {
-        notes.push(format!(
-            "the server decoded speculatively ({alg}, server_info.speculative_algorithm): twin simulates no speculation"
-        ));
-    }
+    let mut settings = settings;
+    settings.speculative = speculative(s, notes);
     let kv = s.text("kv_cache_dtype", q).filter(|k| *k != "auto");
     let model = s
         .text("served_model_name", q)
