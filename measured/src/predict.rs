@@ -9,7 +9,7 @@ use calibration::runs::RunsProfile;
 use corpus::summary::Compared;
 use corpus::{Metric, RunRecord, Stat};
 use rayon::prelude::*;
-use sim::serving::simulate;
+use sim::serving::{simulate_with, Control, Outcome, Record};
 use std::collections::BTreeMap;
 
 /// What twin predicts of one run: every statistic of every metric it simulates.
@@ -41,13 +41,19 @@ pub struct Prediction {
     pub band: std::collections::BTreeMap<String, [f64; 2]>,
 }
 
-/// The simulation of one set-up record.
-pub fn simulate_setup(s: &Setup) -> Result<(Predicted, sim::serving::Report), MeasuredError> {
+/// A set-up record's run, recording what `record` asks.
+fn run(s: &Setup, record: Record) -> Result<Outcome, MeasuredError> {
     let r = &s.resolved;
     let costs = r.pool_costs(&r.params);
     let input = r.input(&costs, &[]);
-    let report = simulate(&input, r.seed)
-        .map_err(|e| MeasuredError::Simulation(format!("simulation: {e}")))?;
+    simulate_with(&input, r.seed, &Control::default(), record)
+        .map_err(|e| MeasuredError::Simulation(format!("simulation: {e}")))
+}
+
+/// The simulation of one set-up record.
+pub fn simulate_setup(s: &Setup) -> Result<(Predicted, sim::serving::Report), MeasuredError> {
+    let r = &s.resolved;
+    let report = run(s, Record::default())?.report;
     let sent = r
         .workload()
         .bench
@@ -169,22 +175,16 @@ pub fn record_all<F>(
     base: &Base,
     seed: u64,
     profile: Option<&RunsProfile>,
-    record: sim::serving::Record,
+    record: Record,
     each: F,
 ) where
-    F: Fn(&RunRecord, Result<sim::serving::Outcome, MeasuredError>) + Sync,
+    F: Fn(&RunRecord, Result<Outcome, MeasuredError>) + Sync,
 {
     let cache = Cache::default();
     records.par_iter().for_each(|rec| {
         let out = priced(rec, base, &cache, seed, profile)
             .setup
-            .and_then(|s| {
-                let r = &s.resolved;
-                let costs = r.pool_costs(&r.params);
-                let input = r.input(&costs, &[]);
-                sim::serving::simulate_with(&input, r.seed, &Default::default(), record)
-                    .map_err(|e| MeasuredError::Simulation(format!("simulation: {e}")))
-            });
+            .and_then(|s| run(&s, record));
         each(rec, out);
     });
 }
