@@ -543,6 +543,106 @@ fn plan_gives_the_measured_runs_band_around_its_best() {
     assert!(!plan(&["--physics-only"]).contains("measured-runs band"));
 }
 
+/// `twin CMD --engine vllm --hardware h100 --model llama-3.1-70b EXTRA`'s stdout.
+fn vllm_llama(cmd: &str, extra: &[&str]) -> String {
+    let mut args = vec![cmd, "--engine", "vllm", "--hardware", "h100"];
+    args.extend_from_slice(&["--model", "llama-3.1-70b"]);
+    args.extend_from_slice(extra);
+    let o = twin(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    stdout(&o)
+}
+
+/// [`vllm_llama`] with `--json`, read.
+fn vllm_llama_json(cmd: &str, extra: &[&str]) -> serde_json::Value {
+    let mut e = extra.to_vec();
+    e.push("--json");
+    serde_json::from_str(&vllm_llama(cmd, &e)).unwrap()
+}
+
+/// The shipped TPOT band of vLLM on Hopper, and whether `a` is `b` to 1e-9.
+fn vllm_hopper_tpot() -> ([f64; 2], impl Fn(&serde_json::Value, f64) -> bool) {
+    let g = scenario::runs_profile::shipped()
+        .and_then(|p| p.group_of("vllm", "h100"))
+        .unwrap();
+    let close = |a: &serde_json::Value, b: f64| (a.as_f64().unwrap() - b).abs() < 1e-9 * b;
+    (g.band["tpot_ms"], close)
+}
+
+/// `forward` puts the TPOT band of its engine's group on the step's GPU family around a
+/// decode step (the step's time times the factors, its rates divided by them), in the
+/// text under the step line and as `runs_band`; none by twin's own kernel model, with
+/// `--physics-only`, or for a prefill step.
+#[test]
+fn forward_gives_the_measured_runs_band_of_its_engine() {
+    let ([lo, hi], close) = vllm_hopper_tpot();
+    let v = vllm_llama_json("forward", &["--tp", "8"]);
+    let b = &v["runs_band"];
+    assert_eq!(b["group"], "vllm on hopper", "{b}");
+    let step = v["step_ms"].as_f64().unwrap();
+    let gpu = v["tokens_per_s_per_gpu"].as_f64().unwrap();
+    assert!(
+        close(&b["step_ms"][0], step * lo) && close(&b["step_ms"][1], step * hi),
+        "{b}"
+    );
+    assert!(close(&b["tokens_per_s_per_gpu"][0], gpu / hi), "{b}");
+    assert!(close(&b["tokens_per_s_per_gpu"][1], gpu / lo), "{b}");
+    let text = vllm_llama("forward", &["--tp", "8"]);
+    let line = text.lines().nth(3).unwrap();
+    let head = format!(
+        "measured-runs band  step {:.3}-{:.3} ms",
+        step * lo,
+        step * hi
+    );
+    assert!(
+        line.starts_with(&head) && line.contains("TPOT's p10-p90"),
+        "{text}"
+    );
+    let none = |extra: &[&str]| vllm_llama_json("forward", extra).get("runs_band").is_none();
+    assert!(none(&["--tp", "8", "--physics-only"]));
+    assert!(none(&["--tp", "8", "--phase", "prefill"]));
+    let own = [
+        "forward",
+        "--engine",
+        "twin",
+        "--hardware",
+        "h100",
+        "--model",
+        "llama-3.1-70b",
+        "--tp",
+        "8",
+        "--json",
+    ];
+    let v: serde_json::Value = serde_json::from_str(&stdout(&twin(&own))).unwrap();
+    assert!(v.get("runs_band").is_none());
+}
+
+/// `sweep` puts the same factors around each point: in its JSON per point, and as one
+/// line under the table.
+#[test]
+fn sweep_gives_each_point_the_measured_runs_band_of_its_engine() {
+    let ([lo, hi], close) = vllm_hopper_tpot();
+    let v = vllm_llama_json(
+        "sweep",
+        &["--deps", "1", "--tps", "8", "--batches", "16,64"],
+    );
+    assert_eq!(v["runs_band"]["tpot_factors"][0].as_f64(), Some(lo), "{v}");
+    let points = v["points"].as_array().unwrap();
+    assert!(!points.is_empty());
+    for p in points {
+        let step = p["step_ms"].as_f64().unwrap();
+        let user = p["tokens_per_s_per_user"].as_f64().unwrap();
+        assert!(close(&p["step_ms_runs_band"][1], step * hi), "{p}");
+        assert!(
+            close(&p["tokens_per_s_per_user_runs_band"][0], user / hi),
+            "{p}"
+        );
+    }
+    let text = vllm_llama("sweep", &["--deps", "1", "--tps", "8", "--batches", "16"]);
+    let factors = format!("each point's step ms x{lo:.2}-{hi:.2}");
+    assert!(text.contains(&factors), "{text}");
+}
+
 /// `--only-improving` keeps a group whose terms cannot be checked on another model (the
 /// three gpt-oss runs are one model) as priced by physics alone, with physics alone's
 /// band: `validate runs` and `simulate` then apply none of its terms and give its band.

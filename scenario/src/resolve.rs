@@ -185,11 +185,30 @@ pub fn runs_band_on(
     model: &str,
 ) -> Result<Option<crate::runs_profile::RunsBand>> {
     let (engine, physics_only) = engine_of(sc, pricing);
-    let Some((rp, path)) = crate::runs_profile::choose(pricing.profile.as_deref(), physics_only)?
-    else {
+    runs_band_of(
+        engine.as_deref(),
+        pricing.profile.as_deref(),
+        physics_only,
+        hardware,
+        model,
+    )
+}
+
+/// The measured-runs band of `engine` on `hardware` for `model`, by the runs profile
+/// that prices its steps (`--profile`'s when it is one, else the shipped one unless
+/// `physics_only`); `None` without an engine or where the profile has no group with a
+/// band for them. `runs_band_on` and `twin forward`'s step band share it.
+pub fn runs_band_of(
+    engine: Option<&str>,
+    profile: Option<&str>,
+    physics_only: bool,
+    hardware: &str,
+    model: &str,
+) -> Result<Option<crate::runs_profile::RunsBand>> {
+    let Some((rp, path)) = crate::runs_profile::choose(profile, physics_only)? else {
         return Ok(None);
     };
-    Ok(engine.and_then(|e| crate::runs_profile::band_of(&rp, &path, &e, hardware, model)))
+    Ok(engine.and_then(|e| crate::runs_profile::band_of(&rp, &path, e, hardware, model)))
 }
 
 /// What prices the scenario's steps on `hardware`: the hardware's fitted costs under

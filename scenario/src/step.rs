@@ -117,6 +117,40 @@ impl std::fmt::Display for Impossible {
 
 impl std::error::Error for Impossible {}
 
+/// The measured-runs band of the step `f` that `req` asked for: the TPOT band of the
+/// runs profile's group of `--engine` on the step's GPU family, put around a decode
+/// step (`RunsBand::decode_step`); `None` for a prefill step (a run's TTFT, which the
+/// band's other metric holds, is queueing and front end as much as prefill steps),
+/// without an engine, with `--physics-only` or isolated prices, or where the profile
+/// has no group with a band for them.
+pub fn runs_band(
+    req: &StepRequest,
+    f: &Forward,
+) -> Result<
+    Option<(
+        sim::serving::runs_band::RunsBand,
+        sim::serving::runs_band::StepBand,
+    )>,
+> {
+    if req.phase != Phase::Decode {
+        return Ok(None);
+    }
+    let physics_only = req.pricing.physics_only || req.isolated;
+    let band = super::resolve::runs_band_of(
+        req.pricing.engine.as_deref(),
+        req.pricing.profile.as_deref(),
+        physics_only,
+        &f.hardware,
+        &f.model,
+    )?;
+    let step_ms = f.result.step_s() * 1e3;
+    let user = f.spec.tokens_per_step / f.result.step_s();
+    Ok(band.and_then(|b| {
+        let s = b.decode_step(step_ms, f.result.tokens_per_s_per_gpu, user)?;
+        Some((b, s))
+    }))
+}
+
 /// Loads, validates and prices the step `req` asks for.
 pub fn evaluate(req: &StepRequest) -> Result<Forward> {
     let p = prepare(req)?;

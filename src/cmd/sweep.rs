@@ -6,11 +6,12 @@ use crate::args::ReportArgs;
 use anyhow::{bail, Result};
 use clap::Args;
 use scenario::flags::forward::{ForwardArgs, PhaseArg};
-use scenario::step::{evaluate, Forward};
+use scenario::step::{evaluate, runs_band, Forward};
 use serde_json::json;
 use sim::cost::Op;
 use sim::forward::pareto_max;
 use sim::serving::money::usd_per_m_tokens;
+use sim::serving::runs_band::{RunsBand, StepBand};
 use spec::problem::Field;
 
 #[derive(Debug, Clone, Args)]
@@ -44,6 +45,8 @@ struct Point {
     usd_per_m: f64,
     top_op: &'static str,
     top_share: f64,
+    /// The measured-runs band around the point (decode steps of an engine with one).
+    runs: Option<StepBand>,
 }
 
 /// A grid point that could not be priced: DEP, TP, batch and why.
@@ -57,6 +60,8 @@ struct Swept {
     points: Vec<Point>,
     frontier: Vec<bool>,
     skipped: Vec<Skipped>,
+    /// The measured-runs band the points carry (the same group for every point).
+    runs_band: Option<RunsBand>,
 }
 
 pub fn run(args: &SweepArgs) -> Result<()> {
@@ -78,7 +83,7 @@ pub fn run(args: &SweepArgs) -> Result<()> {
         (args.base.no_band, "--no-band"),
     ] {
         if set {
-            bail!("{flag} describes one step of `twin forward`; a sweep prices many and draws no band: run `twin forward` for it");
+            bail!("{flag} describes one step of `twin forward`; a sweep prices many and draws no kernel-fit band: run `twin forward` for it");
         }
     }
     let hardware = scenario::load_hardware(&args.base.hardware, &[])?;
@@ -86,7 +91,7 @@ pub fn run(args: &SweepArgs) -> Result<()> {
     if args.base.expert_parallel && args.tps.is_empty() {
         bail!("--expert-parallel applies to the TP layouts of --tps");
     }
-    let (points, skipped) = grid(args, usd_per_gpu_hour);
+    let (points, skipped, runs_band) = grid(args, usd_per_gpu_hour)?;
     let frontier = pareto_max(
         &points
             .iter()
@@ -99,6 +104,7 @@ pub fn run(args: &SweepArgs) -> Result<()> {
         points,
         frontier,
         skipped,
+        runs_band,
     };
     if let Some(dir) = &args.html.report {
         write_report(args, &swept, dir)?;
@@ -110,10 +116,15 @@ pub fn run(args: &SweepArgs) -> Result<()> {
     Ok(())
 }
 
-/// Every layout and batch of the grid, priced, in order; and the ones that fail.
-fn grid(args: &SweepArgs, usd_per_gpu_hour: f64) -> (Vec<Point>, Vec<Skipped>) {
+/// Every layout and batch of the grid, priced, in order; the ones that fail; and the
+/// measured-runs band of the sweep's engine on its GPU, which each point carries.
+fn grid(
+    args: &SweepArgs,
+    usd_per_gpu_hour: f64,
+) -> Result<(Vec<Point>, Vec<Skipped>, Option<RunsBand>)> {
     let mut points = Vec::new();
     let mut skipped = Vec::new();
+    let mut band = None;
     let layouts: Vec<(u32, u32)> = args
         .deps
         .iter()
@@ -127,18 +138,28 @@ fn grid(args: &SweepArgs, usd_per_gpu_hour: f64) -> (Vec<Point>, Vec<Skipped>) {
             a.tp = Some(tp);
             a.expert_parallel = args.base.expert_parallel && tp > 1;
             a.batch_per_rank = Some(batch);
-            match a.request().and_then(|r| evaluate(&r)) {
-                Ok(f) => points.push(point(
-                    &f,
-                    args.base.phase,
-                    usd_per_gpu_hour,
-                    (dep, tp, batch),
-                )),
+            let req = match a.request() {
+                Ok(r) => r,
+                Err(e) => {
+                    skipped.push((dep, tp, batch, why_skipped(&e)));
+                    continue;
+                }
+            };
+            match evaluate(&req) {
+                Ok(f) => {
+                    let runs = runs_band(&req, &f)?;
+                    let mut p = point(&f, args.base.phase, usd_per_gpu_hour, (dep, tp, batch));
+                    if let Some((b, s)) = runs {
+                        p.runs = Some(s);
+                        band.get_or_insert(b);
+                    }
+                    points.push(p);
+                }
                 Err(e) => skipped.push((dep, tp, batch, why_skipped(&e))),
             }
         }
     }
-    (points, skipped)
+    Ok((points, skipped, band))
 }
 
 /// Why a point of the grid was not priced, on one line: a refused layout in the
@@ -181,6 +202,7 @@ fn point(f: &Forward, phase: PhaseArg, usd_per_gpu_hour: f64, at: (u32, u32, u32
         usd_per_m: usd_per_m_tokens(usd_per_gpu_hour, r.tokens_per_s_per_gpu),
         top_op: top,
         top_share: share,
+        runs: None,
     }
 }
 
@@ -217,12 +239,18 @@ fn print_json(args: &SweepArgs, s: &Swept) -> Result<()> {
         .iter()
         .zip(&s.frontier)
         .map(|(p, &f)| {
-            json!({
+            let mut v = json!({
                 "dep": p.dep, "tp": p.tp, "batch_per_rank": p.batch, "step_ms": p.step_ms,
                 "tokens_per_s_per_gpu": p.tok_s_gpu, "tokens_per_s_per_user": p.tok_s_user,
                 "usd_per_m_tokens": p.usd_per_m, "largest_op": p.top_op,
                 "largest_op_share": p.top_share, "pareto": f,
-            })
+            });
+            if let Some(r) = &p.runs {
+                v["step_ms_runs_band"] = json!(r.step_ms);
+                v["tokens_per_s_per_gpu_runs_band"] = json!(r.tok_s_gpu);
+                v["tokens_per_s_per_user_runs_band"] = json!(r.tok_s_user);
+            }
+            v
         })
         .collect();
     let skipped: Vec<serde_json::Value> = s
@@ -230,14 +258,17 @@ fn print_json(args: &SweepArgs, s: &Swept) -> Result<()> {
         .iter()
         .map(|(d, t, b, why)| json!({"dep": d, "tp": t, "batch_per_rank": b, "why": why}))
         .collect();
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&json!({
-            "hardware": s.hardware, "model": args.base.model,
-            "usd_per_gpu_hour": s.usd_per_gpu_hour, "points": rows, "skipped": skipped,
-            "version": env!("CARGO_PKG_VERSION"),
-        }))?
-    );
+    let mut v = json!({
+        "hardware": s.hardware, "model": args.base.model,
+        "usd_per_gpu_hour": s.usd_per_gpu_hour, "points": rows, "skipped": skipped,
+        "version": env!("CARGO_PKG_VERSION"),
+    });
+    if let Some(b) = &s.runs_band {
+        let mut band = b.head_json();
+        band["tpot_factors"] = json!(b.band.get("tpot_ms"));
+        v["runs_band"] = band;
+    }
+    println!("{}", serde_json::to_string_pretty(&v)?);
     Ok(())
 }
 
@@ -269,6 +300,9 @@ fn print_text(args: &SweepArgs, s: &Swept) {
             p.top_share * 100.0,
             if *f { "  *" } else { "" }
         );
+    }
+    if let Some(line) = s.runs_band.as_ref().and_then(RunsBand::steps_text) {
+        println!("{line}");
     }
     for (d, t, b, why) in &s.skipped {
         println!("skipped {} batch {b}: {why}", name(*d, *t, ep));

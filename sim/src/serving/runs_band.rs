@@ -27,6 +27,16 @@ pub struct RunsBand {
     pub includes: Option<(String, String)>,
 }
 
+/// A measured-runs band around one decode step (`RunsBand::decode_step`): TPOT's
+/// factors, the step's time and its rates under both ends, lower first.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StepBand {
+    pub factors: [f64; 2],
+    pub step_ms: [f64; 2],
+    pub tok_s_gpu: [f64; 2],
+    pub tok_s_user: [f64; 2],
+}
+
 impl RunsBand {
     /// The metrics a band covers, each as its key and name: TTFT, then TPOT (the
     /// order of the means the methods take).
@@ -49,6 +59,16 @@ impl RunsBand {
                 Some(format!("{name} mean {lo:.1}-{hi:.1} ms"))
             })
             .collect();
+        format!(
+            "measured-runs band  {} ({})",
+            ranges.join(", "),
+            self.about("p10-p90")
+        )
+    }
+
+    /// Where the band comes from, after `what` (`p10-p90`): the group's runs and models,
+    /// the model of the run when it is one of them, what priced them, the profile.
+    fn about(&self, what: &str) -> String {
         let includes = match &self.includes {
             Some((id, corpus)) => format!(
                 "; {id} is one of them: `twin validate runs {corpus} --filter model={}` gives its own errors",
@@ -57,14 +77,76 @@ impl RunsBand {
             None => String::new(),
         };
         format!(
-            "measured-runs band  {} (p10-p90 for a model other than the {} of the {} measured runs of {}{includes}; priced by {}; from {})",
-            ranges.join(", "),
+            "{what} for a model other than the {} of the {} measured runs of {}{includes}; priced by {}; from {}",
             self.models,
             self.records,
             self.group,
             if self.by_terms { "their terms" } else { "physics alone" },
             self.from,
         )
+    }
+
+    /// The band's TPOT factors put around one decode step (`step_ms`, yielding
+    /// `tok_s_gpu` output tokens a second per GPU and `tok_s_user` per user): a step's
+    /// time is its requests' time per output token times the tokens a step yields, so
+    /// it scales with TPOT, and the rates inversely. `None`: the band has no TPOT.
+    pub fn decode_step(&self, step_ms: f64, tok_s_gpu: f64, tok_s_user: f64) -> Option<StepBand> {
+        let [lo, hi] = *self.band.get("tpot_ms")?;
+        Some(StepBand {
+            factors: [lo, hi],
+            step_ms: [step_ms * lo, step_ms * hi],
+            tok_s_gpu: [tok_s_gpu / hi, tok_s_gpu / lo],
+            tok_s_user: [tok_s_user / hi, tok_s_user / lo],
+        })
+    }
+
+    /// The band around one decode step, in one line of text (`twin forward`'s).
+    pub fn step_text(&self, b: &StepBand) -> String {
+        format!(
+            "measured-runs band  step {:.3}-{:.3} ms, {:.0}-{:.0} output tokens/s per GPU ({})",
+            b.step_ms[0],
+            b.step_ms[1],
+            b.tok_s_gpu[0],
+            b.tok_s_gpu[1],
+            self.about("TPOT's p10-p90")
+        )
+    }
+
+    /// The band's factors as one line for many steps (`twin sweep`'s table).
+    pub fn steps_text(&self) -> Option<String> {
+        let [lo, hi] = *self.band.get("tpot_ms")?;
+        Some(format!(
+            "measured-runs band  each point's step ms x{lo:.2}-{hi:.2}, its tok/s per GPU and per user x{:.2}-{:.2} ({})",
+            1.0 / hi,
+            1.0 / lo,
+            self.about("TPOT's p10-p90")
+        ))
+    }
+
+    /// The band around one decode step as JSON: the group, what priced it, the TPOT
+    /// factors and the step's ranges.
+    pub fn step_json(&self, b: &StepBand) -> serde_json::Value {
+        let mut v = self.head_json();
+        v["tpot_factors"] = serde_json::json!(b.factors);
+        v["step_ms"] = serde_json::json!(b.step_ms);
+        v["tokens_per_s_per_gpu"] = serde_json::json!(b.tok_s_gpu);
+        v["tokens_per_s_per_user"] = serde_json::json!(b.tok_s_user);
+        v
+    }
+
+    /// The group, its size, what priced it, the profile and the model it holds.
+    pub fn head_json(&self) -> serde_json::Value {
+        let mut v = serde_json::json!({
+            "group": self.group,
+            "records": self.records,
+            "models": self.models,
+            "priced_by": if self.by_terms { "terms" } else { "physics alone" },
+            "profile": self.from,
+        });
+        if let Some((id, _)) = &self.includes {
+            v["includes_model"] = serde_json::json!(id);
+        }
+        v
     }
 
     /// Whether a measured mean lies in the band of metric `key` around the predicted
@@ -89,17 +171,8 @@ impl RunsBand {
                 ))
             })
             .collect();
-        let mut v = serde_json::json!({
-            "group": self.group,
-            "records": self.records,
-            "models": self.models,
-            "priced_by": if self.by_terms { "terms" } else { "physics alone" },
-            "profile": self.from,
-            "band": metrics,
-        });
-        if let Some((id, _)) = &self.includes {
-            v["includes_model"] = serde_json::json!(id);
-        }
+        let mut v = self.head_json();
+        v["band"] = serde_json::Value::Object(metrics);
         v
     }
 }
@@ -162,5 +235,38 @@ mod tests {
             b.json(100.0, 10.0)["includes_model"],
             "meta-llama/Llama-3.1-70B"
         );
+    }
+
+    /// A decode step's band: its time scales with TPOT's factors, its rates inversely
+    /// (hand-derived: factors 0.8 and 1.25 around a 10 ms step of 1,000 tokens/s per
+    /// GPU and 100 per user); a band without TPOT gives none.
+    #[test]
+    fn a_decode_steps_band_scales_its_time_with_tpot_and_its_rates_inversely() {
+        let mut b = RunsBand {
+            group: "vllm on hopper".into(),
+            records: 10,
+            models: 2,
+            by_terms: false,
+            from: "p".into(),
+            band: [("tpot_ms".to_string(), [0.8, 1.25])].into_iter().collect(),
+            includes: None,
+        };
+        let s = b.decode_step(10.0, 1000.0, 100.0).unwrap();
+        assert_eq!(s.factors, [0.8, 1.25]);
+        assert!((s.step_ms[0] - 8.0).abs() < 1e-12 && (s.step_ms[1] - 12.5).abs() < 1e-12);
+        assert!((s.tok_s_gpu[0] - 800.0).abs() < 1e-9 && (s.tok_s_gpu[1] - 1250.0).abs() < 1e-9);
+        assert!((s.tok_s_user[0] - 80.0).abs() < 1e-9 && (s.tok_s_user[1] - 125.0).abs() < 1e-9);
+        let t = b.step_text(&s);
+        assert!(t.starts_with("measured-runs band  step 8.000-12.500 ms, 800-1250 output tokens/s per GPU (TPOT's p10-p90 for a model other than the 2 of the 10 measured runs of vllm on hopper; priced by physics alone; from p)"), "{t}");
+        let j = b.step_json(&s);
+        assert_eq!(j["tpot_factors"], serde_json::json!([0.8, 1.25]));
+        assert_eq!(j["priced_by"], "physics alone");
+        assert!(b
+            .steps_text()
+            .unwrap()
+            .contains("step ms x0.80-1.25, its tok/s per GPU and per user x0.80-1.25"));
+        b.band = [("ttft_ms".to_string(), [0.5, 2.0])].into_iter().collect();
+        assert!(b.decode_step(10.0, 1000.0, 100.0).is_none());
+        assert!(b.steps_text().is_none());
     }
 }

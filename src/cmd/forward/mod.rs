@@ -6,7 +6,7 @@ pub mod trace_out;
 use anyhow::Result;
 use report::text::forward::{render, to_json};
 use scenario::flags::forward::ForwardArgs;
-use scenario::step::{evaluate, prepare};
+use scenario::step::{evaluate, prepare, runs_band};
 use serde_json::json;
 
 pub fn run(args: &ForwardArgs) -> Result<()> {
@@ -30,10 +30,15 @@ pub fn run(args: &ForwardArgs) -> Result<()> {
         true => None,
         false => Some(crate::band::forward(&prepare(&req)?)?),
     };
+    // How far measured runs of the engine say the step may be (decode steps only).
+    let runs = runs_band(&req, &f)?;
     if args.json {
         let mut v = to_json(&f);
         if let Some(b) = &band {
             crate::band::forward_json(&mut v, b);
+        }
+        if let Some((rb, s)) = &runs {
+            v["runs_band"] = rb.step_json(s);
         }
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
@@ -43,12 +48,16 @@ pub fn run(args: &ForwardArgs) -> Result<()> {
             let two_batch = f.result.total.timeline.is_some();
             report::text::in_situ::render_layer(&mut text, &f.result.total.in_situ, two_batch);
         }
-        match &band {
-            Some(b) => print!(
-                "{}",
-                crate::band::under_step_line(&text, &crate::band::forward_line(b, &f.hardware))
-            ),
-            None => print!("{text}"),
+        let mut lines = Vec::new();
+        if let Some(b) = &band {
+            lines.push(crate::band::forward_line(b, &f.hardware));
+        }
+        if let Some((rb, s)) = &runs {
+            lines.push(rb.step_text(s));
+        }
+        match lines.is_empty() {
+            true => print!("{text}"),
+            false => print!("{}", crate::band::under_step_line(&text, &lines.join("\n"))),
         }
     }
     Ok(())
