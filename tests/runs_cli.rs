@@ -460,8 +460,17 @@ fn simulate_gives_the_measured_runs_band_of_its_engine_and_gpu() {
         assert!((ms[1].as_f64().unwrap() - hi * mean).abs() < 1e-9 * mean);
     }
     assert!(json(&["--physics-only"]).get("runs_band").is_none());
-    // gpt-oss-120b is one of the group's models: the band names it.
+    // gpt-oss-120b is one of the group's models: the band names it and is its own
+    // runs', the group's for another model beside it.
     assert_eq!(b["includes_model"], "openai/gpt-oss-120b", "{b}");
+    let own = &g.model_bands["openai/gpt-oss-120b"];
+    assert_eq!(b["own_model_runs"], own.records, "{b}");
+    for metric in ["ttft_ms", "tpot_ms"] {
+        let f = &b["band"][metric]["factors"];
+        assert_eq!(f, &serde_json::json!(own.band[metric]), "{metric}");
+        let unseen = &b["unseen_model_band"][metric];
+        assert_eq!(unseen, &serde_json::json!(g.band[metric]), "{metric}");
+    }
 }
 
 /// A band names the group's model the scenario's model is (its own runs say more than
@@ -487,7 +496,8 @@ fn a_runs_band_names_the_scenarios_model_when_the_group_holds_it() {
     let (v, line) = band(&[]);
     assert_eq!(v["includes_model"], "meta-llama/Llama-3.1-70B", "{v}");
     assert!(
-        line.contains("`twin validate runs aic-silicon-train --filter model=meta-llama/llama-3.1-70b` gives its own errors"),
+        line.contains("measured runs of meta-llama/Llama-3.1-70B among the ")
+            && line.contains("`twin validate runs aic-silicon-train --filter model=meta-llama/llama-3.1-70b` gives them one by one"),
         "{line}"
     );
     let (v, line) = band(&["--set", "engine=sglang"]);
@@ -560,13 +570,17 @@ fn vllm_llama_json(cmd: &str, extra: &[&str]) -> serde_json::Value {
     serde_json::from_str(&vllm_llama(cmd, &e)).unwrap()
 }
 
-/// The shipped TPOT band of vLLM on Hopper, and whether `a` is `b` to 1e-9.
+/// The shipped TPOT band of Llama-3.1-70B's own runs in vLLM on Hopper, and whether `a`
+/// is `b` to 1e-9.
 fn vllm_hopper_tpot() -> ([f64; 2], impl Fn(&serde_json::Value, f64) -> bool) {
     let g = scenario::runs_profile::shipped()
         .and_then(|p| p.group_of("vllm", "h100"))
         .unwrap();
     let close = |a: &serde_json::Value, b: f64| (a.as_f64().unwrap() - b).abs() < 1e-9 * b;
-    (g.band["tpot_ms"], close)
+    (
+        g.model_bands["meta-llama/Llama-3.1-70B"].band["tpot_ms"],
+        close,
+    )
 }
 
 /// `forward` puts the TPOT band of its engine's group on the step's GPU family around a

@@ -404,6 +404,46 @@ const BETWEEN_DRAWS: usize = 41;
 /// about the mean of the medians. With one fold there is no spread between folds to
 /// know, and the band is that fold's residuals' own.
 pub fn band_unseen(residuals: &[f64], folds: &[&str]) -> Option<(f64, f64)> {
+    band_between(residuals, folds, |medians| {
+        let k = medians.len();
+        let mean = medians.iter().sum::<f64>() / k as f64;
+        let spread = if k > 1 {
+            let var = medians.iter().map(|m| (m - mean).powi(2)).sum::<f64>() / (k - 1) as f64;
+            (var * (1.0 + 1.0 / k as f64)).sqrt()
+        } else {
+            0.0
+        };
+        Some((mean, spread))
+    })
+}
+
+/// [`band_unseen`] with the folds' medians' centre and spread read robustly: their
+/// median, and 1.4826 times their median absolute deviation (a normal's standard
+/// deviation), widened by `sqrt(1 + 1/K)`. For folds of one model's deployments, where
+/// a few deployments twin misses by multiples would otherwise set the spread for all:
+/// those few fall outside the band instead of widening it for every run.
+pub fn band_unseen_robust(residuals: &[f64], folds: &[&str]) -> Option<(f64, f64)> {
+    band_between(residuals, folds, |medians| {
+        let k = medians.len();
+        let centre = quantile(medians, 0.5)?;
+        let spread = if k > 1 {
+            let dev: Vec<f64> = medians.iter().map(|m| (m - centre).abs()).collect();
+            1.4826 * quantile(&dev, 0.5)? * (1.0 + 1.0 / k as f64).sqrt()
+        } else {
+            0.0
+        };
+        Some((centre, spread))
+    })
+}
+
+/// The band for an unseen fold: each residual less its fold's median, plus the spread
+/// between the folds' medians as a normal about their centre (`between`: the centre and
+/// standard deviation it reads from the medians).
+fn band_between(
+    residuals: &[f64],
+    folds: &[&str],
+    between: impl Fn(&[f64]) -> Option<(f64, f64)>,
+) -> Option<(f64, f64)> {
     use statrs::distribution::{ContinuousCDF, Normal};
     let mut by_fold: std::collections::BTreeMap<&str, Vec<f64>> = Default::default();
     for (r, f) in residuals.iter().zip(folds) {
@@ -413,17 +453,10 @@ pub fn band_unseen(residuals: &[f64], folds: &[&str]) -> Option<(f64, f64)> {
         .values()
         .map(|v| quantile(v, 0.5))
         .collect::<Option<_>>()?;
-    let k = medians.len();
-    if k == 0 {
+    if medians.is_empty() {
         return None;
     }
-    let mean = medians.iter().sum::<f64>() / k as f64;
-    let spread = if k > 1 {
-        let var = medians.iter().map(|m| (m - mean).powi(2)).sum::<f64>() / (k - 1) as f64;
-        (var * (1.0 + 1.0 / k as f64)).sqrt()
-    } else {
-        0.0
-    };
+    let (centre, spread) = between(&medians)?;
     let unit = Normal::new(0.0, 1.0).expect("the unit normal");
     let z: Vec<f64> = (0..BETWEEN_DRAWS)
         .map(|j| unit.inverse_cdf((j as f64 + 0.5) / BETWEEN_DRAWS as f64))
@@ -432,7 +465,7 @@ pub fn band_unseen(residuals: &[f64], folds: &[&str]) -> Option<(f64, f64)> {
         .values()
         .zip(&medians)
         .flat_map(|(v, m)| v.iter().map(move |r| r - m))
-        .flat_map(|d| z.iter().map(move |z| mean + d + spread * z))
+        .flat_map(|d| z.iter().map(move |z| centre + d + spread * z))
         .collect();
     band(&values)
 }
@@ -596,6 +629,24 @@ mod tests {
     }
 
     #[test]
+    fn a_robust_band_is_not_set_by_one_far_fold() {
+        // Five folds with medians 0, 0, 0.1, -0.1 and 3 (no spread within): the robust
+        // centre is 0 and the median absolute deviation 0.1, so the spread is 0.14826 x
+        // sqrt(1.2) = 0.1624 and the band about +-1.28 of it (+-0.21); the far fold
+        // leaves it there, where it sets the ordinary band's spread (sd 1.33).
+        let r = [0.0, 0.0, 0.1, -0.1, 3.0];
+        let f = ["a", "b", "c", "d", "e"];
+        let (lo, hi) = band_unseen_robust(&r, &f).unwrap();
+        assert!(lo.ln() > -0.23 && lo.ln() < -0.19, "{lo}");
+        assert!(hi.ln() > 0.19 && hi.ln() < 0.23, "{hi}");
+        let (lo, hi) = band_unseen(&r, &f).unwrap();
+        assert!(hi.ln() - lo.ln() > 3.0, "{lo} {hi}");
+        // One fold: its own residuals' band, as the ordinary one.
+        let r = [-0.2, -0.1, 0.0, 0.1, 0.2];
+        assert_eq!(band_unseen_robust(&r, &["a"; 5]), band(&r));
+    }
+
+    #[test]
     fn quantiles_and_bands_by_hand() {
         let xs = [0.0, 1.0, 2.0, 3.0, 4.0];
         assert_eq!(quantile(&xs, 0.5), Some(2.0));
@@ -651,6 +702,10 @@ pub struct GroupFit {
     /// prices by physics alone and carries only its band and figures.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub physics_alone: bool,
+    /// Per model of the group with enough runs, its own band: what a run of a model
+    /// the group holds carries instead of `band` (empty in profiles written before).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub model_bands: std::collections::BTreeMap<String, ModelBand>,
     /// Per cross-validation scheme (`in-sample`, `leave-one-model-out`,
     /// `leave-one-gpu-out`) and metric, the figures of the simulated check.
     pub cv: std::collections::BTreeMap<String, std::collections::BTreeMap<String, CvFigures>>,
@@ -667,6 +722,16 @@ impl GroupFit {
     pub fn fitted_term(&self, key: &str) -> bool {
         !self.physics_alone && (self.fitted.is_empty() || self.fitted.iter().any(|k| k == key))
     }
+}
+
+/// One model's own band in its group: per metric, the p10-p90 (factors, measured over
+/// predicted) of its runs' residuals, each run priced as the group's band's are (by
+/// terms fitted without that model, or by physics alone), over `records` runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelBand {
+    pub records: usize,
+    pub band: std::collections::BTreeMap<String, [f64; 2]>,
 }
 
 /// One metric's figures under one scheme.

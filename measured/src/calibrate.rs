@@ -5,13 +5,11 @@
 //! from the nested cross-validated residuals. `twin calibrate --from-runs` prints and
 //! writes what [`fit_corpus`] returns.
 
-use crate::fit::{
-    frontend_term, group_of, linearise_all, simulate_with, FRONTEND_GRID_S, METRICS, TERMS, WEIGHTS,
-};
+use crate::fit::{frontend_term, group_of, simulate_with, METRICS, TERMS, WEIGHTS};
 use crate::predict::Center;
-use crate::{load, Cache, MeasuredError};
+use crate::{load, Cache};
 use anyhow::{bail, Result};
-use calibration::runs::{band_unseen, cross_validate, fit, Curve, CvFigures, GroupFit, Obs, Term};
+use calibration::runs::{band_unseen, cross_validate, fit, CvFigures, GroupFit, Obs, Term};
 use corpus::summary::tolerance;
 use corpus::RunRecord;
 use rayon::prelude::*;
@@ -45,13 +43,22 @@ pub struct FitOptions {
 #[derive(Debug)]
 pub struct CorpusFit {
     pub fits: Vec<GroupFit>,
-    /// Per fit (in order), the band of physics alone for a model the group has not
-    /// seen: what a group the gate leaves out carries.
-    pub physics_bands: Vec<BTreeMap<String, [f64; 2]>>,
+    /// Per fit (in order), physics alone's bands: what a group the gate leaves out
+    /// carries.
+    pub physics_bands: Vec<PhysicsBands>,
     pub skipped: BTreeMap<String, usize>,
     /// Records that passed the filters.
     pub records: usize,
     pub origin: String,
+}
+
+/// Physics alone's bands of a group: for a model the group has not seen, each model's
+/// own, and how those hold for a deployment they have not seen.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PhysicsBands {
+    pub band: BTreeMap<String, [f64; 2]>,
+    pub models: BTreeMap<String, calibration::runs::ModelBand>,
+    pub models_cv: BTreeMap<String, CvFigures>,
 }
 
 /// Fits the terms to the records of `corpus_name` (an embedded corpus or a file) that
@@ -78,7 +85,8 @@ pub fn fit_corpus(o: &FitOptions, corpus_name: &str, say: &dyn Fn(&str)) -> Resu
     let frontend_curve = std::iter::once(&terms)
         .chain(&alternatives)
         .any(|set| set[fe].sd > PINNED_SD);
-    let lins = linearised(o, &records, &loaded, &cache, frontend_curve, say)?;
+    let lins =
+        crate::linearised::read_or_compute(o, &records, &loaded, &cache, frontend_curve, say)?;
     let mut groups: BTreeMap<(String, String), Vec<Lin>> = BTreeMap::new();
     let mut skipped: BTreeMap<String, usize> = BTreeMap::new();
     for (rec, l) in records.iter().zip(lins) {
@@ -111,10 +119,7 @@ pub fn fit_corpus(o: &FitOptions, corpus_name: &str, say: &dyn Fn(&str)) -> Resu
             })
         })
         .collect();
-    let physics_bands = groups
-        .values()
-        .map(|lins| profile_bands(lins, &model_folds(lins), &physics_residuals))
-        .collect();
+    let physics_bands = groups.values().map(|lins| physics_bands_of(lins)).collect();
     Ok(CorpusFit {
         fits,
         physics_bands,
@@ -122,6 +127,33 @@ pub fn fit_corpus(o: &FitOptions, corpus_name: &str, say: &dyn Fn(&str)) -> Resu
         skipped,
         origin: loaded.origin.clone(),
     })
+}
+
+/// A group's bands by physics alone: for a model it has not seen, each model's own and
+/// their check.
+fn physics_bands_of(lins: &[Lin]) -> PhysicsBands {
+    let (recs, obs) = (recs_of(lins), obs_of(lins));
+    let res = physics_of(lins);
+    PhysicsBands {
+        band: profile_bands(lins, &model_folds(lins), &physics_residuals),
+        models: crate::model_bands::of(&recs, &obs, &res),
+        models_cv: crate::model_bands::coverage(&recs, &obs, &res),
+    }
+}
+
+/// Each model's own band of the residuals `res` (leave-one-model-out's), with their
+/// check added to the cross-validation `cv`.
+fn own_model_bands(
+    lins: &[Lin],
+    res: &[Vec<Option<f64>>],
+    cv: &mut BTreeMap<String, BTreeMap<String, CvFigures>>,
+) -> BTreeMap<String, calibration::runs::ModelBand> {
+    let (recs, obs) = (recs_of(lins), obs_of(lins));
+    let own = crate::model_bands::coverage(&recs, &obs, res);
+    if !own.is_empty() {
+        cv.insert(crate::model_bands::SCHEME.to_string(), own);
+    }
+    crate::model_bands::of(&recs, &obs, res)
 }
 
 /// The fold a record falls in under a cross-validation scheme.
@@ -191,12 +223,9 @@ fn beats_physics(g: &GroupFit) -> (bool, Option<f64>, Option<f64>) {
 
 /// The groups as the gate leaves them: those whose leave-one-model-out objective
 /// beats physics alone's keep their terms, the others price by physics alone and
-/// carry its band (`physics_bands`, one per fit); and a line for each group saying
-/// which and why.
-pub fn gate(
-    fits: Vec<GroupFit>,
-    physics_bands: &[BTreeMap<String, [f64; 2]>],
-) -> (Vec<GroupFit>, Vec<String>) {
+/// carry its bands (`physics_bands`, one per fit: the band, each model's own and that
+/// one's check); and a line for each group saying which and why.
+pub fn gate(fits: Vec<GroupFit>, physics_bands: &[PhysicsBands]) -> (Vec<GroupFit>, Vec<String>) {
     assert_eq!(fits.len(), physics_bands.len(), "one physics band per fit");
     let mut lines = Vec::new();
     let gated = fits
@@ -215,11 +244,21 @@ pub fn gate(
             if keep {
                 g
             } else {
+                let mut cv = g.cv;
+                cv.remove(crate::model_bands::SCHEME);
+                if !physics_band.models_cv.is_empty() {
+                    cv.insert(
+                        crate::model_bands::SCHEME.to_string(),
+                        physics_band.models_cv.clone(),
+                    );
+                }
                 GroupFit {
                     terms: BTreeMap::new(),
                     fitted: Vec::new(),
-                    band: physics_band.clone(),
+                    band: physics_band.band.clone(),
+                    model_bands: physics_band.models.clone(),
                     physics_alone: true,
+                    cv,
                     ..g
                 }
             }
@@ -324,6 +363,7 @@ fn fit_group(engine: &str, family: &str, lins: &[Lin], ctx: &Ctx) -> GroupFit {
     let in_sample = simulated_residuals(lins, &vec![p_all.clone(); lins.len()], ctx);
     cv.insert("in-sample".to_string(), figures(lins, &in_sample, None));
     let mut band_of = BTreeMap::new();
+    let mut model_bands = BTreeMap::new();
     for (name, fold_of) in SCHEMES {
         let folds: Vec<String> = lins.iter().map(|l| fold_of(l.rec)).collect();
         let mut distinct: Vec<&String> = folds.iter().collect();
@@ -351,6 +391,7 @@ fn fit_group(engine: &str, family: &str, lins: &[Lin], ctx: &Ctx) -> GroupFit {
         cv.insert(name.to_string(), figures(lins, &res, bands.as_deref()));
         if name == "leave-one-model-out" {
             band_of = profile_bands(lins, &folds, &cross);
+            model_bands = own_model_bands(lins, &res, &mut cv);
         }
     }
     let uniq = |f: fn(&RunRecord) -> String| {
@@ -377,6 +418,7 @@ fn fit_group(engine: &str, family: &str, lins: &[Lin], ctx: &Ctx) -> GroupFit {
             .collect(),
         band: band_of,
         physics_alone: false,
+        model_bands,
         cv,
     }
 }
@@ -434,6 +476,11 @@ fn nested_bands(records: &[&[Obs]], folds: &[String], residuals: Residuals) -> V
 /// Each record's observations.
 fn obs_of<'a>(lins: &'a [Lin]) -> Vec<&'a [Obs]> {
     lins.iter().map(|l| l.obs.as_slice()).collect()
+}
+
+/// Each record.
+fn recs_of<'a>(lins: &[Lin<'a>]) -> Vec<&'a RunRecord> {
+    lins.iter().map(|l| l.rec).collect()
 }
 
 /// The profile's bands: per metric, the band for an unseen fold of the group's
@@ -500,125 +547,6 @@ fn chosen_terms(keys: &[String], prior_scale: f64) -> Result<Vec<Term>> {
         .collect())
 }
 
-/// The linearised records: read from `--linearised` when it holds this corpus, filters,
-/// seed and statistic, else computed (and written there).
-fn linearised(
-    o: &FitOptions,
-    records: &[&RunRecord],
-    loaded: &crate::Loaded,
-    cache: &Cache,
-    frontend_curve: bool,
-    say: &dyn Fn(&str),
-) -> Result<Vec<Result<Vec<Obs>, MeasuredError>>> {
-    let key = serde_json::json!({
-        "corpus": loaded.origin, "filters": o.filter, "seed": o.seed,
-        "center": format!("{:?}", o.center), "records": records.len(),
-        "terms": TERMS.iter().map(|t| t.key).collect::<Vec<_>>(),
-        "frontend_curve": frontend_curve.then_some(FRONTEND_GRID_S),
-        "twin": env!("CARGO_PKG_VERSION"),
-    });
-    if let Some(path) = &o.linearised {
-        if let Ok(text) = std::fs::read_to_string(path) {
-            let v: serde_json::Value = serde_json::from_str(&text)?;
-            if v["key"] == key {
-                say(&format!("linearised records read from {}", path.display()));
-                return Ok(v["records"]
-                    .as_array()
-                    .map(|rs| rs.iter().map(obs_of_json).collect())
-                    .unwrap_or_default());
-            }
-            say(&format!(
-                "{}: linearised for another corpus, filters or seed: computed again",
-                path.display()
-            ));
-        }
-    }
-    let sims = TERMS.len()
-        + 1
-        + if frontend_curve {
-            FRONTEND_GRID_S.len() - 1
-        } else {
-            0
-        };
-    say(&format!(
-        "linearising {} records ({sims} simulations each) ...",
-        records.len(),
-    ));
-    let lins = linearise_all(
-        records,
-        &loaded.base,
-        cache,
-        (o.seed, o.center),
-        frontend_curve,
-    );
-    if let Some(path) = &o.linearised {
-        let rs: Vec<serde_json::Value> = lins.iter().map(obs_to_json).collect();
-        let text = serde_json::to_string(&serde_json::json!({"key": key, "records": rs}))?;
-        let tmp = path.with_extension("partial");
-        std::fs::write(&tmp, text)?;
-        std::fs::rename(&tmp, path)?;
-    }
-    Ok(lins)
-}
-
-fn obs_to_json(l: &Result<Vec<Obs>, MeasuredError>) -> serde_json::Value {
-    match l {
-        Ok(obs) => {
-            let obs: Vec<serde_json::Value> = obs
-                .iter()
-                .map(|o| {
-                    let curve = o.curve.as_ref().map(|c| (c.term, &c.points));
-                    serde_json::json!([o.metric, o.y0, o.grad, o.target, curve])
-                })
-                .collect();
-            serde_json::json!({ "obs": obs })
-        }
-        Err(e) => serde_json::json!({"err": e.to_string(), "kind": e.kind()}),
-    }
-}
-
-fn obs_of_json(v: &serde_json::Value) -> Result<Vec<Obs>, MeasuredError> {
-    if let Some(e) = v["err"].as_str() {
-        let kind = v["kind"].as_str().unwrap_or_default();
-        return Err(MeasuredError::of_kind(kind, e.to_string()));
-    }
-    let bad = || MeasuredError::Load("a linearised record that does not read".to_string());
-    v["obs"]
-        .as_array()
-        .ok_or_else(bad)?
-        .iter()
-        .map(|o| {
-            Ok(Obs {
-                metric: o[0].as_u64().ok_or_else(bad)? as usize,
-                y0: o[1].as_f64().ok_or_else(bad)?,
-                grad: o[2]
-                    .as_array()
-                    .ok_or_else(bad)?
-                    .iter()
-                    .map(|g| g.as_f64().ok_or_else(bad))
-                    .collect::<Result<_, _>>()?,
-                target: o[3].as_f64().ok_or_else(bad)?,
-                curve: curve_of_json(&o[4]).ok_or_else(bad)?,
-            })
-        })
-        .collect()
-}
-
-/// A linearised observation's curve: `null`, or `[term, [[value, prediction], ...]]`
-/// (`None`: it does not read).
-fn curve_of_json(v: &serde_json::Value) -> Option<Option<Curve>> {
-    if v.is_null() {
-        return Some(None);
-    }
-    let term = v[0].as_u64()? as usize;
-    let points = v[1]
-        .as_array()?
-        .iter()
-        .map(|p| Some((p[0].as_f64()?, p[1].as_f64()?)))
-        .collect::<Option<Vec<_>>>()?;
-    (term < TERMS.len() && !points.is_empty()).then_some(Some(Curve { term, points }))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -648,6 +576,13 @@ mod tests {
             fitted: vec!["frontend_s".into()],
             band: BTreeMap::from([("tpot_ms".into(), [0.9, 1.1])]),
             physics_alone: false,
+            model_bands: BTreeMap::from([(
+                "m".to_string(),
+                calibration::runs::ModelBand {
+                    records: 9,
+                    band: BTreeMap::from([("tpot_ms".into(), [0.95, 1.05])]),
+                },
+            )]),
             cv,
         }
     }
@@ -658,8 +593,11 @@ mod tests {
     /// physics alone's band.
     #[test]
     fn the_gate_keeps_what_beats_physics_on_unseen_models() {
-        let physics: Vec<BTreeMap<String, [f64; 2]>> = (0..4)
-            .map(|i| BTreeMap::from([("tpot_ms".into(), [0.8, 1.2 + i as f64])]))
+        let physics: Vec<PhysicsBands> = (0..4)
+            .map(|i| PhysicsBands {
+                band: BTreeMap::from([("tpot_ms".into(), [0.8, 1.2 + i as f64])]),
+                ..Default::default()
+            })
             .collect();
         let (gated, lines) = gate(
             vec![
@@ -681,9 +619,12 @@ mod tests {
         assert_eq!(kept, ["a"]);
         assert_eq!(gated[0].band["tpot_ms"], [0.9, 1.1]);
         assert_eq!(gated[0].fitted, ["frontend_s"]);
+        assert_eq!(gated[0].model_bands["m"].records, 9);
         for (i, g) in gated.iter().enumerate().skip(1) {
             assert!(g.terms.is_empty() && g.fitted.is_empty(), "{}", g.engine);
-            assert_eq!(g.band, physics[i], "{}", g.engine);
+            assert_eq!(g.band, physics[i].band, "{}", g.engine);
+            // Physics alone's own-model bands (here none) replace the terms'.
+            assert!(g.model_bands.is_empty(), "{}", g.engine);
         }
         assert_eq!(lines.len(), 4);
         assert!(
@@ -732,33 +673,6 @@ mod tests {
                 assert_ne!(before[i], after[i], "record {i}");
             }
         }
-    }
-
-    /// A linearised record written to `--linearised` reads back whole, its front-end
-    /// curve included; a curve that names no term does not read.
-    #[test]
-    fn linearised_records_round_trip_with_their_curves() {
-        let o = |curve| Obs {
-            metric: 1,
-            y0: 12.5,
-            grad: vec![0.5; TERMS.len()],
-            target: 2.5f64.ln(),
-            curve,
-        };
-        let curve = Curve {
-            term: frontend_term(),
-            points: vec![(0.0, 10.0), (0.012, 12.5), (0.13, 30.0)],
-        };
-        let recs: Vec<Result<Vec<Obs>, MeasuredError>> = vec![
-            Ok(vec![o(Some(curve)), o(None)]),
-            Err(MeasuredError::Invalid("no TTFT or TPOT measured".into())),
-            Err(MeasuredError::NotModelled("pipeline parallelism".into())),
-        ];
-        for r in &recs {
-            assert_eq!(&obs_of_json(&obs_to_json(r)), r);
-        }
-        let bad = serde_json::json!({"obs": [[1, 12.5, [0.5], 0.9, [99, [[0.0, 1.0]]]]]});
-        assert!(obs_of_json(&bad).is_err());
     }
 
     /// `--or-terms`: a group takes the first term set that beats physics alone, fits

@@ -123,6 +123,7 @@ fn empty_group() -> calibration::runs::GroupFit {
         fitted: Vec::new(),
         band: Default::default(),
         physics_alone: false,
+        model_bands: Default::default(),
         cv: Default::default(),
     }
 }
@@ -267,7 +268,7 @@ pub fn group_of(rec: &RunRecord) -> (String, String) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::load::Base;
     use corpus::*;
@@ -292,7 +293,7 @@ mod tests {
 
     /// A Llama-3.1 run (8B on one H100, or 70B in FP8 on `tp` of them) under vLLM:
     /// `conc` users, fixed lengths.
-    fn record(id: &str, tp: u32, conc: u32, input: u32, output: u32) -> RunRecord {
+    pub(crate) fn record(id: &str, tp: u32, conc: u32, input: u32, output: u32) -> RunRecord {
         let big = tp > 1;
         RunRecord {
             schema: SCHEMA.into(),

@@ -88,7 +88,8 @@ pub use sim::serving::runs_band::RunsBand;
 
 /// The band of `rp`'s group of `engine` on `hardware` (`from`: where the profile came
 /// from), if it has one with a band; it names the group's model that `model` (the
-/// run's, as a scenario names it) is, when it is one of them.
+/// run's, as a scenario names it) is, when it is one of them, and is then that model's
+/// own band where the group has one.
 pub fn band_of(
     rp: &RunsProfile,
     from: &str,
@@ -97,18 +98,36 @@ pub fn band_of(
     model: &str,
 ) -> Option<RunsBand> {
     let g = rp.group_of(engine, hardware)?;
-    (!g.band.is_empty()).then(|| RunsBand {
+    if g.band.is_empty() {
+        return None;
+    }
+    let includes = g
+        .models
+        .iter()
+        .find(|id| sim::serving::runs_band::same_model(model, id))
+        .map(|id| (id.clone(), corpus_name(&rp.corpus)));
+    // A model the group holds enough runs of carries its own runs' band (a metric
+    // with too few of them: the group's).
+    let own = includes
+        .as_ref()
+        .and_then(|(id, _)| g.model_bands.get(id))
+        .filter(|mb| !mb.band.is_empty());
+    let mut band = g.band.clone();
+    if let Some(mb) = own {
+        band.extend(mb.band.iter().map(|(k, v)| (k.clone(), *v)));
+    }
+    Some(RunsBand {
         group: g.name(),
         records: g.records,
         models: g.models.len(),
         by_terms: !g.physics_alone,
         from: from.to_string(),
-        band: g.band.clone(),
-        includes: g
-            .models
-            .iter()
-            .find(|id| sim::serving::runs_band::same_model(model, id))
-            .map(|id| (id.clone(), corpus_name(&rp.corpus))),
+        band,
+        includes,
+        own: own.map(|mb| sim::serving::runs_band::OwnBand {
+            records: mb.records,
+            unseen: g.band.clone(),
+        }),
     })
 }
 

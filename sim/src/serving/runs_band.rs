@@ -25,6 +25,20 @@ pub struct RunsBand {
     /// the band is then wider than that model's own runs need, and they say more.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub includes: Option<(String, String)>,
+    /// When the group holds enough runs of that model: `band` is then the band of its
+    /// own runs (each priced as the group's band's are), and this says how many and
+    /// keeps the group's band for a model it has not seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub own: Option<OwnBand>,
+}
+
+/// A band drawn from the run's model's own runs in the group ([`RunsBand::own`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OwnBand {
+    /// The model's runs in the group.
+    pub records: usize,
+    /// Per metric, the group's band for a model it has not seen (factors).
+    pub unseen: std::collections::BTreeMap<String, [f64; 2]>,
 }
 
 /// A measured-runs band around one decode step (`RunsBand::decode_step`): TPOT's
@@ -66,24 +80,61 @@ impl RunsBand {
         )
     }
 
-    /// Where the band comes from, after `what` (`p10-p90`): the group's runs and models,
+    /// Where the band comes from, after `what` (`p10-p90`): the group's runs and models
+    /// (or the model's own runs among them, and the group's band for another model),
     /// the model of the run when it is one of them, what priced them, the profile.
     fn about(&self, what: &str) -> String {
-        let includes = match &self.includes {
-            Some((id, corpus)) => format!(
-                "; {id} is one of them: `twin validate runs {corpus} --filter model={}` gives its own errors",
-                id.to_ascii_lowercase()
-            ),
-            None => String::new(),
+        let priced = if self.by_terms {
+            "their terms"
+        } else {
+            "physics alone"
         };
-        format!(
-            "{what} for a model other than the {} of the {} measured runs of {}{includes}; priced by {}; from {}",
-            self.models,
-            self.records,
-            self.group,
-            if self.by_terms { "their terms" } else { "physics alone" },
-            self.from,
-        )
+        let errors = |id: &str, corpus: &str, which: &str| {
+            format!(
+                "`twin validate runs {corpus} --filter model={}` gives {which}",
+                id.to_ascii_lowercase()
+            )
+        };
+        match (&self.includes, &self.own) {
+            (Some((id, corpus)), Some(own)) => {
+                let unseen: Vec<String> = Self::METRICS
+                    .iter()
+                    .filter_map(|(key, name)| {
+                        let [lo, hi] = own.unseen.get(*key)?;
+                        Some(format!("{name} x{lo:.2}-{hi:.2}"))
+                    })
+                    .collect();
+                let each = if self.by_terms {
+                    format!("by terms fitted without {id}")
+                } else {
+                    "by physics alone".to_string()
+                };
+                format!(
+                    "{what} of the {} measured runs of {id} among the {} of {}, each priced {each}; {}; for a model the group has not seen: {}; from {}",
+                    own.records,
+                    self.records,
+                    self.group,
+                    errors(id, corpus, "them one by one"),
+                    unseen.join(", "),
+                    self.from,
+                )
+            }
+            (includes, _) => {
+                let includes = includes
+                    .as_ref()
+                    .map(|(id, corpus)| {
+                        format!(
+                            "; {id} is one of them: {}",
+                            errors(id, corpus, "its own errors")
+                        )
+                    })
+                    .unwrap_or_default();
+                format!(
+                    "{what} for a model other than the {} of the {} measured runs of {}{includes}; priced by {priced}; from {}",
+                    self.models, self.records, self.group, self.from,
+                )
+            }
+        }
     }
 
     /// The band's TPOT factors put around one decode step (`step_ms`, yielding
@@ -145,6 +196,10 @@ impl RunsBand {
         });
         if let Some((id, _)) = &self.includes {
             v["includes_model"] = serde_json::json!(id);
+        }
+        if let Some(own) = &self.own {
+            v["own_model_runs"] = serde_json::json!(own.records);
+            v["unseen_model_band"] = serde_json::json!(own.unseen);
         }
         v
     }
@@ -221,6 +276,7 @@ mod tests {
             from: "p".into(),
             band: [("tpot_ms".to_string(), [0.5, 1.5])].into_iter().collect(),
             includes: None,
+            own: None,
         };
         assert!(!b.text(100.0, 10.0).contains("one of them"));
         assert!(b.json(100.0, 10.0).get("includes_model").is_none());
@@ -234,6 +290,21 @@ mod tests {
         assert_eq!(
             b.json(100.0, 10.0)["includes_model"],
             "meta-llama/Llama-3.1-70B"
+        );
+        // With enough of the model's own runs, the band is theirs (here 0.9-1.2) and
+        // says so, keeping the group's for another model.
+        b.own = Some(OwnBand {
+            records: 40,
+            unseen: b.band.clone(),
+        });
+        b.band = [("tpot_ms".to_string(), [0.9, 1.2])].into_iter().collect();
+        let t = b.text(100.0, 10.0);
+        assert!(t.contains("TPOT mean 9.0-12.0 ms (p10-p90 of the 40 measured runs of meta-llama/Llama-3.1-70B among the 447 of vllm on hopper, each priced by terms fitted without meta-llama/Llama-3.1-70B; `twin validate runs runs --filter model=meta-llama/llama-3.1-70b` gives them one by one; for a model the group has not seen: TPOT x0.50-1.50; from p)"), "{t}");
+        let j = b.json(100.0, 10.0);
+        assert_eq!(j["own_model_runs"], 40);
+        assert_eq!(
+            j["unseen_model_band"]["tpot_ms"],
+            serde_json::json!([0.5, 1.5])
         );
     }
 
@@ -250,6 +321,7 @@ mod tests {
             from: "p".into(),
             band: [("tpot_ms".to_string(), [0.8, 1.25])].into_iter().collect(),
             includes: None,
+            own: None,
         };
         let s = b.decode_step(10.0, 1000.0, 100.0).unwrap();
         assert_eq!(s.factors, [0.8, 1.25]);

@@ -114,6 +114,22 @@ pub fn run(a: &FromRunsArgs, corpus_name: &str, out: Option<&std::path::Path>) -
     Ok(())
 }
 
+/// Each model's own band in group `g`, a line each.
+fn print_model_bands(g: &GroupFit) {
+    for (id, mb) in &g.model_bands {
+        let cells: Vec<String> = mb
+            .band
+            .iter()
+            .map(|(m, [lo, hi])| format!("{m} x{lo:.2}-{hi:.2}"))
+            .collect();
+        println!(
+            "  own band of {id} ({} runs): {}",
+            mb.records,
+            cells.join(", ")
+        );
+    }
+}
+
 fn print_fits(fits: &[GroupFit], skipped: &BTreeMap<String, usize>, n: usize, no_check: bool) {
     let fitted: usize = fits.iter().map(|g| g.records).sum();
     let how = if no_check {
@@ -171,6 +187,7 @@ fn print_fits(fits: &[GroupFit], skipped: &BTreeMap<String, usize>, n: usize, no
                 .collect();
             println!("  {scheme:<20} {}", cells.join("; "));
         }
+        print_model_bands(g);
     }
     for (why, k) in skipped {
         println!("not fitted: {k} x {why}");
