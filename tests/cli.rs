@@ -322,6 +322,27 @@ fn sweep_marks_the_frontier_and_lists_what_it_skipped() {
         .contains("do not divide over 36 ranks"));
 }
 
+/// `--tps` alone sweeps TP layouts only: the default DEP sizes apply when neither
+/// `--deps` nor `--tps` is given (Llama-3.1-70B has no DEP layout that fits an H100).
+#[test]
+fn a_tp_sweep_tries_no_dep_layout_unless_asked() {
+    let sweep = |extra: &[&str]| {
+        let mut a = vec!["sweep", "--model", "llama-3.1-70b", "--hardware", "h100"];
+        a.extend_from_slice(&["--batches", "16", "--json"]);
+        a.extend_from_slice(extra);
+        json(&twin(&a))
+    };
+    let v = sweep(&["--tps", "4,8"]);
+    let points = v["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2, "{v}");
+    assert!(points.iter().all(|p| p["dep"] == 1), "{v}");
+    assert!(v["skipped"].as_array().unwrap().is_empty(), "{v}");
+    let v = sweep(&["--tps", "8", "--deps", "8"]);
+    assert_eq!(v["skipped"].as_array().unwrap().len(), 1, "{v}");
+    let v = sweep(&[]);
+    assert_eq!(v["skipped"].as_array().unwrap().len(), 5, "{v}");
+}
+
 #[test]
 fn a_sweep_names_a_refused_layout_by_its_own_flags() {
     // DeepSeek-V3 at TP3: 128 heads do not divide over 3 GPUs, and its block-FP8

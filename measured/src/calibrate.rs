@@ -323,20 +323,26 @@ fn figures(
         if errs.is_empty() {
             continue;
         }
-        let abs: Vec<f64> = errs.iter().map(|e: &f64| e.abs()).collect();
         out.insert(
             metric.key().to_string(),
-            CvFigures {
-                n: errs.len(),
-                within: abs.iter().filter(|e| **e <= tolerance(*metric)).count() as f64
-                    / errs.len() as f64,
-                median_abs_error: corpus::summary::median(&abs),
-                band_coverage: (!inside.is_empty())
-                    .then(|| inside.iter().filter(|b| **b).count() as f64 / inside.len() as f64),
-            },
+            cv_figures(*metric, &errs, &inside),
         );
     }
     out
+}
+
+/// The figures of a metric's errors `errs` (predicted over measured, less 1): the share
+/// within its tolerance, the median |error|, and the share of `inside` (whether each
+/// measured value lay inside its band) that holds, none when no value had a band.
+pub(crate) fn cv_figures(metric: corpus::Metric, errs: &[f64], inside: &[bool]) -> CvFigures {
+    let abs: Vec<f64> = errs.iter().map(|e| e.abs()).collect();
+    CvFigures {
+        n: errs.len(),
+        within: abs.iter().filter(|e| **e <= tolerance(metric)).count() as f64 / errs.len() as f64,
+        median_abs_error: corpus::summary::median(&abs),
+        band_coverage: (!inside.is_empty())
+            .then(|| inside.iter().filter(|b| **b).count() as f64 / inside.len() as f64),
+    }
 }
 
 /// What a group's fit works with.

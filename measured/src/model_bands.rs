@@ -11,7 +11,6 @@
 
 use crate::fit::METRICS;
 use calibration::runs::{band_unseen_robust, CvFigures, ModelBand, Obs};
-use corpus::summary::tolerance;
 use corpus::RunRecord;
 use std::collections::BTreeMap;
 
@@ -107,7 +106,7 @@ pub fn coverage(
         let all = residuals(recs, obs, res, m);
         let deps: Vec<String> = all.iter().map(|(r, _)| deployment(r)).collect();
         let mut errs = Vec::new();
-        let mut inside = 0usize;
+        let mut inside = Vec::new();
         for (i, (rec, r)) in all.iter().enumerate() {
             let (others, folds): (Vec<f64>, Vec<&str>) = all
                 .iter()
@@ -123,22 +122,13 @@ pub fn coverage(
             };
             // predicted / measured - 1 = exp(-r) - 1.
             errs.push((-r).exp() - 1.0);
-            inside += usize::from(*r >= lo.ln() && *r <= hi.ln());
+            inside.push(*r >= lo.ln() && *r <= hi.ln());
         }
         if errs.is_empty() {
             continue;
         }
-        let abs: Vec<f64> = errs.iter().map(|e| e.abs()).collect();
-        out.insert(
-            metric.key().to_string(),
-            CvFigures {
-                n: errs.len(),
-                within: abs.iter().filter(|e| **e <= tolerance(*metric)).count() as f64
-                    / errs.len() as f64,
-                median_abs_error: corpus::summary::median(&abs),
-                band_coverage: Some(inside as f64 / errs.len() as f64),
-            },
-        );
+        let figures = crate::calibrate::cv_figures(*metric, &errs, &inside);
+        out.insert(metric.key().to_string(), figures);
     }
     out
 }

@@ -16,8 +16,9 @@ use spec::problem::Field;
 
 #[derive(Debug, Clone, Args)]
 pub struct SweepArgs {
-    /// DEP sizes to try, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "4,8,16,32,64")]
+    /// DEP sizes to try, comma-separated (default 4,8,16,32,64 when --tps is not
+    /// given: a dense model's replicas are TP layouts, not DEP ranks).
+    #[arg(long, value_delimiter = ',')]
     pub deps: Vec<u32>,
     /// Tensor-parallel sizes to try as well, comma-separated (one TP replica each;
     /// with --expert-parallel, experts whole per GPU).
@@ -34,6 +35,9 @@ pub struct SweepArgs {
     #[command(flatten)]
     pub html: ReportArgs,
 }
+
+/// The DEP sizes a sweep tries when given neither `--deps` nor `--tps`.
+const DEFAULT_DEPS: [u32; 5] = [4, 8, 16, 32, 64];
 
 struct Point {
     dep: u32,
@@ -65,8 +69,8 @@ struct Swept {
 }
 
 pub fn run(args: &SweepArgs) -> Result<()> {
-    if (args.deps.is_empty() && args.tps.is_empty()) || args.batches.is_empty() {
-        bail!("--deps (or --tps) and --batches need at least one value each");
+    if args.batches.is_empty() {
+        bail!("--batches needs at least one value");
     }
     if args.base.tp.is_some() || args.base.dep.is_some() {
         bail!("--dep and --tp are replaced by the grid: use --deps and --tps");
@@ -125,8 +129,11 @@ fn grid(
     let mut points = Vec::new();
     let mut skipped = Vec::new();
     let mut band = None;
-    let layouts: Vec<(u32, u32)> = args
-        .deps
+    let deps = match args.deps.is_empty() && args.tps.is_empty() {
+        true => &DEFAULT_DEPS[..],
+        false => &args.deps[..],
+    };
+    let layouts: Vec<(u32, u32)> = deps
         .iter()
         .map(|&d| (d, 1))
         .chain(args.tps.iter().map(|&t| (1, t)))
