@@ -220,6 +220,36 @@ fn sweep_and_validate_reports_have_data_in_every_plot() {
     ]));
     check_report(&sweep, 2);
     assert_eq!(summary(&sweep).len(), 4);
+    let table = std::fs::read_to_string(sweep.join("tables/points.csv")).unwrap();
+    assert!(!table.contains("measured-runs"), "{table}");
+    // With an engine the measured runs have a band for, each point carries it.
+    let banded = dir.path().join("banded");
+    ok(twin(&[
+        "sweep",
+        "--engine",
+        "vllm",
+        "--hardware",
+        "h100",
+        "--model",
+        "llama-3.1-70b",
+        "--tps",
+        "8",
+        "--batches",
+        "16",
+        "--report",
+        banded.to_str().unwrap(),
+    ]));
+    let table = std::fs::read_to_string(banded.join("tables/points.csv")).unwrap();
+    assert!(
+        table
+            .lines()
+            .next()
+            .unwrap()
+            .contains("step ms measured-runs p10-p90"),
+        "{table}"
+    );
+    let html = std::fs::read_to_string(banded.join("index.html")).unwrap();
+    assert!(html.contains("measured-runs band"), "{html}");
     let val = dir.path().join("validate");
     ok(twin(&[
         "validate",

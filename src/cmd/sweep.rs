@@ -231,10 +231,19 @@ fn write_report(args: &SweepArgs, s: &Swept, dir: &str) -> Result<()> {
             tok_s_user: p.tok_s_user,
             usd_per_m: p.usd_per_m,
             pareto,
+            step_ms_band: p.runs.map(|r| r.step_ms),
         })
         .collect();
     let title = format!("{} on {}", args.base.model, s.hardware);
-    let written = report::sweep(&title, &pts, s.usd_per_gpu_hour, dir, args.html.force)?;
+    let band = s.runs_band.as_ref().and_then(RunsBand::steps_text);
+    let written = report::sweep(
+        &title,
+        &pts,
+        s.usd_per_gpu_hour,
+        band.as_deref(),
+        dir,
+        args.html.force,
+    )?;
     eprintln!("report: {written}");
     Ok(())
 }

@@ -20,13 +20,17 @@ pub struct SweepPoint {
     pub tok_s_user: f64,
     pub usd_per_m: f64,
     pub pareto: bool,
+    /// The step's measured-runs band (p10-p90 ms), where the sweep's engine has one.
+    pub step_ms_band: Option<[f64; 2]>,
 }
 
-/// `twin sweep --report DIR`.
+/// `twin sweep --report DIR` (`band`: the measured-runs band's line, where the
+/// sweep's engine has one).
 pub fn sweep(
     title: &str,
     points: &[SweepPoint],
     usd_per_gpu_hour: f64,
+    band: Option<&str>,
     dir: &str,
     force: bool,
 ) -> Result<String> {
@@ -35,6 +39,9 @@ pub fn sweep(
         format!("forward over layout x batch; GPUs at ${usd_per_gpu_hour:.2}/GPU-hour"),
     );
     page.fact("points", points.len().to_string());
+    if let Some(b) = band {
+        page.fact("measured-runs band", b);
+    }
     let mut section = Section::new("frontier", "Throughput per GPU against speed per user", "Each point is one exact step of a DEP group or TP replica (twin forward); the line joins the Pareto-optimal points.");
     section.figures.push(Figure::new(
         "pareto",
@@ -104,24 +111,22 @@ fn frontier_chart(points: &[SweepPoint]) -> Chart {
 }
 
 fn points_table(points: &[SweepPoint]) -> Table {
-    let mut table = Table::new(
-        "points",
-        "Points",
-        &[
-            "layout",
-            "batch per rank",
-            "step ms",
-            "tok/s per GPU",
-            "tok/s per user",
-            "$/M tokens",
-            "Pareto",
-        ],
-    );
+    let banded = points.iter().any(|p| p.step_ms_band.is_some());
+    let mut columns = vec!["layout", "batch per rank", "step ms"];
+    if banded {
+        columns.push("step ms measured-runs p10-p90");
+    }
+    columns.extend(["tok/s per GPU", "tok/s per user", "$/M tokens", "Pareto"]);
+    let mut table = Table::new("points", "Points", &columns);
     for p in points {
-        table.row(vec![
-            p.layout.clone(),
-            p.batch.to_string(),
-            fixed(p.step_ms, 3),
+        let mut row = vec![p.layout.clone(), p.batch.to_string(), fixed(p.step_ms, 3)];
+        if banded {
+            row.push(match p.step_ms_band {
+                Some([lo, hi]) => format!("{}-{}", fixed(lo, 3), fixed(hi, 3)),
+                None => String::new(),
+            });
+        }
+        row.extend([
             fixed(p.tok_s_gpu, 0),
             fixed(p.tok_s_user, 1),
             fixed(p.usd_per_m, 4),
@@ -131,6 +136,7 @@ fn points_table(points: &[SweepPoint]) -> Table {
                 String::new()
             },
         ]);
+        table.row(row);
     }
     table
 }
