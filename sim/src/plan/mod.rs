@@ -262,6 +262,12 @@ pub struct Metrics {
     /// Dropped requests over arrived ones (whole run).
     pub dropped_fraction: f64,
     pub usd_per_m_tokens: f64,
+    /// Mean TTFT and TPOT (ms), what a measured-runs band lies around (0 where unknown:
+    /// a screen's estimate, or an answer written before they were kept).
+    #[serde(default)]
+    pub ttft_mean_ms: f64,
+    #[serde(default)]
+    pub tpot_mean_ms: f64,
 }
 
 /// The field of SLO metric `name` among a candidate's three SLO figures (NaN for
@@ -302,6 +308,8 @@ impl Metrics {
             requests_per_s: avg(|m| m.requests_per_s),
             dropped_fraction: avg(|m| m.dropped_fraction),
             usd_per_m_tokens: finance.usd_per_m_tokens.cost_all_tokens,
+            ttft_mean_ms: avg(|m| m.ttft_mean_ms),
+            tpot_mean_ms: avg(|m| m.tpot_mean_ms),
         }
     }
 
@@ -340,6 +348,8 @@ impl Metrics {
                 0.0
             },
             usd_per_m_tokens: finance.usd_per_m_tokens.cost_all_tokens,
+            ttft_mean_ms: report.ttft_ms.mean,
+            tpot_mean_ms: report.tpot_ms.mean,
         }
     }
 }

@@ -620,3 +620,19 @@ fn a_coarse_grid_hashes_apart() {
     assert_ne!(coarse.grid, exact.grid);
     assert_eq!(serde_json::to_value(&coarse).unwrap()["cohort"], 8);
 }
+
+/// A candidate's mean TTFT and TPOT over its seeds are the means of each seed's (what
+/// `plan` puts the measured-runs band around): 100 and 200 ms give 150.
+#[test]
+fn a_candidates_mean_latencies_over_seeds_are_their_means() {
+    let seed = |ttft: f64, tpot: f64| Metrics {
+        ttft_mean_ms: ttft,
+        tpot_mean_ms: tpot,
+        ..Metrics::default()
+    };
+    let m = Metrics::mean(
+        &[seed(100.0, 10.0), seed(200.0, 30.0)],
+        &crate::tco::Finance::default(),
+    );
+    assert_eq!((m.ttft_mean_ms, m.tpot_mean_ms), (150.0, 20.0));
+}

@@ -103,14 +103,22 @@ pub fn to_json(o: &Outcome) -> Value {
 }
 
 /// The measured-runs band of the scenario's engine on the best's (decode) GPU, with
-/// the simulated means it lies around (its first seed's run).
+/// the simulated means it lies around (over its seeds; its first seed's run in an
+/// answer that did not keep them).
 fn best_band<'a>(
     o: &'a Outcome,
     best: &Record,
 ) -> Option<(&'a sim::serving::runs_band::RunsBand, f64, f64)> {
     let band = o.header.runs_bands.get(&best.candidate.decode.hardware)?;
-    let r = best.report.as_ref()?;
-    Some((band, r.ttft_ms.mean, r.tpot_ms.mean))
+    match best.metrics {
+        Some(m) if m.ttft_mean_ms > 0.0 && m.tpot_mean_ms > 0.0 => {
+            Some((band, m.ttft_mean_ms, m.tpot_mean_ms))
+        }
+        _ => {
+            let r = best.report.as_ref()?;
+            Some((band, r.ttft_ms.mean, r.tpot_ms.mean))
+        }
+    }
 }
 
 /// The best configuration as JSON.
