@@ -60,6 +60,8 @@ pub struct Outcome {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Groups {
     pub engine: String,
+    /// The engine and its version (`sglang@0.5.9`; `?` for a version not known).
+    pub version: String,
     pub gpu: String,
     pub model: String,
     pub precision: String,
@@ -84,6 +86,7 @@ impl Groups {
         let (i, o) = (r.client.input.mean(), r.client.output.mean());
         Groups {
             engine: r.engine.name.key().to_string(),
+            version: r.engine.label(),
             gpu: r.gpu.hardware.clone(),
             model: r.model.id.clone(),
             precision: precision(r),
@@ -107,6 +110,7 @@ impl Groups {
         match dim {
             Dim::All => "all".into(),
             Dim::Engine => self.engine.clone(),
+            Dim::Version => self.version.clone(),
             Dim::Gpu => self.gpu.clone(),
             Dim::Model => self.model.clone(),
             Dim::Precision => self.precision.clone(),
@@ -122,6 +126,9 @@ impl Groups {
 pub enum Dim {
     All,
     Engine,
+    /// The engine at its version: one engine's releases run the same model differently
+    /// (SGLang's Qwen3.5 steps before and after 0.5.10).
+    Version,
     Gpu,
     Model,
     Precision,
@@ -130,9 +137,10 @@ pub enum Dim {
 }
 
 impl Dim {
-    pub const SUMMARY: [Dim; 6] = [
+    pub const SUMMARY: [Dim; 7] = [
         Dim::All,
         Dim::Engine,
+        Dim::Version,
         Dim::Gpu,
         Dim::Model,
         Dim::Precision,
@@ -143,6 +151,7 @@ impl Dim {
         match self {
             Dim::All => "all",
             Dim::Engine => "engine",
+            Dim::Version => "version",
             Dim::Gpu => "gpu",
             Dim::Model => "model",
             Dim::Precision => "precision",
@@ -271,6 +280,7 @@ mod tests {
     fn groups(engine: &str) -> Groups {
         Groups {
             engine: engine.into(),
+            version: format!("{engine}@1.0"),
             gpu: "h100".into(),
             model: "m".into(),
             precision: "bf16".into(),
@@ -316,6 +326,11 @@ mod tests {
         ];
         let s = summarize(&outcomes, Dim::Engine);
         assert_eq!(s.len(), 2);
+        // By version, the same two groups under the engine's label.
+        let v = summarize(&outcomes, Dim::Version);
+        let names: Vec<&str> = v.iter().map(|g| g.group.as_str()).collect();
+        assert_eq!(names, ["sglang@1.0", "vllm@1.0"]);
+        assert_eq!(v[1].metrics, s[1].metrics);
         let (sg, vl) = (&s[0], &s[1]);
         assert_eq!((sg.group.as_str(), sg.records, sg.priced), ("sglang", 1, 0));
         assert!(sg.metrics.is_empty());

@@ -103,7 +103,7 @@ pub enum ValidateWhat {
     Bench(runs::BenchValidateArgs),
     /// Every measured run of a corpus (`aic-silicon-train`, or a file of records)
     /// simulated as it was measured: predicted against measured per record, and the
-    /// summary by engine, GPU, model, precision and regime.
+    /// summary by engine, engine version, GPU, model, precision and regime.
     Runs(corpus::RunsValidateArgs),
 }
 
