@@ -702,6 +702,11 @@ pub struct GroupFit {
     /// prices by physics alone and carries only its band and figures.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub physics_alone: bool,
+    /// Per fitted term, the lowest and highest value it took in the fits that left one
+    /// model out (each fitted without one model's runs): how far the term moves with
+    /// the models it is fitted to (empty with one model, or in profiles written before).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub term_spread: std::collections::BTreeMap<String, [f64; 2]>,
     /// Per model of the group with enough runs, its own band: what a run of a model
     /// the group holds carries instead of `band` (empty in profiles written before).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]

@@ -255,6 +255,7 @@ pub fn gate(fits: Vec<GroupFit>, physics_bands: &[PhysicsBands]) -> (Vec<GroupFi
                 GroupFit {
                     terms: BTreeMap::new(),
                     fitted: Vec::new(),
+                    term_spread: BTreeMap::new(),
                     band: physics_band.band.clone(),
                     model_bands: physics_band.models.clone(),
                     physics_alone: true,
@@ -370,34 +371,21 @@ fn fit_group(engine: &str, family: &str, lins: &[Lin], ctx: &Ctx) -> GroupFit {
     cv.insert("in-sample".to_string(), figures(lins, &in_sample, None));
     let mut band_of = BTreeMap::new();
     let mut model_bands = BTreeMap::new();
+    let mut term_spread = BTreeMap::new();
     for (name, fold_of) in SCHEMES {
         let folds: Vec<String> = lins.iter().map(|l| fold_of(l.rec)).collect();
-        let mut distinct: Vec<&String> = folds.iter().collect();
-        distinct.sort();
-        distinct.dedup();
-        // One fit per fold, without any of its records (in parallel: a run per fold
-        // when leaving one run out).
-        let by_fold: BTreeMap<&String, Vec<f64>> = distinct
-            .par_iter()
-            .map(|f| {
-                let train: Vec<&Obs> = lins
-                    .iter()
-                    .zip(&folds)
-                    .filter(|(_, g)| g != f)
-                    .flat_map(|(l, _)| &l.obs)
-                    .collect();
-                (*f, fit(&train, terms, &WEIGHTS))
-            })
-            .collect();
+        let by_fold = fits_by_fold(lins, &folds, terms);
+        let distinct = by_fold.len();
         let params: Vec<Vec<f64>> = folds.iter().map(|f| by_fold[f].clone()).collect();
         let cross = |obs: &[Obs], f: &[String]| cross_validate(obs, f, terms, &WEIGHTS);
-        let bands = (distinct.len() <= MAX_NESTED_FOLDS)
-            .then(|| nested_bands(&obs_of(lins), &folds, &cross));
+        let bands =
+            (distinct <= MAX_NESTED_FOLDS).then(|| nested_bands(&obs_of(lins), &folds, &cross));
         let res = simulated_residuals(lins, &params, ctx);
         cv.insert(name.to_string(), figures(lins, &res, bands.as_deref()));
         if name == "leave-one-model-out" {
             band_of = profile_bands(lins, &folds, &cross);
             model_bands = own_model_bands(lins, &res, &mut cv);
+            term_spread = spread_over_folds(terms, &by_fold);
         }
     }
     let uniq = |f: fn(&RunRecord) -> String| {
@@ -424,9 +412,56 @@ fn fit_group(engine: &str, family: &str, lins: &[Lin], ctx: &Ctx) -> GroupFit {
             .collect(),
         band: band_of,
         physics_alone: false,
+        term_spread,
         model_bands,
         cv,
     }
+}
+
+/// One fit per fold of `folds` (each record's), without any of its records (in
+/// parallel: a run per fold when leaving one run out).
+fn fits_by_fold<'a>(
+    lins: &[Lin],
+    folds: &'a [String],
+    terms: &[Term],
+) -> BTreeMap<&'a String, Vec<f64>> {
+    let mut distinct: Vec<&String> = folds.iter().collect();
+    distinct.sort();
+    distinct.dedup();
+    distinct
+        .par_iter()
+        .map(|f| {
+            let train: Vec<&Obs> = lins
+                .iter()
+                .zip(folds)
+                .filter(|(_, g)| g != f)
+                .flat_map(|(l, _)| &l.obs)
+                .collect();
+            (*f, fit(&train, terms, &WEIGHTS))
+        })
+        .collect()
+}
+
+/// Per fitted term (not pinned at its prior), the lowest and highest value it takes over
+/// the fits of `by_fold` (one per fold left out); none with fewer than two folds.
+fn spread_over_folds(
+    terms: &[Term],
+    by_fold: &BTreeMap<&String, Vec<f64>>,
+) -> BTreeMap<String, [f64; 2]> {
+    if by_fold.len() < 2 {
+        return BTreeMap::new();
+    }
+    terms
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.sd > PINNED_SD)
+        .map(|(k, t)| {
+            let values = by_fold.values().map(|p| t.value(p[k]));
+            let lo = values.clone().fold(f64::INFINITY, f64::min);
+            let hi = values.fold(f64::NEG_INFINITY, f64::max);
+            (t.key.to_string(), [lo, hi])
+        })
+        .collect()
 }
 
 /// An observation set's residuals (log measured over predicted) as a band sees them:
@@ -582,6 +617,7 @@ mod tests {
             fitted: vec!["frontend_s".into()],
             band: BTreeMap::from([("tpot_ms".into(), [0.9, 1.1])]),
             physics_alone: false,
+            term_spread: BTreeMap::from([("frontend_s".into(), [0.01, 0.03])]),
             model_bands: BTreeMap::from([(
                 "m".to_string(),
                 calibration::runs::ModelBand {
@@ -626,8 +662,10 @@ mod tests {
         assert_eq!(gated[0].band["tpot_ms"], [0.9, 1.1]);
         assert_eq!(gated[0].fitted, ["frontend_s"]);
         assert_eq!(gated[0].model_bands["m"].records, 9);
+        assert_eq!(gated[0].term_spread["frontend_s"], [0.01, 0.03]);
         for (i, g) in gated.iter().enumerate().skip(1) {
             assert!(g.terms.is_empty() && g.fitted.is_empty(), "{}", g.engine);
+            assert!(g.term_spread.is_empty(), "{}", g.engine);
             assert_eq!(g.band, physics[i].band, "{}", g.engine);
             // Physics alone's own-model bands (here none) replace the terms'.
             assert!(g.model_bands.is_empty(), "{}", g.engine);
@@ -679,6 +717,37 @@ mod tests {
                 assert_ne!(before[i], after[i], "record {i}");
             }
         }
+    }
+
+    /// A term's spread is its lowest and highest value over the fits leaving one fold
+    /// out, by hand: a log term at ln 1.1 and ln 1.3 spans 1.1-1.3, a seconds term at
+    /// 0.02 and 0.01 spans 0.01-0.02; a pinned term has none, nor has one fold.
+    #[test]
+    fn a_terms_spread_is_its_range_over_the_folds_fits() {
+        let term = |key, log, sd| Term {
+            key,
+            log,
+            prior: 1.0,
+            sd,
+            step: 0.1,
+        };
+        let terms = [
+            term("a", true, 0.5),
+            term("b", false, 0.01),
+            term("c", true, PINNED_SD),
+        ];
+        let (f1, f2) = ("m1".to_string(), "m2".to_string());
+        let by_fold = BTreeMap::from([
+            (&f1, vec![1.1f64.ln(), 0.02, 0.0]),
+            (&f2, vec![1.3f64.ln(), 0.01, 0.0]),
+        ]);
+        let s = spread_over_folds(&terms, &by_fold);
+        assert_eq!(s.len(), 2, "{s:?}");
+        let [lo, hi] = s["a"];
+        assert!((lo - 1.1).abs() < 1e-12 && (hi - 1.3).abs() < 1e-12);
+        assert_eq!(s["b"], [0.01, 0.02]);
+        let one = BTreeMap::from([(&f1, vec![0.0, 0.0, 0.0])]);
+        assert!(spread_over_folds(&terms, &one).is_empty());
     }
 
     /// `--or-terms`: a group takes the first term set that beats physics alone, fits

@@ -123,6 +123,7 @@ fn empty_group() -> calibration::runs::GroupFit {
         fitted: Vec::new(),
         band: Default::default(),
         physics_alone: false,
+        term_spread: Default::default(),
         model_bands: Default::default(),
         cv: Default::default(),
     }

@@ -183,6 +183,14 @@ mod tests {
             // it carries no terms.
             assert_eq!(beats, !g.physics_alone, "{} on {}", g.engine, g.family);
             assert!(!g.physics_alone || g.terms.is_empty());
+            // A kept group of several models carries each fitted term's spread over the
+            // fits that left one model out.
+            if !g.physics_alone && g.models.len() > 1 {
+                for k in &g.fitted {
+                    let [lo, hi] = g.term_spread[k];
+                    assert!(lo <= hi && lo >= 0.0, "{} on {}: {k}", g.engine, g.family);
+                }
+            }
         }
     }
 }

@@ -114,6 +114,49 @@ pub fn run(a: &FromRunsArgs, corpus_name: &str, out: Option<&std::path::Path>) -
     Ok(())
 }
 
+/// Group `g`'s terms, which of them were fitted, and their spread over the fits that
+/// left one model out.
+fn print_terms(g: &GroupFit) {
+    let terms: Vec<String> = g
+        .terms
+        .iter()
+        .map(|(k, v)| {
+            if k.ends_with("_s") {
+                format!("{k} {:.2} ms", v * 1e3)
+            } else {
+                format!("{k} {v:.3}")
+            }
+        })
+        .collect();
+    println!("  terms: {}", terms.join(", "));
+    if !g.fitted.is_empty() {
+        println!(
+            "  fitted: {} (the others at their priors)",
+            g.fitted.join(", ")
+        );
+    }
+    if !g.term_spread.is_empty() {
+        let cells: Vec<String> = g
+            .term_spread
+            .iter()
+            .map(|(k, [lo, hi])| term_range(k, *lo, *hi))
+            .collect();
+        println!(
+            "  spread over the fits leaving one model out: {}",
+            cells.join(", ")
+        );
+    }
+}
+
+/// A term's range as `calibrate` prints terms: seconds in ms, factors as they are.
+fn term_range(key: &str, lo: f64, hi: f64) -> String {
+    if key.ends_with("_s") {
+        format!("{key} {:.2}-{:.2} ms", lo * 1e3, hi * 1e3)
+    } else {
+        format!("{key} {lo:.3}-{hi:.3}")
+    }
+}
+
 /// Each model's own band in group `g`, a line each.
 fn print_model_bands(g: &GroupFit) {
     for (id, mb) in &g.model_bands {
@@ -153,24 +196,7 @@ fn print_fits(fits: &[GroupFit], skipped: &BTreeMap<String, usize>, n: usize, no
             g.records,
             g.models.join(", ")
         );
-        let terms: Vec<String> = g
-            .terms
-            .iter()
-            .map(|(k, v)| {
-                if k.ends_with("_s") {
-                    format!("{k} {:.2} ms", v * 1e3)
-                } else {
-                    format!("{k} {v:.3}")
-                }
-            })
-            .collect();
-        println!("  terms: {}", terms.join(", "));
-        if !g.fitted.is_empty() {
-            println!(
-                "  fitted: {} (the others at their priors)",
-                g.fitted.join(", ")
-            );
-        }
+        print_terms(g);
         for (scheme, figs) in &g.cv {
             let cells: Vec<String> = figs
                 .iter()
