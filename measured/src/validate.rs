@@ -1,8 +1,8 @@
 //! A corpus's records simulated as they were measured and compared with what was
 //! measured (`twin validate runs` without its flags and printing): predicted against
-//! measured per record, the summary by engine, engine version, GPU, model, precision and regime, and
-//! both as text and as JSON. A record twin cannot price is listed with its reason,
-//! never dropped.
+//! measured per record, the summary by engine, engine version, GPU, model, precision
+//! and regime, and both as text and as JSON. A record twin cannot price is listed
+//! with its reason, never dropped.
 
 use crate::load::{Base, Loaded};
 use crate::predict::{compare, Center};

@@ -117,38 +117,37 @@ impl std::fmt::Display for Impossible {
 
 impl std::error::Error for Impossible {}
 
-/// The measured-runs band of the step `f` that `req` asked for: the TPOT band of the
-/// runs profile's group of `--engine` on the step's GPU family, put around a decode
-/// step (`RunsBand::decode_step`); `None` for a prefill step (a run's TTFT, which the
-/// band's other metric holds, is queueing and front end as much as prefill steps),
-/// without an engine, with `--physics-only` or isolated prices, or where the profile
-/// has no group with a band for them.
+/// The measured-runs band of the step `f` that `req` asked for: the band of the runs
+/// profile's group of `--engine` on the step's GPU family (the model's own where the
+/// group holds it), whose TPOT factors [`step_band`] puts around a decode step; `None`
+/// for a prefill step (a run's TTFT, which the band's other metric holds, is queueing
+/// and front end as much as prefill steps), without an engine, with `--physics-only`
+/// or isolated prices, or where the profile has no group with a band for them. The
+/// same for every step of one engine, GPU and model (`sweep` reads it once).
 pub fn runs_band(
     req: &StepRequest,
     f: &Forward,
-) -> Result<
-    Option<(
-        sim::serving::runs_band::RunsBand,
-        sim::serving::runs_band::StepBand,
-    )>,
-> {
+) -> Result<Option<sim::serving::runs_band::RunsBand>> {
     if req.phase != Phase::Decode {
         return Ok(None);
     }
-    let physics_only = req.pricing.physics_only || req.isolated;
-    let band = super::resolve::runs_band_of(
+    super::resolve::runs_band_of(
         req.pricing.engine.as_deref(),
         req.pricing.profile.as_deref(),
-        physics_only,
+        req.pricing.physics_only || req.isolated,
         &f.hardware,
         &f.model,
-    )?;
-    let step_ms = f.result.step_s() * 1e3;
-    let user = f.spec.tokens_per_step / f.result.step_s();
-    Ok(band.and_then(|b| {
-        let s = b.decode_step(step_ms, f.result.tokens_per_s_per_gpu, user)?;
-        Some((b, s))
-    }))
+    )
+}
+
+/// Band `b`'s TPOT factors around the decode step `f` (`RunsBand::decode_step`).
+pub fn step_band(
+    b: &sim::serving::runs_band::RunsBand,
+    f: &Forward,
+) -> Option<sim::serving::runs_band::StepBand> {
+    let step = f.result.step_s();
+    let user = f.spec.tokens_per_step / step;
+    b.decode_step(step * 1e3, f.result.tokens_per_s_per_gpu, user)
 }
 
 /// Loads, validates and prices the step `req` asks for.

@@ -6,7 +6,7 @@ use crate::args::ReportArgs;
 use anyhow::{bail, Result};
 use clap::Args;
 use scenario::flags::forward::{ForwardArgs, PhaseArg};
-use scenario::step::{evaluate, runs_band, Forward};
+use scenario::step::{evaluate, runs_band, step_band, Forward};
 use serde_json::json;
 use sim::cost::Op;
 use sim::forward::pareto_max;
@@ -128,7 +128,8 @@ fn grid(
 ) -> Result<(Vec<Point>, Vec<Skipped>, Option<RunsBand>)> {
     let mut points = Vec::new();
     let mut skipped = Vec::new();
-    let mut band = None;
+    // The band is the same for every point (one engine, GPU and model): read once.
+    let mut band: Option<Option<RunsBand>> = None;
     let deps = match args.deps.is_empty() && args.tps.is_empty() {
         true => &DEFAULT_DEPS[..],
         false => &args.deps[..],
@@ -154,19 +155,21 @@ fn grid(
             };
             match evaluate(&req) {
                 Ok(f) => {
-                    let runs = runs_band(&req, &f)?;
-                    let mut p = point(&f, args.base.phase, usd_per_gpu_hour, (dep, tp, batch));
-                    if let Some((b, s)) = runs {
-                        p.runs = Some(s);
-                        band.get_or_insert(b);
+                    if band.is_none() {
+                        band = Some(runs_band(&req, &f)?);
                     }
+                    let mut p = point(&f, args.base.phase, usd_per_gpu_hour, (dep, tp, batch));
+                    p.runs = band
+                        .as_ref()
+                        .and_then(Option::as_ref)
+                        .and_then(|b| step_band(b, &f));
                     points.push(p);
                 }
                 Err(e) => skipped.push((dep, tp, batch, why_skipped(&e))),
             }
         }
     }
-    Ok((points, skipped, band))
+    Ok((points, skipped, band.flatten()))
 }
 
 /// Why a point of the grid was not priced, on one line: a refused layout in the

@@ -394,5 +394,22 @@ fn fill_settings(s: &mut EngineSettings, file: &EngineSettings, notes: &mut Vec<
     }
 }
 
+/// The acceptance `a` in [0, 1] of each of `n` chained drafts with `a + a^2 + ... +
+/// a^n = per_step` accepted a step (bisection: the sum grows with `a`, from 0 to `n`);
+/// the vLLM and SGLang readers' both.
+fn acceptance_for(per_step: f64, n: u32) -> f64 {
+    let sum = |a: f64| (1..=n).map(|i| a.powi(i as i32)).sum::<f64>();
+    let (mut lo, mut hi) = (0.0_f64, 1.0_f64);
+    for _ in 0..60 {
+        let mid = 0.5 * (lo + hi);
+        if sum(mid) < per_step {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    0.5 * (lo + hi)
+}
+
 #[cfg(test)]
 mod tests;

@@ -221,7 +221,7 @@ fn accepted(sp: &mut Speculative, o: &Obj, notes: &mut Vec<String>) {
     match o.number("accept_length", &mut Vec::new()).filter(|l| *l >= 1.0) {
         Some(l) => {
             let per_step = (l - 1.0).min(f64::from(n));
-            let a = vllm::acceptance_for(per_step, n);
+            let a = super::acceptance_for(per_step, n);
             sp.acceptance = Some(a);
             notes.push(format!("speculative decoding: {n} drafts a step (server_info.speculative_num_steps), {l:.2} tokens a verify step (accept_length): each draft accepted at {a:.3} given those before it, the drafter taken as the model's MTP layers"));
         }

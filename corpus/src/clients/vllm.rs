@@ -240,7 +240,6 @@ pub(super) fn recorded(
     )
 }
 
-/// The figures: latencies in ms, throughputs as rates.
 /// The speculative decoding the server's counters measured over the run, if it ran
 /// any: the drafts a step (draft tokens over drafts) and one acceptance per draft that
 /// gives the tokens accepted a step the counters give (`a + a^2 + ... + a^n`, each
@@ -256,7 +255,7 @@ fn speculative(o: &Obj, notes: &mut Vec<String>) -> Option<Speculative> {
     }
     let n = ((drafted as f64 / steps as f64).round() as u32).clamp(1, 16);
     let per_step = (accepted as f64 / steps as f64).min(f64::from(n));
-    let a = acceptance_for(per_step, n);
+    let a = super::acceptance_for(per_step, n);
     notes.push(format!(
         "speculative decoding: {n} drafts a step, {per_step:.2} accepted a step ({accepted} of {drafted} drafted tokens in {steps} steps, the server's counters over the run): each draft accepted at {a:.3} given those before it; the drafter taken as the model's MTP layers (the counters do not name it)"
     ));
@@ -267,22 +266,7 @@ fn speculative(o: &Obj, notes: &mut Vec<String>) -> Option<Speculative> {
     })
 }
 
-/// The acceptance `a` in [0, 1] with `a + a^2 + ... + a^n = per_step` (bisection: the
-/// sum grows with `a`, from 0 to `n`).
-pub(super) fn acceptance_for(per_step: f64, n: u32) -> f64 {
-    let sum = |a: f64| (1..=n).map(|i| a.powi(i as i32)).sum::<f64>();
-    let (mut lo, mut hi) = (0.0_f64, 1.0_f64);
-    for _ in 0..60 {
-        let mid = 0.5 * (lo + hi);
-        if sum(mid) < per_step {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    0.5 * (lo + hi)
-}
-
+/// The figures: latencies in ms, throughputs as rates.
 fn figures(o: &Obj, p: &mut Vec<String>, notes: &mut Vec<String>) -> Measured {
     let mut f = Figures::default();
     latency_figures(o, &LATENCIES, &mut f, p);

@@ -121,11 +121,8 @@ fn print_terms(g: &GroupFit) {
         .terms
         .iter()
         .map(|(k, v)| {
-            if k.ends_with("_s") {
-                format!("{k} {:.2} ms", v * 1e3)
-            } else {
-                format!("{k} {v:.3}")
-            }
+            let (x, unit, digits) = in_units(k, *v);
+            format!("{k} {x:.digits$}{unit}")
         })
         .collect();
     println!("  terms: {}", terms.join(", "));
@@ -148,13 +145,20 @@ fn print_terms(g: &GroupFit) {
     }
 }
 
-/// A term's range as `calibrate` prints terms: seconds in ms, factors as they are.
-fn term_range(key: &str, lo: f64, hi: f64) -> String {
+/// A term's value as `calibrate` prints it: seconds in ms (2 digits), factors as they
+/// are (3 digits); the value, its unit's suffix and the digits.
+fn in_units(key: &str, v: f64) -> (f64, &'static str, usize) {
     if key.ends_with("_s") {
-        format!("{key} {:.2}-{:.2} ms", lo * 1e3, hi * 1e3)
+        (v * 1e3, " ms", 2)
     } else {
-        format!("{key} {lo:.3}-{hi:.3}")
+        (v, "", 3)
     }
+}
+
+/// A term's range, in the units of [`in_units`].
+fn term_range(key: &str, lo: f64, hi: f64) -> String {
+    let ((lo, unit, digits), (hi, _, _)) = (in_units(key, lo), in_units(key, hi));
+    format!("{key} {lo:.digits$}-{hi:.digits$}{unit}")
 }
 
 /// Each model's own band in group `g`, a line each.

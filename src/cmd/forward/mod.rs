@@ -6,7 +6,7 @@ pub mod trace_out;
 use anyhow::Result;
 use report::text::forward::{render, to_json};
 use scenario::flags::forward::ForwardArgs;
-use scenario::step::{evaluate, prepare, runs_band};
+use scenario::step::{evaluate, prepare, runs_band, step_band};
 use serde_json::json;
 
 pub fn run(args: &ForwardArgs) -> Result<()> {
@@ -31,7 +31,7 @@ pub fn run(args: &ForwardArgs) -> Result<()> {
         false => Some(crate::band::forward(&prepare(&req)?)?),
     };
     // How far measured runs of the engine say the step may be (decode steps only).
-    let runs = runs_band(&req, &f)?;
+    let runs = runs_band(&req, &f)?.and_then(|b| step_band(&b, &f).map(|s| (b, s)));
     if args.json {
         let mut v = to_json(&f);
         if let Some(b) = &band {

@@ -1,8 +1,8 @@
 //! `twin validate runs CORPUS`: every measured run of a corpus simulated as it was
 //! measured (the client as the workload; the engine's scheduler, host terms and
 //! kernel tables; the layout), predicted against measured per record, and the summary
-//! by engine, engine version, GPU, model, precision and regime. A record twin cannot price is listed
-//! with its reason, never dropped. The work is `measured::validate`; here, the flags,
+//! by engine, engine version, GPU, model, precision and regime. A record twin cannot
+//! price is listed with its reason, never dropped. The work is `measured::validate`; here, the flags,
 //! the terms they choose and the HTML report.
 
 use anyhow::{bail, Context, Result};
