@@ -90,6 +90,30 @@ fn every_public_sweep_point_reads_back_its_own_summary_and_runs_as_the_client_se
             v["scheduler"].as_str().unwrap().starts_with("vLLM V1"),
             "{file}"
         );
+        // The server's steps read back from the token times: the kinds hold every
+        // step compared, and the commonest (a decode batch) takes what the file's
+        // median gap between a request's tokens says, read independently.
+        let steps = &v["steps"];
+        let kinds = steps["kinds"].as_array().unwrap();
+        let counted: u64 = kinds
+            .iter()
+            .map(|k| k["measured_steps"].as_u64().unwrap())
+            .sum();
+        assert_eq!(counted, steps["back_to_back"].as_u64().unwrap(), "{file}");
+        assert!(kinds[0]["kind"].as_str().unwrap().starts_with("decode, "));
+        let itl = m["itl_ms"]["p50"].as_f64().unwrap();
+        let step = kinds[0]["measured_ms_p50"].as_f64().unwrap();
+        assert!(
+            (step / itl - 1.0).abs() < 0.05,
+            "{file}: {step} ms against {itl}"
+        );
+        assert!(
+            kinds
+                .iter()
+                .any(|k| k["kind"].as_str().unwrap().contains("done")
+                    && k["twin_steps"].as_u64().unwrap() > 0),
+            "{file}: {steps}"
+        );
         // gpt-oss-120b at 50 and 200 users stops three times for about 1.1 s (every
         // decoding request sees the same gap at the same instant); no other run does.
         let notes = v["notes"].to_string();

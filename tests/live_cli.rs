@@ -491,6 +491,11 @@ fn a_vllm_benchmark_with_per_request_data_validates_and_a_summary_says_what_it_l
     ])))
     .unwrap();
     assert!(v["step_mape"].is_null());
+    // The file records no send times: its steps cannot be read back, and it says so.
+    assert_eq!(
+        v["steps"]["unreadable"],
+        "the file records no send times (`start_times`)"
+    );
     for k in ["throughput_error", "ttft_p90_error", "tpot_p90_error"] {
         assert!(
             v[k].as_f64().is_some_and(|x| x.is_finite()),

@@ -80,6 +80,17 @@ fn twin_chunks_prompts_beside_the_whole_batch() {
         3,
     );
     assert_eq!(s, vec![(1000, 2, 0), (500, 2, 1), (0, 0, 2)]);
+    // Prompts finished per step: r0 in step 1 (r1's first chunk does not finish it),
+    // r1 and r2 in step 2, none in step 3.
+    let (_, steps) = run_recorded(
+        &mixed(SchedulerChoice::Twin, None),
+        &bench(&THREE, None),
+        &model(0.0, None),
+        &cost(),
+        &[],
+    );
+    let done: Vec<u32> = steps.iter().take(3).map(|s| s.prompts_done).collect();
+    assert_eq!(done, vec![1, 2, 0]);
 }
 
 #[test]

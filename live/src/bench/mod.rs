@@ -19,6 +19,7 @@ use sim::serving::WorkloadConfig;
 
 mod held;
 mod pauses;
+pub mod steps;
 
 /// The fields of a vLLM benchmark result twin reads.
 #[derive(Debug, Clone, Deserialize)]

@@ -250,6 +250,9 @@ pub struct SimStep {
     /// Prefill tokens and chunks in the step, all ranks.
     pub prefill_tokens: u64,
     pub prefill_chunks: u32,
+    /// Prompts whose last chunk the step computes (their first tokens come at its end
+    /// under every engine's scheduler), all ranks.
+    pub prompts_done: u32,
     /// Requests in the decode batch, all ranks.
     pub decode_requests: u32,
 }

@@ -229,6 +229,14 @@ impl Rack<'_> {
             step_s: cost.step_s + wake_s,
             prefill_tokens: grp.step_prefill.iter().map(|w| w.2 as u64).sum(),
             prefill_chunks: grp.step_prefill.len() as u32,
+            prompts_done: grp
+                .step_prefill
+                .iter()
+                .filter(|w| {
+                    let req = self.reqs.get(w.1);
+                    req.uncached() - req.prefill.computed == w.2
+                })
+                .count() as u32,
             decode_requests: if grp.decode_in_step {
                 grp.ranks.iter().map(|r| r.dec.n).sum()
             } else {

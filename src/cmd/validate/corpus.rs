@@ -57,7 +57,7 @@ pub struct RunsValidateArgs {
     #[arg(long, conflicts_with = "profile")]
     pub physics_only: bool,
     /// Write every simulated step of each record as CSV (pool, group, start_s, step_s,
-    /// prefill_tokens, prefill_chunks, decode_requests), one file per record here:
+    /// prefill_tokens, prefill_chunks, prompts_done, decode_requests), one file per record here:
     /// `ID.steps.csv` (filter first: every record is simulated once more).
     #[arg(long, value_name = "DIR")]
     pub steps_out: Option<std::path::PathBuf>,

@@ -34,7 +34,7 @@ pub struct LiveValidateArgs {
     #[arg(long)]
     pub json: bool,
     /// Write every step of the simulated run as CSV (pool, group, start_s, step_s,
-    /// prefill_tokens, prefill_chunks, decode_requests), to set beside the run's own
+    /// prefill_tokens, prefill_chunks, prompts_done, decode_requests), to set beside the run's own
     /// `steps.jsonl`.
     #[arg(long, value_name = "FILE.csv")]
     pub steps_out: Option<PathBuf>,
@@ -60,7 +60,7 @@ pub struct BenchValidateArgs {
     #[arg(long)]
     pub json: bool,
     /// Write every predicted step as CSV (pool, group, start_s, step_s,
-    /// prefill_tokens, prefill_chunks, decode_requests), to set beside the engine's
+    /// prefill_tokens, prefill_chunks, prompts_done, decode_requests), to set beside the engine's
     /// own step log.
     #[arg(long, value_name = "FILE.csv")]
     pub steps_out: Option<PathBuf>,
@@ -334,7 +334,7 @@ pub fn run_bench(a: &BenchValidateArgs) -> Result<()> {
         sc.warmup_s = 0.0;
         sc.duration_s = sc.limits.max_duration_s;
     })?;
-    let (report, finish, longest) = simulate_bench(&r, a)?;
+    let (report, finish, longest, steps) = simulate_bench(&r, a)?;
     notes.extend(pause_note(&bench, longest));
     let mut measured = bench.figures();
     (measured.goodput_fraction, measured.goodput_req_s) =
@@ -345,24 +345,114 @@ pub fn run_bench(a: &BenchValidateArgs) -> Result<()> {
         rows,
         measured,
         predicted,
+        steps: StepsBeside::of(&bench, &steps),
     };
     print_bench(a, &origin, bench.requests.len(), &r, &compared, notes)?;
     Ok(())
 }
 
-/// A benchmark run's figures against twin's: the rows printed, and both sides.
+/// A benchmark run's figures against twin's: the rows printed, both sides, and the
+/// server's steps read back from the file beside twin's.
 struct BenchCompared {
     rows: Vec<live::compare::FigureRow>,
     measured: live::metrics::Figures,
     predicted: live::metrics::Figures,
+    steps: StepsBeside,
+}
+
+/// The server's steps read back from a benchmark file ([`live::bench::steps`]) beside
+/// twin's of the same kind, or why they cannot be read.
+enum StepsBeside {
+    Read {
+        /// Steps read, those run back to back (compared), bursts delivered late.
+        read: usize,
+        continued: usize,
+        bunched: usize,
+        kinds: Vec<live::bench::steps::StepKind>,
+    },
+    Unreadable(&'static str),
+}
+
+impl StepsBeside {
+    fn of(bench: &live::bench::Bench, twin: &[sim::serving::SimStep]) -> StepsBeside {
+        use live::bench::steps;
+        match bench.read_steps() {
+            Some(read) => StepsBeside::Read {
+                read: read.steps.len(),
+                continued: read.steps.iter().filter(|s| s.continued).count(),
+                bunched: read.bunched,
+                kinds: steps::beside(&read, twin),
+            },
+            None => StepsBeside::Unreadable(steps::unreadable(bench).unwrap_or("no tokens")),
+        }
+    }
+
+    /// Kinds printed in the table (the JSON holds them all).
+    const SHOWN: usize = 8;
+
+    fn json(&self) -> serde_json::Value {
+        match self {
+            StepsBeside::Read {
+                read,
+                continued,
+                bunched,
+                kinds,
+            } => serde_json::json!({
+                "read": read, "back_to_back": continued, "bunched": bunched, "kinds": kinds,
+            }),
+            StepsBeside::Unreadable(why) => serde_json::json!({ "unreadable": why }),
+        }
+    }
+
+    fn text(&self) -> String {
+        let StepsBeside::Read {
+            read,
+            continued,
+            bunched,
+            kinds,
+        } = self
+        else {
+            let StepsBeside::Unreadable(why) = self else {
+                unreachable!()
+            };
+            return format!("steps: not read back from the file: {why}\n");
+        };
+        let mut out = format!(
+            "steps read back from the file's token times: {read} ({continued} back to back, compared; late bursts left out: {bunched}), beside twin's that decoded, as a client sees them\n  {:<34} {:>8} {:>9} {:>8} {:>9} {:>8}\n",
+            "step", "measured", "p50 ms", "twin", "p50 ms", "error"
+        );
+        for k in kinds.iter().take(Self::SHOWN) {
+            let err = if k.twin_steps > 0 {
+                format!(
+                    "{:+.1}%",
+                    100.0 * live::compare::rel(k.twin_ms_p50, k.measured_ms_p50)
+                )
+            } else {
+                "-".into()
+            };
+            let twin_ms = if k.twin_steps > 0 {
+                format!("{:.2}", k.twin_ms_p50)
+            } else {
+                "-".into()
+            };
+            out += &format!(
+                "  {:<34} {:>8} {:>9.2} {:>8} {:>9} {:>8}\n",
+                k.kind, k.measured_steps, k.measured_ms_p50, k.twin_steps, twin_ms, err
+            );
+        }
+        if kinds.len() > Self::SHOWN {
+            out += &format!("  ... {} kinds more in --json\n", kinds.len() - Self::SHOWN);
+        }
+        out
+    }
 }
 
 /// Simulates the resolved benchmark run (writing its steps where asked): the report,
-/// the time its last step ends, and its longest step.
+/// the time its last step ends, its longest step, and its steps.
 fn simulate_bench(
     r: &scenario::Resolved,
     a: &BenchValidateArgs,
-) -> Result<(sim::serving::Report, f64, f64)> {
+) -> Result<(sim::serving::Report, f64, f64, Vec<sim::serving::SimStep>)> {
     let costs = r.pool_costs(&r.params);
     let input = r.input(&costs, &[]);
     let (report, steps) = simulate_with(&input, r.seed, &Control::default(), Record::STEPS)
@@ -376,7 +466,7 @@ fn simulate_bench(
         .map(|s| s.start_s + s.step_s)
         .fold(0.0, f64::max);
     let longest = steps.iter().map(|s| s.step_s).fold(0.0, f64::max);
-    Ok((report, finish, longest))
+    Ok((report, finish, longest, steps))
 }
 
 /// Prints `validate bench`'s comparison, as JSON or as the table with its notes.
@@ -392,6 +482,7 @@ fn print_bench(
     if a.json {
         let v = serde_json::json!({
             "step_mape": serde_json::Value::Null,
+            "steps": c.steps.json(),
             "throughput_error": rel(c.predicted.token_throughput, c.measured.token_throughput),
             "ttft_p90_error": rel(c.predicted.ttft_ms.p90, c.measured.ttft_ms.p90),
             "tpot_p90_error": rel(c.predicted.tpot_ms.p90, c.measured.tpot_ms.p90),
@@ -422,8 +513,8 @@ fn print_bench(
             r.params.source
         );
         println!("scheduler: {}", r.scenario().scheduler_line());
-        println!("no step records in a vLLM benchmark: step time is not compared");
         print!("{}", live::compare::render_rows(&c.rows));
+        print!("{}", c.steps.text());
         if let Some(b) = &r.runs_band {
             println!(
                 "{}",

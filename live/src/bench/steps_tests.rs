@@ -1,0 +1,140 @@
+use super::*;
+
+fn sim_step(prompts_done: u32, decode_requests: u32, step_ms: f64) -> SimStep {
+    SimStep {
+        pool: "mixed",
+        group: 0,
+        start_s: 0.0,
+        step_s: step_ms / 1e3,
+        prefill_tokens: 0,
+        prefill_chunks: prompts_done,
+        prompts_done,
+        decode_requests,
+    }
+}
+
+/// Two requests on a server that steps every 10 ms, 30 ms when it prefills: A sent at
+/// 0 gets its first token at 20 ms and later ones at 30, 60 and 70 ms; B, sent at
+/// 35 ms, its first at 60 ms (the prefill step, with A's third token) and later ones
+/// at 70 and 80 ms. Its gaps are 10, 30, 10, 10, 10 ms (median 10 ms: bursts within
+/// 5 ms are one step). Read back: a burst at 20 ms (A's first token, nothing before
+/// it), then 10 ms to A's decode, 30 ms to the step that finished B's prompt and
+/// decoded A, 10 ms to both decoding, 10 ms to B alone: every step after the first
+/// continues a request of the one before.
+const TWO: &str = r#"{"input_lens": [10, 10], "output_lens": [4, 3], "duration": 0.08,
+    "ttfts": [0.020, 0.025], "itls": [[0.010, 0.030, 0.010], [0.010, 0.010]],
+    "start_times": [100.0, 100.035]}"#;
+
+#[test]
+fn a_files_steps_are_its_bursts_of_tokens_one_per_request() {
+    let b = Bench::parse(TWO, "t").unwrap();
+    let read = b.read_steps().unwrap();
+    assert_eq!(read.bunched, 0);
+    let got: Vec<(i64, usize, usize, bool)> = read
+        .steps
+        .iter()
+        .map(|s| {
+            (
+                (s.gap_s * 1e3).round() as i64,
+                s.prompts_done,
+                s.decodes,
+                s.continued,
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (0, 1, 0, false),
+            (10, 0, 1, true),
+            (30, 1, 1, true),
+            (10, 0, 2, true),
+            (10, 0, 1, true),
+        ]
+    );
+    assert!((read.steps[2].at_s - 0.060).abs() < 1e-9);
+}
+
+/// The same file beside twin's steps: decoding one request twin takes 12 and 14 ms
+/// (median 13) where the file's two took 10; finishing a prompt beside one decode 25
+/// ms where it took 30; decoding two, none of twin's. Twin's prefill-only step (no
+/// decode) and its kind the file does not show are left out.
+#[test]
+fn read_steps_sit_beside_twins_of_the_same_kind() {
+    let read = Bench::parse(TWO, "t").unwrap().read_steps().unwrap();
+    let twin = [
+        sim_step(0, 1, 12.0),
+        sim_step(0, 1, 14.0),
+        sim_step(1, 1, 25.0),
+        sim_step(1, 0, 40.0),
+        sim_step(0, 3, 9.0),
+    ];
+    let kinds = beside(&read, &twin);
+    let got: Vec<(&str, usize, f64, usize)> = kinds
+        .iter()
+        .map(|k| {
+            (
+                k.kind.as_str(),
+                k.measured_steps,
+                k.measured_ms_p50,
+                k.twin_steps,
+            )
+        })
+        .collect();
+    assert_eq!(got.len(), 3, "{kinds:?}");
+    assert_eq!((got[0].0, got[0].1, got[0].3), ("decode, 1 req", 2, 2));
+    assert!((got[0].2 - 10.0).abs() < 1e-6 && (kinds[0].twin_ms_p50 - 13.0).abs() < 1e-9);
+    assert_eq!(
+        (got[1].0, got[1].1, got[1].3),
+        ("1 prompt done + 1 req", 1, 1)
+    );
+    assert!((got[1].2 - 30.0).abs() < 1e-6 && (kinds[1].twin_ms_p50 - 25.0).abs() < 1e-9);
+    assert_eq!((got[2].0, got[2].1, got[2].3), ("decode, 2 req", 1, 0));
+    assert!(kinds[2].twin_ms_p50.is_nan());
+}
+
+/// One request whose stream stalls: tokens at 10, 20, 30, 40 ms, then 140, 140.5 and
+/// 141 ms (median gap 10 ms). The last two come 0.5 ms after the burst before, under
+/// a quarter of the median gap: tokens delivered late, not steps.
+#[test]
+fn tokens_delivered_late_in_a_bunch_are_not_steps() {
+    let text = r#"{"input_lens": [10], "output_lens": [7], "duration": 0.2,
+        "ttfts": [0.010], "itls": [[0.010, 0.010, 0.010, 0.100, 0.0005, 0.0005]],
+        "start_times": [5.0]}"#;
+    let read = Bench::parse(text, "t").unwrap().read_steps().unwrap();
+    assert_eq!(read.bunched, 2);
+    let gaps: Vec<i64> = read
+        .steps
+        .iter()
+        .map(|s| (s.gap_s * 1e3).round() as i64)
+        .collect();
+    assert_eq!(gaps, vec![0, 10, 10, 10, 100]);
+}
+
+#[test]
+fn steps_cannot_be_read_without_send_times_or_from_chunked_streams() {
+    let no_starts = TWO.replace(r#""start_times": [100.0, 100.035]"#, r#""x": 0"#);
+    let b = Bench::parse(&no_starts, "t").unwrap();
+    assert!(b.read_steps().is_none());
+    assert_eq!(
+        unreadable(&b),
+        Some("the file records no send times (`start_times`)")
+    );
+    // 20 tokens each in one gap: streamed in chunks.
+    let chunked = r#"{"input_lens": [10], "output_lens": [21], "duration": 1.0,
+        "ttfts": [0.1], "itls": [[0.5]], "start_times": [0.0]}"#;
+    let b = Bench::parse(chunked, "t").unwrap();
+    assert!(b.read_steps().is_none());
+    assert_eq!(
+        unreadable(&b),
+        Some("the server streamed several tokens per chunk")
+    );
+}
+
+#[test]
+fn a_kind_names_prompts_finished_and_requests_decoded() {
+    assert_eq!(kind(0, 200), "decode, 129-256 req");
+    assert_eq!(kind(1, 0), "1 prompt done + 0 req");
+    assert_eq!(kind(4, 37), "4 prompts done + 33-64 req");
+    assert_eq!(kind(6, 3), "5-8 prompts done + 3 req");
+}
