@@ -21,20 +21,24 @@ pub fn rel(predicted: f64, measured: f64) -> f64 {
     }
 }
 
+/// A count as a size class: itself up to `exact_to`, then the doubling ranges 2-4 (or
+/// from `exact_to + 1` to 4), 5-8, 9-16, ... 129-256, and >256.
+pub fn size_bucket(n: u64, exact_to: u64) -> String {
+    if n <= exact_to {
+        n.to_string()
+    } else if n <= 4 {
+        format!("{}-4", exact_to + 1)
+    } else if n > 256 {
+        ">256".to_string()
+    } else {
+        let hi = n.next_power_of_two();
+        format!("{}-{hi}", hi / 2 + 1)
+    }
+}
+
 /// The kind of a step: its passes and the size of its batch.
 pub fn step_kind(kind: &str, prefill_tokens: u64, decode_requests: usize) -> String {
-    let bucket = |n: u64| match n {
-        0 => "0".to_string(),
-        1 => "1".to_string(),
-        2..=4 => "2-4".to_string(),
-        5..=8 => "5-8".to_string(),
-        9..=16 => "9-16".to_string(),
-        17..=32 => "17-32".to_string(),
-        33..=64 => "33-64".to_string(),
-        65..=128 => "65-128".to_string(),
-        129..=256 => "129-256".to_string(),
-        _ => ">256".to_string(),
-    };
+    let bucket = |n: u64| size_bucket(n, 1);
     match kind {
         "prefill" => format!("prefill {} tok", bucket(prefill_tokens)),
         "decode" => format!("decode {} req", bucket(decode_requests as u64)),
@@ -646,6 +650,21 @@ mod tests {
             drafts: 1,
             ranks: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_size_class_is_exact_to_its_bound_then_doubles() {
+        let live: Vec<String> = [0, 1, 2, 4, 5, 8, 9, 200, 256, 257]
+            .iter()
+            .map(|&n| size_bucket(n, 1))
+            .collect();
+        assert_eq!(
+            live,
+            ["0", "1", "2-4", "2-4", "5-8", "5-8", "9-16", "129-256", "129-256", ">256"]
+        );
+        assert_eq!(size_bucket(3, 4), "3");
+        assert_eq!(size_bucket(5, 4), "5-8");
+        assert_eq!(size_bucket(3, 2), "3-4");
     }
 
     /// Three 5 s windows of ten steps each, every step predicted at 10 ms: the machine

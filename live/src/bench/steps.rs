@@ -55,12 +55,40 @@ pub fn unreadable(bench: &Bench) -> Option<&'static str> {
     }
 }
 
+/// A burst of tokens: when it began, the prompts it finished, the requests it decoded,
+/// and whether a request it decoded had its last token in the burst before.
+struct Burst {
+    t: f64,
+    firsts: usize,
+    decodes: usize,
+    continued: bool,
+}
+
+/// A file's bursts, each request's first-token burst, and the median gap between a
+/// request's tokens.
+struct Bursts {
+    bursts: Vec<Burst>,
+    first_of: Vec<usize>,
+    median_gap: f64,
+}
+
+/// The front end a file's token times allow: each request that came through it
+/// between two steps bounds it (see [`Bench::front_end_bounds`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FrontEndBounds {
+    /// The 90th percentile of the lower bounds, and how many there are.
+    pub lower_s: f64,
+    pub lower_n: usize,
+    /// The least of the upper bounds, and how many there are.
+    pub upper_s: f64,
+    pub upper_n: usize,
+}
+
 impl Bench {
-    /// The server's steps, read from when each request's tokens arrived: tokens that
-    /// arrive within half the median gap between a request's tokens of the last one
-    /// belong to one step, unless a request already has a token in it (a request gets
-    /// one token a step). `None` where [`unreadable`] says why.
-    pub fn read_steps(&self) -> Option<ReadSteps> {
+    /// Tokens that arrive within half the median gap between a request's tokens of the
+    /// last one belong to one burst, unless a request already has a token in it (a
+    /// request gets one token a step).
+    fn bursts(&self) -> Option<Bursts> {
         if unreadable(self).is_some() {
             return None;
         }
@@ -80,18 +108,11 @@ impl Bench {
         gaps.sort_by(f64::total_cmp);
         let median_gap = gaps[gaps.len() / 2];
         let join = 0.5 * median_gap;
-        // Bursts: their first time, prompts finished, requests decoded, and whether a
-        // request they decoded had its last token in the burst before.
-        struct Burst {
-            t: f64,
-            firsts: usize,
-            decodes: usize,
-            continued: bool,
-        }
         let mut bursts: Vec<Burst> = Vec::new();
         let mut last_t = f64::NEG_INFINITY;
-        // The burst each request's last token fell in.
+        // The burst each request's last token fell in, and its first.
         let mut last_burst: Vec<usize> = vec![usize::MAX; self.requests.len()];
+        let mut first_of: Vec<usize> = vec![usize::MAX; self.requests.len()];
         for &(t, i, first) in &events {
             let k = bursts.len();
             let open = k > 0 && t - last_t <= join && last_burst[i] != k - 1;
@@ -107,6 +128,7 @@ impl Bench {
             let b = &mut bursts[k];
             if first {
                 b.firsts += 1;
+                first_of[i] = k;
             } else {
                 b.decodes += 1;
                 b.continued |= k > 0 && last_burst[i] == k - 1;
@@ -114,6 +136,19 @@ impl Bench {
             last_burst[i] = k;
             last_t = t;
         }
+        Some(Bursts {
+            bursts,
+            first_of,
+            median_gap,
+        })
+    }
+
+    /// The server's steps, read from when each request's tokens arrived (bursts, see
+    /// [`Bench::bursts`]). `None` where [`unreadable`] says why.
+    pub fn read_steps(&self) -> Option<ReadSteps> {
+        let Bursts {
+            bursts, median_gap, ..
+        } = self.bursts()?;
         let mut steps = Vec::with_capacity(bursts.len());
         let mut bunched = 0;
         for (k, b) in bursts.iter().enumerate() {
@@ -132,20 +167,58 @@ impl Bench {
         }
         Some(ReadSteps { steps, bunched })
     }
+
+    /// The front end (from the client's send to the scheduler, and the first token's
+    /// way back: what `serving.frontend_s` prices) that the file's token times allow,
+    /// for a server that forms each step when the one before starts (`ahead`, async
+    /// scheduling) or when it ends. A request whose first token came with step k, where
+    /// steps k - 2 to k (k - 1 to k when not ahead) ran back to back, was through the
+    /// front end when step k was formed: the front end is at most that instant (the
+    /// burst of the step before it, or of that step, as the client saw it) less its
+    /// send. Where step k - 1 finished no prompt (it had room), the request was not
+    /// through when step k - 1 was formed: the front end is at least that instant less
+    /// its send. The lower bounds' 90th percentile (a step that had no room though it
+    /// finished no prompt, a long prompt's chunk, makes one too high) and the least
+    /// upper bound. `None` where either kind of bound is missing.
+    pub fn front_end_bounds(&self, ahead: bool) -> Option<FrontEndBounds> {
+        let Bursts {
+            bursts,
+            first_of,
+            median_gap,
+        } = self.bursts()?;
+        let lag = if ahead { 2 } else { 1 };
+        let (mut lower, mut upper) = (Vec::new(), Vec::new());
+        for (r, &k) in self.requests.iter().zip(&first_of) {
+            let Some(sent) = r.sent_s else { continue };
+            if k == usize::MAX || k < lag + 1 || !(k - lag..=k).all(|j| bursts[j].continued) {
+                continue;
+            }
+            upper.push(bursts[k - lag].t - sent);
+            // Step k - 1 had room: it finished no prompt and took no longer than a
+            // decode step (no prompt's chunk in it).
+            let room =
+                bursts[k - 1].firsts == 0 && bursts[k - 1].t - bursts[k - 2].t <= 1.5 * median_gap;
+            if room {
+                lower.push(bursts[k - 1 - lag].t - sent);
+            }
+        }
+        if lower.is_empty() || upper.is_empty() {
+            return None;
+        }
+        lower.sort_by(f64::total_cmp);
+        let p90 = lower[((lower.len() - 1) as f64 * 0.9).round() as usize];
+        Some(FrontEndBounds {
+            lower_s: p90,
+            lower_n: lower.len(),
+            upper_s: upper.iter().copied().fold(f64::INFINITY, f64::min),
+            upper_n: upper.len(),
+        })
+    }
 }
 
 /// A kind of step as a client sees it: prompts finished and requests decoded.
 pub fn kind(prompts_done: usize, decodes: usize) -> String {
-    let bucket = |n: usize| match n {
-        0..=4 => n.to_string(),
-        5..=8 => "5-8".to_string(),
-        9..=16 => "9-16".to_string(),
-        17..=32 => "17-32".to_string(),
-        33..=64 => "33-64".to_string(),
-        65..=128 => "65-128".to_string(),
-        129..=256 => "129-256".to_string(),
-        _ => ">256".to_string(),
-    };
+    let bucket = |n: usize| crate::compare::size_bucket(n as u64, 4);
     let reqs = bucket(decodes);
     match prompts_done {
         0 => format!("decode, {reqs} req"),

@@ -138,3 +138,37 @@ fn a_kind_names_prompts_finished_and_requests_decoded() {
     assert_eq!(kind(4, 37), "4 prompts done + 33-64 req");
     assert_eq!(kind(6, 3), "5-8 prompts done + 3 req");
 }
+
+/// A server stepping every 10 ms (A decodes throughout, tokens at 10 to 100 ms), each
+/// step formed when the one before starts, behind a front end of 20 ms. B, sent at 31
+/// ms, reaches the scheduler at 51: too late for the step formed at 50 (ending at 70),
+/// in time for the one formed at 60 (its first token at 80). C, sent at 44, reaches it
+/// at 64: its first token at 90. B bounds the front end from 19 (50 - 31: the step
+/// ending at 70 finished no prompt, so it had room) to 29 ms (60 - 31); C from above at
+/// 26 (70 - 44; the step before its own finished B's prompt: no lower bound). Read as a
+/// server that forms each step when the last ends, the same times say 29 to 36 ms.
+#[test]
+fn a_front_end_is_bounded_by_the_steps_its_requests_missed_and_made() {
+    let text = r#"{"input_lens": [10, 10, 10], "output_lens": [10, 3, 2], "duration": 0.1,
+        "ttfts": [0.010, 0.049, 0.046],
+        "itls": [[0.01, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01], [0.01, 0.01], [0.01]],
+        "start_times": [100.0, 100.031, 100.044]}"#;
+    let b = Bench::parse(text, "t").unwrap();
+    let f = b.front_end_bounds(true).unwrap();
+    assert_eq!((f.lower_n, f.upper_n), (1, 2), "{f:?}");
+    assert!(
+        (f.lower_s - 0.019).abs() < 1e-9 && (f.upper_s - 0.026).abs() < 1e-9,
+        "{f:?}"
+    );
+    let sync = b.front_end_bounds(false).unwrap();
+    assert!(
+        (sync.lower_s - 0.029).abs() < 1e-9 && (sync.upper_s - 0.036).abs() < 1e-9,
+        "{sync:?}"
+    );
+    // Without send times, nothing.
+    let no_starts = text.replace(r#""start_times": [100.0, 100.031, 100.044]"#, r#""x": 0"#);
+    assert!(Bench::parse(&no_starts, "t")
+        .unwrap()
+        .front_end_bounds(true)
+        .is_none());
+}

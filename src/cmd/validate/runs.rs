@@ -345,7 +345,7 @@ pub fn run_bench(a: &BenchValidateArgs) -> Result<()> {
         rows,
         measured,
         predicted,
-        steps: StepsBeside::of(&bench, &steps),
+        steps: StepsBeside::of(&bench, &steps, r.scenario()),
     };
     print_bench(a, &origin, bench.requests.len(), &r, &compared, notes)?;
     Ok(())
@@ -369,19 +369,32 @@ enum StepsBeside {
         continued: usize,
         bunched: usize,
         kinds: Vec<live::bench::steps::StepKind>,
+        /// The front end the token times allow under the scenario's scheduler, and
+        /// whether it forms steps ahead; twin's (`serving.frontend_s`), seconds.
+        front_end: Option<live::bench::steps::FrontEndBounds>,
+        ahead: bool,
+        twin_front_end_s: f64,
     },
     Unreadable(&'static str),
 }
 
 impl StepsBeside {
-    fn of(bench: &live::bench::Bench, twin: &[sim::serving::SimStep]) -> StepsBeside {
+    fn of(
+        bench: &live::bench::Bench,
+        twin: &[sim::serving::SimStep],
+        sc: &sim::serving::ServingScenario,
+    ) -> StepsBeside {
         use live::bench::steps;
+        let ahead = sc.schedules_ahead();
         match bench.read_steps() {
             Some(read) => StepsBeside::Read {
                 read: read.steps.len(),
                 continued: read.steps.iter().filter(|s| s.continued).count(),
                 bunched: read.bunched,
                 kinds: steps::beside(&read, twin),
+                front_end: bench.front_end_bounds(ahead),
+                ahead,
+                twin_front_end_s: sc.frontend_s(),
             },
             None => StepsBeside::Unreadable(steps::unreadable(bench).unwrap_or("no tokens")),
         }
@@ -397,8 +410,16 @@ impl StepsBeside {
                 continued,
                 bunched,
                 kinds,
+                front_end,
+                ahead,
+                twin_front_end_s,
             } => serde_json::json!({
                 "read": read, "back_to_back": continued, "bunched": bunched, "kinds": kinds,
+                "front_end": front_end.as_ref().map(|f| serde_json::json!({
+                    "lower_ms": 1e3 * f.lower_s, "lower_n": f.lower_n,
+                    "upper_ms": 1e3 * f.upper_s, "upper_n": f.upper_n,
+                    "steps_formed_ahead": ahead, "twin_ms": 1e3 * twin_front_end_s,
+                })),
             }),
             StepsBeside::Unreadable(why) => serde_json::json!({ "unreadable": why }),
         }
@@ -410,6 +431,9 @@ impl StepsBeside {
             continued,
             bunched,
             kinds,
+            front_end,
+            ahead,
+            twin_front_end_s,
         } = self
         else {
             let StepsBeside::Unreadable(why) = self else {
@@ -442,6 +466,9 @@ impl StepsBeside {
         }
         if kinds.len() > Self::SHOWN {
             out += &format!("  ... {} kinds more in --json\n", kinds.len() - Self::SHOWN);
+        }
+        if let Some(f) = front_end {
+            out += &front_end_line(f, *ahead, *twin_front_end_s);
         }
         out
     }
@@ -537,6 +564,30 @@ fn print_bench(
         }
     }
     Ok(())
+}
+
+/// The front end a file's token times allow beside twin's, in a line.
+fn front_end_line(f: &live::bench::steps::FrontEndBounds, ahead: bool, twin_s: f64) -> String {
+    let formed = if ahead {
+        "each step formed when the one before starts"
+    } else {
+        "each step formed when the one before ends"
+    };
+    let range = if f.lower_s <= f.upper_s {
+        format!("{:.1}-{:.1} ms", 1e3 * f.lower_s, 1e3 * f.upper_s)
+    } else {
+        format!(
+            "no constant one (at least {:.1} ms, at most {:.1})",
+            1e3 * f.lower_s,
+            1e3 * f.upper_s
+        )
+    };
+    format!(
+        "front end the token times allow ({formed}, as the scenario's scheduler): {range}, from the 90th percentile of {} lower bounds and the least of {} upper; twin's {:.1} ms (serving.frontend_s)\n",
+        f.lower_n,
+        f.upper_n,
+        1e3 * twin_s
+    )
 }
 
 /// The metrics a measured-runs band covers: key, name, predicted mean and measured mean.
