@@ -138,6 +138,11 @@ fn check_steps(file: &str, v: &serde_json::Value) {
                 && k["twin_steps"].as_u64().unwrap() > 0),
         "{file}: {steps}"
     );
+    // Every read-back decode step priced at its own batch: step_mape is theirs.
+    let priced = &steps["decode_steps_priced"];
+    assert!(priced["steps"].as_u64().unwrap() > 0, "{file}: {priced}");
+    assert_eq!(v["step_mape"], priced["mape"], "{file}");
+    assert!(v["step_mape"].as_f64().unwrap() < 0.5, "{file}: {priced}");
     // The front end the token times allow under vLLM's async scheduling: Llama's
     // at 25 and 50 users lies in one range (lower bound under the upper); at 200
     // users no constant front end fits (the client and server lag under load).

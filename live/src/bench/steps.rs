@@ -13,6 +13,7 @@
 
 use super::Bench;
 use serde::Serialize;
+use sim::cost::{CostModel, Phase, ReqSlice, StepShape};
 use sim::serving::SimStep;
 use std::collections::BTreeMap;
 
@@ -31,6 +32,13 @@ pub struct ReadStep {
     /// was stepping throughout, so `gap_s` is the step's time (not an idle spell, and
     /// not a front end's delay before a first prompt).
     pub continued: bool,
+}
+
+/// A decode step read back whole: its time and each request's KV context.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReadDecode {
+    pub gap_s: f64,
+    pub contexts: Vec<u64>,
 }
 
 /// The steps of a benchmark file: those read, and what was left out.
@@ -62,6 +70,9 @@ struct Burst {
     firsts: usize,
     decodes: usize,
     continued: bool,
+    /// The KV context each request it decoded computed its token on (the prompt and
+    /// the tokens before the one fed in).
+    decoded: Vec<u64>,
 }
 
 /// A file's bursts, each request's first-token burst, and the median gap between a
@@ -93,14 +104,17 @@ impl Bench {
             return None;
         }
         // (time, request, first token)
-        let mut events: Vec<(f64, usize, bool)> = Vec::new();
+        // (time, request, its token's KV context: none for a first token)
+        let mut events: Vec<(f64, usize, Option<u64>)> = Vec::new();
         let mut gaps: Vec<f64> = Vec::new();
         for (i, r) in self.requests.iter().enumerate() {
             let mut t = r.sent_s? + r.ttft_s;
-            events.push((t, i, true));
-            for &g in &r.itls_s {
+            events.push((t, i, None));
+            // The step after the first token computes on the prompt's KV, each later
+            // one on one token more.
+            for (j, &g) in r.itls_s.iter().enumerate() {
                 t += g;
-                events.push((t, i, false));
+                events.push((t, i, Some(r.input + j as u64)));
                 gaps.push(g);
             }
         }
@@ -113,7 +127,7 @@ impl Bench {
         // The burst each request's last token fell in, and its first.
         let mut last_burst: Vec<usize> = vec![usize::MAX; self.requests.len()];
         let mut first_of: Vec<usize> = vec![usize::MAX; self.requests.len()];
-        for &(t, i, first) in &events {
+        for &(t, i, context) in &events {
             let k = bursts.len();
             let open = k > 0 && t - last_t <= join && last_burst[i] != k - 1;
             if !open {
@@ -122,16 +136,18 @@ impl Bench {
                     firsts: 0,
                     decodes: 0,
                     continued: false,
+                    decoded: Vec::new(),
                 });
             }
             let k = bursts.len() - 1;
             let b = &mut bursts[k];
-            if first {
-                b.firsts += 1;
-                first_of[i] = k;
-            } else {
+            if let Some(context) = context {
                 b.decodes += 1;
                 b.continued |= k > 0 && last_burst[i] == k - 1;
+                b.decoded.push(context);
+            } else {
+                b.firsts += 1;
+                first_of[i] = k;
             }
             last_burst[i] = k;
             last_t = t;
@@ -166,6 +182,31 @@ impl Bench {
             });
         }
         Some(ReadSteps { steps, bunched })
+    }
+
+    /// The decode steps read back whole, for pricing each exactly: the steps that ran
+    /// back to back, finished no prompt and came no sooner than a quarter of the median
+    /// gap after the one before (as [`Bench::read_steps`] keeps them), each with its
+    /// time and its requests' KV contexts (prompt and tokens before). A step that also
+    /// carried a prompt's chunk reads as one of them, longer.
+    pub fn read_decodes(&self) -> Option<Vec<ReadDecode>> {
+        let Bursts {
+            bursts, median_gap, ..
+        } = self.bursts()?;
+        Some(
+            bursts
+                .iter()
+                .enumerate()
+                .skip(1)
+                .filter(|(k, b)| {
+                    b.continued && b.firsts == 0 && b.t - bursts[k - 1].t >= 0.25 * median_gap
+                })
+                .map(|(k, b)| ReadDecode {
+                    gap_s: b.t - bursts[k - 1].t,
+                    contexts: b.decoded.clone(),
+                })
+                .collect(),
+        )
     }
 
     /// The front end (from the client's send to the scheduler, and the first token's
@@ -284,6 +325,82 @@ pub fn beside(read: &ReadSteps, twin: &[SimStep]) -> Vec<StepKind> {
             .then(a.kind.cmp(&b.kind))
     });
     out
+}
+
+/// The decode steps read back, each priced exactly by a cost model: how far its
+/// prices lie from the steps' measured times, and by batch size.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DecodesPriced {
+    pub steps: usize,
+    /// Mean absolute error of a step's price against its time.
+    pub mape: f64,
+    /// Signed error of the priced total against the measured total.
+    pub bias: f64,
+    pub kinds: Vec<DecodeKind>,
+}
+
+/// The decode steps of one batch size, measured and priced.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DecodeKind {
+    pub kind: String,
+    pub steps: usize,
+    pub measured_ms_mean: f64,
+    pub twin_ms_mean: f64,
+}
+
+/// Prices each read-back decode step by `model` at its batch (the requests dealt over
+/// `ranks` ranks in turn, one token each at its KV context). `None` without steps.
+pub fn price_decodes(
+    model: &dyn CostModel,
+    ranks: usize,
+    decodes: &[ReadDecode],
+) -> Option<DecodesPriced> {
+    if decodes.is_empty() {
+        return None;
+    }
+    let ranks = ranks.max(1);
+    let mut kinds: BTreeMap<String, (usize, f64, f64)> = BTreeMap::new();
+    let (mut ape, mut measured, mut priced) = (0.0, 0.0, 0.0);
+    let mut slices: Vec<Vec<ReqSlice>> = vec![Vec::new(); ranks];
+    for d in decodes {
+        for r in &mut slices {
+            r.clear();
+        }
+        for (j, &c) in d.contexts.iter().enumerate() {
+            slices[j % ranks].push(ReqSlice::one(1, c));
+        }
+        let p = model
+            .step(&StepShape {
+                phase: Phase::Decode,
+                ranks: &slices,
+                decode_ranks: &[],
+                draft_tokens: 0,
+            })
+            .step_s;
+        ape += ((p - d.gap_s) / d.gap_s).abs();
+        measured += d.gap_s;
+        priced += p;
+        let k = kinds.entry(kind(0, d.contexts.len())).or_default();
+        k.0 += 1;
+        k.1 += d.gap_s;
+        k.2 += p;
+    }
+    let mut kinds: Vec<DecodeKind> = kinds
+        .into_iter()
+        .map(|(kind, (n, m, p))| DecodeKind {
+            kind,
+            steps: n,
+            measured_ms_mean: 1e3 * m / n as f64,
+            twin_ms_mean: 1e3 * p / n as f64,
+        })
+        .collect();
+    kinds.sort_by(|a, b| b.steps.cmp(&a.steps).then(a.kind.cmp(&b.kind)));
+    Some(DecodesPriced {
+        steps: decodes.len(),
+        mape: ape / decodes.len() as f64,
+        bias: crate::compare::rel(priced, measured),
+        kinds,
+    })
 }
 
 #[cfg(test)]

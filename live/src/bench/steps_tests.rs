@@ -172,3 +172,54 @@ fn a_front_end_is_bounded_by_the_steps_its_requests_missed_and_made() {
         .front_end_bounds(true)
         .is_none());
 }
+
+/// A cost model that takes 8 ms a step and 1 ms a request decoded.
+struct PerRequest;
+
+impl CostModel for PerRequest {
+    fn step(&self, shape: &StepShape<'_>) -> sim::cost::StepCost {
+        let n: usize = shape.ranks.iter().map(|r| r.len()).sum();
+        sim::cost::StepCost {
+            step_s: 0.008 + 0.001 * n as f64,
+            ..Default::default()
+        }
+    }
+    fn describe(&self) -> String {
+        "8 ms + 1 ms a request".into()
+    }
+}
+
+/// The decode steps of `TWO` read back whole: A alone at 30 ms (its token computed on
+/// the 10-token prompt), A and B at 70 ms (A on 12 tokens, B on its 10), B alone at 80
+/// ms (11), each 10 ms after the one before; the step at 60 ms finished B's prompt and
+/// is left out. Priced at 9, 10 and 9 ms: errors 10%, 0 and 10% (mean 6.67%), the
+/// total 28 ms against 30 (-6.67%).
+#[test]
+fn read_back_decode_steps_are_priced_at_their_own_batch() {
+    let b = Bench::parse(TWO, "t").unwrap();
+    let d = b.read_decodes().unwrap();
+    let mut got: Vec<(i64, Vec<u64>)> = d
+        .iter()
+        .map(|s| {
+            let mut c = s.contexts.clone();
+            c.sort_unstable();
+            ((s.gap_s * 1e3).round() as i64, c)
+        })
+        .collect();
+    got.sort();
+    assert_eq!(
+        got,
+        vec![(10, vec![10]), (10, vec![10, 12]), (10, vec![11])]
+    );
+    let p = price_decodes(&PerRequest, 1, &d).unwrap();
+    assert_eq!(p.steps, 3);
+    assert!((p.mape - 0.2 / 3.0).abs() < 1e-9, "{p:?}");
+    assert!((p.bias + 2.0 / 30.0).abs() < 1e-9, "{p:?}");
+    assert_eq!(p.kinds[0].kind, "decode, 1 req");
+    assert_eq!(p.kinds[0].steps, 2);
+    assert!((p.kinds[0].twin_ms_mean - 9.0).abs() < 1e-9);
+    assert!((p.kinds[1].measured_ms_mean - 10.0).abs() < 1e-6);
+    // Over two ranks the 2-request step deals one to each; this model counts them all.
+    assert!((price_decodes(&PerRequest, 2, &d).unwrap().bias - p.bias).abs() < 1e-12);
+    assert!(price_decodes(&PerRequest, 1, &[]).is_none());
+}

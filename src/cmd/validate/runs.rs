@@ -345,7 +345,7 @@ pub fn run_bench(a: &BenchValidateArgs) -> Result<()> {
         rows,
         measured,
         predicted,
-        steps: StepsBeside::of(&bench, &steps, r.scenario()),
+        steps: StepsBeside::of(&bench, &steps, &r),
     };
     print_bench(a, &origin, bench.requests.len(), &r, &compared, notes)?;
     Ok(())
@@ -374,6 +374,8 @@ enum StepsBeside {
         front_end: Option<live::bench::steps::FrontEndBounds>,
         ahead: bool,
         twin_front_end_s: f64,
+        /// The read-back decode steps, each priced exactly at its batch.
+        decodes: Option<live::bench::steps::DecodesPriced>,
     },
     Unreadable(&'static str),
 }
@@ -382,10 +384,15 @@ impl StepsBeside {
     fn of(
         bench: &live::bench::Bench,
         twin: &[sim::serving::SimStep],
-        sc: &sim::serving::ServingScenario,
+        r: &scenario::Resolved,
     ) -> StepsBeside {
         use live::bench::steps;
+        let sc = r.scenario();
         let ahead = sc.schedules_ahead();
+        let decodes = bench.read_decodes().and_then(|d| {
+            let (_, mixed) = r.pool_costs(&r.params);
+            steps::price_decodes(&mixed, sc.serving.decode.dep as usize, &d)
+        });
         match bench.read_steps() {
             Some(read) => StepsBeside::Read {
                 read: read.steps.len(),
@@ -395,8 +402,20 @@ impl StepsBeside {
                 front_end: bench.front_end_bounds(ahead),
                 ahead,
                 twin_front_end_s: sc.frontend_s(),
+                decodes,
             },
             None => StepsBeside::Unreadable(steps::unreadable(bench).unwrap_or("no tokens")),
+        }
+    }
+
+    /// The read-back decode steps' mean absolute error priced exactly (null where
+    /// the file's steps cannot be read).
+    fn step_mape(&self) -> serde_json::Value {
+        match self {
+            StepsBeside::Read {
+                decodes: Some(d), ..
+            } => serde_json::json!(d.mape),
+            _ => serde_json::Value::Null,
         }
     }
 
@@ -413,7 +432,9 @@ impl StepsBeside {
                 front_end,
                 ahead,
                 twin_front_end_s,
+                decodes,
             } => serde_json::json!({
+                "decode_steps_priced": decodes,
                 "read": read, "back_to_back": continued, "bunched": bunched, "kinds": kinds,
                 "front_end": front_end.as_ref().map(|f| serde_json::json!({
                     "lower_ms": 1e3 * f.lower_s, "lower_n": f.lower_n,
@@ -434,6 +455,7 @@ impl StepsBeside {
             front_end,
             ahead,
             twin_front_end_s,
+            decodes,
         } = self
         else {
             let StepsBeside::Unreadable(why) = self else {
@@ -466,6 +488,9 @@ impl StepsBeside {
         }
         if kinds.len() > Self::SHOWN {
             out += &format!("  ... {} kinds more in --json\n", kinds.len() - Self::SHOWN);
+        }
+        if let Some(d) = decodes {
+            out += &decodes_line(d);
         }
         if let Some(f) = front_end {
             out += &front_end_line(f, *ahead, *twin_front_end_s);
@@ -508,7 +533,7 @@ fn print_bench(
     let rel = live::compare::rel;
     if a.json {
         let v = serde_json::json!({
-            "step_mape": serde_json::Value::Null,
+            "step_mape": c.steps.step_mape(),
             "steps": c.steps.json(),
             "throughput_error": rel(c.predicted.token_throughput, c.measured.token_throughput),
             "ttft_p90_error": rel(c.predicted.ttft_ms.p90, c.measured.ttft_ms.p90),
@@ -564,6 +589,32 @@ fn print_bench(
         }
     }
     Ok(())
+}
+
+/// The read-back decode steps priced exactly, in a line: the error and the commonest
+/// batch sizes.
+fn decodes_line(d: &live::bench::steps::DecodesPriced) -> String {
+    let kinds: Vec<String> = d
+        .kinds
+        .iter()
+        .take(3)
+        .map(|k| {
+            format!(
+                "{} {:.2} ms against twin's {:.2} ({})",
+                k.kind.trim_start_matches("decode, "),
+                k.measured_ms_mean,
+                k.twin_ms_mean,
+                k.steps
+            )
+        })
+        .collect();
+    format!(
+        "decode steps priced exactly (each read-back step's batch at its requests' contexts): {} steps, mean |error| {:.1}%, twin's total {:+.1}%; by batch (mean, steps): {}\n",
+        d.steps,
+        100.0 * d.mape,
+        100.0 * d.bias,
+        kinds.join(", ")
+    )
 }
 
 /// The front end a file's token times allow beside twin's, in a line.
