@@ -8,6 +8,7 @@
 //! simulated with the same seed, arrivals and duration (throughput, latencies,
 //! goodput). Nothing is fitted to the run.
 
+use super::bench_steps::StepsBeside;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use live::compare::{compare, price_step, Comparison};
@@ -360,145 +361,6 @@ struct BenchCompared {
     steps: StepsBeside,
 }
 
-/// The server's steps read back from a benchmark file ([`live::bench::steps`]) beside
-/// twin's of the same kind, or why they cannot be read.
-enum StepsBeside {
-    Read {
-        /// Steps read, those run back to back (compared), bursts delivered late.
-        read: usize,
-        continued: usize,
-        bunched: usize,
-        kinds: Vec<live::bench::steps::StepKind>,
-        /// The front end the token times allow under the scenario's scheduler, and
-        /// whether it forms steps ahead; twin's (`serving.frontend_s`), seconds.
-        front_end: Option<live::bench::steps::FrontEndBounds>,
-        ahead: bool,
-        twin_front_end_s: f64,
-        /// The read-back decode steps, each priced exactly at its batch.
-        decodes: Option<live::bench::steps::DecodesPriced>,
-    },
-    Unreadable(&'static str),
-}
-
-impl StepsBeside {
-    fn of(
-        bench: &live::bench::Bench,
-        twin: &[sim::serving::SimStep],
-        r: &scenario::Resolved,
-    ) -> StepsBeside {
-        use live::bench::steps;
-        let sc = r.scenario();
-        let ahead = sc.schedules_ahead();
-        let decodes = bench.read_decodes().and_then(|d| {
-            let (_, mixed) = r.pool_costs(&r.params);
-            steps::price_decodes(&mixed, sc.serving.decode.dep as usize, &d)
-        });
-        match bench.read_steps() {
-            Some(read) => StepsBeside::Read {
-                read: read.steps.len(),
-                continued: read.steps.iter().filter(|s| s.continued).count(),
-                bunched: read.bunched,
-                kinds: steps::beside(&read, twin),
-                front_end: bench.front_end_bounds(ahead),
-                ahead,
-                twin_front_end_s: sc.frontend_s(),
-                decodes,
-            },
-            None => StepsBeside::Unreadable(steps::unreadable(bench).unwrap_or("no tokens")),
-        }
-    }
-
-    /// The read-back decode steps' mean absolute error priced exactly (null where
-    /// the file's steps cannot be read).
-    fn step_mape(&self) -> serde_json::Value {
-        match self {
-            StepsBeside::Read {
-                decodes: Some(d), ..
-            } => serde_json::json!(d.mape),
-            _ => serde_json::Value::Null,
-        }
-    }
-
-    /// Kinds printed in the table (the JSON holds them all).
-    const SHOWN: usize = 8;
-
-    fn json(&self) -> serde_json::Value {
-        match self {
-            StepsBeside::Read {
-                read,
-                continued,
-                bunched,
-                kinds,
-                front_end,
-                ahead,
-                twin_front_end_s,
-                decodes,
-            } => serde_json::json!({
-                "decode_steps_priced": decodes,
-                "read": read, "back_to_back": continued, "bunched": bunched, "kinds": kinds,
-                "front_end": front_end.as_ref().map(|f| serde_json::json!({
-                    "lower_ms": 1e3 * f.lower_s, "lower_n": f.lower_n,
-                    "upper_ms": 1e3 * f.upper_s, "upper_n": f.upper_n,
-                    "steps_formed_ahead": ahead, "twin_ms": 1e3 * twin_front_end_s,
-                })),
-            }),
-            StepsBeside::Unreadable(why) => serde_json::json!({ "unreadable": why }),
-        }
-    }
-
-    fn text(&self) -> String {
-        let StepsBeside::Read {
-            read,
-            continued,
-            bunched,
-            kinds,
-            front_end,
-            ahead,
-            twin_front_end_s,
-            decodes,
-        } = self
-        else {
-            let StepsBeside::Unreadable(why) = self else {
-                unreachable!()
-            };
-            return format!("steps: not read back from the file: {why}\n");
-        };
-        let mut out = format!(
-            "steps read back from the file's token times: {read} ({continued} back to back, compared; late bursts left out: {bunched}), beside twin's that decoded, as a client sees them\n  {:<34} {:>8} {:>9} {:>8} {:>9} {:>8}\n",
-            "step", "measured", "p50 ms", "twin", "p50 ms", "error"
-        );
-        for k in kinds.iter().take(Self::SHOWN) {
-            let err = if k.twin_steps > 0 {
-                format!(
-                    "{:+.1}%",
-                    100.0 * live::compare::rel(k.twin_ms_p50, k.measured_ms_p50)
-                )
-            } else {
-                "-".into()
-            };
-            let twin_ms = if k.twin_steps > 0 {
-                format!("{:.2}", k.twin_ms_p50)
-            } else {
-                "-".into()
-            };
-            out += &format!(
-                "  {:<34} {:>8} {:>9.2} {:>8} {:>9} {:>8}\n",
-                k.kind, k.measured_steps, k.measured_ms_p50, k.twin_steps, twin_ms, err
-            );
-        }
-        if kinds.len() > Self::SHOWN {
-            out += &format!("  ... {} kinds more in --json\n", kinds.len() - Self::SHOWN);
-        }
-        if let Some(d) = decodes {
-            out += &decodes_line(d);
-        }
-        if let Some(f) = front_end {
-            out += &front_end_line(f, *ahead, *twin_front_end_s);
-        }
-        out
-    }
-}
-
 /// Simulates the resolved benchmark run (writing its steps where asked): the report,
 /// the time its last step ends, its longest step, and its steps.
 fn simulate_bench(
@@ -589,56 +451,6 @@ fn print_bench(
         }
     }
     Ok(())
-}
-
-/// The read-back decode steps priced exactly, in a line: the error and the commonest
-/// batch sizes.
-fn decodes_line(d: &live::bench::steps::DecodesPriced) -> String {
-    let kinds: Vec<String> = d
-        .kinds
-        .iter()
-        .take(3)
-        .map(|k| {
-            format!(
-                "{} {:.2} ms against twin's {:.2} ({})",
-                k.kind.trim_start_matches("decode, "),
-                k.measured_ms_mean,
-                k.twin_ms_mean,
-                k.steps
-            )
-        })
-        .collect();
-    format!(
-        "decode steps priced exactly (each read-back step's batch at its requests' contexts): {} steps, mean |error| {:.1}%, twin's total {:+.1}%; by batch (mean, steps): {}\n",
-        d.steps,
-        100.0 * d.mape,
-        100.0 * d.bias,
-        kinds.join(", ")
-    )
-}
-
-/// The front end a file's token times allow beside twin's, in a line.
-fn front_end_line(f: &live::bench::steps::FrontEndBounds, ahead: bool, twin_s: f64) -> String {
-    let formed = if ahead {
-        "each step formed when the one before starts"
-    } else {
-        "each step formed when the one before ends"
-    };
-    let range = if f.lower_s <= f.upper_s {
-        format!("{:.1}-{:.1} ms", 1e3 * f.lower_s, 1e3 * f.upper_s)
-    } else {
-        format!(
-            "no constant one (at least {:.1} ms, at most {:.1})",
-            1e3 * f.lower_s,
-            1e3 * f.upper_s
-        )
-    };
-    format!(
-        "front end the token times allow ({formed}, as the scenario's scheduler): {range}, from the 90th percentile of {} lower bounds and the least of {} upper; twin's {:.1} ms (serving.frontend_s)\n",
-        f.lower_n,
-        f.upper_n,
-        1e3 * twin_s
-    )
 }
 
 /// The metrics a measured-runs band covers: key, name, predicted mean and measured mean.
