@@ -16,8 +16,9 @@ use spec::problem::Field;
 
 #[derive(Debug, Clone, Args)]
 pub struct SweepArgs {
-    /// DEP sizes to try, comma-separated (default 4,8,16,32,64 when --tps is not
-    /// given: a dense model's replicas are TP layouts, not DEP ranks).
+    /// DEP sizes to try, comma-separated (default, when neither --deps nor --tps is
+    /// given: 4,8,16,32,64 for a mixture-of-experts model; a dense model's replicas
+    /// are TP layouts, and it tries --tps 1,2,4,8 instead).
     #[arg(long, value_delimiter = ',')]
     pub deps: Vec<u32>,
     /// Tensor-parallel sizes to try as well, comma-separated (one TP replica each;
@@ -36,8 +37,13 @@ pub struct SweepArgs {
     pub html: ReportArgs,
 }
 
-/// The DEP sizes a sweep tries when given neither `--deps` nor `--tps`.
+/// The DEP sizes a sweep tries for a mixture-of-experts model when given neither
+/// `--deps` nor `--tps`.
 const DEFAULT_DEPS: [u32; 5] = [4, 8, 16, 32, 64];
+
+/// The TP sizes a sweep tries for a dense model when given neither `--deps` nor
+/// `--tps` (one node's GPUs: a dense model's DEP ranks would each hold all of it).
+const DEFAULT_TPS: [u32; 4] = [1, 2, 4, 8];
 
 struct Point {
     dep: u32,
@@ -130,15 +136,7 @@ fn grid(
     let mut skipped = Vec::new();
     // The band is the same for every point (one engine, GPU and model): read once.
     let mut band: Option<Option<RunsBand>> = None;
-    let deps = match args.deps.is_empty() && args.tps.is_empty() {
-        true => &DEFAULT_DEPS[..],
-        false => &args.deps[..],
-    };
-    let layouts: Vec<(u32, u32)> = deps
-        .iter()
-        .map(|&d| (d, 1))
-        .chain(args.tps.iter().map(|&t| (1, t)))
-        .collect();
+    let layouts = layouts(args);
     for &(dep, tp) in &layouts {
         for &batch in &args.batches {
             let mut a = args.base.clone();
@@ -170,6 +168,26 @@ fn grid(
         }
     }
     Ok((points, skipped, band.flatten()))
+}
+
+/// The grid's layouts as (DEP, TP): `--deps` and `--tps`, or, given neither, the DEP
+/// sizes for a mixture-of-experts model and the TP sizes for a dense one (a model
+/// that does not load keeps the DEP sizes: its points say why they fail).
+fn layouts(args: &SweepArgs) -> Vec<(u32, u32)> {
+    let (deps, tps) = if args.deps.is_empty() && args.tps.is_empty() {
+        let dense = scenario::load_model(&args.base.model, &[]).is_ok_and(|m| m.moe.is_none());
+        if dense {
+            (&[][..], &DEFAULT_TPS[..])
+        } else {
+            (&DEFAULT_DEPS[..], &[][..])
+        }
+    } else {
+        (&args.deps[..], &args.tps[..])
+    };
+    deps.iter()
+        .map(|&d| (d, 1))
+        .chain(tps.iter().map(|&t| (1, t)))
+        .collect()
 }
 
 /// Why a point of the grid was not priced, on one line: a refused layout in the
@@ -328,7 +346,12 @@ fn print_text(args: &SweepArgs, s: &Swept) {
     }
 }
 
+/// A grid layout's name: `DEP8`, `TP8`, `TP8 EP`; one GPU reads `TP1` (a TP size the
+/// grid tries, and a DEP of one is the same GPU).
 fn name(dep: u32, tp: u32, expert_parallel: bool) -> String {
+    if dep == 1 && tp == 1 {
+        return "TP1".into();
+    }
     sim::cost::Layout {
         tp,
         expert_parallel: expert_parallel && tp > 1,
