@@ -5,21 +5,24 @@
 /// The server's steps read back from a benchmark file ([`live::bench::steps`]) beside
 /// twin's of the same kind, or why they cannot be read.
 pub(super) enum StepsBeside {
-    Read {
-        /// Steps read, those run back to back (compared), bursts delivered late.
-        read: usize,
-        continued: usize,
-        bunched: usize,
-        kinds: Vec<live::bench::steps::StepKind>,
-        /// The front end the token times allow under the scenario's scheduler, and
-        /// whether it forms steps ahead; twin's (`serving.frontend_s`), seconds.
-        front_end: Option<live::bench::steps::FrontEndBounds>,
-        ahead: bool,
-        twin_front_end_s: f64,
-        /// The read-back decode steps, each priced exactly at its batch.
-        decodes: Option<live::bench::steps::DecodesPriced>,
-    },
+    Read(ReadBack),
     Unreadable(&'static str),
+}
+
+/// What a file's steps say, read back.
+pub(super) struct ReadBack {
+    /// Steps read, those run back to back (compared), bursts delivered late.
+    read: usize,
+    continued: usize,
+    bunched: usize,
+    kinds: Vec<live::bench::steps::StepKind>,
+    /// The front end the token times allow under the scenario's scheduler, and
+    /// whether it forms steps ahead; twin's (`serving.frontend_s`), seconds.
+    front_end: Option<live::bench::steps::FrontEndBounds>,
+    ahead: bool,
+    twin_front_end_s: f64,
+    /// The read-back decode steps, each priced exactly at its batch.
+    decodes: Option<live::bench::steps::DecodesPriced>,
 }
 
 impl StepsBeside {
@@ -36,7 +39,7 @@ impl StepsBeside {
             steps::price_decodes(&mixed, sc.serving.decode.dep as usize, &d)
         });
         match bench.read_steps() {
-            Some(read) => StepsBeside::Read {
+            Some(read) => StepsBeside::Read(ReadBack {
                 read: read.steps.len(),
                 continued: read.steps.iter().filter(|s| s.continued).count(),
                 bunched: read.bunched,
@@ -45,7 +48,7 @@ impl StepsBeside {
                 ahead,
                 twin_front_end_s: sc.frontend_s(),
                 decodes,
-            },
+            }),
             None => StepsBeside::Unreadable(steps::unreadable(bench).unwrap_or("no tokens")),
         }
     }
@@ -54,9 +57,9 @@ impl StepsBeside {
     /// the file's steps cannot be read).
     pub(super) fn step_mape(&self) -> serde_json::Value {
         match self {
-            StepsBeside::Read {
+            StepsBeside::Read(ReadBack {
                 decodes: Some(d), ..
-            } => serde_json::json!(d.mape),
+            }) => serde_json::json!(d.mape),
             _ => serde_json::Value::Null,
         }
     }
@@ -66,22 +69,14 @@ impl StepsBeside {
 
     pub(super) fn json(&self) -> serde_json::Value {
         match self {
-            StepsBeside::Read {
-                read,
-                continued,
-                bunched,
-                kinds,
-                front_end,
-                ahead,
-                twin_front_end_s,
-                decodes,
-            } => serde_json::json!({
-                "decode_steps_priced": decodes,
-                "read": read, "back_to_back": continued, "bunched": bunched, "kinds": kinds,
-                "front_end": front_end.as_ref().map(|f| serde_json::json!({
+            StepsBeside::Read(r) => serde_json::json!({
+                "decode_steps_priced": r.decodes,
+                "read": r.read, "back_to_back": r.continued, "bunched": r.bunched,
+                "kinds": r.kinds,
+                "front_end": r.front_end.as_ref().map(|f| serde_json::json!({
                     "lower_ms": 1e3 * f.lower_s, "lower_n": f.lower_n,
                     "upper_ms": 1e3 * f.upper_s, "upper_n": f.upper_n,
-                    "steps_formed_ahead": ahead, "twin_ms": 1e3 * twin_front_end_s,
+                    "steps_formed_ahead": r.ahead, "twin_ms": 1e3 * r.twin_front_end_s,
                 })),
             }),
             StepsBeside::Unreadable(why) => serde_json::json!({ "unreadable": why }),
@@ -89,26 +84,17 @@ impl StepsBeside {
     }
 
     pub(super) fn text(&self) -> String {
-        let StepsBeside::Read {
-            read,
-            continued,
-            bunched,
-            kinds,
-            front_end,
-            ahead,
-            twin_front_end_s,
-            decodes,
-        } = self
-        else {
-            let StepsBeside::Unreadable(why) = self else {
-                unreachable!()
-            };
-            return format!("steps: not read back from the file: {why}\n");
+        let r = match self {
+            StepsBeside::Read(r) => r,
+            StepsBeside::Unreadable(why) => {
+                return format!("steps: not read back from the file: {why}\n")
+            }
         };
         let mut out = format!(
-            "steps read back from the file's token times: {read} ({continued} back to back, compared; late bursts left out: {bunched}), beside twin's that decoded, as a client sees them\n  {:<34} {:>8} {:>9} {:>8} {:>9} {:>8}\n",
-            "step", "measured", "p50 ms", "twin", "p50 ms", "error"
+            "steps read back from the file's token times: {} ({} back to back, compared; late bursts left out: {}), beside twin's that decoded, as a client sees them\n  {:<34} {:>8} {:>9} {:>8} {:>9} {:>8}\n",
+            r.read, r.continued, r.bunched, "step", "measured", "p50 ms", "twin", "p50 ms", "error"
         );
+        let kinds = &r.kinds;
         for k in kinds.iter().take(Self::SHOWN) {
             let err = if k.twin_steps > 0 {
                 format!(
@@ -131,11 +117,11 @@ impl StepsBeside {
         if kinds.len() > Self::SHOWN {
             out += &format!("  ... {} kinds more in --json\n", kinds.len() - Self::SHOWN);
         }
-        if let Some(d) = decodes {
+        if let Some(d) = &r.decodes {
             out += &decodes_line(d);
         }
-        if let Some(f) = front_end {
-            out += &front_end_line(f, *ahead, *twin_front_end_s);
+        if let Some(f) = &r.front_end {
+            out += &front_end_line(f, r.ahead, r.twin_front_end_s);
         }
         out
     }
