@@ -263,6 +263,28 @@ fn plan_errors_say_what_and_where() {
     );
 }
 
+/// Without `--space` a dense model's layouts are tensor-parallel replicas: Llama-3.1-70B
+/// on 8 H100s (whose DEP ranks would each need all 141 GB) finds its best among TP
+/// layouts, and every candidate it simulated is one.
+#[test]
+fn a_dense_models_default_space_is_tensor_parallel() {
+    let v = json(&twin(&[
+        "plan",
+        "h100-llama-3.1-70b-tp8",
+        "--slo",
+        "tpot_p90_ms=50",
+        "--duration",
+        "30",
+        "--set",
+        "warmup_s=5",
+        "--json",
+    ]));
+    // An aggregated deployment's one pool is its decode pool.
+    let best = &v["best"]["config"];
+    assert!(best["decode"]["tp"].as_u64().unwrap() >= 4, "{best}");
+    assert!(v["evaluated"]["simulated"].as_u64().unwrap() > 0, "{v}");
+}
+
 /// Sizing for a target rate: the prefill pool is sized, the load scaled to the rate.
 #[test]
 fn plan_sizes_pools_for_a_target_rate() {

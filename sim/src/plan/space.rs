@@ -113,6 +113,23 @@ impl Default for SearchSpace {
 }
 
 impl SearchSpace {
+    /// The default space for a dense model: tensor-parallel replicas of 1, 2, 4 and 8
+    /// GPUs in every pool instead of DEP groups (a dense model's DEP ranks would each
+    /// hold all its weights: only its smallest fit a GPU so); the other axes as
+    /// [`SearchSpace::default`].
+    pub fn dense_default() -> Self {
+        let tps = vec![1, 2, 4, 8];
+        SearchSpace {
+            prefill_deps: Vec::new(),
+            decode_deps: Vec::new(),
+            aggregated_deps: Vec::new(),
+            prefill_tps: tps.clone(),
+            decode_tps: tps.clone(),
+            aggregated_tps: tps,
+            ..SearchSpace::default()
+        }
+    }
+
     /// Fills the hardware and MTP axes left empty from `base`.
     pub fn resolved(&self, base: &ServingScenario, model_mtp: Option<u32>) -> SearchSpace {
         let mut s = self.clone();

@@ -282,7 +282,8 @@ fn build(args: &PlanArgs) -> Result<(PlanInputs, Grid)> {
     let objective = parse_objective(&args.objective)?;
     let sizing = sizing_of(args, &base)?;
     let model_mtp = base.model.mtp.as_ref().map(|m| m.draft_tokens);
-    let space = load_space(args.space.as_deref())?.resolved(base.scenario(), model_mtp);
+    let space = load_space(args.space.as_deref(), base.model.moe.is_none())?
+        .resolved(base.scenario(), model_mtp);
     check_budget(sizing, &space)?;
     let tco = resolve_tco(
         args.tco.as_deref(),

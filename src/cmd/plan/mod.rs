@@ -212,9 +212,12 @@ pub fn parse_shard(s: &str) -> Result<(usize, usize)> {
     Ok((i, n))
 }
 
-/// The search space: defaults, then a TOML file's axes.
-fn load_space(path: Option<&str>) -> Result<SearchSpace> {
+/// The search space: defaults, then a TOML file's axes. A dense model's default
+/// layouts are tensor-parallel replicas ([`SearchSpace::dense_default`]): its DEP
+/// ranks would each hold all of it.
+fn load_space(path: Option<&str>, dense: bool) -> Result<SearchSpace> {
     match path {
+        None if dense => Ok(SearchSpace::dense_default()),
         None => Ok(SearchSpace::default()),
         Some(p) => {
             let text =
