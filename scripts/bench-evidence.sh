@@ -5,7 +5,8 @@
 # and scheduler settings. Prints a markdown table; docs/measured/bench-h100-*.md holds
 # its output with the date and commit.
 #   scripts/bench-evidence.sh [TWIN]    (default: target/release/twin)
-#   KS="b" runs one setting; EXTRA="--set serving.frontend_s=0.02" adds options to all.
+#   KS="b" runs one setting; EXTRA="--set serving.frontend_s=0.02" adds options to all;
+#   KS="d" reads each vLLM run's front end from another run of its deployment.
 # The four SGLang runs served one server process in turn (the same
 # server_info.random_seed) without flushing its radix cache, so each is replayed
 # `--after` the shorter ones before it (the sweep's ascending order, assumed: the
@@ -21,7 +22,20 @@ declare -A SETTING=(
   [a]="--engine twin --set serving.scheduler=twin"
   [b]=""
   [c]="${IN_SITU_OFF[*]}"
+  [d]=""
 )
+# Setting d: b, each vLLM run priced with the front end another run of its deployment's
+# token times allow (`--front-end-from`: a calibration from the deployment's own runs,
+# never the run's own); gpt-oss at 50 users has no other run that bounds it, and the
+# SGLang files hold no send times: those keep b's.
+front_end_source() {
+  case $1 in
+    llama31-70b-h100-tp8-c25) echo tests/fixtures/bench/llama31-70b-h100-tp8-c50.json ;;
+    llama31-70b-h100-tp8-*) echo tests/fixtures/bench/llama31-70b-h100-tp8-c25.json.gz ;;
+    gpt-oss-120b-h100-tp8-c10 | gpt-oss-120b-h100-tp8-c200)
+      echo tests/fixtures/bench/gpt-oss-120b-h100-tp8-c50.json.gz ;;
+  esac
+}
 echo "| run | setting | throughput | TTFT p50 ms (measured / twin / error) | TPOT p50 ms (measured / twin / error) | ITL p50 ms (measured / twin / error) |"
 echo "| --- | --- | ---: | ---: | ---: | ---: |"
 AFTER=()
@@ -35,8 +49,11 @@ for f in llama31-70b-h100-tp8-c10 llama31-70b-h100-tp8-c25 llama31-70b-h100-tp8-
   [ -f "$file" ] || file=$file.gz
   [ -f "$file" ] || file=tests/fixtures/bench/$f.jsonl.gz
   for k in ${KS:-a b c}; do
+    FE=()
+    src=$(front_end_source "$f")
+    if [[ $k == d && -n $src ]]; then FE=(--front-end-from "$src"); fi
     # shellcheck disable=SC2086
-    "$TWIN" validate bench "$file" --scenario "$sc" "${AFTER[@]}" ${SETTING[$k]} ${EXTRA:-} --json |
+    "$TWIN" validate bench "$file" --scenario "$sc" "${AFTER[@]}" "${FE[@]}" ${SETTING[$k]} ${EXTRA:-} --json |
       python3 -c '
 import json, sys
 d = json.load(sys.stdin)

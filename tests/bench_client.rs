@@ -340,3 +340,53 @@ fn a_bench_comparison_says_whether_the_measured_means_lie_in_the_runs_band() {
         );
     }
 }
+
+/// `--front-end-from` prices a run with the front end another run of the deployment
+/// allows: Llama-3.1-70B at 50 users with the one read from the run at 25 users (the
+/// middle of 24.8-35.6 ms), said in a note and in the scheduler line; a file without
+/// send times is refused with why.
+#[test]
+fn a_front_end_read_from_another_run_prices_this_one() {
+    let dir = repo().join("tests/fixtures/bench");
+    let c25 = dir.join("llama31-70b-h100-tp8-c25.json.gz");
+    let c50 = dir.join("llama31-70b-h100-tp8-c50.json");
+    let o = twin(&[
+        "validate",
+        "bench",
+        c50.to_str().unwrap(),
+        "--scenario",
+        "h100-llama-3.1-70b-tp8",
+        "--front-end-from",
+        c25.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", err(&o));
+    let v = json(&o);
+    let notes = v["notes"].to_string();
+    assert!(
+        notes.contains("front end 30.2 ms (serving.frontend_s), read from"),
+        "{notes}"
+    );
+    assert!(notes.contains("the middle of 24.8-35.6 ms"), "{notes}");
+    assert!(
+        v["scheduler"]
+            .as_str()
+            .unwrap()
+            .contains("front end 30.2 ms"),
+        "{}",
+        v["scheduler"]
+    );
+    let small = repo().join("tests/fixtures/vllm-bench-small.json");
+    fails_with(
+        &[
+            "validate",
+            "bench",
+            c50.to_str().unwrap(),
+            "--scenario",
+            "h100-llama-3.1-70b-tp8",
+            "--front-end-from",
+            small.to_str().unwrap(),
+        ],
+        &["--front-end-from", "the file records no send times"],
+    );
+}

@@ -2,6 +2,36 @@
 //! token times ([`live::bench::steps`]) beside twin's, its decode steps priced exactly,
 //! and the front end the token times allow, as text and JSON.
 
+use anyhow::{bail, Context, Result};
+
+/// Prices the run of `r` with the front end the token times of `other` (another run of
+/// the same deployment) allow under `r`'s scheduler: the middle of the range (where the
+/// bounds cross, the middle of the two). The note that says so.
+pub(super) fn front_end_from(
+    other: &std::path::Path,
+    r: &mut scenario::Resolved,
+) -> Result<String> {
+    let name = other.display().to_string();
+    let text =
+        super::runs::read_maybe_gzip(other).with_context(|| format!("cannot read {name}"))?;
+    let bench = live::bench::Bench::parse(&text, &name)?;
+    let ahead = r.scenario().schedules_ahead();
+    let Some(f) = bench.front_end_bounds(ahead) else {
+        let why = live::bench::steps::unreadable(&bench)
+            .unwrap_or("no request of it bounds the front end from both sides");
+        bail!("--front-end-from {name}: no front end read from it: {why}");
+    };
+    let mid = 0.5 * (f.lower_s + f.upper_s);
+    r.change(|sc, _| sc.serving.frontend_s = Some(mid))?;
+    Ok(format!(
+        "front end {:.1} ms (serving.frontend_s), read from {name}: the middle of {:.1}-{:.1} ms, what its token times allow{}; a calibration from the deployment's own runs, not twin's prediction",
+        1e3 * mid,
+        1e3 * f.lower_s.min(f.upper_s),
+        1e3 * f.lower_s.max(f.upper_s),
+        if f.lower_s > f.upper_s { " (its bounds cross: no constant front end fits it)" } else { "" }
+    ))
+}
+
 /// The server's steps read back from a benchmark file ([`live::bench::steps`]) beside
 /// twin's of the same kind, or why they cannot be read.
 pub(super) enum StepsBeside {

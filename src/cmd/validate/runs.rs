@@ -72,6 +72,12 @@ pub struct BenchValidateArgs {
     /// been the same.
     #[arg(long, value_name = "EARLIER")]
     pub after: Vec<PathBuf>,
+    /// Another run of the same deployment, saved with `--save-detailed`: the front end
+    /// its token times allow (the middle of the range `validate bench` prints for it)
+    /// prices this run's (`serving.frontend_s`). A calibration from the deployment's
+    /// own runs, said in a note.
+    #[arg(long, value_name = "OTHER")]
+    pub front_end_from: Option<PathBuf>,
 }
 
 /// The fitted cost model of one pool of the run.
@@ -335,6 +341,9 @@ pub fn run_bench(a: &BenchValidateArgs) -> Result<()> {
         sc.warmup_s = 0.0;
         sc.duration_s = sc.limits.max_duration_s;
     })?;
+    if let Some(other) = &a.front_end_from {
+        notes.push(super::bench_steps::front_end_from(other, &mut r)?);
+    }
     let (report, finish, longest, steps) = simulate_bench(&r, a)?;
     notes.extend(pause_note(&bench, longest));
     let mut measured = bench.figures();
@@ -496,7 +505,7 @@ fn pause_note(bench: &live::bench::Bench, longest_step_s: f64) -> Option<String>
 }
 
 /// A text file, gunzipped when it starts with gzip's magic bytes (`FILE.json.gz`).
-fn read_maybe_gzip(path: &Path) -> Result<String> {
+pub(super) fn read_maybe_gzip(path: &Path) -> Result<String> {
     use std::io::Read;
     let bytes = std::fs::read(path)?;
     if bytes.starts_with(&[0x1f, 0x8b]) {
