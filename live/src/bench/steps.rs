@@ -15,7 +15,8 @@ use super::Bench;
 use serde::Serialize;
 use sim::cost::{CostModel, Phase, ReqSlice, StepShape};
 use sim::serving::SimStep;
-use std::collections::BTreeMap;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
 
 /// One step of the server, read back from the tokens its client received.
 #[derive(Debug, Clone, PartialEq)]
@@ -95,39 +96,112 @@ pub struct FrontEndBounds {
     pub upper_n: usize,
 }
 
+/// The next token of one request: when, whose, and which (0 its first).
+#[derive(Debug, PartialEq)]
+struct Next {
+    t: f64,
+    i: usize,
+    j: usize,
+}
+
+impl Eq for Next {}
+
+impl PartialOrd for Next {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Next {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.t
+            .total_cmp(&other.t)
+            .then(self.i.cmp(&other.i))
+            .then(self.j.cmp(&other.j))
+    }
+}
+
+/// A file's tokens in the order they arrived (ties: by request), merged from each
+/// request's own: (time after the first send, request, the KV context its token was
+/// computed on, none for a first token). Memory goes with the requests, not the
+/// tokens.
+struct Events<'a> {
+    bench: &'a Bench,
+    heap: BinaryHeap<Reverse<Next>>,
+}
+
+impl<'a> Events<'a> {
+    fn new(bench: &'a Bench) -> Events<'a> {
+        let heap = bench
+            .requests
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| {
+                Some(Reverse(Next {
+                    t: r.sent_s? + r.ttft_s,
+                    i,
+                    j: 0,
+                }))
+            })
+            .collect();
+        Events { bench, heap }
+    }
+}
+
+impl Iterator for Events<'_> {
+    type Item = (f64, usize, Option<u64>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let Reverse(Next { t, i, j }) = self.heap.pop()?;
+        let r = &self.bench.requests[i];
+        if let Some(&g) = r.itls_s.get(j) {
+            self.heap.push(Reverse(Next {
+                t: t + g,
+                i,
+                j: j + 1,
+            }));
+        }
+        // The step after the first token computes on the prompt's KV, each later one
+        // on one token more.
+        Some((t, i, (j > 0).then(|| r.input + j as u64 - 1)))
+    }
+}
+
+/// The median gap between a request's tokens (of at most a million, evenly spaced
+/// over the file, where it holds more). `None` without a gap.
+fn median_gap(bench: &Bench) -> Option<f64> {
+    let n: usize = bench.requests.iter().map(|r| r.itls_s.len()).sum();
+    let stride = (n / 1_000_000).max(1);
+    let mut gaps: Vec<f64> = bench
+        .requests
+        .iter()
+        .flat_map(|r| r.itls_s.iter().copied())
+        .step_by(stride)
+        .collect();
+    if gaps.is_empty() {
+        return None;
+    }
+    let mid = gaps.len() / 2;
+    Some(*gaps.select_nth_unstable_by(mid, f64::total_cmp).1)
+}
+
 impl Bench {
     /// Tokens that arrive within half the median gap between a request's tokens of the
     /// last one belong to one burst, unless a request already has a token in it (a
-    /// request gets one token a step).
-    fn bursts(&self) -> Option<Bursts> {
+    /// request gets one token a step). With `contexts`, each burst keeps the KV
+    /// context of every request it decoded.
+    fn bursts(&self, contexts: bool) -> Option<Bursts> {
         if unreadable(self).is_some() {
             return None;
         }
-        // (time, request, first token)
-        // (time, request, its token's KV context: none for a first token)
-        let mut events: Vec<(f64, usize, Option<u64>)> = Vec::new();
-        let mut gaps: Vec<f64> = Vec::new();
-        for (i, r) in self.requests.iter().enumerate() {
-            let mut t = r.sent_s? + r.ttft_s;
-            events.push((t, i, None));
-            // The step after the first token computes on the prompt's KV, each later
-            // one on one token more.
-            for (j, &g) in r.itls_s.iter().enumerate() {
-                t += g;
-                events.push((t, i, Some(r.input + j as u64)));
-                gaps.push(g);
-            }
-        }
-        events.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        gaps.sort_by(f64::total_cmp);
-        let median_gap = gaps[gaps.len() / 2];
+        let median_gap = median_gap(self)?;
         let join = 0.5 * median_gap;
         let mut bursts: Vec<Burst> = Vec::new();
         let mut last_t = f64::NEG_INFINITY;
         // The burst each request's last token fell in, and its first.
         let mut last_burst: Vec<usize> = vec![usize::MAX; self.requests.len()];
         let mut first_of: Vec<usize> = vec![usize::MAX; self.requests.len()];
-        for &(t, i, context) in &events {
+        for (t, i, context) in Events::new(self) {
             let k = bursts.len();
             let open = k > 0 && t - last_t <= join && last_burst[i] != k - 1;
             if !open {
@@ -144,7 +218,9 @@ impl Bench {
             if let Some(context) = context {
                 b.decodes += 1;
                 b.continued |= k > 0 && last_burst[i] == k - 1;
-                b.decoded.push(context);
+                if contexts {
+                    b.decoded.push(context);
+                }
             } else {
                 b.firsts += 1;
                 first_of[i] = k;
@@ -164,7 +240,7 @@ impl Bench {
     pub fn read_steps(&self) -> Option<ReadSteps> {
         let Bursts {
             bursts, median_gap, ..
-        } = self.bursts()?;
+        } = self.bursts(false)?;
         let mut steps = Vec::with_capacity(bursts.len());
         let mut bunched = 0;
         for (k, b) in bursts.iter().enumerate() {
@@ -192,7 +268,7 @@ impl Bench {
     pub fn read_decodes(&self) -> Option<Vec<ReadDecode>> {
         let Bursts {
             bursts, median_gap, ..
-        } = self.bursts()?;
+        } = self.bursts(true)?;
         Some(
             bursts
                 .iter()
@@ -226,7 +302,7 @@ impl Bench {
             bursts,
             first_of,
             median_gap,
-        } = self.bursts()?;
+        } = self.bursts(false)?;
         let lag = if ahead { 2 } else { 1 };
         let (mut lower, mut upper) = (Vec::new(), Vec::new());
         for (r, &k) in self.requests.iter().zip(&first_of) {
