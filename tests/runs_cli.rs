@@ -59,6 +59,12 @@ fn an_aic_csv_imports_and_validates_with_every_refusal_named() {
         .collect();
     assert_eq!(metrics, ["ttft_ms", "tpot_ms"]);
     assert!(priced["pricing"].as_str().unwrap().contains("trtllm"));
+    // Its throughput's weight arithmetic is a share of its GPUs' peak; the records
+    // that cannot be set up have none.
+    let share = priced["implied_peak_share"].as_f64().unwrap();
+    assert!(share > 0.0 && share < 0.8, "{share}");
+    assert!(recs[1]["implied_peak_share"].is_null());
+    assert!(!text.contains("implausible as described"), "{text}");
     assert_eq!(v["center"], "mean");
     assert_eq!(v["summary"][0][0]["records"], 3);
     assert_eq!(v["summary"][0][0]["priced"], 1);

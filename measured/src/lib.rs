@@ -14,6 +14,7 @@ pub mod import;
 pub mod linearised;
 pub mod load;
 pub mod model_bands;
+pub mod plausible;
 pub mod predict;
 pub mod setup;
 pub mod validate;

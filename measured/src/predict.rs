@@ -39,6 +39,9 @@ pub struct Prediction {
     /// group of its engine and GPU family (its terms, or physics alone where they did
     /// not beat it); empty without.
     pub band: std::collections::BTreeMap<String, [f64; 2]>,
+    /// The share of its GPUs' dense peak its measured throughput implies
+    /// ([`crate::plausible`]), where it could be set up and its figures say.
+    pub peak_share: Option<f64>,
 }
 
 /// A set-up record's run, recording what `record` asks.
@@ -134,8 +137,8 @@ pub fn predict_all(
 ) -> Vec<Prediction> {
     records
         .par_iter()
-        .map(|rec| priced(rec, base, cache, seed, profile))
-        .map(|p| match p.setup {
+        .map(|rec| (rec, priced(rec, base, cache, seed, profile)))
+        .map(|(rec, p)| match p.setup {
             Ok(s) => {
                 let (result, report) = match simulate_setup(&s) {
                     Ok((p, r)) => (Ok(p), keep_reports.then(|| Box::new(r))),
@@ -154,6 +157,11 @@ pub fn predict_all(
                     result,
                     report,
                     band: p.band,
+                    peak_share: crate::plausible::implied_peak_share(
+                        rec,
+                        &s.resolved.model,
+                        &s.resolved.hardware,
+                    ),
                 }
             }
             Err(e) => Prediction {
@@ -161,6 +169,7 @@ pub fn predict_all(
                 result: Err(e),
                 report: None,
                 band: Default::default(),
+                peak_share: None,
             },
         })
         .collect()

@@ -17,6 +17,9 @@ pub struct Row<'a> {
     pub rec: &'a RunRecord,
     pub pricing: String,
     pub outcome: Outcome,
+    /// The share of its GPUs' dense peak its throughput implies
+    /// ([`crate::plausible`]).
+    pub peak_share: Option<f64>,
 }
 
 /// The records compared: one row each, in the corpus's order, and the summaries by
@@ -47,6 +50,7 @@ pub fn validate<'a>(
         .zip(predictions)
         .map(|(rec, p)| Row {
             rec,
+            peak_share: p.peak_share,
             pricing: p.pricing,
             outcome: Outcome {
                 id: rec.id.clone(),
@@ -128,6 +132,7 @@ pub fn json(view: &View, loaded: &Loaded, v: &Validated, terms_line: &str) -> se
                 "pricing": r.pricing,
                 "compared": r.outcome.result.as_ref().ok(),
                 "not_priced": r.outcome.result.as_ref().err(),
+                "implied_peak_share": r.peak_share,
             })
         })
         .collect();
@@ -181,6 +186,7 @@ pub fn text(view: &View, loaded: &Loaded, v: &Validated, terms_line: &str) -> St
     }
     s += &records_text(view, rows);
     s += &unpriced_text(rows);
+    s += &implausible_text(rows);
     if let (Some(r), Some(row)) = (&v.report, rows.first()) {
         s += &format!(
             "\nthe simulation of {} ({}):\n{}",
@@ -190,6 +196,32 @@ pub fn text(view: &View, loaded: &Loaded, v: &Validated, terms_line: &str) -> St
         );
     }
     s
+}
+
+/// The records whose throughput implies more of their GPUs' dense peak than any
+/// serving run reaches ([`crate::plausible::PEAK_SHARE`]), with the share; empty
+/// without.
+fn implausible_text(rows: &[Row]) -> String {
+    let limit = crate::plausible::PEAK_SHARE;
+    let over: Vec<String> = rows
+        .iter()
+        .filter_map(|r| {
+            let share = r.peak_share.filter(|&s| s > limit)?;
+            Some(format!("  {} {:.0}%", r.rec.id, 100.0 * share))
+        })
+        .collect();
+    if over.is_empty() {
+        return String::new();
+    }
+    format!(
+        "
+implausible as described ({}): their throughput, 2 flops a token per active weight, implies more than {:.0}% of their GPUs' dense peak (the best dense GEMMs reach about 78%): cached or shorter prompts than the record states, or another run's figures; compared all the same
+{}
+",
+        over.len(),
+        100.0 * limit,
+        over.join("\n")
+    )
 }
 
 /// One grouping as a table: per group, each metric's median |error|, share within its
