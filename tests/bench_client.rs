@@ -350,16 +350,23 @@ fn a_front_end_read_from_another_run_prices_this_one() {
     let dir = repo().join("tests/fixtures/bench");
     let c25 = dir.join("llama31-70b-h100-tp8-c25.json.gz");
     let c50 = dir.join("llama31-70b-h100-tp8-c50.json");
-    let o = twin(&[
-        "validate",
-        "bench",
-        c50.to_str().unwrap(),
-        "--scenario",
-        "h100-llama-3.1-70b-tp8",
-        "--front-end-from",
-        c25.to_str().unwrap(),
-        "--json",
-    ]);
+    let run_from = |from: &std::path::Path, json: bool| {
+        let mut a = vec![
+            "validate".to_string(),
+            "bench".into(),
+            c50.display().to_string(),
+            "--scenario".into(),
+            "h100-llama-3.1-70b-tp8".into(),
+            "--front-end-from".into(),
+            from.display().to_string(),
+        ];
+        if json {
+            a.push("--json".into());
+        }
+        a
+    };
+    let args = run_from(&c25, true);
+    let o = twin(&args.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(o.status.success(), "{}", err(&o));
     let v = json(&o);
     let notes = v["notes"].to_string();
@@ -377,16 +384,9 @@ fn a_front_end_read_from_another_run_prices_this_one() {
         v["scheduler"]
     );
     let small = repo().join("tests/fixtures/vllm-bench-small.json");
+    let args = run_from(&small, false);
     fails_with(
-        &[
-            "validate",
-            "bench",
-            c50.to_str().unwrap(),
-            "--scenario",
-            "h100-llama-3.1-70b-tp8",
-            "--front-end-from",
-            small.to_str().unwrap(),
-        ],
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
         &["--front-end-from", "the file records no send times"],
     );
 }
