@@ -12,15 +12,21 @@ fn term(key: &'static str, log: bool, prior: f64, sd: f64) -> Term {
     }
 }
 
-/// An observation made exactly by the linear model at the true values `v`.
-fn made(y0: f64, grad: Vec<f64>, v: &[f64], terms: &[Term]) -> Obs {
-    let mut o = Obs {
+/// An observation of metric 0 without a curve: `y0` at the priors, its gradient, and
+/// the log of what was measured.
+fn obs(y0: f64, grad: Vec<f64>, target: f64) -> Obs {
+    Obs {
         metric: 0,
         y0,
         grad,
-        target: 0.0,
+        target,
         curve: None,
-    };
+    }
+}
+
+/// An observation made exactly by the linear model at the true values `v`.
+fn made(y0: f64, grad: Vec<f64>, v: &[f64], terms: &[Term]) -> Obs {
+    let mut o = obs(y0, grad, 0.0);
     let v0: Vec<f64> = terms.iter().map(|t| t.prior).collect();
     o.target = o.value(v, &v0).ln();
     o
@@ -54,14 +60,8 @@ fn known_terms_are_recovered_and_priors_stand_alone() {
 #[test]
 fn seconds_stay_non_negative() {
     let terms = [term("s", false, 0.0, 1e3)];
-    let obs = [Obs {
-        metric: 0,
-        y0: 10.0,
-        grad: vec![1e3],
-        target: 9f64.ln(),
-        curve: None,
-    }];
-    let refs: Vec<&Obs> = obs.iter().collect();
+    let o = [obs(10.0, vec![1e3], 9f64.ln())];
+    let refs: Vec<&Obs> = o.iter().collect();
     assert_eq!(fit(&refs, &terms, &[1.0]), vec![0.0]);
 }
 
@@ -89,14 +89,8 @@ fn a_held_out_fold_never_enters_its_own_fit() {
 #[test]
 fn the_ridge_pulls_towards_the_prior() {
     let terms = [term("f", true, 1.0, 1.0)];
-    let obs = [Obs {
-        metric: 0,
-        y0: 1.0,
-        grad: vec![1.0],
-        target: 1.0,
-        curve: None,
-    }];
-    let refs: Vec<&Obs> = obs.iter().collect();
+    let o = [obs(1.0, vec![1.0], 1.0)];
+    let refs: Vec<&Obs> = o.iter().collect();
     let p = fit(&refs, &terms, &[1.0]);
     assert!(p[0] > 0.4 && p[0] < 0.6, "{p:?}");
 }

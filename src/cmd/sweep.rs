@@ -41,10 +41,6 @@ pub struct SweepArgs {
 /// `--deps` nor `--tps`.
 const DEFAULT_DEPS: [u32; 5] = [4, 8, 16, 32, 64];
 
-/// The TP sizes a sweep tries for a dense model when given neither `--deps` nor
-/// `--tps` (one node's GPUs: a dense model's DEP ranks would each hold all of it).
-const DEFAULT_TPS: [u32; 4] = [1, 2, 4, 8];
-
 struct Point {
     dep: u32,
     tp: u32,
@@ -177,7 +173,7 @@ fn layouts(args: &SweepArgs) -> Vec<(u32, u32)> {
     let (deps, tps) = if args.deps.is_empty() && args.tps.is_empty() {
         let dense = scenario::load_model(&args.base.model, &[]).is_ok_and(|m| m.moe.is_none());
         if dense {
-            (&[][..], &DEFAULT_TPS[..])
+            (&[][..], &sim::plan::DENSE_TPS[..])
         } else {
             (&DEFAULT_DEPS[..], &[][..])
         }

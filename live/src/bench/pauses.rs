@@ -8,30 +8,30 @@ impl Bench {
     /// as (start seconds after the first send, length seconds, requests in flight).
     /// Needs the file's `start_times`; empty without them.
     pub fn silences(&self, min_s: f64) -> Vec<(f64, f64, usize)> {
-        let mut tokens = Vec::new();
-        let mut spans = Vec::new();
-        for r in &self.requests {
-            let Some(sent) = r.sent_s else {
-                return Vec::new();
-            };
-            let mut t = sent + r.ttft_s;
-            tokens.push(t);
-            for g in &r.itls_s {
-                t += g;
-                tokens.push(t);
-            }
-            spans.push((sent, t));
+        if self.requests.iter().any(|r| r.sent_s.is_none()) {
+            return Vec::new();
         }
-        tokens.sort_by(f64::total_cmp);
-        tokens
-            .windows(2)
-            .filter(|w| w[1] - w[0] > min_s)
-            .map(|w| {
-                let busy = spans.iter().filter(|(a, b)| *a < w[1] && *b > w[0]).count();
-                (w[0], w[1] - w[0], busy)
+        // Each request's span, from its send to its last token.
+        let spans: Vec<(f64, f64)> = self
+            .requests
+            .iter()
+            .filter_map(|r| {
+                let sent = r.sent_s?;
+                Some((sent, r.itls_s.iter().fold(sent + r.ttft_s, |t, g| t + g)))
             })
-            .filter(|&(_, _, busy)| busy > 0)
-            .collect()
+            .collect();
+        let mut out = Vec::new();
+        let mut last: Option<f64> = None;
+        for (t, _, _) in super::steps::Events::new(self) {
+            if let Some(prev) = last.filter(|prev| t - prev > min_s) {
+                let busy = spans.iter().filter(|(a, b)| *a < t && *b > prev).count();
+                if busy > 0 {
+                    out.push((prev, t - prev, busy));
+                }
+            }
+            last = Some(t);
+        }
+        out
     }
 }
 

@@ -35,6 +35,14 @@ pub struct ReadStep {
     pub continued: bool,
 }
 
+/// What a file's token times say, read in one pass ([`Bench::read_back`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReadBack {
+    pub steps: ReadSteps,
+    pub decodes: Vec<ReadDecode>,
+    pub front_end: Option<FrontEndBounds>,
+}
+
 /// A decode step read back whole: its time and each request's KV context.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReadDecode {
@@ -125,13 +133,13 @@ impl Ord for Next {
 /// request's own: (time after the first send, request, the KV context its token was
 /// computed on, none for a first token). Memory goes with the requests, not the
 /// tokens.
-struct Events<'a> {
+pub(super) struct Events<'a> {
     bench: &'a Bench,
     heap: BinaryHeap<Reverse<Next>>,
 }
 
 impl<'a> Events<'a> {
-    fn new(bench: &'a Bench) -> Events<'a> {
+    pub(super) fn new(bench: &'a Bench) -> Events<'a> {
         let heap = bench
             .requests
             .iter()
@@ -238,14 +246,42 @@ impl Bench {
     /// The server's steps, read from when each request's tokens arrived (bursts, see
     /// [`Bench::bursts`]). `None` where [`unreadable`] says why.
     pub fn read_steps(&self) -> Option<ReadSteps> {
-        let Bursts {
-            bursts, median_gap, ..
-        } = self.bursts(false)?;
+        Some(self.bursts(false)?.steps())
+    }
+
+    /// The decode steps read back whole, for pricing each exactly ([`ReadDecode`]).
+    pub fn read_decodes(&self) -> Option<Vec<ReadDecode>> {
+        Some(self.bursts(true)?.decodes())
+    }
+
+    /// The front end the file's token times allow ([`FrontEndBounds`]), for a server
+    /// that forms each step when the one before starts (`ahead`) or when it ends.
+    pub fn front_end_bounds(&self, ahead: bool) -> Option<FrontEndBounds> {
+        self.bursts(false)?.front_end(self, ahead)
+    }
+
+    /// All three from one pass over the file's tokens: its steps, its decode steps
+    /// read back whole, and the front end its token times allow.
+    pub fn read_back(&self, ahead: bool) -> Option<ReadBack> {
+        let b = self.bursts(true)?;
+        Some(ReadBack {
+            steps: b.steps(),
+            decodes: b.decodes(),
+            front_end: b.front_end(self, ahead),
+        })
+    }
+}
+
+impl Bursts {
+    /// The steps: every burst but those that came sooner than a quarter of the median
+    /// gap after the one before (tokens delivered late), counted instead.
+    fn steps(&self) -> ReadSteps {
+        let bursts = &self.bursts;
         let mut steps = Vec::with_capacity(bursts.len());
         let mut bunched = 0;
         for (k, b) in bursts.iter().enumerate() {
             let gap_s = if k > 0 { b.t - bursts[k - 1].t } else { 0.0 };
-            if k > 0 && gap_s < 0.25 * median_gap {
+            if k > 0 && gap_s < 0.25 * self.median_gap {
                 bunched += 1;
                 continue;
             }
@@ -257,64 +293,55 @@ impl Bench {
                 continued: b.continued,
             });
         }
-        Some(ReadSteps { steps, bunched })
+        ReadSteps { steps, bunched }
     }
 
-    /// The decode steps read back whole, for pricing each exactly: the steps that ran
-    /// back to back, finished no prompt and came no sooner than a quarter of the median
-    /// gap after the one before (as [`Bench::read_steps`] keeps them), each with its
-    /// time and its requests' KV contexts (prompt and tokens before). A step that also
-    /// carried a prompt's chunk reads as one of them, longer.
-    pub fn read_decodes(&self) -> Option<Vec<ReadDecode>> {
-        let Bursts {
-            bursts, median_gap, ..
-        } = self.bursts(true)?;
-        Some(
-            bursts
-                .iter()
-                .enumerate()
-                .skip(1)
-                .filter(|(k, b)| {
-                    b.continued && b.firsts == 0 && b.t - bursts[k - 1].t >= 0.25 * median_gap
-                })
-                .map(|(k, b)| ReadDecode {
-                    gap_s: b.t - bursts[k - 1].t,
-                    contexts: b.decoded.clone(),
-                })
-                .collect(),
-        )
+    /// The decode steps read back whole: the steps that ran back to back, finished no
+    /// prompt and came no sooner than a quarter of the median gap after the one before
+    /// (as [`Bursts::steps`] keeps them), each with its time and its requests' KV
+    /// contexts (prompt and tokens before; empty unless the bursts kept them). A step
+    /// that also carried a prompt's chunk reads as one of them, longer.
+    fn decodes(&self) -> Vec<ReadDecode> {
+        let bursts = &self.bursts;
+        bursts
+            .iter()
+            .enumerate()
+            .skip(1)
+            .filter(|(k, b)| {
+                b.continued && b.firsts == 0 && b.t - bursts[k - 1].t >= 0.25 * self.median_gap
+            })
+            .map(|(k, b)| ReadDecode {
+                gap_s: b.t - bursts[k - 1].t,
+                contexts: b.decoded.clone(),
+            })
+            .collect()
     }
 
     /// The front end (from the client's send to the scheduler, and the first token's
-    /// way back: what `serving.frontend_s` prices) that the file's token times allow,
+    /// way back: what `serving.frontend_s` prices) that `bench`'s token times allow,
     /// for a server that forms each step when the one before starts (`ahead`, async
     /// scheduling) or when it ends. A request whose first token came with step k, where
     /// steps k - 2 to k (k - 1 to k when not ahead) ran back to back, was through the
     /// front end when step k was formed: the front end is at most that instant (the
     /// burst of the step before it, or of that step, as the client saw it) less its
-    /// send. Where step k - 1 finished no prompt (it had room), the request was not
-    /// through when step k - 1 was formed: the front end is at least that instant less
-    /// its send. The lower bounds' 90th percentile (a step that had no room though it
-    /// finished no prompt, a long prompt's chunk, makes one too high) and the least
-    /// upper bound. `None` where either kind of bound is missing.
-    pub fn front_end_bounds(&self, ahead: bool) -> Option<FrontEndBounds> {
-        let Bursts {
-            bursts,
-            first_of,
-            median_gap,
-        } = self.bursts(false)?;
+    /// send. Where step k - 1 had room (it finished no prompt and took no longer than
+    /// one and a half median gaps between a request's tokens: a decode step, no
+    /// prompt's chunk in it), the request was not through when step k - 1 was formed:
+    /// the front end is at least that instant less its send. The lower bounds' 90th
+    /// percentile (a step that had no room all the same makes one too high) and the
+    /// least upper bound. `None` where either kind of bound is missing.
+    fn front_end(&self, bench: &Bench, ahead: bool) -> Option<FrontEndBounds> {
+        let bursts = &self.bursts;
         let lag = if ahead { 2 } else { 1 };
         let (mut lower, mut upper) = (Vec::new(), Vec::new());
-        for (r, &k) in self.requests.iter().zip(&first_of) {
+        for (r, &k) in bench.requests.iter().zip(&self.first_of) {
             let Some(sent) = r.sent_s else { continue };
             if k == usize::MAX || k < lag + 1 || !(k - lag..=k).all(|j| bursts[j].continued) {
                 continue;
             }
             upper.push(bursts[k - lag].t - sent);
-            // Step k - 1 had room: it finished no prompt and took no longer than a
-            // decode step (no prompt's chunk in it).
-            let room =
-                bursts[k - 1].firsts == 0 && bursts[k - 1].t - bursts[k - 2].t <= 1.5 * median_gap;
+            let room = bursts[k - 1].firsts == 0
+                && bursts[k - 1].t - bursts[k - 2].t <= 1.5 * self.median_gap;
             if room {
                 lower.push(bursts[k - 1 - lag].t - sent);
             }

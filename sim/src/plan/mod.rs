@@ -30,7 +30,7 @@ pub mod space;
 pub use screen::{screen, AnalyticPricer, Estimate, PoolPricing, Pricer, ScreenInputs};
 pub use select::{merge, select, to_simulate, Counts, Outcome, ShardFile};
 pub use shape::WorkShape;
-pub use space::{enumerate, SearchSpace};
+pub use space::{enumerate, SearchSpace, DENSE_TPS};
 
 use crate::serde_defaults::{is_one, one};
 use crate::serving::{Mode, Report, ServingScenario};

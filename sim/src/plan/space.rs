@@ -112,13 +112,17 @@ impl Default for SearchSpace {
     }
 }
 
+/// The tensor-parallel sizes a dense model's replicas take by default (one node's GPUs:
+/// its DEP ranks would each hold all of it), in `plan`'s space and `sweep`'s grid.
+pub const DENSE_TPS: [u32; 4] = [1, 2, 4, 8];
+
 impl SearchSpace {
     /// The default space for a dense model: tensor-parallel replicas of 1, 2, 4 and 8
     /// GPUs in every pool instead of DEP groups (a dense model's DEP ranks would each
     /// hold all its weights: only its smallest fit a GPU so); the other axes as
     /// [`SearchSpace::default`].
     pub fn dense_default() -> Self {
-        let tps = vec![1, 2, 4, 8];
+        let tps = DENSE_TPS.to_vec();
         SearchSpace {
             prefill_deps: Vec::new(),
             decode_deps: Vec::new(),

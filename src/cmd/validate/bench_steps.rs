@@ -35,12 +35,12 @@ pub(super) fn front_end_from(
 /// The server's steps read back from a benchmark file ([`live::bench::steps`]) beside
 /// twin's of the same kind, or why they cannot be read.
 pub(super) enum StepsBeside {
-    Read(ReadBack),
+    Read(Beside),
     Unreadable(&'static str),
 }
 
-/// What a file's steps say, read back.
-pub(super) struct ReadBack {
+/// What a file's steps say, read back, beside twin's.
+pub(super) struct Beside {
     /// Steps read, those run back to back (compared), bursts delivered late.
     read: usize,
     continued: usize,
@@ -64,30 +64,28 @@ impl StepsBeside {
         use live::bench::steps;
         let sc = r.scenario();
         let ahead = sc.schedules_ahead();
-        let decodes = bench.read_decodes().and_then(|d| {
-            let (_, mixed) = r.pool_costs(&r.params);
-            steps::price_decodes(&mixed, sc.serving.decode.dep as usize, &d)
-        });
-        match bench.read_steps() {
-            Some(read) => StepsBeside::Read(ReadBack {
-                read: read.steps.len(),
-                continued: read.steps.iter().filter(|s| s.continued).count(),
-                bunched: read.bunched,
-                kinds: steps::beside(&read, twin),
-                front_end: bench.front_end_bounds(ahead),
-                ahead,
-                twin_front_end_s: sc.frontend_s(),
-                decodes,
-            }),
-            None => StepsBeside::Unreadable(steps::unreadable(bench).unwrap_or("no tokens")),
-        }
+        let Some(back) = bench.read_back(ahead) else {
+            return StepsBeside::Unreadable(steps::unreadable(bench).unwrap_or("no tokens"));
+        };
+        let (_, mixed) = r.pool_costs(&r.params);
+        let read = &back.steps;
+        StepsBeside::Read(Beside {
+            read: read.steps.len(),
+            continued: read.steps.iter().filter(|s| s.continued).count(),
+            bunched: read.bunched,
+            kinds: steps::beside(read, twin),
+            front_end: back.front_end,
+            ahead,
+            twin_front_end_s: sc.frontend_s(),
+            decodes: steps::price_decodes(&mixed, sc.serving.decode.dep as usize, &back.decodes),
+        })
     }
 
     /// The read-back decode steps' mean absolute error priced exactly (null where
     /// the file's steps cannot be read).
     pub(super) fn step_mape(&self) -> serde_json::Value {
         match self {
-            StepsBeside::Read(ReadBack {
+            StepsBeside::Read(Beside {
                 decodes: Some(d), ..
             }) => serde_json::json!(d.mape),
             _ => serde_json::Value::Null,
