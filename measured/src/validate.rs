@@ -215,7 +215,7 @@ fn implausible_text(rows: &[Row]) -> String {
     }
     format!(
         "
-implausible as described ({}): their throughput, 2 flops a token per active weight, implies more than {:.0}% of their GPUs' dense peak (the best dense GEMMs reach about 78%): cached or shorter prompts than the record states, or another run's figures; compared all the same
+implausible as described ({}): their throughput, 2 flops a token per active weight (the LM head's for the output only), implies more than {:.0}% of their GPUs' dense peak (the best dense GEMMs reach about 78%): cached or shorter prompts than the record states, or another run's figures; compared all the same
 {}
 ",
         over.len(),
