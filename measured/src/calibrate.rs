@@ -403,7 +403,8 @@ fn fit_group(engine: &str, family: &str, lins: &[Lin], ctx: &Ctx) -> GroupFit {
         terms: terms
             .iter()
             .zip(&p_all)
-            .map(|(t, p)| (t.key.to_string(), t.value(*p)))
+            // No term's time is less than none (a linear fit may step below it).
+            .map(|(t, p)| (t.key.to_string(), t.value(*p).max(0.0)))
             .collect(),
         fitted: terms
             .iter()

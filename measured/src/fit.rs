@@ -24,7 +24,7 @@ pub const WEIGHTS: [f64; 2] = [0.25, 1.0];
 /// isolated-kernel prices (factor 1) and the engines' own host terms
 /// (`sim::cost::host`, `sim::serving::scheduler`); a factor's prior sd is ln 2, a
 /// second's 20 ms (front end) and 2 ms (per step).
-pub const TERMS: [Term; 10] = [
+pub const TERMS: [Term; 11] = [
     factor("in_situ.decode.gemm"),
     factor("in_situ.decode.attention"),
     factor("in_situ.decode.moe"),
@@ -46,6 +46,13 @@ pub const TERMS: [Term; 10] = [
         prior: sim::serving::scheduler::VLLM_FRONTEND_S,
         sd: 20e-3,
         step: 10e-3,
+    },
+    Term {
+        key: "frontend_chunk_s",
+        log: false,
+        prior: sim::serving::scheduler::ENGINE_FRONTEND_CHUNK_S,
+        sd: 50e-6,
+        step: 50e-6,
     },
 ];
 
@@ -102,11 +109,11 @@ pub fn apply(s: &mut Setup, values: &[f64]) -> Result<(), MeasuredError> {
 /// Sets a profile group's terms on a set-up record.
 pub fn apply_group(s: &mut Setup, g: &calibration::runs::GroupFit) -> Result<(), MeasuredError> {
     let term = |e: String| MeasuredError::Term(e);
-    if let Some(f) = scenario::runs_profile::apply_terms(&mut s.resolved.params, g)
-        .map_err(|e| term(e.to_string()))?
-    {
+    let serving = scenario::runs_profile::apply_terms(&mut s.resolved.params, g)
+        .map_err(|e| term(e.to_string()))?;
+    if serving != Default::default() {
         s.resolved
-            .change(|sc, _| sc.serving.frontend_s = Some(f))
+            .change(|sc, _| serving.set_on(&mut sc.serving, false))
             .map_err(|e| term(format!("{e:#}")))?;
     }
     Ok(())
@@ -401,6 +408,28 @@ pub(crate) mod tests {
         assert_eq!(band["tpot_ms"], [0.8, 1.3]);
     }
 
+    /// The API server's time per streamed chunk (`frontend_chunk_s`) moves TTFT where
+    /// many requests stream, and barely where one does: at one user the stream is one
+    /// chunk a step; at 64, sixty-four.
+    #[test]
+    fn the_streaming_cost_moves_ttft_where_many_requests_stream() {
+        let base = Base::Embedded("runs/");
+        let cache = Cache::default();
+        let k = TERMS
+            .iter()
+            .position(|t| t.key == "frontend_chunk_s")
+            .expect("a term");
+        let ttft_grad = |users| {
+            let mut r = record("r", 1, users, 512, 256);
+            let measured = [(Stat::Center, 100.0)].into_iter().collect();
+            r.measured.insert(Metric::TtftMs, measured);
+            let obs = linearise(&r, &base, &cache, (1, Center::Mean), false).unwrap();
+            obs.iter().find(|o| o.metric == 0).expect("TTFT").grad[k]
+        };
+        let (one, many) = (ttft_grad(1), ttft_grad(64));
+        assert!(many > 20.0 * one && many > 0.0, "{one} {many}");
+    }
+
     /// Runs twin generates with known terms set (decode GEMMs x1.3, prefill GEMMs x0.8,
     /// a 30 ms front end, the rest at their priors), taken as measured: the fit of the
     /// linearised records, under priors a hundred times weaker than the shipped ones
@@ -466,6 +495,8 @@ pub(crate) mod tests {
                 "prefill gemm {curve} {v:?}"
             );
             assert!((v[9] - 0.030).abs() < 0.005, "front end {curve} {v:?}");
+            // None set, none found (a linear term steps below zero at most by a hair).
+            assert!(v[10].abs() < 5e-6, "streaming {curve} {v:?}");
         }
     }
 }

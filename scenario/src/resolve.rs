@@ -331,20 +331,27 @@ fn runs_frontend(
     let band = engine.and_then(|e| crate::runs_profile::band_of(&rp, &path, e, hardware, model));
     // A group that left the front end at its prior (not among its fitted terms) says
     // nothing about it: the engine's own front end stands.
-    let group = engine
-        .and_then(|e| rp.group(e, hardware))
-        .filter(|g| g.fitted_term("frontend_s"));
-    if let (Some(g), None) = (group, sc.serving.frontend_s) {
-        if let Some(&f) = g.terms.get("frontend_s") {
-            sc.serving.frontend_s = Some(f);
-            notes.push(format!(
-                "{path}: the front end takes {:.1} ms a request (fitted to {} runs of {})",
-                f * 1e3,
-                g.records,
-                g.name()
-            ));
-        }
+    let Some(g) = engine.and_then(|e| rp.group(e, hardware)) else {
+        return Ok(band);
+    };
+    let fitted = crate::runs_profile::ServingTerms::fitted(g);
+    if let (Some(f), None) = (fitted.frontend_s, sc.serving.frontend_s) {
+        notes.push(format!(
+            "{path}: the front end takes {:.1} ms a request (fitted to {} runs of {})",
+            f * 1e3,
+            g.records,
+            g.name()
+        ));
     }
+    if let (Some(c), None) = (fitted.frontend_chunk_s, sc.serving.frontend_chunk_s) {
+        notes.push(format!(
+            "{path}: its API server takes {:.1} us a streamed chunk (fitted to {} runs of {})",
+            c.max(0.0) * 1e6,
+            g.records,
+            g.name()
+        ));
+    }
+    fitted.set_on(&mut sc.serving, true);
     Ok(band)
 }
 

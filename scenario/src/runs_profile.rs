@@ -53,21 +53,56 @@ pub fn read(path: &Path) -> Result<Option<RunsProfile>> {
         .map_err(|e| anyhow!("--profile {shown}: {e}"))
 }
 
+/// A group's terms that are the serving section's knobs, not cost parameters: the
+/// front end's work per request and its API server's per streamed chunk.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ServingTerms {
+    pub frontend_s: Option<f64>,
+    pub frontend_chunk_s: Option<f64>,
+}
+
+impl ServingTerms {
+    /// Sets them on `serving`: every one the group has, or with `only_unset` only
+    /// where the scenario sets none (a group's fitted terms only: `fitted`).
+    pub fn set_on(&self, serving: &mut sim::serving::config::ServingConfig, only_unset: bool) {
+        if let Some(f) = self.frontend_s {
+            if !only_unset || serving.frontend_s.is_none() {
+                serving.frontend_s = Some(f);
+            }
+        }
+        if let Some(c) = self.frontend_chunk_s {
+            if !only_unset || serving.frontend_chunk_s.is_none() {
+                // A linear fit may step below zero: no time is less than none.
+                serving.frontend_chunk_s = Some(c.max(0.0));
+            }
+        }
+    }
+
+    /// The group's fitted ones (a term left at its prior says nothing).
+    pub fn fitted(g: &GroupFit) -> ServingTerms {
+        let get = |k: &str| g.terms.get(k).copied().filter(|_| g.fitted_term(k));
+        ServingTerms {
+            frontend_s: get("frontend_s"),
+            frontend_chunk_s: get("frontend_chunk_s"),
+        }
+    }
+}
+
 /// Sets a group's cost terms on `params` (every factor applying to every step, as
-/// fitted); returns its front end, if it has one.
+/// fitted); returns its serving terms (the front end's).
 pub fn apply_terms(
     params: &mut CostParams,
     g: &GroupFit,
-) -> Result<Option<f64>, sim::cost::params::ParamError> {
+) -> Result<ServingTerms, sim::cost::params::ParamError> {
     params.set("in_situ.tp_residuals", 1.0)?;
     let before = std::mem::take(&mut params.in_situ.source);
-    let mut frontend = None;
+    let mut serving = ServingTerms::default();
     for (key, &v) in &g.terms {
-        if key == "frontend_s" {
-            frontend = Some(v);
-            continue;
+        match key.as_str() {
+            "frontend_s" => serving.frontend_s = Some(v),
+            "frontend_chunk_s" => serving.frontend_chunk_s = Some(v),
+            _ => params.set(key, v)?,
         }
-        params.set(key, v)?;
     }
     // `forward`'s in-situ line says where the factors came from, and what set the
     // rest of the in-situ terms.
@@ -81,7 +116,7 @@ pub fn apply_terms(
     } else {
         format!("{fitted}; the other terms: {before}")
     };
-    Ok(frontend)
+    Ok(serving)
 }
 
 pub use sim::serving::runs_band::RunsBand;
@@ -161,6 +196,43 @@ pub fn describe(g: &GroupFit, from: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A group's front-end terms are the serving section's, not cost parameters: the
+    /// cost factor lands on the parameters, the two front-end terms come back, a fitted
+    /// one sets a scenario that sets none, and a chunk's time below zero reads as none.
+    #[test]
+    fn the_front_end_terms_go_to_the_serving_section() {
+        let mut g = shipped().expect("shipped").groups[0].clone();
+        g.physics_alone = false;
+        g.terms = [
+            ("frontend_s".to_string(), 0.02),
+            ("frontend_chunk_s".to_string(), -1e-6),
+            ("in_situ.decode.gemm".to_string(), 1.1),
+        ]
+        .into_iter()
+        .collect();
+        g.fitted = vec!["frontend_chunk_s".into(), "in_situ.decode.gemm".into()];
+        let mut params = CostParams::default();
+        let terms = apply_terms(&mut params, &g).expect("applies");
+        assert_eq!(params.in_situ.decode.gemm, 1.1);
+        assert_eq!(terms.frontend_s, Some(0.02));
+        assert_eq!(terms.frontend_chunk_s, Some(-1e-6));
+        // Only the fitted ones, only where the scenario sets none.
+        let fitted = ServingTerms::fitted(&g);
+        assert_eq!(fitted.frontend_s, None);
+        let mut serving: sim::serving::config::ServingConfig =
+            toml::from_str("").expect("every serving knob has a default");
+        serving.frontend_chunk_s = Some(5e-5);
+        fitted.set_on(&mut serving, true);
+        assert_eq!(serving.frontend_chunk_s, Some(5e-5));
+        serving.frontend_chunk_s = None;
+        fitted.set_on(&mut serving, true);
+        assert_eq!(serving.frontend_chunk_s, Some(0.0));
+        assert_eq!(serving.frontend_s, None);
+        // Every one the group has, set or not (as a fit applies its terms).
+        terms.set_on(&mut serving, false);
+        assert_eq!(serving.frontend_s, Some(0.02));
+    }
 
     /// The shipped profile reads (a file that does not would price every run by
     /// physics alone without a word) and its groups' terms are those that passed the

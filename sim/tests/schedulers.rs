@@ -368,6 +368,68 @@ fn the_front_end_delays_each_request_into_the_engine_and_into_its_ttft() {
 }
 
 #[test]
+fn the_front_end_stretches_with_the_streams_its_api_server_sends() {
+    // The one-slot run above with a 5 ms front end whose API server spends 5 ms on each
+    // streamed chunk (`serving.frontend_chunk_s`). Request 1 meets no streams: through
+    // at 5 ms, prefilled 5-15.1 ms, decoded 15.1-25.101 ms. Request 2, sent at 25.101
+    // ms, meets the decode step that just ended (1 chunk in 10.001 ms): a load of
+    // 0.005 / 0.010001 = 0.49995, so 5 ms / (1 - 0.49995) = 9.999 ms (to the ns) to
+    // get through: its steps start at 35.1 and 45.2 ms, request 3's at 65.2 and 75.3.
+    // TTFT 15.1, 20.099 and 20.099 ms.
+    let mut sc = mixed(SchedulerChoice::Vllm, Some(false));
+    sc.serving.frontend_s = Some(0.005);
+    sc.serving.frontend_chunk_s = Some(0.005);
+    let wl = bench(&[[100, 2]; 3], Some(1));
+    let (r, steps) = run_recorded(&sc, &wl, &model(0.0, None), &cost(), &[]);
+    let starts: Vec<f64> = steps.iter().map(|s| (s.start_s * 1e6).round()).collect();
+    assert_eq!(
+        starts,
+        vec![5000.0, 15100.0, 35100.0, 45200.0, 65200.0, 75300.0]
+    );
+    let ttft = (15.1 + 2.0 * 20.099) / 3.0;
+    assert!((r.ttft_ms.mean - ttft).abs() < 1e-6, "{}", r.ttft_ms.mean);
+    // The scheduler's line says what the API server costs and how busy it was: 0,
+    // 0.49995 and 0.49995 as the three requests arrived.
+    let line = r.pools[0]
+        .scheduler
+        .clone()
+        .expect("a mixed pool's scheduler");
+    assert!(
+        line.ends_with(
+            "; front end 5 ms a request, 5000.0 us of its API server a streamed chunk \
+             (1 API server an instance); its API server streaming 33% busy as requests \
+             arrived (50% at most)"
+        ),
+        "{line}"
+    );
+    // Two API servers share the streams: a load of 0.249975, 6.666444 ms to get through.
+    sc.serving.api_servers = Some(2);
+    let (_, steps) = run_recorded(&sc, &wl, &model(0.0, None), &cost(), &[]);
+    assert!(
+        (steps[2].start_s - (0.025101 + 0.006666444)).abs() < 1e-12,
+        "{}",
+        steps[2].start_s
+    );
+    // Without a streaming cost, the front end's work alone (the run above).
+    sc.serving.frontend_chunk_s = Some(0.0);
+    let (_, steps) = run_recorded(&sc, &wl, &model(0.0, None), &cost(), &[]);
+    assert!(
+        (steps[2].start_s - 0.030101).abs() < 1e-12,
+        "{}",
+        steps[2].start_s
+    );
+    // Refused by name: a negative cost, no API server.
+    sc.serving.frontend_chunk_s = Some(-1e-6);
+    sc.serving.api_servers = Some(0);
+    let p: Vec<String> = sc.problems().iter().map(|p| p.to_string()).collect();
+    assert!(
+        p.iter().any(|p| p.contains("serving.frontend_chunk_s")),
+        "{p:?}"
+    );
+    assert!(p.iter().any(|p| p.contains("serving.api_servers")), "{p:?}");
+}
+
+#[test]
 fn tokens_an_earlier_run_left_on_the_server_are_cached_to_the_token() {
     // THREE again, but the server holds 333 of r0's 600 tokens and all 300 of r2's
     // (an earlier run sent their prefixes): not whole 512-token blocks, the tokens

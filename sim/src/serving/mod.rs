@@ -19,6 +19,7 @@ pub mod checked;
 pub mod clock;
 pub mod config;
 mod decode;
+mod frontend;
 pub mod limits;
 mod metrics;
 pub mod money;

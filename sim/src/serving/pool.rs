@@ -184,6 +184,11 @@ pub(crate) struct Group {
     pub last_end_ns: u64,
     /// When its last step started.
     pub last_start_ns: u64,
+    /// The last finished step's length and the chunks it streamed to clients (one a
+    /// request it gave a token, over the whole group): the front end's load
+    /// (`Pools::stream_rate`).
+    pub last_step_ns: u64,
+    pub last_chunks: f64,
     /// The scheduler's count towards its next take of new requests, and when it last
     /// took them (`serving.scheduler_recv_interval`).
     pub recv_count: u32,
@@ -221,6 +226,8 @@ impl Group {
             busy: false,
             last_end_ns: 0,
             last_start_ns: 0,
+            last_step_ns: 0,
+            last_chunks: 0.0,
             recv_count: 0,
             recv_ns: 0,
             batch_wait_count: 0,
@@ -475,6 +482,16 @@ impl<'a> Pools<'a> {
     /// Copies of the rack one is simulated of (`ServingScenario::copies`).
     pub fn copies(&self) -> u32 {
         self.list.first().map_or(1, |p| p.copies)
+    }
+
+    /// Chunks streamed to clients a second at `now`: each group's last step's, while
+    /// its next runs or it has idled less than that step lasted.
+    pub fn stream_rate(&self, now: u64) -> f64 {
+        self.groups
+            .iter()
+            .filter(|g| g.last_step_ns > 0 && (g.busy || now - g.last_end_ns <= g.last_step_ns))
+            .map(|g| g.last_chunks / (g.last_step_ns as f64 * 1e-9))
+            .sum()
     }
 
     /// The largest DEP of any pool.

@@ -30,6 +30,7 @@
 
 use super::clock::{ns_to_secs, secs_to_ns, Classed, EventQueue, Nanos};
 use super::config::{PrefillRank, PrefillRouter, ServingScenario};
+use super::frontend::FrontEnd;
 use super::metrics::{Metrics, Window};
 use super::mtp::{resolve_mtp, MtpYield};
 use super::pool::{GroupId, Pools, Role};
@@ -179,9 +180,9 @@ pub(crate) struct Rack<'a> {
     /// Scratch: workload events the driver just scheduled.
     pub wl_out: Vec<(Nanos, WlEvent)>,
     /// Requests sent but not yet through the engine's front end, oldest first, with
-    /// the instants they were sent; `frontend_ns` is the front end's delay.
+    /// the instants they were sent; `frontend` is that front end.
     pub ingress: VecDeque<(Nanos, NewRequest<'a>)>,
-    pub frontend_ns: Nanos,
+    pub frontend: FrontEnd,
     pub mtp: Mtp,
     pub kv_bytes_per_token: f64,
     pub domain_gpus: u64,
@@ -335,6 +336,10 @@ impl<'a> Rack<'a> {
             .domain_gpus
             .unwrap_or(input.hardware.nvlink_domain_gpus)
             .max(1) as u64;
+        // The streams spread over every instance's API servers.
+        let servers = sc.serving.api_servers.unwrap_or(1).max(1) as f64
+            * pools.groups_of(pools.pool(pools.entry())).len() as f64;
+        let frontend = FrontEnd::new(sc.frontend_s(), sc.frontend_chunk_s(), servers);
         Ok(Rack {
             sc,
             hw: input.hardware,
@@ -355,7 +360,7 @@ impl<'a> Rack<'a> {
             driver,
             wl_out: Vec::new(),
             ingress: VecDeque::new(),
-            frontend_ns: secs_to_ns(sc.frontend_s()),
+            frontend,
             mtp,
             kv_bytes_per_token: kvb,
             domain_gpus,
@@ -451,9 +456,11 @@ impl<'a> Rack<'a> {
         let nr = self.driver.on_event(self.now, w, &mut self.wl_out);
         self.flush_workload();
         if let Some(nr) = nr {
-            if self.frontend_ns > 0 {
+            if self.frontend.work_ns > 0 {
+                let load = self.frontend.load(self.pools.stream_rate(self.now));
+                let at = self.frontend.passes_at(self.now, load);
                 self.ingress.push_back((self.now, nr));
-                self.q.push(self.now + self.frontend_ns, Event::Ingress);
+                self.q.push(at, Event::Ingress);
             } else {
                 self.arrive(nr, self.now);
             }

@@ -336,7 +336,7 @@ impl Rack<'_> {
         let pools: Vec<PoolReport> = self
             .pools
             .iter()
-            .map(|p| pool_report(p, sc, measured_s))
+            .map(|p| pool_report(p, sc, measured_s, self.frontend.loads()))
             .collect();
         let (cached, uncached, output) = self.token_totals();
         let token_mix = TokenMix::of(cached, uncached, output);
@@ -427,8 +427,13 @@ impl Rack<'_> {
     }
 }
 
-/// A pool's figures over the `measured_s` window.
-fn pool_report(p: &Pool<'_>, sc: &ServingScenario, measured_s: f64) -> PoolReport {
+/// A pool's figures over the `measured_s` window (`loads`: `FrontEnd::loads`).
+fn pool_report(
+    p: &Pool<'_>,
+    sc: &ServingScenario,
+    measured_s: f64,
+    loads: Option<(f64, f64)>,
+) -> PoolReport {
     let st = &p.stats;
     let op_sum: f64 = st.op_s.iter().sum();
     PoolReport {
@@ -439,7 +444,8 @@ fn pool_report(p: &Pool<'_>, sc: &ServingScenario, measured_s: f64) -> PoolRepor
         expert_parallel: p.cfg.expert_parallel,
         gpus: p.cfg.gpus(),
         cost_model: p.cost.describe(),
-        scheduler: (p.role == super::pool::Role::Mixed).then(|| sc.scheduler_line()),
+        scheduler: (p.role == super::pool::Role::Mixed)
+            .then(|| sc.scheduler_line() + &super::frontend::describe_loads(loads)),
         throughput_tok_s_per_gpu: Throughput::of(
             st.cached_tokens,
             st.uncached_tokens,

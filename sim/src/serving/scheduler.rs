@@ -69,6 +69,10 @@ pub enum Scheduler {
 /// always >12)" at a batch of 96 (vLLM PR #21139, 2025-07-17), its lower end.
 pub const VLLM_FRONTEND_S: f64 = 12e-3;
 
+/// An engine API server's seconds per streamed chunk (`super::frontend`): none until
+/// fitted (`twin calibrate --from-runs`, term `frontend_chunk_s`).
+pub const ENGINE_FRONTEND_CHUNK_S: f64 = 0.0;
+
 /// twin's own prefix-cache block, in tokens: the Mooncake traces' block.
 pub const TWIN_KV_BLOCK_TOKENS: u64 = super::workload::TRACE_BLOCK_TOKENS;
 
@@ -184,6 +188,15 @@ impl Scheduler {
         }
     }
 
+    /// An API server's seconds per streamed chunk (`serving.frontend_chunk_s` when
+    /// unset): [`ENGINE_FRONTEND_CHUNK_S`] for the engines, none for twin's own.
+    pub fn frontend_chunk_s(self) -> f64 {
+        match self {
+            Scheduler::Twin => 0.0,
+            Scheduler::Vllm | Scheduler::Sglang | Scheduler::Trtllm => ENGINE_FRONTEND_CHUNK_S,
+        }
+    }
+
     /// Tokens per prefix-cache block, the engine's default (`serving.kv_block_tokens`
     /// when unset); a cached prefix is a whole number of them:
     /// - vLLM: `--block-size`, 16 on CUDA (`CacheConfig.block_size`; some attention
@@ -269,6 +282,14 @@ impl ServingScenario {
             .unwrap_or_else(|| self.scheduler().frontend_s())
     }
 
+    /// An API server's seconds per streamed chunk: `serving.frontend_chunk_s`, or the
+    /// engine's.
+    pub fn frontend_chunk_s(&self) -> f64 {
+        self.serving
+            .frontend_chunk_s
+            .unwrap_or_else(|| self.scheduler().frontend_chunk_s())
+    }
+
     /// One line on the mixed pool's scheduler, for outputs.
     pub fn scheduler_line(&self) -> String {
         let fe = self.frontend_s();
@@ -294,10 +315,24 @@ impl ServingScenario {
                 } else {
                     format!("{ms:.1}")
                 };
-                format!("; front end {shown} ms a request")
+                format!("; front end {shown} ms a request{}", self.chunk_words())
             } else {
                 String::new()
             }
+        )
+    }
+
+    /// The front end's streaming cost, for the scheduler's line (none without one).
+    fn chunk_words(&self) -> String {
+        let c = self.frontend_chunk_s();
+        if c <= 0.0 {
+            return String::new();
+        }
+        let servers = self.serving.api_servers.unwrap_or(1);
+        format!(
+            ", {:.1} us of its API server a streamed chunk ({servers} API server{} an instance)",
+            c * 1e6,
+            if servers == 1 { "" } else { "s" }
         )
     }
 }

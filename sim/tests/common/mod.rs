@@ -172,6 +172,8 @@ pub fn scenario(
             scheduler: Default::default(),
             async_scheduling: None,
             frontend_s: None,
+            frontend_chunk_s: None,
+            api_servers: None,
             scheduler_recv_interval: None,
             mixed_chunk: None,
             batch_wait_iters: None,

@@ -145,10 +145,13 @@ fn print_terms(g: &GroupFit) {
     }
 }
 
-/// A term's value as `calibrate` prints it: seconds in ms (2 digits), factors as they
-/// are (3 digits); the value, its unit's suffix and the digits.
+/// A term's value as `calibrate` prints it: seconds in ms (2 digits), a streamed
+/// chunk's in us (1 digit), factors as they are (3 digits); the value, its unit's
+/// suffix and the digits.
 fn in_units(key: &str, v: f64) -> (f64, &'static str, usize) {
-    if key.ends_with("_s") {
+    if key == "frontend_chunk_s" {
+        (v * 1e6, " us", 1)
+    } else if key.ends_with("_s") {
         (v * 1e3, " ms", 2)
     } else {
         (v, "", 3)

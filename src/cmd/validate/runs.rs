@@ -356,6 +356,12 @@ pub fn run_bench(a: &BenchValidateArgs) -> Result<()> {
         measured,
         predicted,
         steps: StepsBeside::of(&bench, &steps, &r),
+        // The run's own line: how busy its API server was, where it streams at a cost.
+        scheduler: report
+            .pools
+            .iter()
+            .find_map(|p| p.scheduler.clone())
+            .unwrap_or_else(|| r.scenario().scheduler_line()),
     };
     print_bench(a, &origin, bench.requests.len(), &r, &compared, notes)?;
     Ok(())
@@ -368,6 +374,7 @@ struct BenchCompared {
     measured: live::metrics::Figures,
     predicted: live::metrics::Figures,
     steps: StepsBeside,
+    scheduler: String,
 }
 
 /// Simulates the resolved benchmark run (writing its steps where asked): the report,
@@ -416,7 +423,7 @@ fn print_bench(
             "bench": origin,
             "scenario": r.scenario_origin,
             "cost_model": r.params.source,
-            "scheduler": r.scenario().scheduler_line(),
+            "scheduler": c.scheduler,
         });
         let mut v = v;
         if let Some(b) = &r.runs_band {
@@ -435,7 +442,7 @@ fn print_bench(
             r.scenario_origin,
             r.params.source
         );
-        println!("scheduler: {}", r.scenario().scheduler_line());
+        println!("scheduler: {}", c.scheduler);
         print!("{}", live::compare::render_rows(&c.rows));
         print!("{}", c.steps.text());
         if let Some(b) = &r.runs_band {

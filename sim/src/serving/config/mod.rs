@@ -217,6 +217,17 @@ pub struct ServingConfig {
     /// ([`super::scheduler::Scheduler::frontend_s`]; 0 for twin's own).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub frontend_s: Option<f64>,
+    /// API-server seconds per streamed chunk (one a running request a step that sends
+    /// it tokens: detokenising, formatting and sending it), taken from the same loop
+    /// that takes requests in, so a request's front end stretches with the share of
+    /// the loop the streams take (`super::frontend`). Absent: the engine's
+    /// ([`super::scheduler::Scheduler::frontend_chunk_s`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frontend_chunk_s: Option<f64>,
+    /// API server processes per instance of the entry pool, sharing its streams
+    /// (vLLM's `--api-server-count`). Absent: 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_servers: Option<u32>,
     /// Whether a step with prefill work runs the decode batch beside it, the decode
     /// tokens taken from the step's budget first (SGLang's `--enable-mixed-chunk`; off
     /// by default, when SGLang's prefill-first policy pauses decode during a prefill

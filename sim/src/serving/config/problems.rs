@@ -105,6 +105,12 @@ impl ServingConfig {
         if let Some(f) = self.frontend_s {
             check_num(p, f, f >= 0.0, "serving.frontend_s", "must be >= 0");
         }
+        if let Some(c) = self.frontend_chunk_s {
+            check_num(p, c, c >= 0.0, "serving.frontend_chunk_s", "must be >= 0");
+        }
+        if let Some(n) = self.api_servers {
+            check(p, n >= 1, "serving.api_servers", "must be at least 1");
+        }
         if let Some(n) = self.scheduler_recv_interval {
             check(
                 p,
