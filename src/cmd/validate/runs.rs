@@ -356,12 +356,7 @@ pub fn run_bench(a: &BenchValidateArgs) -> Result<()> {
         measured,
         predicted,
         steps: StepsBeside::of(&bench, &steps, &r),
-        // The run's own line: how busy its API server was, where it streams at a cost.
-        scheduler: report
-            .pools
-            .iter()
-            .find_map(|p| p.scheduler.clone())
-            .unwrap_or_else(|| r.scenario().scheduler_line()),
+        scheduler: scheduler_of(&report, r.scenario()),
     };
     print_bench(a, &origin, bench.requests.len(), &r, &compared, notes)?;
     Ok(())
@@ -397,6 +392,16 @@ fn simulate_bench(
         .fold(0.0, f64::max);
     let longest = steps.iter().map(|s| s.step_s).fold(0.0, f64::max);
     Ok((report, finish, longest, steps))
+}
+
+/// The scheduler's line of a simulated run: its mixed pool's, which says how busy the
+/// API server was where it streams at a cost; else the scenario's.
+fn scheduler_of(report: &sim::serving::Report, sc: &sim::serving::ServingScenario) -> String {
+    report
+        .pools
+        .iter()
+        .find_map(|p| p.scheduler.clone())
+        .unwrap_or_else(|| sc.scheduler_line())
 }
 
 /// Prints `validate bench`'s comparison, as JSON or as the table with its notes.
@@ -617,8 +622,9 @@ fn run_bench_summary(a: &BenchValidateArgs, text: &str, origin: &str) -> Result<
         pricing: r.params.source.clone(),
         resolved: r,
     };
-    let (predicted, _) =
+    let (predicted, report) =
         simulate_setup(&setup).map_err(|e| anyhow!("{}: {e}", setup.resolved.scenario_origin))?;
+    let scheduler = scheduler_of(&report, setup.resolved.scenario());
     let rows = compare(&run.measured, &predicted, Center::Mean, &Default::default());
     let missing = "per-request TTFT, TPOT and ITL beyond the percentiles listed, goodput and the server's pauses need the per-request lists (`vllm bench serve --save-result --save-detailed`)";
     if a.json {
@@ -636,7 +642,7 @@ fn run_bench_summary(a: &BenchValidateArgs, text: &str, origin: &str) -> Result<
         setup.resolved.scenario_origin,
         setup.resolved.params.source
     );
-    println!("scheduler: {}", setup.resolved.scenario().scheduler_line());
+    println!("scheduler: {scheduler}");
     println!(
         "  {:<32} {:>12} {:>12} {:>8}",
         "figure", "measured", "predicted", "error"
