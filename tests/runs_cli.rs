@@ -433,6 +433,45 @@ fn validate_bench_compares_a_summary_only_result() {
     assert_eq!(v["rows"].as_array().unwrap().len(), 3);
 }
 
+/// The API server's time per streamed chunk, set on a run, shows on `validate bench`'s
+/// scheduler line with how busy the server was as requests arrived: for a file with
+/// per-request lists as for its summary alone.
+#[test]
+fn validate_bench_says_how_busy_the_api_server_was() {
+    let detailed = fixture("tests/fixtures/bench/llama31-70b-h100-tp8-c50.json");
+    let mut summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&detailed).unwrap()).unwrap();
+    summary
+        .as_object_mut()
+        .unwrap()
+        .retain(|_, v| !v.is_array());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("summary.json");
+    std::fs::write(&path, summary.to_string()).unwrap();
+    for file in [detailed, path.display().to_string()] {
+        let o = twin(&[
+            "validate",
+            "bench",
+            &file,
+            "--scenario",
+            "h100-llama-3.1-70b-tp8",
+            "--set",
+            "serving.frontend_chunk_s=50e-6",
+        ]);
+        assert!(o.status.success(), "{file}: {}", stderr(&o));
+        let text = stdout(&o);
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("scheduler: "))
+            .expect("a scheduler line");
+        assert!(
+            line.contains("front end 12 ms a request, 50.0 us of its API server a streamed chunk (1 API server an instance); its API server streaming ")
+                && line.contains("busy as requests arrived"),
+            "{file}: {line}"
+        );
+    }
+}
+
 /// A scenario of an engine on a GPU family the shipped runs profile has a group for
 /// carries that group's band around its means (the factors applied to the report's
 /// own means); `--physics-only` prices without the profile and gives none.
