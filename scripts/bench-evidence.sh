@@ -6,7 +6,10 @@
 # its output with the date and commit.
 #   scripts/bench-evidence.sh [TWIN]    (default: target/release/twin)
 #   KS="b" runs one setting; EXTRA="--set serving.frontend_s=0.02" adds options to all;
-#   KS="d" reads each vLLM run's front end from another run of its deployment.
+#   KS="d" reads each vLLM run's front end from another run of its deployment;
+#   KS="e" prices each vLLM run with the front end and its API server's time per
+#   streamed chunk fitted to the other six vLLM runs' figures (`calibrate --from-runs
+#   h100-public-bench`, leaving that run out; FIT_TERMS sets the terms).
 # The four SGLang runs served one server process in turn (the same
 # server_info.random_seed) without flushing its radix cache, so each is replayed
 # `--after` the shorter ones before it (the sweep's ascending order, assumed: the
@@ -23,6 +26,7 @@ declare -A SETTING=(
   [b]=""
   [c]="${IN_SITU_OFF[*]}"
   [d]=""
+  [e]=""
 )
 # Setting d: b, each vLLM run priced with the front end another run of its deployment's
 # token times allow (`--front-end-from`: a calibration from the deployment's own runs,
@@ -39,6 +43,9 @@ front_end_source() {
 echo "| run | setting | throughput | TTFT p50 ms (measured / twin / error) | TPOT p50 ms (measured / twin / error) | ITL p50 ms (measured / twin / error) |"
 echo "| --- | --- | ---: | ---: | ---: | ---: |"
 AFTER=()
+VLLM_RUNS="llama31-70b-h100-tp8-c10 llama31-70b-h100-tp8-c25 llama31-70b-h100-tp8-c50
+  llama31-70b-h100-tp8-c200 gpt-oss-120b-h100-tp8-c10 gpt-oss-120b-h100-tp8-c50
+  gpt-oss-120b-h100-tp8-c200"
 for f in llama31-70b-h100-tp8-c10 llama31-70b-h100-tp8-c25 llama31-70b-h100-tp8-c50 \
   llama31-70b-h100-tp8-c200 gpt-oss-120b-h100-tp8-c10 gpt-oss-120b-h100-tp8-c50 \
   gpt-oss-120b-h100-tp8-c200 sglang-llama31-70b-h100-tp8-in1024-c100 \
@@ -52,6 +59,13 @@ for f in llama31-70b-h100-tp8-c10 llama31-70b-h100-tp8-c25 llama31-70b-h100-tp8-
     FE=()
     src=$(front_end_source "$f")
     if [[ $k == d && -n $src ]]; then FE=(--front-end-from "$src"); fi
+    if [[ $k == e && $f != sglang-* ]]; then
+      others=$(printf '%s\n' $VLLM_RUNS | grep -vx "$f" | paste -sd,)
+      prof=$(mktemp --suffix=.toml)
+      "$TWIN" calibrate --from-runs h100-public-bench --filter "id=$others" \
+        --terms "${FIT_TERMS:-frontend_s,frontend_chunk_s}" --prior-scale 5 --out "$prof" >/dev/null 2>&1
+      FE=(--profile "$prof")
+    fi
     # shellcheck disable=SC2086
     "$TWIN" validate bench "$file" --scenario "$sc" "${AFTER[@]}" "${FE[@]}" ${SETTING[$k]} ${EXTRA:-} --json |
       python3 -c '
@@ -65,6 +79,7 @@ row = (sys.argv[1], sys.argv[2], e(m["token_throughput"], p["token_throughput"])
        m["itl_ms"]["p50"], p["itl_ms"]["p50"], e(m["itl_ms"]["p50"], p["itl_ms"]["p50"]))
 print("| %s | %s | %+.1f%% | %.0f / %.0f / %+.1f%% | %.2f / %.2f / %+.1f%% | %.2f / %.2f / %+.1f%% |" % row)
 ' "$f" "$k"
+    if [[ ${FE[0]:-} == --profile ]]; then rm -f "${FE[1]}"; fi
   done
   case $f in sglang-*) AFTER+=(--after "$file") ;; esac
 done
