@@ -457,7 +457,12 @@ impl<'a> Rack<'a> {
         self.flush_workload();
         if let Some(nr) = nr {
             if self.frontend.work_ns > 0 {
-                let load = self.frontend.load(self.pools.stream_rate(self.now));
+                // The streams' rate is read only where they cost the API server time.
+                let load = if self.frontend.chunk_s_per_server > 0.0 {
+                    self.frontend.load(self.pools.stream_rate(self.now))
+                } else {
+                    0.0
+                };
                 let at = self.frontend.passes_at(self.now, load);
                 self.ingress.push_back((self.now, nr));
                 self.q.push(at, Event::Ingress);
