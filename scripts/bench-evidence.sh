@@ -9,7 +9,10 @@
 #   KS="d" reads each vLLM run's front end from another run of its deployment;
 #   KS="e" prices each vLLM run with the front end and its API server's time per
 #   streamed chunk fitted to the other six vLLM runs' figures (`calibrate --from-runs
-#   h100-public-bench`, leaving that run out; FIT_TERMS sets the terms).
+#   h100-public-bench`, leaving that run out; FIT_TERMS sets the terms);
+#   KS="f" is d with the host's time per launched kernel that a profiler trace of
+#   another vLLM deployment reads (`calibrate --from-trace`, the B200 eager trace of
+#   gpt-oss-120b in calibration/tests/data/traces) on every vLLM run.
 # The four SGLang runs served one server process in turn (the same
 # server_info.random_seed) without flushing its radix cache, so each is replayed
 # `--after` the shorter ones before it (the sweep's ascending order, assumed: the
@@ -27,11 +30,18 @@ declare -A SETTING=(
   [c]="${IN_SITU_OFF[*]}"
   [d]=""
   [e]=""
+  [f]=""
 )
 # Setting d: b, each vLLM run priced with the front end another run of its deployment's
 # token times allow (`--front-end-from`: a calibration from the deployment's own runs,
 # never the run's own); gpt-oss at 50 users has no other run that bounds it, and the
 # SGLang files hold no send times: those keep b's.
+# The host's time per launched kernel of the vLLM eager trace (setting f).
+host_s() {
+  "$TWIN" calibrate --from-trace calibration/tests/data/traces/vllm-b200-gpt-oss-120b-tp8-prefill.json.gz \
+    --deployment "--hardware b200 --model gpt-oss-120b --tp 8 --dep 1 --phase prefill --requests 1 --new-tokens 888" \
+    --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["in_situ_fit"]["host"]["eager_s"])'
+}
 front_end_source() {
   case $1 in
     llama31-70b-h100-tp8-c25) echo tests/fixtures/bench/llama31-70b-h100-tp8-c50.json ;;
@@ -58,7 +68,8 @@ for f in llama31-70b-h100-tp8-c10 llama31-70b-h100-tp8-c25 llama31-70b-h100-tp8-
   for k in ${KS:-a b c}; do
     FE=()
     src=$(front_end_source "$f")
-    if [[ $k == d && -n $src ]]; then FE=(--front-end-from "$src"); fi
+    if [[ ($k == d || $k == f) && -n $src ]]; then FE=(--front-end-from "$src"); fi
+    if [[ $k == f && $f != sglang-* ]]; then FE+=(--set "cost.launch.eager_s=$(host_s)"); fi
     if [[ $k == e && $f != sglang-* ]]; then
       others=$(printf '%s\n' $VLLM_RUNS | grep -vx "$f" | paste -sd,)
       prof=$(mktemp --suffix=.toml)

@@ -215,6 +215,18 @@ fn the_written_section_prices_as_its_set_flags() {
         by_profile["step_ms"].as_f64().unwrap(),
     );
     assert!((a - b).abs() <= 1e-4 * a, "{a} {b}");
+    // The trace's layers were bound by the host launching kernels: its time a kernel
+    // (over twin's kernels a layer) prices the step as the trace's 36 layers took it,
+    // 36 x 2.102 ms, within the rest of the step twin prices beside them.
+    assert!(
+        text.contains("host: launching kernels held 85% of the traced layer"),
+        "{text}"
+    );
+    assert!(
+        sets.iter().any(|s| s.starts_with("cost.launch.eager_s=")),
+        "{sets:?}"
+    );
+    assert!((b / (36.0 * 2.102) - 1.0).abs() < 0.02, "{b}");
     assert!(by_profile["cost_model"]
         .as_str()
         .unwrap()

@@ -136,6 +136,63 @@ struct Row {
     spread: f64,
 }
 
+/// The cost key the host's time per launched kernel sets.
+pub const HOST_KEY: &str = "launch.eager_s";
+
+/// The share of a traced layer its launch time must hold for the layer to count as
+/// bound by the host launching kernels.
+pub const HOST_BOUND_SHARE: f64 = 0.5;
+
+/// The host's time per launched kernel of a trace whose layers it bound: the traced
+/// layer's wall time over the kernels twin launches a layer (its mean, and the p10-p90
+/// over the layers), so that twin's eager launch price (`launch.eager_s` x kernels, where
+/// it exceeds the GPU's time) gives the traced layer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Host {
+    pub eager_s: f64,
+    pub p10_s: f64,
+    pub p90_s: f64,
+    pub layers: usize,
+    /// Twin's kernels a layer, and the share of the traced layer that was launch time.
+    pub kernels_per_layer: f64,
+    pub launch_share: f64,
+}
+
+impl Host {
+    /// From the traced layers and twin's kernels a layer; none where the layers were
+    /// not bound by the host (launch under [`HOST_BOUND_SHARE`] of the mean layer).
+    pub fn of(layers: &[LayerBreakdown], kernels_per_layer: f64) -> Option<Host> {
+        if layers.is_empty() || kernels_per_layer.is_nan() || kernels_per_layer <= 0.0 {
+            return None;
+        }
+        let n = layers.len() as f64;
+        let wall = layers.iter().map(|l| l.layer_s).sum::<f64>() / n;
+        let launch = layers
+            .iter()
+            .map(|l| l.category(Category::Launch))
+            .sum::<f64>()
+            / n;
+        let share = if wall > 0.0 { launch / wall } else { 0.0 };
+        if share < HOST_BOUND_SHARE {
+            return None;
+        }
+        let mut per: Vec<f64> = layers
+            .iter()
+            .map(|l| l.layer_s / kernels_per_layer)
+            .collect();
+        per.sort_by(f64::total_cmp);
+        let q = |p: f64| per[((per.len() - 1) as f64 * p).round() as usize];
+        Some(Host {
+            eager_s: wall / kernels_per_layer,
+            p10_s: q(0.1),
+            p90_s: q(0.9),
+            layers: layers.len(),
+            kernels_per_layer,
+            launch_share: share,
+        })
+    }
+}
+
 /// An `[in_situ]` section read back: the cost keys it sets, the spreads of its
 /// categories, and where it came from.
 #[derive(Debug, Clone, PartialEq)]
@@ -187,7 +244,10 @@ pub fn section_of(path: &Path) -> Result<Option<Applied>> {
         }
         if let Some(k) = &row.key {
             sets.push((k.clone(), row.factor));
-            spreads.push((c, row.spread));
+            // The host's time is a value, not a factor with a spread for the band.
+            if c != Category::Launch {
+                spreads.push((c, row.spread));
+            }
         }
     }
     if s.in_situ.tp_residuals_one {
@@ -213,6 +273,28 @@ pub fn to_toml(
     trace: &Path,
     configuration: &str,
     date: &str,
+) -> Result<String> {
+    to_toml_with_host(
+        fit,
+        keys,
+        tp_residuals_one,
+        trace,
+        configuration,
+        date,
+        None,
+    )
+}
+
+/// [`to_toml`], with the host's time per launched kernel where the trace's layers were
+/// bound by it: a `launch` row whose value sets `launch.eager_s`.
+pub fn to_toml_with_host(
+    fit: &InSituFit,
+    keys: &[(Category, Option<String>)],
+    tp_residuals_one: bool,
+    trace: &Path,
+    configuration: &str,
+    date: &str,
+    host: Option<&Host>,
 ) -> Result<String> {
     let sha256 = crate::profile::sha256_file(trace)?;
     let file = trace
@@ -246,6 +328,19 @@ pub fn to_toml(
                         },
                     )
                 })
+                .chain(host.map(|h| {
+                    (
+                        Category::Launch.key().to_string(),
+                        Row {
+                            factor: h.eager_s,
+                            p10: h.p10_s,
+                            p90: h.p90_s,
+                            layers: h.layers,
+                            key: Some(HOST_KEY.to_string()),
+                            spread: 0.0,
+                        },
+                    )
+                }))
                 .collect(),
         },
     };
@@ -259,6 +354,30 @@ pub fn to_toml(
 mod tests {
     use super::*;
     use spec::insitu::Stream;
+
+    /// By hand: layers of 2, 2 and 5 ms wall, each with 1.5 ms of kernels and the
+    /// rest launch time (mean 3 ms, of which 1.5 ms launch: half, bound by the host);
+    /// twin launches 20 kernels a layer: 150 us a kernel, p10 100 us, p90 250 us. A
+    /// layer whose kernels hold most of it is not host-bound: none.
+    #[test]
+    fn the_hosts_time_a_kernel_is_the_layer_over_twins_kernels() {
+        let layer = |wall: f64| {
+            let mut b = LayerBreakdown {
+                layers: 1.0,
+                layer_s: wall,
+                entries: Vec::new(),
+            };
+            b.add(Stream::Compute, Category::Moe, 1.5e-3);
+            b.add(Stream::Compute, Category::Launch, wall - 1.5e-3);
+            b
+        };
+        let h = Host::of(&[layer(2e-3), layer(2e-3), layer(5e-3)], 20.0).expect("host-bound");
+        assert!((h.eager_s - 150e-6).abs() < 1e-12, "{h:?}");
+        assert!((h.p10_s - 100e-6).abs() < 1e-12 && (h.p90_s - 250e-6).abs() < 1e-12);
+        assert!((h.launch_share - 0.5).abs() < 1e-12 && h.layers == 3);
+        assert!(Host::of(&[layer(1.6e-3)], 20.0).is_none());
+        assert!(Host::of(&[layer(2e-3)], 0.0).is_none());
+    }
 
     fn layer(moe: f64, attention: f64, dispatch: f64) -> LayerBreakdown {
         let mut b = LayerBreakdown {

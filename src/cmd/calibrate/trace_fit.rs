@@ -10,7 +10,7 @@
 //! per-layer tables do).
 
 use anyhow::{anyhow, Context, Result};
-use calibration::insitu::{fit_factors, to_toml, InSituFit};
+use calibration::insitu::{fit_factors, to_toml_with_host, Host, InSituFit, HOST_KEY};
 use calibration::trace::TraceReport;
 use clap::Parser;
 use scenario::flags::forward::ForwardArgs;
@@ -53,6 +53,9 @@ pub struct TraceFit {
     /// The deployment runs no all-to-all (tensor parallel, one GPU): applying its
     /// factors also sets `in_situ.tp_residuals` to 1.
     pub no_all_to_all: bool,
+    /// The host's time per launched kernel, where the host bound the traced layers
+    /// (an eager trace): what `launch.eager_s` takes.
+    pub host: Option<Host>,
 }
 
 /// Fits `report`'s layers against the price of `deployment`.
@@ -100,6 +103,9 @@ pub fn fit(report: &TraceReport, deployment: &str) -> Result<TraceFit> {
         ));
     }
     let fit = fit_factors(&measured, &predicted);
+    // twin's kernels a layer: the step's over the trace's layers.
+    let kernels_per_layer = f.result.total.kernels / report.per_layer.len().max(1) as f64;
+    let host = Host::of(&measured, kernels_per_layer);
     let mut mean = LayerBreakdown::default();
     for m in &measured {
         for e in &m.entries {
@@ -121,6 +127,7 @@ pub fn fit(report: &TraceReport, deployment: &str) -> Result<TraceFit> {
         keys,
         deployment: deployment.to_string(),
         no_all_to_all: !(f.layout.tp <= 1 && f.layout.dep > 1),
+        host,
     })
 }
 
@@ -170,6 +177,17 @@ pub fn text(t: &TraceFit) -> String {
     if !sets.is_empty() && t.no_all_to_all {
         sets.push("--set cost.in_situ.tp_residuals=1".to_string());
     }
+    if let Some(h) = &t.host {
+        out.push_str(&format!(
+            "host: launching kernels held {:.0}% of the traced layer; over twin's {:.1} kernels a layer, {:.1} us a kernel (p10-p90 {:.1}-{:.1}), what `{HOST_KEY}` prices where the host launches them (steps outside CUDA graphs)\n",
+            100.0 * h.launch_share,
+            h.kernels_per_layer,
+            h.eager_s * 1e6,
+            h.p10_s * 1e6,
+            h.p90_s * 1e6
+        ));
+        sets.push(format!("--set cost.{HOST_KEY}={:.4e}", h.eager_s));
+    }
     if !sets.is_empty() {
         out.push_str(&format!("price with them: {}\n", sets.join(" ")));
     }
@@ -216,18 +234,23 @@ pub fn json(t: &TraceFit) -> serde_json::Value {
         "measured_layer_ms": t.measured.layer_s * 1e3,
         "twin_layer_ms": t.predicted.layer_s * 1e3,
         "factors": rows,
+        "host": t.host.as_ref().map(|h| json!({
+            "key": HOST_KEY, "eager_s": h.eager_s, "p10_s": h.p10_s, "p90_s": h.p90_s,
+            "kernels_per_layer": h.kernels_per_layer, "launch_share": h.launch_share,
+        })),
     })
 }
 
 /// Writes the `[in_situ]` section of the fit to `out`.
 pub fn write(t: &TraceFit, trace: &Path, out: &Path) -> Result<()> {
-    let section = to_toml(
+    let section = to_toml_with_host(
         &t.fit,
         &t.keys,
         t.no_all_to_all,
         trace,
         &format!("twin forward {}", t.deployment),
         &calibration::profile::utc_now(),
+        t.host.as_ref(),
     )?;
     let tmp = out.with_extension("toml.tmp");
     std::fs::write(&tmp, section).with_context(|| format!("cannot write {}", tmp.display()))?;
