@@ -166,6 +166,36 @@ fn a_fit_prints_its_factors_spreads_for_the_band() {
     assert!(!line.contains("allreduce"), "{line}");
 }
 
+/// The eager trace's layers were bound by the host launching kernels: the section's
+/// host time a kernel (over twin's kernels a layer) prices the step as the trace's 36
+/// layers took it, 36 x 2.102 ms, within the rest twin prices beside them.
+#[test]
+fn an_eager_traces_host_time_prices_its_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = fixture("vllm-b200-gpt-oss-120b-tp8-prefill.json.gz");
+    let out = dir.path().join("host.toml");
+    let out = out.to_str().unwrap();
+    let dep = "--hardware b200 --model gpt-oss-120b --tp 8 --dep 1 --phase prefill --requests 1 --new-tokens 888";
+    let (text, _) = runs(&[
+        "calibrate",
+        "--from-trace",
+        &f,
+        "--deployment",
+        dep,
+        "--out",
+        out,
+    ]);
+    assert!(
+        text.contains("host: launching kernels held 85% of the traced layer"),
+        "{text}"
+    );
+    assert!(text.contains(" --set cost.launch.eager_s="), "{text}");
+    let mut args: Vec<&str> = vec!["forward", "--json", "--profile", out];
+    args.extend(dep.split(' '));
+    let step = json(&twin(&args))["step_ms"].as_f64().unwrap();
+    assert!((step / (36.0 * 2.102) - 1.0).abs() < 0.02, "{step}");
+}
+
 /// The `[in_situ]` section `--out` writes is a profile: `forward --profile SECTION`
 /// prices exactly as the printed `--set` flags do, and its band draws the section's
 /// spreads.
@@ -215,18 +245,6 @@ fn the_written_section_prices_as_its_set_flags() {
         by_profile["step_ms"].as_f64().unwrap(),
     );
     assert!((a - b).abs() <= 1e-4 * a, "{a} {b}");
-    // The trace's layers were bound by the host launching kernels: its time a kernel
-    // (over twin's kernels a layer) prices the step as the trace's 36 layers took it,
-    // 36 x 2.102 ms, within the rest of the step twin prices beside them.
-    assert!(
-        text.contains("host: launching kernels held 85% of the traced layer"),
-        "{text}"
-    );
-    assert!(
-        sets.iter().any(|s| s.starts_with("cost.launch.eager_s=")),
-        "{sets:?}"
-    );
-    assert!((b / (36.0 * 2.102) - 1.0).abs() < 0.02, "{b}");
     assert!(by_profile["cost_model"]
         .as_str()
         .unwrap()

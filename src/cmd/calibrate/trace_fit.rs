@@ -178,14 +178,7 @@ pub fn text(t: &TraceFit) -> String {
         sets.push("--set cost.in_situ.tp_residuals=1".to_string());
     }
     if let Some(h) = &t.host {
-        out.push_str(&format!(
-            "host: launching kernels held {:.0}% of the traced layer; over twin's {:.1} kernels a layer, {:.1} us a kernel (p10-p90 {:.1}-{:.1}), what `{HOST_KEY}` prices where the host launches them (steps outside CUDA graphs)\n",
-            100.0 * h.launch_share,
-            h.kernels_per_layer,
-            h.eager_s * 1e6,
-            h.p10_s * 1e6,
-            h.p90_s * 1e6
-        ));
+        out.push_str(&host_line(h));
         sets.push(format!("--set cost.{HOST_KEY}={:.4e}", h.eager_s));
     }
     if !sets.is_empty() {
@@ -209,6 +202,18 @@ pub fn text(t: &TraceFit) -> String {
         ));
     }
     out
+}
+
+/// The host's time a kernel, as `calibrate` prints it.
+fn host_line(h: &Host) -> String {
+    format!(
+        "host: launching kernels held {:.0}% of the traced layer; over twin's {:.1} kernels a layer, {:.1} us a kernel (p10-p90 {:.1}-{:.1}), what `{HOST_KEY}` prices where the host launches them (steps outside CUDA graphs)\n",
+        100.0 * h.launch_share,
+        h.kernels_per_layer,
+        h.eager_s * 1e6,
+        h.p10_s * 1e6,
+        h.p90_s * 1e6
+    )
 }
 
 /// The fit as JSON.
