@@ -166,25 +166,35 @@ fn a_fit_prints_its_factors_spreads_for_the_band() {
     assert!(!line.contains("allreduce"), "{line}");
 }
 
+/// The deployment of vLLM's eager gpt-oss-120b trace, in `twin forward`'s flags.
+const EAGER_DEPLOYMENT: &str = "--hardware b200 --model gpt-oss-120b --tp 8 --dep 1 --phase prefill --requests 1 --new-tokens 888";
+
+/// `calibrate --from-trace` of vLLM's eager gpt-oss-120b trace against its deployment,
+/// the section written to `out`: what it prints.
+fn eager_trace_fitted(out: &str) -> String {
+    let f = fixture("vllm-b200-gpt-oss-120b-tp8-prefill.json.gz");
+    let args = [
+        "calibrate",
+        "--from-trace",
+        &f,
+        "--deployment",
+        EAGER_DEPLOYMENT,
+        "--out",
+        out,
+    ];
+    runs(&args).0
+}
+
 /// The eager trace's layers were bound by the host launching kernels: the section's
 /// host time a kernel (over twin's kernels a layer) prices the step as the trace's 36
 /// layers took it, 36 x 2.102 ms, within the rest twin prices beside them.
 #[test]
 fn an_eager_traces_host_time_prices_its_step() {
     let dir = tempfile::tempdir().unwrap();
-    let f = fixture("vllm-b200-gpt-oss-120b-tp8-prefill.json.gz");
     let out = dir.path().join("host.toml");
     let out = out.to_str().unwrap();
-    let dep = "--hardware b200 --model gpt-oss-120b --tp 8 --dep 1 --phase prefill --requests 1 --new-tokens 888";
-    let (text, _) = runs(&[
-        "calibrate",
-        "--from-trace",
-        &f,
-        "--deployment",
-        dep,
-        "--out",
-        out,
-    ]);
+    let text = eager_trace_fitted(out);
+    let dep = EAGER_DEPLOYMENT;
     assert!(
         text.contains("host: launching kernels held 85% of the traced layer"),
         "{text}"
@@ -202,19 +212,10 @@ fn an_eager_traces_host_time_prices_its_step() {
 #[test]
 fn the_written_section_prices_as_its_set_flags() {
     let dir = tempfile::tempdir().unwrap();
-    let f = fixture("vllm-b200-gpt-oss-120b-tp8-prefill.json.gz");
     let out = dir.path().join("insitu.toml");
     let out = out.to_str().unwrap();
-    let dep = "--hardware b200 --model gpt-oss-120b --tp 8 --dep 1 --phase prefill --requests 1 --new-tokens 888";
-    let (text, _) = runs(&[
-        "calibrate",
-        "--from-trace",
-        &f,
-        "--deployment",
-        dep,
-        "--out",
-        out,
-    ]);
+    let text = eager_trace_fitted(out);
+    let dep = EAGER_DEPLOYMENT;
     let sets: Vec<&str> = text
         .lines()
         .find_map(|l| l.strip_prefix("price with them: "))

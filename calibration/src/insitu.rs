@@ -265,29 +265,10 @@ pub fn section_of(path: &Path) -> Result<Option<Applied>> {
 
 /// The `[in_situ]` TOML section for `fit`: `source` (the trace's file name and
 /// sha256), `configuration` (the caller's words for the deployment), `date`, and one
-/// table per category `{ factor, p10, p90, layers }`.
+/// table per category `{ factor, p10, p90, layers }`; with `host` (the trace's layers
+/// were bound by the host launching kernels), a `launch` row whose value sets
+/// `launch.eager_s`.
 pub fn to_toml(
-    fit: &InSituFit,
-    keys: &[(Category, Option<String>)],
-    tp_residuals_one: bool,
-    trace: &Path,
-    configuration: &str,
-    date: &str,
-) -> Result<String> {
-    to_toml_with_host(
-        fit,
-        keys,
-        tp_residuals_one,
-        trace,
-        configuration,
-        date,
-        None,
-    )
-}
-
-/// [`to_toml`], with the host's time per launched kernel where the trace's layers were
-/// bound by it: a `launch` row whose value sets `launch.eager_s`.
-pub fn to_toml_with_host(
     fit: &InSituFit,
     keys: &[(Category, Option<String>)],
     tp_residuals_one: bool,
@@ -452,6 +433,7 @@ mod tests {
             &trace,
             "dsv3 dep8 prefill",
             "2026-12-02",
+            None,
         )
         .unwrap();
         let v: toml::Value = toml::from_str(&text).unwrap();
@@ -478,7 +460,7 @@ mod tests {
         assert!(a.source.contains("t.json") && a.source.contains("dsv3 dep8 prefill"));
         // A deployment without all-to-all also sets tp_residuals; a bad factor or
         // category is refused with the file.
-        let text = to_toml(&fit, &keys, true, &trace, "tp8", "2026-12-04").unwrap();
+        let text = to_toml(&fit, &keys, true, &trace, "tp8", "2026-12-04", None).unwrap();
         std::fs::write(&path, &text).unwrap();
         let a = section_of(&path).unwrap().unwrap();
         assert_eq!(a.sets[1], ("in_situ.tp_residuals".to_string(), 1.0));

@@ -10,7 +10,7 @@
 //! per-layer tables do).
 
 use anyhow::{anyhow, Context, Result};
-use calibration::insitu::{fit_factors, to_toml_with_host, Host, InSituFit, HOST_KEY};
+use calibration::insitu::{fit_factors, to_toml, Host, InSituFit, HOST_KEY};
 use calibration::trace::TraceReport;
 use clap::Parser;
 use scenario::flags::forward::ForwardArgs;
@@ -248,7 +248,7 @@ pub fn json(t: &TraceFit) -> serde_json::Value {
 
 /// Writes the `[in_situ]` section of the fit to `out`.
 pub fn write(t: &TraceFit, trace: &Path, out: &Path) -> Result<()> {
-    let section = to_toml_with_host(
+    let section = to_toml(
         &t.fit,
         &t.keys,
         t.no_all_to_all,
