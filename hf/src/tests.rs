@@ -270,17 +270,10 @@ fn parameter_counts_match_the_published_counts() {
     ];
     for &(name, total, td, active, ad, how, source) in published {
         let w = load(name).weights();
-        let table = |part: &str| {
-            w.parts
-                .iter()
-                .filter(|p| p.name == part)
-                .map(|p| p.active)
-                .sum::<f64>()
-        };
         let ours_active = match how {
             WithEmbedding => w.active(),
             WithoutEmbedding => w.active_without_embedding(),
-            WithoutEmbeddingOrHead => w.active_without_embedding() - table("lm_head"),
+            WithoutEmbeddingOrHead => w.active_without_embedding() - w.active_of("lm_head"),
         };
         let ours_total = if name == "GLM-4.5" {
             w.total() + w.mtp_params

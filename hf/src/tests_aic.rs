@@ -264,12 +264,7 @@ const CARDS: &[(&str, f64, i32, f64, i32, Active)] = {
 fn parameter_counts_match_the_model_cards() {
     for &(config, total, total_decimals, card_active, active_decimals, how) in CARDS {
         let w = aic(config).weights();
-        let head: f64 = w
-            .parts
-            .iter()
-            .filter(|p| p.name == "lm_head")
-            .map(|p| p.active)
-            .sum();
+        let head = w.active_of("lm_head");
         let active = match how {
             Active::WithEmbedding => w.active(),
             Active::WithoutEmbedding => w.active_without_embedding(),

@@ -51,12 +51,7 @@ pub fn implied_peak_share(rec: &RunRecord, model: &Model, hw: &Hardware) -> Opti
     // Engines compute the logits of a prompt's last position only: the LM head's
     // weights count for the output tokens.
     let w = model.weights();
-    let head: f64 = w
-        .parts
-        .iter()
-        .filter(|p| p.name == "lm_head")
-        .map(|p| p.active)
-        .sum();
+    let head = w.active_of("lm_head");
     let out_share = rec.client.output.mean() / tokens;
     let flops = tok_s * 2.0 * (w.active_without_embedding() - head + out_share * head);
     Some(flops / (gpus * hw.tensor.flops_per_s(dtype)))
@@ -86,7 +81,8 @@ mod tests {
         let model = scenario::load_model("llama-3.1-8b", &[]).unwrap();
         let hw = scenario::load_hardware("h200", &[]).unwrap();
         let w = model.weights();
-        let head = w.parts.iter().find(|p| p.name == "lm_head").unwrap().active;
+        let head = w.active_of("lm_head");
+        assert!(head > 0.0);
         let active = w.active_without_embedding() - head + head * 100.0 / 2100.0;
         let share = implied_peak_share(&rec, &model, &hw).unwrap();
         let want =

@@ -66,13 +66,15 @@ impl Weights {
     }
     /// Parameters one token uses, without the input embedding table.
     pub fn active_without_embedding(&self) -> f64 {
-        self.active()
-            - self
-                .parts
-                .iter()
-                .filter(|p| p.name == "embedding")
-                .map(|p| p.active)
-                .sum::<f64>()
+        self.active() - self.active_of("embedding")
+    }
+    /// Parameters one token uses in the parts named `name` (`lm_head`, `embedding`, ...).
+    pub fn active_of(&self, name: &str) -> f64 {
+        self.parts
+            .iter()
+            .filter(|p| p.name == name)
+            .map(|p| p.active)
+            .sum()
     }
     /// Bytes of all weights (main model), scales included.
     pub fn bytes(&self) -> f64 {

@@ -382,19 +382,6 @@ pub struct StepKind {
     pub twin_ms_p50: f64,
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        0.5 * (v[n / 2 - 1] + v[n / 2])
-    }
-}
-
 /// The read steps that ran back to back (`continued`) beside twin's steps that decoded
 /// (those run back to back in a busy engine), by kind, the kinds with the most
 /// measured steps first; kinds twin ran but the file shows none of are left out.
@@ -414,12 +401,12 @@ pub fn beside(read: &ReadSteps, twin: &[SimStep]) -> Vec<StepKind> {
     }
     let mut out: Vec<StepKind> = kinds
         .into_iter()
-        .map(|(kind, (mut m, mut t))| StepKind {
+        .map(|(kind, (m, t))| StepKind {
             kind,
             measured_steps: m.len(),
-            measured_ms_p50: median(&mut m),
+            measured_ms_p50: spec::stats::median(&m),
             twin_steps: t.len(),
-            twin_ms_p50: median(&mut t),
+            twin_ms_p50: spec::stats::median(&t),
         })
         .collect();
     out.sort_by(|a, b| {

@@ -424,19 +424,24 @@ impl Rack<'_> {
         grp.busy = false;
         grp.last_end_ns = now;
         grp.last_step_ns = now.saturating_sub(grp.last_start_ns);
-        let decoded: u64 = if grp.decode_in_step {
+        // Counted only where the API server's streams cost it time (`super::frontend`).
+        let streams = self.frontend.chunk_s_per_server > 0.0;
+        let decoded: u64 = if streams && grp.decode_in_step {
             grp.ranks.iter().map(|r| r.dec.n as u64).sum()
         } else {
             0
         };
         let in_window = self.window.ends_in(now);
         self.prefill_progress(g, in_window)?;
-        // The chunks it streams: a token to each request it decoded or whose prompt it
-        // finished, on every rank (the simulated ones stand for the group's).
-        let pool = self.pools.pool_of(g);
-        let ranks = self.pools.group(g).ranks.len().max(1) as f64;
-        let chunks = (decoded + self.finished.len() as u64) as f64 * pool.cfg.dep as f64 / ranks;
-        self.pools.group_mut(g).last_chunks = chunks;
+        if streams {
+            // The chunks it streams: a token to each request it decoded or whose prompt
+            // it finished, on every rank (the simulated ones stand for the group's).
+            let pool = self.pools.pool_of(g);
+            let ranks = self.pools.group(g).ranks.len().max(1) as f64;
+            let chunks =
+                (decoded + self.finished.len() as u64) as f64 * pool.cfg.dep as f64 / ranks;
+            self.pools.group_mut(g).last_chunks = chunks;
+        }
         if self.pools.group(g).decode_in_step {
             self.decode_progress(g, in_window)?;
         }
