@@ -12,7 +12,9 @@
 #   h100-public-bench`, leaving that run out; FIT_TERMS sets the terms);
 #   KS="f" is d with the host's time per launched kernel that a profiler trace of
 #   another vLLM deployment reads (`calibrate --from-trace`, the B200 eager trace of
-#   gpt-oss-120b in calibration/tests/data/traces) on every vLLM run.
+#   gpt-oss-120b in calibration/tests/data/traces) on every vLLM run, in place of
+#   the Triton experts' host time a MoE layer that twin prices by default
+#   (`launch.triton_moe_s` 0: both price the same floor of host-launched steps).
 # The four SGLang runs served one server process in turn (the same
 # server_info.random_seed) without flushing its radix cache, so each is replayed
 # `--after` the shorter ones before it (the sweep's ascending order, assumed: the
@@ -69,7 +71,9 @@ for f in llama31-70b-h100-tp8-c10 llama31-70b-h100-tp8-c25 llama31-70b-h100-tp8-
     FE=()
     src=$(front_end_source "$f")
     if [[ ($k == d || $k == f) && -n $src ]]; then FE=(--front-end-from "$src"); fi
-    if [[ $k == f && $f != sglang-* ]]; then FE+=(--set "cost.launch.eager_s=$(host_s)"); fi
+    if [[ $k == f && $f != sglang-* ]]; then
+      FE+=(--set "cost.launch.eager_s=$(host_s)" --set cost.launch.triton_moe_s=0)
+    fi
     if [[ $k == e && $f != sglang-* ]]; then
       others=$(printf '%s\n' $VLLM_RUNS | grep -vx "$f" | paste -sd,)
       prof=$(mktemp --suffix=.toml)

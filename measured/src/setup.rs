@@ -218,15 +218,16 @@ fn pricing(
     // that records priced in parallel read the same line whichever came first; an
     // expert kernel of the record's own prices its model's experts.
     let kernel = rec.engine.settings.moe_kernel;
-    let of_model = kernel
+    let deployed = kernel.or(scenario::usual_moe_kernel(Some(own), hw, model));
+    let of_model = deployed
         .map(|_| format!("{:?}", rec.model))
         .unwrap_or_default();
     let pdl = rec.engine.settings.pdl == Some(true);
-    let key = format!("{}|{tables}|{kernel:?}|{of_model}|{pdl}", hw.name);
+    let key = format!("{}|{tables}|{own}|{kernel:?}|{of_model}|{pdl}", hw.name);
     cached(&cache.params, &key, || {
         let mut p = scenario::cost_params(hw, None, &[], Some(&tables), true)
             .map_err(|e| E::Load(format!("{e:#}")))?;
-        scenario::apply_moe_kernel(&mut p, hw, model, kernel);
+        scenario::apply_moe_kernel(&mut p, hw, model, Some(own), kernel);
         scenario::apply_pdl(&mut p, pdl);
         if let Some(h) = sim::cost::host::Host::of_engine(own) {
             p.host = h;

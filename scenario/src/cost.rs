@@ -112,26 +112,73 @@ pub fn cost_params(
     Ok(params)
 }
 
-/// The deployment's own routed-expert kernel (a scenario's `moe_kernel`) put into
-/// `params`, said in the cost model's line: where the engine's tables time it, its
-/// arithmetic rate bounds the experts' price from below.
+/// The deployment's routed-expert kernel put into `params`, said in the cost model's
+/// line: its own (a scenario's `moe_kernel`), where the engine's tables time it, its
+/// arithmetic rate bounds the experts' price from below; without one, the engine's
+/// usual kernel where twin prices something of it ([`usual_moe_kernel`]). Also the
+/// engine's largest CUDA graph of prefill and mixed steps ([`graph_tokens_of`]).
 pub fn apply_moe_kernel(
     params: &mut CostParams,
     hardware: &Hardware,
     model: &spec::model::Model,
+    engine: Option<&str>,
     kernel: Option<spec::kernel::MoeKernel>,
 ) {
-    let Some(k) = kernel else { return };
+    params.launch.graph_tokens = graph_tokens_of(engine);
+    let usual = usual_moe_kernel(engine, hardware, model);
+    let Some(k) = kernel.or(usual) else { return };
     params.moe_kernel = Some(k);
-    let line = match &params.tables {
-        Some(t) => t.moe_kernel_line(model, hardware, k),
-        None => format!(
-            "moe_kernel {}: twin's own kernel model prices the experts (an engine's tables time the kernels)",
-            k.name()
-        ),
+    let line = if k == spec::kernel::MoeKernel::Triton {
+        format!(
+            "moe_kernel triton{}: the experts' host time, {:.2} ms a MoE layer, binds in steps launched from the host",
+            if kernel.is_none() { " (the engine's usual for MXFP4 experts on Hopper)" } else { "" },
+            1e3 * params.launch.triton_moe_s
+        )
+    } else {
+        match &params.tables {
+            Some(t) => t.moe_kernel_line(model, hardware, k),
+            None => format!(
+                "moe_kernel {}: twin's own kernel model prices the experts (an engine's tables time the kernels)",
+                k.name()
+            ),
+        }
     };
     params.source = format!("{}; {line}", params.source);
 }
+
+/// The routed-expert kernel a serving engine runs by default where twin prices
+/// something of it: OpenAI's `triton_kernels` for MXFP4 experts (BF16 activations) on
+/// Hopper, the default of vLLM (`VLLM_MXFP4_USE_MARLIN` unset), TensorRT-LLM (its MoE
+/// support matrix: TRITON on Hopper) and SGLang. `None` elsewhere (the tables' usual
+/// kernel, no host term).
+pub fn usual_moe_kernel(
+    engine: Option<&str>,
+    hardware: &Hardware,
+    model: &spec::model::Model,
+) -> Option<spec::kernel::MoeKernel> {
+    use sim::cost::tables::format::Format;
+    let engine = sim::cost::host::engine_key(engine?);
+    let moe = model.moe.as_ref()?;
+    let mxfp4 = Format::of_experts(moe.weight_dtype, moe.scale_block, moe.activation_dtype)
+        == Some(Format::W4a16Mxfp4);
+    let hopper = calibration::runs::family(&hardware.name) == "hopper";
+    (mxfp4 && hopper && matches!(engine.as_str(), "vllm" | "trtllm" | "sglang"))
+        .then_some(spec::kernel::MoeKernel::Triton)
+}
+
+/// The most tokens a rank's step may hold and replay a CUDA graph, prefill and mixed
+/// steps too: vLLM's piecewise graphs up to its largest capture size (512 by default:
+/// `max_cudagraph_capture_size`, min(2 x max_num_seqs, 512)); 0 for the other engines
+/// (decode steps replay graphs, prefill steps are launched from the host).
+pub fn graph_tokens_of(engine: Option<&str>) -> f64 {
+    match engine.map(sim::cost::host::engine_key).as_deref() {
+        Some("vllm") => VLLM_GRAPH_TOKENS,
+        _ => 0.0,
+    }
+}
+
+/// vLLM's largest CUDA-graph capture size by default (tokens a rank).
+pub const VLLM_GRAPH_TOKENS: f64 = 512.0;
 
 /// A deployment that launches its kernels with programmatic dependent launch (a
 /// scenario's `pdl = true`, `--pdl`; TensorRT-LLM's `TRTLLM_ENABLE_PDL=1`) put into
@@ -289,5 +336,54 @@ fn runs_terms(
             rp.group_names(false).join(", ")
         ))),
         None => Ok(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use spec::kernel::MoeKernel;
+
+    #[test]
+    fn engines_run_mxfp4_experts_through_triton_kernels_on_hopper_only() {
+        let h100 = crate::load_hardware("h100", &[]).unwrap();
+        let b200 = crate::load_hardware("b200", &[]).unwrap();
+        let gpt_oss = crate::load_model("gpt-oss-120b", &[]).unwrap();
+        let llama = crate::load_model("llama-3.1-70b", &[]).unwrap();
+        for engine in ["vllm", "vllm@0.15.0", "trtllm", "SGLang"] {
+            let k = usual_moe_kernel(Some(engine), &h100, &gpt_oss);
+            assert_eq!(k, Some(MoeKernel::Triton), "{engine}");
+        }
+        // Blackwell's FP4 tensor cores run other kernels; a dense model has no experts;
+        // twin's own kernel model names no engine.
+        assert_eq!(usual_moe_kernel(Some("vllm"), &b200, &gpt_oss), None);
+        assert_eq!(usual_moe_kernel(Some("vllm"), &h100, &llama), None);
+        assert_eq!(usual_moe_kernel(None, &h100, &gpt_oss), None);
+        assert_eq!(usual_moe_kernel(Some("twin"), &h100, &gpt_oss), None);
+    }
+
+    #[test]
+    fn a_deployments_own_expert_kernel_wins_over_the_usual_one() {
+        let h100 = crate::load_hardware("h100", &[]).unwrap();
+        let gpt_oss = crate::load_model("gpt-oss-120b", &[]).unwrap();
+        let mut p = CostParams::default();
+        apply_moe_kernel(&mut p, &h100, &gpt_oss, Some("vllm"), None);
+        assert_eq!(p.moe_kernel, Some(MoeKernel::Triton));
+        assert!(
+            p.source.contains("moe_kernel triton (the engine's usual"),
+            "{}",
+            p.source
+        );
+        assert_eq!(p.launch.graph_tokens, VLLM_GRAPH_TOKENS);
+        let mut p = CostParams::default();
+        apply_moe_kernel(
+            &mut p,
+            &h100,
+            &gpt_oss,
+            Some("trtllm"),
+            Some(MoeKernel::Marlin),
+        );
+        assert_eq!(p.moe_kernel, Some(MoeKernel::Marlin));
+        assert_eq!(p.launch.graph_tokens, 0.0);
     }
 }

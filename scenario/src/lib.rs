@@ -31,7 +31,7 @@ pub mod step;
 pub mod tables;
 pub mod trace_formats;
 
-pub use cost::{apply_moe_kernel, apply_pdl, cost_params};
+pub use cost::{apply_moe_kernel, apply_pdl, cost_params, usual_moe_kernel};
 pub use request::{Overrides, Pricing, RunRequest, TraceSource};
 pub use resolve::{
     read_trace_within, resolve, resolve_parts, resolve_with_trace, runs_band_on, step_prices,

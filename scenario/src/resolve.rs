@@ -233,7 +233,7 @@ pub fn step_prices(
             params.source = format!("{}; {words}", params.source);
         }
     }
-    super::cost::apply_moe_kernel(&mut params, hardware, model, sc.moe_kernel);
+    super::cost::apply_moe_kernel(&mut params, hardware, model, engine, sc.moe_kernel);
     super::cost::apply_pdl(&mut params, sc.pdl == Some(true));
     scenario_knobs(sc, &mut params)?;
     Ok(params)

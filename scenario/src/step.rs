@@ -328,7 +328,13 @@ fn load(req: &StepRequest, sets: &Overrides) -> Result<(Hardware, Model, CostPar
         let ahead = Scheduler::resolve(SchedulerChoice::Auto, Some(e)).schedules_ahead_at(Some(e));
         super::resolve::host_follows_steps(ahead, &mut params.host);
     }
-    super::cost::apply_moe_kernel(&mut params, &hardware, &model, req.moe_kernel);
+    super::cost::apply_moe_kernel(
+        &mut params,
+        &hardware,
+        &model,
+        req.pricing.engine.as_deref(),
+        req.moe_kernel,
+    );
     super::cost::apply_pdl(&mut params, req.pdl);
     Ok((hardware, model, params))
 }

@@ -769,3 +769,43 @@ fn issue_38_a_mixed_steps_experts_see_the_groups_tokens_once() {
         chunk.op(Op::Attention) + decodes.op(Op::Attention),
     );
 }
+
+#[test]
+fn triton_experts_cost_the_host_a_layer_outside_graphs() {
+    // The unit model's one MoE layer with OpenAI's triton_kernels experts: a step
+    // launched from the host costs it 24 kernels x 1 us + 1 MoE layer x 5 ms = 5.024 ms
+    // of host time, which binds over the GPU's microseconds.
+    let mut p = ideal();
+    p.launch.eager_s = 1e-6;
+    p.launch.triton_moe_s = 5e-3;
+    p.moe_kernel = Some(spec::kernel::MoeKernel::Triton);
+    let c = cm(model(), 1, false, p.clone());
+    let s = prefill(&c, 10, 0);
+    let gpu = s.step_s - s.op(Op::Launch);
+    close(s.op(Op::Launch), 5.024e-3 - gpu);
+    // Decode replays CUDA graphs (0 s a graph and a node in the ideal terms): no host.
+    assert_eq!(decode(&c, 1, 0, 0).op(Op::Launch), 0.0);
+    // The engine's usual kernel: 24 us of launches, under the GPU's time.
+    p.moe_kernel = None;
+    let c = cm(model(), 1, false, p.clone());
+    close(prefill(&c, 10, 0).op(Op::Launch), (24e-6 - gpu).max(0.0));
+}
+
+#[test]
+fn steps_within_the_largest_graph_replay_it_larger_ones_are_launched() {
+    // Graphs up to 16 tokens a rank (vLLM's piecewise graphs): a 10-token prefill
+    // replays one (10 us + 24 x 1 us = 34 us), a 20-token one launches 24 kernels of
+    // 1 ms from the host; a decode step of 20 requests too.
+    let mut p = ideal();
+    p.launch.graph_s = 10e-6;
+    p.launch.graph_node_s = 1e-6;
+    p.launch.eager_s = 1e-3;
+    p.launch.graph_tokens = 16.0;
+    let c = cm(model(), 1, false, p);
+    close(prefill(&c, 10, 0).op(Op::Launch), 34e-6);
+    let s = prefill(&c, 20, 0);
+    close(s.op(Op::Launch), 24e-3 - (s.step_s - s.op(Op::Launch)));
+    close(decode(&c, 16, 0, 0).op(Op::Launch), 34e-6);
+    let s = decode(&c, 20, 0, 0);
+    close(s.op(Op::Launch), 24e-3 - (s.step_s - s.op(Op::Launch)));
+}

@@ -73,8 +73,10 @@ pub struct ForwardArgs {
     #[arg(long)]
     pub prefill_graphs: bool,
     /// The routed-expert kernel the deployment runs instead of the engine's usual one
-    /// (`marlin`: vLLM's `VLLM_MXFP4_USE_MARLIN=1`); where the engine's tables time it,
-    /// its arithmetic rate bounds the experts' price from below.
+    /// (`marlin`: vLLM's `VLLM_MXFP4_USE_MARLIN=1`; `triton`: OpenAI's `triton_kernels`,
+    /// the usual one for MXFP4 experts on Hopper, whose host time a MoE layer binds in
+    /// steps launched from the host); where the engine's tables time it, its arithmetic
+    /// rate bounds the experts' price from below.
     #[arg(long, value_name = "KERNEL", value_parser = str::parse::<spec::kernel::MoeKernel>)]
     pub moe_kernel: Option<spec::kernel::MoeKernel>,
     /// The deployment launches kernels with programmatic dependent launch

@@ -275,6 +275,9 @@ pub struct StepCost {
     pub in_situ: insitu::InSituLayer,
     /// Kernel launches in the step.
     pub kernels: f64,
+    /// The host's seconds launching the step's kernels where it launches them (0 where
+    /// it replays CUDA graphs); `Op::Launch` is what of them outruns the GPU.
+    pub host_launch_s: f64,
     /// Routed-expert weight bytes read per rank per step (all layers).
     pub moe_weight_bytes_per_rank: f64,
     /// Expected distinct routed experts touched per rank per MoE layer.

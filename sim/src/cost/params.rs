@@ -76,7 +76,30 @@ pub struct Launch {
     pub graph_node_s: f64,
     /// Fixed cost of launching one graph, seconds.
     pub graph_s: f64,
+    /// Host time per MoE layer of OpenAI's `triton_kernels` experts (routing and
+    /// `matmul_ogs` prepared and launched from Python) in a step launched from the host,
+    /// seconds: where the deployment runs them (`moe_kernel` Triton, the engines' usual
+    /// kernel for MXFP4 experts on Hopper). See [`TRITON_MOE_HOST_S`].
+    #[serde(default = "triton_moe_host_s")]
+    pub triton_moe_s: f64,
+    /// Steps of at most this many tokens a rank replay CUDA graphs, prefill and mixed
+    /// steps too (vLLM's piecewise graphs up to its largest capture size); larger ones,
+    /// decode steps too, are launched from the host. 0: decode steps replay graphs and
+    /// prefill steps are launched from the host, at any size (the layout's flags).
+    #[serde(default)]
+    pub graph_tokens: f64,
 }
+
+fn triton_moe_host_s() -> f64 {
+    TRITON_MOE_HOST_S
+}
+
+/// Host time per MoE layer of the `triton_kernels` experts in a host-launched step
+/// (`Launch::triton_moe_s`). Fitted: the TensorRT-LLM gpt-oss-120b records of the
+/// training corpus on H200 (97 records, TRITON its MoE backend on Hopper), TTFT and TPOT
+/// over a grid of values (docs/measured/runs-aic-2026-12-05.md); checked on vLLM's
+/// records of the same experts on Hopper without Marlin, which no fit saw.
+pub const TRITON_MOE_HOST_S: f64 = 2.0e-3;
 
 /// Efficiency factors and fixed costs of every operation the cost model prices.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -274,6 +297,8 @@ impl Default for CostParams {
                 eager_s: 4.7e-6,
                 graph_node_s: 0.58e-6,
                 graph_s: 15e-6,
+                triton_moe_s: TRITON_MOE_HOST_S,
+                graph_tokens: 0.0,
             },
             step_fixed_decode_s: 300e-6,
             step_fixed_prefill_s: 1e-3,
@@ -366,7 +391,7 @@ pub enum Kind {
 
 impl CostParams {
     /// Every key `set` accepts.
-    pub const KEYS: [&'static str; 81] = [
+    pub const KEYS: [&'static str; 83] = [
         "moe.mem_eff",
         "moe.compute_eff",
         "moe.fixed_s",
@@ -427,6 +452,8 @@ impl CostParams {
         "launch.eager_s",
         "launch.graph_node_s",
         "launch.graph_s",
+        "launch.triton_moe_s",
+        "launch.graph_tokens",
         "step_fixed_decode_s",
         "step_fixed_prefill_s",
         "host.per_request_s",
@@ -540,6 +567,8 @@ impl CostParams {
             "eager_s" => Some((&mut l.eager_s, Seconds)),
             "graph_node_s" => Some((&mut l.graph_node_s, Seconds)),
             "graph_s" => Some((&mut l.graph_s, Seconds)),
+            "triton_moe_s" => Some((&mut l.triton_moe_s, Seconds)),
+            "graph_tokens" => Some((&mut l.graph_tokens, NonNegative)),
             _ => None,
         }
     }

@@ -189,6 +189,10 @@ pub(crate) struct Group {
     /// (`Pools::stream_rate`).
     pub last_step_ns: u64,
     pub last_chunks: f64,
+    /// How long the last step's GPU work outlasted the host's launches of it: where
+    /// steps are formed ahead, the host launches the next step's kernels meanwhile
+    /// (`Simulation::launched_ahead`).
+    pub launch_slack_s: f64,
     /// The scheduler's count towards its next take of new requests, and when it last
     /// took them (`serving.scheduler_recv_interval`).
     pub recv_count: u32,
@@ -228,6 +232,7 @@ impl Group {
             last_start_ns: 0,
             last_step_ns: 0,
             last_chunks: 0.0,
+            launch_slack_s: 0.0,
             recv_count: 0,
             recv_ns: 0,
             batch_wait_count: 0,

@@ -8,7 +8,7 @@ use super::pool::{GroupId, Role};
 use super::rack::{Event, Rack};
 use super::request::ReqId;
 use super::SimError;
-use crate::cost::{Phase, ReqSlice, StepCost, StepShape};
+use crate::cost::{Op, Phase, ReqSlice, StepCost, StepShape};
 
 impl Rack<'_> {
     /// Forms group `g`'s next step from what is ready and starts it (nothing if the
@@ -38,6 +38,7 @@ impl Rack<'_> {
         if !(prefill || decode) {
             return Ok(());
         }
+        self.launched_ahead(g, ahead, &mut cost);
         // A device that idled pays its wake-up (the cost model's; none for GPUs).
         let idle_s = ns_to_secs(self.now.saturating_sub(self.pools.group(g).last_end_ns));
         let wake_s = self.pools.pool_of(g).cost.wake_s(idle_s);
@@ -45,6 +46,23 @@ impl Rack<'_> {
             self.log_step(g, &cost, wake_s);
         }
         self.start_step(g, &cost, wake_s)
+    }
+
+    /// A step formed ahead (`ahead`) is launched while the last one runs: its host
+    /// launches (where it launches them) outrun the GPU only by what they exceed its own
+    /// GPU time and the last step's GPU time left after that step's launches (the
+    /// group's `launch_slack_s`), which this step's then sets for the next.
+    fn launched_ahead(&mut self, g: GroupId, ahead: bool, cost: &mut StepCost) {
+        let grp = self.pools.group_mut(g);
+        let slack = if ahead { grp.launch_slack_s } else { 0.0 };
+        let exposed = cost.op(Op::Launch);
+        let gpu = cost.step_s - exposed - cost.op(Op::Overhead);
+        if cost.host_launch_s > 0.0 {
+            let now = (cost.host_launch_s - gpu - slack).max(0.0);
+            cost.step_s -= exposed - now;
+            cost.op_s[Op::Launch.index()] = now;
+        }
+        grp.launch_slack_s = (gpu - cost.host_launch_s).max(0.0);
     }
 
     /// When the scheduler last took in new requests, as of the step group `g` forms now

@@ -123,6 +123,8 @@ pub fn ideal() -> CostParams {
             eager_s: 0.0,
             graph_node_s: 0.0,
             graph_s: 0.0,
+            triton_moe_s: 0.0,
+            graph_tokens: 0.0,
         },
         ..CostParams::default()
     }

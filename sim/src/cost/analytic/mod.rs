@@ -23,6 +23,7 @@
 //!   (`unskewed_step_s`) give the imbalance and skew losses.
 
 mod attention;
+mod launch;
 mod layers;
 mod memo;
 mod routed;
@@ -272,31 +273,6 @@ impl AnalyticCostModel {
         }
     }
 
-    /// Kernel launches of the target model in one step.
-    fn kernels(&self, two_batch: bool) -> f64 {
-        let per_layer: f64 = self
-            .compiled
-            .types
-            .iter()
-            .map(|t| t.count * self.layer_kernels(t))
-            .sum();
-        self.compiled.kernels_step + per_layer * if two_batch { 2.0 } else { 1.0 }
-    }
-
-    /// Launch seconds added to a step whose GPU time is `gpu_s` with `kernels` kernels.
-    fn launch_s(&self, phase: Phase, gpu_s: f64, kernels: f64) -> f64 {
-        let l = &self.params.launch;
-        let graphs = match phase {
-            Phase::Decode => self.layout.decode_graphs,
-            Phase::Prefill => self.layout.prefill_graphs,
-        };
-        if graphs {
-            l.graph_s + kernels * l.graph_node_s
-        } else {
-            (kernels * l.eager_s - gpu_s).max(0.0)
-        }
-    }
-
     /// Exposed host seconds of a step with `requests` on the busiest rank and `gpu_s`
     /// of GPU work, launches included (`crate::cost::host`).
     fn host_s(&self, phase: Phase, requests: f64, gpu_s: f64) -> f64 {
@@ -333,7 +309,7 @@ impl AnalyticCostModel {
     /// Wall time of a variant with its LM head, launches and fixed cost.
     fn total(&self, phase: Phase, v: &Variant, lm_s: f64) -> f64 {
         let gpu = v.sched.total_s + lm_s;
-        let busy = gpu + self.launch_s(phase, gpu, self.kernels(v.two_batch));
+        let busy = gpu + self.launch_of(phase, v, gpu);
         busy + self.host_s(phase, v.local.requests, busy)
     }
 
@@ -391,7 +367,7 @@ impl AnalyticCostModel {
         let requests = local.requests;
         let total = |sched: Schedule, lm_s: f64| {
             let gpu = sched.total_s + lm_s;
-            let busy = gpu + self.launch_s(phase, gpu, self.kernels(two));
+            let busy = gpu + self.launch_two(phase, gpu, two, max_tokens);
             busy + self.host_s(phase, requests, busy)
         };
         let unskewed = same_way(
@@ -494,8 +470,9 @@ impl AnalyticCostModel {
         set(Op::Communication, exposed + v.sm_penalty_s, Bound::Link);
         let gpu = v.sched.total_s + lm_s;
         let kernels = self.kernels(v.two_batch);
-        let launch = self.launch_s(phase, gpu, kernels);
+        let launch = self.launch_of(phase, v, gpu);
         set(Op::Launch, launch, Bound::Latency);
+        out.host_launch_s = self.host_launch_of(phase, v);
         let host = self.host_s(phase, v.local.requests, gpu + launch);
         set(Op::Overhead, host, Bound::Latency);
         // Rounding: the schedule's compute equals the sum of the compute operations.
@@ -516,7 +493,7 @@ impl AnalyticCostModel {
             allreduce: c.allreduces_per_layer > 0.0,
         };
         out.timeline = v.two_batch.then_some(v.sched.timeline);
-        out.in_situ = self.in_situ_layer(phase, v, self.launch_s(phase, gpu, kernels), kernels);
+        out.in_situ = self.in_situ_layer(phase, v, launch, kernels);
         out.kernels = kernels;
         out.moe_weight_bytes_per_rank = moe_layers * reps * v.moe.weight_bytes;
         out.experts_touched_per_rank = v.moe.touched;
@@ -544,7 +521,8 @@ impl AnalyticCostModel {
             / c.layers.max(1.0)
             + c.kernels_step;
         let gpu = per_layer + local.lm_s;
-        gpu + self.launch_s(Phase::Decode, gpu, kernels)
+        let per_pass = 1.0 / c.layers.max(1.0);
+        gpu + self.launch_s(Phase::Decode, gpu, kernels, per_pass, local.tokens)
     }
 
     /// One MoE layer of a group whose every rank routes `tokens_per_rank` tokens: the

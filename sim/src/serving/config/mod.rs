@@ -37,9 +37,10 @@ pub struct ServingScenario {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine: Option<String>,
     /// The routed-expert kernel the deployment runs instead of the engine's usual one
-    /// for the experts' format (`"marlin"`: vLLM's `VLLM_MXFP4_USE_MARLIN=1`); where the
-    /// engine's tables time it, its arithmetic rate bounds the experts' price from
-    /// below. Absent: the engine's usual kernel.
+    /// for the experts' format (`"marlin"`: vLLM's `VLLM_MXFP4_USE_MARLIN=1`; `"triton"`:
+    /// OpenAI's `triton_kernels`); where the engine's tables time it, its arithmetic rate
+    /// bounds the experts' price from below. Absent: the engine's usual kernel (for
+    /// MXFP4 experts on Hopper, `triton`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub moe_kernel: Option<spec::kernel::MoeKernel>,
     /// The deployment launches its kernels with programmatic dependent launch

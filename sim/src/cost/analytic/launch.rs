@@ -1,0 +1,90 @@
+//! Kernel launches of a step: CUDA graphs replayed, or kernels launched from the host
+//! (`launch.*` of the cost parameters), where the host's time binds over the GPU's.
+
+use super::{AnalyticCostModel, Variant};
+use crate::cost::Phase;
+
+/// Passes through the layers of a step run serially (1) or as two micro-batches (2).
+fn passes(two: bool) -> f64 {
+    if two {
+        2.0
+    } else {
+        1.0
+    }
+}
+
+impl AnalyticCostModel {
+    /// Kernel launches of the target model in one step.
+    pub(super) fn kernels(&self, two_batch: bool) -> f64 {
+        let per_layer: f64 = self
+            .compiled
+            .types
+            .iter()
+            .map(|t| t.count * self.layer_kernels(t))
+            .sum();
+        self.compiled.kernels_step + per_layer * passes(two_batch)
+    }
+
+    /// Launch seconds added to a step whose GPU time is `gpu_s`: a graph's replay, or
+    /// the host's launches ([`Self::host_launch_s`]) where they outrun the GPU.
+    pub(super) fn launch_s(
+        &self,
+        phase: Phase,
+        gpu_s: f64,
+        kernels: f64,
+        passes: f64,
+        tokens: f64,
+    ) -> f64 {
+        let l = &self.params.launch;
+        match self.host_launch_s(phase, kernels, passes, tokens) {
+            Some(host) => (host - gpu_s).max(0.0),
+            None => l.graph_s + kernels * l.graph_node_s,
+        }
+    }
+
+    /// The host's seconds launching a step of `kernels` kernels in `passes` passes
+    /// through the layers (two micro-batches: 2) with `tokens` on its busiest rank, or
+    /// `None` where it replays CUDA graphs: as the layout says for its phase, bounded by
+    /// the largest graph captured where the engine captures prefill and mixed steps too
+    /// (`launch.graph_tokens`: vLLM's piecewise graphs). Launched, each kernel costs
+    /// `eager_s` and each MoE layer of OpenAI's `triton_kernels` experts
+    /// `triton_moe_s`.
+    fn host_launch_s(&self, phase: Phase, kernels: f64, passes: f64, tokens: f64) -> Option<f64> {
+        let l = &self.params.launch;
+        let within = l.graph_tokens > 0.0 && tokens <= l.graph_tokens;
+        let graphs = match phase {
+            Phase::Decode => self.layout.decode_graphs && (l.graph_tokens <= 0.0 || within),
+            Phase::Prefill => self.layout.prefill_graphs || within,
+        };
+        let triton = self.params.moe_kernel == Some(spec::kernel::MoeKernel::Triton);
+        let moe = if triton {
+            passes * self.compiled.moe_layers
+        } else {
+            0.0
+        };
+        (!graphs).then_some(kernels * l.eager_s + moe * l.triton_moe_s)
+    }
+
+    /// The launch seconds of variant `v` whose GPU time is `gpu_s`.
+    pub(super) fn launch_of(&self, phase: Phase, v: &Variant, gpu_s: f64) -> f64 {
+        self.launch_two(
+            phase,
+            gpu_s,
+            v.two_batch,
+            v.local.tokens * passes(v.two_batch),
+        )
+    }
+
+    /// The launch seconds of a step run serially or as two micro-batches (`two`) whose
+    /// GPU time is `gpu_s`, with `tokens` on its busiest rank.
+    pub(super) fn launch_two(&self, phase: Phase, gpu_s: f64, two: bool, tokens: f64) -> f64 {
+        self.launch_s(phase, gpu_s, self.kernels(two), passes(two), tokens)
+    }
+
+    /// The host's launch seconds of variant `v` (0 where it replays CUDA graphs).
+    pub(super) fn host_launch_of(&self, phase: Phase, v: &Variant) -> f64 {
+        let (two, tokens) = (v.two_batch, v.local.tokens * passes(v.two_batch));
+        self.host_launch_s(phase, self.kernels(two), passes(two), tokens)
+            .unwrap_or(0.0)
+    }
+}
