@@ -149,7 +149,8 @@ pub fn apply_moe_kernel(
 /// The routed-expert kernel a serving engine runs by default where twin prices
 /// something of it: OpenAI's `triton_kernels` for MXFP4 experts (BF16 activations) on
 /// Hopper, the default of vLLM (`VLLM_MXFP4_USE_MARLIN` unset), TensorRT-LLM (its MoE
-/// support matrix: TRITON on Hopper) and SGLang. `None` elsewhere (the tables' usual
+/// support matrix: TRITON on Hopper) and SGLang (its `triton_kernel` runner, chosen at EP 1;
+/// not told apart here). `None` elsewhere (the tables' usual
 /// kernel, no host term).
 pub fn usual_moe_kernel(
     engine: Option<&str>,
