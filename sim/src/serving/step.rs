@@ -58,9 +58,9 @@ impl Rack<'_> {
         let exposed = cost.op(Op::Launch);
         let gpu = cost.step_s - exposed - cost.op(Op::Overhead);
         if cost.host_launch_s > 0.0 {
-            let now = (cost.host_launch_s - gpu - slack).max(0.0);
-            cost.step_s -= exposed - now;
-            cost.op_s[Op::Launch.index()] = now;
+            let left = (cost.host_launch_s - gpu - slack).max(0.0);
+            cost.step_s -= exposed - left;
+            cost.op_s[Op::Launch.index()] = left;
         }
         grp.launch_slack_s = (gpu - cost.host_launch_s).max(0.0);
     }

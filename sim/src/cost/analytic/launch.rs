@@ -35,10 +35,23 @@ impl AnalyticCostModel {
         passes: f64,
         tokens: f64,
     ) -> f64 {
+        self.launches(phase, gpu_s, kernels, passes, tokens).0
+    }
+
+    /// A step's launch seconds (as [`Self::launch_s`]) and its host's launching
+    /// seconds (0 where it replays CUDA graphs).
+    fn launches(
+        &self,
+        phase: Phase,
+        gpu_s: f64,
+        kernels: f64,
+        passes: f64,
+        tokens: f64,
+    ) -> (f64, f64) {
         let l = &self.params.launch;
         match self.host_launch_s(phase, kernels, passes, tokens) {
-            Some(host) => (host - gpu_s).max(0.0),
-            None => l.graph_s + kernels * l.graph_node_s,
+            Some(host) => ((host - gpu_s).max(0.0), host),
+            None => (l.graph_s + kernels * l.graph_node_s, 0.0),
         }
     }
 
@@ -65,26 +78,17 @@ impl AnalyticCostModel {
         (!graphs).then_some(kernels * l.eager_s + moe * l.triton_moe_s)
     }
 
-    /// The launch seconds of variant `v` whose GPU time is `gpu_s`.
-    pub(super) fn launch_of(&self, phase: Phase, v: &Variant, gpu_s: f64) -> f64 {
-        self.launch_two(
-            phase,
-            gpu_s,
-            v.two_batch,
-            v.local.tokens * passes(v.two_batch),
-        )
+    /// The launch seconds of variant `v` whose GPU time is `gpu_s`, and its host's
+    /// launching seconds (0 where it replays CUDA graphs).
+    pub(super) fn launches_of(&self, phase: Phase, v: &Variant, gpu_s: f64) -> (f64, f64) {
+        let two = v.two_batch;
+        let tokens = v.local.tokens * passes(two);
+        self.launches(phase, gpu_s, self.kernels(two), passes(two), tokens)
     }
 
     /// The launch seconds of a step run serially or as two micro-batches (`two`) whose
     /// GPU time is `gpu_s`, with `tokens` on its busiest rank.
     pub(super) fn launch_two(&self, phase: Phase, gpu_s: f64, two: bool, tokens: f64) -> f64 {
         self.launch_s(phase, gpu_s, self.kernels(two), passes(two), tokens)
-    }
-
-    /// The host's launch seconds of variant `v` (0 where it replays CUDA graphs).
-    pub(super) fn host_launch_of(&self, phase: Phase, v: &Variant) -> f64 {
-        let (two, tokens) = (v.two_batch, v.local.tokens * passes(v.two_batch));
-        self.host_launch_s(phase, self.kernels(two), passes(two), tokens)
-            .unwrap_or(0.0)
     }
 }

@@ -309,7 +309,7 @@ impl AnalyticCostModel {
     /// Wall time of a variant with its LM head, launches and fixed cost.
     fn total(&self, phase: Phase, v: &Variant, lm_s: f64) -> f64 {
         let gpu = v.sched.total_s + lm_s;
-        let busy = gpu + self.launch_of(phase, v, gpu);
+        let busy = gpu + self.launches_of(phase, v, gpu).0;
         busy + self.host_s(phase, v.local.requests, busy)
     }
 
@@ -470,9 +470,9 @@ impl AnalyticCostModel {
         set(Op::Communication, exposed + v.sm_penalty_s, Bound::Link);
         let gpu = v.sched.total_s + lm_s;
         let kernels = self.kernels(v.two_batch);
-        let launch = self.launch_of(phase, v, gpu);
+        let (launch, host_launch) = self.launches_of(phase, v, gpu);
         set(Op::Launch, launch, Bound::Latency);
-        out.host_launch_s = self.host_launch_of(phase, v);
+        out.host_launch_s = host_launch;
         let host = self.host_s(phase, v.local.requests, gpu + launch);
         set(Op::Overhead, host, Bound::Latency);
         // Rounding: the schedule's compute equals the sum of the compute operations.
