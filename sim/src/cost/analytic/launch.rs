@@ -25,22 +25,10 @@ impl AnalyticCostModel {
         self.compiled.kernels_step + per_layer * passes(two_batch)
     }
 
-    /// Launch seconds added to a step whose GPU time is `gpu_s`: a graph's replay, or
-    /// the host's launches ([`Self::host_launch_s`]) where they outrun the GPU.
-    pub(super) fn launch_s(
-        &self,
-        phase: Phase,
-        gpu_s: f64,
-        kernels: f64,
-        passes: f64,
-        tokens: f64,
-    ) -> f64 {
-        self.launches(phase, gpu_s, kernels, passes, tokens).0
-    }
-
-    /// A step's launch seconds (as [`Self::launch_s`]) and its host's launching
-    /// seconds (0 where it replays CUDA graphs).
-    fn launches(
+    /// The launch seconds added to a step whose GPU time is `gpu_s` (a graph's replay,
+    /// or the host's launches, [`Self::host_launch_s`], where they outrun the GPU), and
+    /// its host's launching seconds (0 where it replays CUDA graphs).
+    pub(super) fn launches(
         &self,
         phase: Phase,
         gpu_s: f64,
@@ -89,6 +77,7 @@ impl AnalyticCostModel {
     /// The launch seconds of a step run serially or as two micro-batches (`two`) whose
     /// GPU time is `gpu_s`, with `tokens` on its busiest rank.
     pub(super) fn launch_two(&self, phase: Phase, gpu_s: f64, two: bool, tokens: f64) -> f64 {
-        self.launch_s(phase, gpu_s, self.kernels(two), passes(two), tokens)
+        self.launches(phase, gpu_s, self.kernels(two), passes(two), tokens)
+            .0
     }
 }

@@ -522,7 +522,9 @@ impl AnalyticCostModel {
             + c.kernels_step;
         let gpu = per_layer + local.lm_s;
         let per_pass = 1.0 / c.layers.max(1.0);
-        gpu + self.launch_s(Phase::Decode, gpu, kernels, per_pass, local.tokens)
+        gpu + self
+            .launches(Phase::Decode, gpu, kernels, per_pass, local.tokens)
+            .0
     }
 
     /// One MoE layer of a group whose every rank routes `tokens_per_rank` tokens: the
