@@ -131,10 +131,40 @@ fn mixer_kinds(
             })
             .collect();
     }
+    if let Some(kinds) = qwen_hybrid_kinds(cfg, arch, n)? {
+        return Ok(kinds);
+    }
     Ok(window_kinds(cfg, arch, n)?
         .into_iter()
         .map(|k| (k, false))
         .collect())
+}
+
+/// Qwen3-Next's published config (and Qwen3.5's, where it omits the list) gives only
+/// the interval of its full-attention layers: transformers derives the list from it
+/// (`Qwen3NextConfig`: a layer is linear attention unless its 1-based index is a
+/// multiple of `full_attention_interval`, default 4). `None` for other architectures.
+fn qwen_hybrid_kinds(cfg: &Cfg, arch: &str, n: u32) -> Result<Option<Vec<(AttentionKind, bool)>>> {
+    if !matches!(
+        arch,
+        "Qwen3NextForCausalLM"
+            | "Qwen3_5MoeForConditionalGeneration"
+            | "Qwen3_5ForConditionalGeneration"
+    ) {
+        return Ok(None);
+    }
+    let every = cfg.u32_opt("full_attention_interval")?.unwrap_or(4).max(1);
+    Ok(Some(
+        (0..n)
+            .map(|i| {
+                if (i + 1) % every == 0 {
+                    (AttentionKind::Dense, false)
+                } else {
+                    (AttentionKind::Linear, false)
+                }
+            })
+            .collect(),
+    ))
 }
 
 /// A list key of `n` entries.

@@ -605,3 +605,46 @@ fn qwen2_and_mistral_sliding_window_rules() {
         "{e}"
     );
 }
+
+/// Qwen3-Next's published config gives no `layer_types`, only `full_attention_interval`
+/// (its Hugging Face card; transformers' `Qwen3NextConfig` derives the list: a layer is
+/// linear attention unless its 1-based index is a multiple of the interval). A small
+/// one written here: 8 layers at an interval of 4 are 3 linear, 1 full, twice; without
+/// the key, transformers' default 4; a listed `layer_types` still wins.
+#[test]
+fn qwen3_next_layers_follow_the_full_attention_interval() {
+    let cfg = |extra: &str| {
+        format!(
+            r#"{{"architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next",
+            "hidden_size": 256, "vocab_size": 1000, "num_hidden_layers": 8,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
+            "intermediate_size": 512, "moe_intermediate_size": 64,
+            "shared_expert_intermediate_size": 64, "num_experts": 8,
+            "num_experts_per_tok": 2, "decoder_sparse_step": 1, "mlp_only_layers": [],
+            "linear_num_key_heads": 2, "linear_num_value_heads": 4,
+            "linear_key_head_dim": 32, "linear_value_head_dim": 32,
+            "linear_conv_kernel_dim": 4, "torch_dtype": "bfloat16"{extra}}}"#
+        )
+    };
+    let kinds = |text: String| -> Vec<AttentionKind> {
+        import("t/config.json", &text, &ImportOptions::default())
+            .unwrap()
+            .expand_layers()
+            .iter()
+            .map(|l| l.attention)
+            .collect()
+    };
+    use AttentionKind::{Dense as D, Linear as L};
+    let every_fourth = vec![L, L, L, D, L, L, L, D];
+    assert_eq!(
+        kinds(cfg(r#", "full_attention_interval": 4"#)),
+        every_fourth
+    );
+    assert_eq!(kinds(cfg("")), every_fourth);
+    assert_eq!(
+        kinds(cfg(r#", "full_attention_interval": 2"#)),
+        vec![L, D, L, D, L, D, L, D]
+    );
+    let listed = r#", "full_attention_interval": 4, "layer_types": ["full_attention", "linear_attention", "linear_attention", "linear_attention", "full_attention", "linear_attention", "linear_attention", "linear_attention"]"#;
+    assert_eq!(kinds(cfg(listed)), vec![D, L, L, L, D, L, L, L]);
+}

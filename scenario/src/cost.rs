@@ -116,7 +116,8 @@ pub fn cost_params(
 /// line: its own (a scenario's `moe_kernel`), where the engine's tables time it, its
 /// arithmetic rate bounds the experts' price from below; without one, the engine's
 /// usual kernel where twin prices something of it ([`usual_moe_kernel`]). Also the
-/// engine's largest CUDA graph of prefill and mixed steps ([`graph_tokens_of`]).
+/// engine's largest CUDA graph of prefill and mixed steps ([`graph_tokens_of`]), and
+/// the line's word on a linear-attention model's host time (`launch.linear_attn_s`).
 pub fn apply_moe_kernel(
     params: &mut CostParams,
     hardware: &Hardware,
@@ -125,6 +126,18 @@ pub fn apply_moe_kernel(
     kernel: Option<spec::kernel::MoeKernel>,
 ) {
     params.launch.graph_tokens = graph_tokens_of(engine);
+    let linear = model
+        .expand_layers()
+        .iter()
+        .filter(|l| l.attention == spec::model::AttentionKind::Linear)
+        .count();
+    if linear > 0 && params.launch.linear_attn_s > 0.0 {
+        params.source = format!(
+            "{}; linear attention: the host's time, {:.2} ms a layer ({linear} layers), adds to steps launched from the host (launch.linear_attn_s)",
+            params.source,
+            1e3 * params.launch.linear_attn_s
+        );
+    }
     let usual = usual_moe_kernel(engine, hardware, model);
     let Some(k) = kernel.or(usual) else { return };
     params.moe_kernel = Some(k);

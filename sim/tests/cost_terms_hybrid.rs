@@ -2,8 +2,9 @@
 //! hand on `terms`' round GPU (1 TB/s, 1e15 BF16 flop/s, ideal efficiencies): a gated
 //! DeltaNet layer's state traffic at decode and prefill and its split under tensor
 //! parallelism, FFN-only and mixer-only layers' all-reduces, chunked attention's
-//! prefill pairs, a request's state reserved as KV tokens, and the checks that refuse a
-//! layer kind without its table.
+//! prefill pairs, a request's state reserved as KV tokens, a linear layer's host time in
+//! a step launched from the host, and the checks that refuse a layer kind without its
+//! table.
 
 mod terms;
 
@@ -80,6 +81,29 @@ fn a_linear_layer_passes_a_state_per_chunk_at_prefill() {
         prefill(&cm(m, 1, false, ideal_recurrent()), 100, 0).op(Op::Attention),
         (2.0 * STATE + 2.0 * 7.0 * 800.0 + 100.0 * IO) / 1e12 + 5050.0 * 2.0 * 8.0 * 200.0 / 1e15,
     );
+}
+
+#[test]
+fn a_linear_layer_holds_a_host_launched_step_for_its_host_time() {
+    // 1 ms of host time a linear-attention layer (`launch.linear_attn_s`), kernels
+    // launched at no host cost: the prefill step, launched from the host, waits the
+    // whole 1 ms for its one linear layer on top of its GPU time; decode replays CUDA
+    // graphs (0 s in the ideal terms), which the term does not touch.
+    let mut p = ideal_recurrent();
+    p.launch.linear_attn_s = 1e-3;
+    let c = cm(hybrid(), 1, false, p.clone());
+    let s = prefill(&c, 100, 0);
+    close(s.op(Op::Launch), 1e-3);
+    close(s.host_serial_s, 1e-3);
+    assert_eq!(s.host_launch_s, 0.0);
+    assert_eq!(decode(&c, 1, 999, 0).op(Op::Launch), 0.0);
+    // With 1 ms a kernel launched too, the kernels' launches outrun the GPU by what
+    // they exceed it, and the linear layer's 1 ms still adds whole.
+    p.launch.eager_s = 1e-3;
+    let s = prefill(&cm(hybrid(), 1, false, p), 100, 0);
+    let gpu = s.step_s - s.op(Op::Launch);
+    close(s.host_launch_s, s.kernels * 1e-3);
+    close(s.op(Op::Launch), s.kernels * 1e-3 - gpu + 1e-3);
 }
 
 #[test]

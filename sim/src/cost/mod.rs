@@ -278,6 +278,9 @@ pub struct StepCost {
     /// The host's seconds launching the step's kernels where it launches them (0 where
     /// it replays CUDA graphs); `Op::Launch` is what of them outruns the GPU.
     pub host_launch_s: f64,
+    /// The host's seconds the step waits for in full, among `Op::Launch` (its
+    /// linear-attention layers' where it launches them): no GPU time hides them.
+    pub host_serial_s: f64,
     /// Routed-expert weight bytes read per rank per step (all layers).
     pub moe_weight_bytes_per_rank: f64,
     /// Expected distinct routed experts touched per rank per MoE layer.

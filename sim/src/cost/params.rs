@@ -82,6 +82,13 @@ pub struct Launch {
     /// kernel for MXFP4 experts on Hopper). See [`TRITON_MOE_HOST_S`].
     #[serde(default = "triton_moe_host_s")]
     pub triton_moe_s: f64,
+    /// Host time per linear-attention layer (gated DeltaNet: its chunked Triton
+    /// kernels prepared and launched from Python) in a step launched from the host,
+    /// seconds, which the step waits for in full: the layer's kernels wait on the host
+    /// (it reads their chunk layout back), so it adds to the GPU time instead of
+    /// running ahead of it. See [`LINEAR_ATTN_HOST_S`].
+    #[serde(default = "linear_attn_host_s")]
+    pub linear_attn_s: f64,
     /// Steps of at most this many tokens a rank replay CUDA graphs, prefill and mixed
     /// steps too (vLLM's piecewise graphs up to its largest capture size); larger ones,
     /// decode steps too, are launched from the host. 0: decode steps replay graphs and
@@ -94,12 +101,26 @@ fn triton_moe_host_s() -> f64 {
     TRITON_MOE_HOST_S
 }
 
+fn linear_attn_host_s() -> f64 {
+    LINEAR_ATTN_HOST_S
+}
+
 /// Host time per MoE layer of the `triton_kernels` experts in a host-launched step
 /// (`Launch::triton_moe_s`). Fitted: the TensorRT-LLM gpt-oss-120b records of the
 /// training corpus on H200 (97 records, TRITON its MoE backend on Hopper), TTFT and TPOT
 /// over a grid of values (docs/measured/runs-aic-2026-12-05.md); checked on vLLM's
 /// records of the same experts on Hopper without Marlin, which no fit saw.
 pub const TRITON_MOE_HOST_S: f64 = 2.0e-3;
+
+/// Host time per linear-attention (gated DeltaNet) layer in a host-launched step, added
+/// to the step (`Launch::linear_attn_s`). Fitted: SGLang's published time to first token
+/// of Qwen3-Next-80B-A3B on two H200 (TP2) with prefill launched eagerly, one request at
+/// a time, 1,024 / 2,048 / 4,096-token prompts: 99.17 / 101.52 / 127.20 ms (sglang PR
+/// #13081, "without piecewise-cudagraph"), less twin's front end and prefill step of the
+/// same, over its 36 linear-attention layers (the mean of the three; their spread +-6 ms
+/// a step). No corpus record was fitted; checked on the corpus's Qwen3.5-397B-A17B runs
+/// of SGLang (docs/measured/runs-aic-2026-12-05.md).
+pub const LINEAR_ATTN_HOST_S: f64 = 1.63e-3;
 
 /// Efficiency factors and fixed costs of every operation the cost model prices.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -298,6 +319,7 @@ impl Default for CostParams {
                 graph_node_s: 0.58e-6,
                 graph_s: 15e-6,
                 triton_moe_s: TRITON_MOE_HOST_S,
+                linear_attn_s: LINEAR_ATTN_HOST_S,
                 graph_tokens: 0.0,
             },
             step_fixed_decode_s: 300e-6,
@@ -391,7 +413,7 @@ pub enum Kind {
 
 impl CostParams {
     /// Every key `set` accepts.
-    pub const KEYS: [&'static str; 83] = [
+    pub const KEYS: [&'static str; 84] = [
         "moe.mem_eff",
         "moe.compute_eff",
         "moe.fixed_s",
@@ -453,6 +475,7 @@ impl CostParams {
         "launch.graph_node_s",
         "launch.graph_s",
         "launch.triton_moe_s",
+        "launch.linear_attn_s",
         "launch.graph_tokens",
         "step_fixed_decode_s",
         "step_fixed_prefill_s",
@@ -568,6 +591,7 @@ impl CostParams {
             "graph_node_s" => Some((&mut l.graph_node_s, Seconds)),
             "graph_s" => Some((&mut l.graph_s, Seconds)),
             "triton_moe_s" => Some((&mut l.triton_moe_s, Seconds)),
+            "linear_attn_s" => Some((&mut l.linear_attn_s, Seconds)),
             "graph_tokens" => Some((&mut l.graph_tokens, NonNegative)),
             _ => None,
         }

@@ -57,12 +57,12 @@ impl Rack<'_> {
         let slack = if ahead { grp.launch_slack_s } else { 0.0 };
         let exposed = cost.op(Op::Launch);
         let gpu = cost.step_s - exposed - cost.op(Op::Overhead);
+        let (left, next) = launched_with_slack(cost.host_launch_s, cost.host_serial_s, gpu, slack);
         if cost.host_launch_s > 0.0 {
-            let left = (cost.host_launch_s - gpu - slack).max(0.0);
             cost.step_s -= exposed - left;
             cost.op_s[Op::Launch.index()] = left;
         }
-        grp.launch_slack_s = (gpu - cost.host_launch_s).max(0.0);
+        grp.launch_slack_s = next;
     }
 
     /// When the scheduler last took in new requests, as of the step group `g` forms now
@@ -570,5 +570,40 @@ fn repeat_ranks(slices: &mut [Vec<ReqSlice>], sim_dep: usize, dep: usize) {
     let (sim, rest) = slices[..dep].split_at_mut(sim_dep);
     for (j, dst) in rest.iter_mut().enumerate() {
         dst.clone_from(&sim[j % sim_dep]);
+    }
+}
+
+/// A host-launched step's launches, `host_s` of them able to run ahead of the GPU and
+/// `serial_s` that the step waits for in full, with `gpu_s` of its own GPU time and
+/// `slack_s` of the last step's GPU time spare after that step's launches: the seconds
+/// they add to the step (what runs ahead outruns both GPU times by, and all of the
+/// serial part), and the spare GPU time this step leaves the next.
+fn launched_with_slack(host_s: f64, serial_s: f64, gpu_s: f64, slack_s: f64) -> (f64, f64) {
+    (
+        (host_s - gpu_s - slack_s).max(0.0) + serial_s,
+        (gpu_s - host_s).max(0.0),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::launched_with_slack;
+
+    /// By hand: 10 ms of launches over 6 ms of GPU time and 3 ms of the last step's
+    /// spare outrun them by 1 ms, and the 2 ms the step waits on the host add whole:
+    /// 3 ms, no spare left; 5 ms of launches under 6 ms of GPU time add only the 2 ms
+    /// and leave 1 ms spare, whatever the last step left.
+    #[test]
+    fn launches_outrun_both_gpu_times_and_the_serial_part_adds_whole() {
+        let close = |a: (f64, f64), b: (f64, f64)| {
+            assert!(
+                (a.0 - b.0).abs() < 1e-15 && (a.1 - b.1).abs() < 1e-15,
+                "{a:?} != {b:?}"
+            );
+        };
+        close(launched_with_slack(10e-3, 2e-3, 6e-3, 3e-3), (3e-3, 0.0));
+        close(launched_with_slack(5e-3, 2e-3, 6e-3, 0.0), (2e-3, 1e-3));
+        close(launched_with_slack(5e-3, 2e-3, 6e-3, 4e-3), (2e-3, 1e-3));
+        close(launched_with_slack(5e-3, 0.0, 6e-3, 0.0), (0.0, 1e-3));
     }
 }

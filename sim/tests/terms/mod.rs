@@ -124,6 +124,7 @@ pub fn ideal() -> CostParams {
             graph_node_s: 0.0,
             graph_s: 0.0,
             triton_moe_s: 0.0,
+            linear_attn_s: 0.0,
             graph_tokens: 0.0,
         },
         ..CostParams::default()

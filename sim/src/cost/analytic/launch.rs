@@ -4,6 +4,16 @@
 use super::{AnalyticCostModel, Variant};
 use crate::cost::Phase;
 
+/// A step's launches: what they add to its GPU time, the host's launching seconds that
+/// may run ahead of the GPU, and the host's seconds the step waits for in full (among
+/// the first).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Launched {
+    pub exposed_s: f64,
+    pub host_s: f64,
+    pub serial_s: f64,
+}
+
 /// Passes through the layers of a step run serially (1) or as two micro-batches (2).
 fn passes(two: bool) -> f64 {
     if two {
@@ -25,9 +35,10 @@ impl AnalyticCostModel {
         self.compiled.kernels_step + per_layer * passes(two_batch)
     }
 
-    /// The launch seconds added to a step whose GPU time is `gpu_s` (a graph's replay,
-    /// or the host's launches, [`Self::host_launch_s`], where they outrun the GPU), and
-    /// its host's launching seconds (0 where it replays CUDA graphs).
+    /// The launches of a step whose GPU time is `gpu_s`: the seconds they add to it (a
+    /// graph's replay; or, launched from the host, what the host's launches outrun the
+    /// GPU by and what the step waits on the host for in full), and the host's
+    /// launching seconds that may run ahead of the GPU (0 where it replays CUDA graphs).
     pub(super) fn launches(
         &self,
         phase: Phase,
@@ -35,11 +46,19 @@ impl AnalyticCostModel {
         kernels: f64,
         passes: f64,
         tokens: f64,
-    ) -> (f64, f64) {
+    ) -> Launched {
         let l = &self.params.launch;
         match self.host_launch_s(phase, kernels, passes, tokens) {
-            Some(host) => ((host - gpu_s).max(0.0), host),
-            None => (l.graph_s + kernels * l.graph_node_s, 0.0),
+            Some((host, serial)) => Launched {
+                exposed_s: (host - gpu_s).max(0.0) + serial,
+                host_s: host,
+                serial_s: serial,
+            },
+            None => Launched {
+                exposed_s: l.graph_s + kernels * l.graph_node_s,
+                host_s: 0.0,
+                serial_s: 0.0,
+            },
         }
     }
 
@@ -49,8 +68,15 @@ impl AnalyticCostModel {
     /// the largest graph captured where the engine captures prefill and mixed steps too
     /// (`launch.graph_tokens`: vLLM's piecewise graphs). Launched, each kernel costs
     /// `eager_s` and each MoE layer of OpenAI's `triton_kernels` experts
-    /// `triton_moe_s`.
-    fn host_launch_s(&self, phase: Phase, kernels: f64, passes: f64, tokens: f64) -> Option<f64> {
+    /// `triton_moe_s`, which may run ahead of the GPU; and each linear-attention layer
+    /// `linear_attn_s`, which the step waits for in full (the second figure).
+    fn host_launch_s(
+        &self,
+        phase: Phase,
+        kernels: f64,
+        passes: f64,
+        tokens: f64,
+    ) -> Option<(f64, f64)> {
         let l = &self.params.launch;
         let within = l.graph_tokens > 0.0 && tokens <= l.graph_tokens;
         let graphs = match phase {
@@ -63,12 +89,12 @@ impl AnalyticCostModel {
         } else {
             0.0
         };
-        (!graphs).then_some(kernels * l.eager_s + moe * l.triton_moe_s)
+        let serial = passes * self.compiled.linear_layers * l.linear_attn_s;
+        (!graphs).then_some((kernels * l.eager_s + moe * l.triton_moe_s, serial))
     }
 
-    /// The launch seconds of variant `v` whose GPU time is `gpu_s`, and its host's
-    /// launching seconds (0 where it replays CUDA graphs).
-    pub(super) fn launches_of(&self, phase: Phase, v: &Variant, gpu_s: f64) -> (f64, f64) {
+    /// The launches of variant `v` whose GPU time is `gpu_s`.
+    pub(super) fn launches_of(&self, phase: Phase, v: &Variant, gpu_s: f64) -> Launched {
         let two = v.two_batch;
         let tokens = v.local.tokens * passes(two);
         self.launches(phase, gpu_s, self.kernels(two), passes(two), tokens)
@@ -78,6 +104,6 @@ impl AnalyticCostModel {
     /// GPU time is `gpu_s`, with `tokens` on its busiest rank.
     pub(super) fn launch_two(&self, phase: Phase, gpu_s: f64, two: bool, tokens: f64) -> f64 {
         self.launches(phase, gpu_s, self.kernels(two), passes(two), tokens)
-            .0
+            .exposed_s
     }
 }

@@ -97,6 +97,8 @@ pub(super) struct ReplayLayer {
 pub(super) struct Compiled {
     pub layers: f64,
     pub moe_layers: f64,
+    /// Linear-attention (gated DeltaNet) layers.
+    pub linear_layers: f64,
     /// Dense FFN layers, per width of `dense_ffns`.
     pub dense_ffn_layers: Vec<f64>,
     pub classes: Vec<AttnClass>,
@@ -526,6 +528,10 @@ impl Compiled {
         Compiled {
             layers: expanded.len() as f64,
             moe_layers: expanded.iter().filter(|l| l.ffn == FfnKind::Moe).count() as f64,
+            linear_layers: expanded
+                .iter()
+                .filter(|l| l.attention == AttentionKind::Linear)
+                .count() as f64,
             dense_ffn_layers: parts.dense_ffns.layers,
             classes: Vec::new(),
             types: Vec::new(),

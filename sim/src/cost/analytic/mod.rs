@@ -309,7 +309,7 @@ impl AnalyticCostModel {
     /// Wall time of a variant with its LM head, launches and fixed cost.
     fn total(&self, phase: Phase, v: &Variant, lm_s: f64) -> f64 {
         let gpu = v.sched.total_s + lm_s;
-        let busy = gpu + self.launches_of(phase, v, gpu).0;
+        let busy = gpu + self.launches_of(phase, v, gpu).exposed_s;
         busy + self.host_s(phase, v.local.requests, busy)
     }
 
@@ -470,9 +470,11 @@ impl AnalyticCostModel {
         set(Op::Communication, exposed + v.sm_penalty_s, Bound::Link);
         let gpu = v.sched.total_s + lm_s;
         let kernels = self.kernels(v.two_batch);
-        let (launch, host_launch) = self.launches_of(phase, v, gpu);
+        let launched = self.launches_of(phase, v, gpu);
+        let launch = launched.exposed_s;
         set(Op::Launch, launch, Bound::Latency);
-        out.host_launch_s = host_launch;
+        out.host_launch_s = launched.host_s;
+        out.host_serial_s = launched.serial_s;
         let host = self.host_s(phase, v.local.requests, gpu + launch);
         set(Op::Overhead, host, Bound::Latency);
         // Rounding: the schedule's compute equals the sum of the compute operations.
@@ -524,7 +526,7 @@ impl AnalyticCostModel {
         let per_pass = 1.0 / c.layers.max(1.0);
         gpu + self
             .launches(Phase::Decode, gpu, kernels, per_pass, local.tokens)
-            .0
+            .exposed_s
     }
 
     /// One MoE layer of a group whose every rank routes `tokens_per_rank` tokens: the
