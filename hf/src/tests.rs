@@ -541,6 +541,16 @@ fn shipped_imported_models_are_current() {
     }
 }
 
+/// The token mixer of every layer of the config `text`, imported.
+fn attention_kinds(text: String) -> Vec<AttentionKind> {
+    import("t/config.json", &text, &ImportOptions::default())
+        .unwrap()
+        .expand_layers()
+        .iter()
+        .map(|l| l.attention)
+        .collect()
+}
+
 /// No verbatim Qwen2 or Mistral config is in the fixtures: these small ones, written
 /// here, check how their sliding-window keys are read (transformers' rules: Qwen2
 /// slides from `max_window_layers` on when `use_sliding_window`; Mistral slides on
@@ -554,31 +564,23 @@ fn qwen2_and_mistral_sliding_window_rules() {
             "intermediate_size": 1024, "torch_dtype": "bfloat16"{extra}}}"#
         )
     };
-    let kinds = |text: String| -> Vec<AttentionKind> {
-        import("t/config.json", &text, &ImportOptions::default())
-            .unwrap()
-            .expand_layers()
-            .iter()
-            .map(|l| l.attention)
-            .collect()
-    };
     use AttentionKind::{Dense as D, Window as W};
-    let q = kinds(base(
+    let q = attention_kinds(base(
         "Qwen2ForCausalLM",
         r#", "sliding_window": 64, "use_sliding_window": true, "max_window_layers": 2"#,
     ));
     assert_eq!(q, vec![D, D, W, W]);
-    let off = kinds(base(
+    let off = attention_kinds(base(
         "Qwen2ForCausalLM",
         r#", "sliding_window": 64, "use_sliding_window": false, "max_window_layers": 2"#,
     ));
     assert_eq!(off, vec![D; 4]);
     assert_eq!(
-        kinds(base("MistralForCausalLM", r#", "sliding_window": 64"#)),
+        attention_kinds(base("MistralForCausalLM", r#", "sliding_window": 64"#)),
         vec![W; 4]
     );
     assert_eq!(
-        kinds(base("MistralForCausalLM", r#", "sliding_window": null"#)),
+        attention_kinds(base("MistralForCausalLM", r#", "sliding_window": null"#)),
         vec![D; 4]
     );
     // Head width from hidden / heads when head_dim is absent: 64; KV 2 x 2 x 64 x 2 B.
@@ -626,25 +628,17 @@ fn qwen3_next_layers_follow_the_full_attention_interval() {
             "linear_conv_kernel_dim": 4, "torch_dtype": "bfloat16"{extra}}}"#
         )
     };
-    let kinds = |text: String| -> Vec<AttentionKind> {
-        import("t/config.json", &text, &ImportOptions::default())
-            .unwrap()
-            .expand_layers()
-            .iter()
-            .map(|l| l.attention)
-            .collect()
-    };
     use AttentionKind::{Dense as D, Linear as L};
     let every_fourth = vec![L, L, L, D, L, L, L, D];
     assert_eq!(
-        kinds(cfg(r#", "full_attention_interval": 4"#)),
+        attention_kinds(cfg(r#", "full_attention_interval": 4"#)),
         every_fourth
     );
-    assert_eq!(kinds(cfg("")), every_fourth);
+    assert_eq!(attention_kinds(cfg("")), every_fourth);
     assert_eq!(
-        kinds(cfg(r#", "full_attention_interval": 2"#)),
+        attention_kinds(cfg(r#", "full_attention_interval": 2"#)),
         vec![L, D, L, D, L, D, L, D]
     );
     let listed = r#", "full_attention_interval": 4, "layer_types": ["full_attention", "linear_attention", "linear_attention", "linear_attention", "full_attention", "linear_attention", "linear_attention", "linear_attention"]"#;
-    assert_eq!(kinds(cfg(listed)), vec![D, L, L, L, D, L, L, L]);
+    assert_eq!(attention_kinds(cfg(listed)), vec![D, L, L, L, D, L, L, L]);
 }
