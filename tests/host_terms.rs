@@ -85,3 +85,37 @@ fn the_linear_attention_host_term_is_the_fit_of_sglangs_eager_prefill() {
         );
     }
 }
+
+/// vLLM launches decode steps of more than its largest CUDA graph, 512 tokens a rank by
+/// default, from the host: gpt-oss-120b's 600-request decode on H100 TP8 pays its
+/// Triton experts' host time, 2 ms a MoE layer over 36 layers (a 72 ms floor). A
+/// deployment that captures larger graphs says so with `--set
+/// cost.launch.graph_tokens=1024`, which the engine's default must not overwrite: the
+/// same step then replays a graph, far under that floor.
+#[test]
+fn a_set_graph_size_outranks_the_engines_default() {
+    let step_ms = |extra: &[&str]| {
+        let mut args = vec![
+            "forward",
+            "--hardware",
+            "h100",
+            "--model",
+            "gpt-oss-120b",
+            "--engine",
+            "vllm",
+            "--tp",
+            "8",
+            "--phase",
+            "decode",
+            "--requests",
+            "600",
+            "--json",
+        ];
+        args.extend(extra);
+        json(&twin(&args))["step_ms"].as_f64().unwrap()
+    };
+    let launched = step_ms(&[]);
+    let graphed = step_ms(&["--set", "cost.launch.graph_tokens=1024"]);
+    assert!(launched > 72.0, "{launched} ms");
+    assert!(graphed < 20.0, "{graphed} ms");
+}

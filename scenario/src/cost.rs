@@ -44,6 +44,18 @@ fn apply_cost_sets(cost_sets: &[Set], params: &mut CostParams) -> Result<()> {
     Ok(())
 }
 
+/// A `--set cost.launch.graph_tokens` outranks the engine's largest CUDA graph that
+/// [`apply_moe_kernel`] puts in (a deployment serving with larger capture sizes than its
+/// engine's default, as `vllm serve --cuda-graph-sizes`).
+pub fn keep_graph_tokens_set(cost_sets: &[Set], params: &mut CostParams) -> Result<()> {
+    let sets: Vec<Set> = cost_sets
+        .iter()
+        .filter(|s| s.path.join(".") == "launch.graph_tokens")
+        .cloned()
+        .collect();
+    apply_cost_sets(&sets, params)
+}
+
 /// The cost parameters a command prices with, in layers: the analytic defaults; then
 /// the hardware file's `[cost]` (fitted to published figures); then a calibration
 /// profile's measured efficiencies and fixed costs (`--profile`), for the operations it

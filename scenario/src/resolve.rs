@@ -234,6 +234,7 @@ pub fn step_prices(
         }
     }
     super::cost::apply_moe_kernel(&mut params, hardware, model, engine, sc.moe_kernel);
+    super::cost::keep_graph_tokens_set(cost_sets, &mut params)?;
     super::cost::apply_pdl(&mut params, sc.pdl == Some(true));
     scenario_knobs(sc, &mut params)?;
     Ok(params)

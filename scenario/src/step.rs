@@ -335,6 +335,7 @@ fn load(req: &StepRequest, sets: &Overrides) -> Result<(Hardware, Model, CostPar
         req.pricing.engine.as_deref(),
         req.moe_kernel,
     );
+    super::cost::keep_graph_tokens_set(&sets.cost, &mut params)?;
     super::cost::apply_pdl(&mut params, req.pdl);
     Ok((hardware, model, params))
 }
