@@ -24,6 +24,14 @@ const QWEN3_NEXT: &str = r#"{
   "tie_word_embeddings": false, "torch_dtype": "bfloat16"
 }"#;
 
+/// `twin forward ARGS --json`'s step, milliseconds.
+fn step_ms(args: &[&str]) -> f64 {
+    let mut all = vec!["forward"];
+    all.extend(args);
+    all.push("--json");
+    json(&twin(&all))["step_ms"].as_f64().unwrap()
+}
+
 /// `launch.linear_attn_s` is the fit of SGLang's published time to first token of
 /// Qwen3-Next-80B-A3B on two H200 (TP2), prefill launched eagerly, one request at a
 /// time (`sglang.bench_serving --max-concurrency 1`, one output token): 99.17, 101.52
@@ -37,30 +45,15 @@ fn the_linear_attention_host_term_is_the_fit_of_sglangs_eager_prefill() {
     let config = dir.path().join("config.json");
     std::fs::write(&config, QWEN3_NEXT).unwrap();
     let config = config.display().to_string();
-    let step_ms = |tokens: u32, term: Option<&str>| {
+    let prefill_ms = |tokens: u32, term: &[&str]| {
         let tokens = tokens.to_string();
-        let mut args = vec![
-            "forward",
-            "--hardware",
-            "h200",
-            "--model",
-            &config,
-            "--engine",
-            "sglang",
-            "--tp",
-            "2",
-            "--phase",
-            "prefill",
-            "--requests",
-            "1",
-            "--new-tokens",
-            &tokens,
-            "--json",
-        ];
-        if let Some(t) = term {
-            args.extend(["--set", t]);
-        }
-        json(&twin(&args))["step_ms"].as_f64().unwrap()
+        let mut args: Vec<&str> =
+            "--hardware h200 --engine sglang --tp 2 --phase prefill --requests 1"
+                .split(' ')
+                .collect();
+        args.extend(["--model", &config, "--new-tokens", &tokens]);
+        args.extend(term);
+        step_ms(&args)
     };
     let frontend_ms = 12.0;
     let layers = 36.0;
@@ -68,7 +61,7 @@ fn the_linear_attention_host_term_is_the_fit_of_sglangs_eager_prefill() {
     let fit_ms = published
         .iter()
         .map(|&(n, ttft)| {
-            (ttft - frontend_ms - step_ms(n, Some("cost.launch.linear_attn_s=0"))) / layers
+            (ttft - frontend_ms - prefill_ms(n, &["--set", "cost.launch.linear_attn_s=0"])) / layers
         })
         .sum::<f64>()
         / published.len() as f64;
@@ -78,7 +71,7 @@ fn the_linear_attention_host_term_is_the_fit_of_sglangs_eager_prefill() {
         "refit launch.linear_attn_s: the published figures now give {fit_ms:.4} ms a layer, twin ships {shipped_ms:.4}"
     );
     for (n, ttft) in published {
-        let ours = frontend_ms + step_ms(n, None);
+        let ours = frontend_ms + prefill_ms(n, &[]);
         assert!(
             (ours / ttft - 1.0).abs() < 0.07,
             "{n} tokens: {ours:.1} ms against {ttft}"
@@ -94,28 +87,16 @@ fn the_linear_attention_host_term_is_the_fit_of_sglangs_eager_prefill() {
 /// same step then replays a graph, far under that floor.
 #[test]
 fn a_set_graph_size_outranks_the_engines_default() {
-    let step_ms = |extra: &[&str]| {
-        let mut args = vec![
-            "forward",
-            "--hardware",
-            "h100",
-            "--model",
-            "gpt-oss-120b",
-            "--engine",
-            "vllm",
-            "--tp",
-            "8",
-            "--phase",
-            "decode",
-            "--requests",
-            "600",
-            "--json",
-        ];
+    let decode_ms = |extra: &[&str]| {
+        let mut args: Vec<&str> =
+            "--hardware h100 --model gpt-oss-120b --engine vllm --tp 8 --phase decode --requests 600"
+                .split(' ')
+                .collect();
         args.extend(extra);
-        json(&twin(&args))["step_ms"].as_f64().unwrap()
+        step_ms(&args)
     };
-    let launched = step_ms(&[]);
-    let graphed = step_ms(&["--set", "cost.launch.graph_tokens=1024"]);
+    let launched = decode_ms(&[]);
+    let graphed = decode_ms(&["--set", "cost.launch.graph_tokens=1024"]);
     assert!(launched > 72.0, "{launched} ms");
     assert!(graphed < 20.0, "{graphed} ms");
 }
