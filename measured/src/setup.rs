@@ -219,9 +219,16 @@ fn pricing(
     // expert kernel of the record's own prices its model's experts.
     let kernel = rec.engine.settings.moe_kernel;
     let deployed = kernel.or(scenario::usual_moe_kernel(Some(own), hw, model));
-    let of_model = deployed
-        .map(|_| format!("{:?}", rec.model))
-        .unwrap_or_default();
+    // The line also says a linear-attention model's host time: its own model then too.
+    let linear = model
+        .expand_layers()
+        .iter()
+        .any(|l| l.attention == spec::model::AttentionKind::Linear);
+    let of_model = if deployed.is_some() || linear {
+        format!("{:?}", rec.model)
+    } else {
+        String::new()
+    };
     let pdl = rec.engine.settings.pdl == Some(true);
     let key = format!("{}|{tables}|{own}|{kernel:?}|{of_model}|{pdl}", hw.name);
     cached(&cache.params, &key, || {
@@ -460,6 +467,46 @@ mod tests {
                 let line = pricing(&rec(v), &hw, &model, &cache).unwrap().1.clone();
                 assert!(line.contains(&format!("(record: sglang@{v})")), "{line}");
             }
+        }
+    }
+
+    /// Records of two models on one engine, version and GPU share their cost
+    /// parameters, but a linear-attention model's line says its layers' host time and
+    /// the other's does not, whichever was priced first.
+    #[test]
+    fn a_pricing_line_says_linear_attention_for_its_own_model_only() {
+        let hw = scenario::load_hardware("b200", &[]).unwrap();
+        let dir = env!("CARGO_MANIFEST_DIR");
+        let qwen35 = scenario::load_model(
+            &format!("{dir}/../scenarios/runs/models/Qwen3.5-397B-A17B/config.json"),
+            &[],
+        )
+        .unwrap();
+        let llama = scenario::load_model("llama-3.1-70b", &[]).unwrap();
+        let rec = |id: &str| {
+            let mut r = gpt_oss(None);
+            r.model.id = id.into();
+            r.model.moe = None;
+            r
+        };
+        let (hybrid, dense) = (
+            rec("Qwen/Qwen3.5-397B-A17B"),
+            rec("meta-llama/Llama-3.1-70B"),
+        );
+        for hybrid_first in [true, false] {
+            let cache = Cache::default();
+            let lines = |r: &RunRecord, m: &spec::model::Model| {
+                pricing(r, &hw, m, &cache).unwrap().1.clone()
+            };
+            let (h, d) = if hybrid_first {
+                let h = lines(&hybrid, &qwen35);
+                (h, lines(&dense, &llama))
+            } else {
+                let d = lines(&dense, &llama);
+                (lines(&hybrid, &qwen35), d)
+            };
+            assert!(h.contains("linear attention"), "{h}");
+            assert!(!d.contains("linear attention"), "{d}");
         }
     }
 

@@ -327,6 +327,15 @@ pub trait CostModel {
     }
 }
 
+/// What a host-launched step's launches add to its GPU time `gpu_s`: the host's
+/// `host_s` that may run ahead of the GPU, by what they outrun it and `slack_s` (GPU
+/// time of the last step left spare after that step's launches, where the engine
+/// launches a step while the last runs), and all of the `serial_s` the step waits on the
+/// host for.
+pub fn host_launch_exposed_s(host_s: f64, serial_s: f64, gpu_s: f64, slack_s: f64) -> f64 {
+    (host_s - gpu_s - slack_s).max(0.0) + serial_s
+}
+
 /// Sum over the positions `ctx+1 ..= ctx+new` of `min(position, cap)`: how many
 /// entries `new` causal queries see when each sees at most `cap`.
 pub fn clamped_positions(new: u64, ctx: u64, cap: u64) -> f64 {

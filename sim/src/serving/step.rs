@@ -580,7 +580,7 @@ fn repeat_ranks(slices: &mut [Vec<ReqSlice>], sim_dep: usize, dep: usize) {
 /// serial part), and the spare GPU time this step leaves the next.
 fn launched_with_slack(host_s: f64, serial_s: f64, gpu_s: f64, slack_s: f64) -> (f64, f64) {
     (
-        (host_s - gpu_s - slack_s).max(0.0) + serial_s,
+        crate::cost::host_launch_exposed_s(host_s, serial_s, gpu_s, slack_s),
         (gpu_s - host_s).max(0.0),
     )
 }

@@ -50,7 +50,7 @@ impl AnalyticCostModel {
         let l = &self.params.launch;
         match self.host_launch_s(phase, kernels, passes, tokens) {
             Some((host, serial)) => Launched {
-                exposed_s: (host - gpu_s).max(0.0) + serial,
+                exposed_s: crate::cost::host_launch_exposed_s(host, serial, gpu_s, 0.0),
                 host_s: host,
                 serial_s: serial,
             },
