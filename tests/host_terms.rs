@@ -100,3 +100,35 @@ fn a_set_graph_size_outranks_the_engines_default() {
     assert!(launched > 72.0, "{launched} ms");
     assert!(graphed < 20.0, "{graphed} ms");
 }
+
+/// Every `--set cost.*` outranks what an engine's or a deployment's defaults put in
+/// after it: `--pdl` zeroes a graph's gap between kernels (`launch.graph_node_s`), and
+/// vLLM before 0.14.0, which forms each step after the last ends, exposes the host's
+/// work whole (`host.overlap` 0); a user's value of either holds.
+#[test]
+fn a_set_cost_parameter_outranks_every_engine_default() {
+    let decode_ms = |engine: &str, extra: &[&str]| {
+        let mut args: Vec<&str> =
+            "--hardware h100 --model llama-3.1-8b --phase decode --requests 64"
+                .split(' ')
+                .collect();
+        args.extend(["--engine", engine]);
+        args.extend(extra);
+        step_ms(&args)
+    };
+    let pdl = decode_ms("trtllm", &["--pdl"]);
+    let gapped = decode_ms(
+        "trtllm",
+        &["--pdl", "--set", "cost.launch.graph_node_s=2e-5"],
+    );
+    assert!(
+        gapped > pdl + 2.0,
+        "PDL {pdl} ms, with a set 20 us gap {gapped} ms"
+    );
+    let exposed = decode_ms("vllm@0.12.0", &[]);
+    let hidden = decode_ms("vllm@0.12.0", &["--set", "cost.host.overlap=1"]);
+    assert!(
+        hidden < exposed,
+        "exposed {exposed} ms, overlapped {hidden} ms"
+    );
+}

@@ -32,7 +32,7 @@ fn apply_cost_sets(cost_sets: &[Set], params: &mut CostParams) -> Result<()> {
             toml::Value::Integer(i) => *i as f64,
             _ => bail!("--set {}: a cost parameter takes a number", s.text),
         };
-        params.set(&key, v).map_err(|e| {
+        params.pin(&key, v).map_err(|e| {
             match super::fields::closest(&key, CostParams::KEYS.iter().copied()) {
                 Some(c) if params.get(&key).is_none() => {
                     anyhow!("--set {}: did you mean cost.{c}? {e}", s.text)
@@ -42,18 +42,6 @@ fn apply_cost_sets(cost_sets: &[Set], params: &mut CostParams) -> Result<()> {
         })?;
     }
     Ok(())
-}
-
-/// A `--set cost.launch.graph_tokens` outranks the engine's largest CUDA graph that
-/// [`apply_moe_kernel`] puts in (a deployment serving with larger capture sizes than its
-/// engine's default, as `vllm serve --cuda-graph-sizes`).
-pub fn keep_graph_tokens_set(cost_sets: &[Set], params: &mut CostParams) -> Result<()> {
-    let sets: Vec<Set> = cost_sets
-        .iter()
-        .filter(|s| s.path.join(".") == "launch.graph_tokens")
-        .cloned()
-        .collect();
-    apply_cost_sets(&sets, params)
 }
 
 /// The cost parameters a command prices with, in layers: the analytic defaults; then

@@ -148,9 +148,10 @@ impl Resolved {
         params: &CostParams,
     ) -> (sim::cost::AnalyticCostModel, sim::cost::AnalyticCostModel) {
         // A change of the run (a benchmark's server turning overlap off) reaches the
-        // host terms here too.
+        // host terms here too; a `--set cost.host.*` still outranks it.
         let mut params = params.clone();
         host_follows_steps(self.scenario().schedules_ahead(), &mut params.host);
+        params.repin();
         let pool = |p: &PoolConfig| {
             sim::cost::AnalyticCostModel::new(
                 self.hardware.clone(),
@@ -234,9 +235,10 @@ pub fn step_prices(
         }
     }
     super::cost::apply_moe_kernel(&mut params, hardware, model, engine, sc.moe_kernel);
-    super::cost::keep_graph_tokens_set(cost_sets, &mut params)?;
     super::cost::apply_pdl(&mut params, sc.pdl == Some(true));
     scenario_knobs(sc, &mut params)?;
+    // A `--set cost.*` outranks what the engine's and the scenario's defaults put in.
+    params.repin();
     Ok(params)
 }
 

@@ -335,8 +335,9 @@ fn load(req: &StepRequest, sets: &Overrides) -> Result<(Hardware, Model, CostPar
         req.pricing.engine.as_deref(),
         req.moe_kernel,
     );
-    super::cost::keep_graph_tokens_set(&sets.cost, &mut params)?;
     super::cost::apply_pdl(&mut params, req.pdl);
+    // A `--set cost.*` outranks what the engine's defaults put in.
+    params.repin();
     Ok((hardware, model, params))
 }
 

@@ -228,6 +228,11 @@ pub struct CostParams {
     /// its arithmetic rate bounds the experts' price from below.
     #[serde(skip)]
     pub moe_kernel: Option<spec::kernel::MoeKernel>,
+    /// The parameters a user fixed (`--set cost.KEY=VALUE`, [`CostParams::pin`]), in
+    /// order: [`CostParams::repin`] puts them back over what an engine's or a
+    /// scenario's defaults put in after them, so a user's value outranks every default.
+    #[serde(skip)]
+    pub pinned: Vec<(String, f64)>,
 }
 
 impl Default for CostParams {
@@ -330,6 +335,7 @@ impl Default for CostParams {
             tables: None,
             table_draw: Default::default(),
             moe_kernel: None,
+            pinned: Vec::new(),
         }
     }
 }
@@ -650,6 +656,24 @@ impl CostParams {
         }
         *slot = value;
         Ok(())
+    }
+
+    /// Sets one parameter by key, as [`CostParams::set`], and keeps it: a later
+    /// [`CostParams::repin`] puts it back.
+    pub fn pin(&mut self, key: &str, value: f64) -> Result<(), ParamError> {
+        self.set(key, value)?;
+        self.pinned.push((key.to_string(), value));
+        Ok(())
+    }
+
+    /// Puts back every pinned parameter, in the order pinned (each was checked when
+    /// pinned).
+    pub fn repin(&mut self) {
+        for (key, value) in std::mem::take(&mut self.pinned) {
+            self.set(&key, value)
+                .expect("a pinned parameter was checked when pinned");
+            self.pinned.push((key, value));
+        }
     }
 }
 
