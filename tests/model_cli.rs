@@ -119,6 +119,38 @@ fn a_config_of_an_unknown_architecture_is_refused_with_what_twin_reads() {
     );
 }
 
+/// The README's quickstart swaps the default scenario's model on the command line; the
+/// scenario asks for three MTP drafts, which a model without an MTP module cannot make:
+/// refused, naming the model and the setting that turns the drafts off, with which it
+/// runs.
+#[test]
+fn a_model_without_mtp_in_a_scenario_with_drafts_says_how_to_turn_them_off() {
+    let swap = [
+        "simulate",
+        "--set",
+        "hardware=h100",
+        "--set",
+        "model=qwen3-32b",
+    ];
+    refused(
+        &swap,
+        &[
+            "model qwen3-32b has no MTP module",
+            "--set serving.mtp.draft_tokens=0",
+        ],
+    );
+    let mut off = swap.to_vec();
+    off.extend([
+        "--set",
+        "serving.mtp.draft_tokens=0",
+        "--set",
+        "workload=chat-closed-loop",
+    ]);
+    off.extend(["--duration", "6", "--set", "warmup_s=1"]);
+    let (text, _) = runs(&off);
+    assert!(text.contains("MTP: off (no draft tokens)"), "{text}");
+}
+
 #[test]
 fn a_tp_only_scenario_is_dep_one_and_a_config_json_model_simulates() {
     let dir = tempfile::tempdir().unwrap();

@@ -300,10 +300,20 @@ pub fn resolve_mtp(sc: &ServingScenario, model: &Model) -> Result<(u32, Vec<f64>
         .or(m.map(|m| m.acceptance.clone()))
         .unwrap_or_default();
     if n as usize > a.len() {
-        return Err(SimError::InvalidScenario(vec![format!(
-            "serving.mtp: {n} draft tokens but {} acceptance rates (set serving.mtp.acceptance or model.mtp.acceptance)",
-            a.len()
-        )]));
+        // A scenario written for a model with an MTP module, run with one that has none
+        // (`--set model=...`): say so, and how to turn the drafts off.
+        let why = if m.is_none() && sc.serving.mtp.acceptance.is_none() {
+            format!(
+                "serving.mtp.draft_tokens = {n}, but model {} has no MTP module to draft with: set serving.mtp.draft_tokens = 0 (`--set serving.mtp.draft_tokens=0`), or give the drafts' acceptance rates (serving.mtp.acceptance)",
+                model.name
+            )
+        } else {
+            format!(
+                "serving.mtp: {n} draft tokens but {} acceptance rates (set serving.mtp.acceptance or model.mtp.acceptance)",
+                a.len()
+            )
+        };
+        return Err(SimError::InvalidScenario(vec![why]));
     }
     Ok((n, a))
 }
