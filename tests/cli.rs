@@ -376,7 +376,7 @@ fn a_sweep_names_a_refused_layout_by_its_own_flags() {
     assert_eq!(skipped.len(), 1, "{v}");
     let why = skipped[0]["why"].as_str().unwrap();
     assert!(
-        why.starts_with("impossible configuration:   --tps: 128 attention heads"),
+        why.starts_with("impossible configuration: --tps: 128 attention heads"),
         "{why}"
     );
     assert!(why.contains("682.7-wide shards over 3 GPUs"), "{why}");

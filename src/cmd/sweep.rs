@@ -198,7 +198,15 @@ fn why_skipped(e: &anyhow::Error) -> String {
         }),
         None => format!("{e:#}"),
     };
-    text.replace('\n', " ")
+    // One line: the heading, then the problems (a line each) without their indent.
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let head = lines.next().unwrap_or_default().to_string();
+    let rest: Vec<&str> = lines.collect();
+    if rest.is_empty() {
+        head
+    } else {
+        format!("{head} {}", rest.join("; "))
+    }
 }
 
 /// A priced step as a point of the grid at `(dep, tp, batch)`.
@@ -337,9 +345,29 @@ fn print_text(args: &SweepArgs, s: &Swept) {
     if let Some(line) = s.runs_band.as_ref().and_then(RunsBand::steps_text) {
         println!("{line}");
     }
-    for (d, t, b, why) in &s.skipped {
-        println!("skipped {} batch {b}: {why}", name(*d, *t, ep));
+    for line in skipped_lines(&s.skipped, ep) {
+        println!("{line}");
     }
+}
+
+/// The skipped points, a line each layout and reason: the batches a layout was skipped
+/// at for the same reason (weights that do not fit skip every batch) share one line.
+fn skipped_lines(skipped: &[Skipped], ep: bool) -> Vec<String> {
+    let mut lines: Vec<(u32, u32, Vec<u32>, &str)> = Vec::new();
+    for (d, t, b, why) in skipped {
+        match lines.last_mut() {
+            Some((ld, lt, bs, lw)) if (*ld, *lt, *lw) == (*d, *t, why.as_str()) => bs.push(*b),
+            _ => lines.push((*d, *t, vec![*b], why)),
+        }
+    }
+    lines
+        .into_iter()
+        .map(|(d, t, bs, why)| {
+            let batches = bs.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
+            let word = if bs.len() == 1 { "batch" } else { "batches" };
+            format!("skipped {} {word} {batches}: {why}", name(d, t, ep))
+        })
+        .collect()
 }
 
 /// A grid layout's name: `DEP8`, `TP8`, `TP8 EP`; one GPU reads `TP1` (a TP size the
@@ -354,4 +382,32 @@ fn name(dep: u32, tp: u32, expert_parallel: bool) -> String {
         ..sim::cost::Layout::new(dep)
     }
     .name()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// By hand: a layout skipped at every batch for one reason reads as one line; a
+    /// different reason, or another layout, starts its own; one batch reads "batch".
+    #[test]
+    fn skipped_points_share_a_line_by_layout_and_reason() {
+        let fit = "weights do not fit".to_string();
+        let kv = "KV does not fit".to_string();
+        let skipped: Vec<Skipped> = vec![
+            (1, 1, 8, fit.clone()),
+            (1, 1, 16, fit.clone()),
+            (1, 2, 8, fit),
+            (1, 2, 16, kv.clone()),
+            (1, 2, 32, kv),
+        ];
+        assert_eq!(
+            skipped_lines(&skipped, false),
+            [
+                "skipped TP1 batches 8, 16: weights do not fit",
+                "skipped TP2 batch 8: weights do not fit",
+                "skipped TP2 batches 16, 32: KV does not fit",
+            ]
+        );
+    }
 }

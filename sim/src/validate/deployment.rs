@@ -233,9 +233,10 @@ fn memory(
         p.push(Problem::at(
             grow,
             format!(
-                "weights need {:.1} GB per GPU but {} has {:.1} GB usable (8% kept for activations); use a larger {larger}",
+                "weights need {:.1} GB per GPU but {} leaves {:.1} GB for weights and KV ({:.1} GB usable, 8% kept for activations); use a larger {larger}",
                 weights / 1e9,
                 hw.name,
+                (weights + kv_bytes) / 1e9,
                 usable / 1e9
             ),
         ));
