@@ -326,6 +326,19 @@ fn a_bench_comparison_says_whether_the_measured_means_lie_in_the_runs_band() {
     ]);
     assert!(o.status.success(), "{}", err(&o));
     let v = json(&o);
+    // The client counted each prompt without Llama's beginning-of-text token, which
+    // the server runs: said, and priced.
+    assert!(
+        v["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str().unwrap().starts_with(
+                "prompts: each recorded length and the 1 token the model's tokenizer adds"
+            )),
+        "{}",
+        v["notes"]
+    );
     let b = &v["runs_band"];
     assert_eq!(b["group"], "vllm on hopper", "{b}");
     for metric in ["ttft_ms", "tpot_ms"] {

@@ -494,6 +494,7 @@ fn build(
             cfg.derived("max_position_embeddings"),
         );
     }
+    let prompt_special_tokens = prompt_special_tokens(arch, prov);
     Ok(Model {
         name: String::new(),
         description: String::new(),
@@ -517,9 +518,30 @@ fn build(
         combine_dtype: Dtype::Bf16,
         tied_embeddings: tied,
         max_position_embeddings,
+        prompt_special_tokens,
         dense_scale_block: quant.dense_scale_block(),
         provenance: BTreeMap::new(),
     })
+}
+
+/// Tokens the architecture's tokenizer adds to every prompt: a beginning-of-sequence
+/// token for Llama (Llama 3's `tokenizer.json` post-processor adds `<|begin_of_text|>`;
+/// Llama 2's `add_bos_token`), Mistral and Mixtral (`add_bos_token`); none known for
+/// the others (Qwen's and gpt-oss's tokenizers add none). `config.json` does not say it:
+/// its `bos_token_id` is there whether or not the tokenizer adds the token.
+fn prompt_special_tokens(arch: &str, prov: &mut Prov) -> u32 {
+    if matches!(
+        arch,
+        "LlamaForCausalLM" | "MistralForCausalLM" | "MixtralForCausalLM"
+    ) {
+        prov.set(
+            "prompt_special_tokens",
+            format!("derived: {arch}'s tokenizer adds a beginning-of-sequence token to every prompt (Llama 3's tokenizer.json post-processor, Llama 2's, Mistral's and Mixtral's add_bos_token)"),
+        );
+        1
+    } else {
+        0
+    }
 }
 
 /// The dtypes of what moves between GPUs, the KV bytes per token, the description and

@@ -642,3 +642,26 @@ fn qwen3_next_layers_follow_the_full_attention_interval() {
     let listed = r#", "full_attention_interval": 4, "layer_types": ["full_attention", "linear_attention", "linear_attention", "linear_attention", "full_attention", "linear_attention", "linear_attention", "linear_attention"]"#;
     assert_eq!(attention_kinds(cfg(listed)), vec![D, L, L, L, D, L, L, L]);
 }
+
+/// Llama's and Mixtral's tokenizers add a beginning-of-sequence token to every prompt;
+/// Qwen's, gpt-oss's and DeepSeek's imports add none (their `bos_token_id` in
+/// `config.json` says nothing of it), and a Qwen model's provenance has no such line.
+#[test]
+fn llama_and_mixtral_prompts_carry_one_special_token() {
+    for (name, tokens) in [
+        ("Llama-3.1-8B", 1),
+        ("Llama-3.1-70B", 1),
+        ("Mixtral-8x7B-v0.1", 1),
+        ("Qwen3-32B", 0),
+        ("gpt-oss-120b", 0),
+        ("DeepSeek-V3", 0),
+    ] {
+        let m = load(name);
+        assert_eq!(m.prompt_special_tokens, tokens, "{name}");
+        assert_eq!(
+            m.provenance.contains_key("prompt_special_tokens"),
+            tokens > 0,
+            "{name}"
+        );
+    }
+}

@@ -86,10 +86,10 @@ pub fn setup(
     if let Some(sp) = rec.engine.settings.speculative {
         pricing.push_str(&speculative(&mut sc, sp, &model)?);
     }
-    let workload = WorkloadConfig::bench_run(
-        &format!("{}: {}", rec.client.tool, rec.id),
-        client(rec, seed)?,
-    );
+    let mut bench = client(rec, seed)?;
+    // The client counted each prompt without what the server's tokenizer adds.
+    bench.special_tokens = model.prompt_special_tokens;
+    let workload = WorkloadConfig::bench_run(&format!("{}: {}", rec.client.tool, rec.id), bench);
     let resolved = scenario::resolve_parts(Parts {
         origin: "record".into(),
         scenario: sc,

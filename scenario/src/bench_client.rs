@@ -134,6 +134,7 @@ fn defaults(client: Client) -> BenchClient {
         prefix_len: 0,
         requests: Vec::new(),
         held: Vec::new(),
+        special_tokens: 0,
     }
 }
 

@@ -233,6 +233,30 @@ fn a_step_formed_ahead_sees_a_request_only_once_it_is_through_the_front_end() {
 }
 
 #[test]
+fn requests_sent_together_reach_the_engine_one_tokenisation_apart() {
+    // Four prompts of 200 tokens sent at once, a 3 ms front end and 1 us a prompt token
+    // of tokenisation, one request after another: they pass at 3.0, 3.2, 3.4 and 3.6
+    // ms. The idle engine starts step 1 with r0 alone at 3.0 ms; step 2, formed then
+    // (async scheduling), decodes r0; step 3 takes the other three. Tokenised at once
+    // (0 a token), all four pass at 3 ms and step 1 holds them together.
+    let mut p = mixed(SchedulerChoice::Vllm, None);
+    p.serving.decode.max_batch_per_rank = 8;
+    p.serving.frontend_s = Some(0.003);
+    p.serving.frontend_token_s = Some(1e-6);
+    let wl = bench(&[[200, 8]; 4], None);
+    let s = schedule(&p, &wl, &[], 3);
+    assert_eq!(s, vec![(200, 1, 0), (0, 0, 1), (600, 3, 1)]);
+    p.serving.frontend_token_s = Some(0.0);
+    let s = schedule(&p, &wl, &[], 1);
+    assert_eq!(s, vec![(800, 4, 0)]);
+    // Unset, the engines': 1.1 us a prompt token (Hugging Face tokenizers, one
+    // thread); none for twin's own scheduler.
+    p.serving.frontend_token_s = None;
+    assert_eq!(p.frontend_token_s(), 1.1e-6);
+    assert_eq!(mixed(SchedulerChoice::Twin, None).frontend_token_s(), 0.0);
+}
+
+#[test]
 fn a_scheduler_with_a_receive_interval_takes_new_requests_every_few_decode_steps() {
     // SGLang, steps formed when the last ends, new requests taken every 3 decode steps
     // (`--scheduler-recv-interval 3`). Step 1 prefills r0 (idle: taken at once, 0 to

@@ -51,6 +51,12 @@ pub struct Model {
     /// scenario sets `serving.max_model_len`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_position_embeddings: Option<u64>,
+    /// Tokens the model's tokenizer adds to every prompt it encodes (Llama 3's
+    /// `<|begin_of_text|>`): a benchmark client records a prompt's length without them,
+    /// and the server runs them (`twin validate bench` and `validate runs` add them to
+    /// each recorded prompt). 0: none.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub prompt_special_tokens: u32,
     /// Weights per one-byte scale of the GEMMs outside the routed experts (attention
     /// projections, shared experts, dense FFN); 0 = none (BF16, per-tensor FP8). The
     /// default, 128, counts DeepSeek's FP8 128x128 block scales as one byte per 128
@@ -62,6 +68,10 @@ pub struct Model {
     pub dense_scale_block: u32,
     #[serde(default)]
     pub provenance: BTreeMap<String, String>,
+}
+
+fn is_zero_u32(v: &u32) -> bool {
+    *v == 0
 }
 
 fn default_dense_scale_block() -> u32 {

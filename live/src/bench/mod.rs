@@ -476,8 +476,9 @@ impl Bench {
     /// each waiting for a free slot while `max_concurrency` are in flight; the run
     /// ends with the last request. Returns the workload and what was assumed.
     /// `held`: per successful request, its leading tokens the server already holds
-    /// (`held`; empty: none).
-    pub fn workload(&self, held: Vec<u32>) -> (WorkloadConfig, Vec<String>) {
+    /// (`held`; empty: none); `special_tokens`: what the model's tokenizer adds to each
+    /// prompt, which the client did not count (the model's `prompt_special_tokens`).
+    pub fn workload(&self, held: Vec<u32>, special_tokens: u32) -> (WorkloadConfig, Vec<String>) {
         let mut notes = Vec::new();
         let cap = self.max_concurrency.map(|c| c.min(u32::MAX as u64) as u32);
         let requests = self
@@ -488,6 +489,13 @@ impl Bench {
         let mut client =
             BenchClient::recorded(self.client, requests, cap, self.rate, self.burstiness);
         client.held = held;
+        client.special_tokens = special_tokens;
+        if special_tokens > 0 {
+            notes.push(format!(
+                "prompts: each recorded length and the {special_tokens} token{} the model's tokenizer adds (its beginning of text), which the client does not count",
+                if special_tokens == 1 { "" } else { "s" }
+            ));
+        }
         match self.rate {
             Some(r) => notes.push(format!(
                 "sends drawn at {r} requests/s (burstiness {}) from the run's seed; the client's own draws are not in the file",

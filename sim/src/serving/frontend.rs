@@ -9,7 +9,11 @@
 //! the loop the streaming takes (processor sharing: work `a` at load `rho` takes
 //! `a / (1 - rho)`). The load is the chunks the steps just finished stream, over the
 //! API servers (`serving.api_servers` per instance of the entry pool: vLLM's
-//! `--api-server-count`). Requests pass in the order they were sent.
+//! `--api-server-count`). Requests pass in the order they were sent, and one thread
+//! tokenises them in turn (`serving.frontend_token_s` a prompt token): a request passes
+//! no sooner than its own tokenisation after the one before it, so requests sent
+//! together reach the engine one after another (the first of a burst alone, where the
+//! engine starts a step as soon as one arrives).
 //!
 //! Why: at high concurrency vLLM's single API server becomes the bottleneck
 //! (`--api-server-count`, vLLM PR #17546, scales it out for that reason), and a
@@ -31,6 +35,9 @@ pub(crate) struct FrontEnd {
     /// API-server seconds per streamed chunk, over the API servers the streams spread
     /// on (`serving.frontend_chunk_s / (serving.api_servers x entry instances)`).
     pub chunk_s_per_server: f64,
+    /// Tokenisation seconds per prompt token, requests in turn
+    /// (`serving.frontend_token_s`).
+    pub token_s: f64,
     /// When the last request sent passed it (requests pass in order).
     last_ns: Nanos,
     /// The loads requests met, for the report: their sum, count and highest.
@@ -40,9 +47,10 @@ pub(crate) struct FrontEnd {
 }
 
 impl FrontEnd {
-    pub fn new(work_s: f64, chunk_s: f64, servers: f64) -> Self {
+    pub fn new(work_s: f64, chunk_s: f64, servers: f64, token_s: f64) -> Self {
         FrontEnd {
             work_ns: super::clock::secs_to_ns(work_s),
+            token_s,
             chunk_s_per_server: if servers > 0.0 {
                 chunk_s / servers
             } else {
@@ -58,15 +66,17 @@ impl FrontEnd {
         (chunks_per_s * self.chunk_s_per_server).max(0.0)
     }
 
-    /// When a request sent at `now`, at load `load`, passes the front end: its work
-    /// stretched by the load, and not before the request sent before it.
-    pub fn passes_at(&mut self, now: Nanos, load: f64) -> Nanos {
+    /// When a request of `prompt_tokens` sent at `now`, at load `load`, passes the
+    /// front end: its work stretched by the load, and not before its tokenisation
+    /// after the request sent before it passed.
+    pub fn passes_at(&mut self, now: Nanos, load: f64, prompt_tokens: u32) -> Nanos {
         self.load_sum += load;
         self.loads += 1;
         self.load_max = self.load_max.max(load);
         let stretch = 1.0 / (1.0 - load.min(MAX_LOAD));
         let at = now + (self.work_ns as f64 * stretch).round() as Nanos;
-        self.last_ns = at.max(self.last_ns);
+        let turn = super::clock::secs_to_ns(self.token_s * prompt_tokens as f64);
+        self.last_ns = at.max(self.last_ns + turn);
         self.last_ns
     }
 
@@ -107,23 +117,34 @@ mod tests {
     /// 1 ms later at no load still passes after it.
     #[test]
     fn intake_stretches_with_the_streams_load_in_order() {
-        let mut fe = FrontEnd::new(12e-3, 50e-6, 2.0);
-        assert_eq!(fe.passes_at(0, 0.0), 12_000_000);
+        let mut fe = FrontEnd::new(12e-3, 50e-6, 2.0, 0.0);
+        assert_eq!(fe.passes_at(0, 0.0, 100), 12_000_000);
         let load = fe.load(10_000.0);
         assert!((load - 0.25).abs() < 1e-12);
-        assert_eq!(fe.passes_at(1_000_000_000, load), 1_016_000_000);
-        assert_eq!(fe.passes_at(1_001_000_000, 0.0), 1_016_000_000);
+        assert_eq!(fe.passes_at(1_000_000_000, load, 100), 1_016_000_000);
+        assert_eq!(fe.passes_at(1_001_000_000, 0.0, 100), 1_016_000_000);
         let (mean, max) = fe.loads().expect("loads kept");
         assert!((mean - 0.25 / 3.0).abs() < 1e-12 && (max - 0.25).abs() < 1e-12);
         // Saturated: twenty times the work, not without end.
-        assert_eq!(fe.passes_at(2_000_000_000, 3.0), 2_240_000_000);
+        assert_eq!(fe.passes_at(2_000_000_000, 3.0, 100), 2_240_000_000);
     }
 
     #[test]
     fn without_a_streaming_cost_the_intake_is_its_work() {
-        let mut fe = FrontEnd::new(12e-3, 0.0, 1.0);
+        let mut fe = FrontEnd::new(12e-3, 0.0, 1.0, 0.0);
         assert_eq!(fe.load(1e6), 0.0);
-        assert_eq!(fe.passes_at(5, fe.load(1e6)), 12_000_005);
+        assert_eq!(fe.passes_at(5, fe.load(1e6), 100), 12_000_005);
         assert!(fe.loads().is_none());
+    }
+
+    /// By hand: 2,000-token prompts at 1 us a token, 12 ms of work: three sent at once
+    /// pass at 12, 14 and 16 ms (each its 2 ms of tokenisation after the one before);
+    /// one sent 100 ms later passes 12 ms after it was sent, the tokenizer idle by then.
+    #[test]
+    fn requests_sent_together_pass_one_tokenisation_apart() {
+        let mut fe = FrontEnd::new(12e-3, 0.0, 1.0, 1e-6);
+        let passed: Vec<Nanos> = (0..3).map(|_| fe.passes_at(0, 0.0, 2_000)).collect();
+        assert_eq!(passed, [12_000_000, 14_000_000, 16_000_000]);
+        assert_eq!(fe.passes_at(100_000_000, 0.0, 2_000), 112_000_000);
     }
 }

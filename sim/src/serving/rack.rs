@@ -339,7 +339,12 @@ impl<'a> Rack<'a> {
         // The streams spread over every instance's API servers.
         let servers = sc.serving.api_servers.unwrap_or(1).max(1) as f64
             * pools.groups_of(pools.pool(pools.entry())).len() as f64;
-        let frontend = FrontEnd::new(sc.frontend_s(), sc.frontend_chunk_s(), servers);
+        let frontend = FrontEnd::new(
+            sc.frontend_s(),
+            sc.frontend_chunk_s(),
+            servers,
+            sc.frontend_token_s(),
+        );
         Ok(Rack {
             sc,
             hw: input.hardware,
@@ -463,7 +468,7 @@ impl<'a> Rack<'a> {
                 } else {
                     0.0
                 };
-                let at = self.frontend.passes_at(self.now, load);
+                let at = self.frontend.passes_at(self.now, load, nr.input_tokens);
                 self.ingress.push_back((self.now, nr));
                 self.q.push(at, Event::Ingress);
             } else {

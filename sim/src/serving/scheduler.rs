@@ -73,6 +73,14 @@ pub const VLLM_FRONTEND_S: f64 = 12e-3;
 /// fitted (`twin calibrate --from-runs`, term `frontend_chunk_s`).
 pub const ENGINE_FRONTEND_CHUNK_S: f64 = 0.0;
 
+/// An engine API server's tokenisation, seconds per prompt token on its one tokenizer
+/// thread: Hugging Face `tokenizers` encodes a 4 MB document (about a million tokens)
+/// in 1.1 s on one thread (charlesxu.io, "3.3x Faster HuggingFace Tokenizers for Single
+/// Sequence", its serial baseline). Requests sent together pass one after another,
+/// this apart a prompt token (2.3 ms for 2,048 tokens): what starts the first of a
+/// burst alone.
+pub const ENGINE_TOKENIZE_S_PER_TOKEN: f64 = 1.1e-6;
+
 /// twin's own prefix-cache block, in tokens: the Mooncake traces' block.
 pub const TWIN_KV_BLOCK_TOKENS: u64 = super::workload::TRACE_BLOCK_TOKENS;
 
@@ -197,6 +205,16 @@ impl Scheduler {
         }
     }
 
+    /// An API server's tokenisation per prompt token, its requests one after another
+    /// (`serving.frontend_token_s` when unset): [`ENGINE_TOKENIZE_S_PER_TOKEN`] for
+    /// the engines, none for twin's own.
+    pub fn frontend_token_s(self) -> f64 {
+        match self {
+            Scheduler::Twin => 0.0,
+            Scheduler::Vllm | Scheduler::Sglang | Scheduler::Trtllm => ENGINE_TOKENIZE_S_PER_TOKEN,
+        }
+    }
+
     /// Tokens per prefix-cache block, the engine's default (`serving.kv_block_tokens`
     /// when unset); a cached prefix is a whole number of them:
     /// - vLLM: `--block-size`, 16 on CUDA (`CacheConfig.block_size`; some attention
@@ -288,6 +306,14 @@ impl ServingScenario {
         self.serving
             .frontend_chunk_s
             .unwrap_or_else(|| self.scheduler().frontend_chunk_s())
+    }
+
+    /// An API server's tokenisation per prompt token: `serving.frontend_token_s`, or
+    /// the engine's.
+    pub fn frontend_token_s(&self) -> f64 {
+        self.serving
+            .frontend_token_s
+            .unwrap_or_else(|| self.scheduler().frontend_token_s())
     }
 
     /// One line on the mixed pool's scheduler, for outputs.

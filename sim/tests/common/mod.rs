@@ -173,6 +173,7 @@ pub fn scenario(
             async_scheduling: None,
             frontend_s: None,
             frontend_chunk_s: None,
+            frontend_token_s: None,
             api_servers: None,
             scheduler_recv_interval: None,
             mixed_chunk: None,

@@ -332,7 +332,7 @@ pub fn run_bench(a: &BenchValidateArgs) -> Result<()> {
     notes.extend(model_check(&bench, &r, a, &origin)?);
     let (held, more) = held_after(&bench, &a.after).with_context(|| origin.clone())?;
     notes.extend(more);
-    let (workload, more) = bench.workload(held);
+    let (workload, more) = bench.workload(held, r.model.prompt_special_tokens);
     notes.extend(more);
     r.change(|sc, wl| {
         server_settings(&bench, sc, &mut notes);
@@ -611,8 +611,9 @@ fn run_bench_summary(a: &BenchValidateArgs, text: &str, origin: &str) -> Result<
     let mut req = scenario::RunRequest::of(&a.scenario, &a.set)?;
     req.pricing = a.pricing.pricing();
     let mut r = scenario::resolve(&req)?;
-    let client = measured::setup::client_of(&run.client, origin, r.seed)
+    let mut client = measured::setup::client_of(&run.client, origin, r.seed)
         .map_err(|e| anyhow!("{origin}: {e}"))?;
+    client.special_tokens = r.model.prompt_special_tokens;
     r.change(|sc, wl| {
         *wl = sim::serving::WorkloadConfig::bench_run("bench (summary)", client);
         sc.warmup_s = 0.0;

@@ -225,6 +225,13 @@ pub struct ServingConfig {
     /// ([`super::scheduler::Scheduler::frontend_chunk_s`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub frontend_chunk_s: Option<f64>,
+    /// API-server seconds per prompt token of the one thread that tokenises requests in
+    /// turn (vLLM's tokenizer executor, one worker; SGLang's tokenizer manager), so
+    /// requests sent together pass the front end one after another, each its
+    /// tokenisation after the one before (`super::frontend`). Absent: the engine's
+    /// ([`super::scheduler::Scheduler::frontend_token_s`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frontend_token_s: Option<f64>,
     /// API server processes per instance of the entry pool, sharing its streams
     /// (vLLM's `--api-server-count`). Absent: 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]

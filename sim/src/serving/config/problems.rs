@@ -105,6 +105,15 @@ impl ServingConfig {
         if let Some(f) = self.frontend_s {
             check_num(p, f, f >= 0.0, "serving.frontend_s", "must be >= 0");
         }
+        if let Some(t) = self.frontend_token_s {
+            check_num(
+                p,
+                t,
+                (0.0..1e-3).contains(&t),
+                "serving.frontend_token_s",
+                "must lie in [0, 1 ms)",
+            );
+        }
         if let Some(c) = self.frontend_chunk_s {
             check_num(p, c, c >= 0.0, "serving.frontend_chunk_s", "must be >= 0");
         }

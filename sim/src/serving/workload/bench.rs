@@ -72,6 +72,15 @@ pub struct BenchClient {
     /// server that kept its prefix cache (`twin validate bench --after`). Empty: none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub held: Vec<u32>,
+    /// Tokens the server's tokenizer adds to each recorded prompt (the model's
+    /// `prompt_special_tokens`, its beginning of text): a client records a prompt's
+    /// length without them. 0: none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub special_tokens: u32,
+}
+
+fn is_zero(v: &u32) -> bool {
+    *v == 0
 }
 
 /// One request of a benchmark run: when it is due (before waiting for a slot) and
@@ -113,6 +122,7 @@ impl BenchClient {
             prefix_len: 0,
             requests,
             held: Vec::new(),
+            special_tokens: 0,
         }
     }
 
@@ -296,7 +306,7 @@ impl BenchClient {
         let gaps = self.gaps(rng, n);
         for i in 0..n {
             let (input, output) = match self.requests.get(i) {
-                Some(&[inp, outp]) => (inp.max(1), outp.max(1)),
+                Some(&[inp, outp]) => (inp.saturating_add(self.special_tokens).max(1), outp.max(1)),
                 None => (
                     (self.prefix_len + self.draw(rng, self.input_len, self.input_stddev)).max(1),
                     self.draw(rng, self.output_len, self.output_stddev).max(1),
@@ -335,6 +345,7 @@ mod tests {
             prefix_len: 0,
             requests: Vec::new(),
             held: Vec::new(),
+            special_tokens: 0,
         }
     }
 
@@ -402,6 +413,12 @@ mod tests {
         assert_eq!((reqs[0].input, reqs[0].output), (2047, 128));
         assert_eq!((reqs[1].input, reqs[1].output), (100, 1));
         assert!(c.problems().is_empty());
+        // The server's tokenizer adds a token to each recorded prompt (its beginning
+        // of text); the outputs are as recorded.
+        c.special_tokens = 1;
+        let reqs = c.requests(&mut stream(1, "workload"));
+        assert_eq!((reqs[0].input, reqs[0].output), (2048, 128));
+        assert_eq!((reqs[1].input, reqs[1].output), (101, 1));
         c.num_prompts = 3;
         assert!(c.problems()[0].to_string().contains("2 recorded requests"));
     }
