@@ -487,14 +487,7 @@ fn build(
     let groups = groups(layers, shape.as_ref());
     prov.set("layers", arch::layer_story(cfg, arch, &groups));
     prov.set("dense_scale_block", quant.scale_block_why());
-    let max_position_embeddings = cfg.u32_opt("max_position_embeddings")?.map(u64::from);
-    if max_position_embeddings.is_some() {
-        prov.set(
-            "max_position_embeddings",
-            cfg.derived("max_position_embeddings"),
-        );
-    }
-    let prompt_special_tokens = prompt_special_tokens(arch, prov);
+    let max_position_embeddings = positions(cfg, prov)?;
     Ok(Model {
         name: String::new(),
         description: String::new(),
@@ -518,10 +511,22 @@ fn build(
         combine_dtype: Dtype::Bf16,
         tied_embeddings: tied,
         max_position_embeddings,
-        prompt_special_tokens,
+        prompt_special_tokens: prompt_special_tokens(arch, prov),
         dense_scale_block: quant.dense_scale_block(),
         provenance: BTreeMap::new(),
     })
+}
+
+/// The config's `max_position_embeddings`, with its provenance where it gives one.
+fn positions(cfg: &Cfg, prov: &mut Prov) -> Result<Option<u64>> {
+    let max = cfg.u32_opt("max_position_embeddings")?.map(u64::from);
+    if max.is_some() {
+        prov.set(
+            "max_position_embeddings",
+            cfg.derived("max_position_embeddings"),
+        );
+    }
+    Ok(max)
 }
 
 /// Tokens the architecture's tokenizer adds to every prompt: a beginning-of-sequence

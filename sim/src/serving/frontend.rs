@@ -60,6 +60,17 @@ impl FrontEnd {
         }
     }
 
+    /// The front end of scenario `sc` (the engine's, where it sets none), its streams
+    /// spread over `servers` API servers.
+    pub fn of(sc: &super::config::ServingScenario, servers: f64) -> Self {
+        FrontEnd::new(
+            sc.frontend_s(),
+            sc.frontend_chunk_s(),
+            servers,
+            sc.frontend_token_s(),
+        )
+    }
+
     /// The API server's load (its busy share) at `chunks_per_s` streamed chunks a
     /// second in all.
     pub fn load(&self, chunks_per_s: f64) -> f64 {

@@ -339,12 +339,7 @@ impl<'a> Rack<'a> {
         // The streams spread over every instance's API servers.
         let servers = sc.serving.api_servers.unwrap_or(1).max(1) as f64
             * pools.groups_of(pools.pool(pools.entry())).len() as f64;
-        let frontend = FrontEnd::new(
-            sc.frontend_s(),
-            sc.frontend_chunk_s(),
-            servers,
-            sc.frontend_token_s(),
-        );
+        let frontend = FrontEnd::of(sc, servers);
         Ok(Rack {
             sc,
             hw: input.hardware,
