@@ -474,7 +474,7 @@ fn validate_bench_says_how_busy_the_api_server_was() {
             .find(|l| l.starts_with("scheduler: "))
             .expect("a scheduler line");
         assert!(
-            line.contains("front end 12 ms a request, 50.0 us of its API server a streamed chunk (1 API server an instance); its API server streaming ")
+            line.contains("front end 12 ms a request, 50.0 us of its API server a streamed chunk (1 API server an instance), prompts tokenised one after another (1.1 us a token); its API server streaming ")
                 && line.contains("busy as requests arrived"),
             "{file}: {line}"
         );

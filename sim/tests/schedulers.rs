@@ -368,7 +368,9 @@ fn the_front_end_delays_each_request_into_the_engine_and_into_its_ttft() {
     sc.serving.frontend_s = None;
     assert_eq!(sc.frontend_s(), 0.012);
     assert!(
-        sc.scheduler_line().ends_with("; front end 12 ms a request"),
+        sc.scheduler_line().ends_with(
+            "; front end 12 ms a request, prompts tokenised one after another (1.1 us a token)"
+        ),
         "{}",
         sc.scheduler_line()
     );
@@ -376,8 +378,9 @@ fn the_front_end_delays_each_request_into_the_engine_and_into_its_ttft() {
     // A fitted front end prints to a tenth of a millisecond.
     sc.serving.frontend_s = Some(0.021719069888953364);
     assert!(
-        sc.scheduler_line()
-            .ends_with("; front end 21.7 ms a request"),
+        sc.scheduler_line().ends_with(
+            "; front end 21.7 ms a request, prompts tokenised one after another (1.1 us a token)"
+        ),
         "{}",
         sc.scheduler_line()
     );
@@ -421,8 +424,8 @@ fn the_front_end_stretches_with_the_streams_its_api_server_sends() {
     assert!(
         line.ends_with(
             "; front end 5 ms a request, 5000.0 us of its API server a streamed chunk \
-             (1 API server an instance); its API server streaming 33% busy as requests \
-             arrived (50% at most)"
+             (1 API server an instance), prompts tokenised one after another (1.1 us a \
+             token); its API server streaming 33% busy as requests arrived (50% at most)"
         ),
         "{line}"
     );

@@ -341,10 +341,27 @@ impl ServingScenario {
                 } else {
                     format!("{ms:.1}")
                 };
-                format!("; front end {shown} ms a request{}", self.chunk_words())
+                format!(
+                    "; front end {shown} ms a request{}{}",
+                    self.chunk_words(),
+                    self.token_words()
+                )
             } else {
                 String::new()
             }
+        )
+    }
+
+    /// The front end's tokenisation, requests one after another, for the scheduler's
+    /// line (none without it).
+    fn token_words(&self) -> String {
+        let t = self.frontend_token_s();
+        if t <= 0.0 {
+            return String::new();
+        }
+        format!(
+            ", prompts tokenised one after another ({:.1} us a token)",
+            t * 1e6
         )
     }
 
