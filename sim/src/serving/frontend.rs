@@ -9,11 +9,12 @@
 //! the loop the streaming takes (processor sharing: work `a` at load `rho` takes
 //! `a / (1 - rho)`). The load is the chunks the steps just finished stream, over the
 //! API servers (`serving.api_servers` per instance of the entry pool: vLLM's
-//! `--api-server-count`). Requests pass in the order they were sent, and one thread
-//! tokenises them in turn (`serving.frontend_token_s` a prompt token): a request passes
-//! no sooner than its own tokenisation after the one before it, so requests sent
-//! together reach the engine one after another (the first of a burst alone, where the
-//! engine starts a step as soon as one arrives).
+//! `--api-server-count`). Requests pass in the order they were sent, and each API
+//! server's one thread tokenises them in turn (`serving.frontend_token_s` a prompt
+//! token, over the API servers): a request passes no sooner than its own tokenisation
+//! after the one before it, so requests sent together reach the engine one after
+//! another (the first of a burst alone, where the engine starts a step as soon as one
+//! arrives).
 //!
 //! Why: at high concurrency vLLM's single API server becomes the bottleneck
 //! (`--api-server-count`, vLLM PR #17546, scales it out for that reason), and a
@@ -35,9 +36,10 @@ pub(crate) struct FrontEnd {
     /// API-server seconds per streamed chunk, over the API servers the streams spread
     /// on (`serving.frontend_chunk_s / (serving.api_servers x entry instances)`).
     pub chunk_s_per_server: f64,
-    /// Tokenisation seconds per prompt token, requests in turn
-    /// (`serving.frontend_token_s`).
-    pub token_s: f64,
+    /// Tokenisation seconds per prompt token, requests in turn, over the API servers
+    /// that tokenise side by side (`serving.frontend_token_s / (serving.api_servers x
+    /// entry instances)`: a burst passes that many at a time).
+    pub token_s_per_server: f64,
     /// When the last request sent passed it (requests pass in order).
     last_ns: Nanos,
     /// The loads requests met, for the report: their sum, count and highest.
@@ -50,7 +52,11 @@ impl FrontEnd {
     pub fn new(work_s: f64, chunk_s: f64, servers: f64, token_s: f64) -> Self {
         FrontEnd {
             work_ns: super::clock::secs_to_ns(work_s),
-            token_s,
+            token_s_per_server: if servers > 0.0 {
+                token_s / servers
+            } else {
+                0.0
+            },
             chunk_s_per_server: if servers > 0.0 {
                 chunk_s / servers
             } else {
@@ -86,7 +92,7 @@ impl FrontEnd {
         self.load_max = self.load_max.max(load);
         let stretch = 1.0 / (1.0 - load.min(MAX_LOAD));
         let at = now + (self.work_ns as f64 * stretch).round() as Nanos;
-        let turn = super::clock::secs_to_ns(self.token_s * prompt_tokens as f64);
+        let turn = super::clock::secs_to_ns(self.token_s_per_server * prompt_tokens as f64);
         self.last_ns = at.max(self.last_ns + turn);
         self.last_ns
     }
@@ -151,11 +157,15 @@ mod tests {
     /// By hand: 2,000-token prompts at 1 us a token, 12 ms of work: three sent at once
     /// pass at 12, 14 and 16 ms (each its 2 ms of tokenisation after the one before);
     /// one sent 100 ms later passes 12 ms after it was sent, the tokenizer idle by then.
+    /// Two API servers tokenise side by side: 1 ms apart.
     #[test]
     fn requests_sent_together_pass_one_tokenisation_apart() {
         let mut fe = FrontEnd::new(12e-3, 0.0, 1.0, 1e-6);
         let passed: Vec<Nanos> = (0..3).map(|_| fe.passes_at(0, 0.0, 2_000)).collect();
         assert_eq!(passed, [12_000_000, 14_000_000, 16_000_000]);
         assert_eq!(fe.passes_at(100_000_000, 0.0, 2_000), 112_000_000);
+        let mut two = FrontEnd::new(12e-3, 0.0, 2.0, 1e-6);
+        let passed: Vec<Nanos> = (0..3).map(|_| two.passes_at(0, 0.0, 2_000)).collect();
+        assert_eq!(passed, [12_000_000, 13_000_000, 14_000_000]);
     }
 }
