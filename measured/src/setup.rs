@@ -220,11 +220,7 @@ fn pricing(
     let kernel = rec.engine.settings.moe_kernel;
     let deployed = kernel.or(scenario::usual_moe_kernel(Some(own), hw, model));
     // The line also says a linear-attention model's host time: its own model then too.
-    let linear = model
-        .expand_layers()
-        .iter()
-        .any(|l| l.attention == spec::model::AttentionKind::Linear);
-    let of_model = if deployed.is_some() || linear {
+    let of_model = if deployed.is_some() || model.linear_attention_layers() > 0 {
         format!("{:?}", rec.model)
     } else {
         String::new()

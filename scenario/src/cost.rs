@@ -126,11 +126,7 @@ pub fn apply_moe_kernel(
     kernel: Option<spec::kernel::MoeKernel>,
 ) {
     params.launch.graph_tokens = graph_tokens_of(engine);
-    let linear = model
-        .expand_layers()
-        .iter()
-        .filter(|l| l.attention == spec::model::AttentionKind::Linear)
-        .count();
+    let linear = model.linear_attention_layers();
     if linear > 0 && params.launch.linear_attn_s > 0.0 {
         params.source = format!(
             "{}; linear attention: the host's time, {:.2} ms a layer ({linear} layers), adds to steps launched from the host (launch.linear_attn_s)",

@@ -471,6 +471,14 @@ impl Model {
             .fold(0u32, |a, g| a.saturating_add(g.count))
     }
 
+    /// Layers whose token mixer is linear attention (gated DeltaNet), from the groups.
+    pub fn linear_attention_layers(&self) -> u32 {
+        self.layers
+            .iter()
+            .filter(|g| g.attention == AttentionKind::Linear)
+            .fold(0u32, |a, g| a.saturating_add(g.count))
+    }
+
     /// The schedule expanded layer by layer.
     pub fn expand_layers(&self) -> Vec<Layer> {
         let mut out = Vec::with_capacity(self.layer_count() as usize);

@@ -528,10 +528,7 @@ impl Compiled {
         Compiled {
             layers: expanded.len() as f64,
             moe_layers: expanded.iter().filter(|l| l.ffn == FfnKind::Moe).count() as f64,
-            linear_layers: expanded
-                .iter()
-                .filter(|l| l.attention == AttentionKind::Linear)
-                .count() as f64,
+            linear_layers: model.linear_attention_layers() as f64,
             dense_ffn_layers: parts.dense_ffns.layers,
             classes: Vec::new(),
             types: Vec::new(),
