@@ -247,10 +247,13 @@ fn an_sglang_result_runs_under_sglangs_scheduler_with_its_servers_own_arguments(
         for want in [
             "chunked_prefill_size 8192",
             "SGLang 0.5.9",
-            "SGLang's scheduler",
+            "priced as engine sglang@0.5.9",
         ] {
             assert!(notes.contains(want), "{file}: {want}: {notes}");
         }
+        // The scenario's engine is vLLM: the file is priced with SGLang's shipped terms.
+        let cost = v["cost_model"].as_str().unwrap();
+        assert!(cost.contains("runs of sglang on hopper"), "{file}: {cost}");
         assert_eq!(v["predicted"]["completed"], 100, "{file}");
     }
 }

@@ -327,8 +327,9 @@ pub fn run_bench(a: &BenchValidateArgs) -> Result<()> {
         }
         Err(e) => return Err(e.into()),
     };
-    let mut r = resolve_for(&bench, a)?;
+    let (mut r, priced_as) = resolve_for(&bench, a)?;
     let mut notes = bench.notes();
+    notes.extend(priced_as);
     notes.extend(model_check(&bench, &r, a, &origin)?);
     let (held, more) = held_after(&bench, &a.after).with_context(|| origin.clone())?;
     notes.extend(more);
@@ -534,7 +535,10 @@ pub(super) fn read_maybe_gzip(path: &Path) -> Result<String> {
 /// The scenario resolved for a result file. An SGLang client's file ran an SGLang
 /// server (`server_settings` sets its scheduler), so the shipped runs terms of another
 /// engine the scenario names (whose tables still price the kernels) are left out.
-fn resolve_for(bench: &live::bench::Bench, a: &BenchValidateArgs) -> Result<scenario::Resolved> {
+fn resolve_for(
+    bench: &live::bench::Bench,
+    a: &BenchValidateArgs,
+) -> Result<(scenario::Resolved, Option<String>)> {
     use sim::serving::workload::bench::Client;
     let mut req = scenario::RunRequest::of(&a.scenario, &a.set)?;
     req.pricing = a.pricing.pricing();
@@ -545,11 +549,24 @@ fn resolve_for(bench: &live::bench::Bench, a: &BenchValidateArgs) -> Result<scen
         .map(sim::cost::host::engine_key)
         .as_deref()
         == Some("sglang");
-    if bench.client == Client::Sglang && !sglang && a.pricing.profile.is_none() {
-        req.pricing.physics_only = true;
-        return scenario::resolve(&req);
+    if bench.client != Client::Sglang || sglang || a.pricing.profile.is_some() {
+        return Ok((r, None));
     }
-    Ok(r)
+    if a.pricing.engine.is_some() {
+        // The user named another engine: its fitted terms do not describe this server.
+        req.pricing.physics_only = true;
+        return Ok((scenario::resolve(&req)?, None));
+    }
+    // An SGLang server ran the file: SGLang's host terms and the terms fitted to its
+    // runs price it, as `validate runs` prices SGLang's records.
+    let version = bench.server.as_ref().and_then(|s| s.version.clone());
+    let name = version.map_or_else(|| "sglang".to_string(), |v| format!("sglang@{v}"));
+    req.pricing.engine = Some(name.clone());
+    let note = format!(
+        "the file is SGLang's bench_serving's: priced as engine {name} (its host terms and the terms fitted to its runs), not the scenario's engine ({})",
+        engine.as_deref().unwrap_or("twin")
+    );
+    Ok((scenario::resolve(&req)?, Some(note)))
 }
 
 /// What the result file says of its server, applied to the scenario's mixed pool: an
