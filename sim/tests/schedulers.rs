@@ -20,6 +20,7 @@ fn mixed(choice: SchedulerChoice, async_scheduling: Option<bool>) -> ServingScen
     sc.serving.scheduler = choice;
     sc.serving.async_scheduling = async_scheduling;
     sc.serving.frontend_s = Some(0.0);
+    sc.serving.frontend_token_s = Some(0.0);
     sc
 }
 
@@ -246,6 +247,17 @@ fn requests_sent_together_reach_the_engine_one_tokenisation_apart() {
     let wl = bench(&[[200, 8]; 4], None);
     let s = schedule(&p, &wl, &[], 3);
     assert_eq!(s, vec![(200, 1, 0), (0, 0, 1), (600, 3, 1)]);
+    // Without the intake work the tokenisation still holds them apart (0.2, 0.4, 0.6
+    // and 0.8 ms), and the scheduler's line says so.
+    p.serving.frontend_s = Some(0.0);
+    assert_eq!(schedule(&p, &wl, &[], 3), s);
+    assert!(
+        p.scheduler_line()
+            .ends_with("; front end: prompts tokenised one after another (1.0 us a token)"),
+        "{}",
+        p.scheduler_line()
+    );
+    p.serving.frontend_s = Some(0.003);
     p.serving.frontend_token_s = Some(0.0);
     let s = schedule(&p, &wl, &[], 1);
     assert_eq!(s, vec![(800, 4, 0)]);
@@ -353,6 +365,7 @@ fn the_front_end_delays_each_request_into_the_engine_and_into_its_ttft() {
     // over at 3 x 25.101 = 75.303 ms.
     let mut sc = mixed(SchedulerChoice::Vllm, Some(false));
     sc.serving.frontend_s = Some(0.005);
+    sc.serving.frontend_token_s = None; // the engine's
     let wl = bench(&[[100, 2]; 3], Some(1));
     let (r, steps) = run_recorded(&sc, &wl, &model(0.0, None), &cost(), &[]);
     assert_eq!(r.requests_completed, 3);
@@ -405,6 +418,7 @@ fn the_front_end_stretches_with_the_streams_its_api_server_sends() {
     // TTFT 15.1, 20.099 and 20.099 ms.
     let mut sc = mixed(SchedulerChoice::Vllm, Some(false));
     sc.serving.frontend_s = Some(0.005);
+    sc.serving.frontend_token_s = None; // the engine's
     sc.serving.frontend_chunk_s = Some(0.005);
     let wl = bench(&[[100, 2]; 3], Some(1));
     let (r, steps) = run_recorded(&sc, &wl, &model(0.0, None), &cost(), &[]);

@@ -456,7 +456,7 @@ impl<'a> Rack<'a> {
         let nr = self.driver.on_event(self.now, w, &mut self.wl_out);
         self.flush_workload();
         if let Some(nr) = nr {
-            if self.frontend.work_ns > 0 {
+            if self.frontend.work_ns > 0 || self.frontend.token_s_per_server > 0.0 {
                 // The streams' rate is read only where they cost the API server time.
                 let load = if self.frontend.chunk_s_per_server > 0.0 {
                     self.frontend.load(self.pools.stream_rate(self.now))

@@ -346,6 +346,9 @@ impl ServingScenario {
                     self.chunk_words(),
                     self.token_words()
                 )
+            } else if self.frontend_token_s() > 0.0 {
+                // No intake work, but the prompts still wait for their tokenisation.
+                format!("; front end: {}", &self.token_words()[2..])
             } else {
                 String::new()
             }
