@@ -259,6 +259,68 @@ fn an_sglang_result_runs_under_sglangs_scheduler_with_its_servers_own_arguments(
 }
 
 #[test]
+fn an_sglang_summary_runs_as_sglang_with_its_servers_budget() {
+    // The public 1,024-token SGLang run without its per-request lists (as
+    // `bench_serving` writes it without --output-details), under a vLLM scenario: the
+    // summary path prices it as the SGLang version its server_info names, under
+    // SGLang's scheduler, with the server's budget.
+    use std::io::Read;
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(
+        std::fs::File::open(
+            repo().join("tests/fixtures/bench/sglang-llama31-70b-h100-tp8-in1024-c100.jsonl.gz"),
+        )
+        .unwrap(),
+    )
+    .read_to_string(&mut text)
+    .unwrap();
+    // Python's JSON writes the infinite request rate as `Infinity`, which serde_json
+    // does not read: held as a string while the lists are taken out.
+    let first = text
+        .lines()
+        .next()
+        .unwrap()
+        .replace(": Infinity", ": \"inf\"");
+    let mut line: serde_json::Value = serde_json::from_str(&first).unwrap();
+    for k in [
+        "ttfts",
+        "itls",
+        "input_lens",
+        "output_lens",
+        "generated_texts",
+        "errors",
+    ] {
+        line.as_object_mut().unwrap().remove(k);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let summary = line.to_string().replace(":\"inf\"", ":Infinity");
+    let file = write(dir.path(), "summary.jsonl", &summary);
+    let run = |extra: &[&str]| {
+        let mut args = vec!["validate", "bench", file.to_str().unwrap()];
+        args.extend(["--scenario", "h100-llama-3.1-70b-tp8", "--json"]);
+        args.extend(extra);
+        let o = twin(&args);
+        assert!(o.status.success(), "{}", err(&o));
+        json(&o)
+    };
+    let v = run(&[]);
+    assert_eq!(v["summary_only"], true);
+    let notes = v["notes"].to_string();
+    for want in [
+        "priced as engine sglang@0.5.9",
+        "a budget of 8192 tokens a step",
+    ] {
+        assert!(notes.contains(want), "{want}: {notes}");
+    }
+    let cost = v["cost_model"].as_str().unwrap();
+    assert!(cost.contains("runs of sglang on hopper"), "{cost}");
+    // Named by the user, another engine prices it by physics alone.
+    let v = run(&["--engine", "vllm"]);
+    let cost = v["cost_model"].as_str().unwrap();
+    assert!(!cost.contains("measured runs"), "{cost}");
+}
+
+#[test]
 fn after_earlier_runs_of_the_same_server_their_shared_prefixes_are_held() {
     // The SGLang sweep ran on one server process (the same server_info.random_seed)
     // without flushing its radix cache: the 4096-token run's prompts begin with the

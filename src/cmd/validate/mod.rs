@@ -8,6 +8,7 @@
 //! evaluates the rows and fits the parameters; here its rows' command lines are parsed
 //! by the commands' own flags ([`Flags`]), and the outcomes printed.
 
+mod bench_server;
 mod bench_steps;
 pub mod corpus;
 pub mod runs;

@@ -327,7 +327,9 @@ pub fn run_bench(a: &BenchValidateArgs) -> Result<()> {
         }
         Err(e) => return Err(e.into()),
     };
-    let (mut r, priced_as) = resolve_for(&bench, a)?;
+    let sglang = (bench.client == sim::serving::workload::bench::Client::Sglang)
+        .then(|| bench.server.as_ref().and_then(|s| s.version.clone()));
+    let (mut r, priced_as) = super::bench_server::resolve_priced(a, sglang)?;
     let mut notes = bench.notes();
     notes.extend(priced_as);
     notes.extend(model_check(&bench, &r, a, &origin)?);
@@ -336,7 +338,7 @@ pub fn run_bench(a: &BenchValidateArgs) -> Result<()> {
     let (workload, more) = bench.workload(held, r.model.prompt_special_tokens);
     notes.extend(more);
     r.change(|sc, wl| {
-        server_settings(&bench, sc, &mut notes);
+        super::bench_server::server_settings(&bench, sc, &mut notes);
         *wl = workload;
         // Every request counts, and the run ends with the last (bounded at the limit).
         sc.warmup_s = 0.0;
@@ -532,88 +534,6 @@ pub(super) fn read_maybe_gzip(path: &Path) -> Result<String> {
     }
 }
 
-/// The scenario resolved for a result file. An SGLang client's file ran an SGLang
-/// server (`server_settings` sets its scheduler), so the shipped runs terms of another
-/// engine the scenario names (whose tables still price the kernels) are left out.
-fn resolve_for(
-    bench: &live::bench::Bench,
-    a: &BenchValidateArgs,
-) -> Result<(scenario::Resolved, Option<String>)> {
-    use sim::serving::workload::bench::Client;
-    let mut req = scenario::RunRequest::of(&a.scenario, &a.set)?;
-    req.pricing = a.pricing.pricing();
-    let r = scenario::resolve(&req)?;
-    let engine = a.pricing.engine.clone().or(r.scenario().engine.clone());
-    let sglang = engine
-        .as_deref()
-        .map(sim::cost::host::engine_key)
-        .as_deref()
-        == Some("sglang");
-    if bench.client != Client::Sglang || sglang || a.pricing.profile.is_some() {
-        return Ok((r, None));
-    }
-    if a.pricing.engine.is_some() {
-        // The user named another engine: its fitted terms do not describe this server.
-        req.pricing.physics_only = true;
-        return Ok((scenario::resolve(&req)?, None));
-    }
-    // An SGLang server ran the file: SGLang's host terms and the terms fitted to its
-    // runs price it, as `validate runs` prices SGLang's records.
-    let version = bench.server.as_ref().and_then(|s| s.version.clone());
-    let name = version.map_or_else(|| "sglang".to_string(), |v| format!("sglang@{v}"));
-    req.pricing.engine = Some(name.clone());
-    let note = format!(
-        "the file is SGLang's bench_serving's: priced as engine {name} (its host terms and the terms fitted to its runs), not the scenario's engine ({})",
-        engine.as_deref().unwrap_or("twin")
-    );
-    Ok((scenario::resolve(&req)?, Some(note)))
-}
-
-/// What the result file says of its server, applied to the scenario's mixed pool: an
-/// SGLang client's file ran an SGLang server (its scheduler), and SGLang records its
-/// server's arguments (`server_info`): the token budget, the running cap, the overlap
-/// scheduler. Each change is a note.
-fn server_settings(
-    bench: &live::bench::Bench,
-    sc: &mut sim::serving::ServingScenario,
-    notes: &mut Vec<String>,
-) {
-    use sim::serving::scheduler::{Scheduler, SchedulerChoice};
-    use sim::serving::workload::bench::Client;
-    if bench.client != Client::Sglang || sc.serving.mode != sim::serving::Mode::Aggregated {
-        return;
-    }
-    if sc.scheduler() != Scheduler::Sglang {
-        sc.serving.scheduler = SchedulerChoice::Sglang;
-        notes.push("the file is SGLang's bench_serving's: SGLang's scheduler forms the steps (serving.scheduler = sglang)".into());
-    }
-    let Some(si) = &bench.server else { return };
-    let pool = &mut sc.serving.decode;
-    let dp = si.dp_size.unwrap_or(1).max(1);
-    if let Some(c) = si.chunked_prefill_size.filter(|&c| c > 0 && dp == 1) {
-        pool.chunk_tokens_per_rank = c.min(u32::MAX as u64) as u32;
-        notes.push(format!(
-            "server_info: chunked_prefill_size {c} (serving.decode.chunk_tokens_per_rank)"
-        ));
-    }
-    if let Some(m) = si.max_running_requests.filter(|&m| m > 0) {
-        pool.max_batch_per_rank = m.min(u32::MAX as u64) as u32;
-        notes.push(format!(
-            "server_info: max_running_requests {m} (serving.decode.max_batch_per_rank)"
-        ));
-    }
-    if let Some(off) = si.disable_overlap_schedule {
-        sc.serving.async_scheduling = Some(!off);
-    }
-    if si.enable_mixed_chunk == Some(true) {
-        sc.serving.mixed_chunk = Some(true);
-        notes.push("server_info: enable_mixed_chunk on (serving.mixed_chunk)".into());
-    }
-    if let Some(v) = &si.version {
-        notes.push(format!("server_info: SGLang {v}"));
-    }
-}
-
 /// `validate bench` of a summary-only result (the common public form): what the file
 /// holds (throughputs; TTFT, TPOT, ITL and E2E at the statistics it lists) against a
 /// simulation of the client's run with the file's mean lengths; said what cannot be
@@ -625,13 +545,15 @@ fn run_bench_summary(a: &BenchValidateArgs, text: &str, origin: &str) -> Result<
         bail!("{origin}: {} runs in the file; validate bench compares one (split the file, or `twin runs import` it and `twin validate runs`)", runs.len());
     }
     let run = &runs[0];
-    let mut req = scenario::RunRequest::of(&a.scenario, &a.set)?;
-    req.pricing = a.pricing.pricing();
-    let mut r = scenario::resolve(&req)?;
+    let sglang =
+        (run.format == corpus::clients::Format::SglangBench).then(|| run.hints.version.clone());
+    let (mut r, priced_as) = super::bench_server::resolve_priced(a, sglang)?;
+    let mut notes: Vec<String> = run.notes.iter().cloned().chain(priced_as).collect();
     let mut client = measured::setup::client_of(&run.client, origin, r.seed)
         .map_err(|e| anyhow!("{origin}: {e}"))?;
     client.special_tokens = r.model.prompt_special_tokens;
     r.change(|sc, wl| {
+        super::bench_server::summary_settings(&run.hints, sc, &mut notes);
         *wl = sim::serving::WorkloadConfig::bench_run("bench (summary)", client);
         sc.warmup_s = 0.0;
         sc.duration_s = sc.limits.max_duration_s;
@@ -648,7 +570,7 @@ fn run_bench_summary(a: &BenchValidateArgs, text: &str, origin: &str) -> Result<
     if a.json {
         let v = serde_json::json!({
             "bench": origin, "scenario": setup.resolved.scenario_origin, "summary_only": true,
-            "rows": rows, "notes": run.notes, "not_compared": missing,
+            "rows": rows, "notes": notes, "not_compared": missing,
             "cost_model": setup.resolved.params.source,
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
@@ -674,47 +596,9 @@ fn run_bench_summary(a: &BenchValidateArgs, text: &str, origin: &str) -> Result<
             100.0 * c.error()
         );
     }
-    for n in &run.notes {
+    for n in &notes {
         println!("note: {n}");
     }
     println!("not compared: {missing}");
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::server_settings;
-    use std::io::Read;
-
-    /// An SGLang result file whose server ran `--enable-mixed-chunk` runs its decodes
-    /// beside its prefills (`serving.mixed_chunk`), said in a note; one without keeps
-    /// the scenario's.
-    #[test]
-    fn an_sglang_files_mixed_chunk_is_taken() {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-        let mut text = String::new();
-        flate2::read::GzDecoder::new(
-            std::fs::File::open(
-                root.join("tests/fixtures/bench/sglang-llama31-70b-h100-tp8-in1024-c100.jsonl.gz"),
-            )
-            .unwrap(),
-        )
-        .read_to_string(&mut text)
-        .unwrap();
-        let scenario =
-            std::fs::read_to_string(root.join("scenarios/h100-llama-3.1-70b-tp8.toml")).unwrap();
-        for (on, want) in [(false, None), (true, Some(true))] {
-            let file = text.replace(
-                "\"enable_mixed_chunk\": false",
-                &format!("\"enable_mixed_chunk\": {on}"),
-            );
-            let bench = live::bench::Bench::parse(&file, "fixture").unwrap();
-            let mut sc: sim::serving::ServingScenario = toml::from_str(&scenario).unwrap();
-            let mut notes = Vec::new();
-            server_settings(&bench, &mut sc, &mut notes);
-            assert_eq!(sc.serving.mixed_chunk, want, "{notes:?}");
-            let said = notes.iter().any(|n| n.contains("enable_mixed_chunk"));
-            assert_eq!(said, on, "{notes:?}");
-        }
-    }
 }
