@@ -321,6 +321,69 @@ fn an_sglang_summary_runs_as_sglang_with_its_servers_budget() {
 }
 
 #[test]
+fn a_files_speculative_counters_set_the_drafts_or_refuse_a_model_without_mtp() {
+    // vLLM's spec-decode counters: 200 tokens drafted in 100 steps, 150 accepted: 2
+    // drafts a step, 1.5 accepted a step. The small CPU MoE has MTP layers: priced
+    // with 2 drafts, said in a note, and its steps yield more than one token (a lower
+    // TPOT than without the counters). Llama-3.1-70B has none: refused, saying why.
+    let add = |path: &std::path::Path, counters: bool| -> serde_json::Value {
+        let text = if path.extension().is_some_and(|e| e == "gz") {
+            use std::io::Read;
+            let mut t = String::new();
+            flate2::read::GzDecoder::new(std::fs::File::open(path).unwrap())
+                .read_to_string(&mut t)
+                .unwrap();
+            t
+        } else {
+            std::fs::read_to_string(path).unwrap()
+        };
+        let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        if counters {
+            let o = v.as_object_mut().unwrap();
+            o.insert("spec_decode_num_drafts".into(), 100.into());
+            o.insert("spec_decode_draft_tokens".into(), 200.into());
+            o.insert("spec_decode_accepted_tokens".into(), 150.into());
+        }
+        v
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let small = repo().join("tests/fixtures/vllm-bench-small.json");
+    let tpot = |counters: bool| {
+        let f = write(dir.path(), "small.json", &add(&small, counters).to_string());
+        let o = twin(&[
+            "validate",
+            "bench",
+            f.to_str().unwrap(),
+            "--scenario",
+            "cpu-live-poisson",
+            "--json",
+        ]);
+        assert!(o.status.success(), "{}", err(&o));
+        let v = json(&o);
+        let said = v["notes"].to_string().contains("2 drafts a step");
+        assert_eq!(said, counters, "{}", v["notes"]);
+        v["predicted"]["tpot_ms"]["mean"].as_f64().unwrap()
+    };
+    assert!(tpot(true) < tpot(false));
+    let llama = repo().join("tests/fixtures/bench/llama31-70b-h100-tp8-c10.json.gz");
+    let f = write(dir.path(), "llama.json", &add(&llama, true).to_string());
+    refused(
+        &[
+            "validate",
+            "bench",
+            f.to_str().unwrap(),
+            "--scenario",
+            "h100-llama-3.1-70b-tp8",
+        ],
+        &[
+            "decoded speculatively (2 drafts a step)",
+            "MTP layers",
+            "llama-3.1-70b",
+        ],
+    );
+}
+
+#[test]
 fn after_earlier_runs_of_the_same_server_their_shared_prefixes_are_held() {
     // The SGLang sweep ran on one server process (the same server_info.random_seed)
     // without flushing its radix cache: the 4096-token run's prompts begin with the

@@ -107,7 +107,7 @@ pub fn setup(
 /// step, each accepted at `sp`'s rate; what it set, for the pricing line. A record that
 /// gives no rate is not priced: a speculative step's output hangs on it, and it is the
 /// workload's as much as the model's (a benchmark's random prompts are not a chat's).
-fn speculative(
+pub fn speculative(
     sc: &mut ServingScenario,
     sp: corpus::Speculative,
     model: &spec::model::Model,

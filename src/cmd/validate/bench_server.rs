@@ -44,6 +44,33 @@ pub(super) fn resolve_priced(
     Ok((scenario::resolve(&req)?, Some(note)))
 }
 
+/// The speculative decoding a result file's server counted (vLLM's `spec_decode_*`
+/// counters, SGLang's `server_info` and acceptance), set on the scenario of `r`: its
+/// drafts a step, each accepted at the file's rate, priced with the model's MTP layers,
+/// and a note. A file that states none keeps the scenario's; one twin cannot price
+/// (no acceptance rate, a model without MTP layers) is refused, saying why.
+pub(super) fn speculative(
+    sp: Option<corpus::Speculative>,
+    r: &mut scenario::Resolved,
+    origin: &str,
+) -> Result<Option<String>> {
+    let Some(sp) = sp else { return Ok(None) };
+    let model = r.model.clone();
+    let mut set = Ok(String::new());
+    r.change(|sc, _| set = measured::setup::speculative(sc, sp, &model))?;
+    set.map_err(|e| {
+        anyhow::anyhow!(
+            "{origin}: the file's server decoded speculatively ({} drafts a step), which twin prices with the model's MTP layers only: {e}",
+            sp.draft_tokens
+        )
+    })?;
+    Ok(Some(format!(
+        "the file's server decoded speculatively: {} drafts a step, each accepted at {:.3} (its counters), priced with the model's MTP layers (serving.mtp)",
+        sp.draft_tokens,
+        sp.acceptance.unwrap_or(0.0)
+    )))
+}
+
 /// What a summary file's server states (`corpus::clients::Hints`: SGLang's
 /// `server_info`), applied to the scenario's mixed pool as `server_settings` applies a
 /// per-request file's: the token budget (one data-parallel replica), the running cap,

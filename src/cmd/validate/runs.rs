@@ -344,6 +344,11 @@ pub fn run_bench(a: &BenchValidateArgs) -> Result<()> {
         sc.warmup_s = 0.0;
         sc.duration_s = sc.limits.max_duration_s;
     })?;
+    let counted = corpus::clients::read(&text, &origin)
+        .ok()
+        .and_then(|runs| runs.into_iter().next())
+        .and_then(|run| run.hints.settings.speculative);
+    notes.extend(super::bench_server::speculative(counted, &mut r, &origin)?);
     if let Some(other) = &a.front_end_from {
         notes.push(super::bench_steps::front_end_from(other, &mut r)?);
     }
@@ -558,6 +563,11 @@ fn run_bench_summary(a: &BenchValidateArgs, text: &str, origin: &str) -> Result<
         sc.warmup_s = 0.0;
         sc.duration_s = sc.limits.max_duration_s;
     })?;
+    notes.extend(super::bench_server::speculative(
+        run.hints.settings.speculative,
+        &mut r,
+        origin,
+    )?);
     let setup = measured::setup::Setup {
         pricing: r.params.source.clone(),
         resolved: r,
