@@ -166,6 +166,15 @@ fn lengths(
             o.number(k, &mut Vec::new())
                 .map_or("?".into(), |x| x.to_string())
         };
+        if let Some((di, du)) = random_lengths(o, (inp, out, completed)) {
+            notes.push(format!(
+                "lengths: no per-request lists (run without --output-details): drawn from the run's dataset ({dataset}: input uniform on [{}, {}], output on [{}, {}], bench_serving's random lengths), whose means agree with the file's ({} input and {} output tokens, total / completed)",
+                bounds(&di).0, bounds(&di).1, bounds(&du).0, bounds(&du).1,
+                i.mean(),
+                u.mean()
+            ));
+            return (Some(di), Some(du));
+        }
         dataset = format!(
             "{dataset}, random_input_len {}, random_output_len {}, random_range_ratio {}",
             n("random_input_len"),
@@ -179,6 +188,55 @@ fn lengths(
         u.mean()
     ));
     (Some(i), Some(u))
+}
+
+/// The lengths `bench_serving`'s random dataset draws, from the arguments the file
+/// states: input uniform on `[max(floor(L r), 1), L]`, output on `[floor(O r), O]`
+/// (`sglang/benchmark/datasets/random.py`; twin sends at least one output token);
+/// `None` without them, or where the file's mean lengths (`totals`: input, output and
+/// completed) lie more than three standard errors from what they give (another
+/// dataset's lengths, or a cut run).
+fn random_lengths(o: &Obj, totals: (u64, u64, u64)) -> Option<(Lengths, Lengths)> {
+    let q = &mut Vec::new();
+    let whole = |k: &str, q: &mut Vec<String>| {
+        o.number(k, q)
+            .filter(|x| *x >= 1.0 && x.fract() == 0.0 && *x <= f64::from(u32::MAX))
+    };
+    let (l, ol) = (
+        whole("random_input_len", q)?,
+        whole("random_output_len", q)?,
+    );
+    let r = o
+        .number("random_range_ratio", q)
+        .filter(|r| (0.0..=1.0).contains(r))?;
+    let uniform = |lo: f64, hi: f64| {
+        let (lo, hi) = (lo.max(1.0) as u32, hi as u32);
+        if lo == hi {
+            Lengths::Fixed { tokens: hi }
+        } else {
+            Lengths::Uniform { low: lo, high: hi }
+        }
+    };
+    let (di, du) = (uniform((l * r).floor(), l), uniform((ol * r).floor(), ol));
+    let (inp, out, n) = totals;
+    let agrees = |d: &Lengths, total: u64| {
+        let (lo, hi) = bounds(d);
+        let sd = (f64::from(hi - lo) + 1.0) / 12f64.sqrt();
+        let mean = total as f64 / n as f64;
+        (mean - d.mean()).abs() <= 3.0 * sd / (n as f64).sqrt() + 1.0
+    };
+    (agrees(&di, inp) && agrees(&du, out)).then_some((di, du))
+}
+
+/// The least and most tokens of fixed or uniform lengths.
+fn bounds(d: &Lengths) -> (u32, u32) {
+    match d {
+        Lengths::Uniform { low, high } => (*low, *high),
+        other => {
+            let m = other.mean() as u32;
+            (m, m)
+        }
+    }
 }
 
 /// The speculative decoding the server ran (`server_info.speculative_algorithm`),

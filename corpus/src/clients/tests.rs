@@ -136,6 +136,41 @@ fn every_bad_line_of_an_sglang_file_is_named() {
     );
 }
 
+/// An SGLang summary of the random dataset draws its lengths as `bench_serving` does
+/// (input uniform on [max(floor(L r), 1), L], output on [floor(O r), O], at least 1),
+/// where the file's mean lengths agree; otherwise every request is the mean. Means of
+/// 100 requests: 505 input (512.5 expected, standard error 29.6) and 61 output (64.5,
+/// 3.7); 300 input tokens a request is 7 standard errors off.
+#[test]
+fn an_sglang_random_summary_draws_the_datasets_lengths() {
+    let line = |input_total: u64| {
+        format!(
+            r#"{{"backend": "sglang", "dataset_name": "random", "random_input_len": 1024, "random_output_len": 128, "random_range_ratio": 0.0, "request_rate": Infinity, "max_concurrency": 100, "completed": 100, "total_input_tokens": {input_total}, "total_output_tokens": 6100, "mean_e2e_latency_ms": 10.0}}"#
+        )
+    };
+    let runs = read(&line(50_500), "f").unwrap();
+    assert_eq!(
+        runs[0].client.input,
+        Lengths::Uniform { low: 1, high: 1024 }
+    );
+    assert_eq!(
+        runs[0].client.output,
+        Lengths::Uniform { low: 1, high: 128 }
+    );
+    assert!(runs[0]
+        .notes
+        .iter()
+        .any(|n| n.contains("drawn from the run's dataset")));
+    let runs = read(&line(30_000), "f").unwrap();
+    assert_eq!(runs[0].client.input, Lengths::Fixed { tokens: 300 });
+    assert_eq!(runs[0].client.output, Lengths::Fixed { tokens: 61 });
+    // A range ratio of 1: every request its length.
+    let fixed = line(102_400).replace("\"random_range_ratio\": 0.0", "\"random_range_ratio\": 1.0");
+    let runs = read(&fixed.replace("6100", "12800"), "f").unwrap();
+    assert_eq!(runs[0].client.input, Lengths::Fixed { tokens: 1024 });
+    assert_eq!(runs[0].client.output, Lengths::Fixed { tokens: 128 });
+}
+
 /// aiperf's units are checked; a block of an unknown unit and a missing config are
 /// named; forcing a format reads a file as that format.
 #[test]
