@@ -314,10 +314,18 @@ fn an_sglang_summary_runs_as_sglang_with_its_servers_budget() {
     }
     let cost = v["cost_model"].as_str().unwrap();
     assert!(cost.contains("runs of sglang on hopper"), "{cost}");
-    // Named by the user, another engine prices it by physics alone.
+    // Named by the user, another engine prices it by physics alone, still under
+    // SGLang's scheduler.
     let v = run(&["--engine", "vllm"]);
     let cost = v["cost_model"].as_str().unwrap();
     assert!(!cost.contains("measured runs"), "{cost}");
+    assert!(
+        v["notes"]
+            .to_string()
+            .contains("SGLang's scheduler forms the steps"),
+        "{}",
+        v["notes"]
+    );
 }
 
 #[test]

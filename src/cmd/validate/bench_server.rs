@@ -73,15 +73,21 @@ pub(super) fn speculative(
 
 /// What a summary file's server states (`corpus::clients::Hints`: SGLang's
 /// `server_info`), applied to the scenario's mixed pool as `server_settings` applies a
-/// per-request file's: the token budget (one data-parallel replica), the running cap,
-/// the mixed chunk, the receive interval. Each change is a note.
+/// per-request file's: SGLang's scheduler, the token budget (one data-parallel
+/// replica), the running cap, the mixed chunk, the receive interval. Each change is a
+/// note.
 pub(super) fn summary_settings(
     hints: &corpus::clients::Hints,
     sc: &mut sim::serving::ServingScenario,
     notes: &mut Vec<String>,
 ) {
+    use sim::serving::scheduler::{Scheduler, SchedulerChoice};
     if sc.serving.mode != sim::serving::Mode::Aggregated {
         return;
+    }
+    if hints.engine == Some(corpus::EngineName::Sglang) && sc.scheduler() != Scheduler::Sglang {
+        sc.serving.scheduler = SchedulerChoice::Sglang;
+        notes.push("the file is SGLang's bench_serving's: SGLang's scheduler forms the steps (serving.scheduler = sglang)".into());
     }
     let s = &hints.settings;
     let replicas = hints.workers.as_ref().and_then(|w| w.count).unwrap_or(1);

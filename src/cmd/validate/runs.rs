@@ -581,7 +581,7 @@ fn run_bench_summary(a: &BenchValidateArgs, text: &str, origin: &str) -> Result<
         let v = serde_json::json!({
             "bench": origin, "scenario": setup.resolved.scenario_origin, "summary_only": true,
             "rows": rows, "notes": notes, "not_compared": missing,
-            "cost_model": setup.resolved.params.source,
+            "cost_model": setup.resolved.params.source, "scheduler": scheduler,
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
