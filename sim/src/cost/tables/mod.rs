@@ -324,15 +324,25 @@ impl KernelTables {
         if g.groups != 1.0 {
             return None;
         }
-        let (fit, format) = self.gemm_fit_for(format)?;
-        let shape = Shape::Gemm {
+        let (fit, by) = self.gemm_fit_for(format)?;
+        let shape = |format| Shape::Gemm {
             kernel: String::new(),
             format,
             m: g.m,
             n: g.n,
             k: g.k,
         };
-        Some(fit.price(hw, &shape))
+        let priced = fit.price(hw, &shape(by));
+        // A per-tensor FP8 GEMM priced by the block-FP8 fit (its own rows quantise the
+        // activations at run time): the per-tensor rows bound it too, lower where m is
+        // large (the run-time quantisation a small share of the GEMM; block scaling
+        // slows the main loop). A static-scale GEMM does no more work than either.
+        if format == Format::Fp8 && by != Format::Fp8 {
+            if let Some(own) = self.gemm_fit(Format::Fp8) {
+                return Some(priced.min(own.price(hw, &shape(Format::Fp8))));
+            }
+        }
+        Some(priced)
     }
 
     /// An all-reduce of `bytes` over `gpus`, where the tables time one over as many.
@@ -548,6 +558,36 @@ mod tests {
             trt.price_gemm(&hw, Format::Fp8, &per_tensor).unwrap(),
             trt.price_gemm(&hw, Format::Fp8Block, &block).unwrap()
         );
+        // Where the per-tensor rows run the main loop faster (compute_eff 0.8 against
+        // the block rows' 0.7), a large GEMM takes their price, the lesser: 8192 x
+        // 8192 x 8192 at 0.8 of H200's FP8 rate is about 7/8 of the block price; a
+        // small one keeps the block price (no 12 us fixed cost).
+        let mut faster = fits();
+        faster[0].params.insert("compute_eff".into(), 0.8);
+        let trt = KernelTables::new(
+            "h200_sxm".into(),
+            "h200".into(),
+            "trtllm".into(),
+            "0".into(),
+            TableSource::default(),
+            Vec::new(),
+            faster,
+        );
+        assert_eq!(
+            trt.price_gemm(&hw, Format::Fp8, &per_tensor).unwrap(),
+            trt.price_gemm(&hw, Format::Fp8Block, &block).unwrap()
+        );
+        let big = |a_bytes, b_bytes| dense_gemm(&hw, [8192.0, 8192.0, 8192.0], a_bytes, b_bytes);
+        let (pt, bl) = (
+            trt.price_gemm(&hw, Format::Fp8, &big(1.0, 1.0)).unwrap(),
+            trt.price_gemm(
+                &hw,
+                Format::Fp8Block,
+                &big(1.0 + 4.0 / 128.0, 1.0 + 4.0 / (128.0 * 128.0)),
+            )
+            .unwrap(),
+        );
+        assert!(pt < 0.9 * bl && pt > 0.8 * bl, "{pt} {bl}");
         assert_eq!(
             trt.gemm_substitutes(),
             vec![(Format::Fp8, Format::Fp8Block)]
