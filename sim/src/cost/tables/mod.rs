@@ -514,85 +514,60 @@ mod tests {
         assert_eq!(t.gemm_substitutes(), vec![(Format::Fp8Block, Format::Fp8)]);
     }
 
+    /// Tables of `engine` on H200 with a per-tensor FP8 GEMM fit (12 us fixed, as
+    /// TensorRT-LLM's rows with their run-time quantisation; `compute_eff` of the
+    /// main loop) and a block-FP8 one (2 us fixed, 0.7).
+    fn fp8_tables(engine: &str, per_tensor_compute_eff: f64) -> KernelTables {
+        let params =
+            |eff: f64, fixed_s: f64| vec![eff, 0.8, fixed_s, 0.7, 0.0075, 200.0, 1.5, 1e-6];
+        let fit = |key: &str, p| Fit::new(Family::Gemm, key.into(), p, Grid::default());
+        KernelTables::new(
+            "h200_sxm".into(),
+            "h200".into(),
+            engine.into(),
+            "0".into(),
+            TableSource::default(),
+            Vec::new(),
+            vec![
+                fit("fp8, torch_flow", params(per_tensor_compute_eff, 12e-6)),
+                fit("fp8_block, torch_flow", params(0.7, 2e-6)),
+            ],
+        )
+    }
+
+    /// An FP8 GEMM of `mnk` on `hw`: per tensor, and in 128 x 128 blocks.
+    fn fp8_gemms(
+        hw: &Hardware,
+        mnk: [f64; 3],
+    ) -> (
+        crate::cost::kernels::gemm::Gemm,
+        crate::cost::kernels::gemm::Gemm,
+    ) {
+        (
+            dense_gemm(hw, mnk, 1.0, 1.0),
+            dense_gemm(hw, mnk, 1.0 + 4.0 / 128.0, 1.0 + 4.0 / (128.0 * 128.0)),
+        )
+    }
+
     #[test]
     fn issue_38_trtllm_per_tensor_fp8_gemms_price_by_the_block_fit() {
         // TensorRT-LLM's per-tensor FP8 rows carry a dynamic quantisation a served
         // checkpoint does not run (12 us fixed against the block rows' 2 us here, as
         // in the shipped tables): their GEMMs price by the block fit; a vLLM profile
         // with the same two fits keeps each format's own.
-        let params = |fixed_s: f64| vec![0.7, 0.8, fixed_s, 0.7, 0.0075, 200.0, 1.5, 1e-6];
-        let fits = || {
-            vec![
-                Fit::new(
-                    Family::Gemm,
-                    "fp8, torch_flow".into(),
-                    params(12e-6),
-                    Grid::default(),
-                ),
-                Fit::new(
-                    Family::Gemm,
-                    "fp8_block, torch_flow".into(),
-                    params(2e-6),
-                    Grid::default(),
-                ),
-            ]
-        };
-        let tables = |engine: &str| {
-            KernelTables::new(
-                "h200_sxm".into(),
-                "h200".into(),
-                engine.into(),
-                "0".into(),
-                TableSource::default(),
-                Vec::new(),
-                fits(),
-            )
-        };
         let hw: Hardware =
             toml::from_str(include_str!("../../../../scenarios/hardware/h200.toml")).unwrap();
-        let gemm = |a_bytes, b_bytes| dense_gemm(&hw, [4.0, 1280.0, 8192.0], a_bytes, b_bytes);
-        let block = gemm(1.0 + 4.0 / 128.0, 1.0 + 4.0 / (128.0 * 128.0));
-        let per_tensor = gemm(1.0, 1.0);
-        let trt = tables("trtllm");
+        let (per_tensor, block) = fp8_gemms(&hw, [4.0, 1280.0, 8192.0]);
+        let trt = fp8_tables("trtllm", 0.7);
         assert_eq!(
             trt.price_gemm(&hw, Format::Fp8, &per_tensor).unwrap(),
             trt.price_gemm(&hw, Format::Fp8Block, &block).unwrap()
         );
-        // Where the per-tensor rows run the main loop faster (compute_eff 0.8 against
-        // the block rows' 0.7), a large GEMM takes their price, the lesser: 8192 x
-        // 8192 x 8192 at 0.8 of H200's FP8 rate is about 7/8 of the block price; a
-        // small one keeps the block price (no 12 us fixed cost).
-        let mut faster = fits();
-        faster[0].params.insert("compute_eff".into(), 0.8);
-        let trt = KernelTables::new(
-            "h200_sxm".into(),
-            "h200".into(),
-            "trtllm".into(),
-            "0".into(),
-            TableSource::default(),
-            Vec::new(),
-            faster,
-        );
-        assert_eq!(
-            trt.price_gemm(&hw, Format::Fp8, &per_tensor).unwrap(),
-            trt.price_gemm(&hw, Format::Fp8Block, &block).unwrap()
-        );
-        let big = |a_bytes, b_bytes| dense_gemm(&hw, [8192.0, 8192.0, 8192.0], a_bytes, b_bytes);
-        let (pt, bl) = (
-            trt.price_gemm(&hw, Format::Fp8, &big(1.0, 1.0)).unwrap(),
-            trt.price_gemm(
-                &hw,
-                Format::Fp8Block,
-                &big(1.0 + 4.0 / 128.0, 1.0 + 4.0 / (128.0 * 128.0)),
-            )
-            .unwrap(),
-        );
-        assert!(pt < 0.9 * bl && pt > 0.8 * bl, "{pt} {bl}");
         assert_eq!(
             trt.gemm_substitutes(),
             vec![(Format::Fp8, Format::Fp8Block)]
         );
-        let vllm = tables("vllm");
+        let vllm = fp8_tables("vllm", 0.7);
         let (own, block_price) = (
             vllm.price_gemm(&hw, Format::Fp8, &per_tensor).unwrap(),
             vllm.price_gemm(&hw, Format::Fp8Block, &block).unwrap(),
@@ -601,6 +576,28 @@ mod tests {
         // format's scales read a little more).
         assert!(own - block_price > 9e-6, "{own} {block_price}");
         assert!(vllm.gemm_substitutes().is_empty());
+    }
+
+    #[test]
+    fn issue_38_trtllm_per_tensor_fp8_gemms_take_the_lesser_price() {
+        // Where the per-tensor rows run the main loop faster (compute_eff 0.8 against
+        // the block rows' 0.7), a large GEMM takes their price, the lesser: 8192 x
+        // 8192 x 8192 at 0.8 of H200's FP8 rate is about 7/8 of the block price; a
+        // small one keeps the block price (no 12 us fixed cost).
+        let hw: Hardware =
+            toml::from_str(include_str!("../../../../scenarios/hardware/h200.toml")).unwrap();
+        let trt = fp8_tables("trtllm", 0.8);
+        let (per_tensor, block) = fp8_gemms(&hw, [4.0, 1280.0, 8192.0]);
+        assert_eq!(
+            trt.price_gemm(&hw, Format::Fp8, &per_tensor).unwrap(),
+            trt.price_gemm(&hw, Format::Fp8Block, &block).unwrap()
+        );
+        let (per_tensor, block) = fp8_gemms(&hw, [8192.0, 8192.0, 8192.0]);
+        let (pt, bl) = (
+            trt.price_gemm(&hw, Format::Fp8, &per_tensor).unwrap(),
+            trt.price_gemm(&hw, Format::Fp8Block, &block).unwrap(),
+        );
+        assert!(pt < 0.9 * bl && pt > 0.8 * bl, "{pt} {bl}");
     }
 
     #[test]
