@@ -56,16 +56,26 @@ const SWEEP: [(&str, &str, f64, f64); 7] = [
 
 /// `twin validate bench` of a fixture under `scenario`, as JSON.
 fn validate_json(file: &str, scenario: &str) -> serde_json::Value {
-    let path = repo().join("tests/fixtures/bench").join(file);
-    let o = twin(&[
+    bench_json(
+        &repo().join("tests/fixtures/bench").join(file),
+        scenario,
+        &[],
+    )
+}
+
+/// `twin validate bench PATH --scenario SCENARIO --json EXTRA...`, which must succeed.
+fn bench_json(path: &std::path::Path, scenario: &str, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec![
         "validate",
         "bench",
         path.to_str().unwrap(),
         "--scenario",
         scenario,
         "--json",
-    ]);
-    assert!(o.status.success(), "{file}: {}", err(&o));
+    ];
+    args.extend(extra);
+    let o = twin(&args);
+    assert!(o.status.success(), "{}: {}", path.display(), err(&o));
     json(&o)
 }
 
@@ -295,14 +305,7 @@ fn an_sglang_summary_runs_as_sglang_with_its_servers_budget() {
     let dir = tempfile::tempdir().unwrap();
     let summary = line.to_string().replace(":\"inf\"", ":Infinity");
     let file = write(dir.path(), "summary.jsonl", &summary);
-    let run = |extra: &[&str]| {
-        let mut args = vec!["validate", "bench", file.to_str().unwrap()];
-        args.extend(["--scenario", "h100-llama-3.1-70b-tp8", "--json"]);
-        args.extend(extra);
-        let o = twin(&args);
-        assert!(o.status.success(), "{}", err(&o));
-        json(&o)
-    };
+    let run = |extra: &[&str]| bench_json(&file, "h100-llama-3.1-70b-tp8", extra);
     let v = run(&[]);
     assert_eq!(v["summary_only"], true);
     let notes = v["notes"].to_string();
@@ -358,16 +361,7 @@ fn a_files_speculative_counters_set_the_drafts_or_refuse_a_model_without_mtp() {
     let small = repo().join("tests/fixtures/vllm-bench-small.json");
     let tpot = |counters: bool| {
         let f = write(dir.path(), "small.json", &add(&small, counters).to_string());
-        let o = twin(&[
-            "validate",
-            "bench",
-            f.to_str().unwrap(),
-            "--scenario",
-            "cpu-live-poisson",
-            "--json",
-        ]);
-        assert!(o.status.success(), "{}", err(&o));
-        let v = json(&o);
+        let v = bench_json(&f, "cpu-live-poisson", &[]);
         let said = v["notes"].to_string().contains("2 drafts a step");
         assert_eq!(said, counters, "{}", v["notes"]);
         v["predicted"]["tpot_ms"]["mean"].as_f64().unwrap()
@@ -451,17 +445,7 @@ fn after_earlier_runs_of_the_same_server_their_shared_prefixes_are_held() {
 /// family around the predicted means, and says whether each measured mean lies in it.
 #[test]
 fn a_bench_comparison_says_whether_the_measured_means_lie_in_the_runs_band() {
-    let file = repo().join("tests/fixtures/bench/llama31-70b-h100-tp8-c10.json.gz");
-    let o = twin(&[
-        "validate",
-        "bench",
-        file.to_str().unwrap(),
-        "--scenario",
-        "h100-llama-3.1-70b-tp8",
-        "--json",
-    ]);
-    assert!(o.status.success(), "{}", err(&o));
-    let v = json(&o);
+    let v = validate_json("llama31-70b-h100-tp8-c10.json.gz", "h100-llama-3.1-70b-tp8");
     // The client counted each prompt without Llama's beginning-of-text token, which
     // the server runs: said, and priced.
     assert!(
