@@ -344,9 +344,10 @@ pub fn run_bench(a: &BenchValidateArgs) -> Result<()> {
         sc.warmup_s = 0.0;
         sc.duration_s = sc.limits.max_duration_s;
     })?;
+    // The run compared is the file's last (a JSON-lines file holds one a line).
     let counted = corpus::clients::read(&text, &origin)
         .ok()
-        .and_then(|runs| runs.into_iter().next())
+        .and_then(|mut runs| runs.pop())
         .and_then(|run| run.hints.settings.speculative);
     notes.extend(super::bench_server::speculative(counted, &mut r, &origin)?);
     if let Some(other) = &a.front_end_from {
