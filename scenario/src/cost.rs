@@ -258,19 +258,14 @@ fn engine_tables_source(
         let by: String = t
             .gemm_substitutes()
             .iter()
-            .map(|(f, by)| {
-                // Per-tensor FP8 by the block fit, bounded by its own rows' (the lesser).
-                let own = *f == sim::cost::tables::format::Format::Fp8 && t.gemm_fit(*f).is_some();
-                if own {
-                    format!(
-                        "; {} GEMMs by the lesser of its {} and {} fits",
-                        f.name(),
-                        by.name(),
-                        f.name()
-                    )
-                } else {
-                    format!("; {} GEMMs by its {} fit", f.name(), by.name())
-                }
+            .map(|&(f, by)| match t.gemm_own_bound(f, by) {
+                Some(_) => format!(
+                    "; {} GEMMs by the lesser of its {} and {} fits",
+                    f.name(),
+                    by.name(),
+                    f.name()
+                ),
+                None => format!("; {} GEMMs by its {} fit", f.name(), by.name()),
             })
             .chain(
                 t.borrowed

@@ -466,16 +466,19 @@ pub struct Layer {
 impl Model {
     /// Layers in all (saturating: counts are user input; `validate::model` bounds it).
     pub fn layer_count(&self) -> u32 {
-        self.layers
-            .iter()
-            .fold(0u32, |a, g| a.saturating_add(g.count))
+        self.layers_where(|_| true)
     }
 
     /// Layers whose token mixer is linear attention (gated DeltaNet), from the groups.
     pub fn linear_attention_layers(&self) -> u32 {
+        self.layers_where(|g| g.attention == AttentionKind::Linear)
+    }
+
+    /// Layers of the groups that pass `keep` (saturating).
+    fn layers_where(&self, keep: impl Fn(&LayerGroup) -> bool) -> u32 {
         self.layers
             .iter()
-            .filter(|g| g.attention == AttentionKind::Linear)
+            .filter(|g| keep(g))
             .fold(0u32, |a, g| a.saturating_add(g.count))
     }
 

@@ -167,9 +167,9 @@ fn lengths(
                 .map_or("?".into(), |x| x.to_string())
         };
         if let Some((di, du)) = random_lengths(o, (inp, out, completed)) {
+            let ((il, ih), (ol, oh)) = (bounds(&di), bounds(&du));
             notes.push(format!(
-                "lengths: no per-request lists (run without --output-details): drawn from the run's dataset ({dataset}: input uniform on [{}, {}], output on [{}, {}], bench_serving's random lengths), whose means agree with the file's ({} input and {} output tokens, total / completed)",
-                bounds(&di).0, bounds(&di).1, bounds(&du).0, bounds(&du).1,
+                "lengths: no per-request lists (run without --output-details): drawn from the run's dataset ({dataset}: input uniform on [{il}, {ih}], output on [{ol}, {oh}], bench_serving's random lengths), whose means agree with the file's ({} input and {} output tokens, total / completed)",
                 i.mean(),
                 u.mean()
             ));

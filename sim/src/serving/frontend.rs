@@ -50,18 +50,11 @@ pub(crate) struct FrontEnd {
 
 impl FrontEnd {
     pub fn new(work_s: f64, chunk_s: f64, servers: f64, token_s: f64) -> Self {
+        let per_server = |s: f64| if servers > 0.0 { s / servers } else { 0.0 };
         FrontEnd {
             work_ns: super::clock::secs_to_ns(work_s),
-            token_s_per_server: if servers > 0.0 {
-                token_s / servers
-            } else {
-                0.0
-            },
-            chunk_s_per_server: if servers > 0.0 {
-                chunk_s / servers
-            } else {
-                0.0
-            },
+            token_s_per_server: per_server(token_s),
+            chunk_s_per_server: per_server(chunk_s),
             ..FrontEnd::default()
         }
     }

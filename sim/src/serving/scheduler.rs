@@ -341,14 +341,15 @@ impl ServingScenario {
                 } else {
                     format!("{ms:.1}")
                 };
+                let tokens = self.token_words().map(|w| format!(", {w}"));
                 format!(
                     "; front end {shown} ms a request{}{}",
                     self.chunk_words(),
-                    self.token_words()
+                    tokens.unwrap_or_default()
                 )
-            } else if self.frontend_token_s() > 0.0 {
+            } else if let Some(w) = self.token_words() {
                 // No intake work, but the prompts still wait for their tokenisation.
-                format!("; front end: {}", &self.token_words()[2..])
+                format!("; front end: {w}")
             } else {
                 String::new()
             }
@@ -357,15 +358,14 @@ impl ServingScenario {
 
     /// The front end's tokenisation, requests one after another, for the scheduler's
     /// line (none without it).
-    fn token_words(&self) -> String {
+    fn token_words(&self) -> Option<String> {
         let t = self.frontend_token_s();
-        if t <= 0.0 {
-            return String::new();
-        }
-        format!(
-            ", prompts tokenised one after another ({:.1} us a token)",
-            t * 1e6
-        )
+        (t > 0.0).then(|| {
+            format!(
+                "prompts tokenised one after another ({:.1} us a token)",
+                t * 1e6
+            )
+        })
     }
 
     /// The front end's streaming cost, for the scheduler's line (none without one).

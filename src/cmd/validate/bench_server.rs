@@ -81,13 +81,11 @@ pub(super) fn summary_settings(
     sc: &mut sim::serving::ServingScenario,
     notes: &mut Vec<String>,
 ) {
-    use sim::serving::scheduler::{Scheduler, SchedulerChoice};
     if sc.serving.mode != sim::serving::Mode::Aggregated {
         return;
     }
-    if hints.engine == Some(corpus::EngineName::Sglang) && sc.scheduler() != Scheduler::Sglang {
-        sc.serving.scheduler = SchedulerChoice::Sglang;
-        notes.push("the file is SGLang's bench_serving's: SGLang's scheduler forms the steps (serving.scheduler = sglang)".into());
+    if hints.engine == Some(corpus::EngineName::Sglang) {
+        sglang_scheduler(sc, notes);
     }
     let s = &hints.settings;
     let replicas = hints.workers.as_ref().and_then(|w| w.count).unwrap_or(1);
@@ -116,6 +114,16 @@ pub(super) fn summary_settings(
     }
 }
 
+/// SGLang's scheduler for an SGLang server's file, said in a note where the scenario
+/// had another.
+fn sglang_scheduler(sc: &mut sim::serving::ServingScenario, notes: &mut Vec<String>) {
+    use sim::serving::scheduler::{Scheduler, SchedulerChoice};
+    if sc.scheduler() != Scheduler::Sglang {
+        sc.serving.scheduler = SchedulerChoice::Sglang;
+        notes.push("the file is SGLang's bench_serving's: SGLang's scheduler forms the steps (serving.scheduler = sglang)".into());
+    }
+}
+
 /// What the result file says of its server, applied to the scenario's mixed pool: an
 /// SGLang client's file ran an SGLang server (its scheduler), and SGLang records its
 /// server's arguments (`server_info`): the token budget, the running cap, the overlap
@@ -125,15 +133,11 @@ pub(super) fn server_settings(
     sc: &mut sim::serving::ServingScenario,
     notes: &mut Vec<String>,
 ) {
-    use sim::serving::scheduler::{Scheduler, SchedulerChoice};
     use sim::serving::workload::bench::Client;
     if bench.client != Client::Sglang || sc.serving.mode != sim::serving::Mode::Aggregated {
         return;
     }
-    if sc.scheduler() != Scheduler::Sglang {
-        sc.serving.scheduler = SchedulerChoice::Sglang;
-        notes.push("the file is SGLang's bench_serving's: SGLang's scheduler forms the steps (serving.scheduler = sglang)".into());
-    }
+    sglang_scheduler(sc, notes);
     let Some(si) = &bench.server else { return };
     let pool = &mut sc.serving.decode;
     let dp = si.dp_size.unwrap_or(1).max(1);

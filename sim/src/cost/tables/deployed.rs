@@ -165,6 +165,17 @@ impl KernelTables {
         }
     }
 
+    /// The format's own GEMM fit where it bounds the price of a fit `by` another format
+    /// from above too (the lesser of the two prices): a per-tensor FP8 GEMM priced by
+    /// the block-FP8 fit (its own rows quantise the activations at run time), lower
+    /// where m is large (the run-time quantisation a small share of the GEMM; block
+    /// scaling slows the main loop). A static-scale GEMM does no more work than either.
+    pub fn gemm_own_bound(&self, format: Format, by: Format) -> Option<&Fit> {
+        (format == Format::Fp8 && by != format)
+            .then(|| self.gemm_fit(format))
+            .flatten()
+    }
+
     /// Formats whose dense GEMMs the profile prices by another format's fit, as
     /// `(format, priced by)`, in words for the cost-model line.
     pub fn gemm_substitutes(&self) -> Vec<(Format, Format)> {

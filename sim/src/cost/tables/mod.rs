@@ -333,16 +333,10 @@ impl KernelTables {
             k: g.k,
         };
         let priced = fit.price(hw, &shape(by));
-        // A per-tensor FP8 GEMM priced by the block-FP8 fit (its own rows quantise the
-        // activations at run time): the per-tensor rows bound it too, lower where m is
-        // large (the run-time quantisation a small share of the GEMM; block scaling
-        // slows the main loop). A static-scale GEMM does no more work than either.
-        if format == Format::Fp8 && by != Format::Fp8 {
-            if let Some(own) = self.gemm_fit(Format::Fp8) {
-                return Some(priced.min(own.price(hw, &shape(Format::Fp8))));
-            }
-        }
-        Some(priced)
+        Some(match self.gemm_own_bound(format, by) {
+            Some(own) => priced.min(own.price(hw, &shape(format))),
+            None => priced,
+        })
     }
 
     /// An all-reduce of `bytes` over `gpus`, where the tables time one over as many.
